@@ -1,0 +1,37 @@
+# flexq: `make demo` runs the guide's flow end to end; `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEVSTAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test lint typecheck check clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(DEVSTAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP) $@
+
+demo: $(STAMP)
+	$(BIN)/python -m flexq.demo
+
+test: $(DEVSTAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: $(DEVSTAMP)
+	$(BIN)/ruff check src tests
+
+typecheck: $(DEVSTAMP)
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache

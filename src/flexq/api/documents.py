@@ -1,0 +1,157 @@
+"""Reading manifests: YAML or JSON text to documents, each with a map from field path to line.
+
+Parsing follows what ``kubectl`` accepts: a stream of ``---``-separated YAML documents (JSON is YAML),
+empty documents skipped, ``kind: List`` expanded into its items. Timestamps stay strings (objects are
+JSON), and a key repeated in one mapping is an error, as in kubectl's YAML reader.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from flexq.api.errors import InputError
+
+__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "format_path", "load_documents"]
+
+MAX_INPUT_BYTES: Final = 8 * 1024 * 1024
+"""The largest manifest flexq reads at once (the API server's own request limit is 3 MiB an object)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without the timestamp resolver: dates stay strings, as in JSON."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@dataclass(slots=True)
+class Document:
+    """One object as read: its data, where it came from, and the line of each field path."""
+
+    obj: dict[str, Any]
+    source: str
+    index: int
+    line: int = 1
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def line_of(self, path: str) -> int | None:
+        """The line of ``path`` or of its nearest ancestor that has one."""
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return self.line
+            path = _parent(path)
+
+
+_LAST: Final = re.compile(r"(\.[^.\[]+|\[\d+\])$")
+
+
+def _parent(path: str) -> str:
+    return _LAST.sub("", path, count=1) if _LAST.search(path) else ""
+
+
+def format_path(parts: tuple[str | int, ...] | list[str | int]) -> str:
+    """``("spec", "flavors", 2, "name")`` -> ``spec.flavors[2].name``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def decode_input(data: bytes, source: str) -> str:
+    """Bytes to text, refusing what is too large or is not text."""
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(
+            source,
+            f"input is {len(data):,} bytes, more than the {MAX_INPUT_BYTES // (1024 * 1024)} MiB "
+            "flexq reads at once; split it into smaller files",
+        )
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise InputError(source, f"not a YAML or JSON manifest: binary data (a NUL byte at offset {nul})")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            source, f"not a YAML or JSON manifest: not UTF-8 text (byte offset {exc.start})"
+        ) from None
+
+
+def load_documents(text: str, source: str) -> list[Document]:
+    """Parse every document of ``text``; raise :class:`InputError` on malformed YAML."""
+    loader = _Loader(text)
+    docs: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            lines: dict[str, int] = {}
+            _walk(node, "", lines, source)
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise InputError(
+                    source,
+                    f"document {len(docs) + 1}: expected a mapping with apiVersion and kind, "
+                    f"got {type(data).__name__}",
+                    node.start_mark.line + 1,
+                )
+            docs.extend(_expand(data, source, len(docs), node.start_mark.line + 1, lines))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise InputError(source, f"malformed YAML: {problem}", line) from None
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"malformed YAML: {exc}") from None
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _expand(data: dict[str, Any], source: str, index: int, line: int, lines: dict[str, int]) -> list[Document]:
+    if data.get("kind") == "List" and isinstance(data.get("items"), list):
+        out: list[Document] = []
+        for i, item in enumerate(data["items"]):
+            if not isinstance(item, dict):
+                raise InputError(source, f"items[{i}]: expected an object", lines.get(f"items[{i}]", line))
+            prefix = f"items[{i}]"
+            sub = {
+                k[len(prefix) + 1 :]: v
+                for k, v in lines.items()
+                if k.startswith(prefix + ".") or k.startswith(prefix + "[")
+            }
+            out.append(Document(item, source, index + i, lines.get(prefix, line), sub))
+        return out
+    return [Document(data, source, index, line, lines)]
+
+
+def _walk(node: yaml.Node, path: str, lines: dict[str, int], source: str) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if isinstance(key_node, yaml.ScalarNode):
+                if key in seen:
+                    raise InputError(
+                        source, f'malformed YAML: key "{key}" appears twice', key_node.start_mark.line + 1
+                    )
+                seen.add(key)
+            _walk(value_node, f"{path}.{key}" if path else str(key), lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, f"{path}[{i}]", lines, source)

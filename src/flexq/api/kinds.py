@@ -1,0 +1,221 @@
+"""The registry of kinds flexq serves: group, versions, names, scope, printer columns and schema.
+
+This is the one table the server's discovery, the CLI's name resolution, validation and table
+printing all read, so a kind added here is served everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from pydantic import BaseModel
+
+from flexq.api.models import core, kueue, ray
+
+__all__ = ["KINDS", "Column", "KindInfo", "UnknownKind", "by_gvk", "by_resource", "resolve"]
+
+KUEUE: Final = "kueue.x-k8s.io"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A printer column, as a CRD's ``additionalPrinterColumns`` entry."""
+
+    name: str
+    json_path: str
+    type: str = "string"
+    priority: int = 0
+    description: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    group: str
+    versions: tuple[str, ...]
+    kind: str
+    plural: str
+    singular: str
+    namespaced: bool
+    model: type[BaseModel]
+    short_names: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = ()
+    status_subresource: bool = True
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = field(
+        default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    )
+
+    @property
+    def storage_version(self) -> str:
+        return self.versions[0]
+
+    def api_version(self, version: str | None = None) -> str:
+        v = version or self.storage_version
+        return f"{self.group}/{v}" if self.group else v
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name a user may type for this kind, lower case."""
+        return (self.plural, self.singular, self.kind.lower(), *self.short_names)
+
+
+_AGE: Final = Column("Age", ".metadata.creationTimestamp", "date")
+
+
+_ACTIVE: Final = (
+    Column("Active", ".status.conditions[?(@.type=='Active')].status",
+           description="Whether the object can be used (Kueue's Active condition)"),
+    Column("Reason", ".status.conditions[?(@.type=='Active')].reason",
+           description="Why the object is, or is not, active"),
+)
+
+
+def _wl_cond(name: str, cond: str) -> Column:
+    return Column(name, f".status.conditions[?(@.type=='{cond}')].status")
+
+
+KINDS: Final[tuple[KindInfo, ...]] = (
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ResourceFlavor", "resourceflavors", "resourceflavor",
+             False, kueue.ResourceFlavor, ("flavor", "flavors", "rf"), (_AGE,), status_subresource=False,
+             categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ClusterQueue", "clusterqueues", "clusterqueue", False,
+             kueue.ClusterQueue, ("cq",), (
+                 Column("Cohort", ".spec.cohortName", description="cohort that this ClusterQueue belongs to"),
+                 Column("Strategy", ".spec.queueingStrategy", priority=1,
+                        description="The queueing strategy used to prioritize workloads"),
+                 Column("Pending Workloads", ".status.pendingWorkloads", "integer",
+                        description="Number of pending workloads"),
+                 Column("Admitted Workloads", ".status.admittedWorkloads", "integer", priority=1,
+                        description="Number of admitted workloads that haven't finished yet"),
+                 *_ACTIVE,
+             ), categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Cohort", "cohorts", "cohort", False, kueue.Cohort,
+             ("co",), (_AGE,), categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "LocalQueue", "localqueues", "localqueue", True,
+             kueue.LocalQueue, ("queue", "queues", "lq"), (
+                 Column("ClusterQueue", ".spec.clusterQueue", description="Backing ClusterQueue"),
+                 Column("Pending Workloads", ".status.pendingWorkloads", "integer",
+                        description="Number of pending workloads"),
+                 Column("Admitted Workloads", ".status.admittedWorkloads", "integer",
+                        description="Number of admitted workloads that haven't finished yet."),
+                 *_ACTIVE,
+             ), categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "AdmissionCheck", "admissionchecks", "admissioncheck", False,
+             kueue.AdmissionCheck, ("ac",), (
+                 Column("Controller", ".spec.controllerName"),
+                 *_ACTIVE,
+                 _AGE,
+             ), categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ProvisioningRequestConfig", "provisioningrequestconfigs",
+             "provisioningrequestconfig", False, kueue.ProvisioningRequestConfig, ("prc",), (
+                 Column("Class", ".spec.provisioningClassName"),
+                 _AGE,
+             ), status_subresource=False, categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "WorkloadPriorityClass", "workloadpriorityclasses",
+             "workloadpriorityclass", False, kueue.WorkloadPriorityClass, ("wpc",), (
+                 Column("Value", ".value", "integer",
+                        description="Value of workloadPriorityClass's Priority"),
+                 _AGE,
+             ), status_subresource=False, categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Workload", "workloads", "workload", True, kueue.Workload,
+             ("wl", "kwl", "kueueworkload", "kueueworkloads"), (
+                 Column("Queue", ".spec.queueName", description="Name of the queue this workload was submitted to"),
+                 Column("Reserved in", ".status.admission.clusterQueue",
+                        description="Name of the ClusterQueue where the workload is reserving quota"),
+                 _wl_cond("Admitted", "Admitted"),
+                 _wl_cond("Finished", "Finished"),
+                 _AGE,
+             ), categories=("kueue",)),
+    KindInfo("ray.io", ("v1",), "RayJob", "rayjobs", "rayjob", True, ray.RayJob, (), (
+        Column("Job Status", ".status.jobStatus"),
+        Column("Deployment Status", ".status.jobDeploymentStatus"),
+        Column("Ray Cluster Name", ".status.rayClusterName"),
+        Column("Start Time", ".status.startTime", "string"),
+        Column("End Time", ".status.endTime", "string"),
+        _AGE,
+    ), categories=("all",)),
+    KindInfo("ray.io", ("v1",), "RayCluster", "rayclusters", "raycluster", True, ray.RayCluster, (), (
+        Column("Desired Workers", ".status.desiredWorkerReplicas", "integer"),
+        Column("Available Workers", ".status.availableWorkerReplicas", "integer"),
+        Column("CPUs", ".status.desiredCPU"),
+        Column("Memory", ".status.desiredMemory"),
+        Column("TPUs", ".status.desiredTPU"),
+        Column("Status", ".status.state"),
+        _AGE,
+    ), categories=("all",)),
+    KindInfo("batch", ("v1",), "Job", "jobs", "job", True, core.Job, (), (
+        Column("Status", "#job-status"),
+        Column("Completions", "#completions"),
+        Column("Duration", "#duration"),
+        _AGE,
+    ), categories=("all",)),
+    KindInfo("", ("v1",), "ConfigMap", "configmaps", "configmap", True, core.ConfigMap, ("cm",), (
+        Column("Data", "#data", "integer"),
+        _AGE,
+    ), status_subresource=False),
+    KindInfo("", ("v1",), "Namespace", "namespaces", "namespace", False, core.Namespace, ("ns",), (
+        Column("Status", ".status.phase"),
+        _AGE,
+    ), verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
+    KindInfo("", ("v1",), "Event", "events", "event", True, core.Event, ("ev",), (
+        Column("Last Seen", ".lastTimestamp", "date"),
+        Column("Type", ".type"),
+        Column("Reason", ".reason"),
+        Column("Object", "#involved"),
+        Column("Message", ".message"),
+    ), status_subresource=False),
+    KindInfo("autoscaling.x-k8s.io", ("v1",), "ProvisioningRequest", "provisioningrequests",
+             "provisioningrequest", True, core.ProvisioningRequest, ("provreq", "provreqs"), (
+                 Column("Class", ".spec.provisioningClassName"),
+                 Column("Accepted", ".status.conditions[?(@.type=='Accepted')].status"),
+                 Column("Provisioned", ".status.conditions[?(@.type=='Provisioned')].status"),
+                 Column("Failed", ".status.conditions[?(@.type=='Failed')].status", priority=1),
+                 _AGE,
+             )),
+)
+
+
+class UnknownKind(LookupError):
+    """No kind of that name, group or version is served."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(what)
+
+
+_BY_GK: Final = {(k.group, k.kind): k for k in KINDS}
+_BY_GR: Final = {(k.group, k.plural): k for k in KINDS}
+
+
+def by_gvk(api_version: str, kind: str) -> KindInfo:
+    """The kind named by an object's ``apiVersion`` and ``kind``; raise :class:`UnknownKind`."""
+    group, _, version = api_version.rpartition("/")
+    info = _BY_GK.get((group, kind))
+    if info is None:
+        raise UnknownKind(f'no kind "{kind}" is registered for version "{api_version}"')
+    if version not in info.versions:
+        served = ", ".join(info.api_version(v) for v in info.versions)
+        raise UnknownKind(f'no kind "{kind}" is registered for version "{api_version}" (served: {served})')
+    return info
+
+
+def by_resource(group: str, plural: str) -> KindInfo | None:
+    return _BY_GR.get((group, plural))
+
+
+def resolve(name: str) -> KindInfo:
+    """The kind a user means by ``name``: ``cq``, ``clusterqueues``, ``rayjob``, ``jobs.batch``."""
+    wanted = name.lower()
+    group: str | None = None
+    if "." in wanted:
+        wanted, _, group = wanted.partition(".")
+    for info in KINDS:
+        if wanted in info.names and (group is None or info.group == group or info.group.startswith(group)):
+            return info
+    raise UnknownKind(f'the server doesn\'t have a resource type "{name}"')

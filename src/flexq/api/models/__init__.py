@@ -1,0 +1,1 @@
+"""The object schemas flexq validates against (pydantic models; unknown fields are kept)."""

@@ -1,0 +1,205 @@
+"""Kueue's kinds (``kueue.x-k8s.io`` v1beta1 and v1beta2), as far as flexq reads them.
+
+Field names and enums follow Kueue's API types; where v1beta2 renamed a value (``MayStopSearch`` for
+``Borrow``/``Preempt``) or a field (``cohortName`` for ``cohort``), both spellings are accepted and
+:mod:`flexq.api.versions` converts between them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from flexq.api.models.common import (
+    K8sModel,
+    LabelKey,
+    LabelSelector,
+    LabelValue,
+    Name,
+    PodTemplateSpec,
+    Quantity,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    Taint,
+    Toleration,
+    TopLevel,
+    check_qualified_name,
+)
+
+ResourceName = Annotated[StrictStr, AfterValidator(check_qualified_name)]
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+
+
+# --- ResourceFlavor -------------------------------------------------------------------------------
+
+
+class ResourceFlavorSpec(K8sModel):
+    nodeLabels: Annotated[dict[LabelKey, LabelValue], Field(max_length=8)] | None = None
+    nodeTaints: Annotated[list[Taint], Field(max_length=8)] | None = None
+    tolerations: Annotated[list[Toleration], Field(max_length=8)] | None = None
+    topologyName: StrictStr | None = None
+
+
+class ResourceFlavor(TopLevel):
+    spec: ResourceFlavorSpec | None = None
+
+
+# --- ClusterQueue and Cohort ----------------------------------------------------------------------
+
+
+class ResourceQuota(K8sModel):
+    name: ResourceName
+    nominalQuota: Quantity
+    borrowingLimit: Quantity | None = None
+    lendingLimit: Quantity | None = None
+
+
+class FlavorQuotas(K8sModel):
+    name: Name
+    resources: Annotated[list[ResourceQuota], Field(min_length=1, max_length=64)]
+
+
+class ResourceGroup(K8sModel):
+    coveredResources: Annotated[list[ResourceName], Field(min_length=1, max_length=64)]
+    flavors: Annotated[list[FlavorQuotas], Field(min_length=1, max_length=64)]
+
+
+class FlavorFungibility(K8sModel):
+    whenCanBorrow: Literal["Borrow", "MayStopSearch", "TryNextFlavor"] | None = None
+    whenCanPreempt: Literal["Preempt", "MayStopSearch", "TryNextFlavor"] | None = None
+    preference: Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"] | None = None
+
+
+class BorrowWithinCohort(K8sModel):
+    policy: Literal["Never", "LowerPriority"] | None = None
+    maxPriorityThreshold: StrictInt | None = None
+
+
+class Preemption(K8sModel):
+    reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] | None = None
+    borrowWithinCohort: BorrowWithinCohort | None = None
+    withinClusterQueue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] | None = None
+
+
+class AdmissionCheckStrategyRule(K8sModel):
+    name: Name
+    onFlavors: list[Name] | None = None
+
+
+class AdmissionChecksStrategy(K8sModel):
+    admissionChecks: list[AdmissionCheckStrategyRule] | None = None
+
+
+class FairSharing(K8sModel):
+    weight: Quantity | None = None
+
+
+class ClusterQueueSpec(K8sModel):
+    resourceGroups: Annotated[list[ResourceGroup], Field(max_length=16)] | None = None
+    cohort: Name | None = None
+    cohortName: Name | None = None
+    queueingStrategy: Literal["StrictFIFO", "BestEffortFIFO"] | None = None
+    namespaceSelector: LabelSelector | None = None
+    flavorFungibility: FlavorFungibility | None = None
+    preemption: Preemption | None = None
+    admissionChecks: list[Name] | None = None
+    admissionChecksStrategy: AdmissionChecksStrategy | None = None
+    stopPolicy: StopPolicy | None = None
+    fairSharing: FairSharing | None = None
+
+
+class ClusterQueue(TopLevel):
+    spec: ClusterQueueSpec
+
+
+class CohortSpec(K8sModel):
+    parent: Name | None = None
+    parentName: Name | None = None
+    resourceGroups: Annotated[list[ResourceGroup], Field(max_length=16)] | None = None
+    fairSharing: FairSharing | None = None
+
+
+class Cohort(TopLevel):
+    spec: CohortSpec | None = None
+
+
+# --- LocalQueue -----------------------------------------------------------------------------------
+
+
+class LocalQueueSpec(K8sModel):
+    clusterQueue: Name
+    stopPolicy: StopPolicy | None = None
+    fairSharing: FairSharing | None = None
+
+
+class LocalQueue(TopLevel):
+    spec: LocalQueueSpec
+
+
+# --- Admission checks and provisioning ------------------------------------------------------------
+
+
+class AdmissionCheckParametersReference(K8sModel):
+    apiGroup: StrictStr
+    kind: StrictStr
+    name: Name
+
+
+class AdmissionCheckSpec(K8sModel):
+    controllerName: StrictStr
+    retryDelayMinutes: Annotated[StrictInt, Field(ge=0)] | None = None
+    parameters: AdmissionCheckParametersReference | None = None
+
+
+class AdmissionCheck(TopLevel):
+    spec: AdmissionCheckSpec
+
+
+class ProvisioningRequestRetryStrategy(K8sModel):
+    backoffLimitCount: Annotated[StrictInt, Field(ge=0)] | None = None
+    backoffBaseSeconds: Annotated[StrictInt, Field(ge=0)] | None = None
+    backoffMaxSeconds: Annotated[StrictInt, Field(ge=0)] | None = None
+
+
+class ProvisioningRequestConfigSpec(K8sModel):
+    provisioningClassName: Annotated[StrictStr, Field(min_length=1, max_length=253)]
+    parameters: Annotated[dict[StrictStr, StrictStr], Field(max_length=100)] | None = None
+    managedResources: Annotated[list[ResourceName], Field(max_length=100)] | None = None
+    retryStrategy: ProvisioningRequestRetryStrategy | None = None
+    podSetUpdates: dict[str, Any] | None = None
+    podSetMergePolicy: Literal["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"] | None = None
+
+
+class ProvisioningRequestConfig(TopLevel):
+    spec: ProvisioningRequestConfigSpec
+
+
+# --- Priorities and workloads ---------------------------------------------------------------------
+
+
+class WorkloadPriorityClass(TopLevel):
+    value: StrictInt
+    description: StrictStr | None = None
+
+
+class PodSet(K8sModel):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=63)]
+    count: Annotated[StrictInt, Field(ge=0)]
+    minCount: Annotated[StrictInt, Field(ge=0)] | None = None
+    template: PodTemplateSpec
+
+
+class WorkloadSpec(K8sModel):
+    podSets: Annotated[list[PodSet], Field(min_length=1, max_length=8)]
+    queueName: StrictStr | None = None
+    priorityClassName: StrictStr | None = None
+    priority: StrictInt | None = None
+    priorityClassSource: StrictStr | None = None
+    active: StrictBool | None = None
+    maximumExecutionTimeSeconds: Annotated[StrictInt, Field(ge=1)] | None = None
+
+
+class Workload(TopLevel):
+    spec: WorkloadSpec

@@ -1,0 +1,51 @@
+"""Conversion between the served versions of a kind.
+
+Kueue stores v1beta2 and serves v1beta1 too; flexq does the same: objects are stored in the kind's
+storage version and converted when read in another. v1beta1 -> v1beta2 follows Kueue's conversion
+(``cohort`` -> ``cohortName``; ``admissionChecks`` -> ``admissionChecksStrategy``; ``Borrow`` and
+``Preempt`` -> ``MayStopSearch``, one way); v1beta2 -> v1beta1 renames ``cohortName`` back.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from flexq.api.kinds import KindInfo
+
+__all__ = ["convert"]
+
+
+def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]:
+    """Return ``obj`` in ``version`` of its kind (a copy when anything changes)."""
+    current = obj.get("apiVersion", "").rpartition("/")[2]
+    if current == version:
+        return obj
+    out = copy.deepcopy(obj)
+    out["apiVersion"] = info.api_version(version)
+    if info.kind == "ClusterQueue" and isinstance(out.get("spec"), dict):
+        spec = out["spec"]
+        if version == "v1beta2":
+            _to_v1beta2_cluster_queue(spec)
+        elif version == "v1beta1" and "cohortName" in spec:
+            spec["cohort"] = spec.pop("cohortName")
+    elif info.kind == "Cohort" and isinstance(out.get("spec"), dict) and version == "v1beta2":
+        spec = out["spec"]
+        if "parent" in spec:
+            spec["parentName"] = spec.pop("parent")
+    return out
+
+
+def _to_v1beta2_cluster_queue(spec: dict[str, Any]) -> None:
+    if "cohort" in spec:
+        cohort = spec.pop("cohort")
+        spec.setdefault("cohortName", cohort)
+    checks = spec.pop("admissionChecks", None)
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": name} for name in checks]}
+    fungibility = spec.get("flavorFungibility")
+    if isinstance(fungibility, dict):
+        if fungibility.get("whenCanBorrow") == "Borrow":
+            fungibility["whenCanBorrow"] = "MayStopSearch"
+        if fungibility.get("whenCanPreempt") == "Preempt":
+            fungibility["whenCanPreempt"] = "MayStopSearch"

@@ -1,0 +1,1 @@
+"""The ``flexq`` command line."""

@@ -1,0 +1,65 @@
+"""The CLI's HTTP client: the Kubernetes API paths of the flexq server, and its errors for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from flexq.api.kinds import KindInfo
+
+__all__ = ["CliError", "Client"]
+
+
+class CliError(Exception):
+    """A failure to report to the user: a message, no traceback, a non-zero exit."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        self.message = message
+        self.code = code
+        super().__init__(message)
+
+
+class Client:
+    def __init__(self, server: str, timeout: float = 30.0) -> None:
+        self.server = server.rstrip("/")
+        self._http = httpx.Client(base_url=self.server, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    @staticmethod
+    def path(info: KindInfo, namespace: str | None, name: str | None = None) -> str:
+        base = f"/apis/{info.group}/{info.storage_version}" if info.group else "/api/v1"
+        if info.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{info.plural}"
+        return f"{base}/{name}" if name else base
+
+    def request(self, method: str, url: str, *, json: Any = None, params: dict[str, str] | None = None,
+                headers: dict[str, str] | None = None, ok_missing: bool = False) -> Any:
+        try:
+            response = self._http.request(method, url, json=json, params=params, headers=headers)
+        except httpx.ConnectError:
+            raise CliError(
+                f"cannot reach the flexq server at {self.server} (connection refused).\n"
+                "Start one with `flexq server` (in another shell, or `flexq server &`), "
+                "or point --server / FLEXQ_SERVER at a running one."
+            ) from None
+        except httpx.HTTPError as exc:
+            raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
+        if response.status_code == 404 and ok_missing:
+            return None
+        if response.status_code >= 400:
+            raise CliError(_error_text(response))
+        return response.json() if response.content else None
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"Error from server ({response.status_code}): {response.text.strip()[:500]}"
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return f"Error from server ({body.get('reason') or response.status_code}): {body.get('message', '')}"
+    return f"Error from server ({response.status_code}): {body}"

@@ -1,0 +1,346 @@
+"""``flexq``: the command line. kubectl-shaped where the guide uses kubectl; flexq's own beyond it.
+
+Every command reaches the server through ``--server URL`` or ``FLEXQ_SERVER``, else the default local
+address. With no server there, a command says how to start one and exits 1: the CLI never starts a
+server behind the user's back, so state always lives in one place the user chose.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flexq import __version__
+from flexq.api.envsubst import read_env_file
+from flexq.api.errors import ApiError, InputError
+from flexq.api.kinds import KindInfo, UnknownKind, resolve
+from flexq.cli.client import Client, CliError
+from flexq.cli.inputs import read_manifests
+from flexq.cli.printers import describe as describe_text
+from flexq.cli.printers import render_table, to_json, to_yaml
+from flexq.config import DEFAULT_HOST, DEFAULT_PORT, default_server_url, flexq_home
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="flexq", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="A job queue for AI training: Kueue's semantics, DWS queued provisioning, real runs on Ray.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+create_app = typer.Typer(help="Create an object from flags (kubectl create ...).", no_args_is_help=True)
+app.add_typer(create_app, name="create")
+
+_state: dict[str, str] = {}
+
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+def _client() -> Client:
+    return Client(_state.get("server") or default_server_url())
+
+
+@app.callback()
+def _root(
+    server: Annotated[str | None, typer.Option("--server", "-s", help="flexq server URL (env FLEXQ_SERVER).",
+                                               envvar="FLEXQ_SERVER")] = None,
+) -> None:
+    if server:
+        _state["server"] = server
+
+
+def _env(env: list[str] | None, env_file: Path | None) -> dict[str, str]:
+    values: dict[str, str] = {}
+    if env_file is not None:
+        loaded, warnings = read_env_file(env_file)
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
+        values.update(loaded)
+    for item in env or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"--env {item!r}: expected NAME=VALUE")
+        values[key] = value
+    return values
+
+
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace (default: default).")]
+
+
+@app.command()
+def apply(
+    filename: Annotated[list[str], typer.Option("--filename", "-f", help="File, directory or - for stdin.")],
+    namespace: NamespaceOpt = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Substitute ${NAME} with VALUE (NAME=VALUE).")] = None,
+    env_file: Annotated[Path | None, typer.Option("--env-file", help="KEY=VALUE lines to substitute.")] = None,
+) -> None:
+    """Create or update objects from manifests. All documents are applied, or none."""
+    manifests = read_manifests(filename, _env(env, env_file))
+    client = _client()
+    body = {"sources": [{"text": m.text, "source": m.source} for m in manifests],
+            "namespace": namespace or "default"}
+    try:
+        response = client.request("POST", "/flexq/v1/apply", json=body)
+    except CliError as exc:
+        raise CliError(exc.message.replace("Error from server (Invalid): ", "error: ")
+                       .replace("Error from server (BadRequest): ", "error: ")) from None
+    for result in response["results"]:
+        resource = f"{result['kind'].lower()}.{result['group']}" if result["group"] else result["kind"].lower()
+        typer.echo(f"{resource}/{result['name']} {result['action']}")
+
+
+def _targets(kinds: str, names: list[str]) -> list[tuple[KindInfo, str | None]]:
+    """``cq`` / ``cq,lq`` / ``cq NAME`` / ``cq/NAME`` into (kind, name) pairs."""
+    if "/" in kinds:
+        out = []
+        for item in [kinds, *names]:
+            kind, _, name = item.partition("/")
+            out.append((resolve(kind), name or None))
+        return out
+    infos = [resolve(k) for k in kinds.split(",") if k]
+    if names:
+        if len(infos) > 1:
+            raise CliError("error: there is no need to specify a resource type as a separate argument when "
+                           "passing arguments in resource/name form")
+        return [(infos[0], n) for n in names]
+    return [(i, None) for i in infos]
+
+
+@app.command()
+def get(
+    kind: Annotated[str, typer.Argument(help="Kind(s): cq, lq, wl, rf, rayjobs, cq,lq,... or KIND/NAME.")],
+    names: Annotated[list[str] | None, typer.Argument(help="Names.")] = None,
+    namespace: NamespaceOpt = None,
+    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")] = False,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="wide, yaml, json or name.")] = None,
+    selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector.")] = None,
+) -> None:
+    """List or show objects."""
+    if output not in (None, "wide", "yaml", "json", "name"):
+        raise CliError(f"error: unable to match a printer suitable for the output format {output!r}, "
+                       "allowed formats are: json, name, wide, yaml")
+    targets = _targets(kind, names or [])
+    ns = None if all_namespaces else (namespace or "default")
+    client = _client()
+    params = {"labelSelector": selector} if selector else None
+    objects: list[tuple[KindInfo, dict[str, Any]]] = []
+    tables: list[tuple[KindInfo, dict[str, Any]]] = []
+    for info, name in targets:
+        path = client.path(info, ns, name)
+        if output in (None, "wide"):
+            tbl = client.request("GET", path, params=params, headers={"Accept": TABLE_ACCEPT})
+            tables.append((info, tbl))
+        else:
+            found = client.request("GET", path, params=params)
+            items = found.get("items", []) if name is None else [found]
+            objects.extend((info, item) for item in items)
+    if output in (None, "wide"):
+        text = render_table(tables, wide=output == "wide", all_namespaces=all_namespaces,
+                            qualify=len(targets) > 1 and len({i.kind for i, _ in targets}) > 1)
+        if text:
+            typer.echo(text)
+        elif ns and any(i.namespaced for i, _ in targets):
+            typer.echo(f"No resources found in {ns} namespace.", err=True)
+        else:
+            typer.echo("No resources found", err=True)
+        return
+    if output == "name":
+        for info, obj in objects:
+            resource = f"{info.singular}.{info.group}" if info.group else info.singular
+            typer.echo(f"{resource}/{obj['metadata']['name']}")
+        return
+    single = len(targets) == 1 and targets[0][1] is not None
+    payload: Any = objects[0][1] if single else {
+        "apiVersion": "v1", "kind": "List", "items": [o for _, o in objects], "metadata": {"resourceVersion": ""}}
+    typer.echo(to_yaml(payload) if output == "yaml" else to_json(payload), nl=output != "yaml")
+
+
+@app.command()
+def describe(
+    kind: Annotated[str, typer.Argument(help="Kind, or KIND/NAME.")],
+    names: Annotated[list[str] | None, typer.Argument(help="Names (default: all of the kind).")] = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Show an object in detail, with its conditions and events."""
+    client = _client()
+    ns = namespace or "default"
+    texts = []
+    for info, name in _targets(kind, names or []):
+        if name is None:
+            items = client.request("GET", client.path(info, ns)).get("items", [])
+        else:
+            items = [client.request("GET", client.path(info, ns, name))]
+        for obj in items:
+            meta = obj["metadata"]
+            selector = f"involvedObject.name={meta['name']},involvedObject.uid={meta.get('uid', '')}"
+            events_ns = meta.get("namespace") or "default"
+            events = client.request("GET", f"/api/v1/namespaces/{events_ns}/events",
+                                    params={"fieldSelector": selector}).get("items", [])
+            texts.append(describe_text(info, obj, events))
+    typer.echo("\n\n".join(texts))
+
+
+@app.command()
+def delete(
+    kind: Annotated[str | None, typer.Argument(help="Kind, or KIND/NAME.")] = None,
+    names: Annotated[list[str] | None, typer.Argument(help="Names.")] = None,
+    filename: Annotated[list[str] | None, typer.Option("--filename", "-f", help="Delete what a file names.")] = None,
+    namespace: NamespaceOpt = None,
+    ignore_not_found: Annotated[bool, typer.Option("--ignore-not-found")] = False,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Substitute ${NAME} with VALUE.")] = None,
+    env_file: Annotated[Path | None, typer.Option("--env-file")] = None,
+) -> None:
+    """Delete objects by kind and name, or those a manifest names."""
+    client = _client()
+    ns = namespace or "default"
+    targets: list[tuple[KindInfo, str, str]] = []
+    if filename:
+        from flexq.api.documents import load_documents
+        from flexq.api.kinds import by_gvk
+
+        for manifest in read_manifests(filename, _env(env, env_file)):
+            for doc in load_documents(manifest.text, manifest.source):
+                try:
+                    info = by_gvk(str(doc.obj.get("apiVersion", "")), str(doc.obj.get("kind", "")))
+                except UnknownKind as exc:
+                    raise InputError(manifest.source, str(exc), doc.line) from None
+                meta = doc.obj.get("metadata") or {}
+                targets.append((info, meta.get("namespace") or ns, str(meta.get("name", ""))))
+    elif kind:
+        for info, name in _targets(kind, names or []):
+            if name is None:
+                raise CliError("error: resource(s) were provided, but no name was specified")
+            targets.append((info, ns, name))
+    else:
+        raise CliError("error: you must provide one or more resources by argument or filename")
+    failed = False
+    for info, obj_ns, name in targets:
+        resource = f"{info.singular}.{info.group}" if info.group else info.singular
+        try:
+            client.request("DELETE", client.path(info, obj_ns, name))
+            typer.echo(f'{resource} "{name}" deleted')
+        except CliError as exc:
+            if ignore_not_found and "(NotFound)" in exc.message:
+                continue
+            typer.echo(exc.message, err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(1)
+
+
+@create_app.command("configmap")
+def create_configmap(
+    name: Annotated[str, typer.Argument(help="ConfigMap name.")],
+    from_file: Annotated[list[str] | None, typer.Option("--from-file", help="[KEY=]PATH; key defaults to the file name.")] = None,  # noqa: E501
+    from_literal: Annotated[list[str] | None, typer.Option("--from-literal", help="KEY=VALUE.")] = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Create a ConfigMap from files and literals (kubectl create configmap)."""
+    data: dict[str, str] = {}
+    for item in from_file or []:
+        key, sep, path_text = item.partition("=")
+        path = Path(path_text if sep else key)
+        key = key if sep else path.name
+        try:
+            data[key] = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError(str(path), "no such file or directory") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(str(path), f"cannot read as text: {exc}") from None
+    for item in from_literal or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"error: --from-literal {item!r}: expected KEY=VALUE")
+        data[key] = value
+    client = _client()
+    info = resolve("configmap")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+    client.request("POST", client.path(info, namespace or "default"), json=body)
+    typer.echo(f"configmap/{name} created")
+
+
+@app.command()
+def server(
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
+    log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
+) -> None:
+    """Serve the Kubernetes API and flexq's API until interrupted."""
+    from flexq.server.run import serve
+
+    state = home or flexq_home()
+    typer.echo(f"flexq server on http://{host}:{port} (state in {state})", err=True)
+    serve(state, host, port, log_level=log_level)
+
+
+def _kubeconfig_text(server_url: str) -> str:
+    return to_yaml({
+        "apiVersion": "v1", "kind": "Config", "current-context": "flexq", "preferences": {},
+        "clusters": [{"name": "flexq", "cluster": {"server": server_url}}],
+        "users": [{"name": "flexq", "user": {"token": "flexq"}}],
+        "contexts": [{"name": "flexq", "context": {"cluster": "flexq", "user": "flexq", "namespace": "default"}}],
+    })
+
+
+@app.command()
+def kubeconfig(
+    write: Annotated[Path | None, typer.Option("--write", "-w", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Print (or write) a kubeconfig that points kubectl at the flexq server."""
+    text = _kubeconfig_text(_state.get("server") or default_server_url())
+    if write is None:
+        typer.echo(text, nl=False)
+        return
+    write.parent.mkdir(parents=True, exist_ok=True)
+    write.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {write}", err=True)
+
+
+@app.command()
+def env() -> None:
+    """Print shell exports that point kubectl and flexq at the server: eval "$(flexq env)"."""
+    home = flexq_home()
+    path = home / "kubeconfig"
+    home.mkdir(parents=True, exist_ok=True)
+    server_url = _state.get("server") or default_server_url()
+    path.write_text(_kubeconfig_text(server_url), encoding="utf-8")
+    typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={path}")
+
+
+@app.command()
+def version() -> None:
+    """Print flexq's version."""
+    typer.echo(f"flexq {__version__}")
+
+
+def main() -> None:
+    """Entry point: run the app; user errors become a message on stderr and exit 1, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except CliError as exc:
+        typer.echo(exc.message, err=True)
+        sys.exit(exc.code)
+    except (ApiError, UnknownKind) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted.", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""``make demo``: the guide's flow end to end against a fresh flexq server.
+
+Starts ``flexq server`` on a free loopback port with its state under ``.flexq/demo``, then runs the
+guide's own commands (``envsubst < … | flexq apply -f -``, the ConfigMap, the two-job loop), shows the
+queues and jobs with flexq and, where it is installed, with the real kubectl, and stops the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+__all__ = ["main"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _guide_dir() -> Path:
+    for candidate in (Path(__file__).resolve().parents[2] / "examples" / "guide", Path.cwd() / "examples" / "guide"):
+        if (candidate / "dws-tpu-queue.yaml").exists():
+            return candidate
+    raise SystemExit("error: examples/guide not found; run `make demo` from the flexq checkout")
+
+
+def _run(command: str, env: dict[str, str], cwd: Path) -> None:
+    print(f"\n$ {command}", flush=True)
+    result = subprocess.run(command, shell=True, env=env, cwd=cwd, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"error: the step failed with exit code {result.returncode}: {command}")
+
+
+def _wait_ready(url: str, server: subprocess.Popen[bytes], deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit("error: flexq server exited during start-up")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("error: flexq server did not become ready in time")
+
+
+def main() -> None:
+    guide = _guide_dir()
+    home = Path(".flexq/demo").resolve()
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    bindir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "FLEXQ_SERVER": url,
+        "FLEXQ_HOME": str(home),
+        "ONDEMAND_NODEPOOL": "on-demand-pool",
+        "DWS_NODEPOOL": "dws-pool",
+        "KUBECONFIG": str(home / "kubeconfig"),
+    }
+    print(f"Starting flexq server on {url} (state in {home})", flush=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_ready(url, server, time.monotonic() + 30)
+        have_envsubst = shutil.which("envsubst") is not None
+        if have_envsubst:
+            _run("envsubst < dws-tpu-queue.yaml | flexq apply -f -", env, guide)
+        else:
+            _run("flexq apply -f dws-tpu-queue.yaml --env ONDEMAND_NODEPOOL=on-demand-pool "
+                 "--env DWS_NODEPOOL=dws-pool", env, guide)
+        _run("flexq create configmap jax-train-script --from-file=train.py", env, guide)
+        for job_id in (1, 2):
+            if have_envsubst:
+                _run(f"export JOB_ID={job_id}; envsubst < rayjob-tpu-v6e-dws.yaml | flexq apply -f -", env, guide)
+            else:
+                _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
+            print(f"Submitted Job {job_id}")
+        _run("flexq get clusterqueues,localqueues,workloads,rayjobs", env, guide)
+        _run("flexq get clusterqueue cluster-queue -o yaml", env, guide)
+        _run("flexq describe localqueue user-queue", env, guide)
+        if shutil.which("kubectl"):
+            _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
+            _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
+        print("\nDone: the queue configuration is in place and both RayJobs are submitted.")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""The object service: what the API server does between a request and the store.
+
+Every write goes through here: validation (schema and each kind's rules), conversion to the storage
+version, defaulting, immutable-field checks, then the store; after writes that touch queues, the
+queues' Active conditions are brought up to date in the same transaction. Reads convert back to the
+version asked for. Both front doors (the Kubernetes API that kubectl uses, and flexq's own apply)
+call this class, so they behave alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flexq.api.defaults import apply_defaults
+from flexq.api.documents import Document
+from flexq.api.errors import FieldError, InvalidObject
+from flexq.api.kinds import KINDS, KindInfo, by_gvk, by_resource
+from flexq.api.validation import validate_document
+from flexq.api.versions import convert
+from flexq.objects.conditions import set_condition
+from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
+from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
+from flexq.objects.selectors import field_selector, label_selector
+from flexq.store import Key, NotFound, Store, rfc3339
+
+__all__ = ["LAST_APPLIED", "ApplyOutcome", "BadRequest", "ObjectService"]
+
+LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+BOOT_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system")
+_QUEUE_KINDS: Final = frozenset(
+    {"ResourceFlavor", "ClusterQueue", "LocalQueue", "AdmissionCheck", "ProvisioningRequestConfig"}
+)
+_IMMUTABLE: Final[dict[str, tuple[str, ...]]] = {
+    "LocalQueue": ("clusterQueue",),
+    "AdmissionCheck": ("controllerName",),
+}
+
+
+class BadRequest(Exception):
+    """A request that is wrong as a whole (not one field of an object); ``code`` is the HTTP status."""
+
+    def __init__(self, message: str, code: int = 400, reason: str = "BadRequest") -> None:
+        self.message = message
+        self.code = code
+        self.reason = reason
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyOutcome:
+    kind: str
+    group: str
+    name: str
+    namespace: str
+    action: str  # created | configured | unchanged
+
+    def __str__(self) -> str:
+        resource = f"{self.kind.lower()}.{self.group}" if self.group else self.kind.lower()
+        return f"{resource}/{self.name} {self.action}"
+
+
+class ObjectService:
+    """Validated, versioned, defaulted access to the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        with store.transaction():
+            for ns in BOOT_NAMESPACES:
+                key = Key("", "namespaces", "", ns)
+                try:
+                    store.get(key)
+                except NotFound:
+                    store.create(key, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                                       "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def key(info: KindInfo, namespace: str | None, name: str) -> Key:
+        return Key(info.group, info.plural, namespace or "" if info.namespaced else "", name)
+
+    def _check_namespace(self, info: KindInfo, namespace: str | None) -> str:
+        if not info.namespaced:
+            return ""
+        if not namespace:
+            raise BadRequest("the namespace of the object must be set", 400)
+        try:
+            self.store.get(Key("", "namespaces", "", namespace))
+        except NotFound:
+            raise BadRequest(f'namespaces "{namespace}" not found', 404, "NotFound") from None
+        return namespace
+
+    def _prepare(self, info: KindInfo, doc: Document, namespace: str | None) -> dict[str, Any]:
+        """Validate, convert to the storage version, default. Raise InvalidObject/BadRequest."""
+        obj = doc.obj
+        found = validate_document(doc)
+        if found is not info:
+            raise BadRequest(f"the object is a {found.kind}, the request is for {info.kind}")
+        meta = obj["metadata"]
+        if info.namespaced:
+            given = meta.get("namespace")
+            if given and namespace and given != namespace:
+                raise BadRequest(
+                    f"the namespace of the provided object ({given}) does not match the namespace sent on "
+                    f"the request ({namespace})"
+                )
+        out = convert(info, copy.deepcopy(obj), info.storage_version)
+        apply_defaults(info.kind, out)
+        return out
+
+    def _to(self, info: KindInfo, obj: dict[str, Any], version: str | None) -> dict[str, Any]:
+        return convert(info, obj, version or info.storage_version)
+
+    def _check_immutable(self, info: KindInfo, old: dict[str, Any], new: dict[str, Any]) -> None:
+        errors = [
+            FieldError(f"spec.{field}", "Invalid value: field is immutable")
+            for field in _IMMUTABLE.get(info.kind, ())
+            if old.get("spec", {}).get(field) != new.get("spec", {}).get(field)
+        ]
+        if errors:
+            raise InvalidObject("request", 0, info.kind, old["metadata"]["name"], errors)
+
+    def _after_write(self, kinds: Iterable[str]) -> None:
+        if _QUEUE_KINDS.intersection(kinds):
+            self.reconcile_queue_status()
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def get(self, info: KindInfo, namespace: str | None, name: str, version: str | None = None) -> dict[str, Any]:
+        return self._to(info, self.store.get(self.key(info, namespace, name)), version)
+
+    def list_objects(
+        self, info: KindInfo, namespace: str | None, version: str | None = None, *,
+        labels: str | None = None, fields: str | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        items, rv = self.store.list_objects(info.group, info.plural, namespace if info.namespaced else None)
+        match_labels, match_fields = label_selector(labels), field_selector(fields)
+        return [self._to(info, o, version) for o in items if match_labels(o) and match_fields(o)], rv
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def create(self, info: KindInfo, namespace: str | None, obj: dict[str, Any],
+               version: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+        with self.store.transaction():
+            ns = self._check_namespace(info, namespace or obj.get("metadata", {}).get("namespace"))
+            prepared = self._prepare(info, Document(obj, "request", 0), ns)
+            meta = prepared["metadata"]
+            if not meta.get("name"):
+                meta["name"] = self._generate_name(info, ns, meta["generateName"])
+            if dry_run:
+                return self._to(info, prepared, version)
+            created = self.store.create(self.key(info, ns, meta["name"]), prepared)
+            self._after_write([info.kind])
+            return self._to(info, self.store.get(self.key(info, ns, meta["name"])) if info.kind in _QUEUE_KINDS
+                            else created, version)
+
+    def _generate_name(self, info: KindInfo, namespace: str, prefix: str) -> str:
+        import secrets
+
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        for _ in range(10):
+            name = prefix + "".join(secrets.choice(alphabet) for _ in range(5))
+            try:
+                self.store.get(self.key(info, namespace, name))
+            except NotFound:
+                return name
+        raise BadRequest("could not generate a unique name", 409, "AlreadyExists")
+
+    def replace(self, info: KindInfo, namespace: str | None, name: str, obj: dict[str, Any],
+                version: str | None = None, *, subresource: str | None = None,
+                dry_run: bool = False) -> dict[str, Any]:
+        with self.store.transaction():
+            key = self.key(info, namespace, name)
+            old = self.store.get(key)
+            body = copy.deepcopy(obj)
+            body.setdefault("metadata", {})
+            if body["metadata"].get("name") not in (None, name):
+                raise BadRequest(
+                    f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
+                )
+            body["metadata"]["name"] = name
+            if subresource == "status":
+                # Status writes are checked against the schema with the stored spec.
+                merged = copy.deepcopy(self._to(info, old, body.get("apiVersion", "").rpartition("/")[2] or None))
+                merged["status"] = body.get("status")
+                merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
+                body = merged
+            prepared = self._prepare(info, Document(body, "request", 0), namespace)
+            self._check_immutable(info, old, prepared)
+            if dry_run:
+                return self._to(info, prepared, version)
+            updated = self.store.update(key, prepared, subresource=subresource,
+                                        keep_status=info.status_subresource)
+            self._after_write([info.kind])
+            return self._to(info, self.store.get(key) if info.kind in _QUEUE_KINDS else updated, version)
+
+    def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
+              version: str | None = None, *, subresource: str | None = None,
+              dry_run: bool = False) -> dict[str, Any]:
+        current = self.get(info, namespace, name, version)
+        try:
+            if patch_type == "application/json-patch+json":
+                patched = apply_json_patch(current, body)
+            elif patch_type == "application/merge-patch+json":
+                patched = json_merge(current, body)
+            elif patch_type == "application/strategic-merge-patch+json":
+                if info.group not in ("", "batch"):
+                    raise BadRequest(
+                        f"strategic merge patch is not supported for {info.kind} ({info.group}); "
+                        "use a JSON merge patch", 415, "UnsupportedMediaType")
+                patched = strategic_merge(current, body)
+            else:
+                raise BadRequest(f"unsupported patch type {patch_type!r}", 415, "UnsupportedMediaType")
+        except PatchError as exc:
+            raise BadRequest(str(exc), 422, "Invalid") from None
+        if not isinstance(patched, dict):
+            raise BadRequest("the patch does not produce an object", 422, "Invalid")
+        if not (isinstance(body, dict) and body.get("metadata", {}).get("resourceVersion")):
+            patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return self.replace(info, namespace, name, patched, version, subresource=subresource, dry_run=dry_run)
+
+    def delete(self, info: KindInfo, namespace: str | None, name: str, version: str | None = None,
+               *, resource_version: str | None = None) -> dict[str, Any]:
+        with self.store.transaction():
+            key = self.key(info, namespace, name)
+            old = self.store.delete(key, resource_version=resource_version)
+            if info.kind == "Namespace":
+                self._delete_namespace_contents(name)
+            self._after_write([info.kind])
+            return self._to(info, old, version)
+
+    def _delete_namespace_contents(self, namespace: str) -> None:
+        for info in KINDS:
+            if info.namespaced:
+                for obj in self.store.list_objects(info.group, info.plural, namespace)[0]:
+                    self.store.delete(self.key(info, namespace, obj["metadata"]["name"]))
+
+    # --- apply (flexq's own, all or nothing) ------------------------------------------------------
+
+    def apply(self, docs: list[Document], default_namespace: str = "default") -> list[ApplyOutcome]:
+        """Apply every document, as ``kubectl apply`` would, in one transaction.
+
+        Every document is validated before anything is written; the first invalid one raises
+        :class:`InvalidObject` (with all of that document's problems) and nothing is written.
+        """
+        plans: list[tuple[KindInfo, Document, str]] = []
+        errors: list[InvalidObject] = []
+        for doc in docs:
+            try:
+                info = validate_document(doc)
+            except InvalidObject as exc:
+                errors.append(exc)
+                continue
+            ns = (doc.obj["metadata"].get("namespace") or default_namespace) if info.namespaced else ""
+            plans.append((info, doc, ns))
+        if errors:
+            raise errors[0] if len(errors) == 1 else _many(errors)
+        outcomes: list[ApplyOutcome] = []
+        with self.store.transaction():
+            for info, doc, ns in plans:
+                outcomes.append(self._apply_one(info, doc, ns))
+        return outcomes
+
+    def _apply_one(self, info: KindInfo, doc: Document, namespace: str) -> ApplyOutcome:
+        obj = copy.deepcopy(doc.obj)
+        name = obj["metadata"].get("name")
+        if not name:
+            raise InvalidObject(doc.source, doc.index, info.kind, "", [
+                FieldError("metadata.name", "Required value: apply needs a name (generateName is for create)",
+                           doc.line_of("metadata"))])
+        self._check_namespace(info, namespace)
+        if info.namespaced:
+            obj["metadata"]["namespace"] = namespace
+        applied = {k: v for k, v in obj.items() if k != "status"}
+        applied_meta = {k: v for k, v in applied["metadata"].items()
+                        if k not in ("resourceVersion", "uid", "generation", "creationTimestamp")}
+        applied_meta.setdefault("annotations", {}).pop(LAST_APPLIED, None)
+        if not applied_meta["annotations"]:
+            del applied_meta["annotations"]
+        applied["metadata"] = applied_meta
+        annotation = json.dumps(applied, separators=(",", ":"), sort_keys=True) + "\n"
+        version = obj["apiVersion"].rpartition("/")[2]
+        try:
+            current = self.get(info, namespace, name, version)
+        except NotFound:
+            new = copy.deepcopy(applied)
+            new["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
+            try:
+                self.create(info, namespace, new, version)
+            except InvalidObject as exc:
+                raise _with_lines(exc, doc) from None
+            return ApplyOutcome(info.kind, info.group, name, namespace, "created")
+        previous = current["metadata"].get("annotations", {}).get(LAST_APPLIED)
+        original = json.loads(previous) if previous else None
+        modified = copy.deepcopy(applied)
+        modified["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
+        patch = create_three_way_merge_patch(original, modified, current)
+        if not patch:
+            return ApplyOutcome(info.kind, info.group, name, namespace, "unchanged")
+        before = current["metadata"]["resourceVersion"]
+        try:
+            after = self.patch(info, namespace, name, "application/merge-patch+json", patch, version)
+        except InvalidObject as exc:
+            raise _with_lines(exc, doc) from None
+        changed = after["metadata"]["resourceVersion"] != before
+        return ApplyOutcome(info.kind, info.group, name, namespace, "configured" if changed else "unchanged")
+
+    # --- queue status ------------------------------------------------------------------------------
+
+    def reconcile_queue_status(self) -> None:
+        """Bring the Active condition of every AdmissionCheck, ClusterQueue and LocalQueue up to date."""
+        now = rfc3339(datetime.now(UTC))
+        kinds = {info.kind: info for info in KINDS}
+
+        def objects(kind: str) -> list[dict[str, Any]]:
+            info = kinds[kind]
+            return self.store.list_objects(info.group, info.plural)[0]
+
+        configs = {o["metadata"]["name"] for o in objects("ProvisioningRequestConfig")}
+        flavors = {o["metadata"]["name"] for o in objects("ResourceFlavor")}
+        checks: dict[str, bool] = {}
+        for check in objects("AdmissionCheck"):
+            state = admission_check_state(check, configs)
+            checks[check["metadata"]["name"]] = state.active
+            self._set_active(kinds["AdmissionCheck"], check, state.active, state.reason, state.message, now)
+        cluster_queues: dict[str, bool] = {}
+        for cq in objects("ClusterQueue"):
+            state = cluster_queue_state(cq, flavors, checks)
+            cluster_queues[cq["metadata"]["name"]] = state.active
+            self._set_active(kinds["ClusterQueue"], cq, state.active, state.reason, state.message, now,
+                             counters=True)
+        for lq in objects("LocalQueue"):
+            state = local_queue_state(lq, cluster_queues)
+            self._set_active(kinds["LocalQueue"], lq, state.active, state.reason, state.message, now,
+                             counters=True)
+
+    def _set_active(self, info: KindInfo, obj: dict[str, Any], active: bool, reason: str, message: str,
+                    now: str, *, counters: bool = False) -> None:
+        status = copy.deepcopy(obj.get("status") or {})
+        if counters:
+            for field in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"):
+                status.setdefault(field, 0)
+        set_condition(status, "Active", active, reason, message, now=now,
+                      observed_generation=obj["metadata"].get("generation"))
+        if status != obj.get("status"):
+            new = dict(obj, status=status)
+            self.store.update(self.key(info, obj["metadata"].get("namespace"), obj["metadata"]["name"]), new,
+                              subresource="status")
+
+
+def _with_lines(exc: InvalidObject, doc: Document) -> InvalidObject:
+    return InvalidObject(doc.source, doc.index, exc.kind, exc.name,
+                         [FieldError(e.path, e.message, doc.line_of(e.path)) for e in exc.errors])
+
+
+class _ManyInvalid(InvalidObject):
+    def __init__(self, errors: list[InvalidObject]) -> None:
+        self.all = errors
+        first = errors[0]
+        super().__init__(first.source, first.document, first.kind, first.name, first.errors)
+
+    def __str__(self) -> str:
+        return "\n".join(InvalidObject.__str__(e) for e in self.all)
+
+
+def _many(errors: list[InvalidObject]) -> InvalidObject:
+    return _ManyInvalid(errors)
+
+
+def resource_info(group: str, plural: str) -> KindInfo:
+    info = by_resource(group, plural)
+    if info is None:
+        raise BadRequest(f"the server could not find the requested resource ({plural}.{group})", 404, "NotFound")
+    return info
+
+
+__all__ += ["by_gvk", "resource_info"]

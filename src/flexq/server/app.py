@@ -1,0 +1,124 @@
+"""The HTTP application: the Kubernetes API for kubectl, flexq's own API beside it (docs at ``/docs``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, Field
+
+from flexq import __version__
+from flexq.api.documents import MAX_INPUT_BYTES, load_documents
+from flexq.api.errors import InputError, InvalidObject
+from flexq.objects.service import BadRequest, ObjectService
+from flexq.server.discovery import version_info
+from flexq.server.errors import error_response, status_body
+from flexq.server.hub import ChangeHub
+from flexq.server.k8s import KubeApi
+from flexq.server.openapi import gv_document, root_document
+
+__all__ = ["create_app"]
+
+_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class ApplySource(BaseModel):
+    text: str = Field(description="YAML or JSON text, one or more documents")
+    source: str = Field(default="-", description="where the text came from, for error messages")
+
+
+class ApplyRequest(BaseModel):
+    """Manifests to apply as a whole: every document of every source is written, or none."""
+
+    sources: list[ApplySource]
+    namespace: str = Field(default="default", description="namespace for namespaced objects that name none")
+
+
+class ApplyResult(BaseModel):
+    kind: str
+    group: str
+    name: str
+    namespace: str
+    action: str
+
+
+class ApplyResponse(BaseModel):
+    results: list[ApplyResult]
+
+
+def create_app(service: ObjectService) -> FastAPI:
+    hub = ChangeHub()
+    service.store.subscribe(lambda _changes: hub.notify())
+    kube = KubeApi(service, hub)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        hub.bind(asyncio.get_running_loop())
+        yield
+
+    app = FastAPI(title="flexq", version=__version__, lifespan=lifespan,
+                  description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
+
+    @app.get("/version", include_in_schema=False)
+    async def version() -> dict[str, str]:
+        return version_info()
+
+    @app.get("/healthz", include_in_schema=False)
+    @app.get("/readyz", include_in_schema=False)
+    @app.get("/livez", include_in_schema=False)
+    async def healthz() -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    @app.get("/openapi/v3", include_in_schema=False)
+    async def openapi_root() -> dict[str, Any]:
+        return root_document()
+
+    @app.get("/openapi/v3/api/{version}", include_in_schema=False)
+    async def openapi_core(version: str) -> Response:
+        doc = gv_document("", version)
+        return JSONResponse(doc) if doc else JSONResponse(status_body(404, "NotFound", "not found"), 404)
+
+    @app.get("/openapi/v3/apis/{group}/{version}", include_in_schema=False)
+    async def openapi_group(group: str, version: str) -> Response:
+        doc = gv_document(group, version)
+        return JSONResponse(doc) if doc else JSONResponse(status_body(404, "NotFound", "not found"), 404)
+
+    @app.api_route("/api", methods=_VERBS, include_in_schema=False)
+    @app.api_route("/api/{path:path}", methods=_VERBS, include_in_schema=False)
+    async def core(request: Request, path: str = "") -> Response:
+        return await kube.core(request, path)
+
+    @app.api_route("/apis", methods=_VERBS, include_in_schema=False)
+    @app.api_route("/apis/{path:path}", methods=_VERBS, include_in_schema=False)
+    async def groups(request: Request, path: str = "") -> Response:
+        return await kube.groups(request, path)
+
+    @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],
+              responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})
+    async def apply(body: ApplyRequest) -> Response:
+        """Apply a multi-document manifest all-or-nothing (``flexq apply -f``)."""
+        try:
+            docs = []
+            for src in body.sources:
+                if len(src.text.encode()) > MAX_INPUT_BYTES:
+                    raise InputError(src.source, f"input is more than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+                docs.extend(load_documents(src.text, src.source))
+            if not docs:
+                raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
+            outcomes = service.apply(docs, body.namespace)
+        except (InvalidObject, InputError, BadRequest) as exc:
+            response = error_response(exc)
+            code = response.status_code
+            text = exc.message if isinstance(exc, BadRequest) else str(exc)
+            return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", text), code)
+        except Exception as exc:
+            return error_response(exc)
+        return JSONResponse({"results": [
+            {"kind": o.kind, "group": o.group, "name": o.name, "namespace": o.namespace, "action": o.action}
+            for o in outcomes]})
+
+    return app

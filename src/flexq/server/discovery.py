@@ -1,0 +1,75 @@
+"""Discovery documents: ``/version``, ``/api``, ``/apis``, and each group-version's resource list."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+from flexq import __version__
+from flexq.api.kinds import KINDS, KindInfo
+
+__all__ = ["KUBE_VERSION", "api_group_list", "api_versions", "group_versions", "resource_list", "version_info"]
+
+KUBE_VERSION: Final = (1, 32)
+
+
+def version_info() -> dict[str, str]:
+    major, minor = KUBE_VERSION
+    return {
+        "major": str(major), "minor": str(minor),
+        "gitVersion": f"v{major}.{minor}.0+flexq.{__version__}",
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "", "compiler": "flexq", "platform": "linux/amd64",
+    }
+
+
+def group_versions() -> dict[str, list[str]]:
+    """Every served group with its versions, preferred first (core group is "")."""
+    out: dict[str, list[str]] = {}
+    for info in KINDS:
+        versions = out.setdefault(info.group, [])
+        for v in info.versions:
+            if v not in versions:
+                versions.append(v)
+    return out
+
+
+def api_versions(address: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = []
+    for group, versions in group_versions().items():
+        if not group:
+            continue
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        groups.append({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def _hash(info: KindInfo) -> str:
+    return hashlib.sha256(f"{info.group}/{info.kind}".encode()).hexdigest()[:11]
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    kinds = [k for k in KINDS if k.group == group and version in k.versions]
+    if not kinds:
+        return None
+    resources: list[dict[str, Any]] = []
+    for info in kinds:
+        entry: dict[str, Any] = {
+            "name": info.plural, "singularName": info.singular, "namespaced": info.namespaced,
+            "kind": info.kind, "verbs": list(info.verbs), "storageVersionHash": _hash(info),
+        }
+        if info.short_names:
+            entry["shortNames"] = list(info.short_names)
+        if info.categories:
+            entry["categories"] = list(info.categories)
+        resources.append(entry)
+        if info.status_subresource:
+            resources.append({"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
+                              "kind": info.kind, "verbs": ["get", "patch", "update"]})
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

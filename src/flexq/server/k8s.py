@@ -1,0 +1,270 @@
+"""The Kubernetes API front door: ``/api/v1/...`` and ``/apis/<group>/<version>/...``.
+
+Paths, verbs, query parameters, Table output, watch streams and Status errors follow the API server,
+so that the real kubectl works against flexq unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+from fastapi import Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from flexq.api.documents import MAX_INPUT_BYTES
+from flexq.api.kinds import KindInfo, by_resource
+from flexq.objects.selectors import field_selector, label_selector
+from flexq.objects.service import BadRequest, ObjectService
+from flexq.objects.table import table
+from flexq.server.discovery import api_group_list, api_versions, group_versions, resource_list
+from flexq.server.errors import error_response, status_body
+from flexq.server.hub import ChangeHub
+from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
+from flexq.store import Gone
+
+__all__ = ["KubeApi"]
+
+_PATCH_TYPES: Final = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    info: KindInfo
+    version: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class KubeApi:
+    """Request handlers over an :class:`ObjectService`."""
+
+    def __init__(self, service: ObjectService, hub: ChangeHub) -> None:
+        self.service = service
+        self.hub = hub
+
+    # --- routing -----------------------------------------------------------------------------------
+
+    async def core(self, request: Request, path: str) -> Response:
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return JSONResponse(api_versions(_address(request)))
+        if parts[0] != "v1":
+            return _not_found(f"the server could not find the requested resource (version {parts[0]})")
+        return await self._resource(request, "", "v1", parts[1:])
+
+    async def groups(self, request: Request, path: str) -> Response:
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return JSONResponse(api_group_list())
+        group = parts[0]
+        versions = group_versions().get(group)
+        if not versions or group == "":
+            return _not_found(f"the server could not find the requested resource (group {group})")
+        if len(parts) == 1:
+            gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs,
+                                 "preferredVersion": gvs[0]})
+        return await self._resource(request, group, parts[1], parts[2:])
+
+    async def _resource(self, request: Request, group: str, version: str, rest: list[str]) -> Response:
+        if not rest:
+            doc = resource_list(group, version)
+            return JSONResponse(doc) if doc else _not_found("the server could not find the requested resource")
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and group == "" and rest[2] in ("status", "finalize"):
+            pass  # /api/v1/namespaces/{name}/status is the Namespace's own subresource
+        elif rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        plural, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+        info = by_resource(group, plural)
+        if info is None or version not in info.versions or len(rest) > 3:
+            gr = f"{plural}.{group}" if group else plural
+            return _not_found(f"the server could not find the requested resource ({gr})")
+        if sub is not None and (sub != "status" or not info.status_subresource):
+            return _not_found(f"the server could not find the requested resource ({plural}/{sub})")
+        if info.namespaced is False and namespace is not None:
+            return _not_found(f"the server could not find the requested resource ({plural} is not namespaced)")
+        target = Target(info, version, namespace, name, sub)
+        try:
+            return await self._dispatch(request, target)
+        except Exception as exc:
+            return error_response(exc, info, name or "")
+
+    async def _dispatch(self, request: Request, t: Target) -> Response:
+        method = request.method
+        q = request.query_params
+        dry_run = q.get("dryRun") == "All"
+        if method == "GET":
+            if t.name is None:
+                if q.get("watch") in ("1", "true", "True"):
+                    return self._watch(request, t)
+                return self._list(request, t)
+            obj = self.service.get(t.info, t.namespace, t.name, t.version)
+            return self._respond(request, t, obj)
+        if method == "POST" and t.name is None:
+            body = await _body(request)
+            obj = self.service.create(t.info, t.namespace, body, t.version, dry_run=dry_run)
+            return self._respond(request, t, obj, 201)
+        if method == "PUT" and t.name is not None:
+            body = await _body(request)
+            obj = self.service.replace(t.info, t.namespace, t.name, body, t.version,
+                                       subresource=t.subresource, dry_run=dry_run)
+            return self._respond(request, t, obj)
+        if method == "PATCH" and t.name is not None:
+            kind = request.headers.get("content-type", "").split(";")[0].strip()
+            if kind not in _PATCH_TYPES:
+                raise BadRequest(f"the body of the request was in an unknown format ({kind or 'none'}); "
+                                 f"accepted: {', '.join(_PATCH_TYPES)}", 415, "UnsupportedMediaType")
+            if kind == "application/apply-patch+yaml":
+                return await self._server_side_apply(request, t)
+            body = await _body(request)
+            obj = self.service.patch(t.info, t.namespace, t.name, kind, body, t.version,
+                                     subresource=t.subresource, dry_run=dry_run)
+            return self._respond(request, t, obj)
+        if method == "DELETE":
+            if t.name is None:
+                items, _ = self.service.list_objects(t.info, t.namespace, t.version,
+                                             labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
+                for item in items:
+                    self.service.delete(t.info, item["metadata"].get("namespace"), item["metadata"]["name"])
+                return JSONResponse(_list_body(t, items, str(self.service.store.current_rv())))
+            options = await _body(request, optional=True) or {}
+            rv = (options.get("preconditions") or {}).get("resourceVersion")
+            obj = self.service.delete(t.info, t.namespace, t.name, t.version, resource_version=rv)
+            return self._respond(request, t, obj)
+        return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
+                            status_code=405)
+
+    async def _server_side_apply(self, request: Request, t: Target) -> Response:
+        assert t.name is not None
+        body = await _body(request)
+        try:
+            self.service.get(t.info, t.namespace, t.name, t.version)
+        except Exception:
+            body.setdefault("metadata", {})["name"] = t.name
+            return self._respond(request, t, self.service.create(t.info, t.namespace, body, t.version), 201)
+        obj = self.service.patch(t.info, t.namespace, t.name, "application/merge-patch+json", body, t.version,
+                                 subresource=t.subresource)
+        return self._respond(request, t, obj)
+
+    # --- responses ---------------------------------------------------------------------------------
+
+    def _respond(self, request: Request, t: Target, obj: dict[str, Any], code: int = 200) -> Response:
+        if _wants_table(request):
+            rv = obj["metadata"].get("resourceVersion", "")
+            return JSONResponse(table(t.info, [obj], rv, include_object=request.query_params.get(
+                "includeObject", "Metadata")), status_code=code)
+        return JSONResponse(obj, status_code=code)
+
+    def _list(self, request: Request, t: Target) -> Response:
+        q = request.query_params
+        items, rv = self.service.list_objects(t.info, t.namespace, t.version,
+                                      labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
+        if _wants_table(request):
+            return JSONResponse(table(t.info, items, str(rv), include_object=q.get("includeObject", "Metadata")))
+        return JSONResponse(_list_body(t, items, str(rv)))
+
+    def _watch(self, request: Request, t: Target) -> Response:
+        q = request.query_params
+        match_labels = label_selector(q.get("labelSelector"))
+        match_fields = field_selector(q.get("fieldSelector"))
+        as_table = _wants_table(request)
+        start = q.get("resourceVersion") or ""
+        timeout = float(q.get("timeoutSeconds") or 1800)
+        info, service = t.info, self.service
+
+        def wanted(obj: dict[str, Any]) -> bool:
+            ns = obj["metadata"].get("namespace")
+            return (t.namespace is None or ns == t.namespace) and match_labels(obj) and match_fields(obj)
+
+        def frame(kind: str, obj: dict[str, Any]) -> bytes:
+            shown = service._to(info, obj, t.version)
+            if as_table:
+                shown = table(info, [shown], shown["metadata"].get("resourceVersion", ""))
+            return (json.dumps({"type": kind, "object": shown}) + "\n").encode()
+
+        async def stream() -> AsyncIterator[bytes]:
+            since: int
+            if start in ("", "0"):
+                items, since = service.list_objects(info, t.namespace, t.version)
+                for item in items:
+                    if wanted(item):
+                        yield frame("ADDED", item)
+            else:
+                since = int(start)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if await request.is_disconnected():
+                    return
+                try:
+                    changes = service.store.changes(since)
+                except Gone as exc:
+                    yield (json.dumps({"type": "ERROR", "object": status_body(410, "Expired", str(exc))})
+                           + "\n").encode()
+                    return
+                for change in changes:
+                    since = change.rv
+                    if change.key.group == info.group and change.key.resource == info.plural and wanted(change.obj):
+                        yield frame(change.type.value, change.obj)
+                if not changes:
+                    await self.hub.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+                else:
+                    await asyncio.sleep(0)
+
+        return StreamingResponse(stream(), media_type="application/json")
+
+
+def _list_body(t: Target, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:
+    return {"kind": t.info.list_kind, "apiVersion": t.info.api_version(t.version),
+            "metadata": {"resourceVersion": rv}, "items": items}
+
+
+def _wants_table(request: Request) -> bool:
+    return "as=Table" in request.headers.get("accept", "")
+
+
+def _address(request: Request) -> str:
+    host = request.url.hostname or "127.0.0.1"
+    return f"{host}:{request.url.port}" if request.url.port else host
+
+
+def _not_found(message: str) -> JSONResponse:
+    return JSONResponse(status_body(404, "NotFound", message), status_code=404)
+
+
+async def _body(request: Request, *, optional: bool = False) -> Any:
+    raw = await request.body()
+    if "protobuf" in request.headers.get("content-type", ""):
+        try:
+            if optional:
+                return decode_delete_options(raw) if raw else None
+            return decode_object(raw)
+        except (ProtobufError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"the body of the request could not be read as protobuf: {exc}; "
+                             "accepted media types include: application/json, application/yaml",
+                             415, "UnsupportedMediaType") from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise BadRequest(f"the request body is {len(raw):,} bytes, over the limit of {MAX_INPUT_BYTES:,}",
+                         413, "RequestEntityTooLarge")
+    if not raw.strip():
+        if optional:
+            return None
+        raise BadRequest("the request has no body")
+    try:
+        if "yaml" in request.headers.get("content-type", ""):
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None

@@ -1,0 +1,26 @@
+"""Running the server: open the store under FLEXQ_HOME, serve until interrupted."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import uvicorn
+
+from flexq.objects.service import ObjectService
+from flexq.server.app import create_app
+from flexq.store import Store
+
+__all__ = ["serve"]
+
+
+def serve(home: Path, host: str, port: int, *, log_level: str = "warning") -> None:
+    """Serve on ``host:port`` until SIGINT/SIGTERM; the store is closed on the way out."""
+    home.mkdir(parents=True, exist_ok=True)
+    store = Store(home / "flexq.db")
+    try:
+        app = create_app(ObjectService(store))
+        logging.getLogger("uvicorn.error").setLevel(log_level.upper())
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        store.close()

@@ -1,0 +1,65 @@
+"""Errors of the store.
+
+::
+
+    StoreError
+    ├── NotFound        no object under that key
+    ├── AlreadyExists   create of a key that is taken
+    ├── Conflict        update with a stale resourceVersion
+    └── Gone            a watch asked to resume from a change that was compacted away
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "StoreError"]
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """Where an object lives: API group, resource (plural), namespace ("" if cluster-scoped), name."""
+
+    group: str
+    resource: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        gr = f"{self.resource}.{self.group}" if self.group else self.resource
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f'{gr} "{where}{self.name}"'
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class NotFound(StoreError):
+    def __init__(self, key: Key) -> None:
+        self.key = key
+        super().__init__(f"{key} not found")
+
+
+class AlreadyExists(StoreError):
+    def __init__(self, key: Key) -> None:
+        self.key = key
+        super().__init__(f"{key} already exists")
+
+
+class Conflict(StoreError):
+    def __init__(self, key: Key, given: str, current: str) -> None:
+        self.key = key
+        self.given = given
+        self.current = current
+        super().__init__(
+            f"Operation cannot be fulfilled on {key}: the object has been modified; "
+            "please apply your changes to the latest version and try again"
+        )
+
+
+class Gone(StoreError):
+    def __init__(self, since: int, oldest: int) -> None:
+        self.since = since
+        self.oldest = oldest
+        super().__init__(f"too old resource version: {since} ({oldest})")

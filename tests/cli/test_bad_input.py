@@ -1,0 +1,90 @@
+"""Every bad input: a clear error naming the file/field, a non-zero exit, nothing written."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import GUIDE, guide_text
+
+RF_MISSING_KIND = "apiVersion: kueue.x-k8s.io/v1beta1\nmetadata:\n  name: x\n"
+
+
+def _nothing_written(flexq: Any) -> None:
+    for kind in ("rf", "cq", "lq", "ac", "prc"):
+        assert flexq("get", kind).err.strip() in ("No resources found", "No resources found in default namespace.")
+
+
+CASES = {
+    "malformed YAML": (guide_text("dws-tpu-queue.yaml").replace("coveredResources: [", "coveredResources: [["),
+                       "stdin:33: malformed YAML"),
+    "missing kind": (guide_text("dws-tpu-queue.yaml") + "\n---\n" + RF_MISSING_KIND,
+                     "document 8 (object 'x') is invalid\n  line 92: kind: Required value"),
+    "missing apiVersion": ("kind: ResourceFlavor\nmetadata:\n  name: x\n", "line 1: apiVersion: Required value"),
+    "unknown kind": (guide_text("dws-tpu-queue.yaml") + "\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: Gizmo\n"
+                     "metadata:\n  name: g\n", 'line 93: kind: no kind "Gizmo" is registered'),
+    "missing required field": (guide_text("dws-tpu-queue.yaml").replace('clusterQueue: "cluster-queue"',
+                                                                        "stopPolicy: Hold"),
+                               "spec.clusterQueue: Required value"),
+    "negative quantity": (guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 75Gi", "nominalQuota: -75Gi"),
+                          'line 47: spec.resourceGroups[0].flavors[1].resources[1].nominalQuota: invalid quantity '
+                          '"-75Gi": must be greater than or equal to 0'),
+    "malformed quantity": (guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 75Gi", "nominalQuota: lots"),
+                           'spec.resourceGroups[0].flavors[1].resources[1].nominalQuota: invalid quantity "lots"'),
+    "duplicate flavor": (guide_text("dws-tpu-queue.yaml").replace('name: "dws" # If', 'name: "on-demand" # If'),
+                         'line 50: spec.resourceGroups[0].flavors[2].name: Duplicate value: "on-demand"'),
+    "unresolved placeholders": ((GUIDE / "dws-tpu-queue.yaml").read_text(),
+                                "unresolved placeholders: ${ONDEMAND_NODEPOOL} (line 15), ${DWS_NODEPOOL} (line 23)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refused_and_nothing_written(flexq: Any, case: str) -> None:
+    text, expected = CASES[case]
+    result = flexq("apply", "-f", "-", input=text)
+    assert result.code == 1, (result.out, result.err)
+    assert expected in result.err, result.err
+    assert "Traceback" not in result.err
+    assert result.out == ""
+    _nothing_written(flexq)
+
+
+def test_binary_garbage_on_stdin(flexq: Any) -> None:
+    result = flexq("apply", "-f", "-", input=bytes(range(256)) * 64)
+    assert result.code == 1 and "stdin: not a YAML or JSON manifest: binary data" in result.err
+    _nothing_written(flexq)
+
+
+def test_fifty_megabyte_file(flexq: Any, tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    with big.open("w") as fh:
+        fh.write(guide_text("dws-tpu-queue.yaml"))
+        fh.write("\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"")
+        chunk = "x" * 1024 * 1024
+        for _ in range(50):
+            fh.write(chunk)
+        fh.write("\"\n")
+    result = flexq("apply", "-f", str(big))
+    assert result.code == 1 and f"{big}: input is" in result.err and "MiB" in result.err
+    _nothing_written(flexq)
+
+
+def test_missing_file(flexq: Any) -> None:
+    result = flexq("apply", "-f", "/nonexistent/q.yaml")
+    assert result.code == 1 and "/nonexistent/q.yaml: no such file or directory" in result.err
+
+
+def test_no_server_says_how_to_start_one(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import free_port
+
+    env = {"FLEXQ_SERVER": f"http://127.0.0.1:{free_port()}", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "get", "cq"], capture_output=True, text=True,
+                          env=env, check=False, timeout=60)
+    assert proc.returncode == 1
+    assert "cannot reach the flexq server" in proc.stderr and "flexq server" in proc.stderr
+    assert "Traceback" not in proc.stderr

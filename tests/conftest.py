@@ -1,0 +1,129 @@
+"""Shared fixtures: the guide's files, a real flexq server process on a free port, a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "examples" / "guide"
+GUIDE_ENV = {"ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
+
+
+def guide_text(name: str, **env: str) -> str:
+    """A guide manifest with its placeholders filled as ``envsubst`` would."""
+    text = (GUIDE / name).read_text()
+    for key, value in {**GUIDE_ENV, **env}.items():
+        text = text.replace("${" + key + "}", value)
+    return text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    url: str
+    home: Path
+    process: subprocess.Popen[bytes]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "FLEXQ_SERVER": self.url, "FLEXQ_HOME": str(self.home), **extra}
+
+
+def start_server(home: Path) -> Server:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return Server(url, home, process)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    stop_server(Server(url, home, process))
+    raise RuntimeError("server did not start")
+
+
+def stop_server(server: Server) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+    if server.process.stderr:
+        server.process.stderr.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A fresh flexq server process with its own state directory."""
+    srv = start_server(tmp_path / "home")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def flexq(server: Server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Run the real ``flexq`` command against ``server``: ``flexq("get", "cq", input=...)``."""
+
+    def run(*args: str, input: str | bytes | None = None, cwd: Path | None = None) -> Result:
+        data = input.encode() if isinstance(input, str) else input
+        proc = subprocess.run(
+            [sys.executable, "-m", "flexq.cli.main", *args], input=data, capture_output=True,
+            env=server.env(), cwd=cwd or tmp_path, timeout=60, check=False,
+        )
+        return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    return run
+
+
+@pytest.fixture
+def kubectl(server: Server, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Run the real ``kubectl`` against ``server`` (skipped where kubectl is not installed)."""
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.skip("kubectl is not installed")
+    config = tmp_path / "kubeconfig"
+    subprocess.run([sys.executable, "-m", "flexq.cli.main", "kubeconfig", "--write", str(config)],
+                   env=server.env(), check=True, capture_output=True)
+
+    def run(*args: str, input: str | None = None) -> Result:
+        proc = subprocess.run(
+            [binary, *args], input=input.encode() if input else None, capture_output=True,
+            env={**server.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)}, cwd=tmp_path, timeout=60,
+            check=False,
+        )
+        return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    return run

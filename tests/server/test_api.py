@@ -1,0 +1,128 @@
+"""The Kubernetes API surface, over HTTP against a real server process."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from tests.conftest import Server, guide_text
+
+CQ_PATH = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"
+
+
+def _apply(server: Server, text: str) -> None:
+    r = httpx.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": text}]})
+    assert r.status_code == 200, r.text
+
+
+def test_version_and_discovery(server: Server) -> None:
+    assert httpx.get(f"{server.url}/version").json()["major"] == "1"
+    groups = httpx.get(f"{server.url}/apis").json()
+    kueue = next(g for g in groups["groups"] if g["name"] == "kueue.x-k8s.io")
+    assert kueue["preferredVersion"]["version"] == "v1beta2"
+    assert [v["version"] for v in kueue["versions"]] == ["v1beta2", "v1beta1"]
+    resources = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta1").json()["resources"]
+    cq = next(r for r in resources if r["name"] == "clusterqueues")
+    assert cq["shortNames"] == ["cq"] and cq["namespaced"] is False and "watch" in cq["verbs"]
+    assert any(r["name"] == "clusterqueues/status" for r in resources)
+    lq = next(r for r in resources if r["name"] == "localqueues")
+    assert lq["namespaced"] is True and "lq" in lq["shortNames"]
+    core = httpx.get(f"{server.url}/api/v1").json()["resources"]
+    assert {"configmaps", "namespaces", "events"} <= {r["name"] for r in core}
+
+
+def test_openapi_v3(server: Server) -> None:
+    root = httpx.get(f"{server.url}/openapi/v3").json()["paths"]
+    assert {"api/v1", "apis/kueue.x-k8s.io/v1beta1", "apis/kueue.x-k8s.io/v1beta2", "apis/ray.io/v1"} <= set(root)
+    doc = httpx.get(server.url + root["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]).json()
+    patch = doc["paths"]["/apis/kueue.x-k8s.io/v1beta1/clusterqueues/{name}"]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {"group": "kueue.x-k8s.io", "version": "v1beta1",
+                                                        "kind": "ClusterQueue"}
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+    schema = doc["components"]["schemas"]["io.x-k8s.kueue.v1beta1.ClusterQueue"]
+    assert schema["x-kubernetes-group-version-kind"][0]["kind"] == "ClusterQueue"
+    assert "spec" in schema["properties"]
+
+
+def test_crud_conflict_and_status_errors(server: Server) -> None:
+    base = server.url
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    created = httpx.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
+    assert created.status_code == 201
+    obj = created.json()
+    assert obj["metadata"]["uid"] and obj["metadata"]["resourceVersion"]
+    dup = httpx.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
+    assert dup.status_code == 409 and dup.json()["reason"] == "AlreadyExists"
+    url = f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/f"
+    updated = httpx.put(url, json={**obj, "spec": {"nodeLabels": {"a": "b"}}})
+    assert updated.status_code == 200 and updated.json()["metadata"]["generation"] == 2
+    stale = httpx.put(url, json={**obj, "spec": {"nodeLabels": {"a": "c"}}})
+    assert stale.status_code == 409 and stale.json()["reason"] == "Conflict"
+    invalid = httpx.put(url, json={**updated.json(), "spec": {"nodeLabels": {"a": "${X}"}}})
+    status = invalid.json()
+    assert invalid.status_code == 422 and status["kind"] == "Status" and status["reason"] == "Invalid"
+    assert status["details"]["causes"][0]["field"] == "spec.nodeLabels.a"
+    missing = httpx.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/none")
+    assert missing.status_code == 404
+    assert missing.json()["message"] == 'resourceflavors.kueue.x-k8s.io "none" not found'
+    unknown = httpx.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/widgets")
+    assert unknown.status_code == 404
+    patched = httpx.patch(url, content=json.dumps({"metadata": {"labels": {"x": "y"}}}),
+                          headers={"content-type": "application/merge-patch+json"})
+    assert patched.json()["metadata"]["labels"] == {"x": "y"}
+    deleted = httpx.delete(url)
+    assert deleted.status_code == 200 and httpx.get(url).status_code == 404
+
+
+def test_table_output(server: Server) -> None:
+    _apply(server, guide_text("dws-tpu-queue.yaml"))
+    table = httpx.get(f"{server.url}{CQ_PATH}",
+                      headers={"accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"]] == [
+        "Name", "Cohort", "Strategy", "Pending Workloads", "Admitted Workloads", "Active", "Reason"]
+    assert table["rows"][0]["cells"] == ["cluster-queue", None, "BestEffortFIFO", 0, 0, "True", "Ready"]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+def test_watch_streams_changes_and_resumes(server: Server) -> None:
+    _apply(server, guide_text("dws-tpu-queue.yaml"))
+    listed = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors").json()
+    rv = listed["metadata"]["resourceVersion"]
+    events: list[dict[str, Any]] = []
+
+    def watch() -> None:
+        params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "5"}
+        with httpx.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
+                          timeout=10) as response:
+            for line in response.iter_lines():
+                if line:
+                    events.append(json.loads(line))
+                if len(events) == 2:
+                    return
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "spot"}}
+    httpx.post(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=flavor)
+    httpx.delete(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/on-demand")
+    thread.join(timeout=15)
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "spot"),
+                                                                             ("DELETED", "on-demand")]
+    # From the start (no resourceVersion): the current objects first, as ADDED.
+    params = {"watch": "true", "timeoutSeconds": "1", "fieldSelector": "metadata.name=dws"}
+    with httpx.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
+                      timeout=10) as response:
+        initial = [json.loads(line) for line in response.iter_lines() if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in initial] == [("ADDED", "dws")]
+
+
+def test_events_field_selector_for_describe(server: Server) -> None:
+    r = httpx.get(f"{server.url}/api/v1/namespaces/default/events",
+                  params={"fieldSelector": "involvedObject.name=x,involvedObject.kind=ClusterQueue"})
+    assert r.status_code == 200 and r.json()["items"] == []
+    bad = httpx.get(f"{server.url}/api/v1/namespaces/default/events", params={"fieldSelector": "nonsense"})
+    assert bad.status_code == 400
