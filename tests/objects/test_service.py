@@ -153,3 +153,23 @@ def test_namespaced_objects_need_their_namespace(svc: ObjectService) -> None:
     svc.create(resolve("cm"), "team-a", cm)
     svc.delete(resolve("ns"), None, "team-a")
     assert svc.list_objects(resolve("cm"), "team-a")[0] == []
+
+
+def test_queue_state_changes_are_events(svc: ObjectService) -> None:
+    lq_text = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  name: q\n  namespace: default\n"
+               "spec:\n  clusterQueue: cluster-queue\n")
+    _apply(svc, lq_text)
+    _apply(svc, guide_text("dws-tpu-queue.yaml"))
+    lq = svc.get(LQ, "default", "q")
+    events, _ = svc.list_objects(resolve("events"), "default", fields=f"involvedObject.uid={lq['metadata']['uid']}")
+    # One apply is one step: the LocalQueue goes from missing-ClusterQueue straight to Ready.
+    assert sorted((e["type"], e["reason"]) for e in events) == [
+        ("Normal", "Ready"), ("Warning", "ClusterQueueDoesNotExist")]
+
+
+def test_unknown_fields_are_kept_and_shown_back(svc: ObjectService) -> None:
+    text = guide_text("dws-tpu-queue.yaml").replace(
+        "  namespaceSelector: {}\n", "  namespaceSelector: {}\n  futureKnob:\n    level: 3\n")
+    _apply(svc, text)
+    cq = svc.get(CQ, None, "cluster-queue", "v1beta1")
+    assert cq["spec"]["futureKnob"] == {"level": 3}

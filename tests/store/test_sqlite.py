@@ -129,3 +129,17 @@ def test_events_are_counted() -> None:
     assert again["lastTimestamp"] == "2026-01-01T00:05:00Z"
     assert again["involvedObject"]["uid"] == cq["metadata"]["uid"]
     assert len(store.list_objects("", "events", "default")[0]) == 2
+
+
+def test_consumer_cursor_survives_restart(tmp_path: Path) -> None:
+    path = tmp_path / "flexq.db"
+    store = Store(path)
+    for i in range(3):
+        store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
+    assert store.cursor("scheduler") == 0
+    seen = store.changes(store.cursor("scheduler"), limit=2)
+    store.save_cursor("scheduler", seen[-1].rv)
+    store.close()
+    reopened = Store(path)
+    assert [c.key.name for c in reopened.changes(reopened.cursor("scheduler"))] == ["c2"]
+    reopened.close()

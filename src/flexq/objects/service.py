@@ -22,11 +22,11 @@ from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KINDS, KindInfo, by_gvk, by_resource
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
-from flexq.objects.conditions import set_condition
+from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
 from flexq.objects.selectors import field_selector, label_selector
-from flexq.store import Key, NotFound, Store, rfc3339
+from flexq.store import Key, NotFound, Store, record_event, rfc3339
 
 __all__ = ["LAST_APPLIED", "ApplyOutcome", "BadRequest", "ObjectService"]
 
@@ -69,6 +69,8 @@ class ObjectService:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        # Inside apply(): None outside; False/True = "queue status needs reconciling at the end".
+        self._deferred: bool | None = None
         with store.transaction():
             for ns in BOOT_NAMESPACES:
                 key = Key("", "namespaces", "", ns)
@@ -126,7 +128,11 @@ class ObjectService:
             raise InvalidObject("request", 0, info.kind, old["metadata"]["name"], errors)
 
     def _after_write(self, kinds: Iterable[str]) -> None:
-        if _QUEUE_KINDS.intersection(kinds):
+        if not _QUEUE_KINDS.intersection(kinds):
+            return
+        if self._deferred is not None:
+            self._deferred = True
+        else:
             self.reconcile_queue_status()
 
     # --- reads -------------------------------------------------------------------------------------
@@ -154,10 +160,9 @@ class ObjectService:
                 meta["name"] = self._generate_name(info, ns, meta["generateName"])
             if dry_run:
                 return self._to(info, prepared, version)
-            created = self.store.create(self.key(info, ns, meta["name"]), prepared)
+            self.store.create(self.key(info, ns, meta["name"]), prepared)
             self._after_write([info.kind])
-            return self._to(info, self.store.get(self.key(info, ns, meta["name"])) if info.kind in _QUEUE_KINDS
-                            else created, version)
+            return self._to(info, self.store.get(self.key(info, ns, meta["name"])), version)
 
     def _generate_name(self, info: KindInfo, namespace: str, prefix: str) -> str:
         import secrets
@@ -194,10 +199,10 @@ class ObjectService:
             self._check_immutable(info, old, prepared)
             if dry_run:
                 return self._to(info, prepared, version)
-            updated = self.store.update(key, prepared, subresource=subresource,
-                                        keep_status=info.status_subresource)
+            self.store.update(key, prepared, subresource=subresource,
+                              keep_status=info.status_subresource)
             self._after_write([info.kind])
-            return self._to(info, self.store.get(key) if info.kind in _QUEUE_KINDS else updated, version)
+            return self._to(info, self.store.get(key), version)
 
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,
@@ -262,8 +267,15 @@ class ObjectService:
             raise errors[0] if len(errors) == 1 else _many(errors)
         outcomes: list[ApplyOutcome] = []
         with self.store.transaction():
-            for info, doc, ns in plans:
-                outcomes.append(self._apply_one(info, doc, ns))
+            self._deferred = False
+            try:
+                for info, doc, ns in plans:
+                    outcomes.append(self._apply_one(info, doc, ns))
+                reconcile = self._deferred
+            finally:
+                self._deferred = None
+            if reconcile:
+                self.reconcile_queue_status()
         return outcomes
 
     def _apply_one(self, info: KindInfo, doc: Document, namespace: str) -> ApplyOutcome:
@@ -345,12 +357,17 @@ class ObjectService:
         if counters:
             for field in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"):
                 status.setdefault(field, 0)
+        before = find_condition(obj.get("status") or {}, "Active")
         set_condition(status, "Active", active, reason, message, now=now,
                       observed_generation=obj["metadata"].get("generation"))
-        if status != obj.get("status"):
-            new = dict(obj, status=status)
-            self.store.update(self.key(info, obj["metadata"].get("namespace"), obj["metadata"]["name"]), new,
-                              subresource="status")
+        if status == obj.get("status"):
+            return
+        new = dict(obj, status=status)
+        stored = self.store.update(self.key(info, obj["metadata"].get("namespace"), obj["metadata"]["name"]), new,
+                                   subresource="status")
+        if before is None or (before.get("status"), before.get("reason")) != ("True" if active else "False", reason):
+            record_event(self.store, stored, reason, message, type="Normal" if active else "Warning",
+                         component="flexq-queue-controller")
 
 
 def _with_lines(exc: InvalidObject, doc: Document) -> InvalidObject:

@@ -186,6 +186,20 @@ class Store:
         row = self._db.execute("SELECT value FROM counters WHERE name='compacted'").fetchone()
         return row is not None and int(row[0]) >= oldest - 1
 
+    def cursor(self, consumer: str) -> int:
+        """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).
+
+        A controller reads :meth:`changes` from its cursor and saves the cursor after acting on them,
+        so after a restart it resumes where it stopped.
+        """
+        with self._lock:
+            row = self._db.execute("SELECT value FROM counters WHERE name=?", (f"cursor:{consumer}",)).fetchone()
+        return int(row[0]) if row else 0
+
+    def save_cursor(self, consumer: str, rv: int) -> None:
+        with self.transaction():
+            self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (f"cursor:{consumer}", rv))
+
     def compact(self, keep: int) -> int:
         """Drop all but the newest ``keep`` changes; return the number dropped."""
         with self.transaction():
