@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from flexq.api.documents import Document, format_path
 from flexq.api.errors import FieldError, InvalidObject
@@ -19,7 +19,7 @@ from flexq.api.kinds import KindInfo, UnknownKind, by_gvk
 from flexq.api.models.common import check_dns_label
 from flexq.api.quantity import parse_quantity
 
-__all__ = ["validate_document", "validate_object"]
+__all__ = ["schema_errors", "validate_document", "validate_object"]
 
 
 def validate_object(obj: dict[str, Any], source: str = "request", index: int = 0) -> KindInfo:
@@ -52,7 +52,7 @@ def validate_document(doc: Document) -> KindInfo:
     except UnknownKind as exc:
         raise fail([FieldError("kind", str(exc), doc.line_of("kind"))]) from None
 
-    errors = _schema_errors(info, doc)
+    errors = schema_errors(info.model, doc)
     if not errors:
         errors = [FieldError(e.path, e.message, doc.line_of(e.path)) for e in _rules(info, obj)]
     if not errors and isinstance(metadata, dict) and not (metadata.get("name") or metadata.get("generateName")):
@@ -78,9 +78,10 @@ _MESSAGES: Final[dict[str, str]] = {
 }
 
 
-def _schema_errors(info: KindInfo, doc: Document) -> list[FieldError]:
+def schema_errors(model: type[BaseModel], doc: Document) -> list[FieldError]:
+    """Every schema problem of ``doc`` against ``model``, one per field path, with lines."""
     try:
-        info.model.model_validate(doc.obj)
+        model.model_validate(doc.obj)
     except ValidationError as exc:
         found: dict[str, FieldError] = {}
         for err in exc.errors():

@@ -311,6 +311,50 @@ def env() -> None:
 
 
 @app.command()
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (kind: Scenario).")],
+    events: Annotated[Path | None, typer.Option("--events", help="Write the event log here (JSON lines; - for stdout).")] = None,  # noqa: E501
+    output: Annotated[str | None, typer.Option("--output", "-o", help="json: print a summary as JSON.")] = None,
+) -> None:
+    """Replay a scenario in virtual time (no server needed): every admission decision, in order."""
+    from flexq.sim.runner import run_scenario
+    from flexq.sim.scenario import load_scenario
+
+    if output not in (None, "json"):
+        raise CliError(f"error: --output {output!r}: the only format is json")
+    result = run_scenario(load_scenario(scenario))
+    lines = result.log_lines()
+    if events is not None:
+        text = "".join(line + "\n" for line in lines)
+        if str(events) == "-":
+            typer.echo(text, nl=False)
+        else:
+            events.parent.mkdir(parents=True, exist_ok=True)
+            events.write_text(text, encoding="utf-8")
+    summary = result.summary()
+    if output == "json":
+        typer.echo(to_json(summary))
+        return
+    if str(events) != "-":
+        typer.echo(_summary_table(summary))
+
+
+def _summary_table(summary: dict[str, Any]) -> str:
+    from flexq.sim.durations import format_seconds
+
+    header = ["WORKLOAD", "QUEUE", "STATE", "SUBMITTED", "ADMITTED", "FINISHED", "WAIT", "FLAVORS"]
+    rows = [header]
+    for row in summary["workloads"]:
+        flavors = ",".join(f"{ps}={'/'.join(sorted(set(res.values())))}" for ps, res in (row["flavors"] or {}).items())
+        def t(value: float | None) -> str:
+            return "" if value is None else format_seconds(value)
+        rows.append([row["workload"], row["clusterQueue"], row["state"], t(row["submitted"]), t(row["admitted"]),
+                     t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("   ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+@app.command()
 def version() -> None:
     """Print flexq's version."""
     typer.echo(f"flexq {__version__}")

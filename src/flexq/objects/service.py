@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api.defaults import apply_defaults
 from flexq.api.documents import Document
 from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KINDS, KindInfo, by_gvk, by_resource
+from flexq.api.normalize import normalize
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
 from flexq.objects.conditions import find_condition, set_condition
@@ -111,9 +111,7 @@ class ObjectService:
                     f"the namespace of the provided object ({given}) does not match the namespace sent on "
                     f"the request ({namespace})"
                 )
-        out = convert(info, copy.deepcopy(obj), info.storage_version)
-        apply_defaults(info.kind, out)
-        return out
+        return normalize(doc)[1]
 
     def _to(self, info: KindInfo, obj: dict[str, Any], version: str | None) -> dict[str, Any]:
         return convert(info, obj, version or info.storage_version)

@@ -1,0 +1,141 @@
+"""A job (RayJob, batch/v1 Job) to the Workload Kueue would make for it.
+
+Pod sets as Kueue forms them: a RayJob has ``head`` (1 pod) and one pod set per worker group, named
+after the group, with ``replicas x numOfHosts`` pods; a Job has ``main`` with ``parallelism`` pods.
+A pod's requests are the sum of its containers' (a limit stands in for a missing request), or an init
+container's if larger. The queue comes from the ``kueue.x-k8s.io/queue-name`` label, else the namespace's
+LocalQueue named ``default``; the priority from ``kueue.x-k8s.io/priority-class``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flexq.scheduler.build import milli, toleration
+from flexq.scheduler.model import PodSet, Workload
+
+__all__ = [
+    "PRIORITY_LABEL",
+    "QUEUE_LABEL",
+    "JobError",
+    "JobRef",
+    "make_workload",
+    "pod_requests",
+    "podsets",
+    "workload_name",
+]
+
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+DEFAULT_QUEUE: Final = "default"
+JOB_KINDS: Final = frozenset({"RayJob", "Job"})
+
+
+class JobError(ValueError):
+    """A job that cannot become a workload; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def workload_name(kind: str, name: str, uid: str, group: str) -> str:
+    """Kueue's naming: ``<kind>-<job name>-<5 hex of a hash>``, within 253 characters."""
+    digest = hashlib.sha1(f"{name}{uid}{group}{kind}".encode()).hexdigest()[:5]
+    prefix = f"{kind.lower()}-{name}"[: 253 - 6]
+    return f"{prefix}-{digest}"
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+    """Requests of one pod, in thousandths."""
+    total: dict[str, int] = {}
+    for container in pod_spec.get("containers") or []:
+        for resource, amount in _container_requests(container).items():
+            total[resource] = total.get(resource, 0) + amount
+    for container in pod_spec.get("initContainers") or []:
+        for resource, amount in _container_requests(container).items():
+            total[resource] = max(total.get(resource, 0), amount)
+    return total
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: milli(value) for name, value in merged.items()}
+
+
+def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
+    spec = template.get("spec") or {}
+    return PodSet(
+        name=name,
+        count=count,
+        requests=pod_requests(spec),
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        tolerations=tuple(toleration(t) for t in spec.get("tolerations") or []),
+    )
+
+
+def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
+    spec = obj.get("spec") or {}
+    if kind == "RayJob":
+        cluster = spec.get("rayClusterSpec") or {}
+        out = [_podset("head", 1, cluster["headGroupSpec"]["template"])]
+        for group in cluster.get("workerGroupSpecs") or []:
+            count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
+            out.append(_podset(group["groupName"], count, group["template"]))
+        return tuple(out)
+    if kind == "Job":
+        parallelism = int(spec.get("parallelism", 1))
+        completions = spec.get("completions")
+        count = min(parallelism, int(completions)) if completions is not None else parallelism
+        return (_podset("main", count, spec["template"]),)
+    raise JobError(f"{kind} is not a job kind flexq queues (RayJob, Job)")
+
+
+def make_workload(
+    kind: str,
+    group: str,
+    obj: Mapping[str, Any],
+    *,
+    local_queues: Mapping[tuple[str, str], str],
+    priorities: Mapping[str, int],
+    created: float,
+) -> Workload:
+    """The Workload for a job. ``local_queues`` maps (namespace, LocalQueue) to its ClusterQueue."""
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    labels = meta.get("labels") or {}
+    queue = labels.get(QUEUE_LABEL)
+    if queue is None:
+        if (namespace, DEFAULT_QUEUE) not in local_queues:
+            raise JobError(
+                f"{kind} {namespace}/{meta['name']} has no {QUEUE_LABEL} label and namespace {namespace} has no "
+                f"LocalQueue named {DEFAULT_QUEUE!r}: add the label (e.g. {QUEUE_LABEL}: user-queue)")
+        queue = DEFAULT_QUEUE
+    priority = 0
+    priority_class = labels.get(PRIORITY_LABEL)
+    if priority_class is not None:
+        if priority_class not in priorities:
+            raise JobError(f"{kind} {namespace}/{meta['name']}: WorkloadPriorityClass {priority_class!r} not found")
+        priority = priorities[priority_class]
+    uid = str(meta.get("uid", ""))
+    return Workload(
+        namespace=namespace,
+        name=workload_name(kind, meta["name"], uid, group),
+        queue=queue,
+        cluster_queue=local_queues.get((namespace, queue), ""),
+        podsets=podsets(kind, obj),
+        priority=priority,
+        created=created,
+        uid=uid,
+        owner=str(JobRef(kind, namespace, meta["name"])),
+    )

@@ -1,0 +1,122 @@
+"""From stored objects (storage version, defaulted) to the scheduler's typed configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flexq.api.quantity import parse_quantity
+from flexq.objects.queue_status import admission_check_state, cluster_queue_state
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorResource,
+    FlavorSpec,
+    Fungibility,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Strategy,
+    Taint,
+    Toleration,
+)
+from flexq.scheduler.scheduler import Config
+
+__all__ = ["build_config", "milli", "taint", "toleration"]
+
+
+def milli(value: Any) -> int:
+    return parse_quantity(value).milli()
+
+
+def taint(obj: Mapping[str, Any]) -> Taint:
+    return Taint(str(obj.get("key", "")), str(obj.get("value") or ""), str(obj.get("effect", "")))
+
+
+def toleration(obj: Mapping[str, Any]) -> Toleration:
+    return Toleration(str(obj.get("key") or ""), str(obj.get("operator") or "Equal"), str(obj.get("value") or ""),
+                      str(obj.get("effect") or ""))
+
+
+def flavor_spec(obj: Mapping[str, Any]) -> FlavorSpec:
+    spec = obj.get("spec") or {}
+    return FlavorSpec(
+        obj["metadata"]["name"],
+        dict(spec.get("nodeLabels") or {}),
+        tuple(taint(t) for t in spec.get("nodeTaints") or []),
+        tuple(toleration(t) for t in spec.get("tolerations") or []),
+    )
+
+
+def _groups(raw: Iterable[Mapping[str, Any]]) -> tuple[ResourceGroup, ...]:
+    groups = []
+    for group in raw:
+        quotas: dict[FlavorResource, Quota] = {}
+        for flavor in group.get("flavors", []):
+            for res in flavor.get("resources", []):
+                quotas[(flavor["name"], res["name"])] = Quota(
+                    milli(res["nominalQuota"]),
+                    milli(res["borrowingLimit"]) if res.get("borrowingLimit") is not None else None,
+                    milli(res["lendingLimit"]) if res.get("lendingLimit") is not None else None,
+                )
+        groups.append(ResourceGroup(tuple(group.get("coveredResources", [])),
+                                    tuple(f["name"] for f in group.get("flavors", [])), quotas))
+    return tuple(groups)
+
+
+def _policy(value: Any) -> PreemptionPolicy:
+    return PreemptionPolicy(value or "Never")
+
+
+def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQueueSpec:
+    spec = obj.get("spec") or {}
+    fungibility = spec.get("flavorFungibility") or {}
+    preemption = spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    checks: list[tuple[str, frozenset[str] | None]] = [(name, None) for name in spec.get("admissionChecks") or []]
+    for rule in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []:
+        only = rule.get("onFlavors")
+        checks.append((rule["name"], frozenset(only) if only else None))
+    return ClusterQueueSpec(
+        name=obj["metadata"]["name"],
+        cohort=spec.get("cohortName") or spec.get("cohort") or None,
+        groups=_groups(spec.get("resourceGroups") or []),
+        strategy=Strategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
+        fungibility=Fungibility(
+            stop_when_borrowing=fungibility.get("whenCanBorrow", "MayStopSearch") in ("MayStopSearch", "Borrow"),
+            stop_when_preempting=fungibility.get("whenCanPreempt", "TryNextFlavor") in ("MayStopSearch", "Preempt"),
+            prefer_preemption_over_borrowing=fungibility.get("preference") == "PreemptionOverBorrowing",
+        ),
+        within_cluster_queue=_policy(preemption.get("withinClusterQueue")),
+        reclaim_within_cohort=_policy(preemption.get("reclaimWithinCohort")),
+        borrow_within_cohort=_policy(borrow.get("policy")),
+        borrow_within_cohort_threshold=borrow.get("maxPriorityThreshold"),
+        checks=tuple(checks),
+        active=active,
+    )
+
+
+def cohort_spec(obj: Mapping[str, Any]) -> CohortSpec:
+    spec = obj.get("spec") or {}
+    return CohortSpec(obj["metadata"]["name"], spec.get("parentName") or spec.get("parent") or None,
+                      _groups(spec.get("resourceGroups") or []))
+
+
+def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
+    """``objects`` by kind (ResourceFlavor, ClusterQueue, Cohort, AdmissionCheck, ProvisioningRequestConfig)."""
+    flavors = {o["metadata"]["name"]: flavor_spec(o) for o in objects.get("ResourceFlavor", [])}
+    configs = {o["metadata"]["name"] for o in objects.get("ProvisioningRequestConfig", [])}
+    checks: dict[str, bool] = {}
+    delays: dict[str, float] = {}
+    for check in objects.get("AdmissionCheck", []):
+        name = check["metadata"]["name"]
+        checks[name] = admission_check_state(check, configs).active
+        minutes = (check.get("spec") or {}).get("retryDelayMinutes")
+        if minutes is not None:
+            delays[name] = float(minutes) * 60
+    queues = {}
+    for cq in objects.get("ClusterQueue", []):
+        active = cluster_queue_state(cq, set(flavors), checks).active
+        queues[cq["metadata"]["name"]] = cluster_queue_spec(cq, active)
+    cohorts = {o["metadata"]["name"]: cohort_spec(o) for o in objects.get("Cohort", [])}
+    return Config(flavors, queues, cohorts, delays)

@@ -1,0 +1,235 @@
+"""The scheduler's typed view of queues, flavors and workloads.
+
+Amounts are integers in thousandths of a unit (``100m`` cpu is 100, ``1Gi`` is 1073741824000), so that
+quota arithmetic is exact and fast. Specs are frozen; a :class:`Workload` carries mutable scheduling
+state that only the scheduler and the controllers change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+
+__all__ = [
+    "Admission",
+    "CheckState",
+    "ClusterQueueSpec",
+    "CohortSpec",
+    "FlavorResource",
+    "FlavorSpec",
+    "Fungibility",
+    "Mode",
+    "PodSet",
+    "PodSetAssignment",
+    "PreemptionPolicy",
+    "Quota",
+    "ResourceGroup",
+    "Strategy",
+    "Taint",
+    "Toleration",
+    "Workload",
+    "WorkloadState",
+]
+
+FlavorResource = tuple[str, str]
+"""(flavor, resource)"""
+
+
+class Mode(IntEnum):
+    """How well a flavor fits, ordered as Kueue orders them: NoFit < Preempt < Fit."""
+
+    NO_FIT = 0
+    PREEMPT = 1
+    FIT = 2
+
+
+class Strategy(Enum):
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class WorkloadState(Enum):
+    PENDING = "Pending"
+    QUOTA_RESERVED = "QuotaReserved"
+    ADMITTED = "Admitted"
+    FINISHED = "Finished"
+    INACTIVE = "Inactive"
+
+
+class CheckState(Enum):
+    PENDING = "Pending"
+    READY = "Ready"
+    RETRY = "Retry"
+    REJECTED = "Rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' rule: empty effect matches all; Exists with no key matches every taint."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorSpec:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    covered: tuple[str, ...]
+    flavors: tuple[str, ...]
+    quotas: Mapping[FlavorResource, Quota]
+
+
+class PreemptionPolicy(Enum):
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    ANY = "Any"
+
+
+@dataclass(frozen=True, slots=True)
+class Fungibility:
+    """``flavorFungibility``: stop at a flavor that fits by borrowing / by preempting, or try the next."""
+
+    stop_when_borrowing: bool = True
+    stop_when_preempting: bool = False
+    prefer_preemption_over_borrowing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSpec:
+    name: str
+    cohort: str | None = None
+    groups: tuple[ResourceGroup, ...] = ()
+    strategy: Strategy = Strategy.BEST_EFFORT_FIFO
+    fungibility: Fungibility = Fungibility()
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort_threshold: int | None = None
+    checks: tuple[tuple[str, frozenset[str] | None], ...] = ()
+    """Admission checks: (name, the flavors it applies to, or None for all)."""
+    active: bool = True
+
+    def group_of(self, resource: str) -> ResourceGroup | None:
+        for group in self.groups:
+            if resource in group.covered:
+                return group
+        return None
+
+    def checks_for(self, flavors: set[str]) -> list[str]:
+        """The admission checks that apply to a workload assigned ``flavors`` (Kueue's onFlavors rule)."""
+        return sorted(name for name, only in self.checks if only is None or only & flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    name: str
+    parent: str | None = None
+    groups: tuple[ResourceGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    """Per pod, thousandths."""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self, resource: str) -> int:
+        return self.requests.get(resource, 0) * self.count
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    name: str
+    flavors: Mapping[str, str]
+    """resource -> flavor"""
+    usage: Mapping[FlavorResource, int]
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    cluster_queue: str
+    podsets: tuple[PodSetAssignment, ...]
+
+    def usage(self) -> dict[FlavorResource, int]:
+        total: dict[FlavorResource, int] = {}
+        for ps in self.podsets:
+            for fr, amount in ps.usage.items():
+                total[fr] = total.get(fr, 0) + amount
+        return total
+
+    def flavors(self) -> set[str]:
+        return {f for ps in self.podsets for f in ps.flavors.values()}
+
+
+@dataclass(slots=True)
+class Workload:
+    """A unit of admission: a job's pod sets, its queue, its priority, and where it stands."""
+
+    namespace: str
+    name: str
+    queue: str
+    cluster_queue: str
+    podsets: tuple[PodSet, ...]
+    priority: int = 0
+    created: float = 0.0
+    uid: str = ""
+    owner: str = ""
+    """``Kind namespace/name`` of the job that made this workload, if any."""
+    state: WorkloadState = WorkloadState.PENDING
+    admission: Admission | None = None
+    ordering_time: float | None = None
+    """When the workload (re)entered its queue: creation, or the last eviction or requeue."""
+    reserved_at: float | None = None
+    admitted_at: float | None = None
+    finished_at: float | None = None
+    checks: dict[str, CheckState] = field(default_factory=dict)
+    requeue_at: float | None = None
+    pending_reason: str = ""
+    evictions: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def queue_time(self) -> float:
+        return self.created if self.ordering_time is None else self.ordering_time
+
+    @property
+    def holds_quota(self) -> bool:
+        return self.state in (WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED)

@@ -1,0 +1,78 @@
+"""Pending workloads per ClusterQueue, in Kueue's order: higher priority first, then earlier queue time.
+
+Each ClusterQueue has a heap of active entries and a set of *inadmissible* workloads (BestEffortFIFO:
+a head that did not fit steps aside until something changes in its cohort tree). StrictFIFO queues keep
+their head in place: it blocks the queue until something changes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+
+from flexq.scheduler.model import Workload, WorkloadState
+
+__all__ = ["QueueManager"]
+
+
+class QueueManager:
+    def __init__(self) -> None:
+        self._heaps: dict[str, list[tuple[int, float, int, str]]] = {}
+        self._entry: dict[str, tuple[int, float, int, str]] = {}
+        self._inadmissible: dict[str, set[str]] = {}
+        self._blocked: set[str] = set()
+        self._seq = itertools.count()
+
+    def push(self, wl: Workload) -> None:
+        """Put a pending workload (back) into its ClusterQueue's heap."""
+        entry = (-wl.priority, wl.queue_time, next(self._seq), wl.key)
+        self._entry[wl.key] = entry
+        self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)
+        heapq.heappush(self._heaps.setdefault(wl.cluster_queue, []), entry)
+
+    def discard(self, wl: Workload) -> None:
+        self._entry.pop(wl.key, None)
+        self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)
+
+    def head(self, cq: str, workloads: dict[str, Workload]) -> Workload | None:
+        """The first active entry of ``cq`` (stale entries dropped on the way)."""
+        heap = self._heaps.get(cq)
+        while heap:
+            entry = heap[0]
+            wl = workloads.get(entry[3])
+            if wl is None or self._entry.get(entry[3]) is not entry or wl.state is not WorkloadState.PENDING:
+                heapq.heappop(heap)
+                continue
+            return wl
+        return None
+
+    def set_aside(self, wl: Workload) -> None:
+        """The head did not fit: BestEffortFIFO moves it aside (StrictFIFO blocks, see :meth:`block`)."""
+        heap = self._heaps.get(wl.cluster_queue)
+        entry = self._entry.pop(wl.key, None)
+        if heap and entry is not None and heap[0] is entry:
+            heapq.heappop(heap)
+        self._inadmissible.setdefault(wl.cluster_queue, set()).add(wl.key)
+
+    def block(self, cq: str) -> None:
+        self._blocked.add(cq)
+
+    def blocked(self, cq: str) -> bool:
+        return cq in self._blocked
+
+    def wake(self, queues: Iterable[str], workloads: dict[str, Workload]) -> None:
+        """Something changed for these queues: their set-aside workloads return, their heads unblock."""
+        for cq in queues:
+            self._blocked.discard(cq)
+            for key in sorted(self._inadmissible.pop(cq, set())):
+                wl = workloads.get(key)
+                if wl is not None and wl.state is WorkloadState.PENDING and wl.requeue_at is None:
+                    self.push(wl)
+
+    def pending_count(self, cq: str) -> int:
+        return sum(1 for entry in self._heaps.get(cq, []) if self._entry.get(entry[3]) is entry) + len(
+            self._inadmissible.get(cq, set()))
+
+    def queues(self) -> list[str]:
+        return sorted(self._heaps)

@@ -1,0 +1,184 @@
+"""Quota as Kueue accounts it: a tree of ClusterQueues under (hierarchical) cohorts.
+
+Each node has a ``subtree`` quota per (flavor, resource): a ClusterQueue's is its nominal quota; a
+cohort's is its own nominal plus what each child lends it (the child's subtree minus its guaranteed
+part). A node's *guaranteed* quota is what it does not lend: ``subtree - lendingLimit`` when a
+lendingLimit is set, else nothing. Usage flows up the same way: a parent counts only the part of a
+child's usage above the child's guarantee. :meth:`QuotaTree.available` and
+:meth:`QuotaTree.potential` are Kueue's ``available`` and ``potentialAvailable``.
+
+Usage changes are incremental and exactly reversible, so what-if questions (preemption) add and
+remove usage and restore it afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from flexq.scheduler.model import ClusterQueueSpec, CohortSpec, FlavorResource, Quota
+
+__all__ = ["Node", "QuotaTree"]
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    name: str
+    is_cohort: bool
+    quotas: dict[FlavorResource, Quota] = field(default_factory=dict)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    def guaranteed(self, fr: FlavorResource) -> int:
+        quota = self.quotas.get(fr)
+        if quota is None or quota.lending_limit is None:
+            return 0
+        return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+
+    def borrowing_limit(self, fr: FlavorResource) -> int | None:
+        quota = self.quotas.get(fr)
+        return None if quota is None else quota.borrowing_limit
+
+
+def _quotas(groups: Iterable[object]) -> dict[FlavorResource, Quota]:
+    out: dict[FlavorResource, Quota] = {}
+    for group in groups:
+        out.update(getattr(group, "quotas"))  # noqa: B009 - ResourceGroup of either spec kind
+    return out
+
+
+class QuotaTree:
+    """The quota tree of a set of ClusterQueues and cohorts, with their usage."""
+
+    def __init__(self, cluster_queues: Iterable[ClusterQueueSpec], cohorts: Iterable[CohortSpec] = ()) -> None:
+        self.cohorts: dict[str, Node] = {}
+        self.queues: dict[str, Node] = {}
+        specs = {c.name: c for c in cohorts}
+        for name, spec in specs.items():
+            self.cohorts[name] = Node(name, True, _quotas(spec.groups))
+        for cq in cluster_queues:
+            node = Node(cq.name, False, _quotas(cq.groups))
+            self.queues[cq.name] = node
+            if cq.cohort:
+                self._attach(node, self._cohort(cq.cohort))
+        for name, spec in specs.items():
+            if spec.parent and not self._would_cycle(name, spec.parent):
+                self._attach(self.cohorts[name], self._cohort(spec.parent))
+        for root in [n for n in self.cohorts.values() if n.parent is None]:
+            self._compute_subtree(root)
+        for node in self.queues.values():
+            if node.parent is None:
+                self._compute_subtree(node)
+
+    def _cohort(self, name: str) -> Node:
+        if name not in self.cohorts:
+            self.cohorts[name] = Node(name, True)
+        return self.cohorts[name]
+
+    def _would_cycle(self, child: str, parent: str) -> bool:
+        node: Node | None = self._cohort(parent)
+        while node is not None:
+            if node.name == child:
+                return True
+            node = node.parent
+        return False
+
+    @staticmethod
+    def _attach(child: Node, parent: Node) -> None:
+        child.parent = parent
+        parent.children.append(child)
+
+    def _compute_subtree(self, node: Node) -> None:
+        for child in node.children:
+            self._compute_subtree(child)
+        subtree = {fr: q.nominal for fr, q in node.quotas.items()}
+        for child in node.children:
+            for fr, amount in child.subtree.items():
+                subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed(fr)
+        node.subtree = subtree
+
+    # --- the two questions ---------------------------------------------------------------------------
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        """What ``cq`` can still take of ``fr`` now, borrowing from its cohorts where allowed."""
+        return self._available(self.queues[cq], fr)
+
+    def _available(self, node: Node, fr: FlavorResource) -> int:
+        if node.parent is None:
+            return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+        guaranteed = node.guaranteed(fr)
+        used = node.usage.get(fr, 0)
+        local = max(0, guaranteed - used)
+        from_parent = self._available(node.parent, fr)
+        limit = node.borrowing_limit(fr)
+        if limit is not None:
+            stored = node.subtree.get(fr, 0) - guaranteed
+            used_in_parent = max(0, used - guaranteed)
+            from_parent = min(stored - used_in_parent + limit, from_parent)
+        return local + from_parent
+
+    def potential(self, cq: str, fr: FlavorResource) -> int:
+        """The most ``cq`` could ever hold of ``fr`` (its maximum capacity), whatever the usage."""
+        return self._potential(self.queues[cq], fr)
+
+    def _potential(self, node: Node, fr: FlavorResource) -> int:
+        if node.parent is None:
+            return node.subtree.get(fr, 0)
+        amount = node.guaranteed(fr) + self._potential(node.parent, fr)
+        limit = node.borrowing_limit(fr)
+        if limit is not None:
+            amount = min(node.subtree.get(fr, 0) + limit, amount)
+        return amount
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        return self.queues[cq].subtree.get(fr, 0)
+
+    def usage(self, cq: str, fr: FlavorResource) -> int:
+        return self.queues[cq].usage.get(fr, 0)
+
+    def borrowing(self, cq: str, fr: FlavorResource, extra: int = 0) -> bool:
+        """Whether ``cq`` holding ``extra`` more of ``fr`` would use more than its own quota."""
+        node = self.queues[cq]
+        return node.usage.get(fr, 0) + extra > node.subtree.get(fr, 0)
+
+    def root(self, cq: str) -> Node:
+        node = self.queues[cq]
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+    def same_tree(self, a: str, b: str) -> bool:
+        return self.root(a) is self.root(b)
+
+    # --- usage -------------------------------------------------------------------------------------
+
+    def add(self, cq: str, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
+        """Add (``sign=1``) or remove (``-1``) a workload's usage, propagating to the cohorts."""
+        for fr, amount in usage.items():
+            node: Node | None = self.queues[cq]
+            delta = sign * amount
+            while node is not None and delta:
+                before = node.usage.get(fr, 0)
+                after = before + delta
+                node.usage[fr] = after
+                guaranteed = node.guaranteed(fr)
+                delta = max(0, after - guaranteed) - max(0, before - guaranteed)
+                node = node.parent
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        self.add(cq, usage, -1)
+
+    @contextmanager
+    def without(self, removals: Iterable[tuple[str, Mapping[FlavorResource, int]]]) -> Iterator[None]:
+        """Temporarily remove usages (what-if for preemption); restored on exit."""
+        done = list(removals)
+        for cq, usage in done:
+            self.remove(cq, usage)
+        try:
+            yield
+        finally:
+            for cq, usage in reversed(done):
+                self.add(cq, usage)

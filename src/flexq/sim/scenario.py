@@ -1,0 +1,198 @@
+"""Scenarios: queue configuration, arrivals and admission-check verdicts in virtual time.
+
+::
+
+    apiVersion: flexq.dev/v1alpha1
+    kind: Scenario
+    metadata: {name: seed-two-jobs}
+    spec:
+      env: {ONDEMAND_NODEPOOL: on-demand-pool}   # substituted into included files and submissions
+      include: [dws-tpu-queue.yaml]              # manifests, relative to the scenario file
+      objects: []                                # more manifests, inline
+      submit:                                    # arrivals
+        - at: 0s                                 # 90s, 10m, 2h, 7d
+          file: rayjob-tpu-v6e-dws.yaml          # or object: {...}
+          env: {JOB_ID: "1"}
+          runFor: 10m                            # how long it runs once admitted (default: until the end)
+          count: 1                               # extension: this many copies, ``every`` apart,
+          every: 0s                              #   ${INDEX} (0, 1, ...) substituted in each
+      checks:                                    # admission-check verdicts by hand
+        - {at: 5m, workload: default/rayjob-tpu-v6e-dws-2, check: dws-prov, state: Ready}
+      until: 1d                                  # stop then (default: when nothing is left to happen)
+      seed: 0                                    # extension: seeds the uids of created objects
+
+A check's ``workload`` names the workload or the job that made it (``namespace/name``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from flexq.api.documents import Document, decode_input, load_documents
+from flexq.api.envsubst import find_placeholders, substitute
+from flexq.api.errors import FieldError, InputError, InvalidObject
+from flexq.api.validation import schema_errors
+from flexq.sim.durations import DurationError, parse_duration
+
+__all__ = ["Check", "Scenario", "ScenarioError", "Submission", "load_scenario"]
+
+Duration = StrictStr | StrictInt | float
+
+
+class ScenarioError(InputError):
+    """A scenario that cannot be run; names the file, the line and the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Submit(_Model):
+    at: Duration = 0
+    file: StrictStr | None = None
+    object: dict[str, Any] | None = None
+    env: dict[StrictStr, StrictStr] | None = None
+    runFor: Duration | None = None
+    count: Annotated[StrictInt, Field(ge=1)] = 1
+    every: Duration = 0
+
+
+class _Check(_Model):
+    at: Duration
+    workload: StrictStr
+    check: StrictStr
+    state: Literal["Ready", "Retry", "Rejected", "Pending"]
+    message: StrictStr | None = None
+
+
+class _Spec(_Model):
+    env: dict[StrictStr, StrictStr] | None = None
+    include: list[StrictStr] | None = None
+    objects: list[dict[str, Any]] | None = None
+    submit: list[_Submit] | None = None
+    checks: list[_Check] | None = None
+    until: Duration | None = None
+    seed: StrictInt = 0
+
+
+class _Scenario(_Model):
+    apiVersion: Literal["flexq.dev/v1alpha1"]
+    kind: Literal["Scenario"]
+    metadata: dict[str, Any]
+    spec: _Spec
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    at: float
+    document: Document
+    run_for: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    at: float
+    workload: str
+    check: str
+    state: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    source: str
+    objects: tuple[Document, ...]
+    submissions: tuple[Submission, ...]
+    checks: tuple[Check, ...]
+    until: float | None
+    seed: int
+
+
+def _read(path: Path, source: str) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(source, f"{path}: no such file") from None
+    except OSError as exc:
+        raise ScenarioError(source, f"{path}: cannot read: {exc.strerror}") from None
+    return decode_input(data, str(path))
+
+
+def _fill(text: str, env: dict[str, str], source: str) -> str:
+    text = substitute(text, env)
+    unresolved = find_placeholders(text)
+    if unresolved:
+        listed = ", ".join(f"${{{p.name}}} (line {p.line})" for p in unresolved)
+        raise ScenarioError(source, f"unresolved placeholders: {listed}; set them in spec.env or the entry's env")
+    return text
+
+
+def _duration(value: Any, doc: Document, path: str) -> float:
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise ScenarioError(doc.source, f"{path}: {exc}", doc.line_of(path)) from None
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and check a scenario file and everything it includes."""
+    source = str(path)
+    docs = load_documents(_read(path, source), source)
+    if len(docs) != 1:
+        raise ScenarioError(source, f"expected one Scenario document, found {len(docs)}")
+    doc = docs[0]
+    errors = schema_errors(_Scenario, doc)
+    if errors:
+        raise InvalidObject(source, 0, "Scenario", str((doc.obj.get("metadata") or {}).get("name", "")), errors)
+    spec = _Scenario.model_validate(doc.obj).spec
+    base = path.parent
+    env = dict(spec.env or {})
+    objects: list[Document] = []
+    for i, name in enumerate(spec.include or []):
+        included = base / name
+        where = f"spec.include[{i}]"
+        text = _fill(_read(included, f"{source}:{doc.line_of(where)}"), env, str(included))
+        objects.extend(load_documents(text, str(included)))
+    for i, obj in enumerate(spec.objects or []):
+        objects.append(Document(obj, source, i, doc.line_of(f"spec.objects[{i}]") or 1, {}))
+    submissions: list[Submission] = []
+    for i, entry in enumerate(spec.submit or []):
+        where = f"spec.submit[{i}]"
+        start = _duration(entry.at, doc, f"{where}.at")
+        every = _duration(entry.every, doc, f"{where}.every")
+        run_for = _duration(entry.runFor, doc, f"{where}.runFor") if entry.runFor is not None else None
+        if (entry.file is None) == (entry.object is None):
+            raise ScenarioError(source, f"{where}: give exactly one of file or object", doc.line_of(where))
+        for n in range(entry.count):
+            values = {**env, **(entry.env or {}), "INDEX": str(n)}
+            if entry.file is not None:
+                job_file = base / entry.file
+                text = _fill(_read(job_file, f"{source}:{doc.line_of(where)}"), values, str(job_file))
+                loaded = load_documents(text, str(job_file))
+                if len(loaded) != 1:
+                    raise ScenarioError(str(job_file), f"expected one job per submitted file, found {len(loaded)}")
+                job = loaded[0]
+            else:
+                import json
+
+                text = _fill(json.dumps(entry.object), values, f"{source}:{doc.line_of(where)}")
+                job = Document(json.loads(text), source, i, doc.line_of(f"{where}.object") or 1, {})
+            submissions.append(Submission(start + n * every, job, run_for))
+    checks = tuple(
+        Check(_duration(c.at, doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "")
+        for i, c in enumerate(spec.checks or []))
+    for i, c in enumerate(checks):
+        if "/" not in c.workload:
+            raise ScenarioError(source, f"spec.checks[{i}].workload: expected namespace/name, got {c.workload!r}",
+                                doc.line_of(f"spec.checks[{i}].workload"))
+    until = _duration(spec.until, doc, "spec.until") if spec.until is not None else None
+    name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
+    return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed)
+
+
+__all__ += ["FieldError"]
