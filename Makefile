@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck check clean
+.PHONY: demo test lint typecheck check clean bench
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -35,3 +35,6 @@ typecheck: $(DEVSTAMP)
 
 clean:
 	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache
+
+bench: $(STAMP)
+	$(BIN)/python bench/scheduler_bench.py

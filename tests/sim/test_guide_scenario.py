@@ -77,9 +77,11 @@ def test_check_retry_and_rejection(tmp_path: Path) -> None:
     result = run_scenario(load_scenario(path))
     job3 = [e["event"] for e in _events(result, "rayjob-tpu-v6e-dws-3")]
     assert job3[-3:] == ["AdmissionCheck", "Evicted", "Deactivated"]
-    # Job 2 was Admitted at 1m; a Retry of its check at 6m evicts it and requeues it after the delay.
-    job2 = [e["event"] for e in _events(result, "rayjob-tpu-v6e-dws-2")]
-    assert "Evicted" in job2 and "Requeued" in job2
+    # Job 2 was Admitted at 1m; a Retry of its check at 6m evicts it, and it queues again at once (no
+    # retryDelayMinutes): it reserves quota again and waits for a fresh verdict.
+    job2 = _events(result, "rayjob-tpu-v6e-dws-2")
+    assert [e["event"] for e in job2 if e["t"] == 360] == ["AdmissionCheck", "Evicted", "QuotaReserved"]
+    assert job2[-1]["event"] == "QuotaReserved"
 
 
 def test_bad_scenarios_name_the_field(tmp_path: Path) -> None:

@@ -3,22 +3,26 @@
 For each pod set, and within it each resource group the pod set asks of, the flavors are tried in the
 ClusterQueue's order. All resources of a group in one pod set share a flavor; different pod sets may
 get different flavors; quota taken by earlier pod sets of the same workload counts. A flavor is
-refused for an untolerated taint or a node selector that contradicts its labels (only the label keys
-the group's flavors define are compared). Otherwise each resource gets a mode, NoFit < Preempt < Fit,
-and the flavor's mode is the lowest. ``flavorFungibility`` says whether to stop at a flavor that fits
-only by borrowing or by preempting, or to try the next one and take the best.
+refused for an untolerated taint, or a node selector or required node affinity that contradicts its
+labels (only the keys the flavor's own labels define are compared). Otherwise each resource gets a
+mode and the flavor's mode is the worst one: NoFit < Preempt < Fit, with Preempt split as Kueue splits
+it (no candidates < preempt < reclaim), and a borrowing level (0: no borrowing). ``flavorFungibility``
+decides whether to stop at a flavor that needs borrowing or preemption, or to try the next one and take
+the best.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from flexq.api.quantity import Quantity
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorResource,
     FlavorSpec,
+    Granular,
     Mode,
     PodSet,
     PreemptionPolicy,
@@ -28,16 +32,19 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.quota import QuotaTree
 
-__all__ = ["Assignment", "FlavorTry", "PodSetResult", "assign_flavors", "format_amount"]
+__all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "format_amount"]
 
 _BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 
+Oracle = Callable[[FlavorResource, int], tuple[Granular, int]]
+"""Asked when a resource fits only by preemption: what kind of preemption (none possible, within the
+queue, reclaim from the cohort) and the borrowing level once its targets are gone."""
+
 
 def format_amount(resource: str, milli: int) -> str:
-    """An amount in thousandths, written as Kubernetes writes the resource (``1Gi``, ``500m``, ``16``)."""
-    from fractions import Fraction
-
-    return Quantity(Fraction(milli, 1000), binary=resource in _BINARY_RESOURCES).canonical()
+    """An amount in thousandths, as Kueue writes it: cpu in milli units, memory in binary units."""
+    binary = resource in _BINARY_RESOURCES or resource.startswith("hugepages-")
+    return Quantity(Fraction(milli, 1000), binary=binary).canonical()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +52,15 @@ class FlavorTry:
     """One flavor considered for one resource group of one pod set, and what came of it."""
 
     flavor: str
-    mode: Mode
-    borrow: bool
+    granular: Granular
+    borrow: int
     reasons: tuple[str, ...]
+    needs_preemption: tuple[str, ...] = ()
+    """The resources of this flavor that fit only by preemption."""
+
+    @property
+    def mode(self) -> Mode:
+        return self.granular.mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,27 +69,40 @@ class PodSetResult:
     count: int
     flavors: Mapping[str, str]
     """resource -> flavor, for the resources assigned"""
-    mode: Mode
-    borrow: bool
+    granular: Granular
+    borrow: int
     usage: Mapping[FlavorResource, int]
     tried: tuple[FlavorTry, ...]
     reasons: tuple[str, ...]
+    preempt: frozenset[FlavorResource] = frozenset()
+
+    @property
+    def mode(self) -> Mode:
+        return self.granular.mode
 
     def message(self) -> str:
-        return f"couldn't assign flavors to pod set {self.name}: {', '.join(self.reasons)}"
+        return f"couldn't assign flavors to pod set {self.name}: {', '.join(sorted(self.reasons))}"
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
     podsets: tuple[PodSetResult, ...]
+    complete: bool = True
+    """False when a pod set could not be placed and the later ones were not evaluated."""
+
+    @property
+    def granular(self) -> Granular:
+        if not self.complete:
+            return Granular.NO_FIT
+        return min((p.granular for p in self.podsets), default=Granular.FIT)
 
     @property
     def mode(self) -> Mode:
-        return min((p.mode for p in self.podsets), default=Mode.FIT)
+        return self.granular.mode
 
     @property
-    def borrow(self) -> bool:
-        return any(p.borrow for p in self.podsets)
+    def borrow(self) -> int:
+        return max((p.borrow for p in self.podsets), default=0)
 
     def usage(self) -> dict[FlavorResource, int]:
         total: dict[FlavorResource, int] = {}
@@ -87,21 +113,19 @@ class Assignment:
 
     def message(self) -> str:
         """Why the workload does not simply fit (empty when it does), in Kueue's words."""
-        return "; ".join(p.message() for p in self.podsets if p.mode is not Mode.FIT)
+        return "; ".join(p.message() for p in self.podsets if p.granular is not Granular.FIT)
 
-    def preempt_usage(self) -> dict[FlavorResource, int]:
-        """The usage of the pod sets that need preemption (what has to be freed)."""
-        total: dict[FlavorResource, int] = {}
+    def preempt_resources(self) -> set[FlavorResource]:
+        """The (flavor, resource) pairs that need preemption."""
+        out: set[FlavorResource] = set()
         for ps in self.podsets:
-            if ps.mode is Mode.PREEMPT:
-                for fr, amount in ps.usage.items():
-                    total[fr] = total.get(fr, 0) + amount
-        return total
+            out.update(ps.preempt)
+        return out
 
 
-def _untolerated(taints: tuple[Taint, ...], podset: PodSet, flavor: FlavorSpec) -> Taint | None:
+def _untolerated(podset: PodSet, flavor: FlavorSpec) -> Taint | None:
     tolerations = (*podset.tolerations, *flavor.tolerations)
-    for taint in taints:
+    for taint in flavor.node_taints:
         if taint.effect not in ("NoSchedule", "NoExecute"):
             continue
         if not any(t.tolerates(taint) for t in tolerations):
@@ -109,46 +133,68 @@ def _untolerated(taints: tuple[Taint, ...], podset: PodSet, flavor: FlavorSpec) 
     return None
 
 
-def _label_keys(group: ResourceGroup, flavors: Mapping[str, FlavorSpec]) -> set[str]:
-    return {key for name in group.flavors if name in flavors for key in flavors[name].node_labels}
+def _node_matches(podset: PodSet, flavor: FlavorSpec) -> bool:
+    """nodeSelector and required affinity against the flavor's labels, on the flavor's own label keys."""
+    labels = flavor.node_labels
+    for key, value in podset.node_selector.items():
+        if key in labels and labels[key] != value:
+            return False
+    if podset.affinity:
+        terms = [[r for r in term if r.key in labels] for term in podset.affinity]
+        if any(not term for term in terms):
+            return True  # a term with nothing left to check matches any node of the flavor
+        return any(all(r.matches(labels) for r in term) for term in terms)
+    return True
 
 
-def _selector_matches(podset: PodSet, flavor: FlavorSpec, keys: set[str]) -> bool:
-    return all(flavor.node_labels.get(k) == v for k, v in podset.node_selector.items() if k in keys)
-
-
-def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int
-          ) -> tuple[Mode, bool, str]:
-    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing, reason."""
+def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
+          oracle: Oracle | None) -> tuple[Granular, int, str]:
+    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason."""
     flavor, resource = fr
     capacity = tree.potential(cq.name, fr)
     if val > capacity:
-        if previous:
-            return Mode.NO_FIT, False, (
-                f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
-                f"({format_amount(resource, previous)}) + current podset request "
-                f"({format_amount(resource, val - previous)}) > maximum capacity ({format_amount(resource, capacity)})")
-        return Mode.NO_FIT, False, (f"insufficient quota for {resource} in flavor {flavor}, request > maximum "
-                                    f"capacity ({format_amount(resource, capacity)})")
-    borrow = tree.borrowing(cq.name, fr, val)
-    available = tree.available(cq.name, fr)
+        return Granular.NO_FIT, 0, (
+            f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
+            f"({format_amount(resource, previous)}) + current podset request "
+            f"({format_amount(resource, val - previous)}) > maximum capacity ({format_amount(resource, capacity)})")
+    level, may_reclaim = tree.borrow_level(cq.name, fr, val)
+    available = max(0, tree.available(cq.name, fr))
     if val <= available:
-        return Mode.FIT, borrow, ""
-    nominal = tree.nominal(cq.name, fr)
-    reclaim = cq.cohort is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER and val <= nominal
-    within = cq.within_cluster_queue is not PreemptionPolicy.NEVER and val <= nominal
-    while_borrowing = cq.cohort is not None and cq.borrow_within_cohort is not PreemptionPolicy.NEVER
+        return Granular.FIT, level, ""
     reason = (f"insufficient unused quota for {resource} in flavor {flavor}, "
-              f"{format_amount(resource, val - max(available, 0))} more needed")
-    if reclaim or within or while_borrowing:
-        return Mode.PREEMPT, borrow, reason
-    return Mode.NO_FIT, borrow, reason
+              f"{format_amount(resource, val - available)} more needed")
+    if (tree.nominal(cq.name, fr) >= val or may_reclaim
+            or cq.borrow_within_cohort is not PreemptionPolicy.NEVER):
+        if oracle is None:
+            return Granular.PREEMPT, level, reason
+        granular, after = oracle(fr, val)
+        return granular, after if granular is not Granular.NO_CANDIDATES else level, reason
+    return Granular.NO_FIT, level, reason
 
 
-def _score(attempt: FlavorTry, prefer_preemption: bool) -> tuple[int, int]:
+def _preferred(a: FlavorTry, b: FlavorTry, prefer_preemption: bool) -> bool:
+    """Kueue's ``isPreferred``: is ``a`` strictly better than ``b``?"""
+    if a.granular is Granular.NO_FIT:
+        return False
+    if b.granular is Granular.NO_FIT:
+        return True
+    if a.granular.viable != b.granular.viable:
+        return a.granular.viable
     if prefer_preemption:
-        return (0 if attempt.borrow else 1, int(attempt.mode))
-    return (int(attempt.mode), 0 if attempt.borrow else 1)
+        if a.borrow != b.borrow:
+            return a.borrow < b.borrow
+        return a.granular > b.granular
+    if a.granular != b.granular:
+        return a.granular > b.granular
+    return a.borrow < b.borrow
+
+
+def _stops(attempt: FlavorTry, cq: ClusterQueueSpec) -> bool:
+    if not attempt.granular.viable:
+        return False
+    if attempt.granular in (Granular.PREEMPT, Granular.RECLAIM) and not cq.fungibility.stop_when_preempting:
+        return False
+    return not (attempt.borrow > 0 and not cq.fungibility.stop_when_borrowing)
 
 
 def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
@@ -158,81 +204,89 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
     return requests
 
 
+def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | None, podset: PodSet,
+         wanted: list[str], per_pod: Mapping[str, int], assigned: Mapping[FlavorResource, int],
+         oracle: Oracle | None) -> FlavorTry:
+    if spec is None:
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",))
+    taint = _untolerated(podset, spec)
+    if taint is not None:
+        return FlavorTry(name, Granular.NO_FIT, 0,
+                         (f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",))
+    if not _node_matches(podset, spec):
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} doesn't match node affinity",))
+    granular, borrow, why, preempt = Granular.FIT, 0, [], []
+    for resource in wanted:
+        fr = (name, resource)
+        previous = assigned.get(fr, 0)
+        res_mode, res_borrow, reason = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous, previous,
+                                             oracle)
+        granular = min(granular, res_mode)
+        borrow = max(borrow, res_borrow)
+        if reason:
+            why.append(reason)
+        if res_mode.mode is Mode.PREEMPT:
+            preempt.append(resource)
+    return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt))
+
+
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
+    oracle: Oracle | None = None,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq``."""
     assigned: dict[FlavorResource, int] = {}
     results: list[PodSetResult] = []
+    prefer_preemption = cq.fungibility.prefer_preemption_over_borrowing
     for podset in workload.podsets:
         per_pod = _requests(podset, cq)
-        reasons: list[str] = []
         chosen: dict[str, str] = {}
         usage: dict[FlavorResource, int] = {}
         tried: list[FlavorTry] = []
-        mode, borrow = Mode.FIT, False
+        reasons: list[str] = []
+        granular, borrow = Granular.FIT, 0
+        preempt: set[FlavorResource] = set()
         groups: list[ResourceGroup] = []
+        failed = False
         for resource in per_pod:
             group = cq.group_of(resource)
             if group is None:
-                reasons.append(f"resource {resource} unavailable in ClusterQueue")
-                mode = Mode.NO_FIT
-            elif group not in groups:
+                reasons = [f"resource {resource} unavailable in ClusterQueue"]
+                failed = True
+                break
+            if group not in groups:
                 groups.append(group)
-        for group in groups:
+        for group in [] if failed else groups:
             wanted = [r for r in group.covered if r in per_pod]
-            keys = _label_keys(group, flavors)
             best: FlavorTry | None = None
             group_reasons: list[str] = []
             for name in group.flavors:
-                spec = flavors.get(name)
-                if spec is None:
-                    attempt = FlavorTry(name, Mode.NO_FIT, False, (f"flavor {name} not found",))
-                elif (taint := _untolerated(spec.node_taints, podset, spec)) is not None:
-                    attempt = FlavorTry(name, Mode.NO_FIT, False, (
-                        f"untolerated taint {{{taint.key}: {taint.value}}} in flavor {name}"
-                        if taint.value else f"untolerated taint {{{taint.key}}} in flavor {name}",))
-                elif not _selector_matches(podset, spec, keys):
-                    attempt = FlavorTry(name, Mode.NO_FIT, False, (f"flavor {name} doesn't match node affinity",))
-                else:
-                    flavor_mode, flavor_borrow, why = Mode.FIT, False, []
-                    for resource in wanted:
-                        fr = (name, resource)
-                        previous = assigned.get(fr, 0)
-                        res_mode, res_borrow, reason = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous,
-                                                             previous)
-                        flavor_mode = min(flavor_mode, res_mode)
-                        flavor_borrow = flavor_borrow or res_borrow
-                        if reason:
-                            why.append(reason)
-                    attempt = FlavorTry(name, flavor_mode, flavor_borrow, tuple(why))
+                attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle)
                 tried.append(attempt)
                 group_reasons.extend(attempt.reasons)
-                if attempt.mode is Mode.NO_FIT:
-                    continue
-                if best is None or _score(attempt, cq.fungibility.prefer_preemption_over_borrowing) > _score(
-                        best, cq.fungibility.prefer_preemption_over_borrowing):
-                    best = attempt
-                if attempt.mode is Mode.FIT and not attempt.borrow:
-                    break
-                if attempt.mode is Mode.FIT and cq.fungibility.stop_when_borrowing:
-                    break
-                if attempt.mode is Mode.PREEMPT and cq.fungibility.stop_when_preempting:
+                if best is None or _preferred(attempt, best, prefer_preemption):
+                    best = attempt if attempt.granular is not Granular.NO_FIT else best
+                if _stops(attempt, cq):
                     break
             if best is None:
-                mode = Mode.NO_FIT
+                reasons = group_reasons
+                failed = True
+                break
+            if best.granular is not Granular.FIT:
                 reasons.extend(group_reasons)
-                continue
-            if best.mode is not Mode.FIT:
-                reasons.extend(best.reasons)
-            mode = min(mode, best.mode)
-            borrow = borrow or best.borrow
+            granular = min(granular, best.granular)
+            borrow = max(borrow, best.borrow)
+            preempt.update((best.flavor, r) for r in best.needs_preemption)
             for resource in wanted:
                 fr = (best.flavor, resource)
                 chosen[resource] = best.flavor
                 amount = podset.count * per_pod[resource]
                 usage[fr] = usage.get(fr, 0) + amount
                 assigned[fr] = assigned.get(fr, 0) + amount
-        results.append(PodSetResult(podset.name, podset.count, chosen, mode, borrow, usage, tuple(tried),
-                                    tuple(reasons)))
+        if failed:
+            results.append(PodSetResult(podset.name, podset.count, {}, Granular.NO_FIT, 0, {}, tuple(tried),
+                                        tuple(reasons)))
+            return Assignment(tuple(results), complete=False)
+        results.append(PodSetResult(podset.name, podset.count, chosen, granular, borrow, usage, tuple(tried),
+                                    tuple(reasons) if granular is not Granular.FIT else (), frozenset(preempt)))
     return Assignment(tuple(results))

@@ -19,11 +19,13 @@ __all__ = [
     "FlavorResource",
     "FlavorSpec",
     "Fungibility",
+    "Granular",
     "Mode",
     "PodSet",
     "PodSetAssignment",
     "PreemptionPolicy",
     "Quota",
+    "Requirement",
     "ResourceGroup",
     "Strategy",
     "Taint",
@@ -42,6 +44,32 @@ class Mode(IntEnum):
     NO_FIT = 0
     PREEMPT = 1
     FIT = 2
+
+
+class Granular(IntEnum):
+    """The flavor assigner's finer modes (Kueue's ``granularMode``), worst first.
+
+    ``NO_CANDIDATES`` is Preempt with nobody to preempt: shown as Preempt, but in the flavor search it is
+    no better than NoFit against a flavor that can admit.
+    """
+
+    NO_FIT = 0
+    NO_CANDIDATES = 1
+    PREEMPT = 2
+    RECLAIM = 3
+    FIT = 4
+
+    @property
+    def mode(self) -> Mode:
+        if self is Granular.NO_FIT:
+            return Mode.NO_FIT
+        if self is Granular.FIT:
+            return Mode.FIT
+        return Mode.PREEMPT
+
+    @property
+    def viable(self) -> bool:
+        return self not in (Granular.NO_FIT, Granular.NO_CANDIDATES)
 
 
 class Strategy(Enum):
@@ -159,6 +187,33 @@ class CohortSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-affinity match expression."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value in self.values
+        if self.operator == "NotIn":
+            return value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        if self.operator in ("Gt", "Lt") and value is not None and self.values:
+            try:
+                a, b = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return a > b if self.operator == "Gt" else a < b
+        return False
+
+
+@dataclass(frozen=True, slots=True)
 class PodSet:
     name: str
     count: int
@@ -166,6 +221,8 @@ class PodSet:
     """Per pod, thousandths."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[tuple[Requirement, ...], ...] = ()
+    """Required node affinity: terms ORed, each term's expressions ANDed."""
 
     def total(self, resource: str) -> int:
         return self.requests.get(resource, 0) * self.count
@@ -184,13 +241,19 @@ class PodSetAssignment:
 class Admission:
     cluster_queue: str
     podsets: tuple[PodSetAssignment, ...]
+    total: Mapping[FlavorResource, int] = field(default_factory=dict)
+    """The usage of all pod sets together (filled by :meth:`of`)."""
 
-    def usage(self) -> dict[FlavorResource, int]:
+    @classmethod
+    def of(cls, cluster_queue: str, podsets: tuple[PodSetAssignment, ...]) -> Admission:
         total: dict[FlavorResource, int] = {}
-        for ps in self.podsets:
+        for ps in podsets:
             for fr, amount in ps.usage.items():
                 total[fr] = total.get(fr, 0) + amount
-        return total
+        return cls(cluster_queue, podsets, total)
+
+    def usage(self) -> Mapping[FlavorResource, int]:
+        return self.total
 
     def flavors(self) -> set[str]:
         return {f for ps in self.podsets for f in ps.flavors.values()}
@@ -221,6 +284,8 @@ class Workload:
     requeue_at: float | None = None
     pending_reason: str = ""
     evictions: int = 0
+    evicting: bool = False
+    """Preempted: eviction is issued, the quota stays held until the job has stopped."""
 
     @property
     def key(self) -> str:

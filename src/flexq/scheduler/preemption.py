@@ -1,27 +1,76 @@
-"""Preemption, as Kueue chooses victims.
+"""Preemption, as Kueue's classical preemptor chooses victims.
 
-Candidates are admitted workloads that hold quota in a (flavor, resource) the incoming workload needs
-to free: in its own ClusterQueue under ``withinClusterQueue``; in other ClusterQueues of its cohort
-tree, while they borrow, under ``reclaimWithinCohort`` (or ``borrowWithinCohort`` when the incoming
-workload itself borrows). They are ordered as Kueue orders them: other queues' workloads first, then
-lower priority first, then the most recently admitted first. Victims are removed in that order until
-the incoming workload fits; then each one but the last is put back if the workload still fits without
-removing it, which leaves a minimal set.
+Candidates hold quota in a (flavor, resource) the incoming workload needs to free:
+
+- in its own ClusterQueue, under ``withinClusterQueue`` (LowerPriority, LowerOrNewerEqualPriority);
+- elsewhere in its cohort tree, under ``reclaimWithinCohort``, only in queues (and cohorts) that use more
+  than their nominal quota. Walking up from the incoming queue, each ancestor's subtree is searched;
+  candidates found while the incoming workload would still fit in the subtree below are *hierarchical
+  reclaim* targets, the others are reclaimed without borrowing, or while borrowing when
+  ``borrowWithinCohort`` allows it (lower priority, at most its ``maxPriorityThreshold``).
+
+They are tried in Kueue's order (already evicted first; hierarchical, then other queues by priority,
+then the queue's own; within each, lower priority first and the most recently admitted first), removed
+until the workload fits, then put back where not needed, leaving a minimal set. Up to two attempts are
+made, with and without allowing the incoming workload to borrow, in the order Kueue makes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
 
-from flexq.scheduler.flavorassigner import Assignment
-from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, PreemptionPolicy, Workload
-from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
+from flexq.scheduler.quota import Node, QuotaTree
 
-__all__ = ["find_victims"]
+__all__ = ["Holders", "Target", "Variant", "find_targets", "oracle_for"]
+
+Holders = Mapping[str, Mapping[str, Workload]]
+"""ClusterQueue -> workload key -> the workloads holding quota there."""
 
 
-def _fits(tree: QuotaTree, cq: str, usage: dict[FlavorResource, int]) -> bool:
-    return all(amount <= tree.available(cq, fr) for fr, amount in usage.items())
+class Variant(Enum):
+    WITHIN_CLUSTER_QUEUE = "WithinClusterQueue"
+    HIERARCHICAL_RECLAIM = "HierarchicalReclaim"
+    RECLAIM_WITHOUT_BORROWING = "ReclaimWithoutBorrowing"
+    RECLAIM_WHILE_BORROWING = "ReclaimWhileBorrowing"
+
+
+_REASON = {
+    Variant.WITHIN_CLUSTER_QUEUE: "InClusterQueue",
+    Variant.HIERARCHICAL_RECLAIM: "InCohortReclamation",
+    Variant.RECLAIM_WITHOUT_BORROWING: "InCohortReclamation",
+    Variant.RECLAIM_WHILE_BORROWING: "InCohortReclaimWhileBorrowing",
+}
+
+
+_WHY = {
+    Variant.WITHIN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    Variant.HIERARCHICAL_RECLAIM: "reclamation within the cohort",
+    Variant.RECLAIM_WITHOUT_BORROWING: "reclamation within the cohort",
+    Variant.RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    workload: Workload
+    variant: Variant
+    lca: Node | None = None
+
+    @property
+    def reason(self) -> str:
+        """Kueue's preemption reason: InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing."""
+        return _REASON[self.variant]
+
+    @property
+    def why(self) -> str:
+        return _WHY[self.variant]
+
+
+def _uses(wl: Workload, needed: set[FlavorResource]) -> bool:
+    return wl.admission is not None and not needed.isdisjoint(wl.admission.usage())
 
 
 def _within_allowed(policy: PreemptionPolicy, incoming: Workload, other: Workload) -> bool:
@@ -29,74 +78,157 @@ def _within_allowed(policy: PreemptionPolicy, incoming: Workload, other: Workloa
         return other.priority < incoming.priority
     if policy is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
         return other.priority < incoming.priority or (
-            other.priority == incoming.priority and other.queue_time > incoming.queue_time)
-    return False
+            other.priority == incoming.priority and incoming.queue_time < other.queue_time)
+    return policy is PreemptionPolicy.ANY
 
 
-def _cohort_allowed(cq: ClusterQueueSpec, incoming: Workload, other: Workload, borrowing: bool) -> bool:
-    if cq.reclaim_within_cohort is PreemptionPolicy.ANY:
+def _order(incoming_cq: str) -> Callable[[Target], tuple[int, int, int, float, str]]:
+    def key(t: Target) -> tuple[int, int, int, float, str]:
+        wl = t.workload
+        reserved = wl.reserved_at if wl.reserved_at is not None else 0.0
+        return (0 if wl.evicting else 1, 1 if wl.cluster_queue == incoming_cq else 0, wl.priority, -reserved,
+                wl.uid or wl.key)
+    return key
+
+
+def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: set[FlavorResource],
+             holders: Holders, out: list[Workload]) -> None:
+    for child in node.children:
+        if child is skip or tree.within_nominal(child, needed):
+            continue
+        if child.is_cohort:
+            _collect(tree, child, None, own, needed, holders, out)
+        elif child.name != own:
+            out.extend(w for w in holders.get(child.name, {}).values() if _uses(w, needed))
+
+
+def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
+                holders: Holders, needed: set[FlavorResource],
+                requests: Mapping[FlavorResource, int], exclude: set[str]) -> tuple[list[Target], list[Target],
+                                                                                    list[Target]]:
+    own: list[Target] = []
+    if cq.within_cluster_queue is not PreemptionPolicy.NEVER:
+        own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
+               if w is not incoming and w.key not in exclude and _uses(w, needed)
+               and _within_allowed(cq.within_cluster_queue, incoming, w)]
+    hierarchy: list[Target] = []
+    by_priority: list[Target] = []
+    node = tree.queues[cq.name]
+    if node.parent is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER:
+        advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v for fr, v in requests.items())
+        remaining = {fr: v - tree.local_available(node, fr) for fr, v in requests.items()}
+        child: Node = node
+        ancestor: Node | None = node.parent
+        while ancestor is not None:
+            found: list[Workload] = []
+            _collect(tree, ancestor, child, cq.name, needed, holders, found)
+            for w in found:
+                if w.key in exclude or not _within_allowed(
+                        PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY
+                        else PreemptionPolicy.LOWER_PRIORITY, incoming, w):
+                    continue
+                if advantage:
+                    hierarchy.append(Target(w, Variant.HIERARCHICAL_RECLAIM, ancestor))
+                elif cq.borrow_within_cohort is PreemptionPolicy.NEVER or w.priority >= incoming.priority or (
+                        cq.borrow_within_cohort_threshold is not None
+                        and w.priority > cq.borrow_within_cohort_threshold):
+                    by_priority.append(Target(w, Variant.RECLAIM_WITHOUT_BORROWING, ancestor))
+                else:
+                    by_priority.append(Target(w, Variant.RECLAIM_WHILE_BORROWING, ancestor))
+            advantage = advantage or all(
+                ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining[fr] for fr in remaining)
+            remaining = {fr: r - tree.local_available(ancestor, fr) for fr, r in remaining.items()}
+            child, ancestor = ancestor, ancestor.parent
+    return own, hierarchy, by_priority
+
+
+def _fits(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrow: bool) -> bool:
+    return all((borrow or not tree.borrowing(cq, fr, v)) and v <= tree.available(cq, fr)
+               for fr, v in requests.items())
+
+
+def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool) -> bool:
+    if t.workload.cluster_queue == cq:
         return True
-    if cq.reclaim_within_cohort is PreemptionPolicy.LOWER_PRIORITY and other.priority < incoming.priority:
-        return True
-    if borrowing and cq.borrow_within_cohort is PreemptionPolicy.LOWER_PRIORITY and other.priority < incoming.priority:
-        threshold = cq.borrow_within_cohort_threshold
-        return threshold is None or other.priority <= threshold
-    return False
+    if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+        return False
+    node: Node | None = tree.queues[t.workload.cluster_queue]
+    while node is not None and node is not t.lca:
+        if tree.within_nominal(node, needed):
+            return False
+        node = node.parent
+    return True
 
 
-def _order_key(incoming_cq: str, wl: Workload) -> tuple[int, int, float, str]:
-    reserved = wl.reserved_at if wl.reserved_at is not None else 0.0
-    return (1 if wl.cluster_queue == incoming_cq else 0, wl.priority, -reserved, wl.uid or wl.key)
-
-
-def find_victims(
-    incoming: Workload, assignment: Assignment, cq: ClusterQueueSpec, tree: QuotaTree,
-    holders: Iterable[Workload],
-) -> list[Workload] | None:
-    """The workloads to evict so that ``incoming`` fits as assigned, or None if no set does."""
-    needed = set(assignment.preempt_usage())
-    usage = assignment.usage()
+def find_targets(
+    incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+    needed: set[FlavorResource], requests: Mapping[FlavorResource, int], exclude: set[str] | None = None,
+) -> list[Target]:
+    """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice."""
     if not needed:
-        return None
-    borrowing = assignment.borrow
-    candidates: list[Workload] = []
-    for other in holders:
-        if other is incoming or other.admission is None:
-            continue
-        if not needed.intersection(other.admission.usage()):
-            continue
-        if other.cluster_queue == cq.name:
-            if _within_allowed(cq.within_cluster_queue, incoming, other):
-                candidates.append(other)
-        elif cq.cohort is not None and other.cluster_queue in tree.queues and tree.same_tree(
-                cq.name, other.cluster_queue):
-            if _cohort_allowed(cq, incoming, other, borrowing):
-                candidates.append(other)
-    candidates.sort(key=lambda wl: _order_key(cq.name, wl))
-    removed: list[Workload] = []
-    fitted = False
-    try:
-        for cand in candidates:
-            assert cand.admission is not None
-            if cand.cluster_queue != cq.name and not any(
-                    tree.borrowing(cand.cluster_queue, fr) for fr in needed if fr in cand.admission.usage()):
-                continue  # that queue no longer borrows what we need: reclaiming stops there
-            tree.remove(cand.cluster_queue, cand.admission.usage())
-            removed.append(cand)
-            if _fits(tree, cq.name, usage):
-                fitted = True
-                break
-        if not fitted:
-            return None
-        for cand in list(reversed(removed[:-1])):
-            assert cand.admission is not None
-            tree.add(cand.cluster_queue, cand.admission.usage())
-            if _fits(tree, cq.name, usage):
-                removed.remove(cand)
-            else:
-                tree.remove(cand.cluster_queue, cand.admission.usage())
-        return list(removed)
-    finally:
-        for cand in removed:
-            assert cand.admission is not None
-            tree.add(cand.cluster_queue, cand.admission.usage())
+        return []
+    own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
+    order = _order(cq.name)
+    groups = [sorted(g, key=order) for g in (hierarchy, by_priority, own)]
+    ordered = [t for g in groups for t in g if t.workload.evicting] + [
+        t for g in groups for t in g if not t.workload.evicting]
+    if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
+            tree.usage(cq.name, fr) < tree.nominal(cq.name, fr) for fr in needed)):
+        attempts = [True]
+    elif cq.borrow_within_cohort is PreemptionPolicy.NEVER and not hierarchy:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+    for borrowing in attempts:
+        removed: list[Target] = []
+        fitted = False
+        try:
+            for t in ordered:
+                if not _valid(t, tree, cq.name, needed, borrowing):
+                    continue
+                tree.remove(t.workload.cluster_queue, _usage(t))
+                removed.append(t)
+                if _fits(tree, cq.name, requests, borrowing):
+                    fitted = True
+                    break
+            if fitted:
+                for i in range(len(removed) - 2, -1, -1):
+                    t = removed[i]
+                    tree.add(t.workload.cluster_queue, _usage(t))
+                    if _fits(tree, cq.name, requests, borrowing):
+                        removed.pop(i)
+                    else:
+                        tree.remove(t.workload.cluster_queue, _usage(t))
+                return list(removed)
+        finally:
+            for t in removed:
+                tree.add(t.workload.cluster_queue, _usage(t))
+    return []
+
+
+def _usage(t: Target) -> Mapping[FlavorResource, int]:
+    assert t.workload.admission is not None
+    return t.workload.admission.usage()
+
+
+def oracle_for(
+    incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+    exclude: set[str] | None = None,
+) -> Callable[[FlavorResource, int], tuple[Granular, int]]:
+    """The flavor assigner's question: can preemption free ``val`` of ``fr``, and how?"""
+
+    def oracle(fr: FlavorResource, val: int) -> tuple[Granular, int]:
+        targets = find_targets(incoming, cq, tree, holders, {fr}, {fr: val}, exclude)
+        if not targets:
+            return Granular.NO_CANDIDATES, 0
+        for t in targets:
+            tree.remove(t.workload.cluster_queue, _usage(t))
+        try:
+            level, _ = tree.borrow_level(cq.name, fr, val)
+        finally:
+            for t in targets:
+                tree.add(t.workload.cluster_queue, _usage(t))
+        own = any(t.workload.cluster_queue == cq.name for t in targets)
+        return (Granular.PREEMPT if own else Granular.RECLAIM), level
+
+    return oracle

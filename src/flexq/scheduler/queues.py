@@ -31,6 +31,9 @@ class QueueManager:
         self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)
         heapq.heappush(self._heaps.setdefault(wl.cluster_queue, []), entry)
 
+    def queued(self, wl: Workload) -> bool:
+        return wl.key in self._entry or wl.key in self._inadmissible.get(wl.cluster_queue, set())
+
     def discard(self, wl: Workload) -> None:
         self._entry.pop(wl.key, None)
         self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)

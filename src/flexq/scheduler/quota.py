@@ -144,6 +144,38 @@ class QuotaTree:
         node = self.queues[cq]
         return node.usage.get(fr, 0) + extra > node.subtree.get(fr, 0)
 
+    @staticmethod
+    def local_available(node: Node, fr: FlavorResource) -> int:
+        return max(0, node.guaranteed(fr) - node.usage.get(fr, 0))
+
+    def height(self, node: Node) -> int:
+        """Kueue's cohort height: 1 for a cohort of ClusterQueues, one more per level of cohorts below."""
+        cohorts = [c for c in node.children if c.is_cohort]
+        return max([min(len(node.children), 1), *(1 + self.height(c) for c in cohorts)])
+
+    def borrow_level(self, cq: str, fr: FlavorResource, val: int) -> tuple[int, bool]:
+        """(height of the lowest subtree in which ``val`` more fits, whether reclaiming below the root may help).
+
+        0 when ``cq`` does not need to borrow. This is Kueue's ``FindHeightOfLowestSubtreeThatFits``.
+        """
+        node = self.queues[cq]
+        if node.parent is None:
+            return 0, False
+        if not self.borrowing(cq, fr, val):
+            return 0, True
+        remaining = val - self.local_available(node, fr)
+        ancestor: Node | None = node.parent
+        while ancestor is not None:
+            if ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining:
+                return self.height(ancestor), ancestor.parent is not None
+            remaining -= self.local_available(ancestor, fr)
+            ancestor = ancestor.parent
+        return self.height(self.root(cq)), False
+
+    @staticmethod
+    def within_nominal(node: Node, frs: Iterable[FlavorResource]) -> bool:
+        return all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) for fr in frs)
+
     def root(self, cq: str) -> Node:
         node = self.queues[cq]
         while node.parent is not None:

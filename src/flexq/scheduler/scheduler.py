@@ -1,21 +1,25 @@
 """The scheduler: Kueue's admission cycle over an in-memory cache, for any clock.
 
 Inputs arrive as method calls (configuration, workloads created or deleted, finished, admission
-check states) with the time passed in; every decision is returned as :class:`Event` values, and
-nothing here reads a clock, a random source or the outside world. One pass of :meth:`Scheduler.schedule`
-runs Kueue's cycle repeatedly (heads, nominate, order, admit or preempt, requeue) until nothing more
-can be admitted, so unlike Kueue (one head per ClusterQueue per cycle) it admits everything that fits
-at that moment, in the order Kueue's successive cycles would.
+check states, evictions completed) with the time passed in; every decision is returned as
+:class:`Event` values. Nothing here reads a clock, a random source or the outside world.
+
+:meth:`Scheduler.cycle` is one Kueue cycle: at most one head per ClusterQueue, all nominated against
+the same snapshot, ordered (not borrowing first, higher priority, earlier queue time), then admitted,
+preempted for, or requeued. :meth:`Scheduler.schedule` runs cycles until one changes nothing, so that,
+unlike Kueue (one head per ClusterQueue per cycle, then wait for the next event), everything that can
+be admitted at that moment is admitted, in the order Kueue's successive cycles would admit it.
 
 Lifecycle of a workload: Pending -> QuotaReserved -> Admitted (when every admission check that
-applies is Ready) -> Finished. Eviction (preemption, a check's Retry) returns it to Pending with its
-quota released; a check's Rejected deactivates it.
+applies is Ready) -> Finished. Preemption marks victims *evicting*: they keep their quota until the
+driver reports that they stopped (:meth:`Scheduler.complete_eviction`), or at once with
+``instant_eviction``. A check's Retry evicts and requeues; Rejected deactivates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment, assign_flavors
@@ -24,20 +28,21 @@ from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
     CohortSpec,
+    FlavorResource,
     FlavorSpec,
+    Granular,
     Mode,
     PodSetAssignment,
+    PreemptionPolicy,
+    Strategy,
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.preemption import find_victims
+from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
 
 __all__ = ["Config", "Scheduler"]
-
-DEFAULT_CHECK_RETRY_DELAY = 15 * 60.0
-"""Kueue's v1beta1 default ``retryDelayMinutes`` (15) for a check that says Retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,17 +52,31 @@ class Config:
     flavors: Mapping[str, FlavorSpec]
     cluster_queues: Mapping[str, ClusterQueueSpec]
     cohorts: Mapping[str, CohortSpec]
-    check_retry_delay: Mapping[str, float]
-    """Seconds a workload waits after a check's Retry before it queues again."""
+    check_retry_delay: Mapping[str, float] = field(default_factory=dict)
+    """Seconds a workload waits after a check's Retry before it queues again (default: none)."""
+
+
+@dataclass(slots=True)
+class _Cycle:
+    """What one cycle changed in the snapshot, undone when the cycle ends."""
+
+    removed: list[Workload] = field(default_factory=list)
+    added: list[tuple[str, Mapping[FlavorResource, int]]] = field(default_factory=list)
+    victims: list[Workload] = field(default_factory=list)
+    progress: bool = False
 
 
 class Scheduler:
-    def __init__(self, config: Config | None = None) -> None:
-        self.config = config or Config({}, {}, {}, {})
+    def __init__(self, config: Config | None = None, *, instant_eviction: bool = False) -> None:
+        self.config = config or Config({}, {}, {})
+        self.instant_eviction = instant_eviction
         self.tree = QuotaTree(self.config.cluster_queues.values(), self.config.cohorts.values())
         self.workloads: dict[str, Workload] = {}
+        self.holding: dict[str, dict[str, Workload]] = {}
         self.queues = QueueManager()
         self.last_assignment: dict[str, Assignment] = {}
+        self.last_targets: dict[str, list[Target]] = {}
+        """The preemption targets last chosen for each workload (issued, or already being evicted)."""
 
     # --- configuration -----------------------------------------------------------------------------
 
@@ -68,15 +87,22 @@ class Scheduler:
         for wl in self.workloads.values():
             if wl.admission is not None and wl.cluster_queue in self.tree.queues:
                 self.tree.add(wl.cluster_queue, wl.admission.usage())
+        for wl in self.workloads.values():
+            if wl.state is WorkloadState.PENDING and wl.requeue_at is None and wl.cluster_queue in \
+                    config.cluster_queues and not self.queues.queued(wl):
+                self.queues.push(wl)
         self.queues.wake(list(config.cluster_queues), self.workloads)
 
     # --- inputs ------------------------------------------------------------------------------------
 
     def add(self, wl: Workload, now: float) -> list[Event]:
-        """A new workload enters its queue."""
+        """A new workload enters its queue (or, already holding quota, is restored as it was)."""
         self.workloads[wl.key] = wl
-        wl.state = WorkloadState.PENDING
         events = [Event(now, EventKind.CREATED, wl.key, wl.cluster_queue, extra=_owner(wl))]
+        if wl.admission is not None:
+            self._hold(wl)
+            return events
+        wl.state = WorkloadState.PENDING
         if wl.cluster_queue not in self.config.cluster_queues:
             reason = (f"LocalQueue {wl.queue} doesn't exist" if not wl.cluster_queue
                       else f"ClusterQueue {wl.cluster_queue} doesn't exist")
@@ -117,24 +143,33 @@ class Scheduler:
                 s is CheckState.READY for s in wl.checks.values()):
             wl.state = WorkloadState.ADMITTED
             wl.admitted_at = now
-            events.append(self._admitted_event(wl, now, "The workload is admitted"))
+            wl.pending_reason = ""
+            events.append(self._admitted_event(wl, now))
         elif state is CheckState.RETRY:
-            events += self._evict(wl, now, f"At least one admission check is false: {check} asked to retry",
+            events += self._evict(wl, now, f'Evicted due to AdmissionCheck in Retry state: "{check}"',
                                   "AdmissionCheck")
-            wl.requeue_at = now + self.config.check_retry_delay.get(check, DEFAULT_CHECK_RETRY_DELAY)
-            self.queues.discard(wl)
+            delay = self.config.check_retry_delay.get(check, 0.0)
+            if delay > 0:
+                self.queues.discard(wl)
+                wl.requeue_at = now + delay
         elif state is CheckState.REJECTED:
-            events += self._evict(wl, now, f"Admission check {check} rejected the workload", "AdmissionCheck")
+            reason = f'AdmissionCheck in Rejected state: "{check}"' + (f" ({message})" if message else "")
+            events += self._evict(wl, now, reason, "AdmissionCheck")
             self.queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
-            events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue,
-                                f"Admission check {check} rejected the workload"))
+            events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue, reason))
         return events
 
-    def evict(self, key: str, now: float, reason: str, kind: str = "Evicted") -> list[Event]:
-        """Evict from outside (a controller): release quota and queue again."""
-        wl = self.workloads[key]
-        return self._evict(wl, now, reason, kind)
+    def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
+        """Evict from outside (a controller): release the quota and queue again."""
+        return self._evict(self.workloads[key], now, reason, cause)
+
+    def complete_eviction(self, key: str, now: float) -> list[Event]:
+        """A preempted workload has stopped: its quota is released and it queues again."""
+        wl = self.workloads.get(key)
+        if wl is None or not wl.evicting:
+            return []
+        return self._evict(wl, now, wl.pending_reason or "Preempted", "Preempted")
 
     def next_requeue(self) -> float | None:
         """The earliest moment a workload waiting out a retry delay returns to its queue."""
@@ -143,41 +178,110 @@ class Scheduler:
 
     # --- the cycle ---------------------------------------------------------------------------------
 
-    def schedule(self, now: float) -> list[Event]:
-        """Admit everything that can be admitted at ``now``; return what happened."""
+    def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
+        """Run cycles at ``now`` until one changes nothing; return what happened."""
         events = self._requeue_due(now)
-        while True:
-            heads = self._heads()
-            if not heads:
-                break
-            nominated = [(wl, self._assign(wl)) for wl in heads]
-            nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].key))
-            progress = False
-            changed = False
-            for wl, assignment in nominated:
-                if changed:
-                    assignment = self._assign(wl)  # an earlier admission this pass changed usage
-                cq = self.config.cluster_queues[wl.cluster_queue]
-                if assignment.mode is Mode.FIT:
-                    events += self._reserve(wl, assignment, now)
-                    progress = changed = True
-                elif assignment.mode is Mode.PREEMPT:
-                    victims = find_victims(wl, assignment, cq, self.tree, self._holders(wl.cluster_queue))
-                    if victims:
-                        for victim in victims:
-                            events += self._preempt(victim, wl, now)
-                        progress = changed = True
-                    else:
-                        events += self._inadmissible(wl, assignment.message() + "; no preemption targets found"
-                                                     if assignment.message() else "no preemption targets found",
-                                                     cq, now)
-                else:
-                    events += self._inadmissible(wl, assignment.message(), cq, now)
+        for _ in range(max_cycles):
+            cycle_events, progress = self.cycle(now)
+            events += cycle_events
             if not progress:
                 break
         return events
 
-    def _heads(self) -> list[Workload]:
+    def cycle(self, now: float) -> tuple[list[Event], bool]:
+        """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
+        heads = self._heads(now)
+        events: list[Event] = []
+        state = _Cycle()
+        nominated: list[tuple[Workload, Assignment, list[Target]]] = []
+        for wl in heads:
+            if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
+                events += self._inadmissible(wl, "The workload has failed admission checks", now)
+                continue
+            assignment = self._assign(wl)
+            targets: list[Target] = []
+            if assignment.mode is Mode.PREEMPT:
+                targets = self._targets(wl, assignment)
+            nominated.append((wl, assignment, targets))
+        nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
+        try:
+            for wl, assignment, targets in nominated:
+                events += self._process(wl, assignment, targets, state, now)
+        finally:
+            for victim in state.removed:
+                assert victim.admission is not None
+                self.tree.add(victim.cluster_queue, victim.admission.usage())
+            for cq, usage in state.added:
+                self.tree.remove(cq, usage)
+        if self.instant_eviction:
+            for victim in state.victims:
+                events += self.complete_eviction(victim.key, now)
+        return events, state.progress
+
+    def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], state: _Cycle,
+                 now: float) -> list[Event]:
+        cq = self.config.cluster_queues[wl.cluster_queue]
+        usage = assignment.usage()
+        if assignment.mode is Mode.NO_FIT:
+            return self._inadmissible(wl, assignment.message(), now)
+        if assignment.mode is Mode.PREEMPT and not targets:
+            if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
+                self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
+            return self._inadmissible(wl, assignment.message(), now)
+        issued = {v.key for v in state.removed}
+        if targets and issued.intersection(t.workload.key for t in targets):
+            return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
+        own = [t.workload for t in targets]
+        for victim in own:
+            self._remove_for_cycle(victim, state)
+        fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
+        if not fits:
+            for victim in own:
+                state.removed.remove(victim)
+                assert victim.admission is not None
+                self.tree.add(victim.cluster_queue, victim.admission.usage())
+            return self._skip(wl, "Workload no longer fits after processing another workload", now)
+        if assignment.mode is Mode.FIT:
+            state.progress = True
+            return self._reserve(wl, assignment, now)
+        self.tree.add(cq.name, usage)
+        state.added.append((cq.name, usage))
+        events: list[Event] = []
+        self.last_targets[wl.key] = list(targets)
+        new = [t for t in targets if not t.workload.evicting]
+        for target in new:
+            events += self._preempt(target, wl, now)
+            state.victims.append(target.workload)
+        if new:
+            state.progress = True
+        message = f"{assignment.message()}. Pending the preemption of {len(targets)} workload(s)"
+        if self._note_pending(wl, message):
+            events.append(Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, message))
+        return events
+
+    def _remove_for_cycle(self, victim: Workload, state: _Cycle) -> None:
+        assert victim.admission is not None
+        self.tree.remove(victim.cluster_queue, victim.admission.usage())
+        state.removed.append(victim)
+
+    def _reserve_capacity(self, cq: ClusterQueueSpec, usage: Mapping[FlavorResource, int], borrowing: bool,
+                          state: _Cycle) -> None:
+        """A workload waiting for preemption keeps other heads off the capacity it needs, this cycle."""
+        reserved: dict[FlavorResource, int] = {}
+        for fr, req in usage.items():
+            nominal, used = self.tree.nominal(cq.name, fr), self.tree.usage(cq.name, fr)
+            if borrowing:
+                limit = self.tree.queues[cq.name].borrowing_limit(fr)
+                amount = req if limit is None else min(req, nominal + limit - used)
+            else:
+                amount = max(0, min(req, nominal - used))
+            if amount > 0:
+                reserved[fr] = amount
+        if reserved:
+            self.tree.add(cq.name, reserved)
+            state.added.append((cq.name, reserved))
+
+    def _heads(self, now: float) -> list[Workload]:
         heads: list[Workload] = []
         for name in self.queues.queues():
             cq = self.config.cluster_queues.get(name)
@@ -187,54 +291,63 @@ class Scheduler:
             if wl is None:
                 continue
             if not cq.active:
-                self._note_pending(wl, f"ClusterQueue {name} is inactive")
+                self._inadmissible(wl, f"ClusterQueue {name} is inactive", now)
                 continue
             heads.append(wl)
         return heads
 
     def _assign(self, wl: Workload) -> Assignment:
         cq = self.config.cluster_queues[wl.cluster_queue]
-        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors)
+        oracle = oracle_for(wl, cq, self.tree, self.holding)
+        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle)
         self.last_assignment[wl.key] = assignment
         return assignment
 
-    def _holders(self, cq: str) -> Iterable[Workload]:
-        return (w for w in self.workloads.values() if w.admission is not None)
+    def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
+        cq = self.config.cluster_queues[wl.cluster_queue]
+        return find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
 
     # --- state changes -----------------------------------------------------------------------------
 
+    def _hold(self, wl: Workload) -> None:
+        assert wl.admission is not None
+        self.holding.setdefault(wl.cluster_queue, {})[wl.key] = wl
+        if wl.cluster_queue in self.tree.queues:
+            self.tree.add(wl.cluster_queue, wl.admission.usage())
+
     def _reserve(self, wl: Workload, assignment: Assignment, now: float) -> list[Event]:
         cq = self.config.cluster_queues[wl.cluster_queue]
-        admission = Admission(cq.name, tuple(
+        admission = Admission.of(cq.name, tuple(
             PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count) for p in assignment.podsets))
-        self.tree.add(cq.name, admission.usage())
         self.queues.discard(wl)
         wl.admission = admission
+        self._hold(wl)
         wl.state = WorkloadState.QUOTA_RESERVED
         wl.reserved_at = now
         wl.pending_reason = ""
-        wl.checks = {name: CheckState.PENDING for name in cq.checks_for(admission.flavors())}
+        wl.checks = {name: wl.checks.get(name, CheckState.PENDING) for name in cq.checks_for(admission.flavors())}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
                         f"Quota reserved in ClusterQueue {cq.name}", _podsets(admission))]
-        if not wl.checks:
+        if all(s is CheckState.READY for s in wl.checks.values()):
             wl.state = WorkloadState.ADMITTED
             wl.admitted_at = now
-            events.append(self._admitted_event(wl, now, "The workload is admitted"))
+            events.append(self._admitted_event(wl, now))
         else:
-            waiting = ", ".join(sorted(wl.checks))
-            wl.pending_reason = f"waiting for admission checks: {waiting}"
+            wl.pending_reason = "The workload has not all checks ready"
         return events
 
-    def _admitted_event(self, wl: Workload, now: float, reason: str) -> Event:
+    def _admitted_event(self, wl: Workload, now: float) -> Event:
         assert wl.admission is not None
-        return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, reason, _podsets(wl.admission))
+        return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, "The workload is admitted",
+                     _podsets(wl.admission))
 
     def _release(self, wl: Workload) -> None:
         assert wl.admission is not None
+        self.holding.get(wl.cluster_queue, {}).pop(wl.key, None)
         if wl.cluster_queue in self.tree.queues:
             self.tree.remove(wl.cluster_queue, wl.admission.usage())
         wl.admission = None
-        wl.checks = {}
+        wl.evicting = False
         self._wake_tree(wl.cluster_queue)
 
     def _wake_tree(self, cq: str) -> None:
@@ -244,28 +357,48 @@ class Scheduler:
         queues = [name for name in self.tree.queues if self.tree.root(name) is root]
         self.queues.wake(queues, self.workloads)
 
-    def _evict(self, wl: Workload, now: float, reason: str, kind: str) -> list[Event]:
+    def _evict(self, wl: Workload, now: float, reason: str, cause: str) -> list[Event]:
         if wl.admission is None:
             return []
         self._release(wl)
         wl.state = WorkloadState.PENDING
         wl.ordering_time = now
         wl.reserved_at = wl.admitted_at = None
+        wl.checks = {}
         wl.evictions += 1
+        wl.pending_reason = ""
         self.queues.push(wl)
-        return [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": kind})]
+        return [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
 
-    def _preempt(self, victim: Workload, by: Workload, now: float) -> list[Event]:
-        reason = f"Preempted to accommodate a workload (UID: {by.uid or by.key}) in ClusterQueue {by.cluster_queue}"
-        events = [Event(now, EventKind.PREEMPTED, victim.key, victim.cluster_queue, reason,
-                        extra={"preemptor": by.key})]
-        return events + self._evict(victim, now, reason, "Preempted")
+    def _preempt(self, target: Target, by: Workload, now: float) -> list[Event]:
+        victim = target.workload
+        victim.evicting = True
+        reason = (f"Preempted to accommodate a workload (UID: {by.uid or by.key}) due to {target.why}; "
+                  f"preemptor path: {self._path(by.cluster_queue)}; preemptee path: {self._path(victim.cluster_queue)}")
+        victim.pending_reason = reason
+        return [Event(now, EventKind.PREEMPTED, victim.key, victim.cluster_queue, reason,
+                      extra={"preemptor": by.key, "preemptionReason": target.reason})]
 
-    def _inadmissible(self, wl: Workload, reason: str, cq: ClusterQueueSpec, now: float) -> list[Event]:
-        if cq.strategy.value == "StrictFIFO":
+    def _path(self, cq: str) -> str:
+        parts = []
+        node = self.tree.queues.get(cq)
+        while node is not None:
+            parts.append(node.name)
+            node = node.parent
+        return "/" + "/".join(reversed(parts))
+
+    def _inadmissible(self, wl: Workload, reason: str, now: float) -> list[Event]:
+        cq = self.config.cluster_queues.get(wl.cluster_queue)
+        if cq is not None and cq.strategy is Strategy.STRICT_FIFO:
             self.queues.block(cq.name)
         else:
             self.queues.set_aside(wl)
+        if self._note_pending(wl, reason):
+            return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
+        return []
+
+    def _skip(self, wl: Workload, reason: str, now: float) -> list[Event]:
+        """Not admitted this cycle, but it stays at the head of its queue (Kueue: retried next cycle)."""
         if self._note_pending(wl, reason):
             return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         return []
@@ -292,3 +425,6 @@ def _podsets(admission: Admission) -> dict[str, dict[str, str]]:
 
 def _owner(wl: Workload) -> dict[str, str]:
     return {"job": wl.owner} if wl.owner else {}
+
+
+__all__ += ["Granular"]

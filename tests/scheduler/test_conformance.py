@@ -1,0 +1,145 @@
+"""Kueue conformance: every case of conformance_cases.yaml, run through flexq's scheduler.
+
+Each case builds flavors, cohorts, ClusterQueues and the workloads already holding quota, queues the
+incoming workloads, runs the given number of scheduling cycles and compares the outcome with what
+Kueue does in the same situation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flexq.api.quantity import parse_quantity
+from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec
+from flexq.scheduler.events import EventKind
+from flexq.scheduler.model import (
+    Admission,
+    CheckState,
+    PodSet,
+    PodSetAssignment,
+    Requirement,
+    Toleration,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+CASES: list[dict[str, Any]] = yaml.safe_load((Path(__file__).parent / "conformance_cases.yaml").read_text())
+
+
+def _milli(value: Any) -> int:
+    return parse_quantity(value).milli()
+
+
+def _cq(raw: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("name", "cohort", "admissionChecksStrategy")}
+    if raw.get("cohort"):
+        spec["cohortName"] = raw["cohort"]
+    if raw.get("admissionChecksStrategy"):
+        spec["admissionChecksStrategy"] = {"admissionChecks": raw["admissionChecksStrategy"]}
+    return {"metadata": {"name": raw["name"]}, "spec": spec}
+
+
+def _config(case: dict[str, Any]) -> Config:
+    flavors = {f["name"]: flavor_spec({"metadata": {"name": f["name"]}, "spec": f}) for f in case.get("flavors", [])}
+    queues = {q["name"]: cluster_queue_spec(_cq(q)) for q in case.get("clusterQueues", [])}
+    cohorts = {c["name"]: cohort_spec({"metadata": {"name": c["name"]},
+                                       "spec": {k: v for k, v in c.items() if k != "name"}})
+               for c in case.get("cohorts", [])}
+    return Config(flavors, queues, cohorts)
+
+
+def _tolerations(raw: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
+    return tuple(Toleration(t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
+                 for t in raw or [])
+
+
+def _holder(raw: dict[str, Any]) -> Workload:
+    usage = {(flavor, res): _milli(q) for flavor, resources in raw["usage"].items() for res, q in resources.items()}
+    flavors = {res: flavor for flavor, resources in raw["usage"].items() for res in resources}
+    created = float(raw.get("createdAt", 0))
+    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], (PodSet("main", 1, {}),),
+                  priority=int(raw.get("priority", 0)), created=created, uid=raw["name"],
+                  state=WorkloadState.ADMITTED,
+                  admission=Admission.of(raw["clusterQueue"], (PodSetAssignment("main", flavors, usage, 1),)),
+                  reserved_at=float(raw.get("admittedAt", created)))
+    wl.evicting = bool(raw.get("evicted", False))
+    return wl
+
+
+def _incoming(raw: dict[str, Any]) -> Workload:
+    podsets = tuple(
+        PodSet(p["name"], int(p.get("count", 1)), {r: _milli(q) for r, q in p.get("requests", {}).items()},
+               dict(p.get("nodeSelector") or {}), _tolerations(p.get("tolerations")),
+               tuple(tuple(Requirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
+                     for term in p.get("affinity") or []))
+        for p in raw["podSets"])
+    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], podsets, priority=int(raw.get("priority", 0)),
+                  created=float(raw.get("createdAt", 0)), uid=raw["name"])
+    wl.checks = {k: CheckState(v) for k, v in (raw.get("admissionChecks") or {}).items()}
+    return wl
+
+
+def _where(sched: Scheduler, wl: Workload) -> str:
+    if wl.holds_quota:
+        return "none"
+    if wl.key in sched.queues._inadmissible.get(wl.cluster_queue, set()):
+        return "inadmissible"
+    return "active"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_case(case: dict[str, Any]) -> None:
+    sched = Scheduler(_config(case))
+    for raw in case.get("admitted", []):
+        sched.add(_holder(raw), 0.0)
+    incoming = [_incoming(raw) for raw in case.get("incoming", [])]
+    for wl in incoming:
+        sched.add(wl, wl.created)
+    events = []
+    for n in range(int(case.get("cycles", 1))):
+        cycle_events, _ = sched.cycle(1000.0 + n)
+        events += cycle_events
+    preempted = {e.workload: e for e in events if e.kind is EventKind.PREEMPTED}
+    problems = []
+    for name, want in (case.get("expect") or {}).items():
+        wl = sched.workloads[f"default/{name}"]
+        assignment = sched.last_assignment.get(wl.key)
+        got: dict[str, Any] = {}
+        if "mode" in want:
+            got["mode"] = {0: "NoFit", 1: "Preempt", 2: "Fit"}[int(assignment.mode)] if assignment else None
+        if "flavors" in want:
+            got["flavors"] = {p.name: dict(p.flavors) for p in assignment.podsets if p.flavors} if assignment else {}
+        if "borrowing" in want:
+            got["borrowing"] = bool(assignment and assignment.borrow > 0)
+        if "admitted" in want:
+            got["admitted"] = wl.holds_quota
+        if "queue" in want:
+            got["queue"] = _where(sched, wl)
+        if "message" in want:
+            got["message"] = wl.pending_reason
+        targets = sched.last_targets.get(wl.key, [])
+        if "victims" in want:
+            got["victims"] = sorted(t.workload.name for t in targets)
+            want = {**want, "victims": sorted(want["victims"])}
+            issued = {e.workload for e in preempted.values() if e.extra.get("preemptor") == wl.key}
+            assert issued <= {t.workload.key for t in targets}
+        if "victimReasons" in want:
+            got["victimReasons"] = {t.workload.name: t.reason for t in targets}
+        if "requiredChecks" in want:
+            got["requiredChecks"] = sorted(wl.checks)
+            want = {**want, "requiredChecks": sorted(want["requiredChecks"])}
+        if "admittedCondition" in want:
+            got["admittedCondition"] = wl.state is WorkloadState.ADMITTED
+        for fragment in want.get("reasonContains") or []:
+            text = wl.pending_reason or (assignment.message() if assignment else "")
+            if fragment not in text:
+                problems.append(f"{name}: reason {text!r} lacks {fragment!r}")
+        for key, value in got.items():
+            if want[key] != value:
+                problems.append(f"{name}.{key}: expected {want[key]!r}, got {value!r}")
+    assert not problems, "\n".join(problems)
