@@ -41,10 +41,25 @@ Oracle = Callable[[FlavorResource, int], tuple[Granular, int]]
 queue, reclaim from the cohort) and the borrowing level once its targets are gone."""
 
 
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_DECIMAL_SUFFIXES = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
+
+
 def format_amount(resource: str, milli: int) -> str:
     """An amount in thousandths, as Kueue writes it: cpu in milli units, memory in binary units."""
+    if milli % 1000:
+        if resource in _BINARY_RESOURCES or resource.startswith("hugepages-"):
+            return Quantity(Fraction(milli, 1000), binary=True).canonical()
+        return f"{milli}m"
+    whole = milli // 1000
+    if whole == 0:
+        return "0"
+    sign, whole = ("-", -whole) if whole < 0 else ("", whole)
     binary = resource in _BINARY_RESOURCES or resource.startswith("hugepages-")
-    return Quantity(Fraction(milli, 1000), binary=binary).canonical()
+    for suffix, size in _BINARY_SUFFIXES if binary else _DECIMAL_SUFFIXES:
+        if whole % size == 0:
+            return f"{sign}{whole // size}{suffix}"
+    return f"{sign}{whole}"
 
 
 @dataclass(frozen=True, slots=True)

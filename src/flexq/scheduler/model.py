@@ -291,6 +291,13 @@ class Workload:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def shape(self) -> tuple[object, ...]:
+        """What the flavor assigner sees of this workload, hashable: equal shapes get equal answers."""
+        return tuple(
+            (p.name, p.count, tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
+             p.tolerations, p.affinity)
+            for p in self.podsets)
+
     @property
     def queue_time(self) -> float:
         return self.created if self.ordering_time is None else self.ordering_time

@@ -31,6 +31,8 @@ class Node:
     children: list[Node] = field(default_factory=list)
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
     usage: dict[FlavorResource, int] = field(default_factory=dict)
+    version: int = 0
+    """Bumped on the root at every usage change in its tree (for caches of decisions)."""
 
     def guaranteed(self, fr: FlavorResource) -> int:
         quota = self.quotas.get(fr)
@@ -199,6 +201,7 @@ class QuotaTree:
                 guaranteed = node.guaranteed(fr)
                 delta = max(0, after - guaranteed) - max(0, before - guaranteed)
                 node = node.parent
+        self.root(cq).version += 1
 
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self.add(cq, usage, -1)

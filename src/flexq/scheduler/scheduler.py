@@ -75,6 +75,8 @@ class Scheduler:
         self.holding: dict[str, dict[str, Workload]] = {}
         self.queues = QueueManager()
         self.last_assignment: dict[str, Assignment] = {}
+        self._failed: dict[tuple[object, ...], tuple[int, Assignment]] = {}
+        """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
         self.last_targets: dict[str, list[Target]] = {}
         """The preemption targets last chosen for each workload (issued, or already being evicted)."""
 
@@ -83,6 +85,7 @@ class Scheduler:
     def configure(self, config: Config) -> None:
         """Replace the queue configuration; usage of workloads holding quota is carried over."""
         self.config = config
+        self._failed.clear()
         self.tree = QuotaTree(config.cluster_queues.values(), config.cohorts.values())
         for wl in self.workloads.values():
             if wl.admission is not None and wl.cluster_queue in self.tree.queues:
@@ -297,11 +300,26 @@ class Scheduler:
         return heads
 
     def _assign(self, wl: Workload) -> Assignment:
+        """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
+        not changed since, gets the same answer without the search (Kueue's equivalence classes)."""
         cq = self.config.cluster_queues[wl.cluster_queue]
+        shape = self._shape(wl, cq)
+        version = self.tree.root(cq.name).version
+        cached = self._failed.get(shape)
+        if cached is not None and cached[0] == version:
+            self.last_assignment[wl.key] = cached[1]
+            return cached[1]
         oracle = oracle_for(wl, cq, self.tree, self.holding)
         assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle)
         self.last_assignment[wl.key] = assignment
+        if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
+            self._failed[shape] = (version, assignment)
         return assignment
+
+    @staticmethod
+    def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
+        newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
+        return (cq.name, wl.priority, newer, wl.shape())
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
         cq = self.config.cluster_queues[wl.cluster_queue]
