@@ -91,13 +91,20 @@ def main() -> None:
             else:
                 _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
             print(f"Submitted Job {job_id}")
+        time.sleep(1)  # the queue controller places both jobs
         _run("flexq get clusterqueues,localqueues,workloads,rayjobs", env, guide)
-        _run("flexq get clusterqueue cluster-queue -o yaml", env, guide)
+        print("\nJob 1 took Plan A (on-demand); job 2 fell back to Plan B (dws) and waits for its dws-prov check.")
+        print("Until the emulated cloud provisions it, drive the check by hand, as the DWS controller would:")
+        _run("flexq check set rayjob/rayjob-tpu-v6e-dws-2 --check dws-prov --state Ready", env, guide)
+        time.sleep(1)
+        _run("flexq get workloads", env, guide)
         _run("flexq describe localqueue user-queue", env, guide)
         if shutil.which("kubectl"):
             _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
             _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
-        print("\nDone: the queue configuration is in place and both RayJobs are submitted.")
+        _run("flexq simulate scenario.yaml", env, guide)
+        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, and admitted; the same flow "
+              "replayed in virtual time.")
     finally:
         server.terminate()
         try:

@@ -61,7 +61,9 @@ def _ray_cluster(obj: dict[str, Any]) -> None:
 
 def _job(obj: dict[str, Any]) -> None:
     spec = obj["spec"]
-    _setdefaults(spec, parallelism=1, completions=1, backoffLimit=6, completionMode="NonIndexed", suspend=False)
+    if "parallelism" not in spec and "completions" not in spec:
+        _setdefaults(spec, completions=1)  # the API server sets both to 1 only when neither is given
+    _setdefaults(spec, parallelism=1, backoffLimit=6, completionMode="NonIndexed", suspend=False)
 
 
 def _namespace(obj: dict[str, Any]) -> None:

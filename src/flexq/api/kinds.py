@@ -130,6 +130,8 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                         description="Name of the ClusterQueue where the workload is reserving quota"),
                  _wl_cond("Admitted", "Admitted"),
                  _wl_cond("Finished", "Finished"),
+                 Column("Flavors", "#wl-flavors", description="Flavors of each pod set (pod set=flavor)"),
+                 Column("Reason", "#wl-reason", description="Why the workload is not admitted yet"),
                  _AGE,
              ), categories=("kueue",)),
     KindInfo("ray.io", ("v1",), "RayJob", "rayjobs", "rayjob", True, ray.RayJob, (), (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -28,7 +28,7 @@ from flexq.objects.queue_status import admission_check_state, cluster_queue_stat
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.store import Key, NotFound, Store, record_event, rfc3339
 
-__all__ = ["LAST_APPLIED", "ApplyOutcome", "BadRequest", "ObjectService"]
+__all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
 
 LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
 BOOT_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease", "kueue-system")
@@ -64,11 +64,18 @@ class ApplyOutcome:
         return f"{resource}/{self.name} {self.action}"
 
 
+AdmissionHook = Callable[["ObjectService", KindInfo, dict[str, Any], "dict[str, Any] | None"], None]
+"""Called before a create (old is None) or an update of an object's main resource, after validation and
+defaulting; may change the object, or refuse it by raising InvalidObject or BadRequest (an admission
+webhook, in Kubernetes terms)."""
+
+
 class ObjectService:
     """Validated, versioned, defaulted access to the store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, hooks: Iterable[AdmissionHook] = ()) -> None:
         self.store = store
+        self.hooks = list(hooks)
         # Inside apply(): None outside; False/True = "queue status needs reconciling at the end".
         self._deferred: bool | None = None
         with store.transaction():
@@ -156,6 +163,10 @@ class ObjectService:
             meta = prepared["metadata"]
             if not meta.get("name"):
                 meta["name"] = self._generate_name(info, ns, meta["generateName"])
+            if ns:
+                meta["namespace"] = ns
+            for hook in self.hooks:
+                hook(self, info, prepared, None)
             if dry_run:
                 return self._to(info, prepared, version)
             self.store.create(self.key(info, ns, meta["name"]), prepared)
@@ -195,6 +206,9 @@ class ObjectService:
                 body = merged
             prepared = self._prepare(info, Document(body, "request", 0), namespace)
             self._check_immutable(info, old, prepared)
+            if subresource is None:
+                for hook in self.hooks:
+                    hook(self, info, prepared, old)
             if dry_run:
                 return self._to(info, prepared, version)
             self.store.update(key, prepared, subresource=subresource,

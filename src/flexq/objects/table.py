@@ -93,12 +93,39 @@ def _involved(obj: dict[str, Any], now: datetime) -> str:
     return f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}"
 
 
+def _wl_flavors(obj: dict[str, Any], now: datetime) -> str:
+    admission = obj.get("status", {}).get("admission") or {}
+    parts = []
+    for ps in admission.get("podSetAssignments") or []:
+        flavors = sorted(set((ps.get("flavors") or {}).values()))
+        parts.append(f"{ps.get('name')}={'+'.join(flavors)}")
+    return ",".join(parts)
+
+
+def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
+    status = obj.get("status", {})
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    if conditions.get("Finished", {}).get("status") == "True":
+        return ""
+    if conditions.get("Admitted", {}).get("status") == "True":
+        return ""
+    if obj.get("spec", {}).get("active") is False:
+        return "deactivated"
+    if conditions.get("QuotaReserved", {}).get("status") == "True":
+        waiting = [c["name"] for c in status.get("admissionChecks") or [] if c.get("state") != "Ready"]
+        return "waiting for admission checks: " + ", ".join(waiting) if waiting else ""
+    message = str(conditions.get("QuotaReserved", {}).get("message", ""))
+    return message if len(message) <= 100 else message[:97] + "..."
+
+
 _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#job-status": _job_status,
     "#completions": _completions,
     "#duration": _duration,
     "#data": _data,
     "#involved": _involved,
+    "#wl-flavors": _wl_flavors,
+    "#wl-reason": _wl_reason,
 }
 
 

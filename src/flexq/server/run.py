@@ -7,6 +7,9 @@ from pathlib import Path
 
 import uvicorn
 
+from flexq.clock import RealClock
+from flexq.controller.queue import QueueController
+from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.store import Store
@@ -18,9 +21,13 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning") -> No
     """Serve on ``host:port`` until SIGINT/SIGTERM; the store is closed on the way out."""
     home.mkdir(parents=True, exist_ok=True)
     store = Store(home / "flexq.db")
+    service = ObjectService(store, hooks=[job_webhook])
+    controller = QueueController(service, RealClock())
     try:
-        app = create_app(ObjectService(store))
+        controller.start()
+        app = create_app(service)
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     finally:
+        controller.stop()
         store.close()

@@ -84,7 +84,7 @@ class _Run:
         self.rng = random.Random(scenario.seed)
         self.result = SimResult()
         objects = self._objects()
-        self.scheduler = Scheduler(build_config(objects))
+        self.scheduler = Scheduler(build_config(objects), instant_eviction=True)
         self.local_queues = {
             (o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
             for o in objects.get("LocalQueue", [])}

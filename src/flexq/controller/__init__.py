@@ -1,0 +1,1 @@
+"""Controllers of the live server: the queue controller runs the scheduler against the store."""

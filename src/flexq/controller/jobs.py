@@ -1,0 +1,84 @@
+"""Jobs under the queue: their pod templates by pod set, started on admission, stopped on eviction.
+
+On admission Kueue un-suspends the job and adds, to each pod set's template, the nodeSelector of the
+flavors it was given (their ``nodeLabels``) and their tolerations. On eviction it suspends the job again
+and puts the templates back as they were (the Workload keeps the originals).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from flexq.scheduler.model import Admission, FlavorSpec
+
+__all__ = ["finished", "inject", "restore", "templates"]
+
+
+def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(pod set name, the object holding its ``template``, key) for each pod set of the job."""
+    spec = job.setdefault("spec", {})
+    if kind == "RayJob":
+        cluster = spec.get("rayClusterSpec") or {}
+        if "headGroupSpec" in cluster:
+            yield "head", cluster["headGroupSpec"], "template"
+        for group in cluster.get("workerGroupSpecs") or []:
+            yield str(group.get("groupName")), group, "template"
+    elif kind == "Job":
+        yield "main", spec, "template"
+
+
+def templates(kind: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: copy.deepcopy(holder.get(key) or {}) for name, holder, key in _slots(kind, job)}
+
+
+def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec]) -> None:
+    """Start the job on its flavors: un-suspend, add the flavors' node labels and tolerations."""
+    by_podset = {ps.name: ps for ps in admission.podsets}
+    for name, holder, key in _slots(kind, job):
+        assignment = by_podset.get(name)
+        if assignment is None:
+            continue
+        pod = holder.setdefault(key, {}).setdefault("spec", {})
+        selector = pod.setdefault("nodeSelector", {})
+        tolerations = pod.setdefault("tolerations", [])
+        for flavor_name in sorted(set(assignment.flavors.values())):
+            flavor = flavors.get(flavor_name)
+            if flavor is None:
+                continue
+            selector.update(flavor.node_labels)
+            for tol in flavor.tolerations:
+                entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
+                                            ("effect", tol.effect)) if v}
+                if entry not in tolerations:
+                    tolerations.append(entry)
+        if not selector:
+            pod.pop("nodeSelector")
+        if not tolerations:
+            pod.pop("tolerations")
+    job["spec"]["suspend"] = False
+
+
+def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, Any]]) -> None:
+    """Stop the job: suspend it and put the pod templates back as they were before admission."""
+    for name, holder, key in _slots(kind, job):
+        if name in originals:
+            holder[key] = copy.deepcopy(originals[name])
+    job["spec"]["suspend"] = True
+
+
+def finished(kind: str, job: Mapping[str, Any]) -> str | None:
+    """"Succeeded" or "Failed" once the job has ended, else None."""
+    status = job.get("status") or {}
+    if kind == "RayJob":
+        deployment = status.get("jobDeploymentStatus")
+        if deployment == "Complete" or status.get("jobStatus") == "SUCCEEDED":
+            return "Succeeded" if status.get("jobStatus", "SUCCEEDED") == "SUCCEEDED" else "Failed"
+        if deployment == "Failed" or status.get("jobStatus") in ("FAILED", "STOPPED"):
+            return "Failed"
+        return None
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return "Succeeded" if cond["type"] == "Complete" else "Failed"
+    return None

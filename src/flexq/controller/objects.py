@@ -1,0 +1,207 @@
+"""Workload objects in the store, and the scheduler's model of them, both ways.
+
+A Workload object looks as Kueue writes it (``kueue.x-k8s.io/v1beta2``): ``spec.podSets`` with the
+job's pod templates, ``status.conditions`` (QuotaReserved, Admitted, Evicted, Preempted, Finished),
+``status.admission`` (ClusterQueue and per pod set flavors, usage, count) and
+``status.admissionChecks``. flexq adds ``status.flavorsConsidered``: for each pod set, every flavor
+the last nomination tried and why it was not taken.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from flexq.jobs.workload import QUEUE_LABEL, pod_requests
+from flexq.objects.conditions import find_condition, set_condition
+from flexq.scheduler.build import toleration
+from flexq.scheduler.flavorassigner import Assignment, format_amount
+from flexq.scheduler.model import (
+    Admission,
+    CheckState,
+    Granular,
+    PodSet,
+    PodSetAssignment,
+    Workload,
+    WorkloadState,
+)
+
+__all__ = ["JOB_UID_LABEL", "render_status", "workload_from_object", "workload_object"]
+
+JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+
+
+def _parse_time(text: Any) -> float:
+    if not isinstance(text, str) or not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version: str,
+                    templates: Mapping[str, dict[str, Any]], priority_class: str | None) -> dict[str, Any]:
+    """The Workload object for a job's workload (``wl`` from :func:`flexq.jobs.workload.make_workload`)."""
+    meta = job["metadata"]
+    spec: dict[str, Any] = {
+        "queueName": wl.queue,
+        "podSets": [{"name": ps.name, "count": ps.count, "template": copy.deepcopy(templates[ps.name])}
+                    for ps in wl.podsets],
+        "priority": wl.priority,
+        "active": True,
+    }
+    if priority_class:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                    "name": priority_class}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": wl.name,
+            "namespace": wl.namespace,
+            "labels": {JOB_UID_LABEL: str(meta.get("uid", ""))},
+            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": meta["name"],
+                                 "uid": str(meta.get("uid", "")), "controller": True,
+                                 "blockOwnerDeletion": True}],
+        },
+        "spec": spec,
+    }
+
+
+def _podset(raw: Mapping[str, Any]) -> PodSet:
+    spec = (raw.get("template") or {}).get("spec") or {}
+    return PodSet(str(raw.get("name", "main")), int(raw.get("count", 1)), pod_requests(spec),
+                  dict(spec.get("nodeSelector") or {}),
+                  tuple(toleration(t) for t in spec.get("tolerations") or []))
+
+
+def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> Workload:
+    """The scheduler's model of a stored Workload, with its admission if it holds quota."""
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    namespace = meta.get("namespace") or "default"
+    queue = str(spec.get("queueName") or "")
+    owner = next(iter(meta.get("ownerReferences") or []), None)
+    wl = Workload(
+        namespace=namespace, name=meta["name"], queue=queue,
+        cluster_queue=local_queues.get((namespace, queue), ""),
+        podsets=tuple(_podset(p) for p in spec.get("podSets") or []),
+        priority=int(spec.get("priority") or 0),
+        created=_parse_time(meta.get("creationTimestamp")),
+        uid=str(meta.get("uid", "")),
+        owner=f"{owner['kind']} {namespace}/{owner['name']}" if owner else "",
+    )
+    admission = status.get("admission")
+    reserved = find_condition(status, "QuotaReserved")
+    if admission and reserved and reserved.get("status") == "True":
+        podsets = []
+        for ps in admission.get("podSetAssignments") or []:
+            flavors = dict(ps.get("flavors") or {})
+            usage = {}
+            for resource, amount in (ps.get("resourceUsage") or {}).items():
+                from flexq.api.quantity import parse_quantity
+
+                usage[(flavors.get(resource, ""), resource)] = parse_quantity(amount).milli()
+            podsets.append(PodSetAssignment(ps["name"], flavors, usage, int(ps.get("count", 1))))
+        wl.admission = Admission.of(str(admission.get("clusterQueue", wl.cluster_queue)), tuple(podsets))
+        wl.cluster_queue = wl.admission.cluster_queue
+        admitted = find_condition(status, "Admitted")
+        wl.state = WorkloadState.ADMITTED if admitted and admitted.get("status") == "True" \
+            else WorkloadState.QUOTA_RESERVED
+        wl.reserved_at = _parse_time(reserved.get("lastTransitionTime"))
+        wl.checks = {c["name"]: CheckState(c.get("state", "Pending")) for c in status.get("admissionChecks") or []}
+    finished = find_condition(status, "Finished")
+    if finished and finished.get("status") == "True":
+        wl.state = WorkloadState.FINISHED
+    if spec.get("active") is False:
+        wl.state = WorkloadState.INACTIVE
+    return wl
+
+
+def _admission(admission: Admission) -> dict[str, Any]:
+    return {
+        "clusterQueue": admission.cluster_queue,
+        "podSetAssignments": [{
+            "name": ps.name,
+            "flavors": dict(sorted(ps.flavors.items())),
+            "resourceUsage": {res: format_amount(res, amount) for (_, res), amount in sorted(ps.usage.items(),
+                                                                                          key=lambda i: i[0][1])},
+            "count": ps.count,
+        } for ps in admission.podsets],
+    }
+
+
+_MODES: Final = {
+    Granular.FIT: "Fit",
+    Granular.RECLAIM: "Reclaim",
+    Granular.PREEMPT: "Preempt",
+    Granular.NO_CANDIDATES: "NoPreemptionCandidates",
+    Granular.NO_FIT: "NoFit",
+}
+
+
+def _considered(assignment: Assignment | None) -> list[dict[str, Any]]:
+    if assignment is None:
+        return []
+    out = []
+    for ps in assignment.podsets:
+        for attempt in ps.tried:
+            entry: dict[str, Any] = {"podSet": ps.name, "flavor": attempt.flavor, "mode": _MODES[attempt.granular],
+                                     "borrowing": attempt.borrow > 0}
+            if attempt.reasons:
+                entry["reasons"] = sorted(attempt.reasons)
+            out.append(entry)
+    return out
+
+
+def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
+                  generation: int | None, evicted: tuple[str, str] | None = None,
+                  preempted: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
+    status: dict[str, Any] = copy.deepcopy(dict(old))
+
+    def cond(type_: str, value: bool, reason: str, message: str) -> None:
+        set_condition(status, type_, value, reason, message, now=now, observed_generation=generation)
+
+    if wl.admission is not None:
+        cond("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {wl.admission.cluster_queue}")
+        status["admission"] = _admission(wl.admission)
+        previous = {c["name"]: c for c in status.get("admissionChecks") or []}
+        status["admissionChecks"] = [{
+            "name": name, "state": state.value,
+            "message": previous.get(name, {}).get("message", "") if previous.get(name, {}).get("state") ==
+            state.value else "",
+            "lastTransitionTime": previous[name]["lastTransitionTime"]
+            if name in previous and previous[name].get("state") == state.value else now,
+        } for name, state in sorted(wl.checks.items())]
+        if not status["admissionChecks"]:
+            status.pop("admissionChecks")
+        if wl.state is WorkloadState.ADMITTED:
+            cond("Admitted", True, "Admitted", "The workload is admitted")
+        else:
+            cond("Admitted", False, "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+        if find_condition(status, "Evicted") is not None:
+            cond("Evicted", False, "QuotaReserved", "Previously: " + (find_condition(status, "Evicted") or {})
+                 .get("reason", ""))
+    else:
+        status.pop("admission", None)
+        status.pop("admissionChecks", None)
+        if wl.state is WorkloadState.PENDING:
+            cond("QuotaReserved", False, "Pending", wl.pending_reason or "Waiting in the ClusterQueue's queue")
+        elif find_condition(status, "QuotaReserved") is not None:
+            cond("QuotaReserved", False, "NoReservation", "The workload has no reservation")
+        if find_condition(status, "Admitted") is not None:
+            cond("Admitted", False, "NoReservation", "The workload has no reservation")
+    if evicted is not None:
+        cond("Evicted", True, evicted[0], evicted[1])
+    if preempted is not None:
+        cond("Preempted", True, preempted[0], preempted[1])
+    if wl.state is WorkloadState.FINISHED:
+        cond("Finished", True, "Succeeded", "Job finished")
+    if wl.state is WorkloadState.PENDING and assignment is not None:
+        status["flavorsConsidered"] = _considered(assignment)
+    else:
+        status.pop("flavorsConsidered", None)
+    return status
+
+
+__all__ += ["QUEUE_LABEL"]

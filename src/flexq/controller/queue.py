@@ -1,0 +1,406 @@
+"""The queue controller: Kueue's scheduler and job integration, run against the store in real time.
+
+It keeps a :class:`~flexq.scheduler.scheduler.Scheduler` in step with the store by reading the change
+log in order (after a full read at start-up, as an informer does), and writes every decision back:
+
+- a queued RayJob or Job gets its Workload (``kind-name-hash``, owned by the job);
+- Workload statuses say where each workload stands (conditions, admission, admission checks, and the
+  flavors considered with the reason each was refused);
+- an admitted job is un-suspended with its flavors' node labels and tolerations; an evicted one is
+  suspended and restored;
+- ClusterQueue and LocalQueue statuses count pending, reserving and admitted workloads and the quota
+  each flavor has in use;
+- Kubernetes Events record each step on the Workload.
+
+Admission-check states written into a Workload's status by anyone else (``kubectl patch --subresource
+status``, ``flexq admissioncheck``) are fed to the scheduler; so are finished jobs and deleted jobs.
+The controller reads time only from its :class:`~flexq.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flexq.api.errors import ApiError
+from flexq.api.kinds import KindInfo, by_resource, resolve
+from flexq.clock import Clock
+from flexq.controller.jobs import finished, inject, restore, templates
+from flexq.controller.objects import JOB_UID_LABEL, render_status, workload_from_object, workload_object
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
+from flexq.objects.service import BadRequest, ObjectService
+from flexq.scheduler.build import build_config
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import CheckState, Workload, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event, rfc3339
+
+__all__ = ["QueueController"]
+
+log = logging.getLogger("flexq.controller")
+
+_CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
+                                  "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass"})
+_COMPONENT: Final = "flexq-queue-controller"
+
+
+class QueueController:
+    def __init__(self, service: ObjectService, clock: Clock) -> None:
+        self.service = service
+        self.store = service.store
+        self.clock = clock
+        self.scheduler = Scheduler(instant_eviction=True)
+        self.cursor = 0
+        self.local_queues: dict[tuple[str, str], str] = {}
+        self.priorities: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pending_events: list[Event] = []
+        self.by_job_uid: dict[str, str] = {}
+        """Job uid -> the key of its workload."""
+        self.store.subscribe(lambda _changes: self._wake.set())
+
+    # --- running -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.resync()
+        self._thread = threading.Thread(target=self._run, name="flexq-queue-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            nxt = self.scheduler.next_requeue()
+            timeout = 5.0 if nxt is None else max(0.05, min(5.0, nxt - self.clock.now()))
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.sync()
+            except Exception:
+                log.exception("queue controller sync failed")
+
+    # --- reading the store ---------------------------------------------------------------------------
+
+    def _objects(self, kind: str) -> list[dict[str, Any]]:
+        info = resolve(kind)
+        return self.store.list_objects(info.group, info.plural)[0]
+
+    def _reconfigure(self) -> None:
+        by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
+        self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
+                             o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
+        self.priorities = {o["metadata"]["name"]: int(o.get("value", 0)) for o in by_kind["WorkloadPriorityClass"]}
+        self.scheduler.configure(build_config(by_kind))
+        for wl in self.scheduler.workloads.values():
+            if wl.admission is None:
+                wl.cluster_queue = self.local_queues.get((wl.namespace, wl.queue), "")
+                if wl.state is WorkloadState.PENDING and wl.cluster_queue and not self.scheduler.queues.queued(wl):
+                    self.scheduler.queues.push(wl)
+
+    def resync(self) -> None:
+        """Read everything afresh (start-up): configuration, workloads, jobs that still need one."""
+        with self._lock:
+            self.cursor = self.store.current_rv()
+            self.scheduler = Scheduler(instant_eviction=True)
+            self._reconfigure()
+            self.by_job_uid = {}
+            for obj in self._objects("Workload"):
+                self._remember(obj)
+                wl = workload_from_object(obj, self.local_queues)
+                if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+                    continue
+                self.scheduler.add(wl, wl.created)
+            for kind in ("RayJob", "Job"):
+                for job in self._objects(kind):
+                    self._job_added(resolve(kind), job)
+            self._schedule_and_write()
+
+    def sync(self) -> None:
+        """Apply every change since the cursor, run the scheduler, write back what it decided."""
+        with self._lock:
+            reconfigure = False
+            while True:
+                changes = self.store.changes(self.cursor)
+                if not changes:
+                    break
+                for change in changes:
+                    self.cursor = change.rv
+                    info = by_resource(change.key.group, change.key.resource)
+                    if info is None:
+                        continue
+                    if info.kind in _CONFIG_KINDS:
+                        reconfigure = True
+                    else:
+                        self._dispatch(info, change)
+            if reconfigure:
+                self._reconfigure()
+            self._schedule_and_write()
+
+    def _dispatch(self, info: KindInfo, change: Change) -> None:
+        obj = change.obj
+        if info.kind in JOB_KINDS:
+            if change.type is ChangeType.ADDED:
+                self._job_added(info, obj)
+            elif change.type is ChangeType.DELETED:
+                self._job_deleted(obj)
+            else:
+                self._job_modified(info, obj)
+        elif info.kind == "Workload":
+            key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+            if change.type is ChangeType.DELETED:
+                self._log(self.scheduler.delete(key, self.clock.now()))
+            elif key not in self.scheduler.workloads:
+                self._remember(obj)
+                wl = workload_from_object(obj, self.local_queues)
+                if wl.state not in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+                    self._log(self.scheduler.add(wl, self.clock.now()))
+            else:
+                self._workload_modified(key, obj)
+
+    # --- jobs --------------------------------------------------------------------------------------
+
+    def _workload_for(self, job: Mapping[str, Any]) -> Workload | None:
+        key = self.by_job_uid.get(str(job["metadata"].get("uid", "")))
+        return self.scheduler.workloads.get(key) if key else None
+
+    def _remember(self, obj: Mapping[str, Any]) -> None:
+        uid = (obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+        if uid:
+            self.by_job_uid[uid] = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+
+    def _stored_workload(self, wl: Workload) -> dict[str, Any] | None:
+        try:
+            return self.store.get(self._wl_key(wl))
+        except NotFound:
+            return None
+
+    @staticmethod
+    def _wl_key(wl: Workload) -> Key:
+        return Key("kueue.x-k8s.io", "workloads", wl.namespace, wl.name)
+
+    def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
+        uid = str(job["metadata"].get("uid", ""))
+        if finished(info.kind, job) or uid in self.by_job_uid:
+            return
+        now = self.clock.now()
+        try:
+            wl = make_workload(info.kind, info.group, job, local_queues=self.local_queues, priorities=self.priorities,
+                               created=now)
+        except JobError as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        labels = job["metadata"].get("labels") or {}
+        obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
+                              labels.get(PRIORITY_LABEL))
+        try:
+            created = self.service.create(resolve("workload"), wl.namespace, obj)
+        except (ApiError, BadRequest, StoreError) as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        wl.uid = created["metadata"]["uid"]
+        wl.created = now
+        self.by_job_uid[uid] = wl.key
+        record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        self._log(self.scheduler.add(wl, now))
+
+    def _job_deleted(self, job: dict[str, Any]) -> None:
+        wl = self._workload_for(job)
+        if wl is None:
+            return
+        self._log(self.scheduler.delete(wl.key, self.clock.now()))
+        self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
+        with contextlib.suppress(NotFound):
+            self.store.delete(self._wl_key(wl))
+
+    def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
+        outcome = finished(info.kind, job)
+        wl = self._workload_for(job)
+        if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
+            self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
+
+    # --- workloads changed by others -----------------------------------------------------------------
+
+    def _workload_modified(self, key: str, obj: dict[str, Any]) -> None:
+        wl = self.scheduler.workloads[key]
+        now = self.clock.now()
+        if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
+            events = self.scheduler.evict(key, now, "The workload is deactivated", "Deactivated")
+            self.scheduler.queues.discard(wl)
+            wl.state = WorkloadState.INACTIVE
+            self._log([*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue,
+                                      "The workload is deactivated")])
+            return
+        if not wl.holds_quota:
+            return
+        for check in (obj.get("status") or {}).get("admissionChecks") or []:
+            name, state = check.get("name"), check.get("state")
+            if name in wl.checks and state and state != wl.checks[name].value:
+                try:
+                    new = CheckState(state)
+                except ValueError:
+                    continue
+                self._log(self.scheduler.set_check(key, name, new, now, str(check.get("message") or "")))
+                if not wl.holds_quota:
+                    break
+
+    # --- writing back --------------------------------------------------------------------------------
+
+    def _log(self, events: list[Event]) -> None:
+        self._pending_events.extend(events)
+
+    def _schedule_and_write(self) -> None:
+        now = self.clock.now()
+        self._pending_events = [*self._pending_events, *self.scheduler.schedule(now)]
+        events, self._pending_events = self._pending_events, []
+        touched: dict[str, list[Event]] = {}
+        for event in events:
+            touched.setdefault(event.workload, []).append(event)
+        stamp = rfc3339(datetime.fromtimestamp(now, UTC))
+        for key, evs in touched.items():
+            wl = self.scheduler.workloads.get(key)
+            if wl is not None:
+                self._write_workload(wl, evs, stamp)
+        self._write_queue_status()
+
+    def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
+        stored = self._stored_workload(wl)
+        if stored is None:
+            return
+        evicted = preempted = None
+        for event in events:
+            if event.kind is EventKind.EVICTED:
+                evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
+            if event.kind is EventKind.PREEMPTED:
+                preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
+        status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
+                               stored["metadata"].get("generation"), evicted, preempted)
+        with self.store.transaction():
+            if status != stored.get("status"):
+                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status")
+            if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
+                fresh = self.store.get(self._wl_key(wl))
+                fresh["spec"]["active"] = False
+                self.store.update(self._wl_key(wl), fresh)
+            for event in events:
+                self._record(stored, event)
+            kinds = {e.kind for e in events}
+            if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
+                self._start_job(stored, wl)
+            elif kinds & {EventKind.EVICTED, EventKind.DEACTIVATED} and wl.admission is None:
+                self._stop_job(stored)
+
+    def _record(self, workload: dict[str, Any], event: Event) -> None:
+        if event.kind is EventKind.CREATED:
+            return
+        reason = event.kind.value if event.kind is not EventKind.CHECK else "AdmissionCheckUpdated"
+        message = event.reason
+        if event.kind is EventKind.CHECK:
+            message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
+                f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
+        warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
+        record_event(self.store, workload, reason, message or reason, type="Warning" if warning else "Normal",
+                     component=_COMPONENT)
+
+    def _owner(self, workload: dict[str, Any]) -> tuple[KindInfo, Key] | None:
+        ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
+        if ref is None:
+            return None
+        group = ref["apiVersion"].rpartition("/")[0]
+        info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
+        if info is None:
+            return None
+        return info, Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
+
+    def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
+        owner = self._owner(workload)
+        if owner is None or wl.admission is None:
+            return
+        info, key = owner
+        try:
+            job = self.store.get(key)
+        except NotFound:
+            return
+        inject(info.kind, job, wl.admission, self.scheduler.config.flavors)
+        self.store.update(key, job)
+        record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
+
+    def _stop_job(self, workload: dict[str, Any]) -> None:
+        owner = self._owner(workload)
+        if owner is None:
+            return
+        info, key = owner
+        try:
+            job = self.store.get(key)
+        except NotFound:
+            return
+        originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
+        restore(info.kind, job, originals)
+        self.store.update(key, job)
+        record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
+                     type="Warning", component=_COMPONENT)
+
+    def _write_queue_status(self) -> None:
+        counts: dict[str, list[int]] = {}
+        local: dict[tuple[str, str], list[int]] = {}
+        for wl in self.scheduler.workloads.values():
+            if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+                continue
+            slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
+            for bucket in (counts.setdefault(wl.cluster_queue, [0, 0, 0]),
+                           local.setdefault((wl.namespace, wl.queue), [0, 0, 0])):
+                bucket[slot] += 1
+                if slot == 2:
+                    bucket[1] += 1  # admitted workloads also reserve quota
+        tree = self.scheduler.tree
+        with self.store.transaction():
+            for cq in self._objects("ClusterQueue"):
+                name = cq["metadata"]["name"]
+                pending, reserving, admitted = counts.get(name, [0, 0, 0])
+                usage = tree.queues[name].usage if name in tree.queues else {}
+                flavors: dict[str, list[dict[str, Any]]] = {}
+                for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+                    for flavor in group.get("flavors", []):
+                        rows = flavors.setdefault(flavor["name"], [])
+                        for res in flavor.get("resources", []):
+                            amount = usage.get((flavor["name"], res["name"]), 0)
+                            nominal = tree.nominal(name, (flavor["name"], res["name"])) if name in tree.queues else 0
+                            rows.append({"name": res["name"], "total": _amount(res["name"], amount),
+                                         "borrowed": _amount(res["name"], max(0, amount - nominal))})
+                usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]
+                self._set_status(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                                      "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
+                                      "flavorsUsage": usage_rows})
+            for lq in self._objects("LocalQueue"):
+                ns = lq["metadata"].get("namespace", "default")
+                pending, reserving, admitted = local.get((ns, lq["metadata"]["name"]), [0, 0, 0])
+                self._set_status(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                                      "admittedWorkloads": admitted})
+
+    def _set_status(self, obj: dict[str, Any], fields: Mapping[str, Any]) -> None:
+        status = dict(obj.get("status") or {})
+        if all(status.get(k) == v for k, v in fields.items()):
+            return
+        status.update(fields)
+        info = resolve(obj["kind"])
+        key = Key(info.group, info.plural, obj["metadata"].get("namespace", "") if info.namespaced else "",
+                  obj["metadata"]["name"])
+        self.store.update(key, {**obj, "status": status}, subresource="status")
+
+
+def _amount(resource: str, milli: int) -> str:
+    from flexq.scheduler.flavorassigner import format_amount
+
+    return format_amount(resource, milli)

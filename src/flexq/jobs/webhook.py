@@ -1,0 +1,41 @@
+"""Kueue's job webhook: a queued job is created suspended; a job with no queue is refused.
+
+A RayJob or Job labelled ``kueue.x-k8s.io/queue-name`` is created with ``spec.suspend: true`` and stays
+so until its workload is admitted. A job without the label goes to its namespace's LocalQueue named
+``default`` when there is one (the label is added), and is refused otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexq.api.errors import FieldError, InvalidObject
+from flexq.api.kinds import KindInfo, resolve
+from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL
+from flexq.objects.service import ObjectService
+from flexq.store import NotFound
+
+__all__ = ["job_webhook"]
+
+
+def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    if info.kind not in JOB_KINDS:
+        return
+    meta = obj["metadata"]
+    labels = meta.setdefault("labels", {})
+    if QUEUE_LABEL not in labels:
+        namespace = meta.get("namespace") or "default"
+        try:
+            service.store.get(service.key(resolve("localqueue"), namespace, DEFAULT_QUEUE))
+        except NotFound:
+            raise InvalidObject("request", 0, info.kind, meta.get("name", ""), [FieldError(
+                "metadata.labels",
+                f"Required value: label {QUEUE_LABEL} names the LocalQueue to submit to (for example "
+                f"{QUEUE_LABEL}: user-queue); namespace {namespace} has no LocalQueue named {DEFAULT_QUEUE!r} "
+                "to use instead")]) from None
+        labels[QUEUE_LABEL] = DEFAULT_QUEUE
+    if old is None:
+        obj["spec"]["suspend"] = True
+    else:
+        # The queue decides when the job runs: keep the suspension the controller set.
+        obj["spec"]["suspend"] = old.get("spec", {}).get("suspend", True)

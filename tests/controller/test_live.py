@@ -1,0 +1,162 @@
+"""The queue controller in a real server: jobs become workloads, get flavors, start and stop."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
+
+WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        return result
+
+
+def _workloads(server: Server) -> dict[str, dict[str, Any]]:
+    items = httpx.get(server.url + WL).json()["items"]
+    return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items}
+
+
+def _cond(wl: dict[str, Any], type_: str) -> str | None:
+    return next((c["status"] for c in wl.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def _flavors(wl: dict[str, Any]) -> dict[str, set[str]]:
+    return {ps["name"]: set(ps["flavors"].values()) for ps in wl["status"]["admission"]["podSetAssignments"]}
+
+
+def _submit(flexq: Any, job_id: str) -> None:
+    result = flexq("apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+    assert result.code == 0, result.err
+
+
+def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) -> None:
+    assert flexq("apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).code == 0
+    assert flexq("create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}").code == 0
+    for job_id in ("1", "2", "3"):
+        _submit(flexq, job_id)
+
+    def placed() -> dict[str, dict[str, Any]]:
+        wls = _workloads(server)
+        assert len(wls) == 3 and all(_cond(w, "QuotaReserved") == "True" for w in wls.values())
+        return wls
+
+    wls = _eventually(placed)
+    assert _flavors(wls["rayjob-tpu-v6e-dws-1"]) == {"head": {"default-cpu"}, "tpu-group": {"on-demand"}}
+    assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
+    for job in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
+        assert _flavors(wls[job])["tpu-group"] == {"dws"}
+        assert _cond(wls[job], "Admitted") == "False"
+        assert wls[job]["status"]["admissionChecks"][0]["state"] == "Pending"
+
+    job1 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-1", "-o", "yaml").out)
+    assert job1["spec"]["suspend"] is False
+    worker = job1["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["nodeSelector"]["cloud.google.com/gke-nodepool"] == "on-demand-pool"
+    job2 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-2", "-o", "yaml").out)
+    assert job2["spec"]["suspend"] is True, "waiting for its dws-prov check"
+
+    table = flexq("get", "workloads").out
+    assert "waiting for admission checks: dws-prov" in table and "tpu-group=dws" in table
+
+    done = flexq("check", "set", "rayjob/rayjob-tpu-v6e-dws-2", "--check", "dws-prov", "--state", "Ready")
+    assert done.code == 0, done.err
+    _eventually(lambda: _assert(_cond(_workloads(server)["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"))
+    job2 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-2", "-o", "yaml").out)
+    assert job2["spec"]["suspend"] is False
+    assert job2["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"][
+        "cloud.google.com/gke-nodepool"] == "dws-pool"
+
+    lq = yaml.safe_load(flexq("get", "lq", "user-queue", "-o", "yaml").out)["status"]
+    assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (0, 3, 2)
+
+    # Deleting job 1 deletes its workload and frees on-demand: a new job takes it.
+    assert flexq("delete", "rayjob", "rayjob-tpu-v6e-dws-1").code == 0
+    _eventually(lambda: _assert("rayjob-tpu-v6e-dws-1" not in _workloads(server)))
+    _submit(flexq, "4")
+    wl4 = _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-4"))
+    assert _flavors(wl4)["tpu-group"] == {"on-demand"}
+
+    described = flexq("describe", "workload", wl4["metadata"]["name"])
+    assert "Quota reserved in ClusterQueue cluster-queue" in described.out and "QuotaReserved" in described.out
+
+
+def _assert(value: bool) -> None:
+    assert value
+
+
+def _reserved(server: Server, job: str) -> dict[str, Any]:
+    wl = _workloads(server).get(job)
+    assert wl is not None and _cond(wl, "QuotaReserved") == "True"
+    return wl
+
+
+def test_pending_workload_explains_itself_and_state_survives_restart(flexq: Any, server: Server, tmp_path: Any
+                                                                    ) -> None:
+    small = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 1000000000 #", "nominalQuota: 0 #")
+    assert flexq("apply", "-f", "-", input=small).code == 0
+    for job_id in ("1", "2"):
+        _submit(flexq, job_id)
+
+    def pending() -> dict[str, Any]:
+        wl = _workloads(server).get("rayjob-tpu-v6e-dws-2")
+        assert wl is not None and _cond(wl, "QuotaReserved") == "False"
+        return wl
+
+    wl2 = _eventually(pending)
+    message = next(c["message"] for c in wl2["status"]["conditions"] if c["type"] == "QuotaReserved")
+    assert message.startswith("couldn't assign flavors to pod set tpu-group:")
+    assert "insufficient quota for google.com/tpu in flavor dws" in message
+    considered = {(c["podSet"], c["flavor"]): c for c in wl2["status"]["flavorsConsidered"]}
+    assert considered[("tpu-group", "on-demand")]["mode"] == "NoPreemptionCandidates"
+    assert considered[("tpu-group", "default-cpu")]["mode"] == "NoFit"
+    assert "insufficient unused quota for google.com/tpu in flavor on-demand, 16 more needed" in \
+        considered[("tpu-group", "on-demand")]["reasons"]
+    described = flexq("describe", "workload", wl2["metadata"]["name"]).out
+    assert "Flavors Considered" in described and "Pending" in described
+    events = httpx.get(server.url + "/api/v1/namespaces/default/events").json()["items"]
+    assert any(e["reason"] == "Pending" and e["involvedObject"]["name"] == wl2["metadata"]["name"] for e in events)
+
+    # Restart the server on the same state: the admitted workload keeps its quota, the pending one waits.
+    stop_server(server)
+    again = start_server(server.home)
+    try:
+        wls = _workloads(again)
+        assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
+        assert _cond(wls["rayjob-tpu-v6e-dws-2"], "QuotaReserved") == "False"
+        httpx.delete(again.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1")
+        _eventually(lambda: _reserved(again, "rayjob-tpu-v6e-dws-2"))
+    finally:
+        stop_server(again)
+        server.process = again.process
+
+
+def test_jobs_without_a_queue_are_refused_or_defaulted(flexq: Any) -> None:
+    job = guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="9").replace(
+        "  labels:\n    kueue.x-k8s.io/queue-name: user-queue\n", "")
+    refused = flexq("apply", "-f", "-", input=job)
+    assert refused.code == 1 and "kueue.x-k8s.io/queue-name" in refused.err and "LocalQueue named 'default'" in \
+        refused.err
+    default_lq = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  name: default\n"
+                  "  namespace: default\nspec:\n  clusterQueue: cluster-queue\n")
+    assert flexq("apply", "-f", "-", input=default_lq).code == 0
+    accepted = flexq("apply", "-f", "-", input=job)
+    assert accepted.code == 0, accepted.err
+    stored = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-9", "-o", "yaml").out)
+    assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert stored["spec"]["suspend"] is True

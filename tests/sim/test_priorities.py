@@ -1,0 +1,74 @@
+"""Priorities from WorkloadPriorityClass labels, and preemption, end to end in a scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flexq.sim.runner import run_scenario
+from flexq.sim.scenario import load_scenario
+
+SCENARIO = """
+apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {name: priorities}
+spec:
+  objects:
+    - {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}
+    - apiVersion: kueue.x-k8s.io/v1beta1
+      kind: ClusterQueue
+      metadata: {name: cq}
+      spec:
+        namespaceSelector: {}
+        preemption: {withinClusterQueue: LowerPriority}
+        resourceGroups:
+          - coveredResources: [cpu]
+            flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+    - {apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {name: q, namespace: default},
+       spec: {clusterQueue: cq}}
+    - {apiVersion: kueue.x-k8s.io/v1beta1, kind: WorkloadPriorityClass, metadata: {name: urgent}, value: 100}
+  submit:
+    - at: 0s
+      count: 2
+      every: 1s
+      runFor: 1h
+      object:
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: "batch-${INDEX}", labels: {kueue.x-k8s.io/queue-name: q}}
+        spec:
+          parallelism: 2
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+    - at: 10m
+      runFor: 10m
+      object:
+        apiVersion: batch/v1
+        kind: Job
+        metadata:
+          name: hot
+          labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}
+        spec:
+          parallelism: 2
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+  until: 3h
+"""
+
+
+def test_urgent_job_preempts_the_newest_batch_job(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    result = run_scenario(load_scenario(path))
+    by_job = {w.owner.split("/")[-1]: w.key for w in result.workloads}
+    log = [(e["t"], e["event"], e["workload"]) for e in result.events]
+    assert (600, "Preempted", by_job["batch-1"]) in log, "the most recently admitted lower-priority job goes"
+    assert (600, "Admitted", by_job["hot"]) in log
+    assert not any(e == "Preempted" and w == by_job["batch-0"] for _, e, w in log)
+    # batch-1 runs again once hot finishes (10m later), and completes its full hour.
+    readmitted = [t for t, e, w in log if e == "Admitted" and w == by_job["batch-1"]]
+    assert readmitted == [1, 1200]
+    assert (4800, "Finished", by_job["batch-1"]) in log
