@@ -221,9 +221,11 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
 
 def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | None, podset: PodSet,
          wanted: list[str], per_pod: Mapping[str, int], assigned: Mapping[FlavorResource, int],
-         oracle: Oracle | None) -> FlavorTry:
+         oracle: Oracle | None, unavailable: Mapping[str, str]) -> FlavorTry:
     if spec is None:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",))
+    if name in unavailable:
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} cannot deliver nodes: {unavailable[name]}",))
     taint = _untolerated(podset, spec)
     if taint is not None:
         return FlavorTry(name, Granular.NO_FIT, 0,
@@ -247,7 +249,7 @@ def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | No
 
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
-    oracle: Oracle | None = None,
+    oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq``."""
     assigned: dict[FlavorResource, int] = {}
@@ -276,7 +278,8 @@ def assign_flavors(
             best: FlavorTry | None = None
             group_reasons: list[str] = []
             for name in group.flavors:
-                attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle)
+                attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle,
+                               unavailable or {})
                 tried.append(attempt)
                 group_reasons.extend(attempt.reasons)
                 if best is None or _preferred(attempt, best, prefer_preemption):

@@ -77,6 +77,8 @@ class Scheduler:
         self.last_assignment: dict[str, Assignment] = {}
         self._failed: dict[tuple[object, ...], tuple[int, Assignment]] = {}
         """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
+        self.unavailable: dict[str, tuple[float, str]] = {}
+        """Flavors that could not deliver nodes: flavor -> (until, why). Skipped by the flavor search."""
         self.last_targets: dict[str, list[Target]] = {}
         """The preemption targets last chosen for each workload (issued, or already being evicted)."""
 
@@ -134,7 +136,8 @@ class Scheduler:
         wl.finished_at = now
         return [Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason)]
 
-    def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "") -> list[Event]:
+    def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "",
+                  retry_after: float | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload."""
         wl = self.workloads[key]
         if not wl.holds_quota or check not in wl.checks:
@@ -151,7 +154,7 @@ class Scheduler:
         elif state is CheckState.RETRY:
             events += self._evict(wl, now, f'Evicted due to AdmissionCheck in Retry state: "{check}"',
                                   "AdmissionCheck")
-            delay = self.config.check_retry_delay.get(check, 0.0)
+            delay = retry_after if retry_after is not None else self.config.check_retry_delay.get(check, 0.0)
             if delay > 0:
                 self.queues.discard(wl)
                 wl.requeue_at = now + delay
@@ -175,14 +178,31 @@ class Scheduler:
         return self._evict(wl, now, wl.pending_reason or "Preempted", "Preempted")
 
     def next_requeue(self) -> float | None:
-        """The earliest moment a workload waiting out a retry delay returns to its queue."""
+        """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's
+        cool-down ending."""
         times = [wl.requeue_at for wl in self.workloads.values() if wl.requeue_at is not None]
+        times += [until for until, _ in self.unavailable.values()]
         return min(times) if times else None
+
+    def mark_unavailable(self, flavor: str, until: float, why: str) -> None:
+        """Remember that ``flavor`` cannot deliver nodes until ``until`` (flexq's fallback): the flavor
+        search skips it, so workloads move on to the next flavor."""
+        self.unavailable[flavor] = (until, why)
+        self._failed.clear()
+
+    def _expire_unavailable(self, now: float) -> None:
+        gone = [f for f, (until, _) in self.unavailable.items() if until <= now]
+        for flavor in gone:
+            del self.unavailable[flavor]
+        if gone:
+            self._failed.clear()
+            self.queues.wake(list(self.config.cluster_queues), self.workloads)
 
     # --- the cycle ---------------------------------------------------------------------------------
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
+        self._expire_unavailable(now)
         events = self._requeue_due(now)
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
@@ -310,7 +330,8 @@ class Scheduler:
             self.last_assignment[wl.key] = cached[1]
             return cached[1]
         oracle = oracle_for(wl, cq, self.tree, self.holding)
-        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle)
+        unavailable = {f: why for f, (_, why) in self.unavailable.items()}
+        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle, unavailable)
         self.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
             self._failed[shape] = (version, assignment)

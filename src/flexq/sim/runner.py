@@ -21,6 +21,7 @@ from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
+from flexq.sim.capacity import CapacityDriver, provisioning_settings
 from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 
@@ -89,6 +90,10 @@ class _Run:
             (o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
             for o in objects.get("LocalQueue", [])}
         self.priorities = {o["metadata"]["name"]: int(o["value"]) for o in objects.get("WorkloadPriorityClass", [])}
+        self.driver: CapacityDriver | None = None
+        if scenario.capacity is not None:
+            self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,
+                                         provisioning_settings(objects))
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.run_for: dict[str, float | None] = {}
         self.finish_token: dict[str, int] = {}
@@ -104,12 +109,17 @@ class _Run:
             by_kind.setdefault(info.kind, []).append(obj)
         return by_kind
 
-    def log(self, events: list[Event]) -> None:
+    def log(self, events: list[Event] | list[dict[str, Any]]) -> None:
         for event in events:
+            if isinstance(event, dict):
+                self.result.events.append({**event, "t": _num(float(event["t"]))})
+                continue
             line = event.to_json()
             line["t"] = _num(event.t)
             self.result.events.append(line)
-            if event.kind is EventKind.ADMITTED:
+            if self.driver is not None:
+                self.driver.handle(event)
+            elif event.kind is EventKind.ADMITTED:
                 self._start(event.workload, event.t)
 
     def _start(self, key: str, t: float) -> None:
@@ -165,7 +175,11 @@ class _Run:
         self.log(self.scheduler.set_check(key, check.check, CheckState(check.state), now, check.message))
 
     def after(self, t: float) -> None:
-        self.log(self.scheduler.schedule(t))
+        for _ in range(100):
+            events = self.scheduler.schedule(t)
+            if not events:
+                break
+            self.log(events)
         nxt = self.scheduler.next_requeue()
         if nxt is not None and nxt not in self.wake_at:
             self.wake_at.add(nxt)

@@ -33,12 +33,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, decode_input, load_documents
+from flexq.capacity.catalog import UnknownMachineType, machine_type
+from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
+from flexq.capacity.pools import NodePoolSpec
 from flexq.api.envsubst import find_placeholders, substitute
 from flexq.api.errors import FieldError, InputError, InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.sim.durations import DurationError, parse_duration
 
-__all__ = ["Check", "Scenario", "ScenarioError", "Submission", "load_scenario"]
+__all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_scenario"]
 
 Duration = StrictStr | StrictInt | float
 
@@ -48,7 +51,7 @@ class ScenarioError(InputError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class _Submit(_Model):
@@ -69,7 +72,49 @@ class _Check(_Model):
     message: StrictStr | None = None
 
 
+class _Pool(_Model):
+    name: StrictStr
+    machineType: StrictStr
+    tpuTopology: StrictStr | None = None
+    minNodes: Annotated[StrictInt, Field(ge=0)] = 0
+    maxNodes: Annotated[StrictInt, Field(ge=0)] = 0
+    numNodes: Annotated[StrictInt, Field(ge=0)] = 0
+    autoscaling: bool = True
+    flexStart: bool = False
+    queuedProvisioning: bool = False
+    maxRunDuration: Duration | None = None
+
+
+class _Window(_Model):
+    from_: Duration = Field(alias="from")
+    to: Duration
+
+
+class _TracePoint(_Model):
+    at: Duration
+    available: Annotated[StrictInt, Field(ge=0)]
+
+
+class _Cloud(_Model):
+    available: StrictInt | Literal["unlimited"] = "unlimited"
+    stockouts: list[_Window] | None = None
+    trace: list[_TracePoint] | None = None
+    bootTime: Duration | None = None
+    queuedDelay: Duration | Literal["never"] | dict[StrictStr, Any] = 0
+
+
+class _Capacity(_Model):
+    pools: list[_Pool] | None = None
+    cloud: dict[StrictStr, _Cloud] | None = None
+    seed: StrictInt = 0
+    provisioningTimeout: Duration = "5m"
+    fallback: bool = True
+    fallbackCooldown: Duration = "30m"
+    scaleDownAfter: Duration = "10m"
+
+
 class _Spec(_Model):
+    capacity: _Capacity | None = None
     env: dict[StrictStr, StrictStr] | None = None
     include: list[StrictStr] | None = None
     objects: list[dict[str, Any]] | None = None
@@ -103,6 +148,18 @@ class Check:
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityConfig:
+    """``spec.capacity``: node pools, the emulated cloud behind them, and how the autoscaler behaves."""
+
+    pools: tuple[NodePoolSpec, ...]
+    cloud: EmulatedCloud
+    provisioning_timeout: float = 300.0
+    fallback: bool = True
+    fallback_cooldown: float = 1800.0
+    scale_down_after: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     source: str
@@ -111,6 +168,7 @@ class Scenario:
     checks: tuple[Check, ...]
     until: float | None
     seed: int
+    capacity: CapacityConfig | None = None
 
 
 def _read(path: Path, source: str) -> str:
@@ -192,7 +250,63 @@ def load_scenario(path: Path) -> Scenario:
                                 doc.line_of(f"spec.checks[{i}].workload"))
     until = _duration(spec.until, doc, "spec.until") if spec.until is not None else None
     name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
-    return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed)
+    capacity = _capacity(spec.capacity, doc) if spec.capacity is not None else None
+    return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity)
+
+
+def _delay(value: Any, doc: Document, path: str) -> Any:
+    if value == "never":
+        return None
+    if isinstance(value, dict):
+        if set(value) == {"exponential"}:
+            return ("exponential", _duration(value["exponential"], doc, f"{path}.exponential"))
+        if set(value) == {"uniform"} and isinstance(value["uniform"], list) and len(value["uniform"]) == 2:
+            low, high = (_duration(v, doc, f"{path}.uniform") for v in value["uniform"])
+            return ("uniform", low, high)
+        raise ScenarioError(doc.source, f"{path}: expected a duration, never, {{exponential: MEAN}} or "
+                            "{uniform: [LOW, HIGH]}", doc.line_of(path))
+    return _duration(value, doc, path)
+
+
+def _capacity(raw: _Capacity, doc: Document) -> CapacityConfig:
+    base = "spec.capacity"
+    pools = []
+    for i, p in enumerate(raw.pools or []):
+        where = f"{base}.pools[{i}]"
+        try:
+            machine = machine_type(p.machineType)
+        except UnknownMachineType as exc:
+            raise ScenarioError(doc.source, f"{where}.machineType: {exc}", doc.line_of(f"{where}.machineType")) \
+                from None
+        pool = NodePoolSpec(p.name, machine, p.tpuTopology, p.minNodes, p.maxNodes, p.numNodes, p.autoscaling,
+                            p.flexStart, p.queuedProvisioning,
+                            max_run_seconds=_duration(p.maxRunDuration, doc, f"{where}.maxRunDuration")
+                            if p.maxRunDuration is not None else None)
+        try:
+            problems = pool.check()
+        except ValueError as exc:
+            problems = [str(exc)]
+        if problems:
+            raise ScenarioError(doc.source, f"{where}: " + "; ".join(problems), doc.line_of(where))
+        pools.append(pool)
+    specs = {}
+    for key, c in (raw.cloud or {}).items():
+        where = f"{base}.cloud.{key}"
+        specs[key] = CapacitySpec(
+            available=None if c.available == "unlimited" else int(c.available),
+            stockouts=tuple((_duration(w.from_, doc, f"{where}.stockouts"), _duration(w.to, doc, f"{where}.stockouts"))
+                            for w in c.stockouts or []),
+            trace=tuple((_duration(t.at, doc, f"{where}.trace"), t.available) for t in c.trace or []),
+            boot=_duration(c.bootTime, doc, f"{where}.bootTime") if c.bootTime is not None else None,
+            queued_delay=_delay(c.queuedDelay, doc, f"{where}.queuedDelay"),
+        )
+    return CapacityConfig(
+        tuple(pools), EmulatedCloud(specs, raw.seed),
+        provisioning_timeout=_duration(raw.provisioningTimeout, doc, f"{base}.provisioningTimeout"),
+        fallback=raw.fallback,
+        fallback_cooldown=_duration(raw.fallbackCooldown, doc, f"{base}.fallbackCooldown"),
+        scale_down_after=_duration(raw.scaleDownAfter, doc, f"{base}.scaleDownAfter"),
+    )
 
 
 __all__ += ["FieldError"]

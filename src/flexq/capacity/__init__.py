@@ -1,0 +1,1 @@
+"""Where machines come from: the machine catalog, node pools, the emulated cloud, placement, autoscaling."""

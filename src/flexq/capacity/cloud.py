@@ -1,0 +1,81 @@
+"""The emulated cloud: how many machines can be had, when, how fast they boot, how long DWS takes.
+
+Per node pool (or per machine type, for every pool of that type), a :class:`CapacitySpec` says:
+
+- ``available``: machines obtainable at once (``None``: unlimited);
+- ``stockouts``: windows ``[start, end)`` with no machines at all;
+- ``trace``: ``[(t, n), ...]``: from ``t`` on, ``n`` machines are obtainable (replaces ``available``);
+- ``boot``: seconds from creation to a ready node;
+- ``queued_delay``: for queued provisioning, seconds from a ProvisioningRequest to its nodes: a fixed
+  number, ``("exponential", mean)`` or ``("uniform", low, high)`` drawn with the cloud's seed per request
+  name, or ``None`` for never.
+
+Everything is a pure function of time, the spec and the seed: the same scenario gets the same cloud.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["CapacitySpec", "EmulatedCloud"]
+
+Delay = float | tuple[str, float] | tuple[str, float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CapacitySpec:
+    available: int | None = None
+    stockouts: tuple[tuple[float, float], ...] = ()
+    trace: tuple[tuple[float, int], ...] = ()
+    boot: float | None = None
+    queued_delay: Delay = 0.0
+
+
+@dataclass
+class EmulatedCloud:
+    specs: Mapping[str, CapacitySpec] = field(default_factory=dict)
+    seed: int = 0
+
+    def spec(self, pool: str, machine: str) -> CapacitySpec:
+        return self.specs.get(pool) or self.specs.get(machine) or CapacitySpec()
+
+    def obtainable(self, pool: str, machine: str, t: float) -> float:
+        """Machines this pool can hold at ``t`` (``inf`` for unlimited)."""
+        spec = self.spec(pool, machine)
+        if any(start <= t < end for start, end in spec.stockouts):
+            return 0
+        if spec.trace:
+            level: float = math.inf
+            for when, n in spec.trace:
+                if when <= t:
+                    level = n
+            return level
+        return math.inf if spec.available is None else spec.available
+
+    def next_change(self, pool: str, machine: str, t: float) -> float | None:
+        """The next moment after ``t`` at which :meth:`obtainable` may change."""
+        spec = self.spec(pool, machine)
+        moments = [m for start, end in spec.stockouts for m in (start, end) if m > t]
+        moments += [when for when, _ in spec.trace if when > t]
+        return min(moments) if moments else None
+
+    def boot_seconds(self, pool: str, machine: str, default: float) -> float:
+        spec = self.spec(pool, machine)
+        return default if spec.boot is None else spec.boot
+
+    def queued_delay(self, pool: str, machine: str, request: str) -> float | None:
+        """Seconds until a queued-provisioning request is fulfilled (``None``: never)."""
+        delay = self.spec(pool, machine).queued_delay
+        if delay is None or isinstance(delay, int | float):
+            return None if delay is None else float(delay)
+        digest = hashlib.sha256(f"{self.seed}:{request}".encode()).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "big"))
+        if delay[0] == "exponential":
+            return rng.expovariate(1.0 / delay[1])
+        if delay[0] == "uniform" and len(delay) == 3:
+            return rng.uniform(delay[1], delay[2])
+        raise ValueError(f"unknown delay distribution {delay[0]!r}")

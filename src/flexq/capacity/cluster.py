@@ -1,0 +1,226 @@
+"""The cluster's nodes: placement of admitted pod sets, scale-up and scale-down, flex-start expiry.
+
+All decisions take ``now`` and return what changed; nothing here reads a clock. Multi-host TPU pools
+grow and shrink by whole slices (a 4x4 v6e slice is 4 hosts), and a TPU pod set is placed within one
+slice, as GKE schedules a multi-host TPU job.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from flexq.capacity.cloud import EmulatedCloud
+from flexq.capacity.pools import Node, NodePoolSpec
+from flexq.scheduler.model import Toleration
+
+__all__ = ["Cluster", "PodGroup", "Placement"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """The pods of one pod set, as the scheduler of nodes sees them."""
+
+    name: str
+    count: int
+    requests: Mapping[str, int]
+    selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where a workload's pods go: node per pod, or which pools still need how many nodes."""
+
+    bindings: dict[str, list[str]] = field(default_factory=dict)
+    """pod set -> node names, one per pod"""
+    missing: dict[str, int] = field(default_factory=dict)
+    """pool -> nodes still needed"""
+    unplaceable: list[str] = field(default_factory=list)
+    """pod sets no node of any pool can take"""
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.unplaceable
+
+
+class Cluster:
+    def __init__(self, pools: Iterable[NodePoolSpec], cloud: EmulatedCloud) -> None:
+        self.pools = {p.name: p for p in pools}
+        self.cloud = cloud
+        self.nodes: dict[str, Node] = {}
+        self._ids = itertools.count(1)
+
+    # --- placement ---------------------------------------------------------------------------------
+
+    def pool_for(self, group: PodGroup) -> NodePoolSpec | None:
+        for pool in self.pools.values():
+            labels = pool.labels()
+            if all(labels.get(k) == v for k, v in group.selector.items()) and all(
+                    any(t.tolerates(taint) for t in group.tolerations) for taint in pool.taints()):
+                return pool
+        return None
+
+    def place(self, groups: Iterable[PodGroup], now: float, booked_for: str | None = None) -> Placement:
+        """Find nodes for every pod of every group (no binding yet)."""
+        placement = Placement()
+        planned: dict[str, dict[str, int]] = {}
+        for group in groups:
+            pool = self.pool_for(group)
+            if pool is None:
+                if self.pools and any(k == "cloud.google.com/gke-nodepool" for k in group.selector):
+                    placement.unplaceable.append(group.name)
+                continue  # no pool declared for it: not capacity-modelled
+            chosen = self._fit(pool, group, now, planned, booked_for)
+            if chosen is None:
+                hosts = pool.hosts_per_slice
+                need = -(-group.count // hosts) * hosts if hosts > 1 else group.count
+                placement.missing[pool.name] = placement.missing.get(pool.name, 0) + need
+            else:
+                placement.bindings[group.name] = chosen
+                for node in chosen:
+                    used = planned.setdefault(node, {})
+                    for r, v in group.requests.items():
+                        used[r] = used.get(r, 0) + v
+        return placement
+
+    def _fit(self, pool: NodePoolSpec, group: PodGroup, now: float, planned: dict[str, dict[str, int]],
+             booked_for: str | None) -> list[str] | None:
+        def free(node: Node) -> bool:
+            if not node.ready(now) or (node.booked_for and node.booked_for != booked_for):
+                return False
+            extra = planned.get(node.name, {})
+            return node.tolerated(group.tolerations) and node.selected(group.selector) and all(
+                node.used.get(r, 0) + extra.get(r, 0) + v <= node.allocatable.get(r, 0)
+                for r, v in group.requests.items() if v)
+
+        nodes = [n for n in self.nodes.values() if n.pool == pool.name]
+        if pool.hosts_per_slice > 1:
+            by_slice: dict[str, list[Node]] = {}
+            for node in nodes:
+                by_slice.setdefault(node.slice_id, []).append(node)
+            for slice_nodes in by_slice.values():
+                fitting = [n for n in slice_nodes if free(n)]
+                if len(fitting) >= group.count:
+                    return [n.name for n in fitting[: group.count]]
+            return None
+        chosen: list[str] = []
+        for node in nodes:
+            room = free(node)
+            if room:
+                chosen.append(node.name)
+                if len(chosen) == group.count:
+                    return chosen
+        return None
+
+    def bind(self, workload: str, groups: Iterable[PodGroup], placement: Placement, now: float) -> None:
+        by_name = {g.name: g for g in groups}
+        for podset, node_names in placement.bindings.items():
+            group = by_name[podset]
+            for name in node_names:
+                node = self.nodes[name]
+                mine = node.pods.setdefault(workload, {})
+                for r, v in group.requests.items():
+                    node.used[r] = node.used.get(r, 0) + v
+                    mine[r] = mine.get(r, 0) + v
+                node.idle_since = None
+                node.booked_for = None
+
+    def unbind(self, workload: str, now: float) -> None:
+        """The workload's pods are gone: free what they used; nodes left empty start their idle clock."""
+        for node in self.nodes.values():
+            mine = node.pods.pop(workload, None)
+            if mine is not None:
+                for r, v in mine.items():
+                    node.used[r] = max(0, node.used.get(r, 0) - v)
+                if not node.pods:
+                    node.idle_since = now
+            elif node.booked_for == workload:
+                node.booked_for = None
+                node.idle_since = now
+
+    def nodes_of(self, workload: str) -> list[Node]:
+        return [n for n in self.nodes.values() if workload in n.pods]
+
+    # --- scaling -----------------------------------------------------------------------------------
+
+    def start_with_initial_nodes(self) -> None:
+        """Create every pool's ``--num-nodes`` nodes, ready at time 0."""
+        for pool in self.pools.values():
+            hosts = pool.hosts_per_slice
+            for start in range(0, pool.initial_nodes, hosts):
+                slice_id = f"{pool.name}-slice-{next(self._ids)}"
+                for i in range(min(hosts, pool.initial_nodes - start)):
+                    name = f"gke-{pool.name}-{slice_id.rsplit('-', 1)[1]}-{i}"
+                    limit = pool.run_limit
+                    self.nodes[name] = Node(name, pool.name, slice_id, 0.0, 0.0, pool.labels(), pool.taints(),
+                                            pool.machine.allocatable(), expires_at=limit, idle_since=0.0)
+
+    def pool_size(self, pool: str) -> int:
+        return sum(1 for n in self.nodes.values() if n.pool == pool)
+
+    def scale_up(self, pool_name: str, count: int, now: float, booked_for: str | None = None,
+                 ready_at: float | None = None) -> tuple[list[Node], str]:
+        """Create ``count`` nodes (whole slices) if the pool's limits and the cloud allow; else say why."""
+        pool = self.pools[pool_name]
+        size = self.pool_size(pool_name)
+        if not pool.autoscaling:
+            return [], f"node pool {pool_name} does not autoscale ({size} node(s); {count} more needed)"
+        if size + count > pool.max_nodes:
+            return [], (f"node pool {pool_name} is at its maximum ({size} of --max-nodes={pool.max_nodes}; "
+                        f"{count} more needed)")
+        obtainable = self.cloud.obtainable(pool_name, pool.machine.name, now)
+        if size + count > obtainable:
+            return [], (f"stock-out: no {pool.machine.name} capacity for node pool {pool_name} "
+                        f"({int(obtainable) if obtainable != float('inf') else 'unlimited'} obtainable)")
+        boot = self.cloud.boot_seconds(pool_name, pool.machine.name, pool.machine.boot_seconds)
+        ready = now + boot if ready_at is None else ready_at
+        created: list[Node] = []
+        hosts = pool.hosts_per_slice
+        for start in range(0, count, hosts):
+            slice_id = f"{pool_name}-slice-{next(self._ids)}"
+            for i in range(min(hosts, count - start)):
+                name = f"gke-{pool_name}-{slice_id.rsplit('-', 1)[1]}-{i}"
+                limit = pool.run_limit
+                node = Node(name, pool_name, slice_id, now, ready, pool.labels(), pool.taints(),
+                            pool.machine.allocatable(), expires_at=None if limit is None else ready + limit,
+                            booked_for=booked_for, idle_since=None)
+                self.nodes[name] = node
+                created.append(node)
+        return created, ""
+
+    def scale_down(self, now: float, idle_after: float) -> list[Node]:
+        """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min)."""
+        removed: list[Node] = []
+        slices: dict[str, list[Node]] = {}
+        for node in self.nodes.values():
+            slices.setdefault(node.slice_id, []).append(node)
+        for slice_nodes in slices.values():
+            pool = self.pools[slice_nodes[0].pool]
+            idle = pool.autoscaling and all(
+                n.idle_since is not None and n.idle_since + idle_after <= now and not n.pods and not n.booked_for
+                for n in slice_nodes)
+            if idle and self.pool_size(pool.name) - len(slice_nodes) >= pool.min_nodes:
+                for node in slice_nodes:
+                    del self.nodes[node.name]
+                    removed.append(node)
+        return removed
+
+    def next_idle_deadline(self, idle_after: float) -> float | None:
+        times = [n.idle_since + idle_after for n in self.nodes.values()
+                 if n.idle_since is not None and not n.pods and self.pools[n.pool].autoscaling]
+        return min(times) if times else None
+
+    def expired(self, now: float) -> list[Node]:
+        """Remove nodes whose maximum run time has passed; return them (their workloads must go)."""
+        gone = [n for n in self.nodes.values() if n.expires_at is not None and n.expires_at <= now]
+        slices = {n.slice_id for n in gone}
+        gone = [n for n in self.nodes.values() if n.slice_id in slices]
+        for node in gone:
+            del self.nodes[node.name]
+        return gone
+
+    def next_expiry(self) -> float | None:
+        times = [n.expires_at for n in self.nodes.values() if n.expires_at is not None]
+        return min(times) if times else None

@@ -1,0 +1,326 @@
+"""Capacity in virtual time: nodes for admitted workloads, DWS ProvisioningRequests, and fallback.
+
+The driver reacts to the scheduler's events:
+
+- QuotaReserved with a ``kueue.x-k8s.io/provisioning-request`` check pending: a ProvisioningRequest
+  ``<workload>-<check>-<attempt>`` for the pod sets that use a managed resource. The emulated cloud
+  fulfils it after its queued-provisioning delay (nodes created, booked for the workload: Provisioned,
+  the check turns Ready) or never; after 7 days it fails (Expired) and the check says Retry, with
+  backoff ``base * 2^(n-1)`` capped at ``max``, up to ``backoffLimitCount`` retries, then Rejected.
+- Admitted: pods are placed on ready nodes of their flavor's pool; missing nodes are asked of the
+  autoscaler (within max-nodes, whole TPU slices, if the cloud has them); once every pod is bound the
+  job runs. A pool that cannot deliver (stock-out at once, or nothing within the provisioning timeout)
+  makes flexq evict the workload and skip that flavor for a cool-down, so the workload moves on to the
+  next flavor; with ``fallback: false`` it waits, as in Kueue.
+- Finished or evicted: pods leave their nodes; nodes idle for ``scaleDownAfter`` go, by slice.
+- Flex-start nodes go after their maximum run duration; their workloads are evicted and requeued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.pools import Node
+from flexq.objects.queue_status import PROVISIONING_CONTROLLER
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import CheckState, Workload, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from flexq.sim.durations import format_seconds
+from flexq.sim.kernel import Kernel
+from flexq.sim.scenario import CapacityConfig
+
+__all__ = ["CapacityDriver", "ProvisioningSettings"]
+
+PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
+_CAPACITY = 1  # kernel priority: after finishes (0), before submissions
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningSettings:
+    """What an AdmissionCheck's ProvisioningRequestConfig says."""
+
+    provisioning_class: str
+    managed: frozenset[str]
+    backoff_limit: int = 3
+    backoff_base: float = 60.0
+    backoff_max: float = 1800.0
+
+    def backoff(self, failures: int) -> float:
+        return float(min(self.backoff_base * 2 ** (failures - 1), self.backoff_max))
+
+
+def provisioning_settings(objects: dict[str, list[dict[str, Any]]]) -> dict[str, ProvisioningSettings]:
+    configs = {o["metadata"]["name"]: o["spec"] for o in objects.get("ProvisioningRequestConfig", [])}
+    out = {}
+    for check in objects.get("AdmissionCheck", []):
+        spec = check.get("spec") or {}
+        if spec.get("controllerName") != PROVISIONING_CONTROLLER:
+            continue
+        config = configs.get((spec.get("parameters") or {}).get("name", ""), {})
+        retry = config.get("retryStrategy") or {}
+        out[check["metadata"]["name"]] = ProvisioningSettings(
+            str(config.get("provisioningClassName", "")), frozenset(config.get("managedResources") or []),
+            int(retry.get("backoffLimitCount", 3)), float(retry.get("backoffBaseSeconds", 60)),
+            float(retry.get("backoffMaxSeconds", 1800)))
+    return out
+
+
+class CapacityDriver:
+    def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Kernel,
+                 log: Callable[[list[dict[str, Any]] | list[Event]], None], start: Callable[[str, float], None],
+                 provisioning: dict[str, ProvisioningSettings]) -> None:
+        self.config = config
+        self.cluster = Cluster(config.pools, config.cloud)
+        self.scheduler = scheduler
+        self.kernel = kernel
+        self.log = log
+        self.start = start
+        self.provisioning = provisioning
+        self.failures: dict[tuple[str, str], int] = {}
+        self.tokens: dict[str, int] = {}
+        """Bumped whenever a workload's capacity story restarts (evicted, finished): stale timers are ignored."""
+        self.waiting_since: dict[str, float] = {}
+        self.running: set[str] = set()
+        self.cluster.start_with_initial_nodes()
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return self.kernel.clock.now()
+
+    def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None:
+        self.log([{"t": self._now(), "event": event, "workload": workload,
+                   "clusterQueue": self._cq(workload), "reason": reason, **extra}])
+
+    def _cq(self, key: str) -> str:
+        wl = self.scheduler.workloads.get(key)
+        return wl.cluster_queue if wl else ""
+
+    def _token(self, key: str) -> int:
+        return self.tokens.get(key, 0)
+
+    def _later(self, at: float, key: str, action: Callable[[], None]) -> None:
+        token = self._token(key)
+
+        def guarded() -> None:
+            if self._token(key) == token:
+                action()
+
+        self.kernel.schedule(at, guarded, _CAPACITY)
+
+    def groups(self, wl: Workload, only: frozenset[str] | None = None) -> list[PodGroup]:
+        """The pod groups of an admitted workload: node selector and tolerations as the job will run."""
+        assert wl.admission is not None
+        flavors = self.scheduler.config.flavors
+        by_name = {ps.name: ps for ps in wl.admission.podsets}
+        out = []
+        for podset in wl.podsets:
+            assigned = by_name.get(podset.name)
+            if assigned is None:
+                continue
+            if only is not None and not only.intersection(r for r, v in podset.requests.items() if v):
+                continue
+            selector = dict(podset.node_selector)
+            tolerations = list(podset.tolerations)
+            for name in sorted(set(assigned.flavors.values())):
+                spec = flavors.get(name)
+                if spec is not None:
+                    selector.update(spec.node_labels)
+                    tolerations.extend(spec.tolerations)
+            out.append(PodGroup(podset.name, podset.count, dict(podset.requests), selector, tuple(tolerations)))
+        return out
+
+    # --- scheduler events --------------------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        key = event.workload
+        if event.kind is EventKind.QUOTA_RESERVED:
+            wl = self.scheduler.workloads[key]
+            for check, state in sorted(wl.checks.items()):
+                if check in self.provisioning and state is CheckState.PENDING:
+                    self._request(key, check)
+        elif event.kind is EventKind.ADMITTED:
+            self.waiting_since[key] = self._now()
+            self.try_start(key)
+        elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
+            self._release(key)
+
+    def _release(self, key: str) -> None:
+        self.tokens[key] = self._token(key) + 1
+        self.waiting_since.pop(key, None)
+        self.running.discard(key)
+        self.cluster.unbind(key, self._now())
+        self._plan_scale_down()
+
+    # --- placement and the autoscaler --------------------------------------------------------------
+
+    def try_start(self, key: str) -> None:
+        wl = self.scheduler.workloads.get(key)
+        if wl is None or wl.state is not WorkloadState.ADMITTED or key in self.running:
+            return
+        now = self._now()
+        groups = self.groups(wl)
+        placement = self.cluster.place(groups, now, booked_for=key)
+        if placement.unplaceable:
+            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+            return
+        if placement.complete:
+            self.cluster.bind(key, groups, placement, now)
+            self.running.add(key)
+            self.waiting_since.pop(key, None)
+            nodes = sorted({n for names in placement.bindings.values() for n in names})
+            self._note("Started", key, f"pods bound to {len(nodes)} node(s)" if nodes else "pods running",
+                       nodes=nodes)
+            self.start(key, now)
+            return
+        booting: list[float] = []
+        for pool_name, count in sorted(placement.missing.items()):
+            pool = self.cluster.pools[pool_name]
+            pending_boot = [n.ready_at for n in self.cluster.nodes.values()
+                            if n.pool == pool_name and n.ready_at > now and not n.pods]
+            if pending_boot:
+                booting.append(max(pending_boot))
+                continue
+            if pool.queued_provisioning:
+                continue  # its nodes come from the workload's ProvisioningRequest
+            created, why = self.cluster.scale_up(pool_name, count, now)
+            if created:
+                self.plan_expiry()
+                ready = max(n.ready_at for n in created)
+                booting.append(ready)
+                self._note("ScaledUp", key, f"node pool {pool_name}: {len(created)} node(s) requested, ready in "
+                           f"{format_seconds(ready - now)}", pool=pool_name, nodes=len(created))
+                continue
+            self._unavailable(key, wl, pool_name, why)
+            return
+        for ready in booting:
+            self._later(ready, key, lambda: self.try_start(key))
+
+    def _unavailable(self, key: str, wl: Workload, pool_name: str, why: str) -> None:
+        now = self._now()
+        since = self.waiting_since.setdefault(key, now)
+        stock_out = why.startswith("stock-out")
+        deadline = since + self.config.provisioning_timeout
+        flavor = self._flavor_of_pool(wl, pool_name)
+        if self.config.fallback and flavor is not None and (stock_out or now >= deadline):
+            self._fallback(key, flavor, pool_name, why)
+            return
+        retry = self.cluster.cloud.next_change(pool_name, self.cluster.pools[pool_name].machine.name, now)
+        eta = f"; capacity may return in {format_seconds(retry - now)}" if retry is not None else ""
+        self._note("NodesUnavailable", key, why + eta, pool=pool_name)
+        if retry is not None:
+            self._later(retry, key, lambda: self.try_start(key))
+        if self.config.fallback and flavor is not None and now < deadline:
+            self._later(deadline, key, lambda: self.try_start(key))
+
+    def _flavor_of_pool(self, wl: Workload, pool_name: str) -> str | None:
+        assert wl.admission is not None
+        for assigned in wl.admission.podsets:
+            for flavor_name in assigned.flavors.values():
+                spec = self.scheduler.config.flavors.get(flavor_name)
+                if spec is not None and spec.node_labels.get("cloud.google.com/gke-nodepool") == pool_name:
+                    return flavor_name
+        return None
+
+    def _fallback(self, key: str, flavor: str, pool: str, why: str) -> None:
+        now = self._now()
+        until = now + self.config.fallback_cooldown
+        self.scheduler.mark_unavailable(flavor, until, f"{why} (until t={format_seconds(until)})")
+        self._note("Fallback", key, f"flavor {flavor} cannot deliver nodes ({why}): evicted to try the next "
+                   f"flavor; {flavor} is skipped for {format_seconds(self.config.fallback_cooldown)}",
+                   flavor=flavor, pool=pool)
+        self.log(self.scheduler.evict(key, now, f"Nodes for flavor {flavor} could not be provisioned: {why}",
+                                      "NodesUnavailable"))
+
+    def _plan_scale_down(self) -> None:
+        deadline = self.cluster.next_idle_deadline(self.config.scale_down_after)
+        if deadline is not None:
+            self.kernel.schedule(deadline, self.scale_down, _CAPACITY)
+
+    def scale_down(self) -> None:
+        removed = self.cluster.scale_down(self._now(), self.config.scale_down_after)
+        pools = sorted({n.pool for n in removed})
+        for pool in pools:
+            gone = [n for n in removed if n.pool == pool]
+            self.log([{"t": self._now(), "event": "ScaledDown", "workload": "", "clusterQueue": "",
+                       "reason": f"node pool {pool}: {len(gone)} idle node(s) removed", "pool": pool,
+                       "nodes": self.cluster.pool_size(pool)}])
+        self._plan_scale_down()
+
+    def plan_expiry(self) -> None:
+        expiry = self.cluster.next_expiry()
+        if expiry is not None:
+            self.kernel.schedule(expiry, self.expire, _CAPACITY)
+
+    def expire(self) -> None:
+        now = self._now()
+        gone: list[Node] = self.cluster.expired(now)
+        victims = sorted({key for node in gone for key in node.pods})
+        for pool in sorted({n.pool for n in gone}):
+            self.log([{"t": now, "event": "NodesExpired", "workload": "", "clusterQueue": "",
+                       "reason": f"node pool {pool}: flex-start nodes reached their maximum run duration",
+                       "pool": pool}])
+        for key in victims:
+            self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
+        self.plan_expiry()
+
+    # --- ProvisioningRequests ----------------------------------------------------------------------
+
+    def _request(self, key: str, check: str) -> None:
+        wl = self.scheduler.workloads[key]
+        settings = self.provisioning[check]
+        attempt = self.failures.get((key, check), 0) + 1
+        name = f"{wl.name}-{check}-{attempt}"
+        groups = self.groups(wl, settings.managed or None)
+        now = self._now()
+        pools = {g.name: self.cluster.pool_for(g) for g in groups}
+        pool = next((p for p in pools.values() if p is not None), None)
+        if pool is None:
+            # No pool modelled behind it: the request is provisioned at once.
+            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned", request=name,
+                       state="Provisioned")
+            self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
+            return
+        count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
+        delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name)
+        eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
+        eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Accepted: waiting for {count} "
+                   f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state="Accepted", eta=eta_at)
+        wl.pending_reason = f"waiting for ProvisioningRequest {name}{eta}"
+        if delay is None or delay >= PROVISIONING_EXPIRY:
+            self._later(now + PROVISIONING_EXPIRY, key,
+                        lambda: self._failed(key, check, name, "Expired", "capacity was not found within 7 days"))
+        else:
+            self._later(now + delay, key, lambda: self._provision(key, check, name, pool.name, count))
+
+    def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
+        now = self._now()
+        created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now)
+        if not created:
+            self._failed(key, check, name, "CapacityNotFound", why)
+            return
+        self.plan_expiry()
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
+                   f"in {pool}", request=name, state="Provisioned", pool=pool)
+        self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
+
+    def _failed(self, key: str, check: str, name: str, reason: str, message: str) -> None:
+        now = self._now()
+        failures = self.failures.get((key, check), 0) + 1
+        self.failures[(key, check)] = failures
+        settings = self.provisioning[check]
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
+                   request=name, state="Failed")
+        if failures > settings.backoff_limit:
+            self.log(self.scheduler.set_check(
+                key, check, CheckState.REJECTED, now,
+                f"{name} failed ({reason}) after {settings.backoff_limit} retries"))
+            return
+        delay = settings.backoff(failures)
+        self.log(self.scheduler.set_check(key, check, CheckState.RETRY, now, f"{name} failed ({reason}); retry "
+                                          f"{failures} of {settings.backoff_limit} in {format_seconds(delay)}",
+                                          retry_after=delay))

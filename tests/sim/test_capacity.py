@@ -1,0 +1,158 @@
+"""Capacity in virtual time: the issue's acceptance scenarios, each through the scenario runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flexq.sim.runner import SimResult, run_scenario
+from flexq.sim.scenario import ScenarioError, load_scenario
+from tests.conftest import GUIDE
+
+HOUR, DAY = 3600, 86400
+
+
+def _scenario(tmp_path: Path, capacity: str, submit: str, until: str = "2h") -> SimResult:
+    text = f"""
+apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {{name: capacity}}
+spec:
+  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
+  include: [{GUIDE / 'dws-tpu-queue.yaml'}]
+  capacity:
+    pools:
+      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
+      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
+      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
+         queuedProvisioning: true}}
+{capacity}
+  submit:
+{submit}
+  until: {until}
+"""
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text)
+    return run_scenario(load_scenario(path))
+
+
+def _job(job_id: str, at: str = "0s", run_for: str = "10m") -> str:
+    return (f"    - {{at: {at}, file: {GUIDE / 'rayjob-tpu-v6e-dws.yaml'}, env: {{JOB_ID: \"{job_id}\"}}, "
+            f"runFor: {run_for}}}\n")
+
+
+def _log(result: SimResult, job: str) -> list[dict[str, Any]]:
+    key = next(w.key for w in result.workloads if w.owner.endswith(f"/rayjob-tpu-v6e-dws-{job}"))
+    return [e for e in result.events if e["workload"] == key]
+
+
+def _first(events: list[dict[str, Any]], kind: str, **match: Any) -> dict[str, Any]:
+    return next(e for e in events if e["event"] == kind and all(e.get(k) == v for k, v in match.items()))
+
+
+def _pool_sizes(result: SimResult) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for e in result.events:
+        if e["event"] == "ScaledDown":
+            sizes[e["pool"]] = e["nodes"]
+    return sizes
+
+
+def test_guide_flow_with_node_pools(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 4, bootTime: 3m}
+      dws-pool: {queuedDelay: 30m}""", _job("1") + _job("2", "2s"))
+    job1, job2 = _log(result, "1"), _log(result, "2")
+    started1 = _first(job1, "Started")
+    assert started1["t"] == 180, "on-demand nodes boot in 3 minutes"
+    assert [n for n in started1["nodes"] if "on-demand-pool" in n] and len(started1["nodes"]) == 5
+    accepted = _first(job2, "ProvisioningRequest", state="Accepted")
+    provisioned = _first(job2, "ProvisioningRequest", state="Provisioned")
+    assert accepted["t"] == 2 and provisioned["t"] == 2 + 30 * 60
+    assert accepted["eta"] == provisioned["t"], "the Accepted request says when it expects its nodes"
+    assert _first(job2, "Admitted")["t"] == provisioned["t"]
+    assert sum("dws-pool" in n for n in _first(job2, "Started")["nodes"]) == 4
+    assert _first(job2, "Finished")["t"] == provisioned["t"] + 600
+    assert _pool_sizes(result) == {"on-demand-pool": 0, "dws-pool": 0}
+    scaled = {e["pool"]: e["t"] for e in result.events if e["event"] == "ScaledDown"}
+    assert scaled == {"on-demand-pool": 180 + 600 + 600, "dws-pool": provisioned["t"] + 600 + 600}
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_plan_a_stocked_out_for_six_hours(tmp_path: Path, fallback: bool) -> None:
+    result = _scenario(tmp_path, f"""    cloud:
+      on-demand-pool: {{stockouts: [{{from: 0s, to: 6h}}], bootTime: 3m}}
+      dws-pool: {{queuedDelay: 30m}}
+    fallback: {str(fallback).lower()}""", _job("1"), until="8h")
+    job1 = _log(result, "1")
+    reserved = [e for e in job1 if e["event"] == "QuotaReserved"]
+    assert set(reserved[0]["podSets"]["tpu-group"].values()) == {"on-demand"}
+    if fallback:
+        fell = _first(job1, "Fallback")
+        assert fell["t"] == 0 and fell["flavor"] == "on-demand", "a stock-out answer counts at once"
+        assert set(reserved[1]["podSets"]["tpu-group"].values()) == {"dws"}
+        assert reserved[1]["t"] == 0
+        assert _first(job1, "Admitted", t=1800)
+        started = _first(job1, "Started")
+        assert started["t"] == 1800 and all("dws-pool" in n or "default-pool" in n for n in started["nodes"])
+    else:
+        assert not [e for e in job1 if e["event"] == "Fallback"]
+        waiting = _first(job1, "NodesUnavailable")
+        assert waiting["t"] == 0 and "capacity may return in 6h" in waiting["reason"]
+        started = _first(job1, "Started")
+        assert started["t"] == 6 * HOUR + 180, "Kueue-compatible: waits on on-demand until the stock-out ends"
+        assert len(reserved) == 1
+
+
+def test_dws_never_fulfilled_is_retried_then_deactivated(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 4, bootTime: 3m}
+      dws-pool: {queuedDelay: never}""", _job("1", run_for="60d") + _job("2", "2s"), until="40d")
+    job2 = _log(result, "2")
+    failed = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Failed"]
+    accepted = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Accepted"]
+    assert len(accepted) == 4 and len(failed) == 4, "the first try and 3 retries"
+    assert [f - a for a, f in zip(accepted, failed, strict=True)] == [7 * DAY] * 4
+    assert [a - f for f, a in zip(failed, accepted[1:], strict=False)] == [60, 120, 240], "60 s x 2^(n-1)"
+    deactivated = _first(job2, "Deactivated")
+    assert deactivated["t"] == failed[-1] and "dws-prov" in deactivated["reason"]
+    assert not [e for e in job2 if e["event"] == "Admitted"]
+
+
+def test_flex_start_nodes_expire_and_the_workload_is_requeued(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 4}
+      dws-pool: {queuedDelay: 10m}""".replace(
+        "queuedProvisioning: true}}", "queuedProvisioning: true}}"),
+        _job("1", run_for="30d") + _job("2", "2s", run_for="10d"), until="9d")
+    job2 = _log(result, "2")
+    first_start = _first(job2, "Started")["t"]
+    evicted = _first(job2, "Evicted")
+    assert evicted["t"] == first_start + 7 * DAY and "maxRunDuration" in evicted["reason"]
+    expired = next(e for e in result.events if e["event"] == "NodesExpired")
+    assert expired["t"] == evicted["t"] and expired["pool"] == "dws-pool"
+    again = [e for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Accepted"]
+    assert len(again) == 2 and again[1]["t"] == evicted["t"], "requeued: a new request for fresh nodes"
+
+
+
+
+def test_max_nodes_not_a_slice_multiple(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("""apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {name: bad}
+spec:
+  capacity:
+    pools:
+      - {name: p, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 3}
+      - {name: q, machineType: ct6e-standard-4t, maxNodes: 4, queuedProvisioning: true, autoscaling: false}
+""")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert "spec.capacity.pools[0]" in str(info.value) and "--max-nodes=3 is not a multiple" in str(info.value)
+    path.write_text(path.read_text().replace("maxNodes: 3", "maxNodes: 4"))
+    with pytest.raises(ScenarioError, match="requires --enable-autoscaling"):
+        load_scenario(path)
