@@ -15,7 +15,7 @@ from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.scheduler.model import Toleration
 
-__all__ = ["Cluster", "PodGroup", "Placement"]
+__all__ = ["Cluster", "Placement", "PodGroup"]
 
 
 @dataclass(frozen=True, slots=True)

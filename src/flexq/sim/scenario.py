@@ -33,12 +33,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, decode_input, load_documents
-from flexq.capacity.catalog import UnknownMachineType, machine_type
-from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
-from flexq.capacity.pools import NodePoolSpec
 from flexq.api.envsubst import find_placeholders, substitute
 from flexq.api.errors import FieldError, InputError, InvalidObject
 from flexq.api.validation import schema_errors
+from flexq.capacity.catalog import UnknownMachineType, machine_type
+from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
+from flexq.capacity.pools import NodePoolSpec
 from flexq.sim.durations import DurationError, parse_duration
 
 __all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_scenario"]
