@@ -11,7 +11,7 @@ from typing import Final
 
 from pydantic import BaseModel
 
-from flexq.api.models import core, kueue, ray
+from flexq.api.models import core, flexq, kueue, ray
 
 __all__ = ["KINDS", "Column", "KindInfo", "UnknownKind", "by_gvk", "by_resource", "resolve"]
 
@@ -172,6 +172,23 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("Object", "#involved"),
         Column("Message", ".message"),
     ), status_subresource=False),
+    KindInfo("flexq.dev", ("v1alpha1",), "Cluster", "clusters", "cluster", False, flexq.Cluster, (), (
+        Column("Location", ".spec.location"),
+        Column("Machine Type", ".spec.machineType"),
+        Column("Status", ".status.status"),
+        _AGE,
+    )),
+    KindInfo("flexq.dev", ("v1alpha1",), "NodePool", "nodepools", "nodepool", False, flexq.NodePool, ("np",), (
+        Column("Cluster", ".spec.cluster"),
+        Column("Machine Type", ".spec.machineType"),
+        Column("Topology", ".spec.tpuTopology"),
+        Column("Flex Start", ".spec.flexStart"),
+        Column("Queued", ".spec.queuedProvisioning"),
+        Column("Min", ".spec.autoscaling.minNodeCount", "integer"),
+        Column("Max", ".spec.autoscaling.maxNodeCount", "integer"),
+        Column("Nodes", ".status.nodeCount", "integer"),
+        _AGE,
+    )),
     KindInfo("autoscaling.x-k8s.io", ("v1",), "ProvisioningRequest", "provisioningrequests",
              "provisioningrequest", True, core.ProvisioningRequest, ("provreq", "provreqs"), (
                  Column("Class", ".spec.provisioningClassName"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import uvicorn
 
+from flexq.capacity.gke import node_pool_webhook
 from flexq.clock import RealClock
 from flexq.controller.queue import QueueController
 from flexq.jobs.webhook import job_webhook
@@ -21,7 +22,7 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning") -> No
     """Serve on ``host:port`` until SIGINT/SIGTERM; the store is closed on the way out."""
     home.mkdir(parents=True, exist_ok=True)
     store = Store(home / "flexq.db")
-    service = ObjectService(store, hooks=[job_webhook])
+    service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
     controller = QueueController(service, RealClock())
     try:
         controller.start()

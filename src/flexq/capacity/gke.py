@@ -1,0 +1,102 @@
+"""Node pools as GKE describes them (the Container API's JSON, what gcloud prints), and back.
+
+One model, two front doors: ``flexq container node-pools ...`` and (later) the GKE API that the real
+gcloud talks to both store ``flexq.dev/v1alpha1`` NodePool objects; this module turns those objects into
+the GKE ``NodePool`` resource shape and into :class:`~flexq.capacity.pools.NodePoolSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flexq.api.errors import FieldError, InvalidObject
+from flexq.api.kinds import KindInfo
+from flexq.capacity.catalog import UnknownMachineType, machine_type
+from flexq.capacity.pools import NodePoolSpec
+
+__all__ = ["gke_node_pool", "node_pool_spec", "node_pool_webhook"]
+
+GKE_VERSION = "1.34.1-gke.1000"
+_AFFINITY = {"any": "ANY_RESERVATION", "none": "NO_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
+
+
+def node_pool_spec(obj: Mapping[str, Any]) -> NodePoolSpec:
+    """A stored NodePool to the capacity model (raises UnknownMachineType, ValueError for a bad topology)."""
+    spec = obj.get("spec") or {}
+    auto = spec.get("autoscaling") or {}
+    initial = int(spec.get("initialNodeCount") or 0)
+    enabled = bool(auto.get("enabled", False))
+    return NodePoolSpec(
+        name=obj["metadata"]["name"],
+        machine=machine_type(str(spec.get("machineType", ""))),
+        topology=spec.get("tpuTopology") or None,
+        min_nodes=int(auto.get("minNodeCount", 0)) if enabled else initial,
+        max_nodes=int(auto.get("maxNodeCount", 0)) if enabled else initial,
+        initial_nodes=initial,
+        autoscaling=enabled,
+        flex_start=bool(spec.get("flexStart", False)),
+        queued_provisioning=bool(spec.get("queuedProvisioning", False)),
+        cluster=str(spec.get("cluster", "")),
+        location=str(spec.get("location") or ""),
+        max_run_seconds=float(spec["maxRunDurationSeconds"]) if spec.get("maxRunDurationSeconds") else None,
+    )
+
+
+def node_pool_webhook(service: object, info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """Refuse node pools gcloud would refuse (unknown machine type, bad slice sizes, queued w/o autoscaling)."""
+    if info.kind != "NodePool":
+        return
+    name = obj["metadata"].get("name", "")
+    try:
+        problems = node_pool_spec(obj).check()
+        field = "spec"
+    except UnknownMachineType as exc:
+        problems, field = [str(exc)], "spec.machineType"
+    except ValueError as exc:
+        problems, field = [str(exc)], "spec.tpuTopology"
+    if problems:
+        raise InvalidObject("request", 0, "NodePool", name, [FieldError(field, p) for p in problems])
+
+
+def gke_node_pool(obj: Mapping[str, Any], project: str = "", location: str = "") -> dict[str, Any]:
+    """The GKE Container API v1 NodePool resource for a stored NodePool."""
+    spec = obj.get("spec") or {}
+    pool = node_pool_spec(obj)
+    auto = spec.get("autoscaling") or {}
+    config: dict[str, Any] = {
+        "machineType": pool.machine.name,
+        "diskSizeGb": 100,
+        "diskType": "pd-balanced",
+        "imageType": "COS_CONTAINERD",
+        "labels": {},
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect.upper().replace("NOSCHEDULE", "NO_SCHEDULE")}
+                   for t in pool.taints()],
+        "reservationAffinity": {"consumeReservationType": _AFFINITY.get(
+            str(spec.get("reservationAffinity") or "any"), "ANY_RESERVATION")},
+    }
+    if pool.flex_start:
+        config["flexStart"] = True
+    where = location or str(spec.get("location") or "")
+    out: dict[str, Any] = {
+        "name": pool.name,
+        "config": config,
+        "initialNodeCount": pool.initial_nodes,
+        "autoscaling": {"enabled": bool(auto.get("enabled", False)),
+                        **({"minNodeCount": pool.min_nodes, "maxNodeCount": pool.max_nodes}
+                           if auto.get("enabled") else {})},
+        "management": {"autoRepair": True, "autoUpgrade": True},
+        "status": "RUNNING",
+        "version": GKE_VERSION,
+        "locations": [where] if where else [],
+        "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{where}/clusters/"
+                    f"{pool.cluster}/nodePools/{pool.name}",
+    }
+    if pool.topology:
+        out["placementPolicy"] = {"tpuTopology": pool.topology}
+    if pool.queued_provisioning:
+        out["queuedProvisioning"] = {"enabled": True}
+    status = obj.get("status") or {}
+    if "nodeCount" in status:
+        out["currentNodeCount"] = status["nodeCount"]
+    return out
