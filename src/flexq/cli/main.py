@@ -555,14 +555,36 @@ def kubeconfig(
 
 
 @app.command()
-def env() -> None:
-    """Print shell exports that point kubectl and flexq at the server: eval "$(flexq env)"."""
+def env(
+    project: Annotated[str, typer.Option(help="The gcloud project to use.")] = "demo",
+) -> None:
+    """Print shell exports that point kubectl, gcloud and flexq at the server: eval "$(flexq env)".
+
+    Your own gcloud and kubectl configuration is left alone: gcloud gets a configuration directory of
+    flexq's own (CLOUDSDK_CONFIG) and kubectl a kubeconfig of flexq's own (KUBECONFIG), both under FLEXQ_HOME.
+    """
     home = flexq_home()
-    path = home / "kubeconfig"
     home.mkdir(parents=True, exist_ok=True)
-    server_url = _state.get("server") or default_server_url()
-    path.write_text(_kubeconfig_text(server_url), encoding="utf-8")
-    typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={path}")
+    server_url = (_state.get("server") or default_server_url()).rstrip("/")
+    kubeconfig_path = home / "kubeconfig"
+    kubeconfig_path.write_text(_kubeconfig_text(server_url), encoding="utf-8")
+    gcloud = home / "gcloud"
+    (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
+    (gcloud / "active_config").write_text("default", encoding="utf-8")
+    (gcloud / "configurations" / "config_default").write_text(
+        "[core]\n"
+        f"project = {project}\n"
+        "disable_prompts = true\n"
+        "disable_usage_reporting = true\n"
+        "[auth]\n"
+        "disable_credentials = true\n"
+        "[component_manager]\n"
+        "disable_update_check = true\n"
+        "[api_endpoint_overrides]\n"
+        f"container = {server_url}/\n"
+        f"serviceusage = {server_url}/\n", encoding="utf-8")
+    typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={kubeconfig_path}\n"
+               f"export CLOUDSDK_CONFIG={gcloud}")
 
 
 @app.command()

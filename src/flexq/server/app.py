@@ -17,6 +17,7 @@ from flexq.api.errors import InputError, InvalidObject
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.server.discovery import version_info
 from flexq.server.errors import error_response, status_body
+from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.openapi import gv_document, root_document
@@ -50,7 +51,7 @@ class ApplyResponse(BaseModel):
     results: list[ApplyResult]
 
 
-def create_app(service: ObjectService) -> FastAPI:
+def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585") -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub)
@@ -62,6 +63,8 @@ def create_app(service: ObjectService) -> FastAPI:
 
     app = FastAPI(title="flexq", version=__version__, lifespan=lifespan,
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
+
+    app.include_router(gke_router(service, endpoint))
 
     @app.get("/version", include_in_schema=False)
     async def version() -> dict[str, str]:

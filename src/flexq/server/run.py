@@ -26,7 +26,7 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning") -> No
     controller = QueueController(service, RealClock())
     try:
         controller.start()
-        app = create_app(service)
+        app = create_app(service, f"{host}:{port}")
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     finally:

@@ -1,0 +1,252 @@
+"""The GKE Container API (v1) front door, as much as gcloud uses for the guide and common scripts.
+
+``gcloud config set api_endpoint_overrides/container http://HOST:PORT/`` sends every ``gcloud container``
+call here. Clusters and node pools are the same ``flexq.dev/v1alpha1`` objects that ``flexq container``
+manages; create and delete return Operations that are already DONE. Errors use Google's error body.
+Both path styles are served: ``projects/P/locations/L/...`` and the older ``projects/P/zones/Z/...``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from flexq.api.errors import ApiError, InvalidObject
+from flexq.api.kinds import resolve
+from flexq.capacity.gke import GKE_VERSION, gke_node_pool
+from flexq.objects.service import BadRequest, ObjectService
+from flexq.store import AlreadyExists, NotFound
+
+__all__ = ["gke_router"]
+
+_AFFINITY = {"NO_RESERVATION": "none", "ANY_RESERVATION": "any", "SPECIFIC_RESERVATION": "specific"}
+
+
+def _error(code: int, status: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, "status": status}}, status_code=code)
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _Operations:
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(int(time.time()))
+
+    def done(self, project: str, location: str, kind: str, target: str) -> dict[str, Any]:
+        name = f"operation-{next(self._ids)}-{abs(hash(target)) % 10**8:08d}"
+        base = f"https://container.googleapis.com/v1/projects/{project}/locations/{location}"
+        op = {"name": name, "zone": location, "location": location, "operationType": kind, "status": "DONE",
+              "selfLink": f"{base}/operations/{name}", "targetLink": f"{base}/{target}",
+              "startTime": _stamp(), "endTime": _stamp()}
+        self.items[name] = op
+        return op
+
+
+def gke_router(service: ObjectService, endpoint: str) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+    ops = _Operations()
+    clusters, pools = resolve("clusters.flexq.dev"), resolve("nodepool")
+
+    def cluster_resource(obj: dict[str, Any], project: str, location: str) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        node_pools = [gke_node_pool(p, project, location) for p in service.list_objects(pools, None)[0]
+                      if p["spec"]["cluster"] == name]
+        spec = obj.get("spec") or {}
+        return {
+            "name": name, "location": spec.get("location") or location, "zone": spec.get("location") or location,
+            "status": "RUNNING", "endpoint": endpoint, "initialClusterVersion": spec.get("version") or "1.34",
+            "currentMasterVersion": GKE_VERSION, "currentNodeVersion": GKE_VERSION,
+            "masterAuth": {"clusterCaCertificate": ""},
+            "nodePools": node_pools,
+            "currentNodeCount": sum(p.get("currentNodeCount", p.get("initialNodeCount", 0)) for p in node_pools),
+            "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
+            "createTime": obj["metadata"].get("creationTimestamp", ""),
+            "addonsConfig": {"rayOperatorConfig": {"enabled": True}},
+        }
+
+    def pool_object(body: dict[str, Any], cluster: str, location: str) -> dict[str, Any]:
+        config = body.get("config") or {}
+        auto = body.get("autoscaling") or {}
+        spec: dict[str, Any] = {
+            "cluster": cluster, "location": location, "machineType": config.get("machineType") or "e2-medium",
+            "initialNodeCount": int(body.get("initialNodeCount", 0)),
+            "autoscaling": {"enabled": bool(auto.get("enabled", False))},
+        }
+        if auto.get("enabled"):
+            spec["autoscaling"].update({"minNodeCount": int(auto.get("minNodeCount", 0)),
+                                        "maxNodeCount": int(auto.get("maxNodeCount", 0))})
+        topology = (body.get("placementPolicy") or {}).get("tpuTopology")
+        if topology:
+            spec["tpuTopology"] = topology
+        affinity = (config.get("reservationAffinity") or {}).get("consumeReservationType")
+        if affinity in _AFFINITY:
+            spec["reservationAffinity"] = _AFFINITY[affinity]
+        if config.get("flexStart"):
+            spec["flexStart"] = True
+        if (body.get("queuedProvisioning") or {}).get("enabled"):
+            spec["queuedProvisioning"] = True
+        return {"apiVersion": "flexq.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": body.get("name", "")},
+                "spec": spec}
+
+    def invalid(exc: Exception) -> JSONResponse:
+        if isinstance(exc, InvalidObject):
+            return _error(400, "INVALID_ARGUMENT", "; ".join(e.message for e in exc.errors))
+        if isinstance(exc, AlreadyExists):
+            return _error(409, "ALREADY_EXISTS", f"Already exists: {exc.key.name}.")
+        if isinstance(exc, NotFound):
+            return _error(404, "NOT_FOUND", f"Not found: {exc.key.name}.")
+        if isinstance(exc, BadRequest | ApiError):
+            return _error(400, "INVALID_ARGUMENT", str(exc))
+        raise exc
+
+    def get_cluster(name: str) -> dict[str, Any] | None:
+        try:
+            return service.get(clusters, None, name)
+        except NotFound:
+            return None
+
+    @router.get("/v1/projects/{project}/services/{service_name}")
+    async def service_usage(project: str, service_name: str) -> JSONResponse:
+        # gcloud asks Service Usage whether an API is enabled (e.g. for --enable-image-streaming): all are.
+        return JSONResponse({"name": f"projects/{project}/services/{service_name}", "state": "ENABLED",
+                             "parent": f"projects/{project}"})
+
+    for style in ("locations", "zones"):
+        base = f"/v1/projects/{{project}}/{style}/{{location}}"
+
+        @router.post(f"{base}/clusters")
+        async def create_cluster(project: str, location: str, request: Request) -> JSONResponse:
+            body = (await request.json()).get("cluster") or {}
+            name = str(body.get("name", ""))
+            node_config = body.get("nodeConfig") or {}
+            initial = int(body.get("initialNodeCount") or 0)
+            given = body.get("nodePools") or []
+            if given:
+                node_config = given[0].get("config") or node_config
+                initial = int(given[0].get("initialNodeCount") or initial)
+            machine = node_config.get("machineType") or "e2-medium"
+            obj = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+                   "spec": {"location": location, "project": project, "machineType": machine,
+                            "numNodes": initial or 3, "version": body.get("initialClusterVersion")}}
+            pool = pool_object({"name": (given[0].get("name") if given else None) or "default-pool",
+                                "config": {"machineType": machine}, "initialNodeCount": initial or 3}, name, location)
+            try:
+                with service.store.transaction():
+                    service.create(clusters, None, obj)
+                    service.create(pools, None, pool)
+            except Exception as exc:
+                return invalid(exc)
+            return JSONResponse(ops.done(project, location, "CREATE_CLUSTER", f"clusters/{name}"))
+
+        @router.get(f"{base}/clusters")
+        async def list_clusters(project: str, location: str) -> JSONResponse:
+            items = service.list_objects(clusters, None)[0]
+            return JSONResponse({"clusters": [cluster_resource(c, project, location) for c in items]})
+
+        @router.get(f"{base}/clusters/{{cluster}}")
+        async def get_cluster_route(project: str, location: str, cluster: str) -> JSONResponse:
+            obj = get_cluster(cluster)
+            if obj is None:
+                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                              f"{cluster}.")
+            return JSONResponse(cluster_resource(obj, project, location))
+
+        @router.delete(f"{base}/clusters/{{cluster}}")
+        async def delete_cluster(project: str, location: str, cluster: str) -> JSONResponse:
+            if get_cluster(cluster) is None:
+                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                              f"{cluster}.")
+            with service.store.transaction():
+                for pool in service.list_objects(pools, None)[0]:
+                    if pool["spec"]["cluster"] == cluster:
+                        service.delete(pools, None, pool["metadata"]["name"])
+                service.delete(clusters, None, cluster)
+            return JSONResponse(ops.done(project, location, "DELETE_CLUSTER", f"clusters/{cluster}"))
+
+        @router.post(f"{base}/clusters/{{cluster}}/nodePools")
+        async def create_pool(project: str, location: str, cluster: str, request: Request) -> JSONResponse:
+            if get_cluster(cluster) is None:
+                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                              f"{cluster}.")
+            body = (await request.json()).get("nodePool") or {}
+            try:
+                service.create(pools, None, pool_object(body, cluster, location))
+            except Exception as exc:
+                return invalid(exc)
+            return JSONResponse(ops.done(project, location, "CREATE_NODE_POOL",
+                                         f"clusters/{cluster}/nodePools/{body.get('name', '')}"))
+
+        @router.get(f"{base}/clusters/{{cluster}}/nodePools")
+        async def list_pools(project: str, location: str, cluster: str) -> JSONResponse:
+            items = [p for p in service.list_objects(pools, None)[0] if p["spec"]["cluster"] == cluster]
+            return JSONResponse({"nodePools": [gke_node_pool(p, project, location) for p in items]})
+
+        def find_pool(cluster: str, name: str) -> dict[str, Any] | None:
+            try:
+                pool = service.get(pools, None, name)
+            except NotFound:
+                return None
+            return pool if pool["spec"]["cluster"] == cluster else None
+
+        @router.get(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")
+        async def get_pool(project: str, location: str, cluster: str, pool: str) -> JSONResponse:
+            obj = find_pool(cluster, pool)
+            if obj is None:
+                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                              f"{cluster}/nodePools/{pool}.")
+            return JSONResponse(gke_node_pool(obj, project, location))
+
+        @router.delete(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")
+        async def delete_pool(project: str, location: str, cluster: str, pool: str) -> JSONResponse:
+            if find_pool(cluster, pool) is None:
+                return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
+            service.delete(pools, None, pool)
+            return JSONResponse(ops.done(project, location, "DELETE_NODE_POOL",
+                                         f"clusters/{cluster}/nodePools/{pool}"))
+
+        @router.post(f"{base}/clusters/{{cluster}}/nodePools/{{pool_action}}")
+        async def pool_action(project: str, location: str, cluster: str, pool_action: str,
+                              request: Request) -> JSONResponse:
+            pool, _, action = pool_action.partition(":")
+            obj = find_pool(cluster, pool)
+            if obj is None:
+                return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
+            body = await request.json()
+            spec = obj["spec"]
+            if action == "setAutoscaling":
+                auto = body.get("autoscaling") or {}
+                spec["autoscaling"] = {"enabled": bool(auto.get("enabled")),
+                                       **({"minNodeCount": int(auto.get("minNodeCount", 0)),
+                                           "maxNodeCount": int(auto.get("maxNodeCount", 0))}
+                                          if auto.get("enabled") else {})}
+            elif action == "setSize":
+                spec["initialNodeCount"] = int(body.get("nodeCount", 0))
+            else:
+                return _error(400, "INVALID_ARGUMENT", f"unknown node pool action {action!r}")
+            try:
+                service.replace(pools, None, pool, obj)
+            except Exception as exc:
+                return invalid(exc)
+            kind = "SET_NODE_POOL_SIZE" if action == "setSize" else "UPDATE_CLUSTER"
+            return JSONResponse(ops.done(project, location, kind, f"clusters/{cluster}/nodePools/{pool}"))
+
+        @router.get(f"{base}/operations/{{operation}}")
+        async def get_operation(project: str, location: str, operation: str) -> JSONResponse:
+            op = ops.items.get(operation)
+            if op is None:
+                return _error(404, "NOT_FOUND", f"Not found: operation {operation}.")
+            return JSONResponse(op)
+
+        @router.get(f"{base}/operations")
+        async def list_operations(project: str, location: str) -> JSONResponse:
+            return JSONResponse({"operations": list(ops.items.values())})
+
+    return router
