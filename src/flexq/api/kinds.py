@@ -165,6 +165,13 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("Status", ".status.phase"),
         _AGE,
     ), verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
+    KindInfo("", ("v1",), "Node", "nodes", "node", False, core.Node, ("no",), (
+        Column("Status", "#node-status"),
+        Column("Roles", "#node-roles"),
+        _AGE,
+        Column("Version", ".status.nodeInfo.kubeletVersion"),
+        Column("Pool", "#node-pool", priority=1),
+    )),
     KindInfo("", ("v1",), "Event", "events", "event", True, core.Event, ("ev",), (
         Column("Last Seen", ".lastTimestamp", "date"),
         Column("Type", ".type"),

@@ -522,13 +522,17 @@ def server(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
     home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
+    capacity: Annotated[Path | None, typer.Option(
+        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
 ) -> None:
-    """Serve the Kubernetes API and flexq's API until interrupted."""
+    """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.server.run import serve
+    from flexq.sim.scenario import load_capacity
 
     state = home or flexq_home()
+    config = load_capacity(capacity) if capacity is not None else None
     typer.echo(f"flexq server on http://{host}:{port} (state in {state})", err=True)
-    serve(state, host, port, log_level=log_level)
+    serve(state, host, port, log_level=log_level, capacity=config)
 
 
 def _kubeconfig_text(server_url: str) -> str:
@@ -617,7 +621,7 @@ def simulate(
 
 
 def _summary_table(summary: dict[str, Any]) -> str:
-    from flexq.sim.durations import format_seconds
+    from flexq.durations import format_seconds
 
     header = ["WORKLOAD", "QUEUE", "STATE", "SUBMITTED", "ADMITTED", "FINISHED", "WAIT", "FLAVORS"]
     rows = [header]

@@ -28,7 +28,10 @@ from typing import Any, Final
 
 from flexq.api.errors import ApiError
 from flexq.api.kinds import KindInfo, by_resource, resolve
+from flexq.capacity.cloud import EmulatedCloud
+from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
+from flexq.controller.capacity import LiveCapacity
 from flexq.controller.jobs import finished, inject, restore, templates
 from flexq.controller.objects import JOB_UID_LABEL, render_status, workload_from_object, workload_object
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
@@ -44,12 +47,12 @@ __all__ = ["QueueController"]
 log = logging.getLogger("flexq.controller")
 
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
-                                  "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass"})
+                                  "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass", "NodePool"})
 _COMPONENT: Final = "flexq-queue-controller"
 
 
 class QueueController:
-    def __init__(self, service: ObjectService, clock: Clock) -> None:
+    def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None) -> None:
         self.service = service
         self.store = service.store
         self.clock = clock
@@ -62,6 +65,8 @@ class QueueController:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
+        self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
+                                     capacity or CapacityConfig((), EmulatedCloud()), clock, self._log)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self.store.subscribe(lambda _changes: self._wake.set())
@@ -81,8 +86,8 @@ class QueueController:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            nxt = self.scheduler.next_requeue()
-            timeout = 5.0 if nxt is None else max(0.05, min(5.0, nxt - self.clock.now()))
+            times = [t for t in (self.scheduler.next_requeue(), self.capacity.timers.next_at()) if t is not None]
+            timeout = 5.0 if not times else max(0.02, min(5.0, min(times) - self.clock.now()))
             self._wake.wait(timeout)
             self._wake.clear()
             if self._stop.is_set():
@@ -104,6 +109,7 @@ class QueueController:
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
         self.priorities = {o["metadata"]["name"]: int(o.get("value", 0)) for o in by_kind["WorkloadPriorityClass"]}
         self.scheduler.configure(build_config(by_kind))
+        self.capacity.configure(by_kind)
         for wl in self.scheduler.workloads.values():
             if wl.admission is None:
                 wl.cluster_queue = self.local_queues.get((wl.namespace, wl.queue), "")
@@ -126,6 +132,11 @@ class QueueController:
             for kind in ("RayJob", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
+            driver = self.capacity.driver
+            if driver is not None:
+                for wl in list(self.scheduler.workloads.values()):
+                    if wl.state is WorkloadState.ADMITTED:
+                        driver.try_start(wl.key)  # nodes do not survive a restart: ask for them again
             self._schedule_and_write()
 
     def sync(self) -> None:
@@ -162,6 +173,7 @@ class QueueController:
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
             if change.type is ChangeType.DELETED:
                 self._log(self.scheduler.delete(key, self.clock.now()))
+                self.capacity.release(key)
             elif key not in self.scheduler.workloads:
                 self._remember(obj)
                 wl = workload_from_object(obj, self.local_queues)
@@ -221,6 +233,7 @@ class QueueController:
         if wl is None:
             return
         self._log(self.scheduler.delete(wl.key, self.clock.now()))
+        self.capacity.release(wl.key)
         self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
         with contextlib.suppress(NotFound):
             self.store.delete(self._wl_key(wl))
@@ -262,9 +275,17 @@ class QueueController:
         self._pending_events.extend(events)
 
     def _schedule_and_write(self) -> None:
+        self.capacity.timers.run_due()
         now = self.clock.now()
-        self._pending_events = [*self._pending_events, *self.scheduler.schedule(now)]
-        events, self._pending_events = self._pending_events, []
+        events: list[Event] = []
+        for _ in range(100):
+            self._pending_events += self.scheduler.schedule(now)
+            batch, self._pending_events = self._pending_events, []
+            if not batch:
+                break
+            for event in batch:
+                self.capacity.handle(event)  # may evict, set checks, or log more events
+            events += batch
         touched: dict[str, list[Event]] = {}
         for event in events:
             touched.setdefault(event.workload, []).append(event)
@@ -273,6 +294,7 @@ class QueueController:
             wl = self.scheduler.workloads.get(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
+        self.capacity.write()
         self._write_queue_status()
 
     def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:

@@ -118,6 +118,20 @@ def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
     return message if len(message) <= 100 else message[:97] + "..."
 
 
+def _node_status(obj: dict[str, Any], now: datetime) -> str:
+    ready = next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    status = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    return status + (",SchedulingDisabled" if obj.get("spec", {}).get("unschedulable") else "")
+
+
+def _node_roles(obj: dict[str, Any], now: datetime) -> str:
+    return "<none>"
+
+
+def _node_pool(obj: dict[str, Any], now: datetime) -> str:
+    return str((obj["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", ""))
+
+
 _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#job-status": _job_status,
     "#completions": _completions,
@@ -126,6 +140,9 @@ _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#involved": _involved,
     "#wl-flavors": _wl_flavors,
     "#wl-reason": _wl_reason,
+    "#node-status": _node_status,
+    "#node-roles": _node_roles,
+    "#node-pool": _node_pool,
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import uvicorn
 
+from flexq.capacity.config import CapacityConfig
 from flexq.capacity.gke import node_pool_webhook
 from flexq.clock import RealClock
 from flexq.controller.queue import QueueController
@@ -18,12 +19,13 @@ from flexq.store import Store
 __all__ = ["serve"]
 
 
-def serve(home: Path, host: str, port: int, *, log_level: str = "warning") -> None:
+def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
+          capacity: CapacityConfig | None = None) -> None:
     """Serve on ``host:port`` until SIGINT/SIGTERM; the store is closed on the way out."""
     home.mkdir(parents=True, exist_ok=True)
     store = Store(home / "flexq.db")
     service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
-    controller = QueueController(service, RealClock())
+    controller = QueueController(service, RealClock(), capacity)
     try:
         controller.start()
         app = create_app(service, f"{host}:{port}")

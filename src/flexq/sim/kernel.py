@@ -28,6 +28,9 @@ class Kernel:
         self._heap: list[_Item] = []
         self._seq = itertools.count()
 
+    def now(self) -> float:
+        return self.clock.now()
+
     def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
         heapq.heappush(self._heap, _Item(max(at, self.clock.now()), priority, next(self._seq), action))
 

@@ -38,10 +38,11 @@ from flexq.api.errors import FieldError, InputError, InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
+from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import NodePoolSpec
-from flexq.sim.durations import DurationError, parse_duration
+from flexq.durations import DurationError, parse_duration
 
-__all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_scenario"]
+__all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario"]
 
 Duration = StrictStr | StrictInt | float
 
@@ -145,18 +146,6 @@ class Check:
     check: str
     state: str
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityConfig:
-    """``spec.capacity``: node pools, the emulated cloud behind them, and how the autoscaler behaves."""
-
-    pools: tuple[NodePoolSpec, ...]
-    cloud: EmulatedCloud
-    provisioning_timeout: float = 300.0
-    fallback: bool = True
-    fallback_cooldown: float = 1800.0
-    scale_down_after: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +257,7 @@ def _delay(value: Any, doc: Document, path: str) -> Any:
     return _duration(value, doc, path)
 
 
-def _capacity(raw: _Capacity, doc: Document) -> CapacityConfig:
-    base = "spec.capacity"
+def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> CapacityConfig:
     pools = []
     for i, p in enumerate(raw.pools or []):
         where = f"{base}.pools[{i}]"
@@ -310,3 +298,21 @@ def _capacity(raw: _Capacity, doc: Document) -> CapacityConfig:
 
 
 __all__ += ["FieldError"]
+
+
+def load_capacity(path: Path) -> CapacityConfig:
+    """A capacity file for the live server: the format of a scenario's ``spec.capacity``."""
+    source = str(path)
+    docs = load_documents(_read(path, source), source)
+    if len(docs) != 1:
+        raise ScenarioError(source, "expected one YAML document (the format of a scenario's spec.capacity)")
+    doc = Document({"capacity": docs[0].obj}, source, 0, docs[0].line,
+                   {f"capacity.{k}" if k else "capacity": v for k, v in docs[0].lines.items()})
+
+    class _File(_Model):
+        capacity: _Capacity
+
+    errors = schema_errors(_File, doc)
+    if errors:
+        raise InvalidObject(source, 0, "capacity", "", errors)
+    return _capacity(_File.model_validate(doc.obj).capacity, doc, "capacity")

@@ -69,3 +69,7 @@ class ProvisioningRequestSpec(K8sModel):
 
 class ProvisioningRequest(TopLevel):
     spec: ProvisioningRequestSpec
+
+
+class Node(TopLevel):
+    spec: dict[str, Any] | None = None

@@ -1,4 +1,4 @@
-"""Capacity in virtual time: nodes for admitted workloads, DWS ProvisioningRequests, and fallback.
+"""Capacity for admitted workloads: nodes, DWS ProvisioningRequests, and fallback, on any clock.
 
 The driver reacts to the scheduler's events:
 
@@ -20,19 +20,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.pools import Node
+from flexq.capacity.config import CapacityConfig
+from flexq.capacity.pools import Node, NodePoolSpec
+from flexq.durations import format_seconds
 from flexq.objects.queue_status import PROVISIONING_CONTROLLER
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
-from flexq.sim.durations import format_seconds
-from flexq.sim.kernel import Kernel
-from flexq.sim.scenario import CapacityConfig
 
-__all__ = ["CapacityDriver", "ProvisioningSettings"]
+__all__ = ["CapacityDriver", "ProvisioningSettings", "Timers", "provisioning_settings"]
+
+
+class Timers(Protocol):
+    """Time and deferred actions: the simulator's event kernel, or the live controller's timer heap."""
+
+    def now(self) -> float: ...
+
+    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None: ...
 
 PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
 _CAPACITY = 1  # kernel priority: after finishes (0), before submissions
@@ -69,7 +76,7 @@ def provisioning_settings(objects: dict[str, list[dict[str, Any]]]) -> dict[str,
 
 
 class CapacityDriver:
-    def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Kernel,
+    def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
                  log: Callable[[list[dict[str, Any]] | list[Event]], None], start: Callable[[str, float], None],
                  provisioning: dict[str, ProvisioningSettings]) -> None:
         self.config = config
@@ -86,10 +93,16 @@ class CapacityDriver:
         self.running: set[str] = set()
         self.cluster.start_with_initial_nodes()
 
+    def set_pools(self, pools: list[NodePoolSpec]) -> None:
+        """The node pools changed (created, updated, deleted): keep the nodes of pools that remain."""
+        self.cluster.pools = {p.name: p for p in pools}
+        for name in [n.name for n in self.cluster.nodes.values() if n.pool not in self.cluster.pools]:
+            del self.cluster.nodes[name]
+
     # --- helpers -----------------------------------------------------------------------------------
 
     def _now(self) -> float:
-        return self.kernel.clock.now()
+        return self.kernel.now()
 
     def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None:
         self.log([{"t": self._now(), "event": event, "workload": workload,
@@ -147,6 +160,10 @@ class CapacityDriver:
             self.try_start(key)
         elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
             self._release(key)
+
+    def release(self, key: str) -> None:
+        """The workload is gone (deleted) or stopped: its pods leave their nodes."""
+        self._release(key)
 
     def _release(self, key: str) -> None:
         self.tokens[key] = self._token(key) + 1

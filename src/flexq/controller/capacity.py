@@ -1,0 +1,218 @@
+"""Capacity in the live server: the same driver as the simulator, on the real clock, mirrored in the store.
+
+Node pools come from NodePool objects (made by ``flexq container`` or the real gcloud); the emulated
+cloud's behaviour from the server's capacity file. What the driver does is written back so that the
+tools show it: ``v1`` Node objects for every node (labels, taints, allocatable, Ready), NodePool
+``status.nodeCount``, ``autoscaling.x-k8s.io/v1`` ProvisioningRequests with their conditions, and Events
+on the workloads (ScaledUp, ProvisioningRequest, Fallback, NodesUnavailable, Started, ...).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from flexq.api.quantity import Quantity
+from flexq.capacity.config import CapacityConfig
+from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.gke import node_pool_spec
+from flexq.clock import Clock
+from flexq.objects.conditions import set_condition
+from flexq.scheduler.events import Event
+from flexq.scheduler.scheduler import Scheduler
+from flexq.store import Key, NotFound, Store, record_event, rfc3339
+
+__all__ = ["LiveCapacity", "LiveTimers"]
+
+_COMPONENT: Final = "flexq-autoscaler"
+_MANAGED: Final = "flexq.dev/managed-node"
+
+
+@dataclass(order=True)
+class _Timer:
+    at: float
+    priority: int
+    seq: int
+    action: Callable[[], None] = field(compare=False)
+
+
+class LiveTimers:
+    """Deferred actions on the real clock, run by the controller's loop when due."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._heap: list[_Timer] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
+        heapq.heappush(self._heap, _Timer(at, priority, next(self._seq), action))
+
+    def run_due(self) -> None:
+        now = self.clock.now()
+        while self._heap and self._heap[0].at <= now:
+            heapq.heappop(self._heap).action()
+
+    def next_at(self) -> float | None:
+        return self._heap[0].at if self._heap else None
+
+
+def _quantity(resource: str, milli: int) -> str:
+    from fractions import Fraction
+
+    return Quantity(Fraction(milli, 1000), binary=resource == "memory").canonical()
+
+
+class LiveCapacity:
+    def __init__(self, store: Store, scheduler: Callable[[], Scheduler], config: CapacityConfig, clock: Clock,
+                 emit: Callable[[list[Event]], None]) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.config = config
+        self.timers = LiveTimers(clock)
+        self.emit = emit
+        self.driver: CapacityDriver | None = None
+        self.notes: list[dict[str, Any]] = []
+
+    def configure(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        pools = []
+        for obj in objects.get("NodePool", []):
+            try:
+                pools.append(node_pool_spec(obj))
+            except (LookupError, ValueError):
+                continue  # refused at admission; an old object is simply not modelled
+        pools += [p for p in self.config.pools if p.name not in {q.name for q in pools}]
+        if not pools:
+            self.driver = None
+            return
+        if self.driver is None:
+            self.driver = CapacityDriver(CapacityConfig(tuple(pools), self.config.cloud,
+                                                        self.config.provisioning_timeout, self.config.fallback,
+                                                        self.config.fallback_cooldown, self.config.scale_down_after),
+                                         self.scheduler(), self.timers, self._log, lambda _key, _t: None,
+                                         provisioning_settings(objects))
+        else:
+            self.driver.scheduler = self.scheduler()
+            self.driver.provisioning = provisioning_settings(objects)
+            self.driver.set_pools(pools)
+
+    def _log(self, events: list[dict[str, Any]] | list[Event]) -> None:
+        for event in events:
+            if isinstance(event, Event):
+                self.emit([event])
+            else:
+                self.notes.append(event)
+
+    def release(self, key: str) -> None:
+        if self.driver is not None:
+            self.driver.release(key)
+
+    def handle(self, event: Event) -> None:
+        if self.driver is not None:
+            self.driver.handle(event)
+
+    # --- writing what happened -----------------------------------------------------------------------
+
+    def write(self) -> None:
+        notes, self.notes = self.notes, []
+        if self.driver is None and not notes:
+            return
+        with self.store.transaction():
+            for note in notes:
+                self._write_note(note)
+            self._sync_nodes()
+
+    def _workload(self, key: str) -> dict[str, Any] | None:
+        if not key:
+            return None
+        namespace, _, name = key.partition("/")
+        try:
+            return self.store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
+        except NotFound:
+            return None
+
+    def _write_note(self, note: dict[str, Any]) -> None:
+        workload = self._workload(str(note.get("workload", "")))
+        event = str(note["event"])
+        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired") or \
+            note.get("state") == "Failed"
+        if workload is not None:
+            record_event(self.store, workload, event, str(note.get("reason", "")),
+                         type="Warning" if warning else "Normal", component=_COMPONENT)
+        if event == "ProvisioningRequest" and workload is not None:
+            self._provisioning_request(workload, note)
+
+    def _provisioning_request(self, workload: dict[str, Any], note: dict[str, Any]) -> None:
+        name = str(note["request"])
+        namespace = workload["metadata"].get("namespace", "default")
+        key = Key("autoscaling.x-k8s.io", "provisioningrequests", namespace, name)
+        now = rfc3339(datetime.now(UTC))
+        try:
+            obj = self.store.get(key)
+        except NotFound:
+            obj = self.store.create(key, {
+                "apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                "metadata": {"name": name, "namespace": namespace, "ownerReferences": [{
+                    "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                    "name": workload["metadata"]["name"], "uid": workload["metadata"].get("uid", ""),
+                    "controller": True}]},
+                "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+                         "podSets": [{"podTemplateRef": {"name": f"ppt-{name}"}, "count": 1}]},
+            })
+        status = dict(obj.get("status") or {})
+        state = str(note.get("state"))
+        message = str(note.get("reason", ""))
+        if state == "Accepted":
+            set_condition(status, "Accepted", True, "Accepted", message, now=now)
+            set_condition(status, "Provisioned", False, "Waiting", message, now=now)
+        elif state == "Provisioned":
+            set_condition(status, "Provisioned", True, "Provisioned", message, now=now)
+        elif state == "Failed":
+            set_condition(status, "Failed", True, "Failed", message, now=now)
+        self.store.update(key, {**obj, "status": status}, subresource="status")
+
+    def _sync_nodes(self) -> None:
+        nodes = self.driver.cluster.nodes if self.driver is not None else {}
+        stored = {o["metadata"]["name"]: o for o in self.store.list_objects("", "nodes")[0]
+                  if (o["metadata"].get("labels") or {}).get(_MANAGED)}
+        now = self.timers.now()
+        for name, node in nodes.items():
+            ready = node.ready(now)
+            status = {
+                "capacity": {r: _quantity(r, v) for r, v in node.allocatable.items()},
+                "allocatable": {r: _quantity(r, v) for r, v in node.allocatable.items()},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                "reason": "KubeletReady" if ready else "NodeBooting",
+                                "message": "node is ready" if ready else "the node is booting",
+                                "lastTransitionTime": rfc3339(datetime.fromtimestamp(
+                                    node.ready_at if ready else node.created, UTC))}],
+                "nodeInfo": {"kubeletVersion": "v1.34.1-gke.1000", "architecture": "amd64",
+                             "operatingSystem": "linux"},
+            }
+            old = stored.pop(name, None)
+            key = Key("", "nodes", "", name)
+            if old is None:
+                self.store.create(key, {"apiVersion": "v1", "kind": "Node",
+                                        "metadata": {"name": name, "labels": {**node.labels, _MANAGED: "true"}},
+                                        "spec": {"taints": [{"key": t.key, "value": t.value, "effect": t.effect}
+                                                            for t in node.taints]},
+                                        "status": status})
+            elif old.get("status") != status:
+                self.store.update(key, {**old, "status": status}, subresource="status")
+        for name in stored:
+            self.store.delete(Key("", "nodes", "", name))
+        counts: dict[str, int] = {}
+        for node in nodes.values():
+            counts[node.pool] = counts.get(node.pool, 0) + 1
+        for pool in self.store.list_objects("flexq.dev", "nodepools")[0]:
+            count = counts.get(pool["metadata"]["name"], 0)
+            if (pool.get("status") or {}).get("nodeCount") != count:
+                self.store.update(Key("flexq.dev", "nodepools", "", pool["metadata"]["name"]),
+                                  {**pool, "status": {**(pool.get("status") or {}), "nodeCount": count}},
+                                  subresource="status")

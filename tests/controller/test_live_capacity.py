@@ -1,0 +1,115 @@
+"""Capacity in the live server: node pools scale, DWS provisions, nodes appear as Node objects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server, guide_text, stop_server
+from tests.controller.test_live import _cond, _eventually, _workloads
+
+CAPACITY = """cloud:
+  on-demand-pool: {available: 4, bootTime: 1s}
+  dws-pool: {queuedDelay: 3s}
+  default-pool: {bootTime: 1s}
+provisioningTimeout: 10s
+scaleDownAfter: 2s
+"""
+
+
+@pytest.fixture
+def capacity_server(tmp_path: Path) -> Any:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(CAPACITY)
+    home = tmp_path / "home"
+    # start_server does not take extra flags: run the same way with --capacity.
+    from tests import conftest
+
+    port = conftest.free_port()
+    process = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home",
+                                str(home), "--capacity", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    srv = Server(f"http://127.0.0.1:{port}", home, process)
+    _eventually(lambda: _ok(srv))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def _ok(server: Server) -> None:
+    try:
+        assert httpx.get(server.url + "/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError as exc:
+        raise AssertionError(str(exc)) from None
+
+
+def _run(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                          text=True, env=server.env(), timeout=60, check=False)
+
+
+def _nodes(server: Server) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in httpx.get(server.url + "/api/v1/nodes").json()["items"]}
+
+
+def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
+    srv = capacity_server
+    assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
+                "--num-nodes=1").returncode == 0
+    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
+        made = _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
+                    "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
+                    "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
+        assert made.returncode == 0, made.stderr
+    assert _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).returncode == 0
+    for job_id in ("1", "2"):
+        assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+
+    def both_placed() -> dict[str, dict[str, Any]]:
+        nodes = _nodes(srv)
+        pools = [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes.values()]
+        assert pools.count("on-demand-pool") == 4 and pools.count("dws-pool") == 4
+        assert all(n["status"]["conditions"][0]["status"] == "True" for n in nodes.values())
+        return nodes
+
+    nodes = _eventually(both_placed)
+    dws_node = next(n for n in nodes.values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "dws-pool")
+    assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"} in dws_node["spec"]["taints"]
+    assert dws_node["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] == "4x4"
+    assert dws_node["status"]["allocatable"]["google.com/tpu"] == "4"
+    wls = _workloads(srv)
+    assert _cond(wls["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"
+    requests = httpx.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
+    (request,) = requests["items"]
+    assert request["metadata"]["name"].endswith("-dws-prov-1")
+    assert {c["type"]: c["status"] for c in request["status"]["conditions"]} == {"Accepted": "True",
+                                                                                 "Provisioned": "True"}
+    listed = httpx.get(srv.url + "/apis/flexq.dev/v1alpha1/nodepools").json()["items"]
+    pools = {p["metadata"]["name"]: p for p in listed}
+    assert pools["dws-pool"]["status"]["nodeCount"] == 4
+    events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+    reasons = {e["reason"] for e in events}
+    assert {"ScaledUp", "ProvisioningRequest", "Started"} <= reasons
+
+    # Jobs deleted: their nodes go idle and the pools scale back to zero (the default pool keeps its node).
+    for job_id in ("1", "2"):
+        assert _run(srv, "delete", "rayjob", f"rayjob-tpu-v6e-dws-{job_id}").returncode == 0
+    _eventually(lambda: _assert_only_default(_nodes(srv)))
+
+
+def _assert_only_default(nodes: dict[str, dict[str, Any]]) -> None:
+    assert [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes.values()] == ["default-pool"]
+
+
+def test_bad_capacity_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "capacity.yaml"
+    path.write_text("cloud:\n  dws-pool: {queuedDelay: soon}\n")
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--port", "1", "--capacity", str(path)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "capacity.cloud.dws-pool.queuedDelay" in proc.stderr
+    assert "Traceback" not in proc.stderr
