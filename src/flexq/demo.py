@@ -73,11 +73,24 @@ def main() -> None:
     }
     print(f"Starting flexq server on {url} (state in {home})", flush=True)
     server = subprocess.Popen(
-        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home)],
+        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home),
+         "--capacity", str(guide / "capacity-demo.yaml")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         _wait_ready(url, server, time.monotonic() + 30)
+        print("The administrator's steps (cluster.sh), with `flexq container` for `gcloud container`; the emulated "
+              "cloud has one 4x4 slice of Plan A and DWS answers in 8 seconds (capacity-demo.yaml).")
+        _run("flexq container clusters create tpu-cluster --cluster-version=1.34 --machine-type=n2-standard-16 "
+             "--location=us-east5-b --enable-image-streaming --addons=RayOperator --project=demo", env, guide)
+        pool_flags = ("--cluster=tpu-cluster --location=us-east5-b --machine-type=ct6e-standard-4t --tpu-topology=4x4 "
+                      "--reservation-affinity=none --enable-autoscaling")
+        _run(f"flexq container node-pools create on-demand-pool {pool_flags} --num-nodes=0 --min-nodes=0 "
+             "--max-nodes=4", env, guide)
+        _run(f"flexq container node-pools create dws-pool {pool_flags} --enable-queued-provisioning --flex-start "
+             "--num-nodes=0 --min-nodes=0 --max-nodes=4", env, guide)
+        _run('flexq container node-pools describe dws-pool --cluster=tpu-cluster --location=us-east5-b '
+             '--format="get(config.flexStart)"', env, guide)
         have_envsubst = shutil.which("envsubst") is not None
         if have_envsubst:
             _run("envsubst < dws-tpu-queue.yaml | flexq apply -f -", env, guide)
@@ -91,20 +104,24 @@ def main() -> None:
             else:
                 _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
             print(f"Submitted Job {job_id}")
-        time.sleep(1)  # the queue controller places both jobs
+        time.sleep(1.5)  # the queue controller places both jobs; Plan A's nodes boot
         _run("flexq get clusterqueues,localqueues,workloads,rayjobs", env, guide)
-        print("\nJob 1 took Plan A (on-demand); job 2 fell back to Plan B (dws) and waits for its dws-prov check.")
-        print("Until the emulated cloud provisions it, drive the check by hand, as the DWS controller would:")
-        _run("flexq check set rayjob/rayjob-tpu-v6e-dws-2 --check dws-prov --state Ready", env, guide)
-        time.sleep(1)
-        _run("flexq get workloads", env, guide)
-        _run("flexq describe localqueue user-queue", env, guide)
+        print("\nJob 1 took Plan A (on-demand) and its slice is booting; job 2 fell back to Plan B (dws): its "
+              "ProvisioningRequest waits for DWS.")
+        _run("flexq get provisioningrequests,nodes", env, guide)
+        time.sleep(9)
+        print("\nDWS delivered job 2's slice: its dws-prov check is Ready and it is admitted on dws-pool nodes.")
+        _run("flexq get workloads,provisioningrequests,nodepools", env, guide)
         if shutil.which("kubectl"):
             _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
             _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
+        if shutil.which("gcloud"):
+            _run('eval "$(flexq env)"; gcloud container node-pools list --cluster=tpu-cluster '
+                 '--location=us-east5-b', env, guide)
+        _run("flexq simulate scenario-capacity.yaml", env, guide)
         _run("flexq simulate scenario.yaml", env, guide)
-        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, and admitted; the same flow "
-              "replayed in virtual time.")
+        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, given nodes and admitted; the same "
+              "flow replayed in virtual time, with the guide's real timings (DWS after 30 minutes).")
     finally:
         server.terminate()
         try:

@@ -95,6 +95,8 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
     reasons = {e["reason"] for e in events}
     assert {"ScaledUp", "ProvisioningRequest", "Started"} <= reasons
+    accepted = next(e for e in events if e["reason"] == "ProvisioningRequest" and "Accepted" in e["message"])
+    assert "waiting for 4 ct6e-standard-4t node(s) in dws-pool; expected in 3s" in accepted["message"]
 
     # Jobs deleted: their nodes go idle and the pools scale back to zero (the default pool keeps its node).
     for job_id in ("1", "2"):

@@ -78,7 +78,7 @@ def provisioning_settings(objects: dict[str, list[dict[str, Any]]]) -> dict[str,
 class CapacityDriver:
     def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
                  log: Callable[[list[dict[str, Any]] | list[Event]], None], start: Callable[[str, float], None],
-                 provisioning: dict[str, ProvisioningSettings]) -> None:
+                 provisioning: dict[str, ProvisioningSettings], *, virtual: bool = False) -> None:
         self.config = config
         self.cluster = Cluster(config.pools, config.cloud)
         self.scheduler = scheduler
@@ -87,6 +87,8 @@ class CapacityDriver:
         self.start = start
         self.provisioning = provisioning
         self.failures: dict[tuple[str, str], int] = {}
+        self._virtual = virtual
+        """In virtual time, reasons name the moment (t=...); in real time they say how long."""
         self.tokens: dict[str, int] = {}
         """Bumped whenever a workload's capacity story restarts (evicted, finished): stale timers are ignored."""
         self.waiting_since: dict[str, float] = {}
@@ -189,6 +191,7 @@ class CapacityDriver:
             self.running.add(key)
             self.waiting_since.pop(key, None)
             nodes = sorted({n for names in placement.bindings.values() for n in names})
+            wl.pending_reason = ""
             self._note("Started", key, f"pods bound to {len(nodes)} node(s)" if nodes else "pods running",
                        nodes=nodes)
             self.start(key, now)
@@ -210,6 +213,9 @@ class CapacityDriver:
                 booting.append(ready)
                 self._note("ScaledUp", key, f"node pool {pool_name}: {len(created)} node(s) requested, ready in "
                            f"{format_seconds(ready - now)}", pool=pool_name, nodes=len(created))
+                wl.pending_reason = (f"waiting for {len(created)} node(s) of {pool_name} to boot (ready at "
+                                     f"t={format_seconds(ready)})" if self._virtual else
+                                     f"waiting for {len(created)} node(s) of {pool_name} to boot")
                 continue
             self._unavailable(key, wl, pool_name, why)
             return
@@ -227,7 +233,10 @@ class CapacityDriver:
             return
         retry = self.cluster.cloud.next_change(pool_name, self.cluster.pools[pool_name].machine.name, now)
         eta = f"; capacity may return in {format_seconds(retry - now)}" if retry is not None else ""
-        self._note("NodesUnavailable", key, why + eta, pool=pool_name)
+        then = (f"; falls back to the next flavor in {format_seconds(deadline - now)}"
+                if self.config.fallback and flavor is not None else "")
+        self._note("NodesUnavailable", key, why + eta + then, pool=pool_name)
+        wl.pending_reason = f"nodes unavailable: {why}{eta}{then}"
         if retry is not None:
             self._later(retry, key, lambda: self.try_start(key))
         if self.config.fallback and flavor is not None and now < deadline:

@@ -623,14 +623,14 @@ def simulate(
 def _summary_table(summary: dict[str, Any]) -> str:
     from flexq.durations import format_seconds
 
-    header = ["WORKLOAD", "QUEUE", "STATE", "SUBMITTED", "ADMITTED", "FINISHED", "WAIT", "FLAVORS"]
+    header = ["WORKLOAD", "QUEUE", "STATE", "SUBMITTED", "ADMITTED", "STARTED", "FINISHED", "WAIT", "FLAVORS"]
     rows = [header]
     for row in summary["workloads"]:
         flavors = ",".join(f"{ps}={'/'.join(sorted(set(res.values())))}" for ps, res in (row["flavors"] or {}).items())
         def t(value: float | None) -> str:
             return "" if value is None else format_seconds(value)
         rows.append([row["workload"], row["clusterQueue"], row["state"], t(row["submitted"]), t(row["admitted"]),
-                     t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")])
+                     t(row["started"]), t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("   ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
 

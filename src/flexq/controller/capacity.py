@@ -119,6 +119,10 @@ class LiveCapacity:
 
     # --- writing what happened -----------------------------------------------------------------------
 
+    def touched(self) -> set[str]:
+        """Workloads whose story the notes since the last write changed."""
+        return {str(n.get("workload")) for n in self.notes if n.get("workload")}
+
     def write(self) -> None:
         notes, self.notes = self.notes, []
         if self.driver is None and not notes:

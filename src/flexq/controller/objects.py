@@ -178,7 +178,8 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         if wl.state is WorkloadState.ADMITTED:
             cond("Admitted", True, "Admitted", "The workload is admitted")
         else:
-            cond("Admitted", False, "UnsatisfiedAdmissionChecks", "The workload has not all checks ready")
+            cond("Admitted", False, "UnsatisfiedAdmissionChecks",
+                 wl.pending_reason or "The workload has not all checks ready")
         if find_condition(status, "Evicted") is not None:
             cond("Evicted", False, "QuotaReserved", "Previously: " + (find_condition(status, "Evicted") or {})
                  .get("reason", ""))
@@ -201,6 +202,10 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status["flavorsConsidered"] = _considered(assignment)
     else:
         status.pop("flavorsConsidered", None)
+    if wl.state is WorkloadState.ADMITTED and wl.pending_reason:
+        status["waitingFor"] = wl.pending_reason
+    else:
+        status.pop("waitingFor", None)
     return status
 
 

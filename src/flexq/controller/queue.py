@@ -286,7 +286,7 @@ class QueueController:
             for event in batch:
                 self.capacity.handle(event)  # may evict, set checks, or log more events
             events += batch
-        touched: dict[str, list[Event]] = {}
+        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched()}
         for event in events:
             touched.setdefault(event.workload, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))

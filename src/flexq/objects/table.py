@@ -108,10 +108,13 @@ def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
     if conditions.get("Finished", {}).get("status") == "True":
         return ""
     if conditions.get("Admitted", {}).get("status") == "True":
-        return ""
+        return str(status.get("waitingFor", ""))
     if obj.get("spec", {}).get("active") is False:
         return "deactivated"
     if conditions.get("QuotaReserved", {}).get("status") == "True":
+        message = str(conditions.get("Admitted", {}).get("message", ""))
+        if message and message != "The workload has not all checks ready":
+            return message
         waiting = [c["name"] for c in status.get("admissionChecks") or [] if c.get("state") != "Ready"]
         return "waiting for admission checks: " + ", ".join(waiting) if waiting else ""
     message = str(conditions.get("QuotaReserved", {}).get("message", ""))

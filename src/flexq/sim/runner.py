@@ -47,11 +47,14 @@ class SimResult:
             admitted = _first(self.events, wl.key, "Admitted")
             reserved = _first(self.events, wl.key, "QuotaReserved")
             finished = _first(self.events, wl.key, "Finished")
+            started = _first(self.events, wl.key, "Started")
+            running = started if started is not None else admitted
             flavors = _last_podsets(self.events, wl.key)
             rows.append({
                 "workload": wl.key, "job": wl.owner, "clusterQueue": wl.cluster_queue,
                 "submitted": _num(submitted), "quotaReserved": _num(reserved), "admitted": _num(admitted),
-                "finished": _num(finished), "wait": _num(admitted - submitted) if admitted is not None else None,
+                "started": _num(running), "finished": _num(finished),
+                "wait": _num(running - submitted) if running is not None else None,
                 "flavors": flavors, "state": wl.state.value, "pendingReason": wl.pending_reason or None,
             })
         return {"end": _num(self.end), "workloads": rows}
@@ -93,7 +96,7 @@ class _Run:
         self.driver: CapacityDriver | None = None
         if scenario.capacity is not None:
             self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,
-                                         provisioning_settings(objects))
+                                         provisioning_settings(objects), virtual=True)
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.run_for: dict[str, float | None] = {}
         self.finish_token: dict[str, int] = {}
