@@ -45,11 +45,13 @@ class Server:
         return {**os.environ, "FLEXQ_SERVER": self.url, "FLEXQ_HOME": str(self.home), **extra}
 
 
-def start_server(home: Path) -> Server:
+def start_server(home: Path, *extra: str) -> Server:
+    """A server process; jobs are not executed unless ``extra`` says ``--runtime ray``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    flags = list(extra) if "--runtime" in extra else ["--runtime", "none", *extra]
     process = subprocess.Popen(
-        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home)],
+        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30

@@ -32,7 +32,8 @@ def capacity_server(tmp_path: Path) -> Any:
 
     port = conftest.free_port()
     process = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home",
-                                str(home), "--capacity", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                str(home), "--capacity", str(path), "--runtime", "none"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     srv = Server(f"http://127.0.0.1:{port}", home, process)
     _eventually(lambda: _ok(srv))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -53,6 +54,27 @@ class Client:
         if response.status_code >= 400:
             raise CliError(_error_text(response))
         return response.json() if response.content else None
+
+
+    def request_text(self, method: str, url: str) -> str:
+        try:
+            response = self._http.request(method, url)
+        except httpx.ConnectError:
+            raise CliError(f"cannot reach the flexq server at {self.server} (connection refused).\n"
+                           "Start one with `flexq server`.") from None
+        if response.status_code >= 400:
+            raise CliError(_error_text(response))
+        return response.text
+
+    def stream_text(self, url: str, params: dict[str, str]) -> Iterator[str]:
+        try:
+            with self._http.stream("GET", url, params=params, timeout=None) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise CliError(_error_text(response))
+                yield from response.iter_text()
+        except httpx.ConnectError:
+            raise CliError(f"cannot reach the flexq server at {self.server} (connection refused).") from None
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -524,6 +524,8 @@ def server(
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
     capacity: Annotated[Path | None, typer.Option(
         help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
+    runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
+    = "ray",
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.server.run import serve
@@ -532,7 +534,9 @@ def server(
     state = home or flexq_home()
     config = load_capacity(capacity) if capacity is not None else None
     typer.echo(f"flexq server on http://{host}:{port} (state in {state})", err=True)
-    serve(state, host, port, log_level=log_level, capacity=config)
+    if runtime not in ("ray", "none"):
+        raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
+    serve(state, host, port, log_level=log_level, capacity=config, runtime=runtime)
 
 
 def _kubeconfig_text(server_url: str) -> str:
@@ -633,6 +637,26 @@ def _summary_table(summary: dict[str, Any]) -> str:
                      t(row["started"]), t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("   ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+@app.command()
+def logs(
+    target: Annotated[str, typer.Argument(help="rayjob/NAME, or job/NAME (a RayJob's submitter, as in the guide).")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Print a job's driver log (it ends with `Job '...' succeeded` once the job has)."""
+    kind, sep, name = target.partition("/")
+    if not sep or kind not in ("rayjob", "rayjobs", "job", "jobs") or not name:
+        raise CliError(f"error: {target!r}: expected rayjob/NAME or job/NAME")
+    client = _client()
+    ns = namespace or "default"
+    path = f"/flexq/v1/namespaces/{ns}/rayjobs/{name}/logs"
+    if not follow:
+        typer.echo(client.request_text("GET", path), nl=False)
+        return
+    for chunk in client.stream_text(path, {"follow": "true"}):
+        typer.echo(chunk, nl=False)
 
 
 @app.command()

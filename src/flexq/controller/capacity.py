@@ -71,12 +71,14 @@ def _quantity(resource: str, milli: int) -> str:
 
 class LiveCapacity:
     def __init__(self, store: Store, scheduler: Callable[[], Scheduler], config: CapacityConfig, clock: Clock,
-                 emit: Callable[[list[Event]], None]) -> None:
+                 emit: Callable[[list[Event]], None],
+                 started: Callable[[str, float], None] = lambda _key, _t: None) -> None:
         self.store = store
         self.scheduler = scheduler
         self.config = config
         self.timers = LiveTimers(clock)
         self.emit = emit
+        self.started = started
         self.driver: CapacityDriver | None = None
         self.notes: list[dict[str, Any]] = []
 
@@ -95,7 +97,7 @@ class LiveCapacity:
             self.driver = CapacityDriver(CapacityConfig(tuple(pools), self.config.cloud,
                                                         self.config.provisioning_timeout, self.config.fallback,
                                                         self.config.fallback_cooldown, self.config.scale_down_after),
-                                         self.scheduler(), self.timers, self._log, lambda _key, _t: None,
+                                         self.scheduler(), self.timers, self._log, self.started,
                                          provisioning_settings(objects))
         else:
             self.driver.scheduler = self.scheduler()

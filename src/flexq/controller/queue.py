@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -34,6 +34,7 @@ from flexq.clock import Clock
 from flexq.controller.capacity import LiveCapacity
 from flexq.controller.jobs import finished, inject, restore, templates
 from flexq.controller.objects import JOB_UID_LABEL, render_status, workload_from_object, workload_object
+from flexq.controller.runtime import RayRuntime
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.scheduler.build import build_config
@@ -52,8 +53,10 @@ _COMPONENT: Final = "flexq-queue-controller"
 
 
 class QueueController:
-    def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None) -> None:
+    def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None,
+                 runtime: RayRuntime | None = None) -> None:
         self.service = service
+        self.runtime = runtime
         self.store = service.store
         self.clock = clock
         self.scheduler = Scheduler(instant_eviction=True)
@@ -65,8 +68,11 @@ class QueueController:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
+        self._after_write: list[Callable[[], None]] = []
+        """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
-                                     capacity or CapacityConfig((), EmulatedCloud()), clock, self._log)
+                                     capacity or CapacityConfig((), EmulatedCloud()), clock, self._log,
+                                     self._run_workload)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self.store.subscribe(lambda _changes: self._wake.set())
@@ -83,6 +89,17 @@ class QueueController:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self.runtime is not None:
+            self.runtime.stop_all()
+
+    def _run_workload(self, key: str, _now: float) -> None:
+        """Its pods are bound to nodes: run its job (RayJobs run on Ray; other kinds are not executed)."""
+        wl = self.scheduler.workloads.get(key)
+        if self.runtime is None or wl is None or not wl.owner.startswith("RayJob "):
+            return
+        namespace, _, name = wl.owner.removeprefix("RayJob ").partition("/")
+        runtime = self.runtime
+        self._after_write.append(lambda: runtime.start(namespace, name))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -141,6 +158,14 @@ class QueueController:
 
     def sync(self) -> None:
         """Apply every change since the cursor, run the scheduler, write back what it decided."""
+        try:
+            self._sync()
+        finally:
+            actions, self._after_write = self._after_write, []
+            for action in actions:
+                action()
+
+    def _sync(self) -> None:
         with self._lock:
             reconfigure = False
             while True:
@@ -234,6 +259,9 @@ class QueueController:
             return
         self._log(self.scheduler.delete(wl.key, self.clock.now()))
         self.capacity.release(wl.key)
+        if self.runtime is not None:
+            runtime, meta = self.runtime, job["metadata"]
+            self._after_write.append(lambda: runtime.stop(meta.get("namespace", "default"), meta["name"]))
         self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
         with contextlib.suppress(NotFound):
             self.store.delete(self._wl_key(wl))
@@ -358,6 +386,8 @@ class QueueController:
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors)
         self.store.update(key, job)
         record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
+        if self.capacity.driver is None:
+            self._run_workload(wl.key, self.clock.now())
 
     def _stop_job(self, workload: dict[str, Any]) -> None:
         owner = self._owner(workload)
@@ -369,6 +399,9 @@ class QueueController:
         except NotFound:
             return
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
+        if self.runtime is not None and info.kind == "RayJob":
+            runtime, namespace, name = self.runtime, key.namespace, key.name
+            self._after_write.append(lambda: runtime.stop(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

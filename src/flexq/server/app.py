@@ -5,24 +5,49 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from flexq import __version__
 from flexq.api.documents import MAX_INPUT_BYTES, load_documents
 from flexq.api.errors import InputError, InvalidObject
+from flexq.controller.runtime import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
+from flexq.runtime.rayjob import END_MARKER
 from flexq.server.discovery import version_info
 from flexq.server.errors import error_response, status_body
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.openapi import gv_document, root_document
+from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
+
+
+async def _follow(path: Path, limit: float = 6 * 3600.0) -> AsyncIterator[bytes]:
+    """Stream a log file as it grows, until the job's end marker (or ``limit`` seconds)."""
+    sent = 0
+    waited = 0.0
+    while waited < limit:
+        if path.exists():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if len(text) < sent:
+                sent = 0  # rewritten (a new run)
+            chunk = text[sent:]
+            sent = len(text)
+            done = END_MARKER in chunk
+            chunk = chunk.replace(END_MARKER, "")
+            if chunk:
+                yield chunk.encode()
+            if done:
+                return
+        await asyncio.sleep(0.5)
+        waited += 0.5
 
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -51,7 +76,7 @@ class ApplyResponse(BaseModel):
     results: list[ApplyResult]
 
 
-def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585") -> FastAPI:
+def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None) -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub)
@@ -99,6 +124,23 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585") -> Fast
     @app.api_route("/apis/{path:path}", methods=_VERBS, include_in_schema=False)
     async def groups(request: Request, path: str = "") -> Response:
         return await kube.groups(request, path)
+
+    @app.get("/flexq/v1/namespaces/{namespace}/rayjobs/{name}/logs", tags=["jobs"],
+             responses={404: {"description": "no such RayJob, or it has not run"}})
+    async def rayjob_logs(namespace: str, name: str, follow: bool = False) -> Response:
+        """The RayJob's driver log (``flexq logs rayjob/NAME [-f]``); with ``follow``, streamed until it ends."""
+        try:
+            service.store.get(Key("ray.io", "rayjobs", namespace, name))
+        except NotFound:
+            return JSONResponse(status_body(404, "NotFound", f'rayjobs.ray.io "{name}" not found'), 404)
+        if runtime is None:
+            return JSONResponse(status_body(404, "NotFound", "this server does not run jobs (--runtime none)"), 404)
+        path = runtime.log_path(namespace, name)
+        if not follow:
+            if not path.exists():
+                return JSONResponse(status_body(404, "NotFound", f"RayJob {name} has not started yet"), 404)
+            return PlainTextResponse(path.read_text(encoding="utf-8", errors="replace").replace(END_MARKER, ""))
+        return StreamingResponse(_follow(path), media_type="text/plain")
 
     @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],
               responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})

@@ -1,0 +1,80 @@
+"""Runs admitted RayJobs for real (one local Ray cluster each) and keeps their status in the store."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from flexq.runtime.rayjob import RayJobRun
+from flexq.store import Key, NotFound, Store, record_event
+
+__all__ = ["RayRuntime"]
+
+log = logging.getLogger("flexq.runtime")
+
+
+class RayRuntime:
+    """Start, follow and stop RayJob executions. ``start`` and ``stop`` are safe from any thread."""
+
+    def __init__(self, store: Store, home: Path) -> None:
+        self.store = store
+        self.home = home
+        self.runs: dict[str, RayJobRun] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(namespace: str, name: str) -> Key:
+        return Key("ray.io", "rayjobs", namespace, name)
+
+    def log_path(self, namespace: str, name: str) -> Path:
+        return self.home / "runtime" / namespace / name / "driver.log"
+
+    def start(self, namespace: str, name: str) -> None:
+        job_key = f"{namespace}/{name}"
+        with self._lock:
+            if job_key in self.runs and not self.runs[job_key].done.is_set():
+                return
+            try:
+                job = self.store.get(self.key(namespace, name))
+            except NotFound:
+                return
+            status = job.get("status") or {}
+            if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
+                return
+            configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
+                          for o in self.store.list_objects("", "configmaps", namespace)[0]}
+            run = RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
+                            lambda fields: self._status(namespace, name, fields))
+            self.runs[job_key] = run
+        record_event(self.store, job, "RayJobStarting", "starting a local Ray cluster for the job",
+                     component="flexq-runtime")
+        run.start()
+
+    def stop(self, namespace: str, name: str) -> None:
+        with self._lock:
+            run = self.runs.pop(f"{namespace}/{name}", None)
+        if run is not None:
+            run.stop()
+
+    def stop_all(self) -> None:
+        with self._lock:
+            runs, self.runs = list(self.runs.values()), {}
+        for run in runs:
+            run.stop()
+
+    def _status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
+        key = self.key(namespace, name)
+        try:
+            with self.store.transaction():
+                job = self.store.get(key)
+                status = {**(job.get("status") or {}), **fields}
+                self.store.update(key, {**job, "status": status}, subresource="status")
+                if fields.get("jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"):
+                    verdict = fields["jobStatus"]
+                    record_event(self.store, job, "Completed" if verdict == "SUCCEEDED" else "Failed",
+                                 f"job {verdict}: {fields.get('message', '')}".strip(": "),
+                                 type="Normal" if verdict == "SUCCEEDED" else "Warning", component="flexq-runtime")
+        except NotFound:
+            log.info("RayJob %s/%s is gone; its status is dropped", namespace, name)

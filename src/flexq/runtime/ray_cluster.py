@@ -1,0 +1,134 @@
+"""A local Ray cluster for one job: started in its own session, stopped by killing exactly that session.
+
+``ray stop`` would kill every Ray process on the host (other jobs', other tests'), so each cluster is
+started as ``ray start --head --block`` in a new process session and stopped by signalling that session
+(SIGTERM, then SIGKILL after a grace period), then its temporary directory is removed. Every port is
+chosen free on the loopback interface (the GCS and client ports outside Ray's worker port range), the
+node address is 127.0.0.1 (no traffic leaves the machine), token auth is off, usage stats are off, and the
+temp dir is short (Unix socket paths are limited to 107 bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from flexq.runtime.emulation import Accelerators
+
+__all__ = ["LocalRayCluster", "RayStartError"]
+
+_WORKER_PORTS = range(10002, 20000)
+
+
+class RayStartError(RuntimeError):
+    """The Ray cluster did not come up; the message says why."""
+
+
+def _free_port(avoid: set[int]) -> int:
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _WORKER_PORTS and port not in avoid:
+            return port
+    raise RayStartError("no free port outside Ray's worker port range")
+
+
+@dataclass
+class LocalRayCluster:
+    accelerators: Accelerators
+    extra_env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    temp_dir: Path | None = None
+    dashboard_port: int = 0
+    gcs_port: int = 0
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        used: set[int] = set()
+        self.gcs_port = _free_port(used)
+        used.add(self.gcs_port)
+        self.dashboard_port = _free_port(used)
+        used.add(self.dashboard_port)
+        client_port, agent_port = _free_port(used), 0
+        used.add(client_port)
+        agent_port = _free_port(used)
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
+        env = {**os.environ, **self.accelerators.env, **self.extra_env,
+               "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+        command = [
+            sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+            f"--port={self.gcs_port}", "--node-ip-address=127.0.0.1",
+            f"--dashboard-port={self.dashboard_port}", "--dashboard-host=127.0.0.1",
+            f"--ray-client-server-port={client_port}", f"--dashboard-agent-listen-port={agent_port}",
+            f"--num-cpus={self.accelerators.num_cpus}", f"--num-gpus={self.accelerators.num_gpus}",
+            f"--temp-dir={self.temp_dir}", "--disable-usage-stats",
+        ]
+        if self.accelerators.resources:
+            command.append(f"--resources={json.dumps(self.accelerators.resources)}")
+        log = (self.temp_dir / "ray-start.log").open("wb")
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = (self.temp_dir / "ray-start.log").read_text(errors="replace")[-2000:]
+                self.stop()
+                raise RayStartError(f"ray start exited with code {self.process.returncode}: {tail}")
+            try:
+                if httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RayStartError(f"the Ray cluster did not answer on its dashboard within {timeout:.0f}s")
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop this cluster's processes (and only them); remove its temp dir. Idempotent."""
+        process = self.process
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _session_alive(process.pid):
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+            self.process = None
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self.temp_dir = None
+
+
+def _session_alive(sid: int) -> bool:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 4 and fields[0] != "Z" and int(fields[3]) == sid:
+            return True
+    return False

@@ -1,0 +1,160 @@
+"""One RayJob, run for real: its Ray cluster, its entrypoint through the Jobs API, its log and status.
+
+Lifecycle (KubeRay's): jobDeploymentStatus Initializing (cluster starting) -> Running (entrypoint
+submitted; jobStatus PENDING -> RUNNING) -> Complete (SUCCEEDED) or Failed (FAILED, STOPPED). The
+driver log is kept in a file that ``flexq logs`` reads (and follows); it ends, like the KubeRay submitter's
+log, with ``Job '<id>' succeeded`` (or failed). Metrics the script reports with ``ray.train.report``
+are read from the log into the status. The cluster goes when the job ends if
+``shutdownAfterJobFinishes``, else when the RayJob is deleted. Every job has a deadline
+(``activeDeadlineSeconds``, else an hour), after which it is stopped.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from flexq.jobs.workload import pod_requests
+from flexq.runtime.emulation import accelerators_for
+from flexq.runtime.environment import EnvironmentError_, prepare
+from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
+
+__all__ = ["END_MARKER", "RayJobRun", "parse_metrics"]
+
+END_MARKER: Final = "\x00flexq-end\x00"
+DEFAULT_DEADLINE: Final = 3600.0
+_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), validation")
+_CLEAN_LOGS: Final = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_DEDUP_LOGS": "0", "RAY_COLOR_PREFIX": "0"}
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_metrics(log: str) -> dict[str, Any] | None:
+    """The last metrics the script reported with ``train.report`` (rank 0's copy of each report)."""
+    last: dict[str, Any] | None = None
+    for match in _REPORT.finditer(log):
+        try:
+            value = ast.literal_eval(match.group(2))
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            last = {**value, "report": int(match.group(1))}
+    return last
+
+
+class RayJobRun:
+    def __init__(self, job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path,
+                 on_status: Callable[[dict[str, Any]], None]) -> None:
+        self.job = job
+        self.configmaps = configmaps
+        self.workdir = workdir
+        self.log_path = workdir / "driver.log"
+        self.on_status = on_status
+        self.cluster: LocalRayCluster | None = None
+        self.submission = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
+        self.done = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, wait: float = 30.0) -> None:
+        """Stop the job and its cluster (eviction, deletion, server shutdown)."""
+        self._stop.set()
+        self._thread.join(timeout=wait)
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def _append(self, text: str) -> None:
+        with self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(text)
+
+    def _run(self) -> None:
+        meta, spec = self.job["metadata"], self.job.get("spec") or {}
+        name = meta["name"]
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text("", encoding="utf-8")
+        self.submission = f"{name}-{int(time.time()) % 100000:05d}"
+        start = _stamp()
+        self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": f"{name}-raycluster",
+                        "jobId": self.submission, "startTime": start})
+        outcome: dict[str, Any]
+        try:
+            outcome = self._execute(spec)
+        except (EnvironmentError_, RayStartError) as exc:
+            self._append(f"{exc}\n")
+            outcome = {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": type(exc).__name__
+                       .replace("EnvironmentError_", "ValidationFailed").replace("RayStartError", "SubmissionFailed"),
+                       "message": str(exc)}
+        except Exception as exc:
+            self._append(f"flexq: the job failed to run: {exc}\n")
+            outcome = {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
+                       "message": str(exc)}
+        finally:
+            if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()):
+                self.cluster.stop()
+        verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
+        self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
+        metrics = parse_metrics(self.log_path.read_text(encoding="utf-8", errors="replace"))
+        self.on_status({**outcome, "endTime": _stamp(), **({"trainingMetrics": metrics} if metrics else {})})
+        self.done.set()
+
+    def _execute(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        env = prepare(self.job, self.configmaps, self.workdir)
+        for warning in env.warnings:
+            self._append(f"flexq: warning: {warning}\n")
+        cluster_spec = spec.get("rayClusterSpec") or {}
+        groups = []
+        for group in cluster_spec.get("workerGroupSpecs") or []:
+            pod = (group.get("template") or {}).get("spec") or {}
+            pods = int(group.get("replicas", 1)) * int(group.get("numOfHosts", 1))
+            groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
+        accelerators = accelerators_for(groups)
+        self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
+        self.cluster = LocalRayCluster(accelerators)
+        self.cluster.start()
+        if self._stop.is_set():
+            return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
+                    "message": "stopped before it started"}
+        url = self.cluster.dashboard_url
+        body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
+                "runtime_env": {"env_vars": {**_CLEAN_LOGS, **env.env_vars}}}
+        response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
+        if response.status_code >= 400:
+            raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
+        self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
+            "http://")})
+        deadline = time.monotonic() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
+        header = self.log_path.read_text(encoding="utf-8")
+        reported = "PENDING"
+        while True:
+            state = httpx.get(f"{url}/api/jobs/{self.submission}", timeout=30).json()
+            logs = httpx.get(f"{url}/api/jobs/{self.submission}/logs", timeout=30).json().get("logs", "")
+            self.log_path.write_text(header + logs, encoding="utf-8")
+            status = str(state.get("status", "PENDING"))
+            if status != reported and status == "RUNNING":
+                self.on_status({"jobStatus": "RUNNING"})
+                reported = status
+            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                message = str(state.get("message") or "")
+                return {"jobStatus": status, "jobDeploymentStatus": "Complete" if status == "SUCCEEDED" else "Failed",
+                        "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {})}
+            if self._stop.is_set() or time.monotonic() > deadline:
+                httpx.post(f"{url}/api/jobs/{self.submission}/stop", timeout=30)
+                if self._stop.is_set():
+                    return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
+                            "message": "stopped: the workload was evicted or the RayJob deleted"}
+                return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
+                        "message": "the job ran past its deadline and was stopped"}
+            time.sleep(1.0)

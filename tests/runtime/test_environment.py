@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flexq.runtime.emulation import accelerators_for
+from flexq.runtime.environment import EnvironmentError_, prepare
+from flexq.runtime.rayjob import parse_metrics
+from tests.conftest import GUIDE, guide_text
+
+JOB = yaml.safe_load(guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1"))
+
+
+def test_the_guides_slice_is_emulated_as_ray_expects() -> None:
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "4x4"}
+    acc = accelerators_for([(selector, {"cpu": 8000, "google.com/tpu": 4000, "memory": 1}, 4)])
+    assert acc.resources == {"TPU": 16.0}
+    assert acc.env["TPU_ACCELERATOR_TYPE"] == "v6e-16" and acc.env["TPU_TOPOLOGY"] == "4x4"
+    assert acc.env["JAX_PLATFORMS"] == "cpu" and "device_count=4" in acc.env["XLA_FLAGS"]
+    assert acc.env["TPU_NAME"] and acc.env["TPU_WORKER_ID"] == "0"
+    assert acc.num_cpus >= 8, "each of the slice's 4 bundles also asks for a CPU"
+    gpu = accelerators_for([({}, {"nvidia.com/gpu": 8000}, 2)])
+    assert gpu.num_gpus == 16 and not gpu.resources
+    assert accelerators_for([]).description == "CPU only"
+
+
+def test_configmap_mounted_at_app_and_entrypoint_rewritten(tmp_path: Path) -> None:
+    env = prepare(JOB, {"jax-train-script": {"train.py": (GUIDE / "train.py").read_text()}}, tmp_path)
+    assert env.entrypoint == f"python {tmp_path / 'app'}/train.py"
+    assert (tmp_path / "app" / "train.py").read_text() == (GUIDE / "train.py").read_text()
+    assert any("jax[tpu]==0.8.2 -> jax" in w and "emulated" in w for w in env.warnings), env.warnings
+    assert any("pandas==2.3.3 -> using the installed pandas" in w for w in env.warnings), env.warnings
+
+
+def test_missing_configmap_and_uninstallable_packages_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentError_, match='configmap "jax-train-script" .* not found'):
+        prepare(JOB, {}, tmp_path)
+    job = dict(JOB, spec={**JOB["spec"], "runtimeEnvYAML": "pip:\n  - surely-not-a-package-xyz==1.0\n"})
+    with pytest.raises(EnvironmentError_, match="surely-not-a-package-xyz.*not installed here.*offline"):
+        prepare(job, {"jax-train-script": {"train.py": "print(1)"}}, tmp_path)
+
+
+def test_metrics_from_train_report_lines() -> None:
+    log = ("(RayTrainWorker pid=1) Reporting training result 1: TrainingReport(checkpoint=None, metrics={'loss': "
+           "9.68, 'epoch': 0}, validation=False) from rank 0\n"
+           "(RayTrainWorker pid=1) Reporting training result 5: TrainingReport(checkpoint=None, metrics={'loss': "
+           "4.8e-07, 'epoch': 40}, validation=False) from rank 0\n")
+    assert parse_metrics(log) == {"loss": 4.8e-07, "epoch": 40, "report": 5}
+    assert parse_metrics("no reports") is None

@@ -1,0 +1,159 @@
+"""The guide's flow for real: pools, queues, two RayJobs training the unmodified train.py on Ray."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
+from tests.controller.test_live import _eventually
+
+CAPACITY = """cloud:
+  on-demand-pool: {available: 4, bootTime: 1s}
+  dws-pool: {queuedDelay: 4s}
+  default-pool: {bootTime: 1s}
+scaleDownAfter: 3s
+"""
+
+
+def _ray_processes() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and ("raylet" in cmd or "gcs_server" in cmd):
+            found.append(cmd[:120])
+    return found
+
+
+@pytest.fixture
+def ray_server(tmp_path: Path) -> Any:
+    assert not _ray_processes(), "a Ray cluster was left running before this test"
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY)
+    srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(capacity))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+        assert not _ray_processes(), "the server left Ray processes behind"
+
+
+def _run(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                          text=True, env=server.env(), timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _job(server: Server, name: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
+
+
+def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")
+    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
+        _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster", "--machine-type=ct6e-standard-4t",
+             "--tpu-topology=4x4", "--enable-autoscaling", *extra, "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
+    _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml"))
+    _run(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
+    for job_id in ("1", "2"):
+        _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+
+    def finished() -> None:
+        for job_id in ("1", "2"):
+            assert _job(srv, f"rayjob-tpu-v6e-dws-{job_id}").get("status", {}).get("jobDeploymentStatus") in (
+                "Complete", "Failed")
+
+    _eventually(finished, timeout=420)
+    for job_id, pool in (("1", "on-demand-pool"), ("2", "dws-pool")):
+        name = f"rayjob-tpu-v6e-dws-{job_id}"
+        status = _job(srv, name)["status"]
+        log = _run(srv, "logs", f"job/{name}").stdout
+        assert status["jobStatus"] == "SUCCEEDED", log[-3000:]
+        assert "Training Complete!" in log
+        assert log.rstrip().splitlines()[-2].startswith(f"Job '{name}-") and log.rstrip().splitlines()[-2].endswith(
+            "' succeeded")
+        assert status["trainingMetrics"]["epoch"] == 40 and status["trainingMetrics"]["loss"] < 1e-3
+        events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+        started = [e["message"] for e in events if e["reason"] == "Started" and name in e["involvedObject"]["name"]]
+        assert started, "the workload's pods were bound to nodes"
+        assert any(pool in str(e.get("message")) for e in events if e["reason"] in ("ScaledUp", "ProvisioningRequest")
+                   and name in e["involvedObject"]["name"]) or job_id == "1"
+
+    def scaled_down() -> None:
+        pools = [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
+                 for n in httpx.get(srv.url + "/api/v1/nodes").json()["items"]]
+        assert pools == ["default-pool"]
+
+    _eventually(scaled_down, timeout=60)
+    assert not _ray_processes(), "shutdownAfterJobFinishes: each job's cluster is gone"
+
+
+FAILING = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, memory]
+      flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: default}
+spec: {clusterQueue: cq}
+---
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: broken
+  labels: {kueue.x-k8s.io/queue-name: q}
+spec:
+  shutdownAfterJobFinishes: true
+  entrypoint: python -c "import sys; print('something went wrong'); sys.exit(3)"
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: head, image: x, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "apply", "-f", "-", input=FAILING)
+    _eventually(lambda: _assert_done(_job(srv, "broken")), timeout=180)
+    status = _job(srv, "broken")["status"]
+    assert status["jobStatus"] == "FAILED" and status["reason"] == "AppFailed"
+    assert "exit code 3" in status["message"]
+    log = _run(srv, "logs", "rayjob/broken").stdout
+    assert "something went wrong" in log and log.rstrip().splitlines()[-2].endswith("' failed")
+    workload = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"][0]
+
+    def freed() -> None:
+        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+        assert cq["status"]["reservingWorkloads"] == 0
+
+    _eventually(freed)
+    assert workload["metadata"]["name"].startswith("rayjob-broken-")
+
+
+def _assert_done(job: dict[str, Any]) -> None:
+    assert job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed")
