@@ -35,10 +35,10 @@ def test_configmap_mounted_at_app_and_entrypoint_rewritten(tmp_path: Path) -> No
 
 
 def test_missing_configmap_and_uninstallable_packages_fail_clearly(tmp_path: Path) -> None:
-    with pytest.raises(EnvironmentError_, match='configmap "jax-train-script" .* not found'):
+    with pytest.raises(EnvironmentError_, match=r'configmap "jax-train-script" .* not found'):
         prepare(JOB, {}, tmp_path)
     job = dict(JOB, spec={**JOB["spec"], "runtimeEnvYAML": "pip:\n  - surely-not-a-package-xyz==1.0\n"})
-    with pytest.raises(EnvironmentError_, match="surely-not-a-package-xyz.*not installed here.*offline"):
+    with pytest.raises(EnvironmentError_, match=r"surely-not-a-package-xyz.*not installed here.*offline"):
         prepare(job, {"jax-train-script": {"train.py": "print(1)"}}, tmp_path)
 
 
