@@ -54,6 +54,43 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], deadline: float) -> N
     raise SystemExit("error: flexq server did not become ready in time")
 
 
+def _wait_for_jobs(url: str, names: tuple[str, ...], deadline: float) -> None:
+    while time.monotonic() < deadline:
+        states = []
+        for name in names:
+            job = httpx.get(f"{url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+            states.append((job.get("status") or {}).get("jobDeploymentStatus"))
+        if all(s in ("Complete", "Failed") for s in states):
+            return
+        time.sleep(3)
+    raise SystemExit("error: the jobs did not finish in time")
+
+
+def _summary(url: str) -> None:
+    from datetime import datetime
+
+    def at(text: str) -> float:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    workloads = httpx.get(f"{url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads", timeout=10).json()
+    events = httpx.get(f"{url}/api/v1/namespaces/default/events", timeout=10).json()["items"]
+    print("\nSummary")
+    print(f"{'JOB':<22} {'RESULT':<10} {'RAN ON':<16} {'WAITED':>7} {'FINAL LOSS':>12}")
+    for wl in sorted(workloads["items"], key=lambda w: w["metadata"]["ownerReferences"][0]["name"]):
+        name = wl["metadata"]["ownerReferences"][0]["name"]
+        job = httpx.get(f"{url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+        status = job.get("status") or {}
+        nodes = [e["message"] for e in events if e["reason"] == "Started" and e["involvedObject"]["name"] ==
+                 wl["metadata"]["name"]]
+        pools = sorted({p for p in ("on-demand-pool", "dws-pool") if any(p in m for m in nodes)}) or ["?"]
+        started = next((at(e["firstTimestamp"]) for e in events if e["reason"] == "Started" and
+                        e["involvedObject"]["name"] == wl["metadata"]["name"]), None)
+        waited = f"{started - at(job['metadata']['creationTimestamp']):.0f}s" if started else "?"
+        loss = (status.get("trainingMetrics") or {}).get("loss")
+        print(f"{name:<22} {status.get('jobStatus', '?'):<10} {','.join(pools):<16} {waited:>7} "
+              f"{loss if loss is None else format(loss, '.2e'):>12}")
+
+
 def main() -> None:
     guide = _guide_dir()
     home = Path(".flexq/demo").resolve()
@@ -104,14 +141,17 @@ def main() -> None:
             else:
                 _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
             print(f"Submitted Job {job_id}")
-        time.sleep(1.5)  # the queue controller places both jobs; Plan A's nodes boot
-        _run("flexq get clusterqueues,localqueues,workloads,rayjobs", env, guide)
-        print("\nJob 1 took Plan A (on-demand) and its slice is booting; job 2 fell back to Plan B (dws): its "
-              "ProvisioningRequest waits for DWS.")
-        _run("flexq get provisioningrequests,nodes", env, guide)
-        time.sleep(9)
-        print("\nDWS delivered job 2's slice: its dws-prov check is Ready and it is admitted on dws-pool nodes.")
-        _run("flexq get workloads,provisioningrequests,nodepools", env, guide)
+        time.sleep(2)  # the queue controller places both jobs; Plan A's nodes boot
+        _run("flexq get workloads,provisioningrequests,nodes", env, guide)
+        print("\nJob 1 took Plan A (on-demand); job 2 fell back to Plan B (dws), whose ProvisioningRequest waits "
+              "for DWS. Each admitted job trains the unmodified train.py on a Ray cluster of its own, with its TPU "
+              "slice emulated on this CPU.")
+        _wait_for_jobs(url, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
+        _run("flexq get rayjobs,workloads", env, guide)
+        _run("flexq logs job/rayjob-tpu-v6e-dws-1 | tail -n 6", env, guide)
+        _summary(url)
+        time.sleep(17)  # idle nodes go after scaleDownAfter (15 s in capacity-demo.yaml)
+        _run("flexq get nodepools,nodes", env, guide)
         if shutil.which("kubectl"):
             _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
             _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
@@ -120,8 +160,9 @@ def main() -> None:
                  '--location=us-east5-b', env, guide)
         _run("flexq simulate scenario-capacity.yaml", env, guide)
         _run("flexq simulate scenario.yaml", env, guide)
-        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, given nodes and admitted; the same "
-              "flow replayed in virtual time, with the guide's real timings (DWS after 30 minutes).")
+        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, given nodes, trained on Ray and "
+              "succeeded; the pools went back to 0. The same flow was replayed in virtual time with the guide's "
+              "real timings (DWS after 30 minutes).")
     finally:
         server.terminate()
         try:

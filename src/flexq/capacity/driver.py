@@ -192,8 +192,9 @@ class CapacityDriver:
             self.waiting_since.pop(key, None)
             nodes = sorted({n for names in placement.bindings.values() for n in names})
             wl.pending_reason = ""
-            self._note("Started", key, f"pods bound to {len(nodes)} node(s)" if nodes else "pods running",
-                       nodes=nodes)
+            pools = sorted({self.cluster.nodes[n].pool for n in nodes})
+            self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
+                       else "pods running", nodes=nodes)
             self.start(key, now)
             return
         booting: list[float] = []
