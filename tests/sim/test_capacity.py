@@ -156,3 +156,74 @@ spec:
     path.write_text(path.read_text().replace("maxNodes: 3", "maxNodes: 4"))
     with pytest.raises(ScenarioError, match="requires --enable-autoscaling"):
         load_scenario(path)
+
+
+def test_cost_per_job_flex_start_is_cheaper(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 4, bootTime: 3m}
+      dws-pool: {queuedDelay: 30m}""", _job("1") + _job("2", "2s"))
+    costs = {row["job"].rsplit("-", 1)[-1]: row["cost"] for row in result.summary()["workloads"]}
+    # 10 minutes of a 4-host v6e slice ($2.70 per chip-hour, 4 chips a host) plus the head's share of a CPU node.
+    assert costs["1"] == pytest.approx(4 * 10.80 / 6 + 2 / 15.9 * 0.777 / 6, abs=0.01)
+    assert costs["2"] == pytest.approx(4 * 10.80 * 0.47 / 6 + 2 / 15.9 * 0.777 / 6, abs=0.01)
+
+
+def test_dws_delay_trace_and_revoked_capacity(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 4}
+      dws-pool:
+        queuedDelay: 30m
+        queuedDelayTrace: [{at: 0s, delay: 2h}, {at: 1d, delay: 10m}]
+        revokeAfter: 1h""", _job("1", run_for="30d") + _job("2", "2s", run_for="3h"), until="2d")
+    job2 = _log(result, "2")
+    requests = [e for e in job2 if e["event"] == "ProvisioningRequest"]
+    first = requests[0]
+    assert first["state"] == "Accepted" and first["eta"] == 2 + 2 * HOUR, "the trace says 2h at t=0"
+    provisioned = _first(job2, "ProvisioningRequest", state="Provisioned")
+    revoked = _first(job2, "ProvisioningRequest", state="CapacityRevoked")
+    assert revoked["t"] == provisioned["t"] + HOUR
+    evicted = _first(job2, "Evicted")
+    assert evicted["t"] == revoked["t"] and "capacity revoked" in evicted["reason"]
+    again = [e for e in requests if e["state"] == "Accepted"]
+    assert len(again) >= 2 and again[1]["t"] == revoked["t"], "requeued with a fresh request"
+
+
+def test_booking_expires_when_pods_cannot_start(tmp_path: Path) -> None:
+    # The Ray head asks for more CPU than the default pool's node has (and that pool does not autoscale):
+    # the provisioned TPU slice stays unused, and its booking expires.
+    text_job = (GUIDE / "rayjob-tpu-v6e-dws.yaml").read_text().replace('cpu: "2"', 'cpu: "20"')
+    job_file = tmp_path / "big-head.yaml"
+    job_file.write_text(text_job)
+    queue = (GUIDE / "dws-tpu-queue.yaml").read_text().replace("nominalQuota: 10\n", "nominalQuota: 100\n") \
+        .replace("nominalQuota: 16", "nominalQuota: 0")  # Plan A has no TPU quota: the job goes to dws
+    queue_file = tmp_path / "queue.yaml"
+    queue_file.write_text(queue)
+    path = tmp_path / "booking.yaml"
+    path.write_text(f"""apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {{name: booking}}
+spec:
+  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
+  include: [{queue_file}]
+  capacity:
+    pools:
+      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
+      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
+      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
+         queuedProvisioning: true}}
+    cloud:
+      on-demand-pool: {{available: 0}}
+      dws-pool: {{queuedDelay: 5m}}
+    fallback: false
+  submit:
+    - {{at: 0s, file: {job_file}, env: {{JOB_ID: "1"}}, runFor: 10m}}
+  until: 2h
+""")
+    booking = run_scenario(load_scenario(path))
+    job1 = _log(booking, "1")
+    provisioned = _first(job1, "ProvisioningRequest", state="Provisioned")
+    expired = _first(job1, "ProvisioningRequest", state="BookingExpired")
+    assert expired["t"] == provisioned["t"] + 600
+    retry = _first(job1, "Evicted")
+    assert retry["t"] == expired["t"] and "Retry" in retry["reason"]
+    assert not [e for e in job1 if e["event"] == "Started"]

@@ -8,7 +8,9 @@ Per node pool (or per machine type, for every pool of that type), a :class:`Capa
 - ``boot``: seconds from creation to a ready node;
 - ``queued_delay``: for queued provisioning, seconds from a ProvisioningRequest to its nodes: a fixed
   number, ``("exponential", mean)`` or ``("uniform", low, high)`` drawn with the cloud's seed per request
-  name, or ``None`` for never.
+  name, or ``None`` for never; ``queued_trace`` ``[(t, delay or None), ...]`` overrides it from ``t`` on;
+- ``revoke_after``: queued-provisioning capacity is taken back this long after it was provisioned
+  (CapacityRevoked), ``None`` for never.
 
 Everything is a pure function of time, the spec and the seed: the same scenario gets the same cloud.
 """
@@ -33,6 +35,8 @@ class CapacitySpec:
     trace: tuple[tuple[float, int], ...] = ()
     boot: float | None = None
     queued_delay: Delay = 0.0
+    queued_trace: tuple[tuple[float, float | None], ...] = ()
+    revoke_after: float | None = None
 
 
 @dataclass
@@ -67,9 +71,13 @@ class EmulatedCloud:
         spec = self.spec(pool, machine)
         return default if spec.boot is None else spec.boot
 
-    def queued_delay(self, pool: str, machine: str, request: str) -> float | None:
-        """Seconds until a queued-provisioning request is fulfilled (``None``: never)."""
-        delay = self.spec(pool, machine).queued_delay
+    def queued_delay(self, pool: str, machine: str, request: str, t: float = 0.0) -> float | None:
+        """Seconds until a queued-provisioning request made at ``t`` is fulfilled (``None``: never)."""
+        spec = self.spec(pool, machine)
+        traced = [d for when, d in spec.queued_trace if when <= t]
+        if traced:
+            return traced[-1]
+        delay = spec.queued_delay
         if delay is None or isinstance(delay, int | float):
             return None if delay is None else float(delay)
         digest = hashlib.sha256(f"{self.seed}:{request}".encode()).digest()
@@ -79,3 +87,6 @@ class EmulatedCloud:
         if delay[0] == "uniform" and len(delay) == 3:
             return rng.uniform(delay[1], delay[2])
         raise ValueError(f"unknown delay distribution {delay[0]!r}")
+
+    def revoke_after(self, pool: str, machine: str) -> float | None:
+        return self.spec(pool, machine).revoke_after

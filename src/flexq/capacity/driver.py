@@ -42,6 +42,8 @@ class Timers(Protocol):
     def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None: ...
 
 PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
+BOOKING: Final = 600.0
+"""Provisioned capacity stays booked for the workload this long before its pods must use it."""
 _CAPACITY = 1  # kernel priority: after finishes (0), before submissions
 
 
@@ -93,6 +95,10 @@ class CapacityDriver:
         """Bumped whenever a workload's capacity story restarts (evicted, finished): stale timers are ignored."""
         self.waiting_since: dict[str, float] = {}
         self.running: set[str] = set()
+        self.costs: dict[str, float] = {}
+        """USD spent per workload on the nodes its pods used (node-hours x price; a CPU node's cost shared by
+        the CPU its pods requested, an accelerator node's charged whole)."""
+        self._billing: dict[str, tuple[float, list[tuple[float, float]]]] = {}
         self.cluster.start_with_initial_nodes()
 
     def set_pools(self, pools: list[NodePoolSpec]) -> None:
@@ -167,7 +173,31 @@ class CapacityDriver:
         """The workload is gone (deleted) or stopped: its pods leave their nodes."""
         self._release(key)
 
+    def cost(self, key: str) -> float:
+        """What ``key`` has cost so far, including a run still going."""
+        total = self.costs.get(key, 0.0)
+        if key in self._billing:
+            since, rates = self._billing[key]
+            total += sum(share * hourly for share, hourly in rates) * (self._now() - since) / 3600
+        return total
+
+    def _bill(self, key: str) -> None:
+        nodes = self.cluster.nodes_of(key)
+        rates = []
+        for node in nodes:
+            pool = self.cluster.pools.get(node.pool)
+            if pool is None:
+                continue
+            if pool.machine.tpu_chips or pool.machine.gpus:
+                share = 1.0
+            else:
+                share = min(1.0, node.pods[key].get("cpu", 0) / max(1, node.allocatable.get("cpu", 1)))
+            rates.append((share, pool.hourly))
+        self._billing[key] = (self._now(), rates)
+
     def _release(self, key: str) -> None:
+        self.costs[key] = self.cost(key)
+        self._billing.pop(key, None)
         self.tokens[key] = self._token(key) + 1
         self.waiting_since.pop(key, None)
         self.running.discard(key)
@@ -189,6 +219,7 @@ class CapacityDriver:
         if placement.complete:
             self.cluster.bind(key, groups, placement, now)
             self.running.add(key)
+            self._bill(key)
             self.waiting_since.pop(key, None)
             nodes = sorted({n for names in placement.bindings.values() for n in names})
             wl.pending_reason = ""
@@ -312,7 +343,7 @@ class CapacityDriver:
             self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
             return
         count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
-        delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name)
+        delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name, now)
         eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
         eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
         self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Accepted: waiting for {count} "
@@ -333,15 +364,48 @@ class CapacityDriver:
         self.plan_expiry()
         self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
                    f"in {pool}", request=name, state="Provisioned", pool=pool)
+        slices = {n.slice_id for n in created}
+        self._later(now + BOOKING, key, lambda: self._booking_check(key, check, name, slices))
+        spec = self.cluster.pools[pool]
+        revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
+        if revoke is not None:
+            self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), _CAPACITY)
         self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
 
-    def _failed(self, key: str, check: str, name: str, reason: str, message: str) -> None:
+    def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
+        """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""
+        unused = [n for n in self.cluster.nodes.values() if n.slice_id in slices and n.booked_for == key]
+        if not unused or key in self.running:
+            return
+        for node in unused:
+            del self.cluster.nodes[node.name]
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} BookingExpired: its pods did not use "
+                   f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
+                   state="BookingExpired")
+        self._failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
+
+    def _revoke(self, key: str, name: str, slices: set[str]) -> None:
+        """The cloud takes the provisioned capacity back (CapacityRevoked): its workload is evicted and requeued."""
+        gone = [n for n in self.cluster.nodes.values() if n.slice_id in slices]
+        if not gone:
+            return
+        victims = sorted({w for n in gone for w in n.pods})
+        for node in gone:
+            del self.cluster.nodes[node.name]
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
+                   "taken back by the cloud", request=name, state="CapacityRevoked")
+        for victim in victims:
+            self.log(self.scheduler.evict(victim, self._now(), f"ProvisioningRequest {name}: capacity revoked",
+                                          "CapacityRevoked"))
+
+    def _failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False) -> None:
         now = self._now()
         failures = self.failures.get((key, check), 0) + 1
         self.failures[(key, check)] = failures
         settings = self.provisioning[check]
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
-                   request=name, state="Failed")
+        if not noted:
+            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
+                       request=name, state="Failed")
         if failures > settings.backoff_limit:
             self.log(self.scheduler.set_check(
                 key, check, CheckState.REJECTED, now,

@@ -628,13 +628,19 @@ def _summary_table(summary: dict[str, Any]) -> str:
     from flexq.durations import format_seconds
 
     header = ["WORKLOAD", "QUEUE", "STATE", "SUBMITTED", "ADMITTED", "STARTED", "FINISHED", "WAIT", "FLAVORS"]
+    costed = any("cost" in row for row in summary["workloads"])
+    if costed:
+        header.insert(-1, "COST")
     rows = [header]
     for row in summary["workloads"]:
         flavors = ",".join(f"{ps}={'/'.join(sorted(set(res.values())))}" for ps, res in (row["flavors"] or {}).items())
         def t(value: float | None) -> str:
             return "" if value is None else format_seconds(value)
-        rows.append([row["workload"], row["clusterQueue"], row["state"], t(row["submitted"]), t(row["admitted"]),
-                     t(row["started"]), t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")])
+        cells = [row["workload"], row["clusterQueue"], row["state"], t(row["submitted"]), t(row["admitted"]),
+                 t(row["started"]), t(row["finished"]), t(row["wait"]), flavors or (row["pendingReason"] or "")]
+        if costed:
+            cells.insert(-1, f"${row.get('cost', 0):.2f}")
+        rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("   ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
 

@@ -337,6 +337,10 @@ class QueueController:
                 preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
                                stored["metadata"].get("generation"), evicted, preempted)
+        driver = self.capacity.driver
+        if driver is not None and driver.cost(wl.key) > 0:
+            status["cost"] = {"usd": round(driver.cost(wl.key), 4),
+                              "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
         with self.store.transaction():
             if status != stored.get("status"):
                 self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status")

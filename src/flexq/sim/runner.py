@@ -36,6 +36,8 @@ class SimResult:
     workloads: list[Workload] = field(default_factory=list)
     submitted: dict[str, float] = field(default_factory=dict)
     end: float = 0.0
+    costs: dict[str, float] | None = None
+    """USD per workload, when the scenario models capacity."""
 
     def log_lines(self) -> list[str]:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
@@ -56,6 +58,7 @@ class SimResult:
                 "started": _num(running), "finished": _num(finished),
                 "wait": _num(running - submitted) if running is not None else None,
                 "flavors": flavors, "state": wl.state.value, "pendingReason": wl.pending_reason or None,
+                **({"cost": round(self.costs.get(wl.key, 0.0), 2)} if self.costs is not None else {}),
             })
         return {"end": _num(self.end), "workloads": rows}
 
@@ -195,6 +198,8 @@ class _Run:
             self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
         self.kernel.run_until(self.scenario.until, self.after)
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
+        if self.driver is not None:
+            self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}
         return self.result
 
 

@@ -96,12 +96,19 @@ class _TracePoint(_Model):
     available: Annotated[StrictInt, Field(ge=0)]
 
 
+class _DelayPoint(_Model):
+    at: Duration
+    delay: Duration | Literal["never"]
+
+
 class _Cloud(_Model):
     available: StrictInt | Literal["unlimited"] = "unlimited"
     stockouts: list[_Window] | None = None
     trace: list[_TracePoint] | None = None
     bootTime: Duration | None = None
     queuedDelay: Duration | Literal["never"] | dict[StrictStr, Any] = 0
+    queuedDelayTrace: list[_DelayPoint] | None = None
+    revokeAfter: Duration | None = None
 
 
 class _Capacity(_Model):
@@ -287,6 +294,10 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> Cap
             trace=tuple((_duration(t.at, doc, f"{where}.trace"), t.available) for t in c.trace or []),
             boot=_duration(c.bootTime, doc, f"{where}.bootTime") if c.bootTime is not None else None,
             queued_delay=_delay(c.queuedDelay, doc, f"{where}.queuedDelay"),
+            queued_trace=tuple((_duration(p.at, doc, f"{where}.queuedDelayTrace"),
+                                None if p.delay == "never" else _duration(p.delay, doc, f"{where}.queuedDelayTrace"))
+                               for p in c.queuedDelayTrace or []),
+            revoke_after=_duration(c.revokeAfter, doc, f"{where}.revokeAfter") if c.revokeAfter is not None else None,
         )
     return CapacityConfig(
         tuple(pools), EmulatedCloud(specs, raw.seed),
