@@ -86,6 +86,10 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
         assert log.rstrip().splitlines()[-2].startswith(f"Job '{name}-") and log.rstrip().splitlines()[-2].endswith(
             "' succeeded")
         assert status["trainingMetrics"]["epoch"] == 40 and status["trainingMetrics"]["loss"] < 1e-3
+        workload = next(w for w in httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads")
+                        .json()["items"] if w["metadata"]["ownerReferences"][0]["name"] == name)
+        assert workload["status"]["trainingMetrics"]["epoch"] == 40, "metrics reach the Workload (and describe)"
+        assert workload["status"]["cost"]["usd"] > 0
         events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
         started = [e["message"] for e in events if e["reason"] == "Started" and name in e["involvedObject"]["name"]]
         assert started, "the workload's pods were bound to nodes"
@@ -126,6 +130,7 @@ metadata:
   labels: {kueue.x-k8s.io/queue-name: q}
 spec:
   shutdownAfterJobFinishes: true
+  backoffLimit: 1
   entrypoint: python -c "import sys; print('something went wrong'); sys.exit(3)"
   rayClusterSpec:
     headGroupSpec:
@@ -143,8 +148,10 @@ def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) 
     status = _job(srv, "broken")["status"]
     assert status["jobStatus"] == "FAILED" and status["reason"] == "AppFailed"
     assert "exit code 3" in status["message"]
+    assert (status["failed"], status["succeeded"]) == (2, 0), "backoffLimit 1: tried twice"
     log = _run(srv, "logs", "rayjob/broken").stdout
     assert "something went wrong" in log and log.rstrip().splitlines()[-2].endswith("' failed")
+    assert "retrying, attempt 2 of 2" in log
     workload = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"][0]
 
     def freed() -> None:

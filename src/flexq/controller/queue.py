@@ -75,6 +75,10 @@ class QueueController:
                                      self._run_workload)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
+        self._touched: set[str] = set()
+        """Workloads whose status needs writing though no scheduler event names them."""
+        self.metrics: dict[str, dict[str, Any]] = {}
+        """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self.store.subscribe(lambda _changes: self._wake.set())
 
     # --- running -----------------------------------------------------------------------------------
@@ -269,6 +273,10 @@ class QueueController:
     def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
         outcome = finished(info.kind, job)
         wl = self._workload_for(job)
+        metrics = (job.get("status") or {}).get("trainingMetrics")
+        if wl is not None and metrics and self.metrics.get(wl.key) != metrics:
+            self.metrics[wl.key] = metrics
+            self._touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
 
@@ -314,7 +322,8 @@ class QueueController:
             for event in batch:
                 self.capacity.handle(event)  # may evict, set checks, or log more events
             events += batch
-        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched()}
+        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
+        self._touched = set()
         for event in events:
             touched.setdefault(event.workload, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
@@ -337,6 +346,8 @@ class QueueController:
                 preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
                                stored["metadata"].get("generation"), evicted, preempted)
+        if wl.key in self.metrics:
+            status["trainingMetrics"] = self.metrics[wl.key]
         driver = self.capacity.driver
         if driver is not None and driver.cost(wl.key) > 0:
             status["cost"] = {"usd": round(driver.cost(wl.key), 4),

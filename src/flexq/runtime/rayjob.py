@@ -89,26 +89,45 @@ class RayJobRun:
         start = _stamp()
         self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": f"{name}-raycluster",
                         "jobId": self.submission, "startTime": start})
-        outcome: dict[str, Any]
-        try:
-            outcome = self._execute(spec)
-        except (EnvironmentError_, RayStartError) as exc:
-            self._append(f"{exc}\n")
-            outcome = {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": type(exc).__name__
-                       .replace("EnvironmentError_", "ValidationFailed").replace("RayStartError", "SubmissionFailed"),
-                       "message": str(exc)}
-        except Exception as exc:
-            self._append(f"flexq: the job failed to run: {exc}\n")
-            outcome = {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
-                       "message": str(exc)}
-        finally:
-            if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()):
-                self.cluster.stop()
+        attempts = int(spec.get("backoffLimit") or 0) + 1
+        failed = 0
+        outcome: dict[str, Any] = {}
+        for attempt in range(1, attempts + 1):
+            outcome = self._attempt(spec)
+            if outcome["jobStatus"] == "SUCCEEDED" or outcome.get("reason") in ("ValidationFailed", "Stopped",
+                                                                                "DeadlineExceeded"):
+                break
+            failed += 1
+            if attempt < attempts and not self._stop.is_set():
+                self._append(f"flexq: the job failed ({outcome.get('message', '')}); retrying, attempt "
+                             f"{attempt + 1} of {attempts} (backoffLimit {attempts - 1})\n")
+                self.on_status({"jobDeploymentStatus": "Retrying", "failed": failed})
+                if self.cluster is not None:
+                    self.cluster.stop()
+                    self.cluster = None
+                self.submission = f"{name}-{int(time.time()) % 100000:05d}-{attempt + 1}"
+                self.on_status({"jobId": self.submission})
+        outcome["failed"] = failed
+        outcome["succeeded"] = 1 if outcome["jobStatus"] == "SUCCEEDED" else 0
+        if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()):
+            self.cluster.stop()
         verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
         metrics = parse_metrics(self.log_path.read_text(encoding="utf-8", errors="replace"))
         self.on_status({**outcome, "endTime": _stamp(), **({"trainingMetrics": metrics} if metrics else {})})
         self.done.set()
+
+    def _attempt(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return self._execute(spec)
+        except (EnvironmentError_, RayStartError) as exc:
+            self._append(f"{exc}\n")
+            reason = "ValidationFailed" if isinstance(exc, EnvironmentError_) else "SubmissionFailed"
+            return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": reason, "message": str(exc)}
+        except Exception as exc:
+            self._append(f"flexq: the job failed to run: {exc}\n")
+            return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "SubmissionFailed",
+                    "message": str(exc)}
 
     def _execute(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         env = prepare(self.job, self.configmaps, self.workdir)
@@ -138,10 +157,15 @@ class RayJobRun:
         deadline = time.monotonic() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
         header = self.log_path.read_text(encoding="utf-8")
         reported = "PENDING"
+        metrics: dict[str, Any] | None = None
         while True:
             state = httpx.get(f"{url}/api/jobs/{self.submission}", timeout=30).json()
             logs = httpx.get(f"{url}/api/jobs/{self.submission}/logs", timeout=30).json().get("logs", "")
             self.log_path.write_text(header + logs, encoding="utf-8")
+            latest = parse_metrics(logs)
+            if latest is not None and latest != metrics:
+                metrics = latest
+                self.on_status({"trainingMetrics": metrics})
             status = str(state.get("status", "PENDING"))
             if status != reported and status == "RUNNING":
                 self.on_status({"jobStatus": "RUNNING"})
