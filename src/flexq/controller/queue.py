@@ -379,7 +379,8 @@ class QueueController:
         record_event(self.store, workload, reason, message or reason, type="Warning" if warning else "Normal",
                      component=_COMPONENT)
 
-    def _owner(self, workload: dict[str, Any]) -> tuple[KindInfo, Key] | None:
+    def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any]] | None:
+        """The job that owns ``workload``: its kind, key and current object (None if gone)."""
         ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
         if ref is None:
             return None
@@ -387,17 +388,17 @@ class QueueController:
         info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
         if info is None:
             return None
-        return info, Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
+        key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
+        try:
+            return info, key, self.store.get(key)
+        except NotFound:
+            return None
 
     def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
-        owner = self._owner(workload)
-        if owner is None or wl.admission is None:
+        owned = self._owned_job(workload)
+        if owned is None or wl.admission is None:
             return
-        info, key = owner
-        try:
-            job = self.store.get(key)
-        except NotFound:
-            return
+        info, key, job = owned
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors)
         self.store.update(key, job)
         record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
@@ -405,14 +406,10 @@ class QueueController:
             self._run_workload(wl.key, self.clock.now())
 
     def _stop_job(self, workload: dict[str, Any]) -> None:
-        owner = self._owner(workload)
-        if owner is None:
+        owned = self._owned_job(workload)
+        if owned is None:
             return
-        info, key = owner
-        try:
-            job = self.store.get(key)
-        except NotFound:
-            return
+        info, key, job = owned
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
         if self.runtime is not None and info.kind == "RayJob":
             runtime, namespace, name = self.runtime, key.namespace, key.name
