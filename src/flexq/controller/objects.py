@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from flexq.jobs.workload import QUEUE_LABEL, pod_requests
+from flexq.jobs.workload import pod_requests
 from flexq.objects.conditions import find_condition, set_condition
 from flexq.scheduler.build import toleration
 from flexq.scheduler.flavorassigner import Assignment, format_amount
@@ -208,5 +208,3 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status.pop("waitingFor", None)
     return status
 
-
-__all__ += ["QUEUE_LABEL"]

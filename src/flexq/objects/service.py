@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from flexq.api.documents import Document
 from flexq.api.errors import FieldError, InvalidObject
-from flexq.api.kinds import KINDS, KindInfo, by_gvk, by_resource
+from flexq.api.kinds import KINDS, KindInfo
 from flexq.api.normalize import normalize
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
@@ -399,13 +399,3 @@ class _ManyInvalid(InvalidObject):
 
 def _many(errors: list[InvalidObject]) -> InvalidObject:
     return _ManyInvalid(errors)
-
-
-def resource_info(group: str, plural: str) -> KindInfo:
-    info = by_resource(group, plural)
-    if info is None:
-        raise BadRequest(f"the server could not find the requested resource ({plural}.{group})", 404, "NotFound")
-    return info
-
-
-__all__ += ["by_gvk", "resource_info"]

@@ -465,5 +465,3 @@ def _podsets(admission: Admission) -> dict[str, dict[str, str]]:
 def _owner(wl: Workload) -> dict[str, str]:
     return {"job": wl.owner} if wl.owner else {}
 
-
-__all__ += ["Granular"]

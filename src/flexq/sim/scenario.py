@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, decode_input, load_documents
 from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.errors import FieldError, InputError, InvalidObject
+from flexq.api.errors import InputError, InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
@@ -307,8 +307,6 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> Cap
         scale_down_after=_duration(raw.scaleDownAfter, doc, f"{base}.scaleDownAfter"),
     )
 
-
-__all__ += ["FieldError"]
 
 
 def load_capacity(path: Path) -> CapacityConfig:
