@@ -85,6 +85,13 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     assert dws_node["status"]["allocatable"]["google.com/tpu"] == "4"
     wls = _workloads(srv)
     assert _cond(wls["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"
+    (check,) = wls["rayjob-tpu-v6e-dws-2"]["status"]["admissionChecks"]
+    (update,) = check["podSetUpdates"]
+    consume = update["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"]
+    assert update["name"] == "tpu-group" and consume.endswith("-dws-prov-1"), "the Ray head asks no TPU: no update"
+    job2 = httpx.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-2").json()
+    worker = job2["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
+    assert worker["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == consume
     requests = httpx.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
     (request,) = requests["items"]
     assert request["metadata"]["name"].endswith("-dws-prov-1")

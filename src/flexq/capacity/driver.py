@@ -370,7 +370,11 @@ class CapacityDriver:
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
             self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), _CAPACITY)
-        self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
+        updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
+                            "autoscaling.x-k8s.io/provisioning-class-name": self.provisioning[check].provisioning_class}
+                   for g in self.groups(self.scheduler.workloads[key], self.provisioning[check].managed or None)}
+        self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
+                                          pod_set_updates=updates))
 
     def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
         """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""

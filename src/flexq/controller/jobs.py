@@ -33,13 +33,18 @@ def templates(kind: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: copy.deepcopy(holder.get(key) or {}) for name, holder, key in _slots(kind, job)}
 
 
-def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec]) -> None:
-    """Start the job on its flavors: un-suspend, add the flavors' node labels and tolerations."""
+def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec],
+           annotations: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Start the job on its flavors: un-suspend, add the flavors' node labels and tolerations, and the
+    annotations admission checks asked for (a ProvisioningRequest's consume-provisioning-request)."""
     by_podset = {ps.name: ps for ps in admission.podsets}
     for name, holder, key in _slots(kind, job):
         assignment = by_podset.get(name)
         if assignment is None:
             continue
+        if annotations and annotations.get(name):
+            meta = holder.setdefault(key, {}).setdefault("metadata", {})
+            meta.setdefault("annotations", {}).update(annotations[name])
         pod = holder.setdefault(key, {}).setdefault("spec", {})
         selector = pod.setdefault("nodeSelector", {})
         tolerations = pod.setdefault("tolerations", [])

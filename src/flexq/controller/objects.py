@@ -109,6 +109,8 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
             else WorkloadState.QUOTA_RESERVED
         wl.reserved_at = _parse_time(reserved.get("lastTransitionTime"))
         wl.checks = {c["name"]: CheckState(c.get("state", "Pending")) for c in status.get("admissionChecks") or []}
+        wl.pod_set_updates = {c["name"]: {u["name"]: dict(u.get("annotations") or {}) for u in c["podSetUpdates"]}
+                              for c in status.get("admissionChecks") or [] if c.get("podSetUpdates")}
     finished = find_condition(status, "Finished")
     if finished and finished.get("status") == "True":
         wl.state = WorkloadState.FINISHED
@@ -168,6 +170,9 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         previous = {c["name"]: c for c in status.get("admissionChecks") or []}
         status["admissionChecks"] = [{
             "name": name, "state": state.value,
+            **({"podSetUpdates": [{"name": ps, "annotations": annotations}
+                                  for ps, annotations in sorted(wl.pod_set_updates[name].items())]}
+               if name in wl.pod_set_updates else {}),
             "message": previous.get(name, {}).get("message", "") if previous.get(name, {}).get("state") ==
             state.value else "",
             "lastTransitionTime": previous[name]["lastTransitionTime"]

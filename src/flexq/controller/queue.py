@@ -399,7 +399,11 @@ class QueueController:
         if owned is None or wl.admission is None:
             return
         info, key, job = owned
-        inject(info.kind, job, wl.admission, self.scheduler.config.flavors)
+        annotations: dict[str, dict[str, str]] = {}
+        for updates in wl.pod_set_updates.values():
+            for podset, values in updates.items():
+                annotations.setdefault(podset, {}).update(values)
+        inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
         self.store.update(key, job)
         record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
         if self.capacity.driver is None:

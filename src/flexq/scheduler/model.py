@@ -286,6 +286,8 @@ class Workload:
     evictions: int = 0
     evicting: bool = False
     """Preempted: eviction is issued, the quota stays held until the job has stopped."""
+    pod_set_updates: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """What Ready admission checks ask of the pods: check -> pod set -> annotations."""
 
     @property
     def key(self) -> str:

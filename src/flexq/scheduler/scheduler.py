@@ -137,12 +137,15 @@ class Scheduler:
         return [Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason)]
 
     def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "",
-                  retry_after: float | None = None) -> list[Event]:
+                  retry_after: float | None = None,
+                  pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload."""
         wl = self.workloads[key]
         if not wl.holds_quota or check not in wl.checks:
             return []
         wl.checks[check] = state
+        if state is CheckState.READY and pod_set_updates:
+            wl.pod_set_updates[check] = pod_set_updates
         events = [Event(now, EventKind.CHECK, wl.key, wl.cluster_queue, message or state.value,
                         extra={"check": check, "state": state.value})]
         if state is CheckState.READY and wl.state is WorkloadState.QUOTA_RESERVED and all(
@@ -404,6 +407,7 @@ class Scheduler:
         wl.ordering_time = now
         wl.reserved_at = wl.admitted_at = None
         wl.checks = {}
+        wl.pod_set_updates = {}
         wl.evictions += 1
         wl.pending_reason = ""
         self.queues.push(wl)
