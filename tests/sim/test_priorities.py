@@ -72,3 +72,15 @@ def test_urgent_job_preempts_the_newest_batch_job(tmp_path: Path) -> None:
     readmitted = [t for t, e, w in log if e == "Admitted" and w == by_job["batch-1"]]
     assert readmitted == [1, 1200]
     assert (4800, "Finished", by_job["batch-1"]) in log
+
+
+def test_pending_on_quota_says_when_quota_frees_next(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.replace("kueue.x-k8s.io/priority-class: urgent", "kueue.x-k8s.io/queue-name: q")
+                    .replace("labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/queue-name: q}",
+                             "labels: {kueue.x-k8s.io/queue-name: q}"))
+    result = run_scenario(load_scenario(path))
+    hot = next(w.key for w in result.workloads if w.owner.endswith("/hot"))
+    pending = next(e for e in result.events if e["workload"] == hot and e["event"] == "Pending")
+    assert pending["t"] == 600 and pending["eta"] == 3600, "batch-0 finishes first, at 1h"
+    assert "quota frees next at t=1h" in pending["reason"]

@@ -22,6 +22,7 @@ from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
+from flexq.durations import format_seconds
 from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 
@@ -101,6 +102,8 @@ class _Run:
             self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,
                                          provisioning_settings(objects), virtual=True)
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
+        self.finish_at: dict[str, float] = {}
+        """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
         self.finish_token: dict[str, int] = {}
         self.wake_at: set[float] = set()
@@ -122,11 +125,31 @@ class _Run:
                 continue
             line = event.to_json()
             line["t"] = _num(event.t)
+            if event.kind is EventKind.PENDING:
+                eta = self._quota_eta(event.workload, event.t)
+                if eta is not None:
+                    line["eta"] = _num(eta)
+                    line["reason"] += f" (quota frees next at t={format_seconds(eta)})"
             self.result.events.append(line)
             if self.driver is not None:
                 self.driver.handle(event)
             elif event.kind is EventKind.ADMITTED:
                 self._start(event.workload, event.t)
+
+    def _quota_eta(self, key: str, now: float) -> float | None:
+        """When quota in the workload's cohort tree frees next: the earliest finish of a workload holding it.
+
+        A lower bound on the wait, not a promise: what frees may not be enough, or may go to another head.
+        """
+        wl = self.scheduler.workloads.get(key)
+        tree = self.scheduler.tree
+        if wl is None or wl.cluster_queue not in tree.queues:
+            return None
+        root = tree.root(wl.cluster_queue)
+        times = [at for other, at in self.finish_at.items()
+                 if at > now and (h := self.scheduler.workloads.get(other)) is not None and h.admission is not None
+                 and h.cluster_queue in tree.queues and tree.root(h.cluster_queue) is root]
+        return min(times) if times else None
 
     def _start(self, key: str, t: float) -> None:
         run_for = self.run_for.get(key)
@@ -141,6 +164,7 @@ class _Run:
                 return  # evicted (or deleted) since it started: this run never completes
             self.log(self.scheduler.finish(key, self.kernel.clock.now(), "JobFinished"))
 
+        self.finish_at[key] = t + run_for
         self.kernel.schedule(t + run_for, finish, _FINISH)
 
     def submit(self, sub: Submission) -> None:
