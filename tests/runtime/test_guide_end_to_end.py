@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,19 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
 
     _eventually(scaled_down, timeout=60)
     assert not _ray_processes(), "shutdownAfterJobFinishes: each job's cluster is gone"
+    # What kubectl sees, as with KubeRay: the submitter Job and its pod stay, the cluster's pods are gone.
+    jobs = httpx.get(srv.url + "/apis/batch/v1/namespaces/default/jobs").json()["items"]
+    assert sorted(j["metadata"]["name"] for j in jobs) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]
+    assert all(j["status"]["succeeded"] == 1 for j in jobs)
+    pods = httpx.get(srv.url + "/api/v1/namespaces/default/pods").json()["items"]
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    if shutil.which("kubectl"):
+        config = srv.home / "kc"
+        _run(srv, "kubeconfig", "--write", str(config))
+        logged = subprocess.run(["kubectl", "logs", "job/rayjob-tpu-v6e-dws-1"], capture_output=True, text=True,
+                                env={**srv.env(), "KUBECONFIG": str(config)}, timeout=60, check=False)
+        assert logged.returncode == 0, logged.stderr
+        assert "Training Complete!" in logged.stdout and "' succeeded" in logged.stdout
 
 
 FAILING = """apiVersion: kueue.x-k8s.io/v1beta1

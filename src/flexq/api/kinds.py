@@ -165,6 +165,21 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("Status", ".status.phase"),
         _AGE,
     ), verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
+    KindInfo("", ("v1",), "Pod", "pods", "pod", True, core.Pod, ("po",), (
+        Column("Ready", "#pod-ready"),
+        Column("Status", "#pod-status"),
+        Column("Restarts", "#pod-restarts", "integer"),
+        _AGE,
+        Column("IP", ".status.podIP", priority=1),
+        Column("Node", ".spec.nodeName", priority=1),
+    ), categories=("all",)),
+    KindInfo("", ("v1",), "Service", "services", "service", True, core.Service, ("svc",), (
+        Column("Type", ".spec.type"),
+        Column("Cluster-IP", ".spec.clusterIP"),
+        Column("External-IP", "#svc-external"),
+        Column("Port(s)", "#svc-ports"),
+        _AGE,
+    ), categories=("all",)),
     KindInfo("", ("v1",), "Node", "nodes", "node", False, core.Node, ("no",), (
         Column("Status", "#node-status"),
         Column("Roles", "#node-roles"),

@@ -95,6 +95,8 @@ class CapacityDriver:
         """Bumped whenever a workload's capacity story restarts (evicted, finished): stale timers are ignored."""
         self.waiting_since: dict[str, float] = {}
         self.running: set[str] = set()
+        self.placements: dict[str, dict[str, list[str]]] = {}
+        """Where each running workload's pods are: pod set -> node names."""
         self.costs: dict[str, float] = {}
         """USD spent per workload on the nodes its pods used (node-hours x price; a CPU node's cost shared by
         the CPU its pods requested, an accelerator node's charged whole)."""
@@ -198,6 +200,7 @@ class CapacityDriver:
     def _release(self, key: str) -> None:
         self.costs[key] = self.cost(key)
         self._billing.pop(key, None)
+        self.placements.pop(key, None)
         self.tokens[key] = self._token(key) + 1
         self.waiting_since.pop(key, None)
         self.running.discard(key)
@@ -218,6 +221,7 @@ class CapacityDriver:
             return
         if placement.complete:
             self.cluster.bind(key, groups, placement, now)
+            self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
             self.running.add(key)
             self._bill(key)
             self.waiting_since.pop(key, None)

@@ -103,7 +103,9 @@ class QueueController:
             return
         namespace, _, name = wl.owner.removeprefix("RayJob ").partition("/")
         runtime = self.runtime
-        self._after_write.append(lambda: runtime.start(namespace, name))
+        driver = self.capacity.driver
+        nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
+        self._after_write.append(lambda: runtime.start(namespace, name, nodes))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -233,6 +235,8 @@ class QueueController:
         return Key("kueue.x-k8s.io", "workloads", wl.namespace, wl.name)
 
     def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
+        if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
+            return  # a RayJob's submitter Job: part of a job that is already queued
         uid = str(job["metadata"].get("uid", ""))
         if finished(info.kind, job) or uid in self.by_job_uid:
             return

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from pathlib import Path
 from typing import Any
 
+from flexq.runtime.objects import kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.store import Key, NotFound, Store, record_event
 
@@ -22,6 +24,9 @@ class RayRuntime:
         self.store = store
         self.home = home
         self.runs: dict[str, RayJobRun] = {}
+        self.nodes: dict[str, dict[str, list[str]]] = {}
+        self.published: dict[str, set[Key]] = {}
+        """The KubeRay-shaped objects (RayCluster, Service, Pods, submitter Job) shown for each job."""
         self._lock = threading.Lock()
 
     @staticmethod
@@ -31,8 +36,9 @@ class RayRuntime:
     def log_path(self, namespace: str, name: str) -> Path:
         return self.home / "runtime" / namespace / name / "driver.log"
 
-    def start(self, namespace: str, name: str) -> None:
+    def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None) -> None:
         job_key = f"{namespace}/{name}"
+        self.nodes[job_key] = dict(nodes or {})
         with self._lock:
             if job_key in self.runs and not self.runs[job_key].done.is_set():
                 return
@@ -57,6 +63,38 @@ class RayRuntime:
             run = self.runs.pop(f"{namespace}/{name}", None)
         if run is not None:
             run.stop()
+        self._unpublish(f"{namespace}/{name}", everything=True)
+
+    def _unpublish(self, job_key: str, everything: bool) -> None:
+        keys = self.published.get(job_key, set())
+        for key in sorted(keys, key=str):
+            if everything or not (key.resource == "jobs" or (key.resource == "pods" and "-raycluster-" not in
+                                                             key.name)):
+                with contextlib.suppress(NotFound):
+                    self.store.delete(key)
+                keys.discard(key)
+
+    def _publish(self, job: dict[str, Any]) -> None:
+        meta, status = job["metadata"], job.get("status") or {}
+        job_key = f"{meta.get('namespace', 'default')}/{meta['name']}"
+        deployment = str(status.get("jobDeploymentStatus", "Initializing"))
+        terminal = deployment in ("Complete", "Failed")
+        keep_cluster = not (terminal and (job.get("spec") or {}).get("shutdownAfterJobFinishes"))
+        objects = kuberay_objects(job, deployment, self.nodes.get(job_key, {}),
+                                  str(self.log_path(meta.get("namespace", "default"), meta["name"])),
+                                  str(status.get("startTime", "")), keep_cluster, str(status.get("endTime", "")))
+        keys = self.published.setdefault(job_key, set())
+        for key, obj in objects:
+            keys.add(key)
+            try:
+                old = self.store.get(key)
+            except NotFound:
+                self.store.create(key, obj)
+                continue
+            if old.get("status") != obj.get("status"):
+                self.store.update(key, {**old, "status": obj["status"]}, subresource="status")
+        if not keep_cluster:
+            self._unpublish(job_key, everything=False)
 
     def stop_all(self) -> None:
         with self._lock:
@@ -70,7 +108,8 @@ class RayRuntime:
             with self.store.transaction():
                 job = self.store.get(key)
                 status = {**(job.get("status") or {}), **fields}
-                self.store.update(key, {**job, "status": status}, subresource="status")
+                job = self.store.update(key, {**job, "status": status}, subresource="status")
+                self._publish(job)
                 if fields.get("jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"):
                     verdict = fields["jobStatus"]
                     record_event(self.store, job, "Completed" if verdict == "SUCCEEDED" else "Failed",

@@ -135,6 +135,33 @@ def _node_pool(obj: dict[str, Any], now: datetime) -> str:
     return str((obj["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", ""))
 
 
+def _pod_ready(obj: dict[str, Any], now: datetime) -> str:
+    statuses = obj.get("status", {}).get("containerStatuses") or []
+    total = len(obj.get("spec", {}).get("containers") or []) or len(statuses)
+    return f"{sum(1 for c in statuses if c.get('ready'))}/{total}"
+
+
+def _pod_status(obj: dict[str, Any], now: datetime) -> str:
+    status = obj.get("status", {})
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    phase = status.get("phase") or "Pending"
+    return str(status.get("reason") or {"Succeeded": "Completed", "Failed": "Error"}.get(phase, phase))
+
+
+def _pod_restarts(obj: dict[str, Any], now: datetime) -> int:
+    return sum(int(c.get("restartCount", 0)) for c in obj.get("status", {}).get("containerStatuses") or [])
+
+
+def _svc_external(obj: dict[str, Any], now: datetime) -> str:
+    return "<none>"
+
+
+def _svc_ports(obj: dict[str, Any], now: datetime) -> str:
+    ports = obj.get("spec", {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
 _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#job-status": _job_status,
     "#completions": _completions,
@@ -146,6 +173,11 @@ _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#node-status": _node_status,
     "#node-roles": _node_roles,
     "#node-pool": _node_pool,
+    "#pod-ready": _pod_ready,
+    "#pod-status": _pod_status,
+    "#pod-restarts": _pod_restarts,
+    "#svc-external": _svc_external,
+    "#svc-ports": _svc_ports,
 }
 
 

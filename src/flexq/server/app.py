@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -23,31 +22,11 @@ from flexq.server.errors import error_response, status_body
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
+from flexq.server.logs import follow_log
 from flexq.server.openapi import gv_document, root_document
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
-
-
-async def _follow(path: Path, limit: float = 6 * 3600.0) -> AsyncIterator[bytes]:
-    """Stream a log file as it grows, until the job's end marker (or ``limit`` seconds)."""
-    sent = 0
-    waited = 0.0
-    while waited < limit:
-        if path.exists():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            if len(text) < sent:
-                sent = 0  # rewritten (a new run)
-            chunk = text[sent:]
-            sent = len(text)
-            done = END_MARKER in chunk
-            chunk = chunk.replace(END_MARKER, "")
-            if chunk:
-                yield chunk.encode()
-            if done:
-                return
-        await asyncio.sleep(0.5)
-        waited += 0.5
 
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -140,7 +119,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
             if not path.exists():
                 return JSONResponse(status_body(404, "NotFound", f"RayJob {name} has not started yet"), 404)
             return PlainTextResponse(path.read_text(encoding="utf-8", errors="replace").replace(END_MARKER, ""))
-        return StreamingResponse(_follow(path), media_type="text/plain")
+        return StreamingResponse(follow_log(path), media_type="text/plain")
 
     @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],
               responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})

@@ -11,20 +11,24 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import yaml
 from fastapi import Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from flexq.api.documents import MAX_INPUT_BYTES
 from flexq.api.kinds import KindInfo, by_resource
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
+from flexq.runtime.objects import LOG_ANNOTATION
+from flexq.runtime.rayjob import END_MARKER
 from flexq.server.discovery import api_group_list, api_versions, group_versions, resource_list
 from flexq.server.errors import error_response, status_body
 from flexq.server.hub import ChangeHub
+from flexq.server.logs import follow_log
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
 from flexq.store import Gone
 
@@ -92,6 +96,8 @@ class KubeApi:
         if info is None or version not in info.versions or len(rest) > 3:
             gr = f"{plural}.{group}" if group else plural
             return _not_found(f"the server could not find the requested resource ({gr})")
+        if sub == "log" and info.kind == "Pod" and name is not None and request.method == "GET":
+            return await self._pod_log(request, info, namespace or "default", name)
         if sub is not None and (sub != "status" or not info.status_subresource):
             return _not_found(f"the server could not find the requested resource ({plural}/{sub})")
         if info.namespaced is False and namespace is not None:
@@ -146,6 +152,25 @@ class KubeApi:
             return self._respond(request, t, obj)
         return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
                             status_code=405)
+
+    async def _pod_log(self, request: Request, info: KindInfo, namespace: str, name: str) -> Response:
+        """A pod's log: for the pods of a RayJob, the job's driver log (followed with ``follow=true``)."""
+        try:
+            pod = self.service.get(info, namespace, name)
+        except Exception as exc:
+            return error_response(exc, info, name)
+        path = (pod["metadata"].get("annotations") or {}).get(LOG_ANNOTATION)
+        if not path:
+            return PlainTextResponse("")
+        log = Path(path)
+        if request.query_params.get("follow") in ("true", "1"):
+            return StreamingResponse(follow_log(log), media_type="text/plain")
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        text = text.replace(END_MARKER, "")
+        tail = request.query_params.get("tailLines")
+        if tail and tail.isdigit():
+            text = "".join(text.splitlines(keepends=True)[-int(tail):])
+        return PlainTextResponse(text)
 
     async def _server_side_apply(self, request: Request, t: Target) -> Response:
         assert t.name is not None

@@ -17,12 +17,12 @@ from typing import Any
 from flexq.api.errors import InvalidObject
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, JobError, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
-from flexq.durations import format_seconds
 from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 

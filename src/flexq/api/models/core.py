@@ -73,3 +73,11 @@ class ProvisioningRequest(TopLevel):
 
 class Node(TopLevel):
     spec: dict[str, Any] | None = None
+
+
+class Pod(TopLevel):
+    spec: dict[str, Any] | None = None
+
+
+class Service(TopLevel):
+    spec: dict[str, Any] | None = None

@@ -1,0 +1,144 @@
+"""What KubeRay shows for a running RayJob, so that kubectl's view of it is the usual one.
+
+A RayCluster ``<job>-raycluster``, its head Service ``<job>-head-svc`` (the guide port-forwards it), the
+head and worker Pods (bound to the nodes the capacity driver placed them on), and the submitter Job
+``<job>`` with its Pod, whose log is the job's driver log (``kubectl logs job/<job>``). Pods carry the
+log file in the annotation ``flexq.dev/log``; the API serves it as the pod's log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from flexq.store import Key
+
+__all__ = ["LOG_ANNOTATION", "PHASES", "kuberay_objects"]
+
+LOG_ANNOTATION: Final = "flexq.dev/log"
+PHASES: Final = {"Initializing": "Pending", "Running": "Running", "Retrying": "Pending", "Complete": "Succeeded",
+                 "Failed": "Failed"}
+
+
+def _suffix(text: str, n: int = 5) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:n]
+
+
+def _owner(job: Mapping[str, Any], api_version: str = "ray.io/v1", kind: str = "RayJob") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "name": job["metadata"]["name"],
+            "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+
+
+def _pod(name: str, namespace: str, labels: dict[str, str], template: Mapping[str, Any], owner: dict[str, Any],
+         phase: str, node: str, log: str, started: str) -> tuple[Key, dict[str, Any]]:
+    spec = dict(template.get("spec") or {})
+    containers = [{k: v for k, v in c.items()} for c in spec.get("containers") or [{"name": "main"}]]
+    running = phase == "Running"
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True" if running else "False"},
+                       {"type": "PodScheduled", "status": "True" if node else "False"}],
+        "containerStatuses": [{"name": c.get("name", "main"), "ready": running, "restartCount": 0,
+                               "image": c.get("image", ""),
+                               "state": {"running": {"startedAt": started}} if running else
+                               {"terminated": {"reason": "Completed" if phase == "Succeeded" else "Error",
+                                               "exitCode": 0 if phase == "Succeeded" else 1}}
+                               if phase in ("Succeeded", "Failed") else {"waiting": {"reason": "ContainerCreating"}}}
+                              for c in containers],
+        "startTime": started,
+    }
+    if phase == "Running":
+        status["podIP"] = "127.0.0.1"
+    obj = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                        "annotations": {LOG_ANNOTATION: log, **(dict((template.get("metadata") or {})
+                                                                    .get("annotations") or {}))},
+                        "ownerReferences": [owner]},
+           "spec": {**spec, "containers": containers, **({"nodeName": node} if node else {})},
+           "status": status}
+    return Key("", "pods", namespace, name), obj
+
+
+def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str, Sequence[str]], log: str,
+                    started: str, with_cluster: bool, ended: str = "") -> list[tuple[Key, dict[str, Any]]]:
+    """The objects for ``job`` in ``deployment`` state (jobDeploymentStatus); pods on ``nodes`` by pod set."""
+    meta = job["metadata"]
+    name, namespace = meta["name"], meta.get("namespace", "default")
+    cluster_name = f"{name}-raycluster"
+    spec = job.get("spec") or {}
+    ray_spec = spec.get("rayClusterSpec") or {}
+    phase = PHASES.get(deployment, "Pending")
+    job_owner = _owner(job)
+    out: list[tuple[Key, dict[str, Any]]] = []
+    cluster_labels = {"ray.io/cluster": cluster_name, "app.kubernetes.io/created-by": "kuberay-operator"}
+    if with_cluster:
+        cluster_uid = f"{meta.get('uid', '')}-cluster"
+        cluster_owner = {**_owner({"metadata": {"name": cluster_name, "uid": cluster_uid}}, kind="RayCluster")}
+        workers = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1))
+                      for g in ray_spec.get("workerGroupSpecs") or [])
+        out.append((Key("ray.io", "rayclusters", namespace, cluster_name), {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": cluster_name, "namespace": namespace, "labels": {"ray.io/originated-from-crd":
+                                                                                  "RayJob"},
+                         "ownerReferences": [job_owner], "uid": cluster_uid},
+            "spec": ray_spec,
+            "status": {"state": "ready" if phase == "Running" else ("" if phase == "Pending" else "suspended"),
+                       "desiredWorkerReplicas": workers,
+                       "availableWorkerReplicas": workers if phase == "Running" else 0},
+        }))
+        out.append((Key("", "services", namespace, f"{name}-head-svc"), {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": f"{name}-head-svc", "namespace": namespace, "labels": cluster_labels,
+                         "ownerReferences": [cluster_owner]},
+            "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": {**cluster_labels, "ray.io/node-type":
+                                                                            "head"},
+                     "ports": [{"name": "gcs-server", "port": 6379, "protocol": "TCP"},
+                               {"name": "dashboard", "port": 8265, "protocol": "TCP"},
+                               {"name": "client", "port": 10001, "protocol": "TCP"}]},
+        }))
+        head = (ray_spec.get("headGroupSpec") or {}).get("template") or {}
+        head_nodes = list(nodes.get("head") or [])
+        out.append(_pod(f"{cluster_name}-head-{_suffix(cluster_name)}", namespace,
+                        {**cluster_labels, "ray.io/node-type": "head", "ray.io/group": "headgroup"}, head,
+                        cluster_owner, phase, head_nodes[0] if head_nodes else "", log, started))
+        for group in ray_spec.get("workerGroupSpecs") or []:
+            group_name = str(group.get("groupName"))
+            count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
+            group_nodes = list(nodes.get(group_name) or [])
+            for i in range(count):
+                pod_name = f"{cluster_name}-{group_name}-worker-{_suffix(f'{cluster_name}-{group_name}-{i}')}"
+                out.append(_pod(pod_name, namespace, {**cluster_labels, "ray.io/node-type": "worker",
+                                                      "ray.io/group": group_name},
+                                group.get("template") or {}, cluster_owner, phase,
+                                group_nodes[i] if i < len(group_nodes) else "", log, started))
+    controller_uid = f"{meta.get('uid', '')}-submitter"
+    job_labels = {"batch.kubernetes.io/job-name": name, "job-name": name,
+                  "batch.kubernetes.io/controller-uid": controller_uid, "controller-uid": controller_uid}
+    done = phase in ("Succeeded", "Failed")
+    submitter_status: dict[str, Any] = {"startTime": started, "active": 0 if done else 1,
+                                        "succeeded": 1 if phase == "Succeeded" else 0,
+                                        "failed": 1 if phase == "Failed" else 0}
+    if done:
+        submitter_status["conditions"] = [{"type": "Complete" if phase == "Succeeded" else "Failed",
+                                           "status": "True"}]
+        if ended:
+            submitter_status["completionTime"] = ended
+    out.append((Key("batch", "jobs", namespace, name), {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"ray.io/originated-from-crd": "RayJob"},
+                     "ownerReferences": [job_owner], "uid": controller_uid},
+        "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 2, "suspend": False,
+                 "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": controller_uid}},
+                 "template": {"metadata": {"labels": job_labels},
+                              "spec": {"restartPolicy": "Never", "containers": [{
+                                  "name": "ray-job-submitter", "image": "rayproject/ray",
+                                  "command": ["ray", "job", "submit", "--", str(spec.get("entrypoint", ""))]}]}}},
+        "status": submitter_status,
+    }))
+    submitter_pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter",
+                                                                          "image": "rayproject/ray"}]}}
+    out.append(_pod(f"{name}-{_suffix(name)}", namespace, job_labels, submitter_pod,
+                    _owner({"metadata": {"name": name, "uid": controller_uid}}, "batch/v1", "Job"), phase,
+                    (nodes.get("head") or [""])[0], log, started))
+    return out
