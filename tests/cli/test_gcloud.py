@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Server
+from tests.conftest import Server, free_port, start_server, stop_server
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
 
@@ -26,8 +26,22 @@ def _env(server: Server, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_cluster_sh_with_real_gcloud(server: Server, tmp_path: Path, flexq: Any) -> None:
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Any:
+    srv = start_server(tmp_path / "home", "--tls-port", str(free_port()))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None:
+    server = tls_server
     env = _env(server, tmp_path)
+
+    def flexq(*args: str) -> Any:
+        return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], capture_output=True, text=True,
+                              env=server.env(), timeout=60, check=False)
     assert env["CLOUDSDK_CONFIG"].startswith(str(server.home))
 
     def gcloud(*args: str) -> subprocess.CompletedProcess[str]:
@@ -48,7 +62,7 @@ def test_cluster_sh_with_real_gcloud(server: Server, tmp_path: Path, flexq: Any)
                   "--location=us-east5-b", "--format=get(config.flexStart)")
     assert flex.returncode == 0 and flex.stdout == "True\n", flex.stderr
     # One model, two front doors: flexq sees what gcloud made.
-    pool = yaml.safe_load(flexq("get", "nodepool", "dws-pool", "-o", "yaml").out)
+    pool = yaml.safe_load(flexq("get", "nodepool", "dws-pool", "-o", "yaml").stdout)
     assert pool["spec"]["queuedProvisioning"] is True and pool["spec"]["tpuTopology"] == "4x4"
     refused = gcloud("container", "node-pools", "create", "bad", "--cluster=tpu-cluster", "--location=us-east5-b",
                      "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling",
@@ -56,9 +70,22 @@ def test_cluster_sh_with_real_gcloud(server: Server, tmp_path: Path, flexq: Any)
     assert refused.returncode != 0 and "not a multiple of the 4 hosts" in refused.stderr
     missing = gcloud("container", "node-pools", "describe", "nope", "--cluster=tpu-cluster", "--location=us-east5-b")
     assert missing.returncode != 0 and "404" in missing.stderr
+    # get-credentials points kubectl at the server's HTTPS endpoint, verified with the cluster's CA, with a token
+    # from gke-gcloud-auth-plugin; the guide's kubectl commands then run against that context.
+    creds = gcloud("container", "clusters", "get-credentials", "tpu-cluster", *flags)
+    assert creds.returncode == 0, creds.stderr
+    kubeconfig = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
+    assert kubeconfig["current-context"] == "gke_demo_us-east5-b_tpu-cluster"
+    cluster = next(c["cluster"] for c in kubeconfig["clusters"] if c["name"] == "gke_demo_us-east5-b_tpu-cluster")
+    assert cluster["server"].startswith("https://127.0.0.1:") and cluster["certificate-authority-data"]
+    if shutil.which("kubectl") and shutil.which("gke-gcloud-auth-plugin"):
+        got = subprocess.run(["kubectl", "get", "nodepools", "-o", "name"], capture_output=True, text=True, env=env,
+                             timeout=60, check=False)
+        assert got.returncode == 0, got.stderr
+        assert "nodepool.flexq.dev/dws-pool" in got.stdout
     deleted = gcloud("container", "clusters", "delete", "tpu-cluster", *flags, "--quiet")
     assert deleted.returncode == 0, deleted.stderr
-    assert flexq("get", "nodepools").err.strip() == "No resources found"
+    assert flexq("get", "nodepools").stderr.strip() == "No resources found"
     # The user's own configuration was not touched: gcloud and kubectl used flexq's files.
     assert not (tmp_path / ".config" / "gcloud").exists()
-    assert not (tmp_path / ".kube").exists()
+    assert not (tmp_path / ".kube" / "config").exists(), "kubectl used flexq's kubeconfig (~/.kube has its cache)"

@@ -526,6 +526,8 @@ def server(
         help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
     runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
     = "ray",
+    tls_port: Annotated[int | None, typer.Option(
+        help="Also serve HTTPS here (the endpoint gcloud's get-credentials points kubectl at).")] = None,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.server.run import serve
@@ -536,7 +538,7 @@ def server(
     typer.echo(f"flexq server on http://{host}:{port} (state in {state})", err=True)
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
-    serve(state, host, port, log_level=log_level, capacity=config, runtime=runtime)
+    serve(state, host, port, log_level=log_level, capacity=config, runtime=runtime, tls_port=tls_port)
 
 
 def _kubeconfig_text(server_url: str) -> str:
@@ -579,13 +581,18 @@ def env(
     gcloud = home / "gcloud"
     (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
     (gcloud / "active_config").write_text("default", encoding="utf-8")
+    token = gcloud / "access-token"
+    token.write_text("flexq-local-access-token\n", encoding="utf-8")
+    # A token file (not disable_credentials) so that gke-gcloud-auth-plugin can hand kubectl a token after
+    # get-credentials; the server accepts any token.
     (gcloud / "configurations" / "config_default").write_text(
         "[core]\n"
         f"project = {project}\n"
+        "account = flexq@local\n"
         "disable_prompts = true\n"
         "disable_usage_reporting = true\n"
         "[auth]\n"
-        "disable_credentials = true\n"
+        f"access_token_file = {token}\n"
         "[component_manager]\n"
         "disable_update_check = true\n"
         "[api_endpoint_overrides]\n"

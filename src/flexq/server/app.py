@@ -55,7 +55,8 @@ class ApplyResponse(BaseModel):
     results: list[ApplyResult]
 
 
-def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None) -> FastAPI:
+def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
+               ca_pem: bytes = b"") -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub)
@@ -68,7 +69,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     app = FastAPI(title="flexq", version=__version__, lifespan=lifespan,
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
 
-    app.include_router(gke_router(service, endpoint))
+    app.include_router(gke_router(service, endpoint, ca_pem))
 
     @app.get("/version", include_in_schema=False)
     async def version() -> dict[str, str]:

@@ -8,6 +8,7 @@ Both path styles are served: ``projects/P/locations/L/...`` and the older ``proj
 
 from __future__ import annotations
 
+import base64
 import itertools
 import time
 from datetime import UTC, datetime
@@ -50,7 +51,7 @@ class _Operations:
         return op
 
 
-def gke_router(service: ObjectService, endpoint: str) -> APIRouter:
+def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> APIRouter:
     router = APIRouter(include_in_schema=False)
     ops = _Operations()
     clusters, pools = resolve("clusters.flexq.dev"), resolve("nodepool")
@@ -64,7 +65,7 @@ def gke_router(service: ObjectService, endpoint: str) -> APIRouter:
             "name": name, "location": spec.get("location") or location, "zone": spec.get("location") or location,
             "status": "RUNNING", "endpoint": endpoint, "initialClusterVersion": spec.get("version") or "1.34",
             "currentMasterVersion": GKE_VERSION, "currentNodeVersion": GKE_VERSION,
-            "masterAuth": {"clusterCaCertificate": ""},
+            "masterAuth": {"clusterCaCertificate": base64.b64encode(ca_pem).decode() if ca_pem else ""},
             "nodePools": node_pools,
             "currentNodeCount": sum(p.get("currentNodeCount", p.get("initialNodeCount", 0)) for p in node_pools),
             "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
