@@ -607,14 +607,36 @@ def simulate(
     scenario: Annotated[Path, typer.Argument(help="Scenario file (kind: Scenario).")],
     events: Annotated[Path | None, typer.Option("--events", help="Write the event log here (JSON lines; - for stdout).")] = None,  # noqa: E501
     output: Annotated[str | None, typer.Option("--output", "-o", help="json: print a summary as JSON.")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write report.html, jobs.csv, summary.json here.")]
+    = None,
+    compare: Annotated[bool, typer.Option("--compare", help="Also run Kueue's behaviour (no fallback on "
+                                                         "unavailable capacity) and compare, in the report.")] = False,
 ) -> None:
     """Replay a scenario in virtual time (no server needed): every admission decision, in order."""
+    import dataclasses
+
+    from flexq.sim.report import write_report
     from flexq.sim.runner import run_scenario
     from flexq.sim.scenario import load_scenario
 
     if output not in (None, "json"):
         raise CliError(f"error: --output {output!r}: the only format is json")
-    result = run_scenario(load_scenario(scenario))
+    loaded = load_scenario(scenario)
+    result = run_scenario(loaded)
+    if report is not None:
+        runs = {"flexq" if loaded.capacity is None or loaded.capacity.fallback else "kueue-compatible": result}
+        if compare and loaded.capacity is not None:
+            other = dataclasses.replace(loaded, capacity=dataclasses.replace(
+                loaded.capacity, fallback=not loaded.capacity.fallback))
+            runs["kueue-compatible" if loaded.capacity.fallback else "flexq"] = run_scenario(other)
+        written = write_report(report, {p: (r.summary()["workloads"], r.events, r.end) for p, r in runs.items()},
+                               result.flex_flavors)
+        typer.echo(f"report written to {report / 'report.html'}", err=True)
+        for policy, numbers in written.items():
+            wait = numbers["wait"]
+            typer.echo(f"{policy}: {numbers['jobs']} jobs, wait p50 {wait['p50']}s p95 {wait['p95']}s max "
+                       f"{wait['max']}s, {numbers['fallbacks']} fallbacks, cost ${numbers['cost']['total']}",
+                       err=True)
     lines = result.log_lines()
     if events is not None:
         text = "".join(line + "\n" for line in lines)

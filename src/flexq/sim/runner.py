@@ -39,6 +39,8 @@ class SimResult:
     end: float = 0.0
     costs: dict[str, float] | None = None
     """USD per workload, when the scenario models capacity."""
+    flex_flavors: set[str] = field(default_factory=set)
+    """Flavors whose nodes come from flex-start pools (for cost by capacity type)."""
 
     def log_lines(self) -> list[str]:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
@@ -224,6 +226,9 @@ class _Run:
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.driver is not None:
             self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}
+            flex = {p.name for p in self.driver.cluster.pools.values() if p.flex_start}
+            self.result.flex_flavors = {name for name, spec in self.scheduler.config.flavors.items()
+                                        if spec.node_labels.get("cloud.google.com/gke-nodepool") in flex}
         return self.result
 
 

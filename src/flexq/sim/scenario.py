@@ -26,6 +26,8 @@ A check's ``workload`` names the workload or the job that made it (``namespace/n
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -55,14 +57,20 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class _Poisson(_Model):
+    ratePerHour: Annotated[float, Field(gt=0)]
+    for_: Duration = Field(alias="for")
+
+
 class _Submit(_Model):
     at: Duration = 0
     file: StrictStr | None = None
     object: dict[str, Any] | None = None
     env: dict[StrictStr, StrictStr] | None = None
-    runFor: Duration | None = None
+    runFor: Duration | dict[StrictStr, Any] | None = None
     count: Annotated[StrictInt, Field(ge=1)] = 1
     every: Duration = 0
+    poisson: _Poisson | None = None
 
 
 class _Check(_Model):
@@ -219,11 +227,22 @@ def load_scenario(path: Path) -> Scenario:
         where = f"spec.submit[{i}]"
         start = _duration(entry.at, doc, f"{where}.at")
         every = _duration(entry.every, doc, f"{where}.every")
-        run_for = _duration(entry.runFor, doc, f"{where}.runFor") if entry.runFor is not None else None
+        rng = random.Random(f"{spec.seed}:{i}")
+        run_for = _run_for(entry.runFor, doc, f"{where}.runFor")
         if (entry.file is None) == (entry.object is None):
             raise ScenarioError(source, f"{where}: give exactly one of file or object", doc.line_of(where))
-        for n in range(entry.count):
+        arrivals = [start + n * every for n in range(entry.count)]
+        if entry.poisson is not None:
+            horizon = start + _duration(entry.poisson.for_, doc, f"{where}.poisson.for")
+            arrivals, t = [], start
+            while True:
+                t += rng.expovariate(entry.poisson.ratePerHour / 3600.0)
+                if t >= horizon:
+                    break
+                arrivals.append(round(t, 3))
+        for n, arrival in enumerate(arrivals):
             values = {**env, **(entry.env or {}), "INDEX": str(n)}
+            values = {k: substitute(v, values) for k, v in values.items()}
             if entry.file is not None:
                 job_file = base / entry.file
                 text = _fill(_read(job_file, f"{source}:{doc.line_of(where)}"), values, str(job_file))
@@ -236,7 +255,7 @@ def load_scenario(path: Path) -> Scenario:
 
                 text = _fill(json.dumps(entry.object), values, f"{source}:{doc.line_of(where)}")
                 job = Document(json.loads(text), source, i, doc.line_of(f"{where}.object") or 1, {})
-            submissions.append(Submission(start + n * every, job, run_for))
+            submissions.append(Submission(arrival, job, run_for(rng)))
     checks = tuple(
         Check(_duration(c.at, doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "")
         for i, c in enumerate(spec.checks or []))
@@ -248,6 +267,21 @@ def load_scenario(path: Path) -> Scenario:
     name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
     capacity = _capacity(spec.capacity, doc) if spec.capacity is not None else None
     return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity)
+
+
+def _run_for(value: Any, doc: Document, path: str) -> Callable[[random.Random], float | None]:
+    """How long each copy runs: a duration, ``{exponential: MEAN}`` or ``{uniform: [LOW, HIGH]}`` (seeded)."""
+    if value is None:
+        return lambda _rng: None
+    if isinstance(value, dict):
+        spec = _delay(value, doc, path)
+        if spec[0] == "exponential":
+            mean = float(spec[1])
+            return lambda rng: round(rng.expovariate(1.0 / mean), 3)
+        low, high = float(spec[1]), float(spec[2])
+        return lambda rng: round(rng.uniform(low, high), 3)
+    fixed = _duration(value, doc, path)
+    return lambda _rng: fixed
 
 
 def _delay(value: Any, doc: Document, path: str) -> Any:
