@@ -77,6 +77,8 @@ class Scheduler:
         self.last_assignment: dict[str, Assignment] = {}
         self._failed: dict[tuple[object, ...], tuple[int, Assignment]] = {}
         """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
+        self._requeues: dict[str, float] = {}
+        """Workloads waiting out a retry delay: key -> when they queue again."""
         self.unavailable: dict[str, tuple[float, str]] = {}
         """Flavors that could not deliver nodes: flavor -> (until, why). Skipped by the flavor search."""
         self.last_targets: dict[str, list[Target]] = {}
@@ -123,6 +125,7 @@ class Scheduler:
             return []
         self.queues.discard(wl)
         self.last_assignment.pop(key, None)
+        self._requeues.pop(key, None)
         if wl.admission is not None:
             self._release(wl)
         return []
@@ -161,6 +164,7 @@ class Scheduler:
             if delay > 0:
                 self.queues.discard(wl)
                 wl.requeue_at = now + delay
+                self._requeues[wl.key] = wl.requeue_at
         elif state is CheckState.REJECTED:
             reason = f'AdmissionCheck in Rejected state: "{check}"' + (f" ({message})" if message else "")
             events += self._evict(wl, now, reason, "AdmissionCheck")
@@ -183,8 +187,7 @@ class Scheduler:
     def next_requeue(self) -> float | None:
         """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's
         cool-down ending."""
-        times = [wl.requeue_at for wl in self.workloads.values() if wl.requeue_at is not None]
-        times += [until for until, _ in self.unavailable.values()]
+        times = [*self._requeues.values(), *(until for until, _ in self.unavailable.values())]
         return min(times) if times else None
 
     def mark_unavailable(self, flavor: str, until: float, why: str) -> None:
@@ -453,8 +456,11 @@ class Scheduler:
 
     def _requeue_due(self, now: float) -> list[Event]:
         events: list[Event] = []
-        for wl in sorted(self.workloads.values(), key=lambda w: (w.requeue_at or 0.0, w.key)):
-            if wl.requeue_at is not None and wl.requeue_at <= now and wl.state is WorkloadState.PENDING:
+        due = sorted((at, key) for key, at in self._requeues.items() if at <= now)
+        for _, key in due:
+            del self._requeues[key]
+            wl = self.workloads.get(key)
+            if wl is not None and wl.requeue_at is not None and wl.state is WorkloadState.PENDING:
                 wl.requeue_at = None
                 wl.ordering_time = now
                 self.queues.push(wl)

@@ -46,15 +46,21 @@ class SimResult:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
 
     def summary(self) -> dict[str, Any]:
+        first: dict[tuple[str, str], float] = {}
+        podsets: dict[str, Any] = {}
+        for e in self.events:
+            first.setdefault((e["workload"], e["event"]), float(e["t"]))
+            if e["event"] == "Admitted":
+                podsets[e["workload"]] = e.get("podSets")
         rows = []
         for wl in self.workloads:
             submitted = self.submitted.get(wl.key, wl.created)
-            admitted = _first(self.events, wl.key, "Admitted")
-            reserved = _first(self.events, wl.key, "QuotaReserved")
-            finished = _first(self.events, wl.key, "Finished")
-            started = _first(self.events, wl.key, "Started")
+            admitted = first.get((wl.key, "Admitted"))
+            reserved = first.get((wl.key, "QuotaReserved"))
+            finished = first.get((wl.key, "Finished"))
+            started = first.get((wl.key, "Started"))
             running = started if started is not None else admitted
-            flavors = _last_podsets(self.events, wl.key)
+            flavors = podsets.get(wl.key)
             rows.append({
                 "workload": wl.key, "job": wl.owner, "clusterQueue": wl.cluster_queue,
                 "submitted": _num(submitted), "quotaReserved": _num(reserved), "admitted": _num(admitted),
@@ -70,21 +76,6 @@ def _num(value: float | None) -> float | int | None:
     if value is None:
         return None
     return int(value) if float(value).is_integer() else round(value, 3)
-
-
-def _first(events: list[dict[str, Any]], key: str, kind: str) -> float | None:
-    for e in events:
-        if e["workload"] == key and e["event"] == kind:
-            return float(e["t"])
-    return None
-
-
-def _last_podsets(events: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
-    found = None
-    for e in events:
-        if e["workload"] == key and e["event"] == "Admitted":
-            found = e.get("podSets")
-    return found
 
 
 class _Run:
@@ -162,6 +153,7 @@ class _Run:
 
         def finish() -> None:
             wl = self.scheduler.workloads.get(key)
+            self.finish_at.pop(key, None)
             if wl is None or self.finish_token.get(key) != token or wl.state is not WorkloadState.ADMITTED:
                 return  # evicted (or deleted) since it started: this run never completes
             self.log(self.scheduler.finish(key, self.kernel.clock.now(), "JobFinished"))
