@@ -227,3 +227,16 @@ spec:
     retry = _first(job1, "Evicted")
     assert retry["t"] == expired["t"] and "Retry" in retry["reason"]
     assert not [e for e in job1 if e["event"] == "Started"]
+
+
+def test_capacity_from_a_trace_file(tmp_path: Path) -> None:
+    (tmp_path / "plan-a.csv").write_text("time,available\n0s,0\n2h,4  # Plan A comes back after 2 hours\n")
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {traceFile: plan-a.csv, bootTime: 3m}
+    fallback: false""", _job("1"), until="4h")
+    started = _first(_log(result, "1"), "Started")
+    assert started["t"] == 2 * HOUR + 180
+    (tmp_path / "plan-a.csv").write_text("0s,zero\n")
+    with pytest.raises(ScenarioError, match="plan-a.csv:1: capacity trace"):
+        _scenario(tmp_path, """    cloud:
+      on-demand-pool: {traceFile: plan-a.csv}""", _job("1"))

@@ -113,6 +113,7 @@ class _Cloud(_Model):
     available: StrictInt | Literal["unlimited"] = "unlimited"
     stockouts: list[_Window] | None = None
     trace: list[_TracePoint] | None = None
+    traceFile: StrictStr | None = None
     bootTime: Duration | None = None
     queuedDelay: Duration | Literal["never"] | dict[StrictStr, Any] = 0
     queuedDelayTrace: list[_DelayPoint] | None = None
@@ -298,6 +299,24 @@ def _delay(value: Any, doc: Document, path: str) -> Any:
     return _duration(value, doc, path)
 
 
+def _trace_file(path: Path, source: str) -> tuple[tuple[float, int], ...]:
+    """A capacity trace: CSV lines ``time,available`` (time as 90s/10m/2h/7d or seconds; ``#`` comments)."""
+    points = []
+    text = _read(path, source)
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line or line.lower().startswith("time"):
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            if len(parts) != 2:
+                raise ValueError("expected time,available")
+            points.append((parse_duration(parts[0]), int(parts[1])))
+        except (ValueError, DurationError) as exc:
+            raise ScenarioError(str(path), f"capacity trace: {exc}", number) from None
+    return tuple(points)
+
+
 def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> CapacityConfig:
     pools = []
     for i, p in enumerate(raw.pools or []):
@@ -325,7 +344,9 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> Cap
             available=None if c.available == "unlimited" else int(c.available),
             stockouts=tuple((_duration(w.from_, doc, f"{where}.stockouts"), _duration(w.to, doc, f"{where}.stockouts"))
                             for w in c.stockouts or []),
-            trace=tuple((_duration(t.at, doc, f"{where}.trace"), t.available) for t in c.trace or []),
+            trace=tuple((_duration(t.at, doc, f"{where}.trace"), t.available) for t in c.trace or [])
+            + (_trace_file(Path(doc.source).parent / c.traceFile, f"{doc.source}:{doc.line_of(where)}")
+               if c.traceFile else ()),
             boot=_duration(c.bootTime, doc, f"{where}.bootTime") if c.bootTime is not None else None,
             queued_delay=_delay(c.queuedDelay, doc, f"{where}.queuedDelay"),
             queued_trace=tuple((_duration(p.at, doc, f"{where}.queuedDelayTrace"),
