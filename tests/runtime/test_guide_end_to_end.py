@@ -178,3 +178,74 @@ def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) 
 
 def _assert_done(job: dict[str, Any]) -> None:
     assert job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed")
+
+
+def test_a_ray_cluster_that_cannot_start_fails_the_job_with_a_reason(ray_server: Server) -> None:
+    srv = ray_server
+    broken = FAILING.replace("      rayStartParams: {}", '      rayStartParams: {num-cpus: "lots"}').replace(
+        "  backoffLimit: 1\n", "")
+    _run(srv, "apply", "-f", "-", input=broken)
+    _eventually(lambda: _assert_done(_job(srv, "broken")), timeout=120)
+    status = _job(srv, "broken")["status"]
+    assert status["jobStatus"] == "FAILED" and status["reason"] == "SubmissionFailed"
+    assert "ray start exited" in status["message"]
+
+    def freed() -> None:
+        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+        assert cq["status"]["reservingWorkloads"] == 0
+
+    _eventually(freed)
+
+
+LOSSY_POOLS = """apiVersion: flexq.dev/v1alpha1
+kind: Cluster
+metadata: {name: tpu-cluster}
+---
+apiVersion: flexq.dev/v1alpha1
+kind: NodePool
+metadata: {name: default-pool}
+spec: {cluster: tpu-cluster, machineType: n2-standard-16, initialNodeCount: 1}
+---
+apiVersion: flexq.dev/v1alpha1
+kind: NodePool
+metadata: {name: dws-pool}
+spec:
+  cluster: tpu-cluster
+  machineType: ct6e-standard-4t
+  tpuTopology: 4x4
+  autoscaling: {enabled: true, minNodeCount: 0, maxNodeCount: 4}
+  flexStart: true
+  queuedProvisioning: true
+  maxRunDurationSeconds: 12
+"""
+
+
+def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "apply", "-f", "-", input=LOSSY_POOLS)
+    # Plan A has no TPU quota here, so the job goes to dws, whose flex-start nodes live 12 seconds.
+    _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0"))
+    _run(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
+    _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1"))
+    name = "rayjob-tpu-v6e-dws-1"
+
+    def evicted() -> None:
+        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+        assert any(e["reason"] == "Evicted" and "maxRunDuration" in e["message"] for e in events)
+
+    _eventually(evicted, timeout=120)
+
+    def requeued_and_restarted() -> None:
+        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+        accepted = [e for e in events if e["reason"] == "ProvisioningRequest" and "-dws-prov-2" in e["message"]]
+        assert accepted, "a fresh ProvisioningRequest for the requeued workload"
+
+    _eventually(requeued_and_restarted, timeout=120)
+    log = _run(srv, "logs", f"rayjob/{name}").stdout
+    assert "starting a Ray cluster" in log
+    _run(srv, "delete", "rayjob", name)
+    _eventually(lambda: _assert_no_ray(), timeout=60)
+
+
+def _assert_no_ray() -> None:
+    assert not _ray_processes()

@@ -237,6 +237,6 @@ def test_capacity_from_a_trace_file(tmp_path: Path) -> None:
     started = _first(_log(result, "1"), "Started")
     assert started["t"] == 2 * HOUR + 180
     (tmp_path / "plan-a.csv").write_text("0s,zero\n")
-    with pytest.raises(ScenarioError, match="plan-a.csv:1: capacity trace"):
+    with pytest.raises(ScenarioError, match=r"plan-a\.csv:1: capacity trace"):
         _scenario(tmp_path, """    cloud:
       on-demand-pool: {traceFile: plan-a.csv}""", _job("1"))

@@ -421,7 +421,7 @@ class QueueController:
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
         if self.runtime is not None and info.kind == "RayJob":
             runtime, namespace, name = self.runtime, key.namespace, key.name
-            self._after_write.append(lambda: runtime.stop(namespace, name))
+            self._after_write.append(lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

@@ -96,20 +96,32 @@ class RayRuntime:
         if not keep_cluster:
             self._unpublish(job_key, everything=False)
 
+    def suspend(self, namespace: str, name: str) -> None:
+        """The workload was evicted: stop the run and its cluster; the RayJob is Suspended until admitted again
+        (KubeRay's behaviour for a suspended RayJob)."""
+        with self._lock:
+            run = self.runs.pop(f"{namespace}/{name}", None)
+        if run is not None:
+            run.suspended = True
+            run.stop()
+        self._unpublish(f"{namespace}/{name}", everything=True)
+        self._status(namespace, name, {"jobDeploymentStatus": "Suspended", "jobStatus": ""}, publish=False)
+
     def stop_all(self) -> None:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
             run.stop()
 
-    def _status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
+    def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:
         key = self.key(namespace, name)
         try:
             with self.store.transaction():
                 job = self.store.get(key)
                 status = {**(job.get("status") or {}), **fields}
                 job = self.store.update(key, {**job, "status": status}, subresource="status")
-                self._publish(job)
+                if publish:
+                    self._publish(job)
                 if fields.get("jobStatus") in ("SUCCEEDED", "FAILED", "STOPPED"):
                     verdict = fields["jobStatus"]
                     record_event(self.store, job, "Completed" if verdict == "SUCCEEDED" else "Failed",

@@ -46,10 +46,18 @@ def _free_port(avoid: set[int]) -> int:
     raise RayStartError("no free port outside Ray's worker port range")
 
 
+_OWNED_PARAMS = frozenset({"port", "dashboard-port", "dashboard-host", "ray-client-server-port",
+                           "dashboard-agent-listen-port", "temp-dir", "node-ip-address", "block", "head",
+                           "address", "disable-usage-stats"})
+
+
 @dataclass
 class LocalRayCluster:
     accelerators: Accelerators
     extra_env: dict[str, str] = field(default_factory=dict)
+    start_params: dict[str, str] = field(default_factory=dict)
+    """The head group's ``rayStartParams``: passed to ``ray start`` as ``--KEY=VALUE``, except the addresses,
+    ports and directories flexq chooses (a value given for ``num-cpus`` or ``resources`` replaces flexq's)."""
     process: subprocess.Popen[bytes] | None = None
     temp_dir: Path | None = None
     dashboard_port: int = 0
@@ -82,6 +90,11 @@ class LocalRayCluster:
         ]
         if self.accelerators.resources:
             command.append(f"--resources={json.dumps(self.accelerators.resources)}")
+        for key, value in sorted(self.start_params.items()):
+            if key in _OWNED_PARAMS:
+                continue
+            command = [c for c in command if not c.startswith(f"--{key}=")]
+            command.append(f"--{key}={value}")
         log = (self.temp_dir / "ray-start.log").open("wb")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)

@@ -63,6 +63,8 @@ class RayJobRun:
         self.cluster: LocalRayCluster | None = None
         self.submission = ""
         self._stop = threading.Event()
+        self.suspended = False
+        """Stopped because the workload was evicted: the job will run again, so no final status is written."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
 
@@ -114,7 +116,8 @@ class RayJobRun:
         verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
         metrics = parse_metrics(self.log_path.read_text(encoding="utf-8", errors="replace"))
-        self.on_status({**outcome, "endTime": _stamp(), **({"trainingMetrics": metrics} if metrics else {})})
+        if not self.suspended:
+            self.on_status({**outcome, "endTime": _stamp(), **({"trainingMetrics": metrics} if metrics else {})})
         self.done.set()
 
     def _attempt(self, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,7 +144,8 @@ class RayJobRun:
             groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
         accelerators = accelerators_for(groups)
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
-        self.cluster = LocalRayCluster(accelerators)
+        params = (cluster_spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
+        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()})
         self.cluster.start()
         if self._stop.is_set():
             return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
