@@ -89,6 +89,8 @@ class CapacityDriver:
         self.start = start
         self.provisioning = provisioning
         self.failures: dict[tuple[str, str], int] = {}
+        self.attempts: dict[tuple[str, str], int] = {}
+        """ProvisioningRequests made per (workload, check): each attempt gets a fresh name."""
         self._virtual = virtual
         """In virtual time, reasons name the moment (t=...); in real time they say how long."""
         self.tokens: dict[str, int] = {}
@@ -334,7 +336,8 @@ class CapacityDriver:
     def _request(self, key: str, check: str) -> None:
         wl = self.scheduler.workloads[key]
         settings = self.provisioning[check]
-        attempt = self.failures.get((key, check), 0) + 1
+        attempt = self.attempts.get((key, check), 0) + 1
+        self.attempts[(key, check)] = attempt
         name = f"{wl.name}-{check}-{attempt}"
         groups = self.groups(wl, settings.managed or None)
         now = self._now()

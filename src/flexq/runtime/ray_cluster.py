@@ -101,10 +101,11 @@ class LocalRayCluster:
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            code = self.process.poll()
+            if code is not None:
                 tail = (self.temp_dir / "ray-start.log").read_text(errors="replace")[-2000:]
                 self.stop()
-                raise RayStartError(f"ray start exited with code {self.process.returncode}: {tail}")
+                raise RayStartError(f"ray start exited with code {code}: {tail.strip()}")
             try:
                 if httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200:
                     return
