@@ -6,7 +6,8 @@ driver log is kept in a file that ``flexq logs`` reads (and follows); it ends, l
 log, with ``Job '<id>' succeeded`` (or failed). Metrics the script reports with ``ray.train.report``
 are read from the log into the status. The cluster goes when the job ends if
 ``shutdownAfterJobFinishes``, else when the RayJob is deleted. Every job has a deadline
-(``activeDeadlineSeconds``, else an hour), after which it is stopped.
+(``activeDeadlineSeconds``, else an hour), after which it is stopped. ``FLEXQ_CHECKPOINT_DIR`` names a
+directory of the RayJob's own that outlives its runs (for Ray Train's ``RunConfig(storage_path=...)``).
 """
 
 from __future__ import annotations
@@ -151,8 +152,11 @@ class RayJobRun:
             return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
                     "message": "stopped before it started"}
         url = self.cluster.dashboard_url
+        checkpoints = self.workdir / "checkpoints"
+        checkpoints.mkdir(parents=True, exist_ok=True)
         body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
-                "runtime_env": {"env_vars": {**_CLEAN_LOGS, **env.env_vars}}}
+                "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
+                                             **env.env_vars}}}
         response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
         if response.status_code >= 400:
             raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
