@@ -87,7 +87,11 @@ class RayJobRun:
         meta, spec = self.job["metadata"], self.job.get("spec") or {}
         name = meta["name"]
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text("", encoding="utf-8")
+        previous = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+        previous = previous.replace(END_MARKER, "")
+        # A run after an eviction keeps the earlier runs' log above its own.
+        self.log_path.write_text(previous + (f"{'=' * 12} flexq: the job runs again {'=' * 12}\n" if previous
+                                             else ""), encoding="utf-8")
         self.submission = f"{name}-{int(time.time()) % 100000:05d}"
         start = _stamp()
         self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": f"{name}-raycluster",
