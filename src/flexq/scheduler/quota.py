@@ -74,6 +74,15 @@ class QuotaTree:
         for node in self.queues.values():
             if node.parent is None:
                 self._compute_subtree(node)
+        # The shape of the tree is fixed once built: each queue's root and each root's queues, computed once.
+        self._roots: dict[str, Node] = {}
+        self._members: dict[int, list[str]] = {}
+        for name, node in self.queues.items():
+            top = node
+            while top.parent is not None:
+                top = top.parent
+            self._roots[name] = top
+            self._members.setdefault(id(top), []).append(name)
 
     def _cohort(self, name: str) -> Node:
         if name not in self.cohorts:
@@ -179,10 +188,11 @@ class QuotaTree:
         return all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) for fr in frs)
 
     def root(self, cq: str) -> Node:
-        node = self.queues[cq]
-        while node.parent is not None:
-            node = node.parent
-        return node
+        return self._roots[cq]
+
+    def members(self, cq: str) -> list[str]:
+        """Every ClusterQueue in the same cohort tree as ``cq`` (``cq`` alone when it has no cohort)."""
+        return self._members[id(self._roots[cq])]
 
     def same_tree(self, a: str, b: str) -> bool:
         return self.root(a) is self.root(b)

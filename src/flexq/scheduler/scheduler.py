@@ -398,9 +398,7 @@ class Scheduler:
     def _wake_tree(self, cq: str) -> None:
         if cq not in self.tree.queues:
             return
-        root = self.tree.root(cq)
-        queues = [name for name in self.tree.queues if self.tree.root(name) is root]
-        self.queues.wake(queues, self.workloads)
+        self.queues.wake(self.tree.members(cq), self.workloads)
 
     def _evict(self, wl: Workload, now: float, reason: str, cause: str) -> list[Event]:
         if wl.admission is None:
