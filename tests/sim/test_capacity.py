@@ -14,14 +14,15 @@ from tests.conftest import GUIDE
 HOUR, DAY = 3600, 86400
 
 
-def _scenario(tmp_path: Path, capacity: str, submit: str, until: str = "2h") -> SimResult:
+def _scenario(tmp_path: Path, capacity: str, submit: str, until: str = "2h",
+              queue: Path = GUIDE / "dws-tpu-queue.yaml") -> SimResult:
     text = f"""
 apiVersion: flexq.dev/v1alpha1
 kind: Scenario
 metadata: {{name: capacity}}
 spec:
   env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
-  include: [{GUIDE / 'dws-tpu-queue.yaml'}]
+  include: [{queue}]
   capacity:
     pools:
       - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
@@ -198,28 +199,11 @@ def test_booking_expires_when_pods_cannot_start(tmp_path: Path) -> None:
         .replace("nominalQuota: 16", "nominalQuota: 0")  # Plan A has no TPU quota: the job goes to dws
     queue_file = tmp_path / "queue.yaml"
     queue_file.write_text(queue)
-    path = tmp_path / "booking.yaml"
-    path.write_text(f"""apiVersion: flexq.dev/v1alpha1
-kind: Scenario
-metadata: {{name: booking}}
-spec:
-  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
-  include: [{queue_file}]
-  capacity:
-    pools:
-      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
-      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
-      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
-         queuedProvisioning: true}}
-    cloud:
-      on-demand-pool: {{available: 0}}
-      dws-pool: {{queuedDelay: 5m}}
-    fallback: false
-  submit:
-    - {{at: 0s, file: {job_file}, env: {{JOB_ID: "1"}}, runFor: 10m}}
-  until: 2h
-""")
-    booking = run_scenario(load_scenario(path))
+    booking = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {available: 0}
+      dws-pool: {queuedDelay: 5m}
+    fallback: false""", f"    - {{at: 0s, file: {job_file}, env: {{JOB_ID: \"1\"}}, runFor: 10m}}\n", until="2h",
+                        queue=queue_file)
     job1 = _log(booking, "1")
     provisioned = _first(job1, "ProvisioningRequest", state="Provisioned")
     expired = _first(job1, "ProvisioningRequest", state="BookingExpired")
