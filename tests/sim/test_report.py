@@ -50,8 +50,11 @@ def test_guide_scenario_report_numbers(tmp_path: Path) -> None:
 
 def test_week_of_stockouts_flexq_beats_kueue(tmp_path: Path) -> None:
     summary = _simulate(GUIDE / "scenario-week.yaml", tmp_path, "--compare")
-    flexq, kueue = summary["flexq"], summary["kueue-compatible"]
-    assert flexq["jobs"] == kueue["jobs"] > 100
+    flexq, kueue, bound = summary["flexq"], summary["kueue-compatible"], summary["lower-bound"]
+    assert flexq["jobs"] == kueue["jobs"] == bound["jobs"] > 100
+    assert kueue["wait"]["p95"] >= flexq["wait"]["p95"] >= bound["wait"]["p95"]  # type: ignore[index]
+    assert set(flexq["pools"]) == {"default-pool", "on-demand-pool", "dws-pool"}  # type: ignore[arg-type]
+    assert flexq["pools"]["dws-pool"]["peakNodes"] == 16  # type: ignore[index]
     assert flexq["fallbacks"] > 0 and kueue["fallbacks"] == 0
     assert kueue["wait"]["p95"] >= flexq["wait"]["p95"]  # type: ignore[index]
     assert kueue["wait"]["max"] > flexq["wait"]["max"]  # type: ignore[index]

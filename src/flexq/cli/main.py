@@ -609,12 +609,14 @@ def simulate(
     output: Annotated[str | None, typer.Option("--output", "-o", help="json: print a summary as JSON.")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write report.html, jobs.csv, summary.json here.")]
     = None,
-    compare: Annotated[bool, typer.Option("--compare", help="Also run Kueue's behaviour (no fallback on "
-                                                         "unavailable capacity) and compare, in the report.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Run every policy (Kueue-compatible, flexq, the "
+                                                         "clairvoyant lower bound) and compare them.")] = False,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A progress bar on stderr "
+                                                   "(default: when stderr is a terminal).")] = None,
 ) -> None:
     """Replay a scenario in virtual time (no server needed): every admission decision, in order."""
-    import dataclasses
-
+    from flexq.sim.policies import compare_policies, policy_run
+    from flexq.sim.progress import SimProgress
     from flexq.sim.report import write_report
     from flexq.sim.runner import run_scenario
     from flexq.sim.scenario import load_scenario
@@ -622,21 +624,24 @@ def simulate(
     if output not in (None, "json"):
         raise CliError(f"error: --output {output!r}: the only format is json")
     loaded = load_scenario(scenario)
-    result = run_scenario(loaded)
-    if report is not None:
-        runs = {"flexq" if loaded.capacity is None or loaded.capacity.fallback else "kueue-compatible": result}
-        if compare and loaded.capacity is not None:
-            other = dataclasses.replace(loaded, capacity=dataclasses.replace(
-                loaded.capacity, fallback=not loaded.capacity.fallback))
-            runs["kueue-compatible" if loaded.capacity.fallback else "flexq"] = run_scenario(other)
-        written = write_report(report, {p: (r.summary()["workloads"], r.events, r.end) for p, r in runs.items()},
-                               result.flex_flavors)
-        typer.echo(f"report written to {report / 'report.html'}", err=True)
-        for policy, numbers in written.items():
-            wait = numbers["wait"]
-            typer.echo(f"{policy}: {numbers['jobs']} jobs, wait p50 {wait['p50']}s p95 {wait['p95']}s max "
-                       f"{wait['max']}s, {numbers['fallbacks']} fallbacks, cost ${numbers['cost']['total']}",
-                       err=True)
+    show = sys.stderr.isatty() if progress is None else progress
+    with SimProgress(loaded, enabled=show) as bar:
+        result = run_scenario(loaded, bar.callback(loaded.name))
+        runs = None
+        if compare:
+            runs = compare_policies(loaded, result, bar.labelled)
+    if report is not None or runs is not None:
+        if runs is None:
+            runs = {"flexq" if loaded.capacity is None or loaded.capacity.fallback else "kueue-compatible":
+                    policy_run(result)}
+        if report is not None:
+            written = write_report(report, runs, result.flex_flavors)
+            typer.echo(f"report written to {report / 'report.html'}", err=True)
+        else:
+            from flexq.sim.report import summarize
+
+            written = {p: summarize(r.rows, r.events, result.flex_flavors) for p, r in runs.items()}
+        _policy_table(written)
     lines = result.log_lines()
     if events is not None:
         text = "".join(line + "\n" for line in lines)
@@ -651,6 +656,26 @@ def simulate(
         return
     if str(events) != "-":
         typer.echo(_summary_table(summary))
+
+
+def _policy_table(summary: dict[str, Any]) -> None:
+    """Each policy's waits, fallbacks and cost, as a table on stderr."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from flexq.durations import format_seconds
+
+    def t(value: float | None) -> str:
+        return "-" if value is None else format_seconds(value)
+
+    table = Table("policy", "jobs", "started", "p50 wait", "p95 wait", "max wait", "fallbacks", "DWS retries",
+                  "cost", box=None, header_style="bold")
+    for policy, numbers in summary.items():
+        wait = numbers["wait"]
+        table.add_row(policy, str(numbers["jobs"]), str(numbers["jobs"] - numbers["neverStarted"]), t(wait["p50"]),
+                      t(wait["p95"]), t(wait["max"]), str(numbers["fallbacks"]), str(numbers["provisioningRetries"]),
+                      f"${numbers['cost']['total']:,.2f}" if policy != "lower-bound" else "-")
+    Console(stderr=True, width=140).print(table)
 
 
 def _summary_table(summary: dict[str, Any]) -> str:

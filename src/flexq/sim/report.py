@@ -3,7 +3,7 @@
 The summary gives, per ClusterQueue and overall, p50/p95/max wait (submission to start), the flavors
 jobs ran on, how often flexq fell back to the next flavor and how often ProvisioningRequests were
 retried, and the cost by capacity type (on-demand, flex-start). The HTML has the numbers and SVG plots
-(wait distribution per policy, a Gantt of jobs by flavor, jobs waiting over time), with no external
+(wait distribution per policy, jobs waiting and pool nodes over time, a Gantt of jobs by flavor), with no external
 assets, so it opens anywhere.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from flexq.durations import format_seconds
+from flexq.sim.policies import LOWER_BOUND, PolicyRun
 
-__all__ = ["percentile", "summarize", "write_report"]
+__all__ = ["percentile", "pool_usage", "summarize", "waiting_over_time", "write_report"]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -69,35 +70,6 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
     }
 
 
-def _svg_histogram(series: Mapping[str, Sequence[float]], width: int = 640, height: int = 240) -> str:
-    values = [v for vs in series.values() for v in vs]
-    if not values:
-        return "<p>No job started.</p>"
-    top = max(values) or 1.0
-    bins = 20
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"]
-    counts = {name: [0] * bins for name in series}
-    for name, vs in series.items():
-        for v in vs:
-            counts[name][min(bins - 1, int(v / top * bins))] += 1
-    peak = max(max(c) for c in counts.values()) or 1
-    bar = (width - 60) / bins / max(1, len(series))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">',
-             f'<line x1="40" y1="{height - 30}" x2="{width - 10}" y2="{height - 30}" stroke="#333"/>']
-    for s, (name, bins_) in enumerate(counts.items()):
-        for i, n in enumerate(bins_):
-            h = (height - 60) * n / peak
-            x = 40 + (i * len(series) + s) * bar
-            parts.append(f'<rect x="{x:.1f}" y="{height - 30 - h:.1f}" width="{bar:.1f}" height="{h:.1f}" '
-                         f'fill="{colors[s % len(colors)]}"><title>{html.escape(name)}: {n}</title></rect>')
-        parts.append(f'<text x="{50 + s * 160}" y="15" fill="{colors[s % len(colors)]}" font-size="12">'
-                     f'{html.escape(name)}</text>')
-    parts.append(f'<text x="40" y="{height - 10}" font-size="11">0</text>'
-                 f'<text x="{width - 80}" y="{height - 10}" font-size="11">{format_seconds(top)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _svg_gantt(rows: Sequence[Mapping[str, Any]], end: float, width: int = 900) -> str:
     started = [r for r in rows if r.get("started") is not None]
     if not started:
@@ -125,36 +97,183 @@ def _svg_gantt(rows: Sequence[Mapping[str, Any]], end: float, width: int = 900) 
     return legend + "<br>" + "".join(parts)
 
 
-def write_report(directory: Path, runs: Mapping[str, tuple[list[dict[str, Any]], list[dict[str, Any]], float]],
-                 flex_flavors: set[str]) -> dict[str, Any]:
+def waiting_over_time(run: PolicyRun) -> list[tuple[float, int, int]]:
+    """(t, jobs waiting, jobs running) at each change: from the event log, or from the rows of a bound."""
+    deltas: dict[float, list[int]] = {}
+
+    def add(t: float, waiting: int, running: int) -> None:
+        d = deltas.setdefault(t, [0, 0])
+        d[0] += waiting
+        d[1] += running
+
+    if run.events:
+        state: dict[str, str] = {}
+        started_on = {"Started"} if any(e.get("event") == "Started" for e in run.events) else {"Admitted"}
+        for e in run.events:
+            key, kind, t = str(e.get("workload")), e.get("event"), float(e["t"])
+            now = state.get(key)
+            if kind == "Created" and now is None:
+                state[key] = "waiting"
+                add(t, 1, 0)
+            elif kind in started_on and now == "waiting":
+                state[key] = "running"
+                add(t, -1, 1)
+            elif kind in ("Evicted", "Preempted") and now == "running":
+                state[key] = "waiting"
+                add(t, 1, -1)
+            elif kind in ("Finished", "Deactivated") and now in ("waiting", "running"):
+                state[key] = "done"
+                add(t, -1 if now == "waiting" else 0, -1 if now == "running" else 0)
+    else:
+        for r in run.rows:
+            add(float(r["submitted"]), 1, 0)
+            if r.get("started") is not None:
+                add(float(r["started"]), -1, 1)
+                if r.get("finished") is not None:
+                    add(float(r["finished"]), 0, -1)
+    out, waiting, running = [], 0, 0
+    for t in sorted(deltas):
+        waiting += deltas[t][0]
+        running += deltas[t][1]
+        out.append((t, waiting, running))
+    return out
+
+
+def pool_usage(run: PolicyRun) -> dict[str, dict[str, float]]:
+    """Per pool: node-hours, node-hours in use, utilisation (in use / provisioned) and the peak size."""
+    out: dict[str, dict[str, float]] = {}
+    series = run.nodes
+    for i, (t, sample) in enumerate(series):
+        until = series[i + 1][0] if i + 1 < len(series) else max(run.end, t)
+        for pool, (n, busy) in sample.items():
+            numbers = out.setdefault(pool, {"nodeHours": 0.0, "busyNodeHours": 0.0, "peakNodes": 0})
+            numbers["nodeHours"] += n * (until - t) / 3600
+            numbers["busyNodeHours"] += busy * (until - t) / 3600
+            numbers["peakNodes"] = max(numbers["peakNodes"], n)
+    for numbers in out.values():
+        total = numbers["nodeHours"]
+        numbers["utilisation"] = round(numbers["busyNodeHours"] / total, 3) if total else 0.0
+        numbers["nodeHours"] = round(total, 2)
+        numbers["busyNodeHours"] = round(numbers["busyNodeHours"], 2)
+    return dict(sorted(out.items()))
+
+
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, label: str,
+               width: int = 900, height: int = 220) -> str:
+    """Step lines (value held until the next point), one per series, on a shared time axis."""
+    points = [p for s in series.values() for p in s]
+    if not points:
+        return "<p>Nothing to plot.</p>"
+    span = max(end, max(t for t, _v in points)) or 1.0
+    top = max(v for _t, v in points) or 1.0
+    left, bottom = 50, height - 30
+
+    def x(t: float) -> float:
+        return left + (width - left - 10) * t / span
+
+    def y(v: float) -> float:
+        return bottom - (bottom - 20) * v / top
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{html.escape(label)}">',
+             f'<line x1="{left}" y1="{bottom}" x2="{width - 10}" y2="{bottom}" stroke="#333"/>',
+             f'<line x1="{left}" y1="20" x2="{left}" y2="{bottom}" stroke="#333"/>',
+             f'<text x="2" y="24" font-size="11">{top:g}</text><text x="2" y="{bottom}" font-size="11">0</text>',
+             f'<text x="{left}" y="{height - 10}" font-size="11">0</text>'
+             f'<text x="{width - 80}" y="{height - 10}" font-size="11">{format_seconds(span)}</text>']
+    for i, (name, steps) in enumerate(series.items()):
+        color = _COLORS[i % len(_COLORS)]
+        path: list[str] = []
+        last = 0.0
+        for t, v in steps:
+            path.append(f"L{x(t):.1f},{y(last):.1f}L{x(t):.1f},{y(v):.1f}" if path else f"M{x(t):.1f},{y(v):.1f}")
+            last = v
+        path.append(f"L{x(span):.1f},{y(last):.1f}")
+        parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.5">'
+                     f'<title>{html.escape(name)}</title></path>')
+        parts.append(f'<text x="{left + 10 + i * 170}" y="12" fill="{color}" font-size="12">{html.escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _cdf(waits: Sequence[float]) -> list[tuple[float, float]]:
+    data = sorted(waits)
+    return [(w, round((i + 1) / len(data), 4)) for i, w in enumerate(data)]
+
+
+GANTT_MAX_JOBS = 400
+"""Beyond this many jobs a Gantt chart stops being readable: the first ones are drawn and the rest counted."""
+
+
+def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: set[str]) -> dict[str, Any]:
     """Write jobs.csv, summary.json and report.html for one or more policies' runs; return the summary."""
     directory.mkdir(parents=True, exist_ok=True)
-    summary = {policy: summarize(rows, events, flex_flavors) for policy, (rows, events, _end) in runs.items()}
+    summary = {}
+    queue_series = {p: waiting_over_time(run) for p, run in runs.items()}
+    for policy, run in runs.items():
+        numbers = summarize(run.rows, run.events, flex_flavors)
+        series = queue_series[policy]
+        numbers["peakWaiting"] = max((w for _t, w, _r in series), default=0)
+        if run.nodes:
+            numbers["pools"] = pool_usage(run)
+        summary[policy] = numbers
     with (directory / "jobs.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["policy", "job", "workload", "clusterQueue", "state", "submitted", "admitted", "started",
                          "finished", "wait", "flavors", "cost"])
-        for policy, (rows, _events, _end) in runs.items():
-            for r in rows:
+        for policy, run in runs.items():
+            for r in run.rows:
                 flavors = ";".join(f"{ps}={'+'.join(sorted(set(res.values())))}"
                                    for ps, res in (r.get("flavors") or {}).items())
                 writer.writerow([policy, r.get("job"), r.get("workload"), r.get("clusterQueue"), r.get("state"),
                                  r.get("submitted"), r.get("admitted"), r.get("started"), r.get("finished"),
                                  r.get("wait"), flavors, r.get("cost", "")])
     (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    waits = {p: [float(r["wait"]) for r in rows if r.get("wait") is not None] for p, (rows, _e, _t) in runs.items()}
+    waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
     table = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{s['jobs']}</td><td>{_fmt(s['wait']['p50'])}</td>"
         f"<td>{_fmt(s['wait']['p95'])}</td><td>{_fmt(s['wait']['max'])}</td><td>{s['fallbacks']}</td>"
-        f"<td>{s['provisioningRetries']}</td><td>${s['cost']['total']:.2f}</td></tr>" for p, s in summary.items())
-    gantts = "".join(f"<h3>{html.escape(p)}</h3>{_svg_gantt(rows, end)}" for p, (rows, _e, end) in runs.items())
+        f"<td>{s['provisioningRetries']}</td><td>{s['preemptions']}</td>"
+        f"<td>{'-' if p == LOWER_BOUND else '$' + format(s['cost']['total'], ',.2f')}</td></tr>"
+        for p, s in summary.items())
+    by_cq = "".join(
+        f"<tr><td>{html.escape(p)}</td><td>{html.escape(cq)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"
+        f"<td>{_fmt(w['p95'])}</td><td>{_fmt(w['max'])}</td></tr>"
+        for p, s in summary.items() for cq, w in s["waitByClusterQueue"].items())
+    end = max(run.end for run in runs.values())
+    queue_plot = _svg_steps({p: [(t, w) for t, w, _r in s] for p, s in queue_series.items()}, end,
+                            "jobs waiting over time")
+    pools = "".join(
+        f"<h3>{html.escape(p)}</h3>" + _svg_steps(
+            {f"{pool} nodes": [(t, sample.get(pool, (0, 0))[0]) for t, sample in run.nodes]
+             for pool in sorted({pool for _t, sample in run.nodes for pool in sample})}, end,
+            f"pool nodes over time, {p}")
+        for p, run in runs.items() if run.nodes)
+    usage = "".join(
+        f"<tr><td>{html.escape(p)}</td><td>{html.escape(pool)}</td><td>{u['peakNodes']:g}</td>"
+        f"<td>{u['nodeHours']:g}</td><td>{u['busyNodeHours']:g}</td><td>{u['utilisation'] * 100:.0f}%</td></tr>"
+        for p, s in summary.items() for pool, u in s.get("pools", {}).items())
+    gantts = "".join(f"<h3>{html.escape(p)}</h3>{_svg_gantt(run.rows[:GANTT_MAX_JOBS], run.end)}"
+                     + (f"<p>{len(run.rows) - GANTT_MAX_JOBS} more jobs not drawn.</p>"
+                        if len(run.rows) > GANTT_MAX_JOBS else "")
+                     for p, run in runs.items())
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>flexq simulation report</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
-padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1em}}td,th{{border:1px
+solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>
 <h1>flexq simulation report</h1>
-<table><tr><th>policy</th><th>jobs</th><th>p50 wait</th><th>p95 wait</th><th>max wait</th><th>fallbacks</th>
-<th>DWS retries</th><th>cost</th></tr>{table}</table>
-<h2>Wait from submission to start, per policy</h2>{_svg_histogram(waits)}
+<table id="policies"><tr><th>policy</th><th>jobs</th><th>p50 wait</th><th>p95 wait</th><th>max wait</th>
+<th>fallbacks</th><th>DWS retries</th><th>preemptions</th><th>cost</th></tr>{table}</table>
+<h2>Wait per ClusterQueue</h2>
+<table><tr><th>policy</th><th>ClusterQueue</th><th>jobs</th><th>p50</th><th>p95</th><th>max</th></tr>{by_cq}</table>
+<h2>Wait from submission to start, per policy (share of started jobs that waited at most this long)</h2>
+{_svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy")}
+<h2>Jobs waiting over time</h2>{queue_plot}
+<h2>Pool nodes over time</h2>{pools or "<p>No capacity modelled.</p>"}
+{"<h2>Pool utilisation</h2><table><tr><th>policy</th><th>pool</th><th>peak nodes</th><th>node-hours</th>"
+ "<th>in use</th><th>utilisation</th></tr>" + usage + "</table>" if usage else ""}
 <h2>Jobs over time (grey: waiting; colour: running, by flavor)</h2>{gantts}
 </body></html>
 """

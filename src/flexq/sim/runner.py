@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from flexq.jobs.workload import JOB_KINDS, JobError, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 
@@ -41,6 +42,11 @@ class SimResult:
     """USD per workload, when the scenario models capacity."""
     flex_flavors: set[str] = field(default_factory=set)
     """Flavors whose nodes come from flex-start pools (for cost by capacity type)."""
+    run_for: dict[str, float | None] = field(default_factory=dict)
+    """How long each workload runs once started (None: until the end)."""
+    nodes: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
+    """Pool sizes over time, when capacity is modelled: (t, pool -> (nodes, nodes in use)), at each change."""
+    config: Config | None = None
 
     def log_lines(self) -> list[str]:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
@@ -79,8 +85,10 @@ def _num(value: float | None) -> float | int | None:
 
 
 class _Run:
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, progress: Callable[[float], None] | None = None) -> None:
         self.scenario = scenario
+        self.progress = progress
+        self.instants = 0
         self.kernel = Kernel()
         self.rng = random.Random(scenario.seed)
         self.result = SimResult()
@@ -208,6 +216,23 @@ class _Run:
         if nxt is not None and nxt not in self.wake_at:
             self.wake_at.add(nxt)
             self.kernel.schedule(nxt, lambda: None, _WAKE)
+        if self.driver is not None:
+            self._sample_nodes(t)
+        self.instants += 1
+        if self.progress is not None and self.instants % 256 == 0:
+            self.progress(t)
+
+    def _sample_nodes(self, t: float) -> None:
+        sizes = {name: [0, 0] for name in self.driver.cluster.pools} if self.driver is not None else {}
+        for node in self.driver.cluster.nodes.values() if self.driver is not None else ():
+            counts = sizes.setdefault(node.pool, [0, 0])
+            counts[0] += 1
+            if any(node.used.values()):
+                counts[1] += 1
+        sample = {pool: (n, busy) for pool, (n, busy) in sorted(sizes.items())}
+        series = self.result.nodes
+        if not series or series[-1][1] != sample:
+            series.append((t, sample))
 
     def run(self) -> SimResult:
         for sub in self.scenario.submissions:
@@ -215,6 +240,8 @@ class _Run:
         for check in self.scenario.checks:
             self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
         self.kernel.run_until(self.scenario.until, self.after)
+        self.result.run_for = dict(self.run_for)
+        self.result.config = self.scheduler.config
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.driver is not None:
             self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}
@@ -224,6 +251,9 @@ class _Run:
         return self.result
 
 
-def run_scenario(scenario: Scenario) -> SimResult:
-    """Replay ``scenario`` through the scheduler; raise :class:`ScenarioError` on a bad scenario."""
-    return _Run(scenario).run()
+def run_scenario(scenario: Scenario, progress: Callable[[float], None] | None = None) -> SimResult:
+    """Replay ``scenario`` through the scheduler; raise :class:`ScenarioError` on a bad scenario.
+
+    ``progress``, if given, is called now and then with the virtual time reached.
+    """
+    return _Run(scenario, progress).run()

@@ -1,0 +1,70 @@
+"""One scenario under several policies, side by side.
+
+- ``kueue-compatible``: Kueue's behaviour: a job falls back to the next flavor only when quota is used
+  up; a flavor whose nodes cannot be had keeps its jobs waiting there;
+- ``flexq``: also falls back when a flavor cannot deliver machines (stock-out, pool at its maximum);
+- ``lower-bound``: the clairvoyant bound of :mod:`flexq.sim.bound`: no policy can start a job earlier.
+
+Without modelled capacity the first two behave alike, and only ``flexq`` is run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flexq.sim.bound import bound_rows, lower_bound
+from flexq.sim.runner import SimResult, run_scenario
+from flexq.sim.scenario import Scenario
+
+__all__ = ["FLEXQ", "KUEUE", "LOWER_BOUND", "PolicyRun", "compare_policies", "policy_run"]
+
+KUEUE, FLEXQ, LOWER_BOUND = "kueue-compatible", "flexq", "lower-bound"
+
+
+@dataclass
+class PolicyRun:
+    """What the report needs of one policy's run."""
+
+    rows: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    end: float
+    nodes: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
+
+
+def policy_run(result: SimResult) -> PolicyRun:
+    return PolicyRun(result.summary()["workloads"], result.events, result.end, result.nodes)
+
+
+def _name(scenario: Scenario) -> str:
+    return KUEUE if scenario.capacity is not None and not scenario.capacity.fallback else FLEXQ
+
+
+def compare_policies(scenario: Scenario, result: SimResult | None = None,
+                     progress: Callable[[str, float], None] | None = None) -> dict[str, PolicyRun]:
+    """Run ``scenario`` under each policy (``result``: its run as written, if already done)."""
+    def run(s: Scenario, label: str) -> SimResult:
+        return run_scenario(s, (lambda t: progress(label, t)) if progress is not None else None)
+
+    runs: dict[str, SimResult] = {}
+    first = result if result is not None else run(scenario, _name(scenario))
+    runs[_name(scenario)] = first
+    if scenario.capacity is not None:
+        other = dataclasses.replace(scenario, capacity=dataclasses.replace(
+            scenario.capacity, fallback=not scenario.capacity.fallback))
+        runs[_name(other)] = run(other, _name(other))
+    out = {name: policy_run(runs[name]) for name in (KUEUE, FLEXQ) if name in runs}
+    assert first.config is not None
+    horizon = scenario.until if scenario.until is not None else _horizon(first)
+    earliest = lower_bound(first.config, scenario.capacity, first.workloads, first.submitted, horizon)
+    out[LOWER_BOUND] = PolicyRun(bound_rows(out[FLEXQ if FLEXQ in out else KUEUE].rows, earliest, first.run_for),
+                                 [], first.end)
+    return out
+
+
+def _horizon(result: SimResult) -> float:
+    """Without ``until``: far enough that a week-long DWS wait after the last arrival still counts."""
+    last = max(result.submitted.values(), default=0.0)
+    return max(result.end, last) + 8 * 24 * 3600.0
