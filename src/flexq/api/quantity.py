@@ -9,6 +9,7 @@ canonicalises it (the suffix family of the input is kept, the largest exact suff
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 from functools import total_ordering
@@ -156,6 +157,12 @@ def parse_quantity(raw: str | int | float) -> Quantity:
         return Quantity(Fraction(str(raw)))
     if not isinstance(raw, str):
         raise QuantityError(repr(raw), "expected a string or a number")
+    return _parse_text(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(raw: str) -> Quantity:
+    """Parse a quantity's text (cached: quantities are immutable and manifests repeat the same few)."""
     text = raw.strip()
     match = _PATTERN.match(text)
     if match is None:

@@ -14,7 +14,7 @@ the best.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from flexq.api.quantity import Quantity
@@ -104,16 +104,15 @@ class Assignment:
     podsets: tuple[PodSetResult, ...]
     complete: bool = True
     """False when a pod set could not be placed and the later ones were not evaluated."""
+    granular: Granular = field(init=False)
+    """The worst pod set's mode (NO_FIT when incomplete)."""
+    mode: Mode = field(init=False)
 
-    @property
-    def granular(self) -> Granular:
-        if not self.complete:
-            return Granular.NO_FIT
-        return min((p.granular for p in self.podsets), default=Granular.FIT)
-
-    @property
-    def mode(self) -> Mode:
-        return self.granular.mode
+    def __post_init__(self) -> None:
+        granular = min((p.granular for p in self.podsets), default=Granular.FIT) if self.complete \
+            else Granular.NO_FIT
+        object.__setattr__(self, "granular", granular)
+        object.__setattr__(self, "mode", granular.mode)
 
     @property
     def borrow(self) -> int:

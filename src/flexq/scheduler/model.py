@@ -61,15 +61,11 @@ class Granular(IntEnum):
 
     @property
     def mode(self) -> Mode:
-        if self is Granular.NO_FIT:
-            return Mode.NO_FIT
-        if self is Granular.FIT:
-            return Mode.FIT
-        return Mode.PREEMPT
+        return Mode.NO_FIT if self == 0 else Mode.FIT if self == 4 else Mode.PREEMPT
 
     @property
     def viable(self) -> bool:
-        return self not in (Granular.NO_FIT, Granular.NO_CANDIDATES)
+        return self >= 2  # not NO_FIT, not NO_CANDIDATES
 
 
 class Strategy(Enum):

@@ -209,7 +209,8 @@ class QuotaTree:
                 after = before + delta
                 node.usage[fr] = after
                 guaranteed = node.guaranteed(fr)
-                delta = max(0, after - guaranteed) - max(0, before - guaranteed)
+                over_after, over_before = after - guaranteed, before - guaranteed
+                delta = (over_after if over_after > 0 else 0) - (over_before if over_before > 0 else 0)
                 node = node.parent
         self.root(cq).version += 1
 

@@ -229,7 +229,8 @@ class Scheduler:
                 continue
             assignment = self._assign(wl)
             targets: list[Target] = []
-            if assignment.mode is Mode.PREEMPT:
+            if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
+                # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state.
                 targets = self._targets(wl, assignment)
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))

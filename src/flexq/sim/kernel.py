@@ -5,19 +5,14 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from flexq.clock import VirtualClock
 
 __all__ = ["Kernel"]
 
 
-@dataclass(order=True)
-class _Item:
-    at: float
-    priority: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
+_Item = tuple[float, int, int, Callable[[], None]]
+"""(at, priority, sequence, action): the sequence is unique, so the action is never compared."""
 
 
 class Kernel:
@@ -32,22 +27,23 @@ class Kernel:
         return self.clock.now()
 
     def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
-        heapq.heappush(self._heap, _Item(max(at, self.clock.now()), priority, next(self._seq), action))
+        now = self.clock.now()
+        heapq.heappush(self._heap, (at if at > now else now, priority, next(self._seq), action))
 
     def peek(self) -> float | None:
-        return self._heap[0].at if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def step(self) -> None:
-        item = heapq.heappop(self._heap)
-        self.clock.advance_to(item.at)
-        item.action()
+        at, _priority, _seq, action = heapq.heappop(self._heap)
+        self.clock.advance_to(at)
+        action()
 
     def run_until(self, moment: float | None, after_each_time: Callable[[float], None]) -> None:
         """Run every action up to ``moment`` (all, if None); call ``after_each_time(t)`` once per instant."""
         while self._heap:
-            t = self._heap[0].at
+            t = self._heap[0][0]
             if moment is not None and t > moment:
                 break
-            while self._heap and self._heap[0].at == t:
+            while self._heap and self._heap[0][0] == t:
                 self.step()
             after_each_time(t)

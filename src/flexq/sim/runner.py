@@ -8,14 +8,18 @@ scenario gives the same log, byte for byte.
 
 from __future__ import annotations
 
+import heapq
 import json
 import random
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flexq.api.documents import Document
 from flexq.api.errors import InvalidObject
+from flexq.api.kinds import KindInfo
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.durations import format_seconds
@@ -30,6 +34,7 @@ from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 __all__ = ["SimResult", "run_scenario"]
 
 _FINISH, _CHECK, _SUBMIT, _WAKE = 0, 1, 2, 3
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 @dataclass
@@ -106,8 +111,11 @@ class _Run:
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
+        self.finishing: dict[int, list[tuple[float, str]]] = {}
+        """Per cohort tree (its root's id): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
         self.wake_at: set[float] = set()
+        self._normalized: dict[str, tuple[KindInfo, str]] = {}
 
     def _uid(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -146,11 +154,14 @@ class _Run:
         tree = self.scheduler.tree
         if wl is None or wl.cluster_queue not in tree.queues:
             return None
-        root = tree.root(wl.cluster_queue)
-        times = [at for other, at in self.finish_at.items()
-                 if at > now and (h := self.scheduler.workloads.get(other)) is not None and h.admission is not None
-                 and h.cluster_queue in tree.queues and tree.root(h.cluster_queue) is root]
-        return min(times) if times else None
+        heap = self.finishing.get(id(tree.root(wl.cluster_queue)))
+        while heap:
+            at, other = heap[0]
+            holder = self.scheduler.workloads.get(other)
+            if at > now and self.finish_at.get(other) == at and holder is not None and holder.admission is not None:
+                return at
+            heapq.heappop(heap)  # finished, evicted or past: it frees nothing later
+        return None
 
     def _start(self, key: str, t: float) -> None:
         run_for = self.run_for.get(key)
@@ -167,14 +178,15 @@ class _Run:
             self.log(self.scheduler.finish(key, self.kernel.clock.now(), "JobFinished"))
 
         self.finish_at[key] = t + run_for
+        wl = self.scheduler.workloads.get(key)
+        tree = self.scheduler.tree
+        if wl is not None and wl.cluster_queue in tree.queues:
+            heapq.heappush(self.finishing.setdefault(id(tree.root(wl.cluster_queue)), []), (t + run_for, key))
         self.kernel.schedule(t + run_for, finish, _FINISH)
 
     def submit(self, sub: Submission) -> None:
         now = self.kernel.clock.now()
-        try:
-            info, obj = normalize(sub.document)
-        except InvalidObject as exc:
-            raise ScenarioError(sub.document.source, str(exc)) from None
+        info, obj = self._normalize(sub.document)
         if info.kind not in JOB_KINDS:
             raise ScenarioError(sub.document.source, f"a submission must be a RayJob or a Job, not {info.kind}")
         meta = obj["metadata"]
@@ -197,6 +209,28 @@ class _Run:
         self.result.submitted[wl.key] = now
         self.result.workloads.append(wl)
         self.log(self.scheduler.add(wl, now))
+
+    def _normalize(self, doc: Document) -> tuple[KindInfo, dict[str, Any]]:
+        """Validate and default a submitted job; jobs that differ only in their name are checked once."""
+        meta = doc.obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        key = None
+        if isinstance(name, str) and len(name) <= 253 and _NAME.fullmatch(name):
+            key = json.dumps({**doc.obj, "metadata": {**meta, "name": ""}}, sort_keys=True, default=repr)
+            hit = self._normalized.get(key)
+            if hit is not None:
+                obj = json.loads(hit[1])
+                obj["metadata"]["name"] = name
+                return hit[0], obj
+        try:
+            info, obj = normalize(doc)
+        except InvalidObject as exc:
+            raise ScenarioError(doc.source, str(exc)) from None
+        if key is not None:
+            stored = json.loads(json.dumps(obj))
+            stored["metadata"]["name"] = ""
+            self._normalized[key] = (info, json.dumps(stored))
+        return info, obj
 
     def check(self, check: Check) -> None:
         key = self.jobs.get(check.workload, check.workload)
