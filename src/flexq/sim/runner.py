@@ -215,7 +215,7 @@ class _Run:
         meta = doc.obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         key = None
-        if isinstance(name, str) and len(name) <= 253 and _NAME.fullmatch(name):
+        if isinstance(meta, dict) and isinstance(name, str) and len(name) <= 253 and _NAME.fullmatch(name):
             key = json.dumps({**doc.obj, "metadata": {**meta, "name": ""}}, sort_keys=True, default=repr)
             hit = self._normalized.get(key)
             if hit is not None:
