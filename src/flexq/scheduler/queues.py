@@ -68,7 +68,10 @@ class QueueManager:
         """Something changed for these queues: their set-aside workloads return, their heads unblock."""
         for cq in queues:
             self._blocked.discard(cq)
-            for key in sorted(self._inadmissible.pop(cq, set())):
+            aside = self._inadmissible.pop(cq, None)
+            if not aside:
+                continue
+            for key in sorted(aside):
                 wl = workloads.get(key)
                 if wl is not None and wl.state is WorkloadState.PENDING and wl.requeue_at is None:
                     self.push(wl)

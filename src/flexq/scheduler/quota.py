@@ -185,7 +185,11 @@ class QuotaTree:
 
     @staticmethod
     def within_nominal(node: Node, frs: Iterable[FlavorResource]) -> bool:
-        return all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) for fr in frs)
+        subtree, usage = node.subtree, node.usage
+        for fr in frs:
+            if subtree.get(fr, 0) < usage.get(fr, 0):
+                return False
+        return True
 
     def root(self, cq: str) -> Node:
         return self._roots[cq]
