@@ -3,7 +3,8 @@
 Per node pool (or per machine type, for every pool of that type), a :class:`CapacitySpec` says:
 
 - ``available``: machines obtainable at once (``None``: unlimited);
-- ``stockouts``: windows ``[start, end)`` with no machines at all;
+- ``stockouts``: windows ``[start, end)`` with no machines at all (:func:`random_outages` draws them
+  at random, with a seed);
 - ``trace``: ``[(t, n), ...]``: from ``t`` on, ``n`` machines are obtainable (replaces ``available``);
 - ``boot``: seconds from creation to a ready node;
 - ``queued_delay``: for queued provisioning, seconds from a ProvisioningRequest to its nodes: a fixed
@@ -23,9 +24,33 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CapacitySpec", "EmulatedCloud"]
+__all__ = ["CapacitySpec", "EmulatedCloud", "random_outages"]
 
 Delay = float | tuple[str, float] | tuple[str, float, float] | None
+
+
+def random_outages(mean_between: float, mean_duration: float, start: float, end: float,
+                   seed: int | str) -> tuple[tuple[float, float], ...]:
+    """Stock-out windows ``[(from, to), ...]`` drawn from ``start`` until ``end``: alternately an up time
+    (exponential, mean ``mean_between``) and an outage (exponential, mean ``mean_duration``).
+
+    The same arguments give the same windows. Times are rounded to the millisecond; a window that begins
+    before ``end`` is kept whole.
+    """
+    if mean_between <= 0 or mean_duration <= 0:
+        raise ValueError("mean time between outages and mean duration must be positive")
+    rng = random.Random(f"outages:{seed}")
+    windows: list[tuple[float, float]] = []
+    t = start
+    while True:
+        t += rng.expovariate(1.0 / mean_between)
+        if t >= end:
+            break
+        length = rng.expovariate(1.0 / mean_duration)
+        begin, t = round(t, 3), round(t + length, 3)
+        if t > begin:
+            windows.append((begin, t))
+    return tuple(windows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,19 +13,37 @@
         - at: 0s                                 # 90s, 10m, 2h, 7d
           file: rayjob-tpu-v6e-dws.yaml          # or object: {...}
           env: {JOB_ID: "1"}
-          runFor: 10m                            # how long it runs once admitted (default: until the end)
+          runFor: 10m                            # how long it runs once admitted (default: until the end),
+                                                 #   or {exponential: MEAN}, {uniform: [LOW, HIGH]}
           count: 1                               # extension: this many copies, ``every`` apart,
           every: 0s                              #   ${INDEX} (0, 1, ...) substituted in each
+          poisson: {ratePerHour: 2, for: 7d}     # or random arrivals from ``at`` on (seeded), instead of count
+        - {trace: jobs.csv, at: 0s}              # a trace file: one job a row (flexq.sim.traces)
+        - {generator: generator.yaml, at: 0s}    # a Kueue scheduler-performance generator config: its
+                                                 #   queues join the objects, its workloads arrive (flexq.sim.generator)
       checks:                                    # admission-check verdicts by hand
         - {at: 5m, workload: default/rayjob-tpu-v6e-dws-2, check: dws-prov, state: Ready}
+      capacity:                                  # node pools and the emulated cloud (see README)
+        cloud:
+          on-demand-pool:                        # a pool or a machine type
+            outages: {meanTimeBetween: 2d, meanDuration: 4h, seed: 1}   # random stock-outs
       until: 1d                                  # stop then (default: when nothing is left to happen)
       seed: 0                                    # extension: seeds the uids of created objects
 
 A check's ``workload`` names the workload or the job that made it (``namespace/name``).
+
+Random ``outages`` become stock-out windows: from ``from`` (default 0) on, alternately an up time
+(exponential, mean ``meanTimeBetween``) and an outage (exponential, mean ``meanDuration``), until ``for``
+after ``from`` or else ``spec.until``; ``seed`` (default: the capacity's ``seed``) and the pool's key fix
+the draw. They add to the pool's ``stockouts``.
+
+A Kueue generator config can also be simulated by itself: ``flexq simulate generator.yaml`` (a YAML
+mapping with ``cohorts`` and no ``apiVersion``).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,23 +52,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from flexq.api.documents import Document, decode_input, load_documents
-from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.errors import InputError, InvalidObject
+from flexq.api.documents import Document, load_documents
+from flexq.api.envsubst import substitute
+from flexq.api.errors import InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.capacity.catalog import UnknownMachineType, machine_type
-from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
+from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import NodePoolSpec
 from flexq.durations import DurationError, parse_duration
+from flexq.sim.arrivals import ScenarioError, Submission, fill, read_text
+from flexq.sim.generator import is_generator, load_generator, load_generator_file
+from flexq.sim.traces import load_trace
 
 __all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario"]
 
 Duration = StrictStr | StrictInt | float
-
-
-class ScenarioError(InputError):
-    """A scenario that cannot be run; names the file, the line and the field."""
 
 
 class _Model(BaseModel):
@@ -71,6 +88,8 @@ class _Submit(_Model):
     count: Annotated[StrictInt, Field(ge=1)] = 1
     every: Duration = 0
     poisson: _Poisson | None = None
+    trace: StrictStr | None = None
+    generator: StrictStr | None = None
 
 
 class _Check(_Model):
@@ -109,9 +128,18 @@ class _DelayPoint(_Model):
     delay: Duration | Literal["never"]
 
 
+class _Outages(_Model):
+    meanTimeBetween: Duration
+    meanDuration: Duration
+    seed: StrictInt | None = None
+    from_: Duration = Field(0, alias="from")
+    for_: Duration | None = Field(None, alias="for")
+
+
 class _Cloud(_Model):
     available: StrictInt | Literal["unlimited"] = "unlimited"
     stockouts: list[_Window] | None = None
+    outages: _Outages | None = None
     trace: list[_TracePoint] | None = None
     traceFile: StrictStr | None = None
     bootTime: Duration | None = None
@@ -149,13 +177,6 @@ class _Scenario(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class Submission:
-    at: float
-    document: Document
-    run_for: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class Check:
     at: float
     workload: str
@@ -176,23 +197,8 @@ class Scenario:
     capacity: CapacityConfig | None = None
 
 
-def _read(path: Path, source: str) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ScenarioError(source, f"{path}: no such file") from None
-    except OSError as exc:
-        raise ScenarioError(source, f"{path}: cannot read: {exc.strerror}") from None
-    return decode_input(data, str(path))
-
-
-def _fill(text: str, env: dict[str, str], source: str) -> str:
-    text = substitute(text, env)
-    unresolved = find_placeholders(text)
-    if unresolved:
-        listed = ", ".join(f"${{{p.name}}} (line {p.line})" for p in unresolved)
-        raise ScenarioError(source, f"unresolved placeholders: {listed}; set them in spec.env or the entry's env")
-    return text
+_read = read_text
+_fill = fill
 
 
 def _duration(value: Any, doc: Document, path: str) -> float:
@@ -206,6 +212,9 @@ def load_scenario(path: Path) -> Scenario:
     """Read and check a scenario file and everything it includes."""
     source = str(path)
     docs = load_documents(_read(path, source), source)
+    if len(docs) == 1 and is_generator(docs[0].obj):
+        made, generated = load_generator(docs[0])
+        return Scenario(path.stem, source, tuple(made), tuple(generated), (), None, 0)
     if len(docs) != 1:
         raise ScenarioError(source, f"expected one Scenario document, found {len(docs)}")
     doc = docs[0]
@@ -230,8 +239,25 @@ def load_scenario(path: Path) -> Scenario:
         every = _duration(entry.every, doc, f"{where}.every")
         rng = random.Random(f"{spec.seed}:{i}")
         run_for = _run_for(entry.runFor, doc, f"{where}.runFor")
-        if (entry.file is None) == (entry.object is None):
-            raise ScenarioError(source, f"{where}: give exactly one of file or object", doc.line_of(where))
+        sources = [k for k in ("file", "object", "trace", "generator") if getattr(entry, k) is not None]
+        if len(sources) != 1:
+            raise ScenarioError(source, f"{where}: give exactly one of file, object, trace or generator",
+                                doc.line_of(where))
+        if entry.trace is not None or entry.generator is not None:
+            kind = sources[0]
+            extra = sorted(entry.model_fields_set - {"at", kind, *(("env",) if kind == "trace" else ())})
+            if extra:
+                field = {"for_": "for"}.get(extra[0], extra[0])
+                raise ScenarioError(source, f"{where}.{field}: not allowed with {kind} (the {kind} file says it)",
+                                    doc.line_of(f"{where}.{field}"))
+            named = f"{source}:{doc.line_of(f'{where}.{kind}')}"
+            if entry.trace is not None:
+                submissions.extend(load_trace(base / entry.trace, named, {**env, **(entry.env or {})}, start))
+            else:
+                made, generated = load_generator_file(base / str(entry.generator), named, start)
+                objects.extend(made)
+                submissions.extend(generated)
+            continue
         arrivals = [start + n * every for n in range(entry.count)]
         if entry.poisson is not None:
             horizon = start + _duration(entry.poisson.for_, doc, f"{where}.poisson.for")
@@ -252,8 +278,6 @@ def load_scenario(path: Path) -> Scenario:
                     raise ScenarioError(str(job_file), f"expected one job per submitted file, found {len(loaded)}")
                 job = loaded[0]
             else:
-                import json
-
                 text = _fill(json.dumps(entry.object), values, f"{source}:{doc.line_of(where)}")
                 job = Document(json.loads(text), source, i, doc.line_of(f"{where}.object") or 1, {})
             submissions.append(Submission(arrival, job, run_for(rng)))
@@ -266,7 +290,7 @@ def load_scenario(path: Path) -> Scenario:
                                 doc.line_of(f"spec.checks[{i}].workload"))
     until = _duration(spec.until, doc, "spec.until") if spec.until is not None else None
     name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
-    capacity = _capacity(spec.capacity, doc) if spec.capacity is not None else None
+    capacity = _capacity(spec.capacity, doc, until=until) if spec.capacity is not None else None
     return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity)
 
 
@@ -317,7 +341,26 @@ def _trace_file(path: Path, source: str) -> tuple[tuple[float, int], ...]:
     return tuple(points)
 
 
-def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> CapacityConfig:
+def _outages(raw: _Outages, doc: Document, where: str, key: str, seed: int,
+             until: float | None) -> tuple[tuple[float, float], ...]:
+    start = _duration(raw.from_, doc, f"{where}.from")
+    if raw.for_ is not None:
+        end = start + _duration(raw.for_, doc, f"{where}.for")
+    elif until is not None:
+        end = until
+    else:
+        raise ScenarioError(doc.source, f"{where}: random outages need an end: give for: (e.g. 30d), "
+                            "or the scenario's until", doc.line_of(where))
+    between = _duration(raw.meanTimeBetween, doc, f"{where}.meanTimeBetween")
+    duration = _duration(raw.meanDuration, doc, f"{where}.meanDuration")
+    for name, value in (("meanTimeBetween", between), ("meanDuration", duration)):
+        if value <= 0:
+            raise ScenarioError(doc.source, f"{where}.{name}: must be more than 0", doc.line_of(f"{where}.{name}"))
+    return random_outages(between, duration, start, end, f"{raw.seed if raw.seed is not None else seed}:{key}")
+
+
+def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity", until: float | None = None) \
+        -> CapacityConfig:
     pools = []
     for i, p in enumerate(raw.pools or []):
         where = f"{base}.pools[{i}]"
@@ -343,7 +386,8 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity") -> Cap
         specs[key] = CapacitySpec(
             available=None if c.available == "unlimited" else int(c.available),
             stockouts=tuple((_duration(w.from_, doc, f"{where}.stockouts"), _duration(w.to, doc, f"{where}.stockouts"))
-                            for w in c.stockouts or []),
+                            for w in c.stockouts or [])
+            + (_outages(c.outages, doc, f"{where}.outages", key, raw.seed, until) if c.outages else ()),
             trace=tuple((_duration(t.at, doc, f"{where}.trace"), t.available) for t in c.trace or [])
             + (_trace_file(Path(doc.source).parent / c.traceFile, f"{doc.source}:{doc.line_of(where)}")
                if c.traceFile else ()),

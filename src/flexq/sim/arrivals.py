@@ -1,0 +1,63 @@
+"""What every traffic source of a scenario produces: submissions, and the errors and file reading they share."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flexq.api.documents import Document, decode_input
+from flexq.api.envsubst import find_placeholders, substitute
+from flexq.api.errors import InputError
+from flexq.durations import DurationError, parse_duration
+
+__all__ = ["ScenarioError", "Submission", "fill", "read_text", "seconds"]
+
+
+class ScenarioError(InputError):
+    """A scenario that cannot be run; names the file, the line and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A job that arrives at ``at`` (seconds) and runs ``run_for`` seconds once admitted (``None``: forever)."""
+
+    at: float
+    document: Document
+    run_for: float | None
+
+
+def read_text(path: Path, source: str) -> str:
+    """The text of ``path``; a missing or unreadable file is a :class:`ScenarioError` of ``source``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ScenarioError(source, f"{path}: no such file") from None
+    except OSError as exc:
+        raise ScenarioError(source, f"{path}: cannot read: {exc.strerror}") from None
+    return decode_input(data, str(path))
+
+
+def fill(text: str, env: Mapping[str, str], source: str, line: int | None = None, hint: str = "") -> str:
+    """Substitute ``env`` into ``text``; refuse text that still holds ``${VAR}`` placeholders."""
+    text = substitute(text, env)
+    unresolved = find_placeholders(text)
+    if unresolved:
+        listed = ", ".join(f"${{{p.name}}} (line {p.line})" for p in unresolved)
+        hint = hint or "set them in spec.env or the entry's env"
+        raise ScenarioError(source, f"unresolved placeholders: {listed}; {hint}", line)
+    return text
+
+
+def seconds(value: Any) -> float:
+    """A duration (``90s``, ``10m``, ``2h``, ``7d``) or a number of seconds, possibly written as text."""
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return parse_duration(value)
+        if number != number or number in (float("inf"), float("-inf")):
+            raise DurationError(f"invalid duration {value!r}: use forms like 90s, 10m, 2h, 7d")
+        return parse_duration(number)
+    return parse_duration(value)
