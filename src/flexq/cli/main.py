@@ -642,9 +642,8 @@ def simulate(
 
             written = {p: summarize(r.rows, r.events, result.flex_flavors) for p, r in runs.items()}
         _policy_table(written)
-    lines = result.log_lines()
     if events is not None:
-        text = "".join(line + "\n" for line in lines)
+        text = "".join(line + "\n" for line in result.log_lines())
         if str(events) == "-":
             typer.echo(text, nl=False)
         else:

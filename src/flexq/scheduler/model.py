@@ -285,9 +285,11 @@ class Workload:
     pod_set_updates: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """What Ready admission checks ask of the pods: check -> pod set -> annotations."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    key: str = field(init=False, repr=False, compare=False)
+    """``namespace/name`` (both fixed once the workload exists)."""
+
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     def shape(self) -> tuple[object, ...]:
         """What the flavor assigner sees of this workload, hashable: equal shapes get equal answers."""

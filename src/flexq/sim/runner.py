@@ -246,6 +246,8 @@ class _Run:
             if not events:
                 break
             self.log(events)
+            if self.driver is None:
+                break  # logging started jobs and changed nothing the scheduler sees: schedule() has settled
         nxt = self.scheduler.next_requeue()
         if nxt is not None and nxt not in self.wake_at:
             self.wake_at.add(nxt)
