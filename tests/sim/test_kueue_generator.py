@@ -143,3 +143,14 @@ def test_bad_configs_name_the_line_and_field(tmp_path: Path, text: str, message:
         load_scenario(path)
     assert str(path) in str(caught.value)
     assert message in str(caught.value)
+
+
+def test_waits_are_reported_per_workload_class() -> None:
+    from flexq.sim.report import summarize
+
+    result = run_scenario(load_scenario(SMALL))
+    numbers = summarize(result.summary()["workloads"], result.events, set())
+    by_class = numbers["waitByClass"]
+    assert {c: s["jobs"] for c, s in by_class.items()} == {"high": 1, "low": 2, "own": 1}
+    assert all(s["max"] == 0 for s in by_class.values())  # each started when it arrived (see the run above)
+    assert numbers["preemptions"] == 2

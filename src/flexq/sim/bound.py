@@ -217,7 +217,7 @@ def bound_rows(rows: Iterable[Mapping[str, Any]], earliest: Mapping[str, Earlies
             "submitted": row.get("submitted"), "quotaReserved": start, "admitted": start, "started": start,
             "finished": finished,
             "wait": None if start is None else round(start - float(row["submitted"]), 3),
-            "flavors": podsets or None, "state": "Finished" if finished is not None else
+            "flavors": podsets or None, "class": row.get("class"), "state": "Finished" if finished is not None else
             ("Admitted" if start is not None else "Pending"), "pendingReason": None,
         })
     return out

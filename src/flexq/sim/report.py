@@ -51,6 +51,10 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
     for r in rows:
         if r.get("wait") is not None:
             by_cq.setdefault(str(r["clusterQueue"]), []).append(float(r["wait"]))
+    by_class: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("wait") is not None and r.get("class"):
+            by_class.setdefault(str(r["class"]), []).append(float(r["wait"]))
     cost = {"on-demand": 0.0, "flex-start": 0.0}
     for r in rows:
         flavors = {f for ps in (r.get("flavors") or {}).values() for f in ps.values()}
@@ -62,6 +66,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         "neverStarted": sum(1 for r in rows if r.get("started") is None),
         "wait": _stats(waits),
         "waitByClusterQueue": {cq: _stats(v) for cq, v in sorted(by_cq.items())},
+        "waitByClass": {c: _stats(v) for c, v in sorted(by_class.items())},
         "fallbacks": sum(1 for e in events if e.get("event") == "Fallback"),
         "provisioningRetries": sum(1 for e in events if e.get("event") == "ProvisioningRequest"
                                    and e.get("state") in ("Failed", "BookingExpired")),
@@ -243,6 +248,10 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
         f"<tr><td>{html.escape(p)}</td><td>{html.escape(cq)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"
         f"<td>{_fmt(w['p95'])}</td><td>{_fmt(w['max'])}</td></tr>"
         for p, s in summary.items() for cq, w in s["waitByClusterQueue"].items())
+    by_class = "".join(
+        f"<tr><td>{html.escape(p)}</td><td>{html.escape(c)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"
+        f"<td>{_fmt(w['p95'])}</td><td>{_fmt(w['max'])}</td></tr>"
+        for p, s in summary.items() for c, w in s["waitByClass"].items())
     end = max(run.end for run in runs.values())
     queue_plot = _svg_steps({p: [(t, w) for t, w, _r in s] for p, s in queue_series.items()}, end,
                             "jobs waiting over time")
@@ -266,6 +275,8 @@ solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></h
 <h1>flexq simulation report</h1>
 <table id="policies"><tr><th>policy</th><th>jobs</th><th>p50 wait</th><th>p95 wait</th><th>max wait</th>
 <th>fallbacks</th><th>DWS retries</th><th>preemptions</th><th>cost</th></tr>{table}</table>
+{"<h2>Wait per class</h2><table><tr><th>policy</th><th>class</th><th>jobs</th><th>p50</th><th>p95</th>"
+ "<th>max</th></tr>" + by_class + "</table>" if by_class else ""}
 <h2>Wait per ClusterQueue</h2>
 <table><tr><th>policy</th><th>ClusterQueue</th><th>jobs</th><th>p50</th><th>p95</th><th>max</th></tr>{by_cq}</table>
 <h2>Wait from submission to start, per policy (share of started jobs that waited at most this long)</h2>

@@ -23,11 +23,12 @@ from flexq.api.kinds import KindInfo
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.durations import format_seconds
-from flexq.jobs.workload import JOB_KINDS, JobError, make_workload
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.sim.generator import CLASS_LABEL
 from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 
@@ -52,6 +53,8 @@ class SimResult:
     nodes: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
     """Pool sizes over time, when capacity is modelled: (t, pool -> (nodes, nodes in use)), at each change."""
     config: Config | None = None
+    classes: dict[str, str] = field(default_factory=dict)
+    """Each workload's class: Kueue's performance class label, ``flexq.dev/class``, or its priority class."""
 
     def log_lines(self) -> list[str]:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
@@ -77,7 +80,8 @@ class SimResult:
                 "submitted": _num(submitted), "quotaReserved": _num(reserved), "admitted": _num(admitted),
                 "started": _num(running), "finished": _num(finished),
                 "wait": _num(running - submitted) if running is not None else None,
-                "flavors": flavors, "state": wl.state.value, "pendingReason": wl.pending_reason or None,
+                "flavors": flavors, "class": self.classes.get(wl.key), "state": wl.state.value,
+                "pendingReason": wl.pending_reason or None,
                 **({"cost": round(self.costs.get(wl.key, 0.0), 2)} if self.costs is not None else {}),
             })
         return {"end": _num(self.end), "workloads": rows}
@@ -208,6 +212,10 @@ class _Run:
         self.run_for[wl.key] = sub.run_for
         self.result.submitted[wl.key] = now
         self.result.workloads.append(wl)
+        labels = meta.get("labels") or {}
+        job_class = labels.get(CLASS_LABEL) or labels.get("flexq.dev/class") or labels.get(PRIORITY_LABEL)
+        if job_class:
+            self.result.classes[wl.key] = str(job_class)
         self.log(self.scheduler.add(wl, now))
 
     def _normalize(self, doc: Document) -> tuple[KindInfo, dict[str, Any]]:
