@@ -111,6 +111,14 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
         own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
                if w is not incoming and w.key not in exclude and _uses(w, needed)
                and _within_allowed(cq.within_cluster_queue, incoming, w)]
+    if _over_limit(tree, cq.name, requests, own):
+        return [], [], []  # no eviction anywhere can let the queue hold this much
+    node = tree.queues[cq.name]
+    if (node.parent is not None and node.parent.parent is None
+            and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, requests, own)):
+        # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
+        # workloads can never be its victims, so they are not even collected.
+        return own, [], []
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
     node = tree.queues[cq.name]
@@ -180,6 +188,8 @@ def find_targets(
     else:
         attempts = [True, False]
     for borrowing in attempts:
+        if not _could_fit(tree, cq.name, requests, ordered, borrowing):
+            continue
         removed: list[Target] = []
         fitted = False
         try:
@@ -204,6 +214,56 @@ def find_targets(
             for t in removed:
                 tree.add(t.workload.cluster_queue, _usage(t))
     return []
+
+
+def _over_limit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target]) -> bool:
+    """Whether, even with all of ``own`` evicted, the queue would pass its nominal quota plus borrowing limit."""
+    node = tree.queues[cq]
+    for fr, wanted in requests.items():
+        limit = node.borrowing_limit(fr)
+        if limit is None:
+            continue
+        freed = sum(_usage(t).get(fr, 0) for t in own)
+        if tree.usage(cq, fr) - freed + wanted > tree.nominal(cq, fr) + limit:
+            return True
+    return False
+
+
+def _must_borrow(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target]) -> bool:
+    """Whether the queue passes its nominal quota for some resource even with all of ``own`` evicted."""
+    return any(tree.usage(cq, fr) - sum(_usage(t).get(fr, 0) for t in own) + wanted > tree.nominal(cq, fr)
+               for fr, wanted in requests.items())
+
+
+def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], ordered: list[Target],
+               borrowing: bool) -> bool:
+    """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot.
+
+    Evicting a workload frees at most its usage; a queue holds at most its nominal quota plus its borrowing
+    limit; an attempt without borrowing must fit within the nominal quota once its own victims are gone;
+    an attempt with borrowing cannot use victims that may only be reclaimed without borrowing.
+    """
+    node = tree.queues[cq]
+    for fr, wanted in requests.items():
+        own = sum(_usage(t).get(fr, 0) for t in ordered if t.workload.cluster_queue == cq)
+        used = tree.usage(cq, fr) - own
+        if not borrowing and used + wanted > tree.nominal(cq, fr):
+            return False
+        limit = node.borrowing_limit(fr)
+        if limit is not None and used + wanted > tree.nominal(cq, fr) + limit:
+            return False
+        room = tree.available(cq, fr)
+        if room >= wanted:
+            continue
+        for t in ordered:
+            if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+                continue
+            room += _usage(t).get(fr, 0)
+            if room >= wanted:
+                break
+        else:
+            return False
+    return True
 
 
 def _usage(t: Target) -> Mapping[FlavorResource, int]:
