@@ -33,12 +33,11 @@ class Node:
     usage: dict[FlavorResource, int] = field(default_factory=dict)
     version: int = 0
     """Bumped on the root at every usage change in its tree (for caches of decisions)."""
+    guarantees: dict[FlavorResource, int] = field(default_factory=dict)
+    """What the node keeps for itself (its subtree's quota less its lending limit), where it has a lending limit."""
 
     def guaranteed(self, fr: FlavorResource) -> int:
-        quota = self.quotas.get(fr)
-        if quota is None or quota.lending_limit is None:
-            return 0
-        return max(0, self.subtree.get(fr, 0) - quota.lending_limit)
+        return self.guarantees.get(fr, 0)
 
     def borrowing_limit(self, fr: FlavorResource) -> int | None:
         quota = self.quotas.get(fr)
@@ -110,6 +109,8 @@ class QuotaTree:
             for fr, amount in child.subtree.items():
                 subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed(fr)
         node.subtree = subtree
+        node.guarantees = {fr: max(0, subtree.get(fr, 0) - q.lending_limit) for fr, q in node.quotas.items()
+                           if q.lending_limit is not None}
 
     # --- the two questions ---------------------------------------------------------------------------
 
@@ -205,18 +206,20 @@ class QuotaTree:
 
     def add(self, cq: str, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
         """Add (``sign=1``) or remove (``-1``) a workload's usage, propagating to the cohorts."""
+        leaf = self.queues[cq]
         for fr, amount in usage.items():
-            node: Node | None = self.queues[cq]
+            node: Node | None = leaf
             delta = sign * amount
             while node is not None and delta:
-                before = node.usage.get(fr, 0)
+                used = node.usage
+                before = used.get(fr, 0)
                 after = before + delta
-                node.usage[fr] = after
-                guaranteed = node.guaranteed(fr)
+                used[fr] = after
+                guaranteed = node.guarantees.get(fr, 0)
                 over_after, over_before = after - guaranteed, before - guaranteed
                 delta = (over_after if over_after > 0 else 0) - (over_before if over_before > 0 else 0)
                 node = node.parent
-        self.root(cq).version += 1
+        self._roots[cq].version += 1
 
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self.add(cq, usage, -1)
