@@ -103,13 +103,19 @@ class CapacityDriver:
         """USD spent per workload on the nodes its pods used (node-hours x price; a CPU node's cost shared by
         the CPU its pods requested, an accelerator node's charged whole)."""
         self._billing: dict[str, tuple[float, list[tuple[float, float]]]] = {}
-        self.cluster.start_with_initial_nodes()
+        self.cluster.start_with_initial_nodes(kernel.now())
+        self.plan_expiry()
 
     def set_pools(self, pools: list[NodePoolSpec]) -> None:
-        """The node pools changed (created, updated, deleted): keep the nodes of pools that remain."""
+        """The node pools changed (created, updated, deleted): keep the nodes of pools that remain; a new pool
+        starts with its ``--num-nodes`` nodes."""
+        added = {p.name for p in pools} - set(self.cluster.pools)
         self.cluster.pools = {p.name: p for p in pools}
         for name in [n.name for n in self.cluster.nodes.values() if n.pool not in self.cluster.pools]:
             del self.cluster.nodes[name]
+        if added and self.cluster.start_with_initial_nodes(self._now(), added):
+            self.plan_expiry()
+            self._plan_scale_down()
 
     # --- helpers -----------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ on the workloads (ScaledUp, ProvisioningRequest, Fallback, NodesUnavailable, Sta
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Callable
@@ -75,7 +76,8 @@ class LiveCapacity:
                  started: Callable[[str, float], None] = lambda _key, _t: None) -> None:
         self.store = store
         self.scheduler = scheduler
-        self.config = config
+        # The capacity file's times (stock-outs, traces) count from the server's start.
+        self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
         self.timers = LiveTimers(clock)
         self.emit = emit
         self.started = started
