@@ -179,6 +179,12 @@ class CapacityDriver:
         elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
             self._release(key)
 
+    def rebind(self, key: str) -> None:
+        """A running workload's pod counts changed in place (an elastic job shrank): its pods are placed anew."""
+        if key in self.running:
+            self._release(key)
+            self.try_start(key)
+
     def release(self, key: str) -> None:
         """The workload is gone (deleted) or stopped: its pods leave their nodes."""
         self._release(key)
@@ -336,6 +342,19 @@ class CapacityDriver:
         for key in victims:
             self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
         self.plan_expiry()
+
+    def node_deleted(self, name: str) -> None:
+        """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM): the pods on
+        it are gone, so their workloads are evicted and requeued."""
+        node = self.cluster.nodes.pop(name, None)
+        if node is None:
+            return
+        now = self._now()
+        self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
+                   "reason": f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
+        for key in sorted(node.pods):
+            self.log(self.scheduler.evict(key, now, f"Node {name} was deleted: the workload's pods on it are gone",
+                                          "NodeLost"))
 
     # --- ProvisioningRequests ----------------------------------------------------------------------
 

@@ -117,6 +117,10 @@ class LiveCapacity:
         if self.driver is not None:
             self.driver.release(key)
 
+    def node_deleted(self, name: str) -> None:
+        if self.driver is not None:
+            self.driver.node_deleted(name)
+
     def handle(self, event: Event) -> None:
         if self.driver is not None:
             self.driver.handle(event)
@@ -148,7 +152,7 @@ class LiveCapacity:
     def _write_note(self, note: dict[str, Any]) -> None:
         workload = self._workload(str(note.get("workload", "")))
         event = str(note["event"])
-        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired") or \
+        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted") or \
             note.get("state") == "Failed"
         if workload is not None:
             record_event(self.store, workload, event, str(note.get("reason", "")),
