@@ -14,6 +14,7 @@ Per node pool (or per machine type, for every pool of that type), a :class:`Capa
   (CapacityRevoked), ``None`` for never.
 
 Everything is a pure function of time, the spec and the seed: the same scenario gets the same cloud.
+Times in the specs count from ``origin``: 0 in a simulation, the server's start on the live clock.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class CapacitySpec:
 class EmulatedCloud:
     specs: Mapping[str, CapacitySpec] = field(default_factory=dict)
     seed: int = 0
+    origin: float = 0.0
+    """The moment the specs' times count from."""
 
     def spec(self, pool: str, machine: str) -> CapacitySpec:
         return self.specs.get(pool) or self.specs.get(machine) or CapacitySpec()
@@ -75,6 +78,7 @@ class EmulatedCloud:
     def obtainable(self, pool: str, machine: str, t: float) -> float:
         """Machines this pool can hold at ``t`` (``inf`` for unlimited)."""
         spec = self.spec(pool, machine)
+        t -= self.origin
         if any(start <= t < end for start, end in spec.stockouts):
             return 0
         if spec.trace:
@@ -88,9 +92,10 @@ class EmulatedCloud:
     def next_change(self, pool: str, machine: str, t: float) -> float | None:
         """The next moment after ``t`` at which :meth:`obtainable` may change."""
         spec = self.spec(pool, machine)
+        t -= self.origin
         moments = [m for start, end in spec.stockouts for m in (start, end) if m > t]
         moments += [when for when, _ in spec.trace if when > t]
-        return min(moments) if moments else None
+        return min(moments) + self.origin if moments else None
 
     def boot_seconds(self, pool: str, machine: str, default: float) -> float:
         spec = self.spec(pool, machine)
@@ -99,7 +104,7 @@ class EmulatedCloud:
     def queued_delay(self, pool: str, machine: str, request: str, t: float = 0.0) -> float | None:
         """Seconds until a queued-provisioning request made at ``t`` is fulfilled (``None``: never)."""
         spec = self.spec(pool, machine)
-        traced = [d for when, d in spec.queued_trace if when <= t]
+        traced = [d for when, d in spec.queued_trace if when <= t - self.origin]
         if traced:
             return traced[-1]
         delay = spec.queued_delay

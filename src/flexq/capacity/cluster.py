@@ -145,17 +145,27 @@ class Cluster:
 
     # --- scaling -----------------------------------------------------------------------------------
 
-    def start_with_initial_nodes(self) -> None:
-        """Create every pool's ``--num-nodes`` nodes, ready at time 0."""
+    def start_with_initial_nodes(self, now: float = 0.0, pools: Iterable[str] | None = None) -> list[Node]:
+        """Create each pool's ``--num-nodes`` nodes (every pool's, or those of ``pools``), ready at ``now``.
+
+        A flex-start node's maximum run time counts from ``now`` too: on the live clock ``now`` is a Unix time,
+        so a deadline counted from 0 would have passed before the node existed."""
+        created: list[Node] = []
         for pool in self.pools.values():
+            if pools is not None and pool.name not in pools:
+                continue
             hosts = pool.hosts_per_slice
             for start in range(0, pool.initial_nodes, hosts):
                 slice_id = f"{pool.name}-slice-{next(self._ids)}"
                 for i in range(min(hosts, pool.initial_nodes - start)):
                     name = f"gke-{pool.name}-{slice_id.rsplit('-', 1)[1]}-{i}"
                     limit = pool.run_limit
-                    self.nodes[name] = Node(name, pool.name, slice_id, 0.0, 0.0, pool.labels(), pool.taints(),
-                                            pool.machine.allocatable(), expires_at=limit, idle_since=0.0)
+                    node = Node(name, pool.name, slice_id, now, now, pool.labels(), pool.taints(),
+                                pool.machine.allocatable(), expires_at=None if limit is None else now + limit,
+                                idle_since=now)
+                    self.nodes[name] = node
+                    created.append(node)
+        return created
 
     def pool_size(self, pool: str) -> int:
         return sum(1 for n in self.nodes.values() if n.pool == pool)

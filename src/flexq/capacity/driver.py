@@ -103,13 +103,19 @@ class CapacityDriver:
         """USD spent per workload on the nodes its pods used (node-hours x price; a CPU node's cost shared by
         the CPU its pods requested, an accelerator node's charged whole)."""
         self._billing: dict[str, tuple[float, list[tuple[float, float]]]] = {}
-        self.cluster.start_with_initial_nodes()
+        self.cluster.start_with_initial_nodes(kernel.now())
+        self.plan_expiry()
 
     def set_pools(self, pools: list[NodePoolSpec]) -> None:
-        """The node pools changed (created, updated, deleted): keep the nodes of pools that remain."""
+        """The node pools changed (created, updated, deleted): keep the nodes of pools that remain; a new pool
+        starts with its ``--num-nodes`` nodes."""
+        added = {p.name for p in pools} - set(self.cluster.pools)
         self.cluster.pools = {p.name: p for p in pools}
         for name in [n.name for n in self.cluster.nodes.values() if n.pool not in self.cluster.pools]:
             del self.cluster.nodes[name]
+        if added and self.cluster.start_with_initial_nodes(self._now(), added):
+            self.plan_expiry()
+            self._plan_scale_down()
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -172,6 +178,12 @@ class CapacityDriver:
             self.try_start(key)
         elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
             self._release(key)
+
+    def rebind(self, key: str) -> None:
+        """A running workload's pod counts changed in place (an elastic job shrank): its pods are placed anew."""
+        if key in self.running:
+            self._release(key)
+            self.try_start(key)
 
     def release(self, key: str) -> None:
         """The workload is gone (deleted) or stopped: its pods leave their nodes."""
@@ -330,6 +342,19 @@ class CapacityDriver:
         for key in victims:
             self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
         self.plan_expiry()
+
+    def node_deleted(self, name: str) -> None:
+        """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM): the pods on
+        it are gone, so their workloads are evicted and requeued."""
+        node = self.cluster.nodes.pop(name, None)
+        if node is None:
+            return
+        now = self._now()
+        self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
+                   "reason": f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
+        for key in sorted(node.pods):
+            self.log(self.scheduler.evict(key, now, f"Node {name} was deleted: the workload's pods on it are gone",
+                                          "NodeLost"))
 
     # --- ProvisioningRequests ----------------------------------------------------------------------
 

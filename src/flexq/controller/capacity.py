@@ -9,6 +9,7 @@ on the workloads (ScaledUp, ProvisioningRequest, Fallback, NodesUnavailable, Sta
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections.abc import Callable
@@ -75,7 +76,8 @@ class LiveCapacity:
                  started: Callable[[str, float], None] = lambda _key, _t: None) -> None:
         self.store = store
         self.scheduler = scheduler
-        self.config = config
+        # The capacity file's times (stock-outs, traces) count from the server's start.
+        self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
         self.timers = LiveTimers(clock)
         self.emit = emit
         self.started = started
@@ -115,6 +117,10 @@ class LiveCapacity:
         if self.driver is not None:
             self.driver.release(key)
 
+    def node_deleted(self, name: str) -> None:
+        if self.driver is not None:
+            self.driver.node_deleted(name)
+
     def handle(self, event: Event) -> None:
         if self.driver is not None:
             self.driver.handle(event)
@@ -146,7 +152,7 @@ class LiveCapacity:
     def _write_note(self, note: dict[str, Any]) -> None:
         workload = self._workload(str(note.get("workload", "")))
         event = str(note["event"])
-        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired") or \
+        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted") or \
             note.get("state") == "Failed"
         if workload is not None:
             record_event(self.store, workload, event, str(note.get("reason", "")),

@@ -28,9 +28,11 @@ from flexq.scheduler.model import (
     WorkloadState,
 )
 
-__all__ = ["JOB_UID_LABEL", "render_status", "workload_from_object", "workload_object"]
+__all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_object", "workload_object"]
 
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+REPLACEMENT_FOR: Final = "kueue.x-k8s.io/workload-slice-replacement-for"
+"""On a workload slice: the key (namespace/name) of the slice it replaces."""
 
 
 def _parse_time(text: Any) -> float:
@@ -89,6 +91,7 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
         created=_parse_time(meta.get("creationTimestamp")),
         uid=str(meta.get("uid", "")),
         owner=f"{owner['kind']} {namespace}/{owner['name']}" if owner else "",
+        replaces=str((meta.get("annotations") or {}).get(REPLACEMENT_FOR, "")),
     )
     admission = status.get("admission")
     reserved = find_condition(status, "QuotaReserved")
@@ -157,7 +160,7 @@ def _considered(assignment: Assignment | None) -> list[dict[str, Any]]:
 
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
                   generation: int | None, evicted: tuple[str, str] | None = None,
-                  preempted: tuple[str, str] | None = None) -> dict[str, Any]:
+                  preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None) -> dict[str, Any]:
     """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
     status: dict[str, Any] = copy.deepcopy(dict(old))
 
@@ -202,7 +205,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
     if preempted is not None:
         cond("Preempted", True, preempted[0], preempted[1])
     if wl.state is WorkloadState.FINISHED:
-        cond("Finished", True, "Succeeded", "Job finished")
+        cond("Finished", True, *(finished or ("Succeeded", "Job finished")))
     if wl.state is WorkloadState.PENDING and assignment is not None:
         status["flavorsConsidered"] = _considered(assignment)
     else:

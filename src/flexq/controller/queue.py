@@ -20,6 +20,8 @@ The controller reads time only from its :class:`~flexq.clock.Clock`.
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -33,10 +35,17 @@ from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
 from flexq.controller.capacity import LiveCapacity
 from flexq.controller.jobs import finished, inject, restore, templates
-from flexq.controller.objects import JOB_UID_LABEL, render_status, workload_from_object, workload_object
+from flexq.controller.objects import (
+    JOB_UID_LABEL,
+    REPLACEMENT_FOR,
+    render_status,
+    workload_from_object,
+    workload_object,
+)
 from flexq.controller.runtime import RayRuntime
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload, podsets, workload_name
 from flexq.objects.service import BadRequest, ObjectService
+from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
@@ -105,7 +114,8 @@ class QueueController:
         runtime = self.runtime
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
-        self._after_write.append(lambda: runtime.start(namespace, name, nodes))
+        counts = {p.name: p.count for p in wl.podsets}
+        self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -147,11 +157,17 @@ class QueueController:
             self._reconfigure()
             self.by_job_uid = {}
             for obj in self._objects("Workload"):
-                self._remember(obj)
                 wl = workload_from_object(obj, self.local_queues)
+                if wl.state is not WorkloadState.FINISHED:
+                    self._remember(obj)  # a job's slices: the one that replaces another wins (below)
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     continue
                 self.scheduler.add(wl, wl.created)
+            for wl in self.scheduler.workloads.values():
+                if wl.replaces:
+                    for uid, key in list(self.by_job_uid.items()):
+                        if key == wl.replaces:
+                            self.by_job_uid[uid] = wl.key
             for kind in ("RayJob", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
@@ -200,6 +216,8 @@ class QueueController:
                 self._job_deleted(obj)
             else:
                 self._job_modified(info, obj)
+        elif info.kind == "Node" and change.type is ChangeType.DELETED:
+            self.capacity.node_deleted(obj["metadata"]["name"])
         elif info.kind == "Workload":
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
             if change.type is ChangeType.DELETED:
@@ -265,6 +283,12 @@ class QueueController:
         wl = self._workload_for(job)
         if wl is None:
             return
+        old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+        if old is not None:
+            self._log(self.scheduler.delete(old.key, self.clock.now()))
+            self.capacity.release(old.key)
+            with contextlib.suppress(NotFound):
+                self.store.delete(self._wl_key(old))
         self._log(self.scheduler.delete(wl.key, self.clock.now()))
         self.capacity.release(wl.key)
         if self.runtime is not None:
@@ -282,7 +306,74 @@ class QueueController:
             self.metrics[wl.key] = metrics
             self._touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
+            old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+            if old is not None and old.state is not WorkloadState.FINISHED:
+                self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
             self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
+        elif wl is not None and not outcome and info.kind == "RayJob" and is_elastic(job):
+            self._job_resized(info, job, wl)
+
+    def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
+        """An elastic job's pod counts changed (the autoscaler or a person patched its replicas). Growth of an
+        admitted workload is a new workload slice that replaces it once admitted; anything else (shrinking, or
+        a workload not admitted yet) changes the workload in place (Kueue's ElasticJobsViaWorkloadSlices)."""
+        if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+            return
+        try:
+            counts = {p.name: p.count for p in podsets(info.kind, job)}
+        except (JobError, KeyError, ValueError):
+            return
+        current = {p.name: p.count for p in wl.podsets}
+        if counts == current or set(counts) != set(current):
+            return
+        now = self.clock.now()
+        stored = self._stored_workload(wl)
+        if stored is None:
+            return
+        if wl.holds_quota and any(counts[n] > current[n] for n in counts):
+            self._new_slice(info, job, wl, stored, counts, now)
+            return
+        self._log(self.scheduler.resize(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
+                                                      for p in wl.podsets), now))
+        fresh = copy.deepcopy(stored)
+        for ps in fresh["spec"]["podSets"]:
+            ps["count"] = counts.get(ps["name"], ps["count"])
+        self.store.update(self._wl_key(wl), fresh)
+        self._touched.add(wl.key)
+        record_event(self.store, fresh, "Resized", "pod counts changed in place: " + ", ".join(
+            f"{n} {current[n]} -> {c}" for n, c in sorted(counts.items()) if c != current[n]), component=_COMPONENT)
+        if wl.state is WorkloadState.ADMITTED:
+            driver = self.capacity.driver
+            if driver is not None and wl.key in driver.running:
+                driver.rebind(wl.key)
+            elif driver is None:
+                self._run_workload(wl.key, now)
+
+    def _new_slice(self, info: KindInfo, job: dict[str, Any], wl: Workload, stored: dict[str, Any],
+                   counts: dict[str, int], now: float) -> None:
+        """A workload slice for the job's new size, replacing ``wl`` once admitted."""
+        meta = job["metadata"]
+        obj = copy.deepcopy(stored)
+        name = workload_name(info.kind, meta["name"], f"{meta.get('uid', '')}/{meta.get('generation', 1)}",
+                             info.group)
+        obj["metadata"] = {"name": name, "namespace": wl.namespace, "labels": dict(stored["metadata"].get("labels")
+                                                                                  or {}),
+                           "annotations": {REPLACEMENT_FOR: wl.key, ELASTIC_ANNOTATION: "true"},
+                           "ownerReferences": stored["metadata"].get("ownerReferences") or []}
+        obj.pop("status", None)
+        for ps in obj["spec"]["podSets"]:
+            ps["count"] = counts.get(ps["name"], ps["count"])
+        try:
+            created = self.service.create(resolve("workload"), wl.namespace, obj)
+        except (ApiError, BadRequest, StoreError) as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        grown = workload_from_object(created, self.local_queues)
+        grown.created = now
+        self.by_job_uid[str(meta.get("uid", ""))] = grown.key
+        record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",
+                     component=_COMPONENT)
+        self._log(self.scheduler.add(grown, now))
 
     # --- workloads changed by others -----------------------------------------------------------------
 
@@ -342,14 +433,16 @@ class QueueController:
         stored = self._stored_workload(wl)
         if stored is None:
             return
-        evicted = preempted = None
+        evicted = preempted = finished = None
         for event in events:
+            if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
+                finished = (str(event.extra["finishedReason"]), event.reason)
             if event.kind is EventKind.EVICTED:
                 evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
             if event.kind is EventKind.PREEMPTED:
                 preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation"), evicted, preempted)
+                               stored["metadata"].get("generation"), evicted, preempted, finished)
         if wl.key in self.metrics:
             status["trainingMetrics"] = self.metrics[wl.key]
         driver = self.capacity.driver
@@ -366,10 +459,12 @@ class QueueController:
             for event in events:
                 self._record(stored, event)
             kinds = {e.kind for e in events}
+            # Evicted and admitted again within one sync (its quota reserved anew at once): the job still stops
+            # first, so that its run ends and a new one starts.
+            if kinds & {EventKind.EVICTED, EventKind.DEACTIVATED}:
+                self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
-            elif kinds & {EventKind.EVICTED, EventKind.DEACTIVATED} and wl.admission is None:
-                self._stop_job(stored)
 
     def _record(self, workload: dict[str, Any], event: Event) -> None:
         if event.kind is EventKind.CREATED:
@@ -421,7 +516,8 @@ class QueueController:
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
         if self.runtime is not None and info.kind == "RayJob":
             runtime, namespace, name = self.runtime, key.namespace, key.name
-            self._after_write.append(lambda: runtime.suspend(namespace, name))
+            # Before any start queued in this sync: that start is for the admission that follows the eviction.
+            self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

@@ -36,11 +36,16 @@ class RayRuntime:
     def log_path(self, namespace: str, name: str) -> Path:
         return self.home / "runtime" / namespace / name / "driver.log"
 
-    def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None) -> None:
+    def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None,
+              counts: dict[str, int] | None = None) -> None:
+        """Run the job on its admitted pods (``counts``: pod set -> pods); a job already running is resized to
+        them (an elastic job whose workload grew or shrank)."""
         job_key = f"{namespace}/{name}"
         self.nodes[job_key] = dict(nodes or {})
         with self._lock:
             if job_key in self.runs and not self.runs[job_key].done.is_set():
+                if counts:
+                    self.runs[job_key].resize(counts)
                 return
             try:
                 job = self.store.get(self.key(namespace, name))
@@ -52,11 +57,32 @@ class RayRuntime:
             configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
                           for o in self.store.list_objects("", "configmaps", namespace)[0]}
             run = RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
-                            lambda fields: self._status(namespace, name, fields))
+                            lambda fields: self._status(namespace, name, fields),
+                            lambda group, pods: self._scale(namespace, name, group, pods))
             self.runs[job_key] = run
         record_event(self.store, job, "RayJobStarting", "starting a local Ray cluster for the job",
                      component="flexq-runtime")
         run.start()
+
+    def _scale(self, namespace: str, name: str, group: str, pods: int) -> None:
+        """The autoscaler asks for ``pods`` workers in ``group``: the RayJob's replicas are patched (as KubeRay's
+        autoscaler patches the RayCluster), and the queue decides."""
+        key = self.key(namespace, name)
+        try:
+            with self.store.transaction():
+                job = self.store.get(key)
+                for spec in ((job.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs") or []:
+                    if spec.get("groupName") == group:
+                        before = int(spec.get("replicas", 1))
+                        spec["replicas"] = max(1, pods // int(spec.get("numOfHosts", 1))) if pods else 0
+                        if spec["replicas"] == before:
+                            return
+                        job = self.store.update(key, job)
+                        record_event(self.store, job, "AutoscalerScaling", f"worker group {group}: replicas {before} "
+                                     f"-> {spec['replicas']}", component="flexq-autoscaler")
+                        return
+        except NotFound:
+            return
 
     def stop(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -111,7 +137,7 @@ class RayRuntime:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
-            run.stop()
+            run.stop(wait=2.0)  # the server is going: its clusters are killed without waiting on their runs
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:
         key = self.key(namespace, name)

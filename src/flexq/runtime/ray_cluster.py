@@ -27,7 +27,9 @@ import httpx
 
 from flexq.runtime.emulation import Accelerators
 
-__all__ = ["LocalRayCluster", "RayStartError"]
+__all__ = ["WORKER_LABEL", "LocalRayCluster", "RayStartError"]
+
+WORKER_LABEL = "flexq.dev/worker"
 
 _WORKER_PORTS = range(10002, 20000)
 
@@ -62,6 +64,8 @@ class LocalRayCluster:
     temp_dir: Path | None = None
     dashboard_port: int = 0
     gcs_port: int = 0
+    workers: dict[str, tuple[subprocess.Popen[bytes], Path]] = field(default_factory=dict)
+    """Worker nodes started by :meth:`add_worker`: name -> (process, temp dir)."""
 
     @property
     def dashboard_url(self) -> str:
@@ -115,23 +119,57 @@ class LocalRayCluster:
         self.stop()
         raise RayStartError(f"the Ray cluster did not answer on its dashboard within {timeout:.0f}s")
 
+    def add_worker(self, name: str, num_cpus: int, resources: dict[str, float], num_gpus: int = 0) -> None:
+        """Start a worker node that joins this cluster (an elastic worker group's replica), labelled
+        ``flexq.dev/worker=<name>``, in its own process session and temp dir. Returns once it is started; it
+        registers with the cluster a few seconds later."""
+        if self.process is None:
+            raise RayStartError("the cluster is not running")
+        temp = Path(tempfile.mkdtemp(prefix="fqw-", dir="/tmp"))
+        env = {**os.environ, **self.accelerators.env, **self.extra_env,
+               "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+                   f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
+                   f"--dashboard-agent-listen-port={_free_port(set())}", f"--num-cpus={num_cpus}",
+                   f"--num-gpus={num_gpus}", f"--temp-dir={temp}", f"--labels={json.dumps({WORKER_LABEL: name})}"]
+        if resources:
+            command.append(f"--resources={json.dumps(resources)}")
+        log = (temp / "ray-start.log").open("wb")
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.workers[name] = (process, temp)
+
+    def remove_worker(self, name: str) -> None:
+        """Stop one worker node (its session only) and remove its temp dir."""
+        entry = self.workers.pop(name, None)
+        if entry is not None:
+            _kill_session(entry[0])
+            shutil.rmtree(entry[1], ignore_errors=True)
+
     def stop(self, grace: float = 5.0) -> None:
-        """Stop this cluster's processes (and only them); remove its temp dir. Idempotent."""
-        process = self.process
-        if process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and _session_alive(process.pid):
-                time.sleep(0.2)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=5)
+        """Stop this cluster's processes (and only them), its workers' too; remove the temp dirs. Idempotent."""
+        for name in list(self.workers):
+            self.remove_worker(name)
+        if self.process is not None:
+            _kill_session(self.process, grace)
             self.process = None
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+
+
+def _kill_session(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """SIGTERM the process's session, SIGKILL what is left after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _session_alive(process.pid):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
 
 
 def _session_alive(sid: int) -> bool:

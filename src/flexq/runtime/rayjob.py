@@ -24,7 +24,8 @@ from typing import Any, Final
 import httpx
 
 from flexq.jobs.workload import pod_requests
-from flexq.runtime.emulation import accelerators_for
+from flexq.runtime.elastic import ElasticWorkers, runs_elastic
+from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
 
@@ -55,7 +56,8 @@ def parse_metrics(log: str) -> dict[str, Any] | None:
 
 class RayJobRun:
     def __init__(self, job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path,
-                 on_status: Callable[[dict[str, Any]], None]) -> None:
+                 on_status: Callable[[dict[str, Any]], None],
+                 on_scale: Callable[[str, int], None] = lambda _group, _pods: None) -> None:
         self.job = job
         self.configmaps = configmaps
         self.workdir = workdir
@@ -66,6 +68,10 @@ class RayJobRun:
         self._stop = threading.Event()
         self.suspended = False
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
+        self._notes: list[str] = []
+        """Lines flexq adds to the log while the job runs (after the job's own output)."""
+        self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if runs_elastic(job) else None
+        """An elastic job's worker nodes (None: the whole cluster is one node, as for the guide's slice)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
 
@@ -78,6 +84,12 @@ class RayJobRun:
         self._thread.join(timeout=wait)
         if self.cluster is not None:
             self.cluster.stop()
+
+    def resize(self, counts: Mapping[str, int]) -> None:
+        """The admitted pods per worker group changed (an elastic job grew or shrank): the run adds or removes
+        worker nodes to match."""
+        if self.elastic is not None:
+            self.elastic.resize(counts)
 
     def _append(self, text: str) -> None:
         with self.log_path.open("a", encoding="utf-8") as fh:
@@ -148,10 +160,20 @@ class RayJobRun:
             pods = int(group.get("replicas", 1)) * int(group.get("numOfHosts", 1))
             groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
         accelerators = accelerators_for(groups)
+        if self.elastic is not None:
+            head = ((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
+            cpus = max(1, -(-pod_requests(head).get("cpu", 1000) // 1000))
+            accelerators = Accelerators(num_cpus=cpus, description=f"a head node ({cpus} CPU) and elastic worker "
+                                        "groups: " + ", ".join(f"{g} {n} worker(s)" for g, n in
+                                                              self.elastic.desired.items()))
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
         params = (cluster_spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
         self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()})
         self.cluster.start()
+        if self.elastic is not None:
+            self.elastic.reconcile(self.cluster)
+            self._append("".join(self._notes))
+            self._notes.clear()
         if self._stop.is_set():
             return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
                     "message": "stopped before it started"}
@@ -162,6 +184,12 @@ class RayJobRun:
                 "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
                                              **env.env_vars}}}
         response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
+        ready_by = time.monotonic() + 60
+        # A loaded machine may answer on the dashboard before the node's agent that takes submissions is up.
+        while response.status_code >= 400 and "No available agent" in response.text and \
+                time.monotonic() < ready_by and not self._stop.is_set():
+            time.sleep(1.0)
+            response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
         if response.status_code >= 400:
             raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
         self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
@@ -173,7 +201,7 @@ class RayJobRun:
         while True:
             state = httpx.get(f"{url}/api/jobs/{self.submission}", timeout=30).json()
             logs = httpx.get(f"{url}/api/jobs/{self.submission}/logs", timeout=30).json().get("logs", "")
-            self.log_path.write_text(header + logs, encoding="utf-8")
+            self.log_path.write_text(header + logs + "".join(self._notes), encoding="utf-8")
             latest = parse_metrics(logs)
             if latest is not None and latest != metrics:
                 metrics = latest
@@ -193,4 +221,7 @@ class RayJobRun:
                             "message": "stopped: the workload was evicted or the RayJob deleted"}
                 return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
                         "message": "the job ran past its deadline and was stopped"}
+            if self.elastic is not None:
+                self.elastic.reconcile(self.cluster)
+                self.elastic.autoscale(self.cluster, time.monotonic())
             time.sleep(1.0)

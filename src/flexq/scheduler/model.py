@@ -284,6 +284,9 @@ class Workload:
     """Preempted: eviction is issued, the quota stays held until the job has stopped."""
     pod_set_updates: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     """What Ready admission checks ask of the pods: check -> pod set -> annotations."""
+    replaces: str = ""
+    """The key of the workload slice this one replaces (Kueue's ``workload-slice-replacement-for``): an elastic
+    job that grew. See :mod:`flexq.scheduler.slices`."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""

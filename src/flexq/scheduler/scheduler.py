@@ -18,6 +18,7 @@ driver reports that they stopped (:meth:`Scheduler.complete_eviction`), or at on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Granular,
     Mode,
+    PodSet,
     PodSetAssignment,
     PreemptionPolicy,
     Strategy,
@@ -41,6 +43,7 @@ from flexq.scheduler.model import (
 from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk
 
 __all__ = ["Config", "Scheduler"]
 
@@ -258,6 +261,9 @@ class Scheduler:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
             return self._inadmissible(wl, assignment.message(), now)
+        old = replaced_slice(self.workloads, wl)
+        if old is not None:
+            return self._replace_slice(wl, old, assignment, state, now)
         issued = {v.key for v in state.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
             return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
@@ -293,6 +299,39 @@ class Scheduler:
         assert victim.admission is not None
         self.tree.remove(victim.cluster_queue, victim.admission.usage())
         state.removed.append(victim)
+
+    def _replace_slice(self, wl: Workload, old: Workload, assignment: Assignment, state: _Cycle,
+                       now: float) -> list[Event]:
+        """Admit slice ``wl`` in place of ``old``: what it adds must fit; ``old`` is finished in the same step."""
+        assert old.admission is not None
+        with self.tree.without([(old.cluster_queue, old.admission.usage())]):
+            fits = all(v <= self.tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
+        if not fits:
+            return self._skip(wl, "Workload no longer fits after processing another workload", now)
+        state.progress = True
+        message = (f"Removed to accommodate a workload (UID: {wl.uid or wl.key}) due to workload slice aggregation")
+        finished = [dataclasses.replace(e, extra={**e.extra, "finishedReason": REPLACED, "replacedBy": wl.key})
+                    for e in self.finish(old.key, now, message)]
+        wl.replaces = ""
+        return finished + self._reserve(wl, assignment, now)
+
+    def resize(self, key: str, podsets: tuple[PodSet, ...], now: float) -> list[Event]:
+        """The job's pod counts changed in place: an elastic job that scaled down (its quota shrinks at once), or
+        a workload not yet admitted (it is nominated again with its new shape). Growth of an admitted workload
+        takes a new slice instead (:mod:`flexq.scheduler.slices`)."""
+        wl = self.workloads[key]
+        if wl.admission is not None:
+            admission = shrunk(wl.admission, {p.name: p.count for p in podsets})
+            if wl.cluster_queue in self.tree.queues:
+                self.tree.remove(wl.cluster_queue, wl.admission.usage())
+                self.tree.add(wl.cluster_queue, admission.usage())
+            wl.admission = admission
+            self._wake_tree(wl.cluster_queue)
+        wl.podsets = podsets
+        if wl.state is WorkloadState.PENDING and self.queues.queued(wl):
+            self.queues.discard(wl)
+            self.queues.push(wl)
+        return []
 
     def _reserve_capacity(self, cq: ClusterQueueSpec, usage: Mapping[FlavorResource, int], borrowing: bool,
                           state: _Cycle) -> None:
@@ -330,6 +369,11 @@ class Scheduler:
         """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
         not changed since, gets the same answer without the search (Kueue's equivalence classes)."""
         cq = self.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(self.workloads, wl)
+        if old is not None:
+            assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors)
+            self.last_assignment[wl.key] = assignment
+            return assignment
         shape = self._shape(wl, cq)
         version = self.tree.root(cq.name).version
         cached = self._failed.get(shape)

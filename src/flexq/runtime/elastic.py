@@ -1,0 +1,198 @@
+"""Elastic worker groups: a RayJob's Ray cluster grows and shrinks by worker nodes while its job runs.
+
+An elastic RayJob (``kueue.x-k8s.io/elastic-job: "true"``) runs as a head node plus one Ray worker node per
+worker pod, each started with its pod's resources (:meth:`LocalRayCluster.add_worker`). The number of
+workers follows the admitted workload: :meth:`ElasticWorkers.resize` sets it, :meth:`ElasticWorkers.reconcile`
+(called from the run's thread) starts or stops nodes to match, idle ones first when shrinking.
+
+With ``enableInTreeAutoscaling``, flexq stands in for KubeRay's autoscaler sidecar: it reads the cluster's
+pending resource demand from the GCS (Ray's autoscaler state, which the GCS keeps even with no autoscaler
+running) and asks for more replicas, up to ``maxReplicas``, when tasks, actors or placement groups wait for
+resources a new worker would have; workers idle for ``autoscalerOptions.idleTimeoutSeconds`` (60 by
+default) are given back, down to ``minReplicas``. Asking means patching the RayJob's worker group
+``replicas``, as KubeRay's autoscaler patches the RayCluster; the queue then admits (or not) the growth.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from flexq.jobs.workload import pod_requests
+from flexq.runtime.ray_cluster import WORKER_LABEL, LocalRayCluster
+
+__all__ = ["ELASTIC_ANNOTATION", "ElasticWorkers", "GroupShape", "is_elastic", "runs_elastic", "workers_needed"]
+
+ELASTIC_ANNOTATION: Final = "kueue.x-k8s.io/elastic-job"
+DEFAULT_IDLE_TIMEOUT: Final = 60.0
+SETTLE: Final = 10.0
+"""Seconds after a group was resized before its demand counts again (Ray reports demand with some lag)."""
+
+
+def is_elastic(job: Mapping[str, Any]) -> bool:
+    return (job.get("metadata", {}).get("annotations") or {}).get(ELASTIC_ANNOTATION) == "true"
+
+
+def runs_elastic(job: Mapping[str, Any]) -> bool:
+    """Whether the job's cluster is run as separate worker nodes that can come and go: an elastic job whose
+    worker groups ask for no TPU (an emulated TPU slice is one Ray node offering the whole slice, so the
+    guide's elastic TPU job runs as before; its growth is admitted by the queue but not added to the cluster)."""
+    groups = ((job.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs") or []
+    return is_elastic(job) and not any(
+        pod_requests(((g.get("template") or {}).get("spec")) or {}).get("google.com/tpu") for g in groups)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupShape:
+    """One worker group: what each of its Ray worker nodes offers, and its replica bounds (in pods)."""
+
+    name: str
+    cpus: int
+    gpus: int
+    resources: Mapping[str, float]
+    hosts: int = 1
+    min_pods: int = 0
+    max_pods: int = 0
+
+    def offers(self) -> dict[str, float]:
+        return {"CPU": float(self.cpus), **({"GPU": float(self.gpus)} if self.gpus else {}), **self.resources}
+
+    @classmethod
+    def of(cls, group: Mapping[str, Any]) -> GroupShape:
+        requests = pod_requests(((group.get("template") or {}).get("spec")) or {})
+        hosts = int(group.get("numOfHosts", 1))
+        replicas = int(group.get("replicas", 1))
+        chips = requests.get("google.com/tpu", 0) // 1000
+        return cls(str(group.get("groupName")), max(1, math.ceil(requests.get("cpu", 1000) / 1000)),
+                   requests.get("nvidia.com/gpu", 0) // 1000, {"TPU": float(chips)} if chips else {}, hosts,
+                   int(group.get("minReplicas", replicas)) * hosts, int(group.get("maxReplicas", replicas)) * hosts)
+
+
+def workers_needed(demands: Sequence[tuple[Mapping[str, float], int]], shape: GroupShape) -> int:
+    """How many new workers of ``shape`` the pending bundles (resources, count) would fill, first fit."""
+    offer = shape.offers()
+    bins: list[dict[str, float]] = []
+    for bundle, count in demands:
+        wanted = {r: v for r, v in bundle.items() if v > 0}
+        if not wanted or any(offer.get(r, 0.0) < v for r, v in wanted.items()):
+            continue  # no worker of this group could ever take it
+        for _ in range(count):
+            for free in bins:
+                if all(free.get(r, 0.0) >= v for r, v in wanted.items()):
+                    break
+            else:
+                free = dict(offer)
+                bins.append(free)
+            for r, v in wanted.items():
+                free[r] -= v
+    return len(bins)
+
+
+@dataclass
+class ElasticWorkers:
+    """The worker nodes of an elastic job's cluster; thread-safe :meth:`resize`, the rest from the run thread."""
+
+    shapes: dict[str, GroupShape]
+    desired: dict[str, int]
+    """group -> worker pods the admitted workload has"""
+    log: Callable[[str], None]
+    ask: Callable[[str, int], None] | None = None
+    """Asks for a group's new size in pods (patches the RayJob); None when the job does not autoscale."""
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _serial: int = 0
+    _idle_since: dict[str, float] = field(default_factory=dict)
+    _asked: dict[str, int] = field(default_factory=dict)
+    _resized_at: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def for_job(cls, job: Mapping[str, Any], log: Callable[[str], None],
+                ask: Callable[[str, int], None]) -> ElasticWorkers:
+        cluster = (job.get("spec") or {}).get("rayClusterSpec") or {}
+        shapes = {s.name: s for s in (GroupShape.of(g) for g in cluster.get("workerGroupSpecs") or [])}
+        desired = {g: int(raw.get("replicas", 1)) * int(raw.get("numOfHosts", 1))
+                   for g, raw in zip(shapes, cluster.get("workerGroupSpecs") or [], strict=True)}
+        options = cluster.get("autoscalerOptions") or {}
+        return cls(shapes, desired, log, ask if cluster.get("enableInTreeAutoscaling") else None,
+                   float(options.get("idleTimeoutSeconds", DEFAULT_IDLE_TIMEOUT)))
+
+    def resize(self, counts: Mapping[str, int]) -> None:
+        """The admitted pods per worker group (from the workload): reconcile will match them."""
+        with self._lock:
+            for group, count in counts.items():
+                if group in self.shapes and self.desired.get(group) != count:
+                    self.desired[group] = count
+                    self._asked.pop(group, None)
+                    self._resized_at[group] = time.monotonic()
+
+    def reconcile(self, cluster: LocalRayCluster) -> None:
+        with self._lock:
+            desired = dict(self.desired)
+        for group, shape in self.shapes.items():
+            mine = [n for n in cluster.workers if n.rsplit("-", 1)[0] == group]
+            want = desired.get(group, 0)
+            if len(mine) == want:
+                continue
+            self.log(f"flexq: worker group {group}: {len(mine)} -> {want} worker node(s)\n")
+            while len(mine) < want:
+                self._serial += 1
+                name = f"{group}-{self._serial}"
+                cluster.add_worker(name, shape.cpus, dict(shape.resources), shape.gpus)
+                mine.append(name)
+            idle_first = sorted(mine, key=lambda n: (n not in self._idle_since, -int(n.rsplit("-", 1)[1])))
+            for name in idle_first[: len(mine) - want]:
+                cluster.remove_worker(name)
+                self._idle_since.pop(name, None)
+
+    def autoscale(self, cluster: LocalRayCluster, now: float) -> None:
+        """One look at the cluster's demand and idle workers; asks for a new size when it should change."""
+        if self.ask is None:
+            return
+        status = _cluster_status(f"127.0.0.1:{cluster.gcs_port}")
+        if status is None:
+            return
+        demands: list[tuple[Mapping[str, float], int]] = []
+        summary = status.resource_demands
+        for demand in [*summary.ray_task_actor_demand, *summary.placement_group_demand]:
+            demands += [(b.bundle, b.count) for b in demand.bundles_by_count]
+        registered = {str((n.labels or {}).get(WORKER_LABEL)) for n in [*status.active_nodes, *status.idle_nodes]}
+        idle = {str((n.labels or {}).get(WORKER_LABEL)) for n in status.idle_nodes}
+        for name in list(self._idle_since):
+            if name not in idle:
+                del self._idle_since[name]
+        for name in idle & set(cluster.workers):
+            self._idle_since.setdefault(name, now)
+        with self._lock:
+            desired = dict(self.desired)
+        for group, shape in self.shapes.items():
+            current = desired.get(group, 0)
+            starting = sum(1 for n in cluster.workers if n.rsplit("-", 1)[0] == group and n not in registered)
+            grow = workers_needed(demands, shape) - starting
+            settling = now - self._resized_at.get(group, -SETTLE) < SETTLE
+            target = current
+            if grow > 0 and not settling:
+                target = min(shape.max_pods, current + -(-grow // shape.hosts) * shape.hosts)
+            elif not demands:
+                expired = [n for n, since in self._idle_since.items()
+                           if n.rsplit("-", 1)[0] == group and now - since >= self.idle_timeout]
+                target = max(shape.min_pods, current - len(expired) // shape.hosts * shape.hosts)
+            if target != current and self._asked.get(group) != target:
+                self._asked[group] = target
+                self.ask(group, target)
+            demands = [] if grow > 0 else demands  # a demand is asked of the first group that can take it
+
+
+def _cluster_status(gcs_address: str) -> Any:
+    """Ray's autoscaler view of the cluster from its GCS (None if it cannot be read now)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    try:
+        from ray.autoscaler.v2.sdk import get_cluster_status
+
+        return get_cluster_status(gcs_address, timeout=5)
+    except Exception:  # the cluster may be starting or stopping: the next look will tell
+        return None

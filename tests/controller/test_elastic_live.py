@@ -1,0 +1,62 @@
+"""An elastic RayJob's workload in the live server (jobs not executed): growth as a slice, shrinking in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import ROOT, Server
+from tests.controller.test_live import _eventually
+
+EXAMPLE = ROOT / "examples" / "elastic"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+def _workloads(srv: Server) -> list[dict[str, Any]]:
+    return sorted(httpx.get(srv.url + WORKLOADS).json()["items"], key=lambda w: w["metadata"]["creationTimestamp"])
+
+
+def _cpu(srv: Server) -> str:
+    cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
+    usage = cq["status"]["flavorsUsage"][0]["resources"]
+    return str(next(r["total"] for r in usage if r["name"] == "cpu"))
+
+
+def _replicas(srv: Server, n: int) -> None:
+    patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": n}]
+    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
+                           headers={"Content-Type": "application/json-patch+json"})
+    assert response.status_code == 200, response.text
+
+
+def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server: Server) -> None:
+    assert flexq("apply", "-f", str(EXAMPLE / "queue.yaml")).code == 0
+    assert flexq("apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml")).code == 0
+    _eventually(lambda: _check(_cpu(server) == "1500m"))
+    _replicas(server, 3)
+
+    def grown() -> None:
+        old, new = _workloads(server)
+        assert [c["reason"] for c in old["status"]["conditions"] if c["type"] == "Finished"] == \
+            ["WorkloadSliceReplaced"]
+        assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"].endswith(
+            old["metadata"]["name"])
+        assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 3]
+        assert _cpu(server) == "3500m"
+
+    _eventually(grown)
+    _replicas(server, 1)
+
+    def shrunk() -> None:
+        workloads = _workloads(server)
+        assert len(workloads) == 2, "shrinking makes no new slice"
+        assert [p["count"] for p in workloads[1]["spec"]["podSets"]] == [1, 1]
+        assert [p["count"] for p in workloads[1]["status"]["admission"]["podSetAssignments"]] == [1, 1]
+        assert _cpu(server) == "1500m"
+
+    _eventually(shrunk)
+
+
+def _check(ok: bool) -> None:
+    assert ok

@@ -1,0 +1,81 @@
+"""An elastic RayJob grows while it runs: a new workload slice is admitted and a worker node joins its cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import ROOT, Server
+from tests.controller.test_live import _eventually
+from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, ray_server
+
+__all__ = ["ray_server"]
+
+EXAMPLE = ROOT / "examples" / "elastic"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+def _workloads(srv: Server) -> list[dict[str, Any]]:
+    return sorted(httpx.get(srv.url + WORKLOADS).json()["items"], key=lambda w: w["metadata"]["creationTimestamp"])
+
+
+def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in wl.get("status", {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
+    _run(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
+    # No pending demand (the script only waits for a second worker), so growth comes from the patch alone.
+    job = (EXAMPLE / "rayjob-elastic.yaml").read_text().replace("elastic_job.py 2 --demand", "elastic_job.py 2")
+    _run(srv, "apply", "-f", "-", input=job)
+
+    def running() -> None:
+        assert _job(srv, "elastic").get("status", {}).get("jobStatus") == "RUNNING"
+
+    _eventually(running, timeout=60)
+    first = _workloads(srv)
+    assert len(first) == 1 and first[0]["status"]["admission"]["podSetAssignments"][1]["count"] == 1
+    patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": 2}]
+    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
+                           headers={"Content-Type": "application/json-patch+json"})
+    assert response.status_code == 200, response.text
+    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=60)
+    log = _run(srv, "logs", "rayjob/elastic").stdout
+    assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    assert "waiting for 2" in log and "2 worker node(s)" in log and "Elastic job complete" in log, log
+    assert "worker group workers: 1 -> 2 worker node(s)" in log
+    old, new = _workloads(srv)
+    assert old["metadata"]["name"] == first[0]["metadata"]["name"]
+    replaced = _condition(old, "Finished")
+    assert (replaced["status"], replaced["reason"]) == ("True", "WorkloadSliceReplaced")
+    assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == \
+        f"default/{old['metadata']['name']}"
+    assert [p["count"] for p in new["spec"]["podSets"]] == [1, 2]
+    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    assert {"QuotaReserved", "Admitted"} <= {e["reason"] for e in events
+                                              if e["involvedObject"]["name"] == new["metadata"]["name"]}
+    assert _condition(new, "Finished")["reason"] == "Succeeded", "the job's end finishes the slice that replaced"
+
+    def freed() -> None:
+        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
+        assert cq["status"]["admittedWorkloads"] == 0
+
+    _eventually(freed)
+
+
+def test_pending_demand_makes_the_autoscaler_ask_for_workers(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
+    _run(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
+    _run(srv, "apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml"))  # 2 one-CPU tasks for 1 one-CPU worker
+    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=90)
+    log = _run(srv, "logs", "rayjob/elastic").stdout
+    assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    assert "2 worker node(s)" in log and "2 tasks ran on" in log, log
+    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    asked = [e["message"] for e in events if e["reason"] == "AutoscalerScaling"]
+    assert asked == ["worker group workers: replicas 1 -> 2"]
+    assert len(_workloads(srv)) == 2, "the growth was admitted as a new workload slice"
