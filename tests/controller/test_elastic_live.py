@@ -13,8 +13,14 @@ EXAMPLE = ROOT / "examples" / "elastic"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
 
+REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
+
+
 def _workloads(srv: Server) -> list[dict[str, Any]]:
-    return sorted(httpx.get(srv.url + WORKLOADS).json()["items"], key=lambda w: w["metadata"]["creationTimestamp"])
+    """Oldest first: a replacement slice after the slice it replaces (timestamps have whole seconds only)."""
+    items = httpx.get(srv.url + WORKLOADS).json()["items"]
+    return sorted(items, key=lambda w: (REPLACES in (w["metadata"].get("annotations") or {}),
+                                        w["metadata"]["creationTimestamp"]))
 
 
 def _cpu(srv: Server) -> str:
@@ -40,7 +46,7 @@ def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server
         old, new = _workloads(server)
         assert [c["reason"] for c in old["status"]["conditions"] if c["type"] == "Finished"] == \
             ["WorkloadSliceReplaced"]
-        assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"].endswith(
+        assert new["metadata"]["annotations"][REPLACES].endswith(
             old["metadata"]["name"])
         assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 3]
         assert _cpu(server) == "3500m"
