@@ -62,10 +62,19 @@ class LocalRayCluster:
     temp_dir: Path | None = None
     dashboard_port: int = 0
     gcs_port: int = 0
+    client_port: int = 0
 
     @property
     def dashboard_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The cluster's ports on 127.0.0.1 by the names KubeRay gives the head's container ports; empty when
+        the cluster is not running."""
+        if self.process is None or self.process.poll() is not None:
+            return {}
+        return {"gcs-server": self.gcs_port, "dashboard": self.dashboard_port, "client": self.client_port}
 
     def start(self, timeout: float = 120.0) -> None:
         used: set[int] = set()
@@ -73,7 +82,7 @@ class LocalRayCluster:
         used.add(self.gcs_port)
         self.dashboard_port = _free_port(used)
         used.add(self.dashboard_port)
-        client_port, agent_port = _free_port(used), 0
+        self.client_port = client_port = _free_port(used)
         used.add(client_port)
         agent_port = _free_port(used)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
