@@ -133,8 +133,12 @@ class LocalRayCluster:
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and _session_alive(process.pid):
                 time.sleep(0.2)
+            # Ray puts some of its workers in process groups of their own: kill the session's every process.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+            for pid in _session_members(process.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
             self.process = None
@@ -144,6 +148,12 @@ class LocalRayCluster:
 
 
 def _session_alive(sid: int) -> bool:
+    return bool(_session_members(sid))
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``."""
+    members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -153,5 +163,5 @@ def _session_alive(sid: int) -> bool:
             continue
         fields = stat.rsplit(")", 1)[-1].split()
         if len(fields) > 4 and fields[0] != "Z" and int(fields[3]) == sid:
-            return True
-    return False
+            members.append(int(entry.name))
+    return members
