@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import socket
 import struct
+import subprocess
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from flexq.runtime.objects import head_port_map
@@ -26,6 +30,7 @@ from flexq.server.spdy import (
     SynReply,
     SynStream,
 )
+from tests.conftest import Server, free_port
 
 
 def test_the_dictionary_is_spdy3s() -> None:
@@ -210,3 +215,73 @@ def test_a_head_pods_ports_map_to_its_ray_clusters_by_kuberay_names() -> None:
     moved = {"spec": {"containers": [{"ports": [{"containerPort": 9000, "name": "dashboard"},
                                                 {"containerPort": 6379, "name": "redis"}]}]}}
     assert head_port_map(moved, local) == {9000: 40002, 8265: 40002, 10001: 40003}
+
+
+def _running_pod(server: Server, name: str) -> None:
+    pods = f"{server.url}/api/v1/namespaces/default/pods"
+    made = httpx.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {
+        "ray.io/cluster": "job-raycluster", "ray.io/node-type": "head"}}, "spec": {"containers": [{"name": "c"}]}})
+    assert made.status_code == 201, made.text
+    assert httpx.put(f"{pods}/{name}/status", json={**made.json(), "status": {"phase": "Running"}}).status_code == 200
+
+
+@pytest.mark.kubectl
+def test_real_kubectl_gets_the_reason_on_its_error_stream(server: Server, kubectl: Any) -> None:
+    # A server that runs no jobs: kubectl's WebSocket is accepted, the connection's error stream says why.
+    _running_pod(server, "head")
+    local = free_port()
+    config = server.home.parent / "kubeconfig"
+    forward = subprocess.Popen(["kubectl", "port-forward", "pod/head", f"{local}:8265"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**server.env(), "KUBECONFIG": str(config), "HOME": str(server.home.parent)})
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until kubectl listens; then one connection through it
+            assert time.monotonic() < deadline and forward.poll() is None, forward.communicate()
+            try:
+                with socket.create_connection(("127.0.0.1", local), timeout=10) as sock:
+                    sock.sendall(b"GET /api/version HTTP/1.0\r\n\r\n")
+                    assert sock.recv(1024) == b"", "closed without an answer"
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.2)
+        _, err = forward.communicate(timeout=30)  # kubectl ends the forward on an error from the server
+    finally:
+        if forward.poll() is None:
+            forward.kill()
+            forward.communicate()
+    assert f"an error occurred forwarding {local} -> 8265: error forwarding port 8265 to pod head: this server " \
+           "does not run jobs (--runtime none)" in err
+    assert forward.returncode == 1
+
+
+def test_an_upgrade_is_refused_with_a_status_when_the_pod_cannot_forward(server: Server) -> None:
+    def upgrade(pod: str, protocol: str, method: str = "GET") -> tuple[int, dict[str, Any]]:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(f"{method} /api/v1/namespaces/default/pods/{pod}/portforward HTTP/1.1\r\n"
+                         f"Host: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                         "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                         f"Sec-WebSocket-Protocol: {protocol}\r\nContent-Length: 0\r\n\r\n".encode())
+            data = b""
+            while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), json.loads(body[body.index(b"{"):body.rindex(b"}") + 1])
+
+    code, status = upgrade("nope", "SPDY/3.1+portforward.k8s.io")
+    assert (code, status["reason"], status["message"]) == (404, "NotFound", 'pods "nope" not found')
+    pods = f"{server.url}/api/v1/namespaces/default/pods"
+    httpx.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "idle"},
+                           "spec": {"containers": [{"name": "c"}]}})
+    code, status = upgrade("idle", "SPDY/3.1+portforward.k8s.io")
+    assert code == 400 and "pod is not running" in status["message"]
+    _running_pod(server, "head")
+    code, status = upgrade("head", "v4.channel.k8s.io")
+    assert code == 400 and "SPDY/3.1+portforward.k8s.io" in status["message"], "the protocol kubectl speaks"
+    # kubectl's SPDY fallback (a POST with Upgrade: SPDY/3.1) is answered with the reason too.
+    fallback = httpx.post(f"{pods}/head/portforward", headers={"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
+    assert fallback.status_code == 400 and "WebSocket" in fallback.json()["message"]
