@@ -597,6 +597,7 @@ def env(
         "disable_update_check = true\n"
         "[api_endpoint_overrides]\n"
         f"container = {server_url}/\n"
+        f"cloudresourcemanager = {server_url}/\n"
         f"serviceusage = {server_url}/\n", encoding="utf-8")
     typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={kubeconfig_path}\n"
                f"export CLOUDSDK_CONFIG={gcloud}")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flexq.runtime.objects import kuberay_objects
+from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.store import Key, NotFound, Store, record_event
 
@@ -35,6 +36,25 @@ class RayRuntime:
 
     def log_path(self, namespace: str, name: str) -> Path:
         return self.home / "runtime" / namespace / name / "driver.log"
+
+    def head_ports(self, namespace: str, pod: Mapping[str, Any]) -> dict[int, int]:
+        """The ports of a RayJob's head pod -> its running Ray cluster's ports on 127.0.0.1, for port-forward.
+
+        Raises LookupError with the reason when there is nothing to forward to."""
+        name = pod["metadata"]["name"]
+        owner = job_of_pod(pod)
+        if owner is None:
+            raise LookupError(f"pod {name} is not a pod of a Ray cluster: only a RayJob's head pod has ports here")
+        job, node_type = owner
+        if node_type != "head":
+            raise LookupError(f"pod {name} is a worker of RayJob {job}'s Ray cluster, which runs as one local "
+                              f"node: forward the head pod's ports, or service/{job}-head-svc")
+        run = self.runs.get(f"{namespace}/{job}")
+        cluster = run.cluster if run is not None else None
+        local = cluster.ports if cluster is not None else {}
+        if not local:
+            raise LookupError(f"the Ray cluster of RayJob {job} is not running")
+        return head_port_map(pod, local)
 
     def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None,
               counts: dict[str, int] | None = None) -> None:

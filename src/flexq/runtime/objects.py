@@ -14,11 +14,37 @@ from typing import Any, Final
 
 from flexq.store import Key
 
-__all__ = ["LOG_ANNOTATION", "PHASES", "kuberay_objects"]
+__all__ = ["HEAD_PORTS", "LOG_ANNOTATION", "PHASES", "head_port_map", "job_of_pod", "kuberay_objects"]
 
 LOG_ANNOTATION: Final = "flexq.dev/log"
 PHASES: Final = {"Initializing": "Pending", "Running": "Running", "Retrying": "Pending", "Complete": "Succeeded",
                  "Failed": "Failed"}
+
+HEAD_PORTS: Final = {6379: "gcs-server", 8265: "dashboard", 10001: "client"}
+"""The head's container ports as KubeRay names them (and the head Service exposes them)."""
+
+
+def job_of_pod(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(RayJob name, node type) of a Ray cluster's pod, from KubeRay's labels; None for any other pod."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    cluster = str(labels.get("ray.io/cluster", ""))
+    if not cluster.endswith("-raycluster"):
+        return None
+    return cluster.removesuffix("-raycluster"), str(labels.get("ray.io/node-type", ""))
+
+
+def head_port_map(pod: Mapping[str, Any], local: Mapping[str, int]) -> dict[int, int]:
+    """The head pod's container ports -> the local Ray cluster's ports (``local``: by KubeRay's port names).
+
+    A container port named like one of KubeRay's (``dashboard``...) maps to that port; KubeRay's default
+    numbers (8265...) map too, unless the pod gives the number to a port of another name."""
+    named: dict[int, str] = dict(HEAD_PORTS)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            number, name = port.get("containerPort"), str(port.get("name", ""))
+            if isinstance(number, int):
+                named[number] = name
+    return {number: local[name] for number, name in named.items() if name in local}
 
 
 def _suffix(text: str, n: int = 5) -> str:

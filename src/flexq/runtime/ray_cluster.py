@@ -66,10 +66,19 @@ class LocalRayCluster:
     gcs_port: int = 0
     workers: dict[str, tuple[subprocess.Popen[bytes], Path]] = field(default_factory=dict)
     """Worker nodes started by :meth:`add_worker`: name -> (process, temp dir)."""
+    client_port: int = 0
 
     @property
     def dashboard_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The cluster's ports on 127.0.0.1 by the names KubeRay gives the head's container ports; empty when
+        the cluster is not running."""
+        if self.process is None or self.process.poll() is not None:
+            return {}
+        return {"gcs-server": self.gcs_port, "dashboard": self.dashboard_port, "client": self.client_port}
 
     def start(self, timeout: float = 120.0) -> None:
         used: set[int] = set()
@@ -77,7 +86,7 @@ class LocalRayCluster:
         used.add(self.gcs_port)
         self.dashboard_port = _free_port(used)
         used.add(self.dashboard_port)
-        client_port, agent_port = _free_port(used), 0
+        self.client_port = client_port = _free_port(used)
         used.add(client_port)
         agent_port = _free_port(used)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
@@ -166,13 +175,23 @@ def _kill_session(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _session_alive(process.pid):
         time.sleep(0.2)
+    # Ray puts some of its workers in process groups of their own: kill the session's every process.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+    for pid in _session_members(process.pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
 
 
 def _session_alive(sid: int) -> bool:
+    return bool(_session_members(sid))
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``."""
+    members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -182,5 +201,5 @@ def _session_alive(sid: int) -> bool:
             continue
         fields = stat.rsplit(")", 1)[-1].split()
         if len(fields) > 4 and fields[0] != "Z" and int(fields[3]) == sid:
-            return True
-    return False
+            members.append(int(entry.name))
+    return members

@@ -34,11 +34,22 @@ __all__ = ["END_MARKER", "RayJobRun", "parse_metrics"]
 END_MARKER: Final = "\x00flexq-end\x00"
 DEFAULT_DEADLINE: Final = 3600.0
 _REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), validation")
+_AGENT_WAIT: Final = 120.0
+"""How long a submission is retried while the head's job agent is not up yet (it starts after the dashboard,
+late on a loaded machine, and Ray answers "No available agent to submit job, please try again later")."""
 _CLEAN_LOGS: Final = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_DEDUP_LOGS": "0", "RAY_COLOR_PREFIX": "0"}
 
 
 def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.Response:
+    deadline = time.monotonic() + _AGENT_WAIT
+    while True:
+        response = httpx.post(f"{url}/api/jobs/", json=dict(body), timeout=30)
+        if "No available agent" not in response.text or time.monotonic() > deadline or stop.wait(1.0):
+            return response
 
 
 def parse_metrics(log: str) -> dict[str, Any] | None:
@@ -183,13 +194,7 @@ class RayJobRun:
         body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
                 "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
                                              **env.env_vars}}}
-        response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
-        ready_by = time.monotonic() + 60
-        # A loaded machine may answer on the dashboard before the node's agent that takes submissions is up.
-        while response.status_code >= 400 and "No available agent" in response.text and \
-                time.monotonic() < ready_by and not self._stop.is_set():
-            time.sleep(1.0)
-            response = httpx.post(f"{url}/api/jobs/", json=body, timeout=30)
+        response = _submit(url, body, self._stop)
         if response.status_code >= 400:
             raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
         self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
@@ -59,7 +59,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                ca_pem: bytes = b"") -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
-    kube = KubeApi(service, hub)
+    kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -99,6 +99,10 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     @app.api_route("/api/{path:path}", methods=_VERBS, include_in_schema=False)
     async def core(request: Request, path: str = "") -> Response:
         return await kube.core(request, path)
+
+    @app.websocket("/api/v1/namespaces/{namespace}/pods/{name}/portforward")
+    async def pod_port_forward(websocket: WebSocket, namespace: str, name: str) -> None:
+        await kube.port_forward(websocket, namespace, name)
 
     @app.api_route("/apis", methods=_VERBS, include_in_schema=False)
     @app.api_route("/apis/{path:path}", methods=_VERBS, include_in_schema=False)

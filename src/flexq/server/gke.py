@@ -9,6 +9,7 @@ Both path styles are served: ``projects/P/locations/L/...`` and the older ``proj
 from __future__ import annotations
 
 import base64
+import hashlib
 import itertools
 import time
 from datetime import UTC, datetime
@@ -120,6 +121,14 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
         return JSONResponse({"name": f"projects/{project}/services/{service_name}", "state": "ENABLED",
                              "parent": f"projects/{project}"})
 
+    @router.get("/v1/projects/{project}")
+    async def describe_project(project: str) -> JSONResponse:
+        # Resource Manager's projects.get, for `gcloud projects describe` (the guide's env.sh asks for the
+        # project number): any project exists; its number is derived from its id.
+        number = int(hashlib.sha256(project.encode()).hexdigest(), 16) % 10**12
+        return JSONResponse({"projectId": project, "name": project, "projectNumber": str(number),
+                             "lifecycleState": "ACTIVE", "createTime": "2025-01-01T00:00:00.000Z"})
+
     for style in ("locations", "zones"):
         base = f"/v1/projects/{{project}}/{style}/{{location}}"
 
@@ -188,6 +197,9 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
         @router.get(f"{base}/clusters/{{cluster}}/nodePools")
         async def list_pools(project: str, location: str, cluster: str) -> JSONResponse:
             items = [p for p in service.list_objects(pools, None)[0] if p["spec"]["cluster"] == cluster]
+            if not items and get_cluster(cluster) is None:
+                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                              f"{cluster}.")
             return JSONResponse({"nodePools": [gke_node_pool(p, project, location) for p in items]})
 
         def find_pool(cluster: str, name: str) -> dict[str, Any] | None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from fastapi import Request, Response
+from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from flexq.api.documents import MAX_INPUT_BYTES
@@ -29,8 +29,9 @@ from flexq.server.discovery import api_group_list, api_versions, group_versions,
 from flexq.server.errors import error_response, status_body
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
+from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
-from flexq.store import Gone
+from flexq.store import Gone, NotFound
 
 __all__ = ["KubeApi"]
 
@@ -51,12 +52,17 @@ class Target:
     subresource: str | None
 
 
-class KubeApi:
-    """Request handlers over an :class:`ObjectService`."""
+PortMap = Callable[[str, Mapping[str, Any]], dict[int, int]]
+"""(namespace, pod) -> the pod's ports -> ports on 127.0.0.1; raises LookupError with the reason."""
 
-    def __init__(self, service: ObjectService, hub: ChangeHub) -> None:
+
+class KubeApi:
+    """Request handlers over an :class:`ObjectService`; ``ports`` serves ``port-forward`` (None: no pod has any)."""
+
+    def __init__(self, service: ObjectService, hub: ChangeHub, ports: PortMap | None = None) -> None:
         self.service = service
         self.hub = hub
+        self.ports = ports
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -98,6 +104,13 @@ class KubeApi:
             return _not_found(f"the server could not find the requested resource ({gr})")
         if sub == "log" and info.kind == "Pod" and name is not None and request.method == "GET":
             return await self._pod_log(request, info, namespace or "default", name)
+        if sub == "portforward" and info.kind == "Pod" and name is not None:
+            # Reached by the SPDY upgrade kubectl tries when the WebSocket one was refused.
+            refused = self._forwardable(namespace or "default", name)
+            if refused is not None:
+                return JSONResponse(status_body(*refused), refused[0])
+            return JSONResponse(status_body(400, "BadRequest", f"port-forward is served over WebSocket (subprotocol "
+                                            f"{TUNNEL_PROTOCOL}, kubectl 1.30 or later), not SPDY"), 400)
         if sub is not None and (sub != "status" or not info.status_subresource):
             return _not_found(f"the server could not find the requested resource ({plural}/{sub})")
         if info.namespaced is False and namespace is not None:
@@ -171,6 +184,41 @@ class KubeApi:
         if tail and tail.isdigit():
             text = "".join(text.splitlines(keepends=True)[-int(tail):])
         return PlainTextResponse(text)
+
+    def _forwardable(self, namespace: str, name: str) -> tuple[int, str, str] | None:
+        """Why ``port-forward`` to this pod cannot start (code, reason, message), or None."""
+        try:
+            pod = self.service.get(_POD, namespace, name)
+        except NotFound:
+            return 404, "NotFound", f'pods "{name}" not found'
+        phase = (pod.get("status") or {}).get("phase", "Unknown")
+        if phase != "Running":
+            return 400, "BadRequest", f"unable to forward port because pod is not running. Current status={phase}"
+        return None
+
+    async def port_forward(self, websocket: WebSocket, namespace: str, name: str) -> None:
+        """``kubectl port-forward``: each of the pod's ports reaches the port on this machine that stands for it."""
+        refused = self._forwardable(namespace, name)
+        if refused is not None:
+            await deny(websocket, *refused)
+            return
+
+        def target(port: int) -> int:
+            prefix = f"error forwarding port {port} to pod {name}"
+            if self.ports is None:
+                raise PortError(f"{prefix}: this server does not run jobs (--runtime none)")
+            try:
+                pod = self.service.get(_POD, namespace, name)
+                ports = self.ports(namespace, pod)
+            except (LookupError, NotFound) as exc:
+                raise PortError(f"{prefix}: {exc.args[0] if exc.args else exc}") from None
+            if port not in ports:
+                known = ", ".join(str(p) for p in sorted(ports)) or "none"
+                raise PortError(f"{prefix}: the pod has no port {port} that reaches its Ray cluster "
+                                f"(ports that do: {known})")
+            return ports[port]
+
+        await serve_websocket(websocket, target)
 
     async def _server_side_apply(self, request: Request, t: Target) -> Response:
         assert t.name is not None
@@ -249,6 +297,15 @@ class KubeApi:
                     await asyncio.sleep(0)
 
         return StreamingResponse(stream(), media_type="application/json")
+
+
+def _pod_kind() -> KindInfo:
+    info = by_resource("", "pods")
+    assert info is not None
+    return info
+
+
+_POD: Final = _pod_kind()
 
 
 def _list_body(t: Target, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:

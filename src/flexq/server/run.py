@@ -44,10 +44,11 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
         controller.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"")
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-        servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False))]
+        servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                                          ws="wsproto"))]
         if tls is not None and tls_port is not None:
             servers.append(_Server(uvicorn.Config(app, host=host, port=tls_port, log_level=log_level,
-                                                  access_log=False, ssl_certfile=str(tls.cert),
+                                                  access_log=False, ws="wsproto", ssl_certfile=str(tls.cert),
                                                   ssl_keyfile=str(tls.key))))
         asyncio.run(_serve_all(servers))
     finally:

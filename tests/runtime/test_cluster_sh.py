@@ -1,0 +1,222 @@
+"""The guide's cluster.sh, command by command as the file writes them, with the real gcloud and kubectl.
+
+The environment is what `flexq env` prints plus the guide's env.sh (run as written); the server runs the jobs on
+real Ray with the emulated capacity of examples/guide/capacity-demo.yaml, and serves HTTPS so that kubectl uses the
+verified context `get-credentials` writes. Between two commands the test waits as a person would: for job 1 to run
+before the port-forward (the RayJobs shut their Ray clusters down when they finish), for both jobs to finish before
+reading the log and deleting the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import GUIDE, Server, free_port, start_server, stop_server
+
+TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                                reason=f"needs {', '.join(TOOLS)}")
+
+MARK = "FLEXQ_TEST_RUN"
+SKIPPED = ("helm install kueue",)
+"""Commands of cluster.sh that cannot run here: helm needs the internet, and Kueue is built into flexq."""
+
+
+def shell_commands(path: Path) -> list[str]:
+    """A script's commands in order: comments and blank lines dropped, continued lines and a for loop kept whole."""
+    commands: list[str] = []
+    pending: list[str] = []
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        pending.append(line)
+        if stripped.endswith("\\") or (pending[0].startswith("for ") and stripped != "done"):
+            continue
+        commands.append("\n".join(pending))
+        pending = []
+    assert not pending, f"{path} ends inside a command"
+    return commands
+
+
+def _eventually(check: Callable[[], Any], timeout: float, what: str, state: Callable[[], str] = str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}; {state()}"
+        time.sleep(1.0)
+
+
+def _state(server: Server) -> str:
+    """What the server shows, for a failure's message: the RayJobs' and Workloads' statuses, the nodes."""
+    def items(path: str) -> list[dict[str, Any]]:
+        return list(httpx.get(server.url + path, timeout=10).json().get("items") or [])
+
+    jobs = [(j["metadata"]["name"], {k: v for k, v in (j.get("status") or {}).items() if k != "trainingMetrics"})
+            for j in items("/apis/ray.io/v1/namespaces/default/rayjobs")]
+    workloads = [(w["metadata"]["name"], [(c["type"], c["status"], c.get("message", ""))
+                                          for c in (w.get("status") or {}).get("conditions") or []])
+                 for w in items("/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads")]
+    nodes = [n["metadata"]["name"] for n in items("/api/v1/nodes")]
+    return f"rayjobs: {jobs}\nworkloads: {workloads}\nnodes: {nodes}"
+
+
+def _ray_processes() -> list[str]:
+    """The live Ray processes (head, raylet, GCS, workers, actors) of this test's server."""
+    mark = f"{MARK}={os.environ[MARK]}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and ("ray" in cmd.split(" ", 1)[0] or "ray.scripts" in cmd or cmd.startswith("ray::")):
+            found.append(cmd[:100])
+    return found
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    # The server's Ray processes inherit its environment: a mark of this test's own tells them from other runs'.
+    monkeypatch.setenv(MARK, uuid.uuid4().hex)
+    srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(GUIDE / "capacity-demo.yaml"),
+                       "--tls-port", str(free_port()))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+        assert not (left := _ray_processes()), f"the server left Ray processes behind: {left}"
+
+
+@pytest.mark.timeout(1200)
+def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, tmp_path: Path) -> None:
+    exports = subprocess.run([sys.executable, "-m", "flexq.cli.main", "env"], capture_output=True, text=True,
+                             env=server.env(), check=True).stdout
+    env = dict(server.env(), HOME=str(tmp_path))
+    for line in exports.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value
+    sourced = subprocess.run(["bash", "-c", f"set -e; source {GUIDE / 'env.sh'}; env -0"], capture_output=True,
+                             text=True, env=env, cwd=GUIDE, timeout=120, check=False)
+    assert sourced.returncode == 0, sourced.stderr
+    env = dict(item.split("=", 1) for item in sourced.stdout.split("\0") if "=" in item)
+    assert env["PROJECT_ID"] == "demo" and env["PROJECT_NUMBER"].isdigit(), "env.sh ran against flexq"
+
+    def sh(command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, cwd=GUIDE,
+                              timeout=timeout, check=False)
+
+    def job(name: str) -> dict[str, Any]:
+        got = httpx.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+        return dict(got.get("status") or {}) if got.get("kind") == "RayJob" else {}
+
+    def finished(name: str) -> bool:
+        return job(name).get("jobDeploymentStatus") in ("Complete", "Failed")
+
+    commands = shell_commands(GUIDE / "cluster.sh")
+    assert [c for c in commands if c.startswith(SKIPPED)] == [c for c in commands if c.startswith("helm ")]
+    done: list[str] = []
+    for command in commands:
+        if command.startswith(SKIPPED):
+            continue
+        if command.startswith("kubectl port-forward"):
+            _port_forward(command, env, job, finished, lambda: _state(server))
+        elif command.startswith("kubectl logs"):
+            for name in ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"):
+                _eventually(lambda n=name: finished(n), 600, f"{name} to finish", lambda: _state(server))
+                log = sh(f"kubectl logs job/{name}").stdout
+                assert job(name)["jobStatus"] == "SUCCEEDED", f"{job(name).get('message')}\n{log[-4000:]}"
+            logged = sh(command)
+            assert logged.returncode == 0, logged.stderr
+            lines = logged.stdout.rstrip().splitlines()
+            assert "Training Complete!" in logged.stdout
+            assert any(line.startswith("Job 'rayjob-tpu-v6e-dws-1-") and line.endswith("' succeeded")
+                       for line in lines[-3:]), lines[-5:]
+        else:
+            result = sh(command)
+            assert result.returncode == 0, f"{command}\n{result.stderr}"
+            if "get(config.flexStart)" in command:
+                assert result.stdout == "True\n", "the flex-start check"
+            if command.startswith("for i in 1 2"):
+                assert result.stdout.splitlines() == [
+                    'rayjob.ray.io/rayjob-tpu-v6e-dws-1 created', "Submitted Job 1",
+                    'rayjob.ray.io/rayjob-tpu-v6e-dws-2 created', "Submitted Job 2"]
+        done.append(" ".join(command.split()[:4]))
+    assert done == ["gcloud container clusters create", "gcloud container clusters get-credentials",
+                    "gcloud container node-pools create", "gcloud container node-pools create",
+                    "gcloud container node-pools describe", "envsubst < dws-tpu-queue.yaml |",
+                    "kubectl create configmap jax-train-script", "for i in 1",
+                    "kubectl port-forward service/rayjob-tpu-v6e-dws-1-head-svc 8265:8265",
+                    "kubectl logs job/rayjob-tpu-v6e-dws-1", "gcloud container clusters delete"], "all but helm ran"
+    # The cluster delete took everything with it.
+    listed = sh("gcloud container clusters list --format='value(name)'")
+    assert listed.returncode == 0 and listed.stdout == "", listed.stderr
+    _eventually(lambda: sh("kubectl get nodes,nodepools -o name").stdout == "", 120, "the nodes to go",
+                lambda: _state(server))
+    pools = sh("gcloud container node-pools list --cluster=tpu-cluster --location=us-east5-b")
+    assert pools.returncode != 0 and "404" in pools.stderr, "the cluster is gone"
+    _eventually(lambda: not _ray_processes(), 60, "every Ray process to stop", lambda: str(_ray_processes()))
+
+
+def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[str, Any]],
+                  finished: Callable[[str], bool], state: Callable[[], str]) -> None:
+    """Run the port-forward while job 1's Ray cluster is up; its dashboard answers through it."""
+    assert command.endswith(" &"), "cluster.sh runs it in the background"
+
+    def running() -> bool:
+        assert not finished("rayjob-tpu-v6e-dws-1"), f"job 1 ended before it was seen running; {state()}"
+        return job("rayjob-tpu-v6e-dws-1").get("jobDeploymentStatus") == "Running"
+
+    _eventually(running, 600, "rayjob-tpu-v6e-dws-1 to run", state)
+    local = 8265
+    if not _port_is_free(local):  # someone else's on this machine: only then is the local port changed
+        local = free_port()
+        command = command.replace("8265:8265", f"{local}:8265")
+    forward = subprocess.Popen(["bash", "-c", "exec " + command.removesuffix(" &")], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env, cwd=GUIDE)
+    try:
+        def answered() -> dict[str, Any] | None:
+            assert forward.poll() is None, forward.communicate()
+            try:
+                response = httpx.get(f"http://127.0.0.1:{local}/api/version", timeout=10)
+            except httpx.HTTPError:
+                return None
+            return dict(response.json()) if response.status_code == 200 else None
+
+        about = _eventually(answered, 60, "the dashboard through the port-forward")
+        assert about["ray_version"] == version("ray")
+        submissions = [j.get("submission_id") for j in
+                       httpx.get(f"http://127.0.0.1:{local}/api/jobs/", timeout=30).json()]
+        assert submissions == [job("rayjob-tpu-v6e-dws-1")["jobId"]], "job 1's own Ray cluster"
+    finally:
+        forward.terminate()
+        out, err = forward.communicate(timeout=30)
+    assert f"Forwarding from 127.0.0.1:{local} -> 8265" in out, err
+    assert "Handling connection for" in out and "error" not in err.lower(), err
