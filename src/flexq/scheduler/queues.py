@@ -66,7 +66,11 @@ class QueueManager:
 
     def wake(self, queues: Iterable[str], workloads: dict[str, Workload]) -> None:
         """Something changed for these queues: their set-aside workloads return, their heads unblock."""
+        if not self._inadmissible and not self._blocked:
+            return
         for cq in queues:
+            if cq not in self._inadmissible and cq not in self._blocked:
+                continue
             self._blocked.discard(cq)
             aside = self._inadmissible.pop(cq, None)
             if not aside:
