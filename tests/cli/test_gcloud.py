@@ -83,9 +83,20 @@ def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None
                              timeout=60, check=False)
         assert got.returncode == 0, got.stderr
         assert "nodepool.flexq.dev/dws-pool" in got.stdout
+    # What ran in the cluster goes with it: queues, jobs, their workloads, configmaps, namespaces of its own.
+    queue = (Path(__file__).parents[2] / "examples" / "guide" / "dws-tpu-queue.yaml").read_text()
+    queue = queue.replace("${ONDEMAND_NODEPOOL}", "on-demand-pool").replace("${DWS_NODEPOOL}", "dws-pool")
+    (tmp_path / "queue.yaml").write_text(queue)
+    assert flexq("apply", "-f", str(tmp_path / "queue.yaml")).returncode == 0
+    assert flexq("create", "configmap", "jax-train-script", "--from-file",
+                 str(Path(__file__).parents[2] / "examples" / "guide" / "train.py")).returncode == 0
+    assert "clusterqueue.kueue.x-k8s.io/cluster-queue" in flexq("get", "clusterqueues", "-o", "name").stdout
     deleted = gcloud("container", "clusters", "delete", "tpu-cluster", *flags, "--quiet")
     assert deleted.returncode == 0, deleted.stderr
     assert flexq("get", "nodepools").stderr.strip() == "No resources found"
+    for kind in ("clusterqueues", "localqueues", "resourceflavors", "admissionchecks", "configmaps"):
+        listed = flexq("get", kind, "-A")
+        assert listed.returncode == 0 and listed.stderr.strip() == "No resources found", (kind, listed.stdout)
     # The user's own configuration was not touched: gcloud and kubectl used flexq's files.
     assert not (tmp_path / ".config" / "gcloud").exists()
     assert not (tmp_path / ".kube" / "config").exists(), "kubectl used flexq's kubeconfig (~/.kube has its cache)"

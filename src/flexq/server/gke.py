@@ -9,6 +9,7 @@ Both path styles are served: ``projects/P/locations/L/...`` and the older ``proj
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import itertools
 import time
@@ -19,9 +20,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from flexq.api.errors import ApiError, InvalidObject
-from flexq.api.kinds import resolve
+from flexq.api.kinds import KINDS, resolve
 from flexq.capacity.gke import GKE_VERSION, gke_node_pool
-from flexq.objects.service import BadRequest, ObjectService
+from flexq.objects.service import BOOT_NAMESPACES, BadRequest, ObjectService
 from flexq.store import AlreadyExists, NotFound
 
 __all__ = ["gke_router"]
@@ -179,6 +180,8 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
                     if pool["spec"]["cluster"] == cluster:
                         service.delete(pools, None, pool["metadata"]["name"])
                 service.delete(clusters, None, cluster)
+                if not service.list_objects(clusters, None)[0]:
+                    _empty_kubernetes(service)
             return JSONResponse(ops.done(project, location, "DELETE_CLUSTER", f"clusters/{cluster}"))
 
         @router.post(f"{base}/clusters/{{cluster}}/nodePools")
@@ -263,3 +266,18 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
             return JSONResponse({"operations": list(ops.items.values())})
 
     return router
+
+
+def _empty_kubernetes(service: ObjectService) -> None:
+    """The last cluster is gone, and with it what ran in it: every object of the Kubernetes API (jobs first,
+    so that their Ray clusters stop), every namespace but the ones a cluster starts with."""
+    order = sorted(KINDS, key=lambda k: (k.kind not in ("RayJob", "Job"), k.kind == "Namespace"))
+    for info in order:
+        if info.group == "flexq.dev":
+            continue
+        for obj in service.list_objects(info, None)[0]:
+            meta = obj["metadata"]
+            if info.kind == "Namespace" and meta["name"] in BOOT_NAMESPACES:
+                continue
+            with contextlib.suppress(NotFound):
+                service.delete(info, meta.get("namespace"), meta["name"])
