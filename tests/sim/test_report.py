@@ -58,3 +58,18 @@ def test_week_of_stockouts_flexq_beats_kueue(tmp_path: Path) -> None:
     assert flexq["fallbacks"] > 0 and kueue["fallbacks"] == 0
     assert kueue["wait"]["p95"] >= flexq["wait"]["p95"]  # type: ignore[index]
     assert kueue["wait"]["max"] > flexq["wait"]["max"]  # type: ignore[index]
+
+
+def test_pool_prices_override_the_catalog(tmp_path: Path) -> None:
+    text = (GUIDE / "scenario-capacity.yaml").read_text().replace("include: [dws-tpu-queue.yaml]",
+                                                                  f"include: [{GUIDE / 'dws-tpu-queue.yaml'}]")
+    text = text.replace("file: rayjob-tpu-v6e-dws.yaml", f"file: {GUIDE / 'rayjob-tpu-v6e-dws.yaml'}")
+    costs = []
+    for price in (2.70, 5.40):  # the catalog's on-demand price of a ct6e-standard-4t node, then twice that
+        priced = text.replace("numNodes: 1, autoscaling: false}", "numNodes: 1, autoscaling: false, pricePerHour: 0}")
+        priced = priced.replace("minNodes: 0, maxNodes: 4}", f"minNodes: 0, maxNodes: 4, pricePerHour: {price}}}", 1)
+        path = tmp_path / f"priced-{price}.yaml"
+        path.write_text(priced)
+        costs.append(_simulate(path, tmp_path / f"report-{price}")["flexq"]["cost"])
+    assert costs[0]["on-demand"] > 0 and costs[1]["on-demand"] == pytest.approx(2 * costs[0]["on-demand"], abs=0.02)
+    assert costs[0]["flex-start"] == costs[1]["flex-start"] > 3  # the DWS pool keeps the catalog's price

@@ -29,6 +29,8 @@ class NodePoolSpec:
     cluster: str = ""
     location: str = ""
     max_run_seconds: float | None = None
+    price: float | None = None
+    """USD per node-hour, in place of the catalog's price (a negotiated rate, a committed-use discount)."""
 
     @property
     def hosts_per_slice(self) -> int:
@@ -36,6 +38,8 @@ class NodePoolSpec:
 
     @property
     def hourly(self) -> float:
+        if self.price is not None:
+            return self.price
         return self.machine.flex_start_hourly if self.flex_start else self.machine.on_demand_hourly
 
     @property

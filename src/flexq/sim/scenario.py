@@ -111,6 +111,7 @@ class _Pool(_Model):
     flexStart: bool = False
     queuedProvisioning: bool = False
     maxRunDuration: Duration | None = None
+    pricePerHour: Annotated[float, Field(ge=0)] | None = None
 
 
 class _Window(_Model):
@@ -372,7 +373,8 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity", until:
         pool = NodePoolSpec(p.name, machine, p.tpuTopology, p.minNodes, p.maxNodes, p.numNodes, p.autoscaling,
                             p.flexStart, p.queuedProvisioning,
                             max_run_seconds=_duration(p.maxRunDuration, doc, f"{where}.maxRunDuration")
-                            if p.maxRunDuration is not None else None)
+                            if p.maxRunDuration is not None else None,
+                            price=p.pricePerHour)
         try:
             problems = pool.check()
         except ValueError as exc:
