@@ -41,7 +41,7 @@ def test_report_renders_every_plot_in_chromium(tmp_path: Path) -> None:
             # Every plotted series is drawn: a path with real extent per policy or pool.
             lengths = page.locator("svg[aria-label] path").evaluate_all(
                 "els => els.map(e => e.getTotalLength())")
-            assert len(lengths) == 3 + 3 + 3 + 3 and min(lengths) > 50
+            assert len(lengths) == 3 + 3 + 6 + 6 and min(lengths) > 50  # CDFs, queues, pools (nodes, in use)
             assert page.locator("svg rect").count() > 2 * 191  # Gantt: a waiting and a running bar per job
         finally:
             browser.close()

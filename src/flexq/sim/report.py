@@ -199,7 +199,7 @@ def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, 
         path.append(f"L{x(span):.1f},{y(last):.1f}")
         parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.5">'
                      f'<title>{html.escape(name)}</title></path>')
-        parts.append(f'<text x="{left + 10 + i * 170}" y="12" fill="{color}" font-size="12">{html.escape(name)}</text>')
+        parts.append(f'<text x="{left + 10 + i * 138}" y="12" fill="{color}" font-size="11">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -257,8 +257,9 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
                             "jobs waiting over time")
     pools = "".join(
         f"<h3>{html.escape(p)}</h3>" + _svg_steps(
-            {f"{pool} nodes": [(t, sample.get(pool, (0, 0))[0]) for t, sample in run.nodes]
-             for pool in sorted({pool for _t, sample in run.nodes for pool in sample})}, end,
+            {f"{pool} {what}": [(t, sample.get(pool, (0, 0))[i]) for t, sample in run.nodes]
+             for pool in sorted({pool for _t, sample in run.nodes for pool in sample})
+             for i, what in enumerate(("nodes", "in use"))}, end,
             f"pool nodes over time, {p}")
         for p, run in runs.items() if run.nodes)
     usage = "".join(
@@ -282,7 +283,7 @@ solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></h
 <h2>Wait from submission to start, per policy (share of started jobs that waited at most this long)</h2>
 {_svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy")}
 <h2>Jobs waiting over time</h2>{queue_plot}
-<h2>Pool nodes over time</h2>{pools or "<p>No capacity modelled.</p>"}
+<h2>Pool nodes over time (and how many run a job)</h2>{pools or "<p>No capacity modelled.</p>"}
 {"<h2>Pool utilisation</h2><table><tr><th>policy</th><th>pool</th><th>peak nodes</th><th>node-hours</th>"
  "<th>in use</th><th>utilisation</th></tr>" + usage + "</table>" if usage else ""}
 <h2>Jobs over time (grey: waiting; colour: running, by flavor)</h2>{gantts}
