@@ -109,8 +109,10 @@ def make_workload(
     local_queues: Mapping[tuple[str, str], str],
     priorities: Mapping[str, int],
     created: float,
+    pod_sets: tuple[PodSet, ...] | None = None,
 ) -> Workload:
-    """The Workload for a job. ``local_queues`` maps (namespace, LocalQueue) to its ClusterQueue."""
+    """The Workload for a job. ``local_queues`` maps (namespace, LocalQueue) to its ClusterQueue; ``pod_sets``,
+    if given, are the job's pod sets already read (jobs of one shape share them)."""
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
     labels = meta.get("labels") or {}
@@ -133,7 +135,7 @@ def make_workload(
         name=workload_name(kind, meta["name"], uid, group),
         queue=queue,
         cluster_queue=local_queues.get((namespace, queue), ""),
-        podsets=podsets(kind, obj),
+        podsets=pod_sets if pod_sets is not None else podsets(kind, obj),
         priority=priority,
         created=created,
         uid=uid,

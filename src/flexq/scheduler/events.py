@@ -34,7 +34,8 @@ class Event:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"t": self.t, "event": self.kind.value, "workload": self.workload,
+        # ``_value_`` is the member's own attribute: ``value`` goes through Enum's (slow) descriptor.
+        out: dict[str, Any] = {"t": self.t, "event": self.kind._value_, "workload": self.workload,
                                "clusterQueue": self.cluster_queue}
         if self.podsets is not None:
             out["podSets"] = self.podsets

@@ -56,6 +56,8 @@ class QuotaTree:
 
     def __init__(self, cluster_queues: Iterable[ClusterQueueSpec], cohorts: Iterable[CohortSpec] = ()) -> None:
         self.cohorts: dict[str, Node] = {}
+        self._heights: dict[int, int] = {}
+        """Each node's cohort height (the tree's shape is fixed once built)."""
         self.queues: dict[str, Node] = {}
         specs = {c.name: c for c in cohorts}
         for name, spec in specs.items():
@@ -162,8 +164,11 @@ class QuotaTree:
 
     def height(self, node: Node) -> int:
         """Kueue's cohort height: 1 for a cohort of ClusterQueues, one more per level of cohorts below."""
-        cohorts = [c for c in node.children if c.is_cohort]
-        return max([min(len(node.children), 1), *(1 + self.height(c) for c in cohorts)])
+        known = self._heights.get(id(node))
+        if known is None:
+            cohorts = [c for c in node.children if c.is_cohort]
+            known = self._heights[id(node)] = max([min(len(node.children), 1), *(1 + self.height(c) for c in cohorts)])
+        return known
 
     def borrow_level(self, cq: str, fr: FlavorResource, val: int) -> tuple[int, bool]:
         """(height of the lowest subtree in which ``val`` more fits, whether reclaiming below the root may help).

@@ -415,7 +415,8 @@ class Scheduler:
         wl.state = WorkloadState.QUOTA_RESERVED
         wl.reserved_at = now
         wl.pending_reason = ""
-        wl.checks = {name: wl.checks.get(name, CheckState.PENDING) for name in cq.checks_for(admission.flavors())}
+        wl.checks = {name: wl.checks.get(name, CheckState.PENDING)
+                     for name in cq.checks_for(admission.flavors())} if cq.checks else {}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
                         f"Quota reserved in ClusterQueue {cq.name}", _podsets(admission))]
         if all(s is CheckState.READY for s in wl.checks.values()):
