@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flexq.runtime.emulation import accelerators_for
+from flexq.runtime.emulation import Hardware, accelerators_for, hardware
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.rayjob import parse_metrics
 from tests.conftest import GUIDE, guide_text
@@ -15,15 +15,30 @@ JOB = yaml.safe_load(guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1"))
 
 def test_the_guides_slice_is_emulated_as_ray_expects() -> None:
     selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "4x4"}
-    acc = accelerators_for([(selector, {"cpu": 8000, "google.com/tpu": 4000, "memory": 1}, 4)])
+    acc = accelerators_for([(selector, {"cpu": 8000, "google.com/tpu": 4000, "memory": 1}, 4)],
+                           machine_has=Hardware())
     assert acc.resources == {"TPU": 16.0}
     assert acc.env["TPU_ACCELERATOR_TYPE"] == "v6e-16" and acc.env["TPU_TOPOLOGY"] == "4x4"
     assert acc.env["JAX_PLATFORMS"] == "cpu" and "device_count=4" in acc.env["XLA_FLAGS"]
     assert acc.env["TPU_NAME"] and acc.env["TPU_WORKER_ID"] == "0"
     assert acc.num_cpus >= 8, "each of the slice's 4 bundles also asks for a CPU"
-    gpu = accelerators_for([({}, {"nvidia.com/gpu": 8000}, 2)])
-    assert gpu.num_gpus == 16 and not gpu.resources
-    assert accelerators_for([]).description == "CPU only"
+    gpu = accelerators_for([({}, {"nvidia.com/gpu": 8000}, 2)], machine_has=Hardware())
+    assert gpu.num_gpus == 16 and not gpu.resources and "emulated" in gpu.description
+    assert accelerators_for([], machine_has=Hardware()).description == "CPU only"
+
+
+def test_real_accelerators_are_not_emulated(tmp_path: Path) -> None:
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "accel0", "accel1", "accel2", "accel3", "null"):
+        (tmp_path / name).touch()
+    assert hardware(tmp_path) == Hardware(gpus=2, tpu_chips=4)
+    assert hardware(tmp_path / "missing") == Hardware()
+    selector = {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice", "cloud.google.com/gke-tpu-topology": "4x4"}
+    tpu = accelerators_for([(selector, {"google.com/tpu": 4000}, 4)], machine_has=Hardware(tpu_chips=4))
+    assert tpu.resources == {} and tpu.env == {} and "real TPU" in tpu.description
+    gpu = accelerators_for([({}, {"nvidia.com/gpu": 1000}, 2)], machine_has=Hardware(gpus=2))
+    assert gpu.num_gpus == 2 and gpu.description == "2 real GPU(s)"
+    short = accelerators_for([({}, {"nvidia.com/gpu": 1000}, 4)], machine_has=Hardware(gpus=2))
+    assert "emulated" in short.description, "more GPUs asked than the machine has: emulated"
 
 
 def test_configmap_mounted_at_app_and_entrypoint_rewritten(tmp_path: Path) -> None:
