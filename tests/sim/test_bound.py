@@ -7,36 +7,15 @@ from pathlib import Path
 from flexq.sim.policies import FLEXQ, KUEUE, LOWER_BOUND, PolicyRun, compare_policies
 from flexq.sim.scenario import load_scenario
 from tests.conftest import GUIDE
+from tests.sim.guide_setup import guide_scenario, job
 
 
 def _compare(tmp_path: Path, cloud: str, submit: str, until: str = "1d") -> dict[str, PolicyRun]:
-    text = f"""
-apiVersion: flexq.dev/v1alpha1
-kind: Scenario
-metadata: {{name: bound}}
-spec:
-  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
-  include: [{GUIDE / "dws-tpu-queue.yaml"}]
-  capacity:
-    pools:
-      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
-      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
-      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
-         queuedProvisioning: true}}
-    cloud:
-{cloud}
-  submit:
-{submit}
-  until: {until}
-"""
-    path = tmp_path / "scenario.yaml"
-    path.write_text(text)
-    return compare_policies(load_scenario(path))
+    return compare_policies(load_scenario(guide_scenario(tmp_path, "    cloud:\n" + cloud, submit, until)))
 
 
 def _job(job_id: str, at: str = "0s", run_for: str = "30m") -> str:
-    return (f"    - {{at: {at}, file: {GUIDE / 'rayjob-tpu-v6e-dws.yaml'}, env: {{JOB_ID: \"{job_id}\"}}, "
-            f"runFor: {run_for}}}\n")
+    return job(job_id, at, run_for)
 
 
 def _waits(run: PolicyRun) -> dict[str, float | None]:
@@ -92,5 +71,5 @@ def test_week_of_stockouts_no_policy_beats_the_bound() -> None:
     runs = compare_policies(load_scenario(GUIDE / "scenario-week.yaml"))
     bound = _waits(runs[LOWER_BOUND])
     for policy in (KUEUE, FLEXQ):
-        for job, wait in _waits(runs[policy]).items():
-            assert wait is None or (bound[job] is not None and bound[job] <= wait), (policy, job)
+        for name, wait in _waits(runs[policy]).items():
+            assert wait is None or (bound[name] is not None and bound[name] <= wait), (policy, name)

@@ -10,38 +10,18 @@ import pytest
 from flexq.sim.runner import SimResult, run_scenario
 from flexq.sim.scenario import ScenarioError, load_scenario
 from tests.conftest import GUIDE
+from tests.sim.guide_setup import guide_scenario, job
 
 HOUR, DAY = 3600, 86400
 
 
 def _scenario(tmp_path: Path, capacity: str, submit: str, until: str = "2h",
               queue: Path = GUIDE / "dws-tpu-queue.yaml") -> SimResult:
-    text = f"""
-apiVersion: flexq.dev/v1alpha1
-kind: Scenario
-metadata: {{name: capacity}}
-spec:
-  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
-  include: [{queue}]
-  capacity:
-    pools:
-      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
-      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
-      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
-         queuedProvisioning: true}}
-{capacity}
-  submit:
-{submit}
-  until: {until}
-"""
-    path = tmp_path / "scenario.yaml"
-    path.write_text(text)
-    return run_scenario(load_scenario(path))
+    return run_scenario(load_scenario(guide_scenario(tmp_path, capacity, submit, until, queue=queue)))
 
 
 def _job(job_id: str, at: str = "0s", run_for: str = "10m") -> str:
-    return (f"    - {{at: {at}, file: {GUIDE / 'rayjob-tpu-v6e-dws.yaml'}, env: {{JOB_ID: \"{job_id}\"}}, "
-            f"runFor: {run_for}}}\n")
+    return job(job_id, at, run_for)
 
 
 def _log(result: SimResult, job: str) -> list[dict[str, Any]]:

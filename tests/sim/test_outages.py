@@ -12,6 +12,7 @@ from flexq.capacity.cloud import random_outages
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import Scenario, ScenarioError, load_scenario
 from tests.conftest import GUIDE
+from tests.sim.guide_setup import guide_scenario
 
 DAY = 86400
 
@@ -32,30 +33,11 @@ def test_random_outages_are_a_pure_function_of_their_arguments() -> None:
 
 def _scenario(tmp_path: Path, outages: str, submit: str = "", until: str = "until: 10d",
               name: str = "scenario.yaml", fallback: bool = True) -> Path:
-    path = tmp_path / name
-    path.write_text(f"""
-apiVersion: flexq.dev/v1alpha1
-kind: Scenario
-metadata: {{name: outages}}
-spec:
-  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
-  include: [{GUIDE / 'dws-tpu-queue.yaml'}]
-  capacity:
-    seed: 3
-    fallback: {str(fallback).lower()}
-    pools:
-      - {{name: default-pool, machineType: n2-standard-16, numNodes: 1, autoscaling: false}}
-      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
-      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
-         queuedProvisioning: true}}
-    cloud:
-      on-demand-pool: {{stockouts: [{{from: 0s, to: 1h}}], bootTime: 3m, outages: {outages}}}
-      dws-pool: {{queuedDelay: 30m}}
-  submit:
-{submit or "    []"}
-  {until}
-""")
-    return path
+    cloud = ("    cloud:\n"
+             f"      on-demand-pool: {{stockouts: [{{from: 0s, to: 1h}}], bootTime: 3m, outages: {outages}}}\n"
+             "      dws-pool: {queuedDelay: 30m}")
+    return guide_scenario(tmp_path, cloud, submit, until.removeprefix("until: ").strip(), name=name,
+                          settings=f"    seed: 3\n    fallback: {str(fallback).lower()}\n")
 
 
 def _windows(scenario: Scenario) -> tuple[tuple[float, float], ...]:
