@@ -167,8 +167,9 @@ _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 
 def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, label: str,
-               width: int = 900, height: int = 220) -> str:
-    """Step lines (value held until the next point), one per series, on a shared time axis."""
+               width: int = 900, height: int = 220, log_time: bool = False) -> str:
+    """Step lines (value held until the next point), one per series, on a shared time axis (logarithmic, from
+    one second, with ``log_time``: for waits that span seconds to days)."""
     points = [p for s in series.values() for p in s]
     if not points:
         return "<p>Nothing to plot.</p>"
@@ -176,8 +177,11 @@ def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, 
     top = max(v for _t, v in points) or 1.0
     left, bottom = 50, height - 30
 
+    def scale(t: float) -> float:
+        return math.log10(1 + t) / math.log10(1 + span) if log_time else t / span
+
     def x(t: float) -> float:
-        return left + (width - left - 10) * t / span
+        return left + (width - left - 10) * scale(t)
 
     def y(v: float) -> float:
         return bottom - (bottom - 20) * v / top
@@ -189,6 +193,12 @@ def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, 
              f'<text x="2" y="24" font-size="11">{top:g}</text><text x="2" y="{bottom}" font-size="11">0</text>',
              f'<text x="{left}" y="{height - 10}" font-size="11">0</text>'
              f'<text x="{width - 80}" y="{height - 10}" font-size="11">{format_seconds(span)}</text>']
+    if log_time:
+        for tick in (60, 600, 3600, 6 * 3600, 86400, 7 * 86400):
+            if tick < span * 0.8:
+                parts.append(f'<line x1="{x(tick):.1f}" y1="{bottom}" x2="{x(tick):.1f}" y2="{bottom + 4}" '
+                             f'stroke="#333"/><text x="{x(tick) - 8:.1f}" y="{height - 10}" font-size="11">'
+                             f'{format_seconds(tick)}</text>')
     for i, (name, steps) in enumerate(series.items()):
         color = _COLORS[i % len(_COLORS)]
         path: list[str] = []
@@ -280,8 +290,9 @@ solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></h
  "<th>max</th></tr>" + by_class + "</table>" if by_class else ""}
 <h2>Wait per ClusterQueue</h2>
 <table><tr><th>policy</th><th>ClusterQueue</th><th>jobs</th><th>p50</th><th>p95</th><th>max</th></tr>{by_cq}</table>
-<h2>Wait from submission to start, per policy (share of started jobs that waited at most this long)</h2>
-{_svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy")}
+<h2>Wait from submission to start, per policy (share of started jobs that waited at most this long; time
+on a log scale)</h2>
+{_svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy", log_time=True)}
 <h2>Jobs waiting over time</h2>{queue_plot}
 <h2>Pool nodes over time (and how many run a job)</h2>{pools or "<p>No capacity modelled.</p>"}
 {"<h2>Pool utilisation</h2><table><tr><th>policy</th><th>pool</th><th>peak nodes</th><th>node-hours</th>"
