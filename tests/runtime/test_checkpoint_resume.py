@@ -9,31 +9,12 @@ import httpx
 
 from tests.conftest import GUIDE, Server, guide_text
 from tests.controller.test_live import _eventually
-from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, ray_server
+from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, dws_pools, ray_server
 
 __all__ = ["ray_server"]
 
 EXAMPLE = GUIDE.parent / "checkpoint" / "train_checkpoint.py"
-POOLS = """apiVersion: flexq.dev/v1alpha1
-kind: Cluster
-metadata: {name: tpu-cluster}
----
-apiVersion: flexq.dev/v1alpha1
-kind: NodePool
-metadata: {name: default-pool}
-spec: {cluster: tpu-cluster, machineType: n2-standard-16, initialNodeCount: 1}
----
-apiVersion: flexq.dev/v1alpha1
-kind: NodePool
-metadata: {name: dws-pool}
-spec:
-  cluster: tpu-cluster
-  machineType: ct6e-standard-4t
-  tpuTopology: 4x4
-  autoscaling: {enabled: true, minNodeCount: 0, maxNodeCount: 8}
-  flexStart: true
-  queuedProvisioning: true
-"""
+POOLS = dws_pools(8)
 
 
 def _events(srv: Server) -> list[dict[str, Any]]:

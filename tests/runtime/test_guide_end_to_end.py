@@ -197,27 +197,31 @@ def test_a_ray_cluster_that_cannot_start_fails_the_job_with_a_reason(ray_server:
     _eventually(freed)
 
 
-LOSSY_POOLS = """apiVersion: flexq.dev/v1alpha1
+def dws_pools(max_nodes: int, extra: str = "") -> str:
+    """The guide's cluster with only its default pool and a flex-start DWS pool (``extra``: more of its spec)."""
+    return f"""apiVersion: flexq.dev/v1alpha1
 kind: Cluster
-metadata: {name: tpu-cluster}
+metadata: {{name: tpu-cluster}}
 ---
 apiVersion: flexq.dev/v1alpha1
 kind: NodePool
-metadata: {name: default-pool}
-spec: {cluster: tpu-cluster, machineType: n2-standard-16, initialNodeCount: 1}
+metadata: {{name: default-pool}}
+spec: {{cluster: tpu-cluster, machineType: n2-standard-16, initialNodeCount: 1}}
 ---
 apiVersion: flexq.dev/v1alpha1
 kind: NodePool
-metadata: {name: dws-pool}
+metadata: {{name: dws-pool}}
 spec:
   cluster: tpu-cluster
   machineType: ct6e-standard-4t
   tpuTopology: 4x4
-  autoscaling: {enabled: true, minNodeCount: 0, maxNodeCount: 4}
+  autoscaling: {{enabled: true, minNodeCount: 0, maxNodeCount: {max_nodes}}}
   flexStart: true
   queuedProvisioning: true
-  maxRunDurationSeconds: 12
-"""
+{extra}"""
+
+
+LOSSY_POOLS = dws_pools(4, "  maxRunDurationSeconds: 12\n")
 
 
 def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> None:
