@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
-from flexq.runtime.elastic import GroupShape, workers_needed
+from flexq.runtime import elastic
+from flexq.runtime.elastic import ElasticWorkers, GroupShape, workers_needed
+from flexq.runtime.ray_cluster import WORKER_LABEL
 
 ONE_CPU = GroupShape("workers", cpus=1, gpus=0, resources={}, min_pods=1, max_pods=3)
 FOUR_CPU = GroupShape("workers", cpus=4, gpus=0, resources={}, min_pods=1, max_pods=3)
@@ -27,3 +32,42 @@ def test_a_group_shape_comes_from_its_pod_template() -> None:
     shape = GroupShape.of({"groupName": "w", "replicas": 1, "minReplicas": 1, "maxReplicas": 3, "numOfHosts": 1,
                            "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "1500m"}}}]}}})
     assert (shape.cpus, shape.min_pods, shape.max_pods, shape.offers()) == (2, 1, 3, {"CPU": 2.0})
+
+
+class _Cluster:
+    """What autoscale reads of a cluster: its GCS port and its worker nodes by name."""
+
+    def __init__(self, *workers: str) -> None:
+        self.gcs_port = 1
+        self.workers = dict.fromkeys(workers)
+
+
+def _status(pending: int, joined: list[str]) -> SimpleNamespace:
+    """Ray's cluster status as autoscale reads it: ``pending`` one-CPU tasks waiting; ``joined`` workers busy."""
+    bundles = [SimpleNamespace(bundle={"CPU": 1.0}, count=pending)] if pending else []
+    return SimpleNamespace(
+        resource_demands=SimpleNamespace(ray_task_actor_demand=[SimpleNamespace(bundles_by_count=bundles)],
+                                         placement_group_demand=[]),
+        active_nodes=[SimpleNamespace(labels={WORKER_LABEL: name}) for name in joined], idle_nodes=[])
+
+
+def test_the_demand_a_joining_worker_takes_is_not_asked_for_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+    workers = ElasticWorkers({"workers": ONE_CPU}, {"workers": 1}, lambda _line: None,
+                             lambda _group, n: asked.append(n))
+    cluster: Any = _Cluster("workers-1")
+    states = iter([_status(1, ["workers-1"]), _status(1, ["workers-1"]),
+                   _status(1, ["workers-1", "workers-2"]), _status(1, ["workers-1", "workers-2"]),
+                   _status(1, ["workers-1", "workers-2"])])
+    monkeypatch.setattr(elastic, "_cluster_status", lambda _address: next(states))
+    workers.autoscale(cluster, 100.0)  # a task waits, the group is at its minimum: one more worker
+    assert asked == [2]
+    workers.resize({"workers": 2}, now=100.0)
+    cluster.workers["workers-2"] = None
+    workers.autoscale(cluster, 100.0 + elastic.SETTLE + 1)  # workers-2 is starting: the waiting task is for it
+    # The worker has joined, and Ray still reports the task it is about to run: not a reason to grow.
+    workers.autoscale(cluster, 100.0 + elastic.SETTLE + 2)
+    workers.autoscale(cluster, 100.0 + 2 * elastic.SETTLE)
+    assert asked == [2]
+    workers.autoscale(cluster, 100.0 + 3 * elastic.SETTLE + 3)  # still waiting long after: a real demand
+    assert asked == [2, 3]

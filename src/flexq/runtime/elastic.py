@@ -109,6 +109,8 @@ class ElasticWorkers:
     _idle_since: dict[str, float] = field(default_factory=dict)
     _asked: dict[str, int] = field(default_factory=dict)
     _resized_at: dict[str, float] = field(default_factory=dict)
+    """When each group last changed size or gained a registered worker: its demand is stale for SETTLE seconds."""
+    _registered: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def for_job(cls, job: Mapping[str, Any], log: Callable[[str], None],
@@ -121,14 +123,15 @@ class ElasticWorkers:
         return cls(shapes, desired, log, ask if cluster.get("enableInTreeAutoscaling") else None,
                    float(options.get("idleTimeoutSeconds", DEFAULT_IDLE_TIMEOUT)))
 
-    def resize(self, counts: Mapping[str, int]) -> None:
-        """The admitted pods per worker group (from the workload): reconcile will match them."""
+    def resize(self, counts: Mapping[str, int], now: float | None = None) -> None:
+        """The admitted pods per worker group (from the workload): reconcile will match them. ``now``: the
+        monotonic clock (read when not given)."""
         with self._lock:
             for group, count in counts.items():
                 if group in self.shapes and self.desired.get(group) != count:
                     self.desired[group] = count
                     self._asked.pop(group, None)
-                    self._resized_at[group] = time.monotonic()
+                    self._resized_at[group] = time.monotonic() if now is None else now
 
     def reconcile(self, cluster: LocalRayCluster) -> None:
         with self._lock:
@@ -171,7 +174,14 @@ class ElasticWorkers:
             desired = dict(self.desired)
         for group, shape in self.shapes.items():
             current = desired.get(group, 0)
-            starting = sum(1 for n in cluster.workers if n.rsplit("-", 1)[0] == group and n not in registered)
+            mine = [n for n in cluster.workers if n.rsplit("-", 1)[0] == group]
+            starting = sum(1 for n in mine if n not in registered)
+            joined = len(mine) - starting
+            if joined > max(self._registered.get(group, 0), shape.min_pods):
+                # A worker asked for by demand just joined: the tasks waiting for it start now, but the demand
+                # Ray reports still counts them for a while. Reading it now would ask for workers nobody needs.
+                self._resized_at[group] = now
+            self._registered[group] = joined
             grow = workers_needed(demands, shape) - starting
             settling = now - self._resized_at.get(group, -SETTLE) < SETTLE
             target = current
