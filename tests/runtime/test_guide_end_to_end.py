@@ -40,6 +40,7 @@ def _ray_processes() -> list[str]:
 @pytest.fixture
 def ray_server(tmp_path: Path) -> Any:
     assert not _ray_processes(), "a Ray cluster was left running before this test"
+    before = _temp_dirs()
     capacity = tmp_path / "capacity.yaml"
     capacity.write_text(CAPACITY)
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(capacity))
@@ -48,6 +49,12 @@ def ray_server(tmp_path: Path) -> Any:
     finally:
         stop_server(srv)
         assert not _ray_processes(), "the server left Ray processes behind"
+        assert _temp_dirs() <= before, f"temp dirs left behind: {sorted(_temp_dirs() - before)}"
+
+
+def _temp_dirs() -> set[str]:
+    """Ray clusters' and workers' temp dirs, and what multiprocessing in their processes makes, in /tmp."""
+    return {p.name for pattern in ("fqr-*", "fqw-*", "pymp-*") for p in Path("/tmp").glob(pattern)}
 
 
 def _run(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -92,7 +92,10 @@ class LocalRayCluster:
         self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
         env = {**os.environ, **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+               # What the cluster's processes (and the job) put in temp files goes with the cluster's temp dir:
+               # a worker killed at the end leaves nothing of its own in /tmp (multiprocessing's pymp-* dirs).
+               "TMPDIR": str(self.temp_dir)}
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
             f"--port={self.gcs_port}", "--node-ip-address=127.0.0.1",
@@ -137,7 +140,7 @@ class LocalRayCluster:
         temp = Path(tempfile.mkdtemp(prefix="fqw-", dir="/tmp"))
         env = {**os.environ, **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp)}
         command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
                    f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
                    f"--dashboard-agent-listen-port={_free_port(set())}", f"--num-cpus={num_cpus}",
