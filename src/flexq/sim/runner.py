@@ -13,7 +13,6 @@ import gc
 import heapq
 import json
 import random
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 from flexq.api.documents import Document
 from flexq.api.errors import InvalidObject
 from flexq.api.kinds import KindInfo
+from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.durations import format_seconds
@@ -37,7 +37,6 @@ from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 __all__ = ["SimResult", "run_scenario"]
 
 _FINISH, _CHECK, _SUBMIT, _WAKE = 0, 1, 2, 3
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _PLAIN_JOB = frozenset({"apiVersion", "kind", "metadata", "spec"})
 _PLAIN_META = frozenset({"name", "namespace", "labels"})
 
@@ -235,8 +234,8 @@ class _Run:
         obj = doc.obj
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
-        if not (isinstance(meta, dict) and isinstance(name, str) and len(name) <= 253 and _NAME.fullmatch(name)):
-            return (*self._checked(doc), None)
+        if not (isinstance(meta, dict) and isinstance(name, str) and _valid_name(name)):
+            return (*self._checked(doc), None)  # validation names the problem; nothing to share
         shared: tuple[Any, ...] = ()
         if set(obj) <= _PLAIN_JOB and set(meta) <= _PLAIN_META:
             # Generated jobs share their spec and labels: known by identity, no need to serialise them.
@@ -282,14 +281,14 @@ class _Run:
             self.wake_at.add(nxt)
             self.kernel.schedule(nxt, lambda: None, _WAKE)
         if self.driver is not None:
-            self._sample_nodes(t)
+            self._sample_nodes(self.driver, t)
         self.instants += 1
         if self.progress is not None and self.instants % 256 == 0:
             self.progress(t)
 
-    def _sample_nodes(self, t: float) -> None:
-        sizes = {name: [0, 0] for name in self.driver.cluster.pools} if self.driver is not None else {}
-        for node in self.driver.cluster.nodes.values() if self.driver is not None else ():
+    def _sample_nodes(self, driver: CapacityDriver, t: float) -> None:
+        sizes = {name: [0, 0] for name in driver.cluster.pools}
+        for node in driver.cluster.nodes.values():
             counts = sizes.setdefault(node.pool, [0, 0])
             counts[0] += 1
             if any(node.used.values()):
@@ -314,6 +313,16 @@ class _Run:
             self.result.flex_flavors = {name for name, spec in self.scheduler.config.flavors.items()
                                         if spec.node_labels.get("cloud.google.com/gke-nodepool") in flex}
         return self.result
+
+
+def _valid_name(name: str) -> bool:
+    """The metadata.name rule validation applies (a DNS subdomain): a job reusing a checked template skips
+    validation, so its own name must pass this first."""
+    try:
+        check_dns_subdomain(name)
+    except ValueError:
+        return False
+    return True
 
 
 def run_scenario(scenario: Scenario, progress: Callable[[float], None] | None = None) -> SimResult:
