@@ -616,7 +616,7 @@ def simulate(
                                                    "(default: when stderr is a terminal).")] = None,
 ) -> None:
     """Replay a scenario in virtual time (no server needed): every admission decision, in order."""
-    from flexq.sim.policies import compare_policies, policy_run
+    from flexq.sim.policies import compare_policies, policy_name, policy_run
     from flexq.sim.progress import SimProgress
     from flexq.sim.report import write_report
     from flexq.sim.runner import run_scenario
@@ -633,8 +633,7 @@ def simulate(
             runs = compare_policies(loaded, result, bar.labelled)
     if report is not None or runs is not None:
         if runs is None:
-            runs = {"flexq" if loaded.capacity is None or loaded.capacity.fallback else "kueue-compatible":
-                    policy_run(result)}
+            runs = {policy_name(loaded): policy_run(result)}
         if report is not None:
             written = write_report(report, runs, result.flex_flavors)
             typer.echo(f"report written to {report / 'report.html'}", err=True)
@@ -664,6 +663,7 @@ def _policy_table(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     from flexq.durations import format_seconds
+    from flexq.sim.policies import LOWER_BOUND
 
     def t(value: float | None) -> str:
         return "-" if value is None else format_seconds(value)
@@ -674,7 +674,7 @@ def _policy_table(summary: dict[str, Any]) -> None:
         wait = numbers["wait"]
         table.add_row(policy, str(numbers["jobs"]), str(numbers["jobs"] - numbers["neverStarted"]), t(wait["p50"]),
                       t(wait["p95"]), t(wait["max"]), str(numbers["fallbacks"]), str(numbers["provisioningRetries"]),
-                      f"${numbers['cost']['total']:,.2f}" if policy != "lower-bound" else "-")
+                      f"${numbers['cost']['total']:,.2f}" if policy != LOWER_BOUND else "-")
     Console(stderr=True, width=140).print(table)
 
 

@@ -19,7 +19,7 @@ from flexq.sim.bound import bound_rows, lower_bound
 from flexq.sim.runner import SimResult, run_scenario
 from flexq.sim.scenario import Scenario
 
-__all__ = ["FLEXQ", "KUEUE", "LOWER_BOUND", "PolicyRun", "compare_policies", "policy_run"]
+__all__ = ["FLEXQ", "KUEUE", "LOWER_BOUND", "PolicyRun", "compare_policies", "policy_name", "policy_run"]
 
 KUEUE, FLEXQ, LOWER_BOUND = "kueue-compatible", "flexq", "lower-bound"
 
@@ -38,7 +38,8 @@ def policy_run(result: SimResult) -> PolicyRun:
     return PolicyRun(result.summary()["workloads"], result.events, result.end, result.nodes)
 
 
-def _name(scenario: Scenario) -> str:
+def policy_name(scenario: Scenario) -> str:
+    """The policy a scenario runs under as written: Kueue-compatible when it turns fallback off."""
     return KUEUE if scenario.capacity is not None and not scenario.capacity.fallback else FLEXQ
 
 
@@ -49,12 +50,12 @@ def compare_policies(scenario: Scenario, result: SimResult | None = None,
         return run_scenario(s, (lambda t: progress(label, t)) if progress is not None else None)
 
     runs: dict[str, SimResult] = {}
-    first = result if result is not None else run(scenario, _name(scenario))
-    runs[_name(scenario)] = first
+    first = result if result is not None else run(scenario, policy_name(scenario))
+    runs[policy_name(scenario)] = first
     if scenario.capacity is not None:
         other = dataclasses.replace(scenario, capacity=dataclasses.replace(
             scenario.capacity, fallback=not scenario.capacity.fallback))
-        runs[_name(other)] = run(other, _name(other))
+        runs[policy_name(other)] = run(other, policy_name(other))
     out = {name: policy_run(runs[name]) for name in (KUEUE, FLEXQ) if name in runs}
     assert first.config is not None
     horizon = scenario.until if scenario.until is not None else _horizon(first)
