@@ -28,6 +28,13 @@ def test_workers_needed(demands: list[tuple[dict[str, float], int]], shape: Grou
     assert workers_needed(demands, shape) == needed
 
 
+def test_demand_goes_to_the_room_existing_workers_have_first() -> None:
+    assert workers_needed([({"CPU": 1.0}, 3)], ONE_CPU, [{"CPU": 1.0}]) == 2
+    assert workers_needed([({"CPU": 1.0}, 3)], ONE_CPU, [{"CPU": 0.0}, {"CPU": 1.0}, {}]) == 2
+    assert workers_needed([({"CPU": 3.0}, 1)], FOUR_CPU, [{"CPU": 2.0}]) == 1, "room too small for the bundle"
+    assert workers_needed([({"CPU": 1.0}, 2)], FOUR_CPU, [{"CPU": 2.0}]) == 0
+
+
 def test_a_group_shape_comes_from_its_pod_template() -> None:
     shape = GroupShape.of({"groupName": "w", "replicas": 1, "minReplicas": 1, "maxReplicas": 3, "numOfHosts": 1,
                            "template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "1500m"}}}]}}})
@@ -42,24 +49,67 @@ class _Cluster:
         self.workers = dict.fromkeys(workers)
 
 
-def _status(pending: int, joined: list[str]) -> SimpleNamespace:
-    """Ray's cluster status as autoscale reads it: ``pending`` one-CPU tasks waiting; ``joined`` workers busy."""
+def _status(pending: int, joined: list[str], free: dict[str, float] | None = None) -> SimpleNamespace:
+    """Ray's cluster status as autoscale reads it: ``pending`` one-CPU tasks waiting; ``joined`` workers, busy
+    unless ``free`` says how many CPUs one has free."""
     bundles = [SimpleNamespace(bundle={"CPU": 1.0}, count=pending)] if pending else []
+
+    def node(name: str) -> SimpleNamespace:
+        cpus = (free or {}).get(name, 0.0)
+        return SimpleNamespace(labels={WORKER_LABEL: name}, resource_usage=SimpleNamespace(
+            usage=[SimpleNamespace(resource_name="CPU", total=1.0, used=1.0 - cpus)], idle_time_ms=0))
+
     return SimpleNamespace(
         resource_demands=SimpleNamespace(ray_task_actor_demand=[SimpleNamespace(bundles_by_count=bundles)],
                                          placement_group_demand=[]),
-        active_nodes=[SimpleNamespace(labels={WORKER_LABEL: name}) for name in joined], idle_nodes=[])
+        active_nodes=[node(name) for name in joined], idle_nodes=[])
 
 
-def test_the_demand_a_joining_worker_takes_is_not_asked_for_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+def _autoscaler(monkeypatch: pytest.MonkeyPatch, states: list[SimpleNamespace]) -> tuple[ElasticWorkers, list[int]]:
     asked: list[int] = []
     workers = ElasticWorkers({"workers": ONE_CPU}, {"workers": 1}, lambda _line: None,
                              lambda _group, n: asked.append(n))
+    looks = iter(states)
+    monkeypatch.setattr(elastic, "_cluster_status", lambda _address: next(looks))
+    return workers, asked
+
+
+def test_growth_is_asked_for_when_two_looks_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    workers, asked = _autoscaler(monkeypatch, [_status(1, ["workers-1"]), _status(1, ["workers-1"])])
     cluster: Any = _Cluster("workers-1")
-    states = iter([_status(1, ["workers-1"]), _status(1, ["workers-1"]),
-                   _status(1, ["workers-1", "workers-2"]), _status(1, ["workers-1", "workers-2"]),
-                   _status(1, ["workers-1", "workers-2"])])
-    monkeypatch.setattr(elastic, "_cluster_status", lambda _address: next(states))
+    workers.autoscale(cluster, 100.0)
+    assert asked == [], "one look is not enough"
+    workers.autoscale(cluster, 101.0)
+    assert asked == [2]
+
+
+def test_a_task_counted_twice_for_a_moment_asks_for_one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two tasks, one running on workers-1 and one waiting; for one look Ray's demand counted both as waiting
+    # (a task moving between raylets is in both their reports until the next one).
+    workers, asked = _autoscaler(monkeypatch, [_status(2, ["workers-1"]), _status(1, ["workers-1"]),
+                                               _status(1, ["workers-1"])])
+    cluster: Any = _Cluster("workers-1")
+    for now in (100.0, 101.0, 102.0):
+        workers.autoscale(cluster, now)
+    assert asked == [2]
+
+
+def test_the_room_a_joined_worker_has_is_not_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # workers-1 has just joined with its CPU free; Ray still reports both tasks waiting: one will run on it.
+    states = [_status(2, ["workers-1"], free={"workers-1": 1.0})] * 2
+    workers, asked = _autoscaler(monkeypatch, states)
+    cluster: Any = _Cluster("workers-1")
+    workers.autoscale(cluster, 100.0)
+    workers.autoscale(cluster, 101.0)
+    assert asked == [2]
+
+
+def test_the_demand_a_joining_worker_takes_is_not_asked_for_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    states = [_status(1, ["workers-1"]), _status(1, ["workers-1"]), _status(1, ["workers-1"]),
+              *[_status(1, ["workers-1", "workers-2"])] * 5]
+    workers, asked = _autoscaler(monkeypatch, states)
+    cluster: Any = _Cluster("workers-1")
+    workers.autoscale(cluster, 99.0)
     workers.autoscale(cluster, 100.0)  # a task waits, the group is at its minimum: one more worker
     assert asked == [2]
     workers.resize({"workers": 2}, now=100.0)
@@ -70,4 +120,5 @@ def test_the_demand_a_joining_worker_takes_is_not_asked_for_twice(monkeypatch: p
     workers.autoscale(cluster, 100.0 + 2 * elastic.SETTLE)
     assert asked == [2]
     workers.autoscale(cluster, 100.0 + 3 * elastic.SETTLE + 3)  # still waiting long after: a real demand
+    workers.autoscale(cluster, 100.0 + 3 * elastic.SETTLE + 4)
     assert asked == [2, 3]

@@ -73,24 +73,28 @@ class GroupShape:
                    int(group.get("minReplicas", replicas)) * hosts, int(group.get("maxReplicas", replicas)) * hosts)
 
 
-def workers_needed(demands: Sequence[tuple[Mapping[str, float], int]], shape: GroupShape) -> int:
-    """How many new workers of ``shape`` the pending bundles (resources, count) would fill, first fit."""
+def workers_needed(demands: Sequence[tuple[Mapping[str, float], int]], shape: GroupShape,
+                   free: Sequence[Mapping[str, float]] = ()) -> int:
+    """How many new workers of ``shape`` the pending bundles (resources, count) would fill, first fit, after
+    what the group's existing workers have ``free`` (as Ray's autoscaler packs demand onto running nodes first)."""
     offer = shape.offers()
-    bins: list[dict[str, float]] = []
+    bins: list[dict[str, float]] = [dict(f) for f in free]
+    new = 0
     for bundle, count in demands:
         wanted = {r: v for r, v in bundle.items() if v > 0}
         if not wanted or any(offer.get(r, 0.0) < v for r, v in wanted.items()):
             continue  # no worker of this group could ever take it
         for _ in range(count):
-            for free in bins:
-                if all(free.get(r, 0.0) >= v for r, v in wanted.items()):
+            for spare in bins:
+                if all(spare.get(r, 0.0) >= v for r, v in wanted.items()):
                     break
             else:
-                free = dict(offer)
-                bins.append(free)
+                spare = dict(offer)
+                bins.append(spare)
+                new += 1
             for r, v in wanted.items():
-                free[r] -= v
-    return len(bins)
+                spare[r] -= v
+    return new
 
 
 @dataclass
@@ -111,6 +115,8 @@ class ElasticWorkers:
     _resized_at: dict[str, float] = field(default_factory=dict)
     """When each group last changed size or gained a registered worker: its demand is stale for SETTLE seconds."""
     _registered: dict[str, int] = field(default_factory=dict)
+    _seen: dict[str, int] = field(default_factory=dict)
+    """The growth each group's demand asked for at the last look: growth is asked only when two looks agree."""
 
     @classmethod
     def for_job(cls, job: Mapping[str, Any], log: Callable[[str], None],
@@ -163,7 +169,8 @@ class ElasticWorkers:
         summary = status.resource_demands
         for demand in [*summary.ray_task_actor_demand, *summary.placement_group_demand]:
             demands += [(b.bundle, b.count) for b in demand.bundles_by_count]
-        registered = {str((n.labels or {}).get(WORKER_LABEL)) for n in [*status.active_nodes, *status.idle_nodes]}
+        nodes = {str((n.labels or {}).get(WORKER_LABEL)): n for n in [*status.active_nodes, *status.idle_nodes]}
+        registered = set(nodes)
         idle = {str((n.labels or {}).get(WORKER_LABEL)) for n in status.idle_nodes}
         for name in list(self._idle_since):
             if name not in idle:
@@ -182,7 +189,12 @@ class ElasticWorkers:
                 # Ray reports still counts them for a while. Reading it now would ask for workers nobody needs.
                 self._resized_at[group] = now
             self._registered[group] = joined
-            grow = workers_needed(demands, shape) - starting
+            free = [_free(nodes[n]) if n in nodes else shape.offers() for n in mine]
+            needed = workers_needed(demands, shape, free)
+            # Ray's demand is summed from each raylet's last report, so a task that is being spilled from one
+            # node to another can be counted twice for a moment: only what two looks in a row agree on counts.
+            grow = min(needed, self._seen.get(group, 0))
+            self._seen[group] = max(needed, 0)
             settling = now - self._resized_at.get(group, -SETTLE) < SETTLE
             target = current
             if grow > 0 and not settling:
@@ -194,7 +206,13 @@ class ElasticWorkers:
             if target != current and self._asked.get(group) != target:
                 self._asked[group] = target
                 self.ask(group, target)
-            demands = [] if grow > 0 else demands  # a demand is asked of the first group that can take it
+            demands = [] if needed > 0 else demands  # a demand is asked of the first group that can take it
+
+
+def _free(node: Any) -> dict[str, float]:
+    """What a registered Ray node has free now, from its usage report (nothing when it sent none)."""
+    usage = getattr(node, "resource_usage", None)
+    return {u.resource_name: u.total - u.used for u in usage.usage} if usage is not None else {}
 
 
 def _cluster_status(gcs_address: str) -> Any:
