@@ -64,5 +64,34 @@ def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server
     _eventually(shrunk)
 
 
+def test_a_slice_evicted_while_its_growth_waits_hands_the_job_to_the_growth(flexq: Any, server: Server) -> None:
+    assert flexq("apply", "-f", str(EXAMPLE / "queue.yaml")).code == 0
+    assert flexq("apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml")).code == 0
+    _eventually(lambda: _check(_cpu(server) == "1500m"))
+    _replicas(server, 5)  # 5.5 CPUs: more than the queue's 4, the growth waits
+
+    def waiting() -> None:
+        _old, new = _workloads(server)
+        assert [c["status"] for c in new["status"]["conditions"] if c["type"] == "QuotaReserved"] == ["False"]
+        assert _cpu(server) == "1500m"
+
+    _eventually(waiting)
+    old = _workloads(server)[0]["metadata"]["name"]
+    response = httpx.patch(f"{server.url}{WORKLOADS}/{old}", json={"spec": {"active": False}},
+                           headers={"Content-Type": "application/merge-patch+json"})
+    assert response.status_code == 200, response.text
+    _replicas(server, 3)  # the growth, not admitted yet, is resized in place
+
+    def handed_over() -> None:
+        old, new = _workloads(server)
+        finished = [c for c in old["status"]["conditions"] if c["type"] == "Finished"]
+        assert [(c["status"], c["reason"]) for c in finished] == [("True", "WorkloadSliceReplaced")]
+        assert "QuotaReserved" not in [c["type"] for c in old["status"]["conditions"] if c["status"] == "True"]
+        assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 3]
+        assert _cpu(server) == "3500m", "the growth holds quota for all its pods, the old slice none"
+
+    _eventually(handed_over)
+
+
 def _check(ok: bool) -> None:
     assert ok

@@ -6,6 +6,7 @@ import pytest
 
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import (
+    CheckState,
     ClusterQueueSpec,
     FlavorSpec,
     PodSet,
@@ -19,10 +20,10 @@ from flexq.scheduler.scheduler import Config, Scheduler
 CPU = 1000
 
 
-def _scheduler(**quotas: int) -> Scheduler:
+def _scheduler(checks: tuple[str, ...] = (), **quotas: int) -> Scheduler:
     """One ClusterQueue ``cq`` with a flavor per keyword (in order), each with that many cpus."""
     group = ResourceGroup(("cpu",), tuple(quotas), {(f, "cpu"): Quota(n * CPU) for f, n in quotas.items()})
-    cq = ClusterQueueSpec("cq", groups=(group,))
+    cq = ClusterQueueSpec("cq", groups=(group,), checks=tuple((c, None) for c in checks))
     return Scheduler(Config({f: FlavorSpec(f) for f in quotas}, {"cq": cq}, {}), instant_eviction=True)
 
 
@@ -115,3 +116,48 @@ def test_a_slice_whose_old_slice_is_gone_is_admitted_whole() -> None:
     events = s.schedule(2)
     assert [e.kind for e in events] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
     assert grown.state is WorkloadState.ADMITTED and _usage(s) == 6
+
+
+def test_a_slice_evicted_while_its_replacement_waits_is_finished_not_queued_again() -> None:
+    s = _scheduler(f=6)
+    old, other = _job("a", 2), _job("b", 1)
+    _admit(s, old, 0)
+    _admit(s, other, 0)
+    grown = _job("a-2", 4, replaces=old.key)
+    assert _admit(s, grown, 1) == [EventKind.PENDING]
+    # The old slice loses its nodes (or is preempted): Kueue finishes it, and the job's next admission is the
+    # replacement's, with quota for all its pods. Queued again, it would be a second admission of one job.
+    events = s.evict(old.key, 2, "node lost", "NodeFailures")
+    assert [(e.kind, e.workload) for e in events] == [(EventKind.EVICTED, old.key), (EventKind.FINISHED, old.key)]
+    assert events[1].extra["finishedReason"] == "WorkloadSliceReplaced"
+    assert old.state is WorkloadState.FINISHED and not s.queues.queued(old)
+    s.schedule(2)
+    assert grown.state is WorkloadState.PENDING, "5 cpus, all of them quota now, do not fit next to b's 2"
+    events = s.finish(other.key, 3) + s.schedule(3)
+    assert [e.kind for e in events if e.workload == grown.key] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
+    assert grown.admission is not None and _usage(s) == 5 and grown.replaces == ""
+    assert old.state is WorkloadState.FINISHED
+
+
+def test_an_old_slice_sent_back_by_a_check_retry_is_finished_when_a_replacement_waits() -> None:
+    s = _scheduler(("prov",), f=6)
+    s.config.check_retry_delay["prov"] = 60.0
+    old = _job("a", 2)
+    _admit(s, old, 0)
+    s.set_check(old.key, "prov", CheckState.READY, 0)
+    grown = _job("a-2", 9, replaces=old.key)  # too big to ever fit: it waits
+    _admit(s, grown, 1)
+    events = s.set_check(old.key, "prov", CheckState.RETRY, 2)
+    assert [e.kind for e in events] == [EventKind.CHECK, EventKind.EVICTED, EventKind.FINISHED]
+    assert old.state is WorkloadState.FINISHED and old.requeue_at is None and s.next_requeue() is None
+
+
+def test_an_evicted_slice_with_no_replacement_waiting_queues_again() -> None:
+    s = _scheduler(f=6)
+    old = _job("a", 2)
+    _admit(s, old, 0)
+    grown = _job("a-2", 3, replaces=old.key)
+    _admit(s, grown, 1)
+    assert old.state is WorkloadState.FINISHED and grown.state is WorkloadState.ADMITTED
+    events = s.evict(grown.key, 2, "node lost", "NodeFailures")
+    assert [e.kind for e in events] == [EventKind.EVICTED] and s.queues.queued(grown)

@@ -382,6 +382,9 @@ class QueueController:
         now = self.clock.now()
         if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
             events = self.scheduler.evict(key, now, "The workload is deactivated", "Deactivated")
+            if wl.state is WorkloadState.FINISHED:  # a slice whose replacement waits: that one carries the job on
+                self._log(events)
+                return
             self.scheduler.queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
             self._log([*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue,

@@ -86,6 +86,8 @@ class Scheduler:
         """Flavors that could not deliver nodes: flavor -> (until, why). Skipped by the flavor search."""
         self.last_targets: dict[str, list[Target]] = {}
         """The preemption targets last chosen for each workload (issued, or already being evicted)."""
+        self._replaced_by: dict[str, str] = {}
+        """Workload slices waiting to replace another: the replaced slice's key -> the replacement's."""
 
     # --- configuration -----------------------------------------------------------------------------
 
@@ -108,6 +110,8 @@ class Scheduler:
     def add(self, wl: Workload, now: float) -> list[Event]:
         """A new workload enters its queue (or, already holding quota, is restored as it was)."""
         self.workloads[wl.key] = wl
+        if wl.replaces:
+            self._replaced_by[wl.replaces] = wl.key
         events = [Event(now, EventKind.CREATED, wl.key, wl.cluster_queue, extra=_owner(wl))]
         if wl.admission is not None:
             self._hold(wl)
@@ -126,6 +130,8 @@ class Scheduler:
         wl = self.workloads.pop(key, None)
         if wl is None:
             return []
+        if self._replaced_by.get(wl.replaces) == key:
+            del self._replaced_by[wl.replaces]
         self.queues.discard(wl)
         self.last_assignment.pop(key, None)
         self._requeues.pop(key, None)
@@ -163,6 +169,8 @@ class Scheduler:
         elif state is CheckState.RETRY:
             events += self._evict(wl, now, f'Evicted due to AdmissionCheck in Retry state: "{check}"',
                                   "AdmissionCheck")
+            if wl.state is WorkloadState.FINISHED:
+                return events
             delay = retry_after if retry_after is not None else self.config.check_retry_delay.get(check, 0.0)
             if delay > 0:
                 self.queues.discard(wl)
@@ -171,6 +179,8 @@ class Scheduler:
         elif state is CheckState.REJECTED:
             reason = f'AdmissionCheck in Rejected state: "{check}"' + (f" ({message})" if message else "")
             events += self._evict(wl, now, reason, "AdmissionCheck")
+            if wl.state is WorkloadState.FINISHED:
+                return events
             self.queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
             events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue, reason))
@@ -310,9 +320,7 @@ class Scheduler:
             return self._skip(wl, "Workload no longer fits after processing another workload", now)
         state.progress = True
         message = (f"Removed to accommodate a workload (UID: {wl.uid or wl.key}) due to workload slice aggregation")
-        finished = [dataclasses.replace(e, extra={**e.extra, "finishedReason": REPLACED, "replacedBy": wl.key})
-                    for e in self.finish(old.key, now, message)]
-        wl.replaces = ""
+        finished = self._finish_replaced(old, wl, now, message)
         return finished + self._reserve(wl, assignment, now)
 
     def resize(self, key: str, podsets: tuple[PodSet, ...], now: float) -> list[Event]:
@@ -457,8 +465,22 @@ class Scheduler:
         wl.pod_set_updates = {}
         wl.evictions += 1
         wl.pending_reason = ""
+        evicted = [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
+        replacement = self.workloads.get(self._replaced_by.get(wl.key, ""))
+        if replacement is not None and replacement.state is WorkloadState.PENDING:
+            # A slice evicted while its replacement waits is not queued again: the job's next admission is the
+            # replacement's, with quota for all its pods (as Kueue finishes evicted slices).
+            return evicted + self._finish_replaced(wl, replacement, now,
+                                                   "Replaced to accommodate a new workload slice")
         self.queues.push(wl)
-        return [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
+        return evicted
+
+    def _finish_replaced(self, old: Workload, new: Workload, now: float, message: str) -> list[Event]:
+        """Finish slice ``old``, replaced by ``new`` (which from now on stands alone)."""
+        self._replaced_by.pop(old.key, None)
+        new.replaces = ""
+        return [dataclasses.replace(e, extra={**e.extra, "finishedReason": REPLACED, "replacedBy": new.key})
+                for e in self.finish(old.key, now, message)]
 
     def _preempt(self, target: Target, by: Workload, now: float) -> list[Event]:
         victim = target.workload

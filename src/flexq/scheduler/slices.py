@@ -5,7 +5,9 @@ admitted (:attr:`~flexq.scheduler.model.Workload.replaces`). The slice queues li
 nominated with the old slice's usage taken out of the quota tree, so it needs quota only for what it adds,
 and on the old slice's flavors (flavors are sticky: a slice that does not fit there waits, even if another
 flavor has room). When it is admitted, the old slice is finished (``WorkloadSliceReplaced``) in the same
-step, its usage released and the new slice's reserved; until then the old slice runs undisturbed. Unlike
+step, its usage released and the new slice's reserved; until then the old slice runs undisturbed. An old
+slice evicted while its replacement waits (preempted, its nodes lost, a check's Retry) is finished too rather
+than queued again, and the replacement, standing alone, then needs quota for all its pods. Unlike
 Kueue, a slice does not preempt other workloads to grow. A job that scales down keeps its workload: the
 counts shrink in place and the quota they held is freed at once (:func:`shrunk`).
 """
