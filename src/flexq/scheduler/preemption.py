@@ -17,7 +17,7 @@ made, with and without allowing the incoming workload to borrow, in the order Ku
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -111,11 +111,12 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
         own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
                if w is not incoming and w.key not in exclude and _uses(w, needed)
                and _within_allowed(cq.within_cluster_queue, incoming, w)]
-    if _over_limit(tree, cq.name, requests, own):
+    after = _after_own(tree, cq.name, requests, own)
+    if _over_limit(tree, cq.name, after):
         return [], [], []  # no eviction anywhere can let the queue hold this much
     node = tree.queues[cq.name]
     if (node.parent is not None and node.parent.parent is None
-            and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, requests, own)):
+            and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, after)):
         # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
         # workloads can never be its victims, so they are not even collected.
         return own, [], []
@@ -216,42 +217,39 @@ def find_targets(
     return []
 
 
-def _over_limit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target]) -> bool:
-    """Whether, even with all of ``own`` evicted, the queue would pass its nominal quota plus borrowing limit."""
+def _after_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
+               own: Iterable[Target]) -> dict[FlavorResource, int]:
+    """The queue's usage of each requested resource with all of ``own`` (its own candidates) evicted and the
+    request added."""
+    own = list(own)
+    return {fr: tree.usage(cq, fr) - sum(_usage(t).get(fr, 0) for t in own) + wanted
+            for fr, wanted in requests.items()}
+
+
+def _over_limit(tree: QuotaTree, cq: str, after: Mapping[FlavorResource, int]) -> bool:
+    """Whether usage ``after`` (see :func:`_after_own`) passes the queue's nominal quota plus borrowing limit."""
     node = tree.queues[cq]
-    for fr, wanted in requests.items():
-        limit = node.borrowing_limit(fr)
-        if limit is None:
-            continue
-        freed = sum(_usage(t).get(fr, 0) for t in own)
-        if tree.usage(cq, fr) - freed + wanted > tree.nominal(cq, fr) + limit:
-            return True
-    return False
+    return any((limit := node.borrowing_limit(fr)) is not None and used > tree.nominal(cq, fr) + limit
+               for fr, used in after.items())
 
 
-def _must_borrow(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target]) -> bool:
-    """Whether the queue passes its nominal quota for some resource even with all of ``own`` evicted."""
-    return any(tree.usage(cq, fr) - sum(_usage(t).get(fr, 0) for t in own) + wanted > tree.nominal(cq, fr)
-               for fr, wanted in requests.items())
+def _must_borrow(tree: QuotaTree, cq: str, after: Mapping[FlavorResource, int]) -> bool:
+    """Whether usage ``after`` (see :func:`_after_own`) passes the queue's nominal quota for some resource."""
+    return any(used > tree.nominal(cq, fr) for fr, used in after.items())
 
 
 def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], ordered: list[Target],
                borrowing: bool) -> bool:
     """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot.
 
-    Evicting a workload frees at most its usage; a queue holds at most its nominal quota plus its borrowing
-    limit; an attempt without borrowing must fit within the nominal quota once its own victims are gone;
-    an attempt with borrowing cannot use victims that may only be reclaimed without borrowing.
+    Evicting a workload frees at most its usage; an attempt without borrowing must fit within the nominal
+    quota once its own victims are gone; an attempt with borrowing cannot use victims that may only be
+    reclaimed without borrowing. (The borrowing limit was checked when the candidates were collected.)
     """
-    node = tree.queues[cq]
+    if not borrowing and _must_borrow(
+            tree, cq, _after_own(tree, cq, requests, (t for t in ordered if t.workload.cluster_queue == cq))):
+        return False
     for fr, wanted in requests.items():
-        own = sum(_usage(t).get(fr, 0) for t in ordered if t.workload.cluster_queue == cq)
-        used = tree.usage(cq, fr) - own
-        if not borrowing and used + wanted > tree.nominal(cq, fr):
-            return False
-        limit = node.borrowing_limit(fr)
-        if limit is not None and used + wanted > tree.nominal(cq, fr) + limit:
-            return False
         room = tree.available(cq, fr)
         if room >= wanted:
             continue
