@@ -44,6 +44,17 @@ class Server:
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "FLEXQ_SERVER": self.url, "FLEXQ_HOME": str(self.home), **extra}
 
+    def tools_env(self, home: Path) -> dict[str, str]:
+        """The environment ``eval $(flexq env)`` makes, for the real gcloud and kubectl, with ``HOME`` at
+        ``home`` (so nothing of the user's own configuration is read or written)."""
+        exports = subprocess.run([sys.executable, "-m", "flexq.cli.main", "env"], capture_output=True, text=True,
+                                 env=self.env(), check=True).stdout
+        env = dict(self.env(), HOME=str(home))
+        for line in exports.splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            env[key] = value
+        return env
+
 
 def start_server(home: Path, *extra: str) -> Server:
     """A server process; jobs are not executed unless ``extra`` says ``--runtime ray``."""

@@ -16,16 +16,6 @@ from tests.conftest import Server, free_port, start_server, stop_server
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
 
 
-def _env(server: Server, tmp_path: Path) -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-m", "flexq.cli.main", "env"], capture_output=True, text=True,
-                         env=server.env(), check=True).stdout
-    env = dict(server.env(), HOME=str(tmp_path))
-    for line in out.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = value
-    return env
-
-
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Any:
     srv = start_server(tmp_path / "home", "--tls-port", str(free_port()))
@@ -37,7 +27,7 @@ def tls_server(tmp_path: Path) -> Any:
 
 def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None:
     server = tls_server
-    env = _env(server, tmp_path)
+    env = server.tools_env(tmp_path)
 
     def flexq(*args: str) -> Any:
         return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], capture_output=True, text=True,

@@ -13,7 +13,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -117,12 +116,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
 
 @pytest.mark.timeout(1200)
 def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, tmp_path: Path) -> None:
-    exports = subprocess.run([sys.executable, "-m", "flexq.cli.main", "env"], capture_output=True, text=True,
-                             env=server.env(), check=True).stdout
-    env = dict(server.env(), HOME=str(tmp_path))
-    for line in exports.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = value
+    env = server.tools_env(tmp_path)
     sourced = subprocess.run(["bash", "-c", f"set -e; source {GUIDE / 'env.sh'}; env -0"], capture_output=True,
                              text=True, env=env, cwd=GUIDE, timeout=120, check=False)
     assert sourced.returncode == 0, sourced.stderr
