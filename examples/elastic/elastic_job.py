@@ -3,6 +3,7 @@
 With --demand it also submits WANT tasks of one CPU each: with fewer workers than tasks some wait, Ray's pending
 demand grows, and flexq's autoscaler asks the queue for more workers (up to the group's maxReplicas).
 Without it, growth comes from patching the RayJob's worker group replicas (as KubeRay's autoscaler does).
+With --shrink it then waits until the idle workers are given back, down to one (the group's minReplicas).
 """
 
 import sys
@@ -37,6 +38,13 @@ def main():
         print(f"{len(refs)} tasks ran on {len(set(ray.get(refs)))} node(s)", flush=True)
     if seen < WANT:
         sys.exit(f"only {seen} of {WANT} workers joined")
+    if "--shrink" in sys.argv:
+        deadline = time.time() + 300
+        while workers() > 1 and time.time() < deadline:
+            time.sleep(1)
+        if workers() > 1:
+            sys.exit(f"{workers()} workers still up: the idle ones were not given back")
+        print("1 worker node(s): the idle ones were given back", flush=True)
     print("Elastic job complete", flush=True)
 
 

@@ -160,3 +160,34 @@ def test_jobs_without_a_queue_are_refused_or_defaulted(flexq: Any) -> None:
     stored = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-9", "-o", "yaml").out)
     assert stored["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
     assert stored["spec"]["suspend"] is True
+
+
+def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, server: Server) -> None:
+    small = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 1000000000 #", "nominalQuota: 0 #")
+    assert flexq("apply", "-f", "-", input=small).code == 0
+    for job_id in ("1", "2"):
+        _submit(flexq, job_id)
+    _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-1"))
+    response = httpx.patch(server.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1/status",
+                           json={"status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}},
+                           headers={"Content-Type": "application/merge-patch+json"})
+    assert response.status_code == 200, response.text
+    _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-2"))  # job 1's on-demand quota is free again
+
+    def check(srv: Server) -> None:
+        wl1 = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
+        # As Kueue: finishing adds the Finished condition and leaves what the workload ran with.
+        assert [_cond(wl1, t) for t in ("Finished", "QuotaReserved", "Admitted")] == ["True", "True", "True"]
+        assert wl1["status"]["admission"]["clusterQueue"] == "cluster-queue"
+        assert _flavors(wl1)["tpu-group"] == {"on-demand"}
+        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue").json()["status"]
+        assert (cq["reservingWorkloads"], cq["admittedWorkloads"]) == (1, 1), "job 2 alone holds quota"
+
+    check(server)
+    stop_server(server)
+    again = start_server(server.home)
+    try:
+        check(again)  # read back after a restart, the finished workload still holds nothing
+    finally:
+        stop_server(again)
+        server.process = again.process

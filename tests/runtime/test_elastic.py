@@ -14,6 +14,7 @@ __all__ = ["ray_server"]
 
 EXAMPLE = ROOT / "examples" / "elastic"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
 
 
 def _workloads(srv: Server) -> list[dict[str, Any]]:
@@ -66,16 +67,47 @@ def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_serve
     _eventually(freed)
 
 
-def test_pending_demand_makes_the_autoscaler_ask_for_workers(ray_server: Server) -> None:
+def test_pending_demand_makes_the_autoscaler_ask_for_workers_and_idle_ones_are_given_back(
+        ray_server: Server) -> None:
     srv = ray_server
     _run(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
     _run(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
-    _run(srv, "apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml"))  # 2 one-CPU tasks for 1 one-CPU worker
-    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=90)
+    # 2 one-CPU tasks for 1 one-CPU worker; then the job waits for the idle worker to be given back.
+    job = (EXAMPLE / "rayjob-elastic.yaml").read_text().replace("--demand", "--demand --shrink").replace(
+        "idleTimeoutSeconds: 30", "idleTimeoutSeconds: 5")
+    _run(srv, "apply", "-f", "-", input=job)
+    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=120)
     log = _run(srv, "logs", "rayjob/elastic").stdout
     assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
     assert "2 worker node(s)" in log and "2 tasks ran on" in log, log
+    assert "worker group workers: 2 -> 1 worker node(s)" in log and "the idle ones were given back" in log, log
     events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     asked = [e["message"] for e in events if e["reason"] == "AutoscalerScaling"]
-    assert asked == ["worker group workers: replicas 1 -> 2"]
-    assert len(_workloads(srv)) == 2, "the growth was admitted as a new workload slice"
+    assert sorted(asked) == ["worker group workers: replicas 1 -> 2", "worker group workers: replicas 2 -> 1"]
+    grown, = (w for w in _workloads(srv) if _condition(w, "Finished").get("reason") == "Succeeded")
+    assert [p["count"] for p in grown["spec"]["podSets"]] == [1, 1], "the shrink resized the slice in place"
+    assert len(_workloads(srv)) == 2, "the growth was admitted as a new workload slice, the shrink made none"
+
+
+def test_an_elastic_tpu_job_grows_by_an_emulated_slice_and_gives_it_back(ray_server: Server) -> None:
+    srv = ray_server
+    _run(srv, "apply", "-f", str(EXAMPLE / "queue-tpu.yaml"))
+    _run(srv, "create", "configmap", "slices-script", f"--from-file={EXAMPLE / 'slices_job.py'}")
+    job = (EXAMPLE / "rayjob-elastic-tpu.yaml").read_text().replace("slices_job.py 2", "slices_job.py 2 --shrink") \
+        .replace("idleTimeoutSeconds: 30", "idleTimeoutSeconds: 5")
+    _run(srv, "apply", "-f", "-", input=job)
+    _eventually(lambda: _assert_done(_job(srv, "elastic-tpu")), timeout=150)
+    log = _run(srv, "logs", "rayjob/elastic-tpu").stdout
+    assert _job(srv, "elastic-tpu")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    assert "1 slice(s); 2 tasks" in log, log
+    assert "2 tasks ran on slices: flexq-emulated-slice, flexq-emulated-slice-tpu-group-1" in log, log
+    assert "worker group tpu-group: 1 -> 2 TPU slice(s)" in log and "2 -> 1 TPU slice(s)" in log, log
+    assert "the idle one was given back" in log, log
+    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    asked = [e["message"] for e in events if e["reason"] == "AutoscalerScaling"]
+    assert sorted(asked) == ["worker group tpu-group: replicas 1 -> 2", "worker group tpu-group: replicas 2 -> 1"]
+    slices = _workloads(srv)
+    assert len(slices) == 2
+    grown, = (w for w in slices if REPLACES in (w["metadata"].get("annotations") or {}))
+    assert [p["count"] for p in grown["spec"]["podSets"]] == [1, 4], "after the shrink: one slice again"
+    assert grown["status"]["admission"]["podSetAssignments"][1]["resourceUsage"]["google.com/tpu"] == "16"

@@ -6,10 +6,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
-from flexq.runtime import elastic
-from flexq.runtime.elastic import ElasticWorkers, GroupShape, workers_needed
+from flexq.runtime import elastic, emulation
+from flexq.runtime.elastic import ElasticWorkers, GroupShape, leftover, workers_needed
 from flexq.runtime.ray_cluster import WORKER_LABEL
+from tests.conftest import ROOT
 
 ONE_CPU = GroupShape("workers", cpus=1, gpus=0, resources={}, min_pods=1, max_pods=3)
 FOUR_CPU = GroupShape("workers", cpus=4, gpus=0, resources={}, min_pods=1, max_pods=3)
@@ -122,3 +124,73 @@ def test_the_demand_a_joining_worker_takes_is_not_asked_for_twice(monkeypatch: p
     workers.autoscale(cluster, 100.0 + 3 * elastic.SETTLE + 3)  # still waiting long after: a real demand
     workers.autoscale(cluster, 100.0 + 3 * elastic.SETTLE + 4)
     assert asked == [2, 3]
+
+
+TPU_JOB = ROOT / "examples" / "elastic" / "rayjob-elastic-tpu.yaml"
+SLICE_BUNDLE = {"TPU-v6e-16-head": 1.0, "TPU": 4.0, "CPU": 1.0}
+
+
+def _tpu_workers(asked: list[int]) -> ElasticWorkers:
+    job = yaml.safe_load(TPU_JOB.read_text())
+    return ElasticWorkers.for_job(job, lambda _line: None, lambda _group, n: asked.append(n))
+
+
+def test_a_tpu_group_grows_by_whole_slices_beyond_those_on_the_head() -> None:
+    shape = _tpu_workers([]).shapes["tpu-group"]
+    assert (shape.per_node, shape.on_head, shape.min_pods, shape.max_pods) == (4, 4, 4, 8)
+    assert shape.offers() == {"CPU": 8.0, "TPU": 16.0, "TPU-v6e-16-head": 1.0, "accelerator_type:TPU-V6E": 1.0}
+    assert shape.resources == {"TPU": 16.0}, "the head and type resources are Ray's own, from the environment"
+    assert [shape.nodes_for(pods) for pods in (4, 8)] == [0, 1], "the first slice is the head's"
+    env = shape.node_env("tpu-group-1")
+    assert (env["TPU_NAME"], env["TPU_WORKER_ID"], env["TPU_ACCELERATOR_TYPE"], env["TPU_TOPOLOGY"]) == (
+        "flexq-emulated-slice-tpu-group-1", "0", "v6e-16", "4x4")
+    assert env["JAX_PLATFORMS"] == "cpu"
+
+
+def test_the_guides_job_keeps_its_slice_on_the_head() -> None:
+    job = yaml.safe_load((ROOT / "examples" / "guide" / "rayjob-tpu-v6e-dws.yaml").read_text())
+    workers = ElasticWorkers.for_job(job, lambda _line: None, lambda _group, _n: None)
+    assert workers.head_holds_slices and workers.desired == {"tpu-group": 4}
+    cluster: Any = _Cluster()
+    workers.reconcile(cluster)
+    assert cluster.workers == {}, "no worker node: the slice the job starts with is on the head"
+
+
+def test_a_real_tpu_host_adds_no_emulated_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(emulation, "hardware", lambda dev=None: emulation.Hardware(tpu_chips=4))
+    assert _tpu_workers([]).shapes == {}
+
+
+def test_leftover_is_what_the_room_cannot_take() -> None:
+    assert leftover([(SLICE_BUNDLE, 2)], [{"TPU-v6e-16-head": 1.0, "TPU": 16.0, "CPU": 8.0}]) == [(SLICE_BUNDLE, 1)]
+    assert leftover([({"CPU": 1.0}, 2)], [{"CPU": 4.0}]) == []
+    assert leftover([({"CPU": 1.0}, 2)], []) == [({"CPU": 1.0}, 2)]
+
+
+def _head_status(pending: int, head_free: dict[str, float]) -> SimpleNamespace:
+    """The head alone (no worker label), with ``head_free`` free; ``pending`` slice tasks waiting."""
+    bundles = [SimpleNamespace(bundle=SLICE_BUNDLE, count=pending)] if pending else []
+    head = SimpleNamespace(labels={}, resource_usage=SimpleNamespace(usage=[
+        SimpleNamespace(resource_name=r, total=16.0, used=16.0 - v) for r, v in head_free.items()], idle_time_ms=0))
+    return SimpleNamespace(
+        resource_demands=SimpleNamespace(ray_task_actor_demand=[SimpleNamespace(bundles_by_count=bundles)],
+                                         placement_group_demand=[]),
+        active_nodes=[head], idle_nodes=[])
+
+
+def test_a_slice_the_head_can_take_asks_for_nothing_one_it_cannot_asks_for_a_slice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+    workers = _tpu_workers(asked)
+    free_head = {"TPU-v6e-16-head": 1.0, "TPU": 16.0, "CPU": 8.0}
+    busy_head = {"TPU-v6e-16-head": 0.0, "TPU": 0.0, "CPU": 7.0}
+    looks = iter([_head_status(1, free_head), _head_status(1, free_head),
+                  _head_status(1, busy_head), _head_status(1, busy_head)])
+    monkeypatch.setattr(elastic, "_cluster_status", lambda _address: next(looks))
+    cluster: Any = _Cluster()
+    workers.autoscale(cluster, 100.0)
+    workers.autoscale(cluster, 101.0)
+    assert asked == [], "the head's slice is free: the task is about to run there"
+    workers.autoscale(cluster, 102.0)
+    workers.autoscale(cluster, 103.0)
+    assert asked == [8], "one more slice: its 4 hosts"

@@ -111,6 +111,10 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
 
     _eventually(scaled_down, timeout=60)
     assert not _ray_processes(), "shutdownAfterJobFinishes: each job's cluster is gone"
+    # The jobs are elastic (maxReplicas 2), but a slice on the head takes all train.py asks: none grew.
+    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    assert [e["message"] for e in events if e["reason"] == "AutoscalerScaling"] == []
+    assert len(httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]) == 2
     # What kubectl sees, as with KubeRay: the submitter Job and its pod stay, the cluster's pods are gone.
     jobs = httpx.get(srv.url + "/apis/batch/v1/namespaces/default/jobs").json()["items"]
     assert sorted(j["metadata"]["name"] for j in jobs) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]

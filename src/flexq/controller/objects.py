@@ -117,6 +117,7 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
     finished = find_condition(status, "Finished")
     if finished and finished.get("status") == "True":
         wl.state = WorkloadState.FINISHED
+        wl.admission = None  # what it ran with stays in its status; it holds no quota
     if spec.get("active") is False:
         wl.state = WorkloadState.INACTIVE
     return wl
@@ -167,7 +168,9 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
     def cond(type_: str, value: bool, reason: str, message: str) -> None:
         set_condition(status, type_, value, reason, message, now=now, observed_generation=generation)
 
-    if wl.admission is not None:
+    if wl.state is WorkloadState.FINISHED and wl.admission is None and evicted is None and "admission" in status:
+        pass  # as Kueue: a finished workload keeps the admission it ran with (its quota is no longer counted)
+    elif wl.admission is not None:
         cond("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {wl.admission.cluster_queue}")
         status["admission"] = _admission(wl.admission)
         previous = {c["name"]: c for c in status.get("admissionChecks") or []}

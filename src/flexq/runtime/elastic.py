@@ -1,7 +1,10 @@
 """Elastic worker groups: a RayJob's Ray cluster grows and shrinks by worker nodes while its job runs.
 
 An elastic RayJob (``kueue.x-k8s.io/elastic-job: "true"``) runs as a head node plus one Ray worker node per
-worker pod, each started with its pod's resources (:meth:`LocalRayCluster.add_worker`). The number of
+worker pod, each started with its pod's resources (:meth:`LocalRayCluster.add_worker`). A TPU worker group
+is counted in slices instead: the slices the job starts with are emulated on the head node, as for any job
+(the guide's job runs so), and each slice it grows by is one more Ray worker node emulating a whole slice of
+its own (its own ``TPU_NAME``, the slice-head resource, the chips of all its hosts). The number of
 workers follows the admitted workload: :meth:`ElasticWorkers.resize` sets it, :meth:`ElasticWorkers.reconcile`
 (called from the run's thread) starts or stops nodes to match, idle ones first when shrinking.
 
@@ -24,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flexq.jobs.workload import pod_requests
+from flexq.runtime.emulation import accelerators_for
 from flexq.runtime.ray_cluster import WORKER_LABEL, LocalRayCluster
 
-__all__ = ["ELASTIC_ANNOTATION", "ElasticWorkers", "GroupShape", "is_elastic", "runs_elastic", "workers_needed"]
+__all__ = ["ELASTIC_ANNOTATION", "ElasticWorkers", "GroupShape", "asks_tpu", "is_elastic", "leftover", "runs_elastic",
+           "workers_needed"]
 
 ELASTIC_ANNOTATION: Final = "kueue.x-k8s.io/elastic-job"
 DEFAULT_IDLE_TIMEOUT: Final = 60.0
@@ -39,17 +44,21 @@ def is_elastic(job: Mapping[str, Any]) -> bool:
 
 
 def runs_elastic(job: Mapping[str, Any]) -> bool:
-    """Whether the job's cluster is run as separate worker nodes that can come and go: an elastic job whose
-    worker groups ask for no TPU (an emulated TPU slice is one Ray node offering the whole slice, so the
-    guide's elastic TPU job runs as before; its growth is admitted by the queue but not added to the cluster)."""
-    groups = ((job.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs") or []
-    return is_elastic(job) and not any(
-        pod_requests(((g.get("template") or {}).get("spec")) or {}).get("google.com/tpu") for g in groups)
+    """Whether the job's cluster grows and shrinks by Ray worker nodes: an elastic job (see the module)."""
+    return is_elastic(job)
+
+
+def asks_tpu(group: Mapping[str, Any]) -> bool:
+    return bool(pod_requests(((group.get("template") or {}).get("spec")) or {}).get("google.com/tpu"))
 
 
 @dataclass(frozen=True, slots=True)
 class GroupShape:
-    """One worker group: what each of its Ray worker nodes offers, and its replica bounds (in pods)."""
+    """One worker group: what each of its Ray worker nodes offers, and its replica bounds (in pods).
+
+    A group of CPUs or GPUs runs one Ray worker node per pod. A TPU group runs one per slice (``hosts`` pods,
+    ``per_node``), emulated as the head emulates the job's first slices, which stay there (``on_head`` pods):
+    only slices beyond those become worker nodes."""
 
     name: str
     cpus: int
@@ -58,19 +67,73 @@ class GroupShape:
     hosts: int = 1
     min_pods: int = 0
     max_pods: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+    """What the node's processes are started with (a slice's TPU environment)."""
+    implied: Mapping[str, float] = field(default_factory=dict)
+    """Resources Ray adds by itself from ``env`` (a slice's head and accelerator type): offered, not declared."""
+    per_node: int = 1
+    on_head: int = 0
+
+    @property
+    def unit(self) -> str:
+        return "TPU slice(s)" if self.per_node > 1 or self.env else "worker node(s)"
 
     def offers(self) -> dict[str, float]:
-        return {"CPU": float(self.cpus), **({"GPU": float(self.gpus)} if self.gpus else {}), **self.resources}
+        return {"CPU": float(self.cpus), **({"GPU": float(self.gpus)} if self.gpus else {}), **self.resources,
+                **self.implied}
+
+    def nodes_for(self, pods: int) -> int:
+        """The worker nodes ``pods`` pods of the group make (the head's slices aside)."""
+        return max(0, pods - self.on_head) // self.per_node
+
+    def node_env(self, name: str) -> dict[str, str]:
+        """The environment of node ``name``: a slice of its own (its own TPU_NAME, worker 0 of it)."""
+        env = dict(self.env)
+        if "TPU_NAME" in env:
+            env["TPU_NAME"] = f"{env['TPU_NAME']}-{name}"
+        return env
 
     @classmethod
-    def of(cls, group: Mapping[str, Any]) -> GroupShape:
-        requests = pod_requests(((group.get("template") or {}).get("spec")) or {})
+    def of(cls, group: Mapping[str, Any]) -> GroupShape | None:
+        """The group's shape; None for a TPU group on a host with real TPU chips (slices are not added there:
+        Ray finds the host's chips itself)."""
+        pod = ((group.get("template") or {}).get("spec")) or {}
+        requests = pod_requests(pod)
         hosts = int(group.get("numOfHosts", 1))
         replicas = int(group.get("replicas", 1))
-        chips = requests.get("google.com/tpu", 0) // 1000
-        return cls(str(group.get("groupName")), max(1, math.ceil(requests.get("cpu", 1000) / 1000)),
-                   requests.get("nvidia.com/gpu", 0) // 1000, {"TPU": float(chips)} if chips else {}, hosts,
-                   int(group.get("minReplicas", replicas)) * hosts, int(group.get("maxReplicas", replicas)) * hosts)
+        bounds = int(group.get("minReplicas", replicas)) * hosts, int(group.get("maxReplicas", replicas)) * hosts
+        name = str(group.get("groupName"))
+        if requests.get("google.com/tpu"):
+            emulated = accelerators_for([(dict(pod.get("nodeSelector") or {}), requests, hosts)], head_cpus=0)
+            slice_type = emulated.env.get("TPU_ACCELERATOR_TYPE")
+            if not slice_type:
+                return None
+            generation = slice_type.split("-")[0].upper()
+            return cls(name, emulated.num_cpus, 0, dict(emulated.resources), hosts, *bounds, env=dict(emulated.env),
+                       implied={f"TPU-{slice_type}-head": 1.0, f"accelerator_type:TPU-{generation}": 1.0},
+                       per_node=hosts, on_head=replicas * hosts)
+        return cls(name, max(1, math.ceil(requests.get("cpu", 1000) / 1000)),
+                   requests.get("nvidia.com/gpu", 0) // 1000, {}, hosts, *bounds)
+
+
+def leftover(demands: Sequence[tuple[Mapping[str, float], int]],
+             free: Sequence[Mapping[str, float]]) -> list[tuple[Mapping[str, float], int]]:
+    """The bundles (resources, count) of ``demands`` that do not fit, first fit, in the room ``free``."""
+    bins = [dict(f) for f in free]
+    out: list[tuple[Mapping[str, float], int]] = []
+    for bundle, count in demands:
+        wanted = {r: v for r, v in bundle.items() if v > 0}
+        left = 0
+        for _ in range(count):
+            spare = next((b for b in bins if all(b.get(r, 0.0) >= v for r, v in wanted.items())), None)
+            if spare is None or not wanted:
+                left += 1
+                continue
+            for r, v in wanted.items():
+                spare[r] -= v
+        if left:
+            out.append((bundle, left))
+    return out
 
 
 def workers_needed(demands: Sequence[tuple[Mapping[str, float], int]], shape: GroupShape,
@@ -122,9 +185,10 @@ class ElasticWorkers:
     def for_job(cls, job: Mapping[str, Any], log: Callable[[str], None],
                 ask: Callable[[str, int], None]) -> ElasticWorkers:
         cluster = (job.get("spec") or {}).get("rayClusterSpec") or {}
-        shapes = {s.name: s for s in (GroupShape.of(g) for g in cluster.get("workerGroupSpecs") or [])}
-        desired = {g: int(raw.get("replicas", 1)) * int(raw.get("numOfHosts", 1))
-                   for g, raw in zip(shapes, cluster.get("workerGroupSpecs") or [], strict=True)}
+        raw = cluster.get("workerGroupSpecs") or []
+        shapes = {s.name: s for s in (GroupShape.of(g) for g in raw) if s is not None}
+        desired = {str(g.get("groupName")): int(g.get("replicas", 1)) * int(g.get("numOfHosts", 1)) for g in raw
+                   if str(g.get("groupName")) in shapes}
         options = cluster.get("autoscalerOptions") or {}
         return cls(shapes, desired, log, ask if cluster.get("enableInTreeAutoscaling") else None,
                    float(options.get("idleTimeoutSeconds", DEFAULT_IDLE_TIMEOUT)))
@@ -139,19 +203,25 @@ class ElasticWorkers:
                     self._asked.pop(group, None)
                     self._resized_at[group] = time.monotonic() if now is None else now
 
+    @property
+    def head_holds_slices(self) -> bool:
+        """Whether the head node emulates the job's first TPU slices (else it runs no worker group's pods)."""
+        return any(s.on_head for s in self.shapes.values())
+
     def reconcile(self, cluster: LocalRayCluster) -> None:
         with self._lock:
             desired = dict(self.desired)
         for group, shape in self.shapes.items():
             mine = [n for n in cluster.workers if n.rsplit("-", 1)[0] == group]
-            want = desired.get(group, 0)
+            want = shape.nodes_for(desired.get(group, 0))
             if len(mine) == want:
                 continue
-            self.log(f"flexq: worker group {group}: {len(mine)} -> {want} worker node(s)\n")
+            base = shape.on_head // shape.per_node
+            self.log(f"flexq: worker group {group}: {base + len(mine)} -> {base + want} {shape.unit}\n")
             while len(mine) < want:
                 self._serial += 1
                 name = f"{group}-{self._serial}"
-                cluster.add_worker(name, shape.cpus, dict(shape.resources), shape.gpus)
+                cluster.add_worker(name, shape.cpus, dict(shape.resources), shape.gpus, shape.node_env(name))
                 mine.append(name)
             idle_first = sorted(mine, key=lambda n: (n not in self._idle_since, -int(n.rsplit("-", 1)[1])))
             for name in idle_first[: len(mine) - want]:
@@ -171,6 +241,8 @@ class ElasticWorkers:
             demands += [(b.bundle, b.count) for b in demand.bundles_by_count]
         nodes = {str((n.labels or {}).get(WORKER_LABEL)): n for n in [*status.active_nodes, *status.idle_nodes]}
         registered = set(nodes)
+        if "None" in nodes:  # the head (no worker label): what it has free takes demand first, as in Ray
+            demands = leftover(demands, [_free(nodes["None"])])
         idle = {str((n.labels or {}).get(WORKER_LABEL)) for n in status.idle_nodes}
         for name in list(self._idle_since):
             if name not in idle:
@@ -184,7 +256,7 @@ class ElasticWorkers:
             mine = [n for n in cluster.workers if n.rsplit("-", 1)[0] == group]
             starting = sum(1 for n in mine if n not in registered)
             joined = len(mine) - starting
-            if joined > max(self._registered.get(group, 0), shape.min_pods):
+            if joined > max(self._registered.get(group, 0), shape.nodes_for(shape.min_pods)):
                 # A worker asked for by demand just joined: the tasks waiting for it start now, but the demand
                 # Ray reports still counts them for a while. Reading it now would ask for workers nobody needs.
                 self._resized_at[group] = now
@@ -198,11 +270,11 @@ class ElasticWorkers:
             settling = now - self._resized_at.get(group, -SETTLE) < SETTLE
             target = current
             if grow > 0 and not settling:
-                target = min(shape.max_pods, current + -(-grow // shape.hosts) * shape.hosts)
+                target = min(shape.max_pods, current + -(-grow * shape.per_node // shape.hosts) * shape.hosts)
             elif not demands:
                 expired = [n for n, since in self._idle_since.items()
                            if n.rsplit("-", 1)[0] == group and now - since >= self.idle_timeout]
-                target = max(shape.min_pods, current - len(expired) // shape.hosts * shape.hosts)
+                target = max(shape.min_pods, current - len(expired) * shape.per_node // shape.hosts * shape.hosts)
             if target != current and self._asked.get(group) != target:
                 self._asked[group] = target
                 self.ask(group, target)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,14 +132,16 @@ class LocalRayCluster:
         self.stop()
         raise RayStartError(f"the Ray cluster did not answer on its dashboard within {timeout:.0f}s")
 
-    def add_worker(self, name: str, num_cpus: int, resources: dict[str, float], num_gpus: int = 0) -> None:
+    def add_worker(self, name: str, num_cpus: int, resources: dict[str, float], num_gpus: int = 0,
+                   env_vars: Mapping[str, str] | None = None) -> None:
         """Start a worker node that joins this cluster (an elastic worker group's replica), labelled
-        ``flexq.dev/worker=<name>``, in its own process session and temp dir. Returns once it is started; it
-        registers with the cluster a few seconds later."""
+        ``flexq.dev/worker=<name>``, in its own process session and temp dir, its processes started with
+        ``env_vars`` (not the head's emulated accelerators). Returns once it is started; it registers with the
+        cluster a few seconds later."""
         if self.process is None:
             raise RayStartError("the cluster is not running")
         temp = Path(tempfile.mkdtemp(prefix="fqw-", dir="/tmp"))
-        env = {**os.environ, **self.accelerators.env, **self.extra_env,
+        env = {**os.environ, **self.extra_env, **(env_vars or {}),
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp)}
         command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",

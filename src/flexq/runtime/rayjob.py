@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpx
 
 from flexq.jobs.workload import pod_requests
-from flexq.runtime.elastic import ElasticWorkers, runs_elastic
+from flexq.runtime.elastic import ElasticWorkers, asks_tpu, runs_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
@@ -82,7 +82,7 @@ class RayJobRun:
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
         self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if runs_elastic(job) else None
-        """An elastic job's worker nodes (None: the whole cluster is one node, as for the guide's slice)."""
+        """An elastic job's worker nodes (None: the whole cluster is one node)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
 
@@ -167,11 +167,13 @@ class RayJobRun:
         cluster_spec = spec.get("rayClusterSpec") or {}
         groups = []
         for group in cluster_spec.get("workerGroupSpecs") or []:
+            if self.elastic is not None and not asks_tpu(group):
+                continue  # the group's pods are worker nodes of their own
             pod = (group.get("template") or {}).get("spec") or {}
             pods = int(group.get("replicas", 1)) * int(group.get("numOfHosts", 1))
             groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
         accelerators = accelerators_for(groups)
-        if self.elastic is not None:
+        if self.elastic is not None and not groups:
             head = ((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
             cpus = max(1, -(-pod_requests(head).get("cpu", 1000) // 1000))
             accelerators = Accelerators(num_cpus=cpus, description=f"a head node ({cpus} CPU) and elastic worker "
