@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup
+from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.scheduler import Config
+from flexq.sim import bound
 from flexq.sim.policies import FLEXQ, KUEUE, LOWER_BOUND, PolicyRun, compare_policies
 from flexq.sim.scenario import load_scenario
 from tests.conftest import GUIDE
@@ -73,3 +77,17 @@ def test_week_of_stockouts_no_policy_beats_the_bound() -> None:
     for policy in (KUEUE, FLEXQ):
         for name, wait in _waits(runs[policy]).items():
             assert wait is None or (bound[name] is not None and bound[name] <= wait), (policy, name)
+
+
+def test_a_pod_set_across_resource_groups_needs_a_flavor_that_holds_it_in_each() -> None:
+    cpu = ResourceGroup(("cpu",), ("c",), {("c", "cpu"): Quota(8000)})
+    gpu = ResourceGroup(("nvidia.com/gpu",), ("small", "big"),
+                        {("small", "nvidia.com/gpu"): Quota(1000), ("big", "nvidia.com/gpu"): Quota(8000)})
+    config = Config({f: FlavorSpec(f) for f in ("c", "small", "big")},
+                    {"cq": ClusterQueueSpec("cq", groups=(cpu, gpu))}, {})
+    tree = QuotaTree(config.cluster_queues.values(), config.cohorts.values())
+    assert bound._flavors(config, tree, "cq", PodSet("w", 2, {"cpu": 1000, "nvidia.com/gpu": 1000})) == \
+        ["c", "big"], "small holds one GPU, not two"
+    assert bound._flavors(config, tree, "cq", PodSet("w", 9, {"cpu": 1000, "nvidia.com/gpu": 1000})) == [], \
+        "nine CPUs: no flavor of the cpu group"
+    assert bound._flavors(config, tree, "cq", PodSet("w", 1, {"cpu": 1000, "memory": 1})) == [], "memory: no group"

@@ -74,34 +74,26 @@ def lower_bound(config: Config, capacity: CapacityConfig | None, workloads: Iter
 
 
 def _flavors(config: Config, tree: QuotaTree, cq_name: str, podset: PodSet) -> list[str]:
-    """The flavors of ``cq_name`` that could ever hold ``podset`` by quota (the first group covering it)."""
+    """The flavors of ``cq_name`` that could ever hold ``podset`` by quota: in each resource group covering some
+    of its requests, the flavors whose potential quota holds them (none at all if a group has none, or a request
+    is in no group). With several groups each picks its own flavor; the bound takes the best of all of them,
+    which is looser than pairing them but never above what a pairing could reach."""
     cq = config.cluster_queues.get(cq_name)
     if cq is None or cq_name not in tree.queues:
         return []
-    requested = [r for r, v in podset.requests.items() if v]
-    groups = {id(g): g for r in requested if (g := cq.group_of(r)) is not None}
-    if len(groups) != 1 or any(cq.group_of(r) is None for r in requested):
-        # Resources across groups: each group picks its own flavor; keep flavors every group accepts.
-        return _multi_group(config, tree, cq_name, podset) if groups else []
-    (group,) = groups.values()
-    return [f for f in group.flavors
-            if _selectable(config, f, podset)
-            and all(tree.potential(cq_name, (f, r)) >= podset.total(r) for r in requested)]
-
-
-def _multi_group(config: Config, tree: QuotaTree, cq_name: str, podset: PodSet) -> list[str]:
-    cq = config.cluster_queues[cq_name]
     requested = [r for r, v in podset.requests.items() if v]
     if any(cq.group_of(r) is None for r in requested):
         return []
     names: list[str] = []
     for group in cq.groups:
         mine = [r for r in requested if r in group.covered]
-        if mine and not any(_selectable(config, f, podset)
-                            and all(tree.potential(cq_name, (f, r)) >= podset.total(r) for r in mine)
-                            for f in group.flavors):
+        if not mine:
+            continue
+        fitting = [f for f in group.flavors if _selectable(config, f, podset)
+                   and all(tree.potential(cq_name, (f, r)) >= podset.total(r) for r in mine)]
+        if not fitting:
             return []
-        names.extend(f for f in group.flavors if mine and _selectable(config, f, podset))
+        names.extend(fitting)
     return names
 
 
