@@ -104,13 +104,19 @@ def test_shrinking_in_place_frees_quota_for_others() -> None:
         s.resize(old.key, _job("a", 3).podsets, 2)
 
 
-def test_a_slice_whose_old_slice_is_gone_is_admitted_whole() -> None:
-    s = _scheduler(f=6)
-    old, other = _job("a", 2), _job("b", 0)
+def _growth_waits(s: Scheduler, other_workers: int, grown_workers: int) -> tuple[Workload, Workload, Workload]:
+    """Job a (2 workers) and job b admitted at 0; at 1, a's growth to ``grown_workers`` does not fit."""
+    old, other = _job("a", 2), _job("b", other_workers)
     _admit(s, old, 0)
     _admit(s, other, 0)
-    grown = _job("a-2", 5, replaces=old.key)
+    grown = _job("a-2", grown_workers, replaces=old.key)
     assert _admit(s, grown, 1) == [EventKind.PENDING]
+    return old, other, grown
+
+
+def test_a_slice_whose_old_slice_is_gone_is_admitted_whole() -> None:
+    s = _scheduler(f=6)
+    old, other, grown = _growth_waits(s, 0, 5)
     s.finish(old.key, 2, "Succeeded")  # the job ended (or was evicted) before its growth was admitted
     s.finish(other.key, 2)
     events = s.schedule(2)
@@ -120,11 +126,7 @@ def test_a_slice_whose_old_slice_is_gone_is_admitted_whole() -> None:
 
 def test_a_slice_evicted_while_its_replacement_waits_is_finished_not_queued_again() -> None:
     s = _scheduler(f=6)
-    old, other = _job("a", 2), _job("b", 1)
-    _admit(s, old, 0)
-    _admit(s, other, 0)
-    grown = _job("a-2", 4, replaces=old.key)
-    assert _admit(s, grown, 1) == [EventKind.PENDING]
+    old, other, grown = _growth_waits(s, 1, 4)
     # The old slice loses its nodes (or is preempted): Kueue finishes it, and the job's next admission is the
     # replacement's, with quota for all its pods. Queued again, it would be a second admission of one job.
     events = s.evict(old.key, 2, "node lost", "NodeFailures")
