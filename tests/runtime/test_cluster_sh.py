@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -179,6 +180,22 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
     _eventually(lambda: not _ray_processes(), 60, "every Ray process to stop", lambda: str(_ray_processes()))
 
 
+def _flexq_port_forward(env: dict[str, str], about: dict[str, Any]) -> None:
+    """flexq's own port-forward reaches the same dashboard, from the RayJob's name, on a free local port."""
+    forward = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "port-forward", "rayjob/rayjob-tpu-v6e-dws-1",
+                                ":8265"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert forward.stdout is not None
+        first = forward.stdout.readline()
+        assert first.startswith("Forwarding from 127.0.0.1:") and first.rstrip().endswith(" -> 8265"), \
+            first + forward.communicate(timeout=10)[1]
+        port = int(first.split(":")[1].split()[0])
+        assert httpx.get(f"http://127.0.0.1:{port}/api/version", timeout=30).json() == about
+    finally:
+        forward.terminate()
+        forward.communicate(timeout=30)
+
+
 def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[str, Any]],
                   finished: Callable[[str], bool], state: Callable[[], str]) -> None:
     """Run the port-forward while job 1's Ray cluster is up; its dashboard answers through it."""
@@ -209,6 +226,7 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
         submissions = [j.get("submission_id") for j in
                        httpx.get(f"http://127.0.0.1:{local}/api/jobs/", timeout=30).json()]
         assert submissions == [job("rayjob-tpu-v6e-dws-1")["jobId"]], "job 1's own Ray cluster"
+        _flexq_port_forward(env, about)
     finally:
         forward.terminate()
         out, err = forward.communicate(timeout=30)

@@ -719,6 +719,26 @@ def logs(
         typer.echo(chunk, nl=False)
 
 
+@app.command("port-forward")
+def port_forward(
+    target: Annotated[str, typer.Argument(help="rayjob/NAME (its head), service/NAME or pod/NAME.")],
+    ports: Annotated[list[str], typer.Argument(help="[LOCAL_PORT:]REMOTE_PORT, e.g. 8265 or :8265 (any free "
+                                                     "local port); a RayJob's head serves 8265 (dashboard), 6379 "
+                                                     "(GCS) and 10001 (client).")],
+    address: Annotated[str, typer.Option("--address", help="The local address to listen on.")] = "127.0.0.1",
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Forward local ports to a pod's ports through the server (a job's Ray dashboard), as kubectl port-forward."""
+    from flexq.cli import forward
+
+    pairs = forward.parse_ports(ports)
+    client = _client()
+    ns = namespace or "default"
+    pod = forward.resolve_pod(client, target, ns)
+    forward.run(client.server, ns, pod, pairs, address, out=typer.echo,
+                err=lambda line: typer.echo(line, err=True))
+
+
 @app.command()
 def version() -> None:
     """Print flexq's version."""
