@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from flexq.scheduler.events import EventKind
@@ -10,6 +12,7 @@ from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorSpec,
     PodSet,
+    PreemptionPolicy,
     Quota,
     ResourceGroup,
     Workload,
@@ -163,3 +166,33 @@ def test_an_evicted_slice_with_no_replacement_waiting_queues_again() -> None:
     assert old.state is WorkloadState.FINISHED and grown.state is WorkloadState.ADMITTED
     events = s.evict(grown.key, 2, "node lost", "NodeFailures")
     assert [e.kind for e in events] == [EventKind.EVICTED] and s.queues.queued(grown)
+
+
+def test_a_slice_preempts_a_lower_priority_workload_to_grow_but_never_its_old_slice() -> None:
+    s = _scheduler(f=6)
+    s.config.cluster_queues["cq"] = dataclasses.replace(
+        s.config.cluster_queues["cq"], within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    old = _job("a", 2)
+    old.priority = 10
+    low = _job("b", 1)
+    _admit(s, old, 0)
+    _admit(s, low, 0)
+    assert _usage(s) == 5
+    grown = _job("a-2", 4, replaces=old.key)  # 2 more cpus; 1 free: b must go
+    grown.priority = 10
+    s.add(grown, 1)
+    events = [(e.kind, e.workload) for e in s.schedule(1) if e.kind is not EventKind.CREATED]
+    assert (EventKind.PREEMPTED, low.key) in events and (EventKind.PREEMPTED, old.key) not in events
+    order = [(EventKind.EVICTED, low.key), (EventKind.FINISHED, old.key), (EventKind.QUOTA_RESERVED, grown.key),
+             (EventKind.ADMITTED, grown.key)]
+    assert [e for e in events if e in order] == order, "b evicted, then the growth replaces a"
+    assert low.state is WorkloadState.PENDING and _usage(s) == 5
+
+
+def test_a_slice_does_not_preempt_an_equal_priority_workload() -> None:
+    s = _scheduler(f=6)
+    s.config.cluster_queues["cq"] = dataclasses.replace(
+        s.config.cluster_queues["cq"], within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    old, other, grown = _growth_waits(s, 1, 4)
+    assert other.state is WorkloadState.ADMITTED and old.state is WorkloadState.ADMITTED
+    assert grown.state is WorkloadState.PENDING

@@ -43,7 +43,7 @@ from flexq.scheduler.model import (
 from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk
+from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk, slice_targets
 
 __all__ = ["Config", "Scheduler"]
 
@@ -272,15 +272,22 @@ class Scheduler:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
             return self._inadmissible(wl, assignment.message(), now)
         old = replaced_slice(self.workloads, wl)
-        if old is not None:
+        if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
         issued = {v.key for v in state.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
             return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
-        own = [t.workload for t in targets]
+        # A growing slice preempts for what it adds: the slice it replaces is out of the tree meanwhile.
+        own = [t.workload for t in targets] + ([old] if old is not None else [])
         for victim in own:
             self._remove_for_cycle(victim, state)
         fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
+        if old is not None:
+            state.removed.remove(old)
+            assert old.admission is not None
+            self.tree.add(old.cluster_queue, old.admission.usage())
+            own.remove(old)
+            usage = {fr: v - old.admission.usage().get(fr, 0) for fr, v in usage.items()}
         if not fits:
             for victim in own:
                 state.removed.remove(victim)
@@ -379,7 +386,7 @@ class Scheduler:
         cq = self.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(self.workloads, wl)
         if old is not None:
-            assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors)
+            assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors, self.holding)
             self.last_assignment[wl.key] = assignment
             return assignment
         shape = self._shape(wl, cq)
@@ -403,6 +410,9 @@ class Scheduler:
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
         cq = self.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(self.workloads, wl)
+        if old is not None:
+            return slice_targets(wl, old, cq, self.tree, self.holding, assignment)
         return find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
 
     # --- state changes -----------------------------------------------------------------------------

@@ -7,8 +7,9 @@ and on the old slice's flavors (flavors are sticky: a slice that does not fit th
 flavor has room). When it is admitted, the old slice is finished (``WorkloadSliceReplaced``) in the same
 step, its usage released and the new slice's reserved; until then the old slice runs undisturbed. An old
 slice evicted while its replacement waits (preempted, its nodes lost, a check's Retry) is finished too rather
-than queued again, and the replacement, standing alone, then needs quota for all its pods. Unlike
-Kueue, a slice does not preempt other workloads to grow. A job that scales down keeps its workload: the
+than queued again, and the replacement, standing alone, then needs quota for all its pods. A slice may
+preempt other workloads to grow, as its ClusterQueue's preemption policy allows (never the slice it replaces):
+it waits for them to be evicted, then replaces the old slice. A job that scales down keeps its workload: the
 counts shrink in place and the quota they held is freed at once (:func:`shrunk`).
 """
 
@@ -18,10 +19,11 @@ import dataclasses
 from collections.abc import Mapping
 
 from flexq.scheduler.flavorassigner import Assignment, PodSetResult, assign_flavors
-from flexq.scheduler.model import Admission, ClusterQueueSpec, FlavorSpec, Granular, PodSetAssignment, Workload
+from flexq.scheduler.model import Admission, ClusterQueueSpec, FlavorSpec, Granular, Mode, PodSetAssignment, Workload
+from flexq.scheduler.preemption import Holders, Target, find_targets, oracle_for
 from flexq.scheduler.quota import QuotaTree
 
-__all__ = ["REPLACED", "assign_slice", "replaced_slice", "shrunk"]
+__all__ = ["REPLACED", "assign_slice", "replaced_slice", "shrunk", "slice_targets"]
 
 REPLACED = "WorkloadSliceReplaced"
 """The reason a replaced slice is finished with."""
@@ -49,14 +51,17 @@ def _sticky(cq: ClusterQueueSpec, admission: Admission) -> ClusterQueueSpec:
 
 
 def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
-                 flavors: Mapping[str, FlavorSpec]) -> Assignment:
+                 flavors: Mapping[str, FlavorSpec], holders: Holders | None = None) -> Assignment:
     """Flavors for slice ``wl`` on ``old``'s flavors, with ``old``'s usage out of the tree (restored after).
 
-    Anything but a plain fit is returned as not fitting (complete=False): a slice waits rather than preempts.
+    With ``holders`` (the workloads holding quota, per ClusterQueue) the slice may preempt others as the
+    ClusterQueue's policy allows, never ``old``; without, anything but a plain fit is returned as not fitting.
+    A flavor change is never a fit: the slice waits for room on its flavors.
     """
     assert old.admission is not None
     with tree.without([(old.admission.cluster_queue, old.admission.usage())]):
-        assignment = assign_flavors(wl, _sticky(cq, old.admission), tree, flavors)
+        oracle = oracle_for(wl, cq, tree, holders, exclude={old.key}) if holders is not None else None
+        assignment = assign_flavors(wl, _sticky(cq, old.admission), tree, flavors, oracle)
     before = {ps.name: ps.flavors for ps in old.admission.podsets}
     results = []
     for ps in assignment.podsets:
@@ -67,9 +72,19 @@ def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaT
             ps = PodSetResult(ps.name, ps.count, {}, Granular.NO_FIT, 0, {}, ps.tried, reasons)
         results.append(ps)
     out = Assignment(tuple(results), assignment.complete)
-    if out.granular is not Granular.FIT:
-        return Assignment(out.podsets, complete=False)
-    return out
+    if out.granular is Granular.FIT or (holders is not None and out.mode is Mode.PREEMPT):
+        return out
+    return Assignment(out.podsets, complete=False)
+
+
+def slice_targets(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+                  assignment: Assignment) -> list[Target]:
+    """The workloads slice ``wl`` would preempt for ``assignment``: found with ``old``'s usage out of the tree,
+    and never ``old`` itself (its usage is the slice's own)."""
+    assert old.admission is not None
+    with tree.without([(old.admission.cluster_queue, old.admission.usage())]):
+        return find_targets(wl, cq, tree, holders, assignment.preempt_resources(), assignment.usage(),
+                            exclude={old.key})
 
 
 def shrunk(admission: Admission, counts: Mapping[str, int]) -> Admission:
