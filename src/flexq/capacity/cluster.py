@@ -100,10 +100,16 @@ class Cluster:
             by_slice: dict[str, list[Node]] = {}
             for node in nodes:
                 by_slice.setdefault(node.slice_id, []).append(node)
+            # A slice's hosts are taken together: a group of several slices (replicas x numOfHosts) takes
+            # whole slices, one replica each.
+            picked: list[str] = []
             for slice_nodes in by_slice.values():
+                take = min(pool.hosts_per_slice, group.count - len(picked))
                 fitting = [n for n in slice_nodes if free(n)]
-                if len(fitting) >= group.count:
-                    return [n.name for n in fitting[: group.count]]
+                if len(fitting) >= take:
+                    picked += [n.name for n in fitting[:take]]
+                    if len(picked) == group.count:
+                        return picked
             return None
         chosen: list[str] = []
         for node in nodes:

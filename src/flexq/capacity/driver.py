@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.cluster import Cluster, Placement, PodGroup
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.durations import format_seconds
@@ -103,6 +103,9 @@ class CapacityDriver:
         """USD spent per workload on the nodes its pods used (node-hours x price; a CPU node's cost shared by
         the CPU its pods requested, an accelerator node's charged whole)."""
         self._billing: dict[str, tuple[float, list[tuple[float, float]]]] = {}
+        self.carried: dict[str, str] = {}
+        """Workload slices replaced while running: the replacement -> the old slice, whose pods keep their nodes
+        until the replacement's pods are placed (on those nodes and the ones it adds)."""
         self.cluster.start_with_initial_nodes(kernel.now())
         self.plan_expiry()
 
@@ -177,7 +180,14 @@ class CapacityDriver:
             self.waiting_since[key] = self._now()
             self.try_start(key)
         elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
+            replacement = str(event.extra.get("replacedBy", ""))
+            if event.kind is EventKind.FINISHED and replacement and key in self.running:
+                self.carried[replacement] = key  # a growing job's running pods stay where they are
+                return
             self._release(key)
+            old = self.carried.pop(key, None)
+            if old is not None:
+                self._release(old)
 
     def rebind(self, key: str) -> None:
         """A running workload's pod counts changed in place (an elastic job shrank): its pods are placed anew."""
@@ -229,11 +239,21 @@ class CapacityDriver:
             return
         now = self._now()
         groups = self.groups(wl)
+        old = self.carried.get(key)
+        if old is not None:
+            self.cluster.unbind(old, now)  # the slice it replaces: its nodes are the replacement's to take
         placement = self.cluster.place(groups, now, booked_for=key)
+        if old is not None and not placement.complete:
+            old_wl = self.scheduler.workloads.get(old)
+            if old_wl is not None:
+                self.cluster.bind(old, self.groups(old_wl), Placement(self.placements.get(old, {})), now)
         if placement.unplaceable:
             self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
             return
         if placement.complete:
+            if old is not None:
+                del self.carried[key]
+                self._release(old)
             self.cluster.bind(key, groups, placement, now)
             self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
             self.running.add(key)
@@ -375,6 +395,9 @@ class CapacityDriver:
             self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
             return
         count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
+        old = self.carried.get(key)
+        if old is not None:  # a growing job asks only for what it adds: its running pods keep their nodes
+            count = max(0, count - sum(1 for n in self.cluster.nodes_of(old) if n.pool == pool.name))
         delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name, now)
         eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
         eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
@@ -389,8 +412,8 @@ class CapacityDriver:
 
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
         now = self._now()
-        created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now)
-        if not created:
+        created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
+        if count and not created:
             self._failed(key, check, name, "CapacityNotFound", why)
             return
         self.plan_expiry()

@@ -1,0 +1,70 @@
+"""An elastic TPU RayJob's growth and shrinking against node pools: the growth's slice is provisioned by DWS
+(a ProvisioningRequest of its own) and its pool grows by a slice; shrinking lets the pool scale back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.conftest import Server, guide_text
+from tests.controller.test_live import _cond, _eventually
+from tests.controller.test_live_capacity import _nodes, _run, capacity_server
+
+__all__ = ["capacity_server"]
+
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
+
+
+def _replicas(srv: Server, job: str, n: int) -> None:
+    patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": n}]
+    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/{job}", json=patch,
+                           headers={"Content-Type": "application/json-patch+json"})
+    assert response.status_code == 200, response.text
+
+
+def _pool_nodes(srv: Server, pool: str) -> int:
+    return sum(1 for n in _nodes(srv).values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
+
+
+def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server: Server) -> None:
+    srv = capacity_server
+    assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
+                "--num-nodes=1").returncode == 0
+    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
+        made = _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
+                    "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
+                    "--num-nodes=0", "--min-nodes=0", "--max-nodes=8")
+        assert made.returncode == 0, made.stderr
+    assert _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).returncode == 0
+    for job_id in ("1", "2"):
+        assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+
+    def running() -> None:
+        assert _pool_nodes(srv, "dws-pool") == 4 and _pool_nodes(srv, "on-demand-pool") == 4
+
+    _eventually(running)
+    _replicas(srv, "rayjob-tpu-v6e-dws-2", 2)
+
+    def grown() -> dict[str, Any]:
+        items = httpx.get(srv.url + WORKLOADS).json()["items"]
+        new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
+        assert _cond(new, "Admitted") == "True"
+        assert _pool_nodes(srv, "dws-pool") == 8
+        return new
+
+    new = _eventually(grown, timeout=40)
+    mine = [e["message"] for e in httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+            if e["involvedObject"]["name"] == new["metadata"]["name"]]
+    assert any("is Accepted: waiting for 4 ct6e-standard-4t node(s) in dws-pool" in m for m in mine), \
+        f"the growth asks DWS for the slice it adds, not for both: {mine}"
+    assert "pods bound to 9 node(s) in default-pool, dws-pool" in mine, "its pods: the old slice's nodes and the new"
+    assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 8]
+    _replicas(srv, "rayjob-tpu-v6e-dws-2", 1)  # shrinks in place: the slice it no longer uses goes idle, then away
+    _eventually(lambda: _assert(_pool_nodes(srv, "dws-pool") == 4), timeout=40)
+    assert _cond(httpx.get(f"{srv.url}{WORKLOADS}/{new['metadata']['name']}").json(), "Admitted") == "True"
+
+
+def _assert(ok: bool) -> None:
+    assert ok
