@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.conftest import Server, guide_text
 from tests.controller.test_live import _cond, _eventually
-from tests.controller.test_live_capacity import _nodes, _run, capacity_server
+from tests.controller.test_live_capacity import CAPACITY, _nodes, _run, capacity_server, serve_capacity
 
 __all__ = ["capacity_server"]
 
@@ -28,8 +29,8 @@ def _pool_nodes(srv: Server, pool: str) -> int:
     return sum(1 for n in _nodes(srv).values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
 
 
-def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server: Server) -> None:
-    srv = capacity_server
+def _guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2")) -> None:
+    """The guide's cluster, with pools of up to 8 nodes (two slices), its queue (as given), and its jobs."""
     assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
                 "--num-nodes=1").returncode == 0
     for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
@@ -37,9 +38,14 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
                     "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
                     "--num-nodes=0", "--min-nodes=0", "--max-nodes=8")
         assert made.returncode == 0, made.stderr
-    assert _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).returncode == 0
-    for job_id in ("1", "2"):
+    assert _run(srv, "apply", "-f", "-", input=queue).returncode == 0
+    for job_id in jobs:
         assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+
+
+def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server: Server) -> None:
+    srv = capacity_server
+    _guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
 
     def running() -> None:
         assert _pool_nodes(srv, "dws-pool") == 4 and _pool_nodes(srv, "on-demand-pool") == 4
@@ -68,3 +74,28 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
 
 def _assert(ok: bool) -> None:
     assert ok
+
+
+def test_an_on_demand_job_grows_by_a_slice_its_pool_adds(tmp_path: Path) -> None:
+    # Plan A with room for two slices, in quota and in the cloud; the pool may add just one.
+    queue = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 40", "nominalQuota: 80").replace(
+        "nominalQuota: 75Gi", "nominalQuota: 150Gi").replace("nominalQuota: 16", "nominalQuota: 32")
+    servers = serve_capacity(tmp_path, CAPACITY.replace("{available: 4, bootTime: 1s}", "{available: 8, bootTime: 1s}"))
+    srv = next(servers)
+    try:
+        _guide_setup(srv, queue, jobs=("1",))
+        _eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
+        _replicas(srv, "rayjob-tpu-v6e-dws-1", 2)
+
+        def grown() -> None:
+            items = httpx.get(srv.url + WORKLOADS).json()["items"]
+            new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
+            assert _cond(new, "Admitted") == "True" and _pool_nodes(srv, "on-demand-pool") == 8
+            events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+            mine = [e["message"] for e in events if e["involvedObject"]["name"] == new["metadata"]["name"]]
+            assert "node pool on-demand-pool: 4 node(s) requested, ready in 1s" in mine, mine
+            assert "pods bound to 9 node(s) in default-pool, on-demand-pool" in mine, mine
+
+        _eventually(grown, timeout=40)
+    finally:
+        servers.close()

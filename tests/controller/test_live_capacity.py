@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,13 @@ scaleDownAfter: 2s
 
 @pytest.fixture
 def capacity_server(tmp_path: Path) -> Any:
+    yield from serve_capacity(tmp_path, CAPACITY)
+
+
+def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
+    """A server (jobs not executed) with the capacity file ``capacity``; stopped when the generator closes."""
     path = tmp_path / "capacity.yaml"
-    path.write_text(CAPACITY)
+    path.write_text(capacity)
     home = tmp_path / "home"
     # start_server does not take extra flags: run the same way with --capacity.
     from tests import conftest

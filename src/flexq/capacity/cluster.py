@@ -72,10 +72,10 @@ class Cluster:
                 if self.pools and any(k == "cloud.google.com/gke-nodepool" for k in group.selector):
                     placement.unplaceable.append(group.name)
                 continue  # no pool declared for it: not capacity-modelled
-            chosen = self._fit(pool, group, now, planned, booked_for)
+            chosen, found = self._fit(pool, group, now, planned, booked_for)
             if chosen is None:
                 hosts = pool.hosts_per_slice
-                need = -(-group.count // hosts) * hosts if hosts > 1 else group.count
+                need = -(-group.count // hosts) * hosts - found if hosts > 1 else group.count
                 placement.missing[pool.name] = placement.missing.get(pool.name, 0) + need
             else:
                 placement.bindings[group.name] = chosen
@@ -86,7 +86,9 @@ class Cluster:
         return placement
 
     def _fit(self, pool: NodePoolSpec, group: PodGroup, now: float, planned: dict[str, dict[str, int]],
-             booked_for: str | None) -> list[str] | None:
+             booked_for: str | None) -> tuple[list[str] | None, int]:
+        """The nodes for the group's pods (None if they do not all fit), and in a pool of multi-host slices how
+        many nodes of whole slices it found (the rest is what the pool must add)."""
         def free(node: Node) -> bool:
             if not node.ready(now) or (node.booked_for and node.booked_for != booked_for):
                 return False
@@ -109,16 +111,16 @@ class Cluster:
                 if len(fitting) >= take:
                     picked += [n.name for n in fitting[:take]]
                     if len(picked) == group.count:
-                        return picked
-            return None
+                        return picked, len(picked)
+            return None, len(picked) // pool.hosts_per_slice * pool.hosts_per_slice
         chosen: list[str] = []
         for node in nodes:
             room = free(node)
             if room:
                 chosen.append(node.name)
                 if len(chosen) == group.count:
-                    return chosen
-        return None
+                    return chosen, len(chosen)
+        return None, 0
 
     def bind(self, workload: str, groups: Iterable[PodGroup], placement: Placement, now: float) -> None:
         by_name = {g.name: g for g in groups}
