@@ -10,7 +10,7 @@ import httpx
 
 from tests.conftest import Server, guide_text
 from tests.controller.test_live import _cond, _eventually
-from tests.controller.test_live_capacity import CAPACITY, _nodes, _run, capacity_server, serve_capacity
+from tests.controller.test_live_capacity import CAPACITY, _nodes, capacity_server, guide_setup, serve_capacity
 
 __all__ = ["capacity_server"]
 
@@ -29,23 +29,9 @@ def _pool_nodes(srv: Server, pool: str) -> int:
     return sum(1 for n in _nodes(srv).values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
 
 
-def _guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2")) -> None:
-    """The guide's cluster, with pools of up to 8 nodes (two slices), its queue (as given), and its jobs."""
-    assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
-                "--num-nodes=1").returncode == 0
-    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
-        made = _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
-                    "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
-                    "--num-nodes=0", "--min-nodes=0", "--max-nodes=8")
-        assert made.returncode == 0, made.stderr
-    assert _run(srv, "apply", "-f", "-", input=queue).returncode == 0
-    for job_id in jobs:
-        assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
-
-
 def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server: Server) -> None:
     srv = capacity_server
-    _guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
+    guide_setup(srv, guide_text("dws-tpu-queue.yaml"), max_nodes=8)
 
     def running() -> None:
         assert _pool_nodes(srv, "dws-pool") == 4 and _pool_nodes(srv, "on-demand-pool") == 4
@@ -83,7 +69,7 @@ def test_an_on_demand_job_grows_by_a_slice_its_pool_adds(tmp_path: Path) -> None
     servers = serve_capacity(tmp_path, CAPACITY.replace("{available: 4, bootTime: 1s}", "{available: 8, bootTime: 1s}"))
     srv = next(servers)
     try:
-        _guide_setup(srv, queue, jobs=("1",))
+        guide_setup(srv, queue, jobs=("1",), max_nodes=8)
         _eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
         _replicas(srv, "rayjob-tpu-v6e-dws-1", 2)
 

@@ -64,18 +64,23 @@ def _nodes(server: Server) -> dict[str, dict[str, Any]]:
     return {n["metadata"]["name"]: n for n in httpx.get(server.url + "/api/v1/nodes").json()["items"]}
 
 
-def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
-    srv = capacity_server
+def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4) -> None:
+    """The guide's cluster and pools (cluster.sh's flags, up to ``max_nodes`` nodes each), a queue, and jobs."""
     assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
                 "--num-nodes=1").returncode == 0
     for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
         made = _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
                     "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
-                    "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
+                    "--num-nodes=0", "--min-nodes=0", f"--max-nodes={max_nodes}")
         assert made.returncode == 0, made.stderr
-    assert _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).returncode == 0
-    for job_id in ("1", "2"):
+    assert _run(srv, "apply", "-f", "-", input=queue).returncode == 0
+    for job_id in jobs:
         assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+
+
+def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
+    srv = capacity_server
+    guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
 
     def both_placed() -> dict[str, dict[str, Any]]:
         nodes = _nodes(srv)
