@@ -197,16 +197,7 @@ def test_a_job_sharing_a_checked_template_still_has_its_name_checked(tmp_path: P
     job = ("{apiVersion: batch/v1, kind: Job, metadata: {name: NAME, namespace: team-a, annotations: {a: b}, labels: "
            "{kueue.x-k8s.io/queue-name: q}}, spec: {template: {spec: {containers: [{name: c, image: x, "
            "resources: {requests: {cpu: 1}}}], restartPolicy: Never}}}}")
-    path = tmp_path / "names.yaml"
-    path.write_text(f"""
-apiVersion: flexq.dev/v1alpha1
-kind: Scenario
-metadata: {{name: names}}
-spec:
-  objects:{QUEUES}
-  submit:
-    - {{at: 0s, runFor: 1m, object: {job.replace("NAME", "first")}}}
-    - {{at: 1s, runFor: 1m, object: {job.replace("NAME", "bad..name")}}}
-""")
+    path = _scenario(tmp_path, f"""    - {{at: 0s, runFor: 1m, object: {job.replace("NAME", "first")}}}
+    - {{at: 1s, runFor: 1m, object: {job.replace("NAME", "bad..name")}}}""")
     with pytest.raises(ScenarioError, match=r"metadata\.name: \"bad\.\.name\""):
         run_scenario(load_scenario(path))
