@@ -277,17 +277,15 @@ class Scheduler:
         issued = {v.key for v in state.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
             return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
-        # A growing slice preempts for what it adds: the slice it replaces is out of the tree meanwhile.
-        own = [t.workload for t in targets] + ([old] if old is not None else [])
+        own = [t.workload for t in targets]
         for victim in own:
             self._remove_for_cycle(victim, state)
-        fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
-        if old is not None:
-            state.removed.remove(old)
-            assert old.admission is not None
-            self.tree.add(old.cluster_queue, old.admission.usage())
-            own.remove(old)
-            usage = {fr: v - old.admission.usage().get(fr, 0) for fr, v in usage.items()}
+        # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
+        replaced = old.admission.usage() if old is not None and old.admission is not None else {}
+        with self.tree.without([(cq.name, replaced)] if replaced else []):
+            fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
+        if replaced:
+            usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
         if not fits:
             for victim in own:
                 state.removed.remove(victim)

@@ -51,16 +51,16 @@ def _sticky(cq: ClusterQueueSpec, admission: Admission) -> ClusterQueueSpec:
 
 
 def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
-                 flavors: Mapping[str, FlavorSpec], holders: Holders | None = None) -> Assignment:
+                 flavors: Mapping[str, FlavorSpec], holders: Holders) -> Assignment:
     """Flavors for slice ``wl`` on ``old``'s flavors, with ``old``'s usage out of the tree (restored after).
 
-    With ``holders`` (the workloads holding quota, per ClusterQueue) the slice may preempt others as the
-    ClusterQueue's policy allows, never ``old``; without, anything but a plain fit is returned as not fitting.
-    A flavor change is never a fit: the slice waits for room on its flavors.
+    The slice may preempt others of ``holders`` (the workloads holding quota, per ClusterQueue) as the
+    ClusterQueue's policy allows, never ``old``. A flavor change is never a fit: the slice waits for room on
+    its flavors.
     """
     assert old.admission is not None
     with tree.without([(old.admission.cluster_queue, old.admission.usage())]):
-        oracle = oracle_for(wl, cq, tree, holders, exclude={old.key}) if holders is not None else None
+        oracle = oracle_for(wl, cq, tree, holders, exclude={old.key})
         assignment = assign_flavors(wl, _sticky(cq, old.admission), tree, flavors, oracle)
     before = {ps.name: ps.flavors for ps in old.admission.podsets}
     results = []
@@ -72,7 +72,7 @@ def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaT
             ps = PodSetResult(ps.name, ps.count, {}, Granular.NO_FIT, 0, {}, ps.tried, reasons)
         results.append(ps)
     out = Assignment(tuple(results), assignment.complete)
-    if out.granular is Granular.FIT or (holders is not None and out.mode is Mode.PREEMPT):
+    if out.granular is Granular.FIT or out.mode is Mode.PREEMPT:
         return out
     return Assignment(out.podsets, complete=False)
 
