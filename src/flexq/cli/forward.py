@@ -16,7 +16,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 from wsproto import ConnectionType, WSConnection
@@ -34,7 +34,7 @@ from wsproto.events import (
 
 from flexq.cli.client import Client, CliError
 from flexq.server.portforward import TUNNEL_PROTOCOL
-from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream, SynReply, SynStream
+from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream
 from flexq.server.spdy import Ping as SpdyPing
 
 __all__ = ["PortPair", "forward", "parse_ports", "resolve_pod"]
@@ -174,9 +174,10 @@ class _WebSocket:
 
 def _rejection(status: int, body: bytes) -> str:
     try:
-        message = json.loads(body).get("message", "")
+        parsed = json.loads(body)
     except ValueError:
-        message = body.decode(errors="replace").strip()
+        parsed = None
+    message = str(parsed.get("message", "")) if isinstance(parsed, dict) else body.decode(errors="replace").strip()
     return f"error: the server refused the port-forward ({status}): {message or 'no reason given'}"
 
 
@@ -184,7 +185,6 @@ def _rejection(status: int, body: bytes) -> str:
 class _Connection:
     request_id: int
     remote: int
-    writer: asyncio.StreamWriter
     inbound: asyncio.Queue[bytes | None] = field(default_factory=lambda: asyncio.Queue(64))
     error: bytearray = field(default_factory=bytearray)
 
@@ -253,8 +253,6 @@ class _Forwarder:
                 elif isinstance(frame, GoAway):
                     self._err("error: the flexq server ended the port-forward")
                     return
-                elif isinstance(frame, SynStream | SynReply):
-                    continue
 
     async def _send(self, data: bytes) -> None:
         async with self._lock:
@@ -273,7 +271,7 @@ class _Forwarder:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, remote: int) -> None:
         self._out(f"Handling connection for {remote}")
-        conn = _Connection(self._next_request, remote, writer)
+        conn = _Connection(self._next_request, remote)
         self._next_request += 1
         error_id, data_id = await self._open(conn)
         upstream = asyncio.create_task(self._upstream(reader, data_id))
@@ -310,6 +308,6 @@ async def forward(server: str, namespace: str, pod: str, pairs: list[PortPair], 
 
 
 def run(server: str, namespace: str, pod: str, pairs: list[PortPair], address: str,
-        out: Callable[[str], None], err: Callable[[str], None]) -> Any:
+        out: Callable[[str], None], err: Callable[[str], None]) -> None:
     """:func:`forward` from synchronous code (the CLI), until interrupted."""
-    return asyncio.run(forward(server, namespace, pod, pairs, address, out=out, err=err))
+    asyncio.run(forward(server, namespace, pod, pairs, address, out=out, err=err))

@@ -30,7 +30,7 @@ from flexq.jobs.workload import pod_requests
 from flexq.runtime.emulation import accelerators_for
 from flexq.runtime.ray_cluster import WORKER_LABEL, LocalRayCluster
 
-__all__ = ["ELASTIC_ANNOTATION", "ElasticWorkers", "GroupShape", "asks_tpu", "is_elastic", "leftover", "runs_elastic",
+__all__ = ["ELASTIC_ANNOTATION", "ElasticWorkers", "GroupShape", "asks_tpu", "is_elastic", "leftover",
            "workers_needed"]
 
 ELASTIC_ANNOTATION: Final = "kueue.x-k8s.io/elastic-job"
@@ -41,11 +41,6 @@ SETTLE: Final = 10.0
 
 def is_elastic(job: Mapping[str, Any]) -> bool:
     return (job.get("metadata", {}).get("annotations") or {}).get(ELASTIC_ANNOTATION) == "true"
-
-
-def runs_elastic(job: Mapping[str, Any]) -> bool:
-    """Whether the job's cluster grows and shrinks by Ray worker nodes: an elastic job (see the module)."""
-    return is_elastic(job)
 
 
 def asks_tpu(group: Mapping[str, Any]) -> bool:
@@ -139,24 +134,16 @@ def leftover(demands: Sequence[tuple[Mapping[str, float], int]],
 def workers_needed(demands: Sequence[tuple[Mapping[str, float], int]], shape: GroupShape,
                    free: Sequence[Mapping[str, float]] = ()) -> int:
     """How many new workers of ``shape`` the pending bundles (resources, count) would fill, first fit, after
-    what the group's existing workers have ``free`` (as Ray's autoscaler packs demand onto running nodes first)."""
+    what the group's existing workers have ``free`` (as Ray's autoscaler packs demand onto running nodes first).
+    Bundles no worker of the group could ever take are left out."""
     offer = shape.offers()
-    bins: list[dict[str, float]] = [dict(f) for f in free]
+    pending = leftover([(bundle, count) for bundle, count in demands
+                        if any(v > 0 for v in bundle.values())
+                        and all(offer.get(r, 0.0) >= v for r, v in bundle.items() if v > 0)], free)
     new = 0
-    for bundle, count in demands:
-        wanted = {r: v for r, v in bundle.items() if v > 0}
-        if not wanted or any(offer.get(r, 0.0) < v for r, v in wanted.items()):
-            continue  # no worker of this group could ever take it
-        for _ in range(count):
-            for spare in bins:
-                if all(spare.get(r, 0.0) >= v for r, v in wanted.items()):
-                    break
-            else:
-                spare = dict(offer)
-                bins.append(spare)
-                new += 1
-            for r, v in wanted.items():
-                spare[r] -= v
+    while pending:  # first fit, one new worker at a time: each takes at least one bundle
+        new += 1
+        pending = leftover(pending, [offer])
     return new
 
 
@@ -240,7 +227,6 @@ class ElasticWorkers:
         for demand in [*summary.ray_task_actor_demand, *summary.placement_group_demand]:
             demands += [(b.bundle, b.count) for b in demand.bundles_by_count]
         nodes = {str((n.labels or {}).get(WORKER_LABEL)): n for n in [*status.active_nodes, *status.idle_nodes]}
-        registered = set(nodes)
         if "None" in nodes:  # the head (no worker label): what it has free takes demand first, as in Ray
             demands = leftover(demands, [_free(nodes["None"])])
         idle = {str((n.labels or {}).get(WORKER_LABEL)) for n in status.idle_nodes}
@@ -254,7 +240,7 @@ class ElasticWorkers:
         for group, shape in self.shapes.items():
             current = desired.get(group, 0)
             mine = [n for n in cluster.workers if n.rsplit("-", 1)[0] == group]
-            starting = sum(1 for n in mine if n not in registered)
+            starting = sum(1 for n in mine if n not in nodes)
             joined = len(mine) - starting
             if joined > max(self._registered.get(group, 0), shape.nodes_for(shape.min_pods)):
                 # A worker asked for by demand just joined: the tasks waiting for it start now, but the demand
@@ -266,7 +252,7 @@ class ElasticWorkers:
             # Ray's demand is summed from each raylet's last report, so a task that is being spilled from one
             # node to another can be counted twice for a moment: only what two looks in a row agree on counts.
             grow = min(needed, self._seen.get(group, 0))
-            self._seen[group] = max(needed, 0)
+            self._seen[group] = needed
             settling = now - self._resized_at.get(group, -SETTLE) < SETTLE
             target = current
             if grow > 0 and not settling:

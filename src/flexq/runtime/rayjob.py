@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpx
 
 from flexq.jobs.workload import pod_requests
-from flexq.runtime.elastic import ElasticWorkers, asks_tpu, runs_elastic
+from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
@@ -81,7 +81,7 @@ class RayJobRun:
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
-        self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if runs_elastic(job) else None
+        self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if is_elastic(job) else None
         """An elastic job's worker nodes (None: the whole cluster is one node)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
