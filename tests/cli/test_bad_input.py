@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.api.test_concurrent_admission import KUEUE_EXAMPLE
 from tests.conftest import GUIDE, guide_text
 
 RF_MISSING_KIND = "apiVersion: kueue.x-k8s.io/v1beta1\nmetadata:\n  name: x\n"
@@ -38,6 +39,15 @@ CASES = {
                          'line 50: spec.resourceGroups[0].flavors[2].name: Duplicate value: "on-demand"'),
     "unresolved placeholders": ((GUIDE / "dws-tpu-queue.yaml").read_text(),
                                 "unresolved placeholders: ${ONDEMAND_NODEPOOL} (line 15), ${DWS_NODEPOOL} (line 23)"),
+    "concurrent admission with StrictFIFO": (
+        KUEUE_EXAMPLE.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  queueingStrategy: StrictFIFO\n"),
+        "stdin: document 4 (ClusterQueue 'team-cluster-queue') is invalid\n  line 22: spec.queueingStrategy: "
+        'Invalid value: "StrictFIFO": StrictFIFO queueing strategy cannot be used when ConcurrentAdmissionPolicy is '
+        "defined"),
+    "concurrent admission in v1beta1": (
+        KUEUE_EXAMPLE.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"),
+        "stdin: document 4 (ClusterQueue 'team-cluster-queue') is invalid\n  line 23: spec.concurrentAdmissionPolicy: "
+        "Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such field (it is in kueue.x-k8s.io/v1beta2)"),
 }
 
 

@@ -71,6 +71,9 @@ def test_an_on_demand_job_grows_by_a_slice_its_pool_adds(tmp_path: Path) -> None
     try:
         guide_setup(srv, queue, jobs=("1",), max_nodes=8)
         _eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
+        # Admitted once its pods start (it raced on-demand and dws until then): only then is growth a new slice.
+        _eventually(lambda: _assert(_cond(httpx.get(srv.url + WORKLOADS).json()["items"][0], "Admitted") == "True"),
+                    timeout=30)
         _replicas(srv, "rayjob-tpu-v6e-dws-1", 2)
 
         def grown() -> None:

@@ -86,8 +86,9 @@ def test_a_pod_set_across_resource_groups_needs_a_flavor_that_holds_it_in_each()
     config = Config({f: FlavorSpec(f) for f in ("c", "small", "big")},
                     {"cq": ClusterQueueSpec("cq", groups=(cpu, gpu))}, {})
     tree = QuotaTree(config.cluster_queues.values(), config.cohorts.values())
-    assert bound._flavors(config, tree, "cq", PodSet("w", 2, {"cpu": 1000, "nvidia.com/gpu": 1000})) == \
+    assert bound.candidate_flavors(config, tree, "cq", PodSet("w", 2, {"cpu": 1000, "nvidia.com/gpu": 1000})) == \
         ["c", "big"], "small holds one GPU, not two"
-    assert bound._flavors(config, tree, "cq", PodSet("w", 9, {"cpu": 1000, "nvidia.com/gpu": 1000})) == [], \
+    assert bound.candidate_flavors(config, tree, "cq", PodSet("w", 9, {"cpu": 1000, "nvidia.com/gpu": 1000})) == [], \
         "nine CPUs: no flavor of the cpu group"
-    assert bound._flavors(config, tree, "cq", PodSet("w", 1, {"cpu": 1000, "memory": 1})) == [], "memory: no group"
+    assert bound.candidate_flavors(config, tree, "cq", PodSet("w", 1, {"cpu": 1000, "memory": 1})) == [], \
+        "memory: no group"

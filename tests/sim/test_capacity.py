@@ -42,9 +42,10 @@ def _pool_sizes(result: SimResult) -> dict[str, int]:
 
 
 def test_guide_flow_with_node_pools(tmp_path: Path) -> None:
+    # Job 1 holds Plan A for an hour: DWS's answer after 30 minutes starts job 2 first.
     result = _scenario(tmp_path, """    cloud:
       on-demand-pool: {available: 4, bootTime: 3m}
-      dws-pool: {queuedDelay: 30m}""", _job("1") + _job("2", "2s"))
+      dws-pool: {queuedDelay: 30m}""", _job("1", run_for="1h") + _job("2", "2s"))
     job1, job2 = _log(result, "1"), _log(result, "2")
     started1 = _first(job1, "Started")
     assert started1["t"] == 180, "on-demand nodes boot in 3 minutes"
@@ -58,7 +59,7 @@ def test_guide_flow_with_node_pools(tmp_path: Path) -> None:
     assert _first(job2, "Finished")["t"] == provisioned["t"] + 600
     assert _pool_sizes(result) == {"on-demand-pool": 0, "dws-pool": 0}
     scaled = {e["pool"]: e["t"] for e in result.events if e["event"] == "ScaledDown"}
-    assert scaled == {"on-demand-pool": 180 + 600 + 600, "dws-pool": provisioned["t"] + 600 + 600}
+    assert scaled == {"on-demand-pool": 180 + 3600 + 600, "dws-pool": provisioned["t"] + 600 + 600}
 
 
 @pytest.mark.parametrize("fallback", [True, False])
@@ -69,16 +70,18 @@ def test_plan_a_stocked_out_for_six_hours(tmp_path: Path, fallback: bool) -> Non
     fallback: {str(fallback).lower()}""", _job("1"), until="8h")
     job1 = _log(result, "1")
     reserved = [e for e in job1 if e["event"] == "QuotaReserved"]
-    assert set(reserved[0]["podSets"]["tpu-group"].values()) == {"on-demand"}
     if fallback:
-        fell = _first(job1, "Fallback")
-        assert fell["t"] == 0 and fell["flavor"] == "on-demand", "a stock-out answer counts at once"
-        assert set(reserved[1]["podSets"]["tpu-group"].values()) == {"dws"}
-        assert reserved[1]["t"] == 0
-        assert _first(job1, "Admitted", t=1800)
+        # flexq races both flavors from the start: Plan A waits out its stock-out, DWS answers after 30 minutes.
+        assert not [e for e in result.events if e["event"] == "Fallback"]
+        unavailable = _first(job1, "NodesUnavailable")
+        assert unavailable["t"] == 0 and "capacity may return in 6h" in unavailable["reason"]
+        assert "-variant-on-demand-" in unavailable["variant"]
+        assert len(reserved) == 1 and set(reserved[0]["podSets"]["tpu-group"].values()) == {"dws"}
+        assert reserved[0]["t"] == 1800 and _first(job1, "Admitted", t=1800)
         started = _first(job1, "Started")
         assert started["t"] == 1800 and all("dws-pool" in n or "default-pool" in n for n in started["nodes"])
     else:
+        assert set(reserved[0]["podSets"]["tpu-group"].values()) == {"on-demand"}
         assert not [e for e in job1 if e["event"] == "Fallback"]
         waiting = _first(job1, "NodesUnavailable")
         assert waiting["t"] == 0 and "capacity may return in 6h" in waiting["reason"]
@@ -87,19 +90,29 @@ def test_plan_a_stocked_out_for_six_hours(tmp_path: Path, fallback: bool) -> Non
         assert len(reserved) == 1
 
 
-def test_dws_never_fulfilled_is_retried_then_deactivated(tmp_path: Path) -> None:
-    result = _scenario(tmp_path, """    cloud:
-      on-demand-pool: {available: 4, bootTime: 3m}
-      dws-pool: {queuedDelay: never}""", _job("1", run_for="60d") + _job("2", "2s"), until="40d")
+@pytest.mark.parametrize("fallback", [False, True])
+def test_dws_never_fulfilled_is_retried_then_deactivated(tmp_path: Path, fallback: bool) -> None:
+    result = _scenario(tmp_path, f"""    cloud:
+      on-demand-pool: {{available: 4, bootTime: 3m}}
+      dws-pool: {{queuedDelay: never}}
+    fallback: {str(fallback).lower()}""", _job("1", run_for="60d") + _job("2", "2s"), until="40d")
     job2 = _log(result, "2")
     failed = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Failed"]
     accepted = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Accepted"]
     assert len(accepted) == 4 and len(failed) == 4, "the first try and 3 retries"
     assert [f - a for a, f in zip(accepted, failed, strict=True)] == [7 * DAY] * 4
     assert [a - f for f, a in zip(failed, accepted[1:], strict=False)] == [60, 120, 240], "60 s x 2^(n-1)"
+    assert not [e for e in job2 if e["event"] == "Admitted"]
+    if fallback:
+        # flexq: only the DWS variant is deactivated; the job still races for Plan A, where job 1 runs for 60 days.
+        variant = next(e for e in result.events if e["event"] == "Deactivated")
+        assert "-variant-dws-" in variant["workload"] and variant["t"] == failed[-1]
+        assert not [e for e in job2 if e["event"] == "Deactivated"]
+        row = next(r for r in result.summary()["workloads"] if r["workload"] == job2[0]["workload"])
+        assert row["state"] == "Pending"
+        return
     deactivated = _first(job2, "Deactivated")
     assert deactivated["t"] == failed[-1] and "dws-prov" in deactivated["reason"]
-    assert not [e for e in job2 if e["event"] == "Admitted"]
 
 
 def test_flex_start_nodes_expire_and_the_workload_is_requeued(tmp_path: Path) -> None:
@@ -142,10 +155,11 @@ spec:
 def test_cost_per_job_flex_start_is_cheaper(tmp_path: Path) -> None:
     result = _scenario(tmp_path, """    cloud:
       on-demand-pool: {available: 4, bootTime: 3m}
-      dws-pool: {queuedDelay: 30m}""", _job("1") + _job("2", "2s"))
+      dws-pool: {queuedDelay: 30m}""", _job("1", run_for="1h") + _job("2", "2s"))
     costs = {row["job"].rsplit("-", 1)[-1]: row["cost"] for row in result.summary()["workloads"]}
-    # 10 minutes of a 4-host v6e slice ($2.70 per chip-hour, 4 chips a host) plus the head's share of a CPU node.
-    assert costs["1"] == pytest.approx(4 * 10.80 / 6 + 2 / 15.9 * 0.777 / 6, abs=0.01)
+    # An hour of a 4-host v6e slice ($2.70 per chip-hour, 4 chips a host) plus the head's share of a CPU node; job 2
+    # runs 10 minutes on flex-start. Job 1's DWS request was withdrawn before it was provisioned: it cost nothing.
+    assert costs["1"] == pytest.approx(4 * 10.80 + 2 / 15.9 * 0.777, abs=0.01)
     assert costs["2"] == pytest.approx(4 * 10.80 * 0.47 / 6 + 2 / 15.9 * 0.777 / 6, abs=0.01)
 
 

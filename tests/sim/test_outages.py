@@ -81,8 +81,8 @@ def test_outages_are_stock_outs_that_send_jobs_to_plan_b(tmp_path: Path, fallbac
     in_outage, in_service = log("1"), log("2")
     started = next(e for e in in_outage if e["event"] == "Started")
     if fallback:
-        fell = next(e for e in in_outage if e["event"] == "Fallback")
-        assert fell["t"] == start + 60 and fell["flavor"] == "on-demand"
+        # flexq races both flavors: Plan A waits out the outage, DWS delivers 30 minutes later and starts the job.
+        assert not [e for e in in_outage if e["event"] == "Fallback"]
         assert started["t"] == start + 60 + 1800, "DWS delivers 30 minutes later"
         assert all("dws-pool" in n or "default-pool" in n for n in started["nodes"])
     else:

@@ -2,8 +2,10 @@
 
 Two passes, as the API server and Kueue's webhooks do: the schema (types, enums, required fields,
 quantities, names), then each kind's own rules (a flavor listed twice in one ClusterQueue, resources
-out of step with ``coveredResources``, ...). Every error carries the field path and, when the object came
-from a YAML file, the line.
+out of step with ``coveredResources``, a ``concurrentAdmissionPolicy`` with more than one resource
+group, ...). A field that the object's version does not have (``concurrentAdmissionPolicy`` in a v1beta1
+ClusterQueue) is refused as an unknown field, before the schema. Every error carries the field path
+and, when the object came from a YAML file, the line.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def validate_document(doc: Document) -> KindInfo:
     except UnknownKind as exc:
         raise fail([FieldError("kind", str(exc), doc.line_of("kind"))]) from None
 
-    errors = schema_errors(info.model, doc)
+    errors = _fields_not_in_version(info, api_version.rpartition("/")[2], doc) or schema_errors(info.model, doc)
     if not errors:
         errors = [FieldError(e.path, e.message, doc.line_of(e.path)) for e in _rules(info, obj)]
     if not errors and isinstance(metadata, dict) and not (metadata.get("name") or metadata.get("generateName")):
@@ -76,6 +78,33 @@ _MESSAGES: Final[dict[str, str]] = {
     "model_attributes_type": "must be an object",
     "list_type": "must be a list",
 }
+
+
+# The models describe a kind's storage version; these fields are absent from an older served version
+# (Kueue added them later), so there they are unknown fields, refused as the API server's strict field
+# validation refuses them (kubectl's default).
+_NOT_IN_VERSION: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("ClusterQueue", "v1beta1"): ("spec.concurrentAdmissionPolicy",),
+}
+
+
+def _fields_not_in_version(info: KindInfo, version: str, doc: Document) -> list[FieldError]:
+    """An error for each field of ``doc`` that ``version`` of its kind does not have."""
+    return [
+        FieldError(path, f"Unknown field: {info.kind} {info.api_version(version)} has no such field "
+                         f"(it is in {info.api_version()})", doc.line_of(path))
+        for path in _NOT_IN_VERSION.get((info.kind, version), ())
+        if _has_field(doc.obj, path)
+    ]
+
+
+def _has_field(obj: dict[str, Any], path: str) -> bool:
+    node: Any = obj
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def schema_errors(model: type[BaseModel], doc: Document) -> list[FieldError]:
@@ -202,7 +231,53 @@ def _cluster_queue(obj: dict[str, Any]) -> list[FieldError]:
         ))
     if spec.get("cohort") and spec.get("cohortName") and spec["cohort"] != spec["cohortName"]:
         errors.append(FieldError("spec.cohortName", "Invalid value: must equal spec.cohort when both are set"))
+    return errors + _concurrent_admission(spec)
+
+
+_CONCURRENT: Final = "when ConcurrentAdmissionPolicy is defined"
+
+
+def _concurrent_admission(spec: dict[str, Any]) -> list[FieldError]:
+    """Kueue's webhook rules for ``spec.concurrentAdmissionPolicy`` (v1beta2, alpha), with its messages."""
+    policy = spec.get("concurrentAdmissionPolicy")
+    if policy is None:
+        return []
+    groups: list[dict[str, Any]] = spec.get("resourceGroups") or []
+    errors: list[FieldError] = []
+    if len(groups) != 1:
+        errors.append(FieldError("spec.resourceGroups",
+                                 f"Invalid value: {len(groups)}: must have exactly one ResourceGroup {_CONCURRENT}"))
+    elif len(groups[0]["flavors"]) > 16:
+        errors.append(FieldError(
+            "spec.resourceGroups[0].flavors",
+            f"Invalid value: {len(groups[0]['flavors'])}: cannot have more than 16 resource flavors in the "
+            f"ResourceGroup {_CONCURRENT}",
+        ))
+    errors += _migration_constraints(policy["migration"], groups)
+    if spec.get("queueingStrategy") == "StrictFIFO":
+        errors.append(FieldError(
+            "spec.queueingStrategy",
+            f'Invalid value: "StrictFIFO": StrictFIFO queueing strategy cannot be used {_CONCURRENT}',
+        ))
     return errors
+
+
+def _migration_constraints(migration: dict[str, Any], groups: list[dict[str, Any]]) -> list[FieldError]:
+    constraints = migration.get("constraints")
+    if constraints is None:
+        return []
+    path = "spec.concurrentAdmissionPolicy.migration.constraints"
+    mode = migration["mode"]
+    if mode != "TryPreferredFlavors":
+        return [FieldError(path, f'Forbidden: may only be set when migration.mode is "TryPreferredFlavors" '
+                                 f'(got "{mode}")')]
+    last = constraints.get("lastAcceptableFlavorName")
+    flavors = list(dict.fromkeys(f["name"] for group in groups for f in group["flavors"]))
+    if last is None or last in flavors:
+        return []
+    return [FieldError(f"{path}.lastAcceptableFlavorName",
+                       f'Invalid value: "{last}": must be one of the flavors defined in the ClusterQueue: '
+                       f"[{' '.join(flavors)}]")]
 
 
 def _cohort(obj: dict[str, Any]) -> list[FieldError]:

@@ -3,7 +3,9 @@
 Kueue stores v1beta2 and serves v1beta1 too; flexq does the same: objects are stored in the kind's
 storage version and converted when read in another. v1beta1 -> v1beta2 follows Kueue's conversion
 (``cohort`` -> ``cohortName``; ``admissionChecks`` -> ``admissionChecksStrategy``; ``Borrow`` and
-``Preempt`` -> ``MayStopSearch``, one way); v1beta2 -> v1beta1 renames ``cohortName`` back.
+``Preempt`` -> ``MayStopSearch``, one way); v1beta2 -> v1beta1 renames ``cohortName`` back and drops
+``concurrentAdmissionPolicy``, which v1beta1 does not have (as Kueue's conversion does: a v1beta1 update
+of such a ClusterQueue then changes an immutable field and is refused).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]
         spec = out["spec"]
         if version == "v1beta2":
             _to_v1beta2_cluster_queue(spec)
-        elif version == "v1beta1" and "cohortName" in spec:
-            spec["cohort"] = spec.pop("cohortName")
+        elif version == "v1beta1":
+            _to_v1beta1_cluster_queue(spec)
     elif info.kind == "Cohort" and isinstance(out.get("spec"), dict) and version == "v1beta2":
         spec = out["spec"]
         if "parent" in spec:
@@ -49,3 +51,9 @@ def _to_v1beta2_cluster_queue(spec: dict[str, Any]) -> None:
             fungibility["whenCanBorrow"] = "MayStopSearch"
         if fungibility.get("whenCanPreempt") == "Preempt":
             fungibility["whenCanPreempt"] = "MayStopSearch"
+
+
+def _to_v1beta1_cluster_queue(spec: dict[str, Any]) -> None:
+    if "cohortName" in spec:
+        spec["cohort"] = spec.pop("cohortName")
+    spec.pop("concurrentAdmissionPolicy", None)  # not in v1beta1: Kueue's conversion drops it

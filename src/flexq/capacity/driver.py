@@ -106,6 +106,20 @@ class CapacityDriver:
         self.carried: dict[str, str] = {}
         """Workload slices replaced while running: the replacement -> the old slice, whose pods keep their nodes
         until the replacement's pods are placed (on those nodes and the ones it adds)."""
+        self.bound_groups: dict[str, list[PodGroup]] = {}
+        """The pod groups of each running workload, as they were bound."""
+        self.requests: dict[str, tuple[str, str]] = {}
+        """The ProvisioningRequest each workload has in flight: key -> (check, request name)."""
+        self.waiting_room: dict[str, list[tuple[str, str, str, int]]] = {}
+        """Provisioned requests that wait for room in their pool (flexq's policy): pool -> (key, check, request,
+        nodes), in arrival order."""
+        self.parent_of: dict[str, str] = {}
+        """Variants whose capacity story was told, and the workload each raced for."""
+        self.waste: dict[str, float] = {}
+        """USD of capacity provisioned for a racing workload's variant that lost the race (billed to the workload)."""
+        self.finish_eta: Callable[[str], float | None] = lambda _key: None
+        """When a running workload is expected to finish (the simulator knows; live, nobody says)."""
+        scheduler.start_decides = True
         self.cluster.start_with_initial_nodes(kernel.now())
         self.plan_expiry()
 
@@ -126,8 +140,21 @@ class CapacityDriver:
         return self.kernel.now()
 
     def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None:
+        """Log what happened to a workload (a variant's story is its parent's, with the variant named)."""
+        wl = self.scheduler.workloads.get(workload)
+        if wl is not None and wl.parent:
+            self.parent_of[workload] = wl.parent
+        parent = self.parent_of.get(workload)
+        if parent is not None:  # a variant, or one that won or lost since: its capacity story is its parent's
+            extra = {**extra, "variant": workload}
+            workload = parent
         self.log([{"t": self._now(), "event": event, "workload": workload,
                    "clusterQueue": self._cq(workload), "reason": reason, **extra}])
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """Drive another scheduler (the live controller's, rebuilt on a resync)."""
+        self.scheduler = scheduler
+        scheduler.start_decides = True
 
     def _cq(self, key: str) -> str:
         wl = self.scheduler.workloads.get(key)
@@ -172,13 +199,17 @@ class CapacityDriver:
     def handle(self, event: Event) -> None:
         key = event.workload
         if event.kind is EventKind.QUOTA_RESERVED:
-            wl = self.scheduler.workloads[key]
+            wl = self.scheduler.workloads.get(key)
+            if wl is None or wl.admission is None:
+                return  # a variant withdrawn since (an earlier event of the same step started its sibling)
             for check, state in sorted(wl.checks.items()):
                 if check in self.provisioning and state is CheckState.PENDING:
                     self._request(key, check)
         elif event.kind is EventKind.ADMITTED:
             self.waiting_since[key] = self._now()
             self.try_start(key)
+        elif event.kind is EventKind.FINISHED and event.extra.get("finishedReason") == "VariantWithdrawn":
+            self._withdraw(key, str(event.extra.get("parent", "")))
         elif event.kind in (EventKind.EVICTED, EventKind.FINISHED, EventKind.DEACTIVATED):
             replacement = str(event.extra.get("replacedBy", ""))
             if event.kind is EventKind.FINISHED and replacement and key in self.running:
@@ -225,11 +256,78 @@ class CapacityDriver:
         self.costs[key] = self.cost(key)
         self._billing.pop(key, None)
         self.placements.pop(key, None)
+        self.bound_groups.pop(key, None)
         self.tokens[key] = self._token(key) + 1
         self.waiting_since.pop(key, None)
+        self.requests.pop(key, None)
         self.running.discard(key)
+        for waiting in self.waiting_room.values():
+            waiting[:] = [w for w in waiting if w[0] != key]
         self.cluster.unbind(key, self._now())
+        self._make_room()
         self._plan_scale_down()
+
+    # --- racing variants (flexq.scheduler.race) ----------------------------------------------------
+
+    def _win(self, key: str, wl: Workload) -> None:
+        """Variant ``key`` can start first: its parent takes its admission and the capacity it booked, and starts
+        there (the other variants are withdrawn by the scheduler's events)."""
+        for node in self.cluster.nodes.values():
+            if node.booked_for == key:
+                node.booked_for = wl.parent
+        self._note("RaceWon", key, f"flavor {wl.flavor} can start the workload first: it runs there")
+        self.log(self.scheduler.settle(key, self._now()))
+
+    def _withdraw(self, key: str, parent: str) -> None:
+        """A losing variant's claim goes: its ProvisioningRequest is withdrawn, capacity booked for it released
+        (billed to the workload from provisioning to now: flex-start capacity is paid once provisioned)."""
+        now = self._now()
+        booked = [n for n in self.cluster.nodes.values() if n.booked_for == key and not n.pods]
+        spent = sum(self.cluster.pools[n.pool].hourly * (now - n.ready_at) / 3600 for n in booked
+                    if n.pool in self.cluster.pools)
+        request = self.requests.get(key)
+        for node in booked:
+            del self.cluster.nodes[node.name]
+        if spent and parent:
+            self.waste[parent] = self.waste.get(parent, 0.0) + spent
+            self.costs[parent] = self.costs.get(parent, 0.0) + spent
+        if request is not None:
+            what = (f"its {len(booked)} provisioned node(s) released (${spent:.2f} billed)" if booked
+                    else "before it was provisioned: no cost")
+            self.log([{"t": now, "event": "ProvisioningRequest", "workload": parent, "clusterQueue": self._cq(parent),
+                       "reason": f"ProvisioningRequest {request[1]} withdrawn {what}: the workload races on another "
+                                 "flavor", "request": request[1], "state": "Withdrawn", "variant": key}])
+        self._release(key)
+
+    def _make_room(self) -> None:
+        """Requests waiting for room in a pool at its maximum: idle slices of that pool go at once, and waiting
+        requests are provisioned in order while they fit."""
+        now = self._now()
+        for pool_name, waiting in self.waiting_room.items():
+            if not waiting or pool_name not in self.cluster.pools:
+                continue
+            pool = self.cluster.pools[pool_name]
+            idle = [n for n in self.cluster.nodes.values() if n.pool == pool_name and not n.pods and
+                    not n.booked_for and n.ready(now)]
+            removed = 0
+            for slice_id in sorted({n.slice_id for n in idle}):
+                hosts = [n for n in self.cluster.nodes.values() if n.slice_id == slice_id]
+                if all(n in idle for n in hosts):
+                    for node in hosts:
+                        del self.cluster.nodes[node.name]
+                    removed += len(hosts)
+            if removed:
+                self.log([{"t": now, "event": "ScaledDown", "workload": "", "clusterQueue": "",
+                           "reason": f"node pool {pool_name}: {removed} idle node(s) removed to make room for a "
+                                     "waiting ProvisioningRequest", "pool": pool_name,
+                           "nodes": self.cluster.pool_size(pool_name)}])
+            planned = self.cluster.pool_size(pool_name)
+            while waiting and planned + waiting[0][3] <= pool.max_nodes:
+                planned += waiting[0][3]
+                self._provision_later(now, pool_name, *waiting.pop(0))
+
+    def _provision_later(self, at: float, pool: str, key: str, check: str, name: str, count: int) -> None:
+        self._later(at, key, lambda: self._provision(key, check, name, pool, count))
 
     # --- placement and the autoscaler --------------------------------------------------------------
 
@@ -244,17 +342,20 @@ class CapacityDriver:
             self.cluster.unbind(old, now)  # the slice it replaces: its nodes are the replacement's to take
         placement = self.cluster.place(groups, now, booked_for=key)
         if old is not None and not placement.complete:
-            old_wl = self.scheduler.workloads.get(old)
-            if old_wl is not None:
-                self.cluster.bind(old, self.groups(old_wl), Placement(self.placements.get(old, {})), now)
+            # The old slice runs on: its pods go back where they were (it is finished, so its own groups are kept).
+            self.cluster.bind(old, self.bound_groups.get(old, []), Placement(self.placements.get(old, {})), now)
         if placement.unplaceable:
             self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+            return
+        if placement.complete and wl.parent:
+            self._win(key, wl)
             return
         if placement.complete:
             if old is not None:
                 del self.carried[key]
                 self._release(old)
             self.cluster.bind(key, groups, placement, now)
+            self.bound_groups[key] = groups
             self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
             self.running.add(key)
             self._bill(key)
@@ -297,7 +398,7 @@ class CapacityDriver:
         since = self.waiting_since.setdefault(key, now)
         stock_out = why.startswith("stock-out")
         deadline = since + self.config.provisioning_timeout
-        flavor = self._flavor_of_pool(wl, pool_name)
+        flavor = None if wl.parent else self._flavor_of_pool(wl, pool_name)  # a variant waits: the others race on
         if self.config.fallback and flavor is not None and (stock_out or now >= deadline):
             self._fallback(key, flavor, pool_name, why)
             return
@@ -381,9 +482,12 @@ class CapacityDriver:
     def _request(self, key: str, check: str) -> None:
         wl = self.scheduler.workloads[key]
         settings = self.provisioning[check]
-        attempt = self.attempts.get((key, check), 0) + 1
-        self.attempts[(key, check)] = attempt
-        name = f"{wl.name}-{check}-{attempt}"
+        owner = self.scheduler.workloads.get(wl.parent) if wl.parent else wl
+        owner = owner if owner is not None else wl
+        attempt = self.attempts.get((owner.key, check), 0) + 1
+        self.attempts[(owner.key, check)] = attempt
+        name = f"{owner.name}-{check}-{attempt}"  # a variant's request is named for the workload it races for
+        self.requests[key] = (check, name)
         groups = self.groups(wl, settings.managed or None)
         now = self._now()
         pools = {g.name: self.cluster.pool_for(g) for g in groups}
@@ -413,6 +517,9 @@ class CapacityDriver:
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
         now = self._now()
         created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
+        if count and not created and self.config.fallback and "at its maximum" in why:
+            self._wait_for_room(key, check, name, pool, count, why)
+            return
         if count and not created:
             self._failed(key, check, name, "CapacityNotFound", why)
             return
@@ -430,6 +537,25 @@ class CapacityDriver:
                    for g in self.groups(self.scheduler.workloads[key], self.provisioning[check].managed or None)}
         self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
                                           pod_set_updates=updates))
+
+    def _wait_for_room(self, key: str, check: str, name: str, pool: str, count: int, why: str) -> None:
+        """flexq's policy: a pool at its maximum is a wait, not a failure. The request stays Accepted and is
+        provisioned when the pool has room (as soon as a slice there is free: idle slices go at once)."""
+        self.waiting_room.setdefault(pool, []).append((key, check, name, count))
+        holders = sorted({w for n in self.cluster.nodes.values() if n.pool == pool for w in n.pods})
+        etas = [t for t in (self.finish_eta(h) for h in holders) if t is not None]
+        now = self._now()
+        eta = ""
+        if etas:
+            at = min(etas)
+            eta = f"; a slice frees at t={format_seconds(at)}" if self._virtual else \
+                f"; a slice frees in {format_seconds(at - now)}"
+        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} waits for room: {why}{eta}", request=name,
+                   state="Accepted", eta=min(etas) if etas else None)
+        wl = self.scheduler.workloads.get(key)
+        if wl is not None:
+            wl.pending_reason = f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}"
+        self._make_room()
 
     def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
         """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""

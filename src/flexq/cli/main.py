@@ -658,24 +658,30 @@ def simulate(
 
 
 def _policy_table(summary: dict[str, Any]) -> None:
-    """Each policy's waits, fallbacks and cost, as a table on stderr."""
+    """Each policy's waits (and p95 over the oracle's), fallbacks and cost, as a table on stderr."""
     from rich.console import Console
     from rich.table import Table
 
     from flexq.durations import format_seconds
-    from flexq.sim.policies import LOWER_BOUND
+    from flexq.sim.policies import LOWER_BOUND, ORACLE
 
     def t(value: float | None) -> str:
         return "-" if value is None else format_seconds(value)
 
-    table = Table("policy", "jobs", "started", "p50 wait", "p95 wait", "max wait", "fallbacks", "DWS retries",
-                  "cost", box=None, header_style="bold")
+    reference = (summary.get(ORACLE) or {}).get("wait", {}).get("p95")
+    table = Table("policy", "jobs", "started", "p50 wait", "p95 wait", "max wait", "p95/oracle", "fallbacks",
+                  "DWS retries", "cost", "wasted", box=None, header_style="bold")
     for policy, numbers in summary.items():
         wait = numbers["wait"]
+        clairvoyant = policy in (LOWER_BOUND, ORACLE)
+        ratio = "-" if reference is None or wait["p95"] is None else (
+            f"{wait['p95'] / reference:.2f}" if reference else ("1.00" if wait["p95"] == 0 else "inf"))
         table.add_row(policy, str(numbers["jobs"]), str(numbers["jobs"] - numbers["neverStarted"]), t(wait["p50"]),
-                      t(wait["p95"]), t(wait["max"]), str(numbers["fallbacks"]), str(numbers["provisioningRetries"]),
-                      f"${numbers['cost']['total']:,.2f}" if policy != LOWER_BOUND else "-")
-    Console(stderr=True, width=140).print(table)
+                      t(wait["p95"]), t(wait["max"]), ratio, str(numbers["fallbacks"]),
+                      str(numbers["provisioningRetries"]),
+                      "-" if clairvoyant else f"${numbers['cost']['total']:,.2f}",
+                      "-" if clairvoyant else f"${numbers['cost']['wasted']:,.2f}")
+    Console(stderr=True, width=160).print(table)
 
 
 def _summary_table(summary: dict[str, Any]) -> str:

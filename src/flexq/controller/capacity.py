@@ -9,6 +9,7 @@ on the workloads (ScaledUp, ProvisioningRequest, Fallback, NodesUnavailable, Sta
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import itertools
@@ -102,7 +103,7 @@ class LiveCapacity:
                                          self.scheduler(), self.timers, self._log, self.started,
                                          provisioning_settings(objects))
         else:
-            self.driver.scheduler = self.scheduler()
+            self.driver.attach(self.scheduler())
             self.driver.provisioning = provisioning_settings(objects)
             self.driver.set_pools(pools)
 
@@ -165,6 +166,12 @@ class LiveCapacity:
         namespace = workload["metadata"].get("namespace", "default")
         key = Key("autoscaling.x-k8s.io", "provisioningrequests", namespace, name)
         now = rfc3339(datetime.now(UTC))
+        if note.get("state") == "Withdrawn":
+            # The workload started on another flavor: its request is deleted, as Kueue deletes the requests of
+            # a workload that no longer needs them (the Event on the workload tells what it cost).
+            with contextlib.suppress(NotFound):
+                self.store.delete(key)
+            return
         try:
             obj = self.store.get(key)
         except NotFound:

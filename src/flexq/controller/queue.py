@@ -141,13 +141,16 @@ class QueueController:
         self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
         self.priorities = {o["metadata"]["name"]: int(o.get("value", 0)) for o in by_kind["WorkloadPriorityClass"]}
-        self.scheduler.configure(build_config(by_kind))
+        # flexq's policy races every workload across its flavors (Kueue-compatible, ``fallback: false``, does not).
+        self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=self.capacity.config.fallback))
         self.capacity.configure(by_kind)
-        for wl in self.scheduler.workloads.values():
+        now = self.clock.now()
+        for wl in list(self.scheduler.workloads.values()):
             if wl.admission is None:
                 wl.cluster_queue = self.local_queues.get((wl.namespace, wl.queue), "")
-                if wl.state is WorkloadState.PENDING and wl.cluster_queue and not self.scheduler.queues.queued(wl):
-                    self.scheduler.queues.push(wl)
+                # One waiting out a retry delay queues again when the delay ends (Scheduler._requeue_due), not
+                # whenever a configuration object (or its status, which this controller writes) changes.
+                self.scheduler.enqueue(wl, now)
 
     def resync(self) -> None:
         """Read everything afresh (start-up): configuration, workloads, jobs that still need one."""
@@ -381,26 +384,22 @@ class QueueController:
         wl = self.scheduler.workloads[key]
         now = self.clock.now()
         if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
-            events = self.scheduler.evict(key, now, "The workload is deactivated", "Deactivated")
-            if wl.state is WorkloadState.FINISHED:  # a slice whose replacement waits: that one carries the job on
-                self._log(events)
-                return
-            self.scheduler.queues.discard(wl)
-            wl.state = WorkloadState.INACTIVE
-            self._log([*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue,
-                                      "The workload is deactivated")])
+            self._log(self.scheduler.deactivate(key, now))
             return
-        if not wl.holds_quota:
+        if not wl.holds_quota and key not in self.scheduler.variants:
             return
+        known = dict(wl.checks)
+        for variant in self.scheduler.variants.get(key, ()):  # a racing workload's checks are its variants'
+            known.update(getattr(self.scheduler.workloads.get(variant), "checks", {}))
         for check in (obj.get("status") or {}).get("admissionChecks") or []:
             name, state = check.get("name"), check.get("state")
-            if name in wl.checks and state and state != wl.checks[name].value:
+            if name in known and state and state != known[name].value:
                 try:
                     new = CheckState(state)
                 except ValueError:
                     continue
                 self._log(self.scheduler.set_check(key, name, new, now, str(check.get("message") or "")))
-                if not wl.holds_quota:
+                if not wl.holds_quota and key not in self.scheduler.variants:
                     break
 
     # --- writing back --------------------------------------------------------------------------------
@@ -422,8 +421,11 @@ class QueueController:
             events += batch
         touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
         self._touched = set()
+        parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         for event in events:
-            touched.setdefault(event.workload, []).append(event)
+            # A variant is the scheduler's own: its story is told on the workload it races for.
+            key = parents.get(event.workload) or str(event.extra.get("parent") or event.workload)
+            touched.setdefault(key, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
         for key, evs in touched.items():
             wl = self.scheduler.workloads.get(key)
@@ -444,8 +446,26 @@ class QueueController:
                 evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
             if event.kind is EventKind.PREEMPTED:
                 preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
+        if wl.key in self.scheduler.variants:
+            wl.pending_reason = self.scheduler.race_reason(wl.key)
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
                                stored["metadata"].get("generation"), evicted, preempted, finished)
+        variants = self._variant_rows(wl)
+        if variants:
+            status["variants"] = variants
+        else:
+            status.pop("variants", None)
+        if variants and wl.admission is None:
+            # A racing workload shows its variants' checks, so that a check controller or a person can set them
+            # on the workload the job owns (they reach the variant that has the check).
+            previous = {c["name"]: c for c in (stored.get("status") or {}).get("admissionChecks") or []}
+            checks = {c["name"]: c["state"] for row in variants for c in row.get("admissionChecks", [])}
+            if checks:
+                status["admissionChecks"] = [
+                    {"name": name, "state": state, "message": "",
+                     "lastTransitionTime": previous[name]["lastTransitionTime"]
+                     if previous.get(name, {}).get("state") == state else stamp}
+                    for name, state in sorted(checks.items())]
         if wl.key in self.metrics:
             status["trainingMetrics"] = self.metrics[wl.key]
         driver = self.capacity.driver
@@ -469,11 +489,30 @@ class QueueController:
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
 
+    def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
+        """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
+        rows = []
+        for key in self.scheduler.variants.get(wl.key, ()):
+            variant = self.scheduler.workloads.get(key)
+            if variant is None:
+                continue
+            row: dict[str, Any] = {"name": variant.name, "flavor": variant.flavor, "state": variant.state.value}
+            if variant.pending_reason:
+                row["message"] = variant.pending_reason
+            if variant.checks:
+                row["admissionChecks"] = [{"name": c, "state": s.value} for c, s in sorted(variant.checks.items())]
+            rows.append(row)
+        return rows
+
     def _record(self, workload: dict[str, Any], event: Event) -> None:
-        if event.kind is EventKind.CREATED:
+        if event.kind is EventKind.CREATED and not event.extra.get("parent"):
             return
         reason = event.kind.value if event.kind is not EventKind.CHECK else "AdmissionCheckUpdated"
         message = event.reason
+        variant = event.workload.partition("/")[2]
+        if variant != workload["metadata"]["name"]:
+            reason = "Variant" + reason
+            message = f"variant {variant}: {message}"
         if event.kind is EventKind.CHECK:
             message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
                 f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
@@ -530,7 +569,7 @@ class QueueController:
         counts: dict[str, list[int]] = {}
         local: dict[tuple[str, str], list[int]] = {}
         for wl in self.scheduler.workloads.values():
-            if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+            if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE) or wl.parent:
                 continue
             slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
             for bucket in (counts.setdefault(wl.cluster_queue, [0, 0, 0]),

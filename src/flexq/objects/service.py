@@ -38,6 +38,7 @@ _QUEUE_KINDS: Final = frozenset(
 _IMMUTABLE: Final[dict[str, tuple[str, ...]]] = {
     "LocalQueue": ("clusterQueue",),
     "AdmissionCheck": ("controllerName",),
+    "ClusterQueue": ("concurrentAdmissionPolicy",),
 }
 
 
@@ -205,8 +206,8 @@ class ObjectService:
                 merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
                 body = merged
             prepared = self._prepare(info, Document(body, "request", 0), namespace)
-            self._check_immutable(info, old, prepared)
-            if subresource is None:
+            if subresource is None:  # a status write keeps the stored spec
+                self._check_immutable(info, old, prepared)
                 for hook in self.hooks:
                     hook(self, info, prepared, old)
             if dry_run:

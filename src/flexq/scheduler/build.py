@@ -10,6 +10,7 @@ from flexq.objects.queue_status import admission_check_state, cluster_queue_stat
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     CohortSpec,
+    ConcurrentPolicy,
     FlavorResource,
     FlavorSpec,
     Fungibility,
@@ -68,6 +69,17 @@ def _policy(value: Any) -> PreemptionPolicy:
     return PreemptionPolicy(value or "Never")
 
 
+def concurrent_policy(spec: Mapping[str, Any]) -> ConcurrentPolicy | None:
+    """``spec.concurrentAdmissionPolicy`` (v1beta2), if any."""
+    raw = spec.get("concurrentAdmissionPolicy")
+    if not isinstance(raw, Mapping):
+        return None
+    migration = raw.get("migration") or {}
+    constraints = migration.get("constraints") or {}
+    return ConcurrentPolicy(migrate=migration.get("mode", "TryPreferredFlavors") != "RetainFirstAdmission",
+                            last_acceptable=constraints.get("lastAcceptableFlavorName") or None)
+
+
 def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQueueSpec:
     spec = obj.get("spec") or {}
     fungibility = spec.get("flavorFungibility") or {}
@@ -93,6 +105,7 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         borrow_within_cohort_threshold=borrow.get("maxPriorityThreshold"),
         checks=tuple(checks),
         active=active,
+        concurrent=concurrent_policy(spec),
     )
 
 

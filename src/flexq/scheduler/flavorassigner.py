@@ -32,7 +32,7 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.quota import QuotaTree
 
-__all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "format_amount"]
+__all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "format_amount"]
 
 _BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 
@@ -161,6 +161,11 @@ def _node_matches(podset: PodSet, flavor: FlavorSpec) -> bool:
     return True
 
 
+def compatible(podset: PodSet, flavor: FlavorSpec) -> bool:
+    """Could the pod set's pods go on the flavor's nodes at all (taints tolerated, selectors and affinity)?"""
+    return _untolerated(podset, flavor) is None and _node_matches(podset, flavor)
+
+
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
           oracle: Oracle | None) -> tuple[Granular, int, str]:
     """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason."""
@@ -250,7 +255,8 @@ def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
     oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None,
 ) -> Assignment:
-    """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq``."""
+    """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
+    only among the flavors it may take)."""
     assigned: dict[FlavorResource, int] = {}
     results: list[PodSetResult] = []
     prefer_preemption = cq.fungibility.prefer_preemption_over_borrowing
@@ -277,6 +283,8 @@ def assign_flavors(
             best: FlavorTry | None = None
             group_reasons: list[str] = []
             for name in group.flavors:
+                if workload.allowed is not None and name not in workload.allowed:
+                    continue  # a variant's pod sets take its own flavor (or a flavor nobody races for)
                 attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle,
                                unavailable or {})
                 tried.append(attempt)

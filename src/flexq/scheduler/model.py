@@ -16,6 +16,7 @@ __all__ = [
     "CheckState",
     "ClusterQueueSpec",
     "CohortSpec",
+    "ConcurrentPolicy",
     "FlavorResource",
     "FlavorSpec",
     "Fungibility",
@@ -150,6 +151,20 @@ class Fungibility:
 
 
 @dataclass(frozen=True, slots=True)
+class ConcurrentPolicy:
+    """``concurrentAdmissionPolicy`` (Kueue's Concurrent Admission): a workload races one variant per flavor.
+
+    ``migrate``: ``TryPreferredFlavors`` (True) or ``RetainFirstAdmission``; ``last_acceptable``: the least
+    preferred flavor a running workload may still move to. ``implicit``: not written in the ClusterQueue but
+    flexq's own policy (only the flavors every pod set could use race, and nothing migrates once running).
+    """
+
+    migrate: bool = True
+    last_acceptable: str | None = None
+    implicit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterQueueSpec:
     name: str
     cohort: str | None = None
@@ -163,6 +178,7 @@ class ClusterQueueSpec:
     checks: tuple[tuple[str, frozenset[str] | None], ...] = ()
     """Admission checks: (name, the flavors it applies to, or None for all)."""
     active: bool = True
+    concurrent: ConcurrentPolicy | None = None
 
     def group_of(self, resource: str) -> ResourceGroup | None:
         for group in self.groups:
@@ -287,6 +303,12 @@ class Workload:
     replaces: str = ""
     """The key of the workload slice this one replaces (Kueue's ``workload-slice-replacement-for``): an elastic
     job that grew. See :mod:`flexq.scheduler.slices`."""
+    parent: str = ""
+    """A variant (Concurrent Admission): the key of the workload it races for. See :mod:`flexq.scheduler.race`."""
+    flavor: str = ""
+    """A variant's flavor."""
+    allowed: frozenset[str] | None = None
+    """The flavors a variant's pod sets may take (None: any)."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""

@@ -29,6 +29,7 @@ from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
     CohortSpec,
+    ConcurrentPolicy,
     FlavorResource,
     FlavorSpec,
     Granular,
@@ -43,6 +44,7 @@ from flexq.scheduler.model import (
 from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
 from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk, slice_targets
 
 __all__ = ["Config", "Scheduler"]
@@ -57,6 +59,9 @@ class Config:
     cohorts: Mapping[str, CohortSpec]
     check_retry_delay: Mapping[str, float] = field(default_factory=dict)
     """Seconds a workload waits after a check's Retry before it queues again (default: none)."""
+    race: bool = False
+    """flexq's policy: workloads race a variant per flavor even where no ClusterQueue asks for Concurrent
+    Admission (:mod:`flexq.scheduler.race`). Off, the scheduler is Kueue's."""
 
 
 @dataclass(slots=True)
@@ -88,6 +93,18 @@ class Scheduler:
         """The preemption targets last chosen for each workload (issued, or already being evicted)."""
         self._replaced_by: dict[str, str] = {}
         """Workload slices waiting to replace another: the replaced slice's key -> the replacement's."""
+        self.variants: dict[str, list[str]] = {}
+        """Racing workloads: the parent's key -> its variants' keys, most preferred first."""
+        self.start_decides = False
+        """Set by a capacity driver: a variant wins when its pods start (:meth:`settle`), not when admitted."""
+        self._deferred: list[Event] = []
+        self._carrier: dict[str, str] = {}
+        """Racing workloads: the one (a variant, or the parent once it runs) whose quota holds the pod sets the
+        variants share (the guide's Ray head on ``default-cpu``): the others reserve only what they race for."""
+        self._full: dict[str, Admission] = {}
+        """Variants holding quota without the shared part: their admission as it would be with it."""
+        self._set_aside = 0
+        """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
 
     # --- configuration -----------------------------------------------------------------------------
 
@@ -99,11 +116,21 @@ class Scheduler:
         for wl in self.workloads.values():
             if wl.admission is not None and wl.cluster_queue in self.tree.queues:
                 self.tree.add(wl.cluster_queue, wl.admission.usage())
-        for wl in self.workloads.values():
-            if wl.state is WorkloadState.PENDING and wl.requeue_at is None and wl.cluster_queue in \
-                    config.cluster_queues and not self.queues.queued(wl):
-                self.queues.push(wl)
+        for wl in list(self.workloads.values()):
+            self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
         self.queues.wake(list(config.cluster_queues), self.workloads)
+
+    def enqueue(self, wl: Workload, now: float) -> None:
+        """Queue a pending workload that is not queued, racing or waiting out a retry delay (its ClusterQueue
+        appeared, or the configuration changed)."""
+        if wl.state is not WorkloadState.PENDING or wl.requeue_at is not None or wl.key in self.variants or \
+                wl.cluster_queue not in self.config.cluster_queues or self.queues.queued(wl):
+            return
+        raced = None if wl.parent else self._race(wl, now)
+        if raced is None:
+            self.queues.push(wl)
+        else:
+            self._deferred += raced
 
     # --- inputs ------------------------------------------------------------------------------------
 
@@ -122,6 +149,9 @@ class Scheduler:
                       else f"ClusterQueue {wl.cluster_queue} doesn't exist")
             self._note_pending(wl, reason)
             return [*events, Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
+        raced = self._race(wl, now)
+        if raced is not None:
+            return events + raced
         self.queues.push(wl)
         return events
 
@@ -137,22 +167,29 @@ class Scheduler:
         self._requeues.pop(key, None)
         if wl.admission is not None:
             self._release(wl)
-        return []
+        return self._withdraw_all(wl, now, "Variant withdrawn: its workload was deleted")
 
     def finish(self, key: str, now: float, reason: str = "JobFinished") -> list[Event]:
         wl = self.workloads[key]
         self.queues.discard(wl)
         if wl.admission is not None:
             self._release(wl)
+        withdrawn = self._withdraw_all(wl, now, "Variant withdrawn: its workload finished")
         wl.state = WorkloadState.FINISHED
         wl.finished_at = now
-        return [Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason)]
+        return [*withdrawn, Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason)]
 
     def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "",
                   retry_after: float | None = None,
                   pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
-        """An admission check controller (or a person) reports a check's state for a workload."""
+        """An admission check controller (or a person) reports a check's state for a workload (for a racing
+        workload: for its variants that have the check)."""
         wl = self.workloads[key]
+        if key in self.variants and check not in wl.checks:
+            out: list[Event] = []
+            for variant in list(self.variants[key]):
+                out += self.set_check(variant, check, state, now, message, retry_after, pod_set_updates)
+            return out
         if not wl.holds_quota or check not in wl.checks:
             return []
         wl.checks[check] = state
@@ -184,7 +221,9 @@ class Scheduler:
             self.queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
             events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue, reason))
-        return events
+            if wl.parent:
+                events += self._variant_lost(wl, now, reason)
+        return self._settle_admitted(events, now)
 
     def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
         """Evict from outside (a controller): release the quota and queue again."""
@@ -222,16 +261,18 @@ class Scheduler:
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
         self._expire_unavailable(now)
-        events = self._requeue_due(now)
+        events, self._deferred = self._deferred, []
+        events += self._requeue_due(now)
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
-            events += cycle_events
+            events += self._settle_admitted(cycle_events, now)
             if not progress:
                 break
         return events
 
     def cycle(self, now: float) -> tuple[list[Event], bool]:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
+        aside = self._set_aside
         heads = self._heads(now)
         events: list[Event] = []
         state = _Cycle()
@@ -259,7 +300,7 @@ class Scheduler:
         if self.instant_eviction:
             for victim in state.victims:
                 events += self.complete_eviction(victim.key, now)
-        return events, state.progress
+        return events, state.progress or self._set_aside != aside
 
     def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], state: _Cycle,
                  now: float) -> list[Event]:
@@ -274,6 +315,9 @@ class Scheduler:
         old = replaced_slice(self.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
+        discount = _discount(usage, self._shared(wl))
+        if discount:
+            usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
         issued = {v.key for v in state.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
             return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
@@ -294,7 +338,7 @@ class Scheduler:
             return self._skip(wl, "Workload no longer fits after processing another workload", now)
         if assignment.mode is Mode.FIT:
             state.progress = True
-            return self._reserve(wl, assignment, now)
+            return self._reserve(wl, assignment, now, discount)
         self.tree.add(cq.name, usage)
         state.added.append((cq.name, usage))
         events: list[Event] = []
@@ -341,6 +385,9 @@ class Scheduler:
             wl.admission = admission
             self._wake_tree(wl.cluster_queue)
         wl.podsets = podsets
+        if wl.key in self.variants:  # racing: the variants race anew with the new shape
+            events = self._withdraw_all(wl, now, "Variant withdrawn: its workload was resized")
+            return events + (self._race(wl, now) or [])
         if wl.state is WorkloadState.PENDING and self.queues.queued(wl):
             self.queues.discard(wl)
             self.queues.push(wl)
@@ -387,6 +434,14 @@ class Scheduler:
             assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors, self.holding)
             self.last_assignment[wl.key] = assignment
             return assignment
+        shared = self._shared(wl)
+        if shared:
+            # What a sibling variant already holds for the pod sets they share is this variant's too.
+            with self.tree.without([(cq.name, shared)]):
+                assignment = assign_flavors(wl, cq, self.tree, self.config.flavors,
+                                            oracle_for(wl, cq, self.tree, self.holding), self._unavailable())
+            self.last_assignment[wl.key] = assignment
+            return assignment
         shape = self._shape(wl, cq)
         version = self.tree.root(cq.name).version
         cached = self._failed.get(shape)
@@ -394,17 +449,19 @@ class Scheduler:
             self.last_assignment[wl.key] = cached[1]
             return cached[1]
         oracle = oracle_for(wl, cq, self.tree, self.holding)
-        unavailable = {f: why for f, (_, why) in self.unavailable.items()}
-        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle, unavailable)
+        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle, self._unavailable())
         self.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
             self._failed[shape] = (version, assignment)
         return assignment
 
+    def _unavailable(self) -> dict[str, str]:
+        return {f: why for f, (_, why) in self.unavailable.items()}
+
     @staticmethod
     def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
         newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
-        return (cq.name, wl.priority, newer, wl.shape())
+        return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
         cq = self.config.cluster_queues[wl.cluster_queue]
@@ -421,12 +478,19 @@ class Scheduler:
         if wl.cluster_queue in self.tree.queues:
             self.tree.add(wl.cluster_queue, wl.admission.usage())
 
-    def _reserve(self, wl: Workload, assignment: Assignment, now: float) -> list[Event]:
+    def _reserve(self, wl: Workload, assignment: Assignment, now: float,
+                 discount: Mapping[FlavorResource, int] | None = None) -> list[Event]:
         cq = self.config.cluster_queues[wl.cluster_queue]
         admission = Admission.of(cq.name, tuple(
             PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count) for p in assignment.podsets))
         self.queues.discard(wl)
-        wl.admission = admission
+        if discount:
+            self._full[wl.key] = admission
+            wl.admission = _without(admission, discount)
+        else:
+            wl.admission = admission
+            if wl.parent and wl.allowed is not None and len(wl.allowed) > 1:
+                self._carrier.setdefault(wl.parent, wl.key)
         self._hold(wl)
         wl.state = WorkloadState.QUOTA_RESERVED
         wl.reserved_at = now
@@ -455,14 +519,45 @@ class Scheduler:
             self.tree.remove(wl.cluster_queue, wl.admission.usage())
         wl.admission = None
         wl.evicting = False
+        self._full.pop(wl.key, None)
+        parent = wl.parent or wl.key
+        if self._carrier.get(parent) == wl.key:
+            # Another holder takes over the shared pod sets' quota (a sibling that reserved without them).
+            del self._carrier[parent]
+            for key in self.variants.get(parent, ()):
+                if key in self._full:
+                    self._make_full(self.workloads[key])
+                    self._carrier[parent] = key
+                    break
         self._wake_tree(wl.cluster_queue)
+
+    def _make_full(self, wl: Workload) -> None:
+        """A variant that reserved without the shared pod sets' quota takes it on."""
+        full = self._full.pop(wl.key, None)
+        if full is None or wl.admission is None:
+            return
+        extra = {fr: v - wl.admission.total.get(fr, 0) for fr, v in full.total.items()}
+        if wl.cluster_queue in self.tree.queues:
+            self.tree.add(wl.cluster_queue, {fr: v for fr, v in extra.items() if v})
+        wl.admission = full
+
+    def _shared(self, wl: Workload) -> dict[FlavorResource, int] | None:
+        """What the carrier of ``wl``'s race holds for the pod sets they share, if ``wl`` is a variant that
+        does not carry it."""
+        if not wl.parent or wl.allowed is None:
+            return None
+        carrier = self.workloads.get(self._carrier.get(wl.parent, ""))
+        if carrier is None or carrier is wl or carrier.admission is None:
+            return None
+        shared = {fr: v for fr, v in carrier.admission.total.items() if fr[0] in wl.allowed and fr[0] != wl.flavor}
+        return shared or None
 
     def _wake_tree(self, cq: str) -> None:
         if cq not in self.tree.queues:
             return
         self.queues.wake(self.tree.members(cq), self.workloads)
 
-    def _evict(self, wl: Workload, now: float, reason: str, cause: str) -> list[Event]:
+    def _evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True) -> list[Event]:
         if wl.admission is None:
             return []
         self._release(wl)
@@ -480,6 +575,12 @@ class Scheduler:
             # replacement's, with quota for all its pods (as Kueue finishes evicted slices).
             return evicted + self._finish_replaced(wl, replacement, now,
                                                    "Replaced to accommodate a new workload slice")
+        evicted += self._withdraw_all(wl, now, "Variant withdrawn: its workload was evicted and races anew")
+        if not requeue:
+            return evicted
+        raced = None if wl.parent else self._race(wl, now)
+        if raced is not None:
+            return evicted + raced  # as Kueue: an evicted parent pursues every flavor again
         self.queues.push(wl)
         return evicted
 
@@ -513,6 +614,8 @@ class Scheduler:
             self.queues.block(cq.name)
         else:
             self.queues.set_aside(wl)
+            if wl.parent:
+                self._set_aside += 1  # a sibling variant may be next in this queue: worth another cycle now
         if self._note_pending(wl, reason):
             return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         return []
@@ -540,6 +643,201 @@ class Scheduler:
                 self.queues.push(wl)
                 events.append(Event(now, EventKind.REQUEUED, wl.key, wl.cluster_queue, "Backoff finished"))
         return events
+
+    # --- concurrent admission (flexq.scheduler.race) ------------------------------------------------
+
+    def _policy(self, cq: ClusterQueueSpec) -> ConcurrentPolicy | None:
+        if cq.concurrent is not None:
+            return cq.concurrent
+        return IMPLICIT if self.config.race else None
+
+    def _race(self, wl: Workload, now: float) -> list[Event] | None:
+        """Make ``wl`` race, one variant per flavor (queued in its place); None when it does not race."""
+        cq = self.config.cluster_queues.get(wl.cluster_queue)
+        policy = None if cq is None else self._policy(cq)
+        if cq is None or policy is None:
+            return None
+        plans = plan_variants(wl, cq, policy, self.tree, self.config.flavors, strict=not self.config.race)
+        if not plans:
+            return None
+        self.queues.discard(wl)
+        events: list[Event] = []
+        keys: list[str] = []
+        for plan in plans:
+            variant = Workload(wl.namespace, variant_name(wl, plan.flavor), wl.queue, wl.cluster_queue, wl.podsets,
+                               wl.priority, wl.created, owner=wl.owner, ordering_time=wl.ordering_time,
+                               parent=wl.key, flavor=plan.flavor, allowed=plan.allowed)
+            self.workloads[variant.key] = variant
+            self.queues.push(variant)
+            keys.append(variant.key)
+            events.append(Event(now, EventKind.CREATED, variant.key, cq.name,
+                                f"Variant of {wl.key} for flavor {plan.flavor}",
+                                extra={"parent": wl.key, "flavor": plan.flavor}))
+        self.variants[wl.key] = keys
+        wl.pending_reason = self.race_reason(wl.key)
+        return events
+
+    def race_reason(self, key: str) -> str:
+        """Why a racing workload waits: each variant's reason, those nearest to starting first (admitted, then
+        holding quota, then pending; by preference within each). Empty if it is not racing."""
+        order = {WorkloadState.ADMITTED: 0, WorkloadState.QUOTA_RESERVED: 1}
+        variants = [v for k in self.variants.get(key, ()) if (v := self.workloads.get(k)) is not None]
+        parts = []
+        for _i, variant in sorted(enumerate(variants), key=lambda e: (order.get(e[1].state, 2), e[0])):
+            parts.append(f"{variant.flavor}: {variant.pending_reason or variant.state.value}")
+        return "racing: " + "; ".join(parts) if parts else ""
+
+    def settle(self, key: str, now: float) -> list[Event]:
+        """Variant ``key`` wins: its parent takes its admission (migrating from where it runs, if it runs); the
+        other variants are withdrawn, except, under ``TryPreferredFlavors``, the more preferred ones."""
+        variant = self.workloads.get(key)
+        parent = self.workloads.get(variant.parent) if variant is not None else None
+        cq = self.config.cluster_queues.get(variant.cluster_queue) if variant is not None else None
+        if variant is None or parent is None or cq is None or variant.admission is None:
+            return []
+        events: list[Event] = []
+        carrier = self.workloads.get(self._carrier.get(parent.key, ""))
+        if variant.key in self._full and carrier is not None and carrier is not parent and \
+                carrier.admission is not None:
+            # The winner takes the shared pod sets' quota over from the sibling that held it.
+            held = carrier.admission
+            shared = _discount(held.total, self._shared(variant))
+            self._full[carrier.key] = held
+            carrier.admission = _without(held, shared)
+            self.tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
+            self._make_full(variant)
+            self._carrier[parent.key] = variant.key
+        if parent.admission is not None:
+            events.append(Event(now, EventKind.EVICTED, parent.key, parent.cluster_queue,
+                                f"Evicted to accommodate a workload (UID: {parent.uid or parent.key}) due to migration "
+                                f"to more favorable resource flavor {variant.flavor}",
+                                extra={"cause": "FlavorMigration"}))
+            if variant.key in self._full:
+                self._carrier[parent.key] = variant.key  # it takes the shared pod sets' quota over from the parent
+            self._release(parent)
+            parent.evictions += 1
+            self._make_full(variant)
+        admission = variant.admission
+        self.holding.get(variant.cluster_queue, {}).pop(variant.key, None)
+        variant.admission = None
+        parent.admission = admission
+        self.holding.setdefault(parent.cluster_queue, {})[parent.key] = parent  # the same usage: the tree is as it was
+        parent.state = WorkloadState.ADMITTED
+        parent.reserved_at = parent.admitted_at = now
+        parent.checks = dict(variant.checks)
+        parent.pod_set_updates = dict(variant.pod_set_updates)
+        parent.pending_reason = ""
+        policy = self._policy(cq)
+        keep = []
+        for other_key in self.variants.pop(parent.key, []):
+            other = self.workloads.get(other_key)
+            if other is None or other_key == key:
+                continue
+            if policy is not None and policy.migrate and not policy.implicit and \
+                    rank(cq, other.flavor) < rank(cq, variant.flavor) and (
+                    policy.last_acceptable is None or rank(cq, other.flavor) <= rank(cq, policy.last_acceptable)):
+                keep.append(other_key)
+                continue
+            events += self._withdraw(other, now, f"Variant withdrawn: {variant.name} won on flavor {variant.flavor}")
+        if keep:
+            self.variants[parent.key] = keep
+            self._carrier[parent.key] = parent.key  # the running workload holds what the variants share
+        else:
+            self._carrier.pop(parent.key, None)
+        variant.state = WorkloadState.FINISHED
+        self.workloads.pop(key, None)
+        self.last_assignment.pop(key, None)
+        events.append(Event(now, EventKind.FINISHED, key, variant.cluster_queue,
+                            f"The variant won: {parent.key} runs on flavor {variant.flavor}",
+                            extra={"finishedReason": "VariantAdmitted", "parent": parent.key}))
+        podsets = _podsets(admission)
+        events.append(Event(now, EventKind.QUOTA_RESERVED, parent.key, cq.name,
+                            f"Quota reserved in ClusterQueue {cq.name}", podsets))
+        events.append(Event(now, EventKind.ADMITTED, parent.key, cq.name, f"The variant {variant.name} is admitted",
+                            podsets, extra={"variant": key, "flavor": variant.flavor}))
+        return events
+
+    def _settle_admitted(self, events: list[Event], now: float) -> list[Event]:
+        """Without a capacity driver deciding, a variant wins when it is admitted (Kueue's rule)."""
+        if not self.variants or self.start_decides:
+            return events
+        out = list(events)
+        for event in events:
+            if event.kind is EventKind.ADMITTED:
+                variant = self.workloads.get(event.workload)
+                if variant is not None and variant.parent and variant.state is WorkloadState.ADMITTED:
+                    out += self.settle(variant.key, now)
+        return out
+
+    def _withdraw(self, variant: Workload, now: float, reason: str) -> list[Event]:
+        if variant.admission is not None:
+            self._release(variant)
+        self.queues.discard(variant)
+        self._requeues.pop(variant.key, None)
+        variant.state = WorkloadState.FINISHED
+        self.workloads.pop(variant.key, None)
+        self.last_assignment.pop(variant.key, None)
+        return [Event(now, EventKind.FINISHED, variant.key, variant.cluster_queue, reason,
+                      extra={"finishedReason": "VariantWithdrawn", "parent": variant.parent})]
+
+    def _withdraw_all(self, wl: Workload, now: float, reason: str) -> list[Event]:
+        events: list[Event] = []
+        for key in self.variants.pop(wl.key, []):
+            variant = self.workloads.get(key)
+            if variant is not None:
+                events += self._withdraw(variant, now, reason)
+        return events
+
+    def _variant_lost(self, variant: Workload, now: float, reason: str) -> list[Event]:
+        """A variant was deactivated (its check Rejected): when none is left racing, the parent is deactivated."""
+        parent = self.workloads.get(variant.parent)
+        if parent is None or parent.admission is not None:
+            return []
+        live = [k for k in self.variants.get(parent.key, [])
+                if (v := self.workloads.get(k)) is not None and v.state is not WorkloadState.INACTIVE]
+        if live:
+            return []
+        events = self._withdraw_all(parent, now, "Variant withdrawn: its workload is deactivated")
+        parent.state = WorkloadState.INACTIVE
+        parent.pending_reason = reason
+        return [*events, Event(now, EventKind.DEACTIVATED, parent.key, parent.cluster_queue, reason)]
+
+    def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated") -> list[Event]:
+        """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
+        racing workload's variants are withdrawn."""
+        wl = self.workloads[key]
+        if wl.state is WorkloadState.INACTIVE:
+            return []
+        events = self._evict(wl, now, reason, "Deactivated", requeue=False)
+        if wl.state is WorkloadState.FINISHED:  # a slice whose replacement waits: that one carries the job on
+            return events
+        events += self._withdraw_all(wl, now, "Variant withdrawn: its workload is deactivated")
+        self.queues.discard(wl)
+        wl.state = WorkloadState.INACTIVE
+        return [*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue, reason)]
+
+
+def _discount(usage: Mapping[FlavorResource, int], shared: Mapping[FlavorResource, int] | None
+              ) -> dict[FlavorResource, int]:
+    """The part of ``usage`` that a sibling variant already holds."""
+    if not shared:
+        return {}
+    return {fr: min(v, shared[fr]) for fr, v in usage.items() if shared.get(fr)}
+
+
+def _without(admission: Admission, discount: Mapping[FlavorResource, int]) -> Admission:
+    """``admission`` with ``discount`` taken off its pod sets' usage (first pod sets first)."""
+    left = dict(discount)
+    podsets = []
+    for ps in admission.podsets:
+        usage = dict(ps.usage)
+        for fr, v in usage.items():
+            take = min(v, left.get(fr, 0))
+            if take:
+                usage[fr] = v - take
+                left[fr] -= take
+        podsets.append(PodSetAssignment(ps.name, ps.flavors, usage, ps.count))
+    return Admission.of(admission.cluster_queue, tuple(podsets))
 
 
 def _podsets(admission: Admission) -> dict[str, dict[str, str]]:

@@ -34,7 +34,7 @@ from flexq.scheduler.model import PodSet, Workload
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config
 
-__all__ = ["Earliest", "lower_bound"]
+__all__ = ["Earliest", "candidate_flavors", "lower_bound", "nodes_needed", "obtainable_from", "queued_answer"]
 
 MAX_ATTEMPTS = 16
 """Queued-provisioning attempts considered per workload (Kueue retries 3 times by default; requeues add more)."""
@@ -60,7 +60,7 @@ def lower_bound(config: Config, capacity: CapacityConfig | None, workloads: Iter
         chosen: dict[str, str] = {}
         for podset in wl.podsets:
             best: tuple[float, str] | None = None
-            for flavor in _flavors(config, tree, wl.cluster_queue, podset):
+            for flavor in candidate_flavors(config, tree, wl.cluster_queue, podset):
                 at = _earliest_on(config, cluster, wl, podset, flavor, since, horizon)
                 if at is not None and (best is None or at < best[0]):
                     best = (at, flavor)
@@ -73,7 +73,7 @@ def lower_bound(config: Config, capacity: CapacityConfig | None, workloads: Iter
     return out
 
 
-def _flavors(config: Config, tree: QuotaTree, cq_name: str, podset: PodSet) -> list[str]:
+def candidate_flavors(config: Config, tree: QuotaTree, cq_name: str, podset: PodSet) -> list[str]:
     """The flavors of ``cq_name`` that could ever hold ``podset`` by quota: in each resource group covering some
     of its requests, the flavors whose potential quota holds them (none at all if a group has none, or a request
     is in no group). With several groups each picks its own flavor; the bound takes the best of all of them,
@@ -135,10 +135,10 @@ def _earliest_on(config: Config, cluster: Cluster | None, wl: Workload, podset: 
     if pool.queued_provisioning:
         checks = [name for name, _only in config.cluster_queues[wl.cluster_queue].checks]
         names = [f"{wl.name}-{check}-{n}" for check in checks or ["dws-prov"] for n in range(1, MAX_ATTEMPTS + 1)]
-        return _queued(cloud, pool, need, names, since, horizon)
+        return queued_answer(cloud, pool, need, names, since, horizon)
     # Machines obtained before a stock-out stay (a stock-out stops new machines, not running ones): a pool
     # that could ever have had them by ``since`` could hold the job from ``since`` on.
-    first = _obtainable_from(cloud, pool, need, 0.0, horizon)
+    first = obtainable_from(cloud, pool, need, 0.0, horizon)
     return None if first is None else max(since, first)
 
 
@@ -162,7 +162,7 @@ def nodes_needed(pool: NodePoolSpec, podset: PodSet) -> int | None:
     return nodes
 
 
-def _obtainable_from(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, t: float, horizon: float) -> float | None:
+def obtainable_from(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, t: float, horizon: float) -> float | None:
     """The first moment at or after ``t`` (up to ``horizon``) the cloud can deliver ``need`` machines."""
     machine = pool.machine.name
     while t <= horizon:
@@ -175,7 +175,7 @@ def _obtainable_from(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, t: flo
     return None
 
 
-def _queued(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, names: list[str], since: float,
+def queued_answer(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, names: list[str], since: float,
             horizon: float) -> float | None:
     """The earliest answer of a ProvisioningRequest made at or after ``since`` under any of ``names``."""
     machine = pool.machine.name
@@ -187,7 +187,7 @@ def _queued(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, names: list[str
             delay = cloud.queued_delay(pool.name, machine, name, asked)
             if delay is None or delay >= PROVISIONING_EXPIRY:
                 continue
-            at = _obtainable_from(cloud, pool, need, asked + delay, horizon)
+            at = obtainable_from(cloud, pool, need, asked + delay, horizon)
             if at is not None and (best is None or at < best):
                 best = at
     return best

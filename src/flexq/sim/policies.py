@@ -1,8 +1,11 @@
 """One scenario under several policies, side by side.
 
 - ``kueue-compatible``: Kueue's behaviour: a job falls back to the next flavor only when quota is used
-  up; a flavor whose nodes cannot be had keeps its jobs waiting there;
-- ``flexq``: also falls back when a flavor cannot deliver machines (stock-out, pool at its maximum);
+  up; a flavor whose nodes cannot be had keeps its jobs waiting there; a pool at its maximum fails its
+  ProvisioningRequests;
+- ``flexq``: every job races its flavors (:mod:`flexq.scheduler.race`) and runs on the first that can start
+  it; a pool at its maximum is a wait;
+- ``oracle``: the clairvoyant greedy schedule of :mod:`flexq.sim.oracle`, a reference (not a bound);
 - ``lower-bound``: the clairvoyant bound of :mod:`flexq.sim.bound`: no policy can start a job earlier.
 
 Without modelled capacity the first two behave alike, and only ``flexq`` is run.
@@ -16,12 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flexq.sim.bound import bound_rows, lower_bound
+from flexq.sim.oracle import oracle
 from flexq.sim.runner import SimResult, run_scenario
 from flexq.sim.scenario import Scenario
 
-__all__ = ["FLEXQ", "KUEUE", "LOWER_BOUND", "PolicyRun", "compare_policies", "policy_name", "policy_run"]
+__all__ = ["FLEXQ", "KUEUE", "LOWER_BOUND", "ORACLE", "PolicyRun", "compare_policies", "policy_name", "policy_run"]
 
-KUEUE, FLEXQ, LOWER_BOUND = "kueue-compatible", "flexq", "lower-bound"
+KUEUE, FLEXQ, ORACLE, LOWER_BOUND = "kueue-compatible", "flexq", "oracle", "lower-bound"
 
 
 @dataclass
@@ -59,9 +63,12 @@ def compare_policies(scenario: Scenario, result: SimResult | None = None,
     out = {name: policy_run(runs[name]) for name in (KUEUE, FLEXQ) if name in runs}
     assert first.config is not None
     horizon = scenario.until if scenario.until is not None else _horizon(first)
+    rows = out[FLEXQ if FLEXQ in out else KUEUE].rows
+    if scenario.capacity is not None:
+        planned = oracle(first.config, scenario.capacity, first.workloads, first.submitted, first.run_for, horizon)
+        out[ORACLE] = PolicyRun(bound_rows(rows, planned, first.run_for), [], first.end)
     earliest = lower_bound(first.config, scenario.capacity, first.workloads, first.submitted, horizon)
-    out[LOWER_BOUND] = PolicyRun(bound_rows(out[FLEXQ if FLEXQ in out else KUEUE].rows, earliest, first.run_for),
-                                 [], first.end)
+    out[LOWER_BOUND] = PolicyRun(bound_rows(rows, earliest, first.run_for), [], first.end)
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flexq.durations import format_seconds
-from flexq.sim.policies import LOWER_BOUND, PolicyRun
+from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun
 
 __all__ = ["percentile", "pool_usage", "summarize", "waiting_over_time", "write_report"]
 
@@ -60,6 +60,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         flavors = {f for ps in (r.get("flavors") or {}).values() for f in ps.values()}
         kind = "flex-start" if flavors & flex_flavors else "on-demand"
         cost[kind] += float(r.get("cost") or 0.0)
+    wasted = sum(float(r.get("waste") or 0.0) for r in rows)
     return {
         "jobs": len(rows),
         "finished": sum(1 for r in rows if r.get("state") == "Finished"),
@@ -71,7 +72,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         "provisioningRetries": sum(1 for e in events if e.get("event") == "ProvisioningRequest"
                                    and e.get("state") in ("Failed", "BookingExpired")),
         "preemptions": sum(1 for e in events if e.get("event") == "Preempted"),
-        "cost": {k: round(v, 2) for k, v in cost.items()} | {"total": round(sum(cost.values()), 2)},
+        "cost": {k: round(v, 2) for k, v in cost.items()} | {"total": round(sum(cost.values()), 2),
+                                                              "wasted": round(wasted, 2)},
     }
 
 
@@ -114,8 +116,13 @@ def waiting_over_time(run: PolicyRun) -> list[tuple[float, int, int]]:
     if run.events:
         state: dict[str, str] = {}
         started_on = {"Started"} if any(e.get("event") == "Started" for e in run.events) else {"Admitted"}
+        variants: set[str] = set()
         for e in run.events:
             key, kind, t = str(e.get("workload")), e.get("event"), float(e["t"])
+            if kind == "Created" and e.get("parent"):
+                variants.add(key)  # a racing job's variant: the job itself is counted
+            if key in variants:
+                continue
             now = state.get(key)
             if kind == "Created" and now is None:
                 state[key] = "waiting"
@@ -238,21 +245,21 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
     with (directory / "jobs.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["policy", "job", "workload", "clusterQueue", "state", "submitted", "admitted", "started",
-                         "finished", "wait", "flavors", "cost"])
+                         "finished", "wait", "flavors", "cost", "wasted"])
         for policy, run in runs.items():
             for r in run.rows:
                 flavors = ";".join(f"{ps}={'+'.join(sorted(set(res.values())))}"
                                    for ps, res in (r.get("flavors") or {}).items())
                 writer.writerow([policy, r.get("job"), r.get("workload"), r.get("clusterQueue"), r.get("state"),
                                  r.get("submitted"), r.get("admitted"), r.get("started"), r.get("finished"),
-                                 r.get("wait"), flavors, r.get("cost", "")])
+                                 r.get("wait"), flavors, r.get("cost", ""), r.get("waste", "")])
     (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
     table = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{s['jobs']}</td><td>{_fmt(s['wait']['p50'])}</td>"
         f"<td>{_fmt(s['wait']['p95'])}</td><td>{_fmt(s['wait']['max'])}</td><td>{s['fallbacks']}</td>"
         f"<td>{s['provisioningRetries']}</td><td>{s['preemptions']}</td>"
-        f"<td>{'-' if p == LOWER_BOUND else '$' + format(s['cost']['total'], ',.2f')}</td></tr>"
+        f"<td>{'-' if p in (LOWER_BOUND, ORACLE) else '$' + format(s['cost']['total'], ',.2f')}</td></tr>"
         for p, s in summary.items())
     by_cq = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{html.escape(cq)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"

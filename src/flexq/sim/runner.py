@@ -9,6 +9,7 @@ scenario gives the same log, byte for byte.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import heapq
 import json
@@ -49,6 +50,8 @@ class SimResult:
     end: float = 0.0
     costs: dict[str, float] | None = None
     """USD per workload, when the scenario models capacity."""
+    waste: dict[str, float] = field(default_factory=dict)
+    """USD of each workload's cost spent on capacity provisioned for a variant that lost its race."""
     flex_flavors: set[str] = field(default_factory=set)
     """Flavors whose nodes come from flex-start pools (for cost by capacity type)."""
     run_for: dict[str, float | None] = field(default_factory=dict)
@@ -85,7 +88,8 @@ class SimResult:
                 "wait": _num(running - submitted) if running is not None else None,
                 "flavors": flavors, "class": self.classes.get(wl.key), "state": wl.state.value,
                 "pendingReason": wl.pending_reason or None,
-                **({"cost": round(self.costs.get(wl.key, 0.0), 2)} if self.costs is not None else {}),
+                **({"cost": round(self.costs.get(wl.key, 0.0), 2), "waste": round(self.waste.get(wl.key, 0.0), 2)}
+                   if self.costs is not None else {}),
             })
         return {"end": _num(self.end), "workloads": rows}
 
@@ -105,7 +109,9 @@ class _Run:
         self.rng = random.Random(scenario.seed)
         self.result = SimResult()
         objects = self._objects()
-        self.scheduler = Scheduler(build_config(objects), instant_eviction=True)
+        # flexq's policy races every workload across its flavors; Kueue-compatible runs (fallback: false) do not.
+        race = scenario.capacity is not None and scenario.capacity.fallback
+        self.scheduler = Scheduler(dataclasses.replace(build_config(objects), race=race), instant_eviction=True)
         self.local_queues = {
             (o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
             for o in objects.get("LocalQueue", [])}
@@ -117,6 +123,8 @@ class _Run:
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
+        if self.driver is not None:
+            self.driver.finish_eta = self.finish_at.get
         self.run_for: dict[str, float | None] = {}
         self.finishing: dict[int, list[tuple[float, str]]] = {}
         """Per cohort tree (its root's id): finish times of the workloads running in it, soonest first."""
@@ -309,6 +317,7 @@ class _Run:
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.driver is not None:
             self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}
+            self.result.waste = dict(self.driver.waste)
             flex = {p.name for p in self.driver.cluster.pools.values() if p.flex_start}
             self.result.flex_flavors = {name for name, spec in self.scheduler.config.flavors.items()
                                         if spec.node_labels.get("cloud.google.com/gke-nodepool") in flex}

@@ -96,6 +96,21 @@ class FairSharing(K8sModel):
     weight: Quantity | None = None
 
 
+class ConcurrentAdmissionConstraints(K8sModel):
+    lastAcceptableFlavorName: Name | None = None
+
+
+class ConcurrentAdmissionMigration(K8sModel):
+    mode: Literal["TryPreferredFlavors", "RetainFirstAdmission"]
+    constraints: ConcurrentAdmissionConstraints | None = None
+
+
+class ConcurrentAdmissionPolicy(K8sModel):
+    """v1beta2 only (Kueue v0.18+, alpha): v1beta1 has no such field (see :mod:`flexq.api.validation`)."""
+
+    migration: ConcurrentAdmissionMigration
+
+
 class ClusterQueueSpec(K8sModel):
     resourceGroups: Annotated[list[ResourceGroup], Field(max_length=16)] | None = None
     cohort: Name | None = None
@@ -108,6 +123,7 @@ class ClusterQueueSpec(K8sModel):
     admissionChecksStrategy: AdmissionChecksStrategy | None = None
     stopPolicy: StopPolicy | None = None
     fairSharing: FairSharing | None = None
+    concurrentAdmissionPolicy: ConcurrentAdmissionPolicy | None = None
 
 
 class ClusterQueue(TopLevel):

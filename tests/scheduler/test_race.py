@@ -1,0 +1,245 @@
+"""Concurrent admission in the scheduling core: variants, the winner, withdrawal, migration, re-racing."""
+
+from __future__ import annotations
+
+import re
+
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    ConcurrentPolicy,
+    FlavorSpec,
+    PodSet,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+CPU = 1000
+FLAVORS = {"reservation": 4, "on-demand": 8, "spot": 16}
+"""Kueue's documented setup: flavors from most to least preferred, with their cpu quota."""
+
+
+def _scheduler(policy: ConcurrentPolicy | None = ConcurrentPolicy(), *, race: bool = False,
+               checks: tuple[tuple[str, frozenset[str] | None], ...] = ()) -> Scheduler:
+    group = ResourceGroup(("cpu",), tuple(FLAVORS), {(f, "cpu"): Quota(n * CPU) for f, n in FLAVORS.items()})
+    cq = ClusterQueueSpec("team-cluster-queue", groups=(group,), concurrent=policy, checks=checks)
+    return Scheduler(Config({f: FlavorSpec(f) for f in FLAVORS}, {cq.name: cq}, {}, race=race),
+                     instant_eviction=True)
+
+
+def _job(name: str, cpus: int, priority: int = 0) -> Workload:
+    return Workload("default", name, "team-queue", "team-cluster-queue", (PodSet("main", 1, {"cpu": cpus * CPU}),),
+                    priority=priority, uid=f"uid-{name}")
+
+
+def _submit(s: Scheduler, wl: Workload, now: float) -> list[Event]:
+    return s.add(wl, now) + s.schedule(now)
+
+
+def _flavor(wl: Workload) -> str | None:
+    return None if wl.admission is None else wl.admission.podsets[0].flavors["cpu"]
+
+
+def _racing(s: Scheduler, wl: Workload) -> list[str]:
+    return [s.workloads[k].flavor for k in s.variants.get(wl.key, [])]
+
+
+def test_variants_are_made_as_kueue_names_them_one_flavor_each() -> None:
+    s = _scheduler()
+    wl = _job("sample-job-7f3a1", 2)
+    created = [e for e in s.add(wl, 0) if e.kind is EventKind.CREATED and e.extra.get("parent")]
+    names = [e.workload.partition("/")[2] for e in created]
+    assert [e.extra["flavor"] for e in created] == list(FLAVORS)
+    for name, flavor in zip(names, FLAVORS, strict=True):
+        assert re.fullmatch(rf"sample-job-variant-{flavor}-[0-9a-f]{{5}}", name), name
+    assert all(s.workloads[e.workload].allowed == {e.extra["flavor"]} for e in created)
+    assert wl.state is WorkloadState.PENDING and not s.queues.queued(wl), "the parent itself is not queued"
+
+
+def test_the_first_admitted_variant_wins_the_less_preferred_are_withdrawn_the_preferred_go_on() -> None:
+    s = _scheduler()
+    wl = _job("b", 6)  # more than the reservation's 4 cpus: on-demand admits it
+    events = _submit(s, wl, 0)
+    assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "on-demand"
+    finished = {e.workload.partition("/")[2].split("-variant-")[1][:-6]: e.extra["finishedReason"]
+                for e in events if e.kind is EventKind.FINISHED}
+    assert finished == {"on-demand": "VariantAdmitted", "spot": "VariantWithdrawn"}
+    assert _racing(s, wl) == ["reservation"], "TryPreferredFlavors: the reservation variant keeps trying"
+    admitted = [e for e in events if e.kind is EventKind.ADMITTED and e.workload == wl.key]
+    assert len(admitted) == 1 and admitted[0].extra["flavor"] == "on-demand"
+    assert s.tree.usage("team-cluster-queue", ("on-demand", "cpu")) == 6 * CPU
+    assert s.tree.usage("team-cluster-queue", ("spot", "cpu")) == 0, "the withdrawn variant's quota is released"
+
+
+def test_a_preferred_variant_admitted_later_migrates_the_running_workload() -> None:
+    s = _scheduler()
+    first, second = _job("a", 4), _job("b", 4)
+    _submit(s, first, 0)
+    assert _flavor(first) == "reservation" and first.key not in s.variants, "the most preferred won: nothing left"
+    _submit(s, second, 1)
+    assert _flavor(second) == "on-demand" and _racing(s, second) == ["reservation"]
+    events = s.finish(first.key, 10) + s.schedule(10)
+    evicted = [e for e in events if e.kind is EventKind.EVICTED]
+    assert [(e.workload, e.extra["cause"]) for e in evicted] == [(second.key, "FlavorMigration")]
+    assert "due to migration to more favorable resource flavor reservation" in evicted[0].reason
+    assert _flavor(second) == "reservation" and second.state is WorkloadState.ADMITTED
+    assert s.tree.usage("team-cluster-queue", ("on-demand", "cpu")) == 0
+
+
+def test_last_acceptable_flavor_limits_migration() -> None:
+    s = _scheduler(ConcurrentPolicy(last_acceptable="reservation"))
+    _submit(s, _job("a", 4), 0)  # reservation
+    _submit(s, _job("b", 8), 1)  # on-demand
+    third = _job("c", 8)
+    _submit(s, third, 2)
+    assert _flavor(third) == "spot"
+    assert _racing(s, third) == ["reservation"], "on-demand is below the last acceptable flavor: withdrawn"
+
+
+def test_retain_first_admission_keeps_no_variant() -> None:
+    s = _scheduler(ConcurrentPolicy(migrate=False))
+    _submit(s, _job("a", 4), 0)
+    second = _job("b", 4)
+    _submit(s, second, 1)
+    assert _flavor(second) == "on-demand" and second.key not in s.variants
+
+
+def test_an_evicted_workload_races_every_flavor_again() -> None:
+    s = _scheduler(ConcurrentPolicy(migrate=False))
+    wl = _job("a", 6)
+    _submit(s, wl, 0)
+    events = s.evict(wl.key, 5, "Preempted", "Preempted")
+    assert [e.extra["flavor"] for e in events if e.kind is EventKind.CREATED] == list(FLAVORS)
+    s.schedule(5)
+    assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "on-demand"
+
+
+def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
+    s = _scheduler(checks=(("capacity-check", frozenset({"spot"})),))
+    _submit(s, _job("a", 4), 0)
+    _submit(s, _job("b", 8), 1)
+    wl = _job("c", 8)  # only spot can hold it now, and spot waits for its check
+    _submit(s, wl, 2)
+    assert wl.state is WorkloadState.PENDING and set(_racing(s, wl)) == set(FLAVORS)
+    events = s.deactivate(wl.key, 3)
+    assert wl.state is WorkloadState.INACTIVE and wl.key not in s.variants
+    assert s.tree.usage("team-cluster-queue", ("spot", "cpu")) == 0
+    assert [e.kind for e in events][-1] is EventKind.DEACTIVATED
+
+
+def test_a_check_reported_on_the_parent_reaches_the_variant_that_has_it() -> None:
+    s = _scheduler(checks=(("capacity-check", frozenset({"spot"})),))
+    _submit(s, _job("a", 4), 0)
+    _submit(s, _job("b", 8), 1)
+    wl = _job("c", 8)
+    _submit(s, wl, 2)
+    s.set_check(wl.key, "capacity-check", CheckState.READY, 3)
+    assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "spot"
+
+
+def test_a_variant_rejected_everywhere_deactivates_the_parent() -> None:
+    s = _scheduler(ConcurrentPolicy(migrate=False), checks=(("capacity-check", None),))
+    wl = _job("a", 2)
+    _submit(s, wl, 0)
+    events = s.set_check(wl.key, "capacity-check", CheckState.REJECTED, 1, "no capacity")
+    assert wl.state is WorkloadState.INACTIVE
+    assert [e.workload for e in events if e.kind is EventKind.DEACTIVATED][-1] == wl.key
+
+
+def test_flexq_races_only_where_more_than_one_flavor_could_hold_the_job() -> None:
+    s = _scheduler(None, race=True)
+    small, huge = _job("small", 2), _job("huge", 12)  # 12 cpus: only spot could ever hold it
+    _submit(s, small, 0)
+    _submit(s, huge, 0)
+    assert _flavor(small) == "reservation" and _flavor(huge) == "spot"
+    assert not any(e for e in s.add(_job("huge-2", 12), 1) if e.extra.get("parent")), "nothing to race"
+
+
+def test_kueue_compatible_scheduler_makes_no_variants_without_a_policy() -> None:
+    s = _scheduler(None)
+    wl = _job("a", 2)
+    assert [e.kind for e in _submit(s, wl, 0)] == [EventKind.CREATED, EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
+
+
+def _guide_like(checks: bool = True) -> Scheduler:
+    """The guide's shape: a CPU flavor only the head can use (room for three heads), and two flavors for the
+    accelerator workers, the second behind an admission check (as DWS is)."""
+    group = ResourceGroup(("cpu", "gpu"), ("default", "a", "b"), {
+        ("default", "cpu"): Quota(6 * CPU), ("default", "gpu"): Quota(0),
+        ("a", "cpu"): Quota(100 * CPU), ("a", "gpu"): Quota(4 * CPU),
+        ("b", "cpu"): Quota(100 * CPU), ("b", "gpu"): Quota(8 * CPU)})
+    flavors = {f: FlavorSpec(f, {"pool": f}) for f in ("default", "a", "b")}
+    cq = ClusterQueueSpec("cq", groups=(group,), checks=(("prov", frozenset({"b"})),) if checks else ())
+    return Scheduler(Config(flavors, {"cq": cq}, {}, race=True), instant_eviction=True)
+
+
+def _guide_job(name: str) -> Workload:
+    return Workload("default", name, "q", "cq", (PodSet("head", 1, {"cpu": 2 * CPU}, {"pool": "default"}),
+                                               PodSet("workers", 1, {"cpu": CPU, "gpu": 4 * CPU})), uid=name)
+
+
+def test_variants_share_the_quota_of_the_pod_sets_they_share() -> None:
+    s = _guide_like()
+    first, second = _guide_job("j1"), _guide_job("j2")
+    _submit(s, first, 0)
+    _submit(s, second, 1)
+    assert _flavor(first) is None or first.state is WorkloadState.ADMITTED
+    assert first.admission is not None and first.admission.podsets[1].flavors["gpu"] == "a"
+    # Job 2 races: a is full, b waits for its check; its head's 2 cpus are held once, by its b variant.
+    assert second.state is WorkloadState.PENDING
+    assert s.tree.usage("cq", ("default", "cpu")) == 4 * CPU
+    s.set_check(second.key, "prov", CheckState.READY, 2)
+    assert second.admission is not None and second.admission.total[("default", "cpu")] == 2 * CPU
+    assert s.tree.usage("cq", ("default", "cpu")) == 4 * CPU
+
+
+def test_quota_stays_consistent_through_random_races() -> None:
+    import random
+
+    rng = random.Random(7)
+    s = _guide_like()
+    jobs: list[Workload] = []
+    for step in range(400):
+        now = float(step)
+        op = rng.random()
+        if op < 0.3 or not jobs:
+            wl = _guide_job(f"j{step}")
+            jobs.append(wl)
+            s.add(wl, now)
+        elif op < 0.5:
+            pending = [k for k, w in s.workloads.items() if w.parent and w.checks.get("prov") is CheckState.PENDING]
+            if pending:
+                state = rng.choice([CheckState.READY, CheckState.READY, CheckState.RETRY, CheckState.REJECTED])
+                s.set_check(rng.choice(pending), "prov", state, now)
+        elif op < 0.7:
+            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and w.key in s.workloads]
+            if running:
+                s.finish(rng.choice(running).key, now)
+        elif op < 0.8:
+            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and w.key in s.workloads]
+            if running:
+                s.evict(rng.choice(running).key, now, "Preempted", "Preempted")
+        elif op < 0.9:
+            live = [w for w in jobs if w.key in s.workloads and w.state is not WorkloadState.FINISHED]
+            if live:
+                s.delete(rng.choice(live).key, now)
+        s.schedule(now)
+        held: dict[tuple[str, str], int] = {}
+        for wl in s.workloads.values():
+            if wl.admission is not None:
+                for fr, v in wl.admission.total.items():
+                    held[fr] = held.get(fr, 0) + v
+        for fr in [("default", "cpu"), ("a", "gpu"), ("b", "gpu")]:
+            assert s.tree.usage("cq", fr) == held.get(fr, 0), (step, fr)
+        assert held.get(("default", "cpu"), 0) <= 6 * CPU, step
+        for wl in jobs:
+            family = [wl, *(s.workloads[k] for k in s.variants.get(wl.key, ()) if k in s.workloads)]
+            heads = sum(m.admission.total.get(("default", "cpu"), 0) for m in family if m.admission is not None)
+            holding = any(m.admission is not None for m in family)
+            assert heads == (2 * CPU if holding else 0), (step, wl.key, "the head's quota is held once")
+            if wl.state is WorkloadState.ADMITTED and wl.key in s.workloads:
+                assert wl.admission is not None and wl.admission.total[("default", "cpu")] == 2 * CPU
