@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Server, guide_text
 from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 from tests.controller.test_live_capacity import _nodes, guide_setup, serve_capacity
+from tests.controller.test_live_capacity import _run as _run_cli
 
 JOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
@@ -60,6 +62,7 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             assert variants["dws"]["state"] == "QuotaReserved" and "waiting for ProvisioningRequest" in \
                 variants["dws"]["message"]
             assert _cond_message(wl2, "QuotaReserved").startswith("racing: dws: waiting for ProvisioningRequest")
+            assert wl2["metadata"]["labels"]["kueue.x-k8s.io/concurrent-admission-parent"] == "true"
             (request,) = httpx.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
             assert request["metadata"]["name"] == f"{wl2['metadata']['name']}-dws-prov-1"
 
@@ -70,6 +73,7 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
         assert httpx.get(srv.url + REQUESTS).json()["items"] == [], "the DWS request is withdrawn"
         assert "dws-pool" not in _pools(srv), "no node of the DWS pool was brought up"
         assert "variants" not in wl2["status"]
+        assert _cond_message(wl2, "Admitted").startswith("The variant rayjob-rayjob-tpu-v6e-dws-2-variant-on-demand-")
     finally:
         servers.close()
 
@@ -97,5 +101,72 @@ def test_three_jobs_on_one_slice_pools_none_is_deactivated_the_third_runs_when_a
         wl3 = _eventually(lambda: _admitted_on(srv, "3", "dws"))
         assert not [m for m in _messages(srv, wl3) if "Deactivated" in m or "Rejected" in m]
         assert _pools(srv).count("dws-pool") == 4
+    finally:
+        servers.close()
+
+
+@pytest.mark.parametrize("fallback", [True, False], ids=["flexq", "kueue-compatible"])
+def test_plan_a_stocked_out_and_dws_never_answers_the_job_starts_when_plan_a_recovers(
+        tmp_path: Path, fallback: bool) -> None:
+    capacity = f"""cloud:
+  on-demand-pool: {{available: 4, bootTime: 1s, stockouts: [{{from: 0s, to: 8s}}]}}
+  dws-pool: {{queuedDelay: never}}
+  default-pool: {{bootTime: 1s}}
+fallback: {str(fallback).lower()}
+"""
+    servers = serve_capacity(tmp_path, capacity)
+    srv = next(servers)
+    try:
+        guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
+        wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=30)
+        messages = _messages(srv, wl)
+        assert any("stock-out" in m for m in messages), "it did wait for Plan A"
+        assert not any("cannot deliver nodes" in m for m in messages), "no fallback to a flavor that never delivers"
+        if fallback:
+            assert any("withdrawn before it was provisioned: no cost" in m for m in messages)
+        assert httpx.get(srv.url + REQUESTS).json()["items"] == []
+    finally:
+        servers.close()
+
+
+def _kueue_policy(queue: str) -> str:
+    queue = queue.replace("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue",
+                          "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue")
+    return queue.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  concurrentAdmissionPolicy:\n"
+                         "    migration:\n      mode: TryPreferredFlavors\n", 1)
+
+
+@pytest.mark.parametrize("run_time", [None, "1h"], ids=["run-time-unknown", "finishes-sooner-where-it-runs"])
+def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_time: str | None) -> None:
+    capacity = """cloud:
+  on-demand-pool: {available: 4, bootTime: 1s, stockouts: [{from: 0s, to: 10s}]}
+  dws-pool: {queuedDelay: 1s}
+  default-pool: {bootTime: 1s}
+"""
+    servers = serve_capacity(tmp_path, capacity)
+    srv = next(servers)
+    try:
+        job = guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1")
+        if run_time is not None:
+            job = job.replace("  annotations:\n", f"  annotations:\n    flexq.dev/expected-run-time: {run_time}\n", 1)
+        guide_setup(srv, _kueue_policy(guide_text("dws-tpu-queue.yaml")), jobs=())
+        made = _run_cli(srv, "apply", "-f", "-", input=job)
+        assert made.returncode == 0, made.stderr
+        wl = _eventually(lambda: _admitted_on(srv, "1", "dws"), timeout=30)
+        if run_time is None:
+            wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=40)
+            messages = _messages(srv, wl)
+            assert any("due to migration to more favorable resource flavor on-demand" in m for m in messages)
+            job_events = [e for e in httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+                          if e["involvedObject"]["name"] == "rayjob-tpu-v6e-dws-1"]
+            counts = {e["reason"]: e.get("count", 1) for e in job_events}
+            assert counts["Started"] == 2 and counts["Stopped"] == 1, "stopped, then started again"
+        else:
+            def refused() -> None:
+                assert any("no migration to flavor on-demand: it finishes sooner where it runs" in m
+                           for m in _messages(srv, wl))
+
+            _eventually(refused, timeout=40)
+            assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
     finally:
         servers.close()

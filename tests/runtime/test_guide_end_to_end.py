@@ -115,6 +115,12 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
     events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     assert [e["message"] for e in events if e["reason"] == "AutoscalerScaling"] == []
     assert len(httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]) == 2
+    # The guide's manifests race by default: job 1 also asked DWS, and that request was withdrawn unprovisioned
+    # when Plan A started it; job 2 raced Plan A (busy with job 1) and DWS won.
+    withdrawn = [e["message"] for e in events if e["reason"] == "ProvisioningRequest" and "withdrawn" in e["message"]]
+    assert len(withdrawn) == 1 and "rayjob-rayjob-tpu-v6e-dws-1-" in withdrawn[0] and "no cost" in withdrawn[0]
+    won = [e["message"] for e in events if e["reason"] == "RaceWon"]
+    assert sorted(m.split()[1] for m in won) == ["dws", "on-demand"]
     # What kubectl sees, as with KubeRay: the submitter Job and its pod stay, the cluster's pods are gone.
     jobs = httpx.get(srv.url + "/apis/batch/v1/namespaces/default/jobs").json()["items"]
     assert sorted(j["metadata"]["name"] for j in jobs) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]

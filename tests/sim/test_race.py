@@ -9,8 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.scheduler import Scheduler
+from flexq.sim.kernel import Kernel
 from flexq.sim.policies import FLEXQ, KUEUE, PolicyRun, compare_policies
+from flexq.sim.runner import SimResult, run_scenario
 from flexq.sim.scenario import load_scenario
+from tests.conftest import GUIDE
 from tests.sim.guide_setup import guide_scenario, job
 
 
@@ -98,3 +106,74 @@ def test_one_job_at_a_time_no_job_waits_longer_under_flexq(tmp_path: Path) -> No
         flexq, kueue = _row(runs[FLEXQ], str(i))["wait"], _row(runs[KUEUE], str(i))["wait"]
         assert flexq is not None and kueue is not None, i
         assert flexq <= kueue, (i, flexq, kueue)
+
+
+def _kueue_policy_queue(tmp_path: Path, constraints: str = "") -> Path:
+    """The guide's queue with its ClusterQueue in v1beta2 asking for Kueue's Concurrent Admission."""
+    text = (GUIDE / "dws-tpu-queue.yaml").read_text().replace("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue",
+                                                              "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue")
+    policy = "  concurrentAdmissionPolicy:\n    migration:\n      mode: TryPreferredFlavors\n" + constraints
+    path = tmp_path / "queue.yaml"
+    path.write_text(text.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n" + policy, 1))
+    return path
+
+
+def _migration_run(tmp_path: Path, run_for: str, constraints: str = "") -> SimResult:
+    cloud = ("    cloud:\n      on-demand-pool: {available: 4, bootTime: 3m, stockouts: [{from: 0s, to: 1h}]}\n"
+             "      dws-pool: {queuedDelay: 20m}\n")
+    return run_scenario(load_scenario(guide_scenario(tmp_path, cloud, job("1", run_for=run_for), "10d",
+                                                     queue=_kueue_policy_queue(tmp_path, constraints))))
+
+
+def _job_events(result: SimResult) -> list[tuple[float, str, str]]:
+    key = result.workloads[0].key
+    return [(e["t"], e["event"], str(e.get("variant") or e.get("flavor") or "")) for e in result.events
+            if e["workload"] == key and e["event"] in ("Started", "Evicted", "Finished")]
+
+
+def test_try_preferred_flavors_migrates_a_job_that_would_be_cut_short_where_it_runs(tmp_path: Path) -> None:
+    # Eight days: more than flex-start's 7-day limit, so moving to Plan A when it recovers finishes it sooner.
+    result = _migration_run(tmp_path, "8d")
+    events = _job_events(result)
+    assert [(t, kind) for t, kind, _v in events] == [(1200, "Started"), (3780, "Evicted"), (3780, "Started"),
+                                                      (3780 + 8 * 86400, "Finished")]
+    evicted = next(e for e in result.events if e["event"] == "Evicted")
+    assert evicted["cause"] == "FlavorMigration" and "more favorable resource flavor on-demand" in evicted["reason"]
+    assert result.summary()["workloads"][0]["flavors"]["tpu-group"]["google.com/tpu"] == "on-demand"
+
+
+def test_no_migration_when_the_job_finishes_sooner_where_it_runs(tmp_path: Path) -> None:
+    result = _migration_run(tmp_path, "3h")
+    assert [(t, kind) for t, kind, _v in _job_events(result)] == [(1200, "Started"), (1200 + 3 * 3600, "Finished")]
+    refused = next(e for e in result.events if "no migration to flavor on-demand" in str(e.get("reason")))
+    assert refused["t"] == 3600 and "it finishes sooner where it runs (t=3h20m) than moved (t=4h)" in refused["reason"]
+    assert not [e for e in result.events if e["event"] == "ScaledUp"], "no Plan A node booted for a refused move"
+
+
+def test_last_acceptable_flavor_keeps_a_job_where_it_runs(tmp_path: Path) -> None:
+    result = _migration_run(tmp_path, "8d", "      constraints:\n        lastAcceptableFlavorName: default-cpu\n")
+    # on-demand is below the last acceptable flavor: the job stays on DWS until its nodes' 7 days are up.
+    evictions = [(e["t"], e["cause"]) for e in result.events if e["event"] == "Evicted"]
+    assert evictions[0] == (1200 + 7 * 86400, "NodesExpired")
+
+
+def test_capacity_provisioned_for_a_losing_variant_is_released_and_billed_as_waste() -> None:
+    scenario = load_scenario(GUIDE / "scenario-capacity.yaml")
+    assert scenario.capacity is not None
+    kernel = Kernel()
+    notes: list[Any] = []
+    driver = CapacityDriver(scenario.capacity, Scheduler(), kernel, notes.extend, lambda _k, _t: None,
+                            provisioning_settings({}), virtual=True)
+    driver.requests["default/job-variant-dws-1"] = ("dws-prov", "job-abc12-dws-prov-1")
+    created, _why = driver.cluster.scale_up("dws-pool", 4, 0.0, booked_for="default/job-variant-dws-1", ready_at=0.0)
+    assert len(created) == 4
+    kernel.schedule(1800.0, lambda: None)
+    kernel.step()  # half an hour later, the variant loses its race
+    driver.handle(Event(1800.0, EventKind.FINISHED, "default/job-variant-dws-1", "cluster-queue", "lost",
+                        extra={"finishedReason": "VariantWithdrawn", "parent": "default/job-abc12"}))
+    hourly = driver.cluster.pools["dws-pool"].hourly
+    assert driver.waste == {"default/job-abc12": pytest.approx(4 * hourly / 2)}
+    assert driver.costs["default/job-abc12"] == pytest.approx(4 * hourly / 2), "the waste is the job's to pay"
+    assert driver.cluster.pool_size("dws-pool") == 0, "released at once, not left to scale down"
+    (note,) = [n for n in notes if isinstance(n, dict) and n.get("state") == "Withdrawn"]
+    assert note["workload"] == "default/job-abc12" and f"released (${4 * hourly / 2:.2f} billed)" in note["reason"]

@@ -119,7 +119,11 @@ class CapacityDriver:
         """USD of capacity provisioned for a racing workload's variant that lost the race (billed to the workload)."""
         self.finish_eta: Callable[[str], float | None] = lambda _key: None
         """When a running workload is expected to finish (the simulator knows; live, nobody says)."""
-        scheduler.start_decides = True
+        self.run_time: Callable[[str], float | None] = lambda _key: None
+        """How long a workload runs once started, when known (the simulator's ``runFor``; live, the job's
+        ``flexq.dev/expected-run-time`` annotation)."""
+        self.started_at: dict[str, float] = {}
+        self.attach(scheduler)
         self.cluster.start_with_initial_nodes(kernel.now())
         self.plan_expiry()
 
@@ -152,9 +156,31 @@ class CapacityDriver:
                    "clusterQueue": self._cq(workload), "reason": reason, **extra}])
 
     def attach(self, scheduler: Scheduler) -> None:
-        """Drive another scheduler (the live controller's, rebuilt on a resync)."""
+        """Drive a scheduler (the live controller's is rebuilt on a resync): variants win by starting, and a
+        running job migrates only when that makes it finish sooner."""
         self.scheduler = scheduler
         scheduler.start_decides = True
+        scheduler.migration_check = self._migration_check
+
+    def _migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
+        """Refuse to move a running job that would finish sooner where it runs: it restarts from the beginning
+        (or its last checkpoint) on the new flavor. A run time nobody knows lets it move, as in Kueue."""
+        run = self.run_time(parent.key)
+        since = self.started_at.get(parent.key)
+        if run is None or since is None:
+            return None
+        here = since + run
+        expiry = min((n.expires_at for n in self.cluster.nodes_of(parent.key) if n.expires_at is not None),
+                     default=None)
+        if expiry is not None and expiry < here:
+            return None  # its nodes go before it would finish: moving can only help
+        there = now + run
+        if there < here:
+            return None
+        def at(t: float) -> str:
+            return f"t={format_seconds(t)}" if self._virtual else f"in {format_seconds(t - now)}"
+
+        return f"it finishes sooner where it runs ({at(here)}) than moved ({at(there)})"
 
     def _cq(self, key: str) -> str:
         wl = self.scheduler.workloads.get(key)
@@ -257,6 +283,7 @@ class CapacityDriver:
         self._billing.pop(key, None)
         self.placements.pop(key, None)
         self.bound_groups.pop(key, None)
+        self.started_at.pop(key, None)
         self.tokens[key] = self._token(key) + 1
         self.waiting_since.pop(key, None)
         self.requests.pop(key, None)
@@ -336,6 +363,11 @@ class CapacityDriver:
         if wl is None or wl.state is not WorkloadState.ADMITTED or key in self.running:
             return
         now = self._now()
+        if wl.parent:
+            refused = self.scheduler.refuse_migration(wl, now)
+            if refused:  # before any node is booted for a move that would not pay
+                self.log(refused)
+                return
         groups = self.groups(wl)
         old = self.carried.get(key)
         if old is not None:
@@ -358,6 +390,7 @@ class CapacityDriver:
             self.bound_groups[key] = groups
             self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
             self.running.add(key)
+            self.started_at[key] = now
             self._bill(key)
             self.waiting_since.pop(key, None)
             nodes = sorted({n for names in placement.bindings.values() for n in names})

@@ -82,6 +82,8 @@ class LiveCapacity:
         self.timers = LiveTimers(clock)
         self.emit = emit
         self.started = started
+        self.run_times: dict[str, float] = {}
+        """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
         self.driver: CapacityDriver | None = None
         self.notes: list[dict[str, Any]] = []
 
@@ -102,6 +104,7 @@ class LiveCapacity:
                                                         self.config.fallback_cooldown, self.config.scale_down_after),
                                          self.scheduler(), self.timers, self._log, self.started,
                                          provisioning_settings(objects))
+            self.driver.run_time = self.run_times.get
         else:
             self.driver.attach(self.scheduler())
             self.driver.provisioning = provisioning_settings(objects)

@@ -187,7 +187,8 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         if not status["admissionChecks"]:
             status.pop("admissionChecks")
         if wl.state is WorkloadState.ADMITTED:
-            cond("Admitted", True, "Admitted", "The workload is admitted")
+            cond("Admitted", True, "Admitted", f"The variant {wl.won} is admitted" if wl.won else
+                 "The workload is admitted")
         else:
             cond("Admitted", False, "UnsatisfiedAdmissionChecks",
                  wl.pending_reason or "The workload has not all checks ready")

@@ -43,12 +43,14 @@ from flexq.controller.objects import (
     workload_object,
 )
 from flexq.controller.runtime import RayRuntime
+from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload, podsets, workload_name
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
+from flexq.scheduler.race import PARENT_LABEL
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event, rfc3339
 
@@ -59,6 +61,7 @@ log = logging.getLogger("flexq.controller")
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass", "NodePool"})
 _COMPONENT: Final = "flexq-queue-controller"
+RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
 
 
 class QueueController:
@@ -259,6 +262,7 @@ class QueueController:
         if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
             return  # a RayJob's submitter Job: part of a job that is already queued
         uid = str(job["metadata"].get("uid", ""))
+        self._note_run_time(job, self.by_job_uid.get(uid))
         if finished(info.kind, job) or uid in self.by_job_uid:
             return
         now = self.clock.now()
@@ -279,8 +283,22 @@ class QueueController:
         wl.uid = created["metadata"]["uid"]
         wl.created = now
         self.by_job_uid[uid] = wl.key
+        self._note_run_time(job, wl.key)
         record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
         self._log(self.scheduler.add(wl, now))
+
+    def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
+        """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
+        a more preferred flavor only when that makes it finish sooner. A value that is not a duration is
+        ignored, with a warning Event on the job."""
+        raw = (job["metadata"].get("annotations") or {}).get(RUN_TIME_ANNOTATION)
+        if raw is None or key is None:
+            return
+        try:
+            self.capacity.run_times[key] = parse_duration(raw)
+        except DurationError as exc:
+            record_event(self.store, job, "InvalidAnnotation", f"{RUN_TIME_ANNOTATION}: {exc}", type="Warning",
+                         component=_COMPONENT)
 
     def _job_deleted(self, job: dict[str, Any]) -> None:
         wl = self._workload_for(job)
@@ -478,6 +496,10 @@ class QueueController:
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
                 fresh = self.store.get(self._wl_key(wl))
                 fresh["spec"]["active"] = False
+                self.store.update(self._wl_key(wl), fresh)
+            if variants and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
+                fresh = self.store.get(self._wl_key(wl))  # as Kueue marks a workload that races its variants
+                fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"
                 self.store.update(self._wl_key(wl), fresh)
             for event in events:
                 self._record(stored, event)

@@ -309,6 +309,8 @@ class Workload:
     """A variant's flavor."""
     allowed: frozenset[str] | None = None
     """The flavors a variant's pod sets may take (None: any)."""
+    won: str = ""
+    """A workload that raced: the name of the variant whose admission it took."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""

@@ -19,7 +19,7 @@ driver reports that they stopped (:meth:`Scheduler.complete_eviction`), or at on
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from flexq.scheduler.events import Event, EventKind
@@ -96,6 +96,10 @@ class Scheduler:
         self.variants: dict[str, list[str]] = {}
         """Racing workloads: the parent's key -> its variants' keys, most preferred first."""
         self.start_decides = False
+        self.migration_check: Callable[[Workload, Workload, float], str | None] | None = None
+        """Beyond Kueue: asked before a running workload migrates to a variant's flavor (parent, variant, now); a
+        reason refuses it (the variant is withdrawn). The capacity driver refuses a move that would make the job
+        finish later than where it runs."""
         """Set by a capacity driver: a variant wins when its pods start (:meth:`settle`), not when admitted."""
         self._deferred: list[Event] = []
         self._carrier: dict[str, str] = {}
@@ -695,6 +699,9 @@ class Scheduler:
         cq = self.config.cluster_queues.get(variant.cluster_queue) if variant is not None else None
         if variant is None or parent is None or cq is None or variant.admission is None:
             return []
+        refused = self.refuse_migration(variant, now)
+        if refused:
+            return refused
         events: list[Event] = []
         carrier = self.workloads.get(self._carrier.get(parent.key, ""))
         if variant.key in self._full and carrier is not None and carrier is not parent and \
@@ -727,6 +734,7 @@ class Scheduler:
         parent.checks = dict(variant.checks)
         parent.pod_set_updates = dict(variant.pod_set_updates)
         parent.pending_reason = ""
+        parent.won = variant.name
         policy = self._policy(cq)
         keep = []
         for other_key in self.variants.pop(parent.key, []):
@@ -756,6 +764,21 @@ class Scheduler:
         events.append(Event(now, EventKind.ADMITTED, parent.key, cq.name, f"The variant {variant.name} is admitted",
                             podsets, extra={"variant": key, "flavor": variant.flavor}))
         return events
+
+    def refuse_migration(self, variant: Workload, now: float) -> list[Event]:
+        """If ``variant`` would move its running workload and :attr:`migration_check` refuses, withdraw it."""
+        parent = self.workloads.get(variant.parent)
+        if parent is None or parent.admission is None or self.migration_check is None:
+            return []
+        why = self.migration_check(parent, variant, now)
+        if not why:
+            return []
+        remaining = self.variants.get(parent.key, [])
+        if variant.key in remaining:
+            remaining.remove(variant.key)
+        if not remaining:
+            self.variants.pop(parent.key, None)
+        return self._withdraw(variant, now, f"Variant withdrawn: no migration to flavor {variant.flavor}: {why}")
 
     def _settle_admitted(self, events: list[Event], now: float) -> list[Event]:
         """Without a capacity driver deciding, a variant wins when it is admitted (Kueue's rule)."""

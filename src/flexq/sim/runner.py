@@ -126,6 +126,8 @@ class _Run:
         if self.driver is not None:
             self.driver.finish_eta = self.finish_at.get
         self.run_for: dict[str, float | None] = {}
+        if self.driver is not None:
+            self.driver.run_time = self.run_for.get
         self.finishing: dict[int, list[tuple[float, str]]] = {}
         """Per cohort tree (its root's id): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
