@@ -15,6 +15,7 @@ from tests.controller.test_live_capacity import _run as _run_cli
 
 JOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
 
 def _capacity(dws_delay: str) -> str:
@@ -63,6 +64,20 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
                 variants["dws"]["message"]
             assert _cond_message(wl2, "QuotaReserved").startswith("racing: dws: waiting for ProvisioningRequest")
             assert wl2["metadata"]["labels"]["kueue.x-k8s.io/concurrent-admission-parent"] == "true"
+            # Kueue's variants: Workloads of their own, owned by the parent, one flavor each.
+            owned = [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+                     if w["metadata"]["ownerReferences"][0] == {
+                         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "name": wl2["metadata"]["name"],
+                         "uid": wl2["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+            flavors = {w["metadata"]["annotations"]["kueue.x-k8s.io/workload-allowed-resource-flavors"]: w
+                       for w in owned}
+            assert set(flavors) == {"on-demand", "dws"}
+            base = wl2["metadata"]["name"].rsplit("-", 1)[0]
+            assert all(w["metadata"]["name"].startswith(f"{base}-variant-{f}-") for f, w in flavors.items())
+            assert _cond(flavors["dws"], "QuotaReserved") == "True" and _cond(flavors["on-demand"],
+                                                                                "QuotaReserved") == "False"
+            assert flavors["dws"]["status"]["admissionChecks"][0]["state"] == "Pending"
+            assert "kueue.x-k8s.io/concurrent-admission-parent" not in flavors["dws"]["metadata"]["labels"]
             (request,) = httpx.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
             assert request["metadata"]["name"] == f"{wl2['metadata']['name']}-dws-prov-1"
 
@@ -73,6 +88,8 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
         assert httpx.get(srv.url + REQUESTS).json()["items"] == [], "the DWS request is withdrawn"
         assert "dws-pool" not in _pools(srv), "no node of the DWS pool was brought up"
         assert "variants" not in wl2["status"]
+        assert [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+                if w["metadata"]["ownerReferences"][0]["kind"] == "Workload"] == [], "its variants are gone"
         assert _cond_message(wl2, "Admitted").startswith("The variant rayjob-rayjob-tpu-v6e-dws-2-variant-on-demand-")
     finally:
         servers.close()

@@ -31,7 +31,9 @@ def test_report_renders_every_plot_in_chromium(tmp_path: Path) -> None:
             page.on("requestfailed", lambda req: errors.append(req.url))
             page.goto((tmp_path / "report.html").as_uri())
             policies = page.locator("#policies tr td:first-child").all_inner_texts()
-            assert policies == ["kueue-compatible", "flexq", "lower-bound"]
+            assert policies == ["kueue-compatible", "flexq", "oracle", "lower-bound"]
+            ratios = page.locator("#policies tr td:nth-child(6)").all_inner_texts()
+            assert ratios[2] == "1.00" and float(ratios[1]) <= 1.1 and float(ratios[0]) > float(ratios[1])
             labels = page.locator("svg[aria-label]").evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
             assert labels == ["wait distribution per policy", "jobs waiting over time",
                               "pool nodes over time, kueue-compatible", "pool nodes over time, flexq"]
@@ -41,7 +43,7 @@ def test_report_renders_every_plot_in_chromium(tmp_path: Path) -> None:
             # Every plotted series is drawn: a path with real extent per policy or pool.
             lengths = page.locator("svg[aria-label] path").evaluate_all(
                 "els => els.map(e => e.getTotalLength())")
-            assert len(lengths) == 3 + 3 + 6 + 6 and min(lengths) > 50  # CDFs, queues, pools (nodes, in use)
+            assert len(lengths) == 4 + 4 + 6 + 6 and min(lengths) > 50  # CDFs, queues, pools (nodes, in use)
             assert page.locator("svg rect").count() > 2 * 191  # Gantt: a waiting and a running bar per job
         finally:
             browser.close()

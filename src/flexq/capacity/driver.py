@@ -117,8 +117,8 @@ class CapacityDriver:
         """Variants whose capacity story was told, and the workload each raced for."""
         self.waste: dict[str, float] = {}
         """USD of capacity provisioned for a racing workload's variant that lost the race (billed to the workload)."""
-        self.finish_eta: Callable[[str], float | None] = lambda _key: None
-        """When a running workload is expected to finish (the simulator knows; live, nobody says)."""
+        self.finish_eta: Callable[[str], float | None] = self._expected_finish
+        """When a running workload is expected to finish (the simulator knows; live, from its run time)."""
         self.run_time: Callable[[str], float | None] = lambda _key: None
         """How long a workload runs once started, when known (the simulator's ``runFor``; live, the job's
         ``flexq.dev/expected-run-time`` annotation)."""
@@ -156,11 +156,15 @@ class CapacityDriver:
                    "clusterQueue": self._cq(workload), "reason": reason, **extra}])
 
     def attach(self, scheduler: Scheduler) -> None:
-        """Drive a scheduler (the live controller's is rebuilt on a resync): variants win by starting, and a
-        running job migrates only when that makes it finish sooner."""
+        """Drive a scheduler (the live controller's is rebuilt on a resync): under flexq's policy variants win by
+        starting, and a running job migrates only when that makes it finish sooner."""
         self.scheduler = scheduler
-        scheduler.start_decides = True
-        scheduler.migration_check = self._migration_check
+        scheduler.start_decides = self.config.fallback  # Kueue-compatible: the first variant admitted wins
+        scheduler.migration_check = self._migration_check if self.config.fallback else None
+
+    def _expected_finish(self, key: str) -> float | None:
+        run, since = self.run_time(key), self.started_at.get(key)
+        return None if run is None or since is None else since + run
 
     def _migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
         """Refuse to move a running job that would finish sooner where it runs: it restarts from the beginning

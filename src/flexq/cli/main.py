@@ -664,6 +664,7 @@ def _policy_table(summary: dict[str, Any]) -> None:
 
     from flexq.durations import format_seconds
     from flexq.sim.policies import LOWER_BOUND, ORACLE
+    from flexq.sim.report import ratio as _ratio
 
     def t(value: float | None) -> str:
         return "-" if value is None else format_seconds(value)
@@ -674,8 +675,7 @@ def _policy_table(summary: dict[str, Any]) -> None:
     for policy, numbers in summary.items():
         wait = numbers["wait"]
         clairvoyant = policy in (LOWER_BOUND, ORACLE)
-        ratio = "-" if reference is None or wait["p95"] is None else (
-            f"{wait['p95'] / reference:.2f}" if reference else ("1.00" if wait["p95"] == 0 else "inf"))
+        ratio = _ratio(wait["p95"], reference)
         table.add_row(policy, str(numbers["jobs"]), str(numbers["jobs"] - numbers["neverStarted"]), t(wait["p50"]),
                       t(wait["p95"]), t(wait["max"]), ratio, str(numbers["fallbacks"]),
                       str(numbers["provisioningRetries"]),

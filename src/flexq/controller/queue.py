@@ -50,7 +50,7 @@ from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.race import PARENT_LABEL
+from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event, rfc3339
 
@@ -88,6 +88,8 @@ class QueueController:
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
+        self._stored_variants: dict[str, set[str]] = {}
+        """Racing workloads: the names of their variants' Workload objects in the store."""
         """Workloads whose status needs writing though no scheduler event names them."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
@@ -162,7 +164,12 @@ class QueueController:
             self.scheduler = Scheduler(instant_eviction=True)
             self._reconfigure()
             self.by_job_uid = {}
+            self._stored_variants = {}
             for obj in self._objects("Workload"):
+                parent = _parent_of(obj)
+                if parent is not None:  # the scheduler makes its variants anew: these are reconciled below
+                    self._stored_variants.setdefault(parent, set()).add(obj["metadata"]["name"])
+                    continue
                 wl = workload_from_object(obj, self.local_queues)
                 if wl.state is not WorkloadState.FINISHED:
                     self._remember(obj)  # a job's slices: the one that replaces another wins (below)
@@ -182,6 +189,7 @@ class QueueController:
                 for wl in list(self.scheduler.workloads.values()):
                     if wl.state is WorkloadState.ADMITTED:
                         driver.try_start(wl.key)  # nodes do not survive a restart: ask for them again
+            self._touched |= set(self.scheduler.variants) | set(self._stored_variants)
             self._schedule_and_write()
 
     def sync(self) -> None:
@@ -226,6 +234,11 @@ class QueueController:
             self.capacity.node_deleted(obj["metadata"]["name"])
         elif info.kind == "Workload":
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+            if _parent_of(obj) is not None:
+                # A variant's object is the controller's own: only admission-check states set on it count.
+                if change.type is not ChangeType.DELETED and key in self.scheduler.workloads:
+                    self._workload_checks(key, obj)
+                return
             if change.type is ChangeType.DELETED:
                 self._log(self.scheduler.delete(key, self.clock.now()))
                 self.capacity.release(key)
@@ -404,6 +417,12 @@ class QueueController:
         if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
             self._log(self.scheduler.deactivate(key, now))
             return
+        self._workload_checks(key, obj)
+
+    def _workload_checks(self, key: str, obj: dict[str, Any]) -> None:
+        """Admission-check states written into a Workload's status (for a racing workload: its variants')."""
+        wl = self.scheduler.workloads[key]
+        now = self.clock.now()
         if not wl.holds_quota and key not in self.scheduler.variants:
             return
         known = dict(wl.checks)
@@ -449,6 +468,8 @@ class QueueController:
             wl = self.scheduler.workloads.get(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
+            if key in self.scheduler.variants or key in self._stored_variants:
+                self._write_variants(key, stamp)
         self.capacity.write()
         self._write_queue_status()
 
@@ -510,6 +531,42 @@ class QueueController:
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
+
+    def _write_variants(self, parent_key: str, stamp: str) -> None:
+        """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,
+        named ``<parent>-variant-<flavor>-<hash>``, with its flavor in the allowed-flavors annotation and its own
+        status; gone once it is withdrawn or has won."""
+        namespace = parent_key.partition("/")[0]
+        live = {v.name: v for k in self.scheduler.variants.get(parent_key, ())
+                if (v := self.scheduler.workloads.get(k)) is not None}
+        names = self._stored_variants.setdefault(parent_key, set())
+        for name in sorted(names - set(live)):
+            with contextlib.suppress(NotFound):
+                self.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
+            names.discard(name)
+        parent = self.scheduler.workloads.get(parent_key)
+        stored_parent = self._stored_workload(parent) if parent is not None else None
+        for name, variant in sorted(live.items()):
+            key = Key("kueue.x-k8s.io", "workloads", namespace, name)
+            try:
+                stored = self.store.get(key)
+            except NotFound:
+                if stored_parent is None:
+                    continue
+                try:
+                    stored = self.service.create(resolve("workload"), namespace,
+                                                 _variant_object(stored_parent, variant))
+                except (ApiError, BadRequest, StoreError) as exc:
+                    log.warning("variant %s could not be stored: %s", name, exc)
+                    continue
+            names.add(name)
+            status = render_status(variant, stored.get("status") or {},
+                                   self.scheduler.last_assignment.get(variant.key), stamp,
+                                   stored["metadata"].get("generation"))
+            if status != stored.get("status"):
+                self.store.update(key, {**stored, "status": status}, subresource="status")
+        if not names:
+            del self._stored_variants[parent_key]
 
     def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
         """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
@@ -633,6 +690,30 @@ class QueueController:
         key = Key(info.group, info.plural, obj["metadata"].get("namespace", "") if info.namespaced else "",
                   obj["metadata"]["name"])
         self.store.update(key, {**obj, "status": status}, subresource="status")
+
+
+def _parent_of(obj: Mapping[str, Any]) -> str | None:
+    """The key of the Workload that owns ``obj`` (a variant), if any."""
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Workload" and str(ref.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+            return f"{obj['metadata'].get('namespace', 'default')}/{ref.get('name')}"
+    return None
+
+
+def _variant_object(parent: Mapping[str, Any], variant: Workload) -> dict[str, Any]:
+    """A variant's Workload, as Kueue makes it from its parent: the parent's spec and labels (not the parent
+    label), its flavor annotated, owned by the parent."""
+    meta = parent["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in (PARENT_LABEL, JOB_UID_LABEL)}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": variant.name, "namespace": variant.namespace, "labels": labels,
+                     "annotations": {ALLOWED_FLAVORS: variant.flavor},
+                     "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                                          "name": meta["name"], "uid": meta.get("uid", ""), "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": copy.deepcopy(parent.get("spec") or {}),
+    }
 
 
 def _amount(resource: str, milli: int) -> str:

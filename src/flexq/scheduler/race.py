@@ -29,9 +29,11 @@ from flexq.scheduler.flavorassigner import compatible
 from flexq.scheduler.model import ClusterQueueSpec, ConcurrentPolicy, FlavorSpec, Workload
 from flexq.scheduler.quota import QuotaTree
 
-__all__ = ["IMPLICIT", "PARENT_LABEL", "VariantPlan", "plan_variants", "rank", "variant_name"]
+__all__ = ["ALLOWED_FLAVORS", "IMPLICIT", "PARENT_LABEL", "VariantPlan", "plan_variants", "rank", "variant_name"]
 
 PARENT_LABEL: Final = "kueue.x-k8s.io/concurrent-admission-parent"
+ALLOWED_FLAVORS: Final = "kueue.x-k8s.io/workload-allowed-resource-flavors"
+"""The annotation naming a variant's flavor, as Kueue sets it."""
 IMPLICIT: Final = ConcurrentPolicy(migrate=False, implicit=True)
 """flexq's racing policy for ClusterQueues that name none."""
 

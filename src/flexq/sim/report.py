@@ -20,7 +20,7 @@ from typing import Any
 from flexq.durations import format_seconds
 from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun
 
-__all__ = ["percentile", "pool_usage", "summarize", "waiting_over_time", "write_report"]
+__all__ = ["percentile", "pool_usage", "ratio", "summarize", "waiting_over_time", "write_report"]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -75,6 +75,15 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         "cost": {k: round(v, 2) for k, v in cost.items()} | {"total": round(sum(cost.values()), 2),
                                                               "wasted": round(wasted, 2)},
     }
+
+
+def ratio(value: float | None, reference: float | None) -> str:
+    """A policy's p95 over the oracle's ("-" when either is unknown)."""
+    if value is None or reference is None:
+        return "-"
+    if reference == 0:
+        return "1.00" if value == 0 else "-"
+    return f"{value / reference:.2f}"
 
 
 def _svg_gantt(rows: Sequence[Mapping[str, Any]], end: float, width: int = 900) -> str:
@@ -255,11 +264,14 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
                                  r.get("wait"), flavors, r.get("cost", ""), r.get("waste", "")])
     (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
+    reference = (summary.get(ORACLE) or {}).get("wait", {}).get("p95")
     table = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{s['jobs']}</td><td>{_fmt(s['wait']['p50'])}</td>"
-        f"<td>{_fmt(s['wait']['p95'])}</td><td>{_fmt(s['wait']['max'])}</td><td>{s['fallbacks']}</td>"
+        f"<td>{_fmt(s['wait']['p95'])}</td><td>{_fmt(s['wait']['max'])}</td>"
+        f"<td>{ratio(s['wait']['p95'], reference)}</td><td>{s['fallbacks']}</td>"
         f"<td>{s['provisioningRetries']}</td><td>{s['preemptions']}</td>"
-        f"<td>{'-' if p in (LOWER_BOUND, ORACLE) else '$' + format(s['cost']['total'], ',.2f')}</td></tr>"
+        f"<td>{'-' if p in (LOWER_BOUND, ORACLE) else '$' + format(s['cost']['total'], ',.2f')}</td>"
+        f"<td>{'-' if p in (LOWER_BOUND, ORACLE) else '$' + format(s['cost']['wasted'], ',.2f')}</td></tr>"
         for p, s in summary.items())
     by_cq = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{html.escape(cq)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"
@@ -292,7 +304,8 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
 solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>
 <h1>flexq simulation report</h1>
 <table id="policies"><tr><th>policy</th><th>jobs</th><th>p50 wait</th><th>p95 wait</th><th>max wait</th>
-<th>fallbacks</th><th>DWS retries</th><th>preemptions</th><th>cost</th></tr>{table}</table>
+<th>p95 / oracle</th><th>fallbacks</th><th>DWS retries</th><th>preemptions</th><th>cost</th><th>wasted</th></tr>
+{table}</table>
 {"<h2>Wait per class</h2><table><tr><th>policy</th><th>class</th><th>jobs</th><th>p50</th><th>p95</th>"
  "<th>max</th></tr>" + by_class + "</table>" if by_class else ""}
 <h2>Wait per ClusterQueue</h2>
