@@ -9,27 +9,28 @@ from flexq.api.documents import load_documents
 from flexq.api.errors import InvalidObject
 from flexq.api.validation import validate_document
 
-# Kueue's documented example (site/static/examples/admin/concurrent-admission-setup.yaml), written out here.
+# A setup of the shape Kueue documents for Concurrent Admission: three v1beta2 flavors, most preferred first, one
+# ClusterQueue racing them (TryPreferredFlavors), and a LocalQueue.
 KUEUE_EXAMPLE = """\
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata:
-  name: reservation
+  name: reserved
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata:
-  name: on-demand
+  name: standard
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata:
-  name: spot
+  name: preemptible
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata:
-  name: team-cluster-queue
+  name: research-cq
 spec:
   namespaceSelector: {}
   concurrentAdmissionPolicy:
@@ -38,42 +39,41 @@ spec:
   resourceGroups:
   - coveredResources: ["cpu", "memory"]
     flavors:
-    # Flavors are ordered from the most preferred to the least preferred.
-    - name: reservation
+    - name: reserved
       resources:
       - name: cpu
-        nominalQuota: 4
+        nominalQuota: 6
       - name: memory
-        nominalQuota: 16Gi
-    - name: on-demand
+        nominalQuota: 24Gi
+    - name: standard
       resources:
       - name: cpu
-        nominalQuota: 8
+        nominalQuota: 12
       - name: memory
-        nominalQuota: 32Gi
-    - name: spot
+        nominalQuota: 48Gi
+    - name: preemptible
       resources:
       - name: cpu
-        nominalQuota: 16
+        nominalQuota: 24
       - name: memory
-        nominalQuota: 64Gi
+        nominalQuota: 96Gi
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata:
   namespace: default
-  name: team-queue
+  name: research
 spec:
-  clusterQueue: team-cluster-queue
+  clusterQueue: research-cq
 """
 
 WITH_LAST_ACCEPTABLE = KUEUE_EXAMPLE.replace(
     "      mode: TryPreferredFlavors\n",
-    "      mode: TryPreferredFlavors\n      constraints:\n        lastAcceptableFlavorName: reservation\n",
+    "      mode: TryPreferredFlavors\n      constraints:\n        lastAcceptableFlavorName: reserved\n",
 )
 
 PREFERRED = "{migration: {mode: TryPreferredFlavors}}"
-THREE = [(["cpu", "memory"], ["reservation", "on-demand", "spot"])]
+THREE = [(["cpu", "memory"], ["reserved", "standard", "preemptible"])]
 Groups = list[tuple[list[str], list[str]]]
 
 
@@ -84,7 +84,7 @@ def cluster_queue(policy: str | None, groups: Groups | None = None, *, strategy:
     A field's line is its value's first line (a missing field's, its parent's): ``spec`` is line 6.
     """
     lines = [f"apiVersion: kueue.x-k8s.io/{version}", "kind: ClusterQueue", "metadata:",
-             "  name: team-cluster-queue", "spec:"]
+             "  name: research-cq", "spec:"]
     if policy is not None:
         lines.append(f"  concurrentAdmissionPolicy: {policy}")
     if strategy is not None:
@@ -111,7 +111,7 @@ def _errors(text: str) -> list[str]:
 
 
 ONE_GROUP = "must have exactly one ResourceGroup when ConcurrentAdmissionPolicy is defined"
-NOT_A_FLAVOR = "must be one of the flavors defined in the ClusterQueue: [reservation on-demand spot]"
+NOT_A_FLAVOR = "must be one of the flavors defined in the ClusterQueue: [reserved standard preemptible]"
 FORBIDDEN = 'Forbidden: may only be set when migration.mode is "TryPreferredFlavors" (got "RetainFirstAdmission")'
 STRICT = "StrictFIFO queueing strategy cannot be used when ConcurrentAdmissionPolicy is defined"
 SEVENTEEN = [(["cpu"], [f"f{i}" for i in range(17)])]
@@ -129,7 +129,7 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
         ["line 10: spec.resourceGroups[0].flavors: Invalid value: 17: cannot have more than 16 resource flavors in "
          "the ResourceGroup when ConcurrentAdmissionPolicy is defined"]),
     "constraints with RetainFirstAdmission": (
-        cluster_queue("{migration: {mode: RetainFirstAdmission, constraints: {lastAcceptableFlavorName: spot}}}",
+        cluster_queue("{migration: {mode: RetainFirstAdmission, constraints: {lastAcceptableFlavorName: preemptible}}}",
                       THREE),
         [f"line 6: {CONSTRAINTS}: {FORBIDDEN}"]),
     "empty constraints with RetainFirstAdmission": (
@@ -174,7 +174,7 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
         ["line 6: spec.concurrentAdmissionPolicy: Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such "
          "field (it is in kueue.x-k8s.io/v1beta2)"]),
     "documented example, lastAcceptableFlavorName misspelled": (
-        WITH_LAST_ACCEPTABLE.replace("lastAcceptableFlavorName: reservation", "lastAcceptableFlavorName: reserve"),
+        WITH_LAST_ACCEPTABLE.replace("lastAcceptableFlavorName: reserved", "lastAcceptableFlavorName: reserve"),
         [f'line 26: {CONSTRAINTS}.lastAcceptableFlavorName: Invalid value: "reserve": {NOT_A_FLAVOR}']),
     "documented example, StrictFIFO": (
         KUEUE_EXAMPLE.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  queueingStrategy: StrictFIFO\n"),
@@ -200,7 +200,7 @@ ACCEPTED: dict[str, str] = {
     "empty constraints with TryPreferredFlavors": cluster_queue(
         "{migration: {mode: TryPreferredFlavors, constraints: {}}}", THREE),
     "lastAcceptableFlavorName the least preferred flavor": cluster_queue(
-        "{migration: {mode: TryPreferredFlavors, constraints: {lastAcceptableFlavorName: spot}}}", THREE),
+        "{migration: {mode: TryPreferredFlavors, constraints: {lastAcceptableFlavorName: preemptible}}}", THREE),
     "sixteen flavors": cluster_queue(PREFERRED, [(["cpu"], [f"f{i}" for i in range(16)])]),
     "BestEffortFIFO": cluster_queue(PREFERRED, THREE, strategy="BestEffortFIFO"),
     "null policy": cluster_queue("null", [*THREE, (["example.com/gpu"], ["gpu"])], strategy="StrictFIFO"),

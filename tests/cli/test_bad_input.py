@@ -41,12 +41,12 @@ CASES = {
                                 "unresolved placeholders: ${ONDEMAND_NODEPOOL} (line 15), ${DWS_NODEPOOL} (line 23)"),
     "concurrent admission with StrictFIFO": (
         KUEUE_EXAMPLE.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  queueingStrategy: StrictFIFO\n"),
-        "stdin: document 4 (ClusterQueue 'team-cluster-queue') is invalid\n  line 22: spec.queueingStrategy: "
+        "stdin: document 4 (ClusterQueue 'research-cq') is invalid\n  line 22: spec.queueingStrategy: "
         'Invalid value: "StrictFIFO": StrictFIFO queueing strategy cannot be used when ConcurrentAdmissionPolicy is '
         "defined"),
     "concurrent admission in v1beta1": (
         KUEUE_EXAMPLE.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"),
-        "stdin: document 4 (ClusterQueue 'team-cluster-queue') is invalid\n  line 23: spec.concurrentAdmissionPolicy: "
+        "stdin: document 4 (ClusterQueue 'research-cq') is invalid\n  line 23: spec.concurrentAdmissionPolicy: "
         "Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such field (it is in kueue.x-k8s.io/v1beta2)"),
 }
 

@@ -17,7 +17,7 @@ from flexq.store import Store
 from tests.api.test_concurrent_admission import KUEUE_EXAMPLE, WITH_LAST_ACCEPTABLE
 
 CQ, LQ, RF = resolve("cq"), resolve("lq"), resolve("rf")
-NAME = "team-cluster-queue"
+NAME = "research-cq"
 PREFERRED = {"migration": {"mode": "TryPreferredFlavors"}}
 IMMUTABLE = [FieldError("spec.concurrentAdmissionPolicy", "Invalid value: field is immutable")]
 
@@ -38,26 +38,26 @@ def _active(obj: dict[str, Any]) -> tuple[str, str]:
 
 def test_documented_example_applies_and_round_trips(svc: ObjectService) -> None:
     assert _apply(svc, KUEUE_EXAMPLE) == [
-        "resourceflavor.kueue.x-k8s.io/reservation created",
-        "resourceflavor.kueue.x-k8s.io/on-demand created",
-        "resourceflavor.kueue.x-k8s.io/spot created",
+        "resourceflavor.kueue.x-k8s.io/reserved created",
+        "resourceflavor.kueue.x-k8s.io/standard created",
+        "resourceflavor.kueue.x-k8s.io/preemptible created",
         f"clusterqueue.kueue.x-k8s.io/{NAME} created",
-        "localqueue.kueue.x-k8s.io/team-queue created",
+        "localqueue.kueue.x-k8s.io/research created",
     ]
     stored = svc.store.get(svc.key(CQ, None, NAME))
     assert stored["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert stored["spec"]["concurrentAdmissionPolicy"] == PREFERRED
     cq = svc.get(CQ, None, NAME, "v1beta2")
     assert cq["spec"]["concurrentAdmissionPolicy"] == PREFERRED
-    assert [f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["reservation", "on-demand", "spot"]
+    assert [f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["reserved", "standard", "preemptible"]
     assert _active(cq) == ("True", "Ready")
-    assert _active(svc.get(LQ, "default", "team-queue")) == ("True", "Ready")
+    assert _active(svc.get(LQ, "default", "research")) == ("True", "Ready")
     assert _apply(svc, KUEUE_EXAMPLE)[3] == f"clusterqueue.kueue.x-k8s.io/{NAME} unchanged"
 
 
 def test_last_acceptable_flavor_round_trips(svc: ObjectService) -> None:
     _apply(svc, WITH_LAST_ACCEPTABLE)
-    policy = {"migration": {"mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": "reservation"}}}
+    policy = {"migration": {"mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": "reserved"}}}
     assert svc.get(CQ, None, NAME, "v1beta2")["spec"]["concurrentAdmissionPolicy"] == policy
     assert [cq["spec"]["concurrentAdmissionPolicy"] for cq in svc.list_objects(CQ, None, "v1beta2")[0]] == [policy]
 
@@ -91,14 +91,14 @@ def _policy(value: Any) -> Callable[[dict[str, Any]], None]:
 
 
 def _quota(spec: dict[str, Any]) -> None:
-    spec["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 6
+    spec["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 7
 
 
 UPDATES: dict[str, tuple[dict[str, Any] | None, Callable[[dict[str, Any]], None], list[FieldError] | None]] = {
     "mode changed": (PREFERRED, _policy({"migration": {"mode": "RetainFirstAdmission"}}), IMMUTABLE),
     "constraints added": (
         PREFERRED,
-        _policy({"migration": {"mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": "spot"}}}),
+        _policy({"migration": {"mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": "preemptible"}}}),
         IMMUTABLE),
     "policy removed": (PREFERRED, _policy(None), IMMUTABLE),
     "policy added": (None, _policy(PREFERRED), IMMUTABLE),
