@@ -98,7 +98,8 @@ UPDATES: dict[str, tuple[dict[str, Any] | None, Callable[[dict[str, Any]], None]
     "mode changed": (PREFERRED, _policy({"migration": {"mode": "RetainFirstAdmission"}}), IMMUTABLE),
     "constraints added": (
         PREFERRED,
-        _policy({"migration": {"mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": "preemptible"}}}),
+        _policy({"migration": {"mode": "TryPreferredFlavors",
+                               "constraints": {"lastAcceptableFlavorName": "preemptible"}}}),
         IMMUTABLE),
     "policy removed": (PREFERRED, _policy(None), IMMUTABLE),
     "policy added": (None, _policy(PREFERRED), IMMUTABLE),

@@ -10,6 +10,10 @@ preempted for, or requeued. :meth:`Scheduler.schedule` runs cycles until one cha
 unlike Kueue (one head per ClusterQueue per cycle, then wait for the next event), everything that can
 be admitted at that moment is admitted, in the order Kueue's successive cycles would admit it.
 
+A workload whose ClusterQueue races its flavors (Kueue's Concurrent Admission, or flexq's own policy) is
+queued as one variant per flavor instead (:mod:`flexq.scheduler.racing`): the variant that wins gives the
+workload its admission.
+
 Lifecycle of a workload: Pending -> QuotaReserved -> Admitted (when every admission check that
 applies is Ready) -> Finished. Preemption marks victims *evicting*: they keep their quota until the
 driver reports that they stopped (:meth:`Scheduler.complete_eviction`), or at once with
@@ -29,7 +33,6 @@ from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
     CohortSpec,
-    ConcurrentPolicy,
     FlavorResource,
     FlavorSpec,
     Granular,
@@ -44,7 +47,8 @@ from flexq.scheduler.model import (
 from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
+from flexq.scheduler.racing import Racing, podsets_of, without
+from flexq.scheduler.racing import discount as racing_discount
 from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk, slice_targets
 
 __all__ = ["Config", "Scheduler"]
@@ -74,7 +78,7 @@ class _Cycle:
     progress: bool = False
 
 
-class Scheduler:
+class Scheduler(Racing):
     def __init__(self, config: Config | None = None, *, instant_eviction: bool = False) -> None:
         self.config = config or Config({}, {}, {})
         self.instant_eviction = instant_eviction
@@ -93,20 +97,14 @@ class Scheduler:
         """The preemption targets last chosen for each workload (issued, or already being evicted)."""
         self._replaced_by: dict[str, str] = {}
         """Workload slices waiting to replace another: the replaced slice's key -> the replacement's."""
+        # Concurrent admission's state, described where it is used (flexq.scheduler.racing.Racing).
         self.variants: dict[str, list[str]] = {}
-        """Racing workloads: the parent's key -> its variants' keys, most preferred first."""
         self.start_decides = False
         self.migration_check: Callable[[Workload, Workload, float], str | None] | None = None
-        """Beyond Kueue: asked before a running workload migrates to a variant's flavor (parent, variant, now); a
-        reason refuses it (the variant is withdrawn). The capacity driver refuses a move that would make the job
-        finish later than where it runs."""
-        """Set by a capacity driver: a variant wins when its pods start (:meth:`settle`), not when admitted."""
-        self._deferred: list[Event] = []
         self._carrier: dict[str, str] = {}
-        """Racing workloads: the one (a variant, or the parent once it runs) whose quota holds the pod sets the
-        variants share (the guide's Ray head on ``default-cpu``): the others reserve only what they race for."""
         self._full: dict[str, Admission] = {}
-        """Variants holding quota without the shared part: their admission as it would be with it."""
+        self._deferred: list[Event] = []
+        """Events of races started outside a scheduling pass (a configuration change), returned by the next."""
         self._set_aside = 0
         """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
 
@@ -319,7 +317,7 @@ class Scheduler:
         old = replaced_slice(self.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
-        discount = _discount(usage, self._shared(wl))
+        discount = racing_discount(usage, self._shared(wl))
         if discount:
             usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
         issued = {v.key for v in state.removed}
@@ -490,7 +488,7 @@ class Scheduler:
         self.queues.discard(wl)
         if discount:
             self._full[wl.key] = admission
-            wl.admission = _without(admission, discount)
+            wl.admission = without(admission, discount)
         else:
             wl.admission = admission
             if wl.parent and wl.allowed is not None and len(wl.allowed) > 1:
@@ -502,7 +500,7 @@ class Scheduler:
         wl.checks = {name: wl.checks.get(name, CheckState.PENDING)
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
-                        f"Quota reserved in ClusterQueue {cq.name}", _podsets(admission))]
+                        f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission))]
         if all(s is CheckState.READY for s in wl.checks.values()):
             wl.state = WorkloadState.ADMITTED
             wl.admitted_at = now
@@ -514,7 +512,7 @@ class Scheduler:
     def _admitted_event(self, wl: Workload, now: float) -> Event:
         assert wl.admission is not None
         return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, "The workload is admitted",
-                     _podsets(wl.admission))
+                     podsets_of(wl.admission))
 
     def _release(self, wl: Workload) -> None:
         assert wl.admission is not None
@@ -534,27 +532,6 @@ class Scheduler:
                     self._carrier[parent] = key
                     break
         self._wake_tree(wl.cluster_queue)
-
-    def _make_full(self, wl: Workload) -> None:
-        """A variant that reserved without the shared pod sets' quota takes it on."""
-        full = self._full.pop(wl.key, None)
-        if full is None or wl.admission is None:
-            return
-        extra = {fr: v - wl.admission.total.get(fr, 0) for fr, v in full.total.items()}
-        if wl.cluster_queue in self.tree.queues:
-            self.tree.add(wl.cluster_queue, {fr: v for fr, v in extra.items() if v})
-        wl.admission = full
-
-    def _shared(self, wl: Workload) -> dict[FlavorResource, int] | None:
-        """What the carrier of ``wl``'s race holds for the pod sets they share, if ``wl`` is a variant that
-        does not carry it."""
-        if not wl.parent or wl.allowed is None:
-            return None
-        carrier = self.workloads.get(self._carrier.get(wl.parent, ""))
-        if carrier is None or carrier is wl or carrier.admission is None:
-            return None
-        shared = {fr: v for fr, v in carrier.admission.total.items() if fr[0] in wl.allowed and fr[0] != wl.flavor}
-        return shared or None
 
     def _wake_tree(self, cq: str) -> None:
         if cq not in self.tree.queues:
@@ -648,183 +625,6 @@ class Scheduler:
                 events.append(Event(now, EventKind.REQUEUED, wl.key, wl.cluster_queue, "Backoff finished"))
         return events
 
-    # --- concurrent admission (flexq.scheduler.race) ------------------------------------------------
-
-    def _policy(self, cq: ClusterQueueSpec) -> ConcurrentPolicy | None:
-        if cq.concurrent is not None:
-            return cq.concurrent
-        return IMPLICIT if self.config.race else None
-
-    def _race(self, wl: Workload, now: float) -> list[Event] | None:
-        """Make ``wl`` race, one variant per flavor (queued in its place); None when it does not race."""
-        cq = self.config.cluster_queues.get(wl.cluster_queue)
-        policy = None if cq is None else self._policy(cq)
-        if cq is None or policy is None:
-            return None
-        plans = plan_variants(wl, cq, policy, self.tree, self.config.flavors, strict=not self.config.race)
-        if not plans:
-            return None
-        self.queues.discard(wl)
-        events: list[Event] = []
-        keys: list[str] = []
-        for plan in plans:
-            variant = Workload(wl.namespace, variant_name(wl, plan.flavor), wl.queue, wl.cluster_queue, wl.podsets,
-                               wl.priority, wl.created, owner=wl.owner, ordering_time=wl.ordering_time,
-                               parent=wl.key, flavor=plan.flavor, allowed=plan.allowed)
-            self.workloads[variant.key] = variant
-            self.queues.push(variant)
-            keys.append(variant.key)
-            events.append(Event(now, EventKind.CREATED, variant.key, cq.name,
-                                f"Variant of {wl.key} for flavor {plan.flavor}",
-                                extra={"parent": wl.key, "flavor": plan.flavor}))
-        self.variants[wl.key] = keys
-        wl.pending_reason = self.race_reason(wl.key)
-        return events
-
-    def race_reason(self, key: str) -> str:
-        """Why a racing workload waits: each variant's reason, those nearest to starting first (admitted, then
-        holding quota, then pending; by preference within each). Empty if it is not racing."""
-        order = {WorkloadState.ADMITTED: 0, WorkloadState.QUOTA_RESERVED: 1}
-        variants = [v for k in self.variants.get(key, ()) if (v := self.workloads.get(k)) is not None]
-        parts = []
-        for _i, variant in sorted(enumerate(variants), key=lambda e: (order.get(e[1].state, 2), e[0])):
-            parts.append(f"{variant.flavor}: {variant.pending_reason or variant.state.value}")
-        return "racing: " + "; ".join(parts) if parts else ""
-
-    def settle(self, key: str, now: float) -> list[Event]:
-        """Variant ``key`` wins: its parent takes its admission (migrating from where it runs, if it runs); the
-        other variants are withdrawn, except, under ``TryPreferredFlavors``, the more preferred ones."""
-        variant = self.workloads.get(key)
-        parent = self.workloads.get(variant.parent) if variant is not None else None
-        cq = self.config.cluster_queues.get(variant.cluster_queue) if variant is not None else None
-        if variant is None or parent is None or cq is None or variant.admission is None:
-            return []
-        refused = self.refuse_migration(variant, now)
-        if refused:
-            return refused
-        events: list[Event] = []
-        carrier = self.workloads.get(self._carrier.get(parent.key, ""))
-        if variant.key in self._full and carrier is not None and carrier is not parent and \
-                carrier.admission is not None:
-            # The winner takes the shared pod sets' quota over from the sibling that held it.
-            held = carrier.admission
-            shared = _discount(held.total, self._shared(variant))
-            self._full[carrier.key] = held
-            carrier.admission = _without(held, shared)
-            self.tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
-            self._make_full(variant)
-            self._carrier[parent.key] = variant.key
-        if parent.admission is not None:
-            events.append(Event(now, EventKind.EVICTED, parent.key, parent.cluster_queue,
-                                f"Evicted to accommodate a workload (UID: {parent.uid or parent.key}) due to migration "
-                                f"to more favorable resource flavor {variant.flavor}",
-                                extra={"cause": "FlavorMigration"}))
-            if variant.key in self._full:
-                self._carrier[parent.key] = variant.key  # it takes the shared pod sets' quota over from the parent
-            self._release(parent)
-            parent.evictions += 1
-            self._make_full(variant)
-        admission = variant.admission
-        self.holding.get(variant.cluster_queue, {}).pop(variant.key, None)
-        variant.admission = None
-        parent.admission = admission
-        self.holding.setdefault(parent.cluster_queue, {})[parent.key] = parent  # the same usage: the tree is as it was
-        parent.state = WorkloadState.ADMITTED
-        parent.reserved_at = parent.admitted_at = now
-        parent.checks = dict(variant.checks)
-        parent.pod_set_updates = dict(variant.pod_set_updates)
-        parent.pending_reason = ""
-        parent.won = variant.name
-        policy = self._policy(cq)
-        keep = []
-        for other_key in self.variants.pop(parent.key, []):
-            other = self.workloads.get(other_key)
-            if other is None or other_key == key:
-                continue
-            if policy is not None and policy.migrate and not policy.implicit and \
-                    rank(cq, other.flavor) < rank(cq, variant.flavor) and (
-                    policy.last_acceptable is None or rank(cq, other.flavor) <= rank(cq, policy.last_acceptable)):
-                keep.append(other_key)
-                continue
-            events += self._withdraw(other, now, f"Variant withdrawn: {variant.name} won on flavor {variant.flavor}")
-        if keep:
-            self.variants[parent.key] = keep
-            self._carrier[parent.key] = parent.key  # the running workload holds what the variants share
-        else:
-            self._carrier.pop(parent.key, None)
-        variant.state = WorkloadState.FINISHED
-        self.workloads.pop(key, None)
-        self.last_assignment.pop(key, None)
-        events.append(Event(now, EventKind.FINISHED, key, variant.cluster_queue,
-                            f"The variant won: {parent.key} runs on flavor {variant.flavor}",
-                            extra={"finishedReason": "VariantAdmitted", "parent": parent.key}))
-        podsets = _podsets(admission)
-        events.append(Event(now, EventKind.QUOTA_RESERVED, parent.key, cq.name,
-                            f"Quota reserved in ClusterQueue {cq.name}", podsets))
-        events.append(Event(now, EventKind.ADMITTED, parent.key, cq.name, f"The variant {variant.name} is admitted",
-                            podsets, extra={"variant": key, "flavor": variant.flavor}))
-        return events
-
-    def refuse_migration(self, variant: Workload, now: float) -> list[Event]:
-        """If ``variant`` would move its running workload and :attr:`migration_check` refuses, withdraw it."""
-        parent = self.workloads.get(variant.parent)
-        if parent is None or parent.admission is None or self.migration_check is None:
-            return []
-        why = self.migration_check(parent, variant, now)
-        if not why:
-            return []
-        remaining = self.variants.get(parent.key, [])
-        if variant.key in remaining:
-            remaining.remove(variant.key)
-        if not remaining:
-            self.variants.pop(parent.key, None)
-        return self._withdraw(variant, now, f"Variant withdrawn: no migration to flavor {variant.flavor}: {why}")
-
-    def _settle_admitted(self, events: list[Event], now: float) -> list[Event]:
-        """Without a capacity driver deciding, a variant wins when it is admitted (Kueue's rule)."""
-        if not self.variants or self.start_decides:
-            return events
-        out = list(events)
-        for event in events:
-            if event.kind is EventKind.ADMITTED:
-                variant = self.workloads.get(event.workload)
-                if variant is not None and variant.parent and variant.state is WorkloadState.ADMITTED:
-                    out += self.settle(variant.key, now)
-        return out
-
-    def _withdraw(self, variant: Workload, now: float, reason: str) -> list[Event]:
-        if variant.admission is not None:
-            self._release(variant)
-        self.queues.discard(variant)
-        self._requeues.pop(variant.key, None)
-        variant.state = WorkloadState.FINISHED
-        self.workloads.pop(variant.key, None)
-        self.last_assignment.pop(variant.key, None)
-        return [Event(now, EventKind.FINISHED, variant.key, variant.cluster_queue, reason,
-                      extra={"finishedReason": "VariantWithdrawn", "parent": variant.parent})]
-
-    def _withdraw_all(self, wl: Workload, now: float, reason: str) -> list[Event]:
-        events: list[Event] = []
-        for key in self.variants.pop(wl.key, []):
-            variant = self.workloads.get(key)
-            if variant is not None:
-                events += self._withdraw(variant, now, reason)
-        return events
-
-    def _variant_lost(self, variant: Workload, now: float, reason: str) -> list[Event]:
-        """A variant was deactivated (its check Rejected): when none is left racing, the parent is deactivated."""
-        parent = self.workloads.get(variant.parent)
-        if parent is None or parent.admission is not None:
-            return []
-        live = [k for k in self.variants.get(parent.key, [])
-                if (v := self.workloads.get(k)) is not None and v.state is not WorkloadState.INACTIVE]
-        if live:
-            return []
-        events = self._withdraw_all(parent, now, "Variant withdrawn: its workload is deactivated")
-        parent.state = WorkloadState.INACTIVE
-        parent.pending_reason = reason
-        return [*events, Event(now, EventKind.DEACTIVATED, parent.key, parent.cluster_queue, reason)]
-
     def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated") -> list[Event]:
         """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
         racing workload's variants are withdrawn."""
@@ -838,33 +638,6 @@ class Scheduler:
         self.queues.discard(wl)
         wl.state = WorkloadState.INACTIVE
         return [*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue, reason)]
-
-
-def _discount(usage: Mapping[FlavorResource, int], shared: Mapping[FlavorResource, int] | None
-              ) -> dict[FlavorResource, int]:
-    """The part of ``usage`` that a sibling variant already holds."""
-    if not shared:
-        return {}
-    return {fr: min(v, shared[fr]) for fr, v in usage.items() if shared.get(fr)}
-
-
-def _without(admission: Admission, discount: Mapping[FlavorResource, int]) -> Admission:
-    """``admission`` with ``discount`` taken off its pod sets' usage (first pod sets first)."""
-    left = dict(discount)
-    podsets = []
-    for ps in admission.podsets:
-        usage = dict(ps.usage)
-        for fr, v in usage.items():
-            take = min(v, left.get(fr, 0))
-            if take:
-                usage[fr] = v - take
-                left[fr] -= take
-        podsets.append(PodSetAssignment(ps.name, ps.flavors, usage, ps.count))
-    return Admission.of(admission.cluster_queue, tuple(podsets))
-
-
-def _podsets(admission: Admission) -> dict[str, dict[str, str]]:
-    return {ps.name: dict(sorted(ps.flavors.items())) for ps in admission.podsets}
 
 
 def _owner(wl: Workload) -> dict[str, str]:
