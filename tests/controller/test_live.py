@@ -55,21 +55,16 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
 
     def placed() -> dict[str, dict[str, Any]]:
         wls = _workloads(server)
-        assert len(wls) == 3 and _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
-        for job in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
-            variants = {v["flavor"]: v for v in wls[job]["status"].get("variants", [])}
-            assert variants["dws"]["state"] == "QuotaReserved"
-            assert variants["dws"]["admissionChecks"] == [{"name": "dws-prov", "state": "Pending"}]
+        assert len(wls) == 3 and all(_cond(w, "QuotaReserved") == "True" for w in wls.values())
         return wls
 
     wls = _eventually(placed)
     assert _flavors(wls["rayjob-tpu-v6e-dws-1"]) == {"head": {"default-cpu"}, "tpu-group": {"on-demand"}}
+    assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
     for job in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
-        # Racing (flexq's policy): on-demand has no quota left, dws waits for its check; the job holds neither yet.
-        assert _cond(wls[job], "QuotaReserved") == "False" and "admission" not in wls[job]["status"]
-        assert wls[job]["status"]["admissionChecks"][0] == {**wls[job]["status"]["admissionChecks"][0],
-                                                           "name": "dws-prov", "state": "Pending"}
-        assert "; on-demand: couldn't assign flavors" in _cond_message(wls[job], "QuotaReserved")
+        assert _flavors(wls[job])["tpu-group"] == {"dws"}
+        assert _cond(wls[job], "Admitted") == "False"
+        assert wls[job]["status"]["admissionChecks"][0]["state"] == "Pending"
 
     job1 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-1", "-o", "yaml").out)
     assert job1["spec"]["suspend"] is False
@@ -79,7 +74,7 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
     assert job2["spec"]["suspend"] is True, "waiting for its dws-prov check"
 
     table = flexq("get", "workloads").out
-    assert "racing: dws: The workload has not all checks ready; on-demand: couldn't assign" in table
+    assert "waiting for admission checks: dws-prov" in table and "tpu-group=dws" in table
 
     done = flexq("check", "set", "rayjob/rayjob-tpu-v6e-dws-2", "--check", "dws-prov", "--state", "Ready")
     assert done.code == 0, done.err
@@ -90,26 +85,17 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
         "cloud.google.com/gke-nodepool"] == "dws-pool"
 
     lq = yaml.safe_load(flexq("get", "lq", "user-queue", "-o", "yaml").out)["status"]
-    # Job 3 still races (its DWS variant waits for its check): it counts as pending until a variant wins.
-    assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (1, 2, 2)
+    assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (0, 3, 2)
 
-    # Deleting job 1 deletes its workload and frees on-demand: job 3, still racing (its DWS check pending), takes it
-    # before a job submitted after it; its DWS variant is withdrawn.
+    # Deleting job 1 deletes its workload and frees on-demand: a new job takes it.
     assert flexq("delete", "rayjob", "rayjob-tpu-v6e-dws-1").code == 0
     _eventually(lambda: _assert("rayjob-tpu-v6e-dws-1" not in _workloads(server)))
     _submit(flexq, "4")
-    wl3 = _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-3"))
-    assert _flavors(wl3)["tpu-group"] == {"on-demand"} and "variants" not in wl3["status"]
-    wl4 = _workloads(server)["rayjob-tpu-v6e-dws-4"]
-    assert _cond(wl4, "QuotaReserved") == "False" and [v["flavor"] for v in wl4["status"]["variants"]] == [
-        "on-demand", "dws"]
+    wl4 = _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-4"))
+    assert _flavors(wl4)["tpu-group"] == {"on-demand"}
 
-    described = flexq("describe", "workload", wl3["metadata"]["name"])
+    described = flexq("describe", "workload", wl4["metadata"]["name"])
     assert "Quota reserved in ClusterQueue cluster-queue" in described.out and "QuotaReserved" in described.out
-
-
-def _cond_message(wl: dict[str, Any], type_: str) -> str:
-    return next((str(c.get("message", "")) for c in wl["status"].get("conditions", []) if c["type"] == type_), "")
 
 
 def _assert(value: bool) -> None:

@@ -146,9 +146,11 @@ class QueueController:
         self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
         self.priorities = {o["metadata"]["name"]: int(o.get("value", 0)) for o in by_kind["WorkloadPriorityClass"]}
-        # flexq's policy races every workload across its flavors (Kueue-compatible, ``fallback: false``, does not).
-        self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=self.capacity.config.fallback))
+        # flexq's policy races workloads across their flavors where capacity is modelled (node pools), as the
+        # simulator does; Kueue-compatible (``fallback: false``) does not.
         self.capacity.configure(by_kind)
+        race = self.capacity.config.fallback and self.capacity.driver is not None
+        self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=race))
         now = self.clock.now()
         for wl in list(self.scheduler.workloads.values()):
             if wl.admission is None:
@@ -518,7 +520,7 @@ class QueueController:
                 fresh = self.store.get(self._wl_key(wl))
                 fresh["spec"]["active"] = False
                 self.store.update(self._wl_key(wl), fresh)
-            if variants and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
+            if (variants or wl.won) and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
                 fresh = self.store.get(self._wl_key(wl))  # as Kueue marks a workload that races its variants
                 fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"
                 self.store.update(self._wl_key(wl), fresh)
