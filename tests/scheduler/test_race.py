@@ -11,6 +11,7 @@ from flexq.scheduler.model import (
     ConcurrentPolicy,
     FlavorSpec,
     PodSet,
+    PreemptionPolicy,
     Quota,
     ResourceGroup,
     Workload,
@@ -214,7 +215,10 @@ def test_quota_stays_consistent_through_random_races() -> None:
             pending = [k for k, w in s.workloads.items() if w.parent and w.checks.get("prov") is CheckState.PENDING]
             if pending:
                 state = rng.choice([CheckState.READY, CheckState.READY, CheckState.RETRY, CheckState.REJECTED])
-                s.set_check(rng.choice(pending), "prov", state, now)
+                target = rng.choice(pending)
+                if rng.random() < 0.5:
+                    target = s.workloads[target].parent  # as a person sets it, on the job's workload
+                s.set_check(target, "prov", state, now)
         elif op < 0.7:
             running = [w for w in jobs if w.state is WorkloadState.ADMITTED and w.key in s.workloads]
             if running:
@@ -243,3 +247,26 @@ def test_quota_stays_consistent_through_random_races() -> None:
             assert heads == (2 * CPU if holding else 0), (step, wl.key, "the head's quota is held once")
             if wl.state is WorkloadState.ADMITTED and wl.key in s.workloads:
                 assert wl.admission is not None and wl.admission.total[("default", "cpu")] == 2 * CPU
+
+
+def test_one_variant_at_a_time_preempts() -> None:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(4 * CPU), ("b", "cpu"): Quota(4 * CPU)})
+    # Flavor a's admission check keeps its variant holding quota, not admitted, while b's variant is looked at.
+    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
+                          concurrent=ConcurrentPolicy(migrate=False), checks=(("prov", frozenset({"a"})),))
+    s = Scheduler(Config({f: FlavorSpec(f) for f in ("a", "b")}, {"cq": cq}, {}), instant_eviction=True)
+    low = [Workload("default", f"low-{i}", "q", "cq", (PodSet("main", 1, {"cpu": 4 * CPU}),), uid=f"low-{i}")
+           for i in range(2)]
+    for i, wl in enumerate(low):
+        _submit(s, wl, i)
+        s.set_check(wl.key, "prov", CheckState.READY, i)
+    assert {_flavor(w) for w in low} == {"a", "b"}
+    high = Workload("default", "high", "q", "cq", (PodSet("main", 1, {"cpu": 4 * CPU}),), priority=10, uid="high")
+    events = _submit(s, high, 5)
+    preempted = [e.workload for e in events if e.kind is EventKind.PREEMPTED]
+    assert len(preempted) == 1, "both variants could preempt: only one does"
+    gated = [e.reason for e in events if e.kind is EventKind.PENDING and "another variant" in e.reason]
+    assert gated, "the other variant says why it preempts nobody"
+    s.set_check(high.key, "prov", CheckState.READY, 6)
+    assert high.state is WorkloadState.ADMITTED and _flavor(high) == "a"
+    assert sum(w.admission is not None for w in low) == 1, "the job on b was never preempted"

@@ -28,6 +28,7 @@ from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
 
 if TYPE_CHECKING:
     from flexq.scheduler.flavorassigner import Assignment
+    from flexq.scheduler.preemption import Target
     from flexq.scheduler.scheduler import Config
 
 __all__ = ["Racing", "discount", "podsets_of", "without"]
@@ -43,6 +44,7 @@ class Racing:
     holding: dict[str, dict[str, Workload]]
     last_assignment: dict[str, Assignment]
     _requeues: dict[str, float]
+    last_targets: dict[str, list[Target]]
     variants: dict[str, list[str]]
     """Racing workloads: the parent's key -> its variants' keys, most preferred first."""
     start_decides: bool
@@ -58,6 +60,22 @@ class Racing:
 
     def _release(self, wl: Workload) -> None:
         raise NotImplementedError  # the scheduler's: frees the workload's quota
+
+    def may_preempt(self, wl: Workload) -> bool:
+        """Kueue's preemption gate for variants, simplified: one variant of a workload preempts at a time, none
+        while a sibling holds quota, and none to move a workload that already runs."""
+        if not wl.parent:
+            return True
+        parent = self.workloads.get(wl.parent)
+        if parent is not None and parent.admission is not None:
+            return False
+        for key in self.variants.get(wl.parent, ()):
+            other = self.workloads.get(key)
+            if other is None or other is wl:
+                continue
+            if other.admission is not None or any(t.workload.evicting for t in self.last_targets.get(key, ())):
+                return False
+        return True
 
     def _policy(self, cq: ClusterQueueSpec) -> ConcurrentPolicy | None:
         if cq.concurrent is not None:

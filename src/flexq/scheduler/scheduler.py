@@ -190,7 +190,8 @@ class Scheduler(Racing):
         if key in self.variants and check not in wl.checks:
             out: list[Event] = []
             for variant in list(self.variants[key]):
-                out += self.set_check(variant, check, state, now, message, retry_after, pod_set_updates)
+                if variant in self.workloads:  # one that won may have withdrawn the others
+                    out += self.set_check(variant, check, state, now, message, retry_after, pod_set_updates)
             return out
         if not wl.holds_quota or check not in wl.checks:
             return []
@@ -313,7 +314,9 @@ class Scheduler(Racing):
         if assignment.mode is Mode.PREEMPT and not targets:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
-            return self._inadmissible(wl, assignment.message(), now)
+            gated = "" if self.may_preempt(wl) else ". It preempts nobody: another variant of its workload holds " \
+                "quota or is preempting"
+            return self._inadmissible(wl, assignment.message() + gated, now)
         old = replaced_slice(self.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
@@ -466,6 +469,8 @@ class Scheduler(Racing):
         return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
+        if not self.may_preempt(wl):
+            return []  # another variant of its workload holds quota or preempts
         cq = self.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(self.workloads, wl)
         if old is not None:
