@@ -126,3 +126,26 @@ def test_events_field_selector_for_describe(server: Server) -> None:
     assert r.status_code == 200 and r.json()["items"] == []
     bad = httpx.get(f"{server.url}/api/v1/namespaces/default/events", params={"fieldSelector": "nonsense"})
     assert bad.status_code == 400
+
+
+def test_deeply_nested_bodies_are_refused_not_crashed_on(server: Server) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    for url, body in (
+            (server.url + "/api/v1/namespaces/default/configmaps",
+             '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": {"x": ' + deep + "}}"),
+            (server.url + "/v1/projects/p/locations/us-east5-b/clusters", '{"cluster": ' + deep + "}")):
+        response = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+        assert response.status_code == 400, (url, response.status_code, response.text[:300])
+        assert "nest" in response.text.lower() or "invalid json" in response.text.lower()
+    # Within the limit: an ordinary object (a few levels) still goes through, and the server still serves.
+    ok = httpx.post(server.url + "/api/v1/namespaces/default/configmaps",
+                    json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shallow"}, "data": {"x": "1"}})
+    assert ok.status_code == 201, ok.text
+    nested = {"a": 1}
+    for _ in range(60):
+        nested = {"a": nested}
+    assert '"a"' in json.dumps(nested)  # 60 levels: under the limit
+    response = httpx.post(server.url + "/api/v1/namespaces/default/configmaps",
+                          json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": nested}})
+    assert response.status_code in (400, 422), "refused as an invalid object, not as too deep"
+    assert "nests deeper" not in response.text

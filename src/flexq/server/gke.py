@@ -12,6 +12,7 @@ import base64
 import contextlib
 import hashlib
 import itertools
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -23,11 +24,27 @@ from flexq.api.errors import ApiError, InvalidObject
 from flexq.api.kinds import KINDS, resolve
 from flexq.capacity.gke import GKE_VERSION, gke_node_pool
 from flexq.objects.service import BOOT_NAMESPACES, BadRequest, ObjectService
+from flexq.server.k8s import MAX_NESTING, nesting
 from flexq.store import AlreadyExists, NotFound
 
 __all__ = ["gke_router"]
 
 _AFFINITY = {"NO_RESERVATION": "none", "ANY_RESERVATION": "any", "SPECIFIC_RESERVATION": "specific"}
+
+
+async def _json(request: Request) -> dict[str, Any] | JSONResponse:
+    """The request's JSON object, or the 400 that Google's APIs give a body that is not one (or nests too deep)."""
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError) as exc:
+        return _error(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {str(exc)[:200]}")
+    if not isinstance(body, dict):
+        return _error(400, "INVALID_ARGUMENT", "Invalid JSON payload received. Expected an object.")
+    if nesting(body) > MAX_NESTING:
+        return _error(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. Nested deeper than {MAX_NESTING} "
+                      "levels.")
+    return body
 
 
 def _error(code: int, status: str, message: str) -> JSONResponse:
@@ -135,7 +152,10 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
 
         @router.post(f"{base}/clusters")
         async def create_cluster(project: str, location: str, request: Request) -> JSONResponse:
-            body = (await request.json()).get("cluster") or {}
+            payload = await _json(request)
+            if isinstance(payload, JSONResponse):
+                return payload
+            body = payload.get("cluster") or {}
             name = str(body.get("name", ""))
             node_config = body.get("nodeConfig") or {}
             initial = int(body.get("initialNodeCount") or 0)
@@ -189,7 +209,10 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
             if get_cluster(cluster) is None:
                 return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
                               f"{cluster}.")
-            body = (await request.json()).get("nodePool") or {}
+            payload = await _json(request)
+            if isinstance(payload, JSONResponse):
+                return payload
+            body = payload.get("nodePool") or {}
             try:
                 service.create(pools, None, pool_object(body, cluster, location))
             except Exception as exc:
@@ -235,7 +258,9 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
             obj = find_pool(cluster, pool)
             if obj is None:
                 return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
-            body = await request.json()
+            body = await _json(request)
+            if isinstance(body, JSONResponse):
+                return body
             spec = obj["spec"]
             if action == "setAutoscaling":
                 auto = body.get("autoscaling") or {}

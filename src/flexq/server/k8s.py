@@ -346,7 +346,40 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
         raise BadRequest("the request has no body")
     try:
         if "yaml" in request.headers.get("content-type", ""):
-            return yaml.safe_load(raw)
-        return json.loads(raw)
+            body = yaml.safe_load(raw)
+        else:
+            body = json.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        body = None
+        depth = MAX_NESTING + 1
+    else:
+        depth = nesting(body)
+    if depth > MAX_NESTING:
+        raise BadRequest(f"the request body nests deeper than {MAX_NESTING} levels")
+    return body
+
+
+MAX_NESTING = 100
+"""How deep objects and lists in a request body may nest (Kubernetes objects nest a few tens deep)."""
+
+
+def nesting(value: Any) -> int:
+    """How deep ``value``'s objects and lists nest (a scalar: 0), counted without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > MAX_NESTING:
+            return depth
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
