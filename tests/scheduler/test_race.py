@@ -57,7 +57,7 @@ def test_variants_are_made_as_kueue_names_them_one_flavor_each() -> None:
     assert [e.extra["flavor"] for e in created] == list(FLAVORS)
     for name, flavor in zip(names, FLAVORS, strict=True):
         assert re.fullmatch(rf"sample-job-variant-{flavor}-[0-9a-f]{{5}}", name), name
-    assert all(s.workloads[e.workload].allowed == {e.extra["flavor"]} for e in created)
+    assert all(s.workloads[e.workload].allowed_flavors() == {e.extra["flavor"]} for e in created)
     assert wl.state is WorkloadState.PENDING and not s.queues.queued(wl), "the parent itself is not queued"
 
 

@@ -262,6 +262,7 @@ def assign_flavors(
     prefer_preemption = cq.fungibility.prefer_preemption_over_borrowing
     for podset in workload.podsets:
         per_pod = _requests(podset, cq)
+        allowed = workload.allowed_for(podset.name)
         chosen: dict[str, str] = {}
         usage: dict[FlavorResource, int] = {}
         tried: list[FlavorTry] = []
@@ -283,8 +284,8 @@ def assign_flavors(
             best: FlavorTry | None = None
             group_reasons: list[str] = []
             for name in group.flavors:
-                if workload.allowed is not None and name not in workload.allowed:
-                    continue  # a variant's pod sets take its own flavor (or a flavor nobody races for)
+                if allowed is not None and name not in allowed:
+                    continue  # a variant's pod set takes its own flavor (or one that does not race)
                 attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle,
                                unavailable or {})
                 tried.append(attempt)

@@ -307,8 +307,8 @@ class Workload:
     """A variant (Concurrent Admission): the key of the workload it races for. See :mod:`flexq.scheduler.race`."""
     flavor: str = ""
     """A variant's flavor."""
-    allowed: frozenset[str] | None = None
-    """The flavors a variant's pod sets may take (None: any)."""
+    allowed: tuple[tuple[str, frozenset[str]], ...] | None = None
+    """The flavors a variant's pod sets may take, by pod set (None: any)."""
     won: str = ""
     """A workload that raced: the name of the variant whose admission it took."""
 
@@ -317,6 +317,16 @@ class Workload:
 
     def __post_init__(self) -> None:
         self.key = f"{self.namespace}/{self.name}"
+
+    def allowed_for(self, podset: str) -> frozenset[str] | None:
+        """The flavors pod set ``podset`` may take (None: any)."""
+        if self.allowed is None:
+            return None
+        return next((flavors for name, flavors in self.allowed if name == podset), frozenset())
+
+    def allowed_flavors(self) -> frozenset[str]:
+        """Every flavor some pod set may take (empty: not limited)."""
+        return frozenset().union(*(flavors for _name, flavors in self.allowed or ()))
 
     def shape(self) -> tuple[object, ...]:
         """What the flavor assigner sees of this workload, hashable: equal shapes get equal answers."""

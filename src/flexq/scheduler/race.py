@@ -41,7 +41,8 @@ IMPLICIT: Final = ConcurrentPolicy(migrate=False, implicit=True)
 @dataclasses.dataclass(frozen=True, slots=True)
 class VariantPlan:
     flavor: str
-    allowed: frozenset[str]
+    allowed: tuple[tuple[str, frozenset[str]], ...]
+    """By pod set: the flavors it may take."""
 
 
 def _podset_flavors(wl: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
@@ -77,8 +78,11 @@ def plan_variants(wl: Workload, cq: ClusterQueueSpec, policy: ConcurrentPolicy, 
     shared = frozenset(group.flavors) - racing
     plans = []
     for name in group.flavors:
-        allowed = frozenset({name}) if strict else frozenset({name}) | shared
-        viable = all(o & allowed for o in options)
+        # A pod set takes the variant's flavor; one that flavor could never hold takes the flavors that do not race
+        # (and could hold it), except under Kueue's rule.
+        allowed = tuple((p.name, frozenset({name}) if strict or name in o else o & shared)
+                        for p, o in zip(wl.podsets, options, strict=True))
+        viable = all(flavors for _p, flavors in allowed)
         if policy.implicit and not (name in racing and viable):
             continue
         plans.append(VariantPlan(name, allowed))

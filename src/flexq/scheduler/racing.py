@@ -267,10 +267,11 @@ class Racing:
         does not carry it."""
         if not wl.parent or wl.allowed is None:
             return None
+        allowed = wl.allowed_flavors()
         carrier = self.workloads.get(self._carrier.get(wl.parent, ""))
         if carrier is None or carrier is wl or carrier.admission is None:
             return None
-        shared = {fr: v for fr, v in carrier.admission.total.items() if fr[0] in wl.allowed and fr[0] != wl.flavor}
+        shared = {fr: v for fr, v in carrier.admission.total.items() if fr[0] in allowed and fr[0] != wl.flavor}
         return shared or None
 
 

@@ -496,7 +496,7 @@ class Scheduler(Racing):
             wl.admission = without(admission, discount)
         else:
             wl.admission = admission
-            if wl.parent and wl.allowed is not None and len(wl.allowed) > 1:
+            if wl.parent and len(wl.allowed_flavors()) > 1:
                 self._carrier.setdefault(wl.parent, wl.key)
         self._hold(wl)
         wl.state = WorkloadState.QUOTA_RESERVED
