@@ -134,3 +134,35 @@ def test_bad_capacity_file_is_refused(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1 and "capacity.cloud.dws-pool.queuedDelay" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("flavor", ["on-demand", "dws"])
+def test_a_lost_host_takes_its_tpu_slice_with_it_and_the_job_gets_a_new_one(tmp_path: Path, flavor: str) -> None:
+    queue = guide_text("dws-tpu-queue.yaml")
+    if flavor == "dws":
+        queue = queue.replace("nominalQuota: 16", "nominalQuota: 0")  # no Plan A quota: the job runs on DWS
+    pool = "on-demand-pool" if flavor == "on-demand" else "dws-pool"
+    servers = serve_capacity(tmp_path, CAPACITY)
+    srv = next(servers)
+    try:
+        guide_setup(srv, queue, jobs=("1",))  # each pool at most 4 nodes: one 4x4 slice
+
+        def running() -> list[str]:
+            wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
+            assert _cond(wl, "Admitted") == "True"
+            names = sorted(n for n, node in _nodes(srv).items()
+                           if node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
+            assert len(names) == 4
+            return names
+
+        first = _eventually(running)
+        assert httpx.delete(f"{srv.url}/api/v1/nodes/{first[0]}").status_code == 200
+
+        def replaced() -> None:
+            assert not set(running()) & set(first), "the whole slice was released and a new one came"
+
+        _eventually(replaced, timeout=30)
+        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+        assert any(e["reason"] == "Evicted" and f"Node {first[0]} was deleted" in e["message"] for e in events)
+    finally:
+        servers.close()

@@ -503,16 +503,31 @@ class CapacityDriver:
 
     def node_deleted(self, name: str) -> None:
         """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM): the pods on
-        it are gone, so their workloads are evicted and requeued."""
+        it are gone, so their workloads are evicted and requeued. A multi-host TPU slice works whole: its other
+        hosts go with it, as GKE repairs such a slice whole, so the pool has room for the slice the requeued job
+        gets next (new nodes after their boot time, or a fresh ProvisioningRequest)."""
         node = self.cluster.nodes.pop(name, None)
         if node is None:
             return
         now = self._now()
         self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
                    "reason": f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
-        for key in sorted(node.pods):
+        lost = [node]
+        pool = self.cluster.pools.get(node.pool)
+        if pool is not None and pool.hosts_per_slice > 1:
+            rest = sorted((n for n in self.cluster.nodes.values() if n.slice_id == node.slice_id), key=lambda n: n.name)
+            for other in rest:
+                del self.cluster.nodes[other.name]
+            lost += rest
+            if rest:
+                self.log([{"t": now, "event": "SliceReleased", "workload": "", "clusterQueue": "",
+                           "reason": f"node pool {node.pool}: the TPU slice of node {name} lost a host; its other "
+                                     f"{len(rest)} node(s) are released with it", "pool": node.pool,
+                           "nodes": self.cluster.pool_size(node.pool)}])
+        for key in sorted({k for n in lost for k in n.pods}):
             self.log(self.scheduler.evict(key, now, f"Node {name} was deleted: the workload's pods on it are gone",
                                           "NodeLost"))
+        self._make_room()
 
     # --- ProvisioningRequests ----------------------------------------------------------------------
 
