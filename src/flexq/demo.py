@@ -143,10 +143,10 @@ def main() -> None:
             print(f"Submitted Job {job_id}")
         time.sleep(2)  # the queue controller places both jobs; Plan A's nodes boot
         _run("flexq get workloads,provisioningrequests,nodes", env, guide)
-        print("\nEach job races both flavors. Job 1 took Plan A (on-demand): its DWS request was withdrawn at no "
-              "cost. Job 2 finds Plan A busy and waits on Plan B (dws) for its ProvisioningRequest, ready to take "
-              "Plan A if it frees first. Each job trains the unmodified train.py on a Ray cluster of its own, with "
-              "its TPU slice emulated on this CPU.")
+        print("\nEach job races both flavors (see its variants above). Job 1 takes Plan A (on-demand) as soon as "
+              "its nodes are up, and its DWS request is then withdrawn at no cost. Job 2 finds Plan A busy and "
+              "waits on Plan B (dws) for its ProvisioningRequest, ready to take Plan A if it frees first. Each job "
+              "trains the unmodified train.py on a Ray cluster of its own, with its TPU slice emulated on this CPU.")
         _wait_for_jobs(url, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
         _run("flexq get rayjobs,workloads", env, guide)
         _run("flexq logs job/rayjob-tpu-v6e-dws-1 | tail -n 6", env, guide)

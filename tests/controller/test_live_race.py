@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Server, guide_text
+from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 from tests.controller.test_live_capacity import _nodes, guide_setup, serve_capacity
 from tests.controller.test_live_capacity import _run as _run_cli
@@ -187,3 +187,41 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
             assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
     finally:
         servers.close()
+
+
+def test_a_racing_job_races_on_after_a_restart(tmp_path: Path) -> None:
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(_capacity("1h"))
+    srv = start_server(tmp_path / "home", "--capacity", str(capacity))
+    try:
+        guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
+        _eventually(lambda: _admitted_on(srv, "1", "on-demand"))
+        _eventually(lambda: _assert(len(_variant_objects(srv)) == 2))
+    finally:
+        stop_server(srv)
+    again = start_server(tmp_path / "home", "--capacity", str(capacity))
+    try:
+        # Nodes do not outlive the server: job 1 gets Plan A again; job 2 races again, its variants stored once.
+        _eventually(lambda: _admitted_on(again, "1", "on-demand"), timeout=30)
+        variants = _eventually(lambda: _assert_two(_variant_objects(again)))
+        assert sorted(v["metadata"]["annotations"]["kueue.x-k8s.io/workload-allowed-resource-flavors"]
+                      for v in variants) == ["dws", "on-demand"]
+        _finish(again, "1")
+        _eventually(lambda: _admitted_on(again, "2", "on-demand"), timeout=30)
+        _eventually(lambda: _assert(_variant_objects(again) == []))
+    finally:
+        stop_server(again)
+
+
+def _variant_objects(srv: Server) -> list[dict[str, Any]]:
+    return [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+            if w["metadata"]["ownerReferences"][0]["kind"] == "Workload"]
+
+
+def _assert(ok: bool) -> None:
+    assert ok
+
+
+def _assert_two(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    assert len(variants) == 2, [v["metadata"]["name"] for v in variants]
+    return variants
