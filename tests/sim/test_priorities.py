@@ -84,3 +84,58 @@ def test_pending_on_quota_says_when_quota_frees_next(tmp_path: Path) -> None:
     pending = next(e for e in result.events if e["workload"] == hot and e["event"] == "Pending")
     assert pending["t"] == 600 and pending["eta"] == 3600, "batch-0 finishes first, at 1h"
     assert "quota frees next at t=1h" in pending["reason"]
+
+
+POD_CLASSES = """    - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}
+    - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: everyday}, value: 10,
+       globalDefault: true}
+"""
+
+
+def _run(tmp_path: Path, text: str) -> dict[str, int]:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    result = run_scenario(load_scenario(path))
+    return {w.owner.split("/")[-1]: w.priority for w in result.workloads}
+
+
+def test_pods_priority_class_gives_the_priority_and_decides_preemption(tmp_path: Path) -> None:
+    # The urgent job carries no WorkloadPriorityClass: its pods' PriorityClass gives its priority, as in Kueue.
+    text = SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1).replace(
+        "labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}",
+        "labels: {kueue.x-k8s.io/queue-name: q}").replace(
+        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
+        "{cpu: \"1\"}}}]\n  until",
+        "              restartPolicy: Never\n              priorityClassName: high\n"
+        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+    path = tmp_path / "pods.yaml"
+    path.write_text(text)
+    result = run_scenario(load_scenario(path))
+    priorities = {w.owner.split("/")[-1]: w.priority for w in result.workloads}
+    assert priorities == {"batch-0": 10, "batch-1": 10, "hot": 1000}, "globalDefault for pods that name no class"
+    by_job = {w.owner.split("/")[-1]: w.key for w in result.workloads}
+    log = [(e["t"], e["event"], e["workload"]) for e in result.events]
+    assert (600, "Preempted", by_job["batch-1"]) in log and (600, "Admitted", by_job["hot"]) in log
+
+
+def test_workload_priority_class_wins_over_the_pods_class(tmp_path: Path) -> None:
+    text = SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1).replace(
+        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
+        "{cpu: \"1\"}}}]\n  until",
+        "              restartPolicy: Never\n              priorityClassName: high\n"
+        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+    assert _run(tmp_path, text)["hot"] == 100, "the WorkloadPriorityClass label (urgent, 100) decides"
+
+
+def test_a_missing_pod_priority_class_is_refused_with_its_name(tmp_path: Path) -> None:
+    text = SCENARIO.replace("labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}",
+                            "labels: {kueue.x-k8s.io/queue-name: q}").replace(
+        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
+        "{cpu: \"1\"}}}]\n  until",
+        "              restartPolicy: Never\n              priorityClassName: nowhere\n"
+        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+    path = tmp_path / "missing.yaml"
+    path.write_text(text)
+    result = run_scenario(load_scenario(path))
+    refused = [e for e in result.events if e["event"] == "Refused"]
+    assert [e["reason"] for e in refused] == ["Job default/hot: PriorityClass 'nowhere' not found"]

@@ -123,6 +123,13 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                         description="Value of workloadPriorityClass's Priority"),
                  _AGE,
              ), status_subresource=False, categories=("kueue",)),
+    KindInfo("scheduling.k8s.io", ("v1",), "PriorityClass", "priorityclasses", "priorityclass", False,
+             core.PriorityClass, ("pc",), (
+                 Column("Value", ".value", "integer"),
+                 Column("Global-Default", ".globalDefault", "boolean"),
+                 Column("Preemption Policy", ".preemptionPolicy"),
+                 _AGE,
+             ), status_subresource=False),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Workload", "workloads", "workload", True, kueue.Workload,
              ("wl", "kwl", "kueueworkload", "kueueworkloads"), (
                  Column("Queue", ".spec.queueName", description="Name of the queue this workload was submitted to"),

@@ -44,7 +44,15 @@ from flexq.controller.objects import (
 )
 from flexq.controller.runtime import RayRuntime
 from flexq.durations import DurationError, parse_duration
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload, podsets, workload_name
+from flexq.jobs.workload import (
+    JOB_KINDS,
+    PRIORITY_LABEL,
+    JobError,
+    Priorities,
+    make_workload,
+    podsets,
+    workload_name,
+)
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.build import build_config
@@ -59,7 +67,8 @@ __all__ = ["QueueController"]
 log = logging.getLogger("flexq.controller")
 
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
-                                  "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass", "NodePool"})
+                                  "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
+                                  "PriorityClass", "NodePool"})
 _COMPONENT: Final = "flexq-queue-controller"
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
 
@@ -74,7 +83,7 @@ class QueueController:
         self.scheduler = Scheduler(instant_eviction=True)
         self.cursor = 0
         self.local_queues: dict[tuple[str, str], str] = {}
-        self.priorities: dict[str, int] = {}
+        self.priorities = Priorities()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -145,7 +154,7 @@ class QueueController:
         by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
         self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
-        self.priorities = {o["metadata"]["name"]: int(o.get("value", 0)) for o in by_kind["WorkloadPriorityClass"]}
+        self.priorities = Priorities.of(by_kind)
         # flexq's policy races workloads across their flavors where capacity is modelled (node pools), as the
         # simulator does; Kueue-compatible (``fallback: false``) does not.
         self.capacity.configure(by_kind)

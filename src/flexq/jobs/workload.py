@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flexq.scheduler.build import milli, toleration
@@ -22,6 +22,7 @@ __all__ = [
     "QUEUE_LABEL",
     "JobError",
     "JobRef",
+    "Priorities",
     "make_workload",
     "pod_requests",
     "podsets",
@@ -101,13 +102,44 @@ def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
     raise JobError(f"{kind} is not a job kind flexq queues (RayJob, Job)")
 
 
+@dataclass(frozen=True, slots=True)
+class Priorities:
+    """What gives a workload its priority, in Kueue's order: the job's WorkloadPriorityClass label, else its pods'
+    ``priorityClassName`` (a ``scheduling.k8s.io/v1`` PriorityClass), else the PriorityClass marked
+    ``globalDefault``, else 0."""
+
+    workload_classes: Mapping[str, int] = field(default_factory=dict)
+    pod_classes: Mapping[str, int] = field(default_factory=dict)
+    default: int = 0
+
+    @classmethod
+    def of(cls, objects: Mapping[str, list[dict[str, Any]]]) -> Priorities:
+        """From stored objects by kind (WorkloadPriorityClass, PriorityClass)."""
+        pod_classes = {o["metadata"]["name"]: int(o.get("value", 0)) for o in objects.get("PriorityClass", [])}
+        defaults = sorted(int(o.get("value", 0)) for o in objects.get("PriorityClass", []) if o.get("globalDefault"))
+        return cls({o["metadata"]["name"]: int(o.get("value", 0)) for o in objects.get("WorkloadPriorityClass", [])},
+                   pod_classes, defaults[-1] if defaults else 0)
+
+
+def _pod_priority_class(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The ``priorityClassName`` of the job's pods (a RayJob: its head's, else its first worker group's)."""
+    spec = obj.get("spec") or {}
+    if kind == "RayJob":
+        cluster = spec.get("rayClusterSpec") or {}
+        templates = [(cluster.get("headGroupSpec") or {}).get("template") or {},
+                     *((g.get("template") or {}) for g in cluster.get("workerGroupSpecs") or [])]
+    else:
+        templates = [spec.get("template") or {}]
+    return next((str(name) for t in templates if (name := (t.get("spec") or {}).get("priorityClassName"))), None)
+
+
 def make_workload(
     kind: str,
     group: str,
     obj: Mapping[str, Any],
     *,
     local_queues: Mapping[tuple[str, str], str],
-    priorities: Mapping[str, int],
+    priorities: Priorities,
     created: float,
     pod_sets: tuple[PodSet, ...] | None = None,
 ) -> Workload:
@@ -123,12 +155,17 @@ def make_workload(
                 f"{kind} {namespace}/{meta['name']} has no {QUEUE_LABEL} label and namespace {namespace} has no "
                 f"LocalQueue named {DEFAULT_QUEUE!r}: add the label (e.g. {QUEUE_LABEL}: user-queue)")
         queue = DEFAULT_QUEUE
-    priority = 0
+    priority = priorities.default
     priority_class = labels.get(PRIORITY_LABEL)
+    pod_class = _pod_priority_class(kind, obj)
     if priority_class is not None:
-        if priority_class not in priorities:
+        if priority_class not in priorities.workload_classes:
             raise JobError(f"{kind} {namespace}/{meta['name']}: WorkloadPriorityClass {priority_class!r} not found")
-        priority = priorities[priority_class]
+        priority = priorities.workload_classes[priority_class]
+    elif pod_class is not None:
+        if pod_class not in priorities.pod_classes:
+            raise JobError(f"{kind} {namespace}/{meta['name']}: PriorityClass {pod_class!r} not found")
+        priority = priorities.pod_classes[pod_class]
     uid = str(meta.get("uid", ""))
     return Workload(
         namespace=namespace,

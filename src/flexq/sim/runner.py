@@ -26,7 +26,7 @@ from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.durations import format_seconds
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, make_workload
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, Priorities, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
@@ -115,7 +115,7 @@ class _Run:
         self.local_queues = {
             (o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
             for o in objects.get("LocalQueue", [])}
-        self.priorities = {o["metadata"]["name"]: int(o["value"]) for o in objects.get("WorkloadPriorityClass", [])}
+        self.priorities = Priorities.of(objects)
         self.driver: CapacityDriver | None = None
         if scenario.capacity is not None:
             self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,

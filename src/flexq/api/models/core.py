@@ -71,6 +71,15 @@ class ProvisioningRequest(TopLevel):
     spec: ProvisioningRequestSpec
 
 
+class PriorityClass(TopLevel):
+    """``scheduling.k8s.io/v1`` PriorityClass: Kueue takes a workload's priority from its pods' class."""
+
+    value: StrictInt
+    globalDefault: StrictBool | None = None
+    description: StrictStr | None = None
+    preemptionPolicy: Literal["PreemptLowerPriority", "Never"] | None = None
+
+
 class Node(TopLevel):
     spec: dict[str, Any] | None = None
 
