@@ -35,6 +35,7 @@ from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
 from flexq.controller.capacity import LiveCapacity
 from flexq.controller.jobs import finished, inject, restore, templates
+from flexq.controller.metrics import Sample, Tally, sample
 from flexq.controller.objects import (
     JOB_UID_LABEL,
     REPLACEMENT_FOR,
@@ -97,6 +98,8 @@ class QueueController:
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
+        self.tally = Tally()
+        """What happened since the server started, for /metrics."""
         self._stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
         """Workloads whose status needs writing though no scheduler event names them."""
@@ -467,6 +470,8 @@ class QueueController:
             for event in batch:
                 self.capacity.handle(event)  # may evict, set checks, or log more events
             events += batch
+        self.tally.count(events, self._queued_since, lambda key: getattr(self.scheduler.workloads.get(key),
+                                                                         "cluster_queue", ""))
         touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
         self._touched = set()
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
@@ -654,6 +659,16 @@ class QueueController:
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
                      type="Warning", component=_COMPONENT)
+
+    def _queued_since(self, key: str) -> float | None:
+        wl = self.scheduler.workloads.get(key)
+        return None if wl is None else wl.queue_time
+
+    def observe(self) -> tuple[Tally, Sample]:
+        """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""
+        with self._lock:
+            tally = copy.deepcopy(self.tally)
+            return tally, sample(self, self.clock.now())
 
     def _write_queue_status(self) -> None:
         counts: dict[str, list[int]] = {}

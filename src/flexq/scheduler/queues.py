@@ -34,6 +34,10 @@ class QueueManager:
     def queued(self, wl: Workload) -> bool:
         return wl.key in self._entry or wl.key in self._inadmissible.get(wl.cluster_queue, set())
 
+    def aside(self, wl: Workload) -> bool:
+        """Was the workload set aside as inadmissible (until something changes in its cohort tree)?"""
+        return wl.key in self._inadmissible.get(wl.cluster_queue, set())
+
     def discard(self, wl: Workload) -> None:
         self._entry.pop(wl.key, None)
         self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)

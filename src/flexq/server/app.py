@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
 
 from flexq import __version__
 from flexq.api.documents import MAX_INPUT_BYTES, load_documents
 from flexq.api.errors import InputError, InvalidObject
+from flexq.controller.metrics import Sample, Tally
 from flexq.controller.runtime import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
@@ -23,6 +25,7 @@ from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
+from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
 from flexq.store import Key, NotFound
 
@@ -56,7 +59,7 @@ class ApplyResponse(BaseModel):
 
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
-               ca_pem: bytes = b"") -> FastAPI:
+               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None) -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
@@ -70,6 +73,14 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
 
     app.include_router(gke_router(service, endpoint, ca_pem))
+
+    @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
+             response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        if observe is None:
+            return PlainTextResponse("no controller runs in this server\n", status_code=404)
+        tally, sample = observe()
+        return Response(render(tally, sample), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/version", include_in_schema=False)
     async def version() -> dict[str, str]:

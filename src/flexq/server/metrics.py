@@ -1,0 +1,111 @@
+"""``/metrics``: the live server's figures in Prometheus' text format, with Kueue's metric names where Kueue has
+them (so that dashboards made for Kueue work) and ``flexq_`` ones for what is flexq's own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
+
+__all__ = ["render"]
+
+
+def render(tally: Tally, sample: Sample) -> bytes:
+    """The text exposition of ``tally`` (counters since start) and ``sample`` (where things stand)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Figures(tally, sample))
+    return generate_latest(registry)
+
+
+def _amount(resource: str, milli: int) -> float:
+    """Kueue reports quota and usage in the resource's unit (cpu in cores, memory in bytes)."""
+    del resource
+    return float(Fraction(milli, 1000))
+
+
+class _Figures(Collector):
+    def __init__(self, tally: Tally, sample: Sample) -> None:
+        self.tally = tally
+        self.sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        s, t = self.sample, self.tally
+        pending = GaugeMetricFamily("kueue_pending_workloads", "Pending workloads, by ClusterQueue and status",
+                                    labels=["cluster_queue", "status"])
+        for cq in sorted(s.queue_status):
+            for kind in ("active", "inadmissible"):
+                pending.add_metric([cq, kind], s.pending.get((cq, kind), 0))
+        yield pending
+        for name, by_queue, doc in (
+                ("kueue_reserving_active_workloads", s.reserving, "Workloads holding quota, by ClusterQueue"),
+                ("kueue_admitted_active_workloads", s.admitted, "Admitted workloads not finished, by ClusterQueue")):
+            active = GaugeMetricFamily(name, doc, labels=["cluster_queue"])
+            for cq in sorted(s.queue_status):
+                active.add_metric([cq], by_queue.get(cq, 0))
+            yield active
+        status = GaugeMetricFamily("kueue_cluster_queue_status", "1 for the ClusterQueue's status",
+                                   labels=["cluster_queue", "status"])
+        for cq, now in sorted(s.queue_status.items()):
+            for each in ("pending", "active", "terminating"):
+                status.add_metric([cq, each], 1 if each == now else 0)
+        yield status
+        for name, by_resource, doc in (
+                ("kueue_cluster_queue_resource_usage", s.usage, "Quota in use, by flavor and resource"),
+                ("kueue_cluster_queue_nominal_quota", s.nominal, "Nominal quota, by flavor and resource")):
+            quota = GaugeMetricFamily(name, doc, labels=["cohort", "cluster_queue", "flavor", "resource"])
+            for (cq, flavor, resource), milli in sorted(by_resource.items()):
+                quota.add_metric([s.cohorts.get(cq, ""), cq, flavor, resource], _amount(resource, milli))
+            yield quota
+        for name, counts, doc in (
+                ("kueue_quota_reserved_workloads", t.quota_reserved, "Workloads that reserved quota"),
+                ("kueue_admitted_workloads", t.admitted, "Workloads admitted")):
+            counter = CounterMetricFamily(name, doc, labels=["cluster_queue"])
+            for cq, n in sorted(counts.items()):
+                counter.add_metric([cq], n)
+            yield counter
+        evicted = CounterMetricFamily("kueue_evicted_workloads", "Workloads evicted, by reason",
+                                      labels=["cluster_queue", "reason"])
+        for (cq, reason), n in sorted(t.evicted.items()):
+            evicted.add_metric([cq, reason], n)
+        yield evicted
+        preempted = CounterMetricFamily("kueue_preempted_workloads", "Workloads preempted, by preemptor and reason",
+                                        labels=["preempting_cluster_queue", "reason"])
+        for (cq, reason), n in sorted(t.preempted.items()):
+            preempted.add_metric([cq, reason], n)
+        yield preempted
+        waits = HistogramMetricFamily("kueue_admission_wait_time_seconds",
+                                      "From entering the queue to admission", labels=["cluster_queue"])
+        for cq, observed in sorted(t.waits.items()):
+            buckets = [(str(b), sum(1 for w in observed if w <= b)) for b in WAIT_BUCKETS]
+            waits.add_metric([cq], [*buckets, ("+Inf", len(observed))], sum(observed))
+        yield waits
+        races = CounterMetricFamily("flexq_races_won", "Racing workloads that started on a flavor",
+                                    labels=["cluster_queue", "flavor"])
+        for (cq, flavor), n in sorted(t.races_won.items()):
+            races.add_metric([cq, flavor], n)
+        yield races
+        nodes = GaugeMetricFamily("flexq_node_pool_nodes", "Nodes of each node pool, by state",
+                                  labels=["node_pool", "state"])
+        for (pool, state), n in sorted(s.nodes.items()):
+            nodes.add_metric([pool, state], n)
+        yield nodes
+        hourly = GaugeMetricFamily("flexq_node_pool_price_per_node_hour_usd", "What a node of each pool costs",
+                                   labels=["node_pool"])
+        for pool, price in sorted(s.pool_hourly.items()):
+            hourly.add_metric([pool], price)
+        yield hourly
+        asked = GaugeMetricFamily("flexq_provisioning_requests_in_flight",
+                                  "ProvisioningRequests not yet answered or used, by node pool", labels=["node_pool"])
+        for pool, n in sorted(s.provisioning.items()):
+            asked.add_metric([pool], n)
+        yield asked
+        cost = GaugeMetricFamily("flexq_workload_cost_usd", "What the workloads of each ClusterQueue have cost",
+                                 labels=["cluster_queue"])
+        for cq, usd in sorted(s.cost.items()):
+            cost.add_metric([cq], round(usd, 6))
+        yield cost

@@ -1,0 +1,69 @@
+"""``/metrics`` scraped from a live server running the guide's flow, parsed with Prometheus' own parser, and
+compared with what the store says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Server, guide_text
+from tests.controller.test_live import _cond, _eventually, _workloads
+from tests.controller.test_live_capacity import guide_setup, serve_capacity
+
+CAPACITY = """cloud:
+  on-demand-pool: {available: 4, bootTime: 1s}
+  dws-pool: {queuedDelay: 1h}
+  default-pool: {bootTime: 1s}
+"""
+CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue"
+
+
+def _scrape(srv: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = httpx.get(srv.url + "/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_match_the_store(tmp_path: Path) -> None:
+    servers = serve_capacity(tmp_path, CAPACITY)
+    srv = next(servers)
+    try:
+        guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
+        _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
+
+        def settled() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+            m = _scrape(srv)
+            assert m[("kueue_admitted_workloads_total", (("cluster_queue", "cluster-queue"),))] == 1
+            return m
+
+        m = _eventually(settled)
+        cq = httpx.get(srv.url + CQ).json()["status"]
+        q = ("cluster_queue", "cluster-queue")
+        assert m[("kueue_admitted_active_workloads", (q,))] == cq["admittedWorkloads"] == 1
+        assert m[("kueue_reserving_active_workloads", (q,))] == cq["reservingWorkloads"] == 1
+        pending = sum(v for (name, labels), v in m.items() if name == "kueue_pending_workloads" and q in labels)
+        assert pending == cq["pendingWorkloads"] == 1, "job 2 races: one pending workload, not its variants"
+        used = {r["name"]: r["total"] for f in cq["flavorsUsage"] if f["name"] == "on-demand" for r in f["resources"]}
+        on_demand = (("cluster_queue", "cluster-queue"), ("cohort", ""), ("flavor", "on-demand"))
+        assert m[("kueue_cluster_queue_resource_usage", (*on_demand, ("resource", "google.com/tpu")))] == \
+            float(used["google.com/tpu"]) == 16.0
+        assert m[("kueue_cluster_queue_nominal_quota", (*on_demand, ("resource", "google.com/tpu")))] == 16.0
+        assert m[("kueue_cluster_queue_status", (q, ("status", "active")))] == 1
+        assert m[("flexq_races_won_total", (q, ("flavor", "on-demand")))] == 1
+        assert m[("flexq_node_pool_nodes", (("node_pool", "on-demand-pool"), ("state", "busy")))] == 4
+        assert m[("flexq_provisioning_requests_in_flight", (("node_pool", "dws-pool"),))] == 1
+        assert m[("kueue_admission_wait_time_seconds_count", (q,))] == 1
+        assert m[("kueue_admission_wait_time_seconds_bucket", (q, ("le", "+Inf")))] == 1
+        assert 0 < m[("kueue_admission_wait_time_seconds_sum", (q,))] < 30
+    finally:
+        servers.close()
+
+
+def _assert(ok: bool) -> None:
+    assert ok
