@@ -98,3 +98,12 @@ def test_no_server_says_how_to_start_one(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "cannot reach the flexq server" in proc.stderr and "flexq server" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_bad_options_get_a_usage_message_not_a_traceback(flexq: Any) -> None:
+    for args, says in ((("get", "--bogus"), "No such option: --bogus"),
+                       (("top", "--interval", "0"), "--interval"),
+                       (("simulate",), "Missing argument")):
+        result = flexq(*args)
+        assert result.code == 2, (args, result.err)
+        assert says in result.err and "Traceback" not in result.err, (args, result.err)

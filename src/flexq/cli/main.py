@@ -746,6 +746,19 @@ def port_forward(
 
 
 @app.command()
+def top(
+    interval: Annotated[float, typer.Option("--interval", "-n", help="Seconds between refreshes.", min=0.5)] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="Print the overview once and exit.")] = False,
+) -> None:
+    """Where every queue, node pool and waiting job stands, live: quota in use, nodes, why each job waits."""
+    from rich.console import Console
+
+    from flexq.cli import top as overview
+
+    overview.run(_client(), interval, once, Console(width=None if not once else 200))
+
+
+@app.command()
 def version() -> None:
     """Print flexq's version."""
     typer.echo(f"flexq {__version__}")
@@ -769,12 +782,24 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        if _usage_error(exc):  # a bad option or argument: click's own message, as in standalone mode
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(int(exc.exit_code))  # type: ignore[attr-defined]
         raise
+
+
+def _usage_error(exc: Exception) -> bool:
+    """Is ``exc`` a click error (from click, or from the copy of click that newer typer releases vendor)?"""
+    import click
+
+    vendored: tuple[type[Exception], ...] = ()
+    try:
+        from typer._click import exceptions as typer_click  # type: ignore[import-not-found, unused-ignore]
+
+        vendored = (typer_click.ClickException,)
+    except ImportError:
+        pass
+    return isinstance(exc, (click.ClickException, *vendored))
 
 
 if __name__ == "__main__":

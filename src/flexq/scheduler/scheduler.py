@@ -105,6 +105,8 @@ class Scheduler(Racing):
         self._full: dict[str, Admission] = {}
         self._deferred: list[Event] = []
         """Events of races started outside a scheduling pass (a configuration change), returned by the next."""
+        self._gated: set[str] = set()
+        """Variants whose preemption targets were held back this cycle (:meth:`Racing.may_preempt`)."""
         self._set_aside = 0
         """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
 
@@ -314,8 +316,9 @@ class Scheduler(Racing):
         if assignment.mode is Mode.PREEMPT and not targets:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
-            gated = "" if self.may_preempt(wl) else ". It preempts nobody: another variant of its workload holds " \
-                "quota or is preempting"
+            gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
+                if wl.key in self._gated else ""
+            self._gated.discard(wl.key)
             return self._inadmissible(wl, assignment.message() + gated, now)
         old = replaced_slice(self.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
@@ -469,13 +472,15 @@ class Scheduler(Racing):
         return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
-        if not self.may_preempt(wl):
-            return []  # another variant of its workload holds quota or preempts
         cq = self.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(self.workloads, wl)
         if old is not None:
             return slice_targets(wl, old, cq, self.tree, self.holding, assignment)
-        return find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
+        targets = find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
+        if targets and not self.may_preempt(wl):
+            self._gated.add(wl.key)  # another variant of its workload holds quota or preempts
+            return []
+        return targets
 
     # --- state changes -----------------------------------------------------------------------------
 
