@@ -92,6 +92,17 @@ POD_CLASSES = """    - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, m
 """
 
 
+_HOT_PODS = ("              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
+             "{cpu: \"1\"}}}]\n  until")
+
+
+def _hot_pods_class(text: str, name: str) -> str:
+    """``text`` with the last job's (hot's) pods naming PriorityClass ``name``."""
+    return text.replace(_HOT_PODS, "              restartPolicy: Never\n              priorityClassName: " + name +
+                        "\n              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n"
+                        "  until")
+
+
 def _run(tmp_path: Path, text: str) -> dict[str, int]:
     path = tmp_path / "s.yaml"
     path.write_text(text)
@@ -101,13 +112,9 @@ def _run(tmp_path: Path, text: str) -> dict[str, int]:
 
 def test_pods_priority_class_gives_the_priority_and_decides_preemption(tmp_path: Path) -> None:
     # The urgent job carries no WorkloadPriorityClass: its pods' PriorityClass gives its priority, as in Kueue.
-    text = SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1).replace(
+    text = _hot_pods_class(SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1).replace(
         "labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}",
-        "labels: {kueue.x-k8s.io/queue-name: q}").replace(
-        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
-        "{cpu: \"1\"}}}]\n  until",
-        "              restartPolicy: Never\n              priorityClassName: high\n"
-        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+        "labels: {kueue.x-k8s.io/queue-name: q}"), "high")
     path = tmp_path / "pods.yaml"
     path.write_text(text)
     result = run_scenario(load_scenario(path))
@@ -119,21 +126,14 @@ def test_pods_priority_class_gives_the_priority_and_decides_preemption(tmp_path:
 
 
 def test_workload_priority_class_wins_over_the_pods_class(tmp_path: Path) -> None:
-    text = SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1).replace(
-        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
-        "{cpu: \"1\"}}}]\n  until",
-        "              restartPolicy: Never\n              priorityClassName: high\n"
-        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+    text = _hot_pods_class(SCENARIO.replace("  submit:\n", POD_CLASSES + "  submit:\n", 1), "high")
     assert _run(tmp_path, text)["hot"] == 100, "the WorkloadPriorityClass label (urgent, 100) decides"
 
 
 def test_a_missing_pod_priority_class_is_refused_with_its_name(tmp_path: Path) -> None:
-    text = SCENARIO.replace("labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}",
-                            "labels: {kueue.x-k8s.io/queue-name: q}").replace(
-        "              restartPolicy: Never\n              containers: [{name: c, image: x, resources: {requests: "
-        "{cpu: \"1\"}}}]\n  until",
-        "              restartPolicy: Never\n              priorityClassName: nowhere\n"
-        "              containers: [{name: c, image: x, resources: {requests: {cpu: \"1\"}}}]\n  until")
+    text = _hot_pods_class(SCENARIO.replace(
+        "labels: {kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: urgent}",
+        "labels: {kueue.x-k8s.io/queue-name: q}"), "nowhere")
     path = tmp_path / "missing.yaml"
     path.write_text(text)
     result = run_scenario(load_scenario(path))

@@ -3,7 +3,7 @@ them (so that dashboards made for Kueue work) and ``flexq_`` ones for what is fl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,6 +20,13 @@ def render(tally: Tally, sample: Sample) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Figures(tally, sample))
     return generate_latest(registry)
+
+
+def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequence[str], int]]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, n in sorted(counts, key=lambda row: tuple(row[0])):
+        family.add_metric(list(key), n)
+    return family
 
 
 def _amount(resource: str, milli: int) -> float:
@@ -64,31 +71,19 @@ class _Figures(Collector):
         for name, counts, doc in (
                 ("kueue_quota_reserved_workloads", t.quota_reserved, "Workloads that reserved quota"),
                 ("kueue_admitted_workloads", t.admitted, "Workloads admitted")):
-            counter = CounterMetricFamily(name, doc, labels=["cluster_queue"])
-            for cq, n in sorted(counts.items()):
-                counter.add_metric([cq], n)
-            yield counter
-        evicted = CounterMetricFamily("kueue_evicted_workloads", "Workloads evicted, by reason",
-                                      labels=["cluster_queue", "reason"])
-        for (cq, reason), n in sorted(t.evicted.items()):
-            evicted.add_metric([cq, reason], n)
-        yield evicted
-        preempted = CounterMetricFamily("kueue_preempted_workloads", "Workloads preempted, by preemptor and reason",
-                                        labels=["preempting_cluster_queue", "reason"])
-        for (cq, reason), n in sorted(t.preempted.items()):
-            preempted.add_metric([cq, reason], n)
-        yield preempted
+            yield _counter(name, doc, ["cluster_queue"], (((cq,), n) for cq, n in counts.items()))
+        yield _counter("kueue_evicted_workloads", "Workloads evicted, by reason", ["cluster_queue", "reason"],
+                       t.evicted.items())
+        yield _counter("kueue_preempted_workloads", "Workloads preempted, by preemptor and reason",
+                       ["preempting_cluster_queue", "reason"], t.preempted.items())
         waits = HistogramMetricFamily("kueue_admission_wait_time_seconds",
                                       "From entering the queue to admission", labels=["cluster_queue"])
         for cq, observed in sorted(t.waits.items()):
             buckets = [(str(b), sum(1 for w in observed if w <= b)) for b in WAIT_BUCKETS]
             waits.add_metric([cq], [*buckets, ("+Inf", len(observed))], sum(observed))
         yield waits
-        races = CounterMetricFamily("flexq_races_won", "Racing workloads that started on a flavor",
-                                    labels=["cluster_queue", "flavor"])
-        for (cq, flavor), n in sorted(t.races_won.items()):
-            races.add_metric([cq, flavor], n)
-        yield races
+        yield _counter("flexq_races_won", "Racing workloads that started on a flavor", ["cluster_queue", "flavor"],
+                       t.races_won.items())
         nodes = GaugeMetricFamily("flexq_node_pool_nodes", "Nodes of each node pool, by state",
                                   labels=["node_pool", "state"])
         for (pool, state), n in sorted(s.nodes.items()):
