@@ -77,6 +77,8 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             assert _cond(flavors["dws"], "QuotaReserved") == "True" and _cond(flavors["on-demand"],
                                                                                 "QuotaReserved") == "False"
             assert flavors["dws"]["status"]["admissionChecks"][0]["state"] == "Pending"
+            reserved = next(c for c in flavors["on-demand"]["status"]["conditions"] if c["type"] == "QuotaReserved")
+            assert reserved["reason"] == "WaitingForQuota", reserved  # Kueue's reason: Plan A's quota is in use
             assert "kueue.x-k8s.io/concurrent-admission-parent" not in flavors["dws"]["metadata"]["labels"]
             (request,) = httpx.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
             assert request["metadata"]["name"] == f"{wl2['metadata']['name']}-dws-prov-1"

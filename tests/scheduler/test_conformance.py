@@ -84,6 +84,11 @@ def _incoming(raw: dict[str, Any]) -> Workload:
     return wl
 
 
+KNOWN = frozenset({"mode", "flavors", "borrowing", "admitted", "queue", "message", "pendingReason", "victims",
+                   "victimReasons", "requiredChecks", "admittedCondition", "reasonContains"})
+"""Every expectation a case may give: each is compared, and a key not here fails the case."""
+
+
 def _where(sched: Scheduler, wl: Workload) -> str:
     if wl.holds_quota:
         return "none"
@@ -107,6 +112,8 @@ def test_case(case: dict[str, Any]) -> None:
     preempted = {e.workload: e for e in events if e.kind is EventKind.PREEMPTED}
     problems = []
     for name, want in (case.get("expect") or {}).items():
+        unknown = set(want) - KNOWN
+        assert not unknown, f"{name}: expectations this test does not know how to check: {sorted(unknown)}"
         wl = sched.workloads[f"default/{name}"]
         assignment = sched.last_assignment.get(wl.key)
         got: dict[str, Any] = {}
@@ -122,6 +129,8 @@ def test_case(case: dict[str, Any]) -> None:
             got["queue"] = _where(sched, wl)
         if "message" in want:
             got["message"] = wl.pending_reason
+        if "pendingReason" in want:
+            got["pendingReason"] = wl.pending.value if wl.pending is not None else None
         targets = sched.last_targets.get(wl.key, [])
         if "victims" in want:
             got["victims"] = sorted(t.workload.name for t in targets)

@@ -199,7 +199,8 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status.pop("admission", None)
         status.pop("admissionChecks", None)
         if wl.state is WorkloadState.PENDING:
-            cond("QuotaReserved", False, "Pending", wl.pending_reason or "Waiting in the ClusterQueue's queue")
+            cond("QuotaReserved", False, wl.pending.value if wl.pending is not None else "Pending",
+                 wl.pending_reason or "Waiting in the ClusterQueue's queue")
         elif find_condition(status, "QuotaReserved") is not None:
             cond("QuotaReserved", False, "NoReservation", "The workload has no reservation")
         if find_condition(status, "Admitted") is not None:

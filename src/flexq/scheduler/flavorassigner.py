@@ -24,11 +24,13 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Granular,
     Mode,
+    PendingReason,
     PodSet,
     PreemptionPolicy,
     ResourceGroup,
     Taint,
     Workload,
+    most_severe,
 )
 from flexq.scheduler.quota import QuotaTree
 
@@ -72,6 +74,8 @@ class FlavorTry:
     reasons: tuple[str, ...]
     needs_preemption: tuple[str, ...] = ()
     """The resources of this flavor that fit only by preemption."""
+    no_fit: PendingReason | None = None
+    """Why it does not fit (the most severe of its resources' reasons), as Kueue names it."""
 
     @property
     def mode(self) -> Mode:
@@ -90,6 +94,9 @@ class PodSetResult:
     tried: tuple[FlavorTry, ...]
     reasons: tuple[str, ...]
     preempt: frozenset[FlavorResource] = frozenset()
+    no_fit: PendingReason | None = None
+    """Kueue's rule: in each resource group the least severe reason of the flavors that did not fit (they were
+    alternatives), across groups the most severe (all are needed)."""
 
     @property
     def mode(self) -> Mode:
@@ -117,6 +124,15 @@ class Assignment:
     @property
     def borrow(self) -> int:
         return max((p.borrow for p in self.podsets), default=0)
+
+    @property
+    def no_fit(self) -> PendingReason | None:
+        """Why the workload does not fit, as Kueue names it: the most severe of its pod sets that do not."""
+        reason = None
+        for ps in self.podsets:
+            if ps.granular is Granular.NO_FIT:
+                reason = most_severe(reason, ps.no_fit or PendingReason.NO_MATCHING_FLAVOR)
+        return reason
 
     def usage(self) -> dict[FlavorResource, int]:
         total: dict[FlavorResource, int] = {}
@@ -168,7 +184,8 @@ def compatible(podset: PodSet, flavor: FlavorSpec) -> bool:
 
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
           oracle: Oracle | None) -> tuple[Granular, int, str]:
-    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason."""
+    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason. More than the
+    maximum capacity is ExceedsMaxQuota; any other shortfall WaitingForQuota (see :func:`_try`)."""
     flavor, resource = fr
     capacity = tree.potential(cq.name, fr)
     if val > capacity:
@@ -226,17 +243,21 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
 def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | None, podset: PodSet,
          wanted: list[str], per_pod: Mapping[str, int], assigned: Mapping[FlavorResource, int],
          oracle: Oracle | None, unavailable: Mapping[str, str]) -> FlavorTry:
+    no_match = PendingReason.NO_MATCHING_FLAVOR
     if spec is None:
-        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",))
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",), no_fit=no_match)
     if name in unavailable:
-        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} cannot deliver nodes: {unavailable[name]}",))
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} cannot deliver nodes: {unavailable[name]}",),
+                         no_fit=PendingReason.WAITING_FOR_QUOTA)
     taint = _untolerated(podset, spec)
     if taint is not None:
         return FlavorTry(name, Granular.NO_FIT, 0,
-                         (f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",))
+                         (f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",),
+                         no_fit=no_match)
     if not _node_matches(podset, spec):
-        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} doesn't match node affinity",))
+        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} doesn't match node affinity",), no_fit=no_match)
     granular, borrow, why, preempt = Granular.FIT, 0, [], []
+    no_fit: PendingReason | None = None
     for resource in wanted:
         fr = (name, resource)
         previous = assigned.get(fr, 0)
@@ -246,9 +267,11 @@ def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | No
         borrow = max(borrow, res_borrow)
         if reason:
             why.append(reason)
+            no_fit = most_severe(no_fit, PendingReason.EXCEEDS_MAX_QUOTA if reason.startswith("insufficient quota ")
+                                 else PendingReason.WAITING_FOR_QUOTA)
         if res_mode.mode is Mode.PREEMPT:
             preempt.append(resource)
-    return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt))
+    return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt), no_fit)
 
 
 def assign_flavors(
@@ -271,6 +294,8 @@ def assign_flavors(
         preempt: set[FlavorResource] = set()
         groups: list[ResourceGroup] = []
         failed = False
+        no_fit: PendingReason | None = None
+        """The most severe, across groups, of each group's least severe reason (Kueue's resolveNoFitReason)."""
         for resource in per_pod:
             group = cq.group_of(resource)
             if group is None:
@@ -283,6 +308,7 @@ def assign_flavors(
             wanted = [r for r in group.covered if r in per_pod]
             best: FlavorTry | None = None
             group_reasons: list[str] = []
+            first = len(tried)
             for name in group.flavors:
                 if allowed is not None and name not in allowed:
                     continue  # a variant's pod set takes its own flavor (or one that does not race)
@@ -294,6 +320,12 @@ def assign_flavors(
                     best = attempt if attempt.granular is not Granular.NO_FIT else best
                 if _stops(attempt, cq):
                     break
+            least: PendingReason | None = None
+            for attempt in tried[first:]:
+                if attempt.granular is Granular.NO_FIT and attempt.no_fit is not None and (
+                        least is None or attempt.no_fit.severity < least.severity):
+                    least = attempt.no_fit
+            no_fit = most_severe(no_fit, least)
             if best is None:
                 reasons = group_reasons
                 failed = True
@@ -311,7 +343,7 @@ def assign_flavors(
                 assigned[fr] = assigned.get(fr, 0) + amount
         if failed:
             results.append(PodSetResult(podset.name, podset.count, {}, Granular.NO_FIT, 0, {}, tuple(tried),
-                                        tuple(reasons)))
+                                        tuple(reasons), no_fit=no_fit or PendingReason.NO_MATCHING_FLAVOR))
             return Assignment(tuple(results), complete=False)
         results.append(PodSetResult(podset.name, podset.count, chosen, granular, borrow, usage, tuple(tried),
                                     tuple(reasons) if granular is not Granular.FIT else (), frozenset(preempt)))

@@ -22,6 +22,7 @@ __all__ = [
     "Fungibility",
     "Granular",
     "Mode",
+    "PendingReason",
     "PodSet",
     "PodSetAssignment",
     "PreemptionPolicy",
@@ -33,6 +34,7 @@ __all__ = [
     "Toleration",
     "Workload",
     "WorkloadState",
+    "most_severe",
 ]
 
 FlavorResource = tuple[str, str]
@@ -67,6 +69,46 @@ class Granular(IntEnum):
     @property
     def viable(self) -> bool:
         return self >= 2  # not NO_FIT, not NO_CANDIDATES
+
+
+class PendingReason(Enum):
+    """Why a workload holds no quota: Kueue's ``QuotaReserved=False`` reasons.
+
+    Of the reasons a flavor search gives, the more severe wins where both apply (Kueue's order):
+    WaitingForQuota < ExceedsMaxQuota < NoMatchingFlavor. See :func:`most_severe`.
+    """
+
+    WAITING_FOR_QUOTA = "WaitingForQuota"
+    """It could fit the queue's quota, not now: quota is in use (or held for others)."""
+    EXCEEDS_MAX_QUOTA = "ExceedsMaxQuota"
+    """It asks more than the queue could ever hold on any flavor it may use."""
+    NO_MATCHING_FLAVOR = "NoMatchingFlavor"
+    """No flavor matches its node selectors and tolerations (or a resource it asks is not in the queue)."""
+    WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
+    """Preemptions were issued for it: it waits for them to stop."""
+    PENDING_EVALUATION = "PendingEvaluation"
+    """It was not evaluated (its admission checks failed)."""
+    SUSPENDED = "Suspended"
+    """Its ClusterQueue is inactive."""
+    MISCONFIGURED = "Misconfigured"
+    """Its ClusterQueue or LocalQueue does not exist."""
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY.get(self, 0)
+
+
+_SEVERITY = {PendingReason.WAITING_FOR_QUOTA: 1, PendingReason.EXCEEDS_MAX_QUOTA: 2,
+             PendingReason.NO_MATCHING_FLAVOR: 3}
+
+
+def most_severe(a: PendingReason | None, b: PendingReason | None) -> PendingReason | None:
+    """Kueue's ``mostSevereReason`` (either may be None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a.severity >= b.severity else b
 
 
 class Strategy(Enum):
@@ -295,6 +337,8 @@ class Workload:
     checks: dict[str, CheckState] = field(default_factory=dict)
     requeue_at: float | None = None
     pending_reason: str = ""
+    pending: PendingReason | None = None
+    """Why it holds no quota, as Kueue names it (None while it holds quota or has not been looked at)."""
     evictions: int = 0
     evicting: bool = False
     """Preempted: eviction is issued, the quota stays held until the job has stopped."""

@@ -37,6 +37,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Granular,
     Mode,
+    PendingReason,
     PodSet,
     PodSetAssignment,
     PreemptionPolicy,
@@ -151,7 +152,7 @@ class Scheduler(Racing):
         if wl.cluster_queue not in self.config.cluster_queues:
             reason = (f"LocalQueue {wl.queue} doesn't exist" if not wl.cluster_queue
                       else f"ClusterQueue {wl.cluster_queue} doesn't exist")
-            self._note_pending(wl, reason)
+            self._note_pending(wl, reason, PendingReason.MISCONFIGURED)
             return [*events, Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         raced = self._race(wl, now)
         if raced is not None:
@@ -278,13 +279,13 @@ class Scheduler(Racing):
     def cycle(self, now: float) -> tuple[list[Event], bool]:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
         aside = self._set_aside
-        heads = self._heads(now)
-        events: list[Event] = []
+        heads, events = self._heads(now)
         state = _Cycle()
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
-                events += self._inadmissible(wl, "The workload has failed admission checks", now)
+                events += self._inadmissible(wl, "The workload has failed admission checks", now,
+                                             PendingReason.PENDING_EVALUATION)
                 continue
             assignment = self._assign(wl)
             targets: list[Target] = []
@@ -312,14 +313,14 @@ class Scheduler(Racing):
         cq = self.config.cluster_queues[wl.cluster_queue]
         usage = assignment.usage()
         if assignment.mode is Mode.NO_FIT:
-            return self._inadmissible(wl, assignment.message(), now)
+            return self._inadmissible(wl, assignment.message(), now, assignment.no_fit)
         if assignment.mode is Mode.PREEMPT and not targets:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
             gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
                 if wl.key in self._gated else ""
             self._gated.discard(wl.key)
-            return self._inadmissible(wl, assignment.message() + gated, now)
+            return self._inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
         old = replaced_slice(self.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
@@ -328,7 +329,8 @@ class Scheduler(Racing):
             usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
         issued = {v.key for v in state.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
-            return self._skip(wl, "Workload has overlapping preemption targets with another workload", now)
+            return self._skip(wl, "Workload has overlapping preemption targets with another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
         own = [t.workload for t in targets]
         for victim in own:
             self._remove_for_cycle(victim, state)
@@ -343,7 +345,8 @@ class Scheduler(Racing):
                 state.removed.remove(victim)
                 assert victim.admission is not None
                 self.tree.add(victim.cluster_queue, victim.admission.usage())
-            return self._skip(wl, "Workload no longer fits after processing another workload", now)
+            return self._skip(wl, "Workload no longer fits after processing another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
         if assignment.mode is Mode.FIT:
             state.progress = True
             return self._reserve(wl, assignment, now, discount)
@@ -358,7 +361,7 @@ class Scheduler(Racing):
         if new:
             state.progress = True
         message = f"{assignment.message()}. Pending the preemption of {len(targets)} workload(s)"
-        if self._note_pending(wl, message):
+        if self._note_pending(wl, message, PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS):
             events.append(Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, message))
         return events
 
@@ -374,7 +377,8 @@ class Scheduler(Racing):
         with self.tree.without([(old.cluster_queue, old.admission.usage())]):
             fits = all(v <= self.tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
         if not fits:
-            return self._skip(wl, "Workload no longer fits after processing another workload", now)
+            return self._skip(wl, "Workload no longer fits after processing another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
         state.progress = True
         message = (f"Removed to accommodate a workload (UID: {wl.uid or wl.key}) due to workload slice aggregation")
         finished = self._finish_replaced(old, wl, now, message)
@@ -418,8 +422,9 @@ class Scheduler(Racing):
             self.tree.add(cq.name, reserved)
             state.added.append((cq.name, reserved))
 
-    def _heads(self, now: float) -> list[Workload]:
+    def _heads(self, now: float) -> tuple[list[Workload], list[Event]]:
         heads: list[Workload] = []
+        events: list[Event] = []
         for name in self.queues.queues():
             cq = self.config.cluster_queues.get(name)
             if cq is None or self.queues.blocked(name):
@@ -428,10 +433,10 @@ class Scheduler(Racing):
             if wl is None:
                 continue
             if not cq.active:
-                self._inadmissible(wl, f"ClusterQueue {name} is inactive", now)
+                events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED)
                 continue
             heads.append(wl)
-        return heads
+        return heads, events
 
     def _assign(self, wl: Workload) -> Assignment:
         """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
@@ -507,6 +512,7 @@ class Scheduler(Racing):
         wl.state = WorkloadState.QUOTA_RESERVED
         wl.reserved_at = now
         wl.pending_reason = ""
+        wl.pending = None
         wl.checks = {name: wl.checks.get(name, CheckState.PENDING)
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
@@ -599,7 +605,7 @@ class Scheduler(Racing):
             node = node.parent
         return "/" + "/".join(reversed(parts))
 
-    def _inadmissible(self, wl: Workload, reason: str, now: float) -> list[Event]:
+    def _inadmissible(self, wl: Workload, reason: str, now: float, kind: PendingReason | None) -> list[Event]:
         cq = self.config.cluster_queues.get(wl.cluster_queue)
         if cq is not None and cq.strategy is Strategy.STRICT_FIFO:
             self.queues.block(cq.name)
@@ -607,19 +613,20 @@ class Scheduler(Racing):
             self.queues.set_aside(wl)
             if wl.parent:
                 self._set_aside += 1  # a sibling variant may be next in this queue: worth another cycle now
-        if self._note_pending(wl, reason):
+        if self._note_pending(wl, reason, kind):
             return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         return []
 
-    def _skip(self, wl: Workload, reason: str, now: float) -> list[Event]:
+    def _skip(self, wl: Workload, reason: str, now: float, kind: PendingReason) -> list[Event]:
         """Not admitted this cycle, but it stays at the head of its queue (Kueue: retried next cycle)."""
-        if self._note_pending(wl, reason):
+        if self._note_pending(wl, reason, kind):
             return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         return []
 
-    def _note_pending(self, wl: Workload, reason: str) -> bool:
+    def _note_pending(self, wl: Workload, reason: str, kind: PendingReason | None) -> bool:
         changed = wl.pending_reason != reason
         wl.pending_reason = reason
+        wl.pending = kind
         return changed
 
     def _requeue_due(self, now: float) -> list[Event]:
