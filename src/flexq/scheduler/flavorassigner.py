@@ -183,29 +183,31 @@ def compatible(podset: PodSet, flavor: FlavorSpec) -> bool:
 
 
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
-          oracle: Oracle | None) -> tuple[Granular, int, str]:
-    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason. More than the
-    maximum capacity is ExceedsMaxQuota; any other shortfall WaitingForQuota (see :func:`_try`)."""
+          oracle: Oracle | None) -> tuple[Granular, int, str, PendingReason | None]:
+    """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason, and the reason's
+    kind: more than the maximum capacity is ExceedsMaxQuota, any other shortfall WaitingForQuota."""
     flavor, resource = fr
     capacity = tree.potential(cq.name, fr)
     if val > capacity:
         return Granular.NO_FIT, 0, (
             f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
             f"({format_amount(resource, previous)}) + current podset request "
-            f"({format_amount(resource, val - previous)}) > maximum capacity ({format_amount(resource, capacity)})")
+            f"({format_amount(resource, val - previous)}) > maximum capacity ({format_amount(resource, capacity)})"), \
+            PendingReason.EXCEEDS_MAX_QUOTA
     level, may_reclaim = tree.borrow_level(cq.name, fr, val)
     available = max(0, tree.available(cq.name, fr))
     if val <= available:
-        return Granular.FIT, level, ""
+        return Granular.FIT, level, "", None
     reason = (f"insufficient unused quota for {resource} in flavor {flavor}, "
               f"{format_amount(resource, val - available)} more needed")
+    waiting = PendingReason.WAITING_FOR_QUOTA
     if (tree.nominal(cq.name, fr) >= val or may_reclaim
             or cq.borrow_within_cohort is not PreemptionPolicy.NEVER):
         if oracle is None:
-            return Granular.PREEMPT, level, reason
+            return Granular.PREEMPT, level, reason, waiting
         granular, after = oracle(fr, val)
-        return granular, after if granular is not Granular.NO_CANDIDATES else level, reason
-    return Granular.NO_FIT, level, reason
+        return granular, after if granular is not Granular.NO_CANDIDATES else level, reason, waiting
+    return Granular.NO_FIT, level, reason, waiting
 
 
 def _preferred(a: FlavorTry, b: FlavorTry, prefer_preemption: bool) -> bool:
@@ -261,14 +263,13 @@ def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | No
     for resource in wanted:
         fr = (name, resource)
         previous = assigned.get(fr, 0)
-        res_mode, res_borrow, reason = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous, previous,
-                                             oracle)
+        res_mode, res_borrow, reason, kind = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous,
+                                                   previous, oracle)
         granular = min(granular, res_mode)
         borrow = max(borrow, res_borrow)
         if reason:
             why.append(reason)
-            no_fit = most_severe(no_fit, PendingReason.EXCEEDS_MAX_QUOTA if reason.startswith("insufficient quota ")
-                                 else PendingReason.WAITING_FOR_QUOTA)
+            no_fit = most_severe(no_fit, kind)
         if res_mode.mode is Mode.PREEMPT:
             preempt.append(resource)
     return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt), no_fit)
