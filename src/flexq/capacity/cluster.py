@@ -208,12 +208,15 @@ class Cluster:
                 created.append(node)
         return created, ""
 
-    def scale_down(self, now: float, idle_after: float) -> list[Node]:
-        """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min)."""
+    def scale_down(self, now: float, idle_after: float, pools: Iterable[str] | None = None) -> list[Node]:
+        """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min), of every
+        pool or of ``pools``."""
         removed: list[Node] = []
         slices: dict[str, list[Node]] = {}
+        only = None if pools is None else set(pools)
         for node in self.nodes.values():
-            slices.setdefault(node.slice_id, []).append(node)
+            if only is None or node.pool in only:
+                slices.setdefault(node.slice_id, []).append(node)
         for slice_nodes in slices.values():
             pool = self.pools[slice_nodes[0].pool]
             idle = pool.autoscaling and all(

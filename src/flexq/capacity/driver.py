@@ -486,7 +486,9 @@ class CapacityDriver(RacingCapacity):
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
         now = self._now()
         created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
-        if count and not created and self.config.fallback and "at its maximum" in why:
+        spec = self.cluster.pools[pool]
+        at_maximum = spec.autoscaling and self.cluster.pool_size(pool) + count > spec.max_nodes
+        if count and not created and self.config.fallback and at_maximum:
             self._wait_for_room(key, check, name, pool, count, why)
             return
         if count and not created:
@@ -497,7 +499,6 @@ class CapacityDriver(RacingCapacity):
                    f"in {pool}", request=name, state="Provisioned", pool=pool)
         slices = {n.slice_id for n in created}
         self._later(now + BOOKING, key, lambda: self._booking_check(key, check, name, slices))
-        spec = self.cluster.pools[pool]
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
             self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), _CAPACITY)

@@ -32,6 +32,7 @@ class RacingCapacity:
     requests: dict[str, tuple[str, str]]
     waiting_room: dict[str, list[tuple[str, str, str, int]]]
     waste: dict[str, float]
+    parent_of: dict[str, str]
     costs: dict[str, float]
     run_time: Callable[[str], float | None]
     finish_eta: Callable[[str], float | None]
@@ -103,11 +104,12 @@ class RacingCapacity:
             self.waste[parent] = self.waste.get(parent, 0.0) + spent
             self.costs[parent] = self.costs.get(parent, 0.0) + spent
         if request is not None:
+            if parent:
+                self.parent_of[key] = parent  # the note goes on the story of the workload it raced for
             what = (f"its {len(booked)} provisioned node(s) released (${spent:.2f} billed)" if booked
                     else "before it was provisioned: no cost")
-            self.log([{"t": now, "event": "ProvisioningRequest", "workload": parent, "clusterQueue": self._cq(parent),
-                       "reason": f"ProvisioningRequest {request[1]} withdrawn {what}: the workload races on another "
-                                 "flavor", "request": request[1], "state": "Withdrawn", "variant": key}])
+            self._note("ProvisioningRequest", key, f"ProvisioningRequest {request[1]} withdrawn {what}: the workload "
+                       "races on another flavor", request=request[1], state="Withdrawn")
         self._release(key)
 
     def _make_room(self) -> None:
@@ -118,19 +120,11 @@ class RacingCapacity:
             if not waiting or pool_name not in self.cluster.pools:
                 continue
             pool = self.cluster.pools[pool_name]
-            idle = [n for n in self.cluster.nodes.values() if n.pool == pool_name and not n.pods and
-                    not n.booked_for and n.ready(now)]
-            removed = 0
-            for slice_id in sorted({n.slice_id for n in idle}):
-                hosts = [n for n in self.cluster.nodes.values() if n.slice_id == slice_id]
-                if all(n in idle for n in hosts):
-                    for node in hosts:
-                        del self.cluster.nodes[node.name]
-                    removed += len(hosts)
+            removed = self.cluster.scale_down(now, 0.0, [pool_name])  # idle slices go now, not after a while
             if removed:
                 self.log([{"t": now, "event": "ScaledDown", "workload": "", "clusterQueue": "",
-                           "reason": f"node pool {pool_name}: {removed} idle node(s) removed to make room for a "
-                                     "waiting ProvisioningRequest", "pool": pool_name,
+                           "reason": f"node pool {pool_name}: {len(removed)} idle node(s) removed to make room for "
+                                     "a waiting ProvisioningRequest", "pool": pool_name,
                            "nodes": self.cluster.pool_size(pool_name)}])
             planned = self.cluster.pool_size(pool_name)
             while waiting and planned + waiting[0][3] <= pool.max_nodes:
