@@ -111,8 +111,8 @@ class CapacityDriver(RacingCapacity):
         until the replacement's pods are placed (on those nodes and the ones it adds)."""
         self.bound_groups: dict[str, list[PodGroup]] = {}
         """The pod groups of each running workload, as they were bound."""
-        self.requests: dict[str, tuple[str, str]] = {}
-        """The ProvisioningRequest each workload has in flight: key -> (check, request name)."""
+        self.requests: dict[str, tuple[str, str, str]] = {}
+        """The ProvisioningRequest each workload made last: key -> (check, request name, node pool or "")."""
         self.waiting_room: dict[str, list[tuple[str, str, str, int]]] = {}
         """Provisioned requests that wait for room in their pool (flexq's policy): pool -> (key, check, request,
         nodes), in arrival order."""
@@ -456,11 +456,11 @@ class CapacityDriver(RacingCapacity):
         attempt = self.attempts.get((owner.key, check), 0) + 1
         self.attempts[(owner.key, check)] = attempt
         name = f"{owner.name}-{check}-{attempt}"  # a variant's request is named for the workload it races for
-        self.requests[key] = (check, name)
         groups = self.groups(wl, settings.managed or None)
         now = self._now()
         pools = {g.name: self.cluster.pool_for(g) for g in groups}
         pool = next((p for p in pools.values() if p is not None), None)
+        self.requests[key] = (check, name, pool.name if pool is not None else "")
         if pool is None:
             # No pool modelled behind it: the request is provisioned at once.
             self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned", request=name,

@@ -29,7 +29,7 @@ class RacingCapacity:
     cluster: Cluster
     scheduler: Scheduler
     log: Callable[[list[dict[str, Any]] | list[Event]], None]
-    requests: dict[str, tuple[str, str]]
+    requests: dict[str, tuple[str, str, str]]
     waiting_room: dict[str, list[tuple[str, str, str, int]]]
     waste: dict[str, float]
     parent_of: dict[str, str]

@@ -7,7 +7,7 @@ in Prometheus' text format (:mod:`flexq.server.metrics`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -40,11 +40,12 @@ class Tally:
     waits: dict[str, list[float]] = field(default_factory=dict)
     """Admission waits (seconds from creation or requeue to admission), by ClusterQueue."""
 
-    def count(self, events: Iterable[Event], since: Callable[[str], float | None], cq_of: Callable[[str], str]) -> None:
-        """Count ``events`` (a variant's are its workload's business: only workloads count). ``since``: when a
+    def count(self, events: Iterable[Event], variants: Container[str], since: Callable[[str], float | None],
+              cq_of: Callable[[str], str]) -> None:
+        """Count ``events``, but not those of ``variants`` (a race is its workload's business). ``since``: when a
         workload (re)entered its queue; ``cq_of``: a workload's ClusterQueue."""
         for event in events:
-            if event.extra.get("parent") or "-variant-" in event.workload:
+            if event.workload in variants:
                 continue
             cq = event.cluster_queue
             if event.kind is EventKind.QUOTA_RESERVED:
@@ -100,13 +101,13 @@ def sample(controller: QueueController, now: float) -> Sample:
     cost: dict[str, float] = {}
     driver = controller.capacity.driver
     for wl in scheduler.workloads.values():
-        if wl.parent or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
-            if driver is not None and not wl.parent and wl.cluster_queue:
-                cost[wl.cluster_queue] = cost.get(wl.cluster_queue, 0.0) + driver.cost(wl.key)
-            continue
         cq = wl.cluster_queue
+        if wl.parent:
+            continue
         if driver is not None and cq:
             cost[cq] = cost.get(cq, 0.0) + driver.cost(wl.key)
+        if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+            continue
         if wl.state is WorkloadState.PENDING:
             active = wl.key in scheduler.variants or (scheduler.queues.queued(wl) and not scheduler.queues.aside(wl))
             kind = "active" if active else "inadmissible"
@@ -139,22 +140,9 @@ def sample(controller: QueueController, now: float) -> Sample:
         for node in driver.cluster.nodes.values():
             state = "booting" if not node.ready(now) else ("busy" if node.pods else "idle")
             nodes[(node.pool, state)] = nodes.get((node.pool, state), 0) + 1
-        for key in driver.requests:
-            asked = _request_pool(controller, key)
-            if asked is not None:
+        for key, (_check, _name, asked) in driver.requests.items():
+            if asked and key not in driver.running:  # answered and started: no longer in flight
                 provisioning[asked] = provisioning.get(asked, 0) + 1
     return Sample(pending, reserving, admitted, cohorts, usage, nominal, queue_status, nodes, hourly, provisioning,
                   cost)
 
-
-def _request_pool(controller: QueueController, key: str) -> str | None:
-    """The node pool a workload's ProvisioningRequest asks nodes of (its queued-provisioning flavor's pool)."""
-    driver = controller.capacity.driver
-    wl = controller.scheduler.workloads.get(key)
-    if driver is None or wl is None or wl.admission is None:
-        return None
-    for group in driver.groups(wl):
-        pool = driver.cluster.pool_for(group)
-        if pool is not None and pool.queued_provisioning:
-            return pool.name
-    return None

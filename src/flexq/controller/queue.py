@@ -98,11 +98,11 @@ class QueueController:
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
+        """Workloads whose status needs writing though no scheduler event names them."""
         self.tally = Tally()
         """What happened since the server started, for /metrics."""
         self._stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
-        """Workloads whose status needs writing though no scheduler event names them."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self.store.subscribe(lambda _changes: self._wake.set())
@@ -470,14 +470,16 @@ class QueueController:
             for event in batch:
                 self.capacity.handle(event)  # may evict, set checks, or log more events
             events += batch
-        self.tally.count(events, self._queued_since, lambda key: getattr(self.scheduler.workloads.get(key),
-                                                                         "cluster_queue", ""))
+        # Variants racing now, and those whose race ended in this step (their last events name their workload).
+        parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
+        parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
+        self.tally.count(events, parents, self._queued_since,
+                         lambda key: getattr(self.scheduler.workloads.get(key), "cluster_queue", ""))
         touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
         self._touched = set()
-        parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         for event in events:
             # A variant is the scheduler's own: its story is told on the workload it races for.
-            key = parents.get(event.workload) or str(event.extra.get("parent") or event.workload)
+            key = parents.get(event.workload, event.workload)
             touched.setdefault(key, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
         for key, evs in touched.items():

@@ -34,7 +34,7 @@ from flexq.scheduler.model import PodSet, Workload
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config
 
-__all__ = ["Earliest", "candidate_flavors", "lower_bound", "nodes_needed", "obtainable_from", "queued_answer"]
+__all__ = ["Earliest", "candidate_flavors", "lower_bound", "nodes_needed", "obtainable_from"]
 
 MAX_ATTEMPTS = 16
 """Queued-provisioning attempts considered per workload (Kueue retries 3 times by default; requeues add more)."""
@@ -135,7 +135,7 @@ def _earliest_on(config: Config, cluster: Cluster | None, wl: Workload, podset: 
     if pool.queued_provisioning:
         checks = [name for name, _only in config.cluster_queues[wl.cluster_queue].checks]
         names = [f"{wl.name}-{check}-{n}" for check in checks or ["dws-prov"] for n in range(1, MAX_ATTEMPTS + 1)]
-        return queued_answer(cloud, pool, need, names, since, horizon)
+        return _queued(cloud, pool, need, names, since, horizon)
     # Machines obtained before a stock-out stay (a stock-out stops new machines, not running ones): a pool
     # that could ever have had them by ``since`` could hold the job from ``since`` on.
     first = obtainable_from(cloud, pool, need, 0.0, horizon)
@@ -175,7 +175,7 @@ def obtainable_from(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, t: floa
     return None
 
 
-def queued_answer(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, names: list[str], since: float,
+def _queued(cloud: EmulatedCloud, pool: NodePoolSpec, need: int, names: list[str], since: float,
             horizon: float) -> float | None:
     """The earliest answer of a ProvisioningRequest made at or after ``since`` under any of ``names``."""
     machine = pool.machine.name

@@ -123,10 +123,9 @@ class _Run:
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
-        if self.driver is not None:
-            self.driver.finish_eta = self.finish_at.get
         self.run_for: dict[str, float | None] = {}
-        if self.driver is not None:
+        if self.driver is not None:  # the simulator knows what the live server can only be told
+            self.driver.finish_eta = self.finish_at.get
             self.driver.run_time = self.run_for.get
         self.finishing: dict[int, list[tuple[float, str]]] = {}
         """Per cohort tree (its root's id): finish times of the workloads running in it, soonest first."""
@@ -315,6 +314,8 @@ class _Run:
             self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
         self.kernel.run_until(self.scenario.until, self.after)
         self.result.run_for = dict(self.run_for)
+        for key in self.scheduler.variants:  # still racing at the end: why, as its variants stand now
+            self.scheduler.workloads[key].pending_reason = self.scheduler.race_reason(key)
         self.result.config = self.scheduler.config
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.driver is not None:
