@@ -56,11 +56,27 @@ class Server:
         return env
 
 
-def start_server(home: Path, *extra: str) -> Server:
-    """A server process; jobs are not executed unless ``extra`` says ``--runtime ray``."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+def free_port_pair() -> int:
+    """A free port P with P + 1 free too: a server started as a user would (HTTPS on --port + 1)."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
+def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
+    """A server process; jobs are not executed unless ``extra`` says ``--runtime ray``. With ``port`` (from
+    :func:`free_port_pair`), HTTPS is left at its default (``port`` + 1); else it takes any free port."""
     flags = list(extra) if "--runtime" in extra else ["--runtime", "none", *extra]
+    if port is None and "--tls-port" not in flags and "--no-tls" not in flags:
+        flags += ["--tls-port", "0"]
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
         [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

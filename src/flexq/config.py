@@ -4,6 +4,10 @@
   directory, ``$XDG_DATA_HOME/flexq`` or ``~/.local/share/flexq``, so every shell of a user sees the
   same queues wherever it is started, as with ``~/.kube``.
 - ``FLEXQ_SERVER``: the server the CLI talks to. Default ``http://127.0.0.1:8585``.
+- ``FLEXQ_TOKEN``: the bearer token the CLI presents. Default: the administrator's token in
+  ``FLEXQ_HOME/auth/admin.token`` where this user can read it, else none (anonymous, on a server that allows it).
+- ``FLEXQ_CA``: the CA certificate that an ``https://`` server is verified with. Default: the server's local CA,
+  ``FLEXQ_HOME/tls/ca.crt``, where it exists, else the system's.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "default_server_url", "flexq_home"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "caller_token", "default_server_url", "flexq_home", "server_ca"]
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8585
@@ -28,3 +32,21 @@ def flexq_home() -> Path:
 
 def default_server_url() -> str:
     return os.environ.get("FLEXQ_SERVER") or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+
+def caller_token() -> str | None:
+    explicit = os.environ.get("FLEXQ_TOKEN")
+    if explicit:
+        return explicit.strip()
+    try:
+        return (flexq_home() / "auth" / "admin.token").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def server_ca() -> Path | None:
+    explicit = os.environ.get("FLEXQ_CA")
+    if explicit:
+        return Path(explicit).expanduser()
+    local = flexq_home() / "tls" / "ca.crt"
+    return local if local.exists() else None

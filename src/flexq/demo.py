@@ -110,7 +110,7 @@ def main() -> None:
     }
     print(f"Starting flexq server on {url} (state in {home})", flush=True)
     server = subprocess.Popen(
-        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home),
+        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--tls-port", "0", "--home", str(home),
          "--capacity", str(guide / "capacity-demo.yaml")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

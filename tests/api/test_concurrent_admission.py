@@ -81,7 +81,7 @@ def cluster_queue(policy: str | None, groups: Groups | None = None, *, strategy:
                   version: str = "v1beta2") -> str:
     """A ClusterQueue: line 6 holds the policy (flow style), line 7 the strategy, then the resource groups.
 
-    A field's line is its value's first line (a missing field's, its parent's): ``spec`` is line 6.
+    A field's line is its key's (a missing field's, its parent's): ``spec`` is line 5.
     """
     lines = [f"apiVersion: kueue.x-k8s.io/{version}", "kind: ClusterQueue", "metadata:",
              "  name: research-cq", "spec:"]
@@ -120,13 +120,13 @@ CONSTRAINTS = "spec.concurrentAdmissionPolicy.migration.constraints"
 REFUSED: dict[str, tuple[str, list[str]]] = {
     "no resource group": (
         cluster_queue(PREFERRED, None),
-        [f"line 6: spec.resourceGroups: Invalid value: 0: {ONE_GROUP}"]),
+        [f"line 5: spec.resourceGroups: Invalid value: 0: {ONE_GROUP}"]),
     "two resource groups": (
         cluster_queue(PREFERRED, [*THREE, (["example.com/gpu"], ["gpu"])]),
-        [f"line 8: spec.resourceGroups: Invalid value: 2: {ONE_GROUP}"]),
+        [f"line 7: spec.resourceGroups: Invalid value: 2: {ONE_GROUP}"]),
     "seventeen flavors": (
         cluster_queue(PREFERRED, SEVENTEEN),
-        ["line 10: spec.resourceGroups[0].flavors: Invalid value: 17: cannot have more than 16 resource flavors in "
+        ["line 9: spec.resourceGroups[0].flavors: Invalid value: 17: cannot have more than 16 resource flavors in "
          "the ResourceGroup when ConcurrentAdmissionPolicy is defined"]),
     "constraints with RetainFirstAdmission": (
         cluster_queue("{migration: {mode: RetainFirstAdmission, constraints: {lastAcceptableFlavorName: preemptible}}}",
@@ -144,7 +144,7 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
         [f'line 7: spec.queueingStrategy: Invalid value: "StrictFIFO": {STRICT}']),
     "every rule at once, in Kueue's order": (
         cluster_queue("{migration: {mode: RetainFirstAdmission, constraints: {}}}", None, strategy="StrictFIFO"),
-        [f"line 6: spec.resourceGroups: Invalid value: 0: {ONE_GROUP}",
+        [f"line 5: spec.resourceGroups: Invalid value: 0: {ONE_GROUP}",
          f"line 6: {CONSTRAINTS}: {FORBIDDEN}",
          f'line 7: spec.queueingStrategy: Invalid value: "StrictFIFO": {STRICT}']),
     "migration missing": (
@@ -181,7 +181,7 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
         [f'line 22: spec.queueingStrategy: Invalid value: "StrictFIFO": {STRICT}']),
     "documented example in v1beta1": (
         KUEUE_EXAMPLE.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"),
-        ["line 23: spec.concurrentAdmissionPolicy: Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such "
+        ["line 22: spec.concurrentAdmissionPolicy: Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such "
          "field (it is in kueue.x-k8s.io/v1beta2)"]),
 }
 

@@ -46,7 +46,7 @@ CASES = {
         "defined"),
     "concurrent admission in v1beta1": (
         KUEUE_EXAMPLE.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"),
-        "stdin: document 4 (ClusterQueue 'research-cq') is invalid\n  line 23: spec.concurrentAdmissionPolicy: "
+        "stdin: document 4 (ClusterQueue 'research-cq') is invalid\n  line 22: spec.concurrentAdmissionPolicy: "
         "Unknown field: ClusterQueue kueue.x-k8s.io/v1beta1 has no such field (it is in kueue.x-k8s.io/v1beta2)"),
 }
 

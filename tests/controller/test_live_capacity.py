@@ -38,7 +38,7 @@ def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
 
     port = conftest.free_port()
     process = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home",
-                                str(home), "--capacity", str(path), "--runtime", "none"],
+                                str(home), "--capacity", str(path), "--runtime", "none", "--tls-port", "0"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     srv = Server(f"http://127.0.0.1:{port}", home, process)
     _eventually(lambda: _ok(srv))

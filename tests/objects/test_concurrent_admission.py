@@ -140,7 +140,7 @@ def test_immutable_through_apply_names_the_line(svc: ObjectService) -> None:
     with pytest.raises(InvalidObject) as info:
         _apply(svc, WITH_LAST_ACCEPTABLE)
     assert (info.value.source, info.value.document, [str(e) for e in info.value.errors]) == (
-        "f.yaml", 3, ["line 23: spec.concurrentAdmissionPolicy: Invalid value: field is immutable"])
+        "f.yaml", 3, ["line 22: spec.concurrentAdmissionPolicy: Invalid value: field is immutable"])
     assert svc.get(CQ, None, NAME, "v1beta2")["spec"]["concurrentAdmissionPolicy"] == PREFERRED
 
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
 
 from flexq.api.documents import load_documents
 from flexq.api.errors import InvalidObject
+from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields
 from flexq.api.kinds import resolve
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.store import Conflict, Store
@@ -167,9 +169,46 @@ def test_queue_state_changes_are_events(svc: ObjectService) -> None:
         ("Normal", "Ready"), ("Warning", "ClusterQueueDoesNotExist")]
 
 
-def test_unknown_fields_are_kept_and_shown_back(svc: ObjectService) -> None:
+def test_unknown_fields_are_refused_with_their_line_or_dropped(svc: ObjectService) -> None:
     text = guide_text("dws-tpu-queue.yaml").replace(
-        "  namespaceSelector: {}\n", "  namespaceSelector: {}\n  futureKnob:\n    level: 3\n")
-    _apply(svc, text)
-    cq = svc.get(CQ, None, "cluster-queue", "v1beta1")
-    assert cq["spec"]["futureKnob"] == {"level": 3}
+        "  namespaceSelector: {}\n", "  namespaceSelector: {}\n  resourceGroup:\n    level: 3\n")
+    line = text.splitlines().index("  resourceGroup:") + 1
+    with pytest.raises(InvalidObject) as refused:
+        _apply(svc, text)
+    assert [(e.path, e.line) for e in refused.value.errors] == [("spec.resourceGroup", line)]
+    assert 'unknown field "spec.resourceGroup"' in str(refused.value)
+    assert svc.list_objects(CQ, None)[0] == [], "strict by default, and nothing written"
+
+    warn = FieldCheck(FieldValidation.WARN)
+    svc.apply(load_documents(text, "f.yaml"), fields=warn)
+    assert warn.warnings == ['f.yaml: ClusterQueue: unknown field "spec.resourceGroup"']
+    assert "resourceGroup" not in svc.get(CQ, None, "cluster-queue", "v1beta1")["spec"], "dropped, as CRDs prune"
+
+    ignore = FieldCheck(FieldValidation.IGNORE)
+    svc.apply(load_documents(text.replace("level: 3", "level: 4"), "f.yaml"), fields=ignore)
+    assert ignore.warnings == []
+
+
+@pytest.mark.parametrize(("mode", "outcome"), [
+    (FieldValidation.STRICT, 'strict decoding error: unknown field "spec.typo", '
+                             'unknown field "spec.resourceGroups[0].flavorz"'),
+    (FieldValidation.WARN, ['unknown field "spec.typo"', 'unknown field "spec.resourceGroups[0].flavorz"']),
+    (FieldValidation.IGNORE, []),
+])
+def test_field_validation_of_requests(svc: ObjectService, mode: FieldValidation, outcome: str | list[str]) -> None:
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+          "spec": {"typo": 1, "resourceGroups": [{"coveredResources": ["cpu"], "flavorz": [], "flavors": [
+              {"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]}}
+    check = FieldCheck(mode)
+    if isinstance(outcome, str):
+        with pytest.raises(UnknownFields, match=re.escape(outcome)):
+            svc.create(CQ, None, cq, fields=check)
+        return
+    stored = svc.create(CQ, None, cq, fields=check)
+    assert check.warnings == outcome
+    assert "typo" not in stored["spec"] and "flavorz" not in stored["spec"]["resourceGroups"][0]
+    # A patch is checked too.
+    patched = FieldCheck(mode)
+    svc.patch(CQ, None, "cq", "application/merge-patch+json", {"spec": {"stopPolicy": "Hold", "typo2": 1}},
+              fields=patched)
+    assert patched.warnings == ([] if mode is FieldValidation.IGNORE else ['unknown field "spec.typo2"'])

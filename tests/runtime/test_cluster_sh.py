@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import GUIDE, Server, free_port, start_server, stop_server
+from tests.conftest import GUIDE, Server, free_port, free_port_pair, start_server, stop_server
 
 TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
@@ -106,8 +106,9 @@ def _port_is_free(port: int) -> bool:
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     # The server's Ray processes inherit its environment: a mark of this test's own tells them from other runs'.
     monkeypatch.setenv(MARK, uuid.uuid4().hex)
+    # As a user starts it: no TLS or auth flags (HTTPS on --port + 1, its CA under FLEXQ_HOME, anonymous mode).
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(GUIDE / "capacity-demo.yaml"),
-                       "--tls-port", str(free_port()))
+                       port=free_port_pair())
     try:
         yield srv
     finally:

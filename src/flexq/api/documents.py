@@ -88,9 +88,30 @@ def decode_input(data: bytes, source: str) -> str:
         ) from None
 
 
+def _unpaired(value: Any, source: str, line: int) -> Any:
+    """``value`` with UTF-16 surrogate pairs (JSON's ``\\ud83d\\udca5``, which YAML reads one by one) joined;
+    :class:`InputError` for a lone surrogate, which is not text."""
+    if isinstance(value, str):
+        if not any("\ud800" <= c <= "\udfff" for c in value):
+            return value
+        try:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16")
+        except UnicodeDecodeError:
+            raise InputError(source, "malformed text: an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)",
+                             line) from None
+    if isinstance(value, dict):
+        return {_unpaired(k, source, line): _unpaired(v, source, line) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unpaired(v, source, line) for v in value]
+    return value
+
+
 def load_documents(text: str, source: str) -> list[Document]:
     """Parse every document of ``text``; raise :class:`InputError` on malformed YAML."""
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
+        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
     docs: list[Document] = []
     try:
         while loader.check_node():
@@ -99,7 +120,7 @@ def load_documents(text: str, source: str) -> list[Document]:
                 continue
             lines: dict[str, int] = {}
             _walk(node, "", lines, source)
-            data = loader.construct_document(node)
+            data = _unpaired(loader.construct_document(node), source, node.start_mark.line + 1)
             if data is None:
                 continue
             if not isinstance(data, dict):
@@ -139,8 +160,9 @@ def _expand(data: dict[str, Any], source: str, index: int, line: int, lines: dic
     return [Document(data, source, index, line, lines)]
 
 
-def _walk(node: yaml.Node, path: str, lines: dict[str, int], source: str) -> None:
-    lines[path] = node.start_mark.line + 1
+def _walk(node: yaml.Node, path: str, lines: dict[str, int], source: str, line: int | None = None) -> None:
+    """Record the line of ``path`` (``line``: its key's, where it has one) and of everything under it."""
+    lines[path] = line if line is not None else node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
@@ -151,7 +173,7 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], source: str) -> Non
                         source, f'malformed YAML: key "{key}" appears twice', key_node.start_mark.line + 1
                     )
                 seen.add(key)
-            _walk(value_node, f"{path}.{key}" if path else str(key), lines, source)
+            _walk(value_node, f"{path}.{key}" if path else str(key), lines, source, key_node.start_mark.line + 1)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, f"{path}[{i}]", lines, source)

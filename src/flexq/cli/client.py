@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from flexq.api.kinds import KindInfo
+from flexq.config import caller_token, server_ca
 
-__all__ = ["CliError", "Client"]
+__all__ = ["CliError", "Client", "close_clients", "credentials"]
 
 
 class CliError(Exception):
@@ -21,13 +24,35 @@ class CliError(Exception):
         super().__init__(message)
 
 
+def credentials(server: str) -> tuple[dict[str, str], ssl.SSLContext | bool]:
+    """The headers (the caller's token) and the TLS verification to reach ``server`` with."""
+    token = caller_token()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    ca = server_ca()
+    if server.startswith("https://") and ca is not None:
+        return headers, ssl.create_default_context(cafile=str(ca))
+    return headers, True
+
+
+_OPEN: set[Client] = set()
+
+
+def close_clients() -> None:
+    """Close every client a command opened (the CLI's ``main`` does, on the way out)."""
+    for client in list(_OPEN):
+        client.close()
+
+
 class Client:
     def __init__(self, server: str, timeout: float = 30.0) -> None:
         self.server = server.rstrip("/")
-        self._http = httpx.Client(base_url=self.server, timeout=timeout)
+        headers, verify = credentials(self.server)
+        self._http = httpx.Client(base_url=self.server, timeout=timeout, headers=headers, verify=verify)
+        _OPEN.add(self)
 
     def close(self) -> None:
         self._http.close()
+        _OPEN.discard(self)
 
     @staticmethod
     def path(info: KindInfo, namespace: str | None, name: str | None = None) -> str:
@@ -35,7 +60,7 @@ class Client:
         if info.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{info.plural}"
-        return f"{base}/{name}" if name else base
+        return f"{base}/{quote(name, safe='')}" if name else base
 
     def request(self, method: str, url: str, *, json: Any = None, params: dict[str, str] | None = None,
                 headers: dict[str, str] | None = None, ok_missing: bool = False) -> Any:
@@ -47,7 +72,7 @@ class Client:
                 "Start one with `flexq server` (in another shell, or `flexq server &`), "
                 "or point --server / FLEXQ_SERVER at a running one."
             ) from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
         if response.status_code == 404 and ok_missing:
             return None
@@ -62,6 +87,8 @@ class Client:
         except httpx.ConnectError:
             raise CliError(f"cannot reach the flexq server at {self.server} (connection refused).\n"
                            "Start one with `flexq server`.") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
         if response.status_code >= 400:
             raise CliError(_error_text(response))
         return response.text
@@ -75,6 +102,8 @@ class Client:
                 yield from response.iter_text()
         except httpx.ConnectError:
             raise CliError(f"cannot reach the flexq server at {self.server} (connection refused).") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
 
 
 def _error_text(response: httpx.Response) -> str:

@@ -32,7 +32,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from flexq.cli.client import Client, CliError
+from flexq.cli.client import Client, CliError, credentials
 from flexq.server.portforward import TUNNEL_PROTOCOL
 from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream
 from flexq.server.spdy import Ping as SpdyPing
@@ -112,13 +112,16 @@ class _WebSocket:
         secure = url.scheme == "https"
         host = url.hostname or "127.0.0.1"
         port = url.port or (443 if secure else 80)
+        headers, verify = credentials(server)
+        context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
         try:
-            reader, writer = await asyncio.open_connection(host, port, ssl=ssl.create_default_context()
-                                                           if secure else None)
+            reader, writer = await asyncio.open_connection(host, port, ssl=context if secure else None)
         except OSError as exc:
             raise CliError(f"cannot reach the flexq server at {server}: {exc.strerror or exc}") from None
         sock = cls(reader, writer)
-        sock._write(sock._ws.send(Request(host=url.netloc, target=path, subprotocols=[subprotocol])))
+        extra = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        sock._write(sock._ws.send(Request(host=url.netloc, target=path, subprotocols=[subprotocol],
+                                          extra_headers=extra)))
         body = b""
         status = 0
         while True:

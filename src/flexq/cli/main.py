@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -17,11 +18,13 @@ from flexq import __version__
 from flexq.api.envsubst import read_env_file
 from flexq.api.errors import ApiError, InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
-from flexq.cli.client import Client, CliError
+from flexq.cli.client import Client, CliError, close_clients
 from flexq.cli.inputs import read_manifests
+from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import describe as describe_text
 from flexq.cli.printers import render_table, to_json, to_yaml
-from flexq.config import DEFAULT_HOST, DEFAULT_PORT, default_server_url, flexq_home
+from flexq.cli.tokens import token_app
+from flexq.config import DEFAULT_HOST, DEFAULT_PORT, caller_token, default_server_url, flexq_home
 
 __all__ = ["app", "main"]
 
@@ -32,6 +35,7 @@ app = typer.Typer(
 )
 create_app = typer.Typer(help="Create an object from flags (kubectl create ...).", no_args_is_help=True)
 app.add_typer(create_app, name="create")
+app.add_typer(token_app, name="token")
 
 _state: dict[str, str] = {}
 
@@ -75,17 +79,25 @@ def apply(
     namespace: NamespaceOpt = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Substitute ${NAME} with VALUE (NAME=VALUE).")] = None,
     env_file: Annotated[Path | None, typer.Option("--env-file", help="KEY=VALUE lines to substitute.")] = None,
+    validate: Annotated[str, typer.Option(
+        "--validate", help="strict: refuse fields the schema does not declare (with the file and line); warn: drop "
+                           "them with a warning; ignore: drop them silently.")] = "strict",
 ) -> None:
     """Create or update objects from manifests. All documents are applied, or none."""
+    modes = {"strict": "Strict", "true": "Strict", "warn": "Warn", "ignore": "Ignore", "false": "Ignore"}
+    if validate.lower() not in modes:
+        raise typer.BadParameter(f"{validate!r}: expected strict, warn or ignore", param_hint="--validate")
     manifests = read_manifests(filename, _env(env, env_file))
     client = _client()
     body = {"sources": [{"text": m.text, "source": m.source} for m in manifests],
-            "namespace": namespace or "default"}
+            "namespace": namespace or "default", "fieldValidation": modes[validate.lower()]}
     try:
         response = client.request("POST", "/flexq/v1/apply", json=body)
     except CliError as exc:
         raise CliError(exc.message.replace("Error from server (Invalid): ", "error: ")
                        .replace("Error from server (BadRequest): ", "error: ")) from None
+    for warning in response.get("warnings", []):
+        typer.echo(f"Warning: {warning}", err=True)
     for result in response["results"]:
         resource = f"{result['kind'].lower()}.{result['group']}" if result["group"] else result["kind"].lower()
         typer.echo(f"{resource}/{result['name']} {result['action']}")
@@ -93,6 +105,8 @@ def apply(
 
 def _targets(kinds: str, names: list[str]) -> list[tuple[KindInfo, str | None]]:
     """``cq`` / ``cq,lq`` / ``cq NAME`` / ``cq/NAME`` into (kind, name) pairs."""
+    if not kinds.strip(",/ ") or any(not n for n in names):
+        raise CliError("error: resource types and names must not be empty")
     if "/" in kinds:
         out = []
         for item in [kinds, *names]:
@@ -340,7 +354,7 @@ def clusters_get_credentials(
     home = flexq_home()
     home.mkdir(parents=True, exist_ok=True)
     path = home / "kubeconfig"
-    path.write_text(_kubeconfig_text(client.server), encoding="utf-8")
+    path.write_text(kubeconfig_text(client.server), encoding="utf-8")
     typer.echo(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name} in {path}.",
                err=True)
 
@@ -518,8 +532,9 @@ def _workload_name(client: Client, ref: str, namespace: str) -> str:
 
 @app.command()
 def server(
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = DEFAULT_PORT,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default; any other needs tokens and "
+                                           "TLS).")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port for plain HTTP (flexq's CLI; on loopback only).")] = DEFAULT_PORT,
     home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
     capacity: Annotated[Path | None, typer.Option(
@@ -527,27 +542,27 @@ def server(
     runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
     = "ray",
     tls_port: Annotated[int | None, typer.Option(
-        help="Also serve HTTPS here (the endpoint gcloud's get-credentials points kubectl at).")] = None,
+        help="Port for HTTPS, the endpoint gcloud's get-credentials points kubectl at (default: --port + 1; "
+             "0: any free port).")] = None,
+    no_tls: Annotated[bool, typer.Option("--no-tls", help="Serve plain HTTP only (loopback only).")] = False,
+    auth: Annotated[str | None, typer.Option(
+        help="anonymous: a caller without a token is the administrator (the default on loopback); token: every "
+             "request needs a token (the default, and the only choice, on other addresses).")] = None,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+    from flexq.server.listen import ListenError, plan_listeners
     from flexq.server.run import serve
     from flexq.sim.scenario import load_capacity
 
-    state = home or flexq_home()
-    config = load_capacity(capacity) if capacity is not None else None
-    typer.echo(f"flexq server on http://{host}:{port} (state in {state})", err=True)
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
-    serve(state, host, port, log_level=log_level, capacity=config, runtime=runtime, tls_port=tls_port)
-
-
-def _kubeconfig_text(server_url: str) -> str:
-    return to_yaml({
-        "apiVersion": "v1", "kind": "Config", "current-context": "flexq", "preferences": {},
-        "clusters": [{"name": "flexq", "cluster": {"server": server_url}}],
-        "users": [{"name": "flexq", "user": {"token": "flexq"}}],
-        "contexts": [{"name": "flexq", "context": {"cluster": "flexq", "user": "flexq", "namespace": "default"}}],
-    })
+    state = home or flexq_home()
+    try:
+        plan = plan_listeners(host, port, tls_port, not no_tls, auth)
+        config = load_capacity(capacity) if capacity is not None else None
+        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime)
+    except ListenError as exc:
+        raise CliError(f"error: {exc}") from None
 
 
 @app.command()
@@ -555,7 +570,7 @@ def kubeconfig(
     write: Annotated[Path | None, typer.Option("--write", "-w", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print (or write) a kubeconfig that points kubectl at the flexq server."""
-    text = _kubeconfig_text(_state.get("server") or default_server_url())
+    text = kubeconfig_text(_state.get("server") or default_server_url())
     if write is None:
         typer.echo(text, nl=False)
         return
@@ -577,14 +592,16 @@ def env(
     home.mkdir(parents=True, exist_ok=True)
     server_url = (_state.get("server") or default_server_url()).rstrip("/")
     kubeconfig_path = home / "kubeconfig"
-    kubeconfig_path.write_text(_kubeconfig_text(server_url), encoding="utf-8")
+    kubeconfig_path.write_text(kubeconfig_text(server_url), encoding="utf-8")
     gcloud = home / "gcloud"
     (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
     (gcloud / "active_config").write_text("default", encoding="utf-8")
     token = gcloud / "access-token"
-    token.write_text("flexq-local-access-token\n", encoding="utf-8")
-    # A token file (not disable_credentials) so that gke-gcloud-auth-plugin can hand kubectl a token after
-    # get-credentials; the server accepts any token.
+    token.write_text((caller_token() or "anonymous") + "\n", encoding="utf-8")
+    token.chmod(0o600)
+    # The caller's flexq token as gcloud's access token: gcloud sends it to the GKE API, and
+    # gke-gcloud-auth-plugin hands it to kubectl after get-credentials. Without one ("anonymous"), a server in
+    # anonymous mode takes the caller for the administrator and one that requires tokens refuses it.
     (gcloud / "configurations" / "config_default").write_text(
         "[core]\n"
         f"project = {project}\n"
@@ -717,7 +734,7 @@ def logs(
         raise CliError(f"error: {target!r}: expected rayjob/NAME or job/NAME")
     client = _client()
     ns = namespace or "default"
-    path = f"/flexq/v1/namespaces/{ns}/rayjobs/{name}/logs"
+    path = f"/flexq/v1/namespaces/{quote(ns, safe='')}/rayjobs/{quote(name, safe='')}/logs"
     if not follow:
         typer.echo(client.request_text("GET", path), nl=False)
         return
@@ -767,7 +784,7 @@ def version() -> None:
 def main() -> None:
     """Entry point: run the app; user errors become a message on stderr and exit 1, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(N) comes back as N here
     except CliError as exc:
         typer.echo(exc.message, err=True)
         sys.exit(exc.code)
@@ -786,6 +803,10 @@ def main() -> None:
             exc.show()  # type: ignore[attr-defined]
             sys.exit(int(exc.exit_code))  # type: ignore[attr-defined]
         raise
+    finally:
+        close_clients()
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def _usage_error(exc: Exception) -> bool:

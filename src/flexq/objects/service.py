@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from flexq.api.documents import Document
 from flexq.api.errors import FieldError, InvalidObject
+from flexq.api.fields import FieldCheck, FieldValidation, prune, unknown_fields
 from flexq.api.kinds import KINDS, KindInfo
 from flexq.api.normalize import normalize
 from flexq.api.validation import validate_document
@@ -105,8 +106,16 @@ class ObjectService:
             raise BadRequest(f'namespaces "{namespace}" not found', 404, "NotFound") from None
         return namespace
 
-    def _prepare(self, info: KindInfo, doc: Document, namespace: str | None) -> dict[str, Any]:
-        """Validate, convert to the storage version, default. Raise InvalidObject/BadRequest."""
+    def _prepare(self, info: KindInfo, doc: Document, namespace: str | None,
+                 fields: FieldCheck | None = None) -> dict[str, Any]:
+        """Check fields (where the request asks), validate, convert to the storage version, default.
+
+        Raise InvalidObject/BadRequest (UnknownFields under ``fieldValidation=Strict``)."""
+        if fields is not None and isinstance(doc.obj.get("apiVersion"), str):
+            version = doc.obj["apiVersion"].rpartition("/")[2]
+            checked = fields.check(info.model, doc.obj, info.kind, version)
+            if checked is not doc.obj:
+                doc = Document(checked, doc.source, doc.index, doc.line, doc.lines)
         obj = doc.obj
         found = validate_document(doc)
         if found is not info:
@@ -157,10 +166,11 @@ class ObjectService:
     # --- writes ------------------------------------------------------------------------------------
 
     def create(self, info: KindInfo, namespace: str | None, obj: dict[str, Any],
-               version: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+               version: str | None = None, *, dry_run: bool = False,
+               fields: FieldCheck | None = None) -> dict[str, Any]:
         with self.store.transaction():
             ns = self._check_namespace(info, namespace or obj.get("metadata", {}).get("namespace"))
-            prepared = self._prepare(info, Document(obj, "request", 0), ns)
+            prepared = self._prepare(info, Document(obj, "request", 0), ns, fields)
             meta = prepared["metadata"]
             if not meta.get("name"):
                 meta["name"] = self._generate_name(info, ns, meta["generateName"])
@@ -188,7 +198,7 @@ class ObjectService:
 
     def replace(self, info: KindInfo, namespace: str | None, name: str, obj: dict[str, Any],
                 version: str | None = None, *, subresource: str | None = None,
-                dry_run: bool = False) -> dict[str, Any]:
+                dry_run: bool = False, fields: FieldCheck | None = None) -> dict[str, Any]:
         with self.store.transaction():
             key = self.key(info, namespace, name)
             old = self.store.get(key)
@@ -205,7 +215,7 @@ class ObjectService:
                 merged["status"] = body.get("status")
                 merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
                 body = merged
-            prepared = self._prepare(info, Document(body, "request", 0), namespace)
+            prepared = self._prepare(info, Document(body, "request", 0), namespace, fields)
             if subresource is None:  # a status write keeps the stored spec
                 self._check_immutable(info, old, prepared)
                 for hook in self.hooks:
@@ -219,7 +229,7 @@ class ObjectService:
 
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,
-              dry_run: bool = False) -> dict[str, Any]:
+              dry_run: bool = False, fields: FieldCheck | None = None) -> dict[str, Any]:
         current = self.get(info, namespace, name, version)
         try:
             if patch_type == "application/json-patch+json":
@@ -240,7 +250,8 @@ class ObjectService:
             raise BadRequest("the patch does not produce an object", 422, "Invalid")
         if not (isinstance(body, dict) and body.get("metadata", {}).get("resourceVersion")):
             patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
-        return self.replace(info, namespace, name, patched, version, subresource=subresource, dry_run=dry_run)
+        return self.replace(info, namespace, name, patched, version, subresource=subresource, dry_run=dry_run,
+                            fields=fields)
 
     def delete(self, info: KindInfo, namespace: str | None, name: str, version: str | None = None,
                *, resource_version: str | None = None) -> dict[str, Any]:
@@ -260,17 +271,22 @@ class ObjectService:
 
     # --- apply (flexq's own, all or nothing) ------------------------------------------------------
 
-    def apply(self, docs: list[Document], default_namespace: str = "default") -> list[ApplyOutcome]:
+    def apply(self, docs: list[Document], default_namespace: str = "default",
+              fields: FieldCheck | None = None) -> list[ApplyOutcome]:
         """Apply every document, as ``kubectl apply`` would, in one transaction.
 
         Every document is validated before anything is written; the first invalid one raises
-        :class:`InvalidObject` (with all of that document's problems) and nothing is written.
+        :class:`InvalidObject` (with all of that document's problems) and nothing is written. Fields the
+        schema does not declare are refused with their lines (``fields`` Strict, the default), or dropped
+        (Warn, noted in ``fields.warnings``; Ignore).
         """
+        check = fields if fields is not None else FieldCheck(FieldValidation.STRICT)
         plans: list[tuple[KindInfo, Document, str]] = []
         errors: list[InvalidObject] = []
         for doc in docs:
             try:
                 info = validate_document(doc)
+                doc = self._known_fields(info, doc, check)
             except InvalidObject as exc:
                 errors.append(exc)
                 continue
@@ -290,6 +306,19 @@ class ObjectService:
             if reconcile:
                 self.reconcile_queue_status()
         return outcomes
+
+    @staticmethod
+    def _known_fields(info: KindInfo, doc: Document, check: FieldCheck) -> Document:
+        paths = unknown_fields(info.model, doc.obj)
+        if not paths:
+            return doc
+        if check.mode is FieldValidation.STRICT:
+            name = doc.obj["metadata"].get("name", "") if isinstance(doc.obj.get("metadata"), dict) else ""
+            raise InvalidObject(doc.source, doc.index, info.kind, str(name), [
+                FieldError(p, f'unknown field "{p}" (strict decoding error)', doc.line_of(p)) for p in paths])
+        if check.mode is FieldValidation.WARN:
+            check.warnings.extend(f'{doc.source}: {info.kind}: unknown field "{p}"' for p in paths)
+        return Document(prune(doc.obj, paths, info.model), doc.source, doc.index, doc.line, doc.lines)
 
     def _apply_one(self, info: KindInfo, doc: Document, namespace: str) -> ApplyOutcome:
         obj = copy.deepcopy(doc.obj)

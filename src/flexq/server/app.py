@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, WebSocket
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, Field
 
 from flexq import __version__
-from flexq.api.documents import MAX_INPUT_BYTES, load_documents
+from flexq.api.documents import MAX_INPUT_BYTES, Document, load_documents
 from flexq.api.errors import InputError, InvalidObject
+from flexq.api.fields import FieldCheck, FieldValidation
+from flexq.api.kinds import UnknownKind, by_gvk
+from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.runtime import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
+from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
 from flexq.server.errors import error_response, status_body
 from flexq.server.gke import gke_router
@@ -27,6 +33,7 @@ from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
 from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.tokens import tokens_router
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
@@ -44,6 +51,9 @@ class ApplyRequest(BaseModel):
 
     sources: list[ApplySource]
     namespace: str = Field(default="default", description="namespace for namespaced objects that name none")
+    fieldValidation: FieldValidation = Field(
+        default=FieldValidation.STRICT, description="Strict: refuse fields the schema does not declare, with their "
+        "lines; Warn: drop them and say so; Ignore: drop them")
 
 
 class ApplyResult(BaseModel):
@@ -56,10 +66,35 @@ class ApplyResult(BaseModel):
 
 class ApplyResponse(BaseModel):
     results: list[ApplyResult]
+    warnings: list[str] = Field(default_factory=list, description="fields dropped under fieldValidation=Warn")
+
+
+def _refusal(who: Identity, docs: list[Document], namespace: str) -> str | None:
+    """Kubernetes' 403 message for the first document ``who`` may not apply, or None."""
+    for doc in docs:
+        api_version, kind = doc.obj.get("apiVersion"), doc.obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            continue
+        try:
+            info = by_gvk(api_version, kind)
+        except UnknownKind:
+            continue  # the apply itself reports it, with the line
+        meta = doc.obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        attrs = Attributes("create", info.group, info.plural, "",
+                           (ns if isinstance(ns, str) and ns else namespace) if info.namespaced else None,
+                           name if isinstance(name, str) else "")
+        if not authorize(who, attrs):
+            return forbidden_message(who, attrs)
+    return None
 
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
-               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None) -> FastAPI:
+               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None,
+               auth: Authenticator | None = None) -> FastAPI:
+    """The whole HTTP surface. With ``auth``, every request is authenticated and authorized (see
+    :mod:`flexq.server.authn`); without, every caller is the administrator (embedded use, tests)."""
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
@@ -72,7 +107,17 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     app = FastAPI(title="flexq", version=__version__, lifespan=lifespan,
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422, without echoing the input (which may not be text) back."""
+        errors = [{"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", "")),
+                   "type": str(e.get("type", ""))} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
     app.include_router(gke_router(service, endpoint, ca_pem))
+    if auth is not None:
+        app.include_router(tokens_router(auth.book))
+        app.add_middleware(AuthMiddleware, auth=auth)
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
              response_class=PlainTextResponse)
@@ -81,6 +126,15 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
             return PlainTextResponse("no controller runs in this server\n", status_code=404)
         tally, sample = observe()
         return Response(render(tally, sample), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/flexq/v1/cluster-info", tags=["cluster"], summary="The HTTPS endpoint and its CA (public, as "
+             "Kubernetes' cluster-info)")
+    async def cluster_info() -> dict[str, str | None]:
+        """Where kubectl reaches this server over HTTPS and the CA that signs it; ``server`` is null when the
+        server serves plain HTTP only. ``flexq kubeconfig`` and ``flexq env`` write kubeconfigs from it."""
+        if not ca_pem:
+            return {"server": None, "certificateAuthorityData": None}
+        return {"server": f"https://{endpoint}", "certificateAuthorityData": base64.b64encode(ca_pem).decode()}
 
     @app.get("/version", include_in_schema=False)
     async def version() -> dict[str, str]:
@@ -139,7 +193,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
 
     @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],
               responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})
-    async def apply(body: ApplyRequest) -> Response:
+    async def apply(body: ApplyRequest, request: Request) -> Response:
         """Apply a multi-document manifest all-or-nothing (``flexq apply -f``)."""
         try:
             docs = []
@@ -149,7 +203,11 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                 docs.extend(load_documents(src.text, src.source))
             if not docs:
                 raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
-            outcomes = service.apply(docs, body.namespace)
+            refused = _refusal(caller(request.state), docs, body.namespace)
+            if refused is not None:
+                return JSONResponse(status_body(403, "Forbidden", refused), 403)
+            fields = FieldCheck(body.fieldValidation)
+            outcomes = service.apply(docs, body.namespace, fields)
         except (InvalidObject, InputError, BadRequest) as exc:
             response = error_response(exc)
             code = response.status_code
@@ -159,6 +217,6 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
             return error_response(exc)
         return JSONResponse({"results": [
             {"kind": o.kind, "group": o.group, "name": o.name, "namespace": o.namespace, "action": o.action}
-            for o in outcomes]})
+            for o in outcomes], "warnings": fields.warnings})
 
     return app

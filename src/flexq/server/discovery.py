@@ -8,7 +8,8 @@ from typing import Any, Final
 from flexq import __version__
 from flexq.api.kinds import KINDS, KindInfo
 
-__all__ = ["KUBE_VERSION", "api_group_list", "api_versions", "group_versions", "resource_list", "version_info"]
+__all__ = ["KUBE_VERSION", "REVIEW_RESOURCES", "api_group_list", "api_versions", "group_versions", "resource_list",
+           "version_info"]
 
 KUBE_VERSION: Final = (1, 32)
 
@@ -23,6 +24,13 @@ def version_info() -> dict[str, str]:
     }
 
 
+REVIEW_RESOURCES: Final = {
+    "authorization.k8s.io": {"selfsubjectaccessreviews": "SelfSubjectAccessReview"},
+    "authentication.k8s.io": {"selfsubjectreviews": "SelfSubjectReview"},
+}
+"""The review resources (``kubectl auth can-i``, ``kubectl auth whoami``): v1, create only, nothing stored."""
+
+
 def group_versions() -> dict[str, list[str]]:
     """Every served group with its versions, preferred first (core group is "")."""
     out: dict[str, list[str]] = {}
@@ -31,6 +39,8 @@ def group_versions() -> dict[str, list[str]]:
         for v in info.versions:
             if v not in versions:
                 versions.append(v)
+    for group in REVIEW_RESOURCES:
+        out[group] = ["v1"]
     return out
 
 
@@ -54,6 +64,12 @@ def _hash(info: KindInfo) -> str:
 
 
 def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    if group in REVIEW_RESOURCES:
+        if version != "v1":
+            return None
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1", "resources": [
+            {"name": plural, "singularName": "", "namespaced": False, "kind": kind, "verbs": ["create"]}
+            for plural, kind in REVIEW_RESOURCES[group].items()]}
     kinds = [k for k in KINDS if k.group == group and version in k.versions]
     if not kinds:
         return None

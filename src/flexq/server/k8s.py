@@ -19,13 +19,16 @@ from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from flexq.api.documents import MAX_INPUT_BYTES
+from flexq.api.fields import FieldCheck, parse_field_validation
 from flexq.api.kinds import KindInfo, by_resource
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
 from flexq.runtime.objects import LOG_ANNOTATION
 from flexq.runtime.rayjob import END_MARKER
-from flexq.server.discovery import api_group_list, api_versions, group_versions, resource_list
+from flexq.server.access import review
+from flexq.server.authn import caller
+from flexq.server.discovery import REVIEW_RESOURCES, api_group_list, api_versions, group_versions, resource_list
 from flexq.server.errors import error_response, status_body
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
@@ -86,7 +89,17 @@ class KubeApi:
             gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
             return JSONResponse({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs,
                                  "preferredVersion": gvs[0]})
+        if group in REVIEW_RESOURCES and len(parts) == 3 and parts[2] in REVIEW_RESOURCES[group]:
+            return await self._review(request, group, parts[1], parts[2])
         return await self._resource(request, group, parts[1], parts[2:])
+
+    async def _review(self, request: Request, group: str, version: str, plural: str) -> Response:
+        if version != "v1" or request.method != "POST":
+            return JSONResponse(status_body(405, "MethodNotAllowed", f"{plural} can only be created (POST)"), 405)
+        try:
+            return JSONResponse(review(caller(request.state), group, version, plural, await _body(request)), 201)
+        except Exception as exc:
+            return error_response(exc)
 
     async def _resource(self, request: Request, group: str, version: str, rest: list[str]) -> Response:
         if not rest:
@@ -122,9 +135,20 @@ class KubeApi:
             return error_response(exc, info, name or "")
 
     async def _dispatch(self, request: Request, t: Target) -> Response:
-        method = request.method
         q = request.query_params
         dry_run = q.get("dryRun") == "All"
+        try:
+            fields = FieldCheck(parse_field_validation(q.get("fieldValidation")))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        response = await self._write_or_read(request, t, fields, dry_run)
+        for warning in fields.warnings:
+            response.headers.append("Warning", f'299 - "{_quote(warning)}"')
+        return response
+
+    async def _write_or_read(self, request: Request, t: Target, fields: FieldCheck, dry_run: bool) -> Response:
+        method = request.method
+        q = request.query_params
         if method == "GET":
             if t.name is None:
                 if q.get("watch") in ("1", "true", "True"):
@@ -133,13 +157,13 @@ class KubeApi:
             obj = self.service.get(t.info, t.namespace, t.name, t.version)
             return self._respond(request, t, obj)
         if method == "POST" and t.name is None:
-            body = await _body(request)
-            obj = self.service.create(t.info, t.namespace, body, t.version, dry_run=dry_run)
+            body = _object(await _body(request))
+            obj = self.service.create(t.info, t.namespace, body, t.version, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
-            body = await _body(request)
+            body = _object(await _body(request))
             obj = self.service.replace(t.info, t.namespace, t.name, body, t.version,
-                                       subresource=t.subresource, dry_run=dry_run)
+                                       subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "PATCH" and t.name is not None:
             kind = request.headers.get("content-type", "").split(";")[0].strip()
@@ -147,10 +171,10 @@ class KubeApi:
                 raise BadRequest(f"the body of the request was in an unknown format ({kind or 'none'}); "
                                  f"accepted: {', '.join(_PATCH_TYPES)}", 415, "UnsupportedMediaType")
             if kind == "application/apply-patch+yaml":
-                return await self._server_side_apply(request, t)
+                return await self._server_side_apply(request, t, fields)
             body = await _body(request)
             obj = self.service.patch(t.info, t.namespace, t.name, kind, body, t.version,
-                                     subresource=t.subresource, dry_run=dry_run)
+                                     subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "DELETE":
             if t.name is None:
@@ -220,16 +244,17 @@ class KubeApi:
 
         await serve_websocket(websocket, target)
 
-    async def _server_side_apply(self, request: Request, t: Target) -> Response:
+    async def _server_side_apply(self, request: Request, t: Target, fields: FieldCheck) -> Response:
         assert t.name is not None
-        body = await _body(request)
+        body = _object(await _body(request))
         try:
             self.service.get(t.info, t.namespace, t.name, t.version)
         except Exception:
             body.setdefault("metadata", {})["name"] = t.name
-            return self._respond(request, t, self.service.create(t.info, t.namespace, body, t.version), 201)
+            return self._respond(request, t, self.service.create(t.info, t.namespace, body, t.version,
+                                                                 fields=fields), 201)
         obj = self.service.patch(t.info, t.namespace, t.name, "application/merge-patch+json", body, t.version,
-                                 subresource=t.subresource)
+                                 subresource=t.subresource, fields=fields)
         return self._respond(request, t, obj)
 
     # --- responses ---------------------------------------------------------------------------------
@@ -306,6 +331,20 @@ def _pod_kind() -> KindInfo:
 
 
 _POD: Final = _pod_kind()
+
+
+def _object(body: Any) -> dict[str, Any]:
+    """A create or replace body: an object, whose ``metadata`` (where given) is an object too."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be an object, not {'null' if body is None else type(body).__name__}")
+    if not isinstance(body.get("metadata", {}), dict):
+        raise BadRequest("metadata: must be an object")
+    return body
+
+
+def _quote(text: str) -> str:
+    """``text`` as the quoted string of an HTTP ``Warning`` header (RFC 7234), ASCII only."""
+    return text.encode("ascii", "replace").decode().replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _list_body(t: Target, items: list[dict[str, Any]], rv: str) -> dict[str, Any]:

@@ -138,9 +138,35 @@ def _namespace(f: dict[int, list[int | bytes]]) -> dict[str, Any]:
     return obj
 
 
+_RESOURCE_ATTRIBUTES: Final = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
+_NON_RESOURCE_ATTRIBUTES: Final = ("path", "verb")
+
+
+def _strings(data: int | bytes, names: tuple[str, ...]) -> dict[str, str]:
+    """A message of string fields numbered 1.. in the order of ``names``."""
+    if not isinstance(data, bytes):
+        raise ProtobufError("expected a message")
+    f = _group(_fields(data))
+    return {name: _str(f[i + 1][-1]) for i, name in enumerate(names) if i + 1 in f}
+
+
+def _access_review(f: dict[int, list[int | bytes]]) -> dict[str, Any]:
+    """``kubectl auth can-i``'s SelfSubjectAccessReview: spec.resourceAttributes or nonResourceAttributes."""
+    spec: dict[str, Any] = {}
+    if 2 in f and isinstance(f[2][-1], bytes):
+        g = _group(_fields(f[2][-1]))
+        if 1 in g:
+            spec["resourceAttributes"] = _strings(g[1][-1], _RESOURCE_ATTRIBUTES)
+        if 2 in g:
+            spec["nonResourceAttributes"] = _strings(g[2][-1], _NON_RESOURCE_ATTRIBUTES)
+    return {"spec": spec}
+
+
 _DECODERS: Final[dict[tuple[str, str], Callable[[dict[int, list[int | bytes]]], dict[str, Any]]]] = {
     ("v1", "ConfigMap"): _config_map,
     ("v1", "Namespace"): _namespace,
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_review,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): lambda _f: {},
 }
 
 

@@ -1,14 +1,17 @@
-"""Running the server: open the store under FLEXQ_HOME, serve until interrupted."""
+"""Running the server: open the store under FLEXQ_HOME, bind its listeners, serve until interrupted."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import socket
+import sys
 from pathlib import Path
 
 import uvicorn
 
+from flexq.auth import TokenBook
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.gke import node_pool_webhook
 from flexq.clock import RealClock
@@ -17,10 +20,12 @@ from flexq.controller.runtime import RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
+from flexq.server.authn import Authenticator
+from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import ensure_certificates
 from flexq.store import Store
 
-__all__ = ["serve"]
+__all__ = ["ListenError", "serve"]
 
 
 class _Server(uvicorn.Server):
@@ -30,39 +35,81 @@ class _Server(uvicorn.Server):
         return
 
 
-def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
-          capacity: CapacityConfig | None = None, runtime: str = "ray", tls_port: int | None = None) -> None:
-    """Serve on ``host:port`` until SIGINT/SIGTERM; the store is closed on the way out."""
+def _bind(host: str, port: int, option: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port} ({option}): {exc.strerror or exc}") from None
+    return sock
+
+
+def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path) -> str:
+    lines = [f"flexq server: http://{plan.http_host}:{http_port} (flexq's CLI), state in {home}"]
+    if tls_port is not None:
+        lines.append(f"  https://{plan.endpoint_host}:{tls_port} (kubectl after gcloud get-credentials; "
+                     f"CA {home / 'tls' / 'ca.crt'})")
+    if plan.anonymous:
+        lines.append(f"  anonymous mode: anyone who can reach {plan.http_host} acts as the administrator "
+                     "(single-user default; --auth token requires tokens)")
+    else:
+        lines.append("  tokens required; flexq token create --role developer --namespace NS")
+    lines.append(f"  administrator's token: {home / 'auth' / 'admin.token'}")
+    return "\n".join(lines)
+
+
+def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
+          capacity: CapacityConfig | None = None, runtime: str = "ray") -> None:
+    """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out.
+
+    Raises :class:`ListenError` (before anything starts) when a port cannot be bound."""
     home.mkdir(parents=True, exist_ok=True)
+    sockets = [_bind(plan.http_host, plan.http_port, "--port")]
+    try:
+        if plan.tls_host is not None and plan.tls_port is not None:
+            sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
+    except ListenError:
+        sockets[0].close()
+        raise
+    http_port = sockets[0].getsockname()[1]
+    tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
+    book = TokenBook(home)
+    book.ensure_admin()
+    tls = ensure_certificates(home, plan.certificate_names()) if tls_port is not None else None
+    endpoint = f"{plan.endpoint_host}:{tls_port}" if tls_port is not None else f"{plan.http_host}:{http_port}"
     store = Store(home / "flexq.db")
     service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
     ray = RayRuntime(store, home) if runtime == "ray" else None
     controller = QueueController(service, RealClock(), capacity, ray)
-    tls = ensure_certificates(home) if tls_port is not None else None
-    endpoint = f"{host}:{tls_port}" if tls_port is not None else f"{host}:{port}"
     try:
         controller.start()
-        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe)
+        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe,
+                         Authenticator(book, plan.anonymous))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-        servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                                          ws="wsproto"))]
-        if tls is not None and tls_port is not None:
-            servers.append(_Server(uvicorn.Config(app, host=host, port=tls_port, log_level=log_level,
-                                                  access_log=False, ws="wsproto", ssl_certfile=str(tls.cert),
-                                                  ssl_keyfile=str(tls.key))))
+        servers = [(_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto")), sockets[0])]
+        if tls is not None:
+            servers.append((_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
+                                                   ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key))),
+                            sockets[1]))
+        print(_banner(plan, http_port, tls_port, home), file=sys.stderr, flush=True)
         asyncio.run(_serve_all(servers))
     finally:
         controller.stop()
         store.close()
+        for sock in sockets:
+            sock.close()
 
 
-async def _serve_all(servers: list[_Server]) -> None:
+async def _serve_all(servers: list[tuple[_Server, socket.socket]]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
-        for server in servers:
+        for server, _ in servers:
             server.should_exit = True
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop)
-    await asyncio.gather(*(server.serve() for server in servers))
+    await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))

@@ -7,7 +7,7 @@ and shown back. Scalars are strict (``"1"`` is not an integer), as the API serve
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -40,6 +40,9 @@ __all__ = [
 
 class K8sModel(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    more_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields the API declares that flexq keeps as written without reading them (see :mod:`flexq.api.fields`)."""
 
 
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -126,6 +129,8 @@ class ObjectMeta(K8sModel):
     finalizers: list[StrictStr] | None = None
     ownerReferences: list[dict[str, Any]] | None = None
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"deletionGracePeriodSeconds", "managedFields", "selfLink"})
+
 
 class LabelSelectorRequirement(K8sModel):
     key: LabelKey
@@ -143,6 +148,8 @@ class Taint(K8sModel):
     value: StrictStr | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"timeAdded"})
+
 
 class Toleration(K8sModel):
     key: StrictStr | None = None
@@ -156,6 +163,8 @@ class ResourceRequirements(K8sModel):
     requests: dict[StrictStr, Quantity] | None = None
     limits: dict[StrictStr, Quantity] | None = None
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"claims"})
+
 
 class Container(K8sModel):
     name: Annotated[StrictStr, AfterValidator(check_dns_label)]
@@ -167,6 +176,11 @@ class Container(K8sModel):
     resources: ResourceRequirements | None = None
     volumeMounts: list[dict[str, Any]] | None = None
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"envFrom", "imagePullPolicy", "lifecycle", "livenessProbe",
+        "readinessProbe", "resizePolicy", "restartPolicy", "restartPolicyRules", "securityContext", "startupProbe",
+        "stdin", "stdinOnce", "terminationMessagePath", "terminationMessagePolicy", "tty", "volumeDevices",
+        "workingDir"})
+
 
 class PodSpec(K8sModel):
     containers: Annotated[list[Container], Field(min_length=1)]
@@ -177,6 +191,14 @@ class PodSpec(K8sModel):
     restartPolicy: Literal["Always", "OnFailure", "Never"] | None = None
     priorityClassName: StrictStr | None = None
     affinity: dict[str, Any] | None = None
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"activeDeadlineSeconds", "automountServiceAccountToken",
+        "dnsConfig", "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases", "hostIPC",
+        "hostNetwork", "hostPID", "hostUsers", "hostname", "hostnameOverride", "imagePullSecrets", "nodeName", "os",
+        "overhead", "preemptionPolicy", "priority", "readinessGates", "resourceClaims", "resources",
+        "runtimeClassName", "schedulerName", "schedulingGates", "schedulingGroup", "securityContext",
+        "serviceAccount", "serviceAccountName", "setHostnameAsFQDN", "shareProcessNamespace", "subdomain",
+        "terminationGracePeriodSeconds", "topologySpreadConstraints"})
 
 
 class PodTemplateSpec(K8sModel):

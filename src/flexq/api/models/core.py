@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -34,6 +34,9 @@ class Event(TopLevel):
     lastTimestamp: StrictStr | None = None
     source: EventSource | None = None
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"action", "eventTime", "related", "reportingComponent",
+        "reportingInstance", "series"})
+
 
 class JobSpec(K8sModel):
     template: PodTemplateSpec
@@ -46,6 +49,9 @@ class JobSpec(K8sModel):
     suspend: StrictBool | None = None
     selector: dict[str, Any] | None = None
     manualSelector: StrictBool | None = None
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"backoffLimitPerIndex", "managedBy", "maxFailedIndexes",
+        "podFailurePolicy", "podReplacementPolicy", "successPolicy"})
 
 
 class Job(TopLevel):

@@ -7,7 +7,7 @@ Field names and enums follow Kueue's API types; where v1beta2 renamed a value (`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -125,6 +125,8 @@ class ClusterQueueSpec(K8sModel):
     fairSharing: FairSharing | None = None
     concurrentAdmissionPolicy: ConcurrentAdmissionPolicy | None = None
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"admissionScope"})
+
 
 class ClusterQueue(TopLevel):
     spec: ClusterQueueSpec
@@ -206,6 +208,8 @@ class PodSet(K8sModel):
     minCount: Annotated[StrictInt, Field(ge=0)] | None = None
     template: PodTemplateSpec
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"topologyRequest"})
+
 
 class WorkloadSpec(K8sModel):
     podSets: Annotated[list[PodSet], Field(min_length=1, max_length=8)]
@@ -215,6 +219,8 @@ class WorkloadSpec(K8sModel):
     priorityClassSource: StrictStr | None = None
     active: StrictBool | None = None
     maximumExecutionTimeSeconds: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"preemptionGates", "priorityClassRef"})
 
 
 class Workload(TopLevel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,9 @@ class HeadGroupSpec(K8sModel):
     rayStartParams: dict[StrictStr, Any] | None = None
     serviceType: StrictStr | None = None
     template: PodTemplateSpec
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"enableIngress", "headService", "ingressOptions", "labels",
+        "resources"})
 
 
 class WorkerGroupSpec(K8sModel):
@@ -25,6 +28,9 @@ class WorkerGroupSpec(K8sModel):
     rayStartParams: dict[StrictStr, Any] | None = None
     template: PodTemplateSpec
 
+    more_fields: ClassVar[frozenset[str]] = frozenset({"idleTimeoutSeconds", "labels", "priority", "resources",
+        "scaleStrategy"})
+
 
 class RayClusterSpec(K8sModel):
     rayVersion: StrictStr | None = None
@@ -33,6 +39,10 @@ class RayClusterSpec(K8sModel):
     suspend: StrictBool | None = None
     headGroupSpec: HeadGroupSpec
     workerGroupSpecs: list[WorkerGroupSpec] | None = None
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"authOptions", "gcsFaultToleranceOptions",
+        "headServiceAnnotations", "historyServerOptions", "managedBy", "networkPolicy", "tlsOptions",
+        "upgradeStrategy"})
 
 
 class RayCluster(TopLevel):
@@ -56,6 +66,9 @@ class RayJobSpec(K8sModel):
     entrypointResources: StrictStr | None = None
     submitterPodTemplate: PodTemplateSpec | None = None
     metadata: dict[StrictStr, StrictStr] | None = None
+
+    more_fields: ClassVar[frozenset[str]] = frozenset({"deletionStrategy", "managedBy", "preRunningDeadlineSeconds",
+        "submitterConfig"})
 
 
 class RayJob(TopLevel):

@@ -1,0 +1,163 @@
+"""Unknown fields: found against the object schemas, refused, warned about or dropped, as the API server does.
+
+kubectl sends ``fieldValidation=Strict`` by default: a field the schema does not declare (a typo such as
+``spec.resourceGroup``) is refused with ``strict decoding error: unknown field "spec.resourceGroup"``.
+``Warn`` (the API server's default when a request names none) drops it and says so in a ``Warning`` header;
+``Ignore`` drops it silently. Dropping is what the API server does to a custom resource's undeclared fields.
+
+A model's declared fields are its pydantic fields plus ``more_fields``: fields Kubernetes (or Kueue, KubeRay)
+declares that flexq keeps as written without reading them. Under a field typed ``dict[str, Any]``, anything
+goes; ``status`` is the controllers' and is not checked.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import types
+import typing
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import Any
+
+from pydantic import BaseModel
+
+from flexq.api.documents import format_path
+from flexq.api.errors import ApiError
+
+__all__ = ["FieldCheck", "FieldValidation", "UnknownFields", "parse_field_validation", "prune", "unknown_fields"]
+
+
+class FieldValidation(enum.StrEnum):
+    STRICT = "Strict"
+    WARN = "Warn"
+    IGNORE = "Ignore"
+
+
+def parse_field_validation(value: str | None, default: FieldValidation = FieldValidation.WARN) -> FieldValidation:
+    """The ``fieldValidation`` query parameter; ValueError naming the accepted values for any other."""
+    if value is None or value == "":
+        return default
+    for mode in FieldValidation:
+        if value == mode.value:
+            return mode
+    raise ValueError(f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Warn", "Strict"')
+
+
+def _shape(annotation: Any) -> Any:
+    """``annotation`` reduced to a model class, ("list", inner), ("dict", inner), or None (anything goes)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _shape(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        for member in typing.get_args(annotation):
+            shape = _shape(member)
+            if shape is not None:
+                return shape
+        return None
+    if origin is list:
+        inner = _shape(typing.get_args(annotation)[0])
+        return ("list", inner) if inner is not None else None
+    if origin is dict:
+        inner = _shape(typing.get_args(annotation)[1])
+        return ("dict", inner) if inner is not None else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _declared(model: type[BaseModel]) -> frozenset[str]:
+    more: frozenset[str] = getattr(model, "more_fields", frozenset())
+    names = {f.alias or name for name, f in model.model_fields.items()}
+    return frozenset(names) | more
+
+
+def _walk(shape: Any, value: Any, path: list[str | int], out: list[str]) -> None:
+    if isinstance(shape, tuple):
+        kind, inner = shape
+        if kind == "list" and isinstance(value, list):
+            for i, item in enumerate(value):
+                _walk(inner, item, [*path, i], out)
+        elif kind == "dict" and isinstance(value, dict):
+            for key, item in value.items():
+                _walk(inner, item, [*path, str(key)], out)
+        return
+    if not (isinstance(shape, type) and issubclass(shape, BaseModel) and isinstance(value, dict)):
+        return
+    declared = _declared(shape)
+    for key, item in value.items():
+        if not path and key == "status":
+            continue
+        if key not in declared:
+            out.append(format_path([*path, str(key)]))
+            continue
+        field = shape.model_fields.get(key)
+        if field is None:  # a more_fields name, or a field known by its alias
+            field = next((f for f in shape.model_fields.values() if f.alias == key), None)
+        if field is not None:
+            _walk(_shape(field.annotation), item, [*path, key], out)
+
+
+def unknown_fields(model: type[BaseModel], obj: dict[str, Any]) -> list[str]:
+    """Paths (``spec.resourceGroups[0].flavorz``) of the fields of ``obj`` that ``model`` does not declare."""
+    out: list[str] = []
+    _walk(model, obj, [], out)
+    return out
+
+
+def prune(obj: dict[str, Any], paths: list[str], model: type[BaseModel]) -> dict[str, Any]:
+    """A copy of ``obj`` without the undeclared fields (``paths`` as :func:`unknown_fields` gave them)."""
+    if not paths:
+        return obj
+    drop = set(paths)
+    pruned = copy.deepcopy(obj)
+
+    def walk(shape: Any, value: Any, path: list[str | int]) -> None:
+        if isinstance(shape, tuple):
+            kind, inner = shape
+            items: Any = enumerate(value) if kind == "list" and isinstance(value, list) else (
+                value.items() if kind == "dict" and isinstance(value, dict) else ())
+            for key, item in items:
+                walk(inner, item, [*path, key])
+            return
+        if not (isinstance(shape, type) and issubclass(shape, BaseModel) and isinstance(value, dict)):
+            return
+        for key in list(value):
+            if format_path([*path, str(key)]) in drop:
+                del value[key]
+                continue
+            field = shape.model_fields.get(key)
+            if field is not None:
+                walk(_shape(field.annotation), value[key], [*path, key])
+
+    walk(model, pruned, [])
+    return pruned
+
+
+class UnknownFields(ApiError):
+    """Fields the schema does not declare, under ``fieldValidation=Strict``: the API server's 400."""
+
+    def __init__(self, kind: str, version: str, paths: list[str]) -> None:
+        self.paths = paths
+        listed = ", ".join(f'unknown field "{p}"' for p in paths)
+        super().__init__(f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: '
+                         f"{listed}")
+
+
+@dataclass(slots=True)
+class FieldCheck:
+    """One request's field validation: its mode, and the warnings it gave (for ``Warning`` headers)."""
+
+    mode: FieldValidation
+    warnings: list[str] = dataclass_field(default_factory=list)
+
+    def check(self, model: type[BaseModel], obj: dict[str, Any], kind: str, version: str) -> dict[str, Any]:
+        """``obj`` without undeclared fields; :class:`UnknownFields` under Strict."""
+        paths = unknown_fields(model, obj)
+        if not paths:
+            return obj
+        if self.mode is FieldValidation.STRICT:
+            raise UnknownFields(kind, version, paths)
+        if self.mode is FieldValidation.WARN:
+            self.warnings.extend(f'unknown field "{p}"' for p in paths)
+        return prune(obj, paths, model)

@@ -1,0 +1,26 @@
+"""Who may do what: bearer tokens for the guide's two roles, and the rules each role is held to.
+
+The guide has a cluster administrator (clusters, node pools, flavors, ClusterQueues, cohorts, admission
+checks) and AI developers (jobs and ConfigMaps in their namespace, read access to the queues). A token
+names one of them; :func:`authorize` answers for a request's attributes as Kubernetes' RBAC would.
+"""
+
+from flexq.auth.identity import ANONYMOUS, Identity, Role
+from flexq.auth.rbac import Attributes, authorize, forbidden_message
+from flexq.auth.requests import request_attributes
+from flexq.auth.tokens import TokenBook, TokenError, TokenInfo, UnknownToken, read_token
+
+__all__ = [
+    "ANONYMOUS",
+    "Attributes",
+    "Identity",
+    "Role",
+    "TokenBook",
+    "TokenError",
+    "TokenInfo",
+    "UnknownToken",
+    "authorize",
+    "forbidden_message",
+    "read_token",
+    "request_attributes",
+]

@@ -1,0 +1,44 @@
+"""Kubeconfigs that point kubectl at a flexq server: over HTTPS with its CA where the server serves it.
+
+kubectl sends a bearer token only over HTTPS, so a kubeconfig carrying the caller's token names the server's
+HTTPS endpoint and embeds its CA (both from the server's public ``/flexq/v1/cluster-info``). A server that
+serves plain HTTP only, or one not running yet, gets the plain URL, which serves anonymous mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from flexq.cli.client import credentials
+from flexq.cli.printers import to_yaml
+from flexq.config import caller_token
+
+__all__ = ["kubeconfig_text", "secure_endpoint"]
+
+
+def secure_endpoint(server_url: str) -> tuple[str, str | None]:
+    """The URL kubectl should use for ``server_url`` and the base64 CA data to verify it with (None: plain)."""
+    try:
+        info: Any = httpx.get(f"{server_url.rstrip('/')}/flexq/v1/cluster-info", timeout=5,
+                             verify=credentials(server_url)[1]).json()
+    except (httpx.HTTPError, ValueError):
+        return server_url, None
+    if isinstance(info, dict) and isinstance(info.get("server"), str) and info.get("certificateAuthorityData"):
+        return info["server"], str(info["certificateAuthorityData"])
+    return server_url, None
+
+
+def kubeconfig_text(server_url: str) -> str:
+    url, ca = secure_endpoint(server_url)
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority-data"] = ca
+    token = caller_token()
+    return to_yaml({
+        "apiVersion": "v1", "kind": "Config", "current-context": "flexq", "preferences": {},
+        "clusters": [{"name": "flexq", "cluster": cluster}],
+        "users": [{"name": "flexq", "user": {"token": token} if token else {}}],
+        "contexts": [{"name": "flexq", "context": {"cluster": "flexq", "user": "flexq", "namespace": "default"}}],
+    })

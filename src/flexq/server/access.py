@@ -1,0 +1,52 @@
+"""``kubectl auth can-i`` and ``kubectl auth whoami``: SelfSubjectAccessReview and SelfSubjectReview."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flexq.auth import Attributes, Identity, authorize
+from flexq.objects.service import BadRequest
+
+__all__ = ["review"]
+
+
+def _text(spec: dict[str, Any], key: str) -> str:
+    value = spec.get(key, "")
+    if not isinstance(value, str):
+        raise BadRequest(f"spec.resourceAttributes.{key}: must be a string")
+    return value
+
+
+def _access(who: Identity, body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        raise BadRequest("spec: Required value")
+    resource = spec.get("resourceAttributes")
+    plain = spec.get("nonResourceAttributes")
+    if isinstance(resource, dict):
+        attrs = Attributes(_text(resource, "verb") or "get", _text(resource, "group"), _text(resource, "resource"),
+                           _text(resource, "subresource"), _text(resource, "namespace") or None,
+                           _text(resource, "name"))
+        if not attrs.resource:
+            raise BadRequest("spec.resourceAttributes.resource: Required value")
+    elif isinstance(plain, dict):
+        attrs = Attributes(str(plain.get("verb") or "get"), path=str(plain.get("path") or "/"))
+    else:
+        raise BadRequest("spec: exactly one of resourceAttributes and nonResourceAttributes is required")
+    allowed = authorize(who, attrs)
+    status: dict[str, Any] = {"allowed": allowed}
+    if allowed:
+        status["reason"] = f'allowed by the {who.role.value} role of "{who.user}"'
+    return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+
+
+def review(who: Identity, group: str, version: str, plural: str, body: Any) -> dict[str, Any]:
+    """The answered review object for a POST to ``/apis/<group>/<version>/<plural>``."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if plural == "selfsubjectaccessreviews":
+        return _access(who, body)
+    return {"kind": "SelfSubjectReview", "apiVersion": f"{group}/{version}", "metadata": {"creationTimestamp": None},
+            "status": {"userInfo": {"username": who.user, "groups": who.groups,
+                                    **({"extra": {"namespace": [who.namespace]}} if who.namespace else {})}}}

@@ -1,0 +1,55 @@
+"""The manifest reader and validator on generated input: a clear refusal naming the field, never a crash."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flexq.api.documents import load_documents
+from flexq.api.errors import ApiError, InputError, InvalidObject
+from flexq.api.fields import unknown_fields
+from flexq.api.kinds import by_gvk
+from flexq.api.validation import validate_document
+from tests.fuzz.strategies import JSON, manifests
+
+FUZZ = settings(max_examples=2500, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+def _read(text: str) -> None:
+    try:
+        docs = load_documents(text, "f.yaml")
+    except InputError as exc:
+        assert exc.source == "f.yaml" and exc.message
+        return
+    for doc in docs:
+        try:
+            info = validate_document(doc)
+        except InvalidObject as exc:
+            assert exc.errors and all(e.path and e.message for e in exc.errors), exc
+            continue
+        unknown_fields(info.model, doc.obj)
+
+
+@FUZZ
+@given(manifests())
+def test_generated_objects(obj: dict[str, Any]) -> None:
+    _read(json.dumps(obj))
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=300), JSON.map(lambda v: yaml.safe_dump(v, allow_unicode=True)),
+                 st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_generated_text(text: str) -> None:
+    try:
+        _read(text)
+    except ApiError:
+        raise AssertionError("refusals are InputError or InvalidObject") from None
+
+
+def test_a_known_kind_resolves() -> None:
+    assert by_gvk("kueue.x-k8s.io/v1beta2", "ClusterQueue").plural == "clusterqueues"

@@ -1,0 +1,117 @@
+"""Tokens and the guide's two roles on a real server: 401, 403 as Kubernetes words it, kubectl auth can-i."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flexq.auth import read_token
+from tests.conftest import GUIDE, Result, Server, guide_text, start_server, stop_server
+
+CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+POOLS = "/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster/nodePools"
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[Server]:
+    srv = start_server(tmp_path / "home", "--auth", "token")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def _flexq(server: Server, *args: str, token: str | None = None, input: str | None = None) -> Result:
+    env = server.env(**({"FLEXQ_TOKEN": token} if token else {}))
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                          text=True, env=env, timeout=60, check=False)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
+    url = secured.url
+    admin = read_token(secured.home)
+    assert admin is not None
+
+    # No token, or one the server never issued: 401, in each API's own words. Health stays public.
+    anonymous_delete = httpx.delete(f"{url}{CQ}/cluster-queue")
+    assert anonymous_delete.status_code == 401 and anonymous_delete.json()["reason"] == "Unauthorized"
+    assert httpx.get(f"{url}{CQ}", headers={"Authorization": "Bearer fq_guessed"}).status_code == 401
+    assert httpx.get(f"{url}{POOLS}").json()["error"]["status"] == "UNAUTHENTICATED"
+    assert httpx.get(f"{url}/healthz").status_code == 200
+    assert httpx.get(f"{url}/metrics").status_code == 401
+
+    # The administrator (the token under FLEXQ_HOME) sets up the guide's queues and a team namespace.
+    assert _flexq(secured, "container", "clusters", "create", "tpu-cluster", "--location=us-east5-b").code == 0
+    setup = guide_text("dws-tpu-queue.yaml") + "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n"
+    applied = _flexq(secured, "apply", "-f", "-", input=setup)
+    assert applied.code == 0, applied.err
+
+    created = _flexq(secured, "token", "create", "--role", "developer", "--namespace", "team-a", "--name", "alice")
+    assert created.code == 0, created.err
+    alice = created.out.strip()
+    assert alice.startswith("fq_") and "not shown again" in created.err
+
+    # A developer: jobs and ConfigMaps in team-a, the queues read-only, nothing of the administrator's.
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: script, namespace: %s}\ndata: {a: b}\n"
+    assert _flexq(secured, "apply", "-f", "-", token=alice, input=config_map % "team-a").code == 0
+    elsewhere = _flexq(secured, "apply", "-f", "-", token=alice, input=config_map % "default")
+    assert elsewhere.code != 0 and "Traceback" not in elsewhere.err
+    assert ('configmaps "script" is forbidden: User "alice" cannot create resource "configmaps" in API group "" in '
+            'the namespace "default"') in elsewhere.err
+    assert "cluster-queue" in _flexq(secured, "get", "clusterqueues", token=alice).out
+    refused = _flexq(secured, "delete", "clusterqueue", "cluster-queue", token=alice)
+    assert refused.code != 0 and ('clusterqueues.kueue.x-k8s.io "cluster-queue" is forbidden: User "alice" cannot '
+                                  'delete resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope'
+                                  ) in refused.err
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    pool = httpx.post(f"{url}{POOLS}", headers=as_alice, json={"nodePool": {"name": "p"}})
+    assert pool.status_code == 403 and pool.json()["error"]["status"] == "PERMISSION_DENIED"
+    assert httpx.get(f"{url}/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster",
+                     headers=as_alice).status_code == 200, "get-credentials reads the cluster"
+    assert _flexq(secured, "token", "create", "--role", "admin", token=alice).code != 0, "no tokens for developers"
+    assert httpx.get(f"{url}/flexq/v1/tokens", headers=as_alice).status_code == 403
+
+    if shutil.which("kubectl") is not None:
+        config = tmp_path / "alice.kubeconfig"
+        assert _flexq(secured, "kubeconfig", "--write", str(config), token=alice).code == 0
+
+        def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=60, check=False,
+                                  env={**secured.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)})
+
+        answers = {("create", "rayjobs", "team-a"): "yes", ("create", "rayjobs", "default"): "no",
+                   ("delete", "clusterqueues", ""): "no", ("list", "clusterqueues", ""): "yes",
+                   ("create", "configmaps", "team-a"): "yes", ("create", "resourceflavors", ""): "no"}
+        for (verb, resource, namespace), want in answers.items():
+            got = kubectl("auth", "can-i", verb, resource, *(["-n", namespace] if namespace else []))
+            assert got.stdout.strip() == want, (verb, resource, namespace, got.stdout, got.stderr)
+            assert got.returncode == (0 if want == "yes" else 1)
+        whoami = kubectl("auth", "whoami")
+        assert whoami.returncode == 0 and "alice" in whoami.stdout, whoami.stderr
+        denied = kubectl("delete", "clusterqueue", "cluster-queue")
+        assert denied.returncode != 0 and 'User "alice" cannot delete resource "clusterqueues"' in denied.stderr
+
+    listed = _flexq(secured, "token", "list")
+    assert "alice" in listed.out and "developer" in listed.out and alice not in listed.out
+    assert _flexq(secured, "token", "revoke", "alice").code == 0
+    assert httpx.get(f"{url}{CQ}", headers=as_alice).status_code == 401, "a revoked token is refused"
+
+
+def test_anonymous_mode_is_loopback_only(tmp_path: Path, server: Server) -> None:
+    # The default server (anonymous mode, loopback): a caller without a token is the administrator.
+    assert httpx.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": GUIDE.joinpath(
+        "dws-tpu-queue.yaml").read_text().replace("${ONDEMAND_NODEPOOL}", "a").replace("${DWS_NODEPOOL}", "b")}]}
+                      ).status_code == 200
+    for flags, fragment in [(["--host", "0.0.0.0", "--auth", "anonymous"], "refusing anonymous access on 0.0.0.0"),
+                            (["--host", "0.0.0.0", "--no-tls"], "refusing to serve 0.0.0.0 without TLS")]:
+        proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
+                               *flags], capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode != 0 and fragment in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "h" / "flexq.db").exists(), "nothing started, nothing written"
