@@ -3,7 +3,7 @@
 It keeps a :class:`~flexq.scheduler.scheduler.Scheduler` in step with the store by reading the change
 log in order (after a full read at start-up, as an informer does), and writes every decision back:
 
-- a queued RayJob or Job gets its Workload (``kind-name-hash``, owned by the job);
+- a queued RayJob, RayCluster or Job gets its Workload (``kind-name-hash``, owned by the job);
 - Workload statuses say where each workload stands (conditions, admission, admission checks, and the
   flavors considered with the reason each was refused);
 - an admitted job is un-suspended with its flavors' node labels and tolerations; an evicted one is
@@ -48,6 +48,7 @@ from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
     JOB_KINDS,
     PRIORITY_LABEL,
+    RAY_KINDS,
     JobError,
     Priorities,
     make_workload,
@@ -123,16 +124,21 @@ class QueueController:
             self.runtime.stop_all()
 
     def _run_workload(self, key: str, _now: float) -> None:
-        """Its pods are bound to nodes: run its job (RayJobs run on Ray; other kinds are not executed)."""
+        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
+        other kinds are not executed)."""
         wl = self.scheduler.workloads.get(key)
-        if self.runtime is None or wl is None or not wl.owner.startswith("RayJob "):
+        if self.runtime is None or wl is None:
             return
-        namespace, _, name = wl.owner.removeprefix("RayJob ").partition("/")
+        kind, _, owner = wl.owner.partition(" ")
+        namespace, _, name = owner.partition("/")
         runtime = self.runtime
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
-        self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
+        if kind == "RayJob":
+            self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
+        elif kind == "RayCluster":
+            self._after_write.append(lambda: runtime.clusters.start(namespace, name, nodes, counts))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -195,7 +201,7 @@ class QueueController:
                     for uid, key in list(self.by_job_uid.items()):
                         if key == wl.replaces:
                             self.by_job_uid[uid] = wl.key
-            for kind in ("RayJob", "Job"):
+            for kind in ("RayJob", "RayCluster", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
             driver = self.capacity.driver
@@ -341,7 +347,8 @@ class QueueController:
         self.capacity.release(wl.key)
         if self.runtime is not None:
             runtime, meta = self.runtime, job["metadata"]
-            self._after_write.append(lambda: runtime.stop(meta.get("namespace", "default"), meta["name"]))
+            stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
+            self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
         self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
         with contextlib.suppress(NotFound):
             self.store.delete(self._wl_key(wl))
@@ -358,7 +365,7 @@ class QueueController:
             if old is not None and old.state is not WorkloadState.FINISHED:
                 self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
             self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
-        elif wl is not None and not outcome and info.kind == "RayJob" and is_elastic(job):
+        elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
 
     def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
@@ -653,10 +660,13 @@ class QueueController:
             return
         info, key, job = owned
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
-        if self.runtime is not None and info.kind == "RayJob":
+        if self.runtime is not None and info.kind in RAY_KINDS:
             runtime, namespace, name = self.runtime, key.namespace, key.name
             # Before any start queued in this sync: that start is for the admission that follows the eviction.
-            self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
+            if info.kind == "RayCluster":
+                self._after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
+            else:
+                self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

@@ -1,0 +1,133 @@
+"""A RayCluster under the queue, through the real kubectl: suspended until admitted, a Workload with the head and
+worker groups as pod sets, admitted with its flavor's node labels, never finished, gone with the cluster."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+SETUP = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: cpu-nodes}
+spec: {nodeLabels: {pool: cpu}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: interactive}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors: [{name: cpu-nodes, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 16Gi}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: notebooks, namespace: default}
+spec: {clusterQueue: interactive}
+"""
+
+
+def cluster(name: str, workers: int) -> str:
+    return f"""apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: {name}
+  labels: {{kueue.x-k8s.io/queue-name: notebooks}}
+spec:
+  rayVersion: '2.40.0'
+  headGroupSpec:
+    serviceType: ClusterIP
+    rayStartParams: {{dashboard-host: 0.0.0.0}}
+    template:
+      spec:
+        containers:
+        - name: head
+          image: rayproject/ray:2.40.0
+          ports: [{{containerPort: 8265, name: dashboard}}]
+          lifecycle: {{preStop: {{exec: {{command: [/bin/sh, -c, ray stop]}}}}}}
+          resources: {{requests: {{cpu: "1", memory: 2Gi}}}}
+  workerGroupSpecs:
+  - groupName: small
+    replicas: {workers}
+    minReplicas: 1
+    maxReplicas: 4
+    rayStartParams: {{}}
+    template:
+      spec:
+        containers:
+        - name: worker
+          image: rayproject/ray:2.40.0
+          resources: {{requests: {{cpu: "1", memory: 1Gi}}}}
+"""
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if result is not None and result is not False:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out")
+        time.sleep(0.3)
+
+
+def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
+    assert kubectl("apply", "-f", "-", input=SETUP).code == 0
+    applied = kubectl("apply", "-f", "-", input=cluster("notebook-a", 2))
+    assert applied.code == 0, applied.err
+    assert "raycluster.ray.io/notebook-a created" in applied.out
+
+    def workloads() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = yaml.safe_load(kubectl("get", "workloads", "-o", "yaml").out)["items"]
+        return items
+
+    def admitted(name: str) -> dict[str, Any] | None:
+        for wl in workloads():
+            owner = wl["metadata"]["ownerReferences"][0]
+            if owner["name"] == name and any(c["type"] == "Admitted" and c["status"] == "True"
+                                             for c in (wl.get("status") or {}).get("conditions") or []):
+                return wl
+        return None
+
+    wl = _eventually(lambda: admitted("notebook-a"))
+    assert wl["metadata"]["name"].startswith("raycluster-notebook-a-")
+    assert wl["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
+    assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("head", 1), ("small", 2)]
+    assert {p["name"]: p["resourceUsage"]["cpu"] for p in wl["status"]["admission"]["podSetAssignments"]} == {
+        "head": "1", "small": "2"}
+    obj = yaml.safe_load(kubectl("get", "raycluster", "notebook-a", "-o", "yaml").out)
+    assert obj["spec"]["suspend"] is False, "admitted: un-suspended"
+    assert obj["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] == {"pool": "cpu"}
+    assert obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == {"pool": "cpu"}
+
+    # A second cluster does not fit the 4 CPUs left over (3 in use): it waits, suspended, for the first to go.
+    assert kubectl("apply", "-f", "-", input=cluster("notebook-b", 2)).code == 0
+    _eventually(lambda: len(workloads()) == 2)
+    time.sleep(1.0)
+    assert admitted("notebook-b") is None
+    waiting = yaml.safe_load(kubectl("get", "raycluster", "notebook-b", "-o", "yaml").out)
+    assert waiting["spec"]["suspend"] is True, "queued: created suspended"
+    assert "nodeSelector" not in waiting["spec"]["headGroupSpec"]["template"]["spec"]
+    # A RayCluster never finishes on its own: the first stays admitted until it is deleted.
+    assert admitted("notebook-a") is not None
+    deleted = kubectl("delete", "raycluster", "notebook-a")
+    assert deleted.code == 0, deleted.err
+    _eventually(lambda: admitted("notebook-b"))
+    assert [w["metadata"]["ownerReferences"][0]["name"] for w in workloads()] == ["notebook-b"]
+
+
+def test_a_raycluster_without_a_queue_is_refused_by_name(kubectl: Any) -> None:
+    unqueued = cluster("loose", 1).replace("  labels: {kueue.x-k8s.io/queue-name: notebooks}\n", "")
+    refused = kubectl("apply", "-f", "-", input=unqueued)
+    assert refused.code != 0
+    assert "metadata.labels" in refused.err and "kueue.x-k8s.io/queue-name" in refused.err
+    assert "Traceback" not in refused.err
