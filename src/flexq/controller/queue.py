@@ -43,6 +43,7 @@ from flexq.controller.objects import (
     workload_from_object,
     workload_object,
 )
+from flexq.controller.pods import PodIntegration
 from flexq.controller.runtime import RayRuntime
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
@@ -104,6 +105,8 @@ class QueueController:
         """What happened since the server started, for /metrics."""
         self._stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
+        self.pods = PodIntegration(self)
+        """Kueue's Pod integration: queued Pods and pod groups."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self.store.subscribe(lambda _changes: self._wake.set())
@@ -120,6 +123,7 @@ class QueueController:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.pods.stop_all()
         if self.runtime is not None:
             self.runtime.stop_all()
 
@@ -139,6 +143,8 @@ class QueueController:
             self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
         elif kind == "RayCluster":
             self._after_write.append(lambda: runtime.clusters.start(namespace, name, nodes, counts))
+        elif kind == "Pod":
+            self._after_write.append(lambda: self.pods.run(key, nodes))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -204,6 +210,7 @@ class QueueController:
             for kind in ("RayJob", "RayCluster", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
+            self._log(self.pods.resync())
             driver = self.capacity.driver
             if driver is not None:
                 for wl in list(self.scheduler.workloads.values()):
@@ -250,6 +257,8 @@ class QueueController:
                 self._job_deleted(obj)
             else:
                 self._job_modified(info, obj)
+        elif info.kind == "Pod" and not info.group:
+            self._log(self.pods.changed(change))
         elif info.kind == "Node" and change.type is ChangeType.DELETED:
             self.capacity.node_deleted(obj["metadata"]["name"])
         elif info.kind == "Workload":
@@ -640,6 +649,9 @@ class QueueController:
             return None
 
     def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
+        if self.pods.owns(workload):
+            self.pods.start(workload, wl)
+            return
         owned = self._owned_job(workload)
         if owned is None or wl.admission is None:
             return
@@ -655,6 +667,9 @@ class QueueController:
             self._run_workload(wl.key, self.clock.now())
 
     def _stop_job(self, workload: dict[str, Any]) -> None:
+        if self.pods.owns(workload):
+            self.pods.stop(workload)
+            return
         owned = self._owned_job(workload)
         if owned is None:
             return
