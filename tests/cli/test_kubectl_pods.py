@@ -153,3 +153,46 @@ def test_a_group_pod_without_its_total_count_is_refused(kubectl: Any) -> None:
     assert "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]" in refused.err, refused.err
     assert "Traceback" not in refused.err
     assert kubectl("create", "-f", "-", input=member("leader", "true", total="two")).code != 0
+
+
+PREEMPTING = """apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: urgent}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: small-nodes}
+spec: {nodeLabels: {node-size: small}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: pods}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: small-nodes, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: pod-queue, namespace: default}
+spec: {clusterQueue: pods}
+"""
+
+
+def test_a_preempted_pod_is_stopped_and_deleted(kubectl: Any) -> None:
+    assert kubectl("apply", "-f", "-", input=PREEMPTING).code == 0
+    assert kubectl("apply", "-f", "-", input=single("batch", "registry.example.com/team/app:2", "3")).code == 0
+    _eventually(lambda: _get(kubectl, "pod", "batch")["status"]["phase"] == "Running", 20)
+    urgent = single("urgent", "busybox", "3", "echo first").replace(
+        "  restartPolicy: OnFailure\n", "  restartPolicy: OnFailure\n  priorityClassName: urgent\n")
+    assert kubectl("apply", "-f", "-", input=urgent).code == 0
+    _eventually(lambda: _get(kubectl, "pod", "urgent")["status"]["phase"] == "Succeeded", 30)
+    assert kubectl("get", "pod", "batch").code != 0, "the preempted pod was deleted, as Kueue stops a pod"
+    events = _get(kubectl, "events")["items"]
+    assert any(e["reason"] == "Stopped" and e["involvedObject"]["name"] == "batch" for e in events)
+    urgent_wl = next(w for n, w in _workloads(kubectl).items() if n.startswith("pod-urgent-"))
+    assert urgent_wl["spec"]["priority"] == 1000
+    assert [n for n in _workloads(kubectl) if n.startswith("pod-batch-")] == []

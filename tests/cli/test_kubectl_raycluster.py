@@ -30,7 +30,8 @@ spec: {clusterQueue: interactive}
 """
 
 
-def cluster(name: str, workers: int) -> str:
+def cluster(name: str, workers: int, priority_class: str = "") -> str:
+    priority = f"        priorityClassName: {priority_class}\n" if priority_class else ""
     return f"""apiVersion: ray.io/v1
 kind: RayCluster
 metadata:
@@ -43,7 +44,7 @@ spec:
     rayStartParams: {{dashboard-host: 0.0.0.0}}
     template:
       spec:
-        containers:
+{priority}        containers:
         - name: head
           image: rayproject/ray:2.40.0
           ports: [{{containerPort: 8265, name: dashboard}}]
@@ -131,3 +132,23 @@ def test_a_raycluster_without_a_queue_is_refused_by_name(kubectl: Any) -> None:
     assert refused.code != 0
     assert "metadata.labels" in refused.err and "kueue.x-k8s.io/queue-name" in refused.err
     assert "Traceback" not in refused.err
+
+
+def test_a_preempted_raycluster_is_suspended_and_restored(kubectl: Any) -> None:
+    setup = SETUP.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  preemption: {withinClusterQueue: "
+                          "LowerPriority}\n")
+    urgent = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: urgent}\nvalue: 100\n"
+    assert kubectl("apply", "-f", "-", input=setup + "---\n" + urgent).code == 0
+    assert kubectl("apply", "-f", "-", input=cluster("batch", 2)).code == 0
+
+    def suspended(name: str) -> bool:
+        return bool(yaml.safe_load(kubectl("get", "raycluster", name, "-o", "yaml").out)["spec"]["suspend"])
+
+    _eventually(lambda: not suspended("batch"))
+    assert kubectl("apply", "-f", "-", input=cluster("urgent", 2, "urgent")).code == 0
+    _eventually(lambda: not suspended("urgent"))
+    batch = yaml.safe_load(kubectl("get", "raycluster", "batch", "-o", "yaml").out)
+    assert batch["spec"]["suspend"] is True, "evicted: suspended again"
+    assert "nodeSelector" not in batch["spec"]["headGroupSpec"]["template"]["spec"], "templates restored"
+    events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+    assert any(e["reason"] == "Stopped" and e["involvedObject"]["name"] == "batch" for e in events)

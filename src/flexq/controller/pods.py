@@ -2,9 +2,11 @@
 admission, pods run (:mod:`flexq.runtime.pods`), workloads finished when their pods end.
 
 Called by the :class:`~flexq.controller.queue.QueueController` under its lock: each method returns the
-scheduler's events for the controller to write. An evicted pod is stopped and ends Failed with the condition
-``DisruptionTarget`` (Kueue stops a plain pod by terminating it), and its workload then finishes. A workload
-goes when the last of its pods is deleted. Under ``--runtime none`` admitted pods lose their gate and are
+scheduler's events for the controller to write. A group's workload is made once all its pods exist and agree
+on their queue and total count (until then each new pod gets an ``ErrWorkloadCompose`` event, as in Kueue);
+it finishes when all its pods have ended (Failed if any failed: failed pods are not replaced). An evicted pod
+is killed, marked ``TerminationTarget`` and deleted, as Kueue stops a pod it cannot suspend. A workload goes
+when the last of its pods is deleted. Under ``--runtime none`` admitted pods lose their gate and are
 given their flavors' node labels, but nothing runs: they stay Pending.
 """
 
@@ -22,7 +24,7 @@ from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
 from flexq.controller.objects import workload_object
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.workload import PRIORITY_LABEL, JobError, make_workload
+from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest
 from flexq.runtime.objects import LOG_ANNOTATION
 from flexq.runtime.pods import LocalPod
@@ -94,8 +96,10 @@ class PodIntegration:
             return []
         members = sorted((p for p in self.qc.store.list_objects("", "pods", namespace)[0]
                           if is_queued(p) and group_of(p) == group), key=lambda p: str(p["metadata"]["name"]))
-        if len(members) < group_total(pod):
-            return []  # the group waits, gated, for the rest of its pods
+        problem = _compose_problem(group, members, group_total(pod))
+        if problem is not None:
+            record_event(self.qc.store, pod, "ErrWorkloadCompose", problem, type="Warning", component=_COMPONENT)
+            return []  # the group waits, gated
         return self._create(members, group)
 
     def _create(self, pods: list[dict[str, Any]], group: str | None) -> list[Event]:
@@ -216,25 +220,24 @@ class PodIntegration:
             run.start()
 
     def stop(self, workload: Mapping[str, Any]) -> None:
-        """Evicted: each pod's run is killed and the pod ends Failed, marked as Kueue marks what it stops."""
+        """Evicted: as Kueue stops a pod (it cannot suspend one), each pod's run is killed, the pod is marked
+        ``TerminationTarget`` and deleted; the workload then goes with the last of its pods."""
         key = f"{_ns(workload)}/{workload['metadata']['name']}"
         for pod in self._pods(key):
             run = self.running.pop(_uid(pod), None)
             if run is not None:
                 run.stop()
             status = copy.deepcopy(pod.get("status") or {})
-            if status.get("phase") in ("Succeeded", "Failed"):
-                continue
-            status["phase"] = "Failed"
-            status["reason"] = "Evicted"
-            status["message"] = "Evicted from its ClusterQueue by Kueue"
-            status["conditions"] = [*(c for c in status.get("conditions") or [] if c.get("type") != "Ready"),
-                                    {"type": "DisruptionTarget", "status": "True", "reason": "EvictedByKueue",
-                                     "message": "Evicted from its ClusterQueue"}, {"type": "Ready", "status": "False"}]
-            self.qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), {**pod, "status": status},
-                                 subresource="status")
-            record_event(self.qc.store, pod, "Stopped", "Evicted from its ClusterQueue: the pod is terminated",
-                         type="Warning", component=_COMPONENT)
+            kept = [c for c in status.get("conditions") or [] if c.get("type") != "TerminationTarget"]
+            status["conditions"] = [*kept,
+                                    {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted",
+                                     "message": "Evicted from its ClusterQueue"}]
+            pod_key = _pod_key(_ns(pod), pod["metadata"]["name"])
+            with contextlib.suppress(NotFound):
+                self.qc.store.update(pod_key, {**pod, "status": status}, subresource="status")
+                record_event(self.qc.store, pod, "Stopped", "Evicted from its ClusterQueue: the pod is deleted",
+                             type="Warning", component=_COMPONENT)
+                self.qc.store.delete(pod_key)
 
     def stop_all(self) -> None:
         runs, self.running = list(self.running.values()), {}
@@ -255,6 +258,22 @@ class PodIntegration:
                 self.qc.store.update(key, {**pod, "status": status}, subresource="status")
         except NotFound:
             return
+
+
+def _compose_problem(group: str, members: list[dict[str, Any]], total: int) -> str | None:
+    """Why the group's workload cannot be made yet (Kueue's messages), or None."""
+    if len(members) < total:
+        return f"'{group}' group has fewer runnable pods than expected"
+    first = members[0]
+    for other in members[1:]:
+        queues = [(p["metadata"].get("labels") or {}).get(QUEUE_LABEL) for p in (first, other)]
+        if queues[0] != queues[1]:
+            return (f"pods '{first['metadata']['name']}' and '{other['metadata']['name']}' has different queue names: "
+                    f"{queues[0]}!={queues[1]}")
+        if group_total(other) != total:
+            return (f"pods '{first['metadata']['name']}' and '{other['metadata']['name']}' has different "
+                    f"'kueue.x-k8s.io/pod-group-total-count' values: {total}!={group_total(other)}")
+    return None
 
 
 def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapping[str, FlavorSpec]) -> None:
