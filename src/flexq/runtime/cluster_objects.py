@@ -37,6 +37,15 @@ def _groups(spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], int]]
             for g in spec.get("workerGroupSpecs") or []]
 
 
+def _amount(resource: str, milli: int) -> str:
+    """As KubeRay sums them: memory in decimal units when they divide it (``3G``), else binary ones."""
+    if resource == "memory" and milli % 1000 == 0 and milli:
+        for suffix, size in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)):
+            if (milli // 1000) % size == 0:
+                return f"{milli // 1000 // size}{suffix}"
+    return format_amount(resource, milli)
+
+
 def cluster_status(obj: Mapping[str, Any], state: str, reason: str = "", ready_time: str = "",
                    stamp: str = "") -> dict[str, Any]:
     """The RayCluster's status as KubeRay writes it, for ``state`` ("" while starting, ``ready``, ``failed``,
@@ -58,7 +67,7 @@ def cluster_status(obj: Mapping[str, Any], state: str, reason: str = "", ready_t
                                  for g in spec.get("workerGroupSpecs") or []),
         "availableWorkerReplicas": workers if ready else 0,
         "readyWorkerReplicas": workers if ready else 0,
-        **{field: format_amount(resource, totals.get(resource, 0)) for resource, field in _SHOWN.items()},
+        **{field: _amount(resource, totals.get(resource, 0)) for resource, field in _SHOWN.items()},
         "observedGeneration": obj["metadata"].get("generation", 1),
         "conditions": [
             {"type": "HeadPodReady", "status": "True" if ready else "False",

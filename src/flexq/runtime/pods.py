@@ -1,14 +1,15 @@
 """A plain Pod, run where that is meaningful: its containers' commands as local processes.
 
 What is emulated: a container whose image is a generic one (a shell or language base image: busybox,
-alpine, ubuntu, debian, python, ...) runs ``command`` + ``args`` (``args`` alone when there is no ``command``,
-as those images have no entrypoint) as a local process, in a directory of the pod's own, with the
-container's literal ``env`` values; init containers run first, one after another. The pod is Running while
-they run, then Succeeded (every container exited 0) or Failed. Their output is the pod's log
-(``kubectl logs``; all containers in one log). A pod with any other image (an application whose binary is
-not on this machine) is shown Running until it is deleted or evicted. Not emulated: restarts
-(``restartPolicy`` is not applied: a container runs once), probes, volumes, ``valueFrom`` env, resource limits.
-Each pod's processes run in a session of their own, and stopping the pod kills exactly that session.
+alpine, ubuntu, debian, python, ...), or whose ``command`` is a shell (``sh``, ``/bin/sh``, ``bash``), runs
+``command`` + ``args`` (``args`` alone when there is no ``command``, as those images have no entrypoint) as
+a local process, in a directory of the pod's own, with the container's literal ``env`` values; init
+containers run first, one after another. The pod is Running while they run, then Succeeded (every container
+exited 0) or Failed. Their output is the pod's log (``kubectl logs``; all containers in one log). A pod with
+any other container (an application whose binary is not on this machine) is shown Running until it is
+deleted or evicted. Not emulated: restarts (``restartPolicy`` is not applied: a container runs once), probes,
+volumes, ``valueFrom`` env, resource limits. Each pod's processes run in a session of their own, and
+stopping the pod kills exactly that session.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from flexq.runtime.rayjob import END_MARKER
 
-__all__ = ["GENERIC_IMAGES", "LocalPod", "image_name", "runs_locally"]
+__all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "image_name", "runs_locally"]
 
 GENERIC_IMAGES: Final = frozenset({"busybox", "alpine", "ubuntu", "debian", "bash", "python", "fedora", "centos",
                                    "rockylinux", "almalinux", "amazonlinux", "ubi8", "ubi9", "ubi-minimal",
@@ -43,11 +44,15 @@ def image_name(image: str) -> str:
     return base.split(":", 1)[0]
 
 
+SHELLS: Final = frozenset({"sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/bash", "/usr/bin/sh"})
+
+
 def runs_locally(pod: Mapping[str, Any]) -> bool:
-    """Whether every container of the pod has a generic image, so its command means the same here."""
+    """Whether every container has a generic image or runs a shell script, so its command means the same here."""
     spec = pod.get("spec") or {}
     containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    return bool(containers) and all(image_name(str(c.get("image") or "")) in GENERIC_IMAGES for c in containers)
+    return bool(containers) and all(image_name(str(c.get("image") or "")) in GENERIC_IMAGES
+                                    or next(iter(c.get("command") or []), "") in SHELLS for c in containers)
 
 
 def _argv(container: Mapping[str, Any]) -> list[str]:
