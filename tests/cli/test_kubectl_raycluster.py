@@ -152,3 +152,35 @@ def test_a_preempted_raycluster_is_suspended_and_restored(kubectl: Any) -> None:
     assert "nodeSelector" not in batch["spec"]["headGroupSpec"]["template"]["spec"], "templates restored"
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     assert any(e["reason"] == "Stopped" and e["involvedObject"]["name"] == "batch" for e in events)
+
+
+def test_an_elastic_raycluster_grows_by_a_workload_slice(kubectl: Any) -> None:
+    assert kubectl("apply", "-f", "-", input=SETUP).code == 0
+    elastic = cluster("growing", 1).replace(
+        "  labels: {kueue.x-k8s.io/queue-name: notebooks}\n",
+        "  labels: {kueue.x-k8s.io/queue-name: notebooks}\n  annotations: {kueue.x-k8s.io/elastic-job: \"true\"}\n")
+    assert kubectl("apply", "-f", "-", input=elastic).code == 0
+
+    def admitted() -> list[dict[str, Any]]:
+        """The admitted slices that have not finished."""
+        items = yaml.safe_load(kubectl("get", "workloads", "-o", "yaml").out)["items"]
+        true = [{c["type"] for c in (w.get("status") or {}).get("conditions") or [] if c["status"] == "True"}
+                for w in items]
+        return [w for w, conditions in zip(items, true, strict=True)
+                if "Admitted" in conditions and "Finished" not in conditions]
+
+    first = _eventually(lambda: admitted())[0]
+    patched = kubectl("patch", "raycluster", "growing", "--type", "json", "-p",
+                      '[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]')
+    assert patched.code == 0, patched.err
+
+    def grown() -> dict[str, Any] | None:
+        now = admitted()
+        return now[0] if len(now) == 1 and now[0]["metadata"]["name"] != first["metadata"]["name"] else None
+
+    grown_wl = _eventually(grown)
+    assert grown_wl["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == (
+        f"default/{first['metadata']['name']}")
+    assert {p["name"]: p["count"] for p in grown_wl["spec"]["podSets"]} == {"head": 1, "small": 3}
+    old = yaml.safe_load(kubectl("get", "workload", first["metadata"]["name"], "-o", "yaml").out)
+    assert any(c["type"] == "Finished" and c["reason"] == "WorkloadSliceReplaced" for c in old["status"]["conditions"])

@@ -155,15 +155,12 @@ class PodIntegration:
         return events
 
     def _pods(self, key: str) -> list[dict[str, Any]]:
-        namespace = key.partition("/")[0]
-        out = []
-        for uid, owner in self.workload_of.items():
-            if owner != key:
-                continue
-            found = next((p for p in self.qc.store.list_objects("", "pods", namespace)[0] if _uid(p) == uid), None)
-            if found is not None:
-                out.append(found)
-        return sorted(out, key=lambda p: str(p["metadata"]["name"]))
+        """The workload's pods that exist, by name."""
+        uids = {uid for uid, owner in self.workload_of.items() if owner == key}
+        if not uids:
+            return []
+        pods = self.qc.store.list_objects("", "pods", key.partition("/")[0])[0]
+        return sorted((p for p in pods if _uid(p) in uids), key=lambda p: str(p["metadata"]["name"]))
 
     def _check_finished(self, key: str) -> list[Event]:
         wl = self.qc.scheduler.workloads.get(key)
@@ -180,8 +177,8 @@ class PodIntegration:
         return ref is not None and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
 
     def start(self, workload: Mapping[str, Any], wl: Workload) -> None:
-        """Admitted: lift the gate, add the flavors' node labels and tolerations; run them (now, or once the
-        capacity driver has bound them to nodes)."""
+        """Admitted: lift the gate, add the flavors' node labels and tolerations. The controller then runs them
+        (:meth:`run`: at once, or once the capacity driver has bound them to nodes)."""
         if wl.admission is None:
             return
         qc = self.qc
@@ -197,8 +194,6 @@ class PodIntegration:
             qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod, keep_status=False)
             record_event(qc.store, pod, "Started", f"Admitted by clusterQueue {wl.cluster_queue}",
                          component=_COMPONENT)
-        if qc.capacity.driver is None:
-            self.run(wl.key, {})
 
     def run(self, key: str, nodes: Mapping[str, list[str]]) -> None:
         """Bound to ``nodes`` (by pod set): start each pod's local run."""

@@ -651,6 +651,8 @@ class QueueController:
     def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
         if self.pods.owns(workload):
             self.pods.start(workload, wl)
+            if self.capacity.driver is None:
+                self._run_workload(wl.key, self.clock.now())
             return
         owned = self._owned_job(workload)
         if owned is None or wl.admission is None:
