@@ -76,9 +76,15 @@ class RayClusterRuntime:
                 obj = self.store.get(self.key(namespace, name))
             except NotFound:
                 return
-            run = RayClusterRun(obj, self.workdir(namespace, name),
-                                lambda fields: self._status(namespace, name, fields),
+            made: list[RayClusterRun] = []
+
+            def report(fields: dict[str, Any]) -> None:
+                if made and self.runs.get(cluster_key) is made[0]:  # not a run stopped meanwhile
+                    self._status(namespace, name, fields)
+
+            run = RayClusterRun(obj, self.workdir(namespace, name), report,
                                 lambda group, pods: self._scale(namespace, name, group, pods))
+            made.append(run)
             self.runs[cluster_key] = run
         self._status(namespace, name, {"state": ""})
         record_event(self.store, obj, "RayClusterStarting", "starting a local Ray cluster", component="flexq-runtime")
@@ -125,8 +131,6 @@ class RayClusterRuntime:
             return
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
-        if f"{namespace}/{name}" not in self.runs:
-            return  # stopped meanwhile: what the run reports late is not shown
         self._write(namespace, name, str(fields.get("state", "")), str(fields.get("reason", "")),
                     str(fields.get("readyTime", "")))
 

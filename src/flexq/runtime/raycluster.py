@@ -71,9 +71,12 @@ class RayClusterRun:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, wait: float = 30.0) -> None:
-        """Stop the cluster, its processes and only them (eviction, deletion, server shutdown)."""
+    def stop(self, wait: float = 10.0) -> None:
+        """Stop the cluster, its processes and only them (eviction, deletion, server shutdown). A cluster still
+        starting is killed at once; the run's thread stops whatever it started after that on its way out."""
         self._stop.set()
+        if self.cluster is not None:
+            self.cluster.stop()
         self._thread.join(timeout=wait)
         if self.cluster is not None:
             self.cluster.stop()
