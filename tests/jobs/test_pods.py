@@ -72,6 +72,8 @@ def test_a_groups_pod_sets_are_its_roles() -> None:
                                                              (role(leaders[0]), 1, {"cpu": 2000})]
     assert role(workers[0]) != role(leaders[0]) and len(role(workers[0])) == 8
     assert "schedulingGates" not in templates[role(workers[0])]["spec"], "the template is the pod without the gate"
+    workers[0]["spec"]["nodeSelector"] = {"pool": "a"}  # as admission adds it
+    assert role(workers[0]) == role(workers[1]), "the role recorded at creation stays"
 
 
 @pytest.mark.parametrize(("phases", "verdict"), [

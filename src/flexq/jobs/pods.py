@@ -30,6 +30,7 @@ __all__ = [
     "GROUP_LABEL",
     "GROUP_TOTAL",
     "MANAGED_LABEL",
+    "ROLE_HASH",
     "gated_status",
     "group_of",
     "group_podsets",
@@ -44,6 +45,8 @@ GATE: Final = "kueue.x-k8s.io/admission"
 GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL: Final = "kueue.x-k8s.io/pod-group-total-count"
 MANAGED_LABEL: Final = "kueue.x-k8s.io/managed"
+ROLE_HASH: Final = "kueue.x-k8s.io/role-hash"
+"""On a group's pod: its role, fixed at creation (admission adds node selectors, which would change it)."""
 TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 
 
@@ -80,6 +83,9 @@ def pod_webhook(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
     if old is not None:
         if is_queued(old):
             labels[MANAGED_LABEL] = "true"
+            recorded = (old["metadata"].get("annotations") or {}).get(ROLE_HASH)
+            if recorded:
+                meta.setdefault("annotations", {})[ROLE_HASH] = recorded
             for field in ("schedulingGates", "nodeSelector", "tolerations", "nodeName"):
                 spec.pop(field, None)
                 if field in (old.get("spec") or {}):
@@ -96,6 +102,8 @@ def pod_webhook(obj: dict[str, Any], old: dict[str, Any] | None) -> None:
                 path, f"Invalid value: {raw!r}: the number of pods in the group, a whole number of at least 1")])
     labels[MANAGED_LABEL] = "true"
     meta["labels"] = labels
+    if GROUP_LABEL in labels:
+        meta.setdefault("annotations", {})[ROLE_HASH] = role(obj)
     gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
     spec["schedulingGates"] = [*gates, {"name": GATE}]
     obj["status"] = gated_status()
@@ -111,7 +119,11 @@ def _shape(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def role(pod: Mapping[str, Any]) -> str:
-    """The pod set a group's pod belongs to: a hash of its shape (Kueue's role hash), 8 hex digits."""
+    """The pod set a group's pod belongs to: a hash of its shape (Kueue's role hash), 8 hex digits; the one its
+    ``kueue.x-k8s.io/role-hash`` annotation records, if any."""
+    recorded = ((pod.get("metadata") or {}).get("annotations") or {}).get(ROLE_HASH)
+    if recorded:
+        return str(recorded)
     return hashlib.sha256(json.dumps(_shape(pod), sort_keys=True).encode()).hexdigest()[:8]
 
 
