@@ -41,6 +41,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
                        env=srv.env(), check=True, capture_output=True)
         kubectl("apply", "-f", "-", input=SETUP)
         kubectl("apply", "-f", "-", input=cluster("notebook", 1))
+        kubectl("apply", "-f", "-", input=cluster("waiting", 3))  # 1 + 3 CPUs on top of 2: over the 4 there are
 
         def ready() -> dict[str, Any] | None:
             obj = yaml.safe_load(kubectl("get", "raycluster", "notebook", "-o", "yaml"))
@@ -51,7 +52,8 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         status = _eventually(ready, 120)
         assert status["endpoints"]["dashboard"] == "8265" and status["head"]["serviceName"] == "notebook-head-svc"
         assert status["availableWorkerReplicas"] == 1 and status["desiredCPU"] == "2"
-        assert kubectl("get", "rayclusters").splitlines()[1].split()[-2] == "ready"
+        states = {line.split()[0]: line.split()[-2] for line in kubectl("get", "rayclusters").splitlines()[1:]}
+        assert states == {"notebook": "ready", "waiting": "suspended"}, "a queued cluster shows suspended"
         pods = kubectl("get", "pods", "-l", "ray.io/cluster=notebook", "-o", "name").split()
         assert len(pods) == 2, pods
         assert "Running" in kubectl("get", "pods")
@@ -86,7 +88,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         forward.communicate(timeout=30)
         forward = None
 
-        kubectl("delete", "raycluster", "notebook")
+        kubectl("delete", "raycluster", "notebook", "waiting")
 
         def gone() -> bool:
             return not _ray_processes() and not kubectl("get", "pods,services,workloads", "-o", "name").strip()

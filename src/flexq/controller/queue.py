@@ -327,6 +327,9 @@ class QueueController:
         self.by_job_uid[uid] = wl.key
         self._note_run_time(job, wl.key)
         record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        if info.kind == "RayCluster" and self.runtime is not None:
+            clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
+            self._after_write.append(lambda: clusters.queued(namespace, name))
         self._log(self.scheduler.add(wl, now))
 
     def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:

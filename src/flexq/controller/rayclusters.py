@@ -90,6 +90,11 @@ class RayClusterRuntime:
         record_event(self.store, obj, "RayClusterStarting", "starting a local Ray cluster", component="flexq-runtime")
         run.start()
 
+    def queued(self, namespace: str, name: str) -> None:
+        """A new RayCluster waits for admission, suspended: shown so, as KubeRay shows a suspended cluster."""
+        if f"{namespace}/{name}" not in self.runs:
+            self._write(namespace, name, "suspended", "")
+
     def stop(self, namespace: str, name: str, suspended: bool = False) -> None:
         """Stop the cluster (the RayCluster was deleted, or its workload evicted: ``suspended``)."""
         with self._lock:
