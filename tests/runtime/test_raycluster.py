@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,49 @@ import yaml
 
 from tests.cli.test_kubectl_raycluster import SETUP, _eventually, cluster
 from tests.conftest import free_port, start_server, stop_server
-from tests.runtime.test_guide_end_to_end import _ray_processes, _temp_dirs
+
+
+def _clusters_of(server_pid: int) -> dict[int, Path]:
+    """The Ray clusters a server started: their process sessions and temp dirs (from ``ray start``'s command)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and "start" in argv and any(a.endswith("ray.scripts.scripts") for a in argv):
+            temp = next(a.removeprefix("--temp-dir=") for a in argv if a.startswith("--temp-dir="))
+            found[int(entry.name)] = Path(temp)
+    return found
+
+
+def _alive(sessions: set[int]) -> list[int]:
+    """The live (not zombie) processes of those sessions."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if stat[0] != "Z" and int(stat[3]) in sessions:
+            alive.append(int(entry.name))
+    return alive
 
 
 def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
     binary = shutil.which("kubectl")
     if binary is None:
         pytest.skip("kubectl is not installed")
-    assert not _ray_processes(), "a Ray cluster was left running before this test"
-    before = _temp_dirs()
     srv = start_server(tmp_path / "home", "--runtime", "ray")
     config = tmp_path / "kubeconfig"
     env = {**srv.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)}
     forward: subprocess.Popen[str] | None = None
+    clusters: dict[int, Path] = {}
 
     def kubectl(*args: str, input: str | None = None) -> str:
         proc = subprocess.run([binary, *args], input=input, capture_output=True, text=True, env=env, timeout=60,
@@ -57,6 +86,8 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         pods = kubectl("get", "pods", "-l", "ray.io/cluster=notebook", "-o", "name").split()
         assert len(pods) == 2, pods
         assert "Running" in kubectl("get", "pods")
+        clusters = _clusters_of(srv.process.pid)
+        assert len(clusters) == 1 and _alive(set(clusters)), "one local Ray cluster, in a session of its own"
 
         local = free_port()
         forward = subprocess.Popen([binary, "port-forward", "service/notebook-head-svc", f"{local}:8265"],
@@ -91,7 +122,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         kubectl("delete", "raycluster", "notebook", "waiting")
 
         def gone() -> bool:
-            return not _ray_processes() and not kubectl("get", "pods,services,workloads", "-o", "name").strip()
+            return not _alive(set(clusters)) and not kubectl("get", "pods,services,workloads", "-o", "name").strip()
 
         _eventually(gone, 60)
     finally:
@@ -99,6 +130,4 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
             forward.terminate()
             forward.communicate(timeout=30)
         stop_server(srv)
-    assert not _ray_processes(), "the server left Ray processes behind"
-    time.sleep(0.5)
-    assert _temp_dirs() <= before, f"temp dirs left behind: {sorted(_temp_dirs() - before)}"
+    assert not any(temp.exists() for temp in clusters.values()), "the cluster's temp dir is removed"
