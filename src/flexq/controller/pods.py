@@ -221,7 +221,7 @@ class PodIntegration:
         for pod in self._pods(key):
             run = self.running.pop(_uid(pod), None)
             if run is not None:
-                run.stop()
+                run.stop(wait=0)  # its processes are killed; its thread, which may wait on the store, ends by itself
             status = copy.deepcopy(pod.get("status") or {})
             kept = [c for c in status.get("conditions") or [] if c.get("type") != "TerminationTarget"]
             status["conditions"] = [*kept,
