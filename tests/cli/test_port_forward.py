@@ -122,4 +122,7 @@ def test_a_job_with_no_head_service_is_named(flexq: Any, server: Any) -> None:
     assert result.code == 1
     assert result.err.strip() == 'Error from server (NotFound): services "missing-head-svc" not found'
     result = flexq("port-forward", "deployment/x", "8265")
-    assert result.code == 1 and "port-forward takes pod/NAME, service/NAME or rayjob/NAME" in result.err
+    assert result.code == 1
+    assert "port-forward takes pod/NAME, service/NAME, rayjob/NAME or raycluster/NAME" in result.err
+    result = flexq("port-forward", "raycluster/missing", "8265")
+    assert result.err.strip() == 'Error from server (NotFound): services "missing-head-svc" not found'

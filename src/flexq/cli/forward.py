@@ -71,7 +71,7 @@ def _port(text: str, spec: str, *, allow_zero: bool) -> int:
 
 def resolve_pod(client: Client, target: str, namespace: str) -> str:
     """The pod ``target`` names: ``pod/NAME`` (or ``NAME``), ``service/NAME`` (a running pod it selects), or
-    ``rayjob/NAME`` (its head pod, as ``service/NAME-head-svc``)."""
+    ``rayjob/NAME`` or ``raycluster/NAME`` (its head pod, as ``service/NAME-head-svc``)."""
     kind, sep, name = target.partition("/")
     if not sep:
         kind, name = "pod", target
@@ -80,10 +80,11 @@ def resolve_pod(client: Client, target: str, namespace: str) -> str:
         raise CliError(f"error: {target!r}: expected TYPE/NAME")
     if kind in ("pod", "pods", "po"):
         return name
-    if kind in ("rayjob", "rayjobs"):
+    if kind in ("rayjob", "rayjobs", "raycluster", "rayclusters"):
         kind, name = "service", f"{name}-head-svc"
     if kind not in ("service", "services", "svc"):
-        raise CliError(f"error: {target!r}: port-forward takes pod/NAME, service/NAME or rayjob/NAME")
+        raise CliError(f"error: {target!r}: port-forward takes pod/NAME, service/NAME, rayjob/NAME or "
+                       "raycluster/NAME")
     service = client.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}", ok_missing=True)
     if service is None:
         raise CliError(f'Error from server (NotFound): services "{name}" not found')

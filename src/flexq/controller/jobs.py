@@ -19,8 +19,8 @@ __all__ = ["finished", "inject", "restore", "templates"]
 def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
     """(pod set name, the object holding its ``template``, key) for each pod set of the job."""
     spec = job.setdefault("spec", {})
-    if kind == "RayJob":
-        cluster = spec.get("rayClusterSpec") or {}
+    if kind in ("RayJob", "RayCluster"):
+        cluster = spec if kind == "RayCluster" else (spec.get("rayClusterSpec") or {})
         if "headGroupSpec" in cluster:
             yield "head", cluster["headGroupSpec"], "template"
         for group in cluster.get("workerGroupSpecs") or []:
@@ -74,8 +74,11 @@ def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, An
 
 
 def finished(kind: str, job: Mapping[str, Any]) -> str | None:
-    """"Succeeded" or "Failed" once the job has ended, else None."""
+    """"Succeeded" or "Failed" once the job has ended, else None. A RayCluster never ends on its own: its
+    workload stays admitted until the cluster is deleted (as in Kueue)."""
     status = job.get("status") or {}
+    if kind == "RayCluster":
+        return None
     if kind == "RayJob":
         deployment = status.get("jobDeploymentStatus")
         if deployment == "Complete" or status.get("jobStatus") == "SUCCEEDED":

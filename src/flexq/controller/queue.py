@@ -3,7 +3,7 @@
 It keeps a :class:`~flexq.scheduler.scheduler.Scheduler` in step with the store by reading the change
 log in order (after a full read at start-up, as an informer does), and writes every decision back:
 
-- a queued RayJob or Job gets its Workload (``kind-name-hash``, owned by the job);
+- a queued RayJob, RayCluster or Job gets its Workload (``kind-name-hash``, owned by the job);
 - Workload statuses say where each workload stands (conditions, admission, admission checks, and the
   flavors considered with the reason each was refused);
 - an admitted job is un-suspended with its flavors' node labels and tolerations; an evicted one is
@@ -43,11 +43,13 @@ from flexq.controller.objects import (
     workload_from_object,
     workload_object,
 )
+from flexq.controller.pods import PodIntegration
 from flexq.controller.runtime import RayRuntime
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
     JOB_KINDS,
     PRIORITY_LABEL,
+    RAY_KINDS,
     JobError,
     Priorities,
     make_workload,
@@ -103,6 +105,8 @@ class QueueController:
         """What happened since the server started, for /metrics."""
         self._stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
+        self.pods = PodIntegration(self)
+        """Kueue's Pod integration: queued Pods and pod groups."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self.store.subscribe(lambda _changes: self._wake.set())
@@ -119,20 +123,28 @@ class QueueController:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.pods.stop_all()
         if self.runtime is not None:
             self.runtime.stop_all()
 
     def _run_workload(self, key: str, _now: float) -> None:
-        """Its pods are bound to nodes: run its job (RayJobs run on Ray; other kinds are not executed)."""
+        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
+        other kinds are not executed)."""
         wl = self.scheduler.workloads.get(key)
-        if self.runtime is None or wl is None or not wl.owner.startswith("RayJob "):
+        if self.runtime is None or wl is None:
             return
-        namespace, _, name = wl.owner.removeprefix("RayJob ").partition("/")
+        kind, _, owner = wl.owner.partition(" ")
+        namespace, _, name = owner.partition("/")
         runtime = self.runtime
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
-        self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
+        if kind == "RayJob":
+            self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
+        elif kind == "RayCluster":
+            self._after_write.append(lambda: runtime.clusters.start(namespace, name, nodes, counts))
+        elif kind == "Pod":
+            self._after_write.append(lambda: self.pods.run(key, nodes))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -195,9 +207,10 @@ class QueueController:
                     for uid, key in list(self.by_job_uid.items()):
                         if key == wl.replaces:
                             self.by_job_uid[uid] = wl.key
-            for kind in ("RayJob", "Job"):
+            for kind in ("RayJob", "RayCluster", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
+            self._log(self.pods.resync())
             driver = self.capacity.driver
             if driver is not None:
                 for wl in list(self.scheduler.workloads.values()):
@@ -244,6 +257,8 @@ class QueueController:
                 self._job_deleted(obj)
             else:
                 self._job_modified(info, obj)
+        elif info.kind == "Pod" and not info.group:
+            self._log(self.pods.changed(change))
         elif info.kind == "Node" and change.type is ChangeType.DELETED:
             self.capacity.node_deleted(obj["metadata"]["name"])
         elif info.kind == "Workload":
@@ -312,6 +327,9 @@ class QueueController:
         self.by_job_uid[uid] = wl.key
         self._note_run_time(job, wl.key)
         record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        if info.kind == "RayCluster" and self.runtime is not None:
+            clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
+            self._after_write.append(lambda: clusters.queued(namespace, name))
         self._log(self.scheduler.add(wl, now))
 
     def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
@@ -341,7 +359,8 @@ class QueueController:
         self.capacity.release(wl.key)
         if self.runtime is not None:
             runtime, meta = self.runtime, job["metadata"]
-            self._after_write.append(lambda: runtime.stop(meta.get("namespace", "default"), meta["name"]))
+            stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
+            self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
         self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
         with contextlib.suppress(NotFound):
             self.store.delete(self._wl_key(wl))
@@ -358,7 +377,7 @@ class QueueController:
             if old is not None and old.state is not WorkloadState.FINISHED:
                 self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
             self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
-        elif wl is not None and not outcome and info.kind == "RayJob" and is_elastic(job):
+        elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
 
     def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
@@ -633,6 +652,11 @@ class QueueController:
             return None
 
     def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
+        if self.pods.owns(workload):
+            self.pods.start(workload, wl)
+            if self.capacity.driver is None:
+                self._run_workload(wl.key, self.clock.now())
+            return
         owned = self._owned_job(workload)
         if owned is None or wl.admission is None:
             return
@@ -648,15 +672,21 @@ class QueueController:
             self._run_workload(wl.key, self.clock.now())
 
     def _stop_job(self, workload: dict[str, Any]) -> None:
+        if self.pods.owns(workload):
+            self.pods.stop(workload)
+            return
         owned = self._owned_job(workload)
         if owned is None:
             return
         info, key, job = owned
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
-        if self.runtime is not None and info.kind == "RayJob":
+        if self.runtime is not None and info.kind in RAY_KINDS:
             runtime, namespace, name = self.runtime, key.namespace, key.name
             # Before any start queued in this sync: that start is for the admission that follows the eviction.
-            self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
+            if info.kind == "RayCluster":
+                self._after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
+            else:
+                self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

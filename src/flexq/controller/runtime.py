@@ -1,4 +1,5 @@
-"""Runs admitted RayJobs for real (one local Ray cluster each) and keeps their status in the store."""
+"""Runs admitted RayJobs for real (one local Ray cluster each) and keeps their status in the store; RayClusters
+through :class:`~flexq.controller.rayclusters.RayClusterRuntime` (``clusters``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.store import Key, NotFound, Store, record_event
@@ -28,6 +30,8 @@ class RayRuntime:
         self.nodes: dict[str, dict[str, list[str]]] = {}
         self.published: dict[str, set[Key]] = {}
         """The KubeRay-shaped objects (RayCluster, Service, Pods, submitter Job) shown for each job."""
+        self.clusters = RayClusterRuntime(store, home)
+        """The users' own RayClusters."""
         self._lock = threading.Lock()
 
     @staticmethod
@@ -42,9 +46,13 @@ class RayRuntime:
 
         Raises LookupError with the reason when there is nothing to forward to."""
         name = pod["metadata"]["name"]
+        standalone = self.clusters.head_ports(namespace, pod)
+        if standalone is not None:
+            return standalone
         owner = job_of_pod(pod)
         if owner is None:
-            raise LookupError(f"pod {name} is not a pod of a Ray cluster: only a RayJob's head pod has ports here")
+            raise LookupError(f"pod {name} is not a pod of a Ray cluster: only the head pod of a RayJob or a "
+                              "RayCluster has ports here")
         job, node_type = owner
         if node_type != "head":
             raise LookupError(f"pod {name} is a worker of RayJob {job}'s Ray cluster, which runs as one local "
@@ -158,6 +166,7 @@ class RayRuntime:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
             run.stop(wait=2.0)  # the server is going: its clusters are killed without waiting on their runs
+        self.clusters.stop_all()
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:
         key = self.key(namespace, name)

@@ -1,8 +1,10 @@
 """Kueue's job webhook: a queued job is created suspended; a job with no queue is refused.
 
-A RayJob or Job labelled ``kueue.x-k8s.io/queue-name`` is created with ``spec.suspend: true`` and stays
-so until its workload is admitted. A job without the label goes to its namespace's LocalQueue named
-``default`` when there is one (the label is added), and is refused otherwise.
+A Pod labelled with a queue is gated instead (:func:`flexq.jobs.pods.pod_webhook`); a Pod without the label
+is not Kueue's and is left alone. A RayJob, RayCluster or Job labelled ``kueue.x-k8s.io/queue-name`` is
+created with ``spec.suspend: true`` and stays so until its workload is admitted. A job without the label goes
+to its namespace's LocalQueue named ``default`` when there is one (the label is added), and is refused
+otherwise.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo, resolve
+from flexq.jobs.pods import pod_webhook
 from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL
 from flexq.objects.service import ObjectService
 from flexq.store import NotFound
@@ -19,6 +22,9 @@ __all__ = ["job_webhook"]
 
 
 def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    if info.kind == "Pod" and not info.group:
+        pod_webhook(obj, old)
+        return
     if info.kind not in JOB_KINDS:
         return
     meta = obj["metadata"]

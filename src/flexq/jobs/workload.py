@@ -1,7 +1,8 @@
-"""A job (RayJob, batch/v1 Job) to the Workload Kueue would make for it.
+"""A job (RayJob, RayCluster, batch/v1 Job, a Pod) to the Workload Kueue would make for it.
 
-Pod sets as Kueue forms them: a RayJob has ``head`` (1 pod) and one pod set per worker group, named
-after the group, with ``replicas x numOfHosts`` pods; a Job has ``main`` with ``parallelism`` pods.
+Pod sets as Kueue forms them: a RayJob or RayCluster has ``head`` (1 pod) and one pod set per worker group,
+named after the group, with ``replicas x numOfHosts`` pods; a Job has ``main`` with ``parallelism`` pods; a
+plain Pod has ``main`` with itself (a pod group's pod sets are formed in :mod:`flexq.jobs.pods`).
 A pod's requests are the sum of its containers' (a limit stands in for a missing request), or an init
 container's if larger. The queue comes from the ``kueue.x-k8s.io/queue-name`` label, else the namespace's
 LocalQueue named ``default``; the priority from ``kueue.x-k8s.io/priority-class``.
@@ -20,19 +21,22 @@ from flexq.scheduler.model import PodSet, Workload
 __all__ = [
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
+    "RAY_KINDS",
     "JobError",
     "JobRef",
     "Priorities",
     "make_workload",
     "pod_requests",
     "podsets",
+    "ray_cluster_spec",
     "workload_name",
 ]
 
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 DEFAULT_QUEUE: Final = "default"
-JOB_KINDS: Final = frozenset({"RayJob", "Job"})
+JOB_KINDS: Final = frozenset({"RayJob", "RayCluster", "Job"})
+RAY_KINDS: Final = frozenset({"RayJob", "RayCluster"})
 
 
 class JobError(ValueError):
@@ -85,10 +89,16 @@ def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
     )
 
 
+def ray_cluster_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Ray cluster's spec of a RayJob (``spec.rayClusterSpec``) or a RayCluster (``spec``)."""
+    spec = obj.get("spec") or {}
+    return spec if kind == "RayCluster" else (spec.get("rayClusterSpec") or {})
+
+
 def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
     spec = obj.get("spec") or {}
-    if kind == "RayJob":
-        cluster = spec.get("rayClusterSpec") or {}
+    if kind in RAY_KINDS:
+        cluster = ray_cluster_spec(kind, obj)
         out = [_podset("head", 1, cluster["headGroupSpec"]["template"])]
         for group in cluster.get("workerGroupSpecs") or []:
             count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
@@ -99,7 +109,9 @@ def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
         completions = spec.get("completions")
         count = min(parallelism, int(completions)) if completions is not None else parallelism
         return (_podset("main", count, spec["template"]),)
-    raise JobError(f"{kind} is not a job kind flexq queues (RayJob, Job)")
+    if kind == "Pod":
+        return (_podset("main", 1, obj),)
+    raise JobError(f"{kind} is not a job kind flexq queues (RayJob, RayCluster, Job, Pod)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +134,14 @@ class Priorities:
 
 
 def _pod_priority_class(kind: str, obj: Mapping[str, Any]) -> str | None:
-    """The ``priorityClassName`` of the job's pods (a RayJob: its head's, else its first worker group's)."""
+    """The ``priorityClassName`` of the job's pods (a Ray cluster: its head's, else its first worker group's)."""
     spec = obj.get("spec") or {}
-    if kind == "RayJob":
-        cluster = spec.get("rayClusterSpec") or {}
+    if kind in RAY_KINDS:
+        cluster = ray_cluster_spec(kind, obj)
         templates = [(cluster.get("headGroupSpec") or {}).get("template") or {},
                      *((g.get("template") or {}) for g in cluster.get("workerGroupSpecs") or [])]
+    elif kind == "Pod":
+        templates = [obj]
     else:
         templates = [spec.get("template") or {}]
     return next((str(name) for t in templates if (name := (t.get("spec") or {}).get("priorityClassName"))), None)

@@ -146,6 +146,9 @@ def _pod_status(obj: dict[str, Any], now: datetime) -> str:
     if obj["metadata"].get("deletionTimestamp"):
         return "Terminating"
     phase = status.get("phase") or "Pending"
+    if phase == "Pending" and any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+                                  for c in status.get("conditions") or []):
+        return "SchedulingGated"  # as kubectl's own printer says it
     return str(status.get("reason") or {"Succeeded": "Completed", "Failed": "Error"}.get(phase, phase))
 
 

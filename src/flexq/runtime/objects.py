@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from flexq.store import Key
 
-__all__ = ["HEAD_PORTS", "LOG_ANNOTATION", "PHASES", "head_port_map", "job_of_pod", "kuberay_objects"]
+__all__ = ["HEAD_PORTS", "LOG_ANNOTATION", "PHASES", "head_port_map", "job_of_pod", "kuberay_objects", "pod_object"]
 
 LOG_ANNOTATION: Final = "flexq.dev/log"
 PHASES: Final = {"Initializing": "Pending", "Running": "Running", "Retrying": "Pending", "Complete": "Succeeded",
@@ -56,7 +56,7 @@ def _owner(job: Mapping[str, Any], api_version: str = "ray.io/v1", kind: str = "
             "uid": job["metadata"].get("uid", ""), "controller": True, "blockOwnerDeletion": True}
 
 
-def _pod(name: str, namespace: str, labels: dict[str, str], template: Mapping[str, Any], owner: dict[str, Any],
+def pod_object(name: str, namespace: str, labels: dict[str, str], template: Mapping[str, Any], owner: dict[str, Any],
          phase: str, node: str, log: str, started: str) -> tuple[Key, dict[str, Any]]:
     spec = dict(template.get("spec") or {})
     containers = [{k: v for k, v in c.items()} for c in spec.get("containers") or [{"name": "main"}]]
@@ -125,7 +125,7 @@ def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str,
         }))
         head = (ray_spec.get("headGroupSpec") or {}).get("template") or {}
         head_nodes = list(nodes.get("head") or [])
-        out.append(_pod(f"{cluster_name}-head-{_suffix(cluster_name)}", namespace,
+        out.append(pod_object(f"{cluster_name}-head-{_suffix(cluster_name)}", namespace,
                         {**cluster_labels, "ray.io/node-type": "head", "ray.io/group": "headgroup"}, head,
                         cluster_owner, phase, head_nodes[0] if head_nodes else "", log, started))
         for group in ray_spec.get("workerGroupSpecs") or []:
@@ -134,7 +134,7 @@ def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str,
             group_nodes = list(nodes.get(group_name) or [])
             for i in range(count):
                 pod_name = f"{cluster_name}-{group_name}-worker-{_suffix(f'{cluster_name}-{group_name}-{i}')}"
-                out.append(_pod(pod_name, namespace, {**cluster_labels, "ray.io/node-type": "worker",
+                out.append(pod_object(pod_name, namespace, {**cluster_labels, "ray.io/node-type": "worker",
                                                       "ray.io/group": group_name},
                                 group.get("template") or {}, cluster_owner, phase,
                                 group_nodes[i] if i < len(group_nodes) else "", log, started))
@@ -164,7 +164,7 @@ def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str,
     }))
     submitter_pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter",
                                                                           "image": "rayproject/ray"}]}}
-    out.append(_pod(f"{name}-{_suffix(name)}", namespace, job_labels, submitter_pod,
+    out.append(pod_object(f"{name}-{_suffix(name)}", namespace, job_labels, submitter_pod,
                     _owner({"metadata": {"name": name, "uid": controller_uid}}, "batch/v1", "Job"), phase,
                     (nodes.get("head") or [""])[0], log, started))
     return out

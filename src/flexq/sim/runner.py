@@ -205,7 +205,8 @@ class _Run:
         now = self.kernel.clock.now()
         info, obj, cached = self._normalize(sub.document)
         if info.kind not in JOB_KINDS:
-            raise ScenarioError(sub.document.source, f"a submission must be a RayJob or a Job, not {info.kind}")
+            raise ScenarioError(sub.document.source,
+                                f"a submission must be a RayJob, a RayCluster or a Job, not {info.kind}")
         meta = obj["metadata"]
         meta.setdefault("namespace", "default")
         meta["uid"] = self._uid()

@@ -25,6 +25,7 @@ __all__ = [
     "PodTemplateSpec",
     "Quantity",
     "ResourceRequirements",
+    "SchedulingGate",
     "StrictBool",
     "StrictInt",
     "StrictStr",
@@ -182,8 +183,14 @@ class Container(K8sModel):
         "workingDir"})
 
 
+class SchedulingGate(K8sModel):
+    name: Annotated[StrictStr, AfterValidator(check_qualified_name)]
+
+
 class PodSpec(K8sModel):
     containers: Annotated[list[Container], Field(min_length=1)]
+    schedulingGates: list[SchedulingGate] | None = None
+    nodeName: StrictStr | None = None
     initContainers: list[Container] | None = None
     nodeSelector: dict[StrictStr, StrictStr] | None = None
     tolerations: list[Toleration] | None = None

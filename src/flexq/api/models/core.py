@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from flexq.api.models.common import K8sModel, PodTemplateSpec, StrictBool, StrictInt, StrictStr, TopLevel
+from flexq.api.models.common import K8sModel, PodSpec, PodTemplateSpec, StrictBool, StrictInt, StrictStr, TopLevel
 
 
 class ConfigMap(TopLevel):
@@ -91,7 +91,10 @@ class Node(TopLevel):
 
 
 class Pod(TopLevel):
-    spec: dict[str, Any] | None = None
+    """``v1`` Pod: a pod of the user's own is validated as one (a queued pod is Kueue's pod integration's); the
+    pods flexq shows for Ray clusters and Jobs are written by flexq itself."""
+
+    spec: PodSpec
 
 
 class Service(TopLevel):

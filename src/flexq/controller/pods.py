@@ -1,0 +1,300 @@
+"""Kueue's Pod integration on the live server: Workloads for queued Pods and pod groups, gates lifted on
+admission, pods run (:mod:`flexq.runtime.pods`), workloads finished when their pods end.
+
+Called by the :class:`~flexq.controller.queue.QueueController` under its lock: each method returns the
+scheduler's events for the controller to write. A group's workload is made once all its pods exist and agree
+on their queue and total count (until then each new pod gets an ``ErrWorkloadCompose`` event, as in Kueue);
+it finishes when all its pods have ended (Failed if any failed: failed pods are not replaced). An evicted pod
+is killed, marked ``TerminationTarget`` and deleted, as Kueue stops a pod it cannot suspend. A workload goes
+when the last of its pods is deleted. Under ``--runtime none`` admitted pods lose their gate and are
+given their flavors' node labels, but nothing runs: they stay Pending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from flexq.api.errors import ApiError
+from flexq.api.kinds import resolve
+from flexq.controller.objects import workload_object
+from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
+from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
+from flexq.objects.service import BadRequest
+from flexq.runtime.objects import LOG_ANNOTATION
+from flexq.runtime.pods import LocalPod
+from flexq.scheduler.events import Event
+from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
+from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event
+
+if TYPE_CHECKING:
+    from flexq.controller.queue import QueueController
+
+__all__ = ["PodIntegration"]
+
+_COMPONENT: Final = "flexq-queue-controller"
+
+
+def _pod_key(namespace: str, name: str) -> Key:
+    return Key("", "pods", namespace, name)
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str(pod["metadata"].get("uid", ""))
+
+
+def _ns(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("namespace") or "default")
+
+
+class PodIntegration:
+    def __init__(self, controller: QueueController) -> None:
+        self.qc = controller
+        self.workload_of: dict[str, str] = {}
+        """Pod uid -> the key of its workload."""
+        self.running: dict[str, LocalPod] = {}
+        """Pod uid -> its local run."""
+
+    # --- pods changed -------------------------------------------------------------------------------
+
+    def changed(self, change: Change) -> list[Event]:
+        pod = change.obj
+        if change.type is ChangeType.DELETED:
+            return self._deleted(pod)
+        if not is_queued(pod):
+            return []
+        if _uid(pod) not in self.workload_of:
+            return self.added(pod)
+        return self._check_finished(self.workload_of[_uid(pod)])
+
+    def resync(self) -> list[Event]:
+        """At start-up: the pods' workloads, from their owners; queued pods that have none get one."""
+        self.workload_of = {}
+        for obj in self.qc.store.list_objects("kueue.x-k8s.io", "workloads")[0]:
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
+                    self.workload_of[str(ref.get("uid", ""))] = f"{_ns(obj)}/{obj['metadata']['name']}"
+        events: list[Event] = []
+        for pod in self.qc.store.list_objects("", "pods")[0]:
+            if is_queued(pod) and _uid(pod) not in self.workload_of:
+                events += self.added(pod)
+        return events
+
+    def added(self, pod: dict[str, Any]) -> list[Event]:
+        group = group_of(pod)
+        if group is None:
+            return self._create([pod], None)
+        namespace = _ns(pod)
+        existing = f"{namespace}/{group}"
+        if existing in self.qc.scheduler.workloads:
+            self.workload_of[_uid(pod)] = existing  # a pod of a group that is already queued
+            return []
+        members = sorted((p for p in self.qc.store.list_objects("", "pods", namespace)[0]
+                          if is_queued(p) and group_of(p) == group), key=lambda p: str(p["metadata"]["name"]))
+        problem = _compose_problem(group, members, group_total(pod))
+        if problem is not None:
+            record_event(self.qc.store, pod, "ErrWorkloadCompose", problem, type="Warning", component=_COMPONENT)
+            return []  # the group waits, gated
+        return self._create(members, group)
+
+    def _create(self, pods: list[dict[str, Any]], group: str | None) -> list[Event]:
+        qc, first = self.qc, pods[0]
+        now = qc.clock.now()
+        try:
+            if group is None:
+                wl = make_workload("Pod", "", first, local_queues=qc.local_queues, priorities=qc.priorities,
+                                   created=now)
+                templates = {"main": template(first)}
+            else:
+                sets, templates = group_podsets(pods)
+                wl = dataclasses.replace(make_workload("Pod", "", first, local_queues=qc.local_queues,
+                                                       priorities=qc.priorities, created=now, pod_sets=sets),
+                                         name=group)
+        except JobError as exc:
+            for pod in pods:
+                record_event(qc.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return []
+        obj = workload_object(wl, first, "Pod", "v1", templates,
+                              (first["metadata"].get("labels") or {}).get(PRIORITY_LABEL))
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Pod", "name": p["metadata"]["name"], "uid": _uid(p),
+             "controller": group is None, "blockOwnerDeletion": True} for p in pods]
+        try:
+            created = qc.service.create(resolve("workload"), wl.namespace, obj)
+        except (ApiError, BadRequest, StoreError) as exc:
+            for pod in pods:
+                record_event(qc.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return []
+        wl.uid = created["metadata"]["uid"]
+        for pod in pods:
+            self.workload_of[_uid(pod)] = wl.key
+            record_event(qc.store, pod, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        return qc.scheduler.add(wl, now)
+
+    def _deleted(self, pod: dict[str, Any]) -> list[Event]:
+        uid = _uid(pod)
+        run = self.running.pop(uid, None)
+        if run is not None:
+            run.stop()
+        key = self.workload_of.pop(uid, None)
+        if key is None:
+            return []
+        if key in self.workload_of.values():
+            return self._check_finished(key)
+        qc = self.qc
+        events = qc.scheduler.delete(key, qc.clock.now())
+        qc.capacity.release(key)
+        namespace, _, name = key.partition("/")
+        with contextlib.suppress(NotFound):
+            qc.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
+        return events
+
+    def _pods(self, key: str) -> list[dict[str, Any]]:
+        """The workload's pods that exist, by name."""
+        uids = {uid for uid, owner in self.workload_of.items() if owner == key}
+        if not uids:
+            return []
+        pods = self.qc.store.list_objects("", "pods", key.partition("/")[0])[0]
+        return sorted((p for p in pods if _uid(p) in uids), key=lambda p: str(p["metadata"]["name"]))
+
+    def _check_finished(self, key: str) -> list[Event]:
+        wl = self.qc.scheduler.workloads.get(key)
+        if wl is None or wl.state is WorkloadState.FINISHED or not wl.holds_quota:
+            return []
+        verdict = outcome([str((p.get("status") or {}).get("phase", "Pending")) for p in self._pods(key)])
+        return self.qc.scheduler.finish(key, self.qc.clock.now(), verdict) if verdict else []
+
+    # --- admission and eviction ---------------------------------------------------------------------
+
+    @staticmethod
+    def owns(workload: Mapping[str, Any]) -> bool:
+        ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
+        return ref is not None and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1"
+
+    def start(self, workload: Mapping[str, Any], wl: Workload) -> None:
+        """Admitted: lift the gate, add the flavors' node labels and tolerations. The controller then runs them
+        (:meth:`run`: at once, or once the capacity driver has bound them to nodes)."""
+        if wl.admission is None:
+            return
+        qc = self.qc
+        for pod in self._pods(wl.key):
+            status = pod.get("status") or {}
+            if status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            podset = "main" if group_of(pod) is None else role(pod)
+            _admit(pod, podset, wl.admission, qc.scheduler.config.flavors)
+            if qc.runtime is not None:
+                pod["metadata"].setdefault("annotations", {})[LOG_ANNOTATION] = str(self._workdir(pod) / "pod.log")
+            pod["status"] = {**status, "conditions": [{"type": "PodScheduled", "status": "True"}]}
+            qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod, keep_status=False)
+            record_event(qc.store, pod, "Started", f"Admitted by clusterQueue {wl.cluster_queue}",
+                         component=_COMPONENT)
+
+    def run(self, key: str, nodes: Mapping[str, list[str]]) -> None:
+        """Bound to ``nodes`` (by pod set): start each pod's local run."""
+        if self.qc.runtime is None:
+            return
+        taken: dict[str, int] = {}
+        for pod in self._pods(key):
+            if _uid(pod) in self.running or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            podset = "main" if group_of(pod) is None else role(pod)
+            placed = list(nodes.get(podset) or [])
+            index = taken[podset] = taken.get(podset, -1) + 1
+            if index < len(placed):
+                pod["spec"]["nodeName"] = placed[index]
+                self.qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod)
+            run = LocalPod(pod, self._workdir(pod), functools.partial(self._status, _ns(pod),
+                                                                      str(pod["metadata"]["name"]), _uid(pod)))
+            self.running[_uid(pod)] = run
+            run.start()
+
+    def stop(self, workload: Mapping[str, Any]) -> None:
+        """Evicted: as Kueue stops a pod (it cannot suspend one), each pod's run is killed, the pod is marked
+        ``TerminationTarget`` and deleted; the workload then goes with the last of its pods."""
+        key = f"{_ns(workload)}/{workload['metadata']['name']}"
+        for pod in self._pods(key):
+            run = self.running.pop(_uid(pod), None)
+            if run is not None:
+                run.stop(wait=0)  # its processes are killed; its thread, which may wait on the store, ends by itself
+            status = copy.deepcopy(pod.get("status") or {})
+            kept = [c for c in status.get("conditions") or [] if c.get("type") != "TerminationTarget"]
+            status["conditions"] = [*kept,
+                                    {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted",
+                                     "message": "Evicted from its ClusterQueue"}]
+            pod_key = _pod_key(_ns(pod), pod["metadata"]["name"])
+            with contextlib.suppress(NotFound):
+                self.qc.store.update(pod_key, {**pod, "status": status}, subresource="status")
+                record_event(self.qc.store, pod, "Stopped", "Evicted from its ClusterQueue: the pod is deleted",
+                             type="Warning", component=_COMPONENT)
+                self.qc.store.delete(pod_key)
+
+    def stop_all(self) -> None:
+        runs, self.running = list(self.running.values()), {}
+        for run in runs:
+            run.stop(wait=2.0)
+
+    def _workdir(self, pod: Mapping[str, Any]) -> Path:
+        home = self.qc.runtime.home if self.qc.runtime is not None else Path(".")
+        return home / "runtime" / "pods" / _ns(pod) / str(pod["metadata"]["name"])
+
+    def _status(self, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
+        key = _pod_key(namespace, name)
+        try:
+            with self.qc.store.transaction():
+                pod = self.qc.store.get(key)
+                if _uid(pod) != uid:
+                    return
+                self.qc.store.update(key, {**pod, "status": status}, subresource="status")
+        except NotFound:
+            return
+
+
+def _compose_problem(group: str, members: list[dict[str, Any]], total: int) -> str | None:
+    """Why the group's workload cannot be made yet (Kueue's messages), or None."""
+    if len(members) < total:
+        return f"'{group}' group has fewer runnable pods than expected"
+    first = members[0]
+    for other in members[1:]:
+        queues = [(p["metadata"].get("labels") or {}).get(QUEUE_LABEL) for p in (first, other)]
+        if queues[0] != queues[1]:
+            return (f"pods '{first['metadata']['name']}' and '{other['metadata']['name']}' has different queue names: "
+                    f"{queues[0]}!={queues[1]}")
+        if group_total(other) != total:
+            return (f"pods '{first['metadata']['name']}' and '{other['metadata']['name']}' has different "
+                    f"'kueue.x-k8s.io/pod-group-total-count' values: {total}!={group_total(other)}")
+    return None
+
+
+def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapping[str, FlavorSpec]) -> None:
+    """Lift Kueue's gate and add the node labels and tolerations of the flavors ``podset`` was given."""
+    spec = pod.setdefault("spec", {})
+    gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
+    if gates:
+        spec["schedulingGates"] = gates
+    else:
+        spec.pop("schedulingGates", None)
+    assignment = next((ps for ps in admission.podsets if ps.name == podset), None)
+    if assignment is None:
+        return
+    selector = dict(spec.get("nodeSelector") or {})
+    tolerations = list(spec.get("tolerations") or [])
+    for flavor_name in sorted(set(assignment.flavors.values())):
+        flavor = flavors.get(flavor_name)
+        if flavor is None:
+            continue
+        selector.update(flavor.node_labels)
+        for tol in flavor.tolerations:
+            entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
+                                        ("effect", tol.effect)) if v}
+            if entry not in tolerations:
+                tolerations.append(entry)
+    if selector:
+        spec["nodeSelector"] = selector
+    if tolerations:
+        spec["tolerations"] = tolerations

@@ -1,0 +1,174 @@
+"""Runs admitted RayClusters for real (one local Ray cluster each) and keeps their status in the store.
+
+Started when the cluster's workload is admitted (and its pods bound, where node pools are modelled); stopped,
+its Service and Pods removed, when the workload is evicted (the RayCluster is then ``suspended``) or the
+RayCluster deleted. ``kubectl port-forward`` to the head pod (or ``service/<name>-head-svc``) reaches the
+local cluster's dashboard, GCS and client ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
+from flexq.runtime.objects import head_port_map
+from flexq.runtime.raycluster import RayClusterRun
+from flexq.store import Key, NotFound, Store, record_event, rfc3339
+
+__all__ = ["RayClusterRuntime"]
+
+log = logging.getLogger("flexq.runtime")
+
+
+class RayClusterRuntime:
+    """Start, follow and stop RayCluster runs. ``start`` and ``stop`` are safe from any thread."""
+
+    def __init__(self, store: Store, home: Path) -> None:
+        self.store = store
+        self.home = home
+        self.runs: dict[str, RayClusterRun] = {}
+        self.nodes: dict[str, dict[str, list[str]]] = {}
+        self.published: dict[str, set[Key]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(namespace: str, name: str) -> Key:
+        return Key("ray.io", "rayclusters", namespace, name)
+
+    def workdir(self, namespace: str, name: str) -> Path:
+        return self.home / "runtime" / "rayclusters" / namespace / name
+
+    def head_ports(self, namespace: str, pod: Mapping[str, Any]) -> dict[int, int] | None:
+        """The head pod's ports -> the local cluster's, for a pod of a RayCluster run here; None for any other
+        pod. Raises LookupError with the reason when the pod is one of ours but has nothing to forward to."""
+        owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "RayCluster"),
+                     None)
+        run = self.runs.get(f"{namespace}/{owner.get('name')}") if owner is not None else None
+        if run is None or owner is None or str(run.obj["metadata"].get("uid", "")) != str(owner.get("uid", "")):
+            return None
+        name = owner["name"]
+        if (pod["metadata"].get("labels") or {}).get("ray.io/node-type") != "head":
+            raise LookupError(f"pod {pod['metadata']['name']} is a worker of RayCluster {name}, whose Ray cluster "
+                              f"runs as one local node: forward the head pod's ports, or service/{name}-head-svc")
+        local = run.cluster.ports if run.cluster is not None else {}
+        if not local:
+            raise LookupError(f"the Ray cluster of RayCluster {name} is not running")
+        return head_port_map(pod, local)
+
+    def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None,
+              counts: dict[str, int] | None = None) -> None:
+        """Start the cluster on its admitted pods; a cluster already running is resized to ``counts`` (an
+        elastic one whose workload grew or shrank)."""
+        cluster_key = f"{namespace}/{name}"
+        self.nodes[cluster_key] = dict(nodes or {})
+        with self._lock:
+            if cluster_key in self.runs and not self.runs[cluster_key].done.is_set():
+                if counts:
+                    self.runs[cluster_key].resize(counts)
+                return
+            try:
+                obj = self.store.get(self.key(namespace, name))
+            except NotFound:
+                return
+            made: list[RayClusterRun] = []
+
+            def report(fields: dict[str, Any]) -> None:
+                if made and self.runs.get(cluster_key) is made[0]:  # not a run stopped meanwhile
+                    self._status(namespace, name, fields)
+
+            run = RayClusterRun(obj, self.workdir(namespace, name), report,
+                                lambda group, pods: self._scale(namespace, name, group, pods))
+            made.append(run)
+            self.runs[cluster_key] = run
+        self._status(namespace, name, {"state": ""})
+        record_event(self.store, obj, "RayClusterStarting", "starting a local Ray cluster", component="flexq-runtime")
+        run.start()
+
+    def queued(self, namespace: str, name: str) -> None:
+        """A new RayCluster waits for admission, suspended: shown so, as KubeRay shows a suspended cluster."""
+        if f"{namespace}/{name}" not in self.runs:
+            self._write(namespace, name, "suspended", "")
+
+    def stop(self, namespace: str, name: str, suspended: bool = False) -> None:
+        """Stop the cluster (the RayCluster was deleted, or its workload evicted: ``suspended``)."""
+        with self._lock:
+            run = self.runs.pop(f"{namespace}/{name}", None)
+        if run is not None:
+            run.stop()
+        for key in sorted(self.published.pop(f"{namespace}/{name}", set()), key=str):
+            with contextlib.suppress(NotFound):
+                self.store.delete(key)
+        if suspended:
+            self._write(namespace, name, "suspended", "")
+
+    def stop_all(self) -> None:
+        with self._lock:
+            runs, self.runs = list(self.runs.items()), {}
+        for cluster_key, run in runs:
+            run.stop(wait=2.0)
+            for key in self.published.pop(cluster_key, set()):
+                with contextlib.suppress(NotFound):
+                    self.store.delete(key)
+
+    def _scale(self, namespace: str, name: str, group: str, pods: int) -> None:
+        """The autoscaler asks for ``pods`` workers in ``group``: the RayCluster's replicas are patched, as KubeRay's
+        autoscaler patches them, and the queue decides."""
+        key = self.key(namespace, name)
+        try:
+            with self.store.transaction():
+                obj = self.store.get(key)
+                for spec in (obj.get("spec") or {}).get("workerGroupSpecs") or []:
+                    if spec.get("groupName") == group:
+                        before = int(spec.get("replicas", 1))
+                        spec["replicas"] = max(1, pods // int(spec.get("numOfHosts", 1))) if pods else 0
+                        if spec["replicas"] != before:
+                            obj = self.store.update(key, obj)
+                            record_event(self.store, obj, "AutoscalerScaling", f"worker group {group}: replicas "
+                                         f"{before} -> {spec['replicas']}", component="flexq-autoscaler")
+                        return
+        except NotFound:
+            return
+
+    def _status(self, namespace: str, name: str, fields: dict[str, Any]) -> None:
+        self._write(namespace, name, str(fields.get("state", "")), str(fields.get("reason", "")),
+                    str(fields.get("readyTime", "")))
+
+    def _write(self, namespace: str, name: str, state: str, reason: str, ready_time: str = "") -> None:
+        key = self.key(namespace, name)
+        cluster_key = f"{namespace}/{name}"
+        stamp = rfc3339(datetime.now(UTC))
+        try:
+            with self.store.transaction():
+                obj = self.store.get(key)
+                old = obj.get("status") or {}
+                ready_time = ready_time or str((old.get("stateTransitionTimes") or {}).get("ready", ""))
+                status = cluster_status(obj, state, reason, ready_time, stamp)
+                self.store.update(key, {**obj, "status": status}, subresource="status")
+                if state == "suspended":
+                    return
+                phase = {"ready": "Running", "failed": "Failed"}.get(state, "Pending")
+                workdir = self.workdir(namespace, name)
+                keys = self.published.setdefault(cluster_key, set())
+                for object_key, published in raycluster_objects(obj, phase, self.nodes.get(cluster_key, {}),
+                                                                str(workdir / "head.log"), ready_time or stamp):
+                    keys.add(object_key)
+                    try:
+                        current = self.store.get(object_key)
+                    except NotFound:
+                        self.store.create(object_key, published)
+                        continue
+                    if current.get("status") != published.get("status"):
+                        self.store.update(object_key, {**current, "status": published["status"]},
+                                          subresource="status")
+            if state in ("ready", "failed"):
+                record_event(self.store, obj, "RayClusterReady" if state == "ready" else "RayClusterFailed",
+                             "the Ray cluster is ready" if state == "ready" else reason,
+                             type="Normal" if state == "ready" else "Warning", component="flexq-runtime")
+        except NotFound:
+            log.info("RayCluster %s/%s is gone; its status is dropped", namespace, name)

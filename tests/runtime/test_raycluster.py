@@ -1,0 +1,133 @@
+"""A RayCluster for real: admitted, ready as KubeRay reports it, a job submitted through the real kubectl's
+port-forward to its head Service succeeds, and deleting the RayCluster stops exactly its Ray processes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.cli.test_kubectl_raycluster import SETUP, _eventually, cluster
+from tests.conftest import free_port, start_server, stop_server
+
+
+def _clusters_of(server_pid: int) -> dict[int, Path]:
+    """The Ray clusters a server started: their process sessions and temp dirs (from ``ray start``'s command)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and "start" in argv and any(a.endswith("ray.scripts.scripts") for a in argv):
+            temp = next(a.removeprefix("--temp-dir=") for a in argv if a.startswith("--temp-dir="))
+            found[int(entry.name)] = Path(temp)
+    return found
+
+
+def _alive(sessions: set[int]) -> list[int]:
+    """The live (not zombie) processes of those sessions."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if stat[0] != "Z" and int(stat[3]) in sessions:
+            alive.append(int(entry.name))
+    return alive
+
+
+def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.skip("kubectl is not installed")
+    srv = start_server(tmp_path / "home", "--runtime", "ray")
+    config = tmp_path / "kubeconfig"
+    env = {**srv.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)}
+    forward: subprocess.Popen[str] | None = None
+    clusters: dict[int, Path] = {}
+
+    def kubectl(*args: str, input: str | None = None) -> str:
+        proc = subprocess.run([binary, *args], input=input, capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    try:
+        subprocess.run([sys.executable, "-m", "flexq.cli.main", "kubeconfig", "--write", str(config)],
+                       env=srv.env(), check=True, capture_output=True)
+        kubectl("apply", "-f", "-", input=SETUP)
+        kubectl("apply", "-f", "-", input=cluster("notebook", 1))
+        kubectl("apply", "-f", "-", input=cluster("waiting", 3))  # 1 + 3 CPUs on top of 2: over the 4 there are
+
+        def ready() -> dict[str, Any] | None:
+            obj = yaml.safe_load(kubectl("get", "raycluster", "notebook", "-o", "yaml"))
+            status: dict[str, Any] = obj.get("status") or {}
+            assert status.get("state") != "failed", status
+            return status if status.get("state") == "ready" else None
+
+        status = _eventually(ready, 120)
+        assert status["endpoints"]["dashboard"] == "8265" and status["head"]["serviceName"] == "notebook-head-svc"
+        assert status["availableWorkerReplicas"] == 1 and status["desiredCPU"] == "2"
+        states = {line.split()[0]: line.split()[-2] for line in kubectl("get", "rayclusters").splitlines()[1:]}
+        assert states == {"notebook": "ready", "waiting": "suspended"}, "a queued cluster shows suspended"
+        pods = kubectl("get", "pods", "-l", "ray.io/cluster=notebook", "-o", "name").split()
+        assert len(pods) == 2, pods
+        assert "Running" in kubectl("get", "pods")
+        clusters = _clusters_of(srv.process.pid)
+        assert len(clusters) == 1 and _alive(set(clusters)), "one local Ray cluster, in a session of its own"
+
+        local = free_port()
+        forward = subprocess.Popen([binary, "port-forward", "service/notebook-head-svc", f"{local}:8265"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        url = f"http://127.0.0.1:{local}"
+
+        def submitted() -> str | None:
+            assert forward is not None and forward.poll() is None, forward.communicate() if forward else ""
+            try:
+                response = httpx.post(f"{url}/api/jobs/", json={"entrypoint": "python -c 'print(6 * 7)'"},
+                                      timeout=30)
+            except httpx.HTTPError:
+                return None
+            if response.status_code != 200:
+                assert "No available agent" in response.text, response.text
+                return None
+            return str(response.json()["submission_id"])
+
+        submission = _eventually(submitted, 90)
+
+        def succeeded() -> bool:
+            state = httpx.get(f"{url}/api/jobs/{submission}", timeout=30).json()["status"]
+            assert state not in ("FAILED", "STOPPED"), state
+            return bool(state == "SUCCEEDED")
+
+        _eventually(succeeded, 90)
+        assert "42" in httpx.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json()["logs"]
+        forward.terminate()
+        forward.communicate(timeout=30)
+        forward = None
+
+        kubectl("delete", "raycluster", "notebook", "waiting")
+
+        def gone() -> bool:
+            return not _alive(set(clusters)) and not kubectl("get", "pods,services,workloads", "-o", "name").strip()
+
+        _eventually(gone, 60)
+    finally:
+        if forward is not None:
+            forward.terminate()
+            forward.communicate(timeout=30)
+        stop_server(srv)
+    assert not any(temp.exists() for temp in clusters.values()), "the cluster's temp dir is removed"
