@@ -18,6 +18,7 @@ from flexq.api.envsubst import read_env_file
 from flexq.api.errors import ApiError, InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.cli.client import Client, CliError
+from flexq.cli.dashboard import dashboard
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import describe as describe_text
 from flexq.cli.printers import render_table, to_json, to_yaml
@@ -756,6 +757,9 @@ def top(
     from flexq.cli import top as overview
 
     overview.run(_client(), interval, once, Console(width=None if not once else 200))
+
+
+app.command()(dashboard)
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, WebSocket
@@ -27,6 +28,7 @@ from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
 from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.ui import ui_router
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
@@ -59,7 +61,8 @@ class ApplyResponse(BaseModel):
 
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
-               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None) -> FastAPI:
+               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None,
+               home: Path | None = None) -> FastAPI:
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
@@ -73,6 +76,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
 
     app.include_router(gke_router(service, endpoint, ca_pem))
+    app.include_router(ui_router(service, hub, runtime, home, observe))
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
              response_class=PlainTextResponse)

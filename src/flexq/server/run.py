@@ -42,7 +42,8 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
     endpoint = f"{host}:{tls_port}" if tls_port is not None else f"{host}:{port}"
     try:
         controller.start()
-        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe)
+        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe,
+                         home)
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
                                           ws="wsproto"))]

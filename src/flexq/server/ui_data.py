@@ -1,0 +1,283 @@
+"""What the dashboard shows, read from the store: queues, pools, ProvisioningRequests, jobs and one job's story.
+
+Pure functions of stored objects (and the controller's :class:`~flexq.controller.metrics.Sample` where the server
+runs one), so that the pages, their JSON and ``flexq get`` agree: a job's flavors and its one-line reason are the
+ones ``get workloads`` prints (:mod:`flexq.objects.table`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from flexq.api.quantity import parse_quantity
+from flexq.capacity.catalog import UnknownMachineType, machine_type
+from flexq.controller.metrics import Sample
+from flexq.durations import DurationError, parse_duration
+from flexq.objects.table import workload_flavors, workload_reason
+from flexq.runtime.rayjob import parse_reports
+from flexq.server.ui_models import (
+    Cohort,
+    FlavorQuota,
+    FlavorTry,
+    JobRow,
+    MetricPoint,
+    Pool,
+    Provisioning,
+    Queue,
+    ResourceUse,
+    TimelineEntry,
+    Variant,
+)
+
+__all__ = ["STATES", "cohorts", "considered", "eta", "is_variant", "job_rows", "metric_points", "pools",
+           "provisioning", "queues", "timeline", "variants"]
+
+STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
+_ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
+_POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
+
+
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def eta(message: str, since: Any) -> str | None:
+    """When what a message says is awaited is expected: ``expected in 30s`` written at ``since`` (RFC 3339)."""
+    match = _ETA.search(message)
+    start = _time(since)
+    if match is None or start is None:
+        return None
+    try:
+        return _iso(start + timedelta(seconds=parse_duration(match.group(1))))
+    except DurationError:
+        return None
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(parse_quantity(value).value)
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _true(conditions: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return conditions.get(kind, {}).get("status") == "True"
+
+
+# --- overview ---------------------------------------------------------------------------------------------------
+
+def queues(cluster_queues: Iterable[Mapping[str, Any]]) -> list[Queue]:
+    """Each ClusterQueue with its flavors' quota and what of it is reserved, per resource."""
+    out = []
+    for cq in sorted(cluster_queues, key=lambda o: str(o["metadata"]["name"])):
+        spec, status = cq.get("spec") or {}, cq.get("status") or {}
+        used = {(f["name"], r["name"]): r.get("total", "0")
+                for f in status.get("flavorsReservation") or status.get("flavorsUsage") or []
+                for r in f.get("resources") or []}
+        flavors = []
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                resources = [ResourceUse(resource=r["name"], used=_amount(used.get((flavor["name"], r["name"]), "0")),
+                                         nominal=_amount(r.get("nominalQuota", "0")),
+                                         usedText=str(used.get((flavor["name"], r["name"]), "0")),
+                                         nominalText=str(r.get("nominalQuota", "0")))
+                             for r in flavor.get("resources") or []]
+                flavors.append(FlavorQuota(flavor=flavor["name"], resources=resources))
+        active = _conditions(cq).get("Active", {})
+        out.append(Queue(name=cq["metadata"]["name"], cohort=str(spec.get("cohortName") or spec.get("cohort") or ""),
+                         active=active.get("status", "True") == "True",
+                         reason="" if active.get("status", "True") == "True" else str(active.get("message", "")),
+                         pending=int(status.get("pendingWorkloads") or 0),
+                         reserving=int(status.get("reservingWorkloads") or 0),
+                         admitted=int(status.get("admittedWorkloads") or 0), flavors=flavors))
+    return out
+
+
+def cohorts(rows: Sequence[Queue]) -> list[Cohort]:
+    members: dict[str, list[str]] = {}
+    for q in rows:
+        if q.cohort:
+            members.setdefault(q.cohort, []).append(q.name)
+    return [Cohort(name=name, queues=names) for name, names in sorted(members.items())]
+
+
+def pools(node_pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
+          sample: Sample | None) -> list[Pool]:
+    """Each node pool with its nodes by state and what it costs an hour. The controller's sample (where the server
+    runs one) tells idle nodes from busy ones; the Node objects alone tell ready from booting."""
+    counted: dict[str, list[int]] = {}
+    for node in nodes:
+        pool = str((node["metadata"].get("labels") or {}).get(_POOL_LABEL, ""))
+        counted.setdefault(pool, [0, 0])[0 if _true(_conditions(node), "Ready") else 1] += 1
+    out = []
+    for obj in sorted(node_pools, key=lambda o: str(o["metadata"]["name"])):
+        name, spec = str(obj["metadata"]["name"]), obj.get("spec") or {}
+        machine = str(spec.get("machineType", ""))
+        ready, booting = counted.get(name, [0, 0])
+        idle = 0
+        price: float | None = None
+        if sample is not None:
+            booting = sample.nodes.get((name, "booting"), booting)
+            idle = sample.nodes.get((name, "idle"), 0)
+            ready = idle + sample.nodes.get((name, "busy"), max(0, ready - idle))
+            price = sample.pool_hourly.get(name)
+        flex = bool(spec.get("flexStart"))
+        if price is None:
+            try:
+                kind = machine_type(machine)
+                price = kind.flex_start_hourly if flex else kind.on_demand_hourly
+            except UnknownMachineType:
+                price = None
+        autoscaling = spec.get("autoscaling") or {}
+        most = autoscaling.get("maxNodeCount")
+        out.append(Pool(name=name, machineType=machine,
+                        capacityType="flex-start" if flex else ("queued" if spec.get("queuedProvisioning")
+                                                                else "on-demand"),
+                        ready=ready, booting=booting, idle=idle, maxNodes=int(most) if most is not None else None,
+                        pricePerNodeHour=price, costPerHour=round((price or 0.0) * (ready + booting), 4)))
+    return out
+
+
+def provisioning(requests: Iterable[Mapping[str, Any]]) -> list[Provisioning]:
+    """ProvisioningRequests in flight (neither provisioned nor failed), with when their capacity is expected."""
+    out = []
+    for pr in requests:
+        conditions = _conditions(pr)
+        if any(_true(conditions, kind) for kind in ("Provisioned", "Failed", "BookingExpired", "CapacityRevoked")):
+            continue
+        latest = max((c for c in conditions.values() if c.get("status") == "True"),
+                     key=lambda c: str(c.get("lastTransitionTime", "")), default={})
+        message = str(latest.get("message") or conditions.get("Provisioned", {}).get("message") or "")
+        meta = pr["metadata"]
+        owner = next((r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workload"), "")
+        out.append(Provisioning(namespace=str(meta.get("namespace", "")), name=str(meta["name"]), workload=owner,
+                                state=str(latest.get("type", "Pending")), message=message,
+                                created=str(meta.get("creationTimestamp", "")),
+                                eta=eta(message, latest.get("lastTransitionTime"))))
+    return sorted(out, key=lambda p: (p.created, p.name))
+
+
+# --- jobs -------------------------------------------------------------------------------------------------------
+
+def _owner(wl: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in wl["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") in ("RayJob", "Job"):
+            return str(ref["kind"]), str(ref["name"])
+    return "", ""
+
+
+def is_variant(wl: Mapping[str, Any]) -> bool:
+    """A racing workload's variant: its workload's row tells how the race stands."""
+    return any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or [])
+
+
+def _running(kind: str, job: Mapping[str, Any] | None) -> bool:
+    status = (job or {}).get("status") or {}
+    if kind == "RayJob":
+        return status.get("jobStatus") == "RUNNING"
+    return int(status.get("active") or 0) > 0
+
+
+def _state(wl: Mapping[str, Any], conditions: Mapping[str, Mapping[str, Any]], running: bool) -> str:
+    if _true(conditions, "Finished"):
+        return "succeeded" if conditions["Finished"].get("reason") == "Succeeded" else "failed"
+    if (wl.get("spec") or {}).get("active") is False:
+        return "inactive"
+    if _true(conditions, "Admitted"):
+        return "running" if running else "admitted"
+    return "reserved" if _true(conditions, "QuotaReserved") else "pending"
+
+
+def job_rows(workloads: Iterable[Mapping[str, Any]], jobs: Mapping[tuple[str, str, str], Mapping[str, Any]],
+             local_queues: Mapping[tuple[str, str], str], now: datetime) -> list[JobRow]:
+    """One row per job (its workload; racing variants are not rows). ``jobs``: (namespace, kind, name) -> the job;
+    ``local_queues``: (namespace, LocalQueue) -> its ClusterQueue."""
+    rows = []
+    for wl in workloads:
+        if is_variant(wl):
+            continue
+        meta, spec, status = wl["metadata"], wl.get("spec") or {}, wl.get("status") or {}
+        ns = str(meta.get("namespace", ""))
+        conditions = _conditions(wl)
+        kind, name = _owner(wl)
+        state = _state(wl, conditions, _running(kind, jobs.get((ns, kind, name))))
+        created = _time(meta.get("creationTimestamp")) or now
+        admitted = _time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
+        finished = _time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
+        waited = ((admitted or finished or now) - created).total_seconds()
+        reason = "" if state in ("running", "succeeded", "failed") else workload_reason(dict(wl), now)
+        # The ETA is read from the whole condition message: the one-line reason may be cut short.
+        waits = [eta(str(c.get("message", "")), c.get("lastTransitionTime")) for k, c in conditions.items()
+                 if k in ("QuotaReserved", "Admitted") and c.get("status") != "True"] if reason else []
+        queue = str(spec.get("queueName", ""))
+        rows.append(JobRow(
+            namespace=ns, name=str(meta["name"]), jobKind=kind, jobName=name, queue=queue,
+            clusterQueue=str((status.get("admission") or {}).get("clusterQueue") or local_queues.get((ns, queue), "")),
+            state=state, priority=int(spec.get("priority") or 0), flavors=workload_flavors(dict(wl), now),
+            created=_iso(created), waitSeconds=max(0.0, round(waited, 1)), reason=reason,
+            eta=next((w for w in waits if w is not None), None),
+            costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4)))
+    return rows
+
+
+# --- one job ----------------------------------------------------------------------------------------------------
+
+def timeline(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+             requests: Iterable[Mapping[str, Any]]) -> list[TimelineEntry]:
+    """Created, each condition's latest transition, every Event about the workload or its job, and each of its
+    ProvisioningRequests' conditions; oldest first."""
+    entries = [TimelineEntry(time=str(wl["metadata"].get("creationTimestamp", "")), source="condition",
+                             what="Created", detail=f"workload {wl['metadata']['name']}")]
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        entries.append(TimelineEntry(time=str(c.get("lastTransitionTime", "")), source="condition",
+                                     what=f"{c.get('type')}={c.get('status')}",
+                                     detail=f"{c.get('reason', '')}: {c.get('message', '')}".strip(": ")))
+    for ev in events:
+        count = int(ev.get("count") or 1)
+        entries.append(TimelineEntry(time=str(ev.get("lastTimestamp") or ev.get("firstTimestamp") or ""),
+                                     source="event", what=str(ev.get("reason", "")),
+                                     detail=str(ev.get("message", "")) + (f" (x{count})" if count > 1 else "")))
+    for pr in requests:
+        for c in (pr.get("status") or {}).get("conditions") or []:
+            entries.append(TimelineEntry(time=str(c.get("lastTransitionTime", "")), source="provisioning",
+                                         what=f"{pr['metadata']['name']} {c.get('type')}={c.get('status')}",
+                                         detail=str(c.get("message", ""))))
+    return sorted(entries, key=lambda e: (e.time, e.source != "condition"))
+
+
+def considered(wl: Mapping[str, Any]) -> list[FlavorTry]:
+    return [FlavorTry(podSet=str(t.get("podSet", "")), flavor=str(t.get("flavor", "")), mode=str(t.get("mode", "")),
+                      borrowing=bool(t.get("borrowing")), reasons=[str(r) for r in t.get("reasons") or []])
+            for t in (wl.get("status") or {}).get("flavorsConsidered") or []]
+
+
+def variants(wl: Mapping[str, Any]) -> list[Variant]:
+    return [Variant(name=str(v.get("name", "")), flavor=str(v.get("flavor", "")), state=str(v.get("state", "")),
+                    message=str(v.get("message", "")))
+            for v in (wl.get("status") or {}).get("variants") or []]
+
+
+def metric_points(log: str) -> list[MetricPoint]:
+    """The numeric metrics of every ``train.report`` in a driver log."""
+    points = []
+    for report in parse_reports(log):
+        values = {str(k): float(v) for k, v in report.items()
+                  if k != "report" and isinstance(v, int | float) and not isinstance(v, bool)}
+        points.append(MetricPoint(report=int(report["report"]), values=values))
+    return points
