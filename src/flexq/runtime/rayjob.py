@@ -33,7 +33,8 @@ __all__ = ["END_MARKER", "RayJobRun", "parse_metrics", "parse_reports"]
 
 END_MARKER: Final = "\x00flexq-end\x00"
 DEFAULT_DEADLINE: Final = 3600.0
-_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), validation")
+_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), "
+                            r"validation=\w+\)(?: from rank (\d+))?")
 _AGENT_WAIT: Final = 120.0
 """How long a submission is retried while the head's job agent is not up yet (it starts after the dashboard,
 late on a loaded machine, and Ray answers "No available agent to submit job, please try again later")."""
@@ -57,6 +58,8 @@ def parse_reports(log: str) -> list[dict[str, Any]]:
     under ``report``. A log holding several runs (after an eviction) holds each run's reports."""
     reports: list[dict[str, Any]] = []
     for match in _REPORT.finditer(log):
+        if match.group(3) not in (None, "0"):
+            continue  # every worker logs its copy of the report
         try:
             value = ast.literal_eval(match.group(2))
         except (ValueError, SyntaxError):

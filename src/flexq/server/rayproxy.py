@@ -8,6 +8,8 @@ under the prefix.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -22,6 +24,23 @@ PREFIX: Final = "/ui/ray"
 _HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                          "transfer-encoding", "upgrade", "host", "content-length"})
 _METHODS: Final = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+_STARTING: Final = 30.0
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request,
+                running: Callable[[], bool]) -> httpx.Response | httpx.HTTPError:
+    """Send ``request``; while the cluster is ``running`` but its dashboard refuses connections (it comes up a few
+    seconds after the head), try again for up to :data:`_STARTING` seconds."""
+    deadline = time.monotonic() + _STARTING
+    while True:
+        try:
+            return await client.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            if time.monotonic() > deadline or not running():
+                return exc
+            await asyncio.sleep(0.5)
+        except httpx.HTTPError as exc:
+            return exc
 
 
 def ray_proxy_router(dashboard_port: Callable[[str, str], int | None] | None) -> APIRouter:
@@ -34,9 +53,10 @@ def ray_proxy_router(dashboard_port: Callable[[str, str], int | None] | None) ->
 
     @router.api_route(PREFIX + "/{namespace}/{name}/{path:path}", methods=_METHODS)
     async def proxy(request: Request, namespace: str, name: str, path: str) -> Response:
-        port = dashboard_port(namespace, name) if dashboard_port is not None else None
-        if port is None:
-            why = ("this server does not run jobs (--runtime none)" if dashboard_port is None else
+        ports = dashboard_port
+        port = ports(namespace, name) if ports is not None else None
+        if ports is None or port is None:
+            why = ("this server does not run jobs (--runtime none)" if ports is None else
                    f"the Ray cluster of RayJob {namespace}/{name} is not running (it starts when the job is "
                    "admitted and goes when it finishes)")
             return PlainTextResponse(f"no Ray dashboard: {why}\n", status_code=404)
@@ -45,11 +65,10 @@ def ray_proxy_router(dashboard_port: Callable[[str, str], int | None] | None) ->
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
         upstream = client.build_request(request.method, f"{origin}/{path}", params=request.url.query,
                                         headers=headers, content=await request.body())
-        try:
-            answer = await client.send(upstream, stream=True)
-        except httpx.HTTPError as exc:
+        answer = await _send(client, upstream, lambda: ports(namespace, name) == port)
+        if isinstance(answer, httpx.HTTPError):
             await client.aclose()
-            return PlainTextResponse(f"the Ray dashboard of RayJob {namespace}/{name} did not answer: {exc}\n",
+            return PlainTextResponse(f"the Ray dashboard of RayJob {namespace}/{name} did not answer: {answer}\n",
                                      status_code=502)
         out = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
         location = out.get("location")

@@ -108,7 +108,7 @@
     document.getElementById("considered").replaceChildren(d.considered.length ?
       table(["pod set", "flavor", "mode", "borrowing", "why refused"], d.considered.map(c => el("tr", {},
         el("td", {}, c.podSet), el("td", {}, c.flavor), el("td", {}, c.mode), el("td", {}, c.borrowing ? "yes" : "no"),
-        el("td", {class: "reason"}, c.reasons.join("; ") || "taken")))), "flavors considered")
+        el("td", {class: "reason"}, c.reasons.join("; ") || "taken"))), "flavors considered")
       : el("p", {class: "muted"}, "No nomination recorded (the workload holds its flavors, or none was tried)."));
     document.getElementById("timeline").replaceChildren(table(["time", "source", "what", "detail"],
       d.timeline.map(t => el("tr", {}, el("td", {}, time(t.time)), el("td", {}, t.source), el("td", {}, t.what),
