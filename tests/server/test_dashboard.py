@@ -8,6 +8,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import pytest
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.ui_data import eta, metric_points
+from flexq.server.ui_jobs import JobTable
+from flexq.server.ui_models import JobRow
 from flexq.store import Key, Store
 from tests.conftest import guide_text
 from tests.controller.test_live import _cond, _eventually, _workloads
@@ -214,3 +217,39 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
 
 def _assert(value: bool) -> None:
     assert value
+
+
+def test_the_jobs_table_follows_the_change_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        now = datetime.now(UTC)
+        queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"name": "q1", "namespace": "team"}, "spec": {"clusterQueue": "cq-a"}}
+        lq = store.create(Key("kueue.x-k8s.io", "localqueues", "team", "q1"), queue)
+        for i in (1, 4, 5):
+            wl = _workload(i, "pending" if i != 5 else "admitted", now)
+            store.create(Key("kueue.x-k8s.io", "workloads", "team", wl["metadata"]["name"]), wl)
+        job = store.create(Key("batch", "jobs", "team", "job-0005"), {"apiVersion": "batch/v1", "kind": "Job",
+                                                                      "metadata": {"name": "job-0005"}})
+        table = JobTable(store)
+
+        def rows() -> dict[str, JobRow]:
+            return {r.jobName: r for r in table.page(None, None, None, "name", False, 0, 50).items}
+
+        assert {n: (r.state, r.clusterQueue) for n, r in rows().items()} == {
+            "job-0001": ("pending", "cq-a"), "job-0004": ("pending", "cq-a"), "job-0005": ("admitted", "cq")}
+        store.update(Key("batch", "jobs", "team", "job-0005"), {**job, "status": {"active": 1}}, subresource="status")
+        store.update(Key("kueue.x-k8s.io", "localqueues", "team", "q1"), {**lq, "spec": {"clusterQueue": "cq-b"}})
+        store.delete(Key("kueue.x-k8s.io", "workloads", "team", "job-0004-wl"))
+        assert {n: (r.state, r.clusterQueue) for n, r in rows().items()} == {
+            "job-0001": ("pending", "cq-b"), "job-0005": ("running", "cq")}
+        first = rows()["job-0001"].waitSeconds
+        time.sleep(1.1)
+        assert rows()["job-0001"].waitSeconds >= first + 1, "a wait is counted when the page is served"
+        store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0007-wl"), _workload(7, "succeeded", now))
+        store.compact(keep=0)  # the table had not read the change: it builds anew
+        store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0010-wl"), _workload(10, "pending", now))
+        assert sorted(rows()) == ["job-0001", "job-0005", "job-0007", "job-0010"]
+        assert rows()["job-0007"].state == "succeeded" and rows()["job-0010"].clusterQueue == "cq-b"
+    finally:
+        store.close()

@@ -29,7 +29,8 @@ from flexq.server import ui_data
 from flexq.server.errors import status_body
 from flexq.server.hub import ChangeHub
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
-from flexq.server.ui_models import JobDetail, JobPage, JobRow, Overview, Report
+from flexq.server.ui_jobs import JobTable
+from flexq.server.ui_models import JobDetail, JobPage, Overview, Report
 from flexq.store import Key, NotFound
 
 __all__ = ["ui_router"]
@@ -38,9 +39,6 @@ _PAGES: Final = {"overview": "overview.html", "jobs": "jobs.html", "job": "job.h
 _TYPES: Final = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-_FRESH: Final = 2.0
-"""Seconds a computed jobs table is reused while the store has not changed (its waits grow with the clock)."""
-_SORTS: Final = ("created", "name", "queue", "state", "priority", "wait", "cost")
 Sort = Literal["created", "name", "queue", "state", "priority", "wait", "cost"]
 
 
@@ -54,50 +52,13 @@ def _assets() -> dict[str, tuple[bytes, str]]:
     return out
 
 
-class _Jobs:
-    """The jobs table, computed once per store change (and at most every :data:`_FRESH` seconds otherwise)."""
-
-    def __init__(self, service: ObjectService) -> None:
-        self.service = service
-        self._lock = threading.Lock()
-        self._made: tuple[int, float, list[JobRow]] | None = None
-
-    def rows(self) -> list[JobRow]:
-        store = self.service.store
-        with self._lock:
-            rv = store.current_rv()
-            if self._made is not None and self._made[0] == rv and time.monotonic() - self._made[1] < _FRESH:
-                return self._made[2]
-            workloads, _ = store.list_objects("kueue.x-k8s.io", "workloads")
-            jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
-            for group, resource, kind in (("ray.io", "rayjobs", "RayJob"), ("batch", "jobs", "Job")):
-                for obj in store.list_objects(group, resource)[0]:
-                    jobs[(str(obj["metadata"].get("namespace", "")), kind, str(obj["metadata"]["name"]))] = obj
-            queues = {(str(o["metadata"].get("namespace", "")), str(o["metadata"]["name"])):
-                      str((o.get("spec") or {}).get("clusterQueue", ""))
-                      for o in store.list_objects("kueue.x-k8s.io", "localqueues")[0]}
-            rows = ui_data.job_rows(workloads, jobs, queues, datetime.now(UTC))
-            self._made = (rv, time.monotonic(), rows)
-            return rows
-
-
-def _flavors(row: JobRow) -> set[str]:
-    return {f for part in row.flavors.split(",") if "=" in part for f in part.split("=", 1)[1].split("+")}
-
-
-def _key(sort: str) -> Callable[[JobRow], Any]:
-    return {"created": lambda r: (r.created, r.name), "name": lambda r: (r.namespace, r.name),
-            "queue": lambda r: (r.queue, r.created), "state": lambda r: (ui_data.STATES.index(r.state), r.created),
-            "priority": lambda r: (r.priority, r.created), "wait": lambda r: (r.waitSeconds, r.name),
-            "cost": lambda r: (r.costUsd, r.name)}[sort]
-
-
 def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None, home: Path | None,
               observe: Callable[[], tuple[Tally, Sample]] | None) -> APIRouter:
     """The dashboard's pages, assets, JSON, change stream, report files and the Ray dashboard proxy."""
     router = APIRouter()
     assets = _assets()
-    table = _Jobs(service)
+    table = JobTable(service.store)
+    threading.Thread(target=table.warm, name="dashboard-jobs", daemon=True).start()
     store = service.store
     reports_dir = home / "reports" if home is not None else None
 
@@ -163,14 +124,7 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
              offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JobPage:
         """Every job (one row per workload; a racing workload's variants are not rows), filtered, sorted and
         paged: priority, flavors per pod set, wait so far, the one-line why-pending reason and ETA, cost."""
-        rows = table.rows()
-        picked = [r for r in rows if (not queue or queue in (r.queue, r.clusterQueue))
-                  and (not state or r.state == state) and (not flavor or flavor in _flavors(r))]
-        picked.sort(key=_key(sort), reverse=order == "desc")
-        return JobPage(total=len(picked), offset=offset, limit=limit, items=picked[offset:offset + limit],
-                       queues=sorted({r.queue for r in rows if r.queue} | {r.clusterQueue for r in rows
-                                                                          if r.clusterQueue}),
-                       states=list(ui_data.STATES), flavors=sorted({f for r in rows for f in _flavors(r)}))
+        return table.page(queue, state, flavor, sort, order == "desc", offset, limit)
 
     @router.get("/flexq/v1/dashboard/jobs/{namespace}/{name}", response_model=JobDetail, tags=["dashboard"],
                 responses={404: {"description": "no such workload"}})
@@ -182,9 +136,7 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
             wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
         except NotFound:
             return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
-        row = next((r for r in table.rows() if r.namespace == namespace and r.name == name), None)
-        if row is None:  # a variant, or created since the table was made
-            row = ui_data.job_rows([wl], {}, {}, datetime.now(UTC))[0] if not ui_data.is_variant(wl) else None
+        row = table.row(namespace, name)
         if row is None:
             return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
                                             "workload"), 404)

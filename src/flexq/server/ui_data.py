@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -32,8 +33,8 @@ from flexq.server.ui_models import (
     Variant,
 )
 
-__all__ = ["STATES", "cohorts", "considered", "eta", "is_variant", "job_rows", "metric_points", "pools",
-           "provisioning", "queues", "timeline", "variants"]
+__all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "job_entry", "job_running",
+           "metric_points", "owner", "pools", "provisioning", "queues", "timeline", "variants"]
 
 STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
 _ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
@@ -175,7 +176,8 @@ def provisioning(requests: Iterable[Mapping[str, Any]]) -> list[Provisioning]:
 
 # --- jobs -------------------------------------------------------------------------------------------------------
 
-def _owner(wl: Mapping[str, Any]) -> tuple[str, str]:
+def owner(wl: Mapping[str, Any]) -> tuple[str, str]:
+    """The kind and name of the job a workload was made for (``("", "")`` for none)."""
     for ref in wl["metadata"].get("ownerReferences") or []:
         if ref.get("kind") in ("RayJob", "Job"):
             return str(ref["kind"]), str(ref["name"])
@@ -187,7 +189,8 @@ def is_variant(wl: Mapping[str, Any]) -> bool:
     return any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or [])
 
 
-def _running(kind: str, job: Mapping[str, Any] | None) -> bool:
+def job_running(kind: str, job: Mapping[str, Any] | None) -> bool:
+    """Does the job run now (a RayJob's jobStatus RUNNING, a Job's active pods)?"""
     status = (job or {}).get("status") or {}
     if kind == "RayJob":
         return status.get("jobStatus") == "RUNNING"
@@ -204,36 +207,51 @@ def _state(wl: Mapping[str, Any], conditions: Mapping[str, Mapping[str, Any]], r
     return "reserved" if _true(conditions, "QuotaReserved") else "pending"
 
 
-def job_rows(workloads: Iterable[Mapping[str, Any]], jobs: Mapping[tuple[str, str, str], Mapping[str, Any]],
-             local_queues: Mapping[tuple[str, str], str], now: datetime) -> list[JobRow]:
-    """One row per job (its workload; racing variants are not rows). ``jobs``: (namespace, kind, name) -> the job;
-    ``local_queues``: (namespace, LocalQueue) -> its ClusterQueue."""
-    rows = []
-    for wl in workloads:
-        if is_variant(wl):
-            continue
-        meta, spec, status = wl["metadata"], wl.get("spec") or {}, wl.get("status") or {}
-        ns = str(meta.get("namespace", ""))
-        conditions = _conditions(wl)
-        kind, name = _owner(wl)
-        state = _state(wl, conditions, _running(kind, jobs.get((ns, kind, name))))
-        created = _time(meta.get("creationTimestamp")) or now
-        admitted = _time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
-        finished = _time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
-        waited = ((admitted or finished or now) - created).total_seconds()
-        reason = "" if state in ("running", "succeeded", "failed") else workload_reason(dict(wl), now)
-        # The ETA is read from the whole condition message: the one-line reason may be cut short.
-        waits = [eta(str(c.get("message", "")), c.get("lastTransitionTime")) for k, c in conditions.items()
-                 if k in ("QuotaReserved", "Admitted") and c.get("status") != "True"] if reason else []
-        queue = str(spec.get("queueName", ""))
-        rows.append(JobRow(
-            namespace=ns, name=str(meta["name"]), jobKind=kind, jobName=name, queue=queue,
-            clusterQueue=str((status.get("admission") or {}).get("clusterQueue") or local_queues.get((ns, queue), "")),
-            state=state, priority=int(spec.get("priority") or 0), flavors=workload_flavors(dict(wl), now),
-            created=_iso(created), waitSeconds=max(0.0, round(waited, 1)), reason=reason,
-            eta=next((w for w in waits if w is not None), None),
-            costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4)))
-    return rows
+@dataclass(frozen=True, slots=True)
+class JobEntry:
+    """A job's row, and what its wait is counted from: it grows with the clock until the job is admitted."""
+
+    row: JobRow
+    created: float
+    """Epoch seconds."""
+    ended: float | None
+    """When the wait ended (admitted, or finished without), epoch seconds."""
+    flavors: frozenset[str]
+
+    def wait(self, now: float) -> float:
+        return max(0.0, round((self.ended if self.ended is not None else now) - self.created, 1))
+
+    def at(self, now: float) -> JobRow:
+        """The row, its wait counted to ``now``."""
+        return self.row.model_copy(update={"waitSeconds": self.wait(now)})
+
+
+def job_entry(wl: Mapping[str, Any], running: bool, cluster_queue: str, now: datetime) -> JobEntry:
+    """A job's row from its workload (not a racing variant's). ``running``: whether its job runs;
+    ``cluster_queue``: its LocalQueue's ClusterQueue, for a workload not admitted."""
+    meta, spec, status = wl["metadata"], wl.get("spec") or {}, wl.get("status") or {}
+    conditions = _conditions(wl)
+    kind, name = owner(wl)
+    state = _state(wl, conditions, running)
+    created = _time(meta.get("creationTimestamp")) or now
+    admitted = _time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
+    finished = _time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
+    ended = admitted or finished
+    reason = "" if state in ("running", "succeeded", "failed") else workload_reason(dict(wl), now)
+    # The ETA is read from the whole condition message: the one-line reason may be cut short.
+    waits = [eta(str(c.get("message", "")), c.get("lastTransitionTime")) for k, c in conditions.items()
+             if k in ("QuotaReserved", "Admitted") and c.get("status") != "True"] if reason else []
+    flavors = workload_flavors(dict(wl), now)
+    row = JobRow(
+        namespace=str(meta.get("namespace", "")), name=str(meta["name"]), jobKind=kind, jobName=name,
+        queue=str(spec.get("queueName", "")),
+        clusterQueue=str((status.get("admission") or {}).get("clusterQueue") or cluster_queue),
+        state=state, priority=int(spec.get("priority") or 0), flavors=flavors, created=_iso(created),
+        waitSeconds=0.0, reason=reason, eta=next((w for w in waits if w is not None), None),
+        costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4))
+    return JobEntry(row, created.timestamp(), ended.timestamp() if ended is not None else None,
+                    frozenset(f for part in flavors.split(",") if "=" in part
+                              for f in part.split("=", 1)[1].split("+")))
 
 
 # --- one job ----------------------------------------------------------------------------------------------------
