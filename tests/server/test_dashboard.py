@@ -208,6 +208,11 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         shown = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard"], capture_output=True, text=True,
                                env=env, timeout=60, check=False)
         assert shown.returncode == 0 and opened.read_text().strip() == f"{srv.url}/ui/"
+        with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
+            assert next(events.iter_lines()) == "retry: 2000"
+            srv.process.terminate()  # a browser tab left open does not keep a stopping server running
+            assert srv.process.wait(timeout=8) == 0
+        assert srv.process.stderr is not None and "Traceback" not in srv.process.stderr.read().decode()
     finally:
         servers.close()
     gone = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard", "--no-open"], capture_output=True,

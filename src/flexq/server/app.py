@@ -75,6 +75,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     app = FastAPI(title="flexq", version=__version__, lifespan=lifespan,
                   description="flexq's own API. The Kubernetes API is served beside it under /api and /apis.")
 
+    app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))
     app.include_router(ui_router(service, hub, runtime, home, observe))
 

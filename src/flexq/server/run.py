@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -21,6 +22,10 @@ from flexq.server.tls import ensure_certificates
 from flexq.store import Store
 
 __all__ = ["serve"]
+
+_CLOSE_STREAMS = 3
+"""Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
+it closes them: they would otherwise keep it running as long as a browser tab stays open."""
 
 
 class _Server(uvicorn.Server):
@@ -46,21 +51,22 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
                          home)
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                                          ws="wsproto"))]
+                                          ws="wsproto", timeout_graceful_shutdown=_CLOSE_STREAMS))]
         if tls is not None and tls_port is not None:
             servers.append(_Server(uvicorn.Config(app, host=host, port=tls_port, log_level=log_level,
                                                   access_log=False, ws="wsproto", ssl_certfile=str(tls.cert),
-                                                  ssl_keyfile=str(tls.key))))
-        asyncio.run(_serve_all(servers))
+                                                  ssl_keyfile=str(tls.key), timeout_graceful_shutdown=_CLOSE_STREAMS)))
+        asyncio.run(_serve_all(servers, app.state.hub.close))
     finally:
         controller.stop()
         store.close()
 
 
-async def _serve_all(servers: list[_Server]) -> None:
+async def _serve_all(servers: list[_Server], closing: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
+        closing()
         for server in servers:
             server.should_exit = True
 

@@ -185,7 +185,7 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
             last = -1
             deadline = quiet = time.monotonic()
             deadline += 600.0
-            while time.monotonic() < deadline and not await request.is_disconnected():
+            while time.monotonic() < deadline and not hub.closed and not await request.is_disconnected():
                 rv = store.current_rv()
                 if rv != last:
                     yield f"event: change\ndata: {rv}\n\n".encode()
