@@ -6,6 +6,7 @@ its loss chart and its Ray dashboard through the server. A screenshot of each pa
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -149,6 +150,9 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
             assert ray.url.startswith(srv.url + "/ui/ray/default/rayjob-tpu-v6e-dws-1/")
             ray.wait_for_function("document.getElementById('root')?.children.length > 0")  # its scripts ran
             playwright.expect(ray).to_have_title(re.compile(r".+ \| Ray Dashboard$"))  # its app routed itself
+            # What it shows comes from the cluster's API, through the server as well: the job's submission.
+            playwright.expect(ray.get_by_text(re.compile(r"rayjob-tpu-v6e-dws-1-\d{5}")).first).to_be_visible(
+                timeout=60_000)
             ray.screenshot(path=str(ARTIFACTS / "ray-dashboard.png"))
             ray.close()
             playwright.expect(job.locator("#state")).to_have_text("succeeded", timeout=240_000)
@@ -160,6 +164,10 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
             playwright.expect(points).to_have_count(len(epochs))
             assert [int(x) for x in points.evaluate_all("els => els.map(e => e.dataset.x)")] == epochs
             assert job.locator("#chart svg").get_attribute("aria-label") == "loss against epoch"
+            job.get_by_label("Logarithmic scale").check()
+            heights = points.evaluate_all("els => els.map(e => Number(e.getAttribute('cy')))")
+            assert min(abs(a - b) for a, b in itertools.pairwise(heights)) > 5, \
+                "on a log scale the loss, falling by orders of magnitude, spreads out"
             job.screenshot(path=str(ARTIFACTS / "job.png"), full_page=True)
 
             playwright.expect(two.locator("td.state")).to_have_text("succeeded", timeout=240_000)

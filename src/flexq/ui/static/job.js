@@ -40,9 +40,12 @@
     if (!points.length) { box.replaceChildren(el("p", {class: "muted"}, "No metrics reported yet.")); return; }
     const W = 640, H = 260, L = 64, R = 16, T = 12, B = 36;
     const xs = points.map(p => p[0]), ys = points.map(p => p[1]);
-    const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(0, ...ys), y1 = Math.max(...ys);
+    const log = document.getElementById("log-scale").checked && ys.every(v => v > 0);
+    const f = log ? Math.log10 : (v => v);
+    const x0 = Math.min(...xs), x1 = Math.max(...xs);
+    const y0 = log ? Math.min(...ys) : Math.min(0, ...ys), y1 = Math.max(...ys);
     const sx = v => L + (x1 === x0 ? 0.5 : (v - x0) / (x1 - x0)) * (W - L - R);
-    const sy = v => H - B - (y1 === y0 ? 0.5 : (v - y0) / (y1 - y0)) * (H - T - B);
+    const sy = v => H - B - (f(y1) === f(y0) ? 0.5 : (f(v) - f(y0)) / (f(y1) - f(y0))) * (H - T - B);
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     const add = (parent, tag, attrs, text) => {
@@ -120,5 +123,6 @@
   }
 
   document.getElementById("metric").addEventListener("change", chart);
+  document.getElementById("log-scale").addEventListener("change", chart);
   live(refresh);
 })();
