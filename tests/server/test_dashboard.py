@@ -11,13 +11,15 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
 
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
+from flexq.server.ui import State
+from flexq.server.ui_data import STATES as STATES_SHOWN
 from flexq.server.ui_data import eta, metric_points
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobRow
@@ -104,6 +106,9 @@ def test_jobs_are_filtered_sorted_and_paged_by_the_server(client: httpx.Client) 
     assert [r["priority"] for r in by_priority] == sorted(r["priority"] for r in by_priority)
     assert client.get("/flexq/v1/dashboard/jobs", params={"sort": "bogus"}).status_code == 422
     assert client.get("/flexq/v1/dashboard/jobs", params={"limit": 0}).status_code == 422
+    assert get_args(State) == STATES_SHOWN
+    refused = client.get("/flexq/v1/dashboard/jobs", params={"state": "sleeping"})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "state"]
 
 
 def test_one_job_and_what_is_missing(client: httpx.Client) -> None:

@@ -40,6 +40,8 @@ _TYPES: Final = {".html": "text/html; charset=utf-8", ".css": "text/css; charset
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 Sort = Literal["created", "name", "queue", "state", "priority", "wait", "cost"]
+State = Literal["pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive"]
+"""As :data:`flexq.server.ui_data.STATES`."""
 
 
 def _assets() -> dict[str, tuple[bytes, str]]:
@@ -118,7 +120,7 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
 
     @router.get("/flexq/v1/dashboard/jobs", response_model=JobPage, tags=["dashboard"])
     def jobs(queue: Annotated[str | None, Query(description="a LocalQueue or ClusterQueue")] = None,
-             state: Annotated[str | None, Query(description=", ".join(ui_data.STATES))] = None,
+             state: State | None = None,
              flavor: str | None = None,
              sort: Sort = "created", order: Literal["asc", "desc"] = "asc",
              offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JobPage:
