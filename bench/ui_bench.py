@@ -6,7 +6,8 @@ A first load is what a browser fetches to show the page: the HTML, its styleshee
 of the jobs table's JSON (50 rows, filtered, sorted and paged by the server). Each load is made on new connections,
 after a workload changed (the server's table follows the change log); a request made as soon as the server
 listens, while it still reads every workload to build that table, is measured apart. Targets: under 1 s and
-under 200 KB. The figures are printed as a table and written to ``bench/results/ui.json``.
+under 200 KB. The figures are printed as a table and written to ``bench/results/ui.json``. Where Chromium and
+Playwright are installed, the page is also loaded in Chromium, timed from navigation until its 50 rows show.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import statistics
 import tempfile
 import threading
@@ -88,7 +90,7 @@ def _first_load(url: str) -> tuple[float, int, int]:
     moved = 0
     requests = 0
     start = time.perf_counter()
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(base_url=url, timeout=60) as client:
         page = client.get("/ui/jobs")
         assert page.status_code == 200
         fetched = [page]
@@ -103,6 +105,39 @@ def _first_load(url: str) -> tuple[float, int, int]:
     rows = fetched[-1].json()
     assert len(rows["items"]) == 50 and rows["total"] > 0
     return elapsed, moved, requests
+
+
+def _in_chromium(url: str) -> tuple[float, int] | None:
+    """Seconds from navigation to the table's 50 rows on screen (the median of three visits, each with an empty
+    cache) and bytes transferred, in Debian's Chromium (None where Chromium or Playwright is missing)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if chromium is None:
+        return None
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
+                                                                    "--disable-background-networking",
+                                                                    "--no-first-run", "--disable-sync"])
+        try:
+            browser.new_page().goto("about:blank")  # the browser itself is up: what is timed is the page
+            runs = []
+            for _ in range(3):
+                context = browser.new_context()  # an empty cache: a first visit
+                page = context.new_page()
+                start = time.perf_counter()
+                page.goto(url + "/ui/jobs")
+                page.wait_for_function("document.querySelectorAll('#jobs tbody tr').length === 50")
+                elapsed = time.perf_counter() - start
+                moved = page.evaluate("performance.getEntries().filter(e => 'transferSize' in e)"
+                                      ".reduce((n, e) => n + e.transferSize, 0)")
+                runs.append((elapsed, int(moved)))
+                context.close()
+        finally:
+            browser.close()
+    return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
 
 
 def main() -> None:
@@ -134,6 +169,7 @@ def main() -> None:
                 changed["status"]["cost"] = {"usd": 1000.0 + n}
                 store.update(key, changed, subresource="status")
                 loads.append(_first_load(url))
+            browser = _in_chromium(url)
         finally:
             server.should_exit = True
             thread.join(timeout=20)
@@ -144,15 +180,23 @@ def main() -> None:
               "first_load_best_s": round(min(seconds), 4), "first_load_median_s": round(statistics.median(seconds), 4),
               "first_load_bytes": moved, "target_s": TARGET_SECONDS, "target_bytes": TARGET_BYTES,
               "first_load_new_server_s": round(cold[0], 4), "store_fill_s": round(fill_s, 2),
-              "ok": statistics.median(seconds) < TARGET_SECONDS and moved < TARGET_BYTES,
+              "chromium_rows_shown_s": round(browser[0], 4) if browser else None,
+              "chromium_bytes": browser[1] if browser else None,
+              "ok": statistics.median(seconds) < TARGET_SECONDS and moved < TARGET_BYTES
+              and (browser is None or (browser[0] < TARGET_SECONDS and browser[1] < TARGET_BYTES)),
               "measured": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{'page':<6} {'workloads':>9} {'requests':>8} {'best s':>7} {'median s':>8} {'target s':>8} "
+    print(f"{'page':<8} {'workloads':>9} {'requests':>8} {'best s':>7} {'median s':>8} {'target s':>8} "
           f"{'KB':>7} {'target KB':>9}  result")
-    print(f"{'jobs':<6} {args.workloads:>9} {result['requests']:>8} {result['first_load_best_s']:>7.3f} "
+    print(f"{'jobs':<8} {args.workloads:>9} {result['requests']:>8} {result['first_load_best_s']:>7.3f} "
           f"{result['first_load_median_s']:>8.3f} {TARGET_SECONDS:>8.1f} {moved / 1024:>7.1f} "
           f"{TARGET_BYTES / 1024:>9.0f}  {'ok' if result['ok'] else 'OVER TARGET'}")
+    if browser is not None:
+        print(f"{'chromium':<8} {args.workloads:>9} {'':>8} {browser[0]:>7.3f} {'':>8} {TARGET_SECONDS:>8.1f} "
+              f"{browser[1] / 1024:>7.1f} {TARGET_BYTES / 1024:>9.0f}  "
+              f"{'ok' if browser[0] < TARGET_SECONDS and browser[1] < TARGET_BYTES else 'OVER TARGET'}"
+              "  (median of 3: navigation to 50 rows shown)")
     print(f"(a request made as soon as the server listens, while it reads every workload: {cold[0]:.3f} s; "
           f"written to {RESULTS})")
 
