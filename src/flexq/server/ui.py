@@ -3,7 +3,8 @@
 Pages are plain HTML, CSS and JavaScript shipped in the package (:mod:`flexq.ui`); they read the JSON endpoints
 (same origin, relative URLs) and refresh when the store changes, told by server-sent events
 (``/flexq/v1/dashboard/changes``, one ``change`` event per burst of commits). The jobs table is filtered, sorted
-and paged here, so a page moves a page of rows whatever the number of workloads.
+and paged by the server (:mod:`flexq.server.ui_jobs`), so a page moves a page of rows whatever the number of
+workloads.
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
             deadline = quiet = time.monotonic()
             deadline += 600.0
             while time.monotonic() < deadline and not hub.closed and not await request.is_disconnected():
-                rv = store.current_rv()
+                rv = await asyncio.to_thread(store.current_rv)  # the store's lock may be held by a long write
                 if rv != last:
                     yield f"event: change\ndata: {rv}\n\n".encode()
                     last, quiet = rv, time.monotonic()
