@@ -170,9 +170,9 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             lines = events.iter_lines()
             assert next(lines) == "retry: 2000"
-            first = next(line for line in lines if line.startswith("data: "))
+            first = next(int(line[6:]) for line in lines if line.startswith("data: "))
             guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
-            assert next(line for line in lines if line.startswith("data: ")) > first, "the store changed"
+            assert next(int(line[6:]) for line in lines if line.startswith("data: ")) > first, "the store changed"
         _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
         def settled() -> dict[str, Any]:
