@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -200,6 +201,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert two["eta"] == request["eta"]
         detail = httpx.get(f"{srv.url}/flexq/v1/dashboard/jobs/default/{two['name']}").json()
         assert sorted(v["flavor"] for v in detail["variants"]) == ["dws", "on-demand"]
+        assert detail["why"].startswith(two["reason"][:-3]) and "; on-demand: " in detail["why"], "not cut short"
         assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
         assert any(t["what"] == "VariantCreated" for t in detail["timeline"])
         printed = _run(srv, "dashboard", "--no-open")
@@ -263,3 +265,46 @@ def test_the_jobs_table_follows_the_change_log(tmp_path: Path) -> None:
         assert rows()["job-0007"].state == "succeeded" and rows()["job-0010"].clusterQueue == "cq-b"
     finally:
         store.close()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+def test_the_jobs_page_from_the_keyboard_in_chromium(client: httpx.Client) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the dev extra)")
+    expect = sync_api.expect
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{client.base_url}/ui/jobs")
+            rows, shown = page.locator("#jobs tbody tr"), page.locator("#page")
+            expect(rows).to_have_count(50)
+            expect(shown).to_have_text("rows 1 to 50 of 120")
+            cost = page.locator('button[data-sort="cost"]')
+            cost.focus()
+            page.keyboard.press("Enter")
+            expect(page.locator('th[aria-sort="ascending"]')).to_contain_text("cost")
+            page.keyboard.press("Enter")  # the button keeps the focus: again, descending
+            expect(page.locator('th[aria-sort="descending"]')).to_contain_text("cost")
+            expect(rows.first).to_have_attribute("data-job", "job-0119")
+            page.get_by_label("State").select_option("pending")
+            expect(shown).to_have_text("rows 1 to 30 of 30")
+            assert "state=pending" in page.url and "sort=cost" in page.url, "the view is in the address"
+            page.get_by_label("State").select_option("")
+            page.get_by_role("button", name="Next →").press("Enter")
+            expect(shown).to_have_text("rows 51 to 100 of 120")
+            rows.first.get_by_role("link").press("Enter")
+            expect(page.locator("#title")).to_have_text("Job job-0069")
+            expect(page.locator("#facts")).to_contain_text("spot")
+            page.goto(f"{client.base_url}/ui/reports")
+            page.get_by_role("link", name="week").press("Enter")
+            expect(page).to_have_title("report")
+        finally:
+            browser.close()
+    assert errors == []

@@ -160,9 +160,9 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
                     metrics = ui_data.metric_points(path.read_text(encoding="utf-8", errors="replace"))
                 if runtime.dashboard_port(namespace, row.jobName) is not None:
                     ray_url = f"{PREFIX}/{namespace}/{row.jobName}/"
-        return JobDetail(job=row, timeline=ui_data.timeline(wl, events, requests), considered=ui_data.considered(wl),
-                         variants=ui_data.variants(wl), metrics=metrics, jobStatus=job_status, logUrl=log_url,
-                         rayDashboardUrl=ray_url)
+        return JobDetail(job=row, why=ui_data.why(wl), timeline=ui_data.timeline(wl, events, requests),
+                         considered=ui_data.considered(wl), variants=ui_data.variants(wl), metrics=metrics,
+                         jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url)
 
     @router.get("/flexq/v1/dashboard/reports", response_model=list[Report], tags=["dashboard"])
     def reports() -> list[Report]:

@@ -34,7 +34,7 @@ from flexq.server.ui_models import (
 )
 
 __all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "job_entry", "job_running",
-           "metric_points", "owner", "pools", "provisioning", "queues", "timeline", "variants"]
+           "metric_points", "owner", "pools", "provisioning", "queues", "timeline", "variants", "why"]
 
 STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
 _ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
@@ -277,6 +277,16 @@ def timeline(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
                                          what=f"{pr['metadata']['name']} {c.get('type')}={c.get('status')}",
                                          detail=str(c.get("message", ""))))
     return sorted(entries, key=lambda e: (e.time, e.source != "condition"))
+
+
+def why(wl: Mapping[str, Any]) -> str:
+    """The whole message of the condition that holds a workload back (QuotaReserved, else Admitted)."""
+    conditions = _conditions(wl)
+    if _true(conditions, "Admitted") or _true(conditions, "Finished"):
+        return ""
+    held = conditions.get("Admitted", {}) if _true(conditions, "QuotaReserved") else conditions.get(
+        "QuotaReserved", {})
+    return str(held.get("message", ""))
 
 
 def considered(wl: Mapping[str, Any]) -> list[FlavorTry]:

@@ -126,6 +126,7 @@ class MetricPoint(BaseModel):
 
 class JobDetail(BaseModel):
     job: JobRow
+    why: str = Field(description="the whole message behind the one-line reason, while the job is not admitted")
     timeline: list[TimelineEntry]
     considered: list[FlavorTry] = Field(description="every flavor the last nomination tried and why it was refused")
     variants: list[Variant] = Field(description="the flavors it races on, while it races")

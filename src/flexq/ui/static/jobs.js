@@ -23,22 +23,25 @@
     select.value = values.includes(chosen) ? chosen : (values.includes(keep) ? keep : "");
   }
 
+  // Built once and then only marked, so that a sort button keeps the keyboard focus across refreshes.
   function header() {
     const row = document.querySelector("#jobs thead tr");
-    row.replaceChildren(...columns.map(([key, label]) => {
-      if (!key) return el("th", {scope: "col"}, label);
-      const sorted = view.sort === key;
-      const th = el("th", {scope: "col", "aria-sort": sorted ? (view.order === "asc" ? "ascending" : "descending")
-                                                         : "none"});
-      const button = el("button", {type: "button", "data-sort": key}, label, sorted ? (view.order === "asc" ? " ▲"
-                                                                                       : " ▼") : "");
-      button.addEventListener("click", () => {
-        view.order = view.sort === key && view.order === "asc" ? "desc" : "asc";
-        view.sort = key; view.offset = 0; refresh();
-      });
-      th.append(button);
-      return th;
-    }));
+    if (!row.children.length) {
+      row.append(...columns.map(([key, label]) => {
+        if (!key) return el("th", {scope: "col"}, label);
+        const button = el("button", {type: "button", "data-sort": key}, label, el("span", {class: "arrow"}));
+        button.addEventListener("click", () => {
+          view.order = view.sort === key && view.order === "asc" ? "desc" : "asc";
+          view.sort = key; view.offset = 0; refresh();
+        });
+        return el("th", {scope: "col", "data-sort": key}, button);
+      }));
+    }
+    for (const th of row.querySelectorAll("th[data-sort]")) {
+      const sorted = view.sort === th.dataset.sort;
+      th.setAttribute("aria-sort", sorted ? (view.order === "asc" ? "ascending" : "descending") : "none");
+      th.querySelector(".arrow").textContent = sorted ? (view.order === "asc" ? " ▲" : " ▼") : "";
+    }
   }
 
   async function refresh() {
@@ -62,7 +65,7 @@
       el("td", {}, time(j.created)))));
     const first = page.total ? page.offset + 1 : 0, last = Math.min(page.total, page.offset + page.items.length);
     document.getElementById("count").textContent = `${page.total} job(s)`;
-    document.getElementById("page").textContent = `rows ${first}–${last} of ${page.total}`;
+    document.getElementById("page").textContent = `rows ${first} to ${last} of ${page.total}`;
     document.getElementById("prev").disabled = page.offset === 0;
     document.getElementById("next").disabled = last >= page.total;
   }
