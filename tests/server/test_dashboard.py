@@ -21,7 +21,7 @@ from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.ui import State
 from flexq.server.ui_data import STATES as STATES_SHOWN
-from flexq.server.ui_data import eta, metric_points
+from flexq.server.ui_data import cohorts, eta, metric_points, queues
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobRow
 from flexq.store import Key, Store
@@ -71,6 +71,12 @@ def client(tmp_path: Path) -> Any:
         for i in range(120):
             wl = _workload(i, STATES[i % 4], now)
             store.create(Key("kueue.x-k8s.io", "workloads", "team", wl["metadata"]["name"]), wl)
+        for name, used in (("cq-a", "3"), ("cq-b", "1")):
+            store.create(Key("kueue.x-k8s.io", "clusterqueues", "", name), {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                "spec": {"cohort": "ml", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]},
+                "status": {"flavorsReservation": [{"name": "spot", "resources": [{"name": "cpu", "total": used}]}]}})
         variant = _workload(999, "pending", now)
         variant["metadata"]["ownerReferences"] = [{"kind": "Workload", "name": "job-0000-wl", "uid": "0"}]
         store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0999-wl"), variant)
@@ -141,6 +147,21 @@ def test_pages_assets_and_reports(client: httpx.Client) -> None:
     assert jobs == {"$ref": "#/components/schemas/JobPage"}
     assert {"/flexq/v1/dashboard/overview", "/flexq/v1/dashboard/jobs/{namespace}/{name}",
             "/flexq/v1/dashboard/changes"} <= set(paths)
+
+
+def test_a_cohort_sums_its_queues() -> None:
+    def cq(name: str, cohort: str, used: str, nominal: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"cohort": cohort, "resourceGroups": [{"flavors": [
+            {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": nominal},
+                                           {"name": "memory", "nominalQuota": "32Gi"}]}]}]},
+                "status": {"flavorsReservation": [{"name": "spot", "resources": [
+                    {"name": "cpu", "total": used}, {"name": "memory", "total": "8Gi"}]}]}}
+
+    rows = queues([cq("b", "ml", "3", "10"), cq("a", "ml", "500m", "4"), cq("c", "", "1", "1")])
+    [ml] = cohorts(rows)
+    assert (ml.name, ml.queues) == ("ml", ["a", "b"])
+    assert [(r.resource, r.used, r.nominal, r.usedText, r.nominalText) for r in ml.flavors[0].resources] == [
+        ("cpu", 3.5, 14.0, "3.5", "14"), ("memory", 16 * 2**30, 64 * 2**30, "16Gi", "64Gi")]
 
 
 def test_eta_and_metrics_are_read_from_what_was_written() -> None:
@@ -302,6 +323,11 @@ def test_the_jobs_page_from_the_keyboard_in_chromium(client: httpx.Client) -> No
             rows.first.get_by_role("link").press("Enter")
             expect(page.locator("#title")).to_have_text("Job job-0069")
             expect(page.locator("#facts")).to_contain_text("spot")
+            page.goto(f"{client.base_url}/ui/")
+            cohort = page.locator('#cohorts tr[data-cohort="ml"]')
+            expect(cohort).to_have_count(1)
+            expect(cohort.locator("td.num")).to_have_text("4 / 8")
+            assert cohort.get_by_role("meter").get_attribute("aria-valuenow") == "4"
             page.goto(f"{client.base_url}/ui/reports")
             page.get_by_role("link", name="week").press("Enter")
             expect(page).to_have_title("report")

@@ -111,11 +111,32 @@ def queues(cluster_queues: Iterable[Mapping[str, Any]]) -> list[Queue]:
 
 
 def cohorts(rows: Sequence[Queue]) -> list[Cohort]:
-    members: dict[str, list[str]] = {}
+    """Each cohort with its ClusterQueues, and their quota and usage summed per flavor and resource."""
+    members: dict[str, list[Queue]] = {}
     for q in rows:
         if q.cohort:
-            members.setdefault(q.cohort, []).append(q.name)
-    return [Cohort(name=name, queues=names) for name, names in sorted(members.items())]
+            members.setdefault(q.cohort, []).append(q)
+    out = []
+    for name, queues_ in sorted(members.items()):
+        sums: dict[str, dict[str, list[float]]] = {}
+        for q in queues_:
+            for f in q.flavors:
+                for r in f.resources:
+                    total = sums.setdefault(f.flavor, {}).setdefault(r.resource, [0.0, 0.0])
+                    total[0] += r.used
+                    total[1] += r.nominal
+        flavors = [FlavorQuota(flavor=flavor, resources=[
+            ResourceUse(resource=resource, used=used, nominal=nominal, usedText=_text(used), nominalText=_text(nominal))
+            for resource, (used, nominal) in by_resource.items()]) for flavor, by_resource in sums.items()]
+        out.append(Cohort(name=name, queues=[q.name for q in queues_], flavors=flavors))
+    return out
+
+
+def _text(amount: float) -> str:
+    """A summed amount, short: ``12``, ``1.5``, ``64Gi`` for whole gibibytes."""
+    if amount >= 2**30 and amount % 2**30 == 0:
+        return f"{int(amount) // 2**30}Gi"
+    return f"{amount:g}"
 
 
 def pools(node_pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],

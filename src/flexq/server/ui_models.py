@@ -37,6 +37,8 @@ class Queue(BaseModel):
 class Cohort(BaseModel):
     name: str
     queues: list[str]
+    flavors: list[FlavorQuota] = Field(description="its ClusterQueues' quota and usage summed, per flavor and "
+                                                   "resource")
 
 
 class Pool(BaseModel):

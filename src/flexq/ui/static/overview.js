@@ -40,8 +40,15 @@
   function render(data) {
     document.getElementById("queues").replaceChildren(queues(data));
     document.getElementById("cohorts").replaceChildren(data.cohorts.length ?
-      table(["cohort", "ClusterQueues"], data.cohorts.map(c => el("tr", {}, el("th", {scope: "row"}, c.name),
-        el("td", {}, c.queues.join(", ")))), "cohorts")
+      table(["cohort", "ClusterQueues", "flavor", "resource", "in use / quota", "usage"],
+        data.cohorts.flatMap(c => {
+          const resources = c.flavors.flatMap(f => f.resources.map(r => [f.flavor, r]));
+          return resources.map(([flavor, r], i) => el("tr", {"data-cohort": c.name},
+            ...(i === 0 ? [el("th", {scope: "row", rowspan: resources.length}, c.name),
+                           el("td", {rowspan: resources.length}, c.queues.join(", "))] : []),
+            el("td", {}, flavor), el("td", {}, r.resource), el("td", {class: "num"}, `${r.usedText} / ${r.nominalText}`),
+            el("td", {}, bar(r.used, r.nominal, `cohort ${c.name} ${flavor} ${r.resource} in use`))));
+        }), "cohorts")
       : el("p", {class: "muted"}, "No cohorts: each ClusterQueue stands alone."));
     document.getElementById("pools").replaceChildren(data.pools.length ?
       table(["node pool", "machine", "capacity type", "ready", "booting", "idle", "max", "$/node-hour", "$/hour now"],
