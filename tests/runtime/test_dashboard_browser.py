@@ -27,7 +27,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 ARTIFACTS = ROOT / ".pytest-artifacts" / "dashboard"
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
-  dws-pool: {queuedDelay: 10s}
+  dws-pool: {queuedDelay: 15s}
   default-pool: {bootTime: 1s}
 scaleDownAfter: 3s
 """
@@ -120,17 +120,18 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
 
             pages: list[Any] = []
             jobs = page("/ui/jobs")
+            overview = page("/ui/")  # both open before the jobs come: they update themselves
             for job_id in ("1", "2"):
                 _cli(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
             one = jobs.locator('#jobs tbody tr[data-job="rayjob-tpu-v6e-dws-1"]')
             two = jobs.locator('#jobs tbody tr[data-job="rayjob-tpu-v6e-dws-2"]')
-            playwright.expect(one.locator("td.flavors")).to_contain_text("tpu-group=on-demand", timeout=60_000)
+            # First what lasts only until DWS answers: job 2 waits for its ProvisioningRequest, with an ETA.
             playwright.expect(two.locator("td.reason")).to_contain_text("waiting for ProvisioningRequest",
                                                                         timeout=30_000)
             playwright.expect(two.locator("td.eta")).to_have_text(re.compile(r"\(in \d+s\)"))
+            playwright.expect(one.locator("td.flavors")).to_contain_text("tpu-group=on-demand", timeout=60_000)
             jobs.screenshot(path=str(ARTIFACTS / "jobs-waiting.png"), full_page=True)
 
-            overview = page("/ui/")
             request = overview.locator("#provisioning tbody tr").first
             playwright.expect(request.locator("td.eta")).to_contain_text("(in ")
             playwright.expect(overview.locator('#pools tr[data-pool="on-demand-pool"] td').nth(1)).to_have_text(
