@@ -98,6 +98,14 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
         denied = kubectl("delete", "clusterqueue", "cluster-queue")
         assert denied.returncode != 0 and 'User "alice" cannot delete resource "clusterqueues"' in denied.stderr
 
+    # The dashboard in a browser: the token once in the address, then a cookie for the pages and their events.
+    signed = httpx.get(f"{url}/ui/?token={alice}", follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/ui/"
+    assert "HttpOnly" in signed.headers["set-cookie"] and alice not in signed.headers["location"]
+    assert httpx.get(f"{url}/flexq/v1/dashboard/overview").status_code == 401
+    assert httpx.get(f"{url}/flexq/v1/dashboard/overview", cookies={"flexq-token": alice}).status_code == 200
+    assert httpx.get(f"{url}/ui/?token=fq_wrong", follow_redirects=False).status_code == 401
+
     listed = _flexq(secured, "token", "list")
     assert "alice" in listed.out and "developer" in listed.out and alice not in listed.out
     assert _flexq(secured, "token", "revoke", "alice").code == 0

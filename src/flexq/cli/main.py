@@ -19,6 +19,7 @@ from flexq.api.envsubst import read_env_file
 from flexq.api.errors import ApiError, InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.cli.client import Client, CliError, close_clients
+from flexq.cli.dashboard import dashboard
 from flexq.cli.inputs import read_manifests
 from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import describe as describe_text
@@ -773,6 +774,9 @@ def top(
     from flexq.cli import top as overview
 
     overview.run(_client(), interval, once, Console(width=None if not once else 200))
+
+
+app.command()(dashboard)
 
 
 @app.command()

@@ -64,6 +64,12 @@ class RayRuntime:
             raise LookupError(f"the Ray cluster of RayJob {job} is not running")
         return head_port_map(pod, local)
 
+    def dashboard_port(self, namespace: str, name: str) -> int | None:
+        """The port of a RayJob's running Ray dashboard on 127.0.0.1 (None when its cluster is not running)."""
+        run = self.runs.get(f"{namespace}/{name}")
+        cluster = run.cluster if run is not None else None
+        return (cluster.ports if cluster is not None else {}).get("dashboard")
+
     def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None,
               counts: dict[str, int] | None = None) -> None:
         """Run the job on its admitted pods (``counts``: pod set -> pods); a job already running is resized to

@@ -9,7 +9,7 @@ from typing import Any, Final
 from flexq.api.kinds import Column, KindInfo
 from flexq.objects.jsonpath import evaluate
 
-__all__ = ["human_duration", "table"]
+__all__ = ["human_duration", "table", "workload_flavors", "workload_reason"]
 
 
 def human_duration(seconds: float) -> str:
@@ -119,6 +119,12 @@ def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
         return "waiting for admission checks: " + ", ".join(waiting) if waiting else ""
     message = str(conditions.get("QuotaReserved", {}).get("message", ""))
     return message if len(message) <= 100 else message[:97] + "..."
+
+
+workload_flavors = _wl_flavors
+"""A workload's flavors per pod set, as ``get workloads`` prints them (``head=default-cpu,tpu-group=dws``)."""
+workload_reason = _wl_reason
+"""The one-line reason ``get workloads`` prints for a workload not admitted (or what an admitted one waits for)."""
 
 
 def _node_status(obj: dict[str, Any], now: datetime) -> str:

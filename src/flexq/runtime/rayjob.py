@@ -29,11 +29,12 @@ from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
 
-__all__ = ["END_MARKER", "RayJobRun", "parse_metrics"]
+__all__ = ["END_MARKER", "RayJobRun", "parse_metrics", "parse_reports"]
 
 END_MARKER: Final = "\x00flexq-end\x00"
 DEFAULT_DEADLINE: Final = 3600.0
-_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), validation")
+_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), "
+                            r"validation=\w+\)(?: from rank (\d+))?")
 _AGENT_WAIT: Final = 120.0
 """How long a submission is retried while the head's job agent is not up yet (it starts after the dashboard,
 late on a loaded machine, and Ray answers "No available agent to submit job, please try again later")."""
@@ -52,17 +53,26 @@ def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.R
             return response
 
 
-def parse_metrics(log: str) -> dict[str, Any] | None:
-    """The last metrics the script reported with ``train.report`` (rank 0's copy of each report)."""
-    last: dict[str, Any] | None = None
+def parse_reports(log: str) -> list[dict[str, Any]]:
+    """Every report the script made with ``train.report``, in order (rank 0's copy of each), with its number
+    under ``report``. A log holding several runs (after an eviction) holds each run's reports."""
+    reports: list[dict[str, Any]] = []
     for match in _REPORT.finditer(log):
+        if match.group(3) not in (None, "0"):
+            continue  # every worker logs its copy of the report
         try:
             value = ast.literal_eval(match.group(2))
         except (ValueError, SyntaxError):
             continue
         if isinstance(value, dict):
-            last = {**value, "report": int(match.group(1))}
-    return last
+            reports.append({**value, "report": int(match.group(1))})
+    return reports
+
+
+def parse_metrics(log: str) -> dict[str, Any] | None:
+    """The last metrics the script reported with ``train.report`` (rank 0's copy of each report)."""
+    reports = parse_reports(log)
+    return reports[-1] if reports else None
 
 
 class RayJobRun:

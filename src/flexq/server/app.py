@@ -6,6 +6,7 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response, WebSocket
@@ -34,6 +35,7 @@ from flexq.server.logs import follow_log
 from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
 from flexq.server.tokens import tokens_router
+from flexq.server.ui import ui_router
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
@@ -92,7 +94,7 @@ def _refusal(who: Identity, docs: list[Document], namespace: str) -> str | None:
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
                ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None,
-               auth: Authenticator | None = None) -> FastAPI:
+               home: Path | None = None, auth: Authenticator | None = None) -> FastAPI:
     """The whole HTTP surface. With ``auth``, every request is authenticated and authorized (see
     :mod:`flexq.server.authn`); without, every caller is the administrator (embedded use, tests)."""
     hub = ChangeHub()
@@ -114,7 +116,9 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                    "type": str(e.get("type", ""))} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
+    app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))
+    app.include_router(ui_router(service, hub, runtime, home, observe))
     if auth is not None:
         app.include_router(tokens_router(auth.book))
         app.add_middleware(AuthMiddleware, auth=auth)

@@ -91,6 +91,9 @@ def _google(code: int, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "status": status}}
 
 
+_COOKIE_AGE: Final = 12 * 3600
+
+
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
         self.app = app
@@ -102,6 +105,10 @@ class AuthMiddleware:
             return
         path: str = scope.get("path", "/")
         method = scope.get("method", "GET") if scope["type"] == "http" else "GET"
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if scope["type"] == "http" and path.startswith("/ui") and "token" in query:
+            await self._sign_in(scope, send, path, query["token"])
+            return
         who = self.auth.identify(_token(scope))
         if who is None:
             if path in PUBLIC_PATHS:
@@ -111,7 +118,6 @@ class AuthMiddleware:
             await _reply(scope, send, 401, _google(401, text) if _is_gke(path)
                          else status_body(401, "Unauthorized", "Unauthorized"))
             return
-        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         attrs = request_attributes(method, path, query)
         if attrs is not None and not authorize(who, attrs):
             message = forbidden_message(who, attrs)
@@ -121,3 +127,17 @@ class AuthMiddleware:
             return
         scope.setdefault("state", {})["identity"] = who
         await self.app(scope, receive, send)
+
+    async def _sign_in(self, scope: Scope, send: Send, path: str, token: str) -> None:
+        """``/ui/...?token=T`` (what ``flexq dashboard`` prints where tokens are required): the token becomes an
+        HttpOnly cookie, so that the pages and their event stream, which cannot send headers, are authorized,
+        and the browser is sent on to the address without it."""
+        if self.auth.book.identify(token) is None:
+            await _reply(scope, send, 401, status_body(401, "Unauthorized", "Unauthorized"))
+            return
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
+        cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
+        await send({"type": "http.response.start", "status": 303,
+                    "headers": [(b"location", path.encode()), (b"set-cookie", cookie.encode()),
+                                (b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})

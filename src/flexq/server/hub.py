@@ -14,6 +14,8 @@ class ChangeHub:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self.closed = False
+        """The server is stopping: long-lived streams that check this end (see :meth:`close`)."""
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -31,6 +33,11 @@ class ChangeHub:
             self._fire()
         else:
             loop.call_soon_threadsafe(self._fire)
+
+    def close(self) -> None:
+        """Mark the hub closed and wake every waiter (the server is stopping)."""
+        self.closed = True
+        self.notify()
 
     def _fire(self) -> None:
         if self._event is not None:

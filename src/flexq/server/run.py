@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -26,6 +27,10 @@ from flexq.server.tls import ensure_certificates
 from flexq.store import Store
 
 __all__ = ["ListenError", "serve"]
+
+_CLOSE_STREAMS = 3
+"""Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
+it closes them: they would otherwise keep it running as long as a browser tab stays open."""
 
 
 class _Server(uvicorn.Server):
@@ -87,15 +92,16 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     try:
         controller.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe,
-                         Authenticator(book, plan.anonymous))
+                         home, Authenticator(book, plan.anonymous))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-        servers = [(_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto")), sockets[0])]
+        servers = [(_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
+                                           timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[0])]
         if tls is not None:
             servers.append((_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                                   ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key))),
-                            sockets[1]))
+                                                   ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
+                                                   timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[1]))
         print(_banner(plan, http_port, tls_port, home), file=sys.stderr, flush=True)
-        asyncio.run(_serve_all(servers))
+        asyncio.run(_serve_all(servers, app.state.hub.close))
     finally:
         controller.stop()
         store.close()
@@ -103,10 +109,11 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             sock.close()
 
 
-async def _serve_all(servers: list[tuple[_Server, socket.socket]]) -> None:
+async def _serve_all(servers: list[tuple[_Server, socket.socket]], closing: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
+        closing()
         for server, _ in servers:
             server.should_exit = True
 

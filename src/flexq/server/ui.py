@@ -1,0 +1,207 @@
+"""The web dashboard: pages under ``/ui/`` and the JSON behind them under ``/flexq/v1/dashboard/``.
+
+Pages are plain HTML, CSS and JavaScript shipped in the package (:mod:`flexq.ui`); they read the JSON endpoints
+(same origin, relative URLs) and refresh when the store changes, told by server-sent events
+(``/flexq/v1/dashboard/changes``, one ``change`` event per burst of commits). The jobs table is filtered, sorted
+and paged by the server (:mod:`flexq.server.ui_jobs`), so a page moves a page of rows whatever the number of
+workloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
+
+from flexq.controller.metrics import Sample, Tally
+from flexq.controller.runtime import RayRuntime
+from flexq.objects.service import ObjectService
+from flexq.server import ui_data
+from flexq.server.errors import status_body
+from flexq.server.hub import ChangeHub
+from flexq.server.rayproxy import PREFIX, ray_proxy_router
+from flexq.server.ui_jobs import JobTable
+from flexq.server.ui_models import JobDetail, JobPage, Overview, Report
+from flexq.store import Key, NotFound
+
+__all__ = ["ui_router"]
+
+_PAGES: Final = {"overview": "overview.html", "jobs": "jobs.html", "job": "job.html", "reports": "reports.html"}
+_TYPES: Final = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
+                 ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+Sort = Literal["created", "name", "queue", "state", "priority", "wait", "cost"]
+State = Literal["pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive"]
+"""As :data:`flexq.server.ui_data.STATES`."""
+
+
+def _assets() -> dict[str, tuple[bytes, str]]:
+    folder = resources.files("flexq.ui") / "static"
+    out = {}
+    for entry in folder.iterdir():
+        suffix = Path(entry.name).suffix
+        if entry.is_file() and suffix in _TYPES:
+            out[entry.name] = (entry.read_bytes(), _TYPES[suffix])
+    return out
+
+
+def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None, home: Path | None,
+              observe: Callable[[], tuple[Tally, Sample]] | None) -> APIRouter:
+    """The dashboard's pages, assets, JSON, change stream, report files and the Ray dashboard proxy."""
+    router = APIRouter()
+    assets = _assets()
+    table = JobTable(service.store)
+    threading.Thread(target=table.warm, name="dashboard-jobs", daemon=True).start()
+    store = service.store
+    reports_dir = home / "reports" if home is not None else None
+
+    def page(name: str) -> Response:
+        body, kind = assets[_PAGES[name]]
+        return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
+
+    @router.get("/ui", include_in_schema=False)
+    async def ui_root() -> Response:
+        return RedirectResponse("/ui/", status_code=307)
+
+    @router.get("/ui/", include_in_schema=False)
+    async def overview_page() -> Response:
+        return page("overview")
+
+    @router.get("/ui/jobs", include_in_schema=False)
+    async def jobs_page() -> Response:
+        return page("jobs")
+
+    @router.get("/ui/jobs/{namespace}/{name}", include_in_schema=False)
+    async def job_page(namespace: str, name: str) -> Response:
+        return page("job")
+
+    @router.get("/ui/reports", include_in_schema=False)
+    async def reports_page() -> Response:
+        return page("reports")
+
+    @router.get("/ui/static/{name}", include_in_schema=False)
+    async def asset(name: str) -> Response:
+        if name not in assets:
+            return PlainTextResponse("not found\n", status_code=404)
+        body, kind = assets[name]
+        return Response(body, media_type=kind, headers={"Cache-Control": "max-age=300"})
+
+    @router.get("/ui/reports/{report}/{file}", include_in_schema=False)
+    async def report_file(report: str, file: str) -> Response:
+        if reports_dir is None or not _NAME.match(report) or not _NAME.match(file):
+            return PlainTextResponse("not found\n", status_code=404)
+        path = reports_dir / report / file
+        if not path.is_file():
+            return PlainTextResponse(f"no file {file} in report {report}\n", status_code=404)
+        return FileResponse(path)
+
+    @router.get("/flexq/v1/dashboard/overview", response_model=Overview, tags=["dashboard"])
+    def overview() -> Overview:
+        """ClusterQueues (and cohorts) with quota and usage per flavor and resource, node pools with their nodes
+        and cost, and ProvisioningRequests in flight with their ETA (``flexq top``'s figures)."""
+        rv = store.current_rv()
+        rows = ui_data.queues(store.list_objects("kueue.x-k8s.io", "clusterqueues")[0])
+        sample = observe()[1] if observe is not None else None
+        return Overview(now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), resourceVersion=rv, queues=rows,
+                        cohorts=ui_data.cohorts(rows),
+                        pools=ui_data.pools(store.list_objects("flexq.dev", "nodepools")[0],
+                                            store.list_objects("", "nodes")[0], sample),
+                        provisioning=ui_data.provisioning(
+                            store.list_objects("autoscaling.x-k8s.io", "provisioningrequests")[0]))
+
+    @router.get("/flexq/v1/dashboard/jobs", response_model=JobPage, tags=["dashboard"])
+    def jobs(queue: Annotated[str | None, Query(description="a LocalQueue or ClusterQueue")] = None,
+             state: State | None = None,
+             flavor: str | None = None,
+             sort: Sort = "created", order: Literal["asc", "desc"] = "asc",
+             offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JobPage:
+        """Every job (one row per workload; a racing workload's variants are not rows), filtered, sorted and
+        paged: priority, flavors per pod set, wait so far, the one-line why-pending reason and ETA, cost."""
+        return table.page(queue, state, flavor, sort, order == "desc", offset, limit)
+
+    @router.get("/flexq/v1/dashboard/jobs/{namespace}/{name}", response_model=JobDetail, tags=["dashboard"],
+                responses={404: {"description": "no such workload"}})
+    def job(namespace: str, name: str) -> Any:
+        """One job: its row, a timeline (conditions, Events, ProvisioningRequests), the flavors considered and why
+        each was refused, its racing variants, the metrics its script reported, and where its log and Ray
+        dashboard are."""
+        try:
+            wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
+        except NotFound:
+            return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
+        row = table.row(namespace, name)
+        if row is None:
+            return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
+                                            "workload"), 404)
+        own = {name, row.jobName} | {v.name for v in ui_data.variants(wl)}
+        events = [e for e in store.list_objects("", "events", namespace)[0]
+                  if (e.get("involvedObject") or {}).get("name") in own]
+        requests = [p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests", namespace)[0]
+                    if any(r.get("name") in own for r in p["metadata"].get("ownerReferences") or [])]
+        job_status, log_url, ray_url, metrics = "", None, None, []
+        if row.jobKind == "RayJob":
+            with contextlib.suppress(NotFound):
+                job_status = str((store.get(RayRuntime.key(namespace, row.jobName)).get("status") or {})
+                                 .get("jobStatus") or "")
+            if runtime is not None:
+                path = runtime.log_path(namespace, row.jobName)
+                if path.exists():
+                    log_url = f"/flexq/v1/namespaces/{namespace}/rayjobs/{row.jobName}/logs"
+                    metrics = ui_data.metric_points(path.read_text(encoding="utf-8", errors="replace"))
+                if runtime.dashboard_port(namespace, row.jobName) is not None:
+                    ray_url = f"{PREFIX}/{namespace}/{row.jobName}/"
+        return JobDetail(job=row, why=ui_data.why(wl), timeline=ui_data.timeline(wl, events, requests),
+                         considered=ui_data.considered(wl), variants=ui_data.variants(wl), metrics=metrics,
+                         jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url)
+
+    @router.get("/flexq/v1/dashboard/reports", response_model=list[Report], tags=["dashboard"])
+    def reports() -> list[Report]:
+        """Simulator reports under ``FLEXQ_HOME/reports/<name>/`` (``flexq simulate --report``), newest first."""
+        if reports_dir is None or not reports_dir.is_dir():
+            return []
+        found = [(p.stat().st_mtime, p.parent.name) for p in reports_dir.glob("*/report.html")
+                 if _NAME.match(p.parent.name)]
+        return [Report(name=name, url=f"/ui/reports/{name}/report.html",
+                       modified=datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                for at, name in sorted(found, reverse=True)]
+
+    @router.get("/flexq/v1/dashboard/changes", tags=["dashboard"],
+                responses={200: {"content": {"text/event-stream": {}},
+                                 "description": "a `change` event (data: the store's resourceVersion) per burst"}})
+    async def changes(request: Request) -> StreamingResponse:
+        """Server-sent events: ``change`` whenever the store commits (bursts coalesced to one a second at most),
+        a comment every 15 s to keep the connection open. The stream ends after 10 minutes (EventSource
+        reconnects by itself)."""
+
+        async def stream() -> AsyncIterator[bytes]:
+            yield b"retry: 2000\n\n"
+            last = -1
+            deadline = quiet = time.monotonic()
+            deadline += 600.0
+            while time.monotonic() < deadline and not hub.closed and not await request.is_disconnected():
+                rv = await asyncio.to_thread(store.current_rv)  # the store's lock may be held by a long write
+                if rv != last:
+                    yield f"event: change\ndata: {rv}\n\n".encode()
+                    last, quiet = rv, time.monotonic()
+                    await asyncio.sleep(1.0)  # what commits meanwhile is told by the next event
+                    continue
+                if time.monotonic() - quiet > 15.0:
+                    yield b": idle\n\n"
+                    quiet = time.monotonic()
+                await hub.wait(2.0)  # short: a commit just before the wait began is seen on the next round
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
+    return router

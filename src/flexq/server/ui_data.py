@@ -1,0 +1,332 @@
+"""What the dashboard shows, read from the store: queues, pools, ProvisioningRequests, jobs and one job's story.
+
+Pure functions of stored objects (and the controller's :class:`~flexq.controller.metrics.Sample` where the server
+runs one), so that the pages, their JSON and ``flexq get`` agree: a job's flavors and its one-line reason are the
+ones ``get workloads`` prints (:mod:`flexq.objects.table`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from flexq.api.quantity import parse_quantity
+from flexq.capacity.catalog import UnknownMachineType, machine_type
+from flexq.controller.metrics import Sample
+from flexq.durations import DurationError, parse_duration
+from flexq.objects.table import workload_flavors, workload_reason
+from flexq.runtime.rayjob import parse_reports
+from flexq.server.ui_models import (
+    Cohort,
+    FlavorQuota,
+    FlavorTry,
+    JobRow,
+    MetricPoint,
+    Pool,
+    Provisioning,
+    Queue,
+    ResourceUse,
+    TimelineEntry,
+    Variant,
+)
+
+__all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "job_entry", "job_running",
+           "metric_points", "owner", "pools", "provisioning", "queues", "timeline", "variants", "why"]
+
+STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
+_ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
+_POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
+
+
+def _time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def eta(message: str, since: Any) -> str | None:
+    """When what a message says is awaited is expected: ``expected in 30s`` written at ``since`` (RFC 3339)."""
+    match = _ETA.search(message)
+    start = _time(since)
+    if match is None or start is None:
+        return None
+    try:
+        return _iso(start + timedelta(seconds=parse_duration(match.group(1))))
+    except DurationError:
+        return None
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(parse_quantity(value).value)
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _true(conditions: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return conditions.get(kind, {}).get("status") == "True"
+
+
+# --- overview ---------------------------------------------------------------------------------------------------
+
+def queues(cluster_queues: Iterable[Mapping[str, Any]]) -> list[Queue]:
+    """Each ClusterQueue with its flavors' quota and what of it is reserved, per resource."""
+    out = []
+    for cq in sorted(cluster_queues, key=lambda o: str(o["metadata"]["name"])):
+        spec, status = cq.get("spec") or {}, cq.get("status") or {}
+        used = {(f["name"], r["name"]): r.get("total", "0")
+                for f in status.get("flavorsReservation") or status.get("flavorsUsage") or []
+                for r in f.get("resources") or []}
+        flavors = []
+        for group in spec.get("resourceGroups") or []:
+            for flavor in group.get("flavors") or []:
+                resources = [ResourceUse(resource=r["name"], used=_amount(used.get((flavor["name"], r["name"]), "0")),
+                                         nominal=_amount(r.get("nominalQuota", "0")),
+                                         usedText=str(used.get((flavor["name"], r["name"]), "0")),
+                                         nominalText=str(r.get("nominalQuota", "0")))
+                             for r in flavor.get("resources") or []]
+                flavors.append(FlavorQuota(flavor=flavor["name"], resources=resources))
+        active = _conditions(cq).get("Active", {})
+        out.append(Queue(name=cq["metadata"]["name"], cohort=str(spec.get("cohortName") or spec.get("cohort") or ""),
+                         active=active.get("status", "True") == "True",
+                         reason="" if active.get("status", "True") == "True" else str(active.get("message", "")),
+                         pending=int(status.get("pendingWorkloads") or 0),
+                         reserving=int(status.get("reservingWorkloads") or 0),
+                         admitted=int(status.get("admittedWorkloads") or 0), flavors=flavors))
+    return out
+
+
+def cohorts(rows: Sequence[Queue]) -> list[Cohort]:
+    """Each cohort with its ClusterQueues, and their quota and usage summed per flavor and resource."""
+    members: dict[str, list[Queue]] = {}
+    for q in rows:
+        if q.cohort:
+            members.setdefault(q.cohort, []).append(q)
+    out = []
+    for name, queues_ in sorted(members.items()):
+        sums: dict[str, dict[str, list[float]]] = {}
+        for q in queues_:
+            for f in q.flavors:
+                for r in f.resources:
+                    total = sums.setdefault(f.flavor, {}).setdefault(r.resource, [0.0, 0.0])
+                    total[0] += r.used
+                    total[1] += r.nominal
+        flavors = [FlavorQuota(flavor=flavor, resources=[
+            ResourceUse(resource=resource, used=used, nominal=nominal, usedText=_text(used), nominalText=_text(nominal))
+            for resource, (used, nominal) in by_resource.items()]) for flavor, by_resource in sums.items()]
+        out.append(Cohort(name=name, queues=[q.name for q in queues_], flavors=flavors))
+    return out
+
+
+def _text(amount: float) -> str:
+    """A summed amount, short: ``12``, ``1.5``, ``64Gi`` for whole gibibytes."""
+    if amount >= 2**30 and amount % 2**30 == 0:
+        return f"{int(amount) // 2**30}Gi"
+    return f"{amount:g}"
+
+
+def pools(node_pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
+          sample: Sample | None) -> list[Pool]:
+    """Each node pool with its nodes by state and what it costs an hour. The controller's sample (where the server
+    runs one) tells idle nodes from busy ones; the Node objects alone tell ready from booting."""
+    counted: dict[str, list[int]] = {}
+    for node in nodes:
+        pool = str((node["metadata"].get("labels") or {}).get(_POOL_LABEL, ""))
+        counted.setdefault(pool, [0, 0])[0 if _true(_conditions(node), "Ready") else 1] += 1
+    out = []
+    for obj in sorted(node_pools, key=lambda o: str(o["metadata"]["name"])):
+        name, spec = str(obj["metadata"]["name"]), obj.get("spec") or {}
+        machine = str(spec.get("machineType", ""))
+        ready, booting = counted.get(name, [0, 0])
+        idle = 0
+        price: float | None = None
+        if sample is not None:
+            booting = sample.nodes.get((name, "booting"), booting)
+            idle = sample.nodes.get((name, "idle"), 0)
+            ready = idle + sample.nodes.get((name, "busy"), max(0, ready - idle))
+            price = sample.pool_hourly.get(name)
+        flex = bool(spec.get("flexStart"))
+        if price is None:
+            try:
+                kind = machine_type(machine)
+                price = kind.flex_start_hourly if flex else kind.on_demand_hourly
+            except UnknownMachineType:
+                price = None
+        autoscaling = spec.get("autoscaling") or {}
+        most = autoscaling.get("maxNodeCount")
+        out.append(Pool(name=name, machineType=machine,
+                        capacityType="flex-start" if flex else ("queued" if spec.get("queuedProvisioning")
+                                                                else "on-demand"),
+                        ready=ready, booting=booting, idle=idle, maxNodes=int(most) if most is not None else None,
+                        pricePerNodeHour=price, costPerHour=round((price or 0.0) * (ready + booting), 4)))
+    return out
+
+
+def provisioning(requests: Iterable[Mapping[str, Any]]) -> list[Provisioning]:
+    """ProvisioningRequests in flight (neither provisioned nor failed), with when their capacity is expected."""
+    out = []
+    for pr in requests:
+        conditions = _conditions(pr)
+        if any(_true(conditions, kind) for kind in ("Provisioned", "Failed", "BookingExpired", "CapacityRevoked")):
+            continue
+        latest = max((c for c in conditions.values() if c.get("status") == "True"),
+                     key=lambda c: str(c.get("lastTransitionTime", "")), default={})
+        message = str(latest.get("message") or conditions.get("Provisioned", {}).get("message") or "")
+        meta = pr["metadata"]
+        owner = next((r["name"] for r in meta.get("ownerReferences") or [] if r.get("kind") == "Workload"), "")
+        out.append(Provisioning(namespace=str(meta.get("namespace", "")), name=str(meta["name"]), workload=owner,
+                                state=str(latest.get("type", "Pending")), message=message,
+                                created=str(meta.get("creationTimestamp", "")),
+                                eta=eta(message, latest.get("lastTransitionTime"))))
+    return sorted(out, key=lambda p: (p.created, p.name))
+
+
+# --- jobs -------------------------------------------------------------------------------------------------------
+
+def owner(wl: Mapping[str, Any]) -> tuple[str, str]:
+    """The kind and name of the job a workload was made for (``("", "")`` for none)."""
+    for ref in wl["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") in ("RayJob", "Job"):
+            return str(ref["kind"]), str(ref["name"])
+    return "", ""
+
+
+def is_variant(wl: Mapping[str, Any]) -> bool:
+    """A racing workload's variant: its workload's row tells how the race stands."""
+    return any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or [])
+
+
+def job_running(kind: str, job: Mapping[str, Any] | None) -> bool:
+    """Does the job run now (a RayJob's jobStatus RUNNING, a Job's active pods)?"""
+    status = (job or {}).get("status") or {}
+    if kind == "RayJob":
+        return status.get("jobStatus") == "RUNNING"
+    return int(status.get("active") or 0) > 0
+
+
+def _state(wl: Mapping[str, Any], conditions: Mapping[str, Mapping[str, Any]], running: bool) -> str:
+    if _true(conditions, "Finished"):
+        return "succeeded" if conditions["Finished"].get("reason") == "Succeeded" else "failed"
+    if (wl.get("spec") or {}).get("active") is False:
+        return "inactive"
+    if _true(conditions, "Admitted"):
+        return "running" if running else "admitted"
+    return "reserved" if _true(conditions, "QuotaReserved") else "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class JobEntry:
+    """A job's row, and what its wait is counted from: it grows with the clock until the job is admitted."""
+
+    row: JobRow
+    created: float
+    """Epoch seconds."""
+    ended: float | None
+    """When the wait ended (admitted, or finished without), epoch seconds."""
+    flavors: frozenset[str]
+
+    def wait(self, now: float) -> float:
+        return max(0.0, round((self.ended if self.ended is not None else now) - self.created, 1))
+
+    def at(self, now: float) -> JobRow:
+        """The row, its wait counted to ``now``."""
+        return self.row.model_copy(update={"waitSeconds": self.wait(now)})
+
+
+def job_entry(wl: Mapping[str, Any], running: bool, cluster_queue: str, now: datetime) -> JobEntry:
+    """A job's row from its workload (not a racing variant's). ``running``: whether its job runs;
+    ``cluster_queue``: its LocalQueue's ClusterQueue, for a workload not admitted."""
+    meta, spec, status = wl["metadata"], wl.get("spec") or {}, wl.get("status") or {}
+    conditions = _conditions(wl)
+    kind, name = owner(wl)
+    state = _state(wl, conditions, running)
+    created = _time(meta.get("creationTimestamp")) or now
+    admitted = _time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
+    finished = _time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
+    ended = admitted or finished
+    reason = "" if state in ("running", "succeeded", "failed") else workload_reason(dict(wl), now)
+    # The ETA is read from the whole condition message: the one-line reason may be cut short.
+    waits = [eta(str(c.get("message", "")), c.get("lastTransitionTime")) for k, c in conditions.items()
+             if k in ("QuotaReserved", "Admitted") and c.get("status") != "True"] if reason else []
+    flavors = workload_flavors(dict(wl), now)
+    row = JobRow(
+        namespace=str(meta.get("namespace", "")), name=str(meta["name"]), jobKind=kind, jobName=name,
+        queue=str(spec.get("queueName", "")),
+        clusterQueue=str((status.get("admission") or {}).get("clusterQueue") or cluster_queue),
+        state=state, priority=int(spec.get("priority") or 0), flavors=flavors, created=_iso(created),
+        waitSeconds=0.0, reason=reason, eta=next((w for w in waits if w is not None), None),
+        costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4))
+    return JobEntry(row, created.timestamp(), ended.timestamp() if ended is not None else None,
+                    frozenset(f for part in flavors.split(",") if "=" in part
+                              for f in part.split("=", 1)[1].split("+")))
+
+
+# --- one job ----------------------------------------------------------------------------------------------------
+
+def timeline(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
+             requests: Iterable[Mapping[str, Any]]) -> list[TimelineEntry]:
+    """Created, each condition's latest transition, every Event about the workload or its job, and each of its
+    ProvisioningRequests' conditions; oldest first."""
+    entries = [TimelineEntry(time=str(wl["metadata"].get("creationTimestamp", "")), source="condition",
+                             what="Created", detail=f"workload {wl['metadata']['name']}")]
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        entries.append(TimelineEntry(time=str(c.get("lastTransitionTime", "")), source="condition",
+                                     what=f"{c.get('type')}={c.get('status')}",
+                                     detail=f"{c.get('reason', '')}: {c.get('message', '')}".strip(": ")))
+    for ev in events:
+        count = int(ev.get("count") or 1)
+        entries.append(TimelineEntry(time=str(ev.get("lastTimestamp") or ev.get("firstTimestamp") or ""),
+                                     source="event", what=str(ev.get("reason", "")),
+                                     detail=str(ev.get("message", "")) + (f" (x{count})" if count > 1 else "")))
+    for pr in requests:
+        for c in (pr.get("status") or {}).get("conditions") or []:
+            entries.append(TimelineEntry(time=str(c.get("lastTransitionTime", "")), source="provisioning",
+                                         what=f"{pr['metadata']['name']} {c.get('type')}={c.get('status')}",
+                                         detail=str(c.get("message", ""))))
+    return sorted(entries, key=lambda e: (e.time, e.source != "condition"))
+
+
+def why(wl: Mapping[str, Any]) -> str:
+    """The whole message of the condition that holds a workload back (QuotaReserved, else Admitted)."""
+    conditions = _conditions(wl)
+    if _true(conditions, "Admitted") or _true(conditions, "Finished"):
+        return ""
+    held = conditions.get("Admitted", {}) if _true(conditions, "QuotaReserved") else conditions.get(
+        "QuotaReserved", {})
+    return str(held.get("message", ""))
+
+
+def considered(wl: Mapping[str, Any]) -> list[FlavorTry]:
+    return [FlavorTry(podSet=str(t.get("podSet", "")), flavor=str(t.get("flavor", "")), mode=str(t.get("mode", "")),
+                      borrowing=bool(t.get("borrowing")), reasons=[str(r) for r in t.get("reasons") or []])
+            for t in (wl.get("status") or {}).get("flavorsConsidered") or []]
+
+
+def variants(wl: Mapping[str, Any]) -> list[Variant]:
+    return [Variant(name=str(v.get("name", "")), flavor=str(v.get("flavor", "")), state=str(v.get("state", "")),
+                    message=str(v.get("message", "")))
+            for v in (wl.get("status") or {}).get("variants") or []]
+
+
+def metric_points(log: str) -> list[MetricPoint]:
+    """The numeric metrics of every ``train.report`` in a driver log."""
+    points = []
+    for report in parse_reports(log):
+        values = {str(k): float(v) for k, v in report.items()
+                  if k != "report" and isinstance(v, int | float) and not isinstance(v, bool)}
+        points.append(MetricPoint(report=int(report["report"]), values=values))
+    return points

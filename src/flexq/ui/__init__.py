@@ -1,0 +1,1 @@
+"""The web dashboard's pages, styles and scripts (``static/``), served by ``flexq server`` under ``/ui/``."""

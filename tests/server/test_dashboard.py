@@ -1,0 +1,336 @@
+"""The dashboard's JSON and pages: paging, filters and sorting over a store of jobs (the app served in-process),
+and what a live server running the guide's flow says about its queues, pools, ProvisioningRequests and jobs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, get_args
+
+import httpx
+import pytest
+
+from flexq.objects.service import ObjectService
+from flexq.server.app import create_app
+from flexq.server.ui import State
+from flexq.server.ui_data import STATES as STATES_SHOWN
+from flexq.server.ui_data import cohorts, eta, metric_points, queues
+from flexq.server.ui_jobs import JobTable
+from flexq.server.ui_models import JobRow
+from flexq.store import Key, Store
+from tests.conftest import guide_text
+from tests.controller.test_live import _cond, _eventually, _workloads
+from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
+from tests.server.inprocess import serving
+
+STATES = ("pending", "reserved", "admitted", "succeeded")
+
+
+def _workload(i: int, state: str, now: datetime) -> dict[str, Any]:
+    """A Job's workload as the controller writes it, in one of :data:`STATES`."""
+    created = now  # the store stamps creation itself
+    stamp = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions: list[dict[str, Any]] = []
+    status: dict[str, Any] = {"conditions": conditions, "cost": {"usd": i / 100}}
+    flavor = "spot" if i % 2 else "on-demand"
+    if state == "pending":
+        conditions.append({"type": "QuotaReserved", "status": "False", "reason": "Pending", "lastTransitionTime": stamp,
+                           "message": "waiting for ProvisioningRequest pr-1; expected in 2m"})
+    else:
+        status["admission"] = {"clusterQueue": "cq", "podSetAssignments": [
+            {"name": "main", "flavors": {"cpu": flavor}, "count": 1}]}
+        conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                           "message": "Quota reserved in ClusterQueue cq", "lastTransitionTime": stamp})
+        admitted = state in ("admitted", "succeeded")
+        conditions.append({"type": "Admitted", "status": "True" if admitted else "False",
+                           "reason": "Admitted" if admitted else "UnsatisfiedAdmissionChecks",
+                           "message": "The workload is admitted" if admitted else "waiting for checks",
+                           "lastTransitionTime": (created + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")})
+        if state == "succeeded":
+            conditions.append({"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done",
+                               "lastTransitionTime": stamp})
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{i:04d}-wl", "namespace": "team", "creationTimestamp": stamp,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": f"job-{i:04d}",
+                                              "uid": str(i)}]},
+            "spec": {"queueName": f"q{i % 3}", "priority": i % 5, "podSets": []}, "status": status}
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Any:
+    store = Store(tmp_path / "home" / "flexq.db")
+    now = datetime.now(UTC)
+    with store.transaction():
+        for i in range(120):
+            wl = _workload(i, STATES[i % 4], now)
+            store.create(Key("kueue.x-k8s.io", "workloads", "team", wl["metadata"]["name"]), wl)
+        for name, used in (("cq-a", "3"), ("cq-b", "1")):
+            store.create(Key("kueue.x-k8s.io", "clusterqueues", "", name), {
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                "spec": {"cohort": "ml", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                    {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]},
+                "status": {"flavorsReservation": [{"name": "spot", "resources": [{"name": "cpu", "total": used}]}]}})
+        variant = _workload(999, "pending", now)
+        variant["metadata"]["ownerReferences"] = [{"kind": "Workload", "name": "job-0000-wl", "uid": "0"}]
+        store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0999-wl"), variant)
+    report = tmp_path / "home" / "reports" / "week"
+    report.mkdir(parents=True)
+    (report / "report.html").write_text("<title>report</title>")
+    try:
+        with serving(create_app(ObjectService(store), home=tmp_path / "home")) as url, \
+                httpx.Client(base_url=url) as http:
+            yield http
+    finally:
+        store.close()
+
+
+def test_jobs_are_filtered_sorted_and_paged_by_the_server(client: httpx.Client) -> None:
+    page = client.get("/flexq/v1/dashboard/jobs", params={"limit": 25}).json()
+    assert page["total"] == 120, "a racing variant is not a row"
+    assert len(page["items"]) == 25 and page["items"][0]["jobName"] == "job-0000"
+    assert page["flavors"] == ["on-demand", "spot"] and page["queues"] == ["cq", "q0", "q1", "q2"]
+    last = client.get("/flexq/v1/dashboard/jobs", params={"limit": 25, "offset": 100}).json()["items"]
+    assert [r["jobName"] for r in last] == [f"job-{i:04d}" for i in range(100, 120)]
+    pending = client.get("/flexq/v1/dashboard/jobs", params={"state": "pending", "queue": "q1"}).json()
+    assert pending["total"] == 10 and {r["state"] for r in pending["items"]} == {"pending"}
+    assert all(int(r["jobName"][4:]) % 12 == 4 for r in pending["items"]), "i % 4 == 0 and i % 3 == 1"
+    row = pending["items"][0]
+    assert row["reason"] == "waiting for ProvisioningRequest pr-1; expected in 2m" and row["flavors"] == ""
+    assert 119 <= (datetime.fromisoformat(row["eta"]) - datetime.fromisoformat(row["created"])).total_seconds() <= 120
+    spot = client.get("/flexq/v1/dashboard/jobs", params={"flavor": "spot", "state": "succeeded"}).json()
+    assert spot["total"] == 30 and all(r["flavors"] == "main=spot" for r in spot["items"])
+    assert all(r["reason"] == "" and 29 <= r["waitSeconds"] <= 30 for r in spot["items"]), "until admitted"
+    costly = client.get("/flexq/v1/dashboard/jobs", params={"sort": "cost", "order": "desc", "limit": 3}).json()
+    assert [r["costUsd"] for r in costly["items"]] == [1.19, 1.18, 1.17]
+    by_priority = client.get("/flexq/v1/dashboard/jobs", params={"sort": "priority", "limit": 500}).json()["items"]
+    assert [r["priority"] for r in by_priority] == sorted(r["priority"] for r in by_priority)
+    assert client.get("/flexq/v1/dashboard/jobs", params={"sort": "bogus"}).status_code == 422
+    assert client.get("/flexq/v1/dashboard/jobs", params={"limit": 0}).status_code == 422
+    assert get_args(State) == STATES_SHOWN
+    refused = client.get("/flexq/v1/dashboard/jobs", params={"state": "sleeping"})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "state"]
+
+
+def test_one_job_and_what_is_missing(client: httpx.Client) -> None:
+    detail = client.get("/flexq/v1/dashboard/jobs/team/job-0002-wl").json()
+    assert detail["job"]["state"] == "admitted" and detail["logUrl"] is None and detail["rayDashboardUrl"] is None
+    assert [t["what"] for t in detail["timeline"]] == ["Created", "QuotaReserved=True", "Admitted=True"]
+    missing = client.get("/flexq/v1/dashboard/jobs/team/nope")
+    assert missing.status_code == 404 and "nope" in missing.json()["message"]
+    assert client.get("/flexq/v1/dashboard/jobs/team/job-0999-wl").status_code == 404, "a variant has no page"
+    assert client.get("/ui/ray/team/job-0002/").status_code == 404, "no runtime, no Ray dashboard"
+
+
+def test_pages_assets_and_reports(client: httpx.Client) -> None:
+    for path, title in (("/ui/", "Overview"), ("/ui/jobs", "Jobs"), ("/ui/jobs/team/job-0002-wl", "Job"),
+                        ("/ui/reports", "Simulator reports")):
+        page = client.get(path)
+        assert page.status_code == 200 and f"<title>flexq · {title}</title>" in page.text
+        urls = re.findall(r'(?:href|src)="([^"]+)"', page.text)
+        assert urls and all(u.startswith(("/", "data:")) and not u.startswith("//") for u in urls), "same origin"
+        for asset in (u for u in urls if u.startswith("/ui/static/")):
+            assert client.get(asset).status_code == 200, asset
+    assert client.get("/ui/static/nope.js").status_code == 404
+    assert client.get("/flexq/v1/dashboard/reports").json()[0]["url"] == "/ui/reports/week/report.html"
+    assert client.get("/ui/reports/week/report.html").text == "<title>report</title>"
+    assert client.get("/ui/reports/week/..%2F..%2Fflexq.db").status_code == 404
+    assert client.get("/ui/reports/..%2Fweek/report.html").status_code == 404
+    paths = client.get("/openapi.json").json()["paths"]
+    jobs = paths["/flexq/v1/dashboard/jobs"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert jobs == {"$ref": "#/components/schemas/JobPage"}
+    assert {"/flexq/v1/dashboard/overview", "/flexq/v1/dashboard/jobs/{namespace}/{name}",
+            "/flexq/v1/dashboard/changes"} <= set(paths)
+
+
+def test_a_cohort_sums_its_queues() -> None:
+    def cq(name: str, cohort: str, used: str, nominal: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"cohort": cohort, "resourceGroups": [{"flavors": [
+            {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": nominal},
+                                           {"name": "memory", "nominalQuota": "32Gi"}]}]}]},
+                "status": {"flavorsReservation": [{"name": "spot", "resources": [
+                    {"name": "cpu", "total": used}, {"name": "memory", "total": "8Gi"}]}]}}
+
+    rows = queues([cq("b", "ml", "3", "10"), cq("a", "ml", "500m", "4"), cq("c", "", "1", "1")])
+    [ml] = cohorts(rows)
+    assert (ml.name, ml.queues) == ("ml", ["a", "b"])
+    assert [(r.resource, r.used, r.nominal, r.usedText, r.nominalText) for r in ml.flavors[0].resources] == [
+        ("cpu", 3.5, 14.0, "3.5", "14"), ("memory", 16 * 2**30, 64 * 2**30, "16Gi", "64Gi")]
+
+
+def test_eta_and_metrics_are_read_from_what_was_written() -> None:
+    assert eta("waiting for 4 node(s) in dws-pool; expected in 1h30m", "2026-01-01T10:00:00Z") == "2026-01-01T11:30:00Z"
+    assert eta("waits for room: a slice frees in 45s", "2026-01-01T10:00:00Z") == "2026-01-01T10:00:45Z"
+    assert eta("Quota reserved", "2026-01-01T10:00:00Z") is None
+    log = "".join(f"(RayTrainWorker pid=1) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="
+                  f"{{'loss': {10.0 / n}, 'epoch': {10 * (n - 1)}}}, validation=False) from rank 0\n"
+                  f"(RayTrainWorker pid=2) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="
+                  f"{{'loss': {10.0 / n}, 'epoch': {10 * (n - 1)}}}, validation=False) from rank 1\n"
+                  for n in range(1, 6))
+    points = metric_points(log + "Training Complete!\n")
+    assert [(p.report, p.values["epoch"], p.values["loss"]) for p in points] == [
+        (n, 10.0 * (n - 1), 10.0 / n) for n in range(1, 6)]
+
+
+CAPACITY = """cloud:
+  on-demand-pool: {available: 4, bootTime: 1s}
+  dws-pool: {queuedDelay: 1h}
+  default-pool: {bootTime: 1s}
+"""
+
+
+def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None:
+    servers = serve_capacity(tmp_path, CAPACITY)
+    srv = next(servers)
+    try:
+        with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
+            lines = events.iter_lines()
+            assert next(lines) == "retry: 2000"
+            first = next(int(line[6:]) for line in lines if line.startswith("data: "))
+            guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
+            assert next(int(line[6:]) for line in lines if line.startswith("data: ")) > first, "the store changed"
+        _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
+
+        def settled() -> dict[str, Any]:
+            view = httpx.get(srv.url + "/flexq/v1/dashboard/overview").json()
+            assert view["provisioning"] and {p["name"]: p["ready"] for p in view["pools"]}["on-demand-pool"] == 4
+            return dict(view)
+
+        view = _eventually(settled)
+        queue = view["queues"][0]
+        assert (queue["name"], queue["pending"], queue["reserving"], queue["admitted"]) == ("cluster-queue", 1, 1, 1)
+        tpu = {(f["flavor"], r["resource"]): r for f in queue["flavors"] for r in f["resources"]}
+        assert (tpu[("on-demand", "google.com/tpu")]["used"], tpu[("on-demand", "google.com/tpu")]["nominal"]) == \
+            (16.0, 16.0)
+        pools = {p["name"]: p for p in view["pools"]}
+        assert pools["dws-pool"]["capacityType"] == "flex-start" and pools["on-demand-pool"]["costPerHour"] > 0
+        request = view["provisioning"][0]
+        assert request["state"] == "Accepted" and "dws-pool" in request["message"]
+        ahead = datetime.fromisoformat(request["eta"]) - datetime.now(UTC)
+        assert timedelta(minutes=55) < ahead <= timedelta(hours=1), "DWS answers in an hour"
+        rows = {r["jobName"]: r for r in httpx.get(srv.url + "/flexq/v1/dashboard/jobs").json()["items"]}
+        assert sorted(rows) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]
+        one, two = rows["rayjob-tpu-v6e-dws-1"], rows["rayjob-tpu-v6e-dws-2"]
+        assert one["state"] == "admitted" and "tpu-group=on-demand" in one["flavors"] and one["reason"] == ""
+        assert two["state"] == "pending" and two["reason"].startswith("racing: dws: waiting for ProvisioningRequest")
+        assert two["eta"] == request["eta"]
+        detail = httpx.get(f"{srv.url}/flexq/v1/dashboard/jobs/default/{two['name']}").json()
+        assert sorted(v["flavor"] for v in detail["variants"]) == ["dws", "on-demand"]
+        assert detail["why"].startswith(two["reason"][:-3]) and "; on-demand: " in detail["why"], "not cut short"
+        assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
+        assert any(t["what"] == "VariantCreated" for t in detail["timeline"])
+        printed = _run(srv, "dashboard", "--no-open")
+        assert printed.returncode == 0 and printed.stdout == f"{srv.url}/ui/\n"
+        opened = tmp_path / "opened"
+        browser = tmp_path / "browser.sh"
+        browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+        browser.chmod(browser.stat().st_mode | stat.S_IEXEC)
+        env = {**srv.env(), "BROWSER": str(browser)}
+        env.pop("DISPLAY", None)
+        shown = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard"], capture_output=True, text=True,
+                               env=env, timeout=60, check=False)
+        assert shown.returncode == 0 and opened.read_text().strip() == f"{srv.url}/ui/"
+        with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
+            assert next(events.iter_lines()) == "retry: 2000"
+            srv.process.terminate()  # a browser tab left open does not keep a stopping server running
+            assert srv.process.wait(timeout=8) == 0
+        assert srv.process.stderr is not None and "Traceback" not in srv.process.stderr.read().decode()
+    finally:
+        servers.close()
+    gone = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard", "--no-open"], capture_output=True,
+                          text=True, env={**os.environ, "FLEXQ_SERVER": srv.url}, timeout=60, check=False)
+    assert gone.returncode == 1 and "cannot reach the flexq server" in gone.stderr and not gone.stdout
+
+
+def _assert(value: bool) -> None:
+    assert value
+
+
+def test_the_jobs_table_follows_the_change_log(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        now = datetime.now(UTC)
+        queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"name": "q1", "namespace": "team"}, "spec": {"clusterQueue": "cq-a"}}
+        lq = store.create(Key("kueue.x-k8s.io", "localqueues", "team", "q1"), queue)
+        for i in (1, 4, 5):
+            wl = _workload(i, "pending" if i != 5 else "admitted", now)
+            store.create(Key("kueue.x-k8s.io", "workloads", "team", wl["metadata"]["name"]), wl)
+        job = store.create(Key("batch", "jobs", "team", "job-0005"), {"apiVersion": "batch/v1", "kind": "Job",
+                                                                      "metadata": {"name": "job-0005"}})
+        table = JobTable(store)
+
+        def rows() -> dict[str, JobRow]:
+            return {r.jobName: r for r in table.page(None, None, None, "name", False, 0, 50).items}
+
+        assert {n: (r.state, r.clusterQueue) for n, r in rows().items()} == {
+            "job-0001": ("pending", "cq-a"), "job-0004": ("pending", "cq-a"), "job-0005": ("admitted", "cq")}
+        store.update(Key("batch", "jobs", "team", "job-0005"), {**job, "status": {"active": 1}}, subresource="status")
+        store.update(Key("kueue.x-k8s.io", "localqueues", "team", "q1"), {**lq, "spec": {"clusterQueue": "cq-b"}})
+        store.delete(Key("kueue.x-k8s.io", "workloads", "team", "job-0004-wl"))
+        assert {n: (r.state, r.clusterQueue) for n, r in rows().items()} == {
+            "job-0001": ("pending", "cq-b"), "job-0005": ("running", "cq")}
+        first = rows()["job-0001"].waitSeconds
+        time.sleep(1.1)
+        assert rows()["job-0001"].waitSeconds >= first + 1, "a wait is counted when the page is served"
+        store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0007-wl"), _workload(7, "succeeded", now))
+        store.compact(keep=0)  # the table had not read the change: it builds anew
+        store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0010-wl"), _workload(10, "pending", now))
+        assert sorted(rows()) == ["job-0001", "job-0005", "job-0007", "job-0010"]
+        assert rows()["job-0007"].state == "succeeded" and rows()["job-0010"].clusterQueue == "cq-b"
+    finally:
+        store.close()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+def test_the_jobs_page_from_the_keyboard_in_chromium(client: httpx.Client) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the dev extra)")
+    expect = sync_api.expect
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{client.base_url}/ui/jobs")
+            rows, shown = page.locator("#jobs tbody tr"), page.locator("#page")
+            expect(rows).to_have_count(50)
+            expect(shown).to_have_text("rows 1 to 50 of 120")
+            cost = page.locator('button[data-sort="cost"]')
+            cost.focus()
+            page.keyboard.press("Enter")
+            expect(page.locator('th[aria-sort="ascending"]')).to_contain_text("cost")
+            page.keyboard.press("Enter")  # the button keeps the focus: again, descending
+            expect(page.locator('th[aria-sort="descending"]')).to_contain_text("cost")
+            expect(rows.first).to_have_attribute("data-job", "job-0119")
+            page.get_by_label("State").select_option("pending")
+            expect(shown).to_have_text("rows 1 to 30 of 30")
+            assert "state=pending" in page.url and "sort=cost" in page.url, "the view is in the address"
+            page.get_by_label("State").select_option("")
+            page.get_by_role("button", name="Next →").press("Enter")
+            expect(shown).to_have_text("rows 51 to 100 of 120")
+            rows.first.get_by_role("link").press("Enter")
+            expect(page.locator("#title")).to_have_text("Job job-0069")
+            expect(page.locator("#facts")).to_contain_text("spot")
+            page.goto(f"{client.base_url}/ui/")
+            cohort = page.locator('#cohorts tr[data-cohort="ml"]')
+            expect(cohort).to_have_count(1)
+            expect(cohort.locator("td.num")).to_have_text("4 / 8")
+            assert cohort.get_by_role("meter").get_attribute("aria-valuenow") == "4"
+            page.goto(f"{client.base_url}/ui/reports")
+            page.get_by_role("link", name="week").press("Enter")
+            expect(page).to_have_title("report")
+        finally:
+            browser.close()
+    assert errors == []
