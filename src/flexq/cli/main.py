@@ -19,6 +19,7 @@ from flexq.api.errors import ApiError, InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.cli.client import Client, CliError
 from flexq.cli.export import export_app
+from flexq.cli.importer import import_cluster
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import describe as describe_text
 from flexq.cli.printers import render_table, to_json, to_yaml
@@ -34,6 +35,7 @@ app = typer.Typer(
 create_app = typer.Typer(help="Create an object from flags (kubectl create ...).", no_args_is_help=True)
 app.add_typer(create_app, name="create")
 app.add_typer(export_app, name="export")
+app.command("import")(import_cluster)
 
 _state: dict[str, str] = {}
 
