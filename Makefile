@@ -39,3 +39,4 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py
 	$(BIN)/python bench/sim_bench.py
+	$(BIN)/python bench/scale_bench.py

@@ -98,8 +98,10 @@ def test_export_gives_back_the_guide(flexq: Any, server: Server, tmp_path: Path)
     assert script.rstrip().endswith("kubectl apply -f jobs.yaml")
 
 
-def test_export_options_and_refusals(flexq: Any, server: Server, tmp_path: Path) -> None:
-    _setup_guide(flexq, server)
+def test_export_options_and_refusals(flexq: Any, tmp_path: Path) -> None:
+    made = flexq("container", "clusters", "create", "tpu-cluster", "--location=us-east5-b")
+    assert made.code == 0, made.err
+    assert flexq("apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml")).code == 0
     extra = """
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -134,7 +136,8 @@ value: 1000
         assert errors(obj) == [], _key(obj)
     script = (out / "cluster.sh").read_text()
     assert 'PROJECT_ID="${PROJECT_ID:-p1}"' in script and "--location=europe-west4-a" in script
-    assert "featureGates[1].name=ConcurrentAdmission" in script
+    assert "featureGates[0].name=ConcurrentAdmission" in script
+    assert "no jobs to submit" in script
 
     # The schemas do refuse what Kueue would refuse: a misspelt field, a bad enum value.
     bad = dict(racing, spec={**racing["spec"], "queueingStrategy": "Fastest", "cohortname": "x"})
