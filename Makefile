@@ -40,3 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py
 	$(BIN)/python bench/sim_bench.py
 	$(BIN)/python bench/ui_bench.py
+	$(BIN)/python bench/scale_bench.py --fraction 0.1   # the full scale (--fraction 1) takes about 30 min

@@ -20,6 +20,8 @@ from flexq.api.errors import ApiError, InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.cli.client import Client, CliError, close_clients
 from flexq.cli.dashboard import dashboard
+from flexq.cli.export import export_app
+from flexq.cli.importer import import_cluster
 from flexq.cli.inputs import read_manifests
 from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import describe as describe_text
@@ -37,6 +39,8 @@ app = typer.Typer(
 create_app = typer.Typer(help="Create an object from flags (kubectl create ...).", no_args_is_help=True)
 app.add_typer(create_app, name="create")
 app.add_typer(token_app, name="token")
+app.add_typer(export_app, name="export")
+app.command("import")(import_cluster)
 
 _state: dict[str, str] = {}
 

@@ -1,0 +1,1 @@
+"""Past one machine: flexq's setup exported to real GKE (:mod:`flexq.export.gke`)."""
