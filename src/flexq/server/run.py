@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -50,10 +51,20 @@ def serve(home: Path, host: str, port: int, *, log_level: str = "warning",
             servers.append(_Server(uvicorn.Config(app, host=host, port=tls_port, log_level=log_level,
                                                   access_log=False, ws="wsproto", ssl_certfile=str(tls.cert),
                                                   ssl_keyfile=str(tls.key))))
-        asyncio.run(_serve_all(servers))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(_serve_all(servers))
     finally:
         controller.stop()
         store.close()
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (its transports write to sockets in C), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve_all(servers: list[_Server]) -> None:
