@@ -39,3 +39,5 @@ clean:
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py
 	$(BIN)/python bench/sim_bench.py
+	$(BIN)/python bench/live_baseline.py --virtual
+	$(BIN)/python bench/live_baseline.py --config large-scale
