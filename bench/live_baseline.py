@@ -351,6 +351,7 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
                       "examples_refused": run.refused[:3]},
         "finish_errors": run.finish_errors[:3],
         "server": {"cpu_s": round(cpu, 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
+        "client_cpu_s": round(sum(os.times()[:2]), 1),
         "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
     }
 

@@ -74,6 +74,8 @@ _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "A
                                   "PriorityClass", "NodePool"})
 _COMPONENT: Final = "flexq-queue-controller"
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
+COALESCE: Final = 0.01
+"""Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
 
 
 class QueueController:
@@ -144,7 +146,9 @@ class QueueController:
         while not self._stop.is_set():
             times = [t for t in (self.scheduler.next_requeue(), self.capacity.timers.next_at()) if t is not None]
             timeout = 5.0 if not times else max(0.02, min(5.0, min(times) - self.clock.now()))
-            self._wake.wait(timeout)
+            timeout = min(timeout, max(0.02, self._counts.due_in()))
+            if self._wake.wait(timeout):
+                self._stop.wait(COALESCE)
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -255,6 +259,8 @@ class QueueController:
             self._schedule_and_write()
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
+        if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload"):
+            return  # Events above all: the most frequent change, and none of the controller's business
         obj = change.obj
         if info.kind in JOB_KINDS:
             if change.type is ChangeType.ADDED:

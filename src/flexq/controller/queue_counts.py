@@ -1,15 +1,17 @@
 """ClusterQueue and LocalQueue statuses: the pending, reserving and admitted counts and the quota in use.
 
-Written after every step of the queue controller, so the write is made only where a figure changed: what
-was last written is remembered per queue, and a queue is read (and written, if its stored status differs)
-only when its figures differ from those, or when its object changed since (someone else may have written
-its status).
+Kept after every step of the queue controller, and written where a figure changed: what was last written
+is remembered per queue, and a queue is read (and written, if its stored status differs) only when its
+figures differ from those, or when its object changed since (someone else may have written its status).
+Under load the figures change at every step: they are then written at most every ``INTERVAL`` seconds, as
+Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when the next write is due).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.scheduler.flavorassigner import format_amount
@@ -17,7 +19,10 @@ from flexq.scheduler.model import WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Key, NotFound, Store
 
-__all__ = ["QueueCounts", "object_key"]
+__all__ = ["INTERVAL", "QueueCounts", "object_key"]
+
+INTERVAL: Final = 0.1
+"""Seconds between two writes of the queues' statuses, at the most."""
 
 
 def object_key(info: KindInfo, obj: Mapping[str, Any]) -> Key:
@@ -29,8 +34,10 @@ class QueueCounts:
     """The counts per queue, kept up to date from the workloads each step names (all of them after
     :meth:`forget`), and the queues whose figures changed since they were last written."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store = store
+        self._monotonic = monotonic
+        self._last = -INTERVAL
         self._written: dict[Key, dict[str, Any]] = {}
         self._slots: dict[str, tuple[str, tuple[str, str], int]] = {}
         self._counts: dict[str, list[int]] = {}
@@ -86,8 +93,9 @@ class QueueCounts:
                                  for lq in local_queues}
         for key in changed:
             self._place(scheduler, key)
-        if not (self._dirty or self._dirty_local):
+        if not (self._dirty or self._dirty_local) or self.due_in() > 0:
             return
+        self._last = self._monotonic()
         tree = scheduler.tree
         with self.store.transaction():
             for cq in cluster_queues:
@@ -117,6 +125,12 @@ class QueueCounts:
                 self._set(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
                                "admittedWorkloads": admitted})
         self._dirty, self._dirty_local = set(), set()
+
+    def due_in(self) -> float:
+        """Seconds until figures that changed may be written (0: now; ``inf``: nothing changed)."""
+        if not (self._dirty or self._dirty_local):
+            return float("inf")
+        return max(0.0, self._last + INTERVAL - self._monotonic())
 
     def _set(self, obj: Mapping[str, Any], fields: dict[str, Any]) -> None:
         key = object_key(resolve(str(obj["kind"])), obj)

@@ -170,9 +170,11 @@ class ObjectService:
                 hook(self, info, prepared, None)
             if dry_run:
                 return self._to(info, prepared, version)
-            self.store.create(self.key(info, ns, meta["name"]), prepared)
+            stored = self.store.create(self.key(info, ns, meta["name"]), prepared)
             self._after_write([info.kind])
-            return self._to(info, self.store.get(self.key(info, ns, meta["name"])), version)
+            if info.kind in _QUEUE_KINDS:  # its Active condition was just written
+                stored = self.store.get(self.key(info, ns, meta["name"]))
+            return self._to(info, stored, version)
 
     def _generate_name(self, info: KindInfo, namespace: str, prefix: str) -> str:
         import secrets
@@ -212,10 +214,11 @@ class ObjectService:
                     hook(self, info, prepared, old)
             if dry_run:
                 return self._to(info, prepared, version)
-            self.store.update(key, prepared, subresource=subresource,
-                              keep_status=info.status_subresource)
+            stored = self.store.update(key, prepared, subresource=subresource, keep_status=info.status_subresource)
             self._after_write([info.kind])
-            return self._to(info, self.store.get(key), version)
+            if info.kind in _QUEUE_KINDS:  # its Active condition was just written
+                stored = self.store.get(key)
+            return self._to(info, stored, version)
 
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,

@@ -29,7 +29,7 @@ from typing import Any
 
 from flexq.store.codec import dumps, loads
 from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound
-from flexq.store.window import ChangeWindow, Entry
+from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
 
@@ -110,7 +110,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
-        self._lock = threading.RLock()
+        self._lock = Gate()
         self._depth = 0
         self._pending: list[Change] = []
         self._listeners: list[Callable[[list[Change]], None]] = []
@@ -188,17 +188,20 @@ class Store:
                 self._depth, self._batching = 0, False
                 self._commit()
 
-    def breathe(self, every: float = 0.05) -> None:
-        """In a long batch, between its transactions: once ``every`` seconds, commit what the batch holds and
-        let other threads in (the API's requests wait on the store while a batch is open)."""
-        if (not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident()
-                or time.monotonic() - self._batch_began < every):
+    def breathe(self, every: float = 0.05, waited: float = 0.01) -> None:
+        """In a long batch, between its transactions: commit what the batch holds and let other threads in
+        (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
+        old and someone waits, or ``every`` seconds old."""
+        if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
+            return
+        age = time.monotonic() - self._batch_began
+        if age < every and (age < waited or not self._lock.waiting):
             return
         self._depth, self._batching = 0, False
         self._commit()
         self._lock.release()  # held once, by batch(), in this thread
         try:
-            time.sleep(0.001)
+            time.sleep(0.002)
         finally:
             self._lock.acquire()
         self._db.execute("BEGIN IMMEDIATE")

@@ -10,12 +10,13 @@ on its own (:class:`~flexq.store.sqlite.Change` parses lazily), so no reader see
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Iterable
 from typing import NamedTuple
 
 from flexq.store.errors import Key
 
-__all__ = ["ChangeWindow", "Entry"]
+__all__ = ["ChangeWindow", "Entry", "Gate"]
 
 
 class Entry(NamedTuple):
@@ -61,3 +62,29 @@ class ChangeWindow:
                 if len(found) >= limit:
                     break
         return found, reached
+
+
+class Gate:
+    """The store's re-entrant lock, counting the threads that wait for it (so that a long batch knows when
+    to let them in). The count is a hint read without the lock: it may be off by one for a moment."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.waiting = 0
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+    def acquire(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting += 1
+            try:
+                self._lock.acquire()
+            finally:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
