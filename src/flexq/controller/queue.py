@@ -76,6 +76,9 @@ _COMPONENT: Final = "flexq-queue-controller"
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
 COALESCE: Final = 0.01
 """Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
+RECONFIGURE_EVERY: Final = 0.25
+"""Seconds between two rebuilds of the scheduler's configuration, at the most: creating a thousand queues
+rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
 
 
 class QueueController:
@@ -112,7 +115,9 @@ class QueueController:
         self._config = ConfigView()
         self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
         """The ClusterQueues and LocalQueues as last read (their specs: the statuses are the controller's)."""
-        self._counts = QueueCounts(self.store)
+        self._counts = QueueCounts(self.store, clock.now)
+        self._reconfigured = -RECONFIGURE_EVERY
+        self._reconfigure_due = False
         self.store.subscribe(lambda _changes: self._wake.set())
 
     # --- running -----------------------------------------------------------------------------------
@@ -147,6 +152,8 @@ class QueueController:
             times = [t for t in (self.scheduler.next_requeue(), self.capacity.timers.next_at()) if t is not None]
             timeout = 5.0 if not times else max(0.02, min(5.0, min(times) - self.clock.now()))
             timeout = min(timeout, max(0.02, self._counts.due_in()))
+            if self._reconfigure_due:
+                timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
             if self._wake.wait(timeout):
                 self._stop.wait(COALESCE)
             self._wake.clear()
@@ -167,7 +174,8 @@ class QueueController:
         by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
         self._config.reset((object_key(resolve(kind), o), o) for kind, objects in by_kind.items() for o in objects)
         self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
-        self._counts.forget()
+        self._counts.recount()
+        self._reconfigured, self._reconfigure_due = self.clock.now(), False
         self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
         self.priorities = Priorities.of(by_kind)
@@ -254,7 +262,8 @@ class QueueController:
                         reconfigure = self._config.changed(change) or reconfigure
                     else:
                         self._dispatch(info, change)
-            if reconfigure:
+            self._reconfigure_due = self._reconfigure_due or reconfigure
+            if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
             self._schedule_and_write()
 

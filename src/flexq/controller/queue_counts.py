@@ -9,7 +9,6 @@ Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -34,7 +33,7 @@ class QueueCounts:
     """The counts per queue, kept up to date from the workloads each step names (all of them after
     :meth:`forget`), and the queues whose figures changed since they were last written."""
 
-    def __init__(self, store: Store, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: Store, monotonic: Callable[[], float]) -> None:
         self.store = store
         self._monotonic = monotonic
         self._last = -INTERVAL
@@ -46,18 +45,17 @@ class QueueCounts:
         self._dirty_local: set[tuple[str, str]] = set()
         self._recount = True
 
-    def forget(self, key: Key | None = None) -> None:
-        """The queue ``key`` (None: every queue, and every workload's place) may have changed: read it
-        before the next write."""
-        if key is None:
-            self._written.clear()
-            self._recount = True
+    def recount(self) -> None:
+        """Workloads may have moved between queues (the configuration changed): count them all again."""
+        self._recount = True
+
+    def forget(self, key: Key) -> None:
+        """The queue ``key`` may have changed: read it before the next write."""
+        self._written.pop(key, None)
+        if key.resource == "clusterqueues":
+            self._dirty.add(key.name)
         else:
-            self._written.pop(key, None)
-            if key.resource == "clusterqueues":
-                self._dirty.add(key.name)
-            else:
-                self._dirty_local.add((key.namespace, key.name))
+            self._dirty_local.add((key.namespace, key.name))
 
     def _place(self, scheduler: Scheduler, key: str) -> None:
         old = self._slots.pop(key, None)

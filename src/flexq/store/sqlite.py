@@ -259,6 +259,15 @@ class Store:
             rv = self.current_rv()
         return [loads(r[0]) for r in rows], rv
 
+    def find(self, group: str, resource: str, path: str, value: str) -> list[dict[str, Any]]:
+        """Objects of one resource whose field at ``path`` (SQLite's JSON path: ``$.spec.clusterQueue``) is
+        ``value``, ordered by namespace and name."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT body FROM objects WHERE grp=? AND resource=? AND json_extract(body, ?) = ? "
+                "ORDER BY namespace, name", (group, resource, path, value)).fetchall()
+        return [loads(r[0]) for r in rows]
+
     def changes(self, since: int, limit: int = 1000) -> list[Change]:
         """Changes with a resourceVersion above ``since``, oldest first; :class:`Gone` if compacted."""
         return self.changes_of(since, None, limit)[0]
