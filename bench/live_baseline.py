@@ -31,6 +31,7 @@ import math
 import os
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -149,6 +150,18 @@ class Server:
 
     def store_mb(self) -> float:
         return sum(p.stat().st_size for p in self.home.glob("flexq.db*")) / 2**20
+
+    def store_tables(self) -> dict[str, list[float]]:
+        """Rows and MiB of bodies per resource in the objects table, and in the change log."""
+        db = sqlite3.connect(f"file:{self.home / 'flexq.db'}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT resource, COUNT(*), SUM(LENGTH(body)) FROM objects GROUP BY resource").fetchall()
+            log = db.execute("SELECT COUNT(*), SUM(LENGTH(body)) FROM changes").fetchone()
+        finally:
+            db.close()
+        found = {r: [n, round((size or 0) / 2**20, 1)] for r, n, size in rows if n > 100}
+        found["(change log)"] = [log[0], round((log[1] or 0) / 2**20, 1)]
+        return found
 
     def stop(self) -> None:
         os.kill(self.pid(), signal.SIGTERM)  # under py-spy: the server ends, then py-spy writes its stacks
@@ -393,10 +406,12 @@ def main() -> None:
             run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout))
             cpu, rss = server.usage()
             store = server.store_mb()
+            tables = server.store_tables()
         finally:
             server.stop()
         result = report(args.config, args.scale, run, bound, cpu, rss, store,
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
+        result["server"]["store_tables"] = tables
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"live-{args.config}" + ("" if args.scale == 1 else f"-{args.scale:g}")
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -245,7 +245,6 @@ class QueueController:
 
     def _sync(self) -> None:
         with self._lock:
-            reconfigure = False
             while True:
                 changes = self.store.changes(self.cursor)
                 if not changes:
@@ -259,10 +258,11 @@ class QueueController:
                     if info.kind in _CONFIG_KINDS:
                         if info.kind in ("ClusterQueue", "LocalQueue"):
                             self._counts.forget(change.key)
-                        reconfigure = self._config.changed(change) or reconfigure
+                        self._reconfigure_due = self._config.changed(change) or self._reconfigure_due
                     else:
+                        if self._reconfigure_due and (info.kind in JOB_KINDS or info.kind == "Workload"):
+                            self._reconfigure()  # a job is read with the queues and priorities made before it
                         self._dispatch(info, change)
-            self._reconfigure_due = self._reconfigure_due or reconfigure
             if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
             self._schedule_and_write()

@@ -227,6 +227,13 @@ class ObjectService:
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
+        # Read and write in one transaction: a patch that names no resourceVersion applies to the object as it
+        # is, never fails for a write that came in between (the API server retries such a patch itself).
+        with self.store.transaction():
+            return self._patch(info, namespace, name, patch_type, body, version, subresource, dry_run)
+
+    def _patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
+               version: str | None, subresource: str | None, dry_run: bool) -> dict[str, Any]:
         current = self.get(info, namespace, name, version)
         try:
             if patch_type == "application/json-patch+json":
