@@ -154,7 +154,9 @@ class QueueController:
             timeout = min(timeout, max(0.02, self._counts.due_in()))
             if self._reconfigure_due:
                 timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
-            if self._wake.wait(timeout):
+            # Changes that came in during the last step are handled at once; the first change after a quiet
+            # spell waits a moment for those that follow it.
+            if not self._wake.is_set() and self._wake.wait(timeout):
                 self._stop.wait(COALESCE)
             self._wake.clear()
             if self._stop.is_set():

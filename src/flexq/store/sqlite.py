@@ -188,10 +188,11 @@ class Store:
                 self._depth, self._batching = 0, False
                 self._commit()
 
-    def breathe(self, every: float = 0.05, waited: float = 0.01) -> None:
+    def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
         """In a long batch, between its transactions: commit what the batch holds and let other threads in
         (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
-        old and someone waits, or ``every`` seconds old."""
+        old and someone waits, or ``every`` seconds old. The batch goes on once those waiting got the store
+        (or after 5 ms)."""
         if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
             return
         age = time.monotonic() - self._batch_began
@@ -201,7 +202,10 @@ class Store:
         self._commit()
         self._lock.release()  # held once, by batch(), in this thread
         try:
-            time.sleep(0.002)
+            handover = time.monotonic() + 0.005
+            time.sleep(0)
+            while self._lock.waiting and time.monotonic() < handover:
+                time.sleep(0.0002)
         finally:
             self._lock.acquire()
         self._db.execute("BEGIN IMMEDIATE")
