@@ -41,3 +41,5 @@ bench: $(STAMP)
 	$(BIN)/python bench/sim_bench.py
 	$(BIN)/python bench/ui_bench.py
 	$(BIN)/python bench/scale_bench.py --fraction 0.1   # the full scale (--fraction 1) takes about 30 min
+	$(BIN)/python bench/live_baseline.py --virtual
+	$(BIN)/python bench/live_baseline.py --config large-scale

@@ -212,3 +212,30 @@ def test_field_validation_of_requests(svc: ObjectService, mode: FieldValidation,
     svc.patch(CQ, None, "cq", "application/merge-patch+json", {"spec": {"stopPolicy": "Hold", "typo2": 1}},
               fields=patched)
     assert patched.warnings == ([] if mode is FieldValidation.IGNORE else ['unknown field "spec.typo2"'])
+
+
+def _cq(name: str, flavor: str) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]}}
+
+
+def test_queues_written_one_by_one_follow_their_references(svc: ObjectService) -> None:
+    svc.create(RF, None, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}})
+    for lq, cq in (("a", "x"), ("b", "y")):
+        svc.create(LQ, "default", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                                   "metadata": {"name": lq}, "spec": {"clusterQueue": cq}})
+        assert _active(svc.get(LQ, "default", lq))[1] == "ClusterQueueDoesNotExist"
+    svc.create(CQ, None, _cq("x", "f"))
+    assert _active(svc.get(CQ, None, "x"))[0] == "True"
+    assert _active(svc.get(LQ, "default", "a"))[:2] == ("True", "Ready")
+    assert _active(svc.get(LQ, "default", "b"))[1] == "ClusterQueueDoesNotExist"
+    svc.create(CQ, None, _cq("y", "g"))
+    assert _active(svc.get(CQ, None, "y"))[1] == "FlavorNotFound"
+    assert _active(svc.get(LQ, "default", "b"))[1] == "ClusterQueueIsInactive"
+    assert _active(svc.get(LQ, "default", "a"))[:2] == ("True", "Ready")
+    svc.delete(CQ, None, "x")
+    assert _active(svc.get(LQ, "default", "a"))[1] == "ClusterQueueDoesNotExist"
+    assert _active(svc.get(LQ, "default", "b"))[1] == "ClusterQueueIsInactive"
+    svc.create(RF, None, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "g"}})
+    assert _active(svc.get(CQ, None, "y"))[0] == "True" and _active(svc.get(LQ, "default", "b"))[0] == "True"

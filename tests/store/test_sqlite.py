@@ -143,3 +143,84 @@ def test_consumer_cursor_survives_restart(tmp_path: Path) -> None:
     reopened = Store(path)
     assert [c.key.name for c in reopened.changes(reopened.cursor("scheduler"))] == ["c2"]
     reopened.close()
+
+
+def _flavor(i: int) -> tuple[Key, dict[str, Any]]:
+    return (Key("kueue.x-k8s.io", "resourceflavors", "", f"rf{i}"),
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"rf{i}"}})
+
+
+def test_change_log_keeps_a_window_as_etcd_compacts(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db", history=50)
+    for i in range(1000):  # compaction runs once a tenth of the history (at least 1,000 changes) was written
+        store.create(*_flavor(i))
+    with pytest.raises(Gone) as gone:
+        store.changes(949)
+    assert gone.value.oldest == 951
+    kept = store.changes(950)
+    assert [c.rv for c in kept] == list(range(951, 1001))
+    assert kept[-1].obj["metadata"]["name"] == "rf999"
+    store.close()
+    reopened = Store(tmp_path / "flexq.db", history=50)  # read from disk, not from the window in memory
+    assert [(c.rv, c.obj) for c in reopened.changes(950)] == [(c.rv, c.obj) for c in kept]
+    with pytest.raises(Gone):
+        reopened.changes(0)
+    reopened.close()
+
+
+def test_changes_of_one_resource_move_past_the_others() -> None:
+    store = Store()
+    store.create(KEY, _obj())
+    for i in range(3):
+        store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
+    store.create(*_flavor(1))
+    flavors = frozenset({("kueue.x-k8s.io", "resourceflavors")})
+    found, reached = store.changes_of(0, flavors)
+    assert [c.key.name for c in found] == ["rf1"] and reached == 5
+    found, reached = store.changes_of(0, frozenset({("", "configmaps")}), limit=2)
+    assert [c.key.name for c in found] == ["c0", "c1"] and reached == 3
+    assert store.changes_of(5, flavors) == ([], 5)
+
+
+def test_a_reader_changing_a_change_reaches_nobody_else() -> None:
+    store = Store()
+    store.create(KEY, _obj(a=1))
+    first = store.changes(0)[0]
+    first.obj["spec"]["a"] = 2
+    assert store.changes(0)[0].obj["spec"] == {"a": 1}
+    assert store.get(KEY)["spec"] == {"a": 1}
+
+
+def test_batch_commits_once_and_undoes_a_failed_transaction_alone() -> None:
+    store = Store()
+    seen: list[list[int]] = []
+    store.subscribe(lambda changes: seen.append([c.rv for c in changes]))
+    with pytest.raises(RuntimeError), store.batch():
+        store.create(*_flavor(1))
+        with pytest.raises(AlreadyExists):
+            store.create(*_flavor(1))
+        try:
+            with store.transaction():
+                store.create(*_flavor(2))
+                raise ValueError("undone")
+        except ValueError:
+            pass
+        store.create(*_flavor(3))
+        assert seen == [], "nothing is committed before the batch ends"
+        raise RuntimeError("the batch ends with an exception: what finished is still committed")
+    assert [c.key.name for c in store.changes(0)] == ["rf1", "rf3"]
+    assert len(seen) == 1 and len(seen[0]) == 2
+    with pytest.raises(NotFound):
+        store.get(_flavor(2)[0])
+
+
+def test_written_objects_share_nothing_with_the_input() -> None:
+    store = Store()
+    given = _obj(a={"b": 1})
+    created = store.create(KEY, given)
+    created["spec"]["a"]["b"] = 2
+    assert given["spec"]["a"] == {"b": 1} and "uid" not in given["metadata"]
+    status = {"x": [1]}
+    updated = store.update(KEY, {"metadata": {}, "status": status}, subresource="status")
+    updated["status"]["x"].append(2)
+    assert status == {"x": [1]} and store.get(KEY)["status"] == {"x": [1]}

@@ -44,7 +44,9 @@ from flexq.controller.objects import (
     workload_object,
 )
 from flexq.controller.pods import PodIntegration
+from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.runtime import RayRuntime
+from flexq.controller.settled import ConfigView
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
     JOB_KINDS,
@@ -63,7 +65,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event, rfc3339
+from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, record_event, rfc3339
 
 __all__ = ["QueueController"]
 
@@ -74,6 +76,11 @@ _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "A
                                   "PriorityClass", "NodePool"})
 _COMPONENT: Final = "flexq-queue-controller"
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
+COALESCE: Final = 0.01
+"""Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
+RECONFIGURE_EVERY: Final = 0.25
+"""Seconds between two rebuilds of the scheduler's configuration, at the most: creating a thousand queues
+rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
 
 
 class QueueController:
@@ -109,6 +116,12 @@ class QueueController:
         """Kueue's Pod integration: queued Pods and pod groups."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
+        self._config = ConfigView()
+        self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+        """The ClusterQueues and LocalQueues as last read (their specs: the statuses are the controller's)."""
+        self._counts = QueueCounts(self.store, clock.now)
+        self._reconfigured = -RECONFIGURE_EVERY
+        self._reconfigure_due = False
         self.store.subscribe(lambda _changes: self._wake.set())
 
     # --- running -----------------------------------------------------------------------------------
@@ -150,7 +163,13 @@ class QueueController:
         while not self._stop.is_set():
             times = [t for t in (self.scheduler.next_requeue(), self.capacity.timers.next_at()) if t is not None]
             timeout = 5.0 if not times else max(0.02, min(5.0, min(times) - self.clock.now()))
-            self._wake.wait(timeout)
+            timeout = min(timeout, max(0.02, self._counts.due_in()))
+            if self._reconfigure_due:
+                timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
+            # Changes that came in during the last step are handled at once; the first change after a quiet
+            # spell waits a moment for those that follow it.
+            if not self._wake.is_set() and self._wake.wait(timeout):
+                self._stop.wait(COALESCE)
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -167,6 +186,10 @@ class QueueController:
 
     def _reconfigure(self) -> None:
         by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
+        self._config.reset((object_key(resolve(kind), o), o) for kind, objects in by_kind.items() for o in objects)
+        self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
+        self._counts.recount()
+        self._reconfigured, self._reconfigure_due = self.clock.now(), False
         self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
                              o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
         self.priorities = Priorities.of(by_kind)
@@ -220,9 +243,16 @@ class QueueController:
             self._schedule_and_write()
 
     def sync(self) -> None:
-        """Apply every change since the cursor, run the scheduler, write back what it decided."""
+        """Apply every change since the cursor, run the scheduler, write back what it decided (committed
+        as one batch). A cursor that fell behind the change log's window starts over from a full read."""
         try:
-            self._sync()
+            try:
+                with self.store.batch():
+                    self._sync()
+            except Gone:
+                log.warning("the queue controller fell behind the change log: reading everything afresh")
+                with self.store.batch():
+                    self.resync()
         finally:
             actions, self._after_write = self._after_write, []
             for action in actions:
@@ -230,7 +260,6 @@ class QueueController:
 
     def _sync(self) -> None:
         with self._lock:
-            reconfigure = False
             while True:
                 changes = self.store.changes(self.cursor)
                 if not changes:
@@ -240,15 +269,22 @@ class QueueController:
                     info = by_resource(change.key.group, change.key.resource)
                     if info is None:
                         continue
+                    self.store.breathe()
                     if info.kind in _CONFIG_KINDS:
-                        reconfigure = True
+                        if info.kind in ("ClusterQueue", "LocalQueue"):
+                            self._counts.forget(change.key)
+                        self._reconfigure_due = self._config.changed(change) or self._reconfigure_due
                     else:
+                        if self._reconfigure_due and (info.kind in JOB_KINDS or info.kind == "Workload"):
+                            self._reconfigure()  # a job is read with the queues and priorities made before it
                         self._dispatch(info, change)
-            if reconfigure:
+            if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
             self._schedule_and_write()
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
+        if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload"):
+            return  # Events above all: the most frequent change, and none of the controller's business
         obj = change.obj
         if info.kind in JOB_KINDS:
             if change.type is ChangeType.ADDED:
@@ -502,13 +538,14 @@ class QueueController:
             touched.setdefault(key, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
         for key, evs in touched.items():
+            self.store.breathe()
             wl = self.scheduler.workloads.get(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
             if key in self.scheduler.variants or key in self._stored_variants:
                 self._write_variants(key, stamp)
         self.capacity.write()
-        self._write_queue_status()
+        self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
 
     def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
         stored = self._stored_workload(wl)
@@ -702,53 +739,6 @@ class QueueController:
             tally = copy.deepcopy(self.tally)
             return tally, sample(self, self.clock.now())
 
-    def _write_queue_status(self) -> None:
-        counts: dict[str, list[int]] = {}
-        local: dict[tuple[str, str], list[int]] = {}
-        for wl in self.scheduler.workloads.values():
-            if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE) or wl.parent:
-                continue
-            slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
-            for bucket in (counts.setdefault(wl.cluster_queue, [0, 0, 0]),
-                           local.setdefault((wl.namespace, wl.queue), [0, 0, 0])):
-                bucket[slot] += 1
-                if slot == 2:
-                    bucket[1] += 1  # admitted workloads also reserve quota
-        tree = self.scheduler.tree
-        with self.store.transaction():
-            for cq in self._objects("ClusterQueue"):
-                name = cq["metadata"]["name"]
-                pending, reserving, admitted = counts.get(name, [0, 0, 0])
-                usage = tree.queues[name].usage if name in tree.queues else {}
-                flavors: dict[str, list[dict[str, Any]]] = {}
-                for group in (cq.get("spec") or {}).get("resourceGroups") or []:
-                    for flavor in group.get("flavors", []):
-                        rows = flavors.setdefault(flavor["name"], [])
-                        for res in flavor.get("resources", []):
-                            amount = usage.get((flavor["name"], res["name"]), 0)
-                            nominal = tree.nominal(name, (flavor["name"], res["name"])) if name in tree.queues else 0
-                            rows.append({"name": res["name"], "total": _amount(res["name"], amount),
-                                         "borrowed": _amount(res["name"], max(0, amount - nominal))})
-                usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]
-                self._set_status(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                                      "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
-                                      "flavorsUsage": usage_rows})
-            for lq in self._objects("LocalQueue"):
-                ns = lq["metadata"].get("namespace", "default")
-                pending, reserving, admitted = local.get((ns, lq["metadata"]["name"]), [0, 0, 0])
-                self._set_status(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                                      "admittedWorkloads": admitted})
-
-    def _set_status(self, obj: dict[str, Any], fields: Mapping[str, Any]) -> None:
-        status = dict(obj.get("status") or {})
-        if all(status.get(k) == v for k, v in fields.items()):
-            return
-        status.update(fields)
-        info = resolve(obj["kind"])
-        key = Key(info.group, info.plural, obj["metadata"].get("namespace", "") if info.namespaced else "",
-                  obj["metadata"]["name"])
-        self.store.update(key, {**obj, "status": status}, subresource="status")
-
 
 def _parent_of(obj: Mapping[str, Any]) -> str | None:
     """The key of the Workload that owns ``obj`` (a variant), if any."""
@@ -772,9 +762,3 @@ def _variant_object(parent: Mapping[str, Any], variant: Workload) -> dict[str, A
                                           "blockOwnerDeletion": True}]},
         "spec": copy.deepcopy(parent.get("spec") or {}),
     }
-
-
-def _amount(resource: str, milli: int) -> str:
-    from flexq.scheduler.flavorassigner import format_amount
-
-    return format_amount(resource, milli)

@@ -6,10 +6,8 @@ so that the real kubectl works against flexq unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +32,8 @@ from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
-from flexq.store import Gone, NotFound
+from flexq.server.watch import watch_stream
+from flexq.store import NotFound
 
 __all__ = ["KubeApi"]
 
@@ -281,47 +280,14 @@ class KubeApi:
         as_table = _wants_table(request)
         start = q.get("resourceVersion") or ""
         timeout = float(q.get("timeoutSeconds") or 1800)
-        info, service = t.info, self.service
 
         def wanted(obj: dict[str, Any]) -> bool:
             ns = obj["metadata"].get("namespace")
             return (t.namespace is None or ns == t.namespace) and match_labels(obj) and match_fields(obj)
 
-        def frame(kind: str, obj: dict[str, Any]) -> bytes:
-            shown = service._to(info, obj, t.version)
-            if as_table:
-                shown = table(info, [shown], shown["metadata"].get("resourceVersion", ""))
-            return (json.dumps({"type": kind, "object": shown}) + "\n").encode()
-
-        async def stream() -> AsyncIterator[bytes]:
-            since: int
-            if start in ("", "0"):
-                items, since = service.list_objects(info, t.namespace, t.version)
-                for item in items:
-                    if wanted(item):
-                        yield frame("ADDED", item)
-            else:
-                since = int(start)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if await request.is_disconnected():
-                    return
-                try:
-                    changes = service.store.changes(since)
-                except Gone as exc:
-                    yield (json.dumps({"type": "ERROR", "object": status_body(410, "Expired", str(exc))})
-                           + "\n").encode()
-                    return
-                for change in changes:
-                    since = change.rv
-                    if change.key.group == info.group and change.key.resource == info.plural and wanted(change.obj):
-                        yield frame(change.type.value, change.obj)
-                if not changes:
-                    await self.hub.wait(min(1.0, max(0.0, deadline - time.monotonic())))
-                else:
-                    await asyncio.sleep(0)
-
-        return StreamingResponse(stream(), media_type="application/json")
+        stream = watch_stream(request, self.service, self.hub, t.info, t.version, t.namespace, wanted, as_table,
+                              start, timeout)
+        return StreamingResponse(stream, media_type="application/json")
 
 
 def _pod_kind() -> KindInfo:

@@ -101,12 +101,22 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
                                                    ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
                                                    timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[1]))
         print(_banner(plan, http_port, tls_port, home), file=sys.stderr, flush=True)
-        asyncio.run(_serve_all(servers, app.state.hub.close))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(_serve_all(servers, app.state.hub.close))
     finally:
         controller.stop()
         store.close()
         for sock in sockets:
             sock.close()
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (its transports write to sockets in C), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve_all(servers: list[tuple[_Server, socket.socket]], closing: Callable[[], None]) -> None:

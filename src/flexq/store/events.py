@@ -33,7 +33,6 @@ def record_event(
     digest = hashlib.sha1(f"{meta.get('uid', '')}|{reason}|{message}".encode()).hexdigest()[:16]
     name = f"{meta.get('name', 'object')}.{digest}"
     key = Key("", "events", namespace, name)
-    stamp = rfc3339(now) if now is not None else None
     with store.transaction():
         try:
             event = store.get(key)
@@ -41,10 +40,11 @@ def record_event(
             event = None
         if event is not None:
             event["count"] = int(event.get("count", 1)) + 1
-            event["lastTimestamp"] = stamp or event["lastTimestamp"]
+            event["lastTimestamp"] = rfc3339(now) if now is not None else event["lastTimestamp"]
             event["metadata"].pop("resourceVersion", None)
             return store.update(key, event, keep_status=False)
-        created = store.create(key, {
+        stamp = rfc3339(now) if now is not None else store.timestamp()
+        return store.create(key, {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
@@ -60,10 +60,8 @@ def record_event(
             "message": message,
             "type": type,
             "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
             "source": {"component": component},
             "reportingComponent": component,
         })
-        stamp = stamp or created["metadata"]["creationTimestamp"]
-        created["firstTimestamp"] = created["lastTimestamp"] = stamp
-        created["metadata"].pop("resourceVersion", None)
-        return store.update(key, created, keep_status=False)

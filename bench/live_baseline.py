@@ -1,0 +1,423 @@
+"""Kueue's scheduler-performance configs through flexq's Kubernetes API, in real time.
+
+    python bench/live_baseline.py [--config large-scale] [--scale 0.1] [--profile] [--out DIR]
+
+As Kueue's own perf runner does it, against ``flexq server --runtime none`` started here in a process of its
+own (a fresh FLEXQ_HOME, a free loopback port):
+
+- the queue objects of the generator config (bench/kueue/) are created through the API;
+- a load generator (this process, over keep-alive HTTP connections) creates the batch/v1 Jobs on the config's
+  schedule (each one its interval after the one before, every set of every queue at once from the start);
+- a runner watches Workloads and, ``runtimeMs`` after a workload is seen admitted, marks its Job finished by
+  patching the Job's status (its ``Complete`` condition, which is how flexq tells a finished Job); a workload
+  evicted before then has its timer cancelled, and runs its full time again once admitted again.
+
+The run ends when every workload is seen Finished (or at ``--timeout``). The report (``bench/results/live-
+<config>.json`` and ``.md``) gives the wall time against the packing bound (per cohort, its cpu-seconds of work
+over its nominal cpu, and no job ends before its arrival plus its run time), the average and p99 time to admission
+per class (from the create request sent to the Admitted condition seen), creations per second achieved against
+scheduled (and how late the latest one was sent), the server's CPU seconds, peak RSS and store size, and the
+machine's load. ``--virtual`` adds the same config's averages in virtual time (``flexq simulate``) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from flexq.api.kinds import resolve
+from flexq.api.quantity import Quantity
+from flexq.sim.generator import load_generator_file
+
+HERE = Path(__file__).parent
+KUEUE_FIGURES = {"baseline": 351.0, "large-scale": 1179.0}
+"""Kueue's own wall time on each config (seconds), as its perf tests publish it."""
+
+
+def scaled_config(name: str, scale: float, into: Path) -> Path:
+    """The generator config with every workloads set's count scaled (at least one round each)."""
+    config = yaml.safe_load((HERE / "kueue" / f"{name}.yaml").read_text())
+    for cohort in config["cohorts"]:
+        for queues in cohort["queuesSets"]:
+            for workloads in queues.get("workloadsSets", []):
+                workloads["count"] = max(1, math.ceil(workloads.get("count", 0) * scale))
+    path = into / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def url_of(obj: dict[str, Any], *, name: str | None = None, sub: str = "") -> str:
+    info = resolve(f"{obj['kind'].lower()}.{obj['apiVersion'].rpartition('/')[0]}" if "/" in obj["apiVersion"]
+                   else obj["kind"].lower())
+    version = obj["apiVersion"].rpartition("/")[2]
+    root = f"/apis/{info.group}/{version}" if info.group else "/api/v1"
+    ns = f"/namespaces/{obj['metadata']['namespace']}" if info.namespaced else ""
+    tail = f"/{name}" if name else ""
+    return f"{root}{ns}/{info.plural}{tail}{sub}"
+
+
+def packing_bound(objects: list[dict[str, Any]], jobs: list[tuple[float, dict[str, Any], float]]) -> float:
+    """No schedule ends earlier: a cohort runs its cpu-seconds on its nominal cpu, a job ends after arrival + run."""
+    cohort_of: dict[str, str] = {}
+    capacity: dict[str, float] = collections.defaultdict(float)
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue":
+            cohort = obj["spec"].get("cohortName") or obj["metadata"]["name"]
+            cohort_of[obj["metadata"]["name"]] = cohort
+            for group in obj["spec"]["resourceGroups"]:
+                for flavor in group["flavors"]:
+                    for res in flavor["resources"]:
+                        if res["name"] == "cpu":
+                            capacity[cohort] += float(Quantity.parse(res["nominalQuota"]).value)
+    work: dict[str, float] = collections.defaultdict(float)
+    last_end = 0.0
+    for at, job, runtime in jobs:
+        cpu = float(Quantity.parse(job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+                    .value)
+        work[cohort_of[job["metadata"]["namespace"]]] += cpu * runtime
+        last_end = max(last_end, at + runtime)
+    return max([last_end] + [w / capacity[c] for c, w in work.items() if capacity[c] > 0])
+
+
+def class_of(job_name: str) -> str:
+    return job_name.rsplit("-", 3)[0]  # <className>-<set>-<round>-<index>
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """``flexq server --runtime none`` in a process of its own (under py-spy with ``profile``)."""
+
+    def __init__(self, home: Path, profile: Path | None) -> None:
+        self.port = free_port()
+        self.home = home
+        cmd = [sys.executable, "-m", "flexq.cli.main", "server", "--runtime", "none", "--port", str(self.port),
+               "--home", str(home)]
+        if profile is not None:
+            spy = Path(sys.executable).parent / "py-spy"
+            cmd = [str(spy) if spy.exists() else "py-spy", "record", "--format", "raw", "--rate", "50",
+                   "--subprocesses", "-o", str(profile), "--", *cmd]
+        home.mkdir(parents=True)
+        self.log = open(home / "server.log", "wb")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def pid(self) -> int:
+        """The server's own process (py-spy's child when profiling)."""
+        pid = self.process.pid
+        for _ in range(50):
+            children = Path(f"/proc/{pid}/task/{pid}/children")
+            kids = children.read_text().split() if children.exists() else []
+            name = Path(f"/proc/{pid}/comm").read_text().strip() if Path(f"/proc/{pid}/comm").exists() else ""
+            if not name.startswith("py-spy"):
+                return pid
+            if kids:
+                pid = int(kids[0])
+            else:
+                time.sleep(0.1)
+        return pid
+
+    def usage(self) -> tuple[float, float]:
+        """CPU seconds and peak RSS (MiB) of the server process so far."""
+        pid = self.pid()
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        cpu = (int(fields[11]) + int(fields[12])) / ticks
+        hwm = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
+        return cpu, int(hwm.split()[1]) / 1024
+
+    def store_mb(self) -> float:
+        return sum(p.stat().st_size for p in self.home.glob("flexq.db*")) / 2**20
+
+    def store_tables(self) -> dict[str, list[float]]:
+        """Rows and MiB of bodies per resource in the objects table, and in the change log."""
+        db = sqlite3.connect(f"file:{self.home / 'flexq.db'}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT resource, COUNT(*), SUM(LENGTH(body)) FROM objects GROUP BY resource").fetchall()
+            log = db.execute("SELECT COUNT(*), SUM(LENGTH(body)) FROM changes").fetchone()
+        finally:
+            db.close()
+        found = {r: [n, round((size or 0) / 2**20, 1)] for r, n, size in rows if n > 100}
+        found["(change log)"] = [log[0], round((log[1] or 0) / 2**20, 1)]
+        return found
+
+    def stop(self) -> None:
+        os.kill(self.pid(), signal.SIGTERM)  # under py-spy: the server ends, then py-spy writes its stacks
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+class Run:
+    """The load generator and the runner, sharing one HTTP session."""
+
+    def __init__(self, base: str, jobs: list[tuple[float, dict[str, Any], float]], concurrency: int) -> None:
+        self.base = base
+        self.jobs = jobs
+        self.runtime = {f"{j['metadata']['namespace']}/{j['metadata']['name']}": r for _, j, r in jobs}
+        self.concurrency = concurrency
+        self.sent: dict[str, float] = {}
+        self.late: list[float] = []
+        self.answered: list[float] = []
+        self.refused: list[str] = []
+        self.admitted: dict[str, float] = {}
+        self.running: dict[str, asyncio.TimerHandle] = {}
+        self.finished: set[str] = set()
+        self.finish_errors: list[str] = []
+        self.done = asyncio.Event()
+        self.t0 = 0.0
+        self.last_finished = 0.0
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def setup(self, session: aiohttp.ClientSession, objects: list[dict[str, Any]]) -> str:
+        for obj in objects:
+            async with session.post(self.base + url_of(obj), json=obj) as r:
+                if r.status != 201:
+                    raise RuntimeError(f"creating {obj['kind']} {obj['metadata']['name']}: {r.status} {await r.text()}")
+        queues = [o["metadata"]["name"] for o in objects if o["kind"] == "ClusterQueue"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the controller has read the configuration: every queue is Active
+            async with session.get(self.base + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues") as r:
+                body = await r.json()
+            active = {i["metadata"]["name"] for i in body["items"] if any(
+                c["type"] == "Active" and c["status"] == "True" for c in (i.get("status") or {}).get("conditions", []))}
+            if active >= set(queues):
+                return str(body["metadata"]["resourceVersion"])
+            await asyncio.sleep(0.2)
+        raise RuntimeError("the ClusterQueues did not become Active within 60 s")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def generate(self, session: aiohttp.ClientSession) -> None:
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def create(at: float, job: dict[str, Any]) -> None:
+            async with limit:
+                key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+                now = time.monotonic()
+                self.sent[key] = now
+                self.late.append(now - self.t0 - at)
+                async with session.post(self.base + url_of(job), data=json.dumps(job),
+                                        headers={"content-type": "application/json"}) as r:
+                    text = await r.read()
+                    if r.status != 201:
+                        self.refused.append(f"{key}: {r.status} {text[:200]!r}")
+                self.answered.append(time.monotonic() - self.t0)
+
+        for at, job, _ in self.jobs:
+            delay = self.t0 + at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._spawn(create(at, job))
+
+    async def watch(self, session: aiohttp.ClientSession, rv: str) -> None:
+        path = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+        while not self.done.is_set():
+            url = f"{self.base}{path}?watch=true&resourceVersion={rv}&timeoutSeconds=3600"
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                async for line in r.content:
+                    event = json.loads(line)
+                    obj = event["object"]
+                    if event["type"] == "ERROR":  # 410 Gone: relist, as an informer does
+                        async with session.get(self.base + path) as listed:
+                            body = await listed.json()
+                        for item in body["items"]:
+                            self.observe(session, item)
+                        rv = body["metadata"]["resourceVersion"]
+                        break
+                    rv = obj["metadata"]["resourceVersion"]
+                    self.observe(session, obj)
+                    if self.done.is_set():
+                        return
+
+    def observe(self, session: aiohttp.ClientSession, wl: dict[str, Any]) -> None:
+        owner = next(iter(wl["metadata"].get("ownerReferences") or []), {})
+        if owner.get("kind") != "Job":
+            return
+        key = f"{wl['metadata']['namespace']}/{owner['name']}"
+        conditions = {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions") or []}
+        if conditions.get("Finished") == "True":
+            if key not in self.finished:
+                self.finished.add(key)
+                self.last_finished = time.monotonic()
+                if len(self.finished) == len(self.jobs):
+                    self.done.set()
+            return
+        if conditions.get("Admitted") == "True":
+            if key not in self.running:
+                self.admitted.setdefault(key, time.monotonic())
+                loop = asyncio.get_running_loop()
+                self.running[key] = loop.call_later(self.runtime[key], lambda: self._spawn(self.finish(session, key)))
+        elif key in self.running:  # evicted before it ended: it runs its full time once admitted again
+            self.running.pop(key).cancel()
+
+    async def finish(self, session: aiohttp.ClientSession, key: str) -> None:
+        namespace, name = key.split("/")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        patch = {"status": {"succeeded": 1, "conditions": [
+            {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "reason": "ByTest"}]}}
+        async with session.patch(f"{self.base}/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
+                                 data=json.dumps(patch), headers={"content-type": "application/merge-patch+json"}) as r:
+            if r.status != 200:
+                self.finish_errors.append(f"{key}: {r.status} {(await r.read())[:200]!r}")
+
+
+async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[float, dict[str, Any], float]],
+                concurrency: int, timeout: float) -> Run:
+    run = Run(server.base, jobs, concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency + 8)
+    async with aiohttp.ClientSession(connector=connector, read_bufsize=2**22) as session:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                async with session.get(server.base + "/healthz") as r:
+                    if r.status == 200:
+                        break
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline or server.process.poll() is not None:
+                raise RuntimeError("the server did not start")
+            await asyncio.sleep(0.1)
+        rv = await run.setup(session, objects)
+        watcher = asyncio.ensure_future(run.watch(session, rv))
+        run.t0 = time.monotonic()
+        generator = asyncio.ensure_future(run.generate(session))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.done.wait(), timeout)
+        run.done.set()
+        for task in (watcher, generator, *run.tasks):
+            task.cancel()
+        await asyncio.gather(watcher, generator, *run.tasks, return_exceptions=True)
+    return run
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def virtual_admission(path: Path) -> dict[str, float]:
+    """The same config in virtual time: average seconds from submission to first admission, per class."""
+    from flexq.sim.runner import run_scenario
+    from flexq.sim.scenario import load_scenario
+
+    result = run_scenario(load_scenario(path))
+    first: dict[str, float] = {}
+    for event in result.events:
+        if event["event"] == "Admitted":
+            first.setdefault(event["workload"], event["t"])
+    waits: dict[str, list[float]] = collections.defaultdict(list)
+    for wl in result.workloads:
+        if wl.key in first:
+            waits[class_of(wl.owner.rpartition("/")[2])].append(first[wl.key] - result.submitted[wl.key])
+    return {c: round(statistics.fmean(w), 3) for c, w in sorted(waits.items())}
+
+
+def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: float, store: float,
+           load: tuple[float, float], virtual: dict[str, float] | None) -> dict[str, Any]:
+    waits: dict[str, list[float]] = collections.defaultdict(list)
+    for key, at in run.admitted.items():
+        waits[class_of(key.rpartition("/")[2])].append(at - run.sent[key])
+    wall = run.last_finished - run.t0 if len(run.finished) == len(run.jobs) else None
+    span = max(at for at, _, _ in run.jobs)
+    created = len(run.answered) - len(run.refused)
+    return {
+        "config": name, "scale": scale, "jobs": len(run.jobs), "finished": len(run.finished),
+        "wall_s": round(wall, 2) if wall is not None else None, "bound_s": round(bound, 2),
+        "ratio": round(wall / bound, 3) if wall is not None else None,
+        "kueue_s": KUEUE_FIGURES.get(name) if scale == 1 else None,
+        "admission": {c: {"count": len(w), "avg_s": round(statistics.fmean(w), 3),
+                          "p99_s": round(percentile(w, .99), 3),
+                          **({"virtual_avg_s": virtual[c]} if virtual and c in virtual else {})}
+                      for c, w in sorted(waits.items())},
+        "creations": {"scheduled_per_s": round(len(run.jobs) / span, 1) if span else None,
+                      "achieved_per_s": round(created / max(run.answered), 1) if run.answered else None,
+                      "created": created, "refused": len(run.refused), "max_late_s": round(max(run.late, default=0), 3),
+                      "examples_refused": run.refused[:3]},
+        "finish_errors": run.finish_errors[:3],
+        "server": {"cpu_s": round(cpu, 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
+        "client_cpu_s": round(sum(os.times()[:2]), 1),
+        "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
+    }
+
+
+def markdown(r: dict[str, Any]) -> str:
+    c, s = r["creations"], r["server"]
+    lines = [f"# Live {r['config']} (scale {r['scale']}): {r['finished']:,} of {r['jobs']:,} jobs finished", "",
+             "| wall s | bound s | ratio | created/s (scheduled) | refused | max late s | server cpu s | peak RSS MB "
+             "| store MB | load before/after |", "|---|---|---|---|---|---|---|---|---|---|",
+             f"| {r['wall_s']} | {r['bound_s']} | {r['ratio']} | {c['achieved_per_s']} ({c['scheduled_per_s']}) "
+             f"| {c['refused']} | {c['max_late_s']} | {s['cpu_s']} | {s['peak_rss_mb']} | {s['store_mb']} "
+             f"| {r['load']['before']} / {r['load']['after']} |", "",
+             "| class | admitted | avg s to admission | p99 s | virtual-time avg s |", "|---|---|---|---|---|"]
+    for name, a in r["admission"].items():
+        lines.append(f"| {name} | {a['count']:,} | {a['avg_s']} | {a['p99_s']} | {a.get('virtual_avg_s', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", choices=["baseline", "large-scale"], default="baseline")
+    parser.add_argument("--scale", type=float, default=1.0, help="the share of each workloads set's count to run")
+    parser.add_argument("--concurrency", type=int, default=32, help="create requests in flight at most")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds after the first creation to give up")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--virtual", action="store_true", help="also run the config in virtual time to compare")
+    parser.add_argument("--profile", type=Path, help="run the server under py-spy; write its raw stacks here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="flexq-live-") as tmp:
+        path = scaled_config(args.config, args.scale, Path(tmp))
+        docs, submissions = load_generator_file(path, str(path))
+        objects = [d.obj for d in docs]
+        jobs = [(s.at, s.document.obj, float(s.run_for or 0)) for s in submissions]
+        bound = packing_bound(objects, jobs)
+        virtual = virtual_admission(path) if args.virtual else None
+        load_before = round(os.getloadavg()[0], 2)
+        server = Server(Path(tmp) / "home", args.profile)
+        try:
+            run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout))
+            cpu, rss = server.usage()
+            store = server.store_mb()
+            tables = server.store_tables()
+        finally:
+            server.stop()
+        result = report(args.config, args.scale, run, bound, cpu, rss, store,
+                        (load_before, round(os.getloadavg()[0], 2)), virtual)
+        result["server"]["store_tables"] = tables
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"live-{args.config}" + ("" if args.scale == 1 else f"-{args.scale:g}")
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{stem}.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()

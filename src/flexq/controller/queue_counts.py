@@ -1,0 +1,146 @@
+"""ClusterQueue and LocalQueue statuses: the pending, reserving and admitted counts and the quota in use.
+
+Kept after every step of the queue controller, and written where a figure changed: what was last written
+is remembered per queue, and a queue is read (and written, if its stored status differs) only when its
+figures differ from those, or when its object changed since (someone else may have written its status).
+Under load the figures change at every step: they are then written at most every ``INTERVAL`` seconds, as
+Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when the next write is due).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from flexq.api.kinds import KindInfo, resolve
+from flexq.scheduler.flavorassigner import format_amount
+from flexq.scheduler.model import WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from flexq.store import Key, NotFound, Store
+
+__all__ = ["INTERVAL", "QueueCounts", "object_key"]
+
+INTERVAL: Final = 0.1
+"""Seconds between two writes of the queues' statuses, at the most."""
+
+
+def object_key(info: KindInfo, obj: Mapping[str, Any]) -> Key:
+    return Key(info.group, info.plural, obj["metadata"].get("namespace", "") if info.namespaced else "",
+               obj["metadata"]["name"])
+
+
+class QueueCounts:
+    """The counts per queue, kept up to date from the workloads each step names (all of them after
+    :meth:`forget`), and the queues whose figures changed since they were last written."""
+
+    def __init__(self, store: Store, monotonic: Callable[[], float]) -> None:
+        self.store = store
+        self._monotonic = monotonic
+        self._last = -INTERVAL
+        self._written: dict[Key, dict[str, Any]] = {}
+        self._slots: dict[str, tuple[str, tuple[str, str], int]] = {}
+        self._counts: dict[str, list[int]] = {}
+        self._local: dict[tuple[str, str], list[int]] = {}
+        self._dirty: set[str] = set()
+        self._dirty_local: set[tuple[str, str]] = set()
+        self._recount = True
+
+    def recount(self) -> None:
+        """Workloads may have moved between queues (the configuration changed): count them all again."""
+        self._recount = True
+
+    def forget(self, key: Key) -> None:
+        """The queue ``key`` may have changed: read it before the next write."""
+        self._written.pop(key, None)
+        if key.resource == "clusterqueues":
+            self._dirty.add(key.name)
+        else:
+            self._dirty_local.add((key.namespace, key.name))
+
+    def _place(self, scheduler: Scheduler, key: str) -> None:
+        old = self._slots.pop(key, None)
+        if old is not None:
+            self._count(old, -1)
+        wl = scheduler.workloads.get(key)
+        if wl is None or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE) or wl.parent:
+            return
+        slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
+        place = (wl.cluster_queue, (wl.namespace, wl.queue), slot)
+        self._slots[key] = place
+        self._count(place, 1)
+
+    def _count(self, place: tuple[str, tuple[str, str], int], sign: int) -> None:
+        cq, lq, slot = place
+        for bucket in (self._counts.setdefault(cq, [0, 0, 0]), self._local.setdefault(lq, [0, 0, 0])):
+            bucket[slot] += sign
+            if slot == 2:
+                bucket[1] += sign  # admitted workloads also reserve quota
+        self._dirty.add(cq)
+        self._dirty_local.add(lq)
+
+    def write(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
+              local_queues: Iterable[Mapping[str, Any]], changed: Iterable[str]) -> None:
+        """Bring the queues' statuses up to date (their specs as last read: ``cluster_queues``, ``local_queues``),
+        ``changed`` naming the workloads that may have changed state, queue or existence since the last call."""
+        if self._recount:
+            self._recount = False
+            self._slots, self._counts, self._local = {}, {}, {}
+            changed = list(scheduler.workloads)
+            self._dirty = {cq["metadata"]["name"] for cq in cluster_queues}
+            self._dirty_local = {(lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
+                                 for lq in local_queues}
+        for key in changed:
+            self._place(scheduler, key)
+        if not (self._dirty or self._dirty_local) or self.due_in() > 0:
+            return
+        self._last = self._monotonic()
+        tree = scheduler.tree
+        with self.store.transaction():
+            for cq in cluster_queues:
+                name = cq["metadata"]["name"]
+                if name not in self._dirty:
+                    continue
+                pending, reserving, admitted = self._counts.get(name, [0, 0, 0])
+                usage = tree.queues[name].usage if name in tree.queues else {}
+                flavors: dict[str, list[dict[str, Any]]] = {}
+                for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+                    for flavor in group.get("flavors", []):
+                        rows = flavors.setdefault(flavor["name"], [])
+                        for res in flavor.get("resources", []):
+                            amount = usage.get((flavor["name"], res["name"]), 0)
+                            nominal = tree.nominal(name, (flavor["name"], res["name"])) if name in tree.queues else 0
+                            rows.append({"name": res["name"], "total": format_amount(res["name"], amount),
+                                         "borrowed": format_amount(res["name"], max(0, amount - nominal))})
+                usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]
+                self._set(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                               "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
+                               "flavorsUsage": usage_rows})
+            for lq in local_queues:
+                place = (lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
+                if place not in self._dirty_local:
+                    continue
+                pending, reserving, admitted = self._local.get(place, [0, 0, 0])
+                self._set(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                               "admittedWorkloads": admitted})
+        self._dirty, self._dirty_local = set(), set()
+
+    def due_in(self) -> float:
+        """Seconds until figures that changed may be written (0: now; ``inf``: nothing changed)."""
+        if not (self._dirty or self._dirty_local):
+            return float("inf")
+        return max(0.0, self._last + INTERVAL - self._monotonic())
+
+    def _set(self, obj: Mapping[str, Any], fields: dict[str, Any]) -> None:
+        key = object_key(resolve(str(obj["kind"])), obj)
+        if self._written.get(key) == fields:
+            return
+        try:
+            fresh = self.store.get(key)
+        except NotFound:
+            return
+        self._written[key] = fields
+        status = dict(fresh.get("status") or {})
+        if all(status.get(k) == v for k, v in fields.items()):
+            return
+        status.update(fields)
+        self.store.update(key, {**fresh, "status": status}, subresource="status")

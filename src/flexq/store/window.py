@@ -1,0 +1,90 @@
+"""The newest committed changes, kept in memory so that watches and controllers read them without the disk.
+
+Every change committed since the store was opened is appended in resourceVersion order; the oldest are
+dropped once more than ``size`` are kept (trimmed in halves, so that appending stays cheap). A reader
+asking for the changes after ``since`` is served from here when the window holds every change after
+``since``; otherwise the store reads its table. Bodies are kept as stored text and parsed by each reader
+on its own (:class:`~flexq.store.sqlite.Change` parses lazily), so no reader sees another's mutations.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from flexq.store.errors import Key
+
+__all__ = ["ChangeWindow", "Entry", "Gate"]
+
+
+class Entry(NamedTuple):
+    rv: int
+    type: str
+    key: Key
+    body: str
+
+
+class ChangeWindow:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._rvs: list[int] = []
+        self._entries: list[Entry] = []
+
+    def extend(self, entries: Iterable[Entry]) -> None:
+        for entry in entries:
+            self._rvs.append(entry.rv)
+            self._entries.append(entry)
+        if len(self._entries) > 2 * self.size:
+            drop = len(self._entries) - self.size
+            del self._rvs[:drop], self._entries[:drop]
+
+    def covers(self, since: int) -> bool:
+        """Whether every change after ``since`` is here (some may not exist yet)."""
+        return bool(self._rvs) and since >= self._rvs[0] - 1
+
+    def after(self, since: int, limit: int,
+              resources: frozenset[tuple[str, str]] | None = None) -> tuple[list[Entry], int]:
+        """Changes after ``since``, oldest first: up to ``limit`` of them, or with ``resources`` up to ``limit``
+        of those (group, resource) pairs among the next ``50 * limit``; and the resourceVersion read up to,
+        so that a reader filtering by resource moves on past changes it does not want."""
+        start = bisect.bisect_right(self._rvs, since)
+        if resources is None:
+            chosen = self._entries[start:start + limit]
+            return chosen, chosen[-1].rv if chosen else since
+        found: list[Entry] = []
+        reached = since
+        for entry in self._entries[start:start + 50 * limit]:
+            reached = entry.rv
+            if (entry.key.group, entry.key.resource) in resources:
+                found.append(entry)
+                if len(found) >= limit:
+                    break
+        return found, reached
+
+
+class Gate:
+    """The store's re-entrant lock, counting the threads that wait for it (so that a long batch knows when
+    to let them in). The count is a hint read without the lock: it may be off by one for a moment."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.waiting = 0
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+    def acquire(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.waiting += 1
+            try:
+                self._lock.acquire()
+            finally:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()

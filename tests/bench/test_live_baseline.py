@@ -1,0 +1,43 @@
+"""bench/live_baseline.py at a tiny scale: a real server, the load generator and the runner, and a report
+whose figures agree with the config and with each other."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCALE = 0.01
+
+
+def test_live_baseline_smoke(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, str(ROOT / "bench" / "live_baseline.py"), "--scale", str(SCALE), "--timeout",
+                    "60", "--out", str(tmp_path)], check=True, env=env, timeout=120, capture_output=True)
+    report = json.loads((tmp_path / f"live-baseline-{SCALE:g}.json").read_text())
+    config = yaml.safe_load((ROOT / "bench" / "kueue" / "baseline.yaml").read_text())
+    expected: dict[str, int] = {}
+    for cohorts in config["cohorts"]:
+        for queues in cohorts["queuesSets"]:
+            for workloads in queues["workloadsSets"]:
+                for template in workloads["workloads"]:
+                    expected[template["className"]] = expected.get(template["className"], 0) + (
+                        cohorts["count"] * queues["count"] * max(1, math.ceil(workloads["count"] * SCALE)))
+    assert report["jobs"] == report["finished"] == sum(expected.values())
+    assert {c: a["count"] for c, a in report["admission"].items()} == expected
+    assert report["creations"]["created"] == report["jobs"] and report["creations"]["refused"] == 0
+    assert report["finish_errors"] == []
+    # No schedule beats the bound; the ratio is the two figures'.
+    assert report["wall_s"] >= report["bound_s"] > 0
+    assert abs(report["ratio"] - report["wall_s"] / report["bound_s"]) < 0.01
+    for figures in report["admission"].values():
+        assert 0 <= figures["avg_s"] <= report["wall_s"] and 0 <= figures["p99_s"] <= report["wall_s"]
+    server = report["server"]
+    assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
+    assert f"| {report['wall_s']} | {report['bound_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
