@@ -283,7 +283,7 @@ class QueueController:
             self._schedule_and_write()
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
-        if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload"):
+        if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload", "Pod"):
             return  # Events above all: the most frequent change, and none of the controller's business
         obj = change.obj
         if info.kind in JOB_KINDS:
