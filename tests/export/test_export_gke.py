@@ -93,7 +93,10 @@ def test_export_gives_back_the_guide(flexq: Any, server: Server, tmp_path: Path)
     commands = _commands(_substitute(script, {"PROJECT_ID": "demo"}))
     # The export names the project on every command (the guide leaves it to gcloud's configuration for pools).
     assert all("--project=demo" in flags for _, flags in commands)
-    assert [(w, f - {"--project=demo"}) for w, f in commands] == [(w, f - {"--project=demo"}) for w, f in guide]
+    # The cluster first, then its node pools, in the order the server lists them (by name, as Kubernetes does).
+    mine = [(w, f - {"--project=demo"}) for w, f in commands]
+    theirs = [(w, f - {"--project=demo"}) for w, f in guide]
+    assert mine[0] == theirs[0] and sorted(mine[1:], key=str) == sorted(theirs[1:], key=str)
     assert "controllerManager.featureGates[0].name=ElasticJobsViaWorkloadSlices" in script
     assert script.rstrip().endswith("kubectl apply -f jobs.yaml")
 
