@@ -8,12 +8,12 @@ and puts the templates back as they were (the Workload keeps the originals).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from flexq.scheduler.model import Admission, FlavorSpec
 
-__all__ = ["finished", "inject", "restore", "templates"]
+__all__ = ["finished", "inject", "place", "restore", "templates"]
 
 
 def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
@@ -45,24 +45,29 @@ def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mappin
         if annotations and annotations.get(name):
             meta = holder.setdefault(key, {}).setdefault("metadata", {})
             meta.setdefault("annotations", {}).update(annotations[name])
-        pod = holder.setdefault(key, {}).setdefault("spec", {})
-        selector = pod.setdefault("nodeSelector", {})
-        tolerations = pod.setdefault("tolerations", [])
-        for flavor_name in sorted(set(assignment.flavors.values())):
-            flavor = flavors.get(flavor_name)
-            if flavor is None:
-                continue
-            selector.update(flavor.node_labels)
-            for tol in flavor.tolerations:
-                entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
-                                            ("effect", tol.effect)) if v}
-                if entry not in tolerations:
-                    tolerations.append(entry)
-        if not selector:
-            pod.pop("nodeSelector")
-        if not tolerations:
-            pod.pop("tolerations")
+        place(holder.setdefault(key, {}).setdefault("spec", {}), assignment.flavors.values(), flavors)
     job["spec"]["suspend"] = False
+
+
+def place(spec: dict[str, Any], given: Iterable[str], flavors: Mapping[str, FlavorSpec]) -> None:
+    """Add to a pod spec the node labels and tolerations of the flavors ``given`` (as Kueue's admission does)."""
+    selector = dict(spec.get("nodeSelector") or {})
+    tolerations = list(spec.get("tolerations") or [])
+    for flavor_name in sorted(set(given)):
+        flavor = flavors.get(flavor_name)
+        if flavor is None:
+            continue
+        selector.update(flavor.node_labels)
+        for tol in flavor.tolerations:
+            entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
+                                        ("effect", tol.effect)) if v}
+            if entry not in tolerations:
+                tolerations.append(entry)
+    for field, value in (("nodeSelector", selector), ("tolerations", tolerations)):
+        if value:
+            spec[field] = value
+        else:
+            spec.pop(field, None)
 
 
 def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, Any]]) -> None:

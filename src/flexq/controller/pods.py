@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
+from flexq.controller.jobs import place
 from flexq.controller.objects import workload_object
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
 from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
@@ -282,19 +283,4 @@ def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapp
     assignment = next((ps for ps in admission.podsets if ps.name == podset), None)
     if assignment is None:
         return
-    selector = dict(spec.get("nodeSelector") or {})
-    tolerations = list(spec.get("tolerations") or [])
-    for flavor_name in sorted(set(assignment.flavors.values())):
-        flavor = flavors.get(flavor_name)
-        if flavor is None:
-            continue
-        selector.update(flavor.node_labels)
-        for tol in flavor.tolerations:
-            entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
-                                        ("effect", tol.effect)) if v}
-            if entry not in tolerations:
-                tolerations.append(entry)
-    if selector:
-        spec["nodeSelector"] = selector
-    if tolerations:
-        spec["tolerations"] = tolerations
+    place(spec, assignment.flavors.values(), flavors)

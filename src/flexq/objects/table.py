@@ -9,7 +9,7 @@ from typing import Any, Final
 from flexq.api.kinds import Column, KindInfo
 from flexq.objects.jsonpath import evaluate
 
-__all__ = ["human_duration", "table", "workload_flavors", "workload_reason"]
+__all__ = ["human_duration", "parse_time", "table", "workload_flavors", "workload_reason"]
 
 
 def human_duration(seconds: float) -> str:
@@ -39,7 +39,7 @@ def human_duration(seconds: float) -> str:
     return f"{years}y"
 
 
-def _parse_time(text: Any) -> datetime | None:
+def parse_time(text: Any) -> datetime | None:
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -49,7 +49,7 @@ def _parse_time(text: Any) -> datetime | None:
 
 
 def _age(value: Any, now: datetime) -> str:
-    moment = _parse_time(value)
+    moment = parse_time(value)
     return "<unknown>" if moment is None else human_duration((now - moment).total_seconds())
 
 
@@ -77,10 +77,10 @@ def _completions(obj: dict[str, Any], now: datetime) -> str:
 
 def _duration(obj: dict[str, Any], now: datetime) -> str:
     status = obj.get("status", {})
-    start = _parse_time(status.get("startTime"))
+    start = parse_time(status.get("startTime"))
     if start is None:
         return ""
-    end = _parse_time(status.get("completionTime")) or now
+    end = parse_time(status.get("completionTime")) or now
     return human_duration((end - start).total_seconds())
 
 

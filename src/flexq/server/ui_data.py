@@ -17,7 +17,7 @@ from flexq.api.quantity import parse_quantity
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.controller.metrics import Sample
 from flexq.durations import DurationError, parse_duration
-from flexq.objects.table import workload_flavors, workload_reason
+from flexq.objects.table import parse_time, workload_flavors, workload_reason
 from flexq.runtime.rayjob import parse_reports
 from flexq.server.ui_models import (
     Cohort,
@@ -41,15 +41,6 @@ _ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d
 _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 
 
-def _time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -57,7 +48,7 @@ def _iso(moment: datetime) -> str:
 def eta(message: str, since: Any) -> str | None:
     """When what a message says is awaited is expected: ``expected in 30s`` written at ``since`` (RFC 3339)."""
     match = _ETA.search(message)
-    start = _time(since)
+    start = parse_time(since)
     if match is None or start is None:
         return None
     try:
@@ -254,9 +245,9 @@ def job_entry(wl: Mapping[str, Any], running: bool, cluster_queue: str, now: dat
     conditions = _conditions(wl)
     kind, name = owner(wl)
     state = _state(wl, conditions, running)
-    created = _time(meta.get("creationTimestamp")) or now
-    admitted = _time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
-    finished = _time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
+    created = parse_time(meta.get("creationTimestamp")) or now
+    admitted = parse_time(conditions["Admitted"].get("lastTransitionTime")) if _true(conditions, "Admitted") else None
+    finished = parse_time(conditions["Finished"].get("lastTransitionTime")) if _true(conditions, "Finished") else None
     ended = admitted or finished
     reason = "" if state in ("running", "succeeded", "failed") else workload_reason(dict(wl), now)
     # The ETA is read from the whole condition message: the one-line reason may be cut short.
