@@ -26,7 +26,7 @@ from flexq.clock import Clock
 from flexq.objects.conditions import set_condition
 from flexq.scheduler.events import Event
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Key, NotFound, Store, record_event, rfc3339
+from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["LiveCapacity", "LiveTimers"]
 
@@ -72,7 +72,7 @@ def _quantity(resource: str, milli: int) -> str:
 
 
 class LiveCapacity:
-    def __init__(self, store: Store, scheduler: Callable[[], Scheduler], config: CapacityConfig, clock: Clock,
+    def __init__(self, store: BaseStore, scheduler: Callable[[], Scheduler], config: CapacityConfig, clock: Clock,
                  emit: Callable[[list[Event]], None],
                  started: Callable[[str, float], None] = lambda _key, _t: None) -> None:
         self.store = store

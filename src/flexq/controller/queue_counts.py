@@ -16,7 +16,7 @@ from flexq.api.kinds import KindInfo, resolve
 from flexq.scheduler.flavorassigner import format_amount
 from flexq.scheduler.model import WorkloadState
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Key, NotFound, Store
+from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["INTERVAL", "QueueCounts", "object_key"]
 
@@ -33,7 +33,7 @@ class QueueCounts:
     """The counts per queue, kept up to date from the workloads each step names (all of them after
     :meth:`forget`), and the queues whose figures changed since they were last written."""
 
-    def __init__(self, store: Store, monotonic: Callable[[], float]) -> None:
+    def __init__(self, store: BaseStore, monotonic: Callable[[], float]) -> None:
         self.store = store
         self._monotonic = monotonic
         self._last = -INTERVAL

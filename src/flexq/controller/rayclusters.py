@@ -19,7 +19,7 @@ from typing import Any
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.objects import head_port_map
 from flexq.runtime.raycluster import RayClusterRun
-from flexq.store import Key, NotFound, Store, record_event, rfc3339
+from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["RayClusterRuntime"]
 
@@ -29,7 +29,7 @@ log = logging.getLogger("flexq.runtime")
 class RayClusterRuntime:
     """Start, follow and stop RayCluster runs. ``start`` and ``stop`` are safe from any thread."""
 
-    def __init__(self, store: Store, home: Path) -> None:
+    def __init__(self, store: BaseStore, home: Path) -> None:
         self.store = store
         self.home = home
         self.runs: dict[str, RayClusterRun] = {}

@@ -13,7 +13,7 @@ from typing import Any
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
-from flexq.store import Key, NotFound, Store, record_event
+from flexq.store import BaseStore, Key, NotFound, record_event
 
 __all__ = ["RayRuntime"]
 
@@ -23,7 +23,7 @@ log = logging.getLogger("flexq.runtime")
 class RayRuntime:
     """Start, follow and stop RayJob executions. ``start`` and ``stop`` are safe from any thread."""
 
-    def __init__(self, store: Store, home: Path) -> None:
+    def __init__(self, store: BaseStore, home: Path) -> None:
         self.store = store
         self.home = home
         self.runs: dict[str, RayJobRun] = {}

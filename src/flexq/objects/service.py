@@ -27,7 +27,7 @@ from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
 from flexq.objects.selectors import field_selector, label_selector
-from flexq.store import Key, NotFound, Store, record_event, rfc3339
+from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
 
@@ -75,7 +75,7 @@ webhook, in Kubernetes terms)."""
 class ObjectService:
     """Validated, versioned, defaulted access to the store."""
 
-    def __init__(self, store: Store, hooks: Iterable[AdmissionHook] = ()) -> None:
+    def __init__(self, store: BaseStore, hooks: Iterable[AdmissionHook] = ()) -> None:
         self.store = store
         self.hooks = list(hooks)
         # Inside apply(): None outside; False/True = "queue status needs reconciling at the end".

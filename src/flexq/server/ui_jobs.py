@@ -20,7 +20,7 @@ from typing import Any, Final
 from flexq.server import ui_data
 from flexq.server.ui_data import JobEntry
 from flexq.server.ui_models import JobPage, JobRow
-from flexq.store import Change, ChangeType, Gone, Key, NotFound, Store
+from flexq.store import BaseStore, Change, ChangeType, Gone, Key, NotFound
 
 __all__ = ["JobTable"]
 
@@ -41,7 +41,7 @@ def _ref(obj: dict[str, Any]) -> Ref:
 class JobTable:
     """Thread-safe; :meth:`page` and :meth:`row` bring the table up to the store's latest change first."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: BaseStore) -> None:
         self.store = store
         self._lock = threading.Lock()
         self._rv = -1

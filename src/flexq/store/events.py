@@ -11,14 +11,14 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
+from flexq.store.base import BaseStore, rfc3339
 from flexq.store.errors import Key, NotFound
-from flexq.store.sqlite import Store, rfc3339
 
 __all__ = ["record_event"]
 
 
 def record_event(
-    store: Store,
+    store: BaseStore,
     involved: dict[str, Any],
     reason: str,
     message: str,

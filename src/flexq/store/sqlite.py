@@ -1,35 +1,18 @@
-"""The durable object store: SQLite in WAL mode, one global resourceVersion, an ordered change log.
+"""The durable object store on SQLite in WAL mode: one file, one server (the default).
 
-Every write bumps one counter; the new value is the object's ``metadata.resourceVersion`` and the key of
-a row in ``changes`` (ADDED, MODIFIED, DELETED with the object as written). Controllers and watches read
-that log in order from any resourceVersion, so a consumer that remembers the last one it saw resumes
-after a restart. :meth:`Store.transaction` groups writes so that a multi-document apply lands whole or
-not at all; :meth:`Store.batch` groups the transactions of one caller into one commit (each still
-whole or not at all). The newest changes are also kept in memory (:mod:`flexq.store.window`), and the log
-keeps a window of ``history`` changes, as etcd compacts its own: a reader resuming from a compacted
-resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists again).
-
-The store knows nothing of kinds: validation and defaulting happen above it. It owns the fields the
-API server owns: ``uid``, ``resourceVersion``, ``generation`` (bumped when anything but metadata and
-status changes), ``creationTimestamp``.
+What the store does is :mod:`flexq.store.base`'s; this module holds SQLite's statements. A write transaction
+is ``BEGIN IMMEDIATE``: it takes SQLite's write lock at once, so writers never interleave.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from enum import StrEnum
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-from flexq.store.codec import dumps, loads
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound
-from flexq.store.window import ChangeWindow, Entry, Gate
+from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow, rfc3339
+from flexq.store.errors import Key
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
 
@@ -48,50 +31,11 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 INSERT OR IGNORE INTO counters VALUES ('rv', 0);
 """
 
-
-class ChangeType(StrEnum):
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
+_WHERE_KEY = "grp=? AND resource=? AND namespace=? AND name=?"
 
 
-class Change:
-    """One committed write. ``obj`` is parsed from the stored text when first read, for this reader alone:
-    readers may change what they are given without reaching anyone else."""
-
-    __slots__ = ("_body", "_obj", "key", "rv", "type")
-
-    def __init__(self, rv: int, type: ChangeType, key: Key, body: str) -> None:
-        self.rv = rv
-        self.type = type
-        self.key = key
-        self._body = body
-        self._obj: dict[str, Any] | None = None
-
-    @property
-    def obj(self) -> dict[str, Any]:
-        if self._obj is None:
-            self._obj = loads(self._body)
-        return self._obj
-
-    def __repr__(self) -> str:
-        return f"Change({self.rv}, {self.type.value}, {self.key})"
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def _new_uid() -> str:
-    return str(uuid.uuid4())
-
-
-class Store:
-    """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
+class Store(BaseStore):
+    """The store on SQLite: a file (``path``), or memory (the default, for tests and embedded use)."""
 
     def __init__(
         self,
@@ -110,314 +54,88 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
-        self._lock = Gate()
-        self._depth = 0
-        self._pending: list[Change] = []
-        self._listeners: list[Callable[[list[Change]], None]] = []
-        self._now = now
-        self._new_uid = new_uid
-        self._batching = False
-        self._batch_began = 0.0
-        self._batch_thread = 0
-        self._window = ChangeWindow(10_000)
-        self._history = history
-        self._unpruned = 0
-        row = self._db.execute("SELECT value FROM counters WHERE name='compacted'").fetchone()
-        self._compacted = int(row[0]) if row else 0
+        super().__init__(now=now, new_uid=new_uid, history=history)
+        self._compacted = self._counter("compacted") or 0
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    # --- notification ------------------------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[[list[Change]], None]) -> None:
-        """Call ``listener`` with the changes of every committed transaction, after the commit."""
-        self._listeners.append(listener)
-
     # --- transactions ------------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Group writes: all of them are committed, or (on an exception) none. Nestable."""
-        with self._lock:
-            outer = self._depth == 0
-            # Directly inside a batch, a transaction is a savepoint: it is undone alone when it fails.
-            savepoint = self._batching and self._depth == 1
-            mark = len(self._pending)
-            if outer:
-                self._db.execute("BEGIN IMMEDIATE")
-            elif savepoint:
-                self._db.execute("SAVEPOINT tx")
-            self._depth += 1
-            try:
-                yield
-            except BaseException:
-                self._depth -= 1
-                if outer:
-                    self._db.execute("ROLLBACK")
-                    self._pending.clear()
-                elif savepoint:
-                    self._db.execute("ROLLBACK TO tx")
-                    self._db.execute("RELEASE tx")
-                    del self._pending[mark:]
-                raise
-            self._depth -= 1
-            if outer:
-                self._commit()
-            elif savepoint:
-                self._db.execute("RELEASE tx")
-
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group commit: the transactions made inside are committed together at the end, once, each still
-        whole or not at all (one that fails is undone alone; those that finished are committed even when an
-        exception leaves the batch). Readers in other threads wait until it ends. Inside a transaction, a
-        batch is part of it."""
-        with self._lock:
-            if self._depth > 0:
-                yield
-                return
-            self._db.execute("BEGIN IMMEDIATE")
-            self._depth, self._batching = 1, True
-            self._batch_began = time.monotonic()
-            self._batch_thread = threading.get_ident()
-            try:
-                yield
-            finally:
-                self._depth, self._batching = 0, False
-                self._commit()
-
-    def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
-        """In a long batch, between its transactions: commit what the batch holds and let other threads in
-        (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
-        old and someone waits, or ``every`` seconds old. The batch goes on once those waiting got the store
-        (or after 5 ms)."""
-        if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
-            return
-        age = time.monotonic() - self._batch_began
-        if age < every and (age < waited or not self._lock.waiting):
-            return
-        self._depth, self._batching = 0, False
-        self._commit()
-        self._lock.release()  # held once, by batch(), in this thread
-        try:
-            handover = time.monotonic() + 0.005
-            time.sleep(0)
-            while self._lock.waiting and time.monotonic() < handover:
-                time.sleep(0.0002)
-        finally:
-            self._lock.acquire()
+    def _begin(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
-        self._depth, self._batching = 1, True
-        self._batch_began = time.monotonic()
 
-    def _commit(self) -> None:
+    def _end(self) -> None:
         self._db.execute("COMMIT")
-        committed, self._pending = self._pending, []
-        if not committed:
-            return
-        self._window.extend(Entry(c.rv, c.type.value, c.key, c._body) for c in committed)
-        self._unpruned += len(committed)
-        if self._unpruned >= max(1000, self._history // 10):
-            self._unpruned = 0
-            self.compact(self._history)
-        for listener in self._listeners:
-            listener(committed)
 
-    def timestamp(self) -> str:
-        """Now, as the store stamps it on what it writes (``creationTimestamp``)."""
-        return rfc3339(self._now())
+    def _undo(self) -> None:
+        self._db.execute("ROLLBACK")
 
-    # --- reads -------------------------------------------------------------------------------------
+    def _savepoint(self, step: str) -> None:
+        if step == "begin":
+            self._db.execute("SAVEPOINT tx")
+        elif step == "undo":
+            self._db.execute("ROLLBACK TO tx")
+            self._db.execute("RELEASE tx")
+        else:
+            self._db.execute("RELEASE tx")
 
-    def current_rv(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM counters WHERE name='rv'").fetchone()
-            return int(row[0])
+    # --- rows --------------------------------------------------------------------------------------
 
-    def get(self, key: Key) -> dict[str, Any]:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT body FROM objects WHERE grp=? AND resource=? AND namespace=? AND name=?",
-                (key.group, key.resource, key.namespace, key.name),
-            ).fetchone()
-        if row is None:
-            raise NotFound(key)
-        body: dict[str, Any] = loads(row[0])
-        return body
+    def _counter(self, name: str) -> int | None:
+        row = self._db.execute("SELECT value FROM counters WHERE name=?", (name,)).fetchone()
+        return int(row[0]) if row else None
 
-    def list_objects(self, group: str, resource: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
-        """Objects of one resource (in one namespace, or all), ordered by namespace and name; and the rv."""
-        with self._lock:
-            if namespace is None:
-                rows = self._db.execute(
-                    "SELECT body FROM objects WHERE grp=? AND resource=? ORDER BY namespace, name",
-                    (group, resource),
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT body FROM objects WHERE grp=? AND resource=? AND namespace=? ORDER BY name",
-                    (group, resource, namespace),
-                ).fetchall()
-            rv = self.current_rv()
-        return [loads(r[0]) for r in rows], rv
-
-    def find(self, group: str, resource: str, path: str, value: str) -> list[dict[str, Any]]:
-        """Objects of one resource whose field at ``path`` (SQLite's JSON path: ``$.spec.clusterQueue``) is
-        ``value``, ordered by namespace and name."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT body FROM objects WHERE grp=? AND resource=? AND json_extract(body, ?) = ? "
-                "ORDER BY namespace, name", (group, resource, path, value)).fetchall()
-        return [loads(r[0]) for r in rows]
-
-    def changes(self, since: int, limit: int = 1000) -> list[Change]:
-        """Changes with a resourceVersion above ``since``, oldest first; :class:`Gone` if compacted."""
-        return self.changes_of(since, None, limit)[0]
-
-    def changes_of(self, since: int, resources: frozenset[tuple[str, str]] | None,
-                   limit: int = 1000) -> tuple[list[Change], int]:
-        """Changes above ``since`` to objects of ``resources`` ((group, resource) pairs; None: all), oldest
-        first, and the resourceVersion read up to (to resume from, past changes to other resources).
-        :class:`Gone` if changes after ``since`` were compacted away."""
-        with self._lock:
-            if since < self._compacted:
-                raise Gone(since, self._compacted + 1)
-            if self._window.covers(since):
-                entries, reached = self._window.after(since, limit, resources)
-            else:
-                rows = self._db.execute(
-                    "SELECT rv, type, grp, resource, namespace, name, body FROM changes WHERE rv > ? "
-                    "ORDER BY rv LIMIT ?", (since, limit)).fetchall()
-                reached = int(rows[-1][0]) if rows else since
-                entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
-                           if resources is None or (g, r) in resources]
-        return [Change(e.rv, ChangeType(e.type), e.key, e.body) for e in entries], reached
-
-    def cursor(self, consumer: str) -> int:
-        """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).
-
-        A controller reads :meth:`changes` from its cursor and saves the cursor after acting on them,
-        so after a restart it resumes where it stopped.
-        """
-        with self._lock:
-            row = self._db.execute("SELECT value FROM counters WHERE name=?", (f"cursor:{consumer}",)).fetchone()
-        return int(row[0]) if row else 0
-
-    def save_cursor(self, consumer: str, rv: int) -> None:
-        with self.transaction():
-            self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (f"cursor:{consumer}", rv))
-
-    def compact(self, keep: int) -> int:
-        """Drop all but the newest ``keep`` changes; return the number dropped."""
-        with self.transaction():
-            cutoff = max(self._compacted, self.current_rv() - keep)
-            cur = self._db.execute("DELETE FROM changes WHERE rv <= ?", (cutoff,))
-            self._db.execute("INSERT OR REPLACE INTO counters VALUES ('compacted', ?)", (cutoff,))
-            self._compacted = cutoff
-            return cur.rowcount
-
-    # --- writes ------------------------------------------------------------------------------------
+    def _set_counter(self, name: str, value: int) -> None:
+        self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
 
     def _next_rv(self) -> int:
         row = self._db.execute("UPDATE counters SET value = value + 1 WHERE name='rv' RETURNING value").fetchone()
         return int(row[0])
 
-    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
-        """Write ``obj`` (whose ``metadata`` is the store's own, the rest perhaps shared with the caller's
-        input); return a fresh copy of what was stored, which shares nothing with either."""
-        rv = self._next_rv()
-        obj["metadata"]["resourceVersion"] = str(rv)
-        body = dumps(obj)
+    def _body(self, key: Key) -> str | None:
+        row = self._db.execute(f"SELECT body FROM objects WHERE {_WHERE_KEY}",
+                               (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _exists(self, key: Key) -> bool:
+        row = self._db.execute(f"SELECT 1 FROM objects WHERE {_WHERE_KEY}",
+                               (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return row is not None
+
+    def _bodies(self, group: str, resource: str, namespace: str | None) -> list[str]:
+        if namespace is None:
+            rows = self._db.execute(
+                "SELECT body FROM objects WHERE grp=? AND resource=? ORDER BY namespace, name",
+                (group, resource),
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                "SELECT body FROM objects WHERE grp=? AND resource=? AND namespace=? ORDER BY name",
+                (group, resource, namespace),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
+        rows = self._db.execute(
+            "SELECT body FROM objects WHERE grp=? AND resource=? AND json_extract(body, ?) = ? "
+            "ORDER BY namespace, name", (group, resource, path, value)).fetchall()
+        return [r[0] for r in rows]
+
+    def _log_after(self, since: int, limit: int) -> list[LogRow]:
+        rows: list[LogRow] = self._db.execute(
+            "SELECT rv, type, grp, resource, namespace, name, body FROM changes WHERE rv > ? "
+            "ORDER BY rv LIMIT ?", (since, limit)).fetchall()
+        return rows
+
+    def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
         args = (key.group, key.resource, key.namespace, key.name)
         if change is ChangeType.DELETED:
-            self._db.execute(
-                "DELETE FROM objects WHERE grp=? AND resource=? AND namespace=? AND name=?", args
-            )
+            self._db.execute(f"DELETE FROM objects WHERE {_WHERE_KEY}", args)
         else:
             self._db.execute("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?,?)", (*args, rv, body))
         self._db.execute("INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, change.value, *args, body))
-        self._pending.append(Change(rv, change, key, body))
-        stored: dict[str, Any] = loads(body)
-        return stored
 
-    def create(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store a new object; set uid, resourceVersion, generation 1 and creationTimestamp."""
-        with self.transaction():
-            if self._exists(key):
-                raise AlreadyExists(key)
-            obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
-            meta = obj["metadata"]
-            meta["name"] = key.name
-            if key.namespace:
-                meta["namespace"] = key.namespace
-            meta["uid"] = self._new_uid()
-            meta["generation"] = 1
-            meta["creationTimestamp"] = rfc3339(self._now())
-            meta.pop("deletionTimestamp", None)
-            return self._write(ChangeType.ADDED, key, obj)
-
-    def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
-               keep_status: bool = True) -> dict[str, Any]:
-        """Replace an object (or only its status, with ``subresource="status"``).
-
-        A ``metadata.resourceVersion`` in ``obj`` must match the stored one (else :class:`Conflict`);
-        an empty one means "whatever is there". The server-owned metadata is carried over. A main-resource
-        update keeps the stored status when ``keep_status``; a status update keeps everything but status.
-        """
-        with self.transaction():
-            old = self.get(key)
-            given = str(obj.get("metadata", {}).get("resourceVersion") or "")
-            if given and given != old["metadata"]["resourceVersion"]:
-                raise Conflict(key, given, old["metadata"]["resourceVersion"])
-            # ``old`` was just read, so it is the store's own; ``new`` may share parts of ``obj`` (never changed
-            # here) and gets a metadata of its own.
-            if subresource == "status":
-                new = {**old, "metadata": dict(old["metadata"])}
-                if "status" in obj:
-                    new["status"] = obj["status"]
-                else:
-                    new.pop("status", None)
-            else:
-                new = {**obj, "metadata": dict(obj.get("metadata") or {})}
-                if keep_status:
-                    if "status" in old:
-                        new["status"] = old["status"]
-                    else:
-                        new.pop("status", None)
-            meta = new.setdefault("metadata", {})
-            for owned in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
-                if owned in old["metadata"]:
-                    meta[owned] = old["metadata"][owned]
-                else:
-                    meta.pop(owned, None)
-            meta["name"] = key.name
-            if key.namespace:
-                meta["namespace"] = key.namespace
-            if _content(new) != _content(old):
-                meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
-            if new == {**old, "metadata": {**old["metadata"]}} and new["metadata"] == old["metadata"]:
-                return old
-            return self._write(ChangeType.MODIFIED, key, new)
-
-    def delete(self, key: Key, *, resource_version: str | None = None) -> dict[str, Any]:
-        """Remove an object; return it as it was. A given ``resource_version`` must match."""
-        with self.transaction():
-            old = self.get(key)
-            if resource_version and resource_version != old["metadata"]["resourceVersion"]:
-                raise Conflict(key, resource_version, old["metadata"]["resourceVersion"])
-            old["metadata"]["deletionTimestamp"] = rfc3339(self._now())
-            return self._write(ChangeType.DELETED, key, old)
-
-    def _exists(self, key: Key) -> bool:
-        row = self._db.execute(
-            "SELECT 1 FROM objects WHERE grp=? AND resource=? AND namespace=? AND name=?",
-            (key.group, key.resource, key.namespace, key.name),
-        ).fetchone()
-        return row is not None
-
-
-def _content(obj: dict[str, Any]) -> dict[str, Any]:
-    """What counts for ``generation``: everything but metadata and status."""
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    def _drop_log(self, cutoff: int) -> int:
+        return self._db.execute("DELETE FROM changes WHERE rv <= ?", (cutoff,)).rowcount

@@ -1,0 +1,418 @@
+"""What every back end of the store shares: one global resourceVersion, an ordered change log, transactions.
+
+Every write bumps one counter; the new value is the object's ``metadata.resourceVersion`` and the key of
+a row in ``changes`` (ADDED, MODIFIED, DELETED with the object as written). Controllers and watches read
+that log in order from any resourceVersion, so a consumer that remembers the last one it saw resumes
+after a restart. :meth:`BaseStore.transaction` groups writes so that a multi-document apply lands whole or
+not at all; :meth:`BaseStore.batch` groups the transactions of one caller into one commit (each still
+whole or not at all). The newest changes are also kept in memory (:mod:`flexq.store.window`), and the log
+keeps a window of ``history`` changes, as etcd compacts its own: a reader resuming from a compacted
+resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists again).
+
+The store knows nothing of kinds: validation and defaulting happen above it. It owns the fields the
+API server owns: ``uid``, ``resourceVersion``, ``generation`` (bumped when anything but metadata and
+status changes), ``creationTimestamp``.
+
+A back end (:mod:`flexq.store.sqlite`, :mod:`flexq.store.postgres`) supplies the statements: beginning,
+committing and undoing a transaction, and reading and writing rows. Its write transactions must exclude one
+another (SQLite's ``BEGIN IMMEDIATE``, a row lock on PostgreSQL), so that resourceVersions are committed in
+the order they are given out, without gaps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from flexq.store.codec import dumps, loads
+from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound
+from flexq.store.window import ChangeWindow, Entry, Gate
+
+__all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
+
+LogRow = tuple[int, str, str, str, str, str, str]
+"""A row of the change log: rv, type, group, resource, namespace, name, body."""
+
+
+class ChangeType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+class Change:
+    """One committed write. ``obj`` is parsed from the stored text when first read, for this reader alone:
+    readers may change what they are given without reaching anyone else."""
+
+    __slots__ = ("_body", "_obj", "key", "rv", "type")
+
+    def __init__(self, rv: int, type: ChangeType, key: Key, body: str) -> None:
+        self.rv = rv
+        self.type = type
+        self.key = key
+        self._body = body
+        self._obj: dict[str, Any] | None = None
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        if self._obj is None:
+            self._obj = loads(self._body)
+        return self._obj
+
+    def __repr__(self) -> str:
+        return f"Change({self.rv}, {self.type.value}, {self.key})"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+class BaseStore:
+    """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
+
+    def __init__(self, *, now: Callable[[], datetime] = _utcnow, new_uid: Callable[[], str] = _new_uid,
+                 history: int = 50_000) -> None:
+        """``history``: how many of the newest changes the log keeps (older ones are compacted away once
+        a tenth as many more were written)."""
+        self._lock = Gate()
+        self._depth = 0
+        self._pending: list[Change] = []
+        self._listeners: list[Callable[[list[Change]], None]] = []
+        self._now = now
+        self._new_uid = new_uid
+        self._batching = False
+        self._batch_began = 0.0
+        self._batch_thread = 0
+        self._window = ChangeWindow(10_000)
+        self._history = history
+        self._unpruned = 0
+        self._compacted = 0
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # --- what a back end supplies ------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        """Begin a write transaction that excludes every other writer."""
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        """Commit the transaction."""
+        raise NotImplementedError
+
+    def _undo(self) -> None:
+        """Roll the transaction back."""
+        raise NotImplementedError
+
+    def _savepoint(self, step: str) -> None:
+        """``step``: "begin", "undo" (roll back to the savepoint) or "release"."""
+        raise NotImplementedError
+
+    def _counter(self, name: str) -> int | None:
+        raise NotImplementedError
+
+    def _set_counter(self, name: str, value: int) -> None:
+        raise NotImplementedError
+
+    def _next_rv(self) -> int:
+        raise NotImplementedError
+
+    def _body(self, key: Key) -> str | None:
+        raise NotImplementedError
+
+    def _exists(self, key: Key) -> bool:
+        raise NotImplementedError
+
+    def _bodies(self, group: str, resource: str, namespace: str | None) -> list[str]:
+        """Bodies of one resource, ordered by namespace and name (as bytes compare)."""
+        raise NotImplementedError
+
+    def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
+        raise NotImplementedError
+
+    def _log_after(self, since: int, limit: int) -> list[LogRow]:
+        raise NotImplementedError
+
+    def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
+        """Write (or, for DELETED, remove) the object's row and append the change to the log."""
+        raise NotImplementedError
+
+    def _drop_log(self, cutoff: int) -> int:
+        """Delete the changes up to ``cutoff``; return how many."""
+        raise NotImplementedError
+
+    # --- notification ------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[list[Change]], None]) -> None:
+        """Call ``listener`` with the changes of every committed transaction, after the commit."""
+        self._listeners.append(listener)
+
+    def _publish(self, changes: list[Change]) -> None:
+        """Committed changes, in resourceVersion order: into the window, then to the listeners."""
+        self._window.extend(Entry(c.rv, c.type.value, c.key, c._body) for c in changes)
+        for listener in self._listeners:
+            listener(changes)
+
+    # --- transactions ------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes: all of them are committed, or (on an exception) none. Nestable."""
+        with self._lock:
+            outer = self._depth == 0
+            # Directly inside a batch, a transaction is a savepoint: it is undone alone when it fails.
+            savepoint = self._batching and self._depth == 1
+            mark = len(self._pending)
+            if outer:
+                self._begin()
+            elif savepoint:
+                self._savepoint("begin")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._undo()
+                    self._pending.clear()
+                elif savepoint:
+                    self._savepoint("undo")
+                    del self._pending[mark:]
+                raise
+            self._depth -= 1
+            if outer:
+                self._commit()
+            elif savepoint:
+                self._savepoint("release")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the transactions made inside are committed together at the end, once, each still
+        whole or not at all (one that fails is undone alone; those that finished are committed even when an
+        exception leaves the batch). Readers in other threads wait until it ends. Inside a transaction, a
+        batch is part of it."""
+        with self._lock:
+            if self._depth > 0:
+                yield
+                return
+            self._begin()
+            self._depth, self._batching = 1, True
+            self._batch_began = time.monotonic()
+            self._batch_thread = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._depth, self._batching = 0, False
+                self._commit()
+
+    def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
+        """In a long batch, between its transactions: commit what the batch holds and let other threads in
+        (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
+        old and someone waits, or ``every`` seconds old. The batch goes on once those waiting got the store
+        (or after 5 ms)."""
+        if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
+            return
+        age = time.monotonic() - self._batch_began
+        if age < every and (age < waited or not self._lock.waiting):
+            return
+        self._depth, self._batching = 0, False
+        self._commit()
+        self._lock.release()  # held once, by batch(), in this thread
+        try:
+            handover = time.monotonic() + 0.005
+            time.sleep(0)
+            while self._lock.waiting and time.monotonic() < handover:
+                time.sleep(0.0002)
+        finally:
+            self._lock.acquire()
+        self._begin()
+        self._depth, self._batching = 1, True
+        self._batch_began = time.monotonic()
+
+    def _commit(self) -> None:
+        self._end()
+        committed, self._pending = self._pending, []
+        if not committed:
+            return
+        self._unpruned += len(committed)
+        if self._unpruned >= max(1000, self._history // 10):
+            self._unpruned = 0
+            self.compact(self._history)
+        self._publish(committed)
+
+    def timestamp(self) -> str:
+        """Now, as the store stamps it on what it writes (``creationTimestamp``)."""
+        return rfc3339(self._now())
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def current_rv(self) -> int:
+        with self._lock:
+            return self._counter("rv") or 0
+
+    def get(self, key: Key) -> dict[str, Any]:
+        with self._lock:
+            text = self._body(key)
+        if text is None:
+            raise NotFound(key)
+        body: dict[str, Any] = loads(text)
+        return body
+
+    def list_objects(self, group: str, resource: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Objects of one resource (in one namespace, or all), ordered by namespace and name; and the rv."""
+        with self._lock:
+            texts = self._bodies(group, resource, namespace)
+            rv = self.current_rv()
+        return [loads(t) for t in texts], rv
+
+    def find(self, group: str, resource: str, path: str, value: str) -> list[dict[str, Any]]:
+        """Objects of one resource whose field at ``path`` (a JSON path of names: ``$.spec.clusterQueue``) is
+        ``value``, ordered by namespace and name."""
+        with self._lock:
+            texts = self._found(group, resource, path, value)
+        return [loads(t) for t in texts]
+
+    def changes(self, since: int, limit: int = 1000) -> list[Change]:
+        """Changes with a resourceVersion above ``since``, oldest first; :class:`Gone` if compacted."""
+        return self.changes_of(since, None, limit)[0]
+
+    def changes_of(self, since: int, resources: frozenset[tuple[str, str]] | None,
+                   limit: int = 1000) -> tuple[list[Change], int]:
+        """Changes above ``since`` to objects of ``resources`` ((group, resource) pairs; None: all), oldest
+        first, and the resourceVersion read up to (to resume from, past changes to other resources).
+        :class:`Gone` if changes after ``since`` were compacted away."""
+        with self._lock:
+            if since < self._compacted:
+                raise Gone(since, self._compacted + 1)
+            if self._window.covers(since):
+                entries, reached = self._window.after(since, limit, resources)
+            else:
+                rows = self._log_after(since, limit)
+                reached = int(rows[-1][0]) if rows else since
+                entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
+                           if resources is None or (g, r) in resources]
+        return [Change(e.rv, ChangeType(e.type), e.key, e.body) for e in entries], reached
+
+    def cursor(self, consumer: str) -> int:
+        """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).
+
+        A controller reads :meth:`changes` from its cursor and saves the cursor after acting on them,
+        so after a restart it resumes where it stopped.
+        """
+        with self._lock:
+            return self._counter(f"cursor:{consumer}") or 0
+
+    def save_cursor(self, consumer: str, rv: int) -> None:
+        with self.transaction():
+            self._set_counter(f"cursor:{consumer}", rv)
+
+    def compact(self, keep: int) -> int:
+        """Drop all but the newest ``keep`` changes; return the number dropped."""
+        with self.transaction():
+            done = max(self._compacted, self._counter("compacted") or 0)
+            cutoff = max(done, self.current_rv() - keep)
+            dropped = self._drop_log(cutoff)
+            self._set_counter("compacted", cutoff)
+            self._compacted = cutoff
+            return dropped
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write ``obj`` (whose ``metadata`` is the store's own, the rest perhaps shared with the caller's
+        input); return a fresh copy of what was stored, which shares nothing with either."""
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        body = dumps(obj)
+        self._put(change, key, rv, body)
+        self._pending.append(Change(rv, change, key, body))
+        stored: dict[str, Any] = loads(body)
+        return stored
+
+    def create(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object; set uid, resourceVersion, generation 1 and creationTimestamp."""
+        with self.transaction():
+            if self._exists(key):
+                raise AlreadyExists(key)
+            obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
+            meta = obj["metadata"]
+            meta["name"] = key.name
+            if key.namespace:
+                meta["namespace"] = key.namespace
+            meta["uid"] = self._new_uid()
+            meta["generation"] = 1
+            meta["creationTimestamp"] = rfc3339(self._now())
+            meta.pop("deletionTimestamp", None)
+            return self._write(ChangeType.ADDED, key, obj)
+
+    def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
+               keep_status: bool = True) -> dict[str, Any]:
+        """Replace an object (or only its status, with ``subresource="status"``).
+
+        A ``metadata.resourceVersion`` in ``obj`` must match the stored one (else :class:`Conflict`);
+        an empty one means "whatever is there". The server-owned metadata is carried over. A main-resource
+        update keeps the stored status when ``keep_status``; a status update keeps everything but status.
+        """
+        with self.transaction():
+            old = self.get(key)
+            given = str(obj.get("metadata", {}).get("resourceVersion") or "")
+            if given and given != old["metadata"]["resourceVersion"]:
+                raise Conflict(key, given, old["metadata"]["resourceVersion"])
+            # ``old`` was just read, so it is the store's own; ``new`` may share parts of ``obj`` (never changed
+            # here) and gets a metadata of its own.
+            if subresource == "status":
+                new = {**old, "metadata": dict(old["metadata"])}
+                if "status" in obj:
+                    new["status"] = obj["status"]
+                else:
+                    new.pop("status", None)
+            else:
+                new = {**obj, "metadata": dict(obj.get("metadata") or {})}
+                if keep_status:
+                    if "status" in old:
+                        new["status"] = old["status"]
+                    else:
+                        new.pop("status", None)
+            meta = new.setdefault("metadata", {})
+            for owned in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+                if owned in old["metadata"]:
+                    meta[owned] = old["metadata"][owned]
+                else:
+                    meta.pop(owned, None)
+            meta["name"] = key.name
+            if key.namespace:
+                meta["namespace"] = key.namespace
+            if _content(new) != _content(old):
+                meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+            if new == {**old, "metadata": {**old["metadata"]}} and new["metadata"] == old["metadata"]:
+                return old
+            return self._write(ChangeType.MODIFIED, key, new)
+
+    def delete(self, key: Key, *, resource_version: str | None = None) -> dict[str, Any]:
+        """Remove an object; return it as it was. A given ``resource_version`` must match."""
+        with self.transaction():
+            old = self.get(key)
+            if resource_version and resource_version != old["metadata"]["resourceVersion"]:
+                raise Conflict(key, resource_version, old["metadata"]["resourceVersion"])
+            old["metadata"]["deletionTimestamp"] = rfc3339(self._now())
+            return self._write(ChangeType.DELETED, key, old)
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What counts for ``generation``: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
