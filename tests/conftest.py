@@ -1,4 +1,5 @@
-"""Shared fixtures: the guide's files, a real flexq server process on a free port, a CLI runner."""
+"""Shared fixtures: the guide's files, a real flexq server process on a free port, a CLI runner, a PostgreSQL
+server."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+
+if TYPE_CHECKING:
+    from tests.postgres import Postgres
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "guide"
@@ -156,3 +161,29 @@ def kubectl(server: Server, tmp_path: Path):  # type: ignore[no-untyped-def]
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
     return run
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A PostgreSQL server for the session (skipped, with the reason, where none can run)."""
+    try:
+        from tests import postgres as pg
+    except ImportError as exc:
+        pytest.skip(f"psycopg is not installed ({exc}): pip install -e '.[dev]'")
+    started = pg.start()
+    if isinstance(started, str):
+        pytest.skip(started)
+    try:
+        yield started
+    finally:
+        pg.stop(started)
+
+
+@pytest.fixture
+def postgres_url(postgres: Postgres) -> Iterator[str]:
+    """A new empty database on the session's PostgreSQL server, dropped afterwards."""
+    url = postgres.new_database()
+    try:
+        yield url
+    finally:
+        postgres.drop_database(url)

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from flexq.store import AlreadyExists, ChangeType, Conflict, Gone, Key, NotFound, Store, record_event
+from flexq.store import AlreadyExists, ChangeType, Conflict, Gone, Key, NotFound, record_event
+from tests.store.conftest import OpenStore
 
 KEY = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
 
@@ -16,8 +17,8 @@ def _obj(**spec: Any) -> dict[str, Any]:
             "spec": spec}
 
 
-def test_create_sets_server_fields() -> None:
-    store = Store(now=lambda: datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), new_uid=lambda: "uid-1")
+def test_create_sets_server_fields(open_store: OpenStore) -> None:
+    store = open_store(now=lambda: datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), new_uid=lambda: "uid-1")
     created = store.create(KEY, _obj(a=1))
     assert created["metadata"] == {"name": "cq", "uid": "uid-1", "generation": 1,
                                    "creationTimestamp": "2026-01-02T03:04:05Z", "resourceVersion": "1"}
@@ -26,8 +27,8 @@ def test_create_sets_server_fields() -> None:
         store.create(KEY, _obj())
 
 
-def test_update_conflict_generation_and_status() -> None:
-    store = Store()
+def test_update_conflict_generation_and_status(open_store: OpenStore) -> None:
+    store = open_store()
     created = store.create(KEY, _obj(a=1))
     stale = dict(created, spec={"a": 2})
     updated = store.update(KEY, stale)
@@ -42,16 +43,16 @@ def test_update_conflict_generation_and_status() -> None:
     assert main["metadata"]["generation"] == 2, "metadata-only changes do not bump generation"
 
 
-def test_noop_update_writes_nothing() -> None:
-    store = Store()
+def test_noop_update_writes_nothing(open_store: OpenStore) -> None:
+    store = open_store()
     created = store.create(KEY, _obj(a=1))
     again = store.update(KEY, created)
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert store.current_rv() == 1
 
 
-def test_delete_and_not_found() -> None:
-    store = Store()
+def test_delete_and_not_found(open_store: OpenStore) -> None:
+    store = open_store()
     store.create(KEY, _obj())
     with pytest.raises(Conflict):
         store.delete(KEY, resource_version="999")
@@ -63,8 +64,8 @@ def test_delete_and_not_found() -> None:
         store.delete(KEY)
 
 
-def test_transaction_is_all_or_nothing() -> None:
-    store = Store()
+def test_transaction_is_all_or_nothing(open_store: OpenStore) -> None:
+    store = open_store()
     seen: list[int] = []
     store.subscribe(lambda changes: seen.extend(c.rv for c in changes))
     with pytest.raises(AlreadyExists), store.transaction():
@@ -80,24 +81,25 @@ def test_transaction_is_all_or_nothing() -> None:
     assert seen == [1, 2]
 
 
-def test_change_log_resumes_after_reopen(tmp_path: Path) -> None:
+def test_change_log_resumes_after_reopen(open_store: OpenStore, backend: str, tmp_path: Path) -> None:
     path = tmp_path / "state" / "flexq.db"
-    store = Store(path)
+    store = open_store(path)
     store.create(KEY, _obj(a=1))
     store.update(KEY, _obj(a=2))
     first = store.changes(0)
     assert [(c.rv, c.type) for c in first] == [(1, ChangeType.ADDED), (2, ChangeType.MODIFIED)]
     store.close()
-    reopened = Store(path)
+    reopened = open_store(path)
     reopened.delete(KEY)
     resumed = reopened.changes(first[-1].rv)
     assert [(c.rv, c.type, c.key) for c in resumed] == [(3, ChangeType.DELETED, KEY)]
-    assert (path.parent / "flexq.db-wal").exists(), "the store runs in WAL mode"
+    if backend == "sqlite":
+        assert (path.parent / "flexq.db-wal").exists(), "the store runs in WAL mode"
     reopened.close()
 
 
-def test_compaction_makes_old_resumes_gone() -> None:
-    store = Store()
+def test_compaction_makes_old_resumes_gone(open_store: OpenStore) -> None:
+    store = open_store()
     for i in range(5):
         store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
     assert store.compact(keep=2) == 3
@@ -106,8 +108,8 @@ def test_compaction_makes_old_resumes_gone() -> None:
         store.changes(1)
 
 
-def test_list_by_namespace_ordered() -> None:
-    store = Store()
+def test_list_by_namespace_ordered(open_store: OpenStore) -> None:
+    store = open_store()
     for ns, name in [("b", "x"), ("a", "y"), ("a", "x")]:
         store.create(Key("", "configmaps", ns, name), {"metadata": {}})
     items, rv = store.list_objects("", "configmaps")
@@ -116,8 +118,8 @@ def test_list_by_namespace_ordered() -> None:
     assert [o["metadata"]["name"] for o in store.list_objects("", "configmaps", "a")[0]] == ["x", "y"]
 
 
-def test_events_are_counted() -> None:
-    store = Store()
+def test_events_are_counted(open_store: OpenStore) -> None:
+    store = open_store()
     cq = store.create(KEY, _obj())
     t1, t2 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
     first = record_event(store, cq, "Created", "made", now=t1)
@@ -131,16 +133,16 @@ def test_events_are_counted() -> None:
     assert len(store.list_objects("", "events", "default")[0]) == 2
 
 
-def test_consumer_cursor_survives_restart(tmp_path: Path) -> None:
+def test_consumer_cursor_survives_restart(open_store: OpenStore, tmp_path: Path) -> None:
     path = tmp_path / "flexq.db"
-    store = Store(path)
+    store = open_store(path)
     for i in range(3):
         store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
     assert store.cursor("scheduler") == 0
     seen = store.changes(store.cursor("scheduler"), limit=2)
     store.save_cursor("scheduler", seen[-1].rv)
     store.close()
-    reopened = Store(path)
+    reopened = open_store(path)
     assert [c.key.name for c in reopened.changes(reopened.cursor("scheduler"))] == ["c2"]
     reopened.close()
 
@@ -150,8 +152,8 @@ def _flavor(i: int) -> tuple[Key, dict[str, Any]]:
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"rf{i}"}})
 
 
-def test_change_log_keeps_a_window_as_etcd_compacts(tmp_path: Path) -> None:
-    store = Store(tmp_path / "flexq.db", history=50)
+def test_change_log_keeps_a_window_as_etcd_compacts(open_store: OpenStore, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "flexq.db", history=50)
     for i in range(1000):  # compaction runs once a tenth of the history (at least 1,000 changes) was written
         store.create(*_flavor(i))
     with pytest.raises(Gone) as gone:
@@ -161,15 +163,15 @@ def test_change_log_keeps_a_window_as_etcd_compacts(tmp_path: Path) -> None:
     assert [c.rv for c in kept] == list(range(951, 1001))
     assert kept[-1].obj["metadata"]["name"] == "rf999"
     store.close()
-    reopened = Store(tmp_path / "flexq.db", history=50)  # read from disk, not from the window in memory
+    reopened = open_store(tmp_path / "flexq.db", history=50)  # read from disk, not from the window in memory
     assert [(c.rv, c.obj) for c in reopened.changes(950)] == [(c.rv, c.obj) for c in kept]
     with pytest.raises(Gone):
         reopened.changes(0)
     reopened.close()
 
 
-def test_changes_of_one_resource_move_past_the_others() -> None:
-    store = Store()
+def test_changes_of_one_resource_move_past_the_others(open_store: OpenStore) -> None:
+    store = open_store()
     store.create(KEY, _obj())
     for i in range(3):
         store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
@@ -182,8 +184,8 @@ def test_changes_of_one_resource_move_past_the_others() -> None:
     assert store.changes_of(5, flavors) == ([], 5)
 
 
-def test_a_reader_changing_a_change_reaches_nobody_else() -> None:
-    store = Store()
+def test_a_reader_changing_a_change_reaches_nobody_else(open_store: OpenStore) -> None:
+    store = open_store()
     store.create(KEY, _obj(a=1))
     first = store.changes(0)[0]
     first.obj["spec"]["a"] = 2
@@ -191,8 +193,8 @@ def test_a_reader_changing_a_change_reaches_nobody_else() -> None:
     assert store.get(KEY)["spec"] == {"a": 1}
 
 
-def test_batch_commits_once_and_undoes_a_failed_transaction_alone() -> None:
-    store = Store()
+def test_batch_commits_once_and_undoes_a_failed_transaction_alone(open_store: OpenStore) -> None:
+    store = open_store()
     seen: list[list[int]] = []
     store.subscribe(lambda changes: seen.append([c.rv for c in changes]))
     with pytest.raises(RuntimeError), store.batch():
@@ -214,8 +216,8 @@ def test_batch_commits_once_and_undoes_a_failed_transaction_alone() -> None:
         store.get(_flavor(2)[0])
 
 
-def test_written_objects_share_nothing_with_the_input() -> None:
-    store = Store()
+def test_written_objects_share_nothing_with_the_input(open_store: OpenStore) -> None:
+    store = open_store()
     given = _obj(a={"b": 1})
     created = store.create(KEY, given)
     created["spec"]["a"]["b"] = 2

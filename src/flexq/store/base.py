@@ -138,8 +138,9 @@ class BaseStore:
     def _exists(self, key: Key) -> bool:
         raise NotImplementedError
 
-    def _bodies(self, group: str, resource: str, namespace: str | None) -> list[str]:
-        """Bodies of one resource, ordered by namespace and name (as bytes compare)."""
+    def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
+        """Bodies of one resource, ordered by namespace and name (as bytes compare), and the resourceVersion
+        they are as of."""
         raise NotImplementedError
 
     def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
@@ -276,8 +277,7 @@ class BaseStore:
     def list_objects(self, group: str, resource: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects of one resource (in one namespace, or all), ordered by namespace and name; and the rv."""
         with self._lock:
-            texts = self._bodies(group, resource, namespace)
-            rv = self.current_rv()
+            texts, rv = self._listing(group, resource, namespace)
         return [loads(t) for t in texts], rv
 
     def find(self, group: str, resource: str, path: str, value: str) -> list[dict[str, Any]]:

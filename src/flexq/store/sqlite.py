@@ -104,7 +104,7 @@ class Store(BaseStore):
                                (key.group, key.resource, key.namespace, key.name)).fetchone()
         return row is not None
 
-    def _bodies(self, group: str, resource: str, namespace: str | None) -> list[str]:
+    def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
         if namespace is None:
             rows = self._db.execute(
                 "SELECT body FROM objects WHERE grp=? AND resource=? ORDER BY namespace, name",
@@ -115,7 +115,7 @@ class Store(BaseStore):
                 "SELECT body FROM objects WHERE grp=? AND resource=? AND namespace=? ORDER BY name",
                 (group, resource, namespace),
             ).fetchall()
-        return [r[0] for r in rows]
+        return [r[0] for r in rows], self._counter("rv") or 0
 
     def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
         rows = self._db.execute(

@@ -1,0 +1,280 @@
+"""The store on PostgreSQL: several servers on one database, each seeing the others' writes.
+
+What the store does is :mod:`flexq.store.base`'s; this module holds PostgreSQL's statements, and the
+following of other servers' writes:
+
+- A write transaction begins by locking the ``rv`` counter's row (``SELECT ... FOR UPDATE``): writers of all
+  servers take turns, so resourceVersions are committed in the order they are given out, without gaps, and
+  a read inside a transaction sees everything committed before it (the optimistic concurrency checks hold
+  across servers).
+- A commit sends ``NOTIFY flexq_changes`` with its newest resourceVersion. Each store LISTENs on a
+  connection of its own (and looks at the counter every second, should a notification be lost), reads the
+  log past what it has seen, and feeds it to its window and listeners in order: a watch or a controller on
+  any server sees every server's changes.
+- Lists read the objects and the counter in one statement, so a list's resourceVersion is exactly what it
+  holds, whatever the other servers commit meanwhile.
+
+Text columns compare as bytes (``COLLATE "C"``), so lists come in SQLite's order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow
+from flexq.store.errors import Gone, Key, StoreError
+from flexq.store.window import ChangeWindow
+
+__all__ = ["PostgresStore", "Unavailable", "connect"]
+
+log = logging.getLogger("flexq.store")
+
+CHANNEL = "flexq_changes"
+_SCHEMA_LOCK = 0x666C6578  # an advisory lock: servers starting together create the schema one at a time
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    grp TEXT COLLATE "C" NOT NULL, resource TEXT COLLATE "C" NOT NULL,
+    namespace TEXT COLLATE "C" NOT NULL, name TEXT COLLATE "C" NOT NULL,
+    rv BIGINT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (grp, resource, namespace, name)
+);
+CREATE TABLE IF NOT EXISTS changes (
+    rv BIGINT PRIMARY KEY, type TEXT NOT NULL,
+    grp TEXT COLLATE "C" NOT NULL, resource TEXT COLLATE "C" NOT NULL,
+    namespace TEXT COLLATE "C" NOT NULL, name TEXT COLLATE "C" NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+INSERT INTO counters VALUES ('rv', 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY, holder TEXT NOT NULL, acquired TIMESTAMPTZ NOT NULL, renewed TIMESTAMPTZ NOT NULL,
+    duration DOUBLE PRECISION NOT NULL, transitions INTEGER NOT NULL
+);
+"""
+
+_WHERE_KEY = "grp=%s AND resource=%s AND namespace=%s AND name=%s"
+_LOG_COLUMNS = "rv, type, grp, resource, namespace, name, body"
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class Unavailable(StoreError):
+    """The database cannot be reached, or refused us."""
+
+
+def connect(url: str) -> Connection:
+    """A connection in autocommit mode (transactions are begun by hand); :class:`Unavailable` if none."""
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        raise Unavailable(_reason(exc)) from None
+
+
+def _reason(exc: psycopg.Error) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def _path(path: str) -> list[str]:
+    """``$.spec.clusterQueue`` -> ``["spec", "clusterQueue"]``."""
+    if not path.startswith("$."):
+        raise ValueError(f"not a JSON path of names: {path!r}")
+    return path[2:].split(".")
+
+
+class PostgresStore(BaseStore):
+    """The store in the database at ``url`` (``postgresql://USER@HOST:PORT/DB``). With ``follow``, a thread
+    follows the writes of other servers on the same database."""
+
+    def __init__(self, url: str, *, now: Callable[[], datetime] = _utcnow, new_uid: Callable[[], str] = _new_uid,
+                 history: int = 50_000, follow: bool = True, poll: float = 1.0) -> None:
+        self._url = url
+        self._db = connect(url)
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                self._db.execute(_SCHEMA)
+        except psycopg.Error as exc:
+            self._db.close()
+            raise Unavailable(_reason(exc)) from None
+        super().__init__(now=now, new_uid=new_uid, history=history)
+        self._compacted = self._counter("compacted") or 0
+        self._known = self._counter("rv") or 0
+        """The newest resourceVersion in the window and given to the listeners: they have seen all before it."""
+        self._poll = poll
+        self._closing = threading.Event()
+        self._follower: threading.Thread | None = None
+        if follow:
+            self._follower = threading.Thread(target=self._follow, name="flexq-store-follower", daemon=True)
+            self._follower.start()
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._follower is not None:
+            with contextlib.suppress(psycopg.Error), self._lock:
+                self._db.execute("SELECT pg_notify(%s, '0')", (CHANNEL,))  # wakes the follower: it stops
+            self._follower.join(timeout=5)
+        with self._lock:
+            self._db.close()
+
+    def _x(self, sql: str, params: tuple[Any, ...] = ()) -> psycopg.Cursor[tuple[Any, ...]]:
+        """Run a statement; outside a transaction, once more on a new connection if the old one broke."""
+        try:
+            return self._db.execute(sql, params)
+        except psycopg.OperationalError:
+            if not self._db.broken or self._depth > 0:
+                raise
+        log.warning("the connection to the database broke: connecting again")
+        self._db = connect(self._url)
+        return self._db.execute(sql, params)
+
+    # --- transactions ------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._x("BEGIN")
+        self._x("SELECT value FROM counters WHERE name='rv' FOR UPDATE")
+
+    def _end(self) -> None:
+        if self._pending:
+            self._x("SELECT pg_notify(%s, %s)", (CHANNEL, str(self._pending[-1].rv)))
+        self._x("COMMIT")
+
+    def _undo(self) -> None:
+        self._x("ROLLBACK")
+
+    def _savepoint(self, step: str) -> None:
+        if step == "begin":
+            self._x("SAVEPOINT tx")
+        elif step == "undo":
+            self._x("ROLLBACK TO SAVEPOINT tx")
+            self._x("RELEASE SAVEPOINT tx")
+        else:
+            self._x("RELEASE SAVEPOINT tx")
+
+    # --- rows --------------------------------------------------------------------------------------
+
+    def _counter(self, name: str) -> int | None:
+        row = self._x("SELECT value FROM counters WHERE name=%s", (name,)).fetchone()
+        return int(row[0]) if row else None
+
+    def _set_counter(self, name: str, value: int) -> None:
+        self._x("INSERT INTO counters VALUES (%s, %s) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                (name, value))
+
+    def _next_rv(self) -> int:
+        row = self._x("UPDATE counters SET value = value + 1 WHERE name='rv' RETURNING value").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _body(self, key: Key) -> str | None:
+        row = self._x(f"SELECT body FROM objects WHERE {_WHERE_KEY}",
+                      (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _exists(self, key: Key) -> bool:
+        row = self._x(f"SELECT 1 FROM objects WHERE {_WHERE_KEY}",
+                      (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return row is not None
+
+    def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
+        # One statement, one snapshot: the counter and the objects as of the same moment.
+        scope = "" if namespace is None else " AND o.namespace=%s"
+        params = (group, resource) if namespace is None else (group, resource, namespace)
+        rows = self._x(
+            "SELECT c.value, o.body FROM counters c LEFT JOIN objects o ON o.grp=%s AND o.resource=%s"
+            f"{scope} WHERE c.name='rv' ORDER BY o.namespace, o.name", params).fetchall()
+        return [r[1] for r in rows if r[1] is not None], int(rows[0][0])
+
+    def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
+        rows = self._x("SELECT body FROM objects WHERE grp=%s AND resource=%s AND body::json #>> %s = %s "
+                       "ORDER BY namespace, name", (group, resource, _path(path), value)).fetchall()
+        return [r[0] for r in rows]
+
+    def _log_after(self, since: int, limit: int) -> list[LogRow]:
+        rows: list[LogRow] = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s ORDER BY rv LIMIT %s",
+                                     (since, limit)).fetchall()
+        # Another server may have compacted the log: read after the rows, the mark tells whether they are whole.
+        self._compacted = max(self._compacted, self._counter("compacted") or 0)
+        if since < self._compacted:
+            raise Gone(since, self._compacted + 1)
+        return rows
+
+    def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
+        args = (key.group, key.resource, key.namespace, key.name)
+        if change is ChangeType.DELETED:
+            self._x(f"DELETE FROM objects WHERE {_WHERE_KEY}", args)
+        else:
+            self._x("INSERT INTO objects VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (grp, resource, namespace, name) "
+                    "DO UPDATE SET rv = EXCLUDED.rv, body = EXCLUDED.body", (*args, rv, body))
+        self._x("INSERT INTO changes VALUES (%s,%s,%s,%s,%s,%s,%s)", (rv, change.value, *args, body))
+
+    def _drop_log(self, cutoff: int) -> int:
+        return self._x("DELETE FROM changes WHERE rv <= %s", (cutoff,)).rowcount
+
+    # --- following every server's changes ----------------------------------------------------------
+
+    def _publish(self, changes: list[Change]) -> None:
+        """Publish in order and without holes: the changes of other servers committed between the last ones
+        published and these go first (read from the log; where they were compacted away, the window starts
+        afresh, and readers of older changes read the log and get :class:`Gone`)."""
+        changes = [c for c in changes if c.rv > self._known]
+        if not changes:
+            return
+        missing = changes[0].rv - self._known - 1
+        if missing > 0:
+            rows = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s AND rv < %s ORDER BY rv",
+                           (self._known, changes[0].rv)).fetchall() if missing <= self._window.size else []
+            if len(rows) == missing:
+                changes = [*_changes(rows), *changes]
+            else:
+                self._window = ChangeWindow(self._window.size)
+        self._known = changes[-1].rv
+        super()._publish(changes)
+
+    def catch_up(self) -> None:
+        """Publish the changes other servers committed since the last ones published."""
+        with self._lock:
+            while True:
+                rows = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s ORDER BY rv LIMIT 1000",
+                               (self._known,)).fetchall()
+                if not rows:
+                    return
+                self._publish(_changes(rows))
+
+    def _follow(self) -> None:
+        conn: Connection | None = None
+        while not self._closing.is_set():
+            try:
+                if conn is None:
+                    conn = connect(self._url)
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.catch_up()
+                if self._closing.is_set():
+                    break  # (checked after LISTEN: a close from now on wakes the wait below)
+                newest = 0
+                for note in conn.notifies(timeout=self._poll, stop_after=1):
+                    newest = max(newest, int(note.payload or 0))
+                if not newest:  # quiet: look at the counter, in case a notification was lost
+                    row = conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()
+                    newest = int(row[0]) if row else 0
+                if newest > self._known:
+                    self.catch_up()
+            except (psycopg.Error, StoreError) as exc:
+                log.warning("following the database's changes: %s (trying again)", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._closing.wait(1.0)
+        if conn is not None:
+            conn.close()
+
+
+def _changes(rows: list[LogRow]) -> list[Change]:
+    return [Change(int(rv), ChangeType(t), Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows]
