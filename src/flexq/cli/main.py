@@ -553,20 +553,35 @@ def server(
     auth: Annotated[str | None, typer.Option(
         help="anonymous: a caller without a token is the administrator (the default on loopback); token: every "
              "request needs a token (the default, and the only choice, on other addresses).")] = None,
+    store: Annotated[str | None, typer.Option(
+        envvar="FLEXQ_STORE",
+        help="Where objects live: postgresql://USER@HOST:PORT/DB (shared by several servers; one leads the "
+             "controllers) or sqlite:///PATH (default: FLEXQ_HOME/flexq.db).")] = None,
+    lease_duration: Annotated[str, typer.Option(
+        help="With PostgreSQL: how long the leader's lease lasts without renewal; another server takes over "
+             "within it when the leader dies.")] = "15s",
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+    from flexq.durations import DurationError, parse_duration
     from flexq.server.listen import ListenError, plan_listeners
-    from flexq.server.run import serve
+    from flexq.server.run import StoreOptionError, serve
     from flexq.sim.scenario import load_capacity
 
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
     state = home or flexq_home()
     try:
+        lease = parse_duration(lease_duration)
+    except DurationError as exc:
+        raise CliError(f"error: --lease-duration: {exc}") from None
+    if lease < 1:
+        raise CliError(f"error: --lease-duration {lease_duration}: must be at least 1s")
+    try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth)
         config = load_capacity(capacity) if capacity is not None else None
-        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime)
-    except ListenError as exc:
+        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
+              lease_duration=lease)
+    except (ListenError, StoreOptionError) as exc:
         raise CliError(f"error: {exc}") from None
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -22,11 +24,15 @@ from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
+from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import ensure_certificates
-from flexq.store import Store
+from flexq.store.url import StoreOptionError, is_postgres, open_store, shown
 
-__all__ = ["ListenError", "serve"]
+if TYPE_CHECKING:
+    from flexq.store.lease import Lease
+
+__all__ = ["ListenError", "StoreOptionError", "serve"]
 
 _CLOSE_STREAMS = 3
 """Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
@@ -52,8 +58,9 @@ def _bind(host: str, port: int, option: str) -> socket.socket:
     return sock
 
 
-def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path) -> str:
-    lines = [f"flexq server: http://{plan.http_host}:{http_port} (flexq's CLI), state in {home}"]
+def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, store_spec: str | None) -> str:
+    state = f"objects in {shown(store_spec)}, the rest in {home}" if store_spec else f"state in {home}"
+    lines = [f"flexq server: http://{plan.http_host}:{http_port} (flexq's CLI), {state}"]
     if tls_port is not None:
         lines.append(f"  https://{plan.endpoint_host}:{tls_port} (kubectl after gcloud get-credentials; "
                      f"CA {home / 'tls' / 'ca.crt'})")
@@ -67,17 +74,23 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path) 
 
 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
-          capacity: CapacityConfig | None = None, runtime: str = "ray") -> None:
-    """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out.
+          capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
+          lease_duration: float = 15.0) -> None:
+    """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
+    ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
+    ``lease_duration`` seconds (see :mod:`flexq.server.leader`).
 
-    Raises :class:`ListenError` (before anything starts) when a port cannot be bound."""
+    Raises :class:`ListenError` (before anything starts) when a port cannot be bound, and
+    :class:`StoreOptionError` when the store cannot be opened."""
     home.mkdir(parents=True, exist_ok=True)
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
             sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
-    except ListenError:
-        sockets[0].close()
+        store = open_store(store_spec, home)
+    except (ListenError, StoreOptionError):
+        for sock in sockets:
+            sock.close()
         raise
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
@@ -85,14 +98,16 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     book.ensure_admin()
     tls = ensure_certificates(home, plan.certificate_names()) if tls_port is not None else None
     endpoint = f"{plan.endpoint_host}:{tls_port}" if tls_port is not None else f"{plan.http_host}:{http_port}"
-    store = Store(home / "flexq.db")
     service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
     ray = RayRuntime(store, home) if runtime == "ray" else None
-    controller = QueueController(service, RealClock(), capacity, ray)
+    identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
+    lease = _lease(store_spec, identity, lease_duration)
+    leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray), identity)
     try:
-        controller.start()
-        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe,
+        leadership.start()
+        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership.observe,
                          home, Authenticator(book, plan.anonymous))
+        app.include_router(leader_router(leadership))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         servers = [(_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
                                            timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[0])]
@@ -100,14 +115,24 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             servers.append((_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
                                                    ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
                                                    timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[1]))
-        print(_banner(plan, http_port, tls_port, home), file=sys.stderr, flush=True)
+        print(_banner(plan, http_port, tls_port, home, store_spec), file=sys.stderr, flush=True)
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(_serve_all(servers, app.state.hub.close))
     finally:
-        controller.stop()
+        leadership.stop()
         store.close()
         for sock in sockets:
             sock.close()
+
+
+def _lease(store_spec: str | None, identity: str, duration: float) -> Lease | None:
+    """The controllers' lease where the store is shared (PostgreSQL); None where this server is the only one."""
+    if not is_postgres(store_spec):
+        return None
+    from flexq.store.lease import Lease
+
+    assert store_spec is not None
+    return Lease(store_spec, identity, duration=duration)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

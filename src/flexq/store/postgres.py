@@ -78,8 +78,8 @@ def connect(url: str) -> Connection:
 
 
 def _reason(exc: psycopg.Error) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text or type(exc).__name__
 
 
 def _path(path: str) -> list[str]:

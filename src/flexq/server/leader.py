@@ -1,0 +1,131 @@
+"""Who runs the controllers: with SQLite the one server; with PostgreSQL the holder of the database's lease.
+
+Every server serves the API (reads and writes go to the shared database). One leads: it holds the lease
+``flexq-controller`` and runs the queue controller, the scheduler and the job runtime. The others try for the
+lease a few times per lease period; when the leader stops renewing (it died, or lost the database), one of
+them acquires it once it expires and starts its controller, which reads everything afresh from the store as a
+restarted server does. A leader that cannot renew within two thirds of the period, or finds the lease taken,
+stops its controller. ``GET /flexq/v1/leader`` says who leads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter
+
+from flexq.controller.metrics import Sample, Tally
+from flexq.controller.queue import QueueController
+from flexq.store.base import rfc3339
+from flexq.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from flexq.store.lease import Lease
+
+__all__ = ["Leadership", "leader_router"]
+
+log = logging.getLogger("flexq.leader")
+
+
+class Leadership:
+    """Runs ``make()``'s controller while this server leads. ``lease`` is a
+    :class:`~flexq.store.lease.Lease`, or None where this server is the only one (it always leads)."""
+
+    def __init__(self, lease: Lease | None, make: Callable[[], QueueController], identity: str) -> None:
+        self.lease = lease
+        self.identity = identity
+        self._make = make
+        self.controller = make()
+        """The running controller while leading; an idle one (for /metrics' zeros) while not."""
+        self.leading = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._renewed = 0.0
+
+    def start(self) -> None:
+        """Lead at once where the lease is free (or there is none), then keep trying or renewing."""
+        if self.lease is None:
+            self._lead()
+            return
+        self._attempt()
+        self._thread = threading.Thread(target=self._run, name="flexq-leader-election", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.leading:
+            self._step_down("the server is stopping")
+        if self.lease is not None:
+            self.lease.release()
+            self.lease.close()
+
+    def observe(self) -> tuple[Tally, Sample]:
+        return self.controller.observe()
+
+    def _run(self) -> None:
+        assert self.lease is not None
+        duration = self.lease.duration
+        while not self._stop.wait(duration / 3 if self.leading else min(duration / 5, 1.0)):
+            self._attempt()
+
+    def _attempt(self) -> None:
+        assert self.lease is not None
+        try:
+            held = self.lease.acquire()
+        except StoreError as exc:
+            log.warning("leader election: the database: %s", exc)
+            if self.leading and time.monotonic() - self._renewed > self.lease.duration * 2 / 3:
+                self._step_down("the lease could not be renewed in time")
+            return
+        if held:
+            self._renewed = time.monotonic()
+            if not self.leading:
+                self._lead()
+        elif self.leading:
+            self._step_down("another server holds the lease")
+
+    def _lead(self) -> None:
+        log.warning("%s leads: starting the controllers", self.identity)
+        self.controller = self._make()
+        self.controller.start()
+        self.leading = True
+
+    def _step_down(self, why: str) -> None:
+        log.warning("%s stops leading (%s): stopping the controllers", self.identity, why)
+        self.leading = False
+        self.controller.stop()
+        self.controller = self._make()
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /flexq/v1/leader`` answers."""
+        shown: dict[str, Any] = {"identity": self.identity, "leading": self.leading}
+        if self.lease is None:
+            return {**shown, "holder": self.identity, "store": "sqlite"}
+        try:
+            held = self.lease.read()
+        except StoreError as exc:
+            return {**shown, "holder": None, "store": "postgresql", "error": str(exc)}
+        if held is None:
+            return {**shown, "holder": None, "store": "postgresql"}
+        return {**shown, "store": "postgresql", "holder": None if held.expired else held.holder,
+                "lease": {"name": self.lease.name, "holderIdentity": held.holder, "acquireTime": rfc3339(held.acquired),
+                          "renewTime": rfc3339(held.renewed), "leaseDurationSeconds": held.duration,
+                          "leaseTransitions": held.transitions, "expired": held.expired}}
+
+
+def leader_router(leadership: Leadership) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/flexq/v1/leader", tags=["cluster"], summary="Which server runs the controllers")
+    async def leader() -> dict[str, Any]:
+        """This server's identity, whether it leads, and the lease (with PostgreSQL): its holder, when it was
+        acquired and last renewed, for how long, how often it changed hands."""
+        return leadership.describe()
+
+    return router

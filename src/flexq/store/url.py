@@ -1,0 +1,70 @@
+"""``flexq server --store``: which store a server opens.
+
+- none: SQLite in ``FLEXQ_HOME/flexq.db`` (one server);
+- ``sqlite:///PATH`` (or a plain path): SQLite in that file;
+- ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`` (or ``postgres://``): PostgreSQL, which several servers
+  share (one leads the controllers, see :mod:`flexq.store.lease`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+from flexq.store.base import BaseStore
+from flexq.store.errors import StoreError
+from flexq.store.sqlite import Store
+
+__all__ = ["StoreOptionError", "is_postgres", "open_store", "shown"]
+
+_POSTGRES = ("postgresql://", "postgres://")
+
+
+class StoreOptionError(StoreError):
+    """``--store`` is malformed, or its store cannot be opened (the message names the option)."""
+
+
+def is_postgres(spec: str | None) -> bool:
+    return spec is not None and spec.startswith(_POSTGRES)
+
+
+def shown(spec: str) -> str:
+    """``spec`` with any password masked, for messages."""
+    return re.sub(r"^(\w+://[^:/@]*):[^@/]*@", r"\1:***@", spec)
+
+
+def open_store(spec: str | None, home: Path) -> BaseStore:
+    """The store ``spec`` names (see the module); :class:`StoreOptionError` with the reason if it cannot be."""
+    if not spec:
+        return Store(home / "flexq.db")
+    if is_postgres(spec):
+        return _postgres(spec)
+    if "://" in spec and not spec.startswith("sqlite://"):
+        raise StoreOptionError(f"--store {shown(spec)}: expected postgresql://USER@HOST:PORT/DB or "
+                               "sqlite:///PATH")
+    path = spec.removeprefix("sqlite://")
+    if not path:
+        raise StoreOptionError(f"--store {spec}: no file named (sqlite:///PATH)")
+    try:
+        return Store(Path(path).expanduser())
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreOptionError(f"--store {spec}: cannot open the SQLite file: {exc}") from None
+
+
+def _postgres(spec: str) -> BaseStore:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        from flexq.store.postgres import PostgresStore, Unavailable
+    except ImportError:
+        raise StoreOptionError(f"--store {shown(spec)}: PostgreSQL needs psycopg: pip install 'flexq[postgresql]'"
+                               ) from None
+    try:
+        conninfo_to_dict(spec)
+    except Exception as exc:
+        raise StoreOptionError(f"--store {shown(spec)}: not a PostgreSQL URL ({exc})") from None
+    try:
+        return PostgresStore(spec)
+    except Unavailable as exc:
+        raise StoreOptionError(f"--store {shown(spec)}: cannot use the database: {exc}") from None

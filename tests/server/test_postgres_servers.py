@@ -1,0 +1,146 @@
+"""Two servers on one PostgreSQL database: one leads the controllers, the other serves the API, and takes over
+within a lease period when the leader is killed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import Server, start_server, stop_server
+from tests.controller.test_live import _cond, _eventually
+
+LEASE = 2.0
+QUEUES = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 10}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: default}
+spec: {clusterQueue: cq}
+"""
+WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+def _job(name: str) -> str:
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{kueue.x-k8s.io/queue-name: lq}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+def _apply(srv: Server, text: str) -> None:
+    response = httpx.post(srv.url + "/flexq/v1/apply", json={"sources": [{"text": text}]}, timeout=10)
+    assert response.status_code == 200, response.text
+
+
+def _leader(srv: Server) -> dict[str, Any]:
+    answer: dict[str, Any] = httpx.get(srv.url + "/flexq/v1/leader", timeout=5).json()
+    return answer
+
+
+def _admitted(srv: Server, job: str) -> Callable[[], None]:
+    def check() -> None:
+        items = httpx.get(srv.url + WL, timeout=5).json()["items"]
+        mine = [w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job]
+        assert mine and _cond(mine[0], "Admitted") == "True"
+    return check
+
+
+def _watch(srv: Server, since: str, seen: list[dict[str, Any]], ready: threading.Event) -> None:
+    with httpx.stream("GET", srv.url + WL, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "20"},
+                      timeout=30) as response:
+        ready.set()
+        for line in response.iter_lines():
+            if line:
+                event = orjson.loads(line)
+                seen.append(event)
+                if _cond(event["object"], "Admitted") == "True":
+                    return
+
+
+@pytest.fixture
+def pair(postgres_url: str, tmp_path: Path) -> Any:
+    flags = ("--store", postgres_url, "--lease-duration", f"{LEASE:g}s")
+    servers: list[Server] = []
+    try:
+        servers.append(start_server(tmp_path / "a", *flags))
+        _eventually(lambda: _assert(_leader(servers[0])["leading"]), timeout=10)
+        servers.append(start_server(tmp_path / "b", *flags))
+        yield servers
+    finally:
+        for srv in servers:
+            stop_server(srv)
+
+
+def _assert(value: bool) -> None:
+    assert value
+
+
+def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair: list[Server]) -> None:
+    leader, follower = pair
+    told = _leader(follower)
+    assert told["leading"] is False and told["holder"] == _leader(leader)["identity"]
+    _apply(follower, QUEUES)
+    since = httpx.get(follower.url + WL, timeout=5).json()["metadata"]["resourceVersion"]
+    seen: list[dict[str, Any]] = []
+    ready = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(follower, since, seen, ready), daemon=True)
+    watcher.start()
+    assert ready.wait(10)
+    _apply(follower, _job("first"))  # written through the follower, admitted by the leader's controller
+    _eventually(_admitted(leader, "first"), timeout=15)
+    watcher.join(timeout=15)
+    assert seen and _cond(seen[-1]["object"], "Admitted") == "True", "the follower's watch sees the leader's writes"
+    assert seen[0]["type"] == "ADDED"
+
+    leader.process.kill()  # kill -9: no release of the lease
+    leader.process.wait(timeout=10)
+    killed = time.monotonic()
+    _eventually(lambda: _assert(_leader(follower)["leading"]), timeout=3 * LEASE)
+    took = time.monotonic() - killed
+    assert took < LEASE + 1.5, f"took over in {took:.1f}s"
+    _apply(follower, _job("second"))
+    _eventually(_admitted(follower, "second"), timeout=15)
+    assert _leader(follower)["lease"]["leaseTransitions"] == 1
+
+
+def test_a_store_that_cannot_be_reached_is_named(tmp_path: Path) -> None:
+    for store, said in [("postgresql://flexq@127.0.0.1:1/none", "cannot use the database"),
+                        ("mysql://x", "expected postgresql://USER@HOST:PORT/DB")]:
+        done = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
+                               "--port", "0", "--no-tls", "--runtime", "none", "--store", store],
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.startswith(f"error: --store {store}: {said}"), done.stderr
+    assert not (tmp_path / "h" / "flexq.db").exists() and not (tmp_path / "h" / "auth").exists()
