@@ -21,6 +21,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def postgres_or_path(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What ``--store`` names for the test's store: the PostgreSQL URL, or the SQLite file."""
+    return str(request.getfixturevalue("postgres_url")) if backend == "postgresql" else str(tmp_path / "flexq.db")
+
+
+@pytest.fixture
 def open_store(backend: str, request: pytest.FixtureRequest) -> Iterator[OpenStore]:
     opened: list[BaseStore] = []
     url = request.getfixturevalue("postgres_url") if backend == "postgresql" else ""
