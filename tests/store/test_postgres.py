@@ -86,3 +86,21 @@ def test_a_compaction_by_the_other_store_makes_old_resumes_gone(open_store: Open
     with pytest.raises(Gone):
         open_store(follow=False).changes(1)  # read from the log: its compaction mark says what is gone
     assert [c.rv for c in open_store(follow=False).changes(3)] == [4, 5]
+
+
+def test_a_long_batch_goes_on_in_new_transactions_and_still_undoes_each_failure_alone(open_store: OpenStore) -> None:
+    store = open_store(follow=False)
+    seen: list[int] = []
+    store.subscribe(lambda changes: seen.extend(c.rv for c in changes))
+    with store.batch():
+        for i in range(150):  # past the savepoints one PostgreSQL transaction takes before it slows down
+            try:
+                with store.transaction():
+                    store.create(*_cm(f"c{i}"))
+                    if i % 10 == 0:
+                        raise ValueError("undone")
+            except ValueError:
+                pass
+    names = [c.key.name for c in store.changes(0, limit=500)]
+    assert names == [f"c{i}" for i in range(150) if i % 10], "each failure undone alone, the rest in order"
+    assert seen == list(range(1, 136))

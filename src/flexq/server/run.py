@@ -82,7 +82,6 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
 
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, and
     :class:`StoreOptionError` when the store cannot be opened."""
-    home.mkdir(parents=True, exist_ok=True)
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
@@ -92,6 +91,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         for sock in sockets:
             sock.close()
         raise
+    home.mkdir(parents=True, exist_ok=True)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     book = TokenBook(home)

@@ -120,7 +120,8 @@ class BaseStore:
         raise NotImplementedError
 
     def _savepoint(self, step: str) -> None:
-        """``step``: "begin", "undo" (roll back to the savepoint) or "release"."""
+        """``step``: "begin", "undo" (roll back to the savepoint) or "release". At "begin" the batch holds
+        finished transactions only: a back end may commit them first (as :meth:`breathe` does)."""
         raise NotImplementedError
 
     def _counter(self, name: str) -> int | None:
@@ -178,11 +179,11 @@ class BaseStore:
             outer = self._depth == 0
             # Directly inside a batch, a transaction is a savepoint: it is undone alone when it fails.
             savepoint = self._batching and self._depth == 1
-            mark = len(self._pending)
             if outer:
                 self._begin()
             elif savepoint:
                 self._savepoint("begin")
+            mark = len(self._pending)
             self._depth += 1
             try:
                 yield

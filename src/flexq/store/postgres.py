@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 """
 
+_SAVEPOINTS = 48
+"""Transactions in one batch before it is committed and goes on in a new one: past 64 subtransactions (savepoints
+that wrote) in one transaction, PostgreSQL's snapshots grow slow for every session."""
 _WHERE_KEY = "grp=%s AND resource=%s AND namespace=%s AND name=%s"
 _LOG_COLUMNS = "rv, type, grp, resource, namespace, name, body"
 
@@ -109,6 +112,7 @@ class PostgresStore(BaseStore):
         self._known = self._counter("rv") or 0
         """The newest resourceVersion in the window and given to the listeners: they have seen all before it."""
         self._poll = poll
+        self._savepoints = 0
         self._closing = threading.Event()
         self._follower: threading.Thread | None = None
         if follow:
@@ -138,19 +142,24 @@ class PostgresStore(BaseStore):
     # --- transactions ------------------------------------------------------------------------------
 
     def _begin(self) -> None:
-        self._x("BEGIN")
-        self._x("SELECT value FROM counters WHERE name='rv' FOR UPDATE")
+        self._x("BEGIN; SELECT value FROM counters WHERE name='rv' FOR UPDATE")
+        self._savepoints = 0
 
     def _end(self) -> None:
-        if self._pending:
-            self._x("SELECT pg_notify(%s, %s)", (CHANNEL, str(self._pending[-1].rv)))
-        self._x("COMMIT")
+        # The newest resourceVersion (an integer) goes into the text: one round trip, no parameters.
+        self._x(f"SELECT pg_notify('{CHANNEL}', '{self._pending[-1].rv}'); COMMIT" if self._pending else "COMMIT")
 
     def _undo(self) -> None:
         self._x("ROLLBACK")
 
     def _savepoint(self, step: str) -> None:
         if step == "begin":
+            self._savepoints += 1
+            if self._savepoints > _SAVEPOINTS:  # the batch goes on in a new transaction, as after breathe()
+                depth, self._depth, self._batching = self._depth, 0, False
+                self._commit()
+                self._begin()
+                self._depth, self._batching = depth, True
             self._x("SAVEPOINT tx")
         elif step == "undo":
             self._x("ROLLBACK TO SAVEPOINT tx")
@@ -208,12 +217,14 @@ class PostgresStore(BaseStore):
 
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
         args = (key.group, key.resource, key.namespace, key.name)
+        log_it = "INSERT INTO changes VALUES (%s,%s,%s,%s,%s,%s,%s)"
         if change is ChangeType.DELETED:
-            self._x(f"DELETE FROM objects WHERE {_WHERE_KEY}", args)
+            self._x(f"WITH gone AS (DELETE FROM objects WHERE {_WHERE_KEY}) {log_it}",
+                    (*args, rv, change.value, *args, body))
         else:
-            self._x("INSERT INTO objects VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (grp, resource, namespace, name) "
-                    "DO UPDATE SET rv = EXCLUDED.rv, body = EXCLUDED.body", (*args, rv, body))
-        self._x("INSERT INTO changes VALUES (%s,%s,%s,%s,%s,%s,%s)", (rv, change.value, *args, body))
+            self._x("WITH put AS (INSERT INTO objects VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT "
+                    "(grp, resource, namespace, name) DO UPDATE SET rv = EXCLUDED.rv, body = EXCLUDED.body) "
+                    f"{log_it}", (*args, rv, body, rv, change.value, *args, body))
 
     def _drop_log(self, cutoff: int) -> int:
         return self._x("DELETE FROM changes WHERE rv <= %s", (cutoff,)).rowcount
