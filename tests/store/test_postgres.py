@@ -104,3 +104,17 @@ def test_a_long_batch_goes_on_in_new_transactions_and_still_undoes_each_failure_
     names = [c.key.name for c in store.changes(0, limit=500)]
     assert names == [f"c{i}" for i in range(150) if i % 10], "each failure undone alone, the rest in order"
     assert seen == list(range(1, 136))
+
+
+def test_stores_connect_again_after_their_connections_are_cut(open_store: OpenStore, postgres_url: str) -> None:
+    import psycopg
+
+    one, two = open_store(poll=0.2), open_store(follow=False)
+    one.create(*_cm("a"))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    assert one.get(_cm("a")[0])["metadata"]["name"] == "a"
+    one.create(*_cm("b"))
+    two.create(*_cm("c"))  # seen by one once its follower is connected again
+    _wait(lambda: [c.key.name for c in one.changes(0)] == ["a", "b", "c"])

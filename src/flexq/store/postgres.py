@@ -146,11 +146,21 @@ class PostgresStore(BaseStore):
         self._savepoints = 0
 
     def _end(self) -> None:
-        # The newest resourceVersion (an integer) goes into the text: one round trip, no parameters.
-        self._x(f"SELECT pg_notify('{CHANNEL}', '{self._pending[-1].rv}'); COMMIT" if self._pending else "COMMIT")
+        # The newest resourceVersion (an integer) goes into the text: one round trip, no parameters. Never on a
+        # new connection: a commit that failed with the connection committed nothing, and publishes nothing.
+        try:
+            self._db.execute(f"SELECT pg_notify('{CHANNEL}', '{self._pending[-1].rv}'); COMMIT" if self._pending
+                             else "COMMIT")
+        except psycopg.Error:
+            self._pending.clear()
+            if not self._db.broken:
+                self._db.execute("ROLLBACK")
+            raise
 
     def _undo(self) -> None:
-        self._x("ROLLBACK")
+        if self._db.broken:  # the transaction went with the connection; the next statement connects again
+            return
+        self._db.execute("ROLLBACK")
 
     def _savepoint(self, step: str) -> None:
         if step == "begin":
