@@ -226,3 +226,12 @@ def test_written_objects_share_nothing_with_the_input(open_store: OpenStore) -> 
     updated = store.update(KEY, {"metadata": {}, "status": status}, subresource="status")
     updated["status"]["x"].append(2)
     assert status == {"x": [1]} and store.get(KEY)["status"] == {"x": [1]}
+
+
+def test_find_by_a_field(open_store: OpenStore) -> None:
+    store = open_store()
+    for ns, name, cq in [("b", "x", "cq"), ("a", "y", "cq"), ("a", "z", "other")]:
+        store.create(Key("kueue.x-k8s.io", "localqueues", ns, name), {"metadata": {}, "spec": {"clusterQueue": cq}})
+    found = store.find("kueue.x-k8s.io", "localqueues", "$.spec.clusterQueue", "cq")
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in found] == [("a", "y"), ("b", "x")]
+    assert store.find("kueue.x-k8s.io", "localqueues", "$.spec.clusterQueue", "none") == []

@@ -45,6 +45,8 @@ class Leadership:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._renewed = 0.0
+        self._switch = threading.Lock()
+        """Held while a controller starts or stops."""
 
     def start(self) -> None:
         """Lead at once where the lease is free (or there is none), then keep trying or renewing."""
@@ -86,21 +88,33 @@ class Leadership:
         if held:
             self._renewed = time.monotonic()
             if not self.leading:
-                self._lead()
+                self._lead(wait=self._thread is None)
         elif self.leading:
             self._step_down("another server holds the lease")
 
-    def _lead(self) -> None:
+    def _lead(self, *, wait: bool = True) -> None:
+        """Start a controller; without ``wait``, in a thread of its own: reading everything afresh may take
+        longer than the lease, which the election thread goes on renewing meanwhile."""
         log.warning("%s leads: starting the controllers", self.identity)
-        self.controller = self._make()
-        self.controller.start()
-        self.leading = True
+        controller = self._make()
+        self.controller, self.leading = controller, True
+        if wait:
+            self._start(controller)
+        else:
+            threading.Thread(target=self._start, args=(controller,), name="flexq-controller-start",
+                             daemon=True).start()
+
+    def _start(self, controller: QueueController) -> None:
+        with self._switch:
+            if self.controller is controller and self.leading and not self._stop.is_set():
+                controller.start()
 
     def _step_down(self, why: str) -> None:
         log.warning("%s stops leading (%s): stopping the controllers", self.identity, why)
-        self.leading = False
-        self.controller.stop()
-        self.controller = self._make()
+        with self._switch:
+            self.leading = False
+            self.controller.stop()
+            self.controller = self._make()
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /flexq/v1/leader`` answers."""
