@@ -95,7 +95,8 @@ class Leadership:
     def _lead(self, *, wait: bool = True) -> None:
         """Start a controller; without ``wait``, in a thread of its own: reading everything afresh may take
         longer than the lease, which the election thread goes on renewing meanwhile."""
-        log.warning("%s leads: starting the controllers", self.identity)
+        if self.lease is not None:
+            log.warning("%s leads: starting the controllers", self.identity)
         controller = self._make()
         self.controller, self.leading = controller, True
         if wait:
@@ -110,7 +111,8 @@ class Leadership:
                 controller.start()
 
     def _step_down(self, why: str) -> None:
-        log.warning("%s stops leading (%s): stopping the controllers", self.identity, why)
+        if self.lease is not None:
+            log.warning("%s stops leading (%s): stopping the controllers", self.identity, why)
         with self._switch:
             self.leading = False
             self.controller.stop()
