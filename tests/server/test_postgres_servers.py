@@ -129,7 +129,7 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     killed = time.monotonic()
     _eventually(lambda: _assert(_leader(follower)["leading"]), timeout=3 * LEASE)
     took = time.monotonic() - killed
-    assert took < LEASE + 1.5, f"took over in {took:.1f}s"
+    assert took < LEASE + 2.0, f"took over in {took:.1f}s: the lease expires at most {LEASE:g}s after the kill"
     _apply(follower, _job("second"))
     _eventually(_admitted(follower, "second"), timeout=15)
     assert _leader(follower)["lease"]["leaseTransitions"] == 1

@@ -97,7 +97,7 @@ class Leadership:
         longer than the lease, which the election thread goes on renewing meanwhile."""
         if self.lease is not None:
             log.warning("%s leads: starting the controllers", self.identity)
-        controller = self._make()
+        controller = self.controller if wait else self._make()  # at start-up, the one made with the server
         self.controller, self.leading = controller, True
         if wait:
             self._start(controller)
