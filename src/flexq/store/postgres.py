@@ -59,6 +59,8 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 """
 
+_SESSION = ("SET idle_in_transaction_session_timeout = '30s'; SET tcp_keepalives_idle = 5; "
+            "SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3")
 _SAVEPOINTS = 48
 """Transactions in one batch before it is committed and goes on in a new one: past 64 subtransactions (savepoints
 that wrote) in one transaction, PostgreSQL's snapshots grow slow for every session."""
@@ -73,11 +75,21 @@ class Unavailable(StoreError):
 
 
 def connect(url: str) -> Connection:
-    """A connection in autocommit mode (transactions are begun by hand); :class:`Unavailable` if none."""
+    """A connection in autocommit mode (transactions are begun by hand); :class:`Unavailable` if none.
+
+    A server that stops mid-transaction without closing its connection (its machine died, or it hangs) would
+    hold the write lock for ever: the database ends such a transaction after 30 s without a statement, and
+    probes a silent peer every few seconds."""
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=5)
     except psycopg.Error as exc:
         raise Unavailable(_reason(exc)) from None
+    try:
+        conn.execute(_SESSION)
+    except psycopg.Error as exc:
+        conn.close()
+        raise Unavailable(_reason(exc)) from None
+    return conn
 
 
 def _reason(exc: psycopg.Error) -> str:
