@@ -3,6 +3,7 @@ within a lease period when the leader is killed."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import httpx
 import orjson
 import pytest
 
+from flexq.store.url import StoreOptionError, open_store
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually
 
@@ -136,11 +138,15 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
 
 
 def test_a_store_that_cannot_be_reached_is_named(tmp_path: Path) -> None:
-    for store, said in [("postgresql://flexq@127.0.0.1:1/none", "cannot use the database"),
-                        ("mysql://x", "expected postgresql://USER@HOST:PORT/DB")]:
-        done = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
-                               "--port", "0", "--no-tls", "--runtime", "none", "--store", store],
-                              capture_output=True, text=True, timeout=30, check=False)
-        assert done.returncode == 1 and "Traceback" not in done.stderr
-        assert done.stderr.startswith(f"error: --store {store}: {said}"), done.stderr
+    store = "postgresql://flexq:secret@127.0.0.1:1/none"
+    done = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
+                           "--port", "0", "--no-tls", "--runtime", "none", "--store", store],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "secret" not in done.stderr
+    assert done.stderr.startswith("error: --store postgresql://flexq:***@127.0.0.1:1/none: cannot use the database: "
+                                  "connection failed"), done.stderr
     assert not (tmp_path / "h").exists(), "nothing is written"
+    for malformed, said in [("mysql://x", "expected postgresql://USER@HOST:PORT/DB"),
+                            ("postgresql://x/db?nope=1", "not a PostgreSQL URL")]:
+        with pytest.raises(StoreOptionError, match=re.escape(f"--store {malformed}: {said}")):
+            open_store(malformed, tmp_path / "h")

@@ -63,7 +63,7 @@ def _postgres(spec: str) -> BaseStore:
     try:
         conninfo_to_dict(spec)
     except Exception as exc:
-        raise StoreOptionError(f"--store {shown(spec)}: not a PostgreSQL URL ({exc})") from None
+        raise StoreOptionError(f"--store {shown(spec)}: not a PostgreSQL URL ({str(exc).strip()})") from None
     try:
         return PostgresStore(spec)
     except Unavailable as exc:
