@@ -78,6 +78,8 @@ _COMPONENT: Final = "flexq-queue-controller"
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
 COALESCE: Final = 0.01
 """Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
+FORGET_RETRY: Final = 1.0
+"""Seconds before the stored state is read afresh after a failed write (and between tries while it fails)."""
 RECONFIGURE_EVERY: Final = 0.25
 """Seconds between two rebuilds of the scheduler's configuration, at the most: creating a thousand queues
 rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
@@ -122,6 +124,8 @@ class QueueController:
         self._counts = QueueCounts(self.store, clock.now)
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
+        self._stale = False
+        """A sync failed: what the scheduler holds may be ahead of the store, so it is read afresh."""
         self.store.subscribe(lambda _changes: self._wake.set())
 
     # --- running -----------------------------------------------------------------------------------
@@ -152,12 +156,27 @@ class QueueController:
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
+        stored = self._wl_key(wl)
         if kind == "RayJob":
-            self._after_write.append(lambda: runtime.start(namespace, name, nodes, counts))
+            self._after_write.append(lambda: self._if_admitted(stored, lambda: runtime.start(namespace, name, nodes,
+                                                                                              counts)))
         elif kind == "RayCluster":
-            self._after_write.append(lambda: runtime.clusters.start(namespace, name, nodes, counts))
+            self._after_write.append(lambda: self._if_admitted(stored, lambda: runtime.clusters.start(
+                namespace, name, nodes, counts)))
         elif kind == "Pod":
-            self._after_write.append(lambda: self.pods.run(key, nodes))
+            self._after_write.append(lambda: self._if_admitted(stored, lambda: self.pods.run(key, nodes)))
+
+    def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
+        """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""
+        try:
+            obj = self.store.get(key)
+        except NotFound:
+            return
+        if any(c.get("type") == "Admitted" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or []):
+            start()
+        else:
+            log.warning("not starting %s/%s: its admission is not in the store", key.namespace, key.name)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -174,9 +193,24 @@ class QueueController:
             if self._stop.is_set():
                 return
             try:
-                self.sync()
+                if self._stale:
+                    self._forget()
+                else:
+                    self.sync()
             except Exception:
-                log.exception("queue controller sync failed")
+                # Kueue's assume / forget: a decision whose write failed must not live on in memory only.
+                log.exception("queue controller sync failed: reading the stored state afresh")
+                self._stale = True
+                self._stop.wait(FORGET_RETRY)
+
+    def _forget(self) -> None:
+        """Drop what the scheduler decided but the store does not hold: read everything afresh from the store
+        (the stored state is the truth), as at a start."""
+        self._after_write.clear()
+        with self.store.batch():
+            self.resync()
+        self._stale = False
+        self.sync()
 
     # --- reading the store ---------------------------------------------------------------------------
 
@@ -233,6 +267,8 @@ class QueueController:
             for kind in ("RayJob", "RayCluster", "Job"):
                 for job in self._objects(kind):
                     self._job_added(resolve(kind), job)
+                    if finished(kind, job):  # it may have ended while the server was down, or before it read it
+                        self._job_modified(resolve(kind), job)
             self._log(self.pods.resync())
             driver = self.capacity.driver
             if driver is not None:

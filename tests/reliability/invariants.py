@@ -1,0 +1,92 @@
+"""What must hold of a server's stored state after any crash: read through its API, compared whole."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import httpx
+
+from flexq.api.quantity import Quantity
+
+_KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+WORKLOADS = f"{_KUEUE}/workloads"
+
+
+def _items(client: httpx.Client, path: str) -> list[dict[str, Any]]:
+    answer = client.get(path)
+    answer.raise_for_status()
+    items: list[dict[str, Any]] = answer.json()["items"]
+    return items
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(obj["metadata"].get("ownerReferences") or []), {})
+
+
+def workloads_per_job(client: httpx.Client) -> dict[str, list[str]]:
+    """Each Job's workloads (by the Job's name): exactly one each, when nothing is lost or doubled."""
+    jobs = {j["metadata"]["name"] for j in _items(client, "/apis/batch/v1/namespaces/default/jobs")}
+    found: dict[str, list[str]] = {name: [] for name in jobs}
+    for wl in _items(client, f"{_KUEUE}/namespaces/default/workloads"):
+        owner = _owner(wl)
+        if owner.get("kind") == "Job":
+            found.setdefault(owner["name"], []).append(wl["metadata"]["name"])
+    return found
+
+
+def admitted_events(client: httpx.Client) -> collections.Counter[str]:
+    """How many times each Workload was recorded as admitted (Kueue's ``Admitted`` event)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for event in _items(client, "/api/v1/namespaces/default/events"):
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") == "Workload" and event.get("reason") == "Admitted":
+            counts[involved["name"]] += int(event.get("count") or 1)
+    return counts
+
+
+def usage_mismatches(client: httpx.Client) -> list[str]:
+    """Where a ClusterQueue's reserved quota differs from the sum of its workloads' (those holding quota)."""
+    held: dict[str, dict[tuple[str, str], Quantity]] = collections.defaultdict(
+        lambda: collections.defaultdict(lambda: Quantity(0)))
+    for wl in _items(client, f"{_KUEUE}/namespaces/default/workloads"):
+        conditions = _conditions(wl)
+        admission = (wl.get("status") or {}).get("admission")
+        if conditions.get("QuotaReserved") != "True" or conditions.get("Finished") == "True" or not admission:
+            continue
+        for podset in admission.get("podSetAssignments") or []:
+            for resource, amount in (podset.get("resourceUsage") or {}).items():
+                flavor = podset["flavors"][resource]
+                held[admission["clusterQueue"]][(flavor, resource)] += Quantity.parse(amount)
+    wrong = []
+    for cq in _items(client, f"{_KUEUE}/clusterqueues"):
+        name = cq["metadata"]["name"]
+        for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
+            for resource in flavor["resources"]:
+                shown = Quantity.parse(resource["total"])
+                summed = held[name].get((flavor["name"], resource["name"]), Quantity(0))
+                if shown != summed:
+                    wrong.append(f"{name} {flavor['name']}/{resource['name']}: shows {shown}, workloads hold {summed}")
+    return wrong
+
+
+def capacity_mismatches(client: httpx.Client) -> list[str]:
+    """ProvisioningRequests without their workload, and node pools whose count differs from their nodes."""
+    wrong = []
+    workloads = {wl["metadata"]["name"]: wl for wl in _items(client, f"{_KUEUE}/namespaces/default/workloads")}
+    for request in _items(client, "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"):
+        owner = _owner(request)
+        if owner.get("kind") == "Workload" and owner["name"] not in workloads:
+            wrong.append(f"ProvisioningRequest {request['metadata']['name']}: its Workload {owner['name']} is gone")
+    nodes = collections.Counter(n["metadata"]["labels"].get("cloud.google.com/gke-nodepool")
+                                for n in _items(client, "/api/v1/nodes"))
+    for pool in _items(client, "/apis/flexq.dev/v1alpha1/nodepools"):
+        name = pool["metadata"]["name"]
+        count = int((pool.get("status") or {}).get("nodeCount") or 0)
+        if count != nodes.get(name, 0):
+            wrong.append(f"node pool {name}: nodeCount {count}, {nodes.get(name, 0)} Node objects")
+    return wrong
