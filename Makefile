@@ -25,7 +25,7 @@ demo: $(STAMP)
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check src tests

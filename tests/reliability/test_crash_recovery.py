@@ -1,6 +1,6 @@
-"""``kill -9`` of the server at seeded random moments of a run of 1,000 jobs, each time started again on the same
-state: no job lost, none admitted twice, quota usage equal to what the workloads hold, ProvisioningRequests and
-node pools consistent, watches resumed from their resourceVersion without a gap."""
+"""``kill -9`` of the server at seeded random moments of a run of 1,000 jobs (300 on PostgreSQL), each time started
+again on the same state: no job lost, none admitted twice, quota usage equal to what the workloads hold,
+ProvisioningRequests and node pools consistent, watches resumed from their resourceVersion without a gap."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+import pytest
 
 from tests.conftest import free_port, guide_text
 from tests.reliability import invariants
@@ -26,8 +27,8 @@ CAPACITY = """cloud:
 provisioningTimeout: 60s
 scaleDownAfter: 2s
 """
-JOBS = int(os.environ.get("FLEXQ_CRASH_JOBS", "1000"))
-KILLS = int(os.environ.get("FLEXQ_CRASH_KILLS", "20"))
+RUNS = {"sqlite": (1000, 20), "postgresql": (300, 8)}
+"""Jobs and kill points per store (PostgreSQL's run is shorter: it shows the same on the other back end)."""
 SEED = 20261201
 
 T = TypeVar("T")
@@ -73,44 +74,50 @@ def _holds(check: Callable[[httpx.Client], list[str]], client: httpx.Client) -> 
     assert not wrong, wrong
 
 
-def _all_finished(follower: Follower) -> None:
-    assert follower.finished() == JOBS, f"{follower.finished()} of {JOBS} finished"
+def _all_finished(follower: Follower, jobs: int) -> None:
+    assert follower.finished() == jobs, f"{follower.finished()} of {jobs} finished"
 
 
-def test_kill_9_at_twenty_points_loses_and_doubles_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", sorted(RUNS))
+def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path: Path,
+                                                           request: pytest.FixtureRequest) -> None:
+    jobs, kills_wanted = RUNS[store]
     (tmp_path / "capacity.yaml").write_text(CAPACITY)
-    server = Crashable(tmp_path / "home", free_port(), "--capacity", str(tmp_path / "capacity.yaml"))
+    flags = ["--capacity", str(tmp_path / "capacity.yaml")]
+    if store == "postgresql":
+        flags += ["--store", request.getfixturevalue("postgres_url")]
+    server = Crashable(tmp_path / "home", free_port(), *flags)
     rng = random.Random(SEED)
     server.start()
     try:
         _setup(server)
-        creator = Creator(server.url, [batch_job(f"job-{i:04d}", "user-queue", 4) for i in range(JOBS)], rate=25)
+        creator = Creator(server.url, [batch_job(f"job-{i:04d}", "user-queue", 4) for i in range(jobs)], rate=25)
         follower = Follower(server.url, runtime=0.3)
         with httpx.Client(base_url=server.url, timeout=30) as client, \
                 running(creator, *follower.threads()):
             kills = []
-            for point in range(KILLS):
+            for point in range(kills_wanted):
                 time.sleep(rng.uniform(0.2, 2.5))
                 kills.append((round(time.monotonic(), 2), follower.finished()))
                 server.kill()
                 server.start()
                 _eventually(lambda: _no_doubles(client))
-                if point == KILLS // 2:  # a quiet moment: none created or finished, the quota held
+                if point == kills_wanted // 2:  # a quiet moment: none created or finished, the quota held
                     follower.paused.set()
                     creator.paused.set()
                     _eventually(lambda: _holds(invariants.usage_mismatches, client), 30)
                     follower.paused.clear()
                     creator.paused.clear()
-            _eventually(lambda: _all_finished(follower), timeout=240, every=1)
+            _eventually(lambda: _all_finished(follower, jobs), timeout=240, every=1)
             follower.stop.set()
             creator.stop.set()
 
-            assert sorted(creator.created) == [f"job-{i:04d}" for i in range(JOBS)] and not creator.refused
+            assert sorted(creator.created) == [f"job-{i:04d}" for i in range(jobs)] and not creator.refused
             per_job = invariants.workloads_per_job(client)
             assert sorted(per_job) == sorted(creator.created), "a job was lost"
             assert all(len(wls) == 1 for wls in per_job.values()), "a job has more than one workload"
             assert set(invariants.admitted_events(client).values()) == {1}
-            assert len(invariants.admitted_events(client)) == JOBS
+            assert len(invariants.admitted_events(client)) == jobs
             seen = follower.workloads
             assert {s.admissions for s in seen.values()} == {1}, "the watch saw a workload admitted twice"
             assert not any(s.admitted_after_finish for s in seen.values())
@@ -122,6 +129,6 @@ def test_kill_9_at_twenty_points_loses_and_doubles_nothing(tmp_path: Path) -> No
             assert {name: s.rv for name, s in seen.items()} == listed
             _eventually(lambda: _holds(invariants.usage_mismatches, client))
             _eventually(lambda: _holds(invariants.capacity_mismatches, client))
-        assert len(kills) == KILLS and server.starts == KILLS + 1
+        assert len(kills) == kills_wanted and server.starts == kills_wanted + 1
     finally:
         server.stop()

@@ -18,6 +18,7 @@ from flexq.auth import TokenBook
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.gke import node_pool_webhook
 from flexq.clock import RealClock
+from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
 from flexq.controller.queue import QueueController
 from flexq.controller.runtime import RayRuntime
 from flexq.jobs.webhook import job_webhook
@@ -75,10 +76,11 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, 
 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
-          lease_duration: float = 15.0) -> None:
+          lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL) -> None:
     """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
     ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
-    ``lease_duration`` seconds (see :mod:`flexq.server.leader`).
+    ``lease_duration`` seconds (see :mod:`flexq.server.leader`). Events are deleted ``event_ttl`` seconds after
+    they were last seen (0: kept).
 
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, and
     :class:`StoreOptionError` when the store cannot be opened."""
@@ -103,8 +105,10 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
     lease = _lease(store_spec, identity, lease_duration)
     leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray), identity)
+    expiry = EventExpiry(store, event_ttl)
     try:
         leadership.start()
+        expiry.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership.observe,
                          home, Authenticator(book, plan.anonymous))
         app.include_router(leader_router(leadership))
@@ -119,6 +123,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(_serve_all(servers, app.state.hub.close))
     finally:
+        expiry.stop()
         leadership.stop()
         store.close()
         for sock in sockets:

@@ -1,0 +1,49 @@
+"""Events expire after the TTL since they were last seen, as with the API server's --event-ttl."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from flexq.controller.event_expiry import EventExpiry
+from flexq.store import Store
+from flexq.store.events import record_event
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _involved(name: str) -> dict[str, object]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "team", "uid": name}}
+
+
+def test_events_older_than_the_ttl_go_and_those_seen_since_stay(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        ages = {"old": timedelta(hours=2), "recent": timedelta(minutes=10), "boundary": timedelta(minutes=59)}
+        for name, age in ages.items():
+            record_event(store, _involved(name), "Started", f"{name} started", now=NOW - age)
+        # Seen first two hours ago and again five minutes ago: it lives on.
+        record_event(store, _involved("again"), "Pending", "waits", now=NOW - timedelta(hours=2))
+        record_event(store, _involved("again"), "Pending", "waits", now=NOW - timedelta(minutes=5))
+        expiry = EventExpiry(store, 3600, now=NOW.timestamp)
+        assert expiry.sweep() == 1 and expiry.expired == 1
+        left = {e["involvedObject"]["name"]: e["count"] for e in store.list_objects("", "events")[0]}
+        assert left == {"recent": 1, "boundary": 1, "again": 2}
+        assert expiry.sweep() == 0
+        later = EventExpiry(store, 3600, now=(NOW + timedelta(minutes=2)).timestamp)
+        assert later.sweep() == 1  # "boundary" is past its hour now
+        assert {e["involvedObject"]["name"] for e in store.list_objects("", "events")[0]} == {"recent", "again"}
+    finally:
+        store.close()
+
+
+def test_a_ttl_of_zero_keeps_events(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        expiry = EventExpiry(store, 0)
+        expiry.start()
+        assert expiry._thread is None
+        expiry.stop()
+        assert EventExpiry(store, 30).every == 3.0 and EventExpiry(store, 86400).every == 60.0
+    finally:
+        store.close()
