@@ -90,7 +90,11 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     ray = RayRuntime(store, home) if runtime == "ray" else None
     controller = QueueController(service, RealClock(), capacity, ray)
     try:
+        if ray is not None:
+            ray.recover()  # the Ray clusters the last server left running, before anything could start them again
         controller.start()
+        if ray is not None:
+            ray.resume()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", controller.observe,
                          home, Authenticator(book, plan.anonymous))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())

@@ -1,0 +1,175 @@
+"""Finding Ray clusters again after a restart, without Ray: records are written atomically and read back, a record
+nobody owns has its processes killed (its head's session, and what carries its temp dir in a session of its own),
+and a running job whose cluster is gone (or does not answer) fails with RayClusterLost as its backoffLimit says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flexq.controller.runtime import RayRuntime
+from flexq.runtime import reattach
+from flexq.runtime.emulation import Accelerators
+from flexq.runtime.ray_cluster import Detached, LocalRayCluster
+from flexq.runtime.reattach import read_records, record_path
+from flexq.store import Key, Store
+from tests.conftest import free_port
+from tests.runtime.test_guide_end_to_end import FAILING
+
+SLEEP = "import time; time.sleep(120)"
+FAMILY = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+          "time.sleep(120)")
+
+
+class FakeCluster:
+    """Processes that look like a cluster's to flexq: a head ``ray start`` (its command line holds the temp dir)
+    with a child in its session, and a driver in a session of its own carrying the temp dir in its environment."""
+
+    def __init__(self) -> None:
+        self.temp = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
+        env = {**os.environ, "TMPDIR": str(self.temp)}
+        self.head = subprocess.Popen([sys.executable, "-c", FAMILY, f"--temp-dir={self.temp}"], env=env,
+                                     start_new_session=True)
+        self.driver = subprocess.Popen([sys.executable, "-c", SLEEP], env=env, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while len(self.members()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(self.members()) == 3
+
+    def record(self, uid: str, **extra: Any) -> dict[str, Any]:
+        return {"pid": self.head.pid, "temp_dir": str(self.temp), "gcs_port": free_port(), "dashboard_port":
+                free_port(), "client_port": free_port(), "workers": {}, "uid": uid, **extra}
+
+    def members(self) -> list[int]:
+        """The live processes: the head's session, and the driver."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and (int(fields[3]) == self.head.pid or int(entry.name) == self.driver.pid):
+                found.append(int(entry.name))
+        return found
+
+    def close(self) -> None:
+        for proc in (self.head, self.driver):
+            proc.kill()
+            proc.wait()
+        for pid in self.members():
+            os.kill(pid, 9)
+        subprocess.run(["rm", "-rf", str(self.temp)], check=False)
+
+
+@pytest.fixture(autouse=True)
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing here may start a Ray cluster."""
+
+    def refuse(_cluster: LocalRayCluster, timeout: float = 0.0) -> None:
+        raise AssertionError("a Ray cluster was started")
+
+    monkeypatch.setattr(LocalRayCluster, "start", refuse)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeCluster]:
+    cluster = FakeCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def _job(status: dict[str, Any], backoff: int = 0) -> dict[str, Any]:
+    job = next(d for d in yaml.safe_load_all(FAILING) if d["kind"] == "RayJob")
+    job["spec"].update(suspend=False, backoffLimit=backoff)
+    job["metadata"].update(namespace="default", uid="uid-1")
+    job["status"] = status
+    return dict(job)
+
+
+def test_a_record_is_written_atomically_and_found_again(tmp_path: Path, fake: FakeCluster) -> None:
+    path = record_path(tmp_path, "rayjobs", "default", "broken")
+    cluster = LocalRayCluster(Accelerators(), process=fake.head, temp_dir=fake.temp, gcs_port=1, dashboard_port=2,
+                              client_port=3, record_path=path, record={"uid": "uid-1"})
+    cluster.save_record()
+    (path.parent / "other.json.partial").write_text("{")  # a server killed mid-write leaves this
+    found = read_records(tmp_path, "rayjobs")
+    assert list(found) == [("default", "broken")] and not list(path.parent.glob("*.partial"))
+    again = LocalRayCluster.from_record(found[("default", "broken")][1], path)
+    assert isinstance(again.process, Detached) and again.process.pid == fake.head.pid and again.alive()
+    assert (again.dashboard_port, again.record) == (2, {"uid": "uid-1"})
+    assert Detached(fake.driver.pid, f"--temp-dir={fake.temp}").poll() == -1, "another process is not the head"
+
+
+def test_a_record_nobody_owns_is_reaped(tmp_path: Path, fake: FakeCluster) -> None:
+    path = record_path(tmp_path, "rayjobs", "default", "gone")
+    _write(path, fake.record("uid-9"))
+    fake.head.kill()  # the head is gone; its child (same session) and the driver (a session of its own) are not
+    fake.head.wait()
+    assert len(fake.members()) == 2
+    RayRuntime(Store(), tmp_path).recover()
+    deadline = time.monotonic() + 10
+    while fake.members() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert fake.members() == [] and not path.exists() and not fake.temp.exists()
+
+
+def test_a_running_job_whose_cluster_does_not_answer_fails_as_lost(tmp_path: Path, fake: FakeCluster,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reattach, "ANSWER_WAIT", 1.0)
+    store = Store()
+    key = Key("ray.io", "rayjobs", "default", "broken")
+    job = store.create(key, _job({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": "broken-1"}))
+    path = record_path(tmp_path, "rayjobs", "default", "broken")
+    _write(path, fake.record(job["metadata"]["uid"], submission="broken-1", header_len=0, deadline=time.time() + 60))
+    runtime = RayRuntime(store, tmp_path)
+    runtime.recover()
+    assert fake.members() == [] and not path.exists(), "a head that does not answer is killed"
+    run = runtime.runs["default/broken"]
+    assert not run.started, "nothing runs before the controllers do"
+    runtime.resume()
+    assert run.done.wait(10)
+    status = store.get(key)["status"]
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["reason"]) == ("Failed", "FAILED",
+                                                                                      "RayClusterLost")
+    assert status["failed"] == 1 and "lost while the server was down" in status["message"]
+    assert "lost while the server was down" in runtime.log_path("default", "broken").read_text()
+    events = store.list_objects("", "events", "default")[0]
+    assert [e["reason"] for e in events if e["reason"] == "RayClusterLost"] == ["RayClusterLost"]
+
+
+def test_a_job_that_never_ran_leaves_no_run_and_a_finished_one_keeps_no_dead_cluster(tmp_path: Path,
+                                                                                    fake: FakeCluster) -> None:
+    store = Store()
+    queued = _job({})
+    queued["spec"]["suspend"] = True
+    store.create(Key("ray.io", "rayjobs", "default", "broken"), queued)
+    done = _job({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"})
+    done["metadata"].update(name="done", uid="uid-2")
+    done["spec"]["shutdownAfterJobFinishes"] = False
+    done = store.create(Key("ray.io", "rayjobs", "default", "done"), done)
+    fake.head.kill()
+    fake.head.wait()
+    _write(record_path(tmp_path, "rayjobs", "default", "done"), fake.record(done["metadata"]["uid"],
+                                                                           submission="done-1"))
+    runtime = RayRuntime(store, tmp_path)
+    runtime.recover()
+    assert runtime.runs == {} and fake.members() == []
