@@ -102,6 +102,8 @@ class RayJobRun:
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
+        self._written = ""
+        """What the log holds since the run last wrote it whole."""
         self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if is_elastic(job) else None
         """An elastic job's worker nodes (None: the whole cluster is one node)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
@@ -131,6 +133,8 @@ class RayJobRun:
     def _append(self, text: str) -> None:
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
+        if self._written:
+            self._written += text
 
     def _new_submission(self, attempt: int = 1) -> str:
         return f"{self.job['metadata']['name']}-{int(time.time()) % 100000:05d}" + (f"-{attempt}" if attempt > 1
@@ -142,9 +146,6 @@ class RayJobRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.resume is not None:
             self.submission = self.resume.submission or self._new_submission()
-            if self.resume.cluster is not None and self.resume.cluster.process is not None:
-                self._notes.append(f"flexq: the server restarted; the job's Ray cluster ran on (head pid "
-                                   f"{self.resume.cluster.process.pid}) and is followed again\n")
             return
         previous = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
         previous = previous.replace(END_MARKER, "")
@@ -210,10 +211,7 @@ class RayJobRun:
             self._append(f"flexq: {resumed.lost}\n")
             return _lost(resumed.lost)
         if resumed is not None and resumed.cluster is not None:
-            self.cluster = resumed.cluster
-            text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
-            deadline = resumed.deadline or time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
-            return self._follow(spec, text[:resumed.header_len], deadline)
+            return self._follow(spec, *self._reattach(spec, resumed.cluster, resumed))
         stopped = self._launch(spec)
         if stopped is not None:
             return stopped
@@ -223,6 +221,32 @@ class RayJobRun:
             self.cluster.record.update(submission=self.submission, header_len=len(header), deadline=deadline)
             self.cluster.save_record()
         return self._follow(spec, header, deadline)
+
+    def _reattach(self, spec: Mapping[str, Any], cluster: LocalRayCluster, resumed: Resume) -> tuple[str, float]:
+        """Take the cluster found again after a restart: the log says so above the job's output (so that the log
+        keeps growing at its end, as followers expect); returns the log's header and the job's deadline."""
+        self.cluster = cluster
+        text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+        head = cluster.process.pid if cluster.process is not None else 0
+        header = (text[:resumed.header_len] + f"flexq: the server restarted; the job's Ray cluster ran on (head pid "
+                  f"{head}) and is followed again\n")
+        self._write_log(header + text[resumed.header_len:])
+        cluster.record["header_len"] = len(header)
+        cluster.save_record()
+        deadline = resumed.deadline or time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
+        return header, deadline
+
+    def _write_log(self, text: str) -> None:
+        """The log becomes ``text``: appended to when it only grows (a follower reads it as it grows), else
+        rewritten."""
+        if text == self._written:
+            return
+        if self._written and text.startswith(self._written) and self.log_path.exists():
+            with self.log_path.open("a", encoding="utf-8") as fh:
+                fh.write(text[len(self._written):])
+        else:
+            self.log_path.write_text(text, encoding="utf-8")
+        self._written = text
 
     def _launch(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         """Start the cluster and submit the entrypoint; an outcome when the run was stopped meanwhile."""
@@ -301,7 +325,7 @@ class RayJobRun:
             else:
                 silent_since = None
                 state, logs = answer
-                self.log_path.write_text(header + logs + "".join(self._notes), encoding="utf-8")
+                self._write_log(header + logs + "".join(self._notes))
                 latest = parse_metrics(logs)
                 if latest is not None and latest != metrics:
                     metrics = latest
@@ -338,13 +362,13 @@ def _check(url: str, submission: str) -> tuple[dict[str, Any], str] | None:
         response = httpx.get(f"{url}/api/jobs/{submission}", timeout=30)
         if response.status_code == 404:
             raise LookupError(f"the Ray cluster does not know the job's submission {submission}")
-        state = response.json()
-        logs = httpx.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json().get("logs", "")
-    except (httpx.HTTPError, ValueError):
+        logs = httpx.get(f"{url}/api/jobs/{submission}/logs", timeout=30) if response.status_code == 200 else None
+        if logs is None or logs.status_code != 200:
+            return None  # a head whose GCS is gone still answers, with errors
+        state, text = response.json(), logs.json().get("logs", "")
+    except (httpx.HTTPError, ValueError, AttributeError):
         return None
-    if not isinstance(state, dict):
-        return None
-    return state, str(logs)
+    return (state, str(text)) if isinstance(state, dict) else None
 
 
 def _lost(message: str) -> dict[str, Any]:
