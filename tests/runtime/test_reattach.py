@@ -4,13 +4,16 @@ and a running job whose cluster is gone (or does not answer) fails with RayClust
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from flexq.runtime.ray_cluster import Detached, LocalRayCluster
 from flexq.runtime.reattach import read_records, record_path
 from flexq.store import Key, Store
 from tests.conftest import free_port
+from tests.runtime.test_cluster_objects import CLUSTER
 from tests.runtime.test_guide_end_to_end import FAILING
 
 SLEEP = "import time; time.sleep(120)"
@@ -46,9 +50,9 @@ class FakeCluster:
             time.sleep(0.1)
         assert len(self.members()) == 3
 
-    def record(self, uid: str, **extra: Any) -> dict[str, Any]:
+    def record(self, uid: str, dashboard: int = 0, **extra: Any) -> dict[str, Any]:
         return {"pid": self.head.pid, "temp_dir": str(self.temp), "gcs_port": free_port(), "dashboard_port":
-                free_port(), "client_port": free_port(), "workers": {}, "uid": uid, **extra}
+                dashboard or free_port(), "client_port": free_port(), "workers": {}, "uid": uid, **extra}
 
     def members(self) -> list[int]:
         """The live processes: the head's session, and the driver."""
@@ -173,3 +177,89 @@ def test_a_job_that_never_ran_leaves_no_run_and_a_finished_one_keeps_no_dead_clu
     runtime = RayRuntime(store, tmp_path)
     runtime.recover()
     assert runtime.runs == {} and fake.members() == []
+
+
+class _Dashboard(BaseHTTPRequestHandler):
+    """A Ray dashboard's Jobs API that knows one job, finished: ``broken-1``, which printed two lines."""
+
+    def do_GET(self) -> None:
+        body = {"/api/version": {"version": "fake"},
+                "/api/jobs/broken-1": {"status": "SUCCEEDED", "message": "done"},
+                "/api/jobs/broken-1/logs": {"logs": "tick 0\nall done\n"}}.get(self.path)
+        data = json.dumps(body).encode()
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def dashboard() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Dashboard)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_running_job_is_followed_again_and_its_cluster_torn_down_at_the_end(tmp_path: Path, fake: FakeCluster,
+                                                                             dashboard: int) -> None:
+    store = Store()
+    key = Key("ray.io", "rayjobs", "default", "broken")
+    job = store.create(key, _job({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": "broken-1"}))
+    runtime = RayRuntime(store, tmp_path)
+    log = runtime.log_path("default", "broken")
+    log.parent.mkdir(parents=True)
+    header = "flexq: starting a Ray cluster: CPU only\n"
+    log.write_text(header + "tick 0\n")
+    path = record_path(tmp_path, "rayjobs", "default", "broken")
+    _write(path, fake.record(job["metadata"]["uid"], dashboard, submission="broken-1", header_len=len(header),
+                             deadline=time.time() + 60))
+    runtime.recover()
+    assert runtime.dashboard_port("default", "broken") == dashboard, "the dashboard proxy reaches it again"
+    runtime.resume()
+    assert runtime.runs["default/broken"].done.wait(15)
+    status = store.get(key)["status"]
+    assert (status["jobDeploymentStatus"], status["jobStatus"], status["failed"]) == ("Complete", "SUCCEEDED", 0)
+    assert log.read_text().replace("\x00flexq-end\x00", "") == (
+        f"{header}flexq: the server restarted; the job's Ray cluster ran on (head pid {fake.head.pid}) and is "
+        "followed again\ntick 0\nall done\nJob 'broken-1' succeeded\n" + "-" * 40 + "\n")
+    assert fake.members() == [] and not path.exists(), "shutdownAfterJobFinishes: the cluster is torn down"
+    events = store.list_objects("", "events", "default")[0]
+    assert "RayClusterFound" in [e["reason"] for e in events]
+
+
+def test_a_raycluster_is_found_again_and_reachable_by_port_forward(tmp_path: Path, fake: FakeCluster,
+                                                                   dashboard: int) -> None:
+    store = Store()
+    obj = copy.deepcopy(CLUSTER)
+    obj["spec"]["suspend"] = False
+    obj["status"] = {"state": "ready", "stateTransitionTimes": {"ready": "2026-01-01T00:00:00Z"}}
+    obj = store.create(Key("ray.io", "rayclusters", "team", "nb"), obj)
+    path = record_path(tmp_path, "rayclusters", "team", "nb")
+    _write(path, fake.record(obj["metadata"]["uid"], dashboard))
+    runtime = RayRuntime(store, tmp_path)
+    runtime.recover()
+    runtime.resume()
+    clusters = runtime.clusters
+
+    def ready() -> dict[str, Any]:
+        status: dict[str, Any] = store.get(clusters.key("team", "nb"))["status"]
+        assert status["state"] == "ready" and clusters.published.get("team/nb")
+        return status
+
+    from tests.controller.test_live import _eventually
+    status = _eventually(ready, timeout=10)
+    assert status["stateTransitionTimes"]["ready"] == "2026-01-01T00:00:00Z", "ready since before the restart"
+    head = next(p for p in store.list_objects("", "pods", "team")[0]
+                if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    assert runtime.head_ports("team", head)[8265] == dashboard
+    assert fake.members(), "the cluster runs on"
+    runtime.clusters.stop("team", "nb")
+    assert fake.members() == [] and not path.exists()

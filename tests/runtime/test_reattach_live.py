@@ -60,8 +60,8 @@ TICKS = ("python -c \"import time; [print('tick', i, flush=True) or time.sleep(1
 
 
 def rayjob(name: str, entrypoint: str, backoff: int, volume: str = "") -> str:
-    mount = ("          volumeMounts: [{name: code, mountPath: /app}]\n"
-             f"        volumes: [{{name: code, configMap: {{name: {volume}}}}}]\n") if volume else ""
+    mount = ("            volumeMounts: [{name: code, mountPath: /app}]\n"
+             f"          volumes: [{{name: code, configMap: {{name: {volume}}}}}]\n") if volume else ""
     return f"""apiVersion: ray.io/v1
 kind: RayJob
 metadata:
@@ -219,26 +219,40 @@ print(ray.get(Trainer.remote().train.remote(6)))
 """
 
 
-def test_a_worker_killed_mid_job_fails_the_attempt_and_the_job_is_retried(tmp_path: Path,
-                                                                         ray_processes: RayProcesses) -> None:
+def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retried(
+        tmp_path: Path, ray_processes: RayProcesses) -> None:
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
     srv = start_server(tmp_path / "home", "--runtime", "ray")
     try:
         _run(srv, "apply", "-f", "-", input=QUEUE)
         _run(srv, "create", "configmap", "code", f"--from-file={script}")
-        _run(srv, "apply", "-f", "-", input=rayjob("trainer", "python /app/trainer.py", 1, volume="code"))
+        _run(srv, "apply", "-f", "-", input=rayjob("trainer", "python /app/trainer.py", 2, volume="code"))
+        # Attempt 1: the training actor's worker process is killed.
         _until_log(srv, "trainer", "step 1 worker")
         assert ray_processes.count() > 3
-        worker = int(_log(srv, "trainer").split("step 1 worker ")[1].split()[0])
-        os.kill(worker, signal.SIGKILL)
-        status = _finished(srv, "trainer")
+        os.kill(int(_log(srv, "trainer").split("step 1 worker ")[1].split()[0]), signal.SIGKILL)
+        # Attempt 2 (a new cluster): the node's raylet is killed.
+        _until_log(srv, "trainer", "retrying, attempt 2 of 3")
+        _eventually(lambda: _assert_in("step 1 worker", _log(srv, "trainer").rpartition("attempt 2 of 3")[2]), 90)
+        temp = _record(srv, "trainer")["temp_dir"]
+        raylets = [pid for pid, command in ray_processes.running().items()
+                   if "/raylet " in command and f"--temp_dir={temp}" in command]
+        assert len(raylets) == 1
+        os.kill(raylets[0], signal.SIGKILL)
+        status = _finished(srv, "trainer", timeout=150)
         log = _run(srv, "logs", "rayjob/trainer").stdout
         assert status["jobStatus"] == "SUCCEEDED", log
-        assert (status["failed"], status["succeeded"]) == (1, 1), "the killed worker failed attempt 1 of 2"
-        first, _, second = log.partition("retrying, attempt 2 of 2")
-        assert "step 1 worker" in first and "trained" not in first and "step 5 worker" in second
-        assert "trained" in second
+        assert (status["failed"], status["succeeded"]) == (2, 1), "attempts 1 and 2 failed, attempt 3 succeeded"
+        first, _, rest = log.partition("retrying, attempt 2 of 3")
+        second, _, third = rest.partition("retrying, attempt 3 of 3")
+        assert "step 1 worker" in first and "trained" not in first
+        assert "step 1 worker" in second and "trained" not in second and "step 5 worker" not in second
+        assert "step 5 worker" in third and "trained" in third
         _eventually(lambda: _assert_gone(srv, ray_processes), timeout=60)
     finally:
         stop_server(srv)
+
+
+def _assert_in(text: str, where: str) -> None:
+    assert text in where

@@ -241,7 +241,10 @@ class RayRuntime:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
-            run.stop(wait=2.0)  # the server is going: its clusters are killed without waiting on their runs
+            # The server is going: its clusters are killed without waiting on their runs, and no final status is
+            # written (the job is not over: the next server runs it again).
+            run.suspended = True
+            run.stop(wait=2.0)
         self.clusters.stop_all()
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:

@@ -266,6 +266,9 @@ def _kill_session(process: SessionProcess, temp: Path, grace: float = 5.0) -> No
     if mine:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGTERM)
+    for pid in _members(process.pid, temp, mine):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _members(process.pid, temp, mine):
         time.sleep(0.2)

@@ -69,7 +69,7 @@ class RayClusterRun:
         self.workdir = workdir
         self.log_path = workdir / "head.log"
         self.on_status = on_status
-        self.cluster: LocalRayCluster | None = None
+        self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self._stop = threading.Event()
         self.done = threading.Event()
         self._notes: list[str] = []

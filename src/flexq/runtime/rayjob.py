@@ -91,7 +91,7 @@ class RayJobRun:
         self.workdir = workdir
         self.log_path = workdir / "driver.log"
         self.on_status = on_status
-        self.cluster: LocalRayCluster | None = None
+        self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self.submission = ""
         self.record = record
         """Where the cluster's record is kept (see :mod:`flexq.runtime.reattach`); None: no record."""
