@@ -149,6 +149,7 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
         events = httpx.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "RayClusterFound" for e in events)
         _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        _eventually(lambda: _assert_freed(again), timeout=30)
     finally:
         if follow is not None:
             follow.kill()
@@ -157,6 +158,11 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
             stop_server(srv)
         if again is not None:
             stop_server(again)
+
+
+def _assert_freed(srv: Server) -> None:
+    cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+    assert cq["status"]["reservingWorkloads"] == 0, "the finished job's quota is free"
 
 
 def _assert_gone(srv: Server, procs: RayProcesses) -> None:
@@ -246,6 +252,7 @@ def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retr
         assert (status["failed"], status["succeeded"]) == (2, 1), "attempts 1 and 2 failed, attempt 3 succeeded"
         first, _, rest = log.partition("retrying, attempt 2 of 3")
         second, _, third = rest.partition("retrying, attempt 3 of 3")
+        assert "the Ray cluster's head exited while the job ran" in second.splitlines()[-1], second[-2000:]
         assert "step 1 worker" in first and "trained" not in first
         assert "step 1 worker" in second and "trained" not in second and "step 5 worker" not in second
         assert "step 5 worker" in third and "trained" in third
