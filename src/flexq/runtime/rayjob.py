@@ -8,6 +8,12 @@ are read from the log into the status. The cluster goes when the job ends if
 ``shutdownAfterJobFinishes``, else when the RayJob is deleted. Every job has a deadline
 (``activeDeadlineSeconds``, else an hour), after which it is stopped. ``FLEXQ_CHECKPOINT_DIR`` names a
 directory of the RayJob's own that outlives its runs (for Ray Train's ``RunConfig(storage_path=...)``).
+
+A failed attempt (the script failed, a worker was killed, the head exited: ``RayClusterLost``) is retried on a
+new cluster while ``status.failed`` stays within ``backoffLimit``, as KubeRay does; the count is KubeRay's,
+kept in the status across evictions and restarts. A run resumed after a server restart (``resume``) follows the
+cluster found again where the last server left it, or starts from the loss of its cluster
+(:mod:`flexq.runtime.reattach`).
 """
 
 from __future__ import annotations
