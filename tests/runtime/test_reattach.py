@@ -119,6 +119,11 @@ def test_a_record_is_written_atomically_and_found_again(tmp_path: Path, fake: Fa
     assert list(found) == [("default", "broken")] and not list(path.parent.glob("*.partial"))
     again = LocalRayCluster.from_record(found[("default", "broken")][1], path)
     assert isinstance(again.process, Detached) and again.process.pid == fake.head.pid and again.alive()
+    cluster.workers["cpu-0"] = (fake.driver, Path("/tmp/fqw-x"))
+    cluster.save_record()
+    worker = LocalRayCluster.from_record(read_records(tmp_path, "rayjobs")[("default", "broken")][1]).workers["cpu-0"]
+    assert (worker[0].pid, worker[1]) == (fake.driver.pid, Path("/tmp/fqw-x")), "an elastic job's worker nodes too"
+    cluster.workers.clear()
     assert (again.dashboard_port, again.record) == (2, {"uid": "uid-1"})
     assert Detached(fake.driver.pid, f"--temp-dir={fake.temp}").poll() == -1, "another process is not the head"
 

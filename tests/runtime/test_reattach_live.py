@@ -19,10 +19,8 @@ import httpx
 from flexq.runtime.ray_cluster import Detached
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _eventually
-from tests.runtime.ray_leaks import RayProcesses, ray_processes
+from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run
-
-__all__ = ["ray_processes"]
 
 QUEUE = """apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
