@@ -24,7 +24,7 @@ from flexq.controller.runtime import RayRuntime
 from flexq.runtime import reattach
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import Detached, LocalRayCluster
-from flexq.runtime.reattach import read_records, record_path
+from flexq.runtime.reattach import read_records, reap_all, record_path
 from flexq.store import Key, Store
 from tests.conftest import free_port
 from tests.runtime.test_cluster_objects import CLUSTER
@@ -139,6 +139,13 @@ def test_a_record_nobody_owns_is_reaped(tmp_path: Path, fake: FakeCluster) -> No
     while fake.members() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert fake.members() == [] and not path.exists() and not fake.temp.exists()
+
+
+def test_a_server_that_runs_no_jobs_leaves_no_cluster_running(tmp_path: Path, fake: FakeCluster) -> None:
+    path = record_path(tmp_path, "rayclusters", "team", "nb")
+    _write(path, fake.record("uid-1"))
+    assert reap_all(tmp_path) == 1
+    assert fake.members() == [] and not path.exists()
 
 
 def test_a_running_job_whose_cluster_does_not_answer_fails_as_lost(tmp_path: Path, fake: FakeCluster,

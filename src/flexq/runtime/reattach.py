@@ -27,7 +27,8 @@ import httpx
 
 from flexq.runtime.ray_cluster import LocalRayCluster
 
-__all__ = ["ANSWER_WAIT", "LOST_REASON", "Resume", "attach", "read_records", "reap", "record_path", "same_object"]
+__all__ = ["ANSWER_WAIT", "LOST_REASON", "Resume", "attach", "read_records", "reap", "reap_all", "record_path",
+           "same_object"]
 
 log = logging.getLogger("flexq.runtime")
 
@@ -109,6 +110,15 @@ def reap(path: Path, record: dict[str, Any]) -> None:
     """Kill every process of the cluster of ``record`` (its head's, its workers', its job's), remove its temp dirs
     and the record."""
     LocalRayCluster.from_record(record, path).stop(grace=2.0)
+
+
+def reap_all(home: Path) -> int:
+    """Reap every cluster recorded under ``home`` (a server that runs no jobs leaves none running); how many."""
+    found = [entry for plural in ("rayjobs", "rayclusters") for entry in read_records(home, plural).values()]
+    for path, record in found:
+        log.warning("this server runs no jobs: the Ray cluster of %s is stopped", path)
+        reap(path, record)
+    return len(found)
 
 
 def same_object(record: Mapping[str, Any], obj: Mapping[str, Any] | None) -> bool:

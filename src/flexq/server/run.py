@@ -20,6 +20,7 @@ from flexq.controller.queue import QueueController
 from flexq.controller.runtime import RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
+from flexq.runtime.reattach import reap_all
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
 from flexq.server.listen import ListenError, ListenPlan
@@ -92,6 +93,8 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     try:
         if ray is not None:
             ray.recover()  # the Ray clusters the last server left running, before anything could start them again
+        else:
+            reap_all(home)  # no orphans: this server will not follow them
         controller.start()
         if ray is not None:
             ray.resume()
