@@ -1,12 +1,14 @@
 """Jobs outlive the control plane, for real: a server killed with SIGKILL while a RayJob runs is restarted on the
 same state and finds the job's Ray cluster again (the job runs once, its log goes on); a cluster whose head died
 meanwhile is reaped and the job retried as its backoffLimit says; a worker killed mid-job fails the attempt, and
-the job is retried. No Ray process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
+the job is retried; a RayCluster is found again too, and reached through kubectl port-forward. No Ray process of
+the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flexq.runtime.ray_cluster import Detached
-from tests.conftest import Server, start_server, stop_server
+from tests.cli.test_kubectl_raycluster import SETUP, cluster
+from tests.conftest import Server, free_port, start_server, stop_server
 from tests.controller.test_live import _eventually
 from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run
@@ -261,3 +265,56 @@ def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retr
 
 def _assert_in(text: str, where: str) -> None:
     assert text in where
+
+
+def test_a_raycluster_survives_a_killed_server_and_is_reached_again(tmp_path: Path,
+                                                                    ray_processes: RayProcesses) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    srv = start_server(tmp_path / "home", "--runtime", "ray")
+    again: Server | None = None
+    forward: subprocess.Popen[str] | None = None
+    url = "/apis/ray.io/v1/namespaces/default/rayclusters/notebook"
+    try:
+        _run(srv, "apply", "-f", "-", input=SETUP + "---\n" + cluster("notebook", 1))
+        _eventually(lambda: _assert_state(srv, url, "ready"), timeout=90)
+        record = json.loads((srv.home / "ray" / "rayclusters" / "default" / "notebook.json").read_text())
+        assert ray_processes.count() > 3
+        _crash(srv)
+        again = start_server(srv.home, "--runtime", "ray")
+        assert json.loads((srv.home / "ray" / "rayclusters" / "default" / "notebook.json").read_text()) == record
+        _eventually(lambda: _assert_state(again, url, "ready"), timeout=30)
+        config = tmp_path / "kubeconfig"
+        _run(again, "kubeconfig", "--write", str(config))
+        local = free_port()
+        forward = subprocess.Popen([kubectl, "port-forward", "service/notebook-head-svc", f"{local}:8265"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**again.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)})
+        answer = _eventually(lambda: _assert_answers(f"http://127.0.0.1:{local}/api/version"), timeout=30)
+        assert "ray_version" in answer, "the cluster found again is reached through a port-forward"
+        events = httpx.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
+        assert any(e["reason"] == "RayClusterFound" for e in events)
+        assert httpx.delete(again.url + url).status_code == 200
+        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+    finally:
+        if forward is not None:
+            forward.terminate()
+            forward.communicate(timeout=30)
+        if srv.process.poll() is None:
+            stop_server(srv)
+        if again is not None:
+            stop_server(again)
+
+
+def _assert_state(srv: Server, url: str, state: str) -> None:
+    assert (httpx.get(srv.url + url).json().get("status") or {}).get("state") == state
+
+
+def _assert_answers(url: str) -> str:
+    try:
+        response = httpx.get(url, timeout=10)
+    except httpx.HTTPError as exc:
+        raise AssertionError(str(exc)) from None
+    assert response.status_code == 200, response.text
+    return response.text
