@@ -134,6 +134,9 @@ class RayClusterRuntime:
         with self._lock:
             waiting = [run for run in self.runs.values() if not run.started and not run.done.is_set()]
         for run in waiting:
+            if run.cluster is None:  # a new cluster starts: until it is ready, the old one's status is not shown
+                meta = run.obj["metadata"]
+                self._status(meta.get("namespace", "default"), meta["name"], {"state": ""})
             run.start()
 
     def queued(self, namespace: str, name: str) -> None:
