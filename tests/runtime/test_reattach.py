@@ -172,8 +172,7 @@ def test_a_running_job_whose_cluster_does_not_answer_fails_as_lost(tmp_path: Pat
     assert [e["reason"] for e in events if e["reason"] == "RayClusterLost"] == ["RayClusterLost"]
 
 
-def test_a_job_that_never_ran_leaves_no_run_and_a_finished_one_keeps_no_dead_cluster(tmp_path: Path,
-                                                                                    fake: FakeCluster) -> None:
+def test_what_a_restart_does_with_jobs_without_a_live_cluster(tmp_path: Path, fake: FakeCluster) -> None:
     store = Store()
     queued = _job({})
     queued["spec"]["suspend"] = True
@@ -186,9 +185,15 @@ def test_a_job_that_never_ran_leaves_no_run_and_a_finished_one_keeps_no_dead_clu
     fake.head.wait()
     _write(record_path(tmp_path, "rayjobs", "default", "done"), fake.record(done["metadata"]["uid"],
                                                                            submission="done-1"))
+    stopped = _job({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "failed": 1}, backoff=2)
+    stopped["metadata"].update(name="stopped", uid="uid-3")
+    store.create(Key("ray.io", "rayjobs", "default", "stopped"), stopped)  # its server stopped cleanly: no record
     runtime = RayRuntime(store, tmp_path)
     runtime.recover()
-    assert runtime.runs == {} and fake.members() == []
+    assert list(runtime.runs) == ["default/stopped"] and fake.members() == []
+    again = runtime.runs["default/stopped"]
+    assert again.resume is None and again.cluster is None and not again.started, "it runs again from the start"
+    runtime.stop_all()
 
 
 class _Dashboard(BaseHTTPRequestHandler):
