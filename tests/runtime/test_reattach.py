@@ -22,11 +22,13 @@ import yaml
 
 from flexq.controller.runtime import RayRuntime
 from flexq.runtime import reattach
+from flexq.runtime.elastic import ElasticWorkers, GroupShape
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import Detached, LocalRayCluster
 from flexq.runtime.reattach import read_records, reap_all, record_path
 from flexq.store import Key, Store
 from tests.conftest import free_port
+from tests.controller.test_live import _eventually
 from tests.runtime.test_cluster_objects import CLUSTER
 from tests.runtime.test_guide_end_to_end import FAILING
 
@@ -271,7 +273,6 @@ def test_a_raycluster_is_found_again_and_reachable_by_port_forward(tmp_path: Pat
         assert status["state"] == "ready" and clusters.published.get("team/nb")
         return status
 
-    from tests.controller.test_live import _eventually
     status = _eventually(ready, timeout=10)
     assert status["stateTransitionTimes"]["ready"] == "2026-01-01T00:00:00Z", "ready since before the restart"
     head = next(p for p in store.list_objects("", "pods", "team")[0]
@@ -280,3 +281,19 @@ def test_a_raycluster_is_found_again_and_reachable_by_port_forward(tmp_path: Pat
     assert fake.members(), "the cluster runs on"
     runtime.clusters.stop("team", "nb")
     assert fake.members() == [] and not path.exists()
+
+
+def test_worker_nodes_added_after_a_restart_are_named_after_those_found_again() -> None:
+    class Cluster:
+        def __init__(self) -> None:
+            self.workers: dict[str, Any] = {"cpu-1": None, "cpu-4": None}
+
+        def add_worker(self, name: str, *_args: Any) -> None:
+            assert name not in self.workers, "an existing worker node would be lost track of"
+            self.workers[name] = None
+
+    workers = ElasticWorkers({"cpu": GroupShape("cpu", 1, 0, {}, 1, 4)}, {"cpu": 3}, lambda _line: None)
+    cluster = Cluster()
+    workers.adopt(cluster)  # type: ignore[arg-type]
+    workers.reconcile(cluster)  # type: ignore[arg-type]
+    assert sorted(cluster.workers) == ["cpu-1", "cpu-4", "cpu-5"]

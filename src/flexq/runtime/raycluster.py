@@ -124,8 +124,10 @@ class RayClusterRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         resumed, self.resume = self.resume, None
         head = resumed.cluster.process if resumed is not None and resumed.cluster is not None else None
-        if resumed is not None and head is not None:
+        if resumed is not None and resumed.cluster is not None and head is not None:
             self.cluster = resumed.cluster
+            if self.elastic is not None:
+                self.elastic.adopt(resumed.cluster)
             self._ready_time = str(((self.obj.get("status") or {}).get("stateTransitionTimes") or {}).get("ready", ""))
             self._append(f"flexq: the server restarted; the Ray cluster ran on (head pid {head.pid}) and is followed "
                          "again\n")

@@ -232,6 +232,8 @@ class RayJobRun:
         """Take the cluster found again after a restart: the log says so above the job's output (so that the log
         keeps growing at its end, as followers expect); returns the log's header and the job's deadline."""
         self.cluster = cluster
+        if self.elastic is not None:
+            self.elastic.adopt(cluster)
         text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
         head = cluster.process.pid if cluster.process is not None else 0
         header = (text[:resumed.header_len] + f"flexq: the server restarted; the job's Ray cluster ran on (head pid "
