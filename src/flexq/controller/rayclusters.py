@@ -3,7 +3,8 @@
 Started when the cluster's workload is admitted (and its pods bound, where node pools are modelled); stopped,
 its Service and Pods removed, when the workload is evicted (the RayCluster is then ``suspended``) or the
 RayCluster deleted. ``kubectl port-forward`` to the head pod (or ``service/<name>-head-svc``) reaches the
-local cluster's dashboard, GCS and client ports.
+local cluster's dashboard, GCS and client ports. A cluster left running by a server that stopped is found again
+when the next one starts (:meth:`RayClusterRuntime.recover`); one lost meanwhile is started anew.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.objects import head_port_map
 from flexq.runtime.raycluster import RayClusterRun
+from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["RayClusterRuntime"]
@@ -76,19 +78,66 @@ class RayClusterRuntime:
                 obj = self.store.get(self.key(namespace, name))
             except NotFound:
                 return
-            made: list[RayClusterRun] = []
-
-            def report(fields: dict[str, Any]) -> None:
-                if made and self.runs.get(cluster_key) is made[0]:  # not a run stopped meanwhile
-                    self._status(namespace, name, fields)
-
-            run = RayClusterRun(obj, self.workdir(namespace, name), report,
-                                lambda group, pods: self._scale(namespace, name, group, pods))
-            made.append(run)
-            self.runs[cluster_key] = run
+            run = self._register(obj)
         self._status(namespace, name, {"state": ""})
         record_event(self.store, obj, "RayClusterStarting", "starting a local Ray cluster", component="flexq-runtime")
         run.start()
+
+    def _register(self, obj: dict[str, Any], resume: Resume | None = None) -> RayClusterRun:
+        namespace, name = obj["metadata"].get("namespace", "default"), obj["metadata"]["name"]
+        cluster_key = f"{namespace}/{name}"
+        made: list[RayClusterRun] = []
+
+        def report(fields: dict[str, Any]) -> None:
+            if made and self.runs.get(cluster_key) is made[0]:  # not a run stopped meanwhile
+                self._status(namespace, name, fields)
+
+        run = RayClusterRun(obj, self.workdir(namespace, name), report,
+                            lambda group, pods: self._scale(namespace, name, group, pods),
+                            record=record_path(self.home, "rayclusters", namespace, name), resume=resume)
+        made.append(run)
+        self.runs[cluster_key] = run
+        return run
+
+    def recover(self) -> None:
+        """Server start-up, before the controllers run: each admitted RayCluster goes on with its Ray cluster found
+        again, or, where it was lost or never started, with a new one; every other record is reaped.
+        :meth:`resume` starts the runs."""
+        found = read_records(self.home, "rayclusters")
+        for obj in self.store.list_objects("ray.io", "rayclusters")[0]:
+            meta = obj["metadata"]
+            entry = found.pop((meta.get("namespace", "default"), meta["name"]), None)
+            if entry is not None and not same_object(entry[1], obj):
+                reap(*entry)
+                entry = None
+            if (obj.get("spec") or {}).get("suspend") is not False or \
+                    (obj.get("status") or {}).get("state") in ("suspended", "failed"):
+                if entry is not None:
+                    reap(*entry)
+                continue
+            cluster = attach(*entry) if entry is not None else None
+            if cluster is not None:
+                record_event(self.store, obj, "RayClusterFound", "the server restarted: the Ray cluster ran on and is "
+                             "followed again", component="flexq-runtime")
+            elif entry is not None:
+                record_event(self.store, obj, LOST_REASON, "the Ray cluster was lost while the server was down: a "
+                             "new one is started", type="Warning", component="flexq-runtime")
+            lost = "the Ray cluster was lost while the server was down" if entry is not None and cluster is None else ""
+            with self._lock:
+                self._register(obj, Resume(cluster, entry[1] if entry else {}, lost))
+        for path, record in found.values():
+            log.warning("the Ray cluster of %s is nobody's any more: its processes are killed", path)
+            reap(path, record)
+
+    def resume(self) -> None:
+        """Start the runs :meth:`recover` set up."""
+        with self._lock:
+            waiting = [run for run in self.runs.values() if not run.started and not run.done.is_set()]
+        for run in waiting:
+            if run.cluster is None:  # a new cluster starts: until it is ready, the old one's status is not shown
+                meta = run.obj["metadata"]
+                self._status(meta.get("namespace", "default"), meta["name"], {"state": ""})
+            run.start()
 
     def queued(self, namespace: str, name: str) -> None:
         """A new RayCluster waits for admission, suspended: shown so, as KubeRay shows a suspended cluster."""

@@ -1,5 +1,9 @@
 """Runs admitted RayJobs for real (one local Ray cluster each) and keeps their status in the store; RayClusters
-through :class:`~flexq.controller.rayclusters.RayClusterRuntime` (``clusters``)."""
+through :class:`~flexq.controller.rayclusters.RayClusterRuntime` (``clusters``).
+
+The clusters outlive the server: on start-up :meth:`RayRuntime.recover` finds again those the last server left
+running (:mod:`flexq.runtime.reattach`) before the controllers run, and :meth:`RayRuntime.resume` has their runs
+follow them once the controllers run."""
 
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ from typing import Any
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
+from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
 from flexq.store import BaseStore, Key, NotFound, record_event
 
 __all__ = ["RayRuntime"]
 
 log = logging.getLogger("flexq.runtime")
+
+LOST_MESSAGE = "the job's Ray cluster was lost while the server was down: its head no longer ran"
 
 
 class RayRuntime:
@@ -88,15 +95,78 @@ class RayRuntime:
             status = job.get("status") or {}
             if status.get("jobDeploymentStatus") in ("Complete", "Failed"):
                 return
-            configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
-                          for o in self.store.list_objects("", "configmaps", namespace)[0]}
-            run = RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
-                            lambda fields: self._status(namespace, name, fields),
-                            lambda group, pods: self._scale(namespace, name, group, pods))
+            run = self._new_run(job)
             self.runs[job_key] = run
         record_event(self.store, job, "RayJobStarting", "starting a local Ray cluster for the job",
                      component="flexq-runtime")
         run.start()
+
+    def _new_run(self, job: dict[str, Any], resume: Resume | None = None) -> RayJobRun:
+        namespace, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
+                      for o in self.store.list_objects("", "configmaps", namespace)[0]}
+        return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
+                         lambda fields: self._status(namespace, name, fields),
+                         lambda group, pods: self._scale(namespace, name, group, pods),
+                         record=record_path(self.home, "rayjobs", namespace, name), resume=resume)
+
+    def recover(self) -> None:
+        """Server start-up, before the controllers run: each RayJob that was running goes on with its Ray cluster
+        found again, or counts the cluster's loss (and is retried as its backoffLimit allows); a cluster kept
+        after its job finished is kept; every other cluster record is reaped (its processes killed).
+        :meth:`resume` starts the runs."""
+        found = read_records(self.home, "rayjobs")
+        for job in self.store.list_objects("ray.io", "rayjobs")[0]:
+            meta = job["metadata"]
+            namespace, name = meta.get("namespace", "default"), meta["name"]
+            entry = found.pop((namespace, name), None)
+            if entry is not None and not same_object(entry[1], job):
+                reap(*entry)
+                entry = None
+            run = self._recovered(job, entry)
+            if run is not None:
+                self.runs[f"{namespace}/{name}"] = run
+        for path, record in found.values():
+            log.warning("the Ray cluster of %s is nobody's any more: its processes are killed", path)
+            reap(path, record)
+        self.clusters.recover()
+
+    def _recovered(self, job: dict[str, Any], entry: tuple[Path, dict[str, Any]] | None) -> RayJobRun | None:
+        spec, status = job.get("spec") or {}, job.get("status") or {}
+        deployment = status.get("jobDeploymentStatus")
+        if spec.get("suspend") is not False or deployment in ("Complete", "Failed", "Suspended"):
+            if entry is None:
+                return None
+            if deployment in ("Complete", "Failed") and not spec.get("shutdownAfterJobFinishes"):
+                cluster = attach(*entry)  # kept until the RayJob is deleted, as KubeRay keeps it
+                if cluster is not None:
+                    finished = self._new_run(job)
+                    finished.cluster = cluster
+                    finished.done.set()
+                    return finished
+                return None
+            reap(*entry)
+            return None
+        if entry is None:
+            return self._new_run(job)  # admitted, its cluster not started yet: it starts now
+        cluster = attach(*entry)
+        if cluster is not None and entry[1].get("submission"):
+            record_event(self.store, job, "RayClusterFound", "the server restarted: the job's Ray cluster ran on and "
+                         "is followed again", component="flexq-runtime")
+            return self._new_run(job, Resume(cluster, entry[1]))
+        if cluster is not None:
+            cluster.stop()  # started, but the job was not submitted to it: nothing ran
+            return self._new_run(job)
+        record_event(self.store, job, LOST_REASON, LOST_MESSAGE, type="Warning", component="flexq-runtime")
+        return self._new_run(job, Resume(record=entry[1], lost=LOST_MESSAGE))
+
+    def resume(self) -> None:
+        """Start the runs :meth:`recover` set up (once the controllers run, so that what they write is seen)."""
+        with self._lock:
+            waiting = [run for run in self.runs.values() if not run.started and not run.done.is_set()]
+        for run in waiting:
+            run.start()
+        self.clusters.resume()
 
     def _scale(self, namespace: str, name: str, group: str, pods: int) -> None:
         """The autoscaler asks for ``pods`` workers in ``group``: the RayJob's replicas are patched (as KubeRay's
@@ -171,7 +241,10 @@ class RayRuntime:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
-            run.stop(wait=2.0)  # the server is going: its clusters are killed without waiting on their runs
+            # The server is going: its clusters are killed without waiting on their runs, and no final status is
+            # written (the job is not over: the next server runs it again).
+            run.suspended = True
+            run.stop(wait=2.0)
         self.clusters.stop_all()
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:

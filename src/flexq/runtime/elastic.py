@@ -195,6 +195,11 @@ class ElasticWorkers:
         """Whether the head node emulates the job's first TPU slices (else it runs no worker group's pods)."""
         return any(s.on_head for s in self.shapes.values())
 
+    def adopt(self, cluster: LocalRayCluster) -> None:
+        """The cluster was found again after a restart with worker nodes of its own: new ones are named after them."""
+        serials = [int(n.rsplit("-", 1)[1]) for n in cluster.workers if n.rsplit("-", 1)[-1].isdigit()]
+        self._serial = max([self._serial, *serials])
+
     def reconcile(self, cluster: LocalRayCluster) -> None:
         with self._lock:
             desired = dict(self.desired)

@@ -6,6 +6,13 @@ started as ``ray start --head --block`` in a new process session and stopped by 
 chosen free on the loopback interface (the GCS and client ports outside Ray's worker port range), the
 node address is 127.0.0.1 (no traffic leaves the machine), token auth is off, usage stats are off, and the
 temp dir is short (Unix socket paths are limited to 107 bytes).
+
+Its processes outlive the server that started them (their sessions are their own): with ``record_path`` the
+cluster keeps a record there (pids, temp dirs, ports, and what its user adds under ``record``), written as soon as
+the head is started and removed once the cluster is stopped, from which a later server finds it again
+(:meth:`LocalRayCluster.from_record`; :mod:`flexq.runtime.reattach`). Every process the cluster starts carries
+its temp dir in its environment (``TMPDIR``): stopping it kills its sessions and whatever else carries that mark
+(the job's driver runs in a session of its own).
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import httpx
 
 from flexq.runtime.emulation import Accelerators
 
-__all__ = ["WORKER_LABEL", "LocalRayCluster", "RayStartError"]
+__all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayStartError", "SessionProcess"]
 
 WORKER_LABEL = "flexq.dev/worker"
 
@@ -37,6 +45,42 @@ _WORKER_PORTS = range(10002, 20000)
 
 class RayStartError(RuntimeError):
     """The Ray cluster did not come up; the message says why."""
+
+
+class SessionProcess(Protocol):
+    """The leader of a cluster's (or worker node's) process session: a child of this server, or not."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Detached:
+    """A session leader this server did not start (a cluster found again after a restart), followed by its pid
+    as long as that pid is still the process whose command line holds ``mark`` (its ``--temp-dir``)."""
+
+    def __init__(self, pid: int, mark: str) -> None:
+        self.pid = pid
+        self.mark = mark
+
+    def poll(self) -> int | None:
+        """None while it runs; -1 once it is gone (its exit status belongs to its parent)."""
+        try:
+            state = (Path("/proc") / str(self.pid) / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            argv = (Path("/proc") / str(self.pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return -1
+        return None if state != "Z" and self.mark in argv else -1
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0.0)
+            time.sleep(0.1)
+        return -1
 
 
 def _free_port(avoid: set[int]) -> int:
@@ -61,13 +105,47 @@ class LocalRayCluster:
     start_params: dict[str, str] = field(default_factory=dict)
     """The head group's ``rayStartParams``: passed to ``ray start`` as ``--KEY=VALUE``, except the addresses,
     ports and directories flexq chooses (a value given for ``num-cpus`` or ``resources`` replaces flexq's)."""
-    process: subprocess.Popen[bytes] | None = None
+    process: SessionProcess | None = None
     temp_dir: Path | None = None
     dashboard_port: int = 0
     gcs_port: int = 0
-    workers: dict[str, tuple[subprocess.Popen[bytes], Path]] = field(default_factory=dict)
+    workers: dict[str, tuple[SessionProcess, Path]] = field(default_factory=dict)
     """Worker nodes started by :meth:`add_worker`: name -> (process, temp dir)."""
     client_port: int = 0
+    record_path: Path | None = None
+    """Where the cluster's record is kept while it runs (None: no record)."""
+    record: dict[str, Any] = field(default_factory=dict)
+    """What the cluster's user keeps in the record besides the cluster's own fields."""
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], record_path: Path | None = None) -> LocalRayCluster:
+        """The cluster a record describes, its processes followed by pid (they are not this server's children)."""
+        temp = Path(str(record["temp_dir"]))
+        own = {"pid", "temp_dir", "gcs_port", "dashboard_port", "client_port", "workers"}
+        workers: dict[str, tuple[SessionProcess, Path]] = {
+            str(name): (Detached(int(pid), f"--temp-dir={path}"), Path(str(path)))
+            for name, (pid, path) in dict(record.get("workers") or {}).items()}
+        return cls(Accelerators(description="a Ray cluster found again"), process=Detached(
+            int(record["pid"]), f"--temp-dir={temp}"), temp_dir=temp, gcs_port=int(record["gcs_port"]),
+            dashboard_port=int(record["dashboard_port"]), client_port=int(record["client_port"]),
+            workers=workers, record_path=record_path,
+            record={k: v for k, v in record.items() if k not in own})
+
+    def save_record(self) -> None:
+        """Write the record (atomically: a server killed meanwhile leaves the old one or the new one)."""
+        if self.record_path is None or self.process is None or self.temp_dir is None:
+            return
+        body = {**self.record, "pid": self.process.pid, "temp_dir": str(self.temp_dir), "gcs_port": self.gcs_port,
+                "dashboard_port": self.dashboard_port, "client_port": self.client_port,
+                "workers": {name: [proc.pid, str(temp)] for name, (proc, temp) in self.workers.items()}}
+        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.record_path.with_name(self.record_path.name + ".partial")
+        partial.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+        os.replace(partial, self.record_path)
+
+    def alive(self) -> bool:
+        """Whether the head's ``ray start`` still runs."""
+        return self.process is not None and self.process.poll() is None
 
     @property
     def dashboard_url(self) -> str:
@@ -77,7 +155,7 @@ class LocalRayCluster:
     def ports(self) -> dict[str, int]:
         """The cluster's ports on 127.0.0.1 by the names KubeRay gives the head's container ports; empty when
         the cluster is not running."""
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             return {}
         return {"gcs-server": self.gcs_port, "dashboard": self.dashboard_port, "client": self.client_port}
 
@@ -116,6 +194,7 @@ class LocalRayCluster:
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         log.close()
+        self.save_record()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             code = self.process.poll()
@@ -154,58 +233,80 @@ class LocalRayCluster:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.workers[name] = (process, temp)
+        self.save_record()
 
     def remove_worker(self, name: str) -> None:
         """Stop one worker node (its session only) and remove its temp dir."""
         entry = self.workers.pop(name, None)
         if entry is not None:
-            _kill_session(entry[0])
+            _kill_session(entry[0], entry[1])
             shutil.rmtree(entry[1], ignore_errors=True)
+            self.save_record()
 
     def stop(self, grace: float = 5.0) -> None:
-        """Stop this cluster's processes (and only them), its workers' too; remove the temp dirs. Idempotent."""
+        """Stop this cluster's processes (and only them), its workers' too; remove the temp dirs and the record.
+        Idempotent."""
         for name in list(self.workers):
             self.remove_worker(name)
-        if self.process is not None:
-            _kill_session(self.process, grace)
-            self.process = None
+        if self.process is not None and self.temp_dir is not None:
+            _kill_session(self.process, self.temp_dir, grace)
+        self.process = None
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+        if self.record_path is not None:
+            self.record_path.unlink(missing_ok=True)
 
 
-def _kill_session(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
-    """SIGTERM the process's session, SIGKILL what is left after ``grace`` seconds."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _session_alive(process.pid):
-        time.sleep(0.2)
-    # Ray puts some of its workers in process groups of their own: kill the session's every process.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    for pid in _session_members(process.pid):
+def _kill_session(process: SessionProcess, temp: Path, grace: float = 5.0) -> None:
+    """SIGTERM the process's session, SIGKILL what is left of it after ``grace`` seconds, and every process that
+    carries the cluster's temp dir in its environment (the job's driver runs in a session of its own). The
+    session of a process this server did not start is signalled only while that process is verified as ours."""
+    mine = isinstance(process, subprocess.Popen) or process.poll() is None
+    if mine:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+            os.killpg(process.pid, signal.SIGTERM)
+    for pid in _members(process.pid, temp, mine):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _members(process.pid, temp, mine):
+        time.sleep(0.2)
+    for _ in range(3):  # what a dying process starts on its way out goes too
+        if mine:  # Ray puts some of its workers in process groups of their own: the session's every process
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        members = _members(process.pid, temp, mine)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if not members:
+            break
+        time.sleep(0.1)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
 
 
-def _session_alive(sid: int) -> bool:
-    return bool(_session_members(sid))
-
-
-def _session_members(sid: int) -> list[int]:
-    """The live (not zombie) processes of session ``sid``."""
-    members = []
+def _members(sid: int, temp: Path, session_is_ours: bool) -> list[int]:
+    """The live (not zombie) processes of the cluster: those of session ``sid`` (when it is known to be the
+    cluster's: its leader is ours, or one of its processes carries the mark) and those carrying ``TMPDIR=temp``."""
+    mark = f"TMPDIR={temp}".encode()
+    in_session, marked = [], []
+    trusted = session_is_ours
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 4 and fields[0] != "Z" and int(fields[3]) == sid:
-            members.append(int(entry.name))
-    return members
+        if len(fields) <= 4 or fields[0] == "Z":
+            continue
+        carries = mark in environ
+        if int(fields[3]) == sid:
+            in_session.append(int(entry.name))
+            trusted = trusted or carries
+        elif carries:
+            marked.append(int(entry.name))
+    return (in_session if trusted else []) + marked

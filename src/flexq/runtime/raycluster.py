@@ -9,6 +9,9 @@ nodes as an elastic RayJob does (:class:`flexq.runtime.elastic.ElasticWorkers`).
 Lifecycle, as KubeRay reports it in ``status.state``: (none) while the cluster starts -> ``ready`` once
 its head answers -> ``failed`` if the head could not start or exits on its own; ``suspended`` is written
 by the caller when the workload is evicted. The run never ends by itself.
+
+A run resumed after a server restart (``resume``) follows the cluster found again, or, when it was lost, starts a
+new one (as KubeRay recreates a head pod that is gone).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from flexq.jobs.workload import pod_requests
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
+from flexq.runtime.reattach import Resume
 
 __all__ = ["RayClusterRun", "cluster_accelerators"]
 
@@ -55,18 +59,27 @@ class RayClusterRun:
     wish for a worker group (pods)."""
 
     def __init__(self, obj: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None],
-                 on_scale: Callable[[str, int], None] = lambda _group, _pods: None) -> None:
+                 on_scale: Callable[[str, int], None] = lambda _group, _pods: None, *,
+                 record: Path | None = None, resume: Resume | None = None) -> None:
         self.obj = obj
+        self.record = record
+        self.resume = resume
+        self._ready_time = ""
+        """When the cluster first became ready, for one found again after a restart."""
         self.workdir = workdir
         self.log_path = workdir / "head.log"
         self.on_status = on_status
-        self.cluster: LocalRayCluster | None = None
+        self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self._stop = threading.Event()
         self.done = threading.Event()
         self._notes: list[str] = []
         shim = {"metadata": obj["metadata"], "spec": {"rayClusterSpec": obj.get("spec") or {}}}
         self.elastic = ElasticWorkers.for_job(shim, self._notes.append, on_scale) if is_elastic(obj) else None
         self._thread = threading.Thread(target=self._run, name=f"raycluster-{obj['metadata']['name']}", daemon=True)
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
 
     def start(self) -> None:
         self._thread.start()
@@ -77,7 +90,8 @@ class RayClusterRun:
         self._stop.set()
         if self.cluster is not None:
             self.cluster.stop()
-        self._thread.join(timeout=wait)
+        if self.started:
+            self._thread.join(timeout=wait)
         if self.cluster is not None:
             self.cluster.stop()
 
@@ -105,26 +119,46 @@ class RayClusterRun:
                 self.cluster.stop()
             self.done.set()
 
-    def _serve(self) -> None:
+    def _launch(self) -> bool:
+        """Start the cluster (or take the one found again after a restart); False when it did not come up."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        resumed, self.resume = self.resume, None
+        head = resumed.cluster.process if resumed is not None and resumed.cluster is not None else None
+        if resumed is not None and resumed.cluster is not None and head is not None:
+            self.cluster = resumed.cluster
+            if self.elastic is not None:
+                self.elastic.adopt(resumed.cluster)
+            self._ready_time = str(((self.obj.get("status") or {}).get("stateTransitionTimes") or {}).get("ready", ""))
+            self._append(f"flexq: the server restarted; the Ray cluster ran on (head pid {head.pid}) and is followed "
+                         "again\n")
+            return True
+        if resumed is not None and resumed.lost:
+            self._append(f"flexq: {resumed.lost}; starting a new one\n")
         spec = self.obj.get("spec") or {}
         accelerators = cluster_accelerators(spec, self.elastic)
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
         params = (spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
-        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()})
+        meta = self.obj["metadata"]
+        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()},
+                                       record_path=self.record, record={
+                                           "kind": "RayCluster", "namespace": meta.get("namespace", "default"),
+                                           "name": meta["name"], "uid": str(meta.get("uid", ""))})
         try:
             self.cluster.start()
         except RayStartError as exc:
             self._append(f"{exc}\n")
             self.on_status({"state": "failed", "reason": str(exc)[:500]})
-            return
-        if self._stop.is_set():
+            return False
+        return True
+
+    def _serve(self) -> None:
+        if not self._launch() or self._stop.is_set() or self.cluster is None:
             return
         if self.elastic is not None:
             self.elastic.reconcile(self.cluster)
             self._flush_notes()
         self._append(f"flexq: the Ray cluster is ready; its dashboard is {self.cluster.dashboard_url}\n")
-        self.on_status({"state": "ready", "ports": dict(self.cluster.ports), "readyTime": _stamp()})
+        self.on_status({"state": "ready", "ports": dict(self.cluster.ports), "readyTime": self._ready_time or _stamp()})
         process = self.cluster.process
         while not self._stop.wait(1.0):
             if process is None or process.poll() is not None:

@@ -8,11 +8,18 @@ are read from the log into the status. The cluster goes when the job ends if
 ``shutdownAfterJobFinishes``, else when the RayJob is deleted. Every job has a deadline
 (``activeDeadlineSeconds``, else an hour), after which it is stopped. ``FLEXQ_CHECKPOINT_DIR`` names a
 directory of the RayJob's own that outlives its runs (for Ray Train's ``RunConfig(storage_path=...)``).
+
+A failed attempt (the script failed, a worker was killed, the head exited: ``RayClusterLost``) is retried on a
+new cluster while ``status.failed`` stays within ``backoffLimit``, as KubeRay does; the count is KubeRay's,
+kept in the status across evictions and restarts. A run resumed after a server restart (``resume``) follows the
+cluster found again where the last server left it, or starts from the loss of its cluster
+(:mod:`flexq.runtime.reattach`).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import re
 import threading
 import time
@@ -28,6 +35,7 @@ from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
+from flexq.runtime.reattach import LOST_REASON, Resume
 
 __all__ = ["END_MARKER", "RayJobRun", "parse_metrics", "parse_reports"]
 
@@ -39,6 +47,10 @@ _AGENT_WAIT: Final = 120.0
 """How long a submission is retried while the head's job agent is not up yet (it starts after the dashboard,
 late on a loaded machine, and Ray answers "No available agent to submit job, please try again later")."""
 _CLEAN_LOGS: Final = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_DEDUP_LOGS": "0", "RAY_COLOR_PREFIX": "0"}
+_CHECK_TIMEOUT: Final = 120.0
+"""Seconds the dashboard of a cluster whose head still runs may leave the job's checks unanswered."""
+_FINAL: Final = ("ValidationFailed", "Stopped", "DeadlineExceeded")
+"""Failures that are not retried: the job cannot run here, or was stopped."""
 
 
 def _stamp() -> str:
@@ -78,23 +90,34 @@ def parse_metrics(log: str) -> dict[str, Any] | None:
 class RayJobRun:
     def __init__(self, job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path,
                  on_status: Callable[[dict[str, Any]], None],
-                 on_scale: Callable[[str, int], None] = lambda _group, _pods: None) -> None:
+                 on_scale: Callable[[str, int], None] = lambda _group, _pods: None, *,
+                 record: Path | None = None, resume: Resume | None = None) -> None:
         self.job = job
         self.configmaps = configmaps
         self.workdir = workdir
         self.log_path = workdir / "driver.log"
         self.on_status = on_status
-        self.cluster: LocalRayCluster | None = None
+        self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self.submission = ""
+        self.record = record
+        """Where the cluster's record is kept (see :mod:`flexq.runtime.reattach`); None: no record."""
+        self.resume = resume
+        """The run goes on from a run of an earlier server (its cluster found again, or lost)."""
         self._stop = threading.Event()
         self.suspended = False
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
+        self._written = ""
+        """What the log holds since the run last wrote it whole."""
         self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if is_elastic(job) else None
         """An elastic job's worker nodes (None: the whole cluster is one node)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
 
     def start(self) -> None:
         self._thread.start()
@@ -102,7 +125,8 @@ class RayJobRun:
     def stop(self, wait: float = 30.0) -> None:
         """Stop the job and its cluster (eviction, deletion, server shutdown)."""
         self._stop.set()
-        self._thread.join(timeout=wait)
+        if self.started:
+            self._thread.join(timeout=wait)
         if self.cluster is not None:
             self.cluster.stop()
 
@@ -115,41 +139,58 @@ class RayJobRun:
     def _append(self, text: str) -> None:
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
+        if self._written:
+            self._written += text
 
-    def _run(self) -> None:
-        meta, spec = self.job["metadata"], self.job.get("spec") or {}
-        name = meta["name"]
+    def _new_submission(self, attempt: int = 1) -> str:
+        return f"{self.job['metadata']['name']}-{int(time.time()) % 100000:05d}" + (f"-{attempt}" if attempt > 1
+                                                                                     else "")
+
+    def _begin(self) -> None:
+        """The log and status the run starts with. A run after an eviction keeps the earlier runs' log above its
+        own; a run resumed after a restart goes on with the log and status the last server left."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.resume is not None:
+            self.submission = self.resume.submission or self._new_submission()
+            return
         previous = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
         previous = previous.replace(END_MARKER, "")
-        # A run after an eviction keeps the earlier runs' log above its own.
         self.log_path.write_text(previous + (f"{'=' * 12} flexq: the job runs again {'=' * 12}\n" if previous
                                              else ""), encoding="utf-8")
-        self.submission = f"{name}-{int(time.time()) % 100000:05d}"
-        start = _stamp()
-        self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": f"{name}-raycluster",
-                        "jobId": self.submission, "startTime": start})
+        self.submission = self._new_submission()
+        self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "",
+                        "rayClusterName": f"{self.job['metadata']['name']}-raycluster", "jobId": self.submission,
+                        "startTime": _stamp()})
+
+    def _run(self) -> None:
+        spec = self.job.get("spec") or {}
+        self._begin()
         attempts = int(spec.get("backoffLimit") or 0) + 1
-        failed = 0
+        # KubeRay counts failures in the status: a run resumed after a restart goes on counting.
+        failed = int((self.job.get("status") or {}).get("failed") or 0)
         outcome: dict[str, Any] = {}
-        for attempt in range(1, attempts + 1):
+        while True:
             outcome = self._attempt(spec)
-            if outcome["jobStatus"] == "SUCCEEDED" or outcome.get("reason") in ("ValidationFailed", "Stopped",
-                                                                                "DeadlineExceeded"):
+            if outcome["jobStatus"] == "SUCCEEDED" or outcome.get("reason") in _FINAL:
                 break
             failed += 1
-            if attempt < attempts and not self._stop.is_set():
-                self._append(f"flexq: the job failed ({outcome.get('message', '')}); retrying, attempt "
-                             f"{attempt + 1} of {attempts} (backoffLimit {attempts - 1})\n")
-                self.on_status({"jobDeploymentStatus": "Retrying", "failed": failed})
-                if self.cluster is not None:
-                    self.cluster.stop()
-                    self.cluster = None
-                self.submission = f"{name}-{int(time.time()) % 100000:05d}-{attempt + 1}"
-                self.on_status({"jobId": self.submission})
+            if failed >= attempts or self._stop.is_set():
+                break
+            self._append(f"flexq: the job failed ({outcome.get('message', '')}); retrying, attempt "
+                         f"{failed + 1} of {attempts} (backoffLimit {attempts - 1})\n")
+            self.on_status({"jobDeploymentStatus": "Retrying", "failed": failed})
+            if self.cluster is not None:
+                self.cluster.stop()
+                self.cluster = None
+            self.submission = self._new_submission(failed + 1)
+            self.on_status({"jobId": self.submission})
+        self._end(spec, outcome, failed)
+
+    def _end(self, spec: Mapping[str, Any], outcome: dict[str, Any], failed: int) -> None:
         outcome["failed"] = failed
         outcome["succeeded"] = 1 if outcome["jobStatus"] == "SUCCEEDED" else 0
-        if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()):
+        if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()
+                                         or not self.cluster.alive()):
             self.cluster.stop()
         verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
@@ -171,27 +212,64 @@ class RayJobRun:
                     "message": str(exc)}
 
     def _execute(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        resumed, self.resume = self.resume, None
+        if resumed is not None and resumed.lost:
+            self._append(f"flexq: {resumed.lost}\n")
+            return _lost(resumed.lost)
+        if resumed is not None and resumed.cluster is not None:
+            return self._follow(spec, *self._reattach(spec, resumed.cluster, resumed))
+        stopped = self._launch(spec)
+        if stopped is not None:
+            return stopped
+        header = self.log_path.read_text(encoding="utf-8")
+        deadline = time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
+        if self.cluster is not None:
+            self.cluster.record.update(submission=self.submission, header_len=len(header), deadline=deadline)
+            self.cluster.save_record()
+        return self._follow(spec, header, deadline)
+
+    def _reattach(self, spec: Mapping[str, Any], cluster: LocalRayCluster, resumed: Resume) -> tuple[str, float]:
+        """Take the cluster found again after a restart: the log says so above the job's output (so that the log
+        keeps growing at its end, as followers expect); returns the log's header and the job's deadline."""
+        self.cluster = cluster
+        if self.elastic is not None:
+            self.elastic.adopt(cluster)
+        text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+        head = cluster.process.pid if cluster.process is not None else 0
+        header = (text[:resumed.header_len] + f"flexq: the server restarted; the job's Ray cluster ran on (head pid "
+                  f"{head}) and is followed again\n")
+        self._write_log(header + text[resumed.header_len:])
+        cluster.record["header_len"] = len(header)
+        cluster.save_record()
+        deadline = resumed.deadline or time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
+        return header, deadline
+
+    def _write_log(self, text: str) -> None:
+        """The log becomes ``text``: appended to when it only grows (a follower reads it as it grows), else
+        rewritten."""
+        if text == self._written:
+            return
+        if self._written and text.startswith(self._written) and self.log_path.exists():
+            with self.log_path.open("a", encoding="utf-8") as fh:
+                fh.write(text[len(self._written):])
+        else:
+            self.log_path.write_text(text, encoding="utf-8")
+        self._written = text
+
+    def _launch(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Start the cluster and submit the entrypoint; an outcome when the run was stopped meanwhile."""
         env = prepare(self.job, self.configmaps, self.workdir)
         for warning in env.warnings:
             self._append(f"flexq: warning: {warning}\n")
         cluster_spec = spec.get("rayClusterSpec") or {}
-        groups = []
-        for group in cluster_spec.get("workerGroupSpecs") or []:
-            if self.elastic is not None and not asks_tpu(group):
-                continue  # the group's pods are worker nodes of their own
-            pod = (group.get("template") or {}).get("spec") or {}
-            pods = int(group.get("replicas", 1)) * int(group.get("numOfHosts", 1))
-            groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
-        accelerators = accelerators_for(groups)
-        if self.elastic is not None and not groups:
-            head = ((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
-            cpus = max(1, -(-pod_requests(head).get("cpu", 1000) // 1000))
-            accelerators = Accelerators(num_cpus=cpus, description=f"a head node ({cpus} CPU) and elastic worker "
-                                        "groups: " + ", ".join(f"{g} {n} worker(s)" for g, n in
-                                                              self.elastic.desired.items()))
+        accelerators = self._accelerators(cluster_spec)
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
         params = (cluster_spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
-        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()})
+        meta = self.job["metadata"]
+        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()},
+                                       record_path=self.record, record={
+                                           "kind": "RayJob", "namespace": meta.get("namespace", "default"),
+                                           "name": meta["name"], "uid": str(meta.get("uid", ""))})
         self.cluster.start()
         if self.elastic is not None:
             self.elastic.reconcile(self.cluster)
@@ -211,34 +289,95 @@ class RayJobRun:
             raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
         self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
             "http://")})
-        deadline = time.monotonic() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
-        header = self.log_path.read_text(encoding="utf-8")
+        return None
+
+    def _accelerators(self, cluster_spec: Mapping[str, Any]) -> Accelerators:
+        groups = []
+        for group in cluster_spec.get("workerGroupSpecs") or []:
+            if self.elastic is not None and not asks_tpu(group):
+                continue  # the group's pods are worker nodes of their own
+            pod = (group.get("template") or {}).get("spec") or {}
+            pods = int(group.get("replicas", 1)) * int(group.get("numOfHosts", 1))
+            groups.append((dict(pod.get("nodeSelector") or {}), pod_requests(pod), pods))
+        accelerators = accelerators_for(groups)
+        if self.elastic is not None and not groups:
+            head = ((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
+            cpus = max(1, -(-pod_requests(head).get("cpu", 1000) // 1000))
+            accelerators = Accelerators(num_cpus=cpus, description=f"a head node ({cpus} CPU) and elastic worker "
+                                        "groups: " + ", ".join(f"{g} {n} worker(s)" for g, n in
+                                                              self.elastic.desired.items()))
+        return accelerators
+
+    def _follow(self, spec: Mapping[str, Any], header: str, deadline: float) -> dict[str, Any]:
+        """Follow the submitted job to its end: its log into the log file, its metrics and state into the status.
+        A head that exits (or a job it does not know) is the cluster lost; a dashboard silent for longer than
+        :data:`_CHECK_TIMEOUT` fails the job as KubeRay does."""
+        assert self.cluster is not None
+        url = self.cluster.dashboard_url
         reported = "PENDING"
         metrics: dict[str, Any] | None = None
+        silent_since: float | None = None
         while True:
-            state = httpx.get(f"{url}/api/jobs/{self.submission}", timeout=30).json()
-            logs = httpx.get(f"{url}/api/jobs/{self.submission}/logs", timeout=30).json().get("logs", "")
-            self.log_path.write_text(header + logs + "".join(self._notes), encoding="utf-8")
-            latest = parse_metrics(logs)
-            if latest is not None and latest != metrics:
-                metrics = latest
-                self.on_status({"trainingMetrics": metrics})
-            status = str(state.get("status", "PENDING"))
-            if status != reported and status == "RUNNING":
-                self.on_status({"jobStatus": "RUNNING"})
-                reported = status
-            if status in ("SUCCEEDED", "FAILED", "STOPPED"):
-                message = str(state.get("message") or "")
-                return {"jobStatus": status, "jobDeploymentStatus": "Complete" if status == "SUCCEEDED" else "Failed",
-                        "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {})}
-            if self._stop.is_set() or time.monotonic() > deadline:
-                httpx.post(f"{url}/api/jobs/{self.submission}/stop", timeout=30)
-                if self._stop.is_set():
-                    return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
-                            "message": "stopped: the workload was evicted or the RayJob deleted"}
-                return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
-                        "message": "the job ran past its deadline and was stopped"}
+            try:
+                answer = _check(url, self.submission)
+            except LookupError as exc:
+                return _lost(str(exc))
+            if answer is None:
+                silent_since = silent_since or time.monotonic()
+                if not self.cluster.alive():
+                    return _lost("the Ray cluster's head exited while the job ran")
+                if time.monotonic() - silent_since > _CHECK_TIMEOUT:
+                    return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed",
+                            "reason": "JobStatusCheckTimeoutExceeded",
+                            "message": f"the Ray dashboard did not answer for {_CHECK_TIMEOUT:.0f}s"}
+            else:
+                silent_since = None
+                state, logs = answer
+                self._write_log(header + logs + "".join(self._notes))
+                latest = parse_metrics(logs)
+                if latest is not None and latest != metrics:
+                    metrics = latest
+                    self.on_status({"trainingMetrics": metrics})
+                status = str(state.get("status", "PENDING"))
+                if status != reported and status == "RUNNING":
+                    self.on_status({"jobStatus": "RUNNING"})
+                    reported = status
+                if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                    message = str(state.get("message") or "")
+                    return {"jobStatus": status, "jobDeploymentStatus": "Complete" if status == "SUCCEEDED" else
+                            "Failed", "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {})}
+            if self._stop.is_set() or time.time() > deadline:
+                return self._stopped(url)
             if self.elastic is not None:
                 self.elastic.reconcile(self.cluster)
                 self.elastic.autoscale(self.cluster, time.monotonic())
             time.sleep(1.0)
+
+    def _stopped(self, url: str) -> dict[str, Any]:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(f"{url}/api/jobs/{self.submission}/stop", timeout=30)
+        if self._stop.is_set():
+            return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
+                    "message": "stopped: the workload was evicted or the RayJob deleted"}
+        return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
+                "message": "the job ran past its deadline and was stopped"}
+
+
+def _check(url: str, submission: str) -> tuple[dict[str, Any], str] | None:
+    """The job's state and log from the dashboard; None when it does not answer. Raises LookupError when the
+    cluster does not know the job."""
+    try:
+        response = httpx.get(f"{url}/api/jobs/{submission}", timeout=30)
+        if response.status_code == 404:
+            raise LookupError(f"the Ray cluster does not know the job's submission {submission}")
+        logs = httpx.get(f"{url}/api/jobs/{submission}/logs", timeout=30) if response.status_code == 200 else None
+        if logs is None or logs.status_code != 200:
+            return None  # a head whose GCS is gone still answers, with errors
+        state, text = response.json(), logs.json().get("logs", "")
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return (state, str(text)) if isinstance(state, dict) else None
+
+
+def _lost(message: str) -> dict[str, Any]:
+    return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": LOST_REASON, "message": message}

@@ -23,6 +23,7 @@ from flexq.controller.queue import QueueController
 from flexq.controller.runtime import RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
+from flexq.runtime.reattach import reap_all
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
 from flexq.server.leader import Leadership, leader_router
@@ -107,7 +108,13 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray), identity)
     expiry = EventExpiry(store, event_ttl)
     try:
+        if ray is not None:
+            ray.recover()  # the Ray clusters the last server left running, before anything could start them again
+        else:
+            reap_all(home)  # no orphans: this server will not follow them
         leadership.start()
+        if ray is not None:
+            ray.resume()
         expiry.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership.observe,
                          home, Authenticator(book, plan.anonymous))
