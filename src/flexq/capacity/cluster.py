@@ -208,6 +208,21 @@ class Cluster:
                 created.append(node)
         return created, ""
 
+    def recreate(self, hosts: list[Node], now: float) -> list[Node]:
+        """Recreate ``hosts`` (a slice's, lost), as GKE's auto-repair does: each comes back under its name, empty,
+        ready after its pool's boot time."""
+        fresh = []
+        for old in sorted(hosts, key=lambda n: n.name):
+            pool = self.pools[old.pool]
+            ready = now + self.cloud.boot_seconds(pool.name, pool.machine.name, pool.machine.boot_seconds)
+            limit = pool.run_limit
+            node = Node(old.name, pool.name, old.slice_id, now, ready, pool.labels(), pool.taints(),
+                        pool.machine.allocatable(), expires_at=None if limit is None else ready + limit,
+                        idle_since=ready)
+            self.nodes[node.name] = node
+            fresh.append(node)
+        return fresh
+
     def scale_down(self, now: float, idle_after: float, pools: Iterable[str] | None = None) -> list[Node]:
         """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min), of every
         pool or of ``pools``."""

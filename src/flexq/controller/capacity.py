@@ -32,6 +32,8 @@ __all__ = ["LiveCapacity", "LiveTimers"]
 
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
+_POOL_EVENTS: Final = ("NodeDeleted", "SliceRepaired", "SliceReleased")
+"""What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
 
 
 @dataclass(order=True)
@@ -161,6 +163,11 @@ class LiveCapacity:
         if workload is not None:
             record_event(self.store, workload, event, str(note.get("reason", "")),
                          type="Warning" if warning else "Normal", component=_COMPONENT)
+        elif event in _POOL_EVENTS:
+            with contextlib.suppress(NotFound):
+                pool = self.store.get(Key("flexq.dev", "nodepools", "", str(note.get("pool", ""))))
+                record_event(self.store, pool, event, str(note.get("reason", "")),
+                             type="Warning" if warning else "Normal", component=_COMPONENT)
         if event == "ProvisioningRequest" and workload is not None:
             self._provisioning_request(workload, note)
 
