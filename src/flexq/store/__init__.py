@@ -1,6 +1,6 @@
 """Durable state: objects, resourceVersions, the change log that watches and controllers read, Events."""
 
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreError
+from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreError, StoreUnavailable
 from flexq.store.events import record_event
 from flexq.store.sqlite import Change, ChangeType, Store, rfc3339
 
@@ -14,6 +14,7 @@ __all__ = [
     "NotFound",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "record_event",
     "rfc3339",
 ]

@@ -8,6 +8,8 @@ not at all; :meth:`Store.batch` groups the transactions of one caller into one c
 whole or not at all). The newest changes are also kept in memory (:mod:`flexq.store.window`), and the log
 keeps a window of ``history`` changes, as etcd compacts its own: a reader resuming from a compacted
 resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists again).
+A write the database refuses (disk full, locked by another process: :mod:`flexq.store.faults`) is undone
+whole and raises :class:`StoreUnavailable`; reads go on.
 
 The store knows nothing of kinds: validation and defaulting happen above it. It owns the fields the
 API server owns: ``uid``, ``resourceVersion``, ``generation`` (bumped when anything but metadata and
@@ -16,6 +18,7 @@ status changes), ``creationTimestamp``.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -23,12 +26,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from flexq.store.changes import Change, ChangeType
 from flexq.store.codec import dumps, loads
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound
+from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
+from flexq.store.faults import BUSY_TIMEOUT_MS, begin, unavailable
 from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
@@ -47,35 +51,6 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO counters VALUES ('rv', 0);
 """
-
-
-class ChangeType(StrEnum):
-    ADDED = "ADDED"
-    MODIFIED = "MODIFIED"
-    DELETED = "DELETED"
-
-
-class Change:
-    """One committed write. ``obj`` is parsed from the stored text when first read, for this reader alone:
-    readers may change what they are given without reaching anyone else."""
-
-    __slots__ = ("_body", "_obj", "key", "rv", "type")
-
-    def __init__(self, rv: int, type: ChangeType, key: Key, body: str) -> None:
-        self.rv = rv
-        self.type = type
-        self.key = key
-        self._body = body
-        self._obj: dict[str, Any] | None = None
-
-    @property
-    def obj(self) -> dict[str, Any]:
-        if self._obj is None:
-            self._obj = loads(self._body)
-        return self._obj
-
-    def __repr__(self) -> str:
-        return f"Change({self.rv}, {self.type.value}, {self.key})"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -100,9 +75,10 @@ class Store:
         now: Callable[[], datetime] = _utcnow,
         new_uid: Callable[[], str] = _new_uid,
         history: int = 50_000,
+        busy: float = 5.0,
     ) -> None:
         """``history``: how many of the newest changes the log keeps (older ones are compacted away once
-        a tenth as many more were written)."""
+        a tenth as many more were written); ``busy``: how long a write waits for another process's lock."""
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -110,6 +86,10 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self._path, self._busy = str(path), busy
+        self._lost = False
+        """SQLite rolled back an open batch whole (its earlier transactions too): the batch must say so."""
         self._lock = Gate()
         self._depth = 0
         self._pending: list[Change] = []
@@ -146,27 +126,43 @@ class Store:
             savepoint = self._batching and self._depth == 1
             mark = len(self._pending)
             if outer:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._begin()
             elif savepoint:
                 self._db.execute("SAVEPOINT tx")
             self._depth += 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth -= 1
-                if outer:
-                    self._db.execute("ROLLBACK")
-                    self._pending.clear()
-                elif savepoint:
-                    self._db.execute("ROLLBACK TO tx")
-                    self._db.execute("RELEASE tx")
-                    del self._pending[mark:]
+                if outer or savepoint:
+                    self._undo(savepoint, mark)
+                if isinstance(exc, sqlite3.Error):
+                    raise unavailable(exc, self._path, self._busy) from exc
                 raise
             self._depth -= 1
             if outer:
                 self._commit()
             elif savepoint:
                 self._db.execute("RELEASE tx")
+
+    def _begin(self) -> None:
+        begin(self._db, self._lock, self._busy, self._path)
+
+    def _undo(self, savepoint: bool, mark: int) -> None:
+        """Undo a failed transaction: all of it, or (directly inside a batch) its savepoint. SQLite may have
+        rolled the whole transaction back itself (a full disk, an I/O error): then a batch's earlier transactions
+        went too, and the batch goes on in a new transaction and says so at its end."""
+        if not savepoint or not self._db.in_transaction:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._pending.clear()
+            if savepoint:
+                self._lost = True
+                self._begin()
+            return
+        self._db.execute("ROLLBACK TO tx")
+        self._db.execute("RELEASE tx")
+        del self._pending[mark:]
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -178,7 +174,7 @@ class Store:
             if self._depth > 0:
                 yield
                 return
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             self._depth, self._batching = 1, True
             self._batch_began = time.monotonic()
             self._batch_thread = threading.get_ident()
@@ -186,7 +182,11 @@ class Store:
                 yield
             finally:
                 self._depth, self._batching = 0, False
+                lost, self._lost = self._lost, False
                 self._commit()
+                if lost:
+                    raise StoreUnavailable(f"the store could not write ({self._path}): the database undid this "
+                                           "batch's earlier writes with a failed one", "WriteFailed")
 
     def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
         """In a long batch, between its transactions: commit what the batch holds and let other threads in
@@ -208,22 +208,34 @@ class Store:
                 time.sleep(0.0002)
         finally:
             self._lock.acquire()
-        self._db.execute("BEGIN IMMEDIATE")
+        self._begin()
         self._depth, self._batching = 1, True
         self._batch_began = time.monotonic()
 
     def _commit(self) -> None:
-        self._db.execute("COMMIT")
+        """Commit the open transaction (if SQLite has not rolled it back) and publish its changes; a refused
+        commit is undone whole and raises :class:`StoreUnavailable`."""
+        try:
+            if not self._db.in_transaction and self._pending:
+                raise sqlite3.OperationalError("the transaction was rolled back by the database")
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._pending.clear()
+            raise unavailable(exc, self._path, self._busy) from exc
         committed, self._pending = self._pending, []
         if not committed:
             return
         self._window.extend(Entry(c.rv, c.type.value, c.key, c._body) for c in committed)
-        self._unpruned += len(committed)
-        if self._unpruned >= max(1000, self._history // 10):
-            self._unpruned = 0
-            self.compact(self._history)
         for listener in self._listeners:
             listener(committed)
+        self._unpruned += len(committed)
+        if self._unpruned >= max(1000, self._history // 10):
+            with contextlib.suppress(StoreUnavailable):  # compacted at a later commit
+                self.compact(self._history)
+                self._unpruned = 0
 
     def timestamp(self) -> str:
         """Now, as the store stamps it on what it writes (``creationTimestamp``)."""
