@@ -88,6 +88,9 @@ class LiveCapacity:
         """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
         self.driver: CapacityDriver | None = None
         self.notes: list[dict[str, Any]] = []
+        self._sent: list[dict[str, Any]] = []
+        """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
+        store.subscribe(lambda _changes: self._sent.clear())
 
     def configure(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         pools = []
@@ -137,8 +140,13 @@ class LiveCapacity:
         """Workloads whose story the notes since the last write changed."""
         return {str(n.get("workload")) for n in self.notes if n.get("workload")}
 
+    def unwritten(self) -> None:
+        """The store refused the step that wrote the last notes: they are written with the next."""
+        self.notes, self._sent = self._sent + self.notes, []
+
     def write(self) -> None:
         notes, self.notes = self.notes, []
+        self._sent = notes
         if self.driver is None and not notes:
             return
         with self.store.transaction():

@@ -65,7 +65,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, record_event, rfc3339
+from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, StoreUnavailable, record_event, rfc3339
 
 __all__ = ["QueueController"]
 
@@ -101,6 +101,8 @@ class QueueController:
         self._pending_events: list[Event] = []
         self._after_write: list[Callable[[], None]] = []
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
+        self._unwritten = 0.0
+        """When the store refused a step's writes: not before then (a second on) the state is read back."""
         self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
                                      capacity or CapacityConfig((), EmulatedCloud()), clock, self._log,
                                      self._run_workload)
@@ -235,6 +237,13 @@ class QueueController:
                     self._job_added(resolve(kind), job)
             self._log(self.pods.resync())
             driver = self.capacity.driver
+            if driver is not None and self._unwritten:  # after a refused step, the driver's starts as stored
+                for key in sorted(driver.running):
+                    stored = self.scheduler.workloads.get(key)
+                    if stored is None or stored.state is not WorkloadState.ADMITTED:
+                        driver.release(key)  # its admission was never written: it starts when admitted again
+                    else:
+                        self._run_workload(key, self.clock.now())  # its job's start may have been dropped
             if driver is not None:
                 for wl in list(self.scheduler.workloads.values()):
                     if wl.state is WorkloadState.ADMITTED:
@@ -247,12 +256,25 @@ class QueueController:
         as one batch). A cursor that fell behind the change log's window starts over from a full read."""
         try:
             try:
+                if self._unwritten and self.clock.now() < self._unwritten:
+                    return
                 with self.store.batch():
-                    self._sync()
+                    if self._unwritten:
+                        self.resync()
+                    else:
+                        self._sync()
+                self._unwritten = 0.0
             except Gone:
                 log.warning("the queue controller fell behind the change log: reading everything afresh")
                 with self.store.batch():
                     self.resync()
+        except StoreUnavailable as exc:
+            # Nothing decided in the refused step acts outside (no job started or stopped): the state is read back
+            # from the store (resync) and decided again.
+            log.warning("the queue controller's writes were refused, it reads its state back and tries again: %s", exc)
+            self._after_write.clear()
+            self.capacity.unwritten()
+            self._unwritten = self.clock.now() + 1.0
         finally:
             actions, self._after_write = self._after_write, []
             for action in actions:
