@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flexq.capacity.catalog import machine_type
+from flexq.capacity.cloud import EmulatedCloud
+from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.pools import NodePoolSpec
 from tests.sim.test_capacity import _first, _job, _log, _scenario
 
 
@@ -51,3 +55,11 @@ def test_host_failures_in_an_empty_pool_do_nothing(tmp_path: Path) -> None:
     result = _scenario(tmp_path, """    cloud:
       on-demand-pool: {hostFailures: [1m]}""", "", until="10m")
     assert not [e for e in result.events if e["event"] in ("NodeDeleted", "SliceRepaired")]
+
+
+def test_a_pool_of_single_hosts_is_asked_only_for_the_nodes_it_lacks() -> None:
+    pool = NodePoolSpec("cpu-pool", machine_type("n2-standard-16"), max_nodes=10, initial_nodes=1)
+    cluster = Cluster([pool], EmulatedCloud())
+    cluster.start_with_initial_nodes(0.0)
+    group = PodGroup("workers", 3, {"cpu": 10_000}, {"cloud.google.com/gke-nodepool": "cpu-pool"}, ())
+    assert cluster.place([group], 0.0).missing == {"cpu-pool": 2}, "one node is there: two more, not three"

@@ -75,7 +75,7 @@ class Cluster:
             chosen, found = self._fit(pool, group, now, planned, booked_for)
             if chosen is None:
                 hosts = pool.hosts_per_slice
-                need = -(-group.count // hosts) * hosts - found if hosts > 1 else group.count
+                need = -(-group.count // hosts) * hosts - found  # whole slices; the nodes found free are used
                 placement.missing[pool.name] = placement.missing.get(pool.name, 0) + need
             else:
                 placement.bindings[group.name] = chosen
@@ -87,8 +87,8 @@ class Cluster:
 
     def _fit(self, pool: NodePoolSpec, group: PodGroup, now: float, planned: dict[str, dict[str, int]],
              booked_for: str | None) -> tuple[list[str] | None, int]:
-        """The nodes for the group's pods (None if they do not all fit), and in a pool of multi-host slices how
-        many nodes of whole slices it found (the rest is what the pool must add)."""
+        """The nodes for the group's pods (None if they do not all fit), and how many free nodes it found (in a
+        pool of multi-host slices, nodes of whole slices): the rest is what the pool must add."""
         def free(node: Node) -> bool:
             if not node.ready(now) or (node.booked_for and node.booked_for != booked_for):
                 return False
@@ -120,7 +120,7 @@ class Cluster:
                 chosen.append(node.name)
                 if len(chosen) == group.count:
                     return chosen, len(chosen)
-        return None, 0
+        return None, len(chosen)
 
     def bind(self, workload: str, groups: Iterable[PodGroup], placement: Placement, now: float) -> None:
         by_name = {g.name: g for g in groups}
