@@ -39,10 +39,12 @@ class Placement:
     """pool -> nodes still needed"""
     unplaceable: list[str] = field(default_factory=list)
     """pod sets no node of any pool can take"""
+    oversized: dict[str, str] = field(default_factory=dict)
+    """pod set -> why its pool can never hold it (more nodes than the pool's maximum)"""
 
     @property
     def complete(self) -> bool:
-        return not self.missing and not self.unplaceable
+        return not self.missing and not self.unplaceable and not self.oversized
 
 
 class Cluster:
@@ -73,10 +75,14 @@ class Cluster:
                     placement.unplaceable.append(group.name)
                 continue  # no pool declared for it: not capacity-modelled
             chosen, found = self._fit(pool, group, now, planned, booked_for)
-            if chosen is None:
-                hosts = pool.hosts_per_slice
-                need = -(-group.count // hosts) * hosts - found  # whole slices; the nodes found free are used
-                placement.missing[pool.name] = placement.missing.get(pool.name, 0) + need
+            hosts = pool.hosts_per_slice
+            whole = -(-group.count // hosts) * hosts  # whole slices
+            if chosen is None and pool.autoscaling and whole > pool.max_nodes:
+                placement.oversized[group.name] = (
+                    f"pod set {group.name} needs {whole} nodes of node pool {pool.name}, more than it can hold "
+                    f"(--max-nodes={pool.max_nodes}): no scale-up can place it")
+            elif chosen is None:  # the nodes found free are used, the pool adds the rest
+                placement.missing[pool.name] = placement.missing.get(pool.name, 0) + whole - found
             else:
                 placement.bindings[group.name] = chosen
                 for node in chosen:

@@ -274,6 +274,11 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         if placement.unplaceable:
             self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
             return
+        if placement.oversized:  # as GKE's autoscaler (NotTriggerScaleUp): the pods wait, nothing is retried
+            why = "; ".join(placement.oversized.values())
+            self._note("Unschedulable", key, why)
+            wl.pending_reason = f"unschedulable: {why}"
+            return
         if placement.complete and wl.parent:
             self._win(key, wl)
             return

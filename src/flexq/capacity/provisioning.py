@@ -136,6 +136,10 @@ class ProvisioningCapacity:
         now = self._now()
         created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
         spec = self.cluster.pools[pool]
+        if count > spec.max_nodes:  # never, however long it waits: fails as the autoscaler fails it
+            self._failed(key, check, name, "CapacityNotFound", f"{count} node(s) asked of node pool {pool}, more "
+                         f"than it can hold (--max-nodes={spec.max_nodes})")
+            return
         at_maximum = spec.autoscaling and self.cluster.pool_size(pool) + count > spec.max_nodes
         if count and not created and self.config.fallback and at_maximum:
             self._wait_for_room(key, check, name, pool, count, why)
