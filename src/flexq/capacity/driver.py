@@ -271,34 +271,13 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         if old is not None and not placement.complete:
             # The old slice runs on: its pods go back where they were (it is finished, so its own groups are kept).
             self.cluster.bind(old, self.bound_groups.get(old, []), Placement(self.placements.get(old, {})), now)
-        if placement.unplaceable:
-            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
-            return
-        if placement.oversized:  # as GKE's autoscaler (NotTriggerScaleUp): the pods wait, nothing is retried
-            why = "; ".join(placement.oversized.values())
-            self._note("Unschedulable", key, why)
-            wl.pending_reason = f"unschedulable: {why}"
+        if self._unschedulable(key, wl, placement):
             return
         if placement.complete and wl.parent:
             self._win(key, wl)
             return
         if placement.complete:
-            if old is not None:
-                del self.carried[key]
-                self._release(old)
-            self.cluster.bind(key, groups, placement, now)
-            self.bound_groups[key] = groups
-            self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
-            self.running.add(key)
-            self.started_at[key] = now
-            self._bill(key)
-            self.waiting_since.pop(key, None)
-            nodes = sorted({n for names in placement.bindings.values() for n in names})
-            wl.pending_reason = ""
-            pools = sorted({self.cluster.nodes[n].pool for n in nodes})
-            self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
-                       else "pods running", nodes=nodes)
-            self.start(key, now)
+            self._bind(key, wl, groups, placement, now)
             return
         booting: list[float] = []
         for pool_name, count in sorted(placement.missing.items()):
@@ -325,6 +304,38 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
             return
         for ready in booting:
             self._later(ready, key, lambda: self.try_start(key))
+
+    def _unschedulable(self, key: str, wl: Workload, placement: Placement) -> bool:
+        """Whether no node can ever take a pod set (no pool matches it, or it is larger than its pool's maximum):
+        then the pods wait with the reason, as GKE's autoscaler does not scale up for them, and nothing is retried."""
+        if placement.unplaceable:
+            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+            return True
+        if placement.oversized:
+            why = "; ".join(placement.oversized.values())
+            self._note("Unschedulable", key, why)
+            wl.pending_reason = f"unschedulable: {why}"
+            return True
+        return False
+
+    def _bind(self, key: str, wl: Workload, groups: list[PodGroup], placement: Placement, now: float) -> None:
+        """Every pod has a node: bind them (a replacement slice takes over from the one it replaces) and start."""
+        old = self.carried.pop(key, None)
+        if old is not None:
+            self._release(old)
+        self.cluster.bind(key, groups, placement, now)
+        self.bound_groups[key] = groups
+        self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
+        self.running.add(key)
+        self.started_at[key] = now
+        self._bill(key)
+        self.waiting_since.pop(key, None)
+        nodes = sorted({n for names in placement.bindings.values() for n in names})
+        wl.pending_reason = ""
+        pools = sorted({self.cluster.nodes[n].pool for n in nodes})
+        self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
+                   else "pods running", nodes=nodes)
+        self.start(key, now)
 
     def _unavailable(self, key: str, wl: Workload, pool_name: str, why: str) -> None:
         now = self._now()
