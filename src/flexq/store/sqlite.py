@@ -128,6 +128,8 @@ class Store:
             if outer:
                 self._begin()
             elif savepoint:
+                if not self._db.in_transaction:  # the database rolled the batch back: it goes on in a new one
+                    self._begin()
                 self._db.execute("SAVEPOINT tx")
             self._depth += 1
             try:
@@ -151,14 +153,12 @@ class Store:
     def _undo(self, savepoint: bool, mark: int) -> None:
         """Undo a failed transaction: all of it, or (directly inside a batch) its savepoint. SQLite may have
         rolled the whole transaction back itself (a full disk, an I/O error): then a batch's earlier transactions
-        went too, and the batch goes on in a new transaction and says so at its end."""
+        went too, and the batch says so at its end."""
         if not savepoint or not self._db.in_transaction:
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
             self._pending.clear()
-            if savepoint:
-                self._lost = True
-                self._begin()
+            self._lost = self._lost or savepoint
             return
         self._db.execute("ROLLBACK TO tx")
         self._db.execute("RELEASE tx")
