@@ -17,7 +17,7 @@ from typing import Final
 from flexq.store.errors import StoreUnavailable
 from flexq.store.window import Gate
 
-__all__ = ["BUSY_TIMEOUT_MS", "begin", "unavailable"]
+__all__ = ["BUSY_TIMEOUT_MS", "begin", "refused", "unavailable"]
 
 BUSY_TIMEOUT_MS: Final = 50
 """SQLite's own wait for a lock, per statement: short, so that the gate is not held long; :func:`begin` waits on."""
@@ -28,6 +28,11 @@ _FULL: Final = frozenset({sqlite3.SQLITE_FULL})
 
 def _code(exc: sqlite3.Error) -> int:
     return int(getattr(exc, "sqlite_errorcode", -1)) & 0xFF
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database refusing a write (full, locked, I/O), not a mistake in the statement."""
+    return isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError
 
 
 def unavailable(exc: sqlite3.Error, path: str, busy: float) -> StoreUnavailable:

@@ -32,7 +32,7 @@ from typing import Any
 from flexq.store.changes import Change, ChangeType
 from flexq.store.codec import dumps, loads
 from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
-from flexq.store.faults import BUSY_TIMEOUT_MS, begin, unavailable
+from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
@@ -138,7 +138,7 @@ class Store:
                 self._depth -= 1
                 if outer or savepoint:
                     self._undo(savepoint, mark)
-                if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, sqlite3.Error) and refused(exc):
                     raise unavailable(exc, self._path, self._busy) from exc
                 raise
             self._depth -= 1
