@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server, guide_text, stop_server
-from tests.controller.test_live import _cond, _eventually, _workloads
+from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -145,7 +145,12 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
     if flavor == "dws":
         queue = queue.replace("nominalQuota: 16", "nominalQuota: 0")  # no Plan A quota: the job runs on DWS
     pool = "on-demand-pool" if flavor == "on-demand" else "dws-pool"
-    servers = serve_capacity(tmp_path, CAPACITY.replace("bootTime: 1s}", "bootTime: 3s}"))
+    # Nodes boot in 3 s and idle ones go after a minute (not before the requeued job is back); where the job runs
+    # on-demand, DWS answers only after a minute, so that the repaired slice wins the race.
+    capacity = CAPACITY.replace("bootTime: 1s}", "bootTime: 3s}").replace("scaleDownAfter: 2s", "scaleDownAfter: 60s")
+    if flavor == "on-demand":
+        capacity = capacity.replace("queuedDelay: 3s", "queuedDelay: 60s")
+    servers = serve_capacity(tmp_path, capacity)
     srv = next(servers)
     try:
         guide_setup(srv, queue, jobs=("1",))  # each pool at most 4 nodes: one 4x4 slice
@@ -175,6 +180,7 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
         slice_events = {e["reason"]: e for e in events() if e["involvedObject"]["kind"] == "NodePool"}
         if flavor == "on-demand":
             assert again == first, "the slice was repaired: the same nodes, recreated"
+            assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"on-demand"}
             assert "4 node(s) are recreated, ready in 3s" in slice_events["SliceRepaired"]["message"]
         else:
             assert not set(again) & set(first), "the whole slice was released and a new one came"
