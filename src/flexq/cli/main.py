@@ -558,6 +558,7 @@ def server(
     from flexq.server.listen import ListenError, plan_listeners
     from flexq.server.run import serve
     from flexq.sim.scenario import load_capacity
+    from flexq.store import StoreUnavailable
 
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
@@ -566,7 +567,7 @@ def server(
         plan = plan_listeners(host, port, tls_port, not no_tls, auth)
         config = load_capacity(capacity) if capacity is not None else None
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime)
-    except ListenError as exc:
+    except (ListenError, StoreUnavailable) as exc:  # a port taken; the store refusing its first writes
         raise CliError(f"error: {exc}") from None
 
 
