@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import Server, guide_text, start_server
 from tests.controller.test_live import _cond, _eventually, _workloads
 from tests.controller.test_live_capacity import _run, guide_setup
+from tests.store.test_faults import _fill
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 8s}
@@ -173,3 +174,31 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
         log = _stop(srv)
     assert "Traceback" not in log
     _intact(home)
+
+
+def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from flexq.controller import runtime as runtime_module
+    from flexq.store import Key, Store
+
+    monkeypatch.setattr(runtime_module, "STATUS_RETRY", 0.1)
+    store = Store(tmp_path / "flexq.db")
+    key = Key("ray.io", "rayjobs", "default", "job")
+    store.create(key, {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "job"}, "spec": {}})
+    runtime = runtime_module.RayRuntime(store, tmp_path)
+    store._db.execute("PRAGMA max_page_count=60")
+    for size in (4000, 200, 1):  # no room left, not even in the pages' free bytes
+        _fill(store, f"cm-{size}", size)
+    runtime._status("default", "job", {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}, publish=False)
+    runtime._status("default", "job", {"jobStatus": "SUCCEEDED"}, publish=False)  # refused too: kept, not raised
+    time.sleep(0.3)
+    assert "status" not in store.get(key)
+    store._db.execute("PRAGMA max_page_count=1073741823")
+
+    def written() -> None:
+        assert store.get(key).get("status") == {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Running"}
+
+    _eventually(written, timeout=5)
+    assert [e["reason"] for e in store.list_objects("", "events", "default")[0]] == ["Completed"]
+    store.close()
+    _intact(tmp_path)
