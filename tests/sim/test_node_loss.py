@@ -63,3 +63,14 @@ def test_a_pool_of_single_hosts_is_asked_only_for_the_nodes_it_lacks() -> None:
     cluster.start_with_initial_nodes(0.0)
     group = PodGroup("workers", 3, {"cpu": 10_000}, {"cloud.google.com/gke-nodepool": "cpu-pool"}, ())
     assert cluster.place([group], 0.0).missing == {"cpu-pool": 2}, "one node is there: two more, not three"
+
+
+def test_a_slice_lost_in_a_stock_out_is_released_and_comes_back_with_the_capacity(tmp_path: Path) -> None:
+    result = _scenario(tmp_path, """    cloud:
+      on-demand-pool: {bootTime: 3m, hostFailures: [20m], stockouts: [{from: 20m, to: 1h}]}
+      dws-pool: {queuedDelay: never}""", _job("1", run_for="1h"), until="4h")
+    released = _first(result.events, "SliceReleased")
+    assert released["t"] == 1200 and released["nodes"] == 0
+    assert not [e for e in result.events if e["event"] == "SliceRepaired"]
+    again = [e for e in _log(result, "1") if e["event"] == "Started"][1]
+    assert again["t"] == 3600 + 180 and sum("on-demand-pool" in n for n in again["nodes"]) == 4
