@@ -97,5 +97,5 @@ def test_an_admission_whose_write_fails_is_forgotten_not_run(tmp_path: Path,
         store.close()
     assert store.failed.is_set(), "the fault was not met"
     assert runs.started == ["default/rayjob-tpu-v6e-dws-1"], "the job was started for the admission not written"
-    assert "reading the stored state afresh" in caplog.text
+    assert "reads its state back from the store" in caplog.text
     assert admissions == 1, "the admission that was not written was recorded"

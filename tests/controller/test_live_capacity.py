@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server, guide_text, stop_server
-from tests.controller.test_live import _cond, _eventually, _workloads
+from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -137,32 +137,56 @@ def test_bad_capacity_file_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("flavor", ["on-demand", "dws"])
-def test_a_lost_host_takes_its_tpu_slice_with_it_and_the_job_gets_a_new_one(tmp_path: Path, flavor: str) -> None:
+def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Path, flavor: str) -> None:
+    """On-demand: the slice is repaired (its nodes recreated under their names after the boot time); DWS: the slice
+    is released and a new ProvisioningRequest brings a new one. Either way the requeued job is the same RayJob and
+    Workload (same uids), so it runs again in its own directory and resumes from the checkpoints there."""
     queue = guide_text("dws-tpu-queue.yaml")
     if flavor == "dws":
         queue = queue.replace("nominalQuota: 16", "nominalQuota: 0")  # no Plan A quota: the job runs on DWS
     pool = "on-demand-pool" if flavor == "on-demand" else "dws-pool"
-    servers = serve_capacity(tmp_path, CAPACITY)
+    # Nodes boot in 3 s and idle ones go after a minute (not before the requeued job is back); where the job runs
+    # on-demand, DWS answers only after a minute, so that the repaired slice wins the race.
+    capacity = CAPACITY.replace("bootTime: 1s}", "bootTime: 3s}").replace("scaleDownAfter: 2s", "scaleDownAfter: 60s")
+    if flavor == "on-demand":
+        capacity = capacity.replace("queuedDelay: 3s", "queuedDelay: 60s")
+    servers = serve_capacity(tmp_path, capacity)
     srv = next(servers)
     try:
         guide_setup(srv, queue, jobs=("1",))  # each pool at most 4 nodes: one 4x4 slice
+        job_url = f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1"
 
         def running() -> list[str]:
             wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
             assert _cond(wl, "Admitted") == "True"
-            names = sorted(n for n, node in _nodes(srv).items()
-                           if node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
-            assert len(names) == 4
-            return names
+            nodes = {n: node for n, node in _nodes(srv).items()
+                     if node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool}
+            assert len(nodes) == 4 and all(_cond(node, "Ready") == "True" for node in nodes.values())
+            return sorted(nodes)
 
         first = _eventually(running)
+        uids = (_workloads(srv)["rayjob-tpu-v6e-dws-1"]["metadata"]["uid"],
+                httpx.get(job_url).json()["metadata"]["uid"])
         assert httpx.delete(f"{srv.url}/api/v1/nodes/{first[0]}").status_code == 200
 
-        def replaced() -> None:
-            assert not set(running()) & set(first), "the whole slice was released and a new one came"
+        def events() -> list[dict[str, Any]]:
+            return list(httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
 
-        _eventually(replaced, timeout=30)
-        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
-        assert any(e["reason"] == "Evicted" and f"Node {first[0]} was deleted" in e["message"] for e in events)
+        def evicted() -> None:
+            assert any(e["reason"] == "Evicted" and f"Node {first[0]} was deleted" in e["message"] for e in events())
+
+        _eventually(evicted, timeout=30)
+        again = _eventually(running, timeout=30)
+        slice_events = {e["reason"]: e for e in events() if e["involvedObject"]["kind"] == "NodePool"}
+        if flavor == "on-demand":
+            assert again == first, "the slice was repaired: the same nodes, recreated"
+            assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"on-demand"}
+            assert "4 node(s) are recreated, ready in 3s" in slice_events["SliceRepaired"]["message"]
+        else:
+            assert not set(again) & set(first), "the whole slice was released and a new one came"
+            assert "its other 3 node(s) are released" in slice_events["SliceReleased"]["message"]
+        assert "Fallback" not in {e["reason"] for e in events()}
+        wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
+        assert (wl["metadata"]["uid"], httpx.get(job_url).json()["metadata"]["uid"]) == uids, "the same job, requeued"
     finally:
         servers.close()

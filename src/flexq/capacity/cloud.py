@@ -11,7 +11,8 @@ Per node pool (or per machine type, for every pool of that type), a :class:`Capa
   number, ``("exponential", mean)`` or ``("uniform", low, high)`` drawn with the cloud's seed per request
   name, or ``None`` for never; ``queued_trace`` ``[(t, delay or None), ...]`` overrides it from ``t`` on;
 - ``revoke_after``: queued-provisioning capacity is taken back this long after it was provisioned
-  (CapacityRevoked), ``None`` for never.
+  (CapacityRevoked), ``None`` for never;
+- ``host_failures``: moments at which a host of the pool fails (its node is lost, as with ``kubectl delete node``).
 
 Everything is a pure function of time, the spec and the seed: the same scenario gets the same cloud.
 Times in the specs count from ``origin``: 0 in a simulation, the server's start on the live clock.
@@ -63,6 +64,7 @@ class CapacitySpec:
     queued_delay: Delay = 0.0
     queued_trace: tuple[tuple[float, float | None], ...] = ()
     revoke_after: float | None = None
+    host_failures: tuple[float, ...] = ()
 
 
 @dataclass

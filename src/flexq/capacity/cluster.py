@@ -39,10 +39,12 @@ class Placement:
     """pool -> nodes still needed"""
     unplaceable: list[str] = field(default_factory=list)
     """pod sets no node of any pool can take"""
+    oversized: dict[str, str] = field(default_factory=dict)
+    """pod set -> why its pool can never hold it (more nodes than the pool's maximum)"""
 
     @property
     def complete(self) -> bool:
-        return not self.missing and not self.unplaceable
+        return not self.missing and not self.unplaceable and not self.oversized
 
 
 class Cluster:
@@ -73,10 +75,14 @@ class Cluster:
                     placement.unplaceable.append(group.name)
                 continue  # no pool declared for it: not capacity-modelled
             chosen, found = self._fit(pool, group, now, planned, booked_for)
-            if chosen is None:
-                hosts = pool.hosts_per_slice
-                need = -(-group.count // hosts) * hosts - found if hosts > 1 else group.count
-                placement.missing[pool.name] = placement.missing.get(pool.name, 0) + need
+            hosts = pool.hosts_per_slice
+            whole = -(-group.count // hosts) * hosts  # whole slices
+            if chosen is None and pool.autoscaling and whole > pool.max_nodes:
+                placement.oversized[group.name] = (
+                    f"pod set {group.name} needs {whole} nodes of node pool {pool.name}, more than it can hold "
+                    f"(--max-nodes={pool.max_nodes}): no scale-up can place it")
+            elif chosen is None:  # the nodes found free are used, the pool adds the rest
+                placement.missing[pool.name] = placement.missing.get(pool.name, 0) + whole - found
             else:
                 placement.bindings[group.name] = chosen
                 for node in chosen:
@@ -87,8 +93,8 @@ class Cluster:
 
     def _fit(self, pool: NodePoolSpec, group: PodGroup, now: float, planned: dict[str, dict[str, int]],
              booked_for: str | None) -> tuple[list[str] | None, int]:
-        """The nodes for the group's pods (None if they do not all fit), and in a pool of multi-host slices how
-        many nodes of whole slices it found (the rest is what the pool must add)."""
+        """The nodes for the group's pods (None if they do not all fit), and how many free nodes it found (in a
+        pool of multi-host slices, nodes of whole slices): the rest is what the pool must add."""
         def free(node: Node) -> bool:
             if not node.ready(now) or (node.booked_for and node.booked_for != booked_for):
                 return False
@@ -120,7 +126,7 @@ class Cluster:
                 chosen.append(node.name)
                 if len(chosen) == group.count:
                     return chosen, len(chosen)
-        return None, 0
+        return None, len(chosen)
 
     def bind(self, workload: str, groups: Iterable[PodGroup], placement: Placement, now: float) -> None:
         by_name = {g.name: g for g in groups}
@@ -207,6 +213,21 @@ class Cluster:
                 self.nodes[name] = node
                 created.append(node)
         return created, ""
+
+    def recreate(self, hosts: list[Node], now: float) -> list[Node]:
+        """Recreate ``hosts`` (a slice's, lost), as GKE's auto-repair does: each comes back under its name, empty,
+        ready after its pool's boot time."""
+        fresh = []
+        for old in sorted(hosts, key=lambda n: n.name):
+            pool = self.pools[old.pool]
+            ready = now + self.cloud.boot_seconds(pool.name, pool.machine.name, pool.machine.boot_seconds)
+            limit = pool.run_limit
+            node = Node(old.name, pool.name, old.slice_id, now, ready, pool.labels(), pool.taints(),
+                        pool.machine.allocatable(), expires_at=None if limit is None else ready + limit,
+                        idle_since=ready)
+            self.nodes[node.name] = node
+            fresh.append(node)
+        return fresh
 
     def scale_down(self, now: float, idle_after: float, pools: Iterable[str] | None = None) -> list[Node]:
         """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min), of every

@@ -14,6 +14,8 @@ The driver reacts to the scheduler's events:
   next flavor; with ``fallback: false`` it waits, as in Kueue.
 - Finished or evicted: pods leave their nodes; nodes idle for ``scaleDownAfter`` go, by slice.
 - Flex-start nodes go after their maximum run duration; their workloads are evicted and requeued.
+- A node deleted or a host failed (:mod:`flexq.capacity.nodeloss`): its workloads are evicted and requeued; a
+  multi-host TPU slice is recreated whole after the boot time (DWS capacity: released whole).
 - Racing workloads' variants (:mod:`flexq.capacity.racing`): the first that can start wins, the others' claims
   are withdrawn; under flexq's policy a pool at its maximum is waited for.
 """
@@ -21,66 +23,36 @@ The driver reacts to the scheduler's events:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any
 
 from flexq.capacity.cluster import Cluster, Placement, PodGroup
 from flexq.capacity.config import CapacityConfig
-from flexq.capacity.pools import Node, NodePoolSpec
+from flexq.capacity.nodeloss import NodeLoss
+from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.provisioning import (
+    BOOKING,
+    CAPACITY_PRIORITY,
+    PROVISIONING_EXPIRY,
+    ProvisioningCapacity,
+    ProvisioningSettings,
+    Timers,
+    provisioning_settings,
+)
 from flexq.capacity.racing import RacingCapacity
 from flexq.durations import format_seconds
-from flexq.objects.queue_status import PROVISIONING_CONTROLLER
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 
-__all__ = ["CapacityDriver", "ProvisioningSettings", "Timers", "provisioning_settings"]
+__all__ = ["BOOKING", "PROVISIONING_EXPIRY", "CapacityDriver", "ProvisioningSettings", "Timers",
+           "provisioning_settings"]
+
+_CAPACITY = CAPACITY_PRIORITY
 
 
-class Timers(Protocol):
-    """Time and deferred actions: the simulator's event kernel, or the live controller's timer heap."""
-
-    def now(self) -> float: ...
-
-    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None: ...
-
-PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
-BOOKING: Final = 600.0
-"""Provisioned capacity stays booked for the workload this long before its pods must use it."""
-_CAPACITY = 1  # kernel priority: after finishes (0), before submissions
 
 
-@dataclass(frozen=True, slots=True)
-class ProvisioningSettings:
-    """What an AdmissionCheck's ProvisioningRequestConfig says."""
-
-    provisioning_class: str
-    managed: frozenset[str]
-    backoff_limit: int = 3
-    backoff_base: float = 60.0
-    backoff_max: float = 1800.0
-
-    def backoff(self, failures: int) -> float:
-        return float(min(self.backoff_base * 2 ** (failures - 1), self.backoff_max))
-
-
-def provisioning_settings(objects: dict[str, list[dict[str, Any]]]) -> dict[str, ProvisioningSettings]:
-    configs = {o["metadata"]["name"]: o["spec"] for o in objects.get("ProvisioningRequestConfig", [])}
-    out = {}
-    for check in objects.get("AdmissionCheck", []):
-        spec = check.get("spec") or {}
-        if spec.get("controllerName") != PROVISIONING_CONTROLLER:
-            continue
-        config = configs.get((spec.get("parameters") or {}).get("name", ""), {})
-        retry = config.get("retryStrategy") or {}
-        out[check["metadata"]["name"]] = ProvisioningSettings(
-            str(config.get("provisioningClassName", "")), frozenset(config.get("managedResources") or []),
-            int(retry.get("backoffLimitCount", 3)), float(retry.get("backoffBaseSeconds", 60)),
-            float(retry.get("backoffMaxSeconds", 1800)))
-    return out
-
-
-class CapacityDriver(RacingCapacity):
+class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
                  log: Callable[[list[dict[str, Any]] | list[Event]], None], start: Callable[[str, float], None],
                  provisioning: dict[str, ProvisioningSettings], *, virtual: bool = False) -> None:
@@ -129,6 +101,7 @@ class CapacityDriver(RacingCapacity):
         self.attach(scheduler)
         self.cluster.start_with_initial_nodes(kernel.now())
         self.plan_expiry()
+        self.plan_host_failures(list(config.pools))
 
     def set_pools(self, pools: list[NodePoolSpec]) -> None:
         """The node pools changed (created, updated, deleted): keep the nodes of pools that remain; a new pool
@@ -140,6 +113,7 @@ class CapacityDriver(RacingCapacity):
         if added and self.cluster.start_with_initial_nodes(self._now(), added):
             self.plan_expiry()
             self._plan_scale_down()
+        self.plan_host_failures([p for p in pools if p.name in added])
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -297,29 +271,13 @@ class CapacityDriver(RacingCapacity):
         if old is not None and not placement.complete:
             # The old slice runs on: its pods go back where they were (it is finished, so its own groups are kept).
             self.cluster.bind(old, self.bound_groups.get(old, []), Placement(self.placements.get(old, {})), now)
-        if placement.unplaceable:
-            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+        if self._unschedulable(key, wl, placement):
             return
         if placement.complete and wl.parent:
             self._win(key, wl)
             return
         if placement.complete:
-            if old is not None:
-                del self.carried[key]
-                self._release(old)
-            self.cluster.bind(key, groups, placement, now)
-            self.bound_groups[key] = groups
-            self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
-            self.running.add(key)
-            self.started_at[key] = now
-            self._bill(key)
-            self.waiting_since.pop(key, None)
-            nodes = sorted({n for names in placement.bindings.values() for n in names})
-            wl.pending_reason = ""
-            pools = sorted({self.cluster.nodes[n].pool for n in nodes})
-            self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
-                       else "pods running", nodes=nodes)
-            self.start(key, now)
+            self._bind(key, wl, groups, placement, now)
             return
         booting: list[float] = []
         for pool_name, count in sorted(placement.missing.items()):
@@ -346,6 +304,38 @@ class CapacityDriver(RacingCapacity):
             return
         for ready in booting:
             self._later(ready, key, lambda: self.try_start(key))
+
+    def _unschedulable(self, key: str, wl: Workload, placement: Placement) -> bool:
+        """Whether no node can ever take a pod set (no pool matches it, or it is larger than its pool's maximum):
+        then the pods wait with the reason, as GKE's autoscaler does not scale up for them, and nothing is retried."""
+        if placement.unplaceable:
+            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+            return True
+        if placement.oversized:
+            why = "; ".join(placement.oversized.values())
+            self._note("Unschedulable", key, why)
+            wl.pending_reason = f"unschedulable: {why}"
+            return True
+        return False
+
+    def _bind(self, key: str, wl: Workload, groups: list[PodGroup], placement: Placement, now: float) -> None:
+        """Every pod has a node: bind them (a replacement slice takes over from the one it replaces) and start."""
+        old = self.carried.pop(key, None)
+        if old is not None:
+            self._release(old)
+        self.cluster.bind(key, groups, placement, now)
+        self.bound_groups[key] = groups
+        self.placements[key] = {k: list(v) for k, v in placement.bindings.items()}
+        self.running.add(key)
+        self.started_at[key] = now
+        self._bill(key)
+        self.waiting_since.pop(key, None)
+        nodes = sorted({n for names in placement.bindings.values() for n in names})
+        wl.pending_reason = ""
+        pools = sorted({self.cluster.nodes[n].pool for n in nodes})
+        self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
+                   else "pods running", nodes=nodes)
+        self.start(key, now)
 
     def _unavailable(self, key: str, wl: Workload, pool_name: str, why: str) -> None:
         now = self._now()
@@ -400,154 +390,3 @@ class CapacityDriver(RacingCapacity):
                        "reason": f"node pool {pool}: {len(gone)} idle node(s) removed", "pool": pool,
                        "nodes": self.cluster.pool_size(pool)}])
         self._plan_scale_down()
-
-    def plan_expiry(self) -> None:
-        expiry = self.cluster.next_expiry()
-        if expiry is not None:
-            self.kernel.schedule(expiry, self.expire, _CAPACITY)
-
-    def expire(self) -> None:
-        now = self._now()
-        gone: list[Node] = self.cluster.expired(now)
-        victims = sorted({key for node in gone for key in node.pods})
-        for pool in sorted({n.pool for n in gone}):
-            self.log([{"t": now, "event": "NodesExpired", "workload": "", "clusterQueue": "",
-                       "reason": f"node pool {pool}: flex-start nodes reached their maximum run duration",
-                       "pool": pool}])
-        for key in victims:
-            self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
-        self.plan_expiry()
-
-    def node_deleted(self, name: str) -> None:
-        """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM): the pods on
-        it are gone, so their workloads are evicted and requeued. A multi-host TPU slice works whole: its other
-        hosts go with it, as GKE repairs such a slice whole, so the pool has room for the slice the requeued job
-        gets next (new nodes after their boot time, or a fresh ProvisioningRequest)."""
-        node = self.cluster.nodes.pop(name, None)
-        if node is None:
-            return
-        now = self._now()
-        self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
-                   "reason": f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
-        lost = [node]
-        pool = self.cluster.pools.get(node.pool)
-        if pool is not None and pool.hosts_per_slice > 1:
-            rest = sorted((n for n in self.cluster.nodes.values() if n.slice_id == node.slice_id), key=lambda n: n.name)
-            for other in rest:
-                del self.cluster.nodes[other.name]
-            lost += rest
-            if rest:
-                self.log([{"t": now, "event": "SliceReleased", "workload": "", "clusterQueue": "",
-                           "reason": f"node pool {node.pool}: the TPU slice of node {name} lost a host; its other "
-                                     f"{len(rest)} node(s) are released with it", "pool": node.pool,
-                           "nodes": self.cluster.pool_size(node.pool)}])
-        for key in sorted({k for n in lost for k in n.pods}):
-            self.log(self.scheduler.evict(key, now, f"Node {name} was deleted: the workload's pods on it are gone",
-                                          "NodeLost"))
-        self._make_room()
-
-    # --- ProvisioningRequests ----------------------------------------------------------------------
-
-    def _request(self, key: str, check: str) -> None:
-        wl = self.scheduler.workloads[key]
-        settings = self.provisioning[check]
-        owner = self.scheduler.workloads.get(wl.parent) if wl.parent else wl
-        owner = owner if owner is not None else wl
-        attempt = self.attempts.get((owner.key, check), 0) + 1
-        self.attempts[(owner.key, check)] = attempt
-        name = f"{owner.name}-{check}-{attempt}"  # a variant's request is named for the workload it races for
-        groups = self.groups(wl, settings.managed or None)
-        now = self._now()
-        pools = {g.name: self.cluster.pool_for(g) for g in groups}
-        pool = next((p for p in pools.values() if p is not None), None)
-        self.requests[key] = (check, name, pool.name if pool is not None else "")
-        if pool is None:
-            # No pool modelled behind it: the request is provisioned at once.
-            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned", request=name,
-                       state="Provisioned")
-            self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
-            return
-        count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
-        old = self.carried.get(key)
-        if old is not None:  # a growing job asks only for what it adds: its running pods keep their nodes
-            count = max(0, count - sum(1 for n in self.cluster.nodes_of(old) if n.pool == pool.name))
-        delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name, now)
-        eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
-        eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Accepted: waiting for {count} "
-                   f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state="Accepted", eta=eta_at)
-        wl.pending_reason = f"waiting for ProvisioningRequest {name}{eta}"
-        if delay is None or delay >= PROVISIONING_EXPIRY:
-            self._later(now + PROVISIONING_EXPIRY, key,
-                        lambda: self._failed(key, check, name, "Expired", "capacity was not found within 7 days"))
-        else:
-            self._later(now + delay, key, lambda: self._provision(key, check, name, pool.name, count))
-
-    def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
-        now = self._now()
-        created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
-        spec = self.cluster.pools[pool]
-        at_maximum = spec.autoscaling and self.cluster.pool_size(pool) + count > spec.max_nodes
-        if count and not created and self.config.fallback and at_maximum:
-            self._wait_for_room(key, check, name, pool, count, why)
-            return
-        if count and not created:
-            self._failed(key, check, name, "CapacityNotFound", why)
-            return
-        self.plan_expiry()
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
-                   f"in {pool}", request=name, state="Provisioned", pool=pool)
-        slices = {n.slice_id for n in created}
-        self._later(now + BOOKING, key, lambda: self._booking_check(key, check, name, slices))
-        revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
-        if revoke is not None:
-            self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), _CAPACITY)
-        updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
-                            "autoscaling.x-k8s.io/provisioning-class-name": self.provisioning[check].provisioning_class}
-                   for g in self.groups(self.scheduler.workloads[key], self.provisioning[check].managed or None)}
-        self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
-                                          pod_set_updates=updates))
-
-    def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
-        """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""
-        unused = [n for n in self.cluster.nodes.values() if n.slice_id in slices and n.booked_for == key]
-        if not unused or key in self.running:
-            return
-        for node in unused:
-            del self.cluster.nodes[node.name]
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} BookingExpired: its pods did not use "
-                   f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
-                   state="BookingExpired")
-        self._failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
-
-    def _revoke(self, key: str, name: str, slices: set[str]) -> None:
-        """The cloud takes the provisioned capacity back (CapacityRevoked): its workload is evicted and requeued."""
-        gone = [n for n in self.cluster.nodes.values() if n.slice_id in slices]
-        if not gone:
-            return
-        victims = sorted({w for n in gone for w in n.pods})
-        for node in gone:
-            del self.cluster.nodes[node.name]
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
-                   "taken back by the cloud", request=name, state="CapacityRevoked")
-        for victim in victims:
-            self.log(self.scheduler.evict(victim, self._now(), f"ProvisioningRequest {name}: capacity revoked",
-                                          "CapacityRevoked"))
-
-    def _failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False) -> None:
-        now = self._now()
-        failures = self.failures.get((key, check), 0) + 1
-        self.failures[(key, check)] = failures
-        settings = self.provisioning[check]
-        if not noted:
-            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
-                       request=name, state="Failed")
-        if failures > settings.backoff_limit:
-            self.log(self.scheduler.set_check(
-                key, check, CheckState.REJECTED, now,
-                f"{name} failed ({reason}) after {settings.backoff_limit} retries"))
-            return
-        delay = settings.backoff(failures)
-        self.log(self.scheduler.set_check(key, check, CheckState.RETRY, now, f"{name} failed ({reason}); retry "
-                                          f"{failures} of {settings.backoff_limit} in {format_seconds(delay)}",
-                                          retry_after=delay))

@@ -566,6 +566,7 @@ def server(
     from flexq.server.listen import ListenError, plan_listeners
     from flexq.server.run import StoreOptionError, serve
     from flexq.sim.scenario import load_capacity
+    from flexq.store import StoreUnavailable
 
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
@@ -581,7 +582,7 @@ def server(
         config = load_capacity(capacity) if capacity is not None else None
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
               lease_duration=lease)
-    except (ListenError, StoreOptionError) as exc:
+    except (ListenError, StoreOptionError, StoreUnavailable) as exc:  # the store refusing its first writes
         raise CliError(f"error: {exc}") from None
 
 

@@ -32,6 +32,8 @@ __all__ = ["LiveCapacity", "LiveTimers"]
 
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
+_POOL_EVENTS: Final = ("NodeDeleted", "SliceRepaired", "SliceReleased")
+"""What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
 
 
 @dataclass(order=True)
@@ -86,6 +88,9 @@ class LiveCapacity:
         """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
         self.driver: CapacityDriver | None = None
         self.notes: list[dict[str, Any]] = []
+        self._sent: list[dict[str, Any]] = []
+        """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
+        store.subscribe(lambda _changes: self._sent.clear())
 
     def configure(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         pools = []
@@ -135,8 +140,13 @@ class LiveCapacity:
         """Workloads whose story the notes since the last write changed."""
         return {str(n.get("workload")) for n in self.notes if n.get("workload")}
 
+    def unwritten(self) -> None:
+        """The store refused the step that wrote the last notes: they are written with the next."""
+        self.notes, self._sent = self._sent + self.notes, []
+
     def write(self) -> None:
         notes, self.notes = self.notes, []
+        self._sent = notes
         if self.driver is None and not notes:
             return
         with self.store.transaction():
@@ -161,6 +171,11 @@ class LiveCapacity:
         if workload is not None:
             record_event(self.store, workload, event, str(note.get("reason", "")),
                          type="Warning" if warning else "Normal", component=_COMPONENT)
+        elif event in _POOL_EVENTS:
+            with contextlib.suppress(NotFound):
+                pool = self.store.get(Key("flexq.dev", "nodepools", "", str(note.get("pool", ""))))
+                record_event(self.store, pool, event, str(note.get("reason", "")),
+                             type="Warning" if warning else "Normal", component=_COMPONENT)
         if event == "ProvisioningRequest" and workload is not None:
             self._provisioning_request(workload, note)
 

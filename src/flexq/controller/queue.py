@@ -65,7 +65,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, record_event, rfc3339
+from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, StoreUnavailable, record_event, rfc3339
 
 __all__ = ["QueueController"]
 
@@ -103,6 +103,8 @@ class QueueController:
         self._pending_events: list[Event] = []
         self._after_write: list[Callable[[], None]] = []
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
+        self._unwritten = 0.0
+        """When the store refused a step's writes: not before then (a second on) the state is read back."""
         self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
                                      capacity or CapacityConfig((), EmulatedCloud()), clock, self._log,
                                      self._run_workload)
@@ -124,8 +126,6 @@ class QueueController:
         self._counts = QueueCounts(self.store, clock.now)
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
-        self._stale = False
-        """A sync failed: what the scheduler holds may be ahead of the store, so it is read afresh."""
         self.store.subscribe(lambda _changes: self._wake.set())
 
     # --- running -----------------------------------------------------------------------------------
@@ -185,6 +185,8 @@ class QueueController:
             timeout = min(timeout, max(0.02, self._counts.due_in()))
             if self._reconfigure_due:
                 timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
+            if self._unwritten:
+                timeout = min(timeout, max(0.02, self._unwritten - self.clock.now()))
             # Changes that came in during the last step are handled at once; the first change after a quiet
             # spell waits a moment for those that follow it.
             if not self._wake.is_set() and self._wake.wait(timeout):
@@ -192,25 +194,7 @@ class QueueController:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            try:
-                if self._stale:
-                    self._forget()
-                else:
-                    self.sync()
-            except Exception:
-                # Kueue's assume / forget: a decision whose write failed must not live on in memory only.
-                log.exception("queue controller sync failed: reading the stored state afresh")
-                self._stale = True
-                self._stop.wait(FORGET_RETRY)
-
-    def _forget(self) -> None:
-        """Drop what the scheduler decided but the store does not hold: read everything afresh from the store
-        (the stored state is the truth), as at a start."""
-        self._after_write.clear()
-        with self.store.batch():
-            self.resync()
-        self._stale = False
-        self.sync()
+            self.sync()
 
     # --- reading the store ---------------------------------------------------------------------------
 
@@ -271,6 +255,17 @@ class QueueController:
                         self._job_modified(resolve(kind), job)
             self._log(self.pods.resync())
             driver = self.capacity.driver
+            if driver is not None and self._unwritten:  # after a refused step, the driver's starts as stored
+                for key in sorted(driver.running):
+                    stored = self.scheduler.workloads.get(key)
+                    if stored is None or stored.state is not WorkloadState.ADMITTED:
+                        driver.release(key)  # its admission was never written: it starts when admitted again
+                    else:
+                        self._run_workload(key, self.clock.now())  # its job's start may have been dropped
+            elif self._unwritten:  # no capacity modelled: admitted jobs start on admission, and a start may be lost
+                for wl in list(self.scheduler.workloads.values()):
+                    if wl.state is WorkloadState.ADMITTED:
+                        self._run_workload(wl.key, self.clock.now())  # a running job is left as it is
             if driver is not None:
                 for wl in list(self.scheduler.workloads.values()):
                     if wl.state is WorkloadState.ADMITTED:
@@ -283,12 +278,29 @@ class QueueController:
         as one batch). A cursor that fell behind the change log's window starts over from a full read."""
         try:
             try:
+                if self._unwritten and self.clock.now() < self._unwritten:
+                    return
                 with self.store.batch():
-                    self._sync()
+                    if self._unwritten:
+                        self.resync()
+                    else:
+                        self._sync()
+                self._unwritten = 0.0
             except Gone:
                 log.warning("the queue controller fell behind the change log: reading everything afresh")
                 with self.store.batch():
                     self.resync()
+        except Exception as exc:
+            # Kueue's assume / forget: nothing decided in a step whose writes failed acts outside (no job started or
+            # stopped), and what the scheduler holds is read back from the store (resync) and decided again.
+            if isinstance(exc, StoreUnavailable):
+                log.warning("the queue controller's writes were refused, it reads its state back and tries again: "
+                            "%s", exc)
+            else:
+                log.exception("queue controller sync failed: it reads its state back from the store")
+            self._after_write.clear()
+            self.capacity.unwritten()
+            self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
             actions, self._after_write = self._after_write, []
             for action in actions:

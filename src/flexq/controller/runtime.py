@@ -12,19 +12,22 @@ import logging
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
-from flexq.store import BaseStore, Key, NotFound, record_event
+from flexq.store import BaseStore, Key, NotFound, StoreUnavailable, record_event
 
 __all__ = ["RayRuntime"]
 
 log = logging.getLogger("flexq.runtime")
 
 LOST_MESSAGE = "the job's Ray cluster was lost while the server was down: its head no longer ran"
+
+STATUS_RETRY: Final = 2.0
+"""Seconds before a status the store refused is written again."""
 
 
 class RayRuntime:
@@ -40,6 +43,9 @@ class RayRuntime:
         self.clusters = RayClusterRuntime(store, home)
         """The users' own RayClusters."""
         self._lock = threading.Lock()
+        self._unwritten: dict[Key, dict[str, Any]] = {}
+        """Status fields the store refused (disk full, locked), written with the next status or a retry."""
+        self._retrying: set[Key] = set()
 
     @staticmethod
     def key(namespace: str, name: str) -> Key:
@@ -249,6 +255,7 @@ class RayRuntime:
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:
         key = self.key(namespace, name)
+        fields = {**self._unwritten.pop(key, {}), **fields}
         try:
             with self.store.transaction():
                 job = self.store.get(key)
@@ -263,3 +270,17 @@ class RayRuntime:
                                  type="Normal" if verdict == "SUCCEEDED" else "Warning", component="flexq-runtime")
         except NotFound:
             log.info("RayJob %s/%s is gone; its status is dropped", namespace, name)
+        except StoreUnavailable as exc:  # the job runs on; its status is written once the store takes writes
+            self._unwritten[key] = fields
+            if key not in self._retrying:
+                self._retrying.add(key)
+                log.warning("RayJob %s/%s: its status is written again in %gs: %s", namespace, name, STATUS_RETRY,
+                            exc)
+                retry = threading.Timer(STATUS_RETRY, self._retry_status, (namespace, name, publish))
+                retry.daemon = True
+                retry.start()
+
+    def _retry_status(self, namespace: str, name: str, publish: bool) -> None:
+        self._retrying.discard(self.key(namespace, name))
+        if self.key(namespace, name) in self._unwritten:
+            self._status(namespace, name, {}, publish)

@@ -211,7 +211,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
             if refused is not None:
                 return JSONResponse(status_body(403, "Forbidden", refused), 403)
             fields = FieldCheck(body.fieldValidation)
-            outcomes = service.apply(docs, body.namespace, fields)
+            outcomes = await asyncio.to_thread(service.apply, docs, body.namespace, fields)
         except (InvalidObject, InputError, BadRequest) as exc:
             response = error_response(exc)
             code = response.status_code

@@ -10,7 +10,7 @@ from flexq.api.errors import ApiError, InputError, InvalidObject
 from flexq.api.kinds import KindInfo, UnknownKind
 from flexq.objects.selectors import SelectorError
 from flexq.objects.service import BadRequest
-from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError
+from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable
 
 __all__ = ["error_response", "status_body"]
 
@@ -65,6 +65,13 @@ def error_response(exc: Exception, info: KindInfo | None = None, name: str = "")
         return JSONResponse(status_body(409, "Conflict", msg, details), status_code=409)
     if isinstance(exc, Gone):
         return JSONResponse(status_body(410, "Expired", str(exc)), status_code=410)
+    if isinstance(exc, StoreUnavailable):
+        # The write was refused whole (disk full, database locked): the server still serves reads; try again.
+        retry = 1 if exc.reason == "Locked" else 10
+        body = status_body(503, "ServiceUnavailable", str(exc),
+                           {**details, "retryAfterSeconds": retry, "causes": [{"reason": exc.reason,
+                                                                               "message": str(exc)}]})
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(retry)})
     if isinstance(exc, BadRequest):
         return JSONResponse(status_body(exc.code, exc.reason, exc.message, details or None), status_code=exc.code)
     if isinstance(exc, SelectorError | UnknownKind):

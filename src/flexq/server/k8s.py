@@ -6,6 +6,7 @@ so that the real kubectl works against flexq unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -157,12 +158,14 @@ class KubeApi:
             return self._respond(request, t, obj)
         if method == "POST" and t.name is None:
             body = _object(await _body(request))
-            obj = self.service.create(t.info, t.namespace, body, t.version, dry_run=dry_run, fields=fields)
+            # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
+            obj = await asyncio.to_thread(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
+                                          fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
             body = _object(await _body(request))
-            obj = self.service.replace(t.info, t.namespace, t.name, body, t.version,
-                                       subresource=t.subresource, dry_run=dry_run, fields=fields)
+            obj = await asyncio.to_thread(self.service.replace, t.info, t.namespace, t.name, body, t.version,
+                                          subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "PATCH" and t.name is not None:
             kind = request.headers.get("content-type", "").split(";")[0].strip()
@@ -172,19 +175,21 @@ class KubeApi:
             if kind == "application/apply-patch+yaml":
                 return await self._server_side_apply(request, t, fields)
             body = await _body(request)
-            obj = self.service.patch(t.info, t.namespace, t.name, kind, body, t.version,
-                                     subresource=t.subresource, dry_run=dry_run, fields=fields)
+            obj = await asyncio.to_thread(self.service.patch, t.info, t.namespace, t.name, kind, body, t.version,
+                                          subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "DELETE":
             if t.name is None:
                 items, _ = self.service.list_objects(t.info, t.namespace, t.version,
                                              labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
                 for item in items:
-                    self.service.delete(t.info, item["metadata"].get("namespace"), item["metadata"]["name"])
+                    await asyncio.to_thread(self.service.delete, t.info, item["metadata"].get("namespace"),
+                                            item["metadata"]["name"])
                 return JSONResponse(_list_body(t, items, str(self.service.store.current_rv())))
             options = await _body(request, optional=True) or {}
             rv = (options.get("preconditions") or {}).get("resourceVersion")
-            obj = self.service.delete(t.info, t.namespace, t.name, t.version, resource_version=rv)
+            obj = await asyncio.to_thread(self.service.delete, t.info, t.namespace, t.name, t.version,
+                                          resource_version=rv)
             return self._respond(request, t, obj)
         return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
                             status_code=405)
@@ -250,10 +255,10 @@ class KubeApi:
             self.service.get(t.info, t.namespace, t.name, t.version)
         except Exception:
             body.setdefault("metadata", {})["name"] = t.name
-            return self._respond(request, t, self.service.create(t.info, t.namespace, body, t.version,
-                                                                 fields=fields), 201)
-        obj = self.service.patch(t.info, t.namespace, t.name, "application/merge-patch+json", body, t.version,
-                                 subresource=t.subresource, fields=fields)
+            return self._respond(request, t, await asyncio.to_thread(self.service.create, t.info, t.namespace, body,
+                                                                     t.version, fields=fields), 201)
+        obj = await asyncio.to_thread(self.service.patch, t.info, t.namespace, t.name, "application/merge-patch+json",
+                                      body, t.version, subresource=t.subresource, fields=fields)
         return self._respond(request, t, obj)
 
     # --- responses ---------------------------------------------------------------------------------

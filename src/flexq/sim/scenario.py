@@ -147,6 +147,7 @@ class _Cloud(_Model):
     queuedDelay: Duration | Literal["never"] | dict[StrictStr, Any] = 0
     queuedDelayTrace: list[_DelayPoint] | None = None
     revokeAfter: Duration | None = None
+    hostFailures: list[Duration] | None = None
 
 
 class _Capacity(_Model):
@@ -399,6 +400,7 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity", until:
                                 None if p.delay == "never" else _duration(p.delay, doc, f"{where}.queuedDelayTrace"))
                                for p in c.queuedDelayTrace or []),
             revoke_after=_duration(c.revokeAfter, doc, f"{where}.revokeAfter") if c.revokeAfter is not None else None,
+            host_failures=tuple(_duration(t, doc, f"{where}.hostFailures") for t in c.hostFailures or []),
         )
     return CapacityConfig(
         tuple(pools), EmulatedCloud(specs, raw.seed),

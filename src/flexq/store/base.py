@@ -8,6 +8,8 @@ not at all; :meth:`BaseStore.batch` groups the transactions of one caller into o
 whole or not at all). The newest changes are also kept in memory (:mod:`flexq.store.window`), and the log
 keeps a window of ``history`` changes, as etcd compacts its own: a reader resuming from a compacted
 resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists again).
+A write the database refuses (disk full, locked by another process: :mod:`flexq.store.faults`) is undone
+whole and raises :class:`StoreUnavailable`; reads go on.
 
 The store knows nothing of kinds: validation and defaulting happen above it. It owns the fields the
 API server owns: ``uid``, ``resourceVersion``, ``generation`` (bumped when anything but metadata and
@@ -21,6 +23,7 @@ the order they are given out, without gaps.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -31,7 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from flexq.store.codec import dumps, loads
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound
+from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
 from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
@@ -101,6 +104,10 @@ class BaseStore:
         self._history = history
         self._unpruned = 0
         self._compacted = 0
+        self._lost = False
+        """The database rolled an open batch back whole (its earlier transactions too): the batch must say so."""
+        self._where = "the store"
+        """Where the store is, as its errors name it."""
 
     def close(self) -> None:
         raise NotImplementedError
@@ -123,6 +130,15 @@ class BaseStore:
         """``step``: "begin", "undo" (roll back to the savepoint) or "release". At "begin" the batch holds
         finished transactions only: a back end may commit them first (as :meth:`breathe` does)."""
         raise NotImplementedError
+
+    def _in_transaction(self) -> bool:
+        """Whether a transaction is open: a database may roll one back on its own (SQLite on a full disk)."""
+        return True
+
+    def _refusal(self, exc: BaseException) -> StoreUnavailable | None:
+        """``exc`` as :class:`StoreUnavailable` where it is the database refusing a write (full, locked, I/O),
+        None where it is anything else."""
+        return None
 
     def _counter(self, name: str) -> int | None:
         raise NotImplementedError
@@ -182,25 +198,39 @@ class BaseStore:
             if outer:
                 self._begin()
             elif savepoint:
+                if not self._in_transaction():  # the database rolled the batch back: it goes on in a new one
+                    self._begin()
                 self._savepoint("begin")
             mark = len(self._pending)
             self._depth += 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth -= 1
-                if outer:
-                    self._undo()
-                    self._pending.clear()
-                elif savepoint:
-                    self._savepoint("undo")
-                    del self._pending[mark:]
+                if outer or savepoint:
+                    self._rollback(savepoint, mark)
+                refusal = self._refusal(exc)
+                if refusal is not None:
+                    raise refusal from exc
                 raise
             self._depth -= 1
             if outer:
                 self._commit()
             elif savepoint:
                 self._savepoint("release")
+
+    def _rollback(self, savepoint: bool, mark: int) -> None:
+        """Undo a failed transaction: all of it, or (directly inside a batch) its savepoint. The database may
+        have rolled the whole transaction back itself (a full disk, an I/O error): then a batch's earlier
+        transactions went too, and the batch says so at its end."""
+        if not savepoint or not self._in_transaction():
+            if self._in_transaction():
+                self._undo()
+            self._pending.clear()
+            self._lost = self._lost or savepoint
+            return
+        self._savepoint("undo")
+        del self._pending[mark:]
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -220,7 +250,11 @@ class BaseStore:
                 yield
             finally:
                 self._depth, self._batching = 0, False
+                lost, self._lost = self._lost, False
                 self._commit()
+                if lost:
+                    raise StoreUnavailable(f"the store could not write ({self._where}): the database undid this "
+                                           "batch's earlier writes with a failed one", "WriteFailed")
 
     def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
         """In a long batch, between its transactions: commit what the batch holds and let other threads in
@@ -247,14 +281,30 @@ class BaseStore:
         self._batch_began = time.monotonic()
 
     def _commit(self) -> None:
-        self._end()
+        """Commit the open transaction (if the database has not rolled it back) and publish its changes; a
+        refused commit is undone whole and raises :class:`StoreUnavailable`."""
+        try:
+            if not self._in_transaction() and self._pending:
+                raise StoreUnavailable(f"the store could not write ({self._where}): the database rolled the "
+                                       "transaction back", "WriteFailed")
+            if self._in_transaction():
+                self._end()
+        except Exception as exc:
+            refusal = exc if isinstance(exc, StoreUnavailable) else self._refusal(exc)
+            if refusal is None:
+                raise
+            if self._in_transaction():
+                self._undo()
+            self._pending.clear()
+            raise refusal from exc
         committed, self._pending = self._pending, []
         if not committed:
             return
         self._unpruned += len(committed)
         if self._unpruned >= max(1000, self._history // 10):
-            self._unpruned = 0
-            self.compact(self._history)
+            with contextlib.suppress(StoreUnavailable):  # compacted at a later commit
+                self.compact(self._history)
+                self._unpruned = 0
         self._publish(committed)
 
     def timestamp(self) -> str:

@@ -6,14 +6,15 @@
     ├── NotFound        no object under that key
     ├── AlreadyExists   create of a key that is taken
     ├── Conflict        update with a stale resourceVersion
-    └── Gone            a watch asked to resume from a change that was compacted away
+    ├── Gone            a watch asked to resume from a change that was compacted away
+    └── StoreUnavailable  a write the database refused: the disk is full, or another process holds its lock
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "StoreError"]
+__all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "StoreError", "StoreUnavailable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +64,12 @@ class Gone(StoreError):
         self.since = since
         self.oldest = oldest
         super().__init__(f"too old resource version: {since} ({oldest})")
+
+
+class StoreUnavailable(StoreError):
+    """A write the database refused (``reason``: ``DiskFull``, ``Locked`` or ``WriteFailed``): nothing of it was
+    kept, what was committed before is intact and still readable; the write may be tried again later."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(message)

@@ -1,7 +1,9 @@
 """The durable object store on SQLite in WAL mode: one file, one server (the default).
 
 What the store does is :mod:`flexq.store.base`'s; this module holds SQLite's statements. A write transaction
-is ``BEGIN IMMEDIATE``: it takes SQLite's write lock at once, so writers never interleave.
+is ``BEGIN IMMEDIATE``: it takes SQLite's write lock at once, so writers never interleave. A write the database
+refuses (disk full, locked by another process) is undone whole and raises :class:`StoreUnavailable`
+(:mod:`flexq.store.faults`); reads go on.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from datetime import datetime
 from pathlib import Path
 
 from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow, rfc3339
-from flexq.store.errors import Key
+from flexq.store.errors import Key, StoreUnavailable
+from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
 
@@ -44,17 +47,24 @@ class Store(BaseStore):
         now: Callable[[], datetime] = _utcnow,
         new_uid: Callable[[], str] = _new_uid,
         history: int = 50_000,
+        busy: float = 5.0,
     ) -> None:
         """``history``: how many of the newest changes the log keeps (older ones are compacted away once
-        a tenth as many more were written)."""
+        a tenth as many more were written); ``busy``: how long a write waits for another process's lock."""
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.OperationalError as exc:  # locked by another process, or no room for the schema
+            self._db.close()
+            raise unavailable(exc, str(path), busy) from exc
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         super().__init__(now=now, new_uid=new_uid, history=history)
+        self._where, self._busy = str(path), busy
         self._compacted = self._counter("compacted") or 0
 
     def close(self) -> None:
@@ -64,7 +74,15 @@ class Store(BaseStore):
     # --- transactions ------------------------------------------------------------------------------
 
     def _begin(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        begin(self._db, self._lock, self._busy, self._where)
+
+    def _in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    def _refusal(self, exc: BaseException) -> StoreUnavailable | None:
+        if isinstance(exc, sqlite3.Error) and refused(exc):
+            return unavailable(exc, self._where, self._busy)
+        return None
 
     def _end(self) -> None:
         self._db.execute("COMMIT")

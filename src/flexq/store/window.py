@@ -4,7 +4,7 @@ Every change committed since the store was opened is appended in resourceVersion
 dropped once more than ``size`` are kept (trimmed in halves, so that appending stays cheap). A reader
 asking for the changes after ``since`` is served from here when the window holds every change after
 ``since``; otherwise the store reads its table. Bodies are kept as stored text and parsed by each reader
-on its own (:class:`~flexq.store.sqlite.Change` parses lazily), so no reader sees another's mutations.
+on its own (:class:`~flexq.store.base.Change` parses lazily), so no reader sees another's mutations.
 """
 
 from __future__ import annotations
@@ -71,12 +71,14 @@ class Gate:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.waiting = 0
+        self.held = 0
+        """How many times its owner holds it (meaningful to the owner alone)."""
 
     def __enter__(self) -> None:
         self.acquire()
 
     def __exit__(self, *_: object) -> None:
-        self._lock.release()
+        self.release()
 
     def acquire(self) -> None:
         if not self._lock.acquire(blocking=False):
@@ -85,6 +87,8 @@ class Gate:
                 self._lock.acquire()
             finally:
                 self.waiting -= 1
+        self.held += 1
 
     def release(self) -> None:
+        self.held -= 1
         self._lock.release()

@@ -1,0 +1,122 @@
+"""Nodes lost in the capacity driver: flex-start expiry, a node deleted from outside, a TPU slice repaired.
+
+:class:`NodeLoss` is mixed into :class:`~flexq.capacity.driver.CapacityDriver`. The workloads whose pods were on a
+lost node are evicted and requeued. A multi-host TPU slice is atomic (its hosts are recovered together, never one by
+one), so a lost host costs the whole slice:
+
+- in a pool of on-demand, flex-start or reserved capacity, GKE's node auto-repair recreates the slice: its hosts
+  come back under their names, empty, ready after the pool's boot time (``SliceRepaired``), and the requeued job
+  starts there again; if the cloud has no capacity for it then (a stock-out), the slice is released instead;
+- in a queued-provisioning (DWS) pool the capacity was the ProvisioningRequest's: the slice is released whole
+  (``SliceReleased``) and the requeued job asks for a new one.
+
+The cloud's ``hostFailures`` (times from its origin) make a host of a pool fail, in the simulator and the live server
+alike: the first node (by name) of a slice in use, else of the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flexq.capacity.cluster import Cluster
+from flexq.capacity.pools import Node, NodePoolSpec
+from flexq.capacity.provisioning import CAPACITY_PRIORITY, Timers
+from flexq.durations import format_seconds
+from flexq.scheduler.events import Event
+from flexq.scheduler.scheduler import Scheduler
+
+__all__ = ["NodeLoss"]
+
+
+class NodeLoss:
+    """Lost nodes in the capacity driver (a mixin: the driver provides what is declared here)."""
+
+    cluster: Cluster
+    scheduler: Scheduler
+    kernel: Timers
+    log: Callable[[list[dict[str, Any]] | list[Event]], None]
+    _virtual: bool
+
+    if TYPE_CHECKING:
+        def _now(self) -> float: ...
+
+        def _make_room(self) -> None: ...
+
+        def _plan_scale_down(self) -> None: ...
+
+    def plan_expiry(self) -> None:
+        expiry = self.cluster.next_expiry()
+        if expiry is not None:
+            self.kernel.schedule(expiry, self.expire, CAPACITY_PRIORITY)
+
+    def expire(self) -> None:
+        now = self._now()
+        gone: list[Node] = self.cluster.expired(now)
+        victims = sorted({key for node in gone for key in node.pods})
+        for pool in sorted({n.pool for n in gone}):
+            self.log([{"t": now, "event": "NodesExpired", "workload": "", "clusterQueue": "",
+                       "reason": f"node pool {pool}: flex-start nodes reached their maximum run duration",
+                       "pool": pool}])
+        for key in victims:
+            self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
+        self.plan_expiry()
+
+    def plan_host_failures(self, pools: list[NodePoolSpec]) -> None:
+        """Schedule the cloud's ``hostFailures`` of ``pools`` (those still to come)."""
+        cloud, now = self.cluster.cloud, self._now()
+        for pool in pools:
+            for at in cloud.spec(pool.name, pool.machine.name).host_failures:
+                if cloud.origin + at >= now:
+                    self.kernel.schedule(cloud.origin + at, lambda p=pool.name: self.host_failure(p),  # type: ignore[misc]
+                                         CAPACITY_PRIORITY)
+
+    def host_failure(self, pool: str) -> None:
+        """A host of ``pool`` fails: the first node (by name) of a slice in use, else of the pool, is lost."""
+        nodes = sorted((n for n in self.cluster.nodes.values() if n.pool == pool), key=lambda n: (not n.pods, n.name))
+        if nodes:
+            self.node_deleted(nodes[0].name, f"host {nodes[0].name} of pool {pool} failed")
+
+    def node_deleted(self, name: str, why: str = "") -> None:
+        """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM) or its host
+        failed: the pods on it are gone, so their workloads are evicted and requeued. A multi-host TPU slice is
+        repaired or released whole (see the module's description)."""
+        node = self.cluster.nodes.pop(name, None)
+        if node is None:
+            return
+        now = self._now()
+        self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
+                   "reason": why or f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
+        rest = sorted((n for n in self.cluster.nodes.values() if n.slice_id == node.slice_id), key=lambda n: n.name)
+        pool = self.cluster.pools.get(node.pool)
+        multi_host = pool is not None and pool.hosts_per_slice > 1
+        victims = sorted({k for n in [node, *rest] for k in n.pods} if multi_host else node.pods)
+        if pool is not None and multi_host:
+            self._lose_slice(node, rest, pool, now)
+        reason = why or f"Node {name} was deleted"
+        for key in victims:
+            self.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
+        self._make_room()
+
+    def _lose_slice(self, lost: Node, rest: list[Node], pool: NodePoolSpec, now: float) -> None:
+        """The other hosts of ``lost``'s slice go with it; the slice is recreated when the pool is not DWS's and
+        the cloud has the machines."""
+        for other in rest:
+            del self.cluster.nodes[other.name]
+        hosts = len(rest) + 1
+        obtainable = self.cluster.cloud.obtainable(pool.name, pool.machine.name, now)
+        if not pool.queued_provisioning and self.cluster.pool_size(pool.name) + hosts <= obtainable:
+            fresh = self.cluster.recreate([lost, *rest], now)
+            ready = max(n.ready_at for n in fresh)
+            when = f"t={format_seconds(ready)}" if self._virtual else f"in {format_seconds(ready - now)}"
+            self.log([{"t": now, "event": "SliceRepaired", "workload": "", "clusterQueue": "",
+                       "reason": f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its "
+                                 f"{hosts} node(s) are recreated, ready {when}", "pool": pool.name,
+                       "nodes": self.cluster.pool_size(pool.name)}])
+            self.plan_expiry()
+            self._plan_scale_down()
+        elif rest:
+            self.log([{"t": now, "event": "SliceReleased", "workload": "", "clusterQueue": "",
+                       "reason": f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its other "
+                                 f"{len(rest)} node(s) are released with it", "pool": pool.name,
+                       "nodes": self.cluster.pool_size(pool.name)}])

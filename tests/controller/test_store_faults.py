@@ -1,0 +1,204 @@
+"""The live server when its store refuses writes: a full disk under FLEXQ_HOME, the database locked by another
+process. Writes answer 503 with the cause, the CLI says it without a traceback, reads go on, the controller reads
+its state back and decides again once writes work, and the database passes ``PRAGMA integrity_check``."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server, guide_text, start_server
+from tests.controller.test_live import _cond, _eventually, _workloads
+from tests.controller.test_live_capacity import _run, guide_setup
+from tests.store.test_faults import _fill
+
+CAPACITY = """cloud:
+  on-demand-pool: {available: 4, bootTime: 8s}
+  dws-pool: {queuedDelay: never}
+  default-pool: {bootTime: 0s}
+"""
+JOB = "rayjob-tpu-v6e-dws-1"
+
+
+def _stop(srv: Server) -> str:
+    """Stop the server; return what it logged."""
+    srv.process.terminate()
+    try:
+        srv.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        srv.process.kill()
+        srv.process.wait()
+    assert srv.process.stderr is not None
+    log = srv.process.stderr.read().decode()
+    srv.process.stderr.close()
+    return log
+
+
+def _intact(home: Path) -> None:
+    with sqlite3.connect(home / "flexq.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def _events(srv: Server) -> list[dict[str, Any]]:
+    return list(httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
+
+
+def _started(srv: Server) -> None:
+    """The job's pods were bound to nodes (the Event on its workload says so)."""
+    name = _workloads(srv)[JOB]["metadata"]["name"]
+    assert [e for e in _events(srv) if e["reason"] == "Started" and e["involvedObject"]["name"] == name]
+
+
+def _refused(srv: Server, cause: str) -> None:
+    """A write through the API and one through the CLI are refused with ``cause``; reads are served."""
+    made = httpx.post(srv.url + "/api/v1/namespaces/default/configmaps", timeout=30,
+                      json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "refused"}})
+    assert made.status_code == 503, made.text
+    status = made.json()
+    assert status["kind"] == "Status" and status["reason"] == "ServiceUnavailable"
+    assert status["message"].startswith(f"the store could not write: {cause}")
+    cli = _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="2"))
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr
+    assert f"Error from server (ServiceUnavailable): the store could not write: {cause}" in cli.stderr
+    assert JOB in _workloads(srv)
+    assert httpx.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/" + JOB).status_code == 200
+    assert _run(srv, "get", "clusterqueues").returncode == 0
+
+
+@pytest.fixture
+def small_home(tmp_path: Path) -> Iterator[Path]:
+    """FLEXQ_HOME on an 8 MiB tmpfs (root only): a disk that really fills up."""
+    home = tmp_path / "home"
+    home.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(home)], capture_output=True,
+                          check=False)
+    if made.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root); tests/store/test_faults.py covers a full database")
+    try:
+        yield home
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+def test_a_full_disk_refuses_writes_and_the_controller_catches_up_once_space_is_freed(
+        tmp_path: Path, small_home: Path) -> None:
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY)
+    srv = start_server(small_home, "--capacity", str(capacity))
+    log = ""
+    try:
+        guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
+
+        def booting() -> None:
+            assert any(e["reason"] == "ScaledUp" for e in _events(srv))
+
+        _eventually(booting)
+        filler = small_home / "filler"
+        stat = os.statvfs(small_home)
+        filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize))
+        _refused(srv, "database or disk is full")
+        time.sleep(9)  # the nodes are ready now: the controller's start of the job is refused
+        with pytest.raises(AssertionError):
+            _started(srv)  # nothing refused is shown as done
+        filler.unlink()
+        _eventually(lambda: _started(srv), timeout=20)
+        assert _cond(_workloads(srv)[JOB], "Admitted") == "True"
+        assert httpx.post(srv.url + "/api/v1/namespaces/default/configmaps", json={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}}).status_code == 201
+    finally:
+        log = _stop(srv)
+    assert "writes were refused, it reads its state back" in log and "Traceback" not in log
+    _intact(small_home)
+
+
+_HOLDER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.read()  # until the test closes it
+db.execute("ROLLBACK")
+"""
+
+
+def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp_path: Path) -> None:
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY.replace("bootTime: 8s", "bootTime: 0s"))
+    home = tmp_path / "home"
+    srv = start_server(home, "--capacity", str(capacity))
+    try:
+        guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
+        _eventually(lambda: _started(srv))
+        holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(home / "flexq.db")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        began = time.monotonic()
+        errors: list[BaseException] = []
+
+        def refuse() -> None:
+            try:
+                _refused(srv, "database is locked")
+            except BaseException as exc:  # told in the test's thread
+                errors.append(exc)
+
+        waiting = threading.Thread(target=refuse)
+        waiting.start()  # its writes wait for the lock (5 s each), then are refused
+        slowest, reads = 0.0, 0
+        while waiting.is_alive():
+            t = time.monotonic()
+            assert httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", timeout=5).status_code == 200
+            slowest, reads = max(slowest, time.monotonic() - t), reads + 1
+            time.sleep(0.05)
+        waiting.join()
+        assert not errors, errors
+        assert time.monotonic() - began >= 10 and reads > 20, "each write waited for the lock (5 s), then was refused"
+        assert slowest < 2.5, "reads are served while writes wait for the lock"
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=20)
+        holder.stdout.close()
+        applied = _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="2"))
+        assert applied.returncode == 0, applied.stderr
+        _eventually(lambda: _workloads(srv)["rayjob-tpu-v6e-dws-2"])
+    finally:
+        log = _stop(srv)
+    assert "Traceback" not in log
+    _intact(home)
+
+
+def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from flexq.controller import runtime as runtime_module
+    from flexq.store import Key, Store
+
+    monkeypatch.setattr(runtime_module, "STATUS_RETRY", 0.1)
+    store = Store(tmp_path / "flexq.db")
+    key = Key("ray.io", "rayjobs", "default", "job")
+    store.create(key, {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "job"}, "spec": {}})
+    runtime = runtime_module.RayRuntime(store, tmp_path)
+    store._db.execute("PRAGMA max_page_count=60")
+    for size in (4000, 200, 1):  # no room left, not even in the pages' free bytes
+        _fill(store, f"cm-{size}", size)
+    runtime._status("default", "job", {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}, publish=False)
+    runtime._status("default", "job", {"jobStatus": "SUCCEEDED"}, publish=False)  # refused too: kept, not raised
+    time.sleep(0.3)
+    assert "status" not in store.get(key)
+    store._db.execute("PRAGMA max_page_count=1073741823")
+
+    def written() -> None:
+        assert store.get(key).get("status") == {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Running"}
+
+    _eventually(written, timeout=5)
+    assert [e["reason"] for e in store.list_objects("", "events", "default")[0]] == ["Completed"]
+    store.close()
+    _intact(tmp_path)
