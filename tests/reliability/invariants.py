@@ -49,6 +49,14 @@ def admitted_events(client: httpx.Client) -> collections.Counter[str]:
     return counts
 
 
+def story(client: httpx.Client, workload: str) -> list[str]:
+    """A workload's Events, oldest first: what a failure message shows."""
+    events = [e for e in _items(client, "/api/v1/namespaces/default/events")
+              if (e.get("involvedObject") or {}).get("name") == workload]
+    events.sort(key=lambda e: (e.get("firstTimestamp") or "", e["metadata"].get("resourceVersion", "")))
+    return [f"{e.get('firstTimestamp')} {e['reason']} x{e.get('count', 1)}: {e['message']}" for e in events]
+
+
 def usage_mismatches(client: httpx.Client) -> list[str]:
     """Where a ClusterQueue's reserved quota differs from the sum of its workloads' (those holding quota)."""
     held: dict[str, dict[tuple[str, str], Quantity]] = collections.defaultdict(

@@ -85,7 +85,7 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
     (tmp_path / "capacity.yaml").write_text(CAPACITY)
     flags = ["--capacity", str(tmp_path / "capacity.yaml")]
     if store == "postgresql":
-        flags += ["--store", request.getfixturevalue("postgres_url")]
+        flags += ["--store", request.getfixturevalue("postgres_url"), "--lease-duration", "2s"]
     server = Crashable(tmp_path / "home", free_port(), *flags)
     rng = random.Random(SEED)
     server.start()
@@ -116,7 +116,8 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
             per_job = invariants.workloads_per_job(client)
             assert sorted(per_job) == sorted(creator.created), "a job was lost"
             assert all(len(wls) == 1 for wls in per_job.values()), "a job has more than one workload"
-            assert set(invariants.admitted_events(client).values()) == {1}
+            twice = {wl: invariants.story(client, wl) for wl, n in invariants.admitted_events(client).items() if n > 1}
+            assert not twice, f"admitted more than once: {twice}"
             assert len(invariants.admitted_events(client)) == jobs
             seen = follower.workloads
             assert {s.admissions for s in seen.values()} == {1}, "the watch saw a workload admitted twice"

@@ -70,6 +70,8 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         """In virtual time, reasons name the moment (t=...); in real time they say how long."""
         self.tokens: dict[str, int] = {}
         """Bumped whenever a workload's capacity story restarts (evicted, finished): stale timers are ignored."""
+        self.epoch = 0
+        """Bumped when the driver is given a new scheduler (a resync): every timer set before is stale."""
         self.waiting_since: dict[str, float] = {}
         self.running: set[str] = set()
         self.placements: dict[str, dict[str, list[str]]] = {}
@@ -135,6 +137,8 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def attach(self, scheduler: Scheduler) -> None:
         """Drive a scheduler (the live controller's is rebuilt on a resync): under flexq's policy variants win by
         starting, and a running job migrates only when that makes it finish sooner."""
+        if scheduler is not self.scheduler:
+            self.epoch += 1  # the timers set for the workloads of the scheduler before are stale
         self.scheduler = scheduler
         scheduler.start_decides = self.config.fallback  # Kueue-compatible: the first variant admitted wins
         scheduler.migration_check = self._migration_check if self.config.fallback else None
@@ -143,8 +147,8 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         wl = self.scheduler.workloads.get(key)
         return wl.cluster_queue if wl else ""
 
-    def _token(self, key: str) -> int:
-        return self.tokens.get(key, 0)
+    def _token(self, key: str) -> tuple[int, int]:
+        return self.epoch, self.tokens.get(key, 0)
 
     def _later(self, at: float, key: str, action: Callable[[], None]) -> None:
         token = self._token(key)
@@ -241,7 +245,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         self.placements.pop(key, None)
         self.bound_groups.pop(key, None)
         self.started_at.pop(key, None)
-        self.tokens[key] = self._token(key) + 1
+        self.tokens[key] = self.tokens.get(key, 0) + 1
         self.waiting_since.pop(key, None)
         self.requests.pop(key, None)
         self.running.discard(key)

@@ -133,6 +133,9 @@ class ProvisioningCapacity:
             self._later(now + delay, key, lambda: self._provision(key, check, name, pool.name, count))
 
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
+        wl = self.scheduler.workloads.get(key)
+        if wl is None or wl.admission is None:
+            return  # withdrawn (a variant whose race ended) or no longer holding quota: nothing to provision for
         now = self._now()
         created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
         spec = self.cluster.pools[pool]
@@ -157,7 +160,7 @@ class ProvisioningCapacity:
             self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), CAPACITY_PRIORITY)
         updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
                             "autoscaling.x-k8s.io/provisioning-class-name": self.provisioning[check].provisioning_class}
-                   for g in self.groups(self.scheduler.workloads[key], self.provisioning[check].managed or None)}
+                   for g in self.groups(wl, self.provisioning[check].managed or None)}
         self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
                                           pod_set_updates=updates))
 

@@ -135,11 +135,12 @@ class QueueController:
         self._thread = threading.Thread(target=self._run, name="flexq-queue-controller", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop after the step under way (waiting up to ``timeout`` seconds for it; None: until it ends)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=timeout)
         self.pods.stop_all()
         if self.runtime is not None:
             self.runtime.stop_all()

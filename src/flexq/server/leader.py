@@ -115,7 +115,9 @@ class Leadership:
             log.warning("%s stops leading (%s): stopping the controllers", self.identity, why)
         with self._switch:
             self.leading = False
-            self.controller.stop()
+            # Its step under way ends before another controller may start (a new lead waits on the switch): two
+            # controllers writing at once would decide twice.
+            self.controller.stop(timeout=None)
             self.controller = self._make()
 
     def describe(self) -> dict[str, Any]:
