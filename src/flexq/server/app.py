@@ -27,7 +27,7 @@ from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
-from flexq.server.errors import error_response, status_body
+from flexq.server.errors import error_response, field_causes, status_body
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
@@ -216,7 +216,8 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
             response = error_response(exc)
             code = response.status_code
             text = exc.message if isinstance(exc, BadRequest) else str(exc)
-            return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", text), code)
+            causes = {"causes": field_causes(exc)} if isinstance(exc, InvalidObject) else None
+            return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", text, causes), code)
         except Exception as exc:
             return error_response(exc)
         return JSONResponse({"results": [
