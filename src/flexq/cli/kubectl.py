@@ -178,8 +178,8 @@ def delete(
         try:
             client.request("DELETE", client.path(info, obj_ns, name))
             typer.echo(f'{_resource(info)} "{name}" deleted')
-        except ServerError as exc:
-            if ignore_not_found and exc.reason == "NotFound":
+        except CliError as exc:
+            if ignore_not_found and isinstance(exc, ServerError) and exc.reason == "NotFound":
                 continue
             typer.echo(exc.message, err=True)
             failed = True

@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import yaml
+from rich import box
+from rich.table import Table
 
 from flexq.api.kinds import KindInfo
 from flexq.objects.table import human_duration
 
-__all__ = ["columns", "describe", "render_table", "to_json", "to_yaml"]
+__all__ = ["columns", "describe", "render_table", "rich_table", "to_json", "to_yaml"]
 
 
 def _cell(value: Any) -> str:
@@ -27,6 +29,14 @@ def columns(rows: list[list[str]], gap: str = "   ", indent: str = "") -> str:
     """Rows as left-aligned text columns, ``gap`` between them, no trailing blanks: the one table printer."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join((indent + gap.join(c.ljust(widths[i]) for i, c in enumerate(r))).rstrip() for r in rows)
+
+
+def rich_table(*headers: str, title: str | None = None) -> Table:
+    """The same columns for a live terminal (``flexq top``, ``flexq simulate``'s policies): bold headers; with a
+    title, a rule under them."""
+    if title is None:
+        return Table(*headers, box=None, header_style="bold")
+    return Table(*headers, title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
 
 
 def render_table(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from flexq.cli.client import CliError
-from flexq.cli.printers import columns, to_json
+from flexq.cli.printers import columns, rich_table, to_json
 
 if TYPE_CHECKING:
     from flexq.sim.policies import PolicyRun
@@ -85,7 +85,6 @@ def _write_events(result: SimResult, events: Path) -> None:
 def _policy_table(summary: dict[str, Any]) -> None:
     """Each policy's waits (and p95 over the oracle's), fallbacks and cost, as a table on stderr."""
     from rich.console import Console
-    from rich.table import Table
 
     from flexq.durations import format_seconds
     from flexq.sim.policies import LOWER_BOUND, ORACLE
@@ -95,8 +94,8 @@ def _policy_table(summary: dict[str, Any]) -> None:
         return "-" if value is None else format_seconds(value)
 
     reference = (summary.get(ORACLE) or {}).get("wait", {}).get("p95")
-    table = Table("policy", "jobs", "started", "p50 wait", "p95 wait", "max wait", "p95/oracle", "fallbacks",
-                  "DWS retries", "cost", "wasted", box=None, header_style="bold")
+    table = rich_table("policy", "jobs", "started", "p50 wait", "p95 wait", "max wait", "p95/oracle", "fallbacks",
+                       "DWS retries", "cost", "wasted")
     for policy, numbers in summary.items():
         wait = numbers["wait"]
         clairvoyant = policy in (LOWER_BOUND, ORACLE)
