@@ -98,16 +98,7 @@ def main() -> None:
     home.mkdir(parents=True)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    bindir = str(Path(sys.executable).parent)
-    env = {
-        **os.environ,
-        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
-        "FLEXQ_SERVER": url,
-        "FLEXQ_HOME": str(home),
-        "ONDEMAND_NODEPOOL": "on-demand-pool",
-        "DWS_NODEPOOL": "dws-pool",
-        "KUBECONFIG": str(home / "kubeconfig"),
-    }
+    env = _environment(url, home)
     print(f"Starting flexq server on {url} (state in {home})", flush=True)
     server = subprocess.Popen(
         [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--tls-port", "0", "--home", str(home),
@@ -116,54 +107,9 @@ def main() -> None:
     )
     try:
         _wait_ready(url, server, time.monotonic() + 30)
-        print("The administrator's steps (cluster.sh), with `flexq container` for `gcloud container`; the emulated "
-              "cloud has one 4x4 slice of Plan A and DWS answers in 8 seconds (capacity-demo.yaml).")
-        _run("flexq container clusters create tpu-cluster --cluster-version=1.34 --machine-type=n2-standard-16 "
-             "--location=us-east5-b --enable-image-streaming --addons=RayOperator --project=demo", env, guide)
-        pool_flags = ("--cluster=tpu-cluster --location=us-east5-b --machine-type=ct6e-standard-4t --tpu-topology=4x4 "
-                      "--reservation-affinity=none --enable-autoscaling")
-        _run(f"flexq container node-pools create on-demand-pool {pool_flags} --num-nodes=0 --min-nodes=0 "
-             "--max-nodes=4", env, guide)
-        _run(f"flexq container node-pools create dws-pool {pool_flags} --enable-queued-provisioning --flex-start "
-             "--num-nodes=0 --min-nodes=0 --max-nodes=4", env, guide)
-        _run('flexq container node-pools describe dws-pool --cluster=tpu-cluster --location=us-east5-b '
-             '--format="get(config.flexStart)"', env, guide)
-        have_envsubst = shutil.which("envsubst") is not None
-        if have_envsubst:
-            _run("envsubst < dws-tpu-queue.yaml | flexq apply -f -", env, guide)
-        else:
-            _run("flexq apply -f dws-tpu-queue.yaml --env ONDEMAND_NODEPOOL=on-demand-pool "
-                 "--env DWS_NODEPOOL=dws-pool", env, guide)
-        _run("flexq create configmap jax-train-script --from-file=train.py", env, guide)
-        for job_id in (1, 2):
-            if have_envsubst:
-                _run(f"export JOB_ID={job_id}; envsubst < rayjob-tpu-v6e-dws.yaml | flexq apply -f -", env, guide)
-            else:
-                _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
-            print(f"Submitted Job {job_id}")
-        time.sleep(2)  # the queue controller places both jobs; Plan A's nodes boot
-        _run("flexq get workloads,provisioningrequests,nodes", env, guide)
-        print("\nEach job races both flavors (see its variants above). Job 1 takes Plan A (on-demand) as soon as "
-              "its nodes are up, and its DWS request is then withdrawn at no cost. Job 2 finds Plan A busy and "
-              "waits on Plan B (dws) for its ProvisioningRequest, ready to take Plan A if it frees first. Each job "
-              "trains the unmodified train.py on a Ray cluster of its own, with its TPU slice emulated on this CPU.")
-        _wait_for_jobs(url, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
-        _run("flexq get rayjobs,workloads", env, guide)
-        _run("flexq logs job/rayjob-tpu-v6e-dws-1 | tail -n 6", env, guide)
-        _summary(url)
-        time.sleep(17)  # idle nodes go after scaleDownAfter (15 s in capacity-demo.yaml)
-        _run("flexq get nodepools,nodes", env, guide)
-        if shutil.which("kubectl"):
-            _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
-            _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
-        if shutil.which("gcloud"):
-            _run('eval "$(flexq env)"; gcloud container node-pools list --cluster=tpu-cluster '
-                 '--location=us-east5-b', env, guide)
-        _run("flexq simulate scenario-capacity.yaml", env, guide)
-        _run("flexq simulate scenario.yaml", env, guide)
-        print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, given nodes, trained on Ray and "
-              "succeeded; the pools went back to 0. The same flow was replayed in virtual time with the guide's "
-              "real timings (DWS after 30 minutes).")
+        _administrator(env, guide)
+        _developer(env, guide)
+        _outcome(url, env, guide)
     finally:
         server.terminate()
         try:
@@ -171,6 +117,80 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def _environment(url: str, home: Path) -> dict[str, str]:
+    """The guide's scripts' environment: this interpreter's flexq first on PATH, the server, the pools' names."""
+    bindir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "FLEXQ_SERVER": url,
+        "FLEXQ_HOME": str(home),
+        "ONDEMAND_NODEPOOL": "on-demand-pool",
+        "DWS_NODEPOOL": "dws-pool",
+        "KUBECONFIG": str(home / "kubeconfig"),
+    }
+
+
+def _administrator(env: dict[str, str], guide: Path) -> None:
+    """The administrator's steps (cluster.sh): the cluster and its two node pools."""
+    print("The administrator's steps (cluster.sh), with `flexq container` for `gcloud container`; the emulated "
+          "cloud has one 4x4 slice of Plan A and DWS answers in 8 seconds (capacity-demo.yaml).")
+    _run("flexq container clusters create tpu-cluster --cluster-version=1.34 --machine-type=n2-standard-16 "
+         "--location=us-east5-b --enable-image-streaming --addons=RayOperator --project=demo", env, guide)
+    pool_flags = ("--cluster=tpu-cluster --location=us-east5-b --machine-type=ct6e-standard-4t --tpu-topology=4x4 "
+                  "--reservation-affinity=none --enable-autoscaling")
+    _run(f"flexq container node-pools create on-demand-pool {pool_flags} --num-nodes=0 --min-nodes=0 "
+         "--max-nodes=4", env, guide)
+    _run(f"flexq container node-pools create dws-pool {pool_flags} --enable-queued-provisioning --flex-start "
+         "--num-nodes=0 --min-nodes=0 --max-nodes=4", env, guide)
+    _run('flexq container node-pools describe dws-pool --cluster=tpu-cluster --location=us-east5-b '
+         '--format="get(config.flexStart)"', env, guide)
+
+
+def _developer(env: dict[str, str], guide: Path) -> None:
+    """The developer's steps: the queues, the training script, two RayJobs."""
+    have_envsubst = shutil.which("envsubst") is not None
+    if have_envsubst:
+        _run("envsubst < dws-tpu-queue.yaml | flexq apply -f -", env, guide)
+    else:
+        _run("flexq apply -f dws-tpu-queue.yaml --env ONDEMAND_NODEPOOL=on-demand-pool "
+             "--env DWS_NODEPOOL=dws-pool", env, guide)
+    _run("flexq create configmap jax-train-script --from-file=train.py", env, guide)
+    for job_id in (1, 2):
+        if have_envsubst:
+            _run(f"export JOB_ID={job_id}; envsubst < rayjob-tpu-v6e-dws.yaml | flexq apply -f -", env, guide)
+        else:
+            _run(f"flexq apply -f rayjob-tpu-v6e-dws.yaml --env JOB_ID={job_id}", env, guide)
+        print(f"Submitted Job {job_id}")
+    time.sleep(2)  # the queue controller places both jobs; Plan A's nodes boot
+    _run("flexq get workloads,provisioningrequests,nodes", env, guide)
+    print("\nEach job races both flavors (see its variants above). Job 1 takes Plan A (on-demand) as soon as "
+          "its nodes are up, and its DWS request is then withdrawn at no cost. Job 2 finds Plan A busy and "
+          "waits on Plan B (dws) for its ProvisioningRequest, ready to take Plan A if it frees first. Each job "
+          "trains the unmodified train.py on a Ray cluster of its own, with its TPU slice emulated on this CPU.")
+
+
+def _outcome(url: str, env: dict[str, str], guide: Path) -> None:
+    """Both jobs to their end, the pools back to zero, then the same flow in virtual time."""
+    _wait_for_jobs(url, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
+    _run("flexq get rayjobs,workloads", env, guide)
+    _run("flexq logs job/rayjob-tpu-v6e-dws-1 | tail -n 6", env, guide)
+    _summary(url)
+    time.sleep(17)  # idle nodes go after scaleDownAfter (15 s in capacity-demo.yaml)
+    _run("flexq get nodepools,nodes", env, guide)
+    if shutil.which("kubectl"):
+        _run("flexq kubeconfig --write $KUBECONFIG", env, guide)
+        _run("kubectl get clusterqueues,localqueues,rayjobs", env, guide)
+    if shutil.which("gcloud"):
+        _run('eval "$(flexq env)"; gcloud container node-pools list --cluster=tpu-cluster '
+             '--location=us-east5-b', env, guide)
+    _run("flexq simulate scenario-capacity.yaml", env, guide)
+    _run("flexq simulate scenario.yaml", env, guide)
+    print("\nDone: both RayJobs were queued, placed on Plan A and Plan B, given nodes, trained on Ray and "
+          "succeeded; the pools went back to 0. The same flow was replayed in virtual time with the guide's "
+          "real timings (DWS after 30 minutes).")
 
 
 if __name__ == "__main__":

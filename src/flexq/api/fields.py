@@ -16,6 +16,7 @@ import copy
 import enum
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from typing import Any
@@ -72,36 +73,47 @@ def _declared(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(names) | more
 
 
-def _walk(shape: Any, value: Any, path: list[str | int], out: list[str]) -> None:
+def _field(model: type[BaseModel], key: str) -> Any:
+    """The pydantic field ``key`` names, by name or by alias; None for a ``more_fields`` name."""
+    field = model.model_fields.get(key)
+    if field is None:
+        field = next((f for f in model.model_fields.values() if f.alias == key), None)
+    return field
+
+
+Undeclared = Callable[[dict[str, Any], str, list[str | int]], None]
+"""A visitor of undeclared fields: called with the mapping that holds one, its key, and its path."""
+
+
+def _walk(shape: Any, value: Any, path: list[str | int], undeclared: Undeclared) -> None:
+    """Call ``undeclared`` for every field under ``value`` that ``shape`` does not declare (not under status)."""
     if isinstance(shape, tuple):
         kind, inner = shape
         if kind == "list" and isinstance(value, list):
             for i, item in enumerate(value):
-                _walk(inner, item, [*path, i], out)
+                _walk(inner, item, [*path, i], undeclared)
         elif kind == "dict" and isinstance(value, dict):
             for key, item in value.items():
-                _walk(inner, item, [*path, str(key)], out)
+                _walk(inner, item, [*path, str(key)], undeclared)
         return
     if not (isinstance(shape, type) and issubclass(shape, BaseModel) and isinstance(value, dict)):
         return
     declared = _declared(shape)
-    for key, item in value.items():
+    for key in list(value):  # a copy: the visitor may drop the key
         if not path and key == "status":
             continue
         if key not in declared:
-            out.append(format_path([*path, str(key)]))
+            undeclared(value, key, [*path, str(key)])
             continue
-        field = shape.model_fields.get(key)
-        if field is None:  # a more_fields name, or a field known by its alias
-            field = next((f for f in shape.model_fields.values() if f.alias == key), None)
+        field = _field(shape, key)
         if field is not None:
-            _walk(_shape(field.annotation), item, [*path, key], out)
+            _walk(_shape(field.annotation), value[key], [*path, key], undeclared)
 
 
 def unknown_fields(model: type[BaseModel], obj: dict[str, Any]) -> list[str]:
     """Paths (``spec.resourceGroups[0].flavorz``) of the fields of ``obj`` that ``model`` does not declare."""
     out: list[str] = []
-    _walk(model, obj, [], out)
+    _walk(model, obj, [], lambda _parent, _key, path: out.append(format_path(path)))
     return out
 
 
@@ -112,25 +124,11 @@ def prune(obj: dict[str, Any], paths: list[str], model: type[BaseModel]) -> dict
     drop = set(paths)
     pruned = copy.deepcopy(obj)
 
-    def walk(shape: Any, value: Any, path: list[str | int]) -> None:
-        if isinstance(shape, tuple):
-            kind, inner = shape
-            items: Any = enumerate(value) if kind == "list" and isinstance(value, list) else (
-                value.items() if kind == "dict" and isinstance(value, dict) else ())
-            for key, item in items:
-                walk(inner, item, [*path, key])
-            return
-        if not (isinstance(shape, type) and issubclass(shape, BaseModel) and isinstance(value, dict)):
-            return
-        for key in list(value):
-            if format_path([*path, str(key)]) in drop:
-                del value[key]
-                continue
-            field = shape.model_fields.get(key)
-            if field is not None:
-                walk(_shape(field.annotation), value[key], [*path, key])
+    def remove(parent: dict[str, Any], key: str, path: list[str | int]) -> None:
+        if format_path(path) in drop:
+            del parent[key]
 
-    walk(model, pruned, [])
+    _walk(model, pruned, [], remove)
     return pruned
 
 

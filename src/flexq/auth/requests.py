@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from flexq.auth.rbac import Attributes
 
-__all__ = ["SELF_AUTHORIZED", "request_attributes"]
+__all__ = ["SELF_AUTHORIZED", "ResourcePath", "request_attributes", "resource_path"]
 
 SELF_AUTHORIZED: Final = frozenset({"/flexq/v1/apply"})
 """Paths whose handler authorizes each object it is given (one request, many kinds and namespaces)."""
 
 _VERBS: Final = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePath:
+    """What a Kubernetes API path names below ``/api/v1`` or ``/apis/GROUP/VERSION``:
+    ``[namespaces/NAMESPACE/]RESOURCE[/NAME[/SUBRESOURCE]]`` (``""`` for a part it does not name)."""
+
+    namespace: str | None
+    resource: str
+    name: str
+    subresource: str
+    depth: int
+    """Segments from the resource on: more than 3 is no resource's path."""
+
+
+def resource_path(group: str, rest: list[str]) -> ResourcePath:
+    """Parse ``rest``, the (non-empty) segments after the group version. ``/api/v1/namespaces/NAME/status`` and
+    ``.../finalize`` are the Namespace's own subresources, not a namespace's objects."""
+    namespace: str | None = None
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (group == "" and rest[2] in ("status", "finalize")):
+        namespace, rest = rest[1], rest[2:]
+    return ResourcePath(namespace, rest[0], rest[1] if len(rest) > 1 else "", rest[2] if len(rest) > 2 else "",
+                        len(rest))
 
 
 def _verb(method: str, named: bool, query: Mapping[str, str]) -> str:
@@ -30,17 +54,12 @@ def _kube(method: str, group: str, rest: list[str], query: Mapping[str, str], pa
         return Attributes("get" if method in ("GET", "HEAD") else method.lower(), path=path)
     if rest[0] == "watch":  # the old /watch/ paths
         rest, query = rest[1:], {**query, "watch": "true"}
-    namespace: str | None = None
-    if rest[0] == "namespaces" and len(rest) >= 3 and not (group == "" and rest[2] in ("status", "finalize")):
-        namespace, rest = rest[1], rest[2:]
-    resource = rest[0]
-    name = rest[1] if len(rest) > 1 else ""
-    sub = rest[2] if len(rest) > 2 else ""
-    if sub in ("log", "portforward", "proxy") and method in ("GET", "HEAD"):
+    where = resource_path(group, rest)
+    if where.subresource in ("log", "portforward", "proxy") and method in ("GET", "HEAD"):
         verb = "get"
     else:
-        verb = _verb(method, bool(name), query)
-    return Attributes(verb, group, resource, sub, namespace, name, path)
+        verb = _verb(method, bool(where.name), query)
+    return Attributes(verb, group, where.resource, where.subresource, where.namespace, where.name, path)
 
 
 def _gke(method: str, parts: list[str], query: Mapping[str, str], path: str) -> Attributes:

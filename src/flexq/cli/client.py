@@ -12,7 +12,7 @@ import httpx
 from flexq.api.kinds import KindInfo
 from flexq.config import caller_token, server_ca
 
-__all__ = ["CliError", "Client", "close_clients", "credentials"]
+__all__ = ["CliError", "Client", "ServerError", "close_clients", "credentials"]
 
 
 class CliError(Exception):
@@ -22,6 +22,19 @@ class CliError(Exception):
         self.message = message
         self.code = code
         super().__init__(message)
+
+
+class ServerError(CliError):
+    """The server refused a request. Commands branch on ``status`` and ``reason`` (the Kubernetes Status reason:
+    NotFound, Invalid, BadRequest, ...), never on the text; ``detail`` is the server's own message and ``causes``
+    the Status's field causes (``message``, ``field``, ``line``)."""
+
+    def __init__(self, status: int, reason: str, detail: str, causes: list[dict[str, Any]] | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+        self.causes = causes or []
+        super().__init__(f"Error from server ({reason}): {detail}")
 
 
 def credentials(server: str) -> tuple[dict[str, str], ssl.SSLContext | bool]:
@@ -77,9 +90,8 @@ class Client:
         if response.status_code == 404 and ok_missing:
             return None
         if response.status_code >= 400:
-            raise CliError(_error_text(response))
+            raise _server_error(response)
         return response.json() if response.content else None
-
 
     def request_text(self, method: str, url: str) -> str:
         try:
@@ -90,7 +102,7 @@ class Client:
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
         if response.status_code >= 400:
-            raise CliError(_error_text(response))
+            raise _server_error(response)
         return response.text
 
     def stream_text(self, url: str, params: dict[str, str]) -> Iterator[str]:
@@ -98,7 +110,7 @@ class Client:
             with self._http.stream("GET", url, params=params, timeout=None) as response:
                 if response.status_code >= 400:
                     response.read()
-                    raise CliError(_error_text(response))
+                    raise _server_error(response)
                 yield from response.iter_text()
         except httpx.ConnectError:
             raise CliError(f"cannot reach the flexq server at {self.server} (connection refused).") from None
@@ -106,11 +118,13 @@ class Client:
             raise CliError(f"request to the flexq server at {self.server} failed: {exc}") from None
 
 
-def _error_text(response: httpx.Response) -> str:
+def _server_error(response: httpx.Response) -> ServerError:
+    status = response.status_code
     try:
         body = response.json()
     except ValueError:
-        return f"Error from server ({response.status_code}): {response.text.strip()[:500]}"
+        return ServerError(status, str(status), response.text.strip()[:500])
     if isinstance(body, dict) and body.get("kind") == "Status":
-        return f"Error from server ({body.get('reason') or response.status_code}): {body.get('message', '')}"
-    return f"Error from server ({response.status_code}): {body}"
+        causes = (body.get("details") or {}).get("causes") or []
+        return ServerError(status, str(body.get("reason") or status), str(body.get("message", "")), list(causes))
+    return ServerError(status, str(status), str(body))

@@ -15,6 +15,7 @@ from typing import Annotated
 import httpx
 import typer
 
+from flexq.cli import options
 from flexq.cli.client import credentials
 from flexq.config import caller_token
 
@@ -37,9 +38,7 @@ def dashboard(
     no_open: Annotated[bool, typer.Option("--no-open", help="Print the address only.")] = False,
 ) -> None:
     """Print the web dashboard's address and open it in a browser where there is one."""
-    from flexq.cli.main import _client  # the server chosen by --server / FLEXQ_SERVER
-
-    client = _client()
+    client = options.client()  # the server chosen by --server / FLEXQ_SERVER
     client.request_text("GET", "/healthz")  # no server there: the usual message, exit 1
     url = f"{client.server}/ui/"
     token = caller_token()

@@ -7,23 +7,16 @@ from typing import Annotated
 
 import typer
 
-from flexq.cli.client import Client, CliError
-from flexq.config import default_server_url
+from flexq.cli import options
+from flexq.cli.client import CliError
 
 __all__ = ["export_app"]
 
 export_app = typer.Typer(help="Export flexq's setup to run it elsewhere (gke).", no_args_is_help=True)
 
 
-def _server(ctx: typer.Context) -> str:
-    root = ctx.find_root()
-    server = root.params.get("server") if root is not None else None
-    return str(server) if server else default_server_url()
-
-
 @export_app.command("gke")
 def gke(
-    ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write cluster.sh, kueue.yaml, "
                                                           "jobs.yaml into (made if missing).")] = Path("gke"),
     project: Annotated[str | None, typer.Option("--project", help="GCP project (else the cluster's, else "
@@ -42,7 +35,7 @@ def gke(
     """Write the gcloud commands (cluster, node pools), Kueue's manifests and the jobs, for real GKE."""
     from flexq.export.gke import ExportError, build, write
 
-    client = Client(_server(ctx))
+    client = options.client()
     try:
         export = build(client, project=project, location=location, cluster=cluster, kueue_version=kueue_version,
                        include_finished=include_finished)

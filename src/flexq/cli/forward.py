@@ -32,7 +32,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from flexq.cli.client import Client, CliError, credentials
+from flexq.cli.client import Client, CliError, ServerError, credentials
 from flexq.server.portforward import TUNNEL_PROTOCOL
 from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream
 from flexq.server.spdy import Ping as SpdyPing
@@ -87,7 +87,7 @@ def resolve_pod(client: Client, target: str, namespace: str) -> str:
                        "raycluster/NAME")
     service = client.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}", ok_missing=True)
     if service is None:
-        raise CliError(f'Error from server (NotFound): services "{name}" not found')
+        raise ServerError(404, "NotFound", f'services "{name}" not found')
     selector = (service.get("spec") or {}).get("selector") or {}
     pods = client.request("GET", f"/api/v1/namespaces/{namespace}/pods",
                           params={"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})

@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import yaml
+from rich import box
+from rich.table import Table
 
 from flexq.api.kinds import KindInfo
 from flexq.objects.table import human_duration
 
-__all__ = ["describe", "render_table", "to_json", "to_yaml"]
+__all__ = ["columns", "describe", "render_table", "rich_table", "to_json", "to_yaml"]
 
 
 def _cell(value: Any) -> str:
@@ -23,17 +25,31 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def columns(rows: list[list[str]], gap: str = "   ", indent: str = "") -> str:
+    """Rows as left-aligned text columns, ``gap`` between them, no trailing blanks: the one table printer."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join((indent + gap.join(c.ljust(widths[i]) for i, c in enumerate(r))).rstrip() for r in rows)
+
+
+def rich_table(*headers: str, title: str | None = None) -> Table:
+    """The same columns for a live terminal (``flexq top``, ``flexq simulate``'s policies): bold headers; with a
+    title, a rule under them."""
+    if title is None:
+        return Table(*headers, box=None, header_style="bold")
+    return Table(*headers, title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+
+
 def render_table(
     tables: list[tuple[KindInfo, dict[str, Any]]], *, wide: bool, all_namespaces: bool, qualify: bool,
 ) -> str:
     """Render one or more Tables (one per kind), as ``kubectl get`` does, separated by blank lines."""
     blocks: list[str] = []
     for info, tbl in tables:
-        columns = [(i, c) for i, c in enumerate(tbl["columnDefinitions"]) if wide or c.get("priority", 0) == 0]
-        header = [c["name"].upper() for _, c in columns]
+        shown = [(i, c) for i, c in enumerate(tbl["columnDefinitions"]) if wide or c.get("priority", 0) == 0]
+        header = [c["name"].upper() for _, c in shown]
         rows: list[list[str]] = []
         for row in tbl["rows"]:
-            cells = [_cell(row["cells"][i]) for i, _ in columns]
+            cells = [_cell(row["cells"][i]) for i, _ in shown]
             if qualify:
                 resource = f"{info.singular}.{info.group}" if info.group else info.singular
                 cells[0] = f"{resource}/{cells[0]}"
@@ -44,9 +60,7 @@ def render_table(
             header.insert(0, "NAMESPACE")
         if not rows:
             continue
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = ["   ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in [header, *rows]]
-        blocks.append("\n".join(lines))
+        blocks.append(columns([header, *rows]))
     return "\n\n".join(blocks)
 
 
@@ -143,6 +157,4 @@ def _events(events: list[dict[str, Any]], now: datetime) -> str:
                 age = f"{age} (x{count})"
         rows.append([ev.get("type", ""), ev.get("reason", ""), age,
                      (ev.get("source") or {}).get("component", ""), ev.get("message", "")])
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    body = ["  " + "  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4] for r in rows]
-    return "Events:\n" + "\n".join(line.rstrip() for line in body)
+    return "Events:\n" + columns(rows, gap="  ", indent="  ")

@@ -7,9 +7,8 @@ from urllib.parse import quote
 
 import typer
 
-from flexq.cli.client import Client
-from flexq.cli.printers import to_json
-from flexq.config import default_server_url
+from flexq.cli import options
+from flexq.cli.printers import columns, to_json
 
 __all__ = ["token_app"]
 
@@ -17,21 +16,14 @@ token_app = typer.Typer(help="Tokens for the administrator and AI developers (ad
                         no_args_is_help=True)
 
 
-def _client(ctx: typer.Context) -> Client:
-    root = ctx.find_root().params.get("server")
-    return Client(root if isinstance(root, str) and root else default_server_url())
-
-
 def _rows(records: list[dict[str, Any]]) -> str:
     header = ["NAME", "ROLE", "NAMESPACE", "CREATED"]
     rows = [[r["name"], r["role"], r.get("namespace") or "<all>", r["created"]] for r in records]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("   ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in [header, *rows])
+    return columns([header, *rows])
 
 
 @token_app.command("create")
 def create(
-    ctx: typer.Context,
     role: Annotated[str, typer.Option(help="developer (jobs and ConfigMaps in --namespace, queues read-only) or "
                                            "admin.")] = "developer",
     namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="The developer's namespace.")] = None,
@@ -41,7 +33,7 @@ def create(
     """Create a token and print it (it is shown once). Use it as FLEXQ_TOKEN, then `flexq env`."""
     if role not in ("developer", "admin"):
         raise typer.BadParameter(f"{role!r}: expected developer or admin", param_hint="--role")
-    record = _client(ctx).request("POST", "/flexq/v1/tokens",
+    record = options.client().request("POST", "/flexq/v1/tokens",
                                   json={"role": role, "namespace": namespace, "name": name})
     if output == "json":
         typer.echo(to_json(record), nl=False)
@@ -53,13 +45,13 @@ def create(
 
 
 @token_app.command("list")
-def list_tokens(ctx: typer.Context) -> None:
+def list_tokens() -> None:
     """The tokens' names, roles and namespaces (never the tokens)."""
-    typer.echo(_rows(_client(ctx).request("GET", "/flexq/v1/tokens")))
+    typer.echo(_rows(options.client().request("GET", "/flexq/v1/tokens")))
 
 
 @token_app.command("revoke")
-def revoke(ctx: typer.Context, name: Annotated[str, typer.Argument(help="The token's name.")]) -> None:
+def revoke(name: Annotated[str, typer.Argument(help="The token's name.")]) -> None:
     """Revoke a token: requests with it are refused (401) from now on."""
-    _client(ctx).request("DELETE", f"/flexq/v1/tokens/{quote(name, safe='')}")
+    options.client().request("DELETE", f"/flexq/v1/tokens/{quote(name, safe='')}")
     typer.echo(f"token {name} revoked")

@@ -6,7 +6,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -14,6 +13,7 @@ from rich.table import Table
 from flexq.api.kinds import resolve
 from flexq.api.quantity import parse_quantity
 from flexq.cli.client import Client
+from flexq.cli.printers import rich_table
 from flexq.durations import format_seconds
 
 __all__ = ["overview", "run"]
@@ -40,8 +40,8 @@ def _number(value: Any) -> float:
 
 
 def _queues(queues: list[dict[str, Any]]) -> Table:
-    table = Table("ClusterQueue", "pending", "reserving", "admitted", "flavor", "resource", "in use", "",
-                  title="Queues", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    table = rich_table("ClusterQueue", "pending", "reserving", "admitted", "flavor", "resource", "in use", "",
+                       title="Queues")
     for cq in sorted(queues, key=lambda o: o["metadata"]["name"]):
         status = cq.get("status") or {}
         used = {(f["name"], r["name"]): r.get("total", "0") for f in status.get("flavorsUsage") or []
@@ -63,8 +63,7 @@ def _queues(queues: list[dict[str, Any]]) -> Table:
 
 
 def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
-    table = Table("node pool", "machine", "nodes", "ready", "booting", "max", "capacity", title="Node pools",
-                  title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
+    table = rich_table("node pool", "machine", "nodes", "ready", "booting", "max", "capacity", title="Node pools")
     counts: dict[str, list[int]] = {}
     for node in nodes:
         pool = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "")
@@ -83,8 +82,7 @@ def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
 
 
 def _waiting(workloads: list[dict[str, Any]], now: datetime) -> Table:
-    table = Table("workload", "queue", "waiting", "why (and until when)", title="Waiting", title_justify="left",
-                  header_style="bold", box=box.SIMPLE_HEAD)
+    table = rich_table("workload", "queue", "waiting", "why (and until when)", title="Waiting")
     for wl in sorted(workloads, key=lambda o: o["metadata"].get("creationTimestamp", "")):
         if any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or []):
             continue  # a racing workload's variant: its workload's row says how the race stands

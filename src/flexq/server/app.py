@@ -27,7 +27,7 @@ from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
-from flexq.server.errors import error_response, status_body
+from flexq.server.errors import error_response, field_causes, status_body
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
@@ -100,7 +100,21 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
+    app = _bare_app(hub)
+    app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
+    app.include_router(gke_router(service, endpoint, ca_pem))
+    app.include_router(ui_router(service, hub, runtime, home, observe))
+    if auth is not None:
+        app.include_router(tokens_router(auth.book))
+        app.add_middleware(AuthMiddleware, auth=auth)
+    _cluster_routes(app, endpoint, ca_pem, observe)
+    _kube_routes(app, kube)
+    _flexq_routes(app, service, runtime)
+    return app
 
+
+def _bare_app(hub: ChangeHub) -> FastAPI:
+    """The application with no routes: its lifespan binds ``hub`` to the loop; bad requests get a plain 422."""
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         hub.bind(asyncio.get_running_loop())
@@ -116,13 +130,12 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
                    "type": str(e.get("type", ""))} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
-    app.include_router(gke_router(service, endpoint, ca_pem))
-    app.include_router(ui_router(service, hub, runtime, home, observe))
-    if auth is not None:
-        app.include_router(tokens_router(auth.book))
-        app.add_middleware(AuthMiddleware, auth=auth)
+    return app
 
+
+def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
+                    observe: Callable[[], tuple[Tally, Sample]] | None) -> None:
+    """What describes the server itself: metrics, cluster-info, version, health and the OpenAPI documents."""
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
              response_class=PlainTextResponse)
     async def metrics() -> Response:
@@ -150,6 +163,11 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     async def healthz() -> PlainTextResponse:
         return PlainTextResponse("ok")
 
+    _openapi_routes(app)
+
+
+def _openapi_routes(app: FastAPI) -> None:
+    """Kubernetes' OpenAPI v3 documents, which kubectl reads to validate and explain."""
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_root() -> dict[str, Any]:
         return root_document()
@@ -164,6 +182,9 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
         doc = gv_document(group, version)
         return JSONResponse(doc) if doc else JSONResponse(status_body(404, "NotFound", "not found"), 404)
 
+
+def _kube_routes(app: FastAPI, kube: KubeApi) -> None:
+    """The Kubernetes API: the core group under /api, the others under /apis, and pods' port-forward."""
     @app.api_route("/api", methods=_VERBS, include_in_schema=False)
     @app.api_route("/api/{path:path}", methods=_VERBS, include_in_schema=False)
     async def core(request: Request, path: str = "") -> Response:
@@ -178,6 +199,9 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     async def groups(request: Request, path: str = "") -> Response:
         return await kube.groups(request, path)
 
+
+def _flexq_routes(app: FastAPI, service: ObjectService, runtime: RayRuntime | None) -> None:
+    """flexq's own API: a RayJob's driver log, and apply as a whole."""
     @app.get("/flexq/v1/namespaces/{namespace}/rayjobs/{name}/logs", tags=["jobs"],
              responses={404: {"description": "no such RayJob, or it has not run"}})
     async def rayjob_logs(namespace: str, name: str, follow: bool = False) -> Response:
@@ -199,28 +223,31 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
               responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})
     async def apply(body: ApplyRequest, request: Request) -> Response:
         """Apply a multi-document manifest all-or-nothing (``flexq apply -f``)."""
-        try:
-            docs = []
-            for src in body.sources:
-                if len(src.text.encode()) > MAX_INPUT_BYTES:
-                    raise InputError(src.source, f"input is more than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-                docs.extend(load_documents(src.text, src.source))
-            if not docs:
-                raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
-            refused = _refusal(caller(request.state), docs, body.namespace)
-            if refused is not None:
-                return JSONResponse(status_body(403, "Forbidden", refused), 403)
-            fields = FieldCheck(body.fieldValidation)
-            outcomes = await asyncio.to_thread(service.apply, docs, body.namespace, fields)
-        except (InvalidObject, InputError, BadRequest) as exc:
-            response = error_response(exc)
-            code = response.status_code
-            text = exc.message if isinstance(exc, BadRequest) else str(exc)
-            return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", text), code)
-        except Exception as exc:
-            return error_response(exc)
-        return JSONResponse({"results": [
-            {"kind": o.kind, "group": o.group, "name": o.name, "namespace": o.namespace, "action": o.action}
-            for o in outcomes], "warnings": fields.warnings})
+        # Off the event loop: a write waiting for the store's lock must not stop reads.
+        return await asyncio.to_thread(_apply, service, body, caller(request.state))
 
-    return app
+
+def _apply(service: ObjectService, body: ApplyRequest, who: Identity) -> Response:
+    try:
+        docs = []
+        for src in body.sources:
+            if len(src.text.encode()) > MAX_INPUT_BYTES:
+                raise InputError(src.source, f"input is more than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
+            docs.extend(load_documents(src.text, src.source))
+        if not docs:
+            raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
+        refused = _refusal(who, docs, body.namespace)
+        if refused is not None:
+            return JSONResponse(status_body(403, "Forbidden", refused), 403)
+        fields = FieldCheck(body.fieldValidation)
+        outcomes = service.apply(docs, body.namespace, fields)
+    except (InvalidObject, InputError, BadRequest) as exc:
+        code = error_response(exc).status_code
+        text = exc.message if isinstance(exc, BadRequest) else str(exc)
+        causes = {"causes": field_causes(exc)} if isinstance(exc, InvalidObject) else None
+        return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", text, causes), code)
+    except Exception as exc:
+        return error_response(exc)
+    return JSONResponse({"results": [
+        {"kind": o.kind, "group": o.group, "name": o.name, "namespace": o.namespace, "action": o.action}
+        for o in outcomes], "warnings": fields.warnings})

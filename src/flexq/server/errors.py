@@ -12,7 +12,7 @@ from flexq.objects.selectors import SelectorError
 from flexq.objects.service import BadRequest
 from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable
 
-__all__ = ["error_response", "status_body"]
+__all__ = ["error_response", "field_causes", "status_body"]
 
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -23,6 +23,12 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     if details:
         body["details"] = details
     return body
+
+
+def field_causes(exc: InvalidObject) -> list[dict[str, Any]]:
+    """An invalid object's field errors as a Status's ``details.causes``."""
+    return [{"reason": "FieldValueInvalid", "message": e.message, "field": e.path,
+             **({"line": e.line} if e.line is not None else {})} for e in exc.errors]
 
 
 def _resource(info: KindInfo | None) -> str:
@@ -40,8 +46,7 @@ def error_response(exc: Exception, info: KindInfo | None = None, name: str = "")
         kind = exc.kind or (info.kind if info else "object")
         group = info.group if info else ""
         qualified = f"{kind}.{group}" if group else kind
-        causes = [{"reason": "FieldValueInvalid", "message": e.message, "field": e.path,
-                   **({"line": e.line} if e.line is not None else {})} for e in exc.errors]
+        causes = field_causes(exc)
         text = "; ".join(f"{e.path}: {e.message}" if e.path else e.message for e in exc.errors)
         message = f'{qualified} "{exc.name}" is invalid: {text}' if exc.name else f"{qualified} is invalid: {text}"
         body = status_body(422, "Invalid", message, {"name": exc.name, "group": group, "kind": kind,

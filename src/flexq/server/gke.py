@@ -70,21 +70,102 @@ class _Operations:
         return op
 
 
-def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> APIRouter:
-    router = APIRouter(include_in_schema=False)
-    ops = _Operations()
-    clusters, pools = resolve("clusters.flexq.dev"), resolve("nodepool")
+def _pool_object(body: dict[str, Any], cluster: str, location: str) -> dict[str, Any]:
+    """The NodePool object a GKE ``NodePool`` resource describes."""
+    config = body.get("config") or {}
+    auto = body.get("autoscaling") or {}
+    spec: dict[str, Any] = {
+        "cluster": cluster, "location": location, "machineType": config.get("machineType") or "e2-medium",
+        "initialNodeCount": int(body.get("initialNodeCount", 0)),
+        "autoscaling": {"enabled": bool(auto.get("enabled", False))},
+    }
+    if auto.get("enabled"):
+        spec["autoscaling"].update({"minNodeCount": int(auto.get("minNodeCount", 0)),
+                                    "maxNodeCount": int(auto.get("maxNodeCount", 0))})
+    topology = (body.get("placementPolicy") or {}).get("tpuTopology")
+    if topology:
+        spec["tpuTopology"] = topology
+    affinity = (config.get("reservationAffinity") or {}).get("consumeReservationType")
+    if affinity in _AFFINITY:
+        spec["reservationAffinity"] = _AFFINITY[affinity]
+    if config.get("flexStart"):
+        spec["flexStart"] = True
+    if (body.get("queuedProvisioning") or {}).get("enabled"):
+        spec["queuedProvisioning"] = True
+    return {"apiVersion": "flexq.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": body.get("name", "")},
+            "spec": spec}
 
-    def cluster_resource(obj: dict[str, Any], project: str, location: str) -> dict[str, Any]:
+
+def _cluster_objects(body: dict[str, Any], project: str, location: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Cluster object and its first NodePool that a GKE ``clusters.create`` body describes."""
+    name = str(body.get("name", ""))
+    node_config = body.get("nodeConfig") or {}
+    initial = int(body.get("initialNodeCount") or 0)
+    given = body.get("nodePools") or []
+    if given:
+        node_config = given[0].get("config") or node_config
+        initial = int(given[0].get("initialNodeCount") or initial)
+    machine = node_config.get("machineType") or "e2-medium"
+    obj = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+           "spec": {"location": location, "project": project, "machineType": machine,
+                    "numNodes": initial or 3, "version": body.get("initialClusterVersion")}}
+    pool = _pool_object({"name": (given[0].get("name") if given else None) or "default-pool",
+                         "config": {"machineType": machine}, "initialNodeCount": initial or 3}, name, location)
+    return obj, pool
+
+
+def _refused(exc: Exception) -> JSONResponse:
+    """A write the object layer refused, as Google's error body."""
+    if isinstance(exc, InvalidObject):
+        return _error(400, "INVALID_ARGUMENT", "; ".join(e.message for e in exc.errors))
+    if isinstance(exc, AlreadyExists):
+        return _error(409, "ALREADY_EXISTS", f"Already exists: {exc.key.name}.")
+    if isinstance(exc, NotFound):
+        return _error(404, "NOT_FOUND", f"Not found: {exc.key.name}.")
+    if isinstance(exc, BadRequest | ApiError):
+        return _error(400, "INVALID_ARGUMENT", str(exc))
+    raise exc
+
+
+def _no_cluster(project: str, location: str, cluster: str) -> JSONResponse:
+    return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/{cluster}.")
+
+
+def _set_pool(spec: dict[str, Any], action: str, body: dict[str, Any]) -> bool:
+    """Apply ``nodePools/NAME:ACTION`` (setAutoscaling, setSize) to a NodePool's spec; False for another action."""
+    if action == "setAutoscaling":
+        auto = body.get("autoscaling") or {}
+        spec["autoscaling"] = {"enabled": bool(auto.get("enabled")),
+                               **({"minNodeCount": int(auto.get("minNodeCount", 0)),
+                                   "maxNodeCount": int(auto.get("maxNodeCount", 0))}
+                                  if auto.get("enabled") else {})}
+    elif action == "setSize":
+        spec["initialNodeCount"] = int(body.get("nodeCount", 0))
+    else:
+        return False
+    return True
+
+
+class _Gke:
+    """The handlers of the Container API: clusters, node pools and operations over the object service."""
+
+    def __init__(self, service: ObjectService, endpoint: str, ca_pem: bytes) -> None:
+        self.service = service
+        self.endpoint = endpoint
+        self.ca_pem = ca_pem
+        self.ops = _Operations()
+        self.clusters, self.pools = resolve("clusters.flexq.dev"), resolve("nodepool")
+
+    def _cluster_resource(self, obj: dict[str, Any], project: str, location: str) -> dict[str, Any]:
         name = obj["metadata"]["name"]
-        node_pools = [gke_node_pool(p, project, location) for p in service.list_objects(pools, None)[0]
+        node_pools = [gke_node_pool(p, project, location) for p in self.service.list_objects(self.pools, None)[0]
                       if p["spec"]["cluster"] == name]
         spec = obj.get("spec") or {}
         return {
             "name": name, "location": spec.get("location") or location, "zone": spec.get("location") or location,
-            "status": "RUNNING", "endpoint": endpoint, "initialClusterVersion": spec.get("version") or "1.34",
+            "status": "RUNNING", "endpoint": self.endpoint, "initialClusterVersion": spec.get("version") or "1.34",
             "currentMasterVersion": GKE_VERSION, "currentNodeVersion": GKE_VERSION,
-            "masterAuth": {"clusterCaCertificate": base64.b64encode(ca_pem).decode() if ca_pem else ""},
+            "masterAuth": {"clusterCaCertificate": base64.b64encode(self.ca_pem).decode() if self.ca_pem else ""},
             "nodePools": node_pools,
             "currentNodeCount": sum(p.get("currentNodeCount", p.get("initialNodeCount", 0)) for p in node_pools),
             "selfLink": f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}",
@@ -92,204 +173,151 @@ def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> AP
             "addonsConfig": {"rayOperatorConfig": {"enabled": True}},
         }
 
-    def pool_object(body: dict[str, Any], cluster: str, location: str) -> dict[str, Any]:
-        config = body.get("config") or {}
-        auto = body.get("autoscaling") or {}
-        spec: dict[str, Any] = {
-            "cluster": cluster, "location": location, "machineType": config.get("machineType") or "e2-medium",
-            "initialNodeCount": int(body.get("initialNodeCount", 0)),
-            "autoscaling": {"enabled": bool(auto.get("enabled", False))},
-        }
-        if auto.get("enabled"):
-            spec["autoscaling"].update({"minNodeCount": int(auto.get("minNodeCount", 0)),
-                                        "maxNodeCount": int(auto.get("maxNodeCount", 0))})
-        topology = (body.get("placementPolicy") or {}).get("tpuTopology")
-        if topology:
-            spec["tpuTopology"] = topology
-        affinity = (config.get("reservationAffinity") or {}).get("consumeReservationType")
-        if affinity in _AFFINITY:
-            spec["reservationAffinity"] = _AFFINITY[affinity]
-        if config.get("flexStart"):
-            spec["flexStart"] = True
-        if (body.get("queuedProvisioning") or {}).get("enabled"):
-            spec["queuedProvisioning"] = True
-        return {"apiVersion": "flexq.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": body.get("name", "")},
-                "spec": spec}
-
-    def invalid(exc: Exception) -> JSONResponse:
-        if isinstance(exc, InvalidObject):
-            return _error(400, "INVALID_ARGUMENT", "; ".join(e.message for e in exc.errors))
-        if isinstance(exc, AlreadyExists):
-            return _error(409, "ALREADY_EXISTS", f"Already exists: {exc.key.name}.")
-        if isinstance(exc, NotFound):
-            return _error(404, "NOT_FOUND", f"Not found: {exc.key.name}.")
-        if isinstance(exc, BadRequest | ApiError):
-            return _error(400, "INVALID_ARGUMENT", str(exc))
-        raise exc
-
-    def get_cluster(name: str) -> dict[str, Any] | None:
+    def _cluster(self, name: str) -> dict[str, Any] | None:
         try:
-            return service.get(clusters, None, name)
+            return self.service.get(self.clusters, None, name)
         except NotFound:
             return None
 
-    @router.get("/v1/projects/{project}/services/{service_name}")
-    async def service_usage(project: str, service_name: str) -> JSONResponse:
-        # gcloud asks Service Usage whether an API is enabled (e.g. for --enable-image-streaming): all are.
-        return JSONResponse({"name": f"projects/{project}/services/{service_name}", "state": "ENABLED",
-                             "parent": f"projects/{project}"})
+    def _pool(self, cluster: str, name: str) -> dict[str, Any] | None:
+        try:
+            pool = self.service.get(self.pools, None, name)
+        except NotFound:
+            return None
+        return pool if pool["spec"]["cluster"] == cluster else None
 
-    @router.get("/v1/projects/{project}")
-    async def describe_project(project: str) -> JSONResponse:
-        # Resource Manager's projects.get, for `gcloud projects describe` (the guide's env.sh asks for the
-        # project number): any project exists; its number is derived from its id.
-        number = int(hashlib.sha256(project.encode()).hexdigest(), 16) % 10**12
-        return JSONResponse({"projectId": project, "name": project, "projectNumber": str(number),
-                             "lifecycleState": "ACTIVE", "createTime": "2025-01-01T00:00:00.000Z"})
+    def _cluster_pools(self, cluster: str) -> list[dict[str, Any]]:
+        return [p for p in self.service.list_objects(self.pools, None)[0] if p["spec"]["cluster"] == cluster]
 
+    async def create_cluster(self, project: str, location: str, request: Request) -> JSONResponse:
+        payload = await _json(request)
+        if isinstance(payload, JSONResponse):
+            return payload
+        obj, pool = _cluster_objects(payload.get("cluster") or {}, project, location)
+        try:
+            with self.service.store.transaction():
+                self.service.create(self.clusters, None, obj)
+                self.service.create(self.pools, None, pool)
+        except Exception as exc:
+            return _refused(exc)
+        return JSONResponse(self.ops.done(project, location, "CREATE_CLUSTER", f"clusters/{obj['metadata']['name']}"))
+
+    async def list_clusters(self, project: str, location: str) -> JSONResponse:
+        items = self.service.list_objects(self.clusters, None)[0]
+        return JSONResponse({"clusters": [self._cluster_resource(c, project, location) for c in items]})
+
+    async def get_cluster(self, project: str, location: str, cluster: str) -> JSONResponse:
+        obj = self._cluster(cluster)
+        if obj is None:
+            return _no_cluster(project, location, cluster)
+        return JSONResponse(self._cluster_resource(obj, project, location))
+
+    async def delete_cluster(self, project: str, location: str, cluster: str) -> JSONResponse:
+        if self._cluster(cluster) is None:
+            return _no_cluster(project, location, cluster)
+        with self.service.store.transaction():
+            for pool in self._cluster_pools(cluster):
+                self.service.delete(self.pools, None, pool["metadata"]["name"])
+            self.service.delete(self.clusters, None, cluster)
+            if not self.service.list_objects(self.clusters, None)[0]:
+                _empty_kubernetes(self.service)
+        return JSONResponse(self.ops.done(project, location, "DELETE_CLUSTER", f"clusters/{cluster}"))
+
+    async def create_pool(self, project: str, location: str, cluster: str, request: Request) -> JSONResponse:
+        if self._cluster(cluster) is None:
+            return _no_cluster(project, location, cluster)
+        payload = await _json(request)
+        if isinstance(payload, JSONResponse):
+            return payload
+        body = payload.get("nodePool") or {}
+        try:
+            self.service.create(self.pools, None, _pool_object(body, cluster, location))
+        except Exception as exc:
+            return _refused(exc)
+        return JSONResponse(self.ops.done(project, location, "CREATE_NODE_POOL",
+                                          f"clusters/{cluster}/nodePools/{body.get('name', '')}"))
+
+    async def list_pools(self, project: str, location: str, cluster: str) -> JSONResponse:
+        items = self._cluster_pools(cluster)
+        if not items and self._cluster(cluster) is None:
+            return _no_cluster(project, location, cluster)
+        return JSONResponse({"nodePools": [gke_node_pool(p, project, location) for p in items]})
+
+    async def get_pool(self, project: str, location: str, cluster: str, pool: str) -> JSONResponse:
+        obj = self._pool(cluster, pool)
+        if obj is None:
+            return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
+                          f"{cluster}/nodePools/{pool}.")
+        return JSONResponse(gke_node_pool(obj, project, location))
+
+    async def delete_pool(self, project: str, location: str, cluster: str, pool: str) -> JSONResponse:
+        if self._pool(cluster, pool) is None:
+            return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
+        self.service.delete(self.pools, None, pool)
+        return JSONResponse(self.ops.done(project, location, "DELETE_NODE_POOL",
+                                          f"clusters/{cluster}/nodePools/{pool}"))
+
+    async def pool_action(self, project: str, location: str, cluster: str, pool_action: str,
+                          request: Request) -> JSONResponse:
+        pool, _, action = pool_action.partition(":")
+        obj = self._pool(cluster, pool)
+        if obj is None:
+            return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
+        body = await _json(request)
+        if isinstance(body, JSONResponse):
+            return body
+        if not _set_pool(obj["spec"], action, body):
+            return _error(400, "INVALID_ARGUMENT", f"unknown node pool action {action!r}")
+        try:
+            self.service.replace(self.pools, None, pool, obj)
+        except Exception as exc:
+            return _refused(exc)
+        kind = "SET_NODE_POOL_SIZE" if action == "setSize" else "UPDATE_CLUSTER"
+        return JSONResponse(self.ops.done(project, location, kind, f"clusters/{cluster}/nodePools/{pool}"))
+
+    async def get_operation(self, project: str, location: str, operation: str) -> JSONResponse:
+        op = self.ops.items.get(operation)
+        if op is None:
+            return _error(404, "NOT_FOUND", f"Not found: operation {operation}.")
+        return JSONResponse(op)
+
+    async def list_operations(self, project: str, location: str) -> JSONResponse:
+        return JSONResponse({"operations": list(self.ops.items.values())})
+
+
+async def _service_usage(project: str, service_name: str) -> JSONResponse:
+    # gcloud asks Service Usage whether an API is enabled (e.g. for --enable-image-streaming): all are.
+    return JSONResponse({"name": f"projects/{project}/services/{service_name}", "state": "ENABLED",
+                         "parent": f"projects/{project}"})
+
+
+async def _describe_project(project: str) -> JSONResponse:
+    # Resource Manager's projects.get, for `gcloud projects describe` (the guide's env.sh asks for the
+    # project number): any project exists; its number is derived from its id.
+    number = int(hashlib.sha256(project.encode()).hexdigest(), 16) % 10**12
+    return JSONResponse({"projectId": project, "name": project, "projectNumber": str(number),
+                         "lifecycleState": "ACTIVE", "createTime": "2025-01-01T00:00:00.000Z"})
+
+
+def gke_router(service: ObjectService, endpoint: str, ca_pem: bytes = b"") -> APIRouter:
+    """The Container API's routes, under both path styles, with Service Usage and Resource Manager beside."""
+    router = APIRouter(include_in_schema=False)
+    gke = _Gke(service, endpoint, ca_pem)
+    router.get("/v1/projects/{project}/services/{service_name}")(_service_usage)
+    router.get("/v1/projects/{project}")(_describe_project)
     for style in ("locations", "zones"):
         base = f"/v1/projects/{{project}}/{style}/{{location}}"
-
-        @router.post(f"{base}/clusters")
-        async def create_cluster(project: str, location: str, request: Request) -> JSONResponse:
-            payload = await _json(request)
-            if isinstance(payload, JSONResponse):
-                return payload
-            body = payload.get("cluster") or {}
-            name = str(body.get("name", ""))
-            node_config = body.get("nodeConfig") or {}
-            initial = int(body.get("initialNodeCount") or 0)
-            given = body.get("nodePools") or []
-            if given:
-                node_config = given[0].get("config") or node_config
-                initial = int(given[0].get("initialNodeCount") or initial)
-            machine = node_config.get("machineType") or "e2-medium"
-            obj = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-                   "spec": {"location": location, "project": project, "machineType": machine,
-                            "numNodes": initial or 3, "version": body.get("initialClusterVersion")}}
-            pool = pool_object({"name": (given[0].get("name") if given else None) or "default-pool",
-                                "config": {"machineType": machine}, "initialNodeCount": initial or 3}, name, location)
-            try:
-                with service.store.transaction():
-                    service.create(clusters, None, obj)
-                    service.create(pools, None, pool)
-            except Exception as exc:
-                return invalid(exc)
-            return JSONResponse(ops.done(project, location, "CREATE_CLUSTER", f"clusters/{name}"))
-
-        @router.get(f"{base}/clusters")
-        async def list_clusters(project: str, location: str) -> JSONResponse:
-            items = service.list_objects(clusters, None)[0]
-            return JSONResponse({"clusters": [cluster_resource(c, project, location) for c in items]})
-
-        @router.get(f"{base}/clusters/{{cluster}}")
-        async def get_cluster_route(project: str, location: str, cluster: str) -> JSONResponse:
-            obj = get_cluster(cluster)
-            if obj is None:
-                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
-                              f"{cluster}.")
-            return JSONResponse(cluster_resource(obj, project, location))
-
-        @router.delete(f"{base}/clusters/{{cluster}}")
-        async def delete_cluster(project: str, location: str, cluster: str) -> JSONResponse:
-            if get_cluster(cluster) is None:
-                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
-                              f"{cluster}.")
-            with service.store.transaction():
-                for pool in service.list_objects(pools, None)[0]:
-                    if pool["spec"]["cluster"] == cluster:
-                        service.delete(pools, None, pool["metadata"]["name"])
-                service.delete(clusters, None, cluster)
-                if not service.list_objects(clusters, None)[0]:
-                    _empty_kubernetes(service)
-            return JSONResponse(ops.done(project, location, "DELETE_CLUSTER", f"clusters/{cluster}"))
-
-        @router.post(f"{base}/clusters/{{cluster}}/nodePools")
-        async def create_pool(project: str, location: str, cluster: str, request: Request) -> JSONResponse:
-            if get_cluster(cluster) is None:
-                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
-                              f"{cluster}.")
-            payload = await _json(request)
-            if isinstance(payload, JSONResponse):
-                return payload
-            body = payload.get("nodePool") or {}
-            try:
-                service.create(pools, None, pool_object(body, cluster, location))
-            except Exception as exc:
-                return invalid(exc)
-            return JSONResponse(ops.done(project, location, "CREATE_NODE_POOL",
-                                         f"clusters/{cluster}/nodePools/{body.get('name', '')}"))
-
-        @router.get(f"{base}/clusters/{{cluster}}/nodePools")
-        async def list_pools(project: str, location: str, cluster: str) -> JSONResponse:
-            items = [p for p in service.list_objects(pools, None)[0] if p["spec"]["cluster"] == cluster]
-            if not items and get_cluster(cluster) is None:
-                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
-                              f"{cluster}.")
-            return JSONResponse({"nodePools": [gke_node_pool(p, project, location) for p in items]})
-
-        def find_pool(cluster: str, name: str) -> dict[str, Any] | None:
-            try:
-                pool = service.get(pools, None, name)
-            except NotFound:
-                return None
-            return pool if pool["spec"]["cluster"] == cluster else None
-
-        @router.get(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")
-        async def get_pool(project: str, location: str, cluster: str, pool: str) -> JSONResponse:
-            obj = find_pool(cluster, pool)
-            if obj is None:
-                return _error(404, "NOT_FOUND", f"Not found: projects/{project}/locations/{location}/clusters/"
-                              f"{cluster}/nodePools/{pool}.")
-            return JSONResponse(gke_node_pool(obj, project, location))
-
-        @router.delete(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")
-        async def delete_pool(project: str, location: str, cluster: str, pool: str) -> JSONResponse:
-            if find_pool(cluster, pool) is None:
-                return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
-            service.delete(pools, None, pool)
-            return JSONResponse(ops.done(project, location, "DELETE_NODE_POOL",
-                                         f"clusters/{cluster}/nodePools/{pool}"))
-
-        @router.post(f"{base}/clusters/{{cluster}}/nodePools/{{pool_action}}")
-        async def pool_action(project: str, location: str, cluster: str, pool_action: str,
-                              request: Request) -> JSONResponse:
-            pool, _, action = pool_action.partition(":")
-            obj = find_pool(cluster, pool)
-            if obj is None:
-                return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
-            body = await _json(request)
-            if isinstance(body, JSONResponse):
-                return body
-            spec = obj["spec"]
-            if action == "setAutoscaling":
-                auto = body.get("autoscaling") or {}
-                spec["autoscaling"] = {"enabled": bool(auto.get("enabled")),
-                                       **({"minNodeCount": int(auto.get("minNodeCount", 0)),
-                                           "maxNodeCount": int(auto.get("maxNodeCount", 0))}
-                                          if auto.get("enabled") else {})}
-            elif action == "setSize":
-                spec["initialNodeCount"] = int(body.get("nodeCount", 0))
-            else:
-                return _error(400, "INVALID_ARGUMENT", f"unknown node pool action {action!r}")
-            try:
-                service.replace(pools, None, pool, obj)
-            except Exception as exc:
-                return invalid(exc)
-            kind = "SET_NODE_POOL_SIZE" if action == "setSize" else "UPDATE_CLUSTER"
-            return JSONResponse(ops.done(project, location, kind, f"clusters/{cluster}/nodePools/{pool}"))
-
-        @router.get(f"{base}/operations/{{operation}}")
-        async def get_operation(project: str, location: str, operation: str) -> JSONResponse:
-            op = ops.items.get(operation)
-            if op is None:
-                return _error(404, "NOT_FOUND", f"Not found: operation {operation}.")
-            return JSONResponse(op)
-
-        @router.get(f"{base}/operations")
-        async def list_operations(project: str, location: str) -> JSONResponse:
-            return JSONResponse({"operations": list(ops.items.values())})
-
+        router.post(f"{base}/clusters")(gke.create_cluster)
+        router.get(f"{base}/clusters")(gke.list_clusters)
+        router.get(f"{base}/clusters/{{cluster}}")(gke.get_cluster)
+        router.delete(f"{base}/clusters/{{cluster}}")(gke.delete_cluster)
+        router.post(f"{base}/clusters/{{cluster}}/nodePools")(gke.create_pool)
+        router.get(f"{base}/clusters/{{cluster}}/nodePools")(gke.list_pools)
+        router.get(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")(gke.get_pool)
+        router.delete(f"{base}/clusters/{{cluster}}/nodePools/{{pool}}")(gke.delete_pool)
+        router.post(f"{base}/clusters/{{cluster}}/nodePools/{{pool_action}}")(gke.pool_action)
+        router.get(f"{base}/operations/{{operation}}")(gke.get_operation)
+        router.get(f"{base}/operations")(gke.list_operations)
     return router
 
 

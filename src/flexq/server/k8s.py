@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from flexq.api.documents import MAX_INPUT_BYTES
 from flexq.api.fields import FieldCheck, parse_field_validation
 from flexq.api.kinds import KindInfo, by_resource
+from flexq.auth.requests import resource_path
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
@@ -105,14 +106,10 @@ class KubeApi:
         if not rest:
             doc = resource_list(group, version)
             return JSONResponse(doc) if doc else _not_found("the server could not find the requested resource")
-        namespace: str | None = None
-        if rest[0] == "namespaces" and len(rest) >= 3 and group == "" and rest[2] in ("status", "finalize"):
-            pass  # /api/v1/namespaces/{name}/status is the Namespace's own subresource
-        elif rest[0] == "namespaces" and len(rest) >= 3:
-            namespace, rest = rest[1], rest[2:]
-        plural, name, sub = rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+        where = resource_path(group, rest)
+        namespace, plural, name, sub = where.namespace, where.resource, where.name or None, where.subresource or None
         info = by_resource(group, plural)
-        if info is None or version not in info.versions or len(rest) > 3:
+        if info is None or version not in info.versions or where.depth > 3:
             gr = f"{plural}.{group}" if group else plural
             return _not_found(f"the server could not find the requested resource ({gr})")
         if sub == "log" and info.kind == "Pod" and name is not None and request.method == "GET":

@@ -41,6 +41,11 @@ class _Figures(Collector):
         self.sample = sample
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._kueue()
+        yield from self._flexq()
+
+    def _kueue(self) -> Iterator[Metric]:
+        """Kueue's own metrics, under its names."""
         s, t = self.sample, self.tally
         pending = GaugeMetricFamily("kueue_pending_workloads", "Pending workloads, by ClusterQueue and status",
                                     labels=["cluster_queue", "status"])
@@ -82,6 +87,9 @@ class _Figures(Collector):
             buckets = [(str(b), sum(1 for w in observed if w <= b)) for b in WAIT_BUCKETS]
             waits.add_metric([cq], [*buckets, ("+Inf", len(observed))], sum(observed))
         yield waits
+    def _flexq(self) -> Iterator[Metric]:
+        """flexq's own: races, node pools, their prices, requests in flight, cost."""
+        s, t = self.sample, self.tally
         yield _counter("flexq_races_won", "Racing workloads that started on a flavor", ["cluster_queue", "flavor"],
                        t.races_won.items())
         nodes = GaugeMetricFamily("flexq_node_pool_nodes", "Nodes of each node pool, by state",

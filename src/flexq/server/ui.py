@@ -32,11 +32,14 @@ from flexq.server.hub import ChangeHub
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobDetail, JobPage, Overview, Report
-from flexq.store import Key, NotFound
+from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["ui_router"]
 
-_PAGES: Final = {"overview": "overview.html", "jobs": "jobs.html", "job": "job.html", "reports": "reports.html"}
+_PAGES: Final = {"overview": ("Overview", "/ui/"), "jobs": ("Jobs", "/ui/jobs"), "job": ("Job", "/ui/jobs"),
+                  "reports": ("Simulator reports", "/ui/reports")}
+"""Each page: its title, and the navigation link it falls under; its ``<main>`` is ``static/NAME.html``."""
+_NAV: Final = (("/ui/", "Overview"), ("/ui/jobs", "Jobs"), ("/ui/reports", "Simulator reports"), ("/docs", "API"))
 _TYPES: Final = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
                  ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -55,19 +58,44 @@ def _assets() -> dict[str, tuple[bytes, str]]:
     return out
 
 
+def _page(name: str, main: bytes) -> bytes:
+    """A whole page: the head and navigation every page shares, ``main`` (its ``<main>``), then its scripts."""
+    title, current = _PAGES[name]
+    mark = ' aria-current="page"'
+    links = "".join(f'<a href="{href}"{mark if href == current else ""}>{text}</a>' for href, text in _NAV)
+    head = ('<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f'<title>flexq · {title}</title>\n<link rel="icon" href="data:,">\n'
+            '<link rel="stylesheet" href="/ui/static/app.css">\n</head>\n<body>\n'
+            f'<header><span class="brand">flexq</span><nav aria-label="Dashboard">{links}</nav>'
+            '<span class="live" id="live" role="status">connecting…</span></header>\n')
+    tail = (f'<script src="/ui/static/common.js"></script>\n<script src="/ui/static/{name}.js"></script>\n'
+            '</body>\n</html>\n')
+    return head.encode() + main + tail.encode()
+
+
 def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None, home: Path | None,
               observe: Callable[[], tuple[Tally, Sample]] | None) -> APIRouter:
     """The dashboard's pages, assets, JSON, change stream, report files and the Ray dashboard proxy."""
     router = APIRouter()
-    assets = _assets()
     table = JobTable(service.store)
     threading.Thread(target=table.warm, name="dashboard-jobs", daemon=True).start()
-    store = service.store
     reports_dir = home / "reports" if home is not None else None
+    _page_routes(router, reports_dir)
+    _data_routes(router, service.store, table, runtime, observe)
+    _reports_route(router, reports_dir)
+    _changes_route(router, service.store, hub)
+    router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
+    return router
+
+
+def _page_routes(router: APIRouter, reports_dir: Path | None) -> None:
+    """The pages, their assets, and the files of simulator reports."""
+    assets = _assets()
+    pages = {name: _page(name, assets.pop(f"{name}.html")[0]) for name in _PAGES}
 
     def page(name: str) -> Response:
-        body, kind = assets[_PAGES[name]]
-        return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
+        return Response(pages[name], media_type=_TYPES[".html"], headers={"Cache-Control": "no-cache"})
 
     @router.get("/ui", include_in_schema=False)
     async def ui_root() -> Response:
@@ -105,6 +133,11 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
             return PlainTextResponse(f"no file {file} in report {report}\n", status_code=404)
         return FileResponse(path)
 
+
+
+def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: RayRuntime | None,
+                 observe: Callable[[], tuple[Tally, Sample]] | None) -> None:
+    """The JSON behind the overview, the jobs table and a job's page."""
     @router.get("/flexq/v1/dashboard/overview", response_model=Overview, tags=["dashboard"])
     def overview() -> Overview:
         """ClusterQueues (and cohorts) with quota and usage per flavor and resource, node pools with their nodes
@@ -135,35 +168,41 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
         """One job: its row, a timeline (conditions, Events, ProvisioningRequests), the flavors considered and why
         each was refused, its racing variants, the metrics its script reported, and where its log and Ray
         dashboard are."""
-        try:
-            wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
-        except NotFound:
-            return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
-        row = table.row(namespace, name)
-        if row is None:
-            return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
-                                            "workload"), 404)
-        own = {name, row.jobName} | {v.name for v in ui_data.variants(wl)}
-        events = [e for e in store.list_objects("", "events", namespace)[0]
-                  if (e.get("involvedObject") or {}).get("name") in own]
-        requests = [p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests", namespace)[0]
-                    if any(r.get("name") in own for r in p["metadata"].get("ownerReferences") or [])]
-        job_status, log_url, ray_url, metrics = "", None, None, []
-        if row.jobKind == "RayJob":
-            with contextlib.suppress(NotFound):
-                job_status = str((store.get(RayRuntime.key(namespace, row.jobName)).get("status") or {})
-                                 .get("jobStatus") or "")
-            if runtime is not None:
-                path = runtime.log_path(namespace, row.jobName)
-                if path.exists():
-                    log_url = f"/flexq/v1/namespaces/{namespace}/rayjobs/{row.jobName}/logs"
-                    metrics = ui_data.metric_points(path.read_text(encoding="utf-8", errors="replace"))
-                if runtime.dashboard_port(namespace, row.jobName) is not None:
-                    ray_url = f"{PREFIX}/{namespace}/{row.jobName}/"
-        return JobDetail(job=row, why=ui_data.why(wl), timeline=ui_data.timeline(wl, events, requests),
-                         considered=ui_data.considered(wl), variants=ui_data.variants(wl), metrics=metrics,
-                         jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url)
+        return _job_detail(store, table, runtime, namespace, name)
 
+
+def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, namespace: str, name: str) -> Any:
+    try:
+        wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
+    except NotFound:
+        return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
+    row = table.row(namespace, name)
+    if row is None:
+        return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
+                                        "workload"), 404)
+    own = {name, row.jobName} | {v.name for v in ui_data.variants(wl)}
+    events = [e for e in store.list_objects("", "events", namespace)[0]
+              if (e.get("involvedObject") or {}).get("name") in own]
+    requests = [p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests", namespace)[0]
+                if any(r.get("name") in own for r in p["metadata"].get("ownerReferences") or [])]
+    job_status, log_url, ray_url, metrics = "", None, None, []
+    if row.jobKind == "RayJob":
+        with contextlib.suppress(NotFound):
+            job_status = str((store.get(RayRuntime.key(namespace, row.jobName)).get("status") or {})
+                             .get("jobStatus") or "")
+        if runtime is not None:
+            path = runtime.log_path(namespace, row.jobName)
+            if path.exists():
+                log_url = f"/flexq/v1/namespaces/{namespace}/rayjobs/{row.jobName}/logs"
+                metrics = ui_data.metric_points(path.read_text(encoding="utf-8", errors="replace"))
+            if runtime.dashboard_port(namespace, row.jobName) is not None:
+                ray_url = f"{PREFIX}/{namespace}/{row.jobName}/"
+    return JobDetail(job=row, why=ui_data.why(wl), timeline=ui_data.timeline(wl, events, requests),
+                     considered=ui_data.considered(wl), variants=ui_data.variants(wl), metrics=metrics,
+                     jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url)
+
+
+def _reports_route(router: APIRouter, reports_dir: Path | None) -> None:
     @router.get("/flexq/v1/dashboard/reports", response_model=list[Report], tags=["dashboard"])
     def reports() -> list[Report]:
         """Simulator reports under ``FLEXQ_HOME/reports/<name>/`` (``flexq simulate --report``), newest first."""
@@ -175,6 +214,8 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
                        modified=datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
                 for at, name in sorted(found, reverse=True)]
 
+
+def _changes_route(router: APIRouter, store: BaseStore, hub: ChangeHub) -> None:
     @router.get("/flexq/v1/dashboard/changes", tags=["dashboard"],
                 responses={200: {"content": {"text/event-stream": {}},
                                  "description": "a `change` event (data: the store's resourceVersion) per burst"}})
@@ -202,6 +243,3 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-    router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
-    return router

@@ -251,7 +251,15 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
         if run.nodes:
             numbers["pools"] = pool_usage(run)
         summary[policy] = numbers
-    with (directory / "jobs.csv").open("w", newline="", encoding="utf-8") as fh:
+    _write_jobs(directory / "jobs.csv", runs)
+    (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (directory / "report.html").write_text(_page(runs, summary, queue_series), encoding="utf-8")
+    return summary
+
+
+def _write_jobs(path: Path, runs: Mapping[str, PolicyRun]) -> None:
+    """jobs.csv: one row per job and policy."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["policy", "job", "workload", "clusterQueue", "state", "submitted", "admitted", "started",
                          "finished", "wait", "flavors", "cost", "wasted"])
@@ -262,8 +270,10 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
                 writer.writerow([policy, r.get("job"), r.get("workload"), r.get("clusterQueue"), r.get("state"),
                                  r.get("submitted"), r.get("admitted"), r.get("started"), r.get("finished"),
                                  r.get("wait"), flavors, r.get("cost", ""), r.get("waste", "")])
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
+
+
+def _tables(summary: dict[str, Any]) -> tuple[str, str, str]:
+    """The rows of the policies' table, of waits per ClusterQueue and of waits per class."""
     reference = (summary.get(ORACLE) or {}).get("wait", {}).get("p95")
     table = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{s['jobs']}</td><td>{_fmt(s['wait']['p50'])}</td>"
@@ -281,9 +291,11 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
         f"<tr><td>{html.escape(p)}</td><td>{html.escape(c)}</td><td>{w['jobs']}</td><td>{_fmt(w['p50'])}</td>"
         f"<td>{_fmt(w['p95'])}</td><td>{_fmt(w['max'])}</td></tr>"
         for p, s in summary.items() for c, w in s["waitByClass"].items())
-    end = max(run.end for run in runs.values())
-    queue_plot = _svg_steps({p: [(t, w) for t, w, _r in s] for p, s in queue_series.items()}, end,
-                            "jobs waiting over time")
+    return table, by_cq, by_class
+
+
+def _pool_plots(runs: Mapping[str, PolicyRun], summary: dict[str, Any], end: float) -> tuple[str, str, str]:
+    """Each policy's pool nodes over time, the pools' utilisation rows, and each policy's Gantt chart."""
     pools = "".join(
         f"<h3>{html.escape(p)}</h3>" + _svg_steps(
             {f"{pool} {what}": [(t, sample.get(pool, (0, 0))[i]) for t, sample in run.nodes]
@@ -299,7 +311,19 @@ def write_report(directory: Path, runs: Mapping[str, PolicyRun], flex_flavors: s
                      + (f"<p>{len(run.rows) - GANTT_MAX_JOBS} more jobs not drawn.</p>"
                         if len(run.rows) > GANTT_MAX_JOBS else "")
                      for p, run in runs.items())
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>flexq simulation report</title>
+    return pools, usage, gantts
+
+
+def _page(runs: Mapping[str, PolicyRun], summary: dict[str, Any],
+          queue_series: dict[str, list[tuple[float, int, int]]]) -> str:
+    """report.html: the tables, then the plots."""
+    waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
+    table, by_cq, by_class = _tables(summary)
+    end = max(run.end for run in runs.values())
+    queue_plot = _svg_steps({p: [(t, w) for t, w, _r in s] for p, s in queue_series.items()}, end,
+                            "jobs waiting over time")
+    pools, usage, gantts = _pool_plots(runs, summary, end)
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>flexq simulation report</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1em}}td,th{{border:1px
 solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>
 <h1>flexq simulation report</h1>
@@ -320,9 +344,6 @@ on a log scale)</h2>
 <h2>Jobs over time (grey: waiting; colour: running, by flavor)</h2>{gantts}
 </body></html>
 """
-    (directory / "report.html").write_text(page, encoding="utf-8")
-    return summary
-
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else format_seconds(value)

@@ -43,9 +43,6 @@ mapping with ``cohorts`` and no ``apiVersion``).
 
 from __future__ import annotations
 
-import json
-import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -53,7 +50,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, load_documents
-from flexq.api.envsubst import substitute
 from flexq.api.errors import InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.capacity.catalog import UnknownMachineType, machine_type
@@ -61,9 +57,11 @@ from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import NodePoolSpec
 from flexq.durations import DurationError, parse_duration
-from flexq.sim.arrivals import ScenarioError, Submission, fill, read_text
-from flexq.sim.generator import is_generator, load_generator, load_generator_file
-from flexq.sim.traces import load_trace
+from flexq.sim.arrivals import ScenarioError, Submission, read_text
+from flexq.sim.generator import is_generator, load_generator
+from flexq.sim.submit import Check, Reader
+from flexq.sim.submit import delay as _delay
+from flexq.sim.submit import duration as _duration
 
 __all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario"]
 
@@ -179,15 +177,6 @@ class _Scenario(_Model):
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
-    at: float
-    workload: str
-    check: str
-    state: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     source: str
@@ -200,14 +189,6 @@ class Scenario:
 
 
 _read = read_text
-_fill = fill
-
-
-def _duration(value: Any, doc: Document, path: str) -> float:
-    try:
-        return parse_duration(value)
-    except DurationError as exc:
-        raise ScenarioError(doc.source, f"{path}: {exc}", doc.line_of(path)) from None
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -224,105 +205,16 @@ def load_scenario(path: Path) -> Scenario:
     if errors:
         raise InvalidObject(source, 0, "Scenario", str((doc.obj.get("metadata") or {}).get("name", "")), errors)
     spec = _Scenario.model_validate(doc.obj).spec
-    base = path.parent
-    env = dict(spec.env or {})
-    objects: list[Document] = []
-    for i, name in enumerate(spec.include or []):
-        included = base / name
-        where = f"spec.include[{i}]"
-        text = _fill(_read(included, f"{source}:{doc.line_of(where)}"), env, str(included))
-        objects.extend(load_documents(text, str(included)))
-    for i, obj in enumerate(spec.objects or []):
-        objects.append(Document(obj, source, i, doc.line_of(f"spec.objects[{i}]") or 1, {}))
+    reading = Reader(source, doc, path.parent, dict(spec.env or {}), spec.seed)
+    objects = reading.included(spec)
     submissions: list[Submission] = []
     for i, entry in enumerate(spec.submit or []):
-        where = f"spec.submit[{i}]"
-        start = _duration(entry.at, doc, f"{where}.at")
-        every = _duration(entry.every, doc, f"{where}.every")
-        rng = random.Random(f"{spec.seed}:{i}")
-        run_for = _run_for(entry.runFor, doc, f"{where}.runFor")
-        sources = [k for k in ("file", "object", "trace", "generator") if getattr(entry, k) is not None]
-        if len(sources) != 1:
-            raise ScenarioError(source, f"{where}: give exactly one of file, object, trace or generator",
-                                doc.line_of(where))
-        if entry.trace is not None or entry.generator is not None:
-            kind = sources[0]
-            extra = sorted(entry.model_fields_set - {"at", kind, *(("env",) if kind == "trace" else ())})
-            if extra:
-                field = {"for_": "for"}.get(extra[0], extra[0])
-                raise ScenarioError(source, f"{where}.{field}: not allowed with {kind} (the {kind} file says it)",
-                                    doc.line_of(f"{where}.{field}"))
-            named = f"{source}:{doc.line_of(f'{where}.{kind}')}"
-            if entry.trace is not None:
-                submissions.extend(load_trace(base / entry.trace, named, {**env, **(entry.env or {})}, start))
-            else:
-                made, generated = load_generator_file(base / str(entry.generator), named, start)
-                objects.extend(made)
-                submissions.extend(generated)
-            continue
-        arrivals = [start + n * every for n in range(entry.count)]
-        if entry.poisson is not None:
-            horizon = start + _duration(entry.poisson.for_, doc, f"{where}.poisson.for")
-            arrivals, t = [], start
-            while True:
-                t += rng.expovariate(entry.poisson.ratePerHour / 3600.0)
-                if t >= horizon:
-                    break
-                arrivals.append(round(t, 3))
-        for n, arrival in enumerate(arrivals):
-            values = {**env, **(entry.env or {}), "INDEX": str(n)}
-            values = {k: substitute(v, values) for k, v in values.items()}
-            if entry.file is not None:
-                job_file = base / entry.file
-                text = _fill(_read(job_file, f"{source}:{doc.line_of(where)}"), values, str(job_file))
-                loaded = load_documents(text, str(job_file))
-                if len(loaded) != 1:
-                    raise ScenarioError(str(job_file), f"expected one job per submitted file, found {len(loaded)}")
-                job = loaded[0]
-            else:
-                text = _fill(json.dumps(entry.object), values, f"{source}:{doc.line_of(where)}")
-                job = Document(json.loads(text), source, i, doc.line_of(f"{where}.object") or 1, {})
-            submissions.append(Submission(arrival, job, run_for(rng)))
-    checks = tuple(
-        Check(_duration(c.at, doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "")
-        for i, c in enumerate(spec.checks or []))
-    for i, c in enumerate(checks):
-        if "/" not in c.workload:
-            raise ScenarioError(source, f"spec.checks[{i}].workload: expected namespace/name, got {c.workload!r}",
-                                doc.line_of(f"spec.checks[{i}].workload"))
+        submissions.extend(reading.submissions(i, entry, objects))
+    checks = reading.checks(spec)
     until = _duration(spec.until, doc, "spec.until") if spec.until is not None else None
     name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
     capacity = _capacity(spec.capacity, doc, until=until) if spec.capacity is not None else None
     return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity)
-
-
-def _run_for(value: Any, doc: Document, path: str) -> Callable[[random.Random], float | None]:
-    """How long each copy runs: a duration, ``{exponential: MEAN}`` or ``{uniform: [LOW, HIGH]}`` (seeded)."""
-    if value is None:
-        return lambda _rng: None
-    if isinstance(value, dict):
-        spec = _delay(value, doc, path)
-        if spec[0] == "exponential":
-            mean = float(spec[1])
-            return lambda rng: round(rng.expovariate(1.0 / mean), 3)
-        low, high = float(spec[1]), float(spec[2])
-        return lambda rng: round(rng.uniform(low, high), 3)
-    fixed = _duration(value, doc, path)
-    return lambda _rng: fixed
-
-
-def _delay(value: Any, doc: Document, path: str) -> Any:
-    if value == "never":
-        return None
-    if isinstance(value, dict):
-        if set(value) == {"exponential"}:
-            return ("exponential", _duration(value["exponential"], doc, f"{path}.exponential"))
-        if set(value) == {"uniform"} and isinstance(value["uniform"], list) and len(value["uniform"]) == 2:
-            low, high = (_duration(v, doc, f"{path}.uniform") for v in value["uniform"])
-            return ("uniform", low, high)
-        raise ScenarioError(doc.source, f"{path}: expected a duration, never, {{exponential: MEAN}} or "
-                            "{uniform: [LOW, HIGH]}", doc.line_of(path))
-    return _duration(value, doc, path)
 
 
 def _trace_file(path: Path, source: str) -> tuple[tuple[float, int], ...]:

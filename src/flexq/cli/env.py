@@ -1,0 +1,72 @@
+"""``flexq env`` and ``flexq kubeconfig``: point kubectl, gcloud and flexq at the server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flexq.cli import options
+from flexq.cli.kubeconfigs import kubeconfig_text
+from flexq.config import caller_token, flexq_home
+
+__all__ = ["env", "kubeconfig"]
+
+
+def kubeconfig(
+    write: Annotated[Path | None, typer.Option("--write", "-w", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Print (or write) a kubeconfig that points kubectl at the flexq server."""
+    text = kubeconfig_text(options.server_url())
+    if write is None:
+        typer.echo(text, nl=False)
+        return
+    write.parent.mkdir(parents=True, exist_ok=True)
+    write.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {write}", err=True)
+
+
+def env(
+    project: Annotated[str, typer.Option(help="The gcloud project to use.")] = "demo",
+) -> None:
+    """Print shell exports that point kubectl, gcloud and flexq at the server: eval "$(flexq env)".
+
+    Your own gcloud and kubectl configuration is left alone: gcloud gets a configuration directory of
+    flexq's own (CLOUDSDK_CONFIG) and kubectl a kubeconfig of flexq's own (KUBECONFIG), both under FLEXQ_HOME.
+    """
+    home = flexq_home()
+    home.mkdir(parents=True, exist_ok=True)
+    server_url = options.server_url().rstrip("/")
+    kubeconfig_path = home / "kubeconfig"
+    kubeconfig_path.write_text(kubeconfig_text(server_url), encoding="utf-8")
+    gcloud = _gcloud_config(home / "gcloud", server_url, project)
+    typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={kubeconfig_path}\n"
+               f"export CLOUDSDK_CONFIG={gcloud}")
+
+
+def _gcloud_config(gcloud: Path, server_url: str, project: str) -> Path:
+    """Write a gcloud configuration directory whose API endpoints are the server's; return it."""
+    (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
+    (gcloud / "active_config").write_text("default", encoding="utf-8")
+    token = gcloud / "access-token"
+    token.write_text((caller_token() or "anonymous") + "\n", encoding="utf-8")
+    token.chmod(0o600)
+    # The caller's flexq token as gcloud's access token: gcloud sends it to the GKE API, and
+    # gke-gcloud-auth-plugin hands it to kubectl after get-credentials. Without one ("anonymous"), a server in
+    # anonymous mode takes the caller for the administrator and one that requires tokens refuses it.
+    (gcloud / "configurations" / "config_default").write_text(
+        "[core]\n"
+        f"project = {project}\n"
+        "account = flexq@local\n"
+        "disable_prompts = true\n"
+        "disable_usage_reporting = true\n"
+        "[auth]\n"
+        f"access_token_file = {token}\n"
+        "[component_manager]\n"
+        "disable_update_check = true\n"
+        "[api_endpoint_overrides]\n"
+        f"container = {server_url}/\n"
+        f"cloudresourcemanager = {server_url}/\n"
+        f"serviceusage = {server_url}/\n", encoding="utf-8")
+    return gcloud

@@ -1,0 +1,237 @@
+"""``flexq container``: clusters and node pools with the commands and flags of ``gcloud container``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from flexq.api.kinds import resolve
+from flexq.cli import options
+from flexq.cli.client import Client, CliError, ServerError
+from flexq.cli.kubeconfigs import kubeconfig_text
+from flexq.cli.printers import columns
+from flexq.config import flexq_home
+
+__all__ = ["PoolFlags", "container_app"]
+
+container_app = typer.Typer(help="Clusters and node pools, as `gcloud container` manages them.",
+                            no_args_is_help=True)
+clusters_app = typer.Typer(help="gcloud container clusters ...", no_args_is_help=True)
+pools_app = typer.Typer(help="gcloud container node-pools ...", no_args_is_help=True)
+container_app.add_typer(clusters_app, name="clusters")
+container_app.add_typer(pools_app, name="node-pools")
+
+LocationOpt = Annotated[str | None, typer.Option("--location", "--zone", "--region", help="Zone or region.")]
+ProjectOpt = Annotated[str | None, typer.Option("--project", help="Project (accepted; one cluster space).")]
+FormatOpt = Annotated[str | None, typer.Option("--format", help="yaml, json, get(FIELD), value(FIELD,...).")]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFlags:
+    """A node pool as ``gcloud container node-pools create`` describes it with flags."""
+
+    name: str
+    cluster: str
+    machine_type: str
+    location: str | None = None
+    num_nodes: int = 3
+    tpu_topology: str | None = None
+    reservation_affinity: str | None = None
+    autoscaling: bool = False
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    flex_start: bool = False
+    queued_provisioning: bool = False
+
+    def node_pool(self) -> dict[str, Any]:
+        """The NodePool object these flags make."""
+        spec: dict[str, Any] = {"cluster": self.cluster, "machineType": self.machine_type,
+                                "initialNodeCount": self.num_nodes, "autoscaling": {"enabled": self.autoscaling}}
+        if self.autoscaling:
+            spec["autoscaling"].update({"minNodeCount": self.min_nodes or 0, "maxNodeCount": self.max_nodes or 0})
+        for key, value in (("location", self.location), ("tpuTopology", self.tpu_topology),
+                           ("reservationAffinity", self.reservation_affinity)):
+            if value:
+                spec[key] = value
+        if self.flex_start:
+            spec["flexStart"] = True
+        if self.queued_provisioning:
+            spec["queuedProvisioning"] = True
+        return {"apiVersion": "flexq.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": self.name},
+                "spec": spec}
+
+
+def _apply_objects(client: Client, objects: list[dict[str, Any]], command: str) -> None:
+    """Apply ``objects``; a refusal becomes gcloud's ``ERROR: (gcloud.COMMAND) ...`` line."""
+    text = "\n---\n".join(json.dumps(o) for o in objects)
+    try:
+        client.request("POST", "/flexq/v1/apply", json={"sources": [{"text": text, "source": "flags"}]})
+    except ServerError as exc:
+        problems = [str(c.get("message", "")) for c in exc.causes if "line" in c] if exc.reason == "Invalid" else []
+        detail = "; ".join(problems) if problems else exc.detail
+        raise CliError(f"ERROR: (gcloud.{command}) {detail}") from None
+    except CliError as exc:  # no server there, or no answer
+        raise CliError(f"ERROR: (gcloud.{command}) {exc.message}") from None
+
+
+@clusters_app.command("create")
+def clusters_create(
+    name: Annotated[str, typer.Argument(help="Cluster name.")],
+    machine_type: Annotated[str, typer.Option("--machine-type", help="Machine type of default-pool.")] =
+    "e2-medium",
+    num_nodes: Annotated[int, typer.Option("--num-nodes", help="Nodes in default-pool.")] = 3,
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+    cluster_version: Annotated[str | None, typer.Option("--cluster-version")] = None,
+    enable_image_streaming: Annotated[bool, typer.Option("--enable-image-streaming")] = False,
+    addons: Annotated[str | None, typer.Option("--addons", help="Accepted (RayOperator is built in).")] = None,
+) -> None:
+    """Create a cluster and its default-pool."""
+    client = options.client()
+    machine = machine_type if machine_type != "e2-medium" else "n2-standard-16"
+    cluster = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+               "spec": {"location": location, "project": project, "machineType": machine, "numNodes": num_nodes,
+                        "version": cluster_version}}
+    pool = PoolFlags("default-pool", name, machine, location=location, num_nodes=num_nodes).node_pool()
+    _apply_objects(client, [cluster, pool], "container.clusters.create")
+    where = f" in {location}" if location else ""
+    typer.echo(f"Created [{name}]{where}: default-pool with {num_nodes} {machine} node(s).", err=True)
+    typer.echo(f"NAME  LOCATION  MASTER_VERSION  MACHINE_TYPE  NUM_NODES  STATUS\n{name}  {location or ''}  "
+               f"{cluster_version or '1.34'}  {machine}  {num_nodes}  RUNNING")
+
+
+@clusters_app.command("delete")
+def clusters_delete(
+    name: Annotated[str, typer.Argument()],
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Delete a cluster and its node pools."""
+    client = options.client()
+    pools = client.request("GET", client.path(resolve("nodepool"), None)).get("items", [])
+    for pool in pools:
+        if pool["spec"]["cluster"] == name:
+            client.request("DELETE", client.path(resolve("nodepool"), None, pool["metadata"]["name"]))
+    client.request("DELETE", client.path(resolve("clusters.flexq.dev"), None, name))
+    typer.echo(f"Deleted [{name}].", err=True)
+
+
+@clusters_app.command("list")
+def clusters_list(location: LocationOpt = None, project: ProjectOpt = None) -> None:
+    client = options.client()
+    items = client.request("GET", client.path(resolve("clusters.flexq.dev"), None)).get("items", [])
+    rows = [["NAME", "LOCATION", "MACHINE_TYPE", "STATUS"]] + [
+        [c["metadata"]["name"], c["spec"].get("location") or "", c["spec"].get("machineType") or "", "RUNNING"]
+        for c in items]
+    typer.echo(columns(rows, gap="  "))
+
+
+@clusters_app.command("get-credentials")
+def clusters_get_credentials(
+    name: Annotated[str, typer.Argument()],
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Point kubectl at the flexq server (writes FLEXQ_HOME/kubeconfig; export KUBECONFIG to use it)."""
+    client = options.client()
+    client.request("GET", client.path(resolve("clusters.flexq.dev"), None, name))
+    home = flexq_home()
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "kubeconfig"
+    path.write_text(kubeconfig_text(client.server), encoding="utf-8")
+    typer.echo(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name} in {path}.",
+               err=True)
+
+
+@pools_app.command("create")
+def pools_create(
+    name: Annotated[str, typer.Argument(help="Node pool name.")],
+    cluster: Annotated[str, typer.Option("--cluster", help="Cluster name.")],
+    machine_type: Annotated[str, typer.Option("--machine-type")] = "n2-standard-16",
+    tpu_topology: Annotated[str | None, typer.Option("--tpu-topology")] = None,
+    reservation_affinity: Annotated[str | None, typer.Option("--reservation-affinity")] = None,
+    enable_autoscaling: Annotated[bool, typer.Option("--enable-autoscaling")] = False,
+    num_nodes: Annotated[int, typer.Option("--num-nodes")] = 3,
+    min_nodes: Annotated[int | None, typer.Option("--min-nodes")] = None,
+    max_nodes: Annotated[int | None, typer.Option("--max-nodes")] = None,
+    flex_start: Annotated[bool, typer.Option("--flex-start")] = False,
+    enable_queued_provisioning: Annotated[bool, typer.Option("--enable-queued-provisioning")] = False,
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Create a node pool (the flags of `gcloud container node-pools create`)."""
+    client = options.client()
+    client.request("GET", client.path(resolve("clusters.flexq.dev"), None, cluster))
+    if enable_autoscaling and max_nodes is None:
+        raise CliError("ERROR: (gcloud.container.node-pools.create) --max-nodes must be set with "
+                       "--enable-autoscaling")
+    flags = PoolFlags(name, cluster, machine_type, location=location, num_nodes=num_nodes, tpu_topology=tpu_topology,
+                      reservation_affinity=reservation_affinity, autoscaling=enable_autoscaling,
+                      min_nodes=min_nodes, max_nodes=max_nodes, flex_start=flex_start,
+                      queued_provisioning=enable_queued_provisioning)
+    if client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True) is not None:
+        raise CliError(f"ERROR: (gcloud.container.node-pools.create) ResponseError: code=409, message=Already "
+                       f"exists: node pool {name!r} in cluster {cluster!r}.")
+    _apply_objects(client, [flags.node_pool()], "container.node-pools.create")
+    typer.echo(f"Created [{name}] in cluster [{cluster}].", err=True)
+    typer.echo(f"NAME  MACHINE_TYPE  DISK_SIZE_GB  NODE_VERSION\n{name}  {machine_type}  100  1.34")
+
+
+def _pool(client: Client, name: str, cluster: str) -> dict[str, Any]:
+    pool = client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True)
+    if pool is None or pool["spec"]["cluster"] != cluster:
+        raise CliError(f"ERROR: (gcloud.container.node-pools.describe) ResponseError: code=404, message=Not found: "
+                       f"node pool {name!r} in cluster {cluster!r}.")
+    return dict(pool)
+
+
+@pools_app.command("describe")
+def pools_describe(
+    name: Annotated[str, typer.Argument()],
+    cluster: Annotated[str, typer.Option("--cluster")],
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Describe a node pool as GKE does (`--format="get(config.flexStart)"` prints True)."""
+    from flexq.capacity.gke import gke_node_pool
+    from flexq.cli.gformat import FormatError, render
+
+    client = options.client()
+    resource = gke_node_pool(_pool(client, name, cluster), project or "", location or "")
+    try:
+        typer.echo(render(resource, format), nl=False)
+    except FormatError as exc:
+        raise CliError(f"ERROR: (gcloud.container.node-pools.describe) {exc}") from None
+
+
+@pools_app.command("list")
+def pools_list(
+    cluster: Annotated[str, typer.Option("--cluster")],
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+) -> None:
+    client = options.client()
+    items = [p for p in client.request("GET", client.path(resolve("nodepool"), None)).get("items", [])
+             if p["spec"]["cluster"] == cluster]
+    rows = [["NAME", "MACHINE_TYPE", "DISK_SIZE_GB", "NODE_VERSION"]] + [
+        [p["metadata"]["name"], p["spec"]["machineType"], "100", "1.34"] for p in items]
+    typer.echo(columns(rows, gap="  "))
+
+
+@pools_app.command("delete")
+def pools_delete(
+    name: Annotated[str, typer.Argument()],
+    cluster: Annotated[str, typer.Option("--cluster")],
+    location: LocationOpt = None,
+    project: ProjectOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    client = options.client()
+    _pool(client, name, cluster)
+    client.request("DELETE", client.path(resolve("nodepool"), None, name))
+    typer.echo(f"Deleted [{name}].", err=True)

@@ -1,0 +1,78 @@
+"""``flexq server``: serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flexq.cli.client import CliError
+from flexq.config import DEFAULT_HOST, DEFAULT_PORT, flexq_home
+
+__all__ = ["server"]
+
+
+def server(
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default; any other needs tokens and "
+                                           "TLS).")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port for plain HTTP (flexq's CLI; on loopback only).")] = DEFAULT_PORT,
+    home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
+    log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
+    capacity: Annotated[Path | None, typer.Option(
+        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
+    runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
+    = "ray",
+    tls_port: Annotated[int | None, typer.Option(
+        help="Port for HTTPS, the endpoint gcloud's get-credentials points kubectl at (default: --port + 1; "
+             "0: any free port).")] = None,
+    no_tls: Annotated[bool, typer.Option("--no-tls", help="Serve plain HTTP only (loopback only).")] = False,
+    auth: Annotated[str | None, typer.Option(
+        help="anonymous: a caller without a token is the administrator (the default on loopback); token: every "
+             "request needs a token (the default, and the only choice, on other addresses).")] = None,
+    store: Annotated[str | None, typer.Option(
+        envvar="FLEXQ_STORE",
+        help="Where objects live: postgresql://USER@HOST:PORT/DB (shared by several servers; one leads the "
+             "controllers) or sqlite:///PATH (default: FLEXQ_HOME/flexq.db).")] = None,
+    lease_duration: Annotated[str, typer.Option(
+        help="With PostgreSQL: how long the leader's lease lasts without renewal; another server takes over "
+             "within it when the leader dies.")] = "15s",
+    event_ttl: Annotated[str, typer.Option(
+        help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
+    = "1h",
+) -> None:
+    """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+    from flexq.server.listen import ListenError, plan_listeners
+    from flexq.server.run import StoreOptionError, serve
+    from flexq.sim.scenario import load_capacity
+    from flexq.store import StoreUnavailable
+
+    if runtime not in ("ray", "none"):
+        raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
+    state = home or flexq_home()
+    lease = _lease(lease_duration)
+    ttl = _duration("--event-ttl", event_ttl)
+    try:
+        plan = plan_listeners(host, port, tls_port, not no_tls, auth)
+        config = load_capacity(capacity) if capacity is not None else None
+        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
+              lease_duration=lease, event_ttl=ttl)
+    except (ListenError, StoreOptionError, StoreUnavailable) as exc:  # the store refusing its first writes
+        raise CliError(f"error: {exc}") from None
+
+
+def _duration(option: str, text: str) -> float:
+    from flexq.durations import DurationError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise CliError(f"error: {option}: {exc}") from None
+
+
+def _lease(text: str) -> float:
+    """``--lease-duration``, in seconds (at least one)."""
+    lease = _duration("--lease-duration", text)
+    if lease < 1:
+        raise CliError(f"error: --lease-duration {text}: must be at least 1s")
+    return lease
