@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
-from flexq.scheduler.quota import Node, QuotaTree
+from flexq.scheduler.quota import Node, QuotaTree, Trial
 
 __all__ = ["Holders", "Target", "Variant", "find_targets", "oracle_for"]
 
@@ -191,30 +191,39 @@ def find_targets(
     for borrowing in attempts:
         if not _could_fit(tree, cq.name, requests, ordered, borrowing):
             continue
-        removed: list[Target] = []
-        fitted = False
-        try:
-            for t in ordered:
-                if not _valid(t, tree, cq.name, needed, borrowing):
-                    continue
-                tree.remove(t.workload.cluster_queue, _usage(t))
-                removed.append(t)
-                if _fits(tree, cq.name, requests, borrowing):
-                    fitted = True
-                    break
-            if fitted:
-                for i in range(len(removed) - 2, -1, -1):
-                    t = removed[i]
-                    tree.add(t.workload.cluster_queue, _usage(t))
-                    if _fits(tree, cq.name, requests, borrowing):
-                        removed.pop(i)
-                    else:
-                        tree.remove(t.workload.cluster_queue, _usage(t))
-                return list(removed)
-        finally:
-            for t in removed:
-                tree.add(t.workload.cluster_queue, _usage(t))
+        with tree.trial() as trial:
+            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing)
+            if removed:
+                return _minimal(trial, tree, cq.name, requests, removed, borrowing)
     return []
+
+
+def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
+                      requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool) -> list[Target]:
+    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits)."""
+    removed: list[Target] = []
+    for t in ordered:
+        if not _valid(t, tree, cq, needed, borrowing):
+            continue
+        trial.remove(t.workload.cluster_queue, _usage(t))
+        removed.append(t)
+        if _fits(tree, cq, requests, borrowing):
+            return removed
+    return []
+
+
+def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
+             removed: list[Target], borrowing: bool) -> list[Target]:
+    """Put back each victim but the last, latest first, where the request still fits without evicting it."""
+    for i in range(len(removed) - 2, -1, -1):
+        t = removed[i]
+        mark = trial.mark()
+        trial.add(t.workload.cluster_queue, _usage(t))
+        if _fits(tree, cq, requests, borrowing):
+            removed.pop(i)
+        else:
+            trial.undo(mark)
+    return removed
 
 
 def _after_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
@@ -279,13 +288,8 @@ def oracle_for(
         targets = find_targets(incoming, cq, tree, holders, {fr}, {fr: val}, exclude)
         if not targets:
             return Granular.NO_CANDIDATES, 0
-        for t in targets:
-            tree.remove(t.workload.cluster_queue, _usage(t))
-        try:
+        with tree.without([(t.workload.cluster_queue, _usage(t)) for t in targets]):
             level, _ = tree.borrow_level(cq.name, fr, val)
-        finally:
-            for t in targets:
-                tree.add(t.workload.cluster_queue, _usage(t))
         own = any(t.workload.cluster_queue == cq.name for t in targets)
         return (Granular.PREEMPT if own else Granular.RECLAIM), level
 

@@ -7,8 +7,9 @@ lendingLimit is set, else nothing. Usage flows up the same way: a parent counts 
 child's usage above the child's guarantee. :meth:`QuotaTree.available` and
 :meth:`QuotaTree.potential` are Kueue's ``available`` and ``potentialAvailable``.
 
-Usage changes are incremental and exactly reversible, so what-if questions (preemption) add and
-remove usage and restore it afterwards.
+Usage changes are incremental and exactly reversible, so what-if questions (a cycle's reservations,
+preemption) are asked inside :meth:`QuotaTree.trial`: each change made through the :class:`Trial` is
+undone when it ends.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from flexq.scheduler.model import ClusterQueueSpec, CohortSpec, FlavorResource, Quota
 
-__all__ = ["Node", "QuotaTree"]
+__all__ = ["Node", "QuotaTree", "Trial"]
 
 
 @dataclass(slots=True, eq=False)
@@ -230,13 +231,48 @@ class QuotaTree:
         self.add(cq, usage, -1)
 
     @contextmanager
+    def trial(self) -> Iterator[Trial]:
+        """Try usage changes: those made through the :class:`Trial` are undone on exit (others stay)."""
+        trial = Trial(self)
+        try:
+            yield trial
+        finally:
+            trial.undo()
+
+    @contextmanager
     def without(self, removals: Iterable[tuple[str, Mapping[FlavorResource, int]]]) -> Iterator[None]:
         """Temporarily remove usages (what-if for preemption); restored on exit."""
-        done = list(removals)
-        for cq, usage in done:
-            self.remove(cq, usage)
-        try:
+        with self.trial() as trial:
+            for cq, usage in removals:
+                trial.remove(cq, usage)
             yield
-        finally:
-            for cq, usage in reversed(done):
-                self.add(cq, usage)
+
+
+class Trial:
+    """Usage changes made to try something out, each remembered so that it can be undone (all of them when
+    the trial ends, or back to a :meth:`mark`)."""
+
+    __slots__ = ("_tree", "_undo")
+
+    def __init__(self, tree: QuotaTree) -> None:
+        self._tree = tree
+        self._undo: list[tuple[str, Mapping[FlavorResource, int], int]] = []
+
+    def add(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        self._tree.add(cq, usage)
+        self._undo.append((cq, usage, -1))
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        self._tree.add(cq, usage, -1)
+        self._undo.append((cq, usage, 1))
+
+    def mark(self) -> int:
+        """A point to :meth:`undo` back to."""
+        return len(self._undo)
+
+    def undo(self, mark: int = 0) -> None:
+        """Undo the changes made since ``mark`` (all of them by default), latest first."""
+        undo, tree = self._undo, self._tree
+        while len(undo) > mark:
+            cq, usage, sign = undo.pop()
+            tree.add(cq, usage, sign)

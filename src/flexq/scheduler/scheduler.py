@@ -47,7 +47,7 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.preemption import Target, find_targets, oracle_for
 from flexq.scheduler.queues import QueueManager
-from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.quota import QuotaTree, Trial
 from flexq.scheduler.racing import Racing, podsets_of, without
 from flexq.scheduler.racing import discount as racing_discount
 from flexq.scheduler.slices import REPLACED, assign_slice, replaced_slice, shrunk, slice_targets
@@ -71,10 +71,12 @@ class Config:
 
 @dataclass(slots=True)
 class _Cycle:
-    """What one cycle changed in the snapshot, undone when the cycle ends."""
+    """One cycle's state: its trial changes to the quota tree (victims out, capacity kept for preemptors),
+    undone when the cycle ends."""
 
+    trial: Trial
     removed: list[Workload] = field(default_factory=list)
-    added: list[tuple[str, Mapping[FlavorResource, int]]] = field(default_factory=list)
+    """The victims of preemptions issued this cycle, out of the tree until it ends."""
     victims: list[Workload] = field(default_factory=list)
     progress: bool = False
 
@@ -280,7 +282,6 @@ class Scheduler(Racing):
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
         aside = self._set_aside
         heads, events = self._heads(now)
-        state = _Cycle()
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
@@ -294,15 +295,10 @@ class Scheduler(Racing):
                 targets = self._targets(wl, assignment)
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
-        try:
+        with self.tree.trial() as trial:
+            state = _Cycle(trial)
             for wl, assignment, targets in nominated:
                 events += self._process(wl, assignment, targets, state, now)
-        finally:
-            for victim in state.removed:
-                assert victim.admission is not None
-                self.tree.add(victim.cluster_queue, victim.admission.usage())
-            for cq, usage in state.added:
-                self.tree.remove(cq, usage)
         if self.instant_eviction:
             for victim in state.victims:
                 events += self.complete_eviction(victim.key, now)
@@ -332,6 +328,7 @@ class Scheduler(Racing):
             return self._skip(wl, "Workload has overlapping preemption targets with another workload", now,
                               PendingReason.WAITING_FOR_QUOTA)
         own = [t.workload for t in targets]
+        mark = state.trial.mark()
         for victim in own:
             self._remove_for_cycle(victim, state)
         # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
@@ -341,17 +338,14 @@ class Scheduler(Racing):
         if replaced:
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
         if not fits:
-            for victim in own:
-                state.removed.remove(victim)
-                assert victim.admission is not None
-                self.tree.add(victim.cluster_queue, victim.admission.usage())
+            state.trial.undo(mark)
+            del state.removed[len(state.removed) - len(own):]
             return self._skip(wl, "Workload no longer fits after processing another workload", now,
                               PendingReason.WAITING_FOR_QUOTA)
         if assignment.mode is Mode.FIT:
             state.progress = True
             return self._reserve(wl, assignment, now, discount)
-        self.tree.add(cq.name, usage)
-        state.added.append((cq.name, usage))
+        state.trial.add(cq.name, usage)
         events: list[Event] = []
         self.last_targets[wl.key] = list(targets)
         new = [t for t in targets if not t.workload.evicting]
@@ -367,7 +361,7 @@ class Scheduler(Racing):
 
     def _remove_for_cycle(self, victim: Workload, state: _Cycle) -> None:
         assert victim.admission is not None
-        self.tree.remove(victim.cluster_queue, victim.admission.usage())
+        state.trial.remove(victim.cluster_queue, victim.admission.usage())
         state.removed.append(victim)
 
     def _replace_slice(self, wl: Workload, old: Workload, assignment: Assignment, state: _Cycle,
@@ -419,8 +413,7 @@ class Scheduler(Racing):
             if amount > 0:
                 reserved[fr] = amount
         if reserved:
-            self.tree.add(cq.name, reserved)
-            state.added.append((cq.name, reserved))
+            state.trial.add(cq.name, reserved)
 
     def _heads(self, now: float) -> tuple[list[Workload], list[Event]]:
         heads: list[Workload] = []
