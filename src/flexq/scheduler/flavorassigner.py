@@ -275,77 +275,113 @@ def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | No
     return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt), no_fit)
 
 
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """What the search of one workload's flavors works with; ``assigned`` grows as pod sets get flavors."""
+
+    cq: ClusterQueueSpec
+    tree: QuotaTree
+    flavors: Mapping[str, FlavorSpec]
+    oracle: Oracle | None
+    unavailable: Mapping[str, str]
+    assigned: dict[FlavorResource, int]
+
+
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
     oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
     only among the flavors it may take)."""
-    assigned: dict[FlavorResource, int] = {}
+    search = _Search(cq, tree, flavors, oracle, unavailable or {}, {})
     results: list[PodSetResult] = []
-    prefer_preemption = cq.fungibility.prefer_preemption_over_borrowing
     for podset in workload.podsets:
-        per_pod = _requests(podset, cq)
-        allowed = workload.allowed_for(podset.name)
-        chosen: dict[str, str] = {}
-        usage: dict[FlavorResource, int] = {}
-        tried: list[FlavorTry] = []
-        reasons: list[str] = []
-        granular, borrow = Granular.FIT, 0
-        preempt: set[FlavorResource] = set()
-        groups: list[ResourceGroup] = []
-        failed = False
-        no_fit: PendingReason | None = None
-        """The most severe, across groups, of each group's least severe reason (Kueue's resolveNoFitReason)."""
-        for resource in per_pod:
-            group = cq.group_of(resource)
-            if group is None:
-                reasons = [f"resource {resource} unavailable in ClusterQueue"]
-                failed = True
-                break
-            if group not in groups:
-                groups.append(group)
-        for group in [] if failed else groups:
-            wanted = [r for r in group.covered if r in per_pod]
-            best: FlavorTry | None = None
-            group_reasons: list[str] = []
-            first = len(tried)
-            for name in group.flavors:
-                if allowed is not None and name not in allowed:
-                    continue  # a variant's pod set takes its own flavor (or one that does not race)
-                attempt = _try(cq, tree, name, flavors.get(name), podset, wanted, per_pod, assigned, oracle,
-                               unavailable or {})
-                tried.append(attempt)
-                group_reasons.extend(attempt.reasons)
-                if best is None or _preferred(attempt, best, prefer_preemption):
-                    best = attempt if attempt.granular is not Granular.NO_FIT else best
-                if _stops(attempt, cq):
-                    break
-            least: PendingReason | None = None
-            for attempt in tried[first:]:
-                if attempt.granular is Granular.NO_FIT and attempt.no_fit is not None and (
-                        least is None or attempt.no_fit.severity < least.severity):
-                    least = attempt.no_fit
-            no_fit = most_severe(no_fit, least)
-            if best is None:
-                reasons = group_reasons
-                failed = True
-                break
-            if best.granular is not Granular.FIT:
-                reasons.extend(group_reasons)
-            granular = min(granular, best.granular)
-            borrow = max(borrow, best.borrow)
-            preempt.update((best.flavor, r) for r in best.needs_preemption)
-            for resource in wanted:
-                fr = (best.flavor, resource)
-                chosen[resource] = best.flavor
-                amount = podset.count * per_pod[resource]
-                usage[fr] = usage.get(fr, 0) + amount
-                assigned[fr] = assigned.get(fr, 0) + amount
-        if failed:
-            results.append(PodSetResult(podset.name, podset.count, {}, Granular.NO_FIT, 0, {}, tuple(tried),
-                                        tuple(reasons), no_fit=no_fit or PendingReason.NO_MATCHING_FLAVOR))
+        result = _assign_podset(search, podset, workload.allowed_for(podset.name))
+        results.append(result)
+        if result.granular is Granular.NO_FIT:  # only a pod set that found no flavor is NoFit
             return Assignment(tuple(results), complete=False)
-        results.append(PodSetResult(podset.name, podset.count, chosen, granular, borrow, usage, tuple(tried),
-                                    tuple(reasons) if granular is not Granular.FIT else (), frozenset(preempt)))
     return Assignment(tuple(results))
+
+
+def _groups(per_pod: Mapping[str, int], cq: ClusterQueueSpec) -> tuple[list[ResourceGroup], str | None]:
+    """The resource groups the pod set's resources are in, in order, and the first resource in none (if any)."""
+    groups: list[ResourceGroup] = []
+    for resource in per_pod:
+        group = cq.group_of(resource)
+        if group is None:
+            return groups, resource
+        if group not in groups:
+            groups.append(group)
+    return groups, None
+
+
+def _assign_podset(search: _Search, podset: PodSet, allowed: frozenset[str] | None) -> PodSetResult:
+    per_pod = _requests(podset, search.cq)
+    groups, missing = _groups(per_pod, search.cq)
+    if missing is not None:
+        return _no_fit(podset, [], [f"resource {missing} unavailable in ClusterQueue"], None)
+    chosen: dict[str, str] = {}
+    usage: dict[FlavorResource, int] = {}
+    tried: list[FlavorTry] = []
+    reasons: list[str] = []
+    granular, borrow = Granular.FIT, 0
+    preempt: set[FlavorResource] = set()
+    no_fit: PendingReason | None = None
+    """The most severe, across groups, of each group's least severe reason (Kueue's resolveNoFitReason)."""
+    for group in groups:
+        wanted = [r for r in group.covered if r in per_pod]
+        best, attempts = _search_group(search, podset, group, wanted, per_pod, allowed)
+        tried += attempts
+        group_reasons = [reason for attempt in attempts for reason in attempt.reasons]
+        no_fit = most_severe(no_fit, _least_severe(attempts))
+        if best is None:
+            return _no_fit(podset, tried, group_reasons, no_fit)
+        if best.granular is not Granular.FIT:
+            reasons.extend(group_reasons)
+        granular = min(granular, best.granular)
+        borrow = max(borrow, best.borrow)
+        preempt.update((best.flavor, r) for r in best.needs_preemption)
+        for resource in wanted:
+            fr = (best.flavor, resource)
+            chosen[resource] = best.flavor
+            amount = podset.count * per_pod[resource]
+            usage[fr] = usage.get(fr, 0) + amount
+            search.assigned[fr] = search.assigned.get(fr, 0) + amount
+    return PodSetResult(podset.name, podset.count, chosen, granular, borrow, usage, tuple(tried),
+                        tuple(reasons) if granular is not Granular.FIT else (), frozenset(preempt))
+
+
+def _search_group(
+    search: _Search, podset: PodSet, group: ResourceGroup, wanted: list[str], per_pod: Mapping[str, int],
+    allowed: frozenset[str] | None,
+) -> tuple[FlavorTry | None, list[FlavorTry]]:
+    """Try the group's flavors in order: the best that fits in some way (None if none does), and those tried."""
+    best: FlavorTry | None = None
+    tried: list[FlavorTry] = []
+    prefer_preemption = search.cq.fungibility.prefer_preemption_over_borrowing
+    for name in group.flavors:
+        if allowed is not None and name not in allowed:
+            continue  # a variant's pod set takes its own flavor (or one that does not race)
+        attempt = _try(search.cq, search.tree, name, search.flavors.get(name), podset, wanted, per_pod,
+                       search.assigned, search.oracle, search.unavailable)
+        tried.append(attempt)
+        if best is None or _preferred(attempt, best, prefer_preemption):
+            best = attempt if attempt.granular is not Granular.NO_FIT else best
+        if _stops(attempt, search.cq):
+            break
+    return best, tried
+
+
+def _least_severe(attempts: list[FlavorTry]) -> PendingReason | None:
+    """The least severe reason of the flavors that did not fit (they were alternatives)."""
+    least: PendingReason | None = None
+    for attempt in attempts:
+        if attempt.granular is Granular.NO_FIT and attempt.no_fit is not None and (
+                least is None or attempt.no_fit.severity < least.severity):
+            least = attempt.no_fit
+    return least
+
+
+def _no_fit(podset: PodSet, tried: list[FlavorTry], reasons: list[str], no_fit: PendingReason | None) -> PodSetResult:
+    return PodSetResult(podset.name, podset.count, {}, Granular.NO_FIT, 0, {}, tuple(tried), tuple(reasons),
+                        no_fit=no_fit or PendingReason.NO_MATCHING_FLAVOR)

@@ -27,9 +27,9 @@ from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
 
 if TYPE_CHECKING:
+    from flexq.scheduler.config import Config
     from flexq.scheduler.flavorassigner import Assignment
     from flexq.scheduler.preemption import Target
-    from flexq.scheduler.scheduler import Config
 
 __all__ = ["Racing", "discount", "podsets_of", "without"]
 
@@ -129,28 +129,8 @@ class Racing:
         refused = self.refuse_migration(variant, now)
         if refused:
             return refused
-        events: list[Event] = []
-        carrier = self.workloads.get(self._carrier.get(parent.key, ""))
-        if variant.key in self._full and carrier is not None and carrier is not parent and \
-                carrier.admission is not None:
-            # The winner takes the shared pod sets' quota over from the sibling that held it.
-            held = carrier.admission
-            shared = discount(held.total, self._shared(variant))
-            self._full[carrier.key] = held
-            carrier.admission = without(held, shared)
-            self.tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
-            self._make_full(variant)
-            self._carrier[parent.key] = variant.key
-        if parent.admission is not None:
-            events.append(Event(now, EventKind.EVICTED, parent.key, parent.cluster_queue,
-                                f"Evicted to accommodate a workload (UID: {parent.uid or parent.key}) due to migration "
-                                f"to more favorable resource flavor {variant.flavor}",
-                                extra={"cause": "FlavorMigration"}))
-            if variant.key in self._full:
-                self._carrier[parent.key] = variant.key  # it takes the shared pod sets' quota over from the parent
-            self._release(parent)
-            parent.evictions += 1
-            self._make_full(variant)
+        self._take_shared(variant, parent)
+        events = self._migrate(parent, variant, now)
         admission = variant.admission
         self.holding.get(variant.cluster_queue, {}).pop(variant.key, None)
         variant.admission = None
@@ -162,11 +142,55 @@ class Racing:
         parent.pod_set_updates = dict(variant.pod_set_updates)
         parent.pending_reason = ""
         parent.won = variant.name
+        events += self._withdraw_losers(parent, variant, cq, now)
+        variant.state = WorkloadState.FINISHED
+        self.workloads.pop(key, None)
+        self.last_assignment.pop(key, None)
+        events.append(Event(now, EventKind.FINISHED, key, variant.cluster_queue,
+                            f"The variant won: {parent.key} runs on flavor {variant.flavor}",
+                            extra={"finishedReason": "VariantAdmitted", "parent": parent.key}))
+        podsets = podsets_of(admission)
+        events.append(Event(now, EventKind.QUOTA_RESERVED, parent.key, cq.name,
+                            f"Quota reserved in ClusterQueue {cq.name}", podsets))
+        events.append(Event(now, EventKind.ADMITTED, parent.key, cq.name, f"The variant {variant.name} is admitted",
+                            podsets, extra={"variant": key, "flavor": variant.flavor}))
+        return events
+
+    def _take_shared(self, variant: Workload, parent: Workload) -> None:
+        """The winner takes the shared pod sets' quota over from the sibling that held it."""
+        carrier = self.workloads.get(self._carrier.get(parent.key, ""))
+        if variant.key in self._full and carrier is not None and carrier is not parent and \
+                carrier.admission is not None:
+            held = carrier.admission
+            shared = discount(held.total, self._shared(variant))
+            self._full[carrier.key] = held
+            carrier.admission = without(held, shared)
+            self.tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
+            self._make_full(variant)
+            self._carrier[parent.key] = variant.key
+
+    def _migrate(self, parent: Workload, variant: Workload, now: float) -> list[Event]:
+        """A running parent moves to the winner's flavor: it releases what it holds."""
+        if parent.admission is None:
+            return []
+        event = Event(now, EventKind.EVICTED, parent.key, parent.cluster_queue,
+                      f"Evicted to accommodate a workload (UID: {parent.uid or parent.key}) due to migration "
+                      f"to more favorable resource flavor {variant.flavor}", extra={"cause": "FlavorMigration"})
+        if variant.key in self._full:
+            self._carrier[parent.key] = variant.key  # it takes the shared pod sets' quota over from the parent
+        self._release(parent)
+        parent.evictions += 1
+        self._make_full(variant)
+        return [event]
+
+    def _withdraw_losers(self, parent: Workload, variant: Workload, cq: ClusterQueueSpec, now: float) -> list[Event]:
+        """Withdraw the other variants, except, under ``TryPreferredFlavors``, those more preferred (and acceptable)."""
+        events: list[Event] = []
         policy = self._policy(cq)
         keep = []
         for other_key in self.variants.pop(parent.key, []):
             other = self.workloads.get(other_key)
-            if other is None or other_key == key:
+            if other is None or other_key == variant.key:
                 continue
             if policy is not None and policy.migrate and not policy.implicit and \
                     rank(cq, other.flavor) < rank(cq, variant.flavor) and (
@@ -179,17 +203,6 @@ class Racing:
             self._carrier[parent.key] = parent.key  # the running workload holds what the variants share
         else:
             self._carrier.pop(parent.key, None)
-        variant.state = WorkloadState.FINISHED
-        self.workloads.pop(key, None)
-        self.last_assignment.pop(key, None)
-        events.append(Event(now, EventKind.FINISHED, key, variant.cluster_queue,
-                            f"The variant won: {parent.key} runs on flavor {variant.flavor}",
-                            extra={"finishedReason": "VariantAdmitted", "parent": parent.key}))
-        podsets = podsets_of(admission)
-        events.append(Event(now, EventKind.QUOTA_RESERVED, parent.key, cq.name,
-                            f"Quota reserved in ClusterQueue {cq.name}", podsets))
-        events.append(Event(now, EventKind.ADMITTED, parent.key, cq.name, f"The variant {variant.name} is admitted",
-                            podsets, extra={"variant": key, "flavor": variant.flavor}))
         return events
 
     def refuse_migration(self, variant: Workload, now: float) -> list[Event]:

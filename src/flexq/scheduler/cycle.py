@@ -1,0 +1,254 @@
+"""Kueue's admission cycle: at most one head per ClusterQueue, all nominated against the same snapshot, ordered
+(not borrowing first, higher priority, earlier queue time), then admitted, preempted for, or requeued.
+
+:class:`Cycling` is mixed into :class:`~flexq.scheduler.scheduler.Scheduler`, above :class:`Transitions`, and works
+on the state declared there. What a cycle tries in the quota tree (victims out, capacity kept for a preemptor) is
+tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cycle ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.flavorassigner import Assignment, assign_flavors
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    FlavorResource,
+    Granular,
+    Mode,
+    PendingReason,
+    PreemptionPolicy,
+    Workload,
+)
+from flexq.scheduler.preemption import Target, find_targets, oracle_for
+from flexq.scheduler.quota import Trial
+from flexq.scheduler.racing import discount as racing_discount
+from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
+from flexq.scheduler.transitions import Transitions
+
+__all__ = ["Cycling"]
+
+
+@dataclass(slots=True)
+class _Cycle:
+    """One cycle's state: its trial changes to the quota tree (victims out, capacity kept for preemptors),
+    undone when the cycle ends."""
+
+    trial: Trial
+    removed: list[Workload] = field(default_factory=list)
+    """The victims of preemptions issued this cycle, out of the tree until it ends."""
+    victims: list[Workload] = field(default_factory=list)
+    progress: bool = False
+
+
+class Cycling(Transitions):
+    """The admission cycle (a mixin of the scheduler: it provides what is declared here)."""
+
+    _failed: dict[tuple[object, ...], tuple[int, Assignment]]
+    unavailable: dict[str, tuple[float, str]]
+    _deferred: list[Event]
+    _gated: set[str]
+
+    def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
+        """Run cycles at ``now`` until one changes nothing; return what happened."""
+        self._expire_unavailable(now)
+        events, self._deferred = self._deferred, []
+        events += self._requeue_due(now)
+        for _ in range(max_cycles):
+            cycle_events, progress = self.cycle(now)
+            events += self._settle_admitted(cycle_events, now)
+            if not progress:
+                break
+        return events
+
+    def _expire_unavailable(self, now: float) -> None:
+        gone = [f for f, (until, _) in self.unavailable.items() if until <= now]
+        for flavor in gone:
+            del self.unavailable[flavor]
+        if gone:
+            self._failed.clear()
+            self.queues.wake(list(self.config.cluster_queues), self.workloads)
+
+    def cycle(self, now: float) -> tuple[list[Event], bool]:
+        """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
+        aside = self._set_aside
+        heads, events = self._heads(now)
+        nominated: list[tuple[Workload, Assignment, list[Target]]] = []
+        for wl in heads:
+            if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
+                events += self._inadmissible(wl, "The workload has failed admission checks", now,
+                                             PendingReason.PENDING_EVALUATION)
+                continue
+            assignment = self._assign(wl)
+            targets: list[Target] = []
+            if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
+                # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state.
+                targets = self._targets(wl, assignment)
+            nominated.append((wl, assignment, targets))
+        nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
+        with self.tree.trial() as trial:
+            state = _Cycle(trial)
+            for wl, assignment, targets in nominated:
+                events += self._process(wl, assignment, targets, state, now)
+        if self.instant_eviction:
+            for victim in state.victims:
+                events += self.complete_eviction(victim.key, now)
+        return events, state.progress or self._set_aside != aside
+
+    def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], state: _Cycle,
+                 now: float) -> list[Event]:
+        cq = self.config.cluster_queues[wl.cluster_queue]
+        usage = assignment.usage()
+        if assignment.mode is Mode.NO_FIT:
+            return self._inadmissible(wl, assignment.message(), now, assignment.no_fit)
+        if assignment.mode is Mode.PREEMPT and not targets:
+            if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
+                self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
+            gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
+                if wl.key in self._gated else ""
+            self._gated.discard(wl.key)
+            return self._inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
+        old = replaced_slice(self.workloads, wl)
+        if old is not None and assignment.mode is Mode.FIT:
+            return self._replace_slice(wl, old, assignment, state, now)
+        discount = racing_discount(usage, self._shared(wl))
+        if discount:
+            usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
+        issued = {v.key for v in state.removed}
+        if targets and issued.intersection(t.workload.key for t in targets):
+            return self._skip(wl, "Workload has overlapping preemption targets with another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
+        own = [t.workload for t in targets]
+        mark = state.trial.mark()
+        for victim in own:
+            self._remove_for_cycle(victim, state)
+        # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
+        replaced = old.admission.usage() if old is not None and old.admission is not None else {}
+        with self.tree.without([(cq.name, replaced)] if replaced else []):
+            fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
+        if replaced:
+            usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
+        if not fits:
+            state.trial.undo(mark)
+            del state.removed[len(state.removed) - len(own):]
+            return self._skip(wl, "Workload no longer fits after processing another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
+        if assignment.mode is Mode.FIT:
+            state.progress = True
+            return self._reserve(wl, assignment, now, discount)
+        state.trial.add(cq.name, usage)
+        events: list[Event] = []
+        self.last_targets[wl.key] = list(targets)
+        new = [t for t in targets if not t.workload.evicting]
+        for target in new:
+            events += self._preempt(target, wl, now)
+            state.victims.append(target.workload)
+        if new:
+            state.progress = True
+        message = f"{assignment.message()}. Pending the preemption of {len(targets)} workload(s)"
+        if self._note_pending(wl, message, PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS):
+            events.append(Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, message))
+        return events
+
+    def _remove_for_cycle(self, victim: Workload, state: _Cycle) -> None:
+        assert victim.admission is not None
+        state.trial.remove(victim.cluster_queue, victim.admission.usage())
+        state.removed.append(victim)
+
+    def _replace_slice(self, wl: Workload, old: Workload, assignment: Assignment, state: _Cycle,
+                       now: float) -> list[Event]:
+        """Admit slice ``wl`` in place of ``old``: what it adds must fit; ``old`` is finished in the same step."""
+        assert old.admission is not None
+        with self.tree.without([(old.cluster_queue, old.admission.usage())]):
+            fits = all(v <= self.tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
+        if not fits:
+            return self._skip(wl, "Workload no longer fits after processing another workload", now,
+                              PendingReason.WAITING_FOR_QUOTA)
+        state.progress = True
+        message = (f"Removed to accommodate a workload (UID: {wl.uid or wl.key}) due to workload slice aggregation")
+        finished = self._finish_replaced(old, wl, now, message)
+        return finished + self._reserve(wl, assignment, now)
+
+    def _reserve_capacity(self, cq: ClusterQueueSpec, usage: Mapping[FlavorResource, int], borrowing: bool,
+                          state: _Cycle) -> None:
+        """A workload waiting for preemption keeps other heads off the capacity it needs, this cycle."""
+        reserved: dict[FlavorResource, int] = {}
+        for fr, req in usage.items():
+            nominal, used = self.tree.nominal(cq.name, fr), self.tree.usage(cq.name, fr)
+            if borrowing:
+                limit = self.tree.queues[cq.name].borrowing_limit(fr)
+                amount = req if limit is None else min(req, nominal + limit - used)
+            else:
+                amount = max(0, min(req, nominal - used))
+            if amount > 0:
+                reserved[fr] = amount
+        if reserved:
+            state.trial.add(cq.name, reserved)
+
+    def _heads(self, now: float) -> tuple[list[Workload], list[Event]]:
+        heads: list[Workload] = []
+        events: list[Event] = []
+        for name in self.queues.queues():
+            cq = self.config.cluster_queues.get(name)
+            if cq is None or self.queues.blocked(name):
+                continue
+            wl = self.queues.head(name, self.workloads)
+            if wl is None:
+                continue
+            if not cq.active:
+                events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED)
+                continue
+            heads.append(wl)
+        return heads, events
+
+    def _assign(self, wl: Workload) -> Assignment:
+        """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
+        not changed since, gets the same answer without the search (Kueue's equivalence classes)."""
+        cq = self.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(self.workloads, wl)
+        if old is not None:
+            assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors, self.holding)
+            self.last_assignment[wl.key] = assignment
+            return assignment
+        shared = self._shared(wl)
+        if shared:
+            # What a sibling variant already holds for the pod sets they share is this variant's too.
+            with self.tree.without([(cq.name, shared)]):
+                assignment = assign_flavors(wl, cq, self.tree, self.config.flavors,
+                                            oracle_for(wl, cq, self.tree, self.holding), self._unavailable())
+            self.last_assignment[wl.key] = assignment
+            return assignment
+        shape = self._shape(wl, cq)
+        version = self.tree.root(cq.name).version
+        cached = self._failed.get(shape)
+        if cached is not None and cached[0] == version:
+            self.last_assignment[wl.key] = cached[1]
+            return cached[1]
+        oracle = oracle_for(wl, cq, self.tree, self.holding)
+        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle, self._unavailable())
+        self.last_assignment[wl.key] = assignment
+        if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
+            self._failed[shape] = (version, assignment)
+        return assignment
+
+    def _unavailable(self) -> dict[str, str]:
+        return {f: why for f, (_, why) in self.unavailable.items()}
+
+    @staticmethod
+    def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
+        newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
+        return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
+
+    def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
+        cq = self.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(self.workloads, wl)
+        if old is not None:
+            return slice_targets(wl, old, cq, self.tree, self.holding, assignment)
+        targets = find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
+        if targets and not self.may_preempt(wl):
+            self._gated.add(wl.key)  # another variant of its workload holds quota or preempts
+            return []
+        return targets
