@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck check clean bench
+.PHONY: demo test lint typecheck check clean bench mutate
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,15 @@ typecheck: $(DEVSTAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache
+	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants
+
+# Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: about an
+# hour on two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').
+MUTANTS ?=
+mutate: $(DEVSTAMP)
+	$(BIN)/pip install --quiet 'mutmut>=3.3,<4'
+	$(BIN)/mutmut run $(MUTANTS)
+	$(BIN)/mutmut results
 
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py

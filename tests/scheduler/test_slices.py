@@ -7,18 +7,25 @@ import dataclasses
 import pytest
 
 from flexq.scheduler.events import EventKind
+from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import (
+    Admission,
     CheckState,
     ClusterQueueSpec,
     FlavorSpec,
+    Granular,
+    Mode,
     PodSet,
+    PodSetAssignment,
     PreemptionPolicy,
     Quota,
     ResourceGroup,
     Workload,
     WorkloadState,
 )
+from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.slices import assign_slice, shrunk, slice_targets
 
 CPU = 1000
 
@@ -196,3 +203,109 @@ def test_a_slice_does_not_preempt_an_equal_priority_workload() -> None:
     old, other, grown = _growth_waits(s, 1, 4)
     assert other.state is WorkloadState.ADMITTED and old.state is WorkloadState.ADMITTED
     assert grown.state is WorkloadState.PENDING
+
+
+# --- the slice's nomination and shrinking, as tables ----------------------------------------------------------
+
+
+def _holding(name: str, placed: dict[str, tuple[int, str]], priority: int = 0) -> Workload:
+    """A workload holding quota in ``cq``: pod set -> (pods of 1 cpu, flavor)."""
+    podsets = tuple(PodSet(p, n, {"cpu": CPU}) for p, (n, _f) in placed.items())
+    wl = Workload("ns", name, "q", "cq", podsets, priority=priority, uid=name)
+    wl.admission = Admission.of("cq", tuple(PodSetAssignment(p, {"cpu": f}, {(f, "cpu"): n * CPU}, n)
+                                            for p, (n, f) in placed.items()))
+    wl.state = WorkloadState.ADMITTED
+    return wl
+
+
+def _nominate(quotas: dict[str, int], old: Workload, grown: dict[str, int], others: tuple[Workload, ...] = (),
+              priority: int = 0, within: PreemptionPolicy = PreemptionPolicy.NEVER) -> Assignment:
+    group = ResourceGroup(("cpu",), tuple(quotas), {(f, "cpu"): Quota(n * CPU) for f, n in quotas.items()})
+    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=within)
+    tree = QuotaTree([cq])
+    holders = {"cq": {w.key: w for w in (old, *others)}}
+    for w in (old, *others):
+        assert w.admission is not None
+        tree.add("cq", w.admission.usage())
+    before = {n: dict(node.usage) for n, node in tree.queues.items()}
+    wl = Workload("ns", "new", "q", "cq", tuple(PodSet(p, n, {"cpu": CPU}) for p, n in grown.items()),
+                  priority=priority, replaces=old.key)
+    assignment = assign_slice(wl, old, cq, tree, {f: FlavorSpec(f) for f in quotas}, holders)
+    assert {n: dict(node.usage) for n, node in tree.queues.items()} == before, "the old slice's usage is restored"
+    return assignment
+
+
+def _summary(a: Assignment) -> tuple[object, ...]:
+    return (a.mode, a.complete, [(p.name, dict(p.flavors), p.granular, p.reasons) for p in a.podsets], a.usage())
+
+
+OLD = {"head": (1, "x"), "workers": (2, "y")}
+SLICES = [
+    ("grows on its flavors", {"x": 4, "y": 4}, OLD, {"head": 1, "workers": 4},
+     (Mode.FIT, True, [("head", {"cpu": "x"}, Granular.FIT, ()), ("workers", {"cpu": "y"}, Granular.FIT, ())],
+      {("x", "cpu"): 1 * CPU, ("y", "cpu"): 4 * CPU})),
+    ("would move to a flavor with room: never", {"x": 8, "y": 3}, OLD, {"head": 1, "workers": 4},
+     (Mode.NO_FIT, False, [("head", {"cpu": "x"}, Granular.FIT, ()),
+                           ("workers", {}, Granular.NO_FIT, ("couldn't change flavor from: y to: x",))],
+      {("x", "cpu"): 1 * CPU})),
+    ("no room on its flavor: waits", {"z": 9, "y": 3}, {"workers": (2, "y")}, {"workers": 4},
+     (Mode.NO_FIT, False, [("workers", {}, Granular.NO_FIT,
+                            ("insufficient quota for cpu in flavor y, previously considered podsets requests (0) + "
+                             "current podset request (4) > maximum capacity (3)",))], {})),
+    ("a new pod set takes the old flavors only", {"z": 9, "y": 8}, {"workers": (2, "y")}, {"workers": 2, "extra": 1},
+     (Mode.FIT, True, [("workers", {"cpu": "y"}, Granular.FIT, ()), ("extra", {"cpu": "y"}, Granular.FIT, ())],
+      {("y", "cpu"): 3 * CPU})),
+]
+
+
+@pytest.mark.parametrize(("quotas", "old", "grown", "want"), [c[1:] for c in SLICES], ids=[c[0] for c in SLICES])
+def test_assign_slice(quotas: dict[str, int], old: dict[str, tuple[int, str]], grown: dict[str, int],
+                      want: tuple[object, ...]) -> None:
+    assert _summary(_nominate(quotas, _holding("old", old), grown)) == want
+
+
+def test_a_slice_preempts_others_but_never_the_slice_it_replaces() -> None:
+    old = _holding("old", {"workers": (2, "y")})
+    high = _holding("high", {"workers": (3, "y")}, priority=9)
+    low = _holding("low", {"workers": (1, "y")}, priority=-1)
+    grown = {"workers": 3}
+    alone = _nominate({"y": 5}, old, grown, (high,), priority=5, within=PreemptionPolicy.LOWER_PRIORITY)
+    assert (alone.mode, alone.podsets[0].granular) == (Mode.PREEMPT, Granular.NO_CANDIDATES), \
+        "the old slice (lower priority) is no candidate"
+    other = _nominate({"y": 6}, old, grown, (high, low), priority=5, within=PreemptionPolicy.LOWER_PRIORITY)
+    assert (other.mode, other.podsets[0].granular) == (Mode.PREEMPT, Granular.PREEMPT)
+    group = ResourceGroup(("cpu",), ("y",), {("y", "cpu"): Quota(6 * CPU)})
+    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    tree = QuotaTree([cq])
+    for w in (old, high, low):
+        assert w.admission is not None
+        tree.add("cq", w.admission.usage())
+    wl = Workload("ns", "new", "q", "cq", (PodSet("workers", 3, {"cpu": CPU}),), priority=5, replaces=old.key)
+    targets = slice_targets(wl, old, cq, tree, {"cq": {w.key: w for w in (old, high, low)}}, other)
+    assert [t.workload.key for t in targets] == [low.key]
+    assert tree.usage("cq", ("y", "cpu")) == 6 * CPU
+
+
+@pytest.mark.parametrize(("counts", "want"), [
+    ({}, [("head", 1, {("x", "cpu"): 1000}), ("workers", 4, {("y", "cpu"): 8000})]),
+    ({"workers": 2}, [("head", 1, {("x", "cpu"): 1000}), ("workers", 2, {("y", "cpu"): 4000})]),
+    ({"workers": 3, "head": 0}, [("head", 0, {("x", "cpu"): 0}), ("workers", 3, {("y", "cpu"): 6000})]),
+    ({"workers": 0, "other": 7}, [("head", 1, {("x", "cpu"): 1000}), ("workers", 0, {("y", "cpu"): 0})]),
+])
+def test_shrunk(counts: dict[str, int], want: list[tuple[str, int, dict[tuple[str, str], int]]]) -> None:
+    admission = Admission.of("cq", (PodSetAssignment("head", {"cpu": "x"}, {("x", "cpu"): 1000}, 1),
+                                    PodSetAssignment("workers", {"cpu": "y"}, {("y", "cpu"): 8000}, 4)))
+    out = shrunk(admission, counts)
+    assert out == Admission.of("cq", tuple(PodSetAssignment(name, {"cpu": "x" if name == "head" else "y"}, usage, n)
+                                           for name, n, usage in want))
+
+
+def test_shrinking_a_pod_set_of_no_pods_keeps_its_usage() -> None:
+    admission = Admission.of("cq", (PodSetAssignment("none", {"cpu": "x"}, {("x", "cpu"): 5}, 0),))
+    assert shrunk(admission, {"none": 0}) == admission
+
+
+def test_growing_in_place_is_refused() -> None:
+    admission = Admission.of("cq", (PodSetAssignment("workers", {"cpu": "y"}, {("y", "cpu"): 8000}, 4),))
+    with pytest.raises(ValueError, match="pod set workers: 5 pods is more than the 4 admitted"):
+        shrunk(admission, {"workers": 5})

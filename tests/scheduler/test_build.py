@@ -1,0 +1,155 @@
+"""From stored objects to the scheduler's configuration, as tables of whole objects: every field read, every
+default, every spelling the API accepts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from flexq.scheduler.build import build_config, cluster_queue_spec, cohort_spec, flavor_spec, taint, toleration
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    CohortSpec,
+    ConcurrentPolicy,
+    FlavorSpec,
+    Fungibility,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Strategy,
+    Taint,
+    Toleration,
+)
+from flexq.scheduler.scheduler import Config
+
+GROUP = {"coveredResources": ["cpu", "memory"], "flavors": [
+    {"name": "a", "resources": [{"name": "cpu", "nominalQuota": "2", "borrowingLimit": "1", "lendingLimit": 0},
+                                {"name": "memory", "nominalQuota": "1Gi"}]},
+    {"name": "b", "resources": [{"name": "cpu", "nominalQuota": "500m", "borrowingLimit": None}]},
+]}
+GROUPS = (ResourceGroup(("cpu", "memory"), ("a", "b"), {
+    ("a", "cpu"): Quota(2000, 1000, 0), ("a", "memory"): Quota(1024 ** 3 * 1000), ("b", "cpu"): Quota(500)}),)
+
+
+def _cq(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "cq"}, "spec": spec}
+
+
+CLUSTER_QUEUES = [
+    ("defaults", {}, ClusterQueueSpec("cq")),
+    ("no spec at all", None, ClusterQueueSpec("cq")),
+    ("groups and cohort", {"cohortName": "co", "resourceGroups": [GROUP]}, ClusterQueueSpec("cq", "co", GROUPS)),
+    ("cohort spelled as v1beta2", {"cohort": "co"}, ClusterQueueSpec("cq", "co")),
+    ("empty cohort is none", {"cohortName": ""}, ClusterQueueSpec("cq", None)),
+    ("strict fifo", {"queueingStrategy": "StrictFIFO"}, ClusterQueueSpec("cq", strategy=Strategy.STRICT_FIFO)),
+    ("fungibility v1beta1", {"flavorFungibility": {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "Preempt"}},
+     ClusterQueueSpec("cq", fungibility=Fungibility(False, True, False))),
+    ("fungibility v1beta2", {"flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "MayStopSearch",
+                                                   "preference": "PreemptionOverBorrowing"}},
+     ClusterQueueSpec("cq", fungibility=Fungibility(True, True, True))),
+    ("fungibility other preference", {"flavorFungibility": {"preference": "BorrowingOverPreemption"}},
+     ClusterQueueSpec("cq", fungibility=Fungibility(True, False, False))),
+    ("preemption", {"preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+                                   "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 5}}},
+     ClusterQueueSpec("cq", within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
+                      reclaim_within_cohort=PreemptionPolicy.ANY, borrow_within_cohort=PreemptionPolicy.LOWER_PRIORITY,
+                      borrow_within_cohort_threshold=5)),
+    ("preemption nulls", {"preemption": {"withinClusterQueue": None, "borrowWithinCohort": None}},
+     ClusterQueueSpec("cq")),
+    ("checks", {"admissionChecks": ["x"], "admissionChecksStrategy": {"admissionChecks": [
+        {"name": "y", "onFlavors": ["a"]}, {"name": "z", "onFlavors": []}, {"name": "w"}]}},
+     ClusterQueueSpec("cq", checks=(("x", None), ("y", frozenset({"a"})), ("z", None), ("w", None)))),
+    ("concurrent admission defaults", {"concurrentAdmissionPolicy": {}},
+     ClusterQueueSpec("cq", concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))),
+    ("concurrent admission retained", {"concurrentAdmissionPolicy": {"migration": {
+        "mode": "RetainFirstAdmission", "constraints": {"lastAcceptableFlavorName": "b"}}}},
+     ClusterQueueSpec("cq", concurrent=ConcurrentPolicy(migrate=False, last_acceptable="b"))),
+    ("concurrent admission migrating", {"concurrentAdmissionPolicy": {"migration": {
+        "mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": ""}}}},
+     ClusterQueueSpec("cq", concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))),
+    ("concurrent admission not a mapping", {"concurrentAdmissionPolicy": "yes"}, ClusterQueueSpec("cq")),
+]
+
+
+@pytest.mark.parametrize(("spec", "want"), [(c[1], c[2]) for c in CLUSTER_QUEUES], ids=[c[0] for c in CLUSTER_QUEUES])
+def test_cluster_queue_spec(spec: dict[str, Any] | None, want: ClusterQueueSpec) -> None:
+    assert cluster_queue_spec(_cq(spec) if spec is not None else {"metadata": {"name": "cq"}}) == want
+
+
+def test_an_inactive_cluster_queue() -> None:
+    assert cluster_queue_spec(_cq({}), active=False) == ClusterQueueSpec("cq", active=False)
+
+
+@pytest.mark.parametrize(("spec", "want"), [
+    ({}, CohortSpec("co")),
+    ({"parentName": "p", "resourceGroups": [GROUP]}, CohortSpec("co", "p", GROUPS)),
+    ({"parent": "p"}, CohortSpec("co", "p")),
+    ({"parentName": ""}, CohortSpec("co", None)),
+])
+def test_cohort_spec(spec: dict[str, Any], want: CohortSpec) -> None:
+    assert cohort_spec({"metadata": {"name": "co"}, "spec": spec}) == want
+
+
+@pytest.mark.parametrize(("spec", "want"), [
+    ({}, FlavorSpec("f")),
+    ({"nodeLabels": {"pool": "p"}, "nodeTaints": [{"key": "k", "value": "v", "effect": "NoSchedule"}],
+      "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]},
+     FlavorSpec("f", {"pool": "p"}, (Taint("k", "v", "NoSchedule"),), (Toleration("k", "Exists", "", "NoSchedule"),))),
+])
+def test_flavor_spec(spec: dict[str, Any], want: FlavorSpec) -> None:
+    assert flavor_spec({"metadata": {"name": "f"}, "spec": spec}) == want
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ({}, Taint("", "", "")), ({"key": "k", "value": None, "effect": "NoExecute"}, Taint("k", "", "NoExecute")),
+])
+def test_taint(raw: dict[str, Any], want: Taint) -> None:
+    assert taint(raw) == want
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ({}, Toleration("", "Equal", "", "")),
+    ({"key": None, "operator": None, "value": None, "effect": None}, Toleration("", "Equal", "", "")),
+    ({"key": "k", "operator": "Exists", "value": "v", "effect": "NoSchedule"},
+     Toleration("k", "Exists", "v", "NoSchedule")),
+])
+def test_toleration(raw: dict[str, Any], want: Toleration) -> None:
+    assert toleration(raw) == want
+
+
+def test_build_config() -> None:
+    objects: dict[str, list[dict[str, Any]]] = {
+        "ResourceFlavor": [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}, "spec": {}}],
+        "ProvisioningRequestConfig": [{"metadata": {"name": "prc"}}],
+        "AdmissionCheck": [
+            {"metadata": {"name": "prov"}, "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                                                    "parameters": {"apiGroup": "kueue.x-k8s.io",
+                                                                   "kind": "ProvisioningRequestConfig", "name": "prc"}},
+             "retryDelayMinutes": 99},
+            {"metadata": {"name": "manual"}, "spec": {"retryDelayMinutes": 2}},
+            {"metadata": {"name": "broken"}, "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                                                      "parameters": {"apiGroup": "kueue.x-k8s.io",
+                                                                     "kind": "ProvisioningRequestConfig",
+                                                                     "name": "gone"},
+                                                      "retryDelayMinutes": 0.5}},
+        ],
+        "ClusterQueue": [
+            _cq({"cohortName": "co", "resourceGroups": [GROUP], "admissionChecks": ["prov", "manual"]}),
+            {"metadata": {"name": "bad"}, "spec": {"admissionChecks": ["broken"]}},
+        ],
+        "Cohort": [{"metadata": {"name": "co"}, "spec": {"parentName": "top"}}],
+    }
+    assert build_config(objects) == Config(
+        {"a": FlavorSpec("a"), "b": FlavorSpec("b")},
+        {"cq": ClusterQueueSpec("cq", "co", GROUPS, checks=(("prov", None), ("manual", None))),
+         "bad": ClusterQueueSpec("bad", checks=(("broken", None),), active=False)},
+        {"co": CohortSpec("co", "top")},
+        {"manual": 120.0, "broken": 30.0},
+    )
+
+
+def test_a_cluster_queue_with_a_missing_flavor_is_inactive() -> None:
+    config = build_config({"ClusterQueue": [_cq({"resourceGroups": [GROUP]})]})
+    assert config.cluster_queues["cq"] == ClusterQueueSpec("cq", None, GROUPS, active=False)
+    assert (config.flavors, config.cohorts, config.check_retry_delay, config.race) == ({}, {}, {}, False)

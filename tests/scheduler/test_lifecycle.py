@@ -1,0 +1,175 @@
+"""A workload's life from outside the cycle (deactivated, deleted, evicted, resized), each step compared as the
+whole list of events it returns and the state it leaves, for a plain workload and for one racing a variant per
+flavor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+KEY = "ns/w"
+PODSETS = {"main": {"cpu": "a"}}
+
+
+def _scheduler(race: bool = False, checks: tuple[str, ...] = ()) -> Scheduler:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    cq = ClusterQueueSpec("cq", None, (group,), checks=tuple((c, None) for c in checks))
+    return Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, {"prov": 60.0},
+                            race=race))
+
+
+def _workload(name: str = "w", cpu: int = 1000) -> Workload:
+    return Workload("ns", name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu}),), uid=name, owner="RayJob ns/w")
+
+
+def _admitted(race: bool = False) -> Scheduler:
+    sched = _scheduler(race)
+    sched.add(_workload(), 0.0)
+    sched.schedule(1.0)
+    assert sched.workloads[KEY].state is WorkloadState.ADMITTED
+    return sched
+
+
+def _withdrawn(variant: str, reason: str, t: float) -> Event:
+    return Event(t, EventKind.FINISHED, variant, "cq", reason, extra={"finishedReason": "VariantWithdrawn",
+                                                                       "parent": KEY})
+
+
+def _created(variant: str, flavor: str, t: float) -> Event:
+    return Event(t, EventKind.CREATED, variant, "cq", f"Variant of {KEY} for flavor {flavor}",
+                 extra={"parent": KEY, "flavor": flavor})
+
+
+def _state(sched: Scheduler) -> tuple[Any, ...]:
+    wl = sched.workloads.get(KEY)
+    if wl is None:
+        return (None, sched.tree.usage("cq", ("a", "cpu")))
+    return (wl.state, sched.queues.queued(wl), sched.tree.usage("cq", ("a", "cpu")), wl.evictions)
+
+
+def test_adding_a_workload() -> None:
+    sched = _scheduler()
+    assert sched.add(_workload(), 0.0) == [Event(0.0, EventKind.CREATED, KEY, "cq", extra={"job": "RayJob ns/w"})]
+    assert sched.schedule(1.0) == [
+        Event(1.0, EventKind.QUOTA_RESERVED, KEY, "cq", "Quota reserved in ClusterQueue cq", PODSETS),
+        Event(1.0, EventKind.ADMITTED, KEY, "cq", "The workload is admitted", PODSETS)]
+
+
+@pytest.mark.parametrize(("queue", "cq", "reason"), [
+    ("lq", "", "LocalQueue lq doesn't exist"), ("lq", "gone", "ClusterQueue gone doesn't exist")])
+def test_a_workload_whose_queue_does_not_exist_says_so(queue: str, cq: str, reason: str) -> None:
+    sched = _scheduler()
+    wl = Workload("ns", "w", queue, cq, (PodSet("main", 1, {"cpu": 1000}),))
+    assert sched.add(wl, 0.0) == [Event(0.0, EventKind.CREATED, KEY, cq),
+                                  Event(0.0, EventKind.PENDING, KEY, cq, reason)]
+    assert (wl.state, wl.pending_reason, sched.queues.queued(wl)) == (WorkloadState.PENDING, reason, False)
+
+
+def test_deactivating_an_admitted_workload() -> None:
+    sched = _admitted()
+    assert sched.deactivate(KEY, 2.0) == [
+        Event(2.0, EventKind.EVICTED, KEY, "cq", "The workload is deactivated", extra={"cause": "Deactivated"}),
+        Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")]
+    assert _state(sched) == (WorkloadState.INACTIVE, False, 0, 1)
+    assert sched.deactivate(KEY, 3.0) == [], "already inactive"
+    assert sched.schedule(4.0) == []
+
+
+def test_deactivating_a_pending_workload() -> None:
+    sched = _scheduler()
+    sched.add(_workload(cpu=9000), 0.0)
+    sched.schedule(1.0)
+    assert sched.deactivate(KEY, 2.0, "by hand") == [Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "by hand")]
+    assert _state(sched) == (WorkloadState.INACTIVE, False, 0, 0)
+
+
+def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
+    sched = _scheduler(race=True)
+    sched.add(_workload(), 0.0)
+    va, vb = sched.variants[KEY]
+    reason = "Variant withdrawn: its workload is deactivated"
+    assert sched.deactivate(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0),
+                                          Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")]
+    assert (KEY in sched.variants, va in sched.workloads, vb in sched.workloads) == (False, False, False)
+
+
+def test_evicting_from_outside_requeues() -> None:
+    sched = _admitted()
+    assert sched.evict(KEY, 2.0, "node lost") == [
+        Event(2.0, EventKind.EVICTED, KEY, "cq", "node lost", extra={"cause": "Evicted"})]
+    wl = sched.workloads[KEY]
+    assert _state(sched) == (WorkloadState.PENDING, True, 0, 1)
+    assert (wl.ordering_time, wl.reserved_at, wl.admitted_at, wl.checks) == (2.0, None, None, {})
+    assert sched.evict(KEY, 3.0, "again") == [], "holds no quota"
+
+
+def test_deleting() -> None:
+    sched = _admitted()
+    assert sched.delete(KEY, 2.0) == []
+    assert _state(sched) == (None, 0)
+    assert (sched.delete(KEY, 3.0), KEY in sched.last_assignment) == ([], False)
+
+
+def test_deleting_a_workload_waiting_out_a_retry_delay() -> None:
+    sched = _scheduler(checks=("prov",))
+    sched.add(_workload(), 0.0)
+    sched.schedule(1.0)
+    sched.set_check(KEY, "prov", CheckState.RETRY, 2.0)
+    assert sched.next_requeue() == 62.0
+    sched.delete(KEY, 3.0)
+    assert (sched.next_requeue(), sched.schedule(62.0)) == (None, [])
+
+
+def test_deleting_a_racing_workload_withdraws_its_variants() -> None:
+    sched = _scheduler(race=True)
+    sched.add(_workload(), 0.0)
+    va, vb = sched.variants[KEY]
+    reason = "Variant withdrawn: its workload was deleted"
+    assert sched.delete(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0)]
+    assert sched.workloads == {}
+
+
+def test_resizing_a_racing_workload_races_anew() -> None:
+    sched = _scheduler(race=True)
+    sched.add(_workload(), 0.0)
+    va, vb = sched.variants[KEY]
+    reason = "Variant withdrawn: its workload was resized"
+    podsets = (PodSet("main", 2, {"cpu": 1000}),)
+    assert sched.resize(KEY, podsets, 1.0) == [_withdrawn(va, reason, 1.0), _withdrawn(vb, reason, 1.0),
+                                               _created(va, "a", 1.0), _created(vb, "b", 1.0)]
+    assert (sched.workloads[KEY].podsets, sched.workloads[va].podsets) == (podsets, podsets)
+
+
+def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
+    sched = _scheduler()
+    sched.add(_workload(cpu=1000), 0.0)
+    podsets = (PodSet("main", 3, {"cpu": 1000}),)
+    assert sched.resize(KEY, podsets, 1.0) == []
+    wl = sched.workloads[KEY]
+    assert (wl.podsets, sched.queues.queued(wl)) == (podsets, True)
+    assert [e.kind for e in sched.schedule(2.0)] == [EventKind.PENDING]
+    assert wl.pending_reason.startswith("couldn't assign flavors to pod set main")
+
+
+def test_resizing_an_admitted_workload_shrinks_its_quota() -> None:
+    sched = _scheduler()
+    sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 2, {"cpu": 1000}),)), 0.0)
+    sched.schedule(1.0)
+    assert sched.resize(KEY, (PodSet("main", 1, {"cpu": 1000}),), 2.0) == []
+    wl = sched.workloads[KEY]
+    assert wl.admission is not None
+    assert (wl.admission.usage(), sched.tree.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)

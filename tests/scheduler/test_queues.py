@@ -1,0 +1,106 @@
+"""The pending queues, as tables: Kueue's order, workloads set aside and woken, StrictFIFO's blocked head, and
+what an event looks like once written."""
+
+from __future__ import annotations
+
+import pytest
+
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import PodSet, Workload, WorkloadState
+from flexq.scheduler.queues import QueueManager
+
+
+def _wl(name: str, cq: str = "cq", priority: int = 0, created: float = 0.0) -> Workload:
+    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {}),), priority=priority, created=created)
+
+
+@pytest.mark.parametrize(("arrivals", "order"), [
+    ([("a", 0, 1.0), ("b", 0, 2.0), ("c", 0, 0.5)], ["c", "a", "b"]),
+    ([("a", 0, 1.0), ("b", 5, 2.0), ("c", -1, 0.0)], ["b", "a", "c"]),
+    ([("a", 1, 1.0), ("b", 1, 1.0), ("c", 1, 1.0)], ["a", "b", "c"]),  # ties: in the order they came
+])
+def test_heads_come_in_kueues_order(arrivals: list[tuple[str, int, float]], order: list[str]) -> None:
+    queues = QueueManager()
+    workloads = {}
+    for name, priority, created in arrivals:
+        wl = _wl(name, priority=priority, created=created)
+        workloads[wl.key] = wl
+        queues.push(wl)
+    assert queues.pending_count("cq") == len(arrivals)
+    heads = []
+    while (head := queues.head("cq", workloads)) is not None:
+        heads.append(head.name)
+        queues.discard(head)
+    assert (heads, queues.pending_count("cq")) == (order, 0)
+
+
+def test_set_aside_and_woken() -> None:
+    queues = QueueManager()
+    a, b, other = _wl("a", created=1.0), _wl("b", created=2.0), _wl("x", cq="other")
+    workloads = {w.key: w for w in (a, b, other)}
+    for wl in (a, b, other):
+        queues.push(wl)
+    queues.set_aside(a)
+    assert [queues.queued(a), queues.aside(a), queues.aside(b), queues.aside(other)] == [True, True, False, False]
+    assert (queues.head("cq", workloads), queues.pending_count("cq"), queues.pending_count("other")) == (b, 2, 1)
+    queues.wake(["other"], workloads)
+    assert queues.aside(a), "woken only by a change in its own queues"
+    queues.wake(["cq"], workloads)
+    assert [queues.aside(a), queues.head("cq", workloads)] == [False, a]
+    queues.set_aside(a)
+    queues.discard(a)
+    assert [queues.queued(a), queues.pending_count("cq"), queues.queues()] == [False, 1, ["cq", "other"]]
+
+
+def test_a_workload_set_aside_returns_only_if_still_pending() -> None:
+    queues = QueueManager()
+    done, waiting, gone = _wl("done"), _wl("waiting"), _wl("gone")
+    for wl in (done, waiting, gone):
+        queues.push(wl)
+        queues.set_aside(wl)
+    done.state = WorkloadState.FINISHED
+    waiting.requeue_at = 5.0
+    queues.wake(["cq"], {done.key: done, waiting.key: waiting})
+    assert [queues.queued(w) for w in (done, waiting, gone)] == [False, False, False]
+
+
+def test_blocked_until_woken() -> None:
+    queues = QueueManager()
+    a = _wl("a")
+    queues.push(a)
+    queues.block("cq")
+    assert [queues.blocked("cq"), queues.blocked("other")] == [True, False]
+    queues.wake(["other"], {a.key: a})
+    assert queues.blocked("cq")
+    queues.wake(["cq"], {a.key: a})
+    assert [queues.blocked("cq"), queues.queued(a)] == [False, True]
+
+
+def test_the_same_workload_queued_again_counts_once() -> None:
+    queues = QueueManager()
+    a = _wl("a")
+    queues.push(a)
+    queues.push(a)
+    assert (queues.pending_count("cq"), queues.pending_count("missing")) == (1, 0)
+
+
+@pytest.mark.parametrize(("event", "json"), [
+    (Event(1.5, EventKind.PENDING, "ns/w", "cq", "why"),
+     [("t", 1.5), ("event", "Pending"), ("workload", "ns/w"), ("clusterQueue", "cq"), ("reason", "why")]),
+    (Event(2.0, EventKind.ADMITTED, "ns/w", "cq", "ok", {"main": {"cpu": "a"}}, {"variant": "v"}),
+     [("t", 2.0), ("event", "Admitted"), ("workload", "ns/w"), ("clusterQueue", "cq"),
+      ("podSets", {"main": {"cpu": "a"}}), ("reason", "ok"), ("variant", "v")]),
+    (Event(3.0, EventKind.SCALED_DOWN, "", "", "idle", extra={"pool": "p", "nodes": 0}),
+     [("t", 3.0), ("event", "ScaledDown"), ("workload", ""), ("clusterQueue", ""), ("reason", "idle"),
+      ("pool", "p"), ("nodes", 0)]),
+])
+def test_event_json_keeps_its_key_order(event: Event, json: list[tuple[str, object]]) -> None:
+    assert list(event.to_json().items()) == json
+
+
+def test_event_kinds() -> None:
+    capacity = {k.value for k in EventKind if k.capacity}
+    warning = {k.value for k in EventKind if k.warning}
+    assert capacity == {"Started", "Unschedulable", "ScaledUp", "ScaledDown", "NodesUnavailable", "NodesExpired",
+                        "NodeDeleted", "SliceReleased", "Fallback", "ProvisioningRequest", "RaceWon"}
+    assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted"}
