@@ -12,6 +12,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
+    ConcurrentPolicy,
     FlavorSpec,
     PodSet,
     Quota,
@@ -173,3 +174,49 @@ def test_resizing_an_admitted_workload_shrinks_its_quota() -> None:
     wl = sched.workloads[KEY]
     assert wl.admission is not None
     assert (wl.admission.usage(), sched.tree.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)
+
+
+def _race_state(sched: Scheduler) -> tuple[Any, ...]:
+    wl = sched.workloads[KEY]
+    return (wl.state, wl.won, wl.evictions, wl.reserved_at, wl.admitted_at, wl.pending_reason,
+            sorted(sched.workloads), {cq: sorted(held) for cq, held in sched.holding.items()},
+            sorted(sched.last_assignment), dict(sched.variants),
+            (sched.tree.usage("cq", ("a", "cpu")), sched.tree.usage("cq", ("b", "cpu"))))
+
+
+def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> None:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    cq = ClusterQueueSpec("cq", None, (group,), concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))
+    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}), instant_eviction=True)
+    sched.add(Workload("ns", "blocker", "lq", "cq", (PodSet("main", 1, {"cpu": 2000}),), uid="blocker"), 0.0)
+    sched.schedule(0.0)
+    sched.add(_workload(), 1.0)
+    va, vb = sched.variants[KEY]
+    on_a, on_b = {"main": {"cpu": "a"}}, {"main": {"cpu": "b"}}
+    waits = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor a, 1 more needed"
+    assert sched.schedule(1.0) == [
+        Event(1.0, EventKind.PENDING, va, "cq", waits),
+        Event(1.0, EventKind.QUOTA_RESERVED, vb, "cq", "Quota reserved in ClusterQueue cq", on_b),
+        Event(1.0, EventKind.ADMITTED, vb, "cq", "The workload is admitted", on_b),
+        Event(1.0, EventKind.FINISHED, vb, "cq", f"The variant won: {KEY} runs on flavor b",
+              extra={"finishedReason": "VariantAdmitted", "parent": KEY}),
+        Event(1.0, EventKind.QUOTA_RESERVED, KEY, "cq", "Quota reserved in ClusterQueue cq", on_b),
+        Event(1.0, EventKind.ADMITTED, KEY, "cq", f"The variant {vb[3:]} is admitted", on_b,
+              extra={"variant": vb, "flavor": "b"})]
+    assert _race_state(sched) == (
+        WorkloadState.ADMITTED, vb[3:], 0, 1.0, 1.0, "", sorted(["ns/blocker", KEY, va]),
+        {"cq": ["ns/blocker", KEY]}, [va], {KEY: [va]}, (2000, 1000))
+    sched.finish("ns/blocker", 2.0)
+    assert sched.schedule(3.0) == [
+        Event(3.0, EventKind.QUOTA_RESERVED, va, "cq", "Quota reserved in ClusterQueue cq", on_a),
+        Event(3.0, EventKind.ADMITTED, va, "cq", "The workload is admitted", on_a),
+        Event(3.0, EventKind.EVICTED, KEY, "cq", "Evicted to accommodate a workload (UID: w) due to migration to "
+              "more favorable resource flavor a", extra={"cause": "FlavorMigration"}),
+        Event(3.0, EventKind.FINISHED, va, "cq", f"The variant won: {KEY} runs on flavor a",
+              extra={"finishedReason": "VariantAdmitted", "parent": KEY}),
+        Event(3.0, EventKind.QUOTA_RESERVED, KEY, "cq", "Quota reserved in ClusterQueue cq", on_a),
+        Event(3.0, EventKind.ADMITTED, KEY, "cq", f"The variant {va[3:]} is admitted", on_a,
+              extra={"variant": va, "flavor": "a"})]
+    assert _race_state(sched) == (
+        WorkloadState.ADMITTED, va[3:], 1, 3.0, 3.0, "", ["ns/blocker", KEY], {"cq": [KEY]}, [], {}, (1000, 0))
+    assert sched.settle(va, 4.0) == [], "the variant is gone"

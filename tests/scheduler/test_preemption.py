@@ -1,0 +1,173 @@
+"""Preemption's choice of victims, as tables (Kueue's preemption_test.go in spirit): who is a candidate under
+each policy, in which order they are tried, and the minimal set kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from flexq.scheduler.model import (
+    Admission,
+    ClusterQueueSpec,
+    FlavorResource,
+    Granular,
+    PodSet,
+    PodSetAssignment,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.preemption import find_targets, oracle_for
+from flexq.scheduler.quota import QuotaTree
+
+FR: FlavorResource = ("f", "cpu")
+NEVER, LOWER, NEWER, ANY = (PreemptionPolicy.NEVER, PreemptionPolicy.LOWER_PRIORITY,
+                            PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY, PreemptionPolicy.ANY)
+
+
+@dataclass(frozen=True)
+class Holder:
+    name: str
+    cq: str
+    cpu: int
+    priority: int = 0
+    reserved: float = 0.0
+    queued: float = 0.0
+    evicting: bool = False
+    flavor: str = "f"
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    nominal: int
+    cohort: str | None = None
+    within: PreemptionPolicy = NEVER
+    reclaim: PreemptionPolicy = NEVER
+    borrow: PreemptionPolicy = NEVER
+    threshold: int | None = None
+    borrowing_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    queues: tuple[Queue, ...]
+    holders: tuple[Holder, ...]
+    incoming: int
+    priority: int = 0
+    queued: float = 10.0
+    want: list[tuple[str, str]] = field(default_factory=list)
+    exclude: frozenset[str] = frozenset()
+
+
+def _holder(h: Holder) -> Workload:
+    wl = Workload("ns", h.name, "lq", h.cq, (PodSet("main", 1, {"cpu": h.cpu}),), priority=h.priority, uid=h.name,
+                  created=h.queued, state=WorkloadState.ADMITTED, reserved_at=h.reserved,
+                  admission=Admission.of(h.cq, (PodSetAssignment("main", {"cpu": h.flavor},
+                                                                 {(h.flavor, "cpu"): h.cpu}, 1),)))
+    wl.evicting = h.evicting
+    return wl
+
+
+def _setup(case: Case) -> tuple[dict[str, ClusterQueueSpec], QuotaTree, dict[str, dict[str, Workload]]]:
+    specs = {q.name: ClusterQueueSpec(
+        q.name, q.cohort, (ResourceGroup(("cpu",), ("f", "g"), {FR: Quota(q.nominal, q.borrowing_limit),
+                                                                ("g", "cpu"): Quota(0)}),),
+        within_cluster_queue=q.within, reclaim_within_cohort=q.reclaim, borrow_within_cohort=q.borrow,
+        borrow_within_cohort_threshold=q.threshold) for q in case.queues}
+    tree = QuotaTree(specs.values())
+    holders: dict[str, dict[str, Workload]] = {}
+    for h in case.holders:
+        wl = _holder(h)
+        holders.setdefault(h.cq, {})[wl.key] = wl
+        assert wl.admission is not None
+        tree.add(h.cq, wl.admission.usage())
+    return specs, tree, holders
+
+
+CASES = [
+    Case("never preempts", (Queue("a", 4),), (Holder("low", "a", 4, -1),), 2, want=[]),
+    Case("lower priority first", (Queue("a", 4, within=LOWER),),
+         (Holder("mid", "a", 2, 1), Holder("low", "a", 2, 0)), 2, priority=2, want=[("low", "InClusterQueue")]),
+    Case("equal priority is no candidate under LowerPriority", (Queue("a", 4, within=LOWER),),
+         (Holder("same", "a", 4, 2),), 2, priority=2, want=[]),
+    Case("the most recently admitted first", (Queue("a", 4, within=LOWER),),
+         (Holder("old", "a", 2, 0, reserved=1.0), Holder("new", "a", 2, 0, reserved=5.0)), 2, priority=1,
+         want=[("new", "InClusterQueue")]),
+    Case("already evicting first", (Queue("a", 4, within=LOWER),),
+         (Holder("low", "a", 2, 0), Holder("going", "a", 2, 1, evicting=True)), 2, priority=2,
+         want=[("going", "InClusterQueue")]),
+    Case("newer equal priority", (Queue("a", 4, within=NEWER),),
+         (Holder("older", "a", 2, 1, queued=1.0), Holder("newer", "a", 2, 1, queued=20.0)), 2, priority=1,
+         want=[("newer", "InClusterQueue")]),
+    Case("older equal priority is no candidate", (Queue("a", 4, within=NEWER),),
+         (Holder("older", "a", 4, 1, queued=1.0),), 2, priority=1, want=[]),
+    Case("minimal: the small one put back", (Queue("a", 4, within=LOWER),),
+         (Holder("small", "a", 1, 0), Holder("big", "a", 3, 1)), 3, priority=2, want=[("big", "InClusterQueue")]),
+    Case("both needed", (Queue("a", 4, within=LOWER),),
+         (Holder("x", "a", 2, 0), Holder("y", "a", 2, 1)), 4, priority=2,
+         want=[("x", "InClusterQueue"), ("y", "InClusterQueue")]),
+    Case("not enough: nobody", (Queue("a", 4, within=LOWER),),
+         (Holder("x", "a", 2, 0), Holder("y", "a", 2, 5)), 4, priority=2, want=[]),
+    Case("excluded", (Queue("a", 4, within=LOWER),), (Holder("x", "a", 4, 0),), 2, priority=1, want=[],
+         exclude=frozenset({"ns/x"})),
+    Case("another flavor's holders are no candidates", (Queue("a", 4, within=LOWER),),
+         (Holder("other", "a", 4, 0, flavor="g"), Holder("x", "a", 4, 0)), 2, priority=1,
+         want=[("x", "InClusterQueue")]),
+    Case("reclaim from a borrowing queue", (Queue("a", 4, "co", reclaim=ANY), Queue("b", 4, "co")),
+         (Holder("lent", "b", 8, 9),), 4, priority=0, want=[("lent", "InCohortReclamation")]),
+    Case("reclaim only lower priority", (Queue("a", 4, "co", reclaim=LOWER), Queue("b", 4, "co")),
+         (Holder("lent", "b", 8, 0),), 4, priority=0, want=[]),
+    Case("no reclaim from a queue within its quota", (Queue("a", 4, "co", reclaim=ANY), Queue("b", 4, "co")),
+         (Holder("own", "b", 4, -5), Holder("mine", "a", 4, 0)), 2, priority=5, want=[]),
+    Case("reclaim while borrowing", (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER), Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 0),), 4, priority=3, want=[("lent", "InCohortReclaimWhileBorrowing")]),
+    Case("reclaim while borrowing: above the threshold", (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER, threshold=0),
+                                                          Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 1),), 4, priority=3, want=[]),
+    Case("reclaim while borrowing: at the threshold", (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER, threshold=1),
+                                                       Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 1),), 4, priority=3, want=[("lent", "InCohortReclaimWhileBorrowing")]),
+    Case("over its borrowing limit: nobody", (Queue("a", 2, "co", within=LOWER, reclaim=ANY, borrowing_limit=1),
+                                              Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 0), Holder("mine", "a", 1, 0)), 4, priority=3, want=[]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_find_targets(case: Case) -> None:
+    specs, tree, holders = _setup(case)
+    before = {n: dict(node.usage) for n, node in {**tree.queues, **tree.cohorts}.items()}
+    incoming = Workload("ns", "in", "lq", "a", (PodSet("main", 1, {"cpu": case.incoming}),), priority=case.priority,
+                        created=case.queued, uid="in")
+    targets = find_targets(incoming, specs["a"], tree, holders, {FR}, {FR: case.incoming}, set(case.exclude))
+    assert sorted((t.workload.name, t.reason) for t in targets) == case.want
+    assert {n: dict(node.usage) for n, node in {**tree.queues, **tree.cohorts}.items()} == before
+
+
+def test_nothing_needed_preempts_nobody() -> None:
+    case = Case("", (Queue("a", 4, within=LOWER),), (Holder("x", "a", 4, 0),), 2, priority=1)
+    specs, tree, holders = _setup(case)
+    incoming = Workload("ns", "in", "lq", "a", (PodSet("main", 1, {"cpu": 2}),), priority=1)
+    assert find_targets(incoming, specs["a"], tree, holders, set(), {FR: 2}) == []
+
+
+@pytest.mark.parametrize(("case", "want"), [
+    (Case("", (Queue("a", 4, within=LOWER),), (Holder("x", "a", 4, 0),), 2, priority=1), (Granular.PREEMPT, 0)),
+    (Case("", (Queue("a", 4, within=LOWER),), (Holder("x", "a", 4, 3),), 2, priority=1),
+     (Granular.NO_CANDIDATES, 0)),
+    (Case("", (Queue("a", 4, "co", reclaim=ANY), Queue("b", 4, "co")), (Holder("lent", "b", 8, 9),), 4),
+     (Granular.RECLAIM, 0)),
+    (Case("", (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER), Queue("b", 4, "co")), (Holder("lent", "b", 6, 0),),
+          4, priority=3), (Granular.RECLAIM, 1)),
+])
+def test_oracle(case: Case, want: tuple[Granular, int]) -> None:
+    specs, tree, holders = _setup(case)
+    incoming = Workload("ns", "in", "lq", "a", (PodSet("main", 1, {"cpu": case.incoming}),), priority=case.priority)
+    before = {n: dict(node.usage) for n, node in {**tree.queues, **tree.cohorts}.items()}
+    assert oracle_for(incoming, specs["a"], tree, holders)(FR, case.incoming) == want
+    assert {n: dict(node.usage) for n, node in {**tree.queues, **tree.cohorts}.items()} == before
