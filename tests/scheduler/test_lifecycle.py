@@ -220,3 +220,85 @@ def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> N
     assert _race_state(sched) == (
         WorkloadState.ADMITTED, va[3:], 1, 3.0, 3.0, "", ["ns/blocker", KEY], {"cq": [KEY]}, [], {}, (1000, 0))
     assert sched.settle(va, 4.0) == [], "the variant is gone"
+
+
+def test_a_racing_workload_whose_every_variant_is_rejected_is_deactivated() -> None:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov", None),))
+    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
+    sched.add(_workload(), 0.0)
+    sched.schedule(1.0)
+    va, vb = sched.variants[KEY]
+    rejected = 'AdmissionCheck in Rejected state: "prov" (no)'
+
+    def lost(variant: str, t: float) -> list[Event]:
+        return [Event(t, EventKind.CHECK, variant, "cq", "no", extra={"check": "prov", "state": "Rejected"}),
+                Event(t, EventKind.EVICTED, variant, "cq", rejected, extra={"cause": "AdmissionCheck"}),
+                Event(t, EventKind.DEACTIVATED, variant, "cq", rejected)]
+
+    assert sched.set_check(va, "prov", CheckState.REJECTED, 2.0, "no") == lost(va, 2.0)
+    assert sched.workloads[KEY].state is WorkloadState.PENDING, "another variant still races"
+    withdrawn = "Variant withdrawn: its workload is deactivated"
+    assert sched.set_check(vb, "prov", CheckState.REJECTED, 3.0, "no") == [
+        *lost(vb, 3.0), _withdrawn(va, withdrawn, 3.0), _withdrawn(vb, withdrawn, 3.0),
+        Event(3.0, EventKind.DEACTIVATED, KEY, "cq", rejected)]
+    wl = sched.workloads[KEY]
+    assert (wl.state, wl.pending_reason, sched.variants, sorted(sched.workloads)) == (
+        WorkloadState.INACTIVE, rejected, {}, [KEY])
+
+
+def test_a_migration_refused_withdraws_the_variant() -> None:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    cq = ClusterQueueSpec("cq", None, (group,), concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))
+    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}), instant_eviction=True)
+    asked: list[tuple[str, str, float]] = []
+
+    def check(parent: Workload, variant: Workload, now: float) -> str | None:
+        asked.append((parent.key, variant.key, now))
+        return "it would not finish sooner"
+
+    sched.migration_check = check
+    sched.add(Workload("ns", "blocker", "lq", "cq", (PodSet("main", 1, {"cpu": 2000}),), uid="blocker"), 0.0)
+    sched.schedule(0.0)
+    sched.add(_workload(), 1.0)
+    va, vb = sched.variants[KEY]
+    sched.schedule(1.0)
+    assert asked == []
+    sched.finish("ns/blocker", 2.0)
+    events = sched.schedule(3.0)
+    assert asked == [(KEY, va, 3.0)]
+    refused = "Variant withdrawn: no migration to flavor a: it would not finish sooner"
+    assert events[2:] == [_withdrawn(va, refused, 3.0)]
+    assert [(e.kind, e.workload) for e in events[:2]] == [(EventKind.QUOTA_RESERVED, va), (EventKind.ADMITTED, va)]
+    assert (sched.variants, sched.workloads[KEY].won, va in sched.workloads) == ({}, vb[3:], False)
+
+
+def _config(*names: str, race: bool = False) -> Config:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    return Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")},
+                  {n: ClusterQueueSpec(n, None, (group,)) for n in names}, {}, race=race)
+
+
+def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None:
+    sched = Scheduler(_config("cq"))
+    sched.add(_workload(), 0.0)
+    sched.schedule(0.0)
+    waiting = Workload("ns", "later", "lq", "new", (PodSet("main", 1, {"cpu": 500}),), uid="later")
+    sched.add(waiting, 1.0)
+    assert (waiting.pending_reason, sched.queues.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
+    sched.configure(_config("cq", "new"))
+    assert (sched.tree.usage("cq", ("a", "cpu")), sched.queues.queued(waiting)) == (1000, True)
+    assert [(e.kind, e.workload) for e in sched.schedule(2.0)] == [
+        (EventKind.QUOTA_RESERVED, waiting.key), (EventKind.ADMITTED, waiting.key)]
+    assert sched.tree.usage("new", ("a", "cpu")) == 500
+    sched.configure(_config("new"))
+    assert (sorted(sched.tree.queues), sched.tree.usage("new", ("a", "cpu"))) == (["new"], 500)
+
+
+def test_a_new_configuration_that_races_starts_the_race_on_the_next_pass() -> None:
+    sched = Scheduler(_config("other"))
+    sched.add(_workload(), 0.0)
+    sched.configure(_config("cq", race=True))
+    va, vb = sched.variants[KEY]
+    assert [(e.kind, e.workload) for e in sched.schedule(2.0)][:2] == [(EventKind.CREATED, va), (EventKind.CREATED, vb)]
+    assert sched.schedule(3.0) == []

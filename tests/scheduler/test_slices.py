@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from flexq.scheduler.events import EventKind
+from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import (
     Admission,
@@ -15,6 +15,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Granular,
     Mode,
+    PendingReason,
     PodSet,
     PodSetAssignment,
     PreemptionPolicy,
@@ -309,3 +310,43 @@ def test_growing_in_place_is_refused() -> None:
     admission = Admission.of("cq", (PodSetAssignment("workers", {"cpu": "y"}, {("y", "cpu"): 8000}, 4),))
     with pytest.raises(ValueError, match="pod set workers: 5 pods is more than the 4 admitted"):
         shrunk(admission, {"workers": 5})
+
+
+def _cohort_of_two() -> Scheduler:
+    def cq(name: str) -> ClusterQueueSpec:
+        return ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("f",), {("f", "cpu"): Quota(2 * CPU)}),))
+    return Scheduler(Config({"f": FlavorSpec("f")}, {"cq1": cq("cq1"), "cq2": cq("cq2")}, {}))
+
+
+def _slices(s: Scheduler, queue: str = "cq1") -> tuple[Workload, Workload]:
+    old = Workload("ns", "job", "lq", queue, (PodSet("main", 2, {"cpu": CPU}),), uid="job")
+    s.add(old, 0.0)
+    s.schedule(0.0)
+    grown = Workload("ns", "job-2", "lq", queue, (PodSet("main", 4, {"cpu": CPU}),), uid="job-2", replaces=old.key)
+    s.add(grown, 1.0)
+    return old, grown
+
+
+def test_a_slice_that_no_longer_fits_after_another_head_waits() -> None:
+    s = _cohort_of_two()
+    old, grown = _slices(s)
+    s.add(Workload("ns", "other", "lq", "cq2", (PodSet("main", 2, {"cpu": CPU}),), uid="other"), 1.0)
+    events, progress = s.cycle(2.0)
+    assert events[2:] == [Event(2.0, EventKind.PENDING, grown.key, "cq1",
+                                "Workload no longer fits after processing another workload")]
+    assert (progress, grown.pending, s.queues.queued(grown), old.state) == (
+        True, PendingReason.WAITING_FOR_QUOTA, True, WorkloadState.ADMITTED)
+
+
+def test_a_slice_that_takes_exactly_what_is_left_replaces_the_old_one() -> None:
+    s = _cohort_of_two()
+    old, grown = _slices(s)
+    events, progress = s.cycle(2.0)
+    on_f = {"main": {"cpu": "f"}}
+    assert events == [
+        Event(2.0, EventKind.FINISHED, old.key, "cq1", "Removed to accommodate a workload (UID: job-2) due to "
+              "workload slice aggregation", extra={"finishedReason": "WorkloadSliceReplaced", "replacedBy": grown.key}),
+        Event(2.0, EventKind.QUOTA_RESERVED, grown.key, "cq1", "Quota reserved in ClusterQueue cq1", on_f),
+        Event(2.0, EventKind.ADMITTED, grown.key, "cq1", "The workload is admitted", on_f)]
+    assert (progress, old.finished_at, grown.reserved_at, grown.replaces, s.tree.usage("cq1", ("f", "cpu"))) == (
+        True, 2.0, 2.0, "", 4 * CPU)
