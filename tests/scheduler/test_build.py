@@ -69,6 +69,9 @@ CLUSTER_QUEUES = [
         "mode": "TryPreferredFlavors", "constraints": {"lastAcceptableFlavorName": ""}}}},
      ClusterQueueSpec("cq", concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))),
     ("concurrent admission not a mapping", {"concurrentAdmissionPolicy": "yes"}, ClusterQueueSpec("cq")),
+    ("groups with their lists left out", {"resourceGroups": [{}, {"coveredResources": ["tpu"],
+                                                                  "flavors": [{"name": "v6e"}]}]},
+     ClusterQueueSpec("cq", groups=(ResourceGroup((), (), {}), ResourceGroup(("tpu",), ("v6e",), {})))),
 ]
 
 
@@ -147,6 +150,10 @@ def test_build_config() -> None:
         {"co": CohortSpec("co", "top")},
         {"manual": 120.0, "broken": 30.0},
     )
+
+
+def test_nothing_stored() -> None:
+    assert build_config({}) == Config({}, {}, {}, {})
 
 
 def test_a_cluster_queue_with_a_missing_flavor_is_inactive() -> None:

@@ -20,6 +20,7 @@ from flexq.scheduler.model import (
     Workload,
     WorkloadState,
 )
+from flexq.scheduler.race import variant_name
 from flexq.scheduler.scheduler import Config, Scheduler
 
 KEY = "ns/w"
@@ -302,3 +303,52 @@ def test_a_new_configuration_that_races_starts_the_race_on_the_next_pass() -> No
     va, vb = sched.variants[KEY]
     assert [(e.kind, e.workload) for e in sched.schedule(2.0)][:2] == [(EventKind.CREATED, va), (EventKind.CREATED, vb)]
     assert sched.schedule(3.0) == []
+
+
+@pytest.mark.parametrize(("name", "uid", "want"), [
+    ("job-abc12", "u1", "job-variant-dws-93aa1"),  # the parent's own hash suffix is dropped
+    ("job-ab_12", "", "job-ab_12-variant-dws-825b2"),  # not a hash suffix: kept; no uid, the key is hashed
+    ("job-abc123", "u", "job-abc123-variant-dws-1c1c7"),
+    ("-abc12", "u", "-abc12-variant-dws-1c1c7"),
+    ("x" * 300, "u", "x" * 247 + "-1c1c7"),  # at most 253 characters
+])
+def test_variant_name(name: str, uid: str, want: str) -> None:
+    assert variant_name(Workload("ns", name, "lq", "cq", (), uid=uid), "dws") == want
+
+
+def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
+    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
+    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov", None),))
+    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
+    sched.add(_workload(cpu=1500), 0.0)
+    va, vb = sched.variants[KEY]
+    assert (sched.workloads[KEY].pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
+        "racing: a: Pending; b: Pending", "racing: a: Pending; b: Pending", "")
+    sched.schedule(1.0)
+    waits = "The workload has not all checks ready"
+    assert sched.race_reason(KEY) == f"racing: a: {waits}; b: {waits}"
+    sched.workloads[vb].state = WorkloadState.ADMITTED
+    assert sched.race_reason(KEY) == f"racing: b: {waits}; a: {waits}", "the nearest to starting first"
+    sched.workloads[vb].state = WorkloadState.QUOTA_RESERVED
+    events = sched.set_check(KEY, "prov", CheckState.READY, 2.0, "ok", retry_after=None,
+                             pod_set_updates={"main": {"k": "v"}})
+    on_a = {"main": {"cpu": "a"}}
+    assert events[:2] == [
+        Event(2.0, EventKind.CHECK, va, "cq", "ok", extra={"check": "prov", "state": "Ready"}),
+        Event(2.0, EventKind.ADMITTED, va, "cq", "The workload is admitted", on_a)]
+    assert [(e.kind, e.workload) for e in events[2:]] == [
+        (EventKind.FINISHED, vb), (EventKind.FINISHED, va), (EventKind.QUOTA_RESERVED, KEY),
+        (EventKind.ADMITTED, KEY)]
+    assert sched.workloads[KEY].pod_set_updates == {"prov": {"main": {"k": "v"}}}
+
+
+def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> None:
+    sched = _scheduler(checks=("prov",))
+    sched.add(_workload(), 0.0)
+    sched.schedule(1.0)
+    sched.set_check(KEY, "prov", CheckState.RETRY, 2.0, retry_after=0.5)
+    wl = sched.workloads[KEY]
+    assert (wl.requeue_at, sched.queues.queued(wl)) == (2.5, False)
+    sched.resize(KEY, (PodSet("main", 1, {"cpu": 500}),), 2.1)
+    assert sched.queues.queued(wl) is False
+    assert [e.kind for e in sched.schedule(2.5)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]
