@@ -36,8 +36,8 @@ typecheck: $(DEVSTAMP)
 clean:
 	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants
 
-# Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: about an
-# hour on two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').
+# Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: hours on
+# two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').
 MUTANTS ?=
 mutate: $(DEVSTAMP)
 	$(BIN)/pip install --quiet 'mutmut>=3.3,<4'
