@@ -106,6 +106,8 @@ CASES = [
          want=[("newer", "InClusterQueue")]),
     Case("older equal priority is no candidate", (Queue("a", 4, within=NEWER),),
          (Holder("older", "a", 4, 1, queued=1.0),), 2, priority=1, want=[]),
+    Case("equal priority queued at the same time is no candidate", (Queue("a", 4, within=NEWER),),
+         (Holder("same", "a", 4, 1, queued=10.0),), 2, priority=1, queued=10.0, want=[]),
     Case("minimal: the small one put back", (Queue("a", 4, within=LOWER),),
          (Holder("small", "a", 1, 0), Holder("big", "a", 3, 1)), 3, priority=2, want=[("big", "InClusterQueue")]),
     Case("both needed", (Queue("a", 4, within=LOWER),),
