@@ -33,16 +33,6 @@ def guide_text(name: str, **env: str) -> str:
     return text
 
 
-HEAVY: frozenset[str] = frozenset({"runtime", "reliability"})
-"""Test folders that run real Ray clusters or a long crash run: with ``pytest -n 2 --dist loadgroup`` (``make test``)
-they run one at a time on one worker, while the other worker takes the rest of the suite."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.parent.name in HEAVY:
-            item.add_marker(pytest.mark.xdist_group("heavy"))
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
