@@ -36,6 +36,7 @@ REQUESTS: dict[tuple[str, str, str], tuple[str, str, str, str, str | None, str] 
     ("GET", "/api/v1/namespaces/team-a/pods/p/portforward", "ports=8265"): (
         "get", "", "pods", "portforward", "team-a", "p"),
     ("GET", "/api/v1/watch/namespaces/team-a/pods", ""): ("watch", "", "pods", "", "team-a", ""),
+    ("GET", "/api/v1/watch", ""): ("get", "", "", "", None, ""),
     ("GET", "/api", ""): ("get", "", "", "", None, ""),
     ("GET", "/apis/ray.io/v1", ""): ("get", "", "", "", None, ""),
     ("GET", "/metrics", ""): ("get", "", "", "", None, ""),

@@ -54,6 +54,8 @@ def _kube(method: str, group: str, rest: list[str], query: Mapping[str, str], pa
         return Attributes("get" if method in ("GET", "HEAD") else method.lower(), path=path)
     if rest[0] == "watch":  # the old /watch/ paths
         rest, query = rest[1:], {**query, "watch": "true"}
+        if not rest:
+            return Attributes("get" if method in ("GET", "HEAD") else method.lower(), path=path)
     where = resource_path(group, rest)
     if where.subresource in ("log", "portforward", "proxy") and method in ("GET", "HEAD"):
         verb = "get"
