@@ -46,7 +46,7 @@ def _setup(pools: tuple[NodePoolSpec, ...]) -> tuple[Scheduler, CapacityDriver, 
     timers = Timers(START)
     log: list[Any] = []
 
-    def record(events: list[dict[str, Any]] | list[Event]) -> None:
+    def record(events: list[Event]) -> None:
         log.extend(events)
 
     driver = CapacityDriver(CapacityConfig(pools, EmulatedCloud()), scheduler, timers, record,

@@ -20,8 +20,9 @@ def test_a_scripted_host_failure_on_the_live_clock_gets_the_slice_repaired() -> 
     pool = NodePoolSpec("tpu-pool", TPU, "4x4", max_nodes=8, initial_nodes=8)
     cloud = EmulatedCloud({"tpu-pool": CapacitySpec(boot=30.0, host_failures=(60.0,))}, origin=START)
     timers = Timers(START)
-    log: list[Any] = []
-    driver = CapacityDriver(CapacityConfig((pool,), cloud), Scheduler(Config({}, {}, {})), timers, log.extend,
+    log: list[dict[str, Any]] = []
+    driver = CapacityDriver(CapacityConfig((pool,), cloud), Scheduler(Config({}, {}, {})), timers,
+                            lambda events: log.extend(e.to_json() for e in events),
                             lambda _key, _t: None, {})
     before = dict(driver.cluster.nodes)
     timers.advance(START + 59)

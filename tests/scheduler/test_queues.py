@@ -90,6 +90,18 @@ def test_the_same_workload_queued_again_counts_once() -> None:
     (Event(2.0, EventKind.ADMITTED, "ns/w", "cq", "ok", {"main": {"cpu": "a"}}, {"variant": "v"}),
      [("t", 2.0), ("event", "Admitted"), ("workload", "ns/w"), ("clusterQueue", "cq"),
       ("podSets", {"main": {"cpu": "a"}}), ("reason", "ok"), ("variant", "v")]),
+    (Event(3.0, EventKind.SCALED_DOWN, "", "", "idle", extra={"pool": "p", "nodes": 0}),
+     [("t", 3.0), ("event", "ScaledDown"), ("workload", ""), ("clusterQueue", ""), ("reason", "idle"),
+      ("pool", "p"), ("nodes", 0)]),
 ])
 def test_event_json_keeps_its_key_order(event: Event, json: list[tuple[str, object]]) -> None:
     assert list(event.to_json().items()) == json
+
+
+def test_event_kinds() -> None:
+    capacity = {k.value for k in EventKind if k.capacity}
+    warning = {k.value for k in EventKind if k.warning}
+    assert capacity == {"Started", "Unschedulable", "ScaledUp", "ScaledDown", "NodesUnavailable", "NodesExpired",
+                        "NodeDeleted", "SliceReleased", "SliceRepaired", "Fallback", "ProvisioningRequest",
+                        "RaceWon"}
+    assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted"}

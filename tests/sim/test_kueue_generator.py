@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -106,16 +105,13 @@ def test_simulate_takes_a_generator_config_directly(tmp_path: Path) -> None:
     ("baseline.yaml", "configs/baseline/generator.yaml", 30, 15_000, 60.0),
     ("large-scale.yaml", "configs/large-scale/generator.yaml", 1_000, 50_000, 3.3),
 ])
-def test_kueue_configs_load_fast(config: str, file: str, queues: int, workloads: int, last_arrival: float) -> None:
+def test_kueue_configs_load(config: str, file: str, queues: int, workloads: int, last_arrival: float) -> None:
     path = BENCH / config
     assert f"test/performance/scheduler/{file}" in path.read_text(), "the copy cites its upstream file"
-    began = time.perf_counter()
-    scenario = load_scenario(path)
-    took = time.perf_counter() - began
+    scenario = load_scenario(path)  # how fast: bench/sim_bench.py
     assert len(_by_kind(scenario.objects)["ClusterQueue"]) == queues
     assert len(scenario.submissions) == workloads
     assert scenario.submissions[-1].at == last_arrival, "the 350 x 100 ms or 35 x 60 ms series ends last"
-    assert took < 5, f"loading {config} took {took:.1f} s"
 
 
 @pytest.mark.parametrize(("text", "message"), [

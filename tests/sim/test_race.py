@@ -175,5 +175,5 @@ def test_capacity_provisioned_for_a_losing_variant_is_released_and_billed_as_was
     assert driver.waste == {"default/job-abc12": pytest.approx(4 * hourly / 2)}
     assert driver.costs["default/job-abc12"] == pytest.approx(4 * hourly / 2), "the waste is the job's to pay"
     assert driver.cluster.pool_size("dws-pool") == 0, "released at once, not left to scale down"
-    (note,) = [n for n in notes if isinstance(n, dict) and n.get("state") == "Withdrawn"]
-    assert note["workload"] == "default/job-abc12" and f"released (${4 * hourly / 2:.2f} billed)" in note["reason"]
+    (note,) = [n for n in notes if n.extra.get("state") == "Withdrawn"]
+    assert note.workload == "default/job-abc12" and f"released (${4 * hourly / 2:.2f} billed)" in note.reason

@@ -54,7 +54,7 @@ _CAPACITY = CAPACITY_PRIORITY
 
 class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
-                 log: Callable[[list[dict[str, Any]] | list[Event]], None], start: Callable[[str, float], None],
+                 log: Callable[[list[Event]], None], start: Callable[[str, float], None],
                  provisioning: dict[str, ProvisioningSettings], *, virtual: bool = False) -> None:
         self.config = config
         self.cluster = Cluster(config.pools, config.cloud)
@@ -122,7 +122,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def _now(self) -> float:
         return self.kernel.now()
 
-    def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None:
+    def _note(self, kind: EventKind, workload: str, reason: str, **extra: Any) -> None:
         """Log what happened to a workload (a variant's story is its parent's, with the variant named)."""
         wl = self.scheduler.workloads.get(workload)
         if wl is not None and wl.parent:
@@ -131,8 +131,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         if parent is not None:  # a variant, or one that won or lost since: its capacity story is its parent's
             extra = {**extra, "variant": workload}
             workload = parent
-        self.log([{"t": self._now(), "event": event, "workload": workload,
-                   "clusterQueue": self._cq(workload), "reason": reason, **extra}])
+        self.log([Event(self._now(), kind, workload, self._cq(workload), reason, extra=extra)])
 
     def attach(self, scheduler: Scheduler) -> None:
         """Drive a scheduler (the live controller's is rebuilt on a resync): under flexq's policy variants win by
@@ -298,7 +297,8 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
                 self.plan_expiry()
                 ready = max(n.ready_at for n in created)
                 booting.append(ready)
-                self._note("ScaledUp", key, f"node pool {pool_name}: {len(created)} node(s) requested, ready in "
+                self._note(EventKind.SCALED_UP, key,
+                           f"node pool {pool_name}: {len(created)} node(s) requested, ready in "
                            f"{format_seconds(ready - now)}", pool=pool_name, nodes=len(created))
                 wl.pending_reason = (f"waiting for {len(created)} node(s) of {pool_name} to boot (ready at "
                                      f"t={format_seconds(ready)})" if self._virtual else
@@ -313,11 +313,12 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         """Whether no node can ever take a pod set (no pool matches it, or it is larger than its pool's maximum):
         then the pods wait with the reason, as GKE's autoscaler does not scale up for them, and nothing is retried."""
         if placement.unplaceable:
-            self._note("Unschedulable", key, "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
+            self._note(EventKind.UNSCHEDULABLE, key,
+                       "no node pool matches pod set(s) " + ", ".join(placement.unplaceable))
             return True
         if placement.oversized:
             why = "; ".join(placement.oversized.values())
-            self._note("Unschedulable", key, why)
+            self._note(EventKind.UNSCHEDULABLE, key, why)
             wl.pending_reason = f"unschedulable: {why}"
             return True
         return False
@@ -337,7 +338,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         nodes = sorted({n for names in placement.bindings.values() for n in names})
         wl.pending_reason = ""
         pools = sorted({self.cluster.nodes[n].pool for n in nodes})
-        self._note("Started", key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
+        self._note(EventKind.STARTED, key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
                    else "pods running", nodes=nodes)
         self.start(key, now)
 
@@ -354,7 +355,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         eta = f"; capacity may return in {format_seconds(retry - now)}" if retry is not None else ""
         then = (f"; falls back to the next flavor in {format_seconds(deadline - now)}"
                 if self.config.fallback and flavor is not None else "")
-        self._note("NodesUnavailable", key, why + eta + then, pool=pool_name)
+        self._note(EventKind.NODES_UNAVAILABLE, key, why + eta + then, pool=pool_name)
         wl.pending_reason = f"nodes unavailable: {why}{eta}{then}"
         if retry is not None:
             self._later(retry, key, lambda: self.try_start(key))
@@ -374,7 +375,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         now = self._now()
         until = now + self.config.fallback_cooldown
         self.scheduler.mark_unavailable(flavor, until, f"{why} (until t={format_seconds(until)})")
-        self._note("Fallback", key, f"flavor {flavor} cannot deliver nodes ({why}): evicted to try the next "
+        self._note(EventKind.FALLBACK, key, f"flavor {flavor} cannot deliver nodes ({why}): evicted to try the next "
                    f"flavor; {flavor} is skipped for {format_seconds(self.config.fallback_cooldown)}",
                    flavor=flavor, pool=pool)
         self.log(self.scheduler.evict(key, now, f"Nodes for flavor {flavor} could not be provisioned: {why}",
@@ -390,7 +391,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         pools = sorted({n.pool for n in removed})
         for pool in pools:
             gone = [n for n in removed if n.pool == pool]
-            self.log([{"t": self._now(), "event": "ScaledDown", "workload": "", "clusterQueue": "",
-                       "reason": f"node pool {pool}: {len(gone)} idle node(s) removed", "pool": pool,
-                       "nodes": self.cluster.pool_size(pool)}])
+            self.log([Event(self._now(), EventKind.SCALED_DOWN, "", "",
+                            f"node pool {pool}: {len(gone)} idle node(s) removed",
+                            extra={"pool": pool, "nodes": self.cluster.pool_size(pool)})])
         self._plan_scale_down()

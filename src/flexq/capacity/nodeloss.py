@@ -17,13 +17,13 @@ alike: the first node (by name) of a slice in use, else of the pool.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.provisioning import CAPACITY_PRIORITY, Timers
 from flexq.durations import format_seconds
-from flexq.scheduler.events import Event
+from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["NodeLoss"]
@@ -35,7 +35,7 @@ class NodeLoss:
     cluster: Cluster
     scheduler: Scheduler
     kernel: Timers
-    log: Callable[[list[dict[str, Any]] | list[Event]], None]
+    log: Callable[[list[Event]], None]
     _virtual: bool
 
     if TYPE_CHECKING:
@@ -55,9 +55,9 @@ class NodeLoss:
         gone: list[Node] = self.cluster.expired(now)
         victims = sorted({key for node in gone for key in node.pods})
         for pool in sorted({n.pool for n in gone}):
-            self.log([{"t": now, "event": "NodesExpired", "workload": "", "clusterQueue": "",
-                       "reason": f"node pool {pool}: flex-start nodes reached their maximum run duration",
-                       "pool": pool}])
+            self.log([Event(now, EventKind.NODES_EXPIRED, "", "",
+                            f"node pool {pool}: flex-start nodes reached their maximum run duration",
+                            extra={"pool": pool})])
         for key in victims:
             self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
         self.plan_expiry()
@@ -85,8 +85,8 @@ class NodeLoss:
         if node is None:
             return
         now = self._now()
-        self.log([{"t": now, "event": "NodeDeleted", "workload": "", "clusterQueue": "",
-                   "reason": why or f"node {name} of pool {node.pool} was deleted", "pool": node.pool}])
+        self.log([Event(now, EventKind.NODE_DELETED, "", "", why or f"node {name} of pool {node.pool} was deleted",
+                        extra={"pool": node.pool})])
         rest = sorted((n for n in self.cluster.nodes.values() if n.slice_id == node.slice_id), key=lambda n: n.name)
         pool = self.cluster.pools.get(node.pool)
         multi_host = pool is not None and pool.hosts_per_slice > 1
@@ -109,14 +109,14 @@ class NodeLoss:
             fresh = self.cluster.recreate([lost, *rest], now)
             ready = max(n.ready_at for n in fresh)
             when = f"t={format_seconds(ready)}" if self._virtual else f"in {format_seconds(ready - now)}"
-            self.log([{"t": now, "event": "SliceRepaired", "workload": "", "clusterQueue": "",
-                       "reason": f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its "
-                                 f"{hosts} node(s) are recreated, ready {when}", "pool": pool.name,
-                       "nodes": self.cluster.pool_size(pool.name)}])
+            self.log([Event(now, EventKind.SLICE_REPAIRED, "", "",
+                            f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its {hosts} "
+                            f"node(s) are recreated, ready {when}",
+                            extra={"pool": pool.name, "nodes": self.cluster.pool_size(pool.name)})])
             self.plan_expiry()
             self._plan_scale_down()
         elif rest:
-            self.log([{"t": now, "event": "SliceReleased", "workload": "", "clusterQueue": "",
-                       "reason": f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its other "
-                                 f"{len(rest)} node(s) are released with it", "pool": pool.name,
-                       "nodes": self.cluster.pool_size(pool.name)}])
+            self.log([Event(now, EventKind.SLICE_RELEASED, "", "",
+                            f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its other "
+                            f"{len(rest)} node(s) are released with it",
+                            extra={"pool": pool.name, "nodes": self.cluster.pool_size(pool.name)})])

@@ -16,7 +16,7 @@ from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.config import CapacityConfig
 from flexq.durations import format_seconds
 from flexq.objects.queue_status import PROVISIONING_CONTROLLER
-from flexq.scheduler.events import Event
+from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload
 from flexq.scheduler.scheduler import Scheduler
 
@@ -76,7 +76,7 @@ class ProvisioningCapacity:
     cluster: Cluster
     scheduler: Scheduler
     kernel: Timers
-    log: Callable[[list[dict[str, Any]] | list[Event]], None]
+    log: Callable[[list[Event]], None]
     provisioning: dict[str, ProvisioningSettings]
     failures: dict[tuple[str, str], int]
     attempts: dict[tuple[str, str], int]
@@ -87,7 +87,7 @@ class ProvisioningCapacity:
     if TYPE_CHECKING:
         def _now(self) -> float: ...
 
-        def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None: ...
+        def _note(self, kind: EventKind, workload: str, reason: str, **extra: Any) -> None: ...
 
         def _later(self, at: float, key: str, action: Callable[[], None]) -> None: ...
 
@@ -112,8 +112,8 @@ class ProvisioningCapacity:
         self.requests[key] = (check, name, pool.name if pool is not None else "")
         if pool is None:
             # No pool modelled behind it: the request is provisioned at once.
-            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned", request=name,
-                       state="Provisioned")
+            self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned",
+                       request=name, state="Provisioned")
             self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
             return
         count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
@@ -123,7 +123,8 @@ class ProvisioningCapacity:
         delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name, now)
         eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
         eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Accepted: waiting for {count} "
+        self._note(EventKind.PROVISIONING_REQUEST, key,
+                   f"ProvisioningRequest {name} is Accepted: waiting for {count} "
                    f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state="Accepted", eta=eta_at)
         wl.pending_reason = f"waiting for ProvisioningRequest {name}{eta}"
         if delay is None or delay >= PROVISIONING_EXPIRY:
@@ -151,7 +152,8 @@ class ProvisioningCapacity:
             self._failed(key, check, name, "CapacityNotFound", why)
             return
         self.plan_expiry()
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
+        self._note(EventKind.PROVISIONING_REQUEST, key,
+                   f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
                    f"in {pool}", request=name, state="Provisioned", pool=pool)
         slices = {n.slice_id for n in created}
         self._later(now + BOOKING, key, lambda: self._booking_check(key, check, name, slices))
@@ -171,7 +173,8 @@ class ProvisioningCapacity:
             return
         for node in unused:
             del self.cluster.nodes[node.name]
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} BookingExpired: its pods did not use "
+        self._note(EventKind.PROVISIONING_REQUEST, key,
+                   f"ProvisioningRequest {name} BookingExpired: its pods did not use "
                    f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
                    state="BookingExpired")
         self._failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
@@ -184,7 +187,8 @@ class ProvisioningCapacity:
         victims = sorted({w for n in gone for w in n.pods})
         for node in gone:
             del self.cluster.nodes[node.name]
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
+        self._note(EventKind.PROVISIONING_REQUEST, key,
+                   f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
                    "taken back by the cloud", request=name, state="CapacityRevoked")
         for victim in victims:
             self.log(self.scheduler.evict(victim, self._now(), f"ProvisioningRequest {name}: capacity revoked",
@@ -196,7 +200,7 @@ class ProvisioningCapacity:
         self.failures[(key, check)] = failures
         settings = self.provisioning[check]
         if not noted:
-            self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
+            self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
                        request=name, state="Failed")
         if failures > settings.backoff_limit:
             self.log(self.scheduler.set_check(

@@ -15,7 +15,7 @@ from typing import Any
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.config import CapacityConfig
 from flexq.durations import format_seconds
-from flexq.scheduler.events import Event
+from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload
 from flexq.scheduler.scheduler import Scheduler
 
@@ -28,7 +28,7 @@ class RacingCapacity:
     config: CapacityConfig
     cluster: Cluster
     scheduler: Scheduler
-    log: Callable[[list[dict[str, Any]] | list[Event]], None]
+    log: Callable[[list[Event]], None]
     requests: dict[str, tuple[str, str, str]]
     waiting_room: dict[str, list[tuple[str, str, str, int]]]
     waste: dict[str, float]
@@ -42,7 +42,7 @@ class RacingCapacity:
     def _now(self) -> float:
         raise NotImplementedError
 
-    def _note(self, event: str, workload: str, reason: str, **extra: Any) -> None:
+    def _note(self, kind: EventKind, workload: str, reason: str, **extra: Any) -> None:
         raise NotImplementedError
 
     def _cq(self, key: str) -> str:
@@ -87,7 +87,7 @@ class RacingCapacity:
         for node in self.cluster.nodes.values():
             if node.booked_for == key:
                 node.booked_for = wl.parent
-        self._note("RaceWon", key, f"flavor {wl.flavor} can start the workload first: it runs there")
+        self._note(EventKind.RACE_WON, key, f"flavor {wl.flavor} can start the workload first: it runs there")
         self.log(self.scheduler.settle(key, self._now()))
 
     def _withdraw(self, key: str, parent: str) -> None:
@@ -108,7 +108,8 @@ class RacingCapacity:
                 self.parent_of[key] = parent  # the note goes on the story of the workload it raced for
             what = (f"its {len(booked)} provisioned node(s) released (${spent:.2f} billed)" if booked
                     else "before it was provisioned: no cost")
-            self._note("ProvisioningRequest", key, f"ProvisioningRequest {request[1]} withdrawn {what}: the workload "
+            self._note(EventKind.PROVISIONING_REQUEST, key,
+                       f"ProvisioningRequest {request[1]} withdrawn {what}: the workload "
                        "races on another flavor", request=request[1], state="Withdrawn")
         self._release(key)
 
@@ -122,10 +123,10 @@ class RacingCapacity:
             pool = self.cluster.pools[pool_name]
             removed = self.cluster.scale_down(now, 0.0, [pool_name])  # idle slices go now, not after a while
             if removed:
-                self.log([{"t": now, "event": "ScaledDown", "workload": "", "clusterQueue": "",
-                           "reason": f"node pool {pool_name}: {len(removed)} idle node(s) removed to make room for "
-                                     "a waiting ProvisioningRequest", "pool": pool_name,
-                           "nodes": self.cluster.pool_size(pool_name)}])
+                self.log([Event(now, EventKind.SCALED_DOWN, "", "",
+                                f"node pool {pool_name}: {len(removed)} idle node(s) removed to make room for "
+                                "a waiting ProvisioningRequest",
+                                extra={"pool": pool_name, "nodes": self.cluster.pool_size(pool_name)})])
             planned = self.cluster.pool_size(pool_name)
             while waiting and planned + waiting[0][3] <= pool.max_nodes:
                 planned += waiting[0][3]
@@ -146,7 +147,8 @@ class RacingCapacity:
             at = min(etas)
             eta = f"; a slice frees at t={format_seconds(at)}" if self._virtual else \
                 f"; a slice frees in {format_seconds(at - now)}"
-        self._note("ProvisioningRequest", key, f"ProvisioningRequest {name} waits for room: {why}{eta}", request=name,
+        self._note(EventKind.PROVISIONING_REQUEST, key,
+                   f"ProvisioningRequest {name} waits for room: {why}{eta}", request=name,
                    state="Accepted", eta=min(etas) if etas else None)
         wl = self.scheduler.workloads.get(key)
         if wl is not None:

@@ -24,7 +24,7 @@ from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.gke import node_pool_spec
 from flexq.clock import Clock
 from flexq.objects.conditions import set_condition
-from flexq.scheduler.events import Event
+from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
@@ -87,8 +87,8 @@ class LiveCapacity:
         self.run_times: dict[str, float] = {}
         """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
         self.driver: CapacityDriver | None = None
-        self.notes: list[dict[str, Any]] = []
-        self._sent: list[dict[str, Any]] = []
+        self.notes: list[Event] = []
+        self._sent: list[Event] = []
         """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
         store.subscribe(lambda _changes: self._sent.clear())
 
@@ -115,12 +115,12 @@ class LiveCapacity:
             self.driver.provisioning = provisioning_settings(objects)
             self.driver.set_pools(pools)
 
-    def _log(self, events: list[dict[str, Any]] | list[Event]) -> None:
+    def _log(self, events: list[Event]) -> None:
         for event in events:
-            if isinstance(event, Event):
-                self.emit([event])
-            else:
+            if event.kind.capacity:
                 self.notes.append(event)
+            else:
+                self.emit([event])
 
     def release(self, key: str) -> None:
         if self.driver is not None:
@@ -138,7 +138,7 @@ class LiveCapacity:
 
     def touched(self) -> set[str]:
         """Workloads whose story the notes since the last write changed."""
-        return {str(n.get("workload")) for n in self.notes if n.get("workload")}
+        return {n.workload for n in self.notes if n.workload}
 
     def unwritten(self) -> None:
         """The store refused the step that wrote the last notes: they are written with the next."""
@@ -163,28 +163,26 @@ class LiveCapacity:
         except NotFound:
             return None
 
-    def _write_note(self, note: dict[str, Any]) -> None:
-        workload = self._workload(str(note.get("workload", "")))
-        event = str(note["event"])
-        warning = event in ("NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted") or \
-            note.get("state") == "Failed"
+    def _write_note(self, note: Event) -> None:
+        workload = self._workload(note.workload)
+        warning = note.kind.warning or note.extra.get("state") == "Failed"
         if workload is not None:
-            record_event(self.store, workload, event, str(note.get("reason", "")),
+            record_event(self.store, workload, note.kind.value, note.reason,
                          type="Warning" if warning else "Normal", component=_COMPONENT)
-        elif event in _POOL_EVENTS:
+        elif note.kind.value in _POOL_EVENTS:
             with contextlib.suppress(NotFound):
-                pool = self.store.get(Key("flexq.dev", "nodepools", "", str(note.get("pool", ""))))
-                record_event(self.store, pool, event, str(note.get("reason", "")),
+                pool = self.store.get(Key("flexq.dev", "nodepools", "", str(note.extra.get("pool", ""))))
+                record_event(self.store, pool, note.kind.value, note.reason,
                              type="Warning" if warning else "Normal", component=_COMPONENT)
-        if event == "ProvisioningRequest" and workload is not None:
+        if note.kind is EventKind.PROVISIONING_REQUEST and workload is not None:
             self._provisioning_request(workload, note)
 
-    def _provisioning_request(self, workload: dict[str, Any], note: dict[str, Any]) -> None:
-        name = str(note["request"])
+    def _provisioning_request(self, workload: dict[str, Any], note: Event) -> None:
+        name = str(note.extra["request"])
         namespace = workload["metadata"].get("namespace", "default")
         key = Key("autoscaling.x-k8s.io", "provisioningrequests", namespace, name)
         now = rfc3339(datetime.now(UTC))
-        if note.get("state") == "Withdrawn":
+        if note.extra.get("state") == "Withdrawn":
             # The workload started on another flavor: its request is deleted, as Kueue deletes the requests of
             # a workload that no longer needs them (the Event on the workload tells what it cost).
             with contextlib.suppress(NotFound):
@@ -203,8 +201,8 @@ class LiveCapacity:
                          "podSets": [{"podTemplateRef": {"name": f"ppt-{name}"}, "count": 1}]},
             })
         status = dict(obj.get("status") or {})
-        state = str(note.get("state"))
-        message = str(note.get("reason", ""))
+        state = str(note.extra.get("state"))
+        message = note.reason
         if state == "Accepted":
             set_condition(status, "Accepted", True, "Accepted", message, now=now)
             set_condition(status, "Provisioned", False, "Waiting", message, now=now)

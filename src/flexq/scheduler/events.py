@@ -1,4 +1,5 @@
-"""What the scheduler reports: one :class:`Event` per change of a workload's state, in order."""
+"""What happened, in order: one :class:`Event` per change of a workload's state (the scheduler's) or of the
+capacity behind it (the capacity driver's: nodes, node pools, ProvisioningRequests)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,38 @@ class EventKind(Enum):
     DEACTIVATED = "Deactivated"
     FINISHED = "Finished"
     CHECK = "AdmissionCheck"
+    # The capacity driver's (flexq.capacity.driver): what the nodes and the autoscaler did.
+    STARTED = "Started"
+    UNSCHEDULABLE = "Unschedulable"
+    SCALED_UP = "ScaledUp"
+    SCALED_DOWN = "ScaledDown"
+    NODES_UNAVAILABLE = "NodesUnavailable"
+    NODES_EXPIRED = "NodesExpired"
+    NODE_DELETED = "NodeDeleted"
+    SLICE_RELEASED = "SliceReleased"
+    SLICE_REPAIRED = "SliceRepaired"
+    FALLBACK = "Fallback"
+    PROVISIONING_REQUEST = "ProvisioningRequest"
+    RACE_WON = "RaceWon"
+
+    @property
+    def capacity(self) -> bool:
+        """Reported by the capacity driver, not by the scheduler (the scheduler and the driver do not act on it)."""
+        return self in _CAPACITY
+
+    @property
+    def warning(self) -> bool:
+        """Shown as a Warning on the workload (capacity that could not be had or was lost)."""
+        return self in _WARNING
+
+
+_CAPACITY = frozenset({
+    EventKind.STARTED, EventKind.UNSCHEDULABLE, EventKind.SCALED_UP, EventKind.SCALED_DOWN,
+    EventKind.NODES_UNAVAILABLE, EventKind.NODES_EXPIRED, EventKind.NODE_DELETED, EventKind.SLICE_RELEASED,
+    EventKind.SLICE_REPAIRED, EventKind.FALLBACK, EventKind.PROVISIONING_REQUEST, EventKind.RACE_WON,
+})
+_WARNING = frozenset({EventKind.NODES_UNAVAILABLE, EventKind.FALLBACK, EventKind.UNSCHEDULABLE,
+                      EventKind.NODES_EXPIRED, EventKind.NODE_DELETED})
 
 
 @dataclass(frozen=True, slots=True)

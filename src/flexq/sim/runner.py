@@ -144,13 +144,13 @@ class _Run:
             by_kind.setdefault(info.kind, []).append(obj)
         return by_kind
 
-    def log(self, events: list[Event] | list[dict[str, Any]]) -> None:
+    def log(self, events: list[Event]) -> None:
         for event in events:
-            if isinstance(event, dict):
-                self.result.events.append({**event, "t": _num(float(event["t"]))})
-                continue
             line = event.to_json()
             line["t"] = _num(event.t)
+            if event.kind.capacity:
+                self.result.events.append(line)
+                continue
             if event.kind is EventKind.PENDING:
                 eta = self._quota_eta(event.workload, event.t)
                 if eta is not None:
