@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Server, guide_text, stop_server
+from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 
 CAPACITY = """cloud:
@@ -29,19 +29,11 @@ def capacity_server(tmp_path: Path) -> Any:
 
 
 def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
-    """A server (jobs not executed) with the capacity file ``capacity``; stopped when the generator closes."""
+    """A server (jobs not executed) with the capacity file ``capacity``; stopped when the generator closes (one
+    that does not start is stopped at once, and its error shown)."""
     path = tmp_path / "capacity.yaml"
     path.write_text(capacity)
-    home = tmp_path / "home"
-    # start_server does not take extra flags: run the same way with --capacity.
-    from tests import conftest
-
-    port = conftest.free_port()
-    process = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home",
-                                str(home), "--capacity", str(path), "--runtime", "none", "--tls-port", "0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    srv = Server(f"http://127.0.0.1:{port}", home, process)
-    _eventually(lambda: _ok(srv))
+    srv = start_server(tmp_path / "home", "--capacity", str(path), "--runtime", "none")
     try:
         yield srv
     finally:
