@@ -18,7 +18,7 @@ HEAD = "TPU-v6e-16-head"
 
 @ray.remote(resources={HEAD: 1, "TPU": 4}, num_cpus=1)
 def on_slice(i):
-    time.sleep(8)
+    time.sleep(20)  # long enough for the autoscaler to add the second slice while the first one is busy
     return os.environ.get("TPU_NAME", "?")
 
 
