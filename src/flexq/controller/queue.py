@@ -58,6 +58,7 @@ from flexq.jobs.workload import (
     podsets,
     workload_name,
 )
+from flexq.objects.conditions import find_condition
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.build import build_config
@@ -157,15 +158,17 @@ class QueueController:
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
-        stored = self._wl_key(wl)
+        start: Callable[[], None]
         if kind == "RayJob":
-            self._after_write.append(lambda: self._if_admitted(stored, lambda: runtime.start(namespace, name, nodes,
-                                                                                              counts)))
+            start = lambda: runtime.start(namespace, name, nodes, counts)  # noqa: E731
         elif kind == "RayCluster":
-            self._after_write.append(lambda: self._if_admitted(stored, lambda: runtime.clusters.start(
-                namespace, name, nodes, counts)))
+            start = lambda: runtime.clusters.start(namespace, name, nodes, counts)  # noqa: E731
         elif kind == "Pod":
-            self._after_write.append(lambda: self._if_admitted(stored, lambda: self.pods.run(key, nodes)))
+            start = lambda: self.pods.run(key, nodes)  # noqa: E731
+        else:
+            return
+        stored = self._wl_key(wl)
+        self._after_write.append(lambda: self._if_admitted(stored, start))
 
     def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
         """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""
@@ -173,8 +176,7 @@ class QueueController:
             obj = self.store.get(key)
         except NotFound:
             return
-        if any(c.get("type") == "Admitted" and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or []):
+        if (find_condition(obj.get("status") or {}, "Admitted") or {}).get("status") == "True":
             start()
         else:
             log.warning("not starting %s/%s: its admission is not in the store", key.namespace, key.name)
