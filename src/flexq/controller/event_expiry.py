@@ -12,8 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 
+from flexq.objects.table import parse_time
 from flexq.store.base import BaseStore
 from flexq.store.errors import Conflict, Key, NotFound, StoreError
 
@@ -23,13 +23,6 @@ log = logging.getLogger("flexq.controller")
 
 DEFAULT_EVENT_TTL = 3600.0
 """Seconds an Event is kept after it was last seen: the API server's default (``--event-ttl=1h``)."""
-
-
-def _moment(text: str) -> float | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 class EventExpiry:
@@ -52,8 +45,8 @@ class EventExpiry:
         gone = 0
         for event in self.store.list_objects("", "events")[0]:
             meta = event["metadata"]
-            seen = _moment(str(event.get("lastTimestamp") or meta.get("creationTimestamp") or ""))
-            if seen is None or seen >= cutoff:
+            seen = parse_time(event.get("lastTimestamp") or meta.get("creationTimestamp"))
+            if seen is None or seen.timestamp() >= cutoff:
                 continue
             key = Key("", "events", meta.get("namespace", ""), meta["name"])
             # Counted again since it was listed: a newer resourceVersion, and it lives on.
