@@ -110,6 +110,18 @@ def test_cluster_queue_rules(spec: str, expected: str) -> None:
           "value": "high"}, "value", "must be an integer"),
         ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"}, "spec": {"entrypoint": "x"}},
          "spec.rayClusterSpec", "Required value"),
+        ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+          "spec": {"entrypoint": "x", "clusterSelector": {"team": "a"}}},
+         "spec.clusterSelector[ray.io/cluster]", "Required value"),
+        ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+          "spec": {"entrypoint": "x", "clusterSelector": {"ray.io/cluster": "c"}, "suspend": True}},
+         "spec.suspend", "cannot be suspended"),
+        ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+          "spec": {"entrypoint": "x", "clusterSelector": {"ray.io/cluster": "c"}, "backoffLimit": 2}},
+         "spec.backoffLimit", "is not retried"),
+        ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+          "spec": {"entrypoint": "x", "clusterSelector": {"ray.io/cluster": "c"}, "submissionMode": "SidecarMode"}},
+         "spec.submissionMode", "Unsupported value"),
         ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
           "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
          "spec.template.spec.restartPolicy", "Unsupported value"),
@@ -127,6 +139,12 @@ def test_objects(obj: dict[str, object], path: str, fragment: str) -> None:
     matching = [e for e in info.value.errors if e.path == path]
     assert matching, [str(e) for e in info.value.errors]
     assert fragment in matching[0].message
+
+
+def test_a_rayjob_on_an_existing_cluster_is_valid() -> None:
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
+           "spec": {"entrypoint": "python x.py", "clusterSelector": {"ray.io/cluster": "notebook"}, "backoffLimit": 0}}
+    assert validate_object(obj).kind == "RayJob"
 
 
 def test_unknown_fields_are_accepted() -> None:

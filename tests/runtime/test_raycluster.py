@@ -1,11 +1,13 @@
 """A RayCluster for real: admitted, ready as KubeRay reports it, a job submitted through the real kubectl's
-port-forward to its head Service succeeds, and deleting the RayCluster stops exactly its Ray processes."""
+port-forward to its head Service succeeds, so does a RayJob that names it in ``clusterSelector``, and deleting
+the RayCluster stops exactly its Ray processes."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,44 @@ def _alive(sessions: set[int]) -> list[int]:
         if stat[0] != "Z" and int(stat[3]) in sessions:
             alive.append(int(entry.name))
     return alive
+
+
+SELECTING = """
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: {name}
+spec:
+  entrypoint: python -c 'print(6 * 7, "from", "{name}")'
+  clusterSelector:
+    ray.io/cluster: {cluster}
+"""
+
+
+def _runs_rayjobs_by_cluster_selector(kubectl: Callable[..., str], clusters: dict[int, Path]) -> None:
+    """A RayJob naming the cluster (``clusterSelector``) runs on it at once, with no workload of its own; the
+    cluster outlives it. One naming a cluster that is not there waits for it, and stops when deleted."""
+    kubectl("apply", "-f", "-", input=SELECTING.format(name="on-notebook", cluster="notebook"))
+    kubectl("apply", "-f", "-", input=SELECTING.format(name="on-nothing", cluster="nothing"))
+
+    def finished() -> dict[str, Any] | None:
+        status: dict[str, Any] = yaml.safe_load(kubectl("get", "rayjob", "on-notebook", "-o", "yaml")).get(
+            "status") or {}
+        assert status.get("jobDeploymentStatus") != "Failed", status
+        return status if status.get("jobDeploymentStatus") == "Complete" else None
+
+    status = _eventually(finished, 120)
+    assert status["jobStatus"] == "SUCCEEDED" and status["rayClusterName"] == "notebook", status
+    assert "42 from on-notebook" in kubectl("logs", "job/on-notebook")
+    workloads = kubectl("get", "workloads", "-o", "name")
+    assert "on-notebook" not in workloads and "on-nothing" not in workloads, workloads
+    shown = kubectl("get", "rayclusters", "-o", "name").split()
+    assert sorted(shown) == ["raycluster.ray.io/notebook", "raycluster.ray.io/waiting"], shown
+    assert _alive(set(clusters)), "the cluster runs on after the job"
+    waiting = yaml.safe_load(kubectl("get", "rayjob", "on-nothing", "-o", "yaml"))
+    assert waiting["status"]["jobDeploymentStatus"] == "Initializing", waiting["status"]
+    assert waiting["spec"].get("suspend") is not True, "not Kueue's: never suspended"
+    kubectl("delete", "rayjob", "on-notebook", "on-nothing")
 
 
 def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
@@ -118,6 +158,8 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         forward.terminate()
         forward.communicate(timeout=30)
         forward = None
+
+        _runs_rayjobs_by_cluster_selector(kubectl, clusters)
 
         kubectl("delete", "raycluster", "notebook", "waiting")
 

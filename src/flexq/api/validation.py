@@ -19,6 +19,7 @@ from flexq.api.documents import Document, format_path
 from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo, UnknownKind, by_gvk
 from flexq.api.models.common import check_dns_label
+from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
 from flexq.api.quantity import parse_quantity
 
 __all__ = ["schema_errors", "validate_document", "validate_object"]
@@ -327,8 +328,26 @@ def _ray_job(obj: dict[str, Any]) -> list[FieldError]:
     mode = spec.get("submissionMode", "K8sJobMode")
     if mode in ("K8sJobMode", "HTTPMode", "SidecarMode") and not spec.get("entrypoint"):
         return [FieldError("spec.entrypoint", f"Required value: entrypoint is required in {mode}")]
+    if spec.get("clusterSelector"):
+        return _cluster_selector(spec, mode)
     if spec.get("rayClusterSpec") is not None:
         return _worker_groups(spec["rayClusterSpec"], "spec.rayClusterSpec")
+    return []
+
+
+def _cluster_selector(spec: dict[str, Any], mode: str) -> list[FieldError]:
+    """KubeRay's rules for a RayJob that runs on an existing RayCluster."""
+    if not spec["clusterSelector"].get(CLUSTER_SELECTOR_KEY):
+        return [FieldError(f"spec.clusterSelector[{CLUSTER_SELECTOR_KEY}]",
+                           "Required value: the name of the RayCluster to run on")]
+    if spec.get("suspend"):
+        return [FieldError("spec.suspend", "Invalid value: true: a RayJob on an existing cluster (clusterSelector) "
+                                           "cannot be suspended")]
+    if mode == "SidecarMode":
+        return [FieldError("spec.submissionMode", "Unsupported value: SidecarMode: not with clusterSelector")]
+    if int(spec.get("backoffLimit") or 0) > 0:
+        return [FieldError("spec.backoffLimit", f"Invalid value: {spec['backoffLimit']}: a RayJob on an existing "
+                                                "cluster (clusterSelector) is not retried")]
     return []
 
 

@@ -56,6 +56,7 @@ from flexq.jobs.workload import (
     Priorities,
     make_workload,
     podsets,
+    selected_cluster,
     workload_name,
 )
 from flexq.objects.conditions import find_condition
@@ -390,6 +391,10 @@ class QueueController:
     def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
         if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
             return  # a RayJob's submitter Job: part of a job that is already queued
+        if selected_cluster(info.kind, job) is not None:
+            if not finished(info.kind, job):
+                self._on_existing_cluster(job, start=True)
+            return
         uid = str(job["metadata"].get("uid", ""))
         self._note_run_time(job, self.by_job_uid.get(uid))
         if finished(info.kind, job) or uid in self.by_job_uid:
@@ -432,7 +437,18 @@ class QueueController:
             record_event(self.store, job, "InvalidAnnotation", f"{RUN_TIME_ANNOTATION}: {exc}", type="Warning",
                          component=_COMPONENT)
 
+    def _on_existing_cluster(self, job: Mapping[str, Any], start: bool) -> None:
+        """A RayJob on an existing RayCluster is not queued (Kueue skips it): it runs once it is created, on the
+        cluster's quota, and stops when it is deleted."""
+        if self.runtime is None:
+            return
+        runtime, namespace, name = self.runtime, job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        self._after_write.append(lambda: runtime.start(namespace, name) if start else runtime.stop(namespace, name))
+
     def _job_deleted(self, job: dict[str, Any]) -> None:
+        if selected_cluster(str(job.get("kind", "")), job) is not None:
+            self._on_existing_cluster(job, start=False)
+            return
         wl = self._workload_for(job)
         if wl is None:
             return

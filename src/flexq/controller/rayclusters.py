@@ -20,6 +20,7 @@ from typing import Any
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.objects import head_port_map
 from flexq.runtime.raycluster import RayClusterRun
+from flexq.runtime.rayjob import Borrowed
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
@@ -62,6 +63,14 @@ class RayClusterRuntime:
         if not local:
             raise LookupError(f"the Ray cluster of RayCluster {name} is not running")
         return head_port_map(pod, local)
+
+    def running(self, namespace: str, name: str) -> Borrowed | None:
+        """RayCluster ``name``'s Ray cluster, with the RayCluster's spec, once it is up (None while it is not, or
+        there is none)."""
+        run = self.runs.get(f"{namespace}/{name}")
+        if run is None or run.done.is_set() or not run.ready.is_set() or run.cluster is None:
+            return None
+        return Borrowed(run.cluster, run.obj.get("spec") or {}) if run.cluster.alive() else None
 
     def start(self, namespace: str, name: str, nodes: dict[str, list[str]] | None = None,
               counts: dict[str, int] | None = None) -> None:

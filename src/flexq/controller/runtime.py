@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.controller.rayclusters import RayClusterRuntime
+from flexq.jobs.workload import selected_cluster
 from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
@@ -111,6 +112,11 @@ class RayRuntime:
         namespace, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
                       for o in self.store.list_objects("", "configmaps", namespace)[0]}
+        cluster = selected_cluster("RayJob", job)
+        if cluster is not None:  # it runs on an existing RayCluster, which it neither records nor stops
+            return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
+                             lambda fields: self._status(namespace, name, fields),
+                             borrow=lambda: self.clusters.running(namespace, cluster))
         return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
                          lambda fields: self._status(namespace, name, fields),
                          lambda group, pods: self._scale(namespace, name, group, pods),
@@ -216,6 +222,8 @@ class RayRuntime:
         deployment = str(status.get("jobDeploymentStatus", "Initializing"))
         terminal = deployment in ("Complete", "Failed")
         keep_cluster = not (terminal and (job.get("spec") or {}).get("shutdownAfterJobFinishes"))
+        if selected_cluster("RayJob", job) is not None:
+            keep_cluster = False  # the cluster is the RayCluster's own, shown as it is
         objects = kuberay_objects(job, deployment, self.nodes.get(job_key, {}),
                                   str(self.log_path(meta.get("namespace", "default"), meta["name"])),
                                   str(status.get("startTime", "")), keep_cluster, str(status.get("endTime", "")))

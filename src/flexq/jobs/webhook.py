@@ -4,7 +4,8 @@ A Pod labelled with a queue is gated instead (:func:`flexq.jobs.pods.pod_webhook
 is not Kueue's and is left alone. A RayJob, RayCluster or Job labelled ``kueue.x-k8s.io/queue-name`` is
 created with ``spec.suspend: true`` and stays so until its workload is admitted. A job without the label goes
 to its namespace's LocalQueue named ``default`` when there is one (the label is added), and is refused
-otherwise.
+otherwise. A RayJob on an existing RayCluster (``spec.clusterSelector``) is not Kueue's either, as Kueue skips
+it: it runs at once on that cluster, whose own workload holds the quota.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo, resolve
 from flexq.jobs.pods import pod_webhook
-from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL
+from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL, selected_cluster
 from flexq.objects.service import ObjectService
 from flexq.store import NotFound
 
@@ -25,7 +26,7 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
     if info.kind == "Pod" and not info.group:
         pod_webhook(obj, old)
         return
-    if info.kind not in JOB_KINDS:
+    if info.kind not in JOB_KINDS or selected_cluster(info.kind, obj) is not None:
         return
     meta = obj["metadata"]
     labels = meta.setdefault("labels", {})

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
 from flexq.scheduler.build import milli, toleration
 from flexq.scheduler.model import PodSet, Workload
 
@@ -29,6 +30,7 @@ __all__ = [
     "pod_requests",
     "podsets",
     "ray_cluster_spec",
+    "selected_cluster",
     "workload_name",
 ]
 
@@ -37,6 +39,15 @@ PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 DEFAULT_QUEUE: Final = "default"
 JOB_KINDS: Final = frozenset({"RayJob", "RayCluster", "Job"})
 RAY_KINDS: Final = frozenset({"RayJob", "RayCluster"})
+
+
+def selected_cluster(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """The existing RayCluster a RayJob runs on (``spec.clusterSelector``), None for any other job. Such a RayJob
+    is not Kueue's (Kueue skips it): it holds no quota of its own, and runs on the cluster's, which is queued."""
+    if kind != "RayJob":
+        return None
+    selector = (obj.get("spec") or {}).get("clusterSelector") or {}
+    return str(selector.get(CLUSTER_SELECTOR_KEY) or "") or None
 
 
 class JobError(ValueError):
@@ -161,6 +172,10 @@ def make_workload(
     if given, are the job's pod sets already read (jobs of one shape share them)."""
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
+    cluster = selected_cluster(kind, obj)
+    if cluster is not None:
+        raise JobError(f"{kind} {namespace}/{meta['name']} runs on the existing RayCluster {cluster} "
+                       "(spec.clusterSelector): it has no workload of its own; the RayCluster's holds the quota")
     labels = meta.get("labels") or {}
     queue = labels.get(QUEUE_LABEL)
     if queue is None:

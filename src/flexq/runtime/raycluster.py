@@ -72,6 +72,8 @@ class RayClusterRun:
         self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self._stop = threading.Event()
         self.done = threading.Event()
+        self.ready = threading.Event()
+        """Set once the cluster is up (RayJobs on it through ``clusterSelector`` are submitted from then on)."""
         self._notes: list[str] = []
         shim = {"metadata": obj["metadata"], "spec": {"rayClusterSpec": obj.get("spec") or {}}}
         self.elastic = ElasticWorkers.for_job(shim, self._notes.append, on_scale) if is_elastic(obj) else None
@@ -159,6 +161,7 @@ class RayClusterRun:
             self._flush_notes()
         self._append(f"flexq: the Ray cluster is ready; its dashboard is {self.cluster.dashboard_url}\n")
         self.on_status({"state": "ready", "ports": dict(self.cluster.ports), "readyTime": self._ready_time or _stamp()})
+        self.ready.set()
         process = self.cluster.process
         while not self._stop.wait(1.0):
             if process is None or process.poll() is not None:

@@ -24,20 +24,21 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
 
-from flexq.jobs.workload import pod_requests
+from flexq.jobs.workload import pod_requests, selected_cluster
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
 from flexq.runtime.reattach import LOST_REASON, Resume
 
-__all__ = ["END_MARKER", "RayJobRun", "parse_metrics", "parse_reports"]
+__all__ = ["END_MARKER", "Borrowed", "RayJobRun", "parse_metrics", "parse_reports"]
 
 END_MARKER: Final = "\x00flexq-end\x00"
 DEFAULT_DEADLINE: Final = 3600.0
@@ -51,6 +52,14 @@ _CHECK_TIMEOUT: Final = 120.0
 """Seconds the dashboard of a cluster whose head still runs may leave the job's checks unanswered."""
 _FINAL: Final = ("ValidationFailed", "Stopped", "DeadlineExceeded")
 """Failures that are not retried: the job cannot run here, or was stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class Borrowed:
+    """An existing RayCluster's running Ray cluster and the RayCluster's spec (its pods' templates)."""
+
+    cluster: LocalRayCluster
+    spec: Mapping[str, Any]
 
 
 def _stamp() -> str:
@@ -91,7 +100,8 @@ class RayJobRun:
     def __init__(self, job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path,
                  on_status: Callable[[dict[str, Any]], None],
                  on_scale: Callable[[str, int], None] = lambda _group, _pods: None, *,
-                 record: Path | None = None, resume: Resume | None = None) -> None:
+                 record: Path | None = None, resume: Resume | None = None,
+                 borrow: Callable[[], Borrowed | None] | None = None) -> None:
         self.job = job
         self.configmaps = configmaps
         self.workdir = workdir
@@ -103,6 +113,12 @@ class RayJobRun:
         """Where the cluster's record is kept (see :mod:`flexq.runtime.reattach`); None: no record."""
         self.resume = resume
         """The run goes on from a run of an earlier server (its cluster found again, or lost)."""
+        self.borrow = borrow
+        """For a RayJob on an existing RayCluster (``clusterSelector``): that cluster and the RayCluster's spec once it
+        is up, else None. The run submits to it (with the ConfigMaps its pods mount) and never stops it."""
+        self.rejoin = False
+        """The job was submitted to the existing cluster by an earlier server: its submission is followed again
+        if the cluster still knows it."""
         self._stop = threading.Event()
         self.suspended = False
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
@@ -127,7 +143,7 @@ class RayJobRun:
         self._stop.set()
         if self.started:
             self._thread.join(timeout=wait)
-        if self.cluster is not None:
+        if self.cluster is not None and self.borrow is None:
             self.cluster.stop()
 
     def resize(self, counts: Mapping[str, int]) -> None:
@@ -153,14 +169,19 @@ class RayJobRun:
         if self.resume is not None:
             self.submission = self.resume.submission or self._new_submission()
             return
+        status = self.job.get("status") or {}
+        if self.borrow is not None and status.get("jobId") and status.get("jobDeploymentStatus") == "Running":
+            self.rejoin, self.submission = True, str(status["jobId"])
+            self._write_log("")
+            return
         previous = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
         previous = previous.replace(END_MARKER, "")
         self.log_path.write_text(previous + (f"{'=' * 12} flexq: the job runs again {'=' * 12}\n" if previous
                                              else ""), encoding="utf-8")
         self.submission = self._new_submission()
-        self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "",
-                        "rayClusterName": f"{self.job['metadata']['name']}-raycluster", "jobId": self.submission,
-                        "startTime": _stamp()})
+        cluster = selected_cluster("RayJob", self.job) or f"{self.job['metadata']['name']}-raycluster"
+        self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": cluster,
+                        "jobId": self.submission, "startTime": _stamp()})
 
     def _run(self) -> None:
         spec = self.job.get("spec") or {}
@@ -179,9 +200,9 @@ class RayJobRun:
             self._append(f"flexq: the job failed ({outcome.get('message', '')}); retrying, attempt "
                          f"{failed + 1} of {attempts} (backoffLimit {attempts - 1})\n")
             self.on_status({"jobDeploymentStatus": "Retrying", "failed": failed})
-            if self.cluster is not None:
+            if self.cluster is not None and self.borrow is None:
                 self.cluster.stop()
-                self.cluster = None
+            self.cluster = None
             self.submission = self._new_submission(failed + 1)
             self.on_status({"jobId": self.submission})
         self._end(spec, outcome, failed)
@@ -189,8 +210,8 @@ class RayJobRun:
     def _end(self, spec: Mapping[str, Any], outcome: dict[str, Any], failed: int) -> None:
         outcome["failed"] = failed
         outcome["succeeded"] = 1 if outcome["jobStatus"] == "SUCCEEDED" else 0
-        if self.cluster is not None and (spec.get("shutdownAfterJobFinishes") or self._stop.is_set()
-                                         or not self.cluster.alive()):
+        if self.cluster is not None and self.borrow is None and (spec.get("shutdownAfterJobFinishes")
+                                                                 or self._stop.is_set() or not self.cluster.alive()):
             self.cluster.stop()
         verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
@@ -223,7 +244,7 @@ class RayJobRun:
             return stopped
         header = self.log_path.read_text(encoding="utf-8")
         deadline = time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
-        if self.cluster is not None:
+        if self.cluster is not None and self.borrow is None:
             self.cluster.record.update(submission=self.submission, header_len=len(header), deadline=deadline)
             self.cluster.save_record()
         return self._follow(spec, header, deadline)
@@ -258,9 +279,37 @@ class RayJobRun:
 
     def _launch(self, spec: Mapping[str, Any]) -> dict[str, Any] | None:
         """Start the cluster and submit the entrypoint; an outcome when the run was stopped meanwhile."""
-        env = prepare(self.job, self.configmaps, self.workdir)
+        job: Mapping[str, Any] = self.job
+        if self.borrow is not None:
+            waited = self._borrow_cluster(self.borrow, spec)
+            if not isinstance(waited, Borrowed):
+                return waited
+            job = {**job, "spec": {**spec, "rayClusterSpec": waited.spec}}  # the cluster's pods mount its ConfigMaps
+        env = prepare(job, self.configmaps, self.workdir)
         for warning in env.warnings:
             self._append(f"flexq: warning: {warning}\n")
+        if self.borrow is None:
+            self._start_cluster(spec)
+        if self._stop.is_set():
+            return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
+                    "message": "stopped before it started"}
+        assert self.cluster is not None
+        url = self.cluster.dashboard_url
+        if not (self.rejoin and _known(url, self.submission)):
+            checkpoints = self.workdir / "checkpoints"
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
+                    "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
+                                                 **env.env_vars}}}
+            response = _submit(url, body, self._stop)
+            if response.status_code >= 400:
+                raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
+        self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
+            "http://")})
+        return None
+
+    def _start_cluster(self, spec: Mapping[str, Any]) -> None:
+        """Start the job's own Ray cluster, as its ``rayClusterSpec`` asks."""
         cluster_spec = spec.get("rayClusterSpec") or {}
         accelerators = self._accelerators(cluster_spec)
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
@@ -275,21 +324,27 @@ class RayJobRun:
             self.elastic.reconcile(self.cluster)
             self._append("".join(self._notes))
             self._notes.clear()
-        if self._stop.is_set():
-            return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
-                    "message": "stopped before it started"}
-        url = self.cluster.dashboard_url
-        checkpoints = self.workdir / "checkpoints"
-        checkpoints.mkdir(parents=True, exist_ok=True)
-        body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
-                "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
-                                             **env.env_vars}}}
-        response = _submit(url, body, self._stop)
-        if response.status_code >= 400:
-            raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
-        self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
-            "http://")})
-        return None
+
+    def _borrow_cluster(self, borrow: Callable[[], Borrowed | None],
+                        spec: Mapping[str, Any]) -> Borrowed | dict[str, Any]:
+        """Wait for the existing RayCluster the job names to be up (as KubeRay waits for it); an outcome when the
+        run was stopped, or reached its deadline, first."""
+        name = selected_cluster("RayJob", self.job)
+        deadline = time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
+        said = False
+        while (borrowed := borrow()) is None:
+            if not said:
+                self._append(f"flexq: waiting for RayCluster {name} to be ready\n")
+                said = True
+            if self._stop.wait(0.5):
+                return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
+                        "message": "stopped before it started"}
+            if time.time() > deadline:
+                return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
+                        "message": f"RayCluster {name} was not ready before the job's deadline"}
+        self.cluster = borrowed.cluster
+        self._append(f"flexq: the job runs on RayCluster {name} (its dashboard {self.cluster.dashboard_url})\n")
+        return borrowed
 
     def _accelerators(self, cluster_spec: Mapping[str, Any]) -> Accelerators:
         groups = []
@@ -377,6 +432,14 @@ def _check(url: str, submission: str) -> tuple[dict[str, Any], str] | None:
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return (state, str(text)) if isinstance(state, dict) else None
+
+
+def _known(url: str, submission: str) -> bool:
+    """Whether the Ray cluster at ``url`` knows the job's submission."""
+    try:
+        return httpx.get(f"{url}/api/jobs/{submission}", timeout=30).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _lost(message: str) -> dict[str, Any]:

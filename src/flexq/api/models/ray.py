@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
 from flexq.api.models.common import K8sModel, PodTemplateSpec, StrictBool, StrictInt, StrictStr, TopLevel
+
+CLUSTER_SELECTOR_KEY: Final = "ray.io/cluster"
+"""The key of a RayJob's ``spec.clusterSelector`` that names the existing RayCluster it runs on (KubeRay's)."""
 
 
 class HeadGroupSpec(K8sModel):
