@@ -57,3 +57,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --fraction 0.1   # the full scale (--fraction 1) takes about 30 min
 	$(BIN)/python bench/live_baseline.py --virtual
 	$(BIN)/python bench/live_baseline.py --config large-scale
+	$(BIN)/python bench/execution_bench.py
