@@ -163,6 +163,19 @@ class Server:
         found["(change log)"] = [log[0], round((log[1] or 0) / 2**20, 1)]
         return found
 
+    def store_files(self) -> dict[str, float]:
+        """MiB of the database file, of its free pages, and of its write-ahead log."""
+        db = sqlite3.connect(f"file:{self.home / 'flexq.db'}?mode=ro", uri=True)
+        try:
+            page = db.execute("PRAGMA page_size").fetchone()[0]
+            free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        finally:
+            db.close()
+        wal = self.home / "flexq.db-wal"
+        return {"file": round((self.home / "flexq.db").stat().st_size / 2**20, 1),
+                "free pages": round(free * page / 2**20, 1),
+                "write-ahead log": round(wal.stat().st_size / 2**20 if wal.exists() else 0.0, 1)}
+
     def stop(self) -> None:
         os.kill(self.pid(), signal.SIGTERM)  # under py-spy: the server ends, then py-spy writes its stacks
         try:
@@ -188,6 +201,10 @@ class Run:
         self.admitted: dict[str, float] = {}
         self.running: dict[str, asyncio.TimerHandle] = {}
         self.finished: set[str] = set()
+        self.finish_sent: dict[str, float] = {}
+        self.finish_answered: dict[str, float] = {}
+        self.release: list[float] = []
+        """Seconds from each finishing patch sent to its workload seen Finished (the quota held meanwhile)."""
         self.finish_errors: list[str] = []
         self.done = asyncio.Event()
         self.t0 = 0.0
@@ -268,6 +285,8 @@ class Run:
             if key not in self.finished:
                 self.finished.add(key)
                 self.last_finished = time.monotonic()
+                if key in self.finish_sent:
+                    self.release.append(self.last_finished - self.finish_sent[key])
                 if len(self.finished) == len(self.jobs):
                     self.done.set()
             return
@@ -284,8 +303,10 @@ class Run:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         patch = {"status": {"succeeded": 1, "conditions": [
             {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "reason": "ByTest"}]}}
+        self.finish_sent[key] = time.monotonic()
         async with session.patch(f"{self.base}/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
                                  data=json.dumps(patch), headers={"content-type": "application/merge-patch+json"}) as r:
+            self.finish_answered[key] = time.monotonic() - self.finish_sent[key]
             if r.status != 200:
                 self.finish_errors.append(f"{key}: {r.status} {(await r.read())[:200]!r}")
 
@@ -363,6 +384,11 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
                       "created": created, "refused": len(run.refused), "max_late_s": round(max(run.late, default=0), 3),
                       "examples_refused": run.refused[:3]},
         "finish_errors": run.finish_errors[:3],
+        "release_s": {"avg": round(statistics.fmean(run.release), 3) if run.release else None,
+                      "p50": round(percentile(run.release, .5), 3) if run.release else None,
+                      "p99": round(percentile(run.release, .99), 3) if run.release else None,
+                      "patch_answer_avg": round(statistics.fmean(run.finish_answered.values()), 3)
+                      if run.finish_answered else None},
         "server": {"cpu_s": round(cpu, 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
         "client_cpu_s": round(sum(os.times()[:2]), 1),
         "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
@@ -407,11 +433,13 @@ def main() -> None:
             cpu, rss = server.usage()
             store = server.store_mb()
             tables = server.store_tables()
+            files = server.store_files()
         finally:
             server.stop()
         result = report(args.config, args.scale, run, bound, cpu, rss, store,
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
         result["server"]["store_tables"] = tables
+        result["server"]["store_files"] = files
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"live-{args.config}" + ("" if args.scale == 1 else f"-{args.scale:g}")
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -410,7 +410,7 @@ class QueueController:
         obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
                               labels.get(PRIORITY_LABEL))
         try:
-            created = self.service.create(resolve("workload"), wl.namespace, obj)
+            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
         except (ApiError, BadRequest, StoreError) as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
@@ -534,7 +534,7 @@ class QueueController:
         for ps in obj["spec"]["podSets"]:
             ps["count"] = counts.get(ps["name"], ps["count"])
         try:
-            created = self.service.create(resolve("workload"), wl.namespace, obj)
+            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
         except (ApiError, BadRequest, StoreError) as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
@@ -654,7 +654,7 @@ class QueueController:
                               "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
         with self.store.transaction():
             if status != stored.get("status"):
-                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status")
+                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False)
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
                 fresh = self.store.get(self._wl_key(wl))
                 fresh["spec"]["active"] = False
@@ -705,7 +705,7 @@ class QueueController:
                                    self.scheduler.last_assignment.get(variant.key), stamp,
                                    stored["metadata"].get("generation"))
             if status != stored.get("status"):
-                self.store.update(key, {**stored, "status": status}, subresource="status")
+                self.store.update(key, {**stored, "status": status}, subresource="status", echo=False)
         if not names:
             del self._stored_variants[parent_key]
 
@@ -770,7 +770,7 @@ class QueueController:
             for podset, values in updates.items():
                 annotations.setdefault(podset, {}).update(values)
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
-        self.store.update(key, job)
+        self.store.update(key, job, echo=False)
         record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
         if self.capacity.driver is None:
             self._run_workload(wl.key, self.clock.now())
@@ -792,7 +792,7 @@ class QueueController:
             else:
                 self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
-        self.store.update(key, job)
+        self.store.update(key, job, echo=False)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
                      type="Warning", component=_COMPONENT)
 

@@ -384,19 +384,27 @@ class BaseStore:
 
     # --- writes ------------------------------------------------------------------------------------
 
-    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any], echo: bool = True) -> dict[str, Any]:
         """Write ``obj`` (whose ``metadata`` is the store's own, the rest perhaps shared with the caller's
-        input); return a fresh copy of what was stored, which shares nothing with either."""
+        input); return a fresh copy of what was stored, which shares nothing with either, or (not ``echo``)
+        ``obj`` itself, for a writer that does not keep what it wrote."""
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         body = dumps(obj)
         self._put(change, key, rv, body)
         self._pending.append(Change(rv, change, key, body))
+        if not echo:
+            return obj
         stored: dict[str, Any] = loads(body)
         return stored
 
-    def create(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store a new object; set uid, resourceVersion, generation 1 and creationTimestamp."""
+    def exists(self, key: Key) -> bool:
+        with self._lock:
+            return self._exists(key)
+
+    def create(self, key: Key, obj: dict[str, Any], *, echo: bool = True) -> dict[str, Any]:
+        """Store a new object; set uid, resourceVersion, generation 1 and creationTimestamp. Returns what was
+        stored: a copy of its own, or with ``echo=False`` the written object (sharing parts with ``obj``)."""
         with self.transaction():
             if self._exists(key):
                 raise AlreadyExists(key)
@@ -409,15 +417,16 @@ class BaseStore:
             meta["generation"] = 1
             meta["creationTimestamp"] = rfc3339(self._now())
             meta.pop("deletionTimestamp", None)
-            return self._write(ChangeType.ADDED, key, obj)
+            return self._write(ChangeType.ADDED, key, obj, echo)
 
     def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
-               keep_status: bool = True) -> dict[str, Any]:
+               keep_status: bool = True, echo: bool = True) -> dict[str, Any]:
         """Replace an object (or only its status, with ``subresource="status"``).
 
         A ``metadata.resourceVersion`` in ``obj`` must match the stored one (else :class:`Conflict`);
         an empty one means "whatever is there". The server-owned metadata is carried over. A main-resource
         update keeps the stored status when ``keep_status``; a status update keeps everything but status.
+        ``echo`` as for :meth:`create`.
         """
         with self.transaction():
             old = self.get(key)
@@ -452,7 +461,7 @@ class BaseStore:
                 meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
             if new == {**old, "metadata": {**old["metadata"]}} and new["metadata"] == old["metadata"]:
                 return old
-            return self._write(ChangeType.MODIFIED, key, new)
+            return self._write(ChangeType.MODIFIED, key, new, echo)
 
     def delete(self, key: Key, *, resource_version: str | None = None) -> dict[str, Any]:
         """Remove an object; return it as it was. A given ``resource_version`` must match."""

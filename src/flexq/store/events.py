@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from flexq.store.base import BaseStore, rfc3339
-from flexq.store.errors import Key, NotFound
+from flexq.store.errors import Key
 
 __all__ = ["record_event"]
 
@@ -26,23 +26,22 @@ def record_event(
     type: str = "Normal",
     component: str = "flexq",
     now: datetime | None = None,
+    echo: bool = False,
 ) -> dict[str, Any]:
-    """Record (or count again) an Event about ``involved``; return the Event as stored."""
+    """Record (or count again) an Event about ``involved``; return the Event as written (``echo``: a copy of its
+    own, as stored)."""
     meta = involved.get("metadata", {})
     namespace = meta.get("namespace") or "default"
     digest = hashlib.sha1(f"{meta.get('uid', '')}|{reason}|{message}".encode()).hexdigest()[:16]
     name = f"{meta.get('name', 'object')}.{digest}"
     key = Key("", "events", namespace, name)
     with store.transaction():
-        try:
+        if store.exists(key):  # a repeat: counted on the one Event
             event = store.get(key)
-        except NotFound:
-            event = None
-        if event is not None:
             event["count"] = int(event.get("count", 1)) + 1
             event["lastTimestamp"] = rfc3339(now) if now is not None else event["lastTimestamp"]
             event["metadata"].pop("resourceVersion", None)
-            return store.update(key, event, keep_status=False)
+            return store.update(key, event, keep_status=False, echo=echo)
         stamp = rfc3339(now) if now is not None else store.timestamp()
         return store.create(key, {
             "apiVersion": "v1",
@@ -64,4 +63,4 @@ def record_event(
             "lastTimestamp": stamp,
             "source": {"component": component},
             "reportingComponent": component,
-        })
+        }, echo=echo)
