@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from flexq.controller.event_expiry import EventExpiry
-from flexq.store import Store
+from flexq.store import Key, Store
 from flexq.store.events import record_event
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -47,3 +48,32 @@ def test_a_ttl_of_zero_keeps_events(tmp_path: Path) -> None:
         assert EventExpiry(store, 30).every == 3.0 and EventExpiry(store, 86400).every == 60.0
     finally:
         store.close()
+
+
+def test_after_the_first_sweep_the_expiry_follows_the_changes_instead_of_listing(tmp_path: Path,
+                                                                                  monkeypatch: Any) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        record_event(store, _involved("before"), "Started", "before started", now=NOW - timedelta(hours=3))
+        expiry = EventExpiry(store, 3600, now=NOW.timestamp)
+        assert expiry.sweep() == 1
+        monkeypatch.setattr(store, "list_objects", _no_listing)
+        record_event(store, _involved("stale"), "Started", "stale started", now=NOW - timedelta(hours=2))
+        record_event(store, _involved("fresh"), "Started", "fresh started", now=NOW - timedelta(minutes=1))
+        record_event(store, _involved("again"), "Pending", "waits", now=NOW - timedelta(hours=2))
+        record_event(store, _involved("again"), "Pending", "waits", now=NOW - timedelta(minutes=1))
+        assert expiry.sweep() == 1 and expiry.expired == 2
+        assert sorted(k.name.split(".")[0] for k in _event_keys(store)) == ["again", "fresh"]
+        expiry.now = (NOW + timedelta(hours=1)).timestamp
+        assert expiry.sweep() == 2 and _event_keys(store) == []
+    finally:
+        store.close()
+
+
+def _no_listing(*_args: object) -> None:
+    raise AssertionError("the Events were listed again")
+
+
+def _event_keys(store: Store) -> list[Key]:
+    rows = store._db.execute("SELECT namespace, name FROM objects WHERE resource='events'").fetchall()
+    return [Key("", "events", ns, name) for ns, name in rows]
