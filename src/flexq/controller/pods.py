@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
-from flexq.controller.jobs import place
-from flexq.controller.objects import workload_object
+from flexq.controller.job_sync import place
+from flexq.controller.object_sync import workload_object
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
 from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest
-from flexq.runtime.objects import LOG_ANNOTATION
+from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.pods import LocalPod
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState

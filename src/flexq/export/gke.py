@@ -30,7 +30,7 @@ import yaml
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.versions import convert
 from flexq.cli.client import Client
-from flexq.controller.jobs import finished
+from flexq.controller.job_sync import finished
 from flexq.export.clean import clean, last_applied
 from flexq.export.gcloud import DEFAULT_POOL, cluster_command, credentials_command, pool_command
 

@@ -22,7 +22,7 @@ from flexq.api.fields import FieldCheck, FieldValidation
 from flexq.api.kinds import UnknownKind, by_gvk
 from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.controller.metrics import Sample, Tally
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
