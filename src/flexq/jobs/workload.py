@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from flexq.errors import FlexqError
 from flexq.scheduler.build import milli, toleration
 from flexq.scheduler.model import PodSet, Workload
 
@@ -39,7 +40,7 @@ JOB_KINDS: Final = frozenset({"RayJob", "RayCluster", "Job"})
 RAY_KINDS: Final = frozenset({"RayJob", "RayCluster"})
 
 
-class JobError(ValueError):
+class JobError(FlexqError, ValueError):
     """A job that cannot become a workload; the message says why and what to do."""
 
 
