@@ -43,7 +43,7 @@ from flexq.controller.object_sync import (
     workload_from_object,
     workload_object,
 )
-from flexq.controller.pods import PodIntegration
+from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView

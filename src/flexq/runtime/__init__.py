@@ -6,7 +6,7 @@ Import ``kuberay_objects`` from flexq.runtime.kuberay_objects (the name is its m
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION, head_port_map, job_of_pod
-from flexq.runtime.pods import LocalPod
+from flexq.runtime.local_pods import LocalPod
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import END_MARKER, RayJobRun, parse_reports
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, reap_all, record_path, same_object

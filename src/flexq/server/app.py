@@ -32,8 +32,8 @@ from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
-from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.prometheus import render
 from flexq.server.tokens import tokens_router
 from flexq.server.ui import ui_router
 from flexq.store import Key, NotFound

@@ -1,5 +1,5 @@
 """Kueue's Pod integration on the live server: Workloads for queued Pods and pod groups, gates lifted on
-admission, pods run (:mod:`flexq.runtime.pods`), workloads finished when their pods end.
+admission, pods run (:mod:`flexq.runtime.local_pods`), workloads finished when their pods end.
 
 Called by the :class:`~flexq.controller.queue.QueueController` under its lock: each method returns the
 scheduler's events for the controller to write. A group's workload is made once all its pods exist and agree
@@ -28,7 +28,7 @@ from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queue
 from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION
-from flexq.runtime.pods import LocalPod
+from flexq.runtime.local_pods import LocalPod
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event
