@@ -5,6 +5,8 @@ on Ray, and one scheduling core for real and virtual time. The guide's Kueue and
 its API; ``flexq server`` speaks the Kubernetes API so that the real kubectl works against it.
 """
 
+from flexq.errors import FlexqError
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["FlexqError", "__version__"]

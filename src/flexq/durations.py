@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["DurationError", "format_seconds", "parse_duration"]
 
 _PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
-class DurationError(ValueError):
+class DurationError(FlexqError, ValueError):
     pass
 
 

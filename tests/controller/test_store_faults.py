@@ -178,7 +178,7 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
 
 def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from flexq.controller import runtime as runtime_module
+    from flexq.controller import ray_runs as runtime_module
     from flexq.store import Key, Store
 
     monkeypatch.setattr(runtime_module, "STATUS_RETRY", 0.1)

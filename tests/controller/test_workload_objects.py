@@ -10,8 +10,8 @@ import yaml
 
 from flexq.api.kinds import resolve
 from flexq.api.validation import validate_object
-from flexq.controller.jobs import templates
-from flexq.controller.objects import workload_object
+from flexq.controller.job_sync import templates
+from flexq.controller.object_sync import workload_object
 from flexq.jobs.workload import Priorities, make_workload
 from tests.conftest import guide_text
 

@@ -191,7 +191,7 @@ def test_workload_job_from_a_finished_workload() -> None:
 
 
 def test_finished_workload_runs_as_long_as_it_ran() -> None:
-    from flexq.importer.cluster import ClusterState
+    from flexq.importer.cluster_read import ClusterState
     from flexq.importer.scenario import build_scenario
 
     def wl(name: str, created: str, admitted: str | None, finished: str | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flexq.runtime.pods import LocalPod, image_name, runs_locally
+from flexq.runtime.local_pods import LocalPod, image_name, runs_locally
 from flexq.runtime.rayjob import END_MARKER
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.runtime import reattach
 from flexq.runtime.elastic import ElasticWorkers, GroupShape
 from flexq.runtime.emulation import Accelerators

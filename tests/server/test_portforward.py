@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from flexq.runtime.objects import head_port_map
+from flexq.runtime.kuberay_objects import head_port_map
 from flexq.server.portforward import PortError, PortForwardSession
 from flexq.server.spdy import (
     DICTIONARY,

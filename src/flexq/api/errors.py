@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from flexq.errors import FlexqError
+
 __all__ = ["ApiError", "FieldError", "InputError", "InvalidObject"]
 
 
@@ -31,7 +33,7 @@ class FieldError:
         return f"{where}{self.path}: {self.message}" if self.path else f"{where}{self.message}"
 
 
-class ApiError(Exception):
+class ApiError(FlexqError):
     """Base of the object layer's errors."""
 
 

@@ -12,6 +12,7 @@ from typing import Final
 from pydantic import BaseModel
 
 from flexq.api.models import core, flexq, kueue, ray
+from flexq.errors import FlexqError
 
 __all__ = ["KINDS", "Column", "KindInfo", "UnknownKind", "by_gvk", "by_resource", "resolve"]
 
@@ -229,7 +230,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
 )
 
 
-class UnknownKind(LookupError):
+class UnknownKind(FlexqError, LookupError):
     """No kind of that name, group or version is served."""
 
     def __init__(self, what: str) -> None:

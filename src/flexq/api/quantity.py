@@ -15,6 +15,8 @@ from fractions import Fraction
 from functools import total_ordering
 from typing import Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["Quantity", "QuantityError", "parse_quantity"]
 
 _DECIMAL: Final[dict[str, Fraction]] = {
@@ -44,7 +46,7 @@ _PATTERN: Final = re.compile(
 _MAX_EXPONENT: Final = 30
 
 
-class QuantityError(ValueError):
+class QuantityError(FlexqError, ValueError):
     """A string or number is not a valid Kubernetes quantity."""
 
     def __init__(self, text: str, reason: str = "") -> None:

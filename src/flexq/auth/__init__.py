@@ -6,12 +6,13 @@ names one of them; :func:`authorize` answers for a request's attributes as Kuber
 """
 
 from flexq.auth.identity import ANONYMOUS, Identity, Role
-from flexq.auth.rbac import Attributes, authorize, forbidden_message
-from flexq.auth.requests import request_attributes
+from flexq.auth.rbac import PUBLIC_PATHS, Attributes, authorize, forbidden_message
+from flexq.auth.requests import request_attributes, resource_path
 from flexq.auth.tokens import TokenBook, TokenError, TokenInfo, UnknownToken, read_token
 
 __all__ = [
     "ANONYMOUS",
+    "PUBLIC_PATHS",
     "Attributes",
     "Identity",
     "Role",
@@ -23,4 +24,5 @@ __all__ = [
     "forbidden_message",
     "read_token",
     "request_attributes",
+    "resource_path",
 ]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.auth.identity import Identity, Role
+from flexq.errors import FlexqError
 
 __all__ = ["TOKEN_FILE", "TokenBook", "TokenError", "TokenInfo", "UnknownToken", "read_token"]
 
@@ -31,7 +32,7 @@ _PREFIX: Final = "fq_"
 _NAME: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 
 
-class TokenError(Exception):
+class TokenError(FlexqError):
     """A token request that cannot be honoured (a bad name or namespace, an unknown token)."""
 
 

@@ -1,1 +1,30 @@
 """Where machines come from: the machine catalog, node pools, the emulated cloud, placement, autoscaling."""
+
+from flexq.capacity.catalog import CATALOG, MachineType, UnknownMachineType, machine_type
+from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
+from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.config import CapacityConfig
+from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
+from flexq.capacity.gke import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
+from flexq.capacity.pools import NodePoolSpec
+
+__all__ = [
+    "CATALOG",
+    "GKE_VERSION",
+    "PROVISIONING_EXPIRY",
+    "CapacityConfig",
+    "CapacityDriver",
+    "CapacitySpec",
+    "Cluster",
+    "EmulatedCloud",
+    "MachineType",
+    "NodePoolSpec",
+    "PodGroup",
+    "UnknownMachineType",
+    "gke_node_pool",
+    "machine_type",
+    "node_pool_spec",
+    "node_pool_webhook",
+    "provisioning_settings",
+    "random_outages",
+]

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["CATALOG", "MachineType", "UnknownMachineType", "machine_type", "slice_hosts"]
 
 GI: Final = 2**30
@@ -52,7 +54,7 @@ class MachineType:
         return out
 
 
-class UnknownMachineType(LookupError):
+class UnknownMachineType(FlexqError, LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
         known = ", ".join(sorted(CATALOG))

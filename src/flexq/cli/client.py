@@ -11,11 +11,12 @@ import httpx
 
 from flexq.api.kinds import KindInfo
 from flexq.config import caller_token, server_ca
+from flexq.errors import FlexqError
 
 __all__ = ["CliError", "Client", "ServerError", "close_clients", "credentials"]
 
 
-class CliError(Exception):
+class CliError(FlexqError):
     """A failure to report to the user: a message, no traceback, a non-zero exit."""
 
     def __init__(self, message: str, code: int = 1) -> None:

@@ -8,10 +8,12 @@ from typing import Any
 
 import yaml
 
+from flexq.errors import FlexqError
+
 __all__ = ["FormatError", "render"]
 
 
-class FormatError(ValueError):
+class FormatError(FlexqError, ValueError):
     pass
 
 

@@ -1,1 +1,18 @@
 """Controllers of the live server: the queue controller runs the scheduler against the store."""
+
+from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
+from flexq.controller.job_sync import finished
+from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
+from flexq.controller.queue import QueueController
+from flexq.controller.ray_runs import RayRuntime
+
+__all__ = [
+    "DEFAULT_EVENT_TTL",
+    "WAIT_BUCKETS",
+    "EventExpiry",
+    "QueueController",
+    "RayRuntime",
+    "Sample",
+    "Tally",
+    "finished",
+]

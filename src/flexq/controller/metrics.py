@@ -2,7 +2,7 @@
 
 :class:`Tally` counts what happened (from the scheduler's events, as they are written); :func:`sample` reads where
 things stand (queues, quota, node pools) from the controller's state. Both are plain data: the server renders them
-in Prometheus' text format (:mod:`flexq.server.metrics`).
+in Prometheus' text format (:mod:`flexq.server.prometheus`).
 """
 
 from __future__ import annotations

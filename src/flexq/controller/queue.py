@@ -33,19 +33,19 @@ from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
-from flexq.controller.capacity import LiveCapacity
-from flexq.controller.jobs import finished, inject, restore, templates
+from flexq.controller.capacity_sync import LiveCapacity
+from flexq.controller.job_sync import finished, inject, restore, templates
 from flexq.controller.metrics import Sample, Tally, sample
-from flexq.controller.objects import (
+from flexq.controller.object_sync import (
     JOB_UID_LABEL,
     REPLACEMENT_FOR,
     render_status,
     workload_from_object,
     workload_object,
 )
-from flexq.controller.pods import PodIntegration
+from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (

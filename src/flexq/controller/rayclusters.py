@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
-from flexq.runtime.objects import head_port_map
+from flexq.runtime.kuberay_objects import head_port_map
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import Borrowed
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object

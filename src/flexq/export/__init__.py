@@ -1,1 +1,12 @@
-"""Past one machine: flexq's setup exported to real GKE (:mod:`flexq.export.gke`)."""
+"""Past one machine: flexq's setup exported to real GKE (:mod:`flexq.export.gke`).
+
+Import ``clean`` from flexq.export.clean (the name is its module's).
+"""
+
+from flexq.export.gke import ExportError, build, write
+
+__all__ = [
+    "ExportError",
+    "build",
+    "write",
+]

@@ -30,7 +30,8 @@ import yaml
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.versions import convert
 from flexq.cli.client import Client
-from flexq.controller.jobs import finished
+from flexq.controller.job_sync import finished
+from flexq.errors import FlexqError
 from flexq.export.clean import clean, last_applied
 from flexq.export.gcloud import DEFAULT_POOL, cluster_command, credentials_command, pool_command
 
@@ -44,7 +45,7 @@ KUEUE_VERSIONS: Final = ("v1beta1", "v1beta2")
 ELASTIC_ANNOTATION: Final = "kueue.x-k8s.io/elastic-job"
 
 
-class ExportError(Exception):
+class ExportError(FlexqError):
     """The server's state cannot be exported as asked; the message says why and what to pass."""
 
 

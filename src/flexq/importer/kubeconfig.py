@@ -27,10 +27,12 @@ from typing import Any
 import httpx
 import yaml
 
+from flexq.errors import FlexqError
+
 __all__ = ["KubeconfigError", "Target", "client", "load_target"]
 
 
-class KubeconfigError(Exception):
+class KubeconfigError(FlexqError):
     """A kubeconfig that cannot reach a cluster; the message names the file, context and field."""
 
 

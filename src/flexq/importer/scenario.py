@@ -25,7 +25,7 @@ from typing import Any, Final
 import yaml
 
 from flexq.export.clean import clean
-from flexq.importer.cluster import ClusterState
+from flexq.importer.cluster_read import ClusterState
 
 __all__ = ["Imported", "build_scenario", "workload_job"]
 

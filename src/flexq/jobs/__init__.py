@@ -1,1 +1,40 @@
-"""Job integrations: RayJob and batch/v1 Job into Kueue Workloads, and admission back into the jobs."""
+"""Job integrations: RayJob, batch/v1 Job and plain Pods into Kueue Workloads, and admission back into the jobs."""
+
+from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
+from flexq.jobs.webhook import job_webhook
+from flexq.jobs.workload import (
+    JOB_KINDS,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    RAY_KINDS,
+    JobError,
+    Priorities,
+    make_workload,
+    pod_requests,
+    podsets,
+    selected_cluster,
+    workload_name,
+)
+
+__all__ = [
+    "GATE",
+    "JOB_KINDS",
+    "PRIORITY_LABEL",
+    "QUEUE_LABEL",
+    "RAY_KINDS",
+    "JobError",
+    "Priorities",
+    "group_of",
+    "group_podsets",
+    "group_total",
+    "is_queued",
+    "job_webhook",
+    "make_workload",
+    "outcome",
+    "pod_requests",
+    "podsets",
+    "role",
+    "selected_cluster",
+    "template",
+    "workload_name",
+]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
+from flexq.errors import FlexqError
 from flexq.scheduler.build import milli, toleration
 from flexq.scheduler.model import PodSet, Workload
 
@@ -50,7 +51,7 @@ def selected_cluster(kind: str, obj: Mapping[str, Any]) -> str | None:
     return str(selector.get(CLUSTER_SELECTOR_KEY) or "") or None
 
 
-class JobError(ValueError):
+class JobError(FlexqError, ValueError):
     """A job that cannot become a workload; the message says why and what to do."""
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["PatchError", "apply_json_patch", "create_three_way_merge_patch", "json_merge", "strategic_merge"]
 
 
-class PatchError(ValueError):
+class PatchError(FlexqError, ValueError):
     """A patch that cannot be applied; the message says why."""
 
 

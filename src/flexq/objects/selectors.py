@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["SelectorError", "field_selector", "label_selector", "match_label_selector_object"]
 
 Predicate = Callable[[dict[str, Any]], bool]
 
 
-class SelectorError(ValueError):
+class SelectorError(FlexqError, ValueError):
     """A selector that cannot be parsed."""
 
 

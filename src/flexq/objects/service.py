@@ -23,6 +23,7 @@ from flexq.api.kinds import KINDS, KindInfo
 from flexq.api.normalize import normalize
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
+from flexq.errors import FlexqError
 from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
@@ -43,7 +44,7 @@ _IMMUTABLE: Final[dict[str, tuple[str, ...]]] = {
 }
 
 
-class BadRequest(Exception):
+class BadRequest(FlexqError):
     """A request that is wrong as a whole (not one field of an object); ``code`` is the HTTP status."""
 
     def __init__(self, message: str, code: int = 400, reason: str = "BadRequest") -> None:

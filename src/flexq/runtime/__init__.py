@@ -1,1 +1,36 @@
-"""Real execution: a local Ray cluster per RayJob, the job's entrypoint through Ray's Jobs API, logs."""
+"""Real execution: a local Ray cluster per RayJob, the job's entrypoint through Ray's Jobs API, logs.
+
+Import ``kuberay_objects`` from flexq.runtime.kuberay_objects (the name is its module's).
+"""
+
+from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
+from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
+from flexq.runtime.kuberay_objects import LOG_ANNOTATION, head_port_map, job_of_pod
+from flexq.runtime.local_pods import LocalPod
+from flexq.runtime.raycluster import RayClusterRun
+from flexq.runtime.rayjob import END_MARKER, Borrowed, RayJobRun, parse_reports
+from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, reap_all, record_path, same_object
+
+__all__ = [
+    "ELASTIC_ANNOTATION",
+    "END_MARKER",
+    "LOG_ANNOTATION",
+    "LOST_REASON",
+    "Borrowed",
+    "LocalPod",
+    "RayClusterRun",
+    "RayJobRun",
+    "Resume",
+    "attach",
+    "cluster_status",
+    "head_port_map",
+    "is_elastic",
+    "job_of_pod",
+    "parse_reports",
+    "raycluster_objects",
+    "read_records",
+    "reap",
+    "reap_all",
+    "record_path",
+    "same_object",
+]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from flexq.jobs.workload import pod_requests
-from flexq.runtime.objects import HEAD_PORTS, pod_object
+from flexq.runtime.kuberay_objects import HEAD_PORTS, pod_object
 from flexq.scheduler.flavorassigner import format_amount
 from flexq.store import Key
 

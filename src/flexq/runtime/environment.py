@@ -21,12 +21,14 @@ from typing import Any
 
 import yaml
 
+from flexq.errors import FlexqError
+
 __all__ = ["EnvironmentError_", "JobEnvironment", "prepare"]
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(?:(==|>=|<=|~=|!=|>|<)\s*([^\s;]+))?")
 
 
-class EnvironmentError_(ValueError):
+class EnvironmentError_(FlexqError, ValueError):
     """The job cannot run here; the message says why and what to do."""
 
 

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from flexq.errors import FlexqError
 from flexq.runtime.emulation import Accelerators
 
 __all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayStartError", "SessionProcess"]
@@ -43,7 +44,7 @@ WORKER_LABEL = "flexq.dev/worker"
 _WORKER_PORTS = range(10002, 20000)
 
 
-class RayStartError(RuntimeError):
+class RayStartError(FlexqError, RuntimeError):
     """The Ray cluster did not come up; the message says why."""
 
 

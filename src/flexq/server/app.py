@@ -22,7 +22,7 @@ from flexq.api.fields import FieldCheck, FieldValidation
 from flexq.api.kinds import UnknownKind, by_gvk
 from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.controller.metrics import Sample, Tally
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
@@ -32,8 +32,8 @@ from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
-from flexq.server.metrics import render
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.prometheus import render
 from flexq.server.tokens import tokens_router
 from flexq.server.ui import ui_router
 from flexq.store import Key, NotFound

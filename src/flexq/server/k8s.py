@@ -24,7 +24,7 @@ from flexq.auth.requests import resource_path
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
-from flexq.runtime.objects import LOG_ANNOTATION
+from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import review
 from flexq.server.authn import caller

@@ -14,12 +14,14 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
+from flexq.errors import FlexqError
+
 __all__ = ["ListenError", "ListenPlan", "is_loopback", "plan_listeners"]
 
 AuthMode = Literal["anonymous", "token"]
 
 
-class ListenError(Exception):
+class ListenError(FlexqError):
     """A combination of listening options that is refused, with the reason and what to do instead."""
 
 

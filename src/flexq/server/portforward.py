@@ -23,6 +23,7 @@ from typing import Final
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from flexq.errors import FlexqError
 from flexq.server.errors import status_body
 from flexq.server.spdy import Data, Decoder, Encoder, GoAway, Ping, ProtocolError, RstStream, SynStream
 
@@ -36,7 +37,7 @@ _REFUSED_STREAM: Final = 3
 _PROTOCOL_ERROR: Final = 1
 
 
-class PortError(Exception):
+class PortError(FlexqError):
     """A port that cannot be forwarded; the message goes to kubectl on the pair's error stream."""
 
 

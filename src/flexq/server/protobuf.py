@@ -13,12 +13,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flexq.errors import FlexqError
+
 __all__ = ["ProtobufError", "decode_delete_options", "decode_object"]
 
 MAGIC: Final = b"k8s\x00"
 
 
-class ProtobufError(ValueError):
+class ProtobufError(FlexqError, ValueError):
     """Bytes that are not a message flexq can read."""
 
 

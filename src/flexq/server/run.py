@@ -20,7 +20,7 @@ from flexq.capacity.gke import node_pool_webhook
 from flexq.clock import RealClock
 from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
 from flexq.controller.queue import QueueController
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.runtime.reattach import reap_all

@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Final
 
+from flexq.errors import FlexqError
+
 __all__ = [
     "DICTIONARY",
     "FLAG_FIN",
@@ -68,7 +70,7 @@ DICTIONARY: Final = (b"".join(struct.pack(">I", len(w)) + w.replace("_", " ").en
 """SPDY/3's header compression dictionary (section 2.6.10.1 of the draft), 1,423 bytes."""
 
 
-class ProtocolError(ValueError):
+class ProtocolError(FlexqError, ValueError):
     """The peer sent something that is not SPDY/3.1."""
 
 

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 
 from flexq.controller.metrics import Sample, Tally
-from flexq.controller.runtime import RayRuntime
+from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
 from flexq.server import ui_data
 from flexq.server.errors import status_body

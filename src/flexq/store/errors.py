@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flexq.errors import FlexqError
+
 __all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "StoreError", "StoreUnavailable"]
 
 
@@ -32,7 +34,7 @@ class Key:
         return f'{gr} "{where}{self.name}"'
 
 
-class StoreError(Exception):
+class StoreError(FlexqError):
     """Base of the store's errors."""
 
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.jobs.workload import selected_cluster
-from flexq.runtime.objects import head_port_map, job_of_pod, kuberay_objects
+from flexq.runtime.kuberay_objects import head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.rayjob import RayJobRun
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
 from flexq.store import BaseStore, Key, NotFound, StoreUnavailable, record_event

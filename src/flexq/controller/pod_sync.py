@@ -1,5 +1,5 @@
 """Kueue's Pod integration on the live server: Workloads for queued Pods and pod groups, gates lifted on
-admission, pods run (:mod:`flexq.runtime.pods`), workloads finished when their pods end.
+admission, pods run (:mod:`flexq.runtime.local_pods`), workloads finished when their pods end.
 
 Called by the :class:`~flexq.controller.queue.QueueController` under its lock: each method returns the
 scheduler's events for the controller to write. A group's workload is made once all its pods exist and agree
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
-from flexq.controller.jobs import place
-from flexq.controller.objects import workload_object
+from flexq.controller.job_sync import place
+from flexq.controller.object_sync import workload_object
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
 from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest
-from flexq.runtime.objects import LOG_ANNOTATION
-from flexq.runtime.pods import LocalPod
+from flexq.runtime.kuberay_objects import LOG_ANNOTATION
+from flexq.runtime.local_pods import LocalPod
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event

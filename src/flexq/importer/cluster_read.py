@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import httpx
 
+from flexq.errors import FlexqError
+
 __all__ = ["QUEUE_KINDS", "ClusterReadError", "ClusterState", "read_cluster"]
 
 KUEUE: Final = "kueue.x-k8s.io"
@@ -22,7 +24,7 @@ QUEUE_KINDS: Final = (("workloadpriorityclasses", "WorkloadPriorityClass"), ("re
                       ("localqueues", "LocalQueue"))
 
 
-class ClusterReadError(Exception):
+class ClusterReadError(FlexqError):
     """The cluster's API refused or failed a read; the message names the URL and the answer."""
 
 

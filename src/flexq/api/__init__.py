@@ -1,0 +1,48 @@
+"""The object API: kinds, schemas, versions, defaults, validation, quantities and the errors a bad input gets.
+
+Import ``normalize`` from flexq.api.normalize (the name is its module's).
+"""
+
+from flexq.api.defaults import apply_defaults
+from flexq.api.documents import MAX_INPUT_BYTES, Document, decode_input, load_documents
+from flexq.api.envsubst import find_placeholders, read_env_file, substitute
+from flexq.api.errors import ApiError, FieldError, InputError, InvalidObject
+from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields, parse_field_validation, prune, unknown_fields
+from flexq.api.kinds import KINDS, Column, KindInfo, UnknownKind, by_gvk, by_resource, resolve
+from flexq.api.quantity import Quantity, QuantityError, parse_quantity
+from flexq.api.validation import schema_errors, validate_document
+from flexq.api.versions import convert
+
+__all__ = [
+    "KINDS",
+    "MAX_INPUT_BYTES",
+    "ApiError",
+    "Column",
+    "Document",
+    "FieldCheck",
+    "FieldError",
+    "FieldValidation",
+    "InputError",
+    "InvalidObject",
+    "KindInfo",
+    "Quantity",
+    "QuantityError",
+    "UnknownFields",
+    "UnknownKind",
+    "apply_defaults",
+    "by_gvk",
+    "by_resource",
+    "convert",
+    "decode_input",
+    "find_placeholders",
+    "load_documents",
+    "parse_field_validation",
+    "parse_quantity",
+    "prune",
+    "read_env_file",
+    "resolve",
+    "schema_errors",
+    "substitute",
+    "unknown_fields",
+    "validate_document",
+]

@@ -1,0 +1,53 @@
+"""The scheduling core: Kueue's queues, quota, flavor assignment and preemption, in real and virtual time."""
+
+from flexq.scheduler.build import build_config, milli, toleration
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.flavorassigner import Assignment, format_amount
+from flexq.scheduler.model import (
+    Admission,
+    CheckState,
+    ClusterQueueSpec,
+    FlavorSpec,
+    Granular,
+    PodSet,
+    PodSetAssignment,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Taint,
+    Toleration,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
+from flexq.scheduler.scheduler import Config, Scheduler
+
+__all__ = [
+    "ALLOWED_FLAVORS",
+    "PARENT_LABEL",
+    "Admission",
+    "Assignment",
+    "CheckState",
+    "ClusterQueueSpec",
+    "Config",
+    "Event",
+    "EventKind",
+    "FlavorSpec",
+    "Granular",
+    "PodSet",
+    "PodSetAssignment",
+    "PreemptionPolicy",
+    "Quota",
+    "QuotaTree",
+    "ResourceGroup",
+    "Scheduler",
+    "Taint",
+    "Toleration",
+    "Workload",
+    "WorkloadState",
+    "build_config",
+    "format_amount",
+    "milli",
+    "toleration",
+]

@@ -1,0 +1,146 @@
+"""The package faces: each package's curated ``__all__``, one exception root, no two modules of one name."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import flexq
+from flexq.errors import FlexqError
+
+_OPTIONAL = ("ray", "jax", "jaxlib")  # a module that needs these is skipped where they are not installed
+
+# What each package offers to the others and to users: the names imported from it by code outside it.
+FACES: dict[str, tuple[str, ...]] = {
+    "flexq": ("FlexqError", "__version__"),
+    "flexq.api": (
+        "ApiError", "Column", "Document", "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject",
+        "KINDS", "KindInfo", "MAX_INPUT_BYTES", "Quantity", "QuantityError", "UnknownFields", "UnknownKind",
+        "apply_defaults", "by_gvk", "by_resource", "convert", "decode_input", "find_placeholders", "load_documents",
+        "parse_field_validation", "parse_quantity", "prune", "read_env_file", "resolve", "schema_errors", "substitute",
+        "unknown_fields", "validate_document",
+    ),
+    "flexq.api.models": (
+        "Quantity", "check_dns_label", "check_dns_subdomain", "check_label_value", "check_qualified_name", "core",
+        "flexq", "kueue", "ray",
+    ),
+    "flexq.auth": (
+        "ANONYMOUS", "Attributes", "Identity", "PUBLIC_PATHS", "Role", "TokenBook", "TokenError", "TokenInfo",
+        "UnknownToken", "authorize", "forbidden_message", "read_token", "request_attributes", "resource_path",
+    ),
+    "flexq.capacity": (
+        "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "Cluster", "EmulatedCloud", "GKE_VERSION",
+        "MachineType", "NodePoolSpec", "PROVISIONING_EXPIRY", "PodGroup", "UnknownMachineType", "gke_node_pool",
+        "machine_type", "node_pool_spec", "node_pool_webhook", "provisioning_settings", "random_outages",
+    ),
+    "flexq.cli": ("Client",),
+    "flexq.controller": (
+        "DEFAULT_EVENT_TTL", "EventExpiry", "QueueController", "RayRuntime", "Sample", "Tally", "WAIT_BUCKETS",
+        "finished",
+    ),
+    "flexq.export": ("ExportError", "build", "write"),
+    "flexq.importer": (
+        "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
+    ),
+    "flexq.jobs": (
+        "GATE", "JOB_KINDS", "JobError", "PRIORITY_LABEL", "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of",
+        "group_podsets", "group_total", "is_queued", "job_webhook", "make_workload", "outcome", "pod_requests",
+        "podsets", "role", "selected_cluster", "template", "workload_name",
+    ),
+    "flexq.objects": (
+        "BOOT_NAMESPACES", "BadRequest", "ObjectService", "PROVISIONING_CONTROLLER", "SelectorError",
+        "admission_check_state", "cluster_queue_state", "field_selector", "find_condition", "human_duration",
+        "label_selector", "parse_time", "set_condition", "workload_flavors", "workload_reason",
+    ),
+    "flexq.runtime": (
+        "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "Borrowed", "LocalPod", "RayClusterRun",
+        "RayJobRun",
+        "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
+        "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
+    ),
+    "flexq.scheduler": (
+        "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",
+        "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment", "PreemptionPolicy", "Quota",
+        "QuotaTree", "ResourceGroup", "Scheduler", "Taint", "Toleration", "Workload", "WorkloadState", "build_config",
+        "format_amount", "milli", "toleration",
+    ),
+    "flexq.server": (
+        "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "plan_listeners",
+    ),
+    "flexq.sim": (
+        "LOWER_BOUND", "ORACLE", "PolicyRun", "Scenario", "SimProgress", "SimResult", "Submission", "compare_policies",
+        "load_capacity", "load_generator_file", "load_scenario", "policy_name", "policy_run", "ratio", "read_text",
+        "run_scenario", "summarize", "write_report",
+    ),
+    "flexq.store": (
+        "AlreadyExists", "BaseStore", "Change", "ChangeType", "Conflict", "Gone", "Key", "NotFound", "Store",
+        "StoreError", "StoreOptionError", "StoreUnavailable", "is_postgres", "open_store", "record_event", "rfc3339",
+        "shown",
+    ),
+    "flexq.ui": (),
+}
+
+# Module names still found in more than one package; the list may only shrink.
+KNOWN_DUPLICATES = {
+    "config.py", "errors.py", "events.py", "gcloud.py", "gke.py", "racing.py", "scenario.py", "tokens.py",
+}
+
+
+def _packages() -> list[str]:
+    return ["flexq", *(info.name for info in pkgutil.walk_packages(flexq.__path__, "flexq.") if info.ispkg)]
+
+
+def _modules() -> list[ModuleType]:
+    """Every module of flexq that imports here."""
+    found: list[ModuleType] = [flexq]
+    for info in pkgutil.walk_packages(flexq.__path__, "flexq."):
+        try:
+            found.append(importlib.import_module(info.name))
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] not in _OPTIONAL:
+                raise
+    return found
+
+
+def test_every_package_has_its_face_in_the_table() -> None:
+    assert sorted(_packages()) == sorted(FACES)
+
+
+def test_each_package_offers_exactly_its_face() -> None:
+    for name, face in FACES.items():
+        package = importlib.import_module(name)
+        assert package.__doc__, f"{name} says what it is"
+        assert tuple(sorted(package.__all__)) == face, name
+        missing = [attr for attr in face if not hasattr(package, attr)]
+        assert missing == [], f"{name} lists names it lacks: {missing}"
+
+
+def test_no_public_name_hides_a_module_of_its_package() -> None:
+    for name, face in FACES.items():
+        package = importlib.import_module(name)
+        modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+        hidden = [attr for attr in face if attr in modules and not inspect.ismodule(getattr(package, attr))]
+        assert hidden == [], f"{name}: {hidden} would stand in for the module of that name"
+
+
+def test_every_exception_flexq_defines_derives_from_flexq_error() -> None:
+    strays = sorted(
+        f"{module.__name__}.{name}"
+        for module in _modules()
+        for name, value in vars(module).items()
+        if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.__name__
+        and not issubclass(value, FlexqError)
+    )
+    assert strays == []
+
+
+def test_no_two_modules_share_a_name() -> None:
+    root = Path(flexq.__file__).parent
+    counts = Counter(path.name for path in root.rglob("*.py") if path.name not in ("__init__.py", "__main__.py"))
+    shared = {name for name, count in counts.items() if count > 1}
+    assert shared - KNOWN_DUPLICATES == set(), "a module takes a name another package's module has"
+    assert KNOWN_DUPLICATES - shared == set(), "a duplicate is gone: take it off KNOWN_DUPLICATES"
