@@ -57,7 +57,7 @@ FACES: dict[str, tuple[str, ...]] = {
         "label_selector", "parse_time", "set_condition", "workload_flavors", "workload_reason",
     ),
     "flexq.runtime": (
-        "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "Borrowed", "LocalPod", "RayClusterRun",
+        "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
         "RayJobRun",
         "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
         "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
