@@ -24,6 +24,7 @@ from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
 from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
+from flexq.controller.queue_state import COMPONENT
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
 from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
 from flexq.objects.service import BadRequest
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PodIntegration"]
 
-_COMPONENT: Final = "flexq-queue-controller"
+_COMPONENT: Final = COMPONENT
 
 
 def _pod_key(namespace: str, name: str) -> Key:

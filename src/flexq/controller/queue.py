@@ -19,55 +19,41 @@ The controller reads time only from its :class:`~flexq.clock.Clock`.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api.errors import ApiError
 from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
 from flexq.controller.capacity_sync import LiveCapacity
-from flexq.controller.job_sync import finished, inject, restore, templates
+from flexq.controller.job_events import JobEvents
+from flexq.controller.job_sync import finished
 from flexq.controller.metrics import Sample, Tally, sample
 from flexq.controller.object_sync import (
-    JOB_UID_LABEL,
-    REPLACEMENT_FOR,
-    render_status,
     workload_from_object,
-    workload_object,
 )
 from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
-from flexq.durations import DurationError, parse_duration
+from flexq.controller.workload_writes import WorkloadWrites, parent_of
 from flexq.jobs.workload import (
     JOB_KINDS,
-    PRIORITY_LABEL,
-    RAY_KINDS,
-    JobError,
     Priorities,
-    make_workload,
-    podsets,
-    selected_cluster,
-    workload_name,
 )
 from flexq.objects.conditions import find_condition
-from flexq.objects.service import BadRequest, ObjectService
-from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
+from flexq.objects.service import ObjectService
 from flexq.scheduler.build import build_config
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
+from flexq.scheduler.events import Event
+from flexq.scheduler.model import CheckState, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
-from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreError, StoreUnavailable, record_event, rfc3339
+from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreUnavailable, rfc3339
 
 __all__ = ["QueueController"]
 
@@ -76,8 +62,6 @@ log = logging.getLogger("flexq.controller")
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
                                   "PriorityClass", "NodePool"})
-_COMPONENT: Final = "flexq-queue-controller"
-RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
 COALESCE: Final = 0.01
 """Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
 FORGET_RETRY: Final = 1.0
@@ -87,7 +71,9 @@ RECONFIGURE_EVERY: Final = 0.25
 rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
 
 
-class QueueController:
+class QueueController(JobEvents, WorkloadWrites):
+    """Kueue's scheduler and job integration against the store: reads its changes, steps, writes back."""
+
     def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None,
                  runtime: RayRuntime | None = None) -> None:
         self.service = service
@@ -237,7 +223,7 @@ class QueueController:
             self.by_job_uid = {}
             self._stored_variants = {}
             for obj in self._objects("Workload"):
-                parent = _parent_of(obj)
+                parent = parent_of(obj)
                 if parent is not None:  # the scheduler makes its variants anew: these are reconciled below
                     self._stored_variants.setdefault(parent, set()).add(obj["metadata"]["name"])
                     continue
@@ -351,7 +337,7 @@ class QueueController:
             self.capacity.node_deleted(obj["metadata"]["name"])
         elif info.kind == "Workload":
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
-            if _parent_of(obj) is not None:
+            if parent_of(obj) is not None:
                 # A variant's object is the controller's own: only admission-check states set on it count.
                 if change.type is not ChangeType.DELETED and key in self.scheduler.workloads:
                     self._workload_checks(key, obj)
@@ -368,184 +354,6 @@ class QueueController:
                 self._workload_modified(key, obj)
 
     # --- jobs --------------------------------------------------------------------------------------
-
-    def _workload_for(self, job: Mapping[str, Any]) -> Workload | None:
-        key = self.by_job_uid.get(str(job["metadata"].get("uid", "")))
-        return self.scheduler.workloads.get(key) if key else None
-
-    def _remember(self, obj: Mapping[str, Any]) -> None:
-        uid = (obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
-        if uid:
-            self.by_job_uid[uid] = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
-
-    def _stored_workload(self, wl: Workload) -> dict[str, Any] | None:
-        try:
-            return self.store.get(self._wl_key(wl))
-        except NotFound:
-            return None
-
-    @staticmethod
-    def _wl_key(wl: Workload) -> Key:
-        return Key("kueue.x-k8s.io", "workloads", wl.namespace, wl.name)
-
-    def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
-        if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
-            return  # a RayJob's submitter Job: part of a job that is already queued
-        if selected_cluster(info.kind, job) is not None:
-            if not finished(info.kind, job):
-                self._on_existing_cluster(job, start=True)
-            return
-        uid = str(job["metadata"].get("uid", ""))
-        self._note_run_time(job, self.by_job_uid.get(uid))
-        if finished(info.kind, job) or uid in self.by_job_uid:
-            return
-        now = self.clock.now()
-        try:
-            wl = make_workload(info.kind, info.group, job, local_queues=self.local_queues, priorities=self.priorities,
-                               created=now)
-        except JobError as exc:
-            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
-            return
-        labels = job["metadata"].get("labels") or {}
-        obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
-                              labels.get(PRIORITY_LABEL))
-        try:
-            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
-        except (ApiError, BadRequest, StoreError) as exc:
-            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
-            return
-        wl.uid = created["metadata"]["uid"]
-        wl.created = now
-        self.by_job_uid[uid] = wl.key
-        self._note_run_time(job, wl.key)
-        record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
-        if info.kind == "RayCluster" and self.runtime is not None:
-            clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
-            self._after_write.append(lambda: clusters.queued(namespace, name))
-        self._log(self.scheduler.add(wl, now))
-
-    def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
-        """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
-        a more preferred flavor only when that makes it finish sooner. A value that is not a duration is
-        ignored, with a warning Event on the job."""
-        raw = (job["metadata"].get("annotations") or {}).get(RUN_TIME_ANNOTATION)
-        if raw is None or key is None:
-            return
-        try:
-            self.capacity.run_times[key] = parse_duration(raw)
-        except DurationError as exc:
-            record_event(self.store, job, "InvalidAnnotation", f"{RUN_TIME_ANNOTATION}: {exc}", type="Warning",
-                         component=_COMPONENT)
-
-    def _on_existing_cluster(self, job: Mapping[str, Any], start: bool) -> None:
-        """A RayJob on an existing RayCluster is not queued (Kueue skips it): it runs once it is created, on the
-        cluster's quota, and stops when it is deleted."""
-        if self.runtime is None:
-            return
-        runtime, namespace, name = self.runtime, job["metadata"].get("namespace", "default"), job["metadata"]["name"]
-        self._after_write.append(lambda: runtime.start(namespace, name) if start else runtime.stop(namespace, name))
-
-    def _job_deleted(self, job: dict[str, Any]) -> None:
-        if selected_cluster(str(job.get("kind", "")), job) is not None:
-            self._on_existing_cluster(job, start=False)
-            return
-        wl = self._workload_for(job)
-        if wl is None:
-            return
-        old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
-        if old is not None:
-            self._log(self.scheduler.delete(old.key, self.clock.now()))
-            self.capacity.release(old.key)
-            with contextlib.suppress(NotFound):
-                self.store.delete(self._wl_key(old))
-        self._log(self.scheduler.delete(wl.key, self.clock.now()))
-        self.capacity.release(wl.key)
-        if self.runtime is not None:
-            runtime, meta = self.runtime, job["metadata"]
-            stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
-            self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
-        self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
-        with contextlib.suppress(NotFound):
-            self.store.delete(self._wl_key(wl))
-
-    def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
-        outcome = finished(info.kind, job)
-        wl = self._workload_for(job)
-        metrics = (job.get("status") or {}).get("trainingMetrics")
-        if wl is not None and metrics and self.metrics.get(wl.key) != metrics:
-            self.metrics[wl.key] = metrics
-            self._touched.add(wl.key)
-        if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
-            old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
-            if old is not None and old.state is not WorkloadState.FINISHED:
-                self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
-            self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
-        elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
-            self._job_resized(info, job, wl)
-
-    def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
-        """An elastic job's pod counts changed (the autoscaler or a person patched its replicas). Growth of an
-        admitted workload is a new workload slice that replaces it once admitted; anything else (shrinking, or
-        a workload not admitted yet) changes the workload in place (Kueue's ElasticJobsViaWorkloadSlices)."""
-        if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
-            return
-        try:
-            counts = {p.name: p.count for p in podsets(info.kind, job)}
-        except (JobError, KeyError, ValueError):
-            return
-        current = {p.name: p.count for p in wl.podsets}
-        if counts == current or set(counts) != set(current):
-            return
-        now = self.clock.now()
-        stored = self._stored_workload(wl)
-        if stored is None:
-            return
-        if wl.holds_quota and any(counts[n] > current[n] for n in counts):
-            self._new_slice(info, job, wl, stored, counts, now)
-            return
-        self._log(self.scheduler.resize(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
-                                                      for p in wl.podsets), now))
-        fresh = copy.deepcopy(stored)
-        for ps in fresh["spec"]["podSets"]:
-            ps["count"] = counts.get(ps["name"], ps["count"])
-        self.store.update(self._wl_key(wl), fresh)
-        self._touched.add(wl.key)
-        record_event(self.store, fresh, "Resized", "pod counts changed in place: " + ", ".join(
-            f"{n} {current[n]} -> {c}" for n, c in sorted(counts.items()) if c != current[n]), component=_COMPONENT)
-        if wl.state is WorkloadState.ADMITTED:
-            driver = self.capacity.driver
-            if driver is not None and wl.key in driver.running:
-                driver.rebind(wl.key)
-            elif driver is None:
-                self._run_workload(wl.key, now)
-
-    def _new_slice(self, info: KindInfo, job: dict[str, Any], wl: Workload, stored: dict[str, Any],
-                   counts: dict[str, int], now: float) -> None:
-        """A workload slice for the job's new size, replacing ``wl`` once admitted."""
-        meta = job["metadata"]
-        obj = copy.deepcopy(stored)
-        name = workload_name(info.kind, meta["name"], f"{meta.get('uid', '')}/{meta.get('generation', 1)}",
-                             info.group)
-        obj["metadata"] = {"name": name, "namespace": wl.namespace, "labels": dict(stored["metadata"].get("labels")
-                                                                                  or {}),
-                           "annotations": {REPLACEMENT_FOR: wl.key, ELASTIC_ANNOTATION: "true"},
-                           "ownerReferences": stored["metadata"].get("ownerReferences") or []}
-        obj.pop("status", None)
-        for ps in obj["spec"]["podSets"]:
-            ps["count"] = counts.get(ps["name"], ps["count"])
-        try:
-            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
-        except (ApiError, BadRequest, StoreError) as exc:
-            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
-            return
-        grown = workload_from_object(created, self.local_queues)
-        grown.created = now
-        self.by_job_uid[str(meta.get("uid", ""))] = grown.key
-        record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",
-                     component=_COMPONENT)
-        self._log(self.scheduler.add(grown, now))
-
-    # --- workloads changed by others -----------------------------------------------------------------
 
     def _workload_modified(self, key: str, obj: dict[str, Any]) -> None:
         wl = self.scheduler.workloads[key]
@@ -614,188 +422,6 @@ class QueueController:
         self.capacity.write()
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
 
-    def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
-        stored = self._stored_workload(wl)
-        if stored is None:
-            return
-        evicted = preempted = finished = None
-        for event in events:
-            if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
-                finished = (str(event.extra["finishedReason"]), event.reason)
-            if event.kind is EventKind.EVICTED:
-                evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
-            if event.kind is EventKind.PREEMPTED:
-                preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
-        if wl.key in self.scheduler.variants:
-            wl.pending_reason = self.scheduler.race_reason(wl.key)
-        status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation"), evicted, preempted, finished)
-        variants = self._variant_rows(wl)
-        if variants:
-            status["variants"] = variants
-        else:
-            status.pop("variants", None)
-        if variants and wl.admission is None:
-            # A racing workload shows its variants' checks, so that a check controller or a person can set them
-            # on the workload the job owns (they reach the variant that has the check).
-            previous = {c["name"]: c for c in (stored.get("status") or {}).get("admissionChecks") or []}
-            checks = {c["name"]: c["state"] for row in variants for c in row.get("admissionChecks", [])}
-            if checks:
-                status["admissionChecks"] = [
-                    {"name": name, "state": state, "message": "",
-                     "lastTransitionTime": previous[name]["lastTransitionTime"]
-                     if previous.get(name, {}).get("state") == state else stamp}
-                    for name, state in sorted(checks.items())]
-        if wl.key in self.metrics:
-            status["trainingMetrics"] = self.metrics[wl.key]
-        driver = self.capacity.driver
-        if driver is not None and driver.cost(wl.key) > 0:
-            status["cost"] = {"usd": round(driver.cost(wl.key), 4),
-                              "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
-        with self.store.transaction():
-            if status != stored.get("status"):
-                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False)
-            if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
-                fresh = self.store.get(self._wl_key(wl))
-                fresh["spec"]["active"] = False
-                self.store.update(self._wl_key(wl), fresh)
-            if (variants or wl.won) and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
-                fresh = self.store.get(self._wl_key(wl))  # as Kueue marks a workload that races its variants
-                fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"
-                self.store.update(self._wl_key(wl), fresh)
-            for event in events:
-                self._record(stored, event)
-            kinds = {e.kind for e in events}
-            # Evicted and admitted again within one sync (its quota reserved anew at once): the job still stops
-            # first, so that its run ends and a new one starts.
-            if kinds & {EventKind.EVICTED, EventKind.DEACTIVATED}:
-                self._stop_job(stored)
-            if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
-                self._start_job(stored, wl)
-
-    def _write_variants(self, parent_key: str, stamp: str) -> None:
-        """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,
-        named ``<parent>-variant-<flavor>-<hash>``, with its flavor in the allowed-flavors annotation and its own
-        status; gone once it is withdrawn or has won."""
-        namespace = parent_key.partition("/")[0]
-        live = {v.name: v for k in self.scheduler.variants.get(parent_key, ())
-                if (v := self.scheduler.workloads.get(k)) is not None}
-        names = self._stored_variants.setdefault(parent_key, set())
-        for name in sorted(names - set(live)):
-            with contextlib.suppress(NotFound):
-                self.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
-            names.discard(name)
-        parent = self.scheduler.workloads.get(parent_key)
-        stored_parent = self._stored_workload(parent) if parent is not None else None
-        for name, variant in sorted(live.items()):
-            key = Key("kueue.x-k8s.io", "workloads", namespace, name)
-            try:
-                stored = self.store.get(key)
-            except NotFound:
-                if stored_parent is None:
-                    continue
-                try:
-                    stored = self.service.create(resolve("workload"), namespace,
-                                                 _variant_object(stored_parent, variant))
-                except (ApiError, BadRequest, StoreError) as exc:
-                    log.warning("variant %s could not be stored: %s", name, exc)
-                    continue
-            names.add(name)
-            status = render_status(variant, stored.get("status") or {},
-                                   self.scheduler.last_assignment.get(variant.key), stamp,
-                                   stored["metadata"].get("generation"))
-            if status != stored.get("status"):
-                self.store.update(key, {**stored, "status": status}, subresource="status", echo=False)
-        if not names:
-            del self._stored_variants[parent_key]
-
-    def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
-        """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
-        rows = []
-        for key in self.scheduler.variants.get(wl.key, ()):
-            variant = self.scheduler.workloads.get(key)
-            if variant is None:
-                continue
-            row: dict[str, Any] = {"name": variant.name, "flavor": variant.flavor, "state": variant.state.value}
-            if variant.pending_reason:
-                row["message"] = variant.pending_reason
-            if variant.checks:
-                row["admissionChecks"] = [{"name": c, "state": s.value} for c, s in sorted(variant.checks.items())]
-            rows.append(row)
-        return rows
-
-    def _record(self, workload: dict[str, Any], event: Event) -> None:
-        if event.kind is EventKind.CREATED and not event.extra.get("parent"):
-            return
-        reason = event.kind.value if event.kind is not EventKind.CHECK else "AdmissionCheckUpdated"
-        message = event.reason
-        variant = event.workload.partition("/")[2]
-        if variant != workload["metadata"]["name"]:
-            reason = "Variant" + reason
-            message = f"variant {variant}: {message}"
-        if event.kind is EventKind.CHECK:
-            message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
-                f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
-        warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
-        record_event(self.store, workload, reason, message or reason, type="Warning" if warning else "Normal",
-                     component=_COMPONENT)
-
-    def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any]] | None:
-        """The job that owns ``workload``: its kind, key and current object (None if gone)."""
-        ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
-        if ref is None:
-            return None
-        group = ref["apiVersion"].rpartition("/")[0]
-        info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
-        if info is None:
-            return None
-        key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
-        try:
-            return info, key, self.store.get(key)
-        except NotFound:
-            return None
-
-    def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
-        if self.pods.owns(workload):
-            self.pods.start(workload, wl)
-            if self.capacity.driver is None:
-                self._run_workload(wl.key, self.clock.now())
-            return
-        owned = self._owned_job(workload)
-        if owned is None or wl.admission is None:
-            return
-        info, key, job = owned
-        annotations: dict[str, dict[str, str]] = {}
-        for updates in wl.pod_set_updates.values():
-            for podset, values in updates.items():
-                annotations.setdefault(podset, {}).update(values)
-        inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
-        self.store.update(key, job, echo=False)
-        record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
-        if self.capacity.driver is None:
-            self._run_workload(wl.key, self.clock.now())
-
-    def _stop_job(self, workload: dict[str, Any]) -> None:
-        if self.pods.owns(workload):
-            self.pods.stop(workload)
-            return
-        owned = self._owned_job(workload)
-        if owned is None:
-            return
-        info, key, job = owned
-        originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
-        if self.runtime is not None and info.kind in RAY_KINDS:
-            runtime, namespace, name = self.runtime, key.namespace, key.name
-            # Before any start queued in this sync: that start is for the admission that follows the eviction.
-            if info.kind == "RayCluster":
-                self._after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
-            else:
-                self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
-        restore(info.kind, job, originals)
-        self.store.update(key, job, echo=False)
-        record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
-                     type="Warning", component=_COMPONENT)
-
     def _queued_since(self, key: str) -> float | None:
         wl = self.scheduler.workloads.get(key)
         return None if wl is None else wl.queue_time
@@ -805,27 +431,3 @@ class QueueController:
         with self._lock:
             tally = copy.deepcopy(self.tally)
             return tally, sample(self, self.clock.now())
-
-
-def _parent_of(obj: Mapping[str, Any]) -> str | None:
-    """The key of the Workload that owns ``obj`` (a variant), if any."""
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") == "Workload" and str(ref.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
-            return f"{obj['metadata'].get('namespace', 'default')}/{ref.get('name')}"
-    return None
-
-
-def _variant_object(parent: Mapping[str, Any], variant: Workload) -> dict[str, Any]:
-    """A variant's Workload, as Kueue makes it from its parent: the parent's spec and labels (not the parent
-    label), its flavor annotated, owned by the parent."""
-    meta = parent["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in (PARENT_LABEL, JOB_UID_LABEL)}
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-        "metadata": {"name": variant.name, "namespace": variant.namespace, "labels": labels,
-                     "annotations": {ALLOWED_FLAVORS: variant.flavor},
-                     "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-                                          "name": meta["name"], "uid": meta.get("uid", ""), "controller": True,
-                                          "blockOwnerDeletion": True}]},
-        "spec": copy.deepcopy(parent.get("spec") or {}),
-    }

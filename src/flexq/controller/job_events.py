@@ -1,0 +1,207 @@
+"""The jobs' side of the queue controller: a queued job gets its Workload; a finished, resized or deleted job
+changes it; a RayJob on an existing RayCluster runs without one."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from flexq.api.errors import ApiError
+from flexq.api.kinds import KindInfo, resolve
+from flexq.controller.job_sync import finished, templates
+from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
+from flexq.controller.queue_state import COMPONENT, QueueState
+from flexq.durations import DurationError, parse_duration
+from flexq.jobs.workload import (
+    PRIORITY_LABEL,
+    RAY_KINDS,
+    JobError,
+    make_workload,
+    podsets,
+    selected_cluster,
+    workload_name,
+)
+from flexq.objects.service import BadRequest
+from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
+from flexq.scheduler.model import Workload, WorkloadState
+from flexq.store import NotFound, StoreError, record_event
+
+__all__ = ["RUN_TIME_ANNOTATION", "JobEvents"]
+
+RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
+_COMPONENT: Final = COMPONENT
+
+
+class JobEvents(QueueState):
+    """What a job's changes do to its workload."""
+
+    def _workload_for(self, job: Mapping[str, Any]) -> Workload | None:
+        key = self.by_job_uid.get(str(job["metadata"].get("uid", "")))
+        return self.scheduler.workloads.get(key) if key else None
+
+    def _remember(self, obj: Mapping[str, Any]) -> None:
+        uid = (obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
+        if uid:
+            self.by_job_uid[uid] = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+
+    def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
+        if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
+            return  # a RayJob's submitter Job: part of a job that is already queued
+        if selected_cluster(info.kind, job) is not None:
+            if not finished(info.kind, job):
+                self._on_existing_cluster(job, start=True)
+            return
+        uid = str(job["metadata"].get("uid", ""))
+        self._note_run_time(job, self.by_job_uid.get(uid))
+        if finished(info.kind, job) or uid in self.by_job_uid:
+            return
+        now = self.clock.now()
+        try:
+            wl = make_workload(info.kind, info.group, job, local_queues=self.local_queues, priorities=self.priorities,
+                               created=now)
+        except JobError as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        labels = job["metadata"].get("labels") or {}
+        obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
+                              labels.get(PRIORITY_LABEL))
+        try:
+            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
+        except (ApiError, BadRequest, StoreError) as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        wl.uid = created["metadata"]["uid"]
+        wl.created = now
+        self.by_job_uid[uid] = wl.key
+        self._note_run_time(job, wl.key)
+        record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        if info.kind == "RayCluster" and self.runtime is not None:
+            clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
+            self._after_write.append(lambda: clusters.queued(namespace, name))
+        self._log(self.scheduler.add(wl, now))
+
+    def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
+        """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
+        a more preferred flavor only when that makes it finish sooner. A value that is not a duration is
+        ignored, with a warning Event on the job."""
+        raw = (job["metadata"].get("annotations") or {}).get(RUN_TIME_ANNOTATION)
+        if raw is None or key is None:
+            return
+        try:
+            self.capacity.run_times[key] = parse_duration(raw)
+        except DurationError as exc:
+            record_event(self.store, job, "InvalidAnnotation", f"{RUN_TIME_ANNOTATION}: {exc}", type="Warning",
+                         component=_COMPONENT)
+
+    def _on_existing_cluster(self, job: Mapping[str, Any], start: bool) -> None:
+        """A RayJob on an existing RayCluster is not queued (Kueue skips it): it runs once it is created, on the
+        cluster's quota, and stops when it is deleted."""
+        if self.runtime is None:
+            return
+        runtime, namespace, name = self.runtime, job["metadata"].get("namespace", "default"), job["metadata"]["name"]
+        self._after_write.append(lambda: runtime.start(namespace, name) if start else runtime.stop(namespace, name))
+
+    def _job_deleted(self, job: dict[str, Any]) -> None:
+        if selected_cluster(str(job.get("kind", "")), job) is not None:
+            self._on_existing_cluster(job, start=False)
+            return
+        wl = self._workload_for(job)
+        if wl is None:
+            return
+        old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+        if old is not None:
+            self._log(self.scheduler.delete(old.key, self.clock.now()))
+            self.capacity.release(old.key)
+            with contextlib.suppress(NotFound):
+                self.store.delete(self._wl_key(old))
+        self._log(self.scheduler.delete(wl.key, self.clock.now()))
+        self.capacity.release(wl.key)
+        if self.runtime is not None:
+            runtime, meta = self.runtime, job["metadata"]
+            stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
+            self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
+        self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
+        with contextlib.suppress(NotFound):
+            self.store.delete(self._wl_key(wl))
+
+    def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
+        outcome = finished(info.kind, job)
+        wl = self._workload_for(job)
+        metrics = (job.get("status") or {}).get("trainingMetrics")
+        if wl is not None and metrics and self.metrics.get(wl.key) != metrics:
+            self.metrics[wl.key] = metrics
+            self._touched.add(wl.key)
+        if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
+            old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+            if old is not None and old.state is not WorkloadState.FINISHED:
+                self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
+            self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
+        elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
+            self._job_resized(info, job, wl)
+
+    def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
+        """An elastic job's pod counts changed (the autoscaler or a person patched its replicas). Growth of an
+        admitted workload is a new workload slice that replaces it once admitted; anything else (shrinking, or
+        a workload not admitted yet) changes the workload in place (Kueue's ElasticJobsViaWorkloadSlices)."""
+        if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+            return
+        try:
+            counts = {p.name: p.count for p in podsets(info.kind, job)}
+        except (JobError, KeyError, ValueError):
+            return
+        current = {p.name: p.count for p in wl.podsets}
+        if counts == current or set(counts) != set(current):
+            return
+        now = self.clock.now()
+        stored = self._stored_workload(wl)
+        if stored is None:
+            return
+        if wl.holds_quota and any(counts[n] > current[n] for n in counts):
+            self._new_slice(info, job, wl, stored, counts, now)
+            return
+        self._log(self.scheduler.resize(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
+                                                      for p in wl.podsets), now))
+        fresh = copy.deepcopy(stored)
+        for ps in fresh["spec"]["podSets"]:
+            ps["count"] = counts.get(ps["name"], ps["count"])
+        self.store.update(self._wl_key(wl), fresh)
+        self._touched.add(wl.key)
+        record_event(self.store, fresh, "Resized", "pod counts changed in place: " + ", ".join(
+            f"{n} {current[n]} -> {c}" for n, c in sorted(counts.items()) if c != current[n]), component=_COMPONENT)
+        if wl.state is WorkloadState.ADMITTED:
+            driver = self.capacity.driver
+            if driver is not None and wl.key in driver.running:
+                driver.rebind(wl.key)
+            elif driver is None:
+                self._run_workload(wl.key, now)
+
+    def _new_slice(self, info: KindInfo, job: dict[str, Any], wl: Workload, stored: dict[str, Any],
+                   counts: dict[str, int], now: float) -> None:
+        """A workload slice for the job's new size, replacing ``wl`` once admitted."""
+        meta = job["metadata"]
+        obj = copy.deepcopy(stored)
+        name = workload_name(info.kind, meta["name"], f"{meta.get('uid', '')}/{meta.get('generation', 1)}",
+                             info.group)
+        obj["metadata"] = {"name": name, "namespace": wl.namespace, "labels": dict(stored["metadata"].get("labels")
+                                                                                  or {}),
+                           "annotations": {REPLACEMENT_FOR: wl.key, ELASTIC_ANNOTATION: "true"},
+                           "ownerReferences": stored["metadata"].get("ownerReferences") or []}
+        obj.pop("status", None)
+        for ps in obj["spec"]["podSets"]:
+            ps["count"] = counts.get(ps["name"], ps["count"])
+        try:
+            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
+        except (ApiError, BadRequest, StoreError) as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+            return
+        grown = workload_from_object(created, self.local_queues)
+        grown.created = now
+        self.by_job_uid[str(meta.get("uid", ""))] = grown.key
+        record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",
+                     component=_COMPONENT)
+        self._log(self.scheduler.add(grown, now))
+
+    # --- workloads changed by others -----------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""What the queue controller's parts share: its state, and the steps each part calls in another.
+
+:class:`~flexq.controller.queue.QueueController` is made of :class:`~flexq.controller.job_events.JobEvents` (the
+jobs' side: their workloads made, finished, resized, deleted) and
+:class:`~flexq.controller.workload_writes.WorkloadWrites` (the scheduler's decisions written back: statuses,
+Events, jobs started and stopped), over this state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from flexq.scheduler.events import Event
+from flexq.scheduler.model import Workload
+from flexq.store import Key, NotFound
+
+if TYPE_CHECKING:
+    from flexq.clock import Clock
+    from flexq.controller.capacity_sync import LiveCapacity
+    from flexq.controller.pod_sync import PodIntegration
+    from flexq.controller.ray_runs import RayRuntime
+    from flexq.jobs.workload import Priorities
+    from flexq.objects.service import ObjectService
+    from flexq.scheduler.scheduler import Scheduler
+    from flexq.store import BaseStore
+
+__all__ = ["COMPONENT", "QueueState"]
+
+COMPONENT: Final = "flexq-queue-controller"
+"""The source the queue controller's Events name."""
+
+
+class QueueState:
+    """The queue controller's state (set by its ``__init__``) and the steps its parts share."""
+
+    service: ObjectService
+    store: BaseStore
+    clock: Clock
+    scheduler: Scheduler
+    runtime: RayRuntime | None
+    capacity: LiveCapacity
+    pods: PodIntegration
+    local_queues: dict[tuple[str, str], str]
+    priorities: Priorities
+    by_job_uid: dict[str, str]
+    metrics: dict[str, dict[str, Any]]
+    _after_write: list[Callable[[], None]]
+    _touched: set[str]
+    _stored_variants: dict[str, set[str]]
+
+    def _log(self, events: list[Event]) -> None:
+        """Take the scheduler's events into the step (written back at its end)."""
+        raise NotImplementedError
+
+    def _run_workload(self, key: str, _now: float) -> None:
+        """Start an admitted workload's job (once its pods are placed, where capacity is modelled)."""
+        raise NotImplementedError
+
+    def _stored_workload(self, wl: Workload) -> dict[str, Any] | None:
+        try:
+            return self.store.get(self._wl_key(wl))
+        except NotFound:
+            return None
+
+    @staticmethod
+    def _wl_key(wl: Workload) -> Key:
+        return Key("kueue.x-k8s.io", "workloads", wl.namespace, wl.name)

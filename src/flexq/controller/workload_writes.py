@@ -1,0 +1,238 @@
+"""The scheduler's decisions written back by the queue controller: a workload's status and Events, its racing
+variants' Workload objects, and its job started (un-suspended on its flavors) or stopped."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+from flexq.api.errors import ApiError
+from flexq.api.kinds import KindInfo, resolve
+from flexq.controller.job_sync import inject, restore
+from flexq.controller.object_sync import JOB_UID_LABEL, render_status
+from flexq.controller.queue_state import COMPONENT, QueueState
+from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
+from flexq.objects.service import BadRequest
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import Workload, WorkloadState
+from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
+from flexq.store import Key, NotFound, StoreError, record_event
+
+__all__ = ["WorkloadWrites", "parent_of"]
+
+_COMPONENT: Final = COMPONENT
+
+log = logging.getLogger("flexq.controller")
+
+
+class WorkloadWrites(QueueState):
+    """Write what the scheduler decided about a workload."""
+
+    def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
+        stored = self._stored_workload(wl)
+        if stored is None:
+            return
+        evicted = preempted = finished = None
+        for event in events:
+            if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
+                finished = (str(event.extra["finishedReason"]), event.reason)
+            if event.kind is EventKind.EVICTED:
+                evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
+            if event.kind is EventKind.PREEMPTED:
+                preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
+        if wl.key in self.scheduler.variants:
+            wl.pending_reason = self.scheduler.race_reason(wl.key)
+        status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
+                               stored["metadata"].get("generation"), evicted, preempted, finished)
+        variants = self._variant_rows(wl)
+        if variants:
+            status["variants"] = variants
+        else:
+            status.pop("variants", None)
+        if variants and wl.admission is None:
+            # A racing workload shows its variants' checks, so that a check controller or a person can set them
+            # on the workload the job owns (they reach the variant that has the check).
+            previous = {c["name"]: c for c in (stored.get("status") or {}).get("admissionChecks") or []}
+            checks = {c["name"]: c["state"] for row in variants for c in row.get("admissionChecks", [])}
+            if checks:
+                status["admissionChecks"] = [
+                    {"name": name, "state": state, "message": "",
+                     "lastTransitionTime": previous[name]["lastTransitionTime"]
+                     if previous.get(name, {}).get("state") == state else stamp}
+                    for name, state in sorted(checks.items())]
+        if wl.key in self.metrics:
+            status["trainingMetrics"] = self.metrics[wl.key]
+        driver = self.capacity.driver
+        if driver is not None and driver.cost(wl.key) > 0:
+            status["cost"] = {"usd": round(driver.cost(wl.key), 4),
+                              "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
+        with self.store.transaction():
+            if status != stored.get("status"):
+                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False)
+            if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
+                fresh = self.store.get(self._wl_key(wl))
+                fresh["spec"]["active"] = False
+                self.store.update(self._wl_key(wl), fresh)
+            if (variants or wl.won) and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
+                fresh = self.store.get(self._wl_key(wl))  # as Kueue marks a workload that races its variants
+                fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"
+                self.store.update(self._wl_key(wl), fresh)
+            for event in events:
+                self._record(stored, event)
+            kinds = {e.kind for e in events}
+            # Evicted and admitted again within one sync (its quota reserved anew at once): the job still stops
+            # first, so that its run ends and a new one starts.
+            if kinds & {EventKind.EVICTED, EventKind.DEACTIVATED}:
+                self._stop_job(stored)
+            if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
+                self._start_job(stored, wl)
+
+    def _write_variants(self, parent_key: str, stamp: str) -> None:
+        """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,
+        named ``<parent>-variant-<flavor>-<hash>``, with its flavor in the allowed-flavors annotation and its own
+        status; gone once it is withdrawn or has won."""
+        namespace = parent_key.partition("/")[0]
+        live = {v.name: v for k in self.scheduler.variants.get(parent_key, ())
+                if (v := self.scheduler.workloads.get(k)) is not None}
+        names = self._stored_variants.setdefault(parent_key, set())
+        for name in sorted(names - set(live)):
+            with contextlib.suppress(NotFound):
+                self.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
+            names.discard(name)
+        parent = self.scheduler.workloads.get(parent_key)
+        stored_parent = self._stored_workload(parent) if parent is not None else None
+        for name, variant in sorted(live.items()):
+            key = Key("kueue.x-k8s.io", "workloads", namespace, name)
+            try:
+                stored = self.store.get(key)
+            except NotFound:
+                if stored_parent is None:
+                    continue
+                try:
+                    stored = self.service.create(resolve("workload"), namespace,
+                                                 _variant_object(stored_parent, variant))
+                except (ApiError, BadRequest, StoreError) as exc:
+                    log.warning("variant %s could not be stored: %s", name, exc)
+                    continue
+            names.add(name)
+            status = render_status(variant, stored.get("status") or {},
+                                   self.scheduler.last_assignment.get(variant.key), stamp,
+                                   stored["metadata"].get("generation"))
+            if status != stored.get("status"):
+                self.store.update(key, {**stored, "status": status}, subresource="status", echo=False)
+        if not names:
+            del self._stored_variants[parent_key]
+
+    def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
+        """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
+        rows = []
+        for key in self.scheduler.variants.get(wl.key, ()):
+            variant = self.scheduler.workloads.get(key)
+            if variant is None:
+                continue
+            row: dict[str, Any] = {"name": variant.name, "flavor": variant.flavor, "state": variant.state.value}
+            if variant.pending_reason:
+                row["message"] = variant.pending_reason
+            if variant.checks:
+                row["admissionChecks"] = [{"name": c, "state": s.value} for c, s in sorted(variant.checks.items())]
+            rows.append(row)
+        return rows
+
+    def _record(self, workload: dict[str, Any], event: Event) -> None:
+        if event.kind is EventKind.CREATED and not event.extra.get("parent"):
+            return
+        reason = event.kind.value if event.kind is not EventKind.CHECK else "AdmissionCheckUpdated"
+        message = event.reason
+        variant = event.workload.partition("/")[2]
+        if variant != workload["metadata"]["name"]:
+            reason = "Variant" + reason
+            message = f"variant {variant}: {message}"
+        if event.kind is EventKind.CHECK:
+            message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
+                f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
+        warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
+        record_event(self.store, workload, reason, message or reason, type="Warning" if warning else "Normal",
+                     component=_COMPONENT)
+
+    def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any]] | None:
+        """The job that owns ``workload``: its kind, key and current object (None if gone)."""
+        ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
+        if ref is None:
+            return None
+        group = ref["apiVersion"].rpartition("/")[0]
+        info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
+        if info is None:
+            return None
+        key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
+        try:
+            return info, key, self.store.get(key)
+        except NotFound:
+            return None
+
+    def _start_job(self, workload: dict[str, Any], wl: Workload) -> None:
+        if self.pods.owns(workload):
+            self.pods.start(workload, wl)
+            if self.capacity.driver is None:
+                self._run_workload(wl.key, self.clock.now())
+            return
+        owned = self._owned_job(workload)
+        if owned is None or wl.admission is None:
+            return
+        info, key, job = owned
+        annotations: dict[str, dict[str, str]] = {}
+        for updates in wl.pod_set_updates.values():
+            for podset, values in updates.items():
+                annotations.setdefault(podset, {}).update(values)
+        inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
+        self.store.update(key, job, echo=False)
+        record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
+        if self.capacity.driver is None:
+            self._run_workload(wl.key, self.clock.now())
+
+    def _stop_job(self, workload: dict[str, Any]) -> None:
+        if self.pods.owns(workload):
+            self.pods.stop(workload)
+            return
+        owned = self._owned_job(workload)
+        if owned is None:
+            return
+        info, key, job = owned
+        originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
+        if self.runtime is not None and info.kind in RAY_KINDS:
+            runtime, namespace, name = self.runtime, key.namespace, key.name
+            # Before any start queued in this sync: that start is for the admission that follows the eviction.
+            if info.kind == "RayCluster":
+                self._after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
+            else:
+                self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
+        restore(info.kind, job, originals)
+        self.store.update(key, job, echo=False)
+        record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
+                     type="Warning", component=_COMPONENT)
+
+
+def parent_of(obj: Mapping[str, Any]) -> str | None:
+    """The key of the Workload that owns ``obj`` (a variant), if any."""
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Workload" and str(ref.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+            return f"{obj['metadata'].get('namespace', 'default')}/{ref.get('name')}"
+    return None
+
+
+def _variant_object(parent: Mapping[str, Any], variant: Workload) -> dict[str, Any]:
+    """A variant's Workload, as Kueue makes it from its parent: the parent's spec and labels (not the parent
+    label), its flavor annotated, owned by the parent."""
+    meta = parent["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in (PARENT_LABEL, JOB_UID_LABEL)}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": variant.name, "namespace": variant.namespace, "labels": labels,
+                     "annotations": {ALLOWED_FLAVORS: variant.flavor},
+                     "ownerReferences": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                                          "name": meta["name"], "uid": meta.get("uid", ""), "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": copy.deepcopy(parent.get("spec") or {}),
+    }
