@@ -159,6 +159,22 @@ def _considered(assignment: Assignment | None) -> list[dict[str, Any]]:
     return out
 
 
+def _check_states(wl: Workload, before: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    """The workload's admission checks as its status lists them, keeping the message and transition time of each
+    whose state did not change."""
+    previous = {c["name"]: c for c in before}
+    return [{
+        "name": name, "state": state.value,
+        **({"podSetUpdates": [{"name": ps, "annotations": annotations}
+                              for ps, annotations in sorted(wl.pod_set_updates[name].items())]}
+           if name in wl.pod_set_updates else {}),
+        "message": previous.get(name, {}).get("message", "") if previous.get(name, {}).get("state") ==
+        state.value else "",
+        "lastTransitionTime": previous[name]["lastTransitionTime"]
+        if name in previous and previous[name].get("state") == state.value else now,
+    } for name, state in sorted(wl.checks.items())]
+
+
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
                   generation: int | None, evicted: tuple[str, str] | None = None,
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None) -> dict[str, Any]:
@@ -173,17 +189,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
     elif wl.admission is not None:
         cond("QuotaReserved", True, "QuotaReserved", f"Quota reserved in ClusterQueue {wl.admission.cluster_queue}")
         status["admission"] = _admission(wl.admission)
-        previous = {c["name"]: c for c in status.get("admissionChecks") or []}
-        status["admissionChecks"] = [{
-            "name": name, "state": state.value,
-            **({"podSetUpdates": [{"name": ps, "annotations": annotations}
-                                  for ps, annotations in sorted(wl.pod_set_updates[name].items())]}
-               if name in wl.pod_set_updates else {}),
-            "message": previous.get(name, {}).get("message", "") if previous.get(name, {}).get("state") ==
-            state.value else "",
-            "lastTransitionTime": previous[name]["lastTransitionTime"]
-            if name in previous and previous[name].get("state") == state.value else now,
-        } for name, state in sorted(wl.checks.items())]
+        status["admissionChecks"] = _check_states(wl, status.get("admissionChecks") or [], now)
         if not status["admissionChecks"]:
             status.pop("admissionChecks")
         if wl.state is WorkloadState.ADMITTED:

@@ -13,7 +13,6 @@ import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from flexq.api.documents import Document
@@ -24,11 +23,10 @@ from flexq.api.normalize import normalize
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
 from flexq.errors import FlexqError
-from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
-from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
+from flexq.objects.queue_active import reconcile_all, reconcile_one
 from flexq.objects.selectors import field_selector, label_selector
-from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
+from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
 
@@ -151,9 +149,9 @@ class ObjectService:
         if self._deferred is not None:
             self._deferred = True
         elif one is not None and one.resource in ("clusterqueues", "localqueues"):
-            self._reconcile_one(one)
+            reconcile_one(self.store, one)
         else:
-            self.reconcile_queue_status()
+            reconcile_all(self.store)
 
     # --- reads -------------------------------------------------------------------------------------
 
@@ -322,7 +320,7 @@ class ObjectService:
             finally:
                 self._deferred = None
             if reconcile:
-                self.reconcile_queue_status()
+                reconcile_all(self.store)
         return outcomes
 
     @staticmethod
@@ -381,90 +379,6 @@ class ObjectService:
             raise _with_lines(exc, doc) from None
         changed = after["metadata"]["resourceVersion"] != before
         return ApplyOutcome(info.kind, info.group, name, namespace, "configured" if changed else "unchanged")
-
-    # --- queue status ------------------------------------------------------------------------------
-
-    def reconcile_queue_status(self) -> None:
-        """Bring the Active condition of every AdmissionCheck, ClusterQueue and LocalQueue up to date."""
-        now = rfc3339(datetime.now(UTC))
-        kinds = {info.kind: info for info in KINDS}
-
-        def objects(kind: str) -> list[dict[str, Any]]:
-            info = kinds[kind]
-            return self.store.list_objects(info.group, info.plural)[0]
-
-        configs = {o["metadata"]["name"] for o in objects("ProvisioningRequestConfig")}
-        flavors = {o["metadata"]["name"] for o in objects("ResourceFlavor")}
-        checks: dict[str, bool] = {}
-        for check in objects("AdmissionCheck"):
-            state = admission_check_state(check, configs)
-            checks[check["metadata"]["name"]] = state.active
-            self._set_active(kinds["AdmissionCheck"], check, state.active, state.reason, state.message, now)
-        cluster_queues: dict[str, bool] = {}
-        for cq in objects("ClusterQueue"):
-            state = cluster_queue_state(cq, flavors, checks)
-            cluster_queues[cq["metadata"]["name"]] = state.active
-            self._set_active(kinds["ClusterQueue"], cq, state.active, state.reason, state.message, now,
-                             counters=True)
-        for lq in objects("LocalQueue"):
-            state = local_queue_state(lq, cluster_queues)
-            self._set_active(kinds["LocalQueue"], lq, state.active, state.reason, state.message, now,
-                             counters=True)
-
-    def _reconcile_one(self, key: Key) -> None:
-        """:meth:`reconcile_queue_status` for one ClusterQueue or LocalQueue written (or deleted): its own Active
-        condition, and those of the LocalQueues that point at the ClusterQueue. The other queues' states do
-        not depend on it, so a thousand queues created one by one cost a thousand reads, not a million."""
-        now = rfc3339(datetime.now(UTC))
-        kinds = {info.kind: info for info in KINDS}
-
-        def objects(kind: str) -> list[dict[str, Any]]:
-            return self.store.list_objects(kinds[kind].group, kinds[kind].plural)[0]
-
-        def cluster_queue(name: str, write: bool) -> dict[str, bool]:
-            try:
-                cq = self.store.get(Key("kueue.x-k8s.io", "clusterqueues", "", name))
-            except NotFound:
-                return {}
-            configs = {o["metadata"]["name"] for o in objects("ProvisioningRequestConfig")}
-            checks = {c["metadata"]["name"]: admission_check_state(c, configs).active
-                      for c in objects("AdmissionCheck")}
-            state = cluster_queue_state(cq, {o["metadata"]["name"] for o in objects("ResourceFlavor")}, checks)
-            if write:
-                self._set_active(kinds["ClusterQueue"], cq, state.active, state.reason, state.message, now,
-                                 counters=True)
-            return {name: state.active}
-
-        if key.resource == "clusterqueues":
-            active = cluster_queue(key.name, True)
-            local = self.store.find("kueue.x-k8s.io", "localqueues", "$.spec.clusterQueue", key.name)
-        else:
-            try:
-                local = [self.store.get(key)]
-            except NotFound:
-                return
-            active = cluster_queue(str(local[0].get("spec", {}).get("clusterQueue")), False)
-        for lq in local:
-            state = local_queue_state(lq, active)
-            self._set_active(kinds["LocalQueue"], lq, state.active, state.reason, state.message, now, counters=True)
-
-    def _set_active(self, info: KindInfo, obj: dict[str, Any], active: bool, reason: str, message: str,
-                    now: str, *, counters: bool = False) -> None:
-        status = copy.deepcopy(obj.get("status") or {})
-        if counters:
-            for field in ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"):
-                status.setdefault(field, 0)
-        before = find_condition(obj.get("status") or {}, "Active")
-        set_condition(status, "Active", active, reason, message, now=now,
-                      observed_generation=obj["metadata"].get("generation"))
-        if status == obj.get("status"):
-            return
-        new = dict(obj, status=status)
-        stored = self.store.update(self.key(info, obj["metadata"].get("namespace"), obj["metadata"]["name"]), new,
-                                   subresource="status")
-        if before is None or (before.get("status"), before.get("reason")) != ("True" if active else "False", reason):
-            record_event(self.store, stored, reason, message, type="Normal" if active else "Warning",
-                         component="flexq-queue-controller")
 
 
 def _with_lines(exc: InvalidObject, doc: Document) -> InvalidObject:

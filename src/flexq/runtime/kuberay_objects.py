@@ -89,55 +89,62 @@ def pod_object(name: str, namespace: str, labels: dict[str, str], template: Mapp
 def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str, Sequence[str]], log: str,
                     started: str, with_cluster: bool, ended: str = "") -> list[tuple[Key, dict[str, Any]]]:
     """The objects for ``job`` in ``deployment`` state (jobDeploymentStatus); pods on ``nodes`` by pod set."""
+    phase = PHASES.get(deployment, "Pending")
+    out = _cluster_objects(job, phase, nodes, log, started) if with_cluster else []
+    return out + _submitter_objects(job, phase, nodes, log, started, ended)
+
+
+def _cluster_objects(job: Mapping[str, Any], phase: str, nodes: Mapping[str, Sequence[str]], log: str,
+                     started: str) -> list[tuple[Key, dict[str, Any]]]:
+    """The RayCluster ``<job>-raycluster``, its head Service and its head and worker Pods."""
     meta = job["metadata"]
     name, namespace = meta["name"], meta.get("namespace", "default")
     cluster_name = f"{name}-raycluster"
-    spec = job.get("spec") or {}
-    ray_spec = spec.get("rayClusterSpec") or {}
-    phase = PHASES.get(deployment, "Pending")
-    job_owner = _owner(job)
-    out: list[tuple[Key, dict[str, Any]]] = []
+    ray_spec = (job.get("spec") or {}).get("rayClusterSpec") or {}
     cluster_labels = {"ray.io/cluster": cluster_name, "app.kubernetes.io/created-by": "kuberay-operator"}
-    if with_cluster:
-        cluster_uid = f"{meta.get('uid', '')}-cluster"
-        cluster_owner = {**_owner({"metadata": {"name": cluster_name, "uid": cluster_uid}}, kind="RayCluster")}
-        workers = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1))
-                      for g in ray_spec.get("workerGroupSpecs") or [])
-        out.append((Key("ray.io", "rayclusters", namespace, cluster_name), {
-            "apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": cluster_name, "namespace": namespace, "labels": {"ray.io/originated-from-crd":
-                                                                                  "RayJob"},
-                         "ownerReferences": [job_owner], "uid": cluster_uid},
-            "spec": ray_spec,
-            "status": {"state": "ready" if phase == "Running" else ("" if phase == "Pending" else "suspended"),
-                       "desiredWorkerReplicas": workers,
-                       "availableWorkerReplicas": workers if phase == "Running" else 0},
-        }))
-        out.append((Key("", "services", namespace, f"{name}-head-svc"), {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": f"{name}-head-svc", "namespace": namespace, "labels": cluster_labels,
-                         "ownerReferences": [cluster_owner]},
-            "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": {**cluster_labels, "ray.io/node-type":
-                                                                            "head"},
-                     "ports": [{"name": "gcs-server", "port": 6379, "protocol": "TCP"},
-                               {"name": "dashboard", "port": 8265, "protocol": "TCP"},
-                               {"name": "client", "port": 10001, "protocol": "TCP"}]},
-        }))
-        head = (ray_spec.get("headGroupSpec") or {}).get("template") or {}
-        head_nodes = list(nodes.get("head") or [])
-        out.append(pod_object(f"{cluster_name}-head-{_suffix(cluster_name)}", namespace,
-                        {**cluster_labels, "ray.io/node-type": "head", "ray.io/group": "headgroup"}, head,
-                        cluster_owner, phase, head_nodes[0] if head_nodes else "", log, started))
-        for group in ray_spec.get("workerGroupSpecs") or []:
-            group_name = str(group.get("groupName"))
-            count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
-            group_nodes = list(nodes.get(group_name) or [])
-            for i in range(count):
-                pod_name = f"{cluster_name}-{group_name}-worker-{_suffix(f'{cluster_name}-{group_name}-{i}')}"
-                out.append(pod_object(pod_name, namespace, {**cluster_labels, "ray.io/node-type": "worker",
-                                                      "ray.io/group": group_name},
-                                group.get("template") or {}, cluster_owner, phase,
-                                group_nodes[i] if i < len(group_nodes) else "", log, started))
+    cluster_uid = f"{meta.get('uid', '')}-cluster"
+    cluster_owner = {**_owner({"metadata": {"name": cluster_name, "uid": cluster_uid}}, kind="RayCluster")}
+    workers = sum(int(g.get("replicas", 0)) * int(g.get("numOfHosts", 1))
+                  for g in ray_spec.get("workerGroupSpecs") or [])
+    out: list[tuple[Key, dict[str, Any]]] = [(Key("ray.io", "rayclusters", namespace, cluster_name), {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": cluster_name, "namespace": namespace, "labels": {"ray.io/originated-from-crd": "RayJob"},
+                     "ownerReferences": [_owner(job)], "uid": cluster_uid},
+        "spec": ray_spec,
+        "status": {"state": "ready" if phase == "Running" else ("" if phase == "Pending" else "suspended"),
+                   "desiredWorkerReplicas": workers, "availableWorkerReplicas": workers if phase == "Running" else 0},
+    }), (Key("", "services", namespace, f"{name}-head-svc"), {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": f"{name}-head-svc", "namespace": namespace, "labels": cluster_labels,
+                     "ownerReferences": [cluster_owner]},
+        "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": {**cluster_labels, "ray.io/node-type": "head"},
+                 "ports": [{"name": "gcs-server", "port": 6379, "protocol": "TCP"},
+                           {"name": "dashboard", "port": 8265, "protocol": "TCP"},
+                           {"name": "client", "port": 10001, "protocol": "TCP"}]},
+    })]
+    head = (ray_spec.get("headGroupSpec") or {}).get("template") or {}
+    head_nodes = list(nodes.get("head") or [])
+    out.append(pod_object(f"{cluster_name}-head-{_suffix(cluster_name)}", namespace,
+                          {**cluster_labels, "ray.io/node-type": "head", "ray.io/group": "headgroup"}, head,
+                          cluster_owner, phase, head_nodes[0] if head_nodes else "", log, started))
+    for group in ray_spec.get("workerGroupSpecs") or []:
+        group_name = str(group.get("groupName"))
+        count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
+        group_nodes = list(nodes.get(group_name) or [])
+        for i in range(count):
+            pod_name = f"{cluster_name}-{group_name}-worker-{_suffix(f'{cluster_name}-{group_name}-{i}')}"
+            out.append(pod_object(pod_name, namespace, {**cluster_labels, "ray.io/node-type": "worker",
+                                                        "ray.io/group": group_name},
+                                  group.get("template") or {}, cluster_owner, phase,
+                                  group_nodes[i] if i < len(group_nodes) else "", log, started))
+    return out
+
+
+def _submitter_objects(job: Mapping[str, Any], phase: str, nodes: Mapping[str, Sequence[str]], log: str,
+                       started: str, ended: str) -> list[tuple[Key, dict[str, Any]]]:
+    """The submitter Job ``<job>`` and its Pod, whose log is the job's driver log."""
+    meta = job["metadata"]
+    name, namespace = meta["name"], meta.get("namespace", "default")
     controller_uid = f"{meta.get('uid', '')}-submitter"
     job_labels = {"batch.kubernetes.io/job-name": name, "job-name": name,
                   "batch.kubernetes.io/controller-uid": controller_uid, "controller-uid": controller_uid}
@@ -150,21 +157,20 @@ def kuberay_objects(job: Mapping[str, Any], deployment: str, nodes: Mapping[str,
                                            "status": "True"}]
         if ended:
             submitter_status["completionTime"] = ended
-    out.append((Key("batch", "jobs", namespace, name), {
+    entrypoint = str((job.get("spec") or {}).get("entrypoint", ""))
+    submitter_pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter",
+                                                                          "image": "rayproject/ray"}]}}
+    return [(Key("batch", "jobs", namespace, name), {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": {"ray.io/originated-from-crd": "RayJob"},
-                     "ownerReferences": [job_owner], "uid": controller_uid},
+                     "ownerReferences": [_owner(job)], "uid": controller_uid},
         "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 2, "suspend": False,
                  "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": controller_uid}},
                  "template": {"metadata": {"labels": job_labels},
                               "spec": {"restartPolicy": "Never", "containers": [{
                                   "name": "ray-job-submitter", "image": "rayproject/ray",
-                                  "command": ["ray", "job", "submit", "--", str(spec.get("entrypoint", ""))]}]}}},
+                                  "command": ["ray", "job", "submit", "--", entrypoint]}]}}},
         "status": submitter_status,
-    }))
-    submitter_pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter",
-                                                                          "image": "rayproject/ray"}]}}
-    out.append(pod_object(f"{name}-{_suffix(name)}", namespace, job_labels, submitter_pod,
-                    _owner({"metadata": {"name": name, "uid": controller_uid}}, "batch/v1", "Job"), phase,
-                    (nodes.get("head") or [""])[0], log, started))
-    return out
+    }), pod_object(f"{name}-{_suffix(name)}", namespace, job_labels, submitter_pod,
+                   _owner({"metadata": {"name": name, "uid": controller_uid}}, "batch/v1", "Job"), phase,
+                   (nodes.get("head") or [""])[0], log, started)]

@@ -1,0 +1,43 @@
+"""One committed write as the change log holds it: its resourceVersion, type, key and the object's text."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from flexq.store.codec import loads
+from flexq.store.errors import Key
+
+__all__ = ["Change", "ChangeType", "LogRow"]
+
+LogRow = tuple[int, str, str, str, str, str, str]
+"""A row of the change log: rv, type, group, resource, namespace, name, body."""
+
+
+class ChangeType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+class Change:
+    """One committed write. ``obj`` is parsed from the stored text when first read, for this reader alone:
+    readers may change what they are given without reaching anyone else."""
+
+    __slots__ = ("_body", "_obj", "key", "rv", "type")
+
+    def __init__(self, rv: int, type: ChangeType, key: Key, body: str) -> None:
+        self.rv = rv
+        self.type = type
+        self.key = key
+        self._body = body
+        self._obj: dict[str, Any] | None = None
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        if self._obj is None:
+            self._obj = loads(self._body)
+        return self._obj
+
+    def __repr__(self) -> str:
+        return f"Change({self.rv}, {self.type.value}, {self.key})"
