@@ -42,7 +42,7 @@ def _admitted(race: bool = False) -> Scheduler:
     sched = _scheduler(race)
     sched.add(_workload(), 0.0)
     sched.schedule(1.0)
-    assert sched.workloads[KEY].state is WorkloadState.ADMITTED
+    assert sched._workloads[KEY].state is WorkloadState.ADMITTED
     return sched
 
 
@@ -57,10 +57,10 @@ def _created(variant: str, flavor: str, t: float) -> Event:
 
 
 def _state(sched: Scheduler) -> tuple[Any, ...]:
-    wl = sched.workloads.get(KEY)
+    wl = sched._workloads.get(KEY)
     if wl is None:
-        return (None, sched.tree.usage("cq", ("a", "cpu")))
-    return (wl.state, sched.queues.queued(wl), sched.tree.usage("cq", ("a", "cpu")), wl.evictions)
+        return (None, sched._tree.usage("cq", ("a", "cpu")))
+    return (wl.state, sched._queues.queued(wl), sched._tree.usage("cq", ("a", "cpu")), wl.evictions)
 
 
 def test_adding_a_workload() -> None:
@@ -78,7 +78,7 @@ def test_a_workload_whose_queue_does_not_exist_says_so(queue: str, cq: str, reas
     wl = Workload("ns", "w", queue, cq, (PodSet("main", 1, {"cpu": 1000}),))
     assert sched.add(wl, 0.0) == [Event(0.0, EventKind.CREATED, KEY, cq),
                                   Event(0.0, EventKind.PENDING, KEY, cq, reason)]
-    assert (wl.state, wl.pending_reason, sched.queues.queued(wl)) == (WorkloadState.PENDING, reason, False)
+    assert (wl.state, wl.pending_reason, sched._queues.queued(wl)) == (WorkloadState.PENDING, reason, False)
 
 
 def test_deactivating_an_admitted_workload() -> None:
@@ -106,14 +106,14 @@ def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
     reason = "Variant withdrawn: its workload is deactivated"
     assert sched.deactivate(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0),
                                           Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")]
-    assert (KEY in sched.variants, va in sched.workloads, vb in sched.workloads) == (False, False, False)
+    assert (KEY in sched.variants, va in sched._workloads, vb in sched._workloads) == (False, False, False)
 
 
 def test_evicting_from_outside_requeues() -> None:
     sched = _admitted()
     assert sched.evict(KEY, 2.0, "node lost") == [
         Event(2.0, EventKind.EVICTED, KEY, "cq", "node lost", extra={"cause": "Evicted"})]
-    wl = sched.workloads[KEY]
+    wl = sched._workloads[KEY]
     assert _state(sched) == (WorkloadState.PENDING, True, 0, 1)
     assert (wl.ordering_time, wl.reserved_at, wl.admitted_at, wl.checks) == (2.0, None, None, {})
     assert sched.evict(KEY, 3.0, "again") == [], "holds no quota"
@@ -142,7 +142,7 @@ def test_deleting_a_racing_workload_withdraws_its_variants() -> None:
     va, vb = sched.variants[KEY]
     reason = "Variant withdrawn: its workload was deleted"
     assert sched.delete(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0)]
-    assert sched.workloads == {}
+    assert sched._workloads == {}
 
 
 def test_resizing_a_racing_workload_races_anew() -> None:
@@ -153,7 +153,7 @@ def test_resizing_a_racing_workload_races_anew() -> None:
     podsets = (PodSet("main", 2, {"cpu": 1000}),)
     assert sched.resize(KEY, podsets, 1.0) == [_withdrawn(va, reason, 1.0), _withdrawn(vb, reason, 1.0),
                                                _created(va, "a", 1.0), _created(vb, "b", 1.0)]
-    assert (sched.workloads[KEY].podsets, sched.workloads[va].podsets) == (podsets, podsets)
+    assert (sched._workloads[KEY].podsets, sched._workloads[va].podsets) == (podsets, podsets)
 
 
 def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
@@ -161,8 +161,8 @@ def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
     sched.add(_workload(cpu=1000), 0.0)
     podsets = (PodSet("main", 3, {"cpu": 1000}),)
     assert sched.resize(KEY, podsets, 1.0) == []
-    wl = sched.workloads[KEY]
-    assert (wl.podsets, sched.queues.queued(wl)) == (podsets, True)
+    wl = sched._workloads[KEY]
+    assert (wl.podsets, sched._queues.queued(wl)) == (podsets, True)
     assert [e.kind for e in sched.schedule(2.0)] == [EventKind.PENDING]
     assert wl.pending_reason.startswith("couldn't assign flavors to pod set main")
 
@@ -172,17 +172,17 @@ def test_resizing_an_admitted_workload_shrinks_its_quota() -> None:
     sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 2, {"cpu": 1000}),)), 0.0)
     sched.schedule(1.0)
     assert sched.resize(KEY, (PodSet("main", 1, {"cpu": 1000}),), 2.0) == []
-    wl = sched.workloads[KEY]
+    wl = sched._workloads[KEY]
     assert wl.admission is not None
-    assert (wl.admission.usage(), sched.tree.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)
+    assert (wl.admission.usage(), sched._tree.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)
 
 
 def _race_state(sched: Scheduler) -> tuple[Any, ...]:
-    wl = sched.workloads[KEY]
+    wl = sched._workloads[KEY]
     return (wl.state, wl.won, wl.evictions, wl.reserved_at, wl.admitted_at, wl.pending_reason,
-            sorted(sched.workloads), {cq: sorted(held) for cq, held in sched.holding.items()},
+            sorted(sched._workloads), {cq: sorted(held) for cq, held in sched.holding.items()},
             sorted(sched.last_assignment), dict(sched.variants),
-            (sched.tree.usage("cq", ("a", "cpu")), sched.tree.usage("cq", ("b", "cpu"))))
+            (sched._tree.usage("cq", ("a", "cpu")), sched._tree.usage("cq", ("b", "cpu"))))
 
 
 def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> None:
@@ -238,13 +238,13 @@ def test_a_racing_workload_whose_every_variant_is_rejected_is_deactivated() -> N
                 Event(t, EventKind.DEACTIVATED, variant, "cq", rejected)]
 
     assert sched.set_check(va, "prov", CheckState.REJECTED, 2.0, "no") == lost(va, 2.0)
-    assert sched.workloads[KEY].state is WorkloadState.PENDING, "another variant still races"
+    assert sched._workloads[KEY].state is WorkloadState.PENDING, "another variant still races"
     withdrawn = "Variant withdrawn: its workload is deactivated"
     assert sched.set_check(vb, "prov", CheckState.REJECTED, 3.0, "no") == [
         *lost(vb, 3.0), _withdrawn(va, withdrawn, 3.0), _withdrawn(vb, withdrawn, 3.0),
         Event(3.0, EventKind.DEACTIVATED, KEY, "cq", rejected)]
-    wl = sched.workloads[KEY]
-    assert (wl.state, wl.pending_reason, sched.variants, sorted(sched.workloads)) == (
+    wl = sched._workloads[KEY]
+    assert (wl.state, wl.pending_reason, sched.variants, sorted(sched._workloads)) == (
         WorkloadState.INACTIVE, rejected, {}, [KEY])
 
 
@@ -271,7 +271,7 @@ def test_a_migration_refused_withdraws_the_variant() -> None:
     refused = "Variant withdrawn: no migration to flavor a: it would not finish sooner"
     assert events[2:] == [_withdrawn(va, refused, 3.0)]
     assert [(e.kind, e.workload) for e in events[:2]] == [(EventKind.QUOTA_RESERVED, va), (EventKind.ADMITTED, va)]
-    assert (sched.variants, sched.workloads[KEY].won, va in sched.workloads) == ({}, vb[3:], False)
+    assert (sched.variants, sched._workloads[KEY].won, va in sched._workloads) == ({}, vb[3:], False)
 
 
 def _config(*names: str, race: bool = False) -> Config:
@@ -286,14 +286,14 @@ def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None
     sched.schedule(0.0)
     waiting = Workload("ns", "later", "lq", "new", (PodSet("main", 1, {"cpu": 500}),), uid="later")
     sched.add(waiting, 1.0)
-    assert (waiting.pending_reason, sched.queues.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
+    assert (waiting.pending_reason, sched._queues.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
     sched.configure(_config("cq", "new"))
-    assert (sched.tree.usage("cq", ("a", "cpu")), sched.queues.queued(waiting)) == (1000, True)
+    assert (sched._tree.usage("cq", ("a", "cpu")), sched._queues.queued(waiting)) == (1000, True)
     assert [(e.kind, e.workload) for e in sched.schedule(2.0)] == [
         (EventKind.QUOTA_RESERVED, waiting.key), (EventKind.ADMITTED, waiting.key)]
-    assert sched.tree.usage("new", ("a", "cpu")) == 500
+    assert sched._tree.usage("new", ("a", "cpu")) == 500
     sched.configure(_config("new"))
-    assert (sorted(sched.tree.queues), sched.tree.usage("new", ("a", "cpu"))) == (["new"], 500)
+    assert (sorted(sched._tree.queues), sched._tree.usage("new", ("a", "cpu"))) == (["new"], 500)
 
 
 def test_a_new_configuration_that_races_starts_the_race_on_the_next_pass() -> None:
@@ -322,14 +322,14 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
     sched.add(_workload(cpu=1500), 0.0)
     va, vb = sched.variants[KEY]
-    assert (sched.workloads[KEY].pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
+    assert (sched._workloads[KEY].pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
         "racing: a: Pending; b: Pending", "racing: a: Pending; b: Pending", "")
     sched.schedule(1.0)
     waits = "The workload has not all checks ready"
     assert sched.race_reason(KEY) == f"racing: a: {waits}; b: {waits}"
-    sched.workloads[vb].state = WorkloadState.ADMITTED
+    sched._workloads[vb].state = WorkloadState.ADMITTED
     assert sched.race_reason(KEY) == f"racing: b: {waits}; a: {waits}", "the nearest to starting first"
-    sched.workloads[vb].state = WorkloadState.QUOTA_RESERVED
+    sched._workloads[vb].state = WorkloadState.QUOTA_RESERVED
     events = sched.set_check(KEY, "prov", CheckState.READY, 2.0, "ok", retry_after=None,
                              pod_set_updates={"main": {"k": "v"}})
     on_a = {"main": {"cpu": "a"}}
@@ -339,7 +339,7 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     assert [(e.kind, e.workload) for e in events[2:]] == [
         (EventKind.FINISHED, vb), (EventKind.FINISHED, va), (EventKind.QUOTA_RESERVED, KEY),
         (EventKind.ADMITTED, KEY)]
-    assert sched.workloads[KEY].pod_set_updates == {"prov": {"main": {"k": "v"}}}
+    assert sched._workloads[KEY].pod_set_updates == {"prov": {"main": {"k": "v"}}}
 
 
 def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> None:
@@ -347,8 +347,8 @@ def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> No
     sched.add(_workload(), 0.0)
     sched.schedule(1.0)
     sched.set_check(KEY, "prov", CheckState.RETRY, 2.0, retry_after=0.5)
-    wl = sched.workloads[KEY]
-    assert (wl.requeue_at, sched.queues.queued(wl)) == (2.5, False)
+    wl = sched._workloads[KEY]
+    assert (wl.requeue_at, sched._queues.queued(wl)) == (2.5, False)
     sched.resize(KEY, (PodSet("main", 1, {"cpu": 500}),), 2.1)
-    assert sched.queues.queued(wl) is False
+    assert sched._queues.queued(wl) is False
     assert [e.kind for e in sched.schedule(2.5)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]

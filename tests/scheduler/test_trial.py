@@ -48,7 +48,7 @@ def _config(queues: list[tuple[str | None, list[Quota], PreemptionPolicy, Preemp
 
 def _expected(sched: Scheduler) -> QuotaTree:
     tree = QuotaTree(sched.config.cluster_queues.values(), sched.config.cohorts.values())
-    for wl in sched.workloads.values():
+    for wl in sched._workloads.values():
         if wl.admission is not None:
             tree.add(wl.cluster_queue, wl.admission.usage())
     return tree
@@ -84,13 +84,13 @@ def test_the_quota_tree_is_unchanged_by_a_cycles_trials(
         elif step == "cycle":
             sched.cycle(now)
         elif step == "complete":
-            for key in [k for k, w in sched.workloads.items() if w.evicting]:
+            for key in [k for k, w in sched._workloads.items() if w.evicting]:
                 sched.complete_eviction(key, now)
         else:
-            holders = sorted(k for k, w in sched.workloads.items() if w.admission is not None and not w.evicting)
+            holders = sorted(k for k, w in sched._workloads.items() if w.admission is not None and not w.evicting)
             if holders:
                 sched.finish(holders[0], now)
-        assert _usages(sched.tree) == _usages(_expected(sched))
+        assert _usages(sched._tree) == _usages(_expected(sched))
 
 
 def test_a_head_of_an_inactive_cluster_queue_is_told_why_it_waits() -> None:
@@ -101,4 +101,4 @@ def test_a_head_of_an_inactive_cluster_queue_is_told_why_it_waits() -> None:
     events, progress = sched.cycle(1.0)
     assert [(e.t, e.kind, e.workload, e.cluster_queue, e.reason) for e in events] == [
         (1.0, EventKind.PENDING, "default/w", "q", "ClusterQueue q is inactive")]
-    assert (progress, sched.workloads["default/w"].pending) == (False, PendingReason.SUSPENDED)
+    assert (progress, sched._workloads["default/w"].pending) == (False, PendingReason.SUSPENDED)

@@ -124,7 +124,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
 
     def _note(self, kind: EventKind, workload: str, reason: str, **extra: Any) -> None:
         """Log what happened to a workload (a variant's story is its parent's, with the variant named)."""
-        wl = self.scheduler.workloads.get(workload)
+        wl = self.scheduler.workload(workload)
         if wl is not None and wl.parent:
             self.parent_of[workload] = wl.parent
         parent = self.parent_of.get(workload)
@@ -143,7 +143,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         scheduler.migration_check = self._migration_check if self.config.fallback else None
 
     def _cq(self, key: str) -> str:
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         return wl.cluster_queue if wl else ""
 
     def _token(self, key: str) -> tuple[int, int]:
@@ -185,7 +185,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def handle(self, event: Event) -> None:
         key = event.workload
         if event.kind is EventKind.QUOTA_RESERVED:
-            wl = self.scheduler.workloads.get(key)
+            wl = self.scheduler.workload(key)
             if wl is None or wl.admission is None:
                 return  # a variant withdrawn since (an earlier event of the same step started its sibling)
             for check, state in sorted(wl.checks.items()):
@@ -257,7 +257,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     # --- placement and the autoscaler --------------------------------------------------------------
 
     def try_start(self, key: str) -> None:
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         if wl is None or wl.state is not WorkloadState.ADMITTED or key in self.running:
             return
         now = self._now()

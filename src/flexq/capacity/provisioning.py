@@ -98,9 +98,9 @@ class ProvisioningCapacity:
         def _wait_for_room(self, key: str, check: str, name: str, pool: str, count: int, why: str) -> None: ...
 
     def _request(self, key: str, check: str) -> None:
-        wl = self.scheduler.workloads[key]
+        wl = self.scheduler.held(key)
         settings = self.provisioning[check]
-        owner = self.scheduler.workloads.get(wl.parent) if wl.parent else wl
+        owner = self.scheduler.workload(wl.parent) if wl.parent else wl
         owner = owner if owner is not None else wl
         attempt = self.attempts.get((owner.key, check), 0) + 1
         self.attempts[(owner.key, check)] = attempt
@@ -134,7 +134,7 @@ class ProvisioningCapacity:
             self._later(now + delay, key, lambda: self._provision(key, check, name, pool.name, count))
 
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         if wl is None or wl.admission is None:
             return  # withdrawn (a variant whose race ended) or no longer holding quota: nothing to provision for
         now = self._now()

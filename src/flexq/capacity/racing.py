@@ -150,7 +150,7 @@ class RacingCapacity:
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} waits for room: {why}{eta}", request=name,
                    state="Accepted", eta=min(etas) if etas else None)
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         if wl is not None:
             wl.pending_reason = f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}"
         self._make_room()

@@ -40,7 +40,7 @@ class JobEvents(QueueState):
 
     def _workload_for(self, job: Mapping[str, Any]) -> Workload | None:
         key = self.by_job_uid.get(str(job["metadata"].get("uid", "")))
-        return self.scheduler.workloads.get(key) if key else None
+        return self.scheduler.workload(key) if key else None
 
     def _remember(self, obj: Mapping[str, Any]) -> None:
         uid = (obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
@@ -111,7 +111,7 @@ class JobEvents(QueueState):
         wl = self._workload_for(job)
         if wl is None:
             return
-        old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+        old = self.scheduler.workload(wl.replaces) if wl.replaces else None
         if old is not None:
             self._log(self.scheduler.delete(old.key, self.clock.now()))
             self.capacity.release(old.key)
@@ -135,7 +135,7 @@ class JobEvents(QueueState):
             self.metrics[wl.key] = metrics
             self._touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
-            old = self.scheduler.workloads.get(wl.replaces) if wl.replaces else None
+            old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             if old is not None and old.state is not WorkloadState.FINISHED:
                 self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
             self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))

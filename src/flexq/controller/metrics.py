@@ -100,7 +100,7 @@ def sample(controller: QueueController, now: float) -> Sample:
     admitted: dict[str, int] = {}
     cost: dict[str, float] = {}
     driver = controller.capacity.driver
-    for wl in scheduler.workloads.values():
+    for wl in scheduler.workloads():
         cq = wl.cluster_queue
         if wl.parent:
             continue
@@ -109,7 +109,7 @@ def sample(controller: QueueController, now: float) -> Sample:
         if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
             continue
         if wl.state is WorkloadState.PENDING:
-            active = wl.key in scheduler.variants or (scheduler.queues.queued(wl) and not scheduler.queues.aside(wl))
+            active = wl.key in scheduler.variants or (scheduler.waiting(wl))
             kind = "active" if active else "inadmissible"
             pending[(cq, kind)] = pending.get((cq, kind), 0) + 1
         else:
@@ -123,12 +123,12 @@ def sample(controller: QueueController, now: float) -> Sample:
     for name, spec in scheduler.config.cluster_queues.items():
         cohorts[name] = spec.cohort or ""
         queue_status[name] = "active" if spec.active else "pending"
-        if name not in scheduler.tree.queues:
+        if not scheduler.has_cluster_queue(name):
             continue
         for group in spec.groups:
             for (flavor, resource), quota in group.quotas.items():
                 nominal[(name, flavor, resource)] = quota.nominal
-                usage[(name, flavor, resource)] = scheduler.tree.usage(name, (flavor, resource))
+                usage[(name, flavor, resource)] = scheduler.usage(name, (flavor, resource))
     nodes: dict[tuple[str, str], int] = {}
     hourly: dict[str, float] = {}
     provisioning: dict[str, int] = {}

@@ -93,7 +93,7 @@ class PodIntegration:
             return self._create([pod], None)
         namespace = _ns(pod)
         existing = f"{namespace}/{group}"
-        if existing in self.qc.scheduler.workloads:
+        if self.qc.scheduler.knows(existing):
             self.workload_of[_uid(pod)] = existing  # a pod of a group that is already queued
             return []
         members = sorted((p for p in self.qc.store.list_objects("", "pods", namespace)[0]
@@ -165,7 +165,7 @@ class PodIntegration:
         return sorted((p for p in pods if _uid(p) in uids), key=lambda p: str(p["metadata"]["name"]))
 
     def _check_finished(self, key: str) -> list[Event]:
-        wl = self.qc.scheduler.workloads.get(key)
+        wl = self.qc.scheduler.workload(key)
         if wl is None or wl.state is WorkloadState.FINISHED or not wl.holds_quota:
             return []
         verdict = outcome([str((p.get("status") or {}).get("phase", "Pending")) for p in self._pods(key)])

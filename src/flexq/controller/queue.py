@@ -136,7 +136,7 @@ class QueueController(JobEvents, WorkloadWrites):
     def _run_workload(self, key: str, _now: float) -> None:
         """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
         other kinds are not executed)."""
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         if self.runtime is None or wl is None:
             return
         kind, _, owner = wl.owner.partition(" ")
@@ -207,7 +207,7 @@ class QueueController(JobEvents, WorkloadWrites):
         race = self.capacity.config.fallback and self.capacity.driver is not None
         self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=race))
         now = self.clock.now()
-        for wl in list(self.scheduler.workloads.values()):
+        for wl in self.scheduler.workloads():
             if wl.admission is None:
                 wl.cluster_queue = self.local_queues.get((wl.namespace, wl.queue), "")
                 # One waiting out a retry delay queues again when the delay ends (Scheduler._requeue_due), not
@@ -233,7 +233,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     continue
                 self.scheduler.add(wl, wl.created)
-            for wl in self.scheduler.workloads.values():
+            for wl in self.scheduler.workloads():
                 if wl.replaces:
                     for uid, key in list(self.by_job_uid.items()):
                         if key == wl.replaces:
@@ -247,17 +247,17 @@ class QueueController(JobEvents, WorkloadWrites):
             driver = self.capacity.driver
             if driver is not None and self._unwritten:  # after a refused step, the driver's starts as stored
                 for key in sorted(driver.running):
-                    stored = self.scheduler.workloads.get(key)
+                    stored = self.scheduler.workload(key)
                     if stored is None or stored.state is not WorkloadState.ADMITTED:
                         driver.release(key)  # its admission was never written: it starts when admitted again
                     else:
                         self._run_workload(key, self.clock.now())  # its job's start may have been dropped
             elif self._unwritten:  # no capacity modelled: admitted jobs start on admission, and a start may be lost
-                for wl in list(self.scheduler.workloads.values()):
+                for wl in self.scheduler.workloads():
                     if wl.state is WorkloadState.ADMITTED:
                         self._run_workload(wl.key, self.clock.now())  # a running job is left as it is
             if driver is not None:
-                for wl in list(self.scheduler.workloads.values()):
+                for wl in self.scheduler.workloads():
                     if wl.state is WorkloadState.ADMITTED:
                         driver.try_start(wl.key)  # nodes do not survive a restart: ask for them again
             self._touched |= set(self.scheduler.variants) | set(self._stored_variants)
@@ -339,13 +339,13 @@ class QueueController(JobEvents, WorkloadWrites):
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
             if parent_of(obj) is not None:
                 # A variant's object is the controller's own: only admission-check states set on it count.
-                if change.type is not ChangeType.DELETED and key in self.scheduler.workloads:
+                if change.type is not ChangeType.DELETED and self.scheduler.knows(key):
                     self._workload_checks(key, obj)
                 return
             if change.type is ChangeType.DELETED:
                 self._log(self.scheduler.delete(key, self.clock.now()))
                 self.capacity.release(key)
-            elif key not in self.scheduler.workloads:
+            elif not self.scheduler.knows(key):
                 self._remember(obj)
                 wl = workload_from_object(obj, self.local_queues)
                 if wl.state not in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
@@ -356,7 +356,7 @@ class QueueController(JobEvents, WorkloadWrites):
     # --- jobs --------------------------------------------------------------------------------------
 
     def _workload_modified(self, key: str, obj: dict[str, Any]) -> None:
-        wl = self.scheduler.workloads[key]
+        wl = self.scheduler.held(key)
         now = self.clock.now()
         if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
             self._log(self.scheduler.deactivate(key, now))
@@ -365,13 +365,13 @@ class QueueController(JobEvents, WorkloadWrites):
 
     def _workload_checks(self, key: str, obj: dict[str, Any]) -> None:
         """Admission-check states written into a Workload's status (for a racing workload: its variants')."""
-        wl = self.scheduler.workloads[key]
+        wl = self.scheduler.held(key)
         now = self.clock.now()
         if not wl.holds_quota and key not in self.scheduler.variants:
             return
         known = dict(wl.checks)
         for variant in self.scheduler.variants.get(key, ()):  # a racing workload's checks are its variants'
-            known.update(getattr(self.scheduler.workloads.get(variant), "checks", {}))
+            known.update(getattr(self.scheduler.workload(variant), "checks", {}))
         for check in (obj.get("status") or {}).get("admissionChecks") or []:
             name, state = check.get("name"), check.get("state")
             if name in known and state and state != known[name].value:
@@ -404,7 +404,7 @@ class QueueController(JobEvents, WorkloadWrites):
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
         self.tally.count(events, parents, self._queued_since,
-                         lambda key: getattr(self.scheduler.workloads.get(key), "cluster_queue", ""))
+                         lambda key: getattr(self.scheduler.workload(key), "cluster_queue", ""))
         touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
         self._touched = set()
         for event in events:
@@ -414,7 +414,7 @@ class QueueController(JobEvents, WorkloadWrites):
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
         for key, evs in touched.items():
             self.store.breathe()
-            wl = self.scheduler.workloads.get(key)
+            wl = self.scheduler.workload(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
             if key in self.scheduler.variants or key in self._stored_variants:
@@ -423,7 +423,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
 
     def _queued_since(self, key: str) -> float | None:
-        wl = self.scheduler.workloads.get(key)
+        wl = self.scheduler.workload(key)
         return None if wl is None else wl.queue_time
 
     def observe(self) -> tuple[Tally, Sample]:

@@ -61,7 +61,7 @@ class QueueCounts:
         old = self._slots.pop(key, None)
         if old is not None:
             self._count(old, -1)
-        wl = scheduler.workloads.get(key)
+        wl = scheduler.workload(key)
         if wl is None or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE) or wl.parent:
             return
         slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
@@ -85,7 +85,7 @@ class QueueCounts:
         if self._recount:
             self._recount = False
             self._slots, self._counts, self._local = {}, {}, {}
-            changed = list(scheduler.workloads)
+            changed = scheduler.workload_keys()
             self._dirty = {cq["metadata"]["name"] for cq in cluster_queues}
             self._dirty_local = {(lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
                                  for lq in local_queues}
@@ -94,21 +94,20 @@ class QueueCounts:
         if not (self._dirty or self._dirty_local) or self.due_in() > 0:
             return
         self._last = self._monotonic()
-        tree = scheduler.tree
         with self.store.transaction():
             for cq in cluster_queues:
                 name = cq["metadata"]["name"]
                 if name not in self._dirty:
                     continue
                 pending, reserving, admitted = self._counts.get(name, [0, 0, 0])
-                usage = tree.queues[name].usage if name in tree.queues else {}
+                usage = scheduler.queue_usage(name)
                 flavors: dict[str, list[dict[str, Any]]] = {}
                 for group in (cq.get("spec") or {}).get("resourceGroups") or []:
                     for flavor in group.get("flavors", []):
                         rows = flavors.setdefault(flavor["name"], [])
                         for res in flavor.get("resources", []):
                             amount = usage.get((flavor["name"], res["name"]), 0)
-                            nominal = tree.nominal(name, (flavor["name"], res["name"])) if name in tree.queues else 0
+                            nominal = scheduler.nominal(name, (flavor["name"], res["name"]))
                             rows.append({"name": res["name"], "total": format_amount(res["name"], amount),
                                          "borrowed": format_amount(res["name"], max(0, amount - nominal))})
                 usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]

@@ -96,13 +96,13 @@ class WorkloadWrites(QueueState):
         status; gone once it is withdrawn or has won."""
         namespace = parent_key.partition("/")[0]
         live = {v.name: v for k in self.scheduler.variants.get(parent_key, ())
-                if (v := self.scheduler.workloads.get(k)) is not None}
+                if (v := self.scheduler.workload(k)) is not None}
         names = self._stored_variants.setdefault(parent_key, set())
         for name in sorted(names - set(live)):
             with contextlib.suppress(NotFound):
                 self.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
             names.discard(name)
-        parent = self.scheduler.workloads.get(parent_key)
+        parent = self.scheduler.workload(parent_key)
         stored_parent = self._stored_workload(parent) if parent is not None else None
         for name, variant in sorted(live.items()):
             key = Key("kueue.x-k8s.io", "workloads", namespace, name)
@@ -130,7 +130,7 @@ class WorkloadWrites(QueueState):
         """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
         rows = []
         for key in self.scheduler.variants.get(wl.key, ()):
-            variant = self.scheduler.workloads.get(key)
+            variant = self.scheduler.workload(key)
             if variant is None:
                 continue
             row: dict[str, Any] = {"name": variant.name, "flavor": variant.flavor, "state": variant.state.value}

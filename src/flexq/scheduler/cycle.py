@@ -70,7 +70,7 @@ class Cycling(Transitions):
             del self.unavailable[flavor]
         if gone:
             self._failed.clear()
-            self.queues.wake(list(self.config.cluster_queues), self.workloads)
+            self._queues.wake(list(self.config.cluster_queues), self._workloads)
 
     def cycle(self, now: float) -> tuple[list[Event], bool]:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
@@ -89,7 +89,7 @@ class Cycling(Transitions):
                 targets = self._targets(wl, assignment)
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
-        with self.tree.trial() as trial:
+        with self._tree.trial() as trial:
             state = _Cycle(trial)
             for wl, assignment, targets in nominated:
                 events += self._process(wl, assignment, targets, state, now)
@@ -111,7 +111,7 @@ class Cycling(Transitions):
                 if wl.key in self._gated else ""
             self._gated.discard(wl.key)
             return self._inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
-        old = replaced_slice(self.workloads, wl)
+        old = replaced_slice(self._workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, state, now)
         discount = racing_discount(usage, self._shared(wl))
@@ -127,8 +127,8 @@ class Cycling(Transitions):
             self._remove_for_cycle(victim, state)
         # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
         replaced = old.admission.usage() if old is not None and old.admission is not None else {}
-        with self.tree.without([(cq.name, replaced)] if replaced else []):
-            fits = all(v <= self.tree.available(cq.name, fr) for fr, v in usage.items())
+        with self._tree.without([(cq.name, replaced)] if replaced else []):
+            fits = all(v <= self._tree.available(cq.name, fr) for fr, v in usage.items())
         if replaced:
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
         if not fits:
@@ -162,8 +162,8 @@ class Cycling(Transitions):
                        now: float) -> list[Event]:
         """Admit slice ``wl`` in place of ``old``: what it adds must fit; ``old`` is finished in the same step."""
         assert old.admission is not None
-        with self.tree.without([(old.cluster_queue, old.admission.usage())]):
-            fits = all(v <= self.tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
+        with self._tree.without([(old.cluster_queue, old.admission.usage())]):
+            fits = all(v <= self._tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
         if not fits:
             return self._skip(wl, "Workload no longer fits after processing another workload", now,
                               PendingReason.WAITING_FOR_QUOTA)
@@ -177,9 +177,9 @@ class Cycling(Transitions):
         """A workload waiting for preemption keeps other heads off the capacity it needs, this cycle."""
         reserved: dict[FlavorResource, int] = {}
         for fr, req in usage.items():
-            nominal, used = self.tree.nominal(cq.name, fr), self.tree.usage(cq.name, fr)
+            nominal, used = self._tree.nominal(cq.name, fr), self._tree.usage(cq.name, fr)
             if borrowing:
-                limit = self.tree.queues[cq.name].borrowing_limit(fr)
+                limit = self._tree.queues[cq.name].borrowing_limit(fr)
                 amount = req if limit is None else min(req, nominal + limit - used)
             else:
                 amount = max(0, min(req, nominal - used))
@@ -191,11 +191,11 @@ class Cycling(Transitions):
     def _heads(self, now: float) -> tuple[list[Workload], list[Event]]:
         heads: list[Workload] = []
         events: list[Event] = []
-        for name in self.queues.queues():
+        for name in self._queues.queues():
             cq = self.config.cluster_queues.get(name)
-            if cq is None or self.queues.blocked(name):
+            if cq is None or self._queues.blocked(name):
                 continue
-            wl = self.queues.head(name, self.workloads)
+            wl = self._queues.head(name, self._workloads)
             if wl is None:
                 continue
             if not cq.active:
@@ -208,27 +208,27 @@ class Cycling(Transitions):
         """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
         not changed since, gets the same answer without the search (Kueue's equivalence classes)."""
         cq = self.config.cluster_queues[wl.cluster_queue]
-        old = replaced_slice(self.workloads, wl)
+        old = replaced_slice(self._workloads, wl)
         if old is not None:
-            assignment = assign_slice(wl, old, cq, self.tree, self.config.flavors, self.holding)
+            assignment = assign_slice(wl, old, cq, self._tree, self.config.flavors, self.holding)
             self.last_assignment[wl.key] = assignment
             return assignment
         shared = self._shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
-            with self.tree.without([(cq.name, shared)]):
-                assignment = assign_flavors(wl, cq, self.tree, self.config.flavors,
-                                            oracle_for(wl, cq, self.tree, self.holding), self._unavailable())
+            with self._tree.without([(cq.name, shared)]):
+                assignment = assign_flavors(wl, cq, self._tree, self.config.flavors,
+                                            oracle_for(wl, cq, self._tree, self.holding), self._unavailable())
             self.last_assignment[wl.key] = assignment
             return assignment
         shape = self._shape(wl, cq)
-        version = self.tree.root(cq.name).version
+        version = self._tree.root(cq.name).version
         cached = self._failed.get(shape)
         if cached is not None and cached[0] == version:
             self.last_assignment[wl.key] = cached[1]
             return cached[1]
-        oracle = oracle_for(wl, cq, self.tree, self.holding)
-        assignment = assign_flavors(wl, cq, self.tree, self.config.flavors, oracle, self._unavailable())
+        oracle = oracle_for(wl, cq, self._tree, self.holding)
+        assignment = assign_flavors(wl, cq, self._tree, self.config.flavors, oracle, self._unavailable())
         self.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
             self._failed[shape] = (version, assignment)
@@ -244,10 +244,10 @@ class Cycling(Transitions):
 
     def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
         cq = self.config.cluster_queues[wl.cluster_queue]
-        old = replaced_slice(self.workloads, wl)
+        old = replaced_slice(self._workloads, wl)
         if old is not None:
-            return slice_targets(wl, old, cq, self.tree, self.holding, assignment)
-        targets = find_targets(wl, cq, self.tree, self.holding, assignment.preempt_resources(), assignment.usage())
+            return slice_targets(wl, old, cq, self._tree, self.holding, assignment)
+        targets = find_targets(wl, cq, self._tree, self.holding, assignment.preempt_resources(), assignment.usage())
         if targets and not self.may_preempt(wl):
             self._gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

@@ -38,9 +38,9 @@ class Racing:
     """Concurrent admission's state and transitions (a mixin of the scheduler: it provides what is declared here)."""
 
     config: Config
-    tree: QuotaTree
-    queues: QueueManager
-    workloads: dict[str, Workload]
+    _tree: QuotaTree
+    _queues: QueueManager
+    _workloads: dict[str, Workload]
     holding: dict[str, dict[str, Workload]]
     last_assignment: dict[str, Assignment]
     _requeues: dict[str, float]
@@ -66,11 +66,11 @@ class Racing:
         while a sibling holds quota, and none to move a workload that already runs."""
         if not wl.parent:
             return True
-        parent = self.workloads.get(wl.parent)
+        parent = self._workloads.get(wl.parent)
         if parent is not None and parent.admission is not None:
             return False
         for key in self.variants.get(wl.parent, ()):
-            other = self.workloads.get(key)
+            other = self._workloads.get(key)
             if other is None or other is wl:
                 continue
             if other.admission is not None or any(t.workload.evicting for t in self.last_targets.get(key, ())):
@@ -88,18 +88,18 @@ class Racing:
         policy = None if cq is None else self._policy(cq)
         if cq is None or policy is None:
             return None
-        plans = plan_variants(wl, cq, policy, self.tree, self.config.flavors, strict=not self.config.race)
+        plans = plan_variants(wl, cq, policy, self._tree, self.config.flavors, strict=not self.config.race)
         if not plans:
             return None
-        self.queues.discard(wl)
+        self._queues.discard(wl)
         events: list[Event] = []
         keys: list[str] = []
         for plan in plans:
             variant = Workload(wl.namespace, variant_name(wl, plan.flavor), wl.queue, wl.cluster_queue, wl.podsets,
                                wl.priority, wl.created, owner=wl.owner, ordering_time=wl.ordering_time,
                                parent=wl.key, flavor=plan.flavor, allowed=plan.allowed)
-            self.workloads[variant.key] = variant
-            self.queues.push(variant)
+            self._workloads[variant.key] = variant
+            self._queues.push(variant)
             keys.append(variant.key)
             events.append(Event(now, EventKind.CREATED, variant.key, cq.name,
                                 f"Variant of {wl.key} for flavor {plan.flavor}",
@@ -112,7 +112,7 @@ class Racing:
         """Why a racing workload waits: each variant's reason, those nearest to starting first (admitted, then
         holding quota, then pending; by preference within each). Empty if it is not racing."""
         order = {WorkloadState.ADMITTED: 0, WorkloadState.QUOTA_RESERVED: 1}
-        variants = [v for k in self.variants.get(key, ()) if (v := self.workloads.get(k)) is not None]
+        variants = [v for k in self.variants.get(key, ()) if (v := self._workloads.get(k)) is not None]
         parts = []
         for _i, variant in sorted(enumerate(variants), key=lambda e: (order.get(e[1].state, 2), e[0])):
             parts.append(f"{variant.flavor}: {variant.pending_reason or variant.state.value}")
@@ -121,8 +121,8 @@ class Racing:
     def settle(self, key: str, now: float) -> list[Event]:
         """Variant ``key`` wins: its parent takes its admission (migrating from where it runs, if it runs); the
         other variants are withdrawn, except, under ``TryPreferredFlavors``, the more preferred ones."""
-        variant = self.workloads.get(key)
-        parent = self.workloads.get(variant.parent) if variant is not None else None
+        variant = self._workloads.get(key)
+        parent = self._workloads.get(variant.parent) if variant is not None else None
         cq = self.config.cluster_queues.get(variant.cluster_queue) if variant is not None else None
         if variant is None or parent is None or cq is None or variant.admission is None:
             return []
@@ -144,7 +144,7 @@ class Racing:
         parent.won = variant.name
         events += self._withdraw_losers(parent, variant, cq, now)
         variant.state = WorkloadState.FINISHED
-        self.workloads.pop(key, None)
+        self._workloads.pop(key, None)
         self.last_assignment.pop(key, None)
         events.append(Event(now, EventKind.FINISHED, key, variant.cluster_queue,
                             f"The variant won: {parent.key} runs on flavor {variant.flavor}",
@@ -158,14 +158,14 @@ class Racing:
 
     def _take_shared(self, variant: Workload, parent: Workload) -> None:
         """The winner takes the shared pod sets' quota over from the sibling that held it."""
-        carrier = self.workloads.get(self._carrier.get(parent.key, ""))
+        carrier = self._workloads.get(self._carrier.get(parent.key, ""))
         if variant.key in self._full and carrier is not None and carrier is not parent and \
                 carrier.admission is not None:
             held = carrier.admission
             shared = discount(held.total, self._shared(variant))
             self._full[carrier.key] = held
             carrier.admission = without(held, shared)
-            self.tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
+            self._tree.remove(carrier.cluster_queue, {fr: v for fr, v in shared.items() if v})
             self._make_full(variant)
             self._carrier[parent.key] = variant.key
 
@@ -189,7 +189,7 @@ class Racing:
         policy = self._policy(cq)
         keep = []
         for other_key in self.variants.pop(parent.key, []):
-            other = self.workloads.get(other_key)
+            other = self._workloads.get(other_key)
             if other is None or other_key == variant.key:
                 continue
             if policy is not None and policy.migrate and not policy.implicit and \
@@ -207,7 +207,7 @@ class Racing:
 
     def refuse_migration(self, variant: Workload, now: float) -> list[Event]:
         """If ``variant`` would move its running workload and :attr:`migration_check` refuses, withdraw it."""
-        parent = self.workloads.get(variant.parent)
+        parent = self._workloads.get(variant.parent)
         if parent is None or parent.admission is None or self.migration_check is None:
             return []
         why = self.migration_check(parent, variant, now)
@@ -227,7 +227,7 @@ class Racing:
         out = list(events)
         for event in events:
             if event.kind is EventKind.ADMITTED:
-                variant = self.workloads.get(event.workload)
+                variant = self._workloads.get(event.workload)
                 if variant is not None and variant.parent and variant.state is WorkloadState.ADMITTED:
                     out += self.settle(variant.key, now)
         return out
@@ -235,10 +235,10 @@ class Racing:
     def _withdraw(self, variant: Workload, now: float, reason: str) -> list[Event]:
         if variant.admission is not None:
             self._release(variant)
-        self.queues.discard(variant)
+        self._queues.discard(variant)
         self._requeues.pop(variant.key, None)
         variant.state = WorkloadState.FINISHED
-        self.workloads.pop(variant.key, None)
+        self._workloads.pop(variant.key, None)
         self.last_assignment.pop(variant.key, None)
         return [Event(now, EventKind.FINISHED, variant.key, variant.cluster_queue, reason,
                       extra={"finishedReason": "VariantWithdrawn", "parent": variant.parent})]
@@ -246,18 +246,18 @@ class Racing:
     def _withdraw_all(self, wl: Workload, now: float, reason: str) -> list[Event]:
         events: list[Event] = []
         for key in self.variants.pop(wl.key, []):
-            variant = self.workloads.get(key)
+            variant = self._workloads.get(key)
             if variant is not None:
                 events += self._withdraw(variant, now, reason)
         return events
 
     def _variant_lost(self, variant: Workload, now: float, reason: str) -> list[Event]:
         """A variant was deactivated (its check Rejected): when none is left racing, the parent is deactivated."""
-        parent = self.workloads.get(variant.parent)
+        parent = self._workloads.get(variant.parent)
         if parent is None or parent.admission is not None:
             return []
         live = [k for k in self.variants.get(parent.key, [])
-                if (v := self.workloads.get(k)) is not None and v.state is not WorkloadState.INACTIVE]
+                if (v := self._workloads.get(k)) is not None and v.state is not WorkloadState.INACTIVE]
         if live:
             return []
         events = self._withdraw_all(parent, now, "Variant withdrawn: its workload is deactivated")
@@ -271,8 +271,8 @@ class Racing:
         if full is None or wl.admission is None:
             return
         extra = {fr: v - wl.admission.total.get(fr, 0) for fr, v in full.total.items()}
-        if wl.cluster_queue in self.tree.queues:
-            self.tree.add(wl.cluster_queue, {fr: v for fr, v in extra.items() if v})
+        if wl.cluster_queue in self._tree.queues:
+            self._tree.add(wl.cluster_queue, {fr: v for fr, v in extra.items() if v})
         wl.admission = full
 
     def _shared(self, wl: Workload) -> dict[FlavorResource, int] | None:
@@ -281,7 +281,7 @@ class Racing:
         if not wl.parent or wl.allowed is None:
             return None
         allowed = wl.allowed_flavors()
-        carrier = self.workloads.get(self._carrier.get(wl.parent, ""))
+        carrier = self._workloads.get(self._carrier.get(wl.parent, ""))
         if carrier is None or carrier is wl or carrier.admission is None:
             return None
         shared = {fr: v for fr, v in carrier.admission.total.items() if fr[0] in allowed and fr[0] != wl.flavor}

@@ -35,6 +35,7 @@ from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import (
     Admission,
     CheckState,
+    FlavorResource,
     PendingReason,
     PodSet,
     Workload,
@@ -52,10 +53,10 @@ class Scheduler(Cycling):
     def __init__(self, config: Config | None = None, *, instant_eviction: bool = False) -> None:
         self.config = config or Config({}, {}, {})
         self.instant_eviction = instant_eviction
-        self.tree = QuotaTree(self.config.cluster_queues.values(), self.config.cohorts.values())
-        self.workloads: dict[str, Workload] = {}
+        self._tree = QuotaTree(self.config.cluster_queues.values(), self.config.cohorts.values())
+        self._workloads: dict[str, Workload] = {}
         self.holding: dict[str, dict[str, Workload]] = {}
-        self.queues = QueueManager()
+        self._queues = QueueManager()
         self.last_assignment: dict[str, Assignment] = {}
         self._failed: dict[tuple[object, ...], tuple[int, Assignment]] = {}
         """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
@@ -80,33 +81,81 @@ class Scheduler(Cycling):
         self._set_aside = 0
         """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
 
+    # --- what the scheduler holds, for its drivers (the live controller, the simulator, the capacity driver) ---
+
+    def workload(self, key: str) -> Workload | None:
+        """The workload ``key`` (None when the scheduler does not hold it)."""
+        return self._workloads.get(key)
+
+    def held(self, key: str) -> Workload:
+        """The workload ``key``, which the scheduler holds (KeyError otherwise)."""
+        return self._workloads[key]
+
+    def knows(self, key: str) -> bool:
+        return key in self._workloads
+
+    def workloads(self) -> list[Workload]:
+        """Every workload held, in the order they were added."""
+        return list(self._workloads.values())
+
+    def workload_keys(self) -> list[str]:
+        return list(self._workloads)
+
+    def waiting(self, wl: Workload) -> bool:
+        """A pending workload in its queue's line (not set aside as inadmissible)."""
+        return self._queues.queued(wl) and not self._queues.aside(wl)
+
+    def has_cluster_queue(self, name: str) -> bool:
+        """The ClusterQueue is in the quota tree (configured and known)."""
+        return name in self._tree.queues
+
+    def usage(self, cq: str, fr: FlavorResource) -> int:
+        """What the ClusterQueue's admitted workloads hold of ``fr`` (0 for a queue not in the tree)."""
+        return self._tree.usage(cq, fr) if cq in self._tree.queues else 0
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        return self._tree.nominal(cq, fr) if cq in self._tree.queues else 0
+
+    def queue_usage(self, cq: str) -> dict[FlavorResource, int]:
+        """What the ClusterQueue's admitted workloads hold, by flavor and resource."""
+        return dict(self._tree.queues[cq].usage) if cq in self._tree.queues else {}
+
+    def cohort_root(self, cq: str) -> str | None:
+        """The name of the top of the ClusterQueue's cohort tree (the queue itself when it has no cohort)."""
+        return self._tree.root(cq).name if cq in self._tree.queues else None
+
+    def note_race_reasons(self) -> None:
+        """Each workload still racing says why, as its variants stand now (its pending reason)."""
+        for key in self.variants:
+            self._workloads[key].pending_reason = self.race_reason(key)
+
     def configure(self, config: Config) -> None:
         """Replace the queue configuration; usage of workloads holding quota is carried over."""
         self.config = config
         self._failed.clear()
-        self.tree = QuotaTree(config.cluster_queues.values(), config.cohorts.values())
-        for wl in self.workloads.values():
-            if wl.admission is not None and wl.cluster_queue in self.tree.queues:
-                self.tree.add(wl.cluster_queue, wl.admission.usage())
-        for wl in list(self.workloads.values()):
+        self._tree = QuotaTree(config.cluster_queues.values(), config.cohorts.values())
+        for wl in self._workloads.values():
+            if wl.admission is not None and wl.cluster_queue in self._tree.queues:
+                self._tree.add(wl.cluster_queue, wl.admission.usage())
+        for wl in list(self._workloads.values()):
             self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
-        self.queues.wake(list(config.cluster_queues), self.workloads)
+        self._queues.wake(list(config.cluster_queues), self._workloads)
 
     def enqueue(self, wl: Workload, now: float) -> None:
         """Queue a pending workload that is not queued, racing or waiting out a retry delay (its ClusterQueue
         appeared, or the configuration changed)."""
         if wl.state is not WorkloadState.PENDING or wl.requeue_at is not None or wl.key in self.variants or \
-                wl.cluster_queue not in self.config.cluster_queues or self.queues.queued(wl):
+                wl.cluster_queue not in self.config.cluster_queues or self._queues.queued(wl):
             return
         raced = None if wl.parent else self._race(wl, now)
         if raced is None:
-            self.queues.push(wl)
+            self._queues.push(wl)
         else:
             self._deferred += raced
 
     def add(self, wl: Workload, now: float) -> list[Event]:
         """A new workload enters its queue (or, already holding quota, is restored as it was)."""
-        self.workloads[wl.key] = wl
+        self._workloads[wl.key] = wl
         if wl.replaces:
             self._replaced_by[wl.replaces] = wl.key
         events = [Event(now, EventKind.CREATED, wl.key, wl.cluster_queue, extra=_owner(wl))]
@@ -122,17 +171,17 @@ class Scheduler(Cycling):
         raced = self._race(wl, now)
         if raced is not None:
             return events + raced
-        self.queues.push(wl)
+        self._queues.push(wl)
         return events
 
     def delete(self, key: str, now: float) -> list[Event]:
         """The workload (or its job) was deleted: its quota is freed."""
-        wl = self.workloads.pop(key, None)
+        wl = self._workloads.pop(key, None)
         if wl is None:
             return []
         if self._replaced_by.get(wl.replaces) == key:
             del self._replaced_by[wl.replaces]
-        self.queues.discard(wl)
+        self._queues.discard(wl)
         self.last_assignment.pop(key, None)
         self._requeues.pop(key, None)
         if wl.admission is not None:
@@ -144,11 +193,11 @@ class Scheduler(Cycling):
                   pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload (for a racing
         workload: for its variants that have the check)."""
-        wl = self.workloads[key]
+        wl = self._workloads[key]
         if key in self.variants and check not in wl.checks:
             out: list[Event] = []
             for variant in list(self.variants[key]):
-                if variant in self.workloads:  # one that won may have withdrawn the others
+                if variant in self._workloads:  # one that won may have withdrawn the others
                     out += self.set_check(variant, check, state, now, message, retry_after, pod_set_updates)
             return out
         if not wl.holds_quota or check not in wl.checks:
@@ -171,7 +220,7 @@ class Scheduler(Cycling):
                 return events
             delay = retry_after if retry_after is not None else self.config.check_retry_delay.get(check, 0.0)
             if delay > 0:
-                self.queues.discard(wl)
+                self._queues.discard(wl)
                 wl.requeue_at = now + delay
                 self._requeues[wl.key] = wl.requeue_at
         elif state is CheckState.REJECTED:
@@ -179,7 +228,7 @@ class Scheduler(Cycling):
             events += self._evict(wl, now, reason, "AdmissionCheck")
             if wl.state is WorkloadState.FINISHED:
                 return events
-            self.queues.discard(wl)
+            self._queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
             events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue, reason))
             if wl.parent:
@@ -188,7 +237,7 @@ class Scheduler(Cycling):
 
     def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
         """Evict from outside (a controller): release the quota and queue again."""
-        return self._evict(self.workloads[key], now, reason, cause)
+        return self._evict(self._workloads[key], now, reason, cause)
 
     def next_requeue(self) -> float | None:
         """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's
@@ -206,21 +255,21 @@ class Scheduler(Cycling):
         """The job's pod counts changed in place: an elastic job that scaled down (its quota shrinks at once), or
         a workload not yet admitted (it is nominated again with its new shape). Growth of an admitted workload
         takes a new slice instead (:mod:`flexq.scheduler.slices`)."""
-        wl = self.workloads[key]
+        wl = self._workloads[key]
         if wl.admission is not None:
             admission = shrunk(wl.admission, {p.name: p.count for p in podsets})
-            if wl.cluster_queue in self.tree.queues:
-                self.tree.remove(wl.cluster_queue, wl.admission.usage())
-                self.tree.add(wl.cluster_queue, admission.usage())
+            if wl.cluster_queue in self._tree.queues:
+                self._tree.remove(wl.cluster_queue, wl.admission.usage())
+                self._tree.add(wl.cluster_queue, admission.usage())
             wl.admission = admission
             self._wake_tree(wl.cluster_queue)
         wl.podsets = podsets
         if wl.key in self.variants:  # racing: the variants race anew with the new shape
             events = self._withdraw_all(wl, now, "Variant withdrawn: its workload was resized")
             return events + (self._race(wl, now) or [])
-        if wl.state is WorkloadState.PENDING and self.queues.queued(wl):
-            self.queues.discard(wl)
-            self.queues.push(wl)
+        if wl.state is WorkloadState.PENDING and self._queues.queued(wl):
+            self._queues.discard(wl)
+            self._queues.push(wl)
         return []
 
 

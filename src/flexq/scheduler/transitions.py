@@ -37,8 +37,8 @@ class Transitions(Racing):
     _set_aside: int
 
     def finish(self, key: str, now: float, reason: str = "JobFinished") -> list[Event]:
-        wl = self.workloads[key]
-        self.queues.discard(wl)
+        wl = self._workloads[key]
+        self._queues.discard(wl)
         if wl.admission is not None:
             self._release(wl)
         withdrawn = self._withdraw_all(wl, now, "Variant withdrawn: its workload finished")
@@ -48,7 +48,7 @@ class Transitions(Racing):
 
     def complete_eviction(self, key: str, now: float) -> list[Event]:
         """A preempted workload has stopped: its quota is released and it queues again."""
-        wl = self.workloads.get(key)
+        wl = self._workloads.get(key)
         if wl is None or not wl.evicting:
             return []
         return self._evict(wl, now, wl.pending_reason or "Preempted", "Preempted")
@@ -56,29 +56,29 @@ class Transitions(Racing):
     def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated") -> list[Event]:
         """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
         racing workload's variants are withdrawn."""
-        wl = self.workloads[key]
+        wl = self._workloads[key]
         if wl.state is WorkloadState.INACTIVE:
             return []
         events = self._evict(wl, now, reason, "Deactivated", requeue=False)
         if wl.state is WorkloadState.FINISHED:  # a slice whose replacement waits: that one carries the job on
             return events
         events += self._withdraw_all(wl, now, "Variant withdrawn: its workload is deactivated")
-        self.queues.discard(wl)
+        self._queues.discard(wl)
         wl.state = WorkloadState.INACTIVE
         return [*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue, reason)]
 
     def _hold(self, wl: Workload) -> None:
         assert wl.admission is not None
         self.holding.setdefault(wl.cluster_queue, {})[wl.key] = wl
-        if wl.cluster_queue in self.tree.queues:
-            self.tree.add(wl.cluster_queue, wl.admission.usage())
+        if wl.cluster_queue in self._tree.queues:
+            self._tree.add(wl.cluster_queue, wl.admission.usage())
 
     def _reserve(self, wl: Workload, assignment: Assignment, now: float,
                  discount: Mapping[FlavorResource, int] | None = None) -> list[Event]:
         cq = self.config.cluster_queues[wl.cluster_queue]
         admission = Admission.of(cq.name, tuple(
             PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count) for p in assignment.podsets))
-        self.queues.discard(wl)
+        self._queues.discard(wl)
         if discount:
             self._full[wl.key] = admission
             wl.admission = without(admission, discount)
@@ -111,8 +111,8 @@ class Transitions(Racing):
     def _release(self, wl: Workload) -> None:
         assert wl.admission is not None
         self.holding.get(wl.cluster_queue, {}).pop(wl.key, None)
-        if wl.cluster_queue in self.tree.queues:
-            self.tree.remove(wl.cluster_queue, wl.admission.usage())
+        if wl.cluster_queue in self._tree.queues:
+            self._tree.remove(wl.cluster_queue, wl.admission.usage())
         wl.admission = None
         wl.evicting = False
         self._full.pop(wl.key, None)
@@ -122,15 +122,15 @@ class Transitions(Racing):
             del self._carrier[parent]
             for key in self.variants.get(parent, ()):
                 if key in self._full:
-                    self._make_full(self.workloads[key])
+                    self._make_full(self._workloads[key])
                     self._carrier[parent] = key
                     break
         self._wake_tree(wl.cluster_queue)
 
     def _wake_tree(self, cq: str) -> None:
-        if cq not in self.tree.queues:
+        if cq not in self._tree.queues:
             return
-        self.queues.wake(self.tree.members(cq), self.workloads)
+        self._queues.wake(self._tree.members(cq), self._workloads)
 
     def _evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True) -> list[Event]:
         if wl.admission is None:
@@ -144,7 +144,7 @@ class Transitions(Racing):
         wl.evictions += 1
         wl.pending_reason = ""
         evicted = [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
-        replacement = self.workloads.get(self._replaced_by.get(wl.key, ""))
+        replacement = self._workloads.get(self._replaced_by.get(wl.key, ""))
         if replacement is not None and replacement.state is WorkloadState.PENDING:
             # A slice evicted while its replacement waits is not queued again: the job's next admission is the
             # replacement's, with quota for all its pods (as Kueue finishes evicted slices).
@@ -156,7 +156,7 @@ class Transitions(Racing):
         raced = None if wl.parent else self._race(wl, now)
         if raced is not None:
             return evicted + raced  # as Kueue: an evicted parent pursues every flavor again
-        self.queues.push(wl)
+        self._queues.push(wl)
         return evicted
 
     def _finish_replaced(self, old: Workload, new: Workload, now: float, message: str) -> list[Event]:
@@ -177,7 +177,7 @@ class Transitions(Racing):
 
     def _path(self, cq: str) -> str:
         parts = []
-        node = self.tree.queues.get(cq)
+        node = self._tree.queues.get(cq)
         while node is not None:
             parts.append(node.name)
             node = node.parent
@@ -186,9 +186,9 @@ class Transitions(Racing):
     def _inadmissible(self, wl: Workload, reason: str, now: float, kind: PendingReason | None) -> list[Event]:
         cq = self.config.cluster_queues.get(wl.cluster_queue)
         if cq is not None and cq.strategy is Strategy.STRICT_FIFO:
-            self.queues.block(cq.name)
+            self._queues.block(cq.name)
         else:
-            self.queues.set_aside(wl)
+            self._queues.set_aside(wl)
             if wl.parent:
                 self._set_aside += 1  # a sibling variant may be next in this queue: worth another cycle now
         if self._note_pending(wl, reason, kind):
@@ -212,10 +212,10 @@ class Transitions(Racing):
         due = sorted((at, key) for key, at in self._requeues.items() if at <= now)
         for _, key in due:
             del self._requeues[key]
-            wl = self.workloads.get(key)
+            wl = self._workloads.get(key)
             if wl is not None and wl.requeue_at is not None and wl.state is WorkloadState.PENDING:
                 wl.requeue_at = None
                 wl.ordering_time = now
-                self.queues.push(wl)
+                self._queues.push(wl)
                 events.append(Event(now, EventKind.REQUEUED, wl.key, wl.cluster_queue, "Backoff finished"))
         return events

@@ -127,8 +127,8 @@ class _Run:
         if self.driver is not None:  # the simulator knows what the live server can only be told
             self.driver.finish_eta = self.finish_at.get
             self.driver.run_time = self.run_for.get
-        self.finishing: dict[int, list[tuple[float, str]]] = {}
-        """Per cohort tree (its root's id): finish times of the workloads running in it, soonest first."""
+        self.finishing: dict[str, list[tuple[float, str]]] = {}
+        """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
         self.wake_at: set[float] = set()
         self._normalized: dict[Any, list[Any]] = {}
@@ -167,14 +167,14 @@ class _Run:
 
         A lower bound on the wait, not a promise: what frees may not be enough, or may go to another head.
         """
-        wl = self.scheduler.workloads.get(key)
-        tree = self.scheduler.tree
-        if wl is None or wl.cluster_queue not in tree.queues:
+        wl = self.scheduler.workload(key)
+        root = self.scheduler.cohort_root(wl.cluster_queue) if wl is not None else None
+        if root is None:
             return None
-        heap = self.finishing.get(id(tree.root(wl.cluster_queue)))
+        heap = self.finishing.get(root)
         while heap:
             at, other = heap[0]
-            holder = self.scheduler.workloads.get(other)
+            holder = self.scheduler.workload(other)
             if at > now and self.finish_at.get(other) == at and holder is not None and holder.admission is not None:
                 return at
             heapq.heappop(heap)  # finished, evicted or past: it frees nothing later
@@ -188,17 +188,17 @@ class _Run:
         self.finish_token[key] = token
 
         def finish() -> None:
-            wl = self.scheduler.workloads.get(key)
+            wl = self.scheduler.workload(key)
             self.finish_at.pop(key, None)
             if wl is None or self.finish_token.get(key) != token or wl.state is not WorkloadState.ADMITTED:
                 return  # evicted (or deleted) since it started: this run never completes
             self.log(self.scheduler.finish(key, self.kernel.clock.now(), "JobFinished"))
 
         self.finish_at[key] = t + run_for
-        wl = self.scheduler.workloads.get(key)
-        tree = self.scheduler.tree
-        if wl is not None and wl.cluster_queue in tree.queues:
-            heapq.heappush(self.finishing.setdefault(id(tree.root(wl.cluster_queue)), []), (t + run_for, key))
+        wl = self.scheduler.workload(key)
+        root = self.scheduler.cohort_root(wl.cluster_queue) if wl is not None else None
+        if root is not None:
+            heapq.heappush(self.finishing.setdefault(root, []), (t + run_for, key))
         self.kernel.schedule(t + run_for, finish, _FINISH)
 
     def submit(self, sub: Submission) -> None:
@@ -272,7 +272,7 @@ class _Run:
 
     def check(self, check: Check) -> None:
         key = self.jobs.get(check.workload, check.workload)
-        if key not in self.scheduler.workloads:
+        if not self.scheduler.knows(key):
             raise ScenarioError(self.scenario.source, f"checks: no workload or job {check.workload!r} at "
                                 f"t={_num(check.at)}s")
         now = self.kernel.clock.now()
@@ -315,8 +315,7 @@ class _Run:
             self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
         self.kernel.run_until(self.scenario.until, self.after)
         self.result.run_for = dict(self.run_for)
-        for key in self.scheduler.variants:  # still racing at the end: why, as its variants stand now
-            self.scheduler.workloads[key].pending_reason = self.scheduler.race_reason(key)
+        self.scheduler.note_race_reasons()  # still racing at the end: why, as its variants stand now
         self.result.config = self.scheduler.config
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.driver is not None:
