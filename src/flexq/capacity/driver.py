@@ -300,9 +300,9 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
                 self._note(EventKind.SCALED_UP, key,
                            f"node pool {pool_name}: {len(created)} node(s) requested, ready in "
                            f"{format_seconds(ready - now)}", pool=pool_name, nodes=len(created))
-                wl.pending_reason = (f"waiting for {len(created)} node(s) of {pool_name} to boot (ready at "
+                self.scheduler.explain(wl.key, (f"waiting for {len(created)} node(s) of {pool_name} to boot (ready at "
                                      f"t={format_seconds(ready)})" if self._virtual else
-                                     f"waiting for {len(created)} node(s) of {pool_name} to boot")
+                                     f"waiting for {len(created)} node(s) of {pool_name} to boot"))
                 continue
             self._unavailable(key, wl, pool_name, why)
             return
@@ -319,7 +319,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         if placement.oversized:
             why = "; ".join(placement.oversized.values())
             self._note(EventKind.UNSCHEDULABLE, key, why)
-            wl.pending_reason = f"unschedulable: {why}"
+            self.scheduler.explain(wl.key, f"unschedulable: {why}")
             return True
         return False
 
@@ -336,7 +336,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         self._bill(key)
         self.waiting_since.pop(key, None)
         nodes = sorted({n for names in placement.bindings.values() for n in names})
-        wl.pending_reason = ""
+        self.scheduler.explain(wl.key, "")
         pools = sorted({self.cluster.nodes[n].pool for n in nodes})
         self._note(EventKind.STARTED, key, f"pods bound to {len(nodes)} node(s) in {', '.join(pools)}" if nodes
                    else "pods running", nodes=nodes)
@@ -356,7 +356,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         then = (f"; falls back to the next flavor in {format_seconds(deadline - now)}"
                 if self.config.fallback and flavor is not None else "")
         self._note(EventKind.NODES_UNAVAILABLE, key, why + eta + then, pool=pool_name)
-        wl.pending_reason = f"nodes unavailable: {why}{eta}{then}"
+        self.scheduler.explain(wl.key, f"nodes unavailable: {why}{eta}{then}")
         if retry is not None:
             self._later(retry, key, lambda: self.try_start(key))
         if self.config.fallback and flavor is not None and now < deadline:

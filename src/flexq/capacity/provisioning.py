@@ -126,7 +126,7 @@ class ProvisioningCapacity:
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} is Accepted: waiting for {count} "
                    f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state="Accepted", eta=eta_at)
-        wl.pending_reason = f"waiting for ProvisioningRequest {name}{eta}"
+        self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}{eta}")
         if delay is None or delay >= PROVISIONING_EXPIRY:
             self._later(now + PROVISIONING_EXPIRY, key,
                         lambda: self._failed(key, check, name, "Expired", "capacity was not found within 7 days"))

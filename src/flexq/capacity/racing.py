@@ -152,5 +152,5 @@ class RacingCapacity:
                    state="Accepted", eta=min(etas) if etas else None)
         wl = self.scheduler.workload(key)
         if wl is not None:
-            wl.pending_reason = f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}"
+            self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}")
         self._make_room()

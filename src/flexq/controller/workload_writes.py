@@ -44,7 +44,7 @@ class WorkloadWrites(QueueState):
             if event.kind is EventKind.PREEMPTED:
                 preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
         if wl.key in self.scheduler.variants:
-            wl.pending_reason = self.scheduler.race_reason(wl.key)
+            self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
                                stored["metadata"].get("generation"), evicted, preempted, finished)
         variants = self._variant_rows(wl)

@@ -124,6 +124,13 @@ class Scheduler(Cycling):
         """The name of the top of the ClusterQueue's cohort tree (the queue itself when it has no cohort)."""
         return self._tree.root(cq).name if cq in self._tree.queues else None
 
+    def explain(self, key: str, reason: str) -> None:
+        """Why the workload waits, as its driver knows it (nodes booting, a ProvisioningRequest, an unplaceable
+        pod): its pending reason, shown in its status."""
+        wl = self._workloads.get(key)
+        if wl is not None:
+            wl.pending_reason = reason
+
     def note_race_reasons(self) -> None:
         """Each workload still racing says why, as its variants stand now (its pending reason)."""
         for key in self.variants:
