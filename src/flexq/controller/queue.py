@@ -46,6 +46,7 @@ from flexq.controller.workload_writes import WorkloadWrites, parent_of
 from flexq.jobs.workload import (
     JOB_KINDS,
     Priorities,
+    local_queues_of,
 )
 from flexq.objects.conditions import find_condition
 from flexq.objects.service import ObjectService
@@ -198,8 +199,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
         self._counts.recount()
         self._reconfigured, self._reconfigure_due = self.clock.now(), False
-        self.local_queues = {(o["metadata"].get("namespace", "default"), o["metadata"]["name"]):
-                             o["spec"]["clusterQueue"] for o in by_kind["LocalQueue"]}
+        self.local_queues = local_queues_of(by_kind)
         self.priorities = Priorities.of(by_kind)
         # flexq's policy races workloads across their flavors where capacity is modelled (node pools), as the
         # simulator does; Kueue-compatible (``fallback: false``) does not.

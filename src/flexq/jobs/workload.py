@@ -27,6 +27,7 @@ __all__ = [
     "JobError",
     "JobRef",
     "Priorities",
+    "local_queues_of",
     "make_workload",
     "pod_requests",
     "podsets",
@@ -143,6 +144,12 @@ class Priorities:
         defaults = sorted(int(o.get("value", 0)) for o in objects.get("PriorityClass", []) if o.get("globalDefault"))
         return cls({o["metadata"]["name"]: int(o.get("value", 0)) for o in objects.get("WorkloadPriorityClass", [])},
                    pod_classes, defaults[-1] if defaults else 0)
+
+
+def local_queues_of(objects: Mapping[str, list[dict[str, Any]]]) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue) -> its ClusterQueue, from stored objects by kind."""
+    return {(o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
+            for o in objects.get("LocalQueue", [])}
 
 
 def _pod_priority_class(kind: str, obj: Mapping[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.durations import format_seconds
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, Priorities, make_workload
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
@@ -112,9 +112,7 @@ class _Run:
         # flexq's policy races every workload across its flavors; Kueue-compatible runs (fallback: false) do not.
         race = scenario.capacity is not None and scenario.capacity.fallback
         self.scheduler = Scheduler(dataclasses.replace(build_config(objects), race=race), instant_eviction=True)
-        self.local_queues = {
-            (o["metadata"].get("namespace") or "default", o["metadata"]["name"]): o["spec"]["clusterQueue"]
-            for o in objects.get("LocalQueue", [])}
+        self.local_queues = local_queues_of(objects)
         self.priorities = Priorities.of(objects)
         self.driver: CapacityDriver | None = None
         if scenario.capacity is not None:
