@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Callable
 from typing import Any
 
 from flexq.capacity.catalog import machine_type
@@ -12,38 +9,20 @@ from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
+from flexq.clock import VirtualClock
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.sim.kernel import Kernel
 
 START = 1_764_000_000.0  # a Unix time, as the server's clock gives
 
 
-class Timers:
-    def __init__(self, now: float) -> None:
-        self.t = now
-        self.heap: list[tuple[float, int, int, Callable[[], None]]] = []
-        self.seq = itertools.count()
-
-    def now(self) -> float:
-        return self.t
-
-    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
-        heapq.heappush(self.heap, (at, priority, next(self.seq), action))
-
-    def advance(self, to: float) -> None:
-        while self.heap and self.heap[0][0] <= to:
-            at, _, _, action = heapq.heappop(self.heap)
-            self.t = max(self.t, at)
-            action()
-        self.t = to
-
-
-def _setup(pools: tuple[NodePoolSpec, ...]) -> tuple[Scheduler, CapacityDriver, Timers, list[Any]]:
+def _setup(pools: tuple[NodePoolSpec, ...]) -> tuple[Scheduler, CapacityDriver, Kernel, list[Any]]:
     flavor = FlavorSpec("flex", {"cloud.google.com/gke-nodepool": "flex-pool"})
     cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("flex",), {("flex", "cpu"): Quota(64_000)}),))
     scheduler = Scheduler(Config({"flex": flavor}, {"cq": cq}, {}), instant_eviction=True)
-    timers = Timers(START)
+    timers = Kernel(VirtualClock(START))
     log: list[Any] = []
 
     def record(events: list[Event]) -> None:

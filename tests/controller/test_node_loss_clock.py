@@ -10,8 +10,10 @@ from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
+from flexq.clock import VirtualClock
 from flexq.scheduler.scheduler import Config, Scheduler
-from tests.controller.test_capacity_clock import START, Timers
+from flexq.sim.kernel import Kernel
+from tests.controller.test_capacity_clock import START
 
 TPU = machine_type("ct6e-standard-4t")
 
@@ -19,7 +21,7 @@ TPU = machine_type("ct6e-standard-4t")
 def test_a_scripted_host_failure_on_the_live_clock_gets_the_slice_repaired() -> None:
     pool = NodePoolSpec("tpu-pool", TPU, "4x4", max_nodes=8, initial_nodes=8)
     cloud = EmulatedCloud({"tpu-pool": CapacitySpec(boot=30.0, host_failures=(60.0,))}, origin=START)
-    timers = Timers(START)
+    timers = Kernel(VirtualClock(START))
     log: list[dict[str, Any]] = []
     driver = CapacityDriver(CapacityConfig((pool,), cloud), Scheduler(Config({}, {}, {})), timers,
                             lambda events: log.extend(e.to_json() for e in events),

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import heapq
-import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -27,44 +24,14 @@ from flexq.objects.conditions import set_condition
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
+from flexq.timers import TimerHeap
 
-__all__ = ["LiveCapacity", "LiveTimers"]
+__all__ = ["LiveCapacity"]
 
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
 _POOL_EVENTS: Final = ("NodeDeleted", "SliceRepaired", "SliceReleased")
 """What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
-
-
-@dataclass(order=True)
-class _Timer:
-    at: float
-    priority: int
-    seq: int
-    action: Callable[[], None] = field(compare=False)
-
-
-class LiveTimers:
-    """Deferred actions on the real clock, run by the controller's loop when due."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self._heap: list[_Timer] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self.clock.now()
-
-    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
-        heapq.heappush(self._heap, _Timer(at, priority, next(self._seq), action))
-
-    def run_due(self) -> None:
-        now = self.clock.now()
-        while self._heap and self._heap[0].at <= now:
-            heapq.heappop(self._heap).action()
-
-    def next_at(self) -> float | None:
-        return self._heap[0].at if self._heap else None
 
 
 def _quantity(resource: str, milli: int) -> str:
@@ -81,7 +48,7 @@ class LiveCapacity:
         self.scheduler = scheduler
         # The capacity file's times (stock-outs, traces) count from the server's start.
         self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
-        self.timers = LiveTimers(clock)
+        self.timers = TimerHeap(clock)
         self.emit = emit
         self.started = started
         self.run_times: dict[str, float] = {}

@@ -1,49 +1,46 @@
-"""A tiny event kernel: a heap of (time, priority, sequence, action), deterministic on ties."""
+"""A tiny event kernel: the timer heap of :mod:`flexq.timers` on a virtual clock that moves to each action."""
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from collections.abc import Callable
 
 from flexq.clock import VirtualClock
+from flexq.timers import TimerHeap
 
 __all__ = ["Kernel"]
 
 
-_Item = tuple[float, int, int, Callable[[], None]]
-"""(at, priority, sequence, action): the sequence is unique, so the action is never compared."""
-
-
-class Kernel:
-    """Runs scheduled actions in time order; ties by priority, then by the order they were scheduled."""
+class Kernel(TimerHeap):
+    """Runs scheduled actions in time order; ties by priority, then by the order they were scheduled. An action
+    scheduled for a time already past runs now."""
 
     def __init__(self, clock: VirtualClock | None = None) -> None:
-        self.clock = clock or VirtualClock()
-        self._heap: list[_Item] = []
-        self._seq = itertools.count()
-
-    def now(self) -> float:
-        return self.clock.now()
+        self.virtual = clock or VirtualClock()
+        super().__init__(self.virtual)
 
     def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None:
         now = self.clock.now()
-        heapq.heappush(self._heap, (at if at > now else now, priority, next(self._seq), action))
+        super().schedule(at if at > now else now, action, priority)
 
     def peek(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self.next_at()
 
     def step(self) -> None:
-        at, _priority, _seq, action = heapq.heappop(self._heap)
-        self.clock.advance_to(at)
+        at, action = self.pop()
+        self.virtual.advance_to(at)
         action()
 
     def run_until(self, moment: float | None, after_each_time: Callable[[float], None]) -> None:
         """Run every action up to ``moment`` (all, if None); call ``after_each_time(t)`` once per instant."""
-        while self._heap:
-            t = self._heap[0][0]
+        while (t := self.next_at()) is not None:
             if moment is not None and t > moment:
                 break
-            while self._heap and self._heap[0][0] == t:
+            while self.next_at() == t:
                 self.step()
             after_each_time(t)
+
+    def advance(self, moment: float) -> None:
+        """Run every action up to ``moment``, then move the clock there."""
+        self.run_until(moment, lambda _t: None)
+        if moment > self.virtual.now():
+            self.virtual.advance_to(moment)
