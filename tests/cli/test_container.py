@@ -59,3 +59,27 @@ def test_refused_as_gcloud_refuses(flexq: Any) -> None:
     no_cluster = flexq("container", "node-pools", "describe", "dws-pool", "--cluster=other")
     assert no_cluster.code == 1 and "code=404" in no_cluster.err
     assert "Traceback" not in queued.err + uneven.err + unknown.err + duplicate.err + no_cluster.err
+
+
+def test_a_node_pool_of_an_existing_ray_cluster(flexq: Any) -> None:
+    _setup(flexq)
+    base = ["container", "node-pools", "create", "ray-a", "--cluster=tpu-cluster"]
+    client = flexq(*base, "--ray-address=ray://10.0.0.5:10001")
+    assert client.code == 1 and "Traceback" not in client.err
+    assert "--ray-address=ray://10.0.0.5:10001 is Ray's client address" in client.err
+    assert "--ray-address=http://10.0.0.5:8265" in client.err
+    bad = flexq(*base, "--ray-address=10.0.0.5")
+    assert bad.code == 1 and "--ray-address=10.0.0.5 is not a Ray dashboard address" in bad.err
+    mixed = flexq(*base, "--ray-address=http://10.0.0.5:8265", "--machine-type=ct6e-standard-4t")
+    assert mixed.code == 1 and "--machine-type, --num-nodes and --tpu-topology do not apply" in mixed.err
+    made = flexq(*base, "--ray-address=http://127.0.0.1:9/")
+    assert made.code == 0, made.err
+    pool = yaml.safe_load(flexq("get", "nodepool", "ray-a", "-o", "yaml").out)
+    assert pool["spec"]["rayAddress"] == "http://127.0.0.1:9" and "machineType" not in pool["spec"]
+    assert ["ray-a", "ray-cluster"] in [line.split()[:2] for line in flexq(
+        "container", "node-pools", "list", "--cluster=tpu-cluster").out.splitlines()]
+    wide = flexq("get", "nodepools", "-o", "wide").out
+    assert "RAY ADDRESS" in wide and "http://127.0.0.1:9" in wide
+    refused = flexq("apply", "-f", "-", input="apiVersion: flexq.dev/v1alpha1\nkind: NodePool\nmetadata: "
+                    "{name: ray-b}\nspec: {cluster: tpu-cluster, rayAddress: 'ray://h:10001'}\n")
+    assert refused.code == 1 and "spec.rayAddress" in refused.err and "Traceback" not in refused.err

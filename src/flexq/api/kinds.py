@@ -216,6 +216,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("Queued", ".spec.queuedProvisioning"),
         Column("Min", ".spec.autoscaling.minNodeCount", "integer"),
         Column("Max", ".spec.autoscaling.maxNodeCount", "integer"),
+        Column("Ray Address", ".spec.rayAddress", priority=1),
         Column("Nodes", ".status.nodeCount", "integer"),
         _AGE,
     )),

@@ -14,6 +14,7 @@ from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.raypool import RAY_MACHINE, RayAddressError, dashboard_address
 
 __all__ = ["gke_node_pool", "node_pool_spec", "node_pool_webhook"]
 
@@ -27,9 +28,11 @@ def node_pool_spec(obj: Mapping[str, Any]) -> NodePoolSpec:
     auto = spec.get("autoscaling") or {}
     initial = int(spec.get("initialNodeCount") or 0)
     enabled = bool(auto.get("enabled", False))
+    ray = dashboard_address(str(spec["rayAddress"]), "spec.rayAddress") if spec.get("rayAddress") else ""
     return NodePoolSpec(
         name=obj["metadata"]["name"],
-        machine=machine_type(str(spec.get("machineType", ""))),
+        machine=RAY_MACHINE if ray else machine_type(str(spec.get("machineType", ""))),
+        ray_address=ray,
         topology=spec.get("tpuTopology") or None,
         min_nodes=int(auto.get("minNodeCount", 0)) if enabled else initial,
         max_nodes=int(auto.get("maxNodeCount", 0)) if enabled else initial,
@@ -51,6 +54,8 @@ def node_pool_webhook(service: object, info: KindInfo, obj: dict[str, Any], old:
     try:
         problems = node_pool_spec(obj).check()
         field = "spec"
+    except RayAddressError as exc:
+        problems, field = [str(exc)], "spec.rayAddress"
     except UnknownMachineType as exc:
         problems, field = [str(exc)], "spec.machineType"
     except ValueError as exc:

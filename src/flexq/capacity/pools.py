@@ -31,6 +31,8 @@ class NodePoolSpec:
     max_run_seconds: float | None = None
     price: float | None = None
     """USD per node-hour, in place of the catalog's price (a negotiated rate, a committed-use discount)."""
+    ray_address: str = ""
+    """The Ray dashboard of the existing Ray cluster whose nodes are the pool's (:mod:`flexq.capacity.raypool`)."""
 
     @property
     def hosts_per_slice(self) -> int:
@@ -75,6 +77,14 @@ class NodePoolSpec:
     def check(self) -> list[str]:
         """What gcloud would refuse about this pool (empty when it is fine)."""
         problems = []
+        if self.ray_address:
+            for flag, value in (("--enable-autoscaling", self.autoscaling), ("--flex-start", self.flex_start),
+                                ("--enable-queued-provisioning", self.queued_provisioning),
+                                ("--tpu-topology", self.topology), ("--num-nodes", self.initial_nodes)):
+                if value:
+                    problems.append(f"--ray-address: a node pool of a Ray cluster takes its nodes from the cluster, "
+                                    f"so {flag} does not apply")
+            return problems
         if self.queued_provisioning and not self.autoscaling:
             problems.append("--enable-queued-provisioning requires --enable-autoscaling")
         if self.queued_provisioning and self.initial_nodes:

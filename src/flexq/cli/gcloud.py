@@ -45,11 +45,15 @@ class PoolFlags:
     max_nodes: int | None = None
     flex_start: bool = False
     queued_provisioning: bool = False
+    ray_address: str | None = None
 
     def node_pool(self) -> dict[str, Any]:
         """The NodePool object these flags make."""
         spec: dict[str, Any] = {"cluster": self.cluster, "machineType": self.machine_type,
                                 "initialNodeCount": self.num_nodes, "autoscaling": {"enabled": self.autoscaling}}
+        if self.ray_address:  # the nodes are the Ray cluster's: no machine type, no node count
+            spec = {"cluster": self.cluster, "rayAddress": self.ray_address, "initialNodeCount": 0,
+                    "autoscaling": {"enabled": self.autoscaling}}
         if self.autoscaling:
             spec["autoscaling"].update({"minNodeCount": self.min_nodes or 0, "maxNodeCount": self.max_nodes or 0})
         for key, value in (("location", self.location), ("tpuTopology", self.tpu_topology),
@@ -160,10 +164,24 @@ def pools_create(
     max_nodes: Annotated[int | None, typer.Option("--max-nodes")] = None,
     flex_start: Annotated[bool, typer.Option("--flex-start")] = False,
     enable_queued_provisioning: Annotated[bool, typer.Option("--enable-queued-provisioning")] = False,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="flexq's own: the pool is an existing Ray cluster, given by its dashboard's address "
+        "(http://HOST:8265); its nodes are the cluster's, and jobs admitted onto it run there.")] = None,
     location: LocationOpt = None,
     project: ProjectOpt = None,
 ) -> None:
     """Create a node pool (the flags of `gcloud container node-pools create`)."""
+    if ray_address is not None:
+        from flexq.capacity.raypool import RayAddressError, dashboard_address
+
+        try:
+            ray_address = dashboard_address(ray_address)
+        except RayAddressError as exc:
+            raise CliError(f"ERROR: (gcloud.container.node-pools.create) {exc}") from None
+        if machine_type != "n2-standard-16" or num_nodes != 3 or tpu_topology:
+            raise CliError("ERROR: (gcloud.container.node-pools.create) --ray-address: the pool's nodes are the Ray "
+                           "cluster's, so --machine-type, --num-nodes and --tpu-topology do not apply")
+        num_nodes, machine_type = 0, "ray-cluster"
     client = options.client()
     client.request("GET", client.path(resolve("clusters.flexq.dev"), None, cluster))
     if enable_autoscaling and max_nodes is None:
@@ -172,7 +190,7 @@ def pools_create(
     flags = PoolFlags(name, cluster, machine_type, location=location, num_nodes=num_nodes, tpu_topology=tpu_topology,
                       reservation_affinity=reservation_affinity, autoscaling=enable_autoscaling,
                       min_nodes=min_nodes, max_nodes=max_nodes, flex_start=flex_start,
-                      queued_provisioning=enable_queued_provisioning)
+                      queued_provisioning=enable_queued_provisioning, ray_address=ray_address)
     if client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True) is not None:
         raise CliError(f"ERROR: (gcloud.container.node-pools.create) ResponseError: code=409, message=Already "
                        f"exists: node pool {name!r} in cluster {cluster!r}.")
@@ -219,7 +237,7 @@ def pools_list(
     items = [p for p in client.request("GET", client.path(resolve("nodepool"), None)).get("items", [])
              if p["spec"]["cluster"] == cluster]
     rows = [["NAME", "MACHINE_TYPE", "DISK_SIZE_GB", "NODE_VERSION"]] + [
-        [p["metadata"]["name"], p["spec"]["machineType"], "100", "1.34"] for p in items]
+        [p["metadata"]["name"], p["spec"].get("machineType") or "ray-cluster", "100", "1.34"] for p in items]
     typer.echo(columns(rows, gap="  "))
 
 

@@ -19,6 +19,7 @@ from flexq.api.quantity import Quantity
 from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.gke import node_pool_spec
+from flexq.capacity.raypool import RayPoolSync
 from flexq.clock import Clock
 from flexq.objects.conditions import set_condition
 from flexq.scheduler.events import Event, EventKind
@@ -58,6 +59,8 @@ class LiveCapacity:
         self._sent: list[Event] = []
         """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
         store.subscribe(lambda _changes: self._sent.clear())
+        self.ray_pools = RayPoolSync(self.timers)
+        """Pools of existing Ray clusters: their nodes read from the clusters."""
 
     def configure(self, objects: dict[str, list[dict[str, Any]]]) -> None:
         pools = []
@@ -69,6 +72,7 @@ class LiveCapacity:
         pools += [p for p in self.config.pools if p.name not in {q.name for q in pools}]
         if not pools:
             self.driver = None
+            self.ray_pools.configure((), None)
             return
         if self.driver is None:
             self.driver = CapacityDriver(CapacityConfig(tuple(pools), self.config.cloud,
@@ -81,6 +85,7 @@ class LiveCapacity:
             self.driver.attach(self.scheduler())
             self.driver.provisioning = provisioning_settings(objects)
             self.driver.set_pools(pools)
+        self.ray_pools.configure(pools, self.driver)
 
     def _log(self, events: list[Event]) -> None:
         for event in events:

@@ -131,6 +131,7 @@ class QueueController(JobEvents, WorkloadWrites):
         if self._thread is not None:
             self._thread.join(timeout=timeout)
         self.pods.stop_all()
+        self.capacity.ray_pools.stop()
         if self.runtime is not None:
             self.runtime.stop_all()
 

@@ -29,7 +29,8 @@ class Autoscaling(K8sModel):
 
 class NodePoolSpec(K8sModel):
     cluster: StrictStr
-    machineType: StrictStr
+    machineType: StrictStr | None = None
+    rayAddress: StrictStr | None = None
     location: StrictStr | None = None
     tpuTopology: StrictStr | None = None
     reservationAffinity: StrictStr | None = None
