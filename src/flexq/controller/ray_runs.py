@@ -17,8 +17,9 @@ from typing import Any, Final
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.jobs.workload import selected_cluster
 from flexq.runtime.kuberay_objects import head_port_map, job_of_pod, kuberay_objects
-from flexq.runtime.rayjob import RayJobRun
+from flexq.runtime.rayjob import Borrowed, RayJobRun
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
+from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
 from flexq.store import BaseStore, Key, NotFound, StoreUnavailable, record_event
 
 __all__ = ["RayRuntime"]
@@ -104,8 +105,8 @@ class RayRuntime:
                 return
             run = self._new_run(job)
             self.runs[job_key] = run
-        record_event(self.store, job, "RayJobStarting", "starting a local Ray cluster for the job",
-                     component="flexq-runtime")
+        record_event(self.store, job, "RayJobStarting", "starting a local Ray cluster for the job" if run.borrow is None
+                     else "submitting the job to an existing Ray cluster", component="flexq-runtime")
         run.start()
 
     def _new_run(self, job: dict[str, Any], resume: Resume | None = None) -> RayJobRun:
@@ -117,6 +118,13 @@ class RayRuntime:
             return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
                              lambda fields: self._status(namespace, name, fields),
                              borrow=lambda: self.clusters.running(namespace, cluster))
+        remote = ray_pool_of(self.store, job)
+        if remote is not None:  # admitted onto a node pool of an existing Ray cluster: it runs there
+            pool, url = remote
+            borrowed = Borrowed(RemoteRayCluster(url, pool), (job.get("spec") or {}).get("rayClusterSpec") or {},
+                                f"the Ray cluster of node pool {pool}")
+            return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
+                             lambda fields: self._status(namespace, name, fields), borrow=lambda: borrowed)
         return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
                          lambda fields: self._status(namespace, name, fields),
                          lambda group, pods: self._scale(namespace, name, group, pods),

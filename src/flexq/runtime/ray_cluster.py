@@ -37,7 +37,7 @@ import httpx
 from flexq.errors import FlexqError
 from flexq.runtime.emulation import Accelerators
 
-__all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayStartError", "SessionProcess"]
+__all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayClusterHandle", "RayStartError", "SessionProcess"]
 
 WORKER_LABEL = "flexq.dev/worker"
 
@@ -56,6 +56,21 @@ class SessionProcess(Protocol):
     def poll(self) -> int | None: ...
 
     def wait(self, timeout: float | None = None) -> int: ...
+
+
+class RayClusterHandle(Protocol):
+    """A Ray cluster a job runs on: a :class:`LocalRayCluster`, or an existing cluster known by its dashboard
+    (:class:`~flexq.runtime.remote.RemoteRayCluster`)."""
+
+    @property
+    def dashboard_url(self) -> str: ...
+
+    @property
+    def ports(self) -> dict[str, int]: ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self, grace: float = 5.0) -> None: ...
 
 
 class Detached:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -35,8 +36,9 @@ from flexq.jobs.workload import pod_requests, selected_cluster
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
-from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
+from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError
 from flexq.runtime.reattach import LOST_REASON, Resume
+from flexq.runtime.remote import RemoteRayCluster, relative_entrypoint
 
 __all__ = ["END_MARKER", "Borrowed", "RayJobRun", "parse_metrics", "parse_reports"]
 
@@ -56,10 +58,13 @@ _FINAL: Final = ("ValidationFailed", "Stopped", "DeadlineExceeded")
 
 @dataclass(frozen=True, slots=True)
 class Borrowed:
-    """An existing RayCluster's running Ray cluster and the RayCluster's spec (its pods' templates)."""
+    """An existing Ray cluster and the spec of its pods' templates: a RayCluster's running Ray cluster and the
+    RayCluster's spec, or the cluster of a node pool of an existing Ray cluster and the job's own spec."""
 
-    cluster: LocalRayCluster
+    cluster: RayClusterHandle
     spec: Mapping[str, Any]
+    what: str = ""
+    """What the log calls the cluster (default: the RayCluster the job names)."""
 
 
 def _stamp() -> str:
@@ -107,7 +112,7 @@ class RayJobRun:
         self.workdir = workdir
         self.log_path = workdir / "driver.log"
         self.on_status = on_status
-        self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
+        self.cluster: RayClusterHandle | None = resume.cluster if resume is not None else None
         self.submission = ""
         self.record = record
         """Where the cluster's record is kept (see :mod:`flexq.runtime.reattach`); None: no record."""
@@ -126,7 +131,8 @@ class RayJobRun:
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
         self._written = ""
         """What the log holds since the run last wrote it whole."""
-        self.elastic = ElasticWorkers.for_job(job, self._notes.append, on_scale) if is_elastic(job) else None
+        self.elastic = (ElasticWorkers.for_job(job, self._notes.append, on_scale) if is_elastic(job) and borrow is None
+                        else None)
         """An elastic job's worker nodes (None: the whole cluster is one node)."""
         self._thread = threading.Thread(target=self._run, name=f"rayjob-{job['metadata']['name']}", daemon=True)
         self.done = threading.Event()
@@ -244,7 +250,7 @@ class RayJobRun:
             return stopped
         header = self.log_path.read_text(encoding="utf-8")
         deadline = time.time() + float(spec.get("activeDeadlineSeconds") or DEFAULT_DEADLINE)
-        if self.cluster is not None and self.borrow is None:
+        if isinstance(self.cluster, LocalRayCluster) and self.borrow is None:
             self.cluster.record.update(submission=self.submission, header_len=len(header), deadline=deadline)
             self.cluster.save_record()
         return self._follow(spec, header, deadline)
@@ -285,7 +291,11 @@ class RayJobRun:
             if not isinstance(waited, Borrowed):
                 return waited
             job = {**job, "spec": {**spec, "rayClusterSpec": waited.spec}}  # the cluster's pods mount its ConfigMaps
-        env = prepare(job, self.configmaps, self.workdir)
+        remote = isinstance(self.cluster, RemoteRayCluster)
+        files = self.workdir / "working_dir"  # uploaded to a remote cluster: the job's files only
+        if remote and files.exists():
+            shutil.rmtree(files)
+        env = prepare(job, self.configmaps, files if remote else self.workdir)
         for warning in env.warnings:
             self._append(f"flexq: warning: {warning}\n")
         if self.borrow is None:
@@ -295,7 +305,11 @@ class RayJobRun:
                     "message": "stopped before it started"}
         assert self.cluster is not None
         url = self.cluster.dashboard_url
-        if not (self.rejoin and _known(url, self.submission)):
+        if isinstance(self.cluster, RemoteRayCluster):
+            if not (self.rejoin and _known(url, self.submission)):
+                self.cluster.submit(relative_entrypoint(env.entrypoint, files), self.submission,
+                                    {**_CLEAN_LOGS, **env.env_vars}, files if env.files else None, self._stop)
+        elif not (self.rejoin and _known(url, self.submission)):
             checkpoints = self.workdir / "checkpoints"
             checkpoints.mkdir(parents=True, exist_ok=True)
             body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
@@ -315,13 +329,14 @@ class RayJobRun:
         self._append(f"flexq: starting a Ray cluster: {accelerators.description}\n")
         params = (cluster_spec.get("headGroupSpec") or {}).get("rayStartParams") or {}
         meta = self.job["metadata"]
-        self.cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()},
-                                       record_path=self.record, record={
-                                           "kind": "RayJob", "namespace": meta.get("namespace", "default"),
-                                           "name": meta["name"], "uid": str(meta.get("uid", ""))})
-        self.cluster.start()
+        cluster = LocalRayCluster(accelerators, start_params={str(k): str(v) for k, v in params.items()},
+                                  record_path=self.record, record={
+                                      "kind": "RayJob", "namespace": meta.get("namespace", "default"),
+                                      "name": meta["name"], "uid": str(meta.get("uid", ""))})
+        self.cluster = cluster
+        cluster.start()
         if self.elastic is not None:
-            self.elastic.reconcile(self.cluster)
+            self.elastic.reconcile(cluster)
             self._append("".join(self._notes))
             self._notes.clear()
 
@@ -343,7 +358,8 @@ class RayJobRun:
                 return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
                         "message": f"RayCluster {name} was not ready before the job's deadline"}
         self.cluster = borrowed.cluster
-        self._append(f"flexq: the job runs on RayCluster {name} (its dashboard {self.cluster.dashboard_url})\n")
+        self._append(f"flexq: the job runs on {borrowed.what or f'RayCluster {name}'} (its dashboard "
+                     f"{self.cluster.dashboard_url})\n")
         return borrowed
 
     def _accelerators(self, cluster_spec: Mapping[str, Any]) -> Accelerators:
@@ -403,7 +419,7 @@ class RayJobRun:
                             "Failed", "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {})}
             if self._stop.is_set() or time.time() > deadline:
                 return self._stopped(url)
-            if self.elastic is not None:
+            if self.elastic is not None and isinstance(self.cluster, LocalRayCluster):
                 self.elastic.reconcile(self.cluster)
                 self.elastic.autoscale(self.cluster, time.monotonic())
             time.sleep(1.0)

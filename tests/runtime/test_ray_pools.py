@@ -1,0 +1,190 @@
+"""A node pool of an existing Ray cluster, for real: a second Ray cluster of two nodes (a head of 1 CPU and a worker
+of 2, each in a process session of its own, on ports of their own) stands for a remote cluster; a pool made with
+``flexq container node-pools create --ray-address`` shows its nodes; a RayJob queued to a flavor of that pool runs
+on that cluster (its files uploaded as its working dir) and its log is read through flexq; the worker killed
+mid-job takes the pool down to one node and the job is evicted as on a lost node, its Ray job stopped there. No Ray
+process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from flexq.runtime.emulation import Accelerators
+from flexq.runtime.ray_cluster import LocalRayCluster
+from tests.conftest import Server, start_server, stop_server
+from tests.controller.test_live import _eventually
+from tests.runtime.ray_leaks import RayProcesses
+
+PROBE = """import os, time, ray
+ray.init()
+print("gcs", ray.get_runtime_context().gcs_address, flush=True)
+print("nodes", json.dumps(sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])), flush=True)
+print("files here", os.path.exists("app/probe.py"), os.environ.get("GREETING"), flush=True)
+time.sleep(float(os.environ.get("SLEEP", "0")))
+print("probe done", flush=True)
+""".replace("import os", "import json, os")
+
+QUEUE = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: ray-a}
+spec: {nodeLabels: {cloud.google.com/gke-nodepool: ray-a}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu, memory]
+      flavors: [{name: ray-a, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: default}
+spec: {clusterQueue: cq}
+"""
+
+
+def _rayjob(name: str, sleep: int) -> str:
+    pod = """          spec:
+            containers:
+            - name: ray
+              image: x
+              resources: {requests: {cpu: "1", memory: 1Gi}}
+              volumeMounts: [{name: code, mountPath: /app}]
+            volumes: [{name: code, configMap: {name: probe}}]"""
+    return f"""apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: {name}
+  labels: {{kueue.x-k8s.io/queue-name: q}}
+spec:
+  entrypoint: python /app/probe.py
+  runtimeEnvYAML: |
+    env_vars: {{GREETING: hello, SLEEP: "{sleep}"}}
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {{}}
+      template:
+{pod}
+    workerGroupSpecs:
+    - groupName: w
+      replicas: 1
+      rayStartParams: {{}}
+      template:
+{pod}
+"""
+
+
+def _flexq(srv: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                          text=True, env=srv.env(), timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _job(srv: Server, name: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
+
+
+def _pool_nodes(srv: Server) -> dict[str, str]:
+    """The pool's Node objects: Ray node id -> allocatable CPU."""
+    items = httpx.get(f"{srv.url}/api/v1/nodes").json()["items"]
+    return {n["metadata"]["labels"]["flexq.dev/ray-node-id"]: n["status"]["allocatable"]["cpu"] for n in items
+            if n["metadata"]["labels"].get("cloud.google.com/gke-nodepool") == "ray-a"}
+
+
+def _ray_node_ids(url: str) -> dict[bool, str]:
+    rows = httpx.get(f"{url}/api/v0/nodes", params={"detail": "1"}).json()["data"]["result"]["result"]
+    return {bool(r["is_head_node"]): r["node_id"] for r in rows if r["state"] == "ALIVE"}
+
+
+def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
+        tmp_path: Path, ray_processes: RayProcesses) -> None:
+    remote = LocalRayCluster(Accelerators(num_cpus=1, description="the remote cluster's head"))
+    srv: Server | None = None
+    try:
+        remote.start()
+        remote.add_worker("w", num_cpus=2, resources={})
+        ids = _eventually(lambda: _two(_ray_node_ids(remote.dashboard_url)), timeout=60)
+        srv = start_server(tmp_path / "home", "--runtime", "ray")
+        _flexq(srv, "container", "clusters", "create", "c", "--num-nodes=0")
+        made = _flexq(srv, "container", "node-pools", "create", "ray-a", "--cluster=c",
+                      f"--ray-address={remote.dashboard_url}")
+        assert "Created [ray-a]" in made.stderr
+
+        def two_nodes() -> None:
+            assert _pool_nodes(srv) == {ids[True]: "1", ids[False]: "2"}
+            pool = httpx.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
+            assert pool["status"]["nodeCount"] == 2
+
+        _eventually(two_nodes, timeout=30)
+        _flexq(srv, "apply", "-f", "-", input=QUEUE)
+        _flexq(srv, "create", "configmap", "probe", f"--from-file=probe.py={_write(tmp_path, PROBE)}")
+        _flexq(srv, "apply", "-f", "-", input=_rayjob("probe", 0))
+        _eventually(lambda: _assert_status(_job(srv, "probe"), "Complete"), timeout=90)
+        status = _job(srv, "probe")["status"]
+        assert status["jobStatus"] == "SUCCEEDED", status
+        on_remote = httpx.get(f"{remote.dashboard_url}/api/jobs/{status['jobId']}").json()
+        assert on_remote["status"] == "SUCCEEDED", "the job ran on the pool's cluster"
+        log = _flexq(srv, "logs", "job/probe").stdout
+        assert re.search(rf"^gcs \S+:{remote.gcs_port}$", log, re.MULTILINE), log
+        assert f"nodes {json.dumps(sorted(ids.values()))}" in log, log
+        assert "files here True hello" in log and "probe done" in log and "succeeded" in log, log
+        assert f"the job runs on the Ray cluster of node pool ray-a (its dashboard {remote.dashboard_url})" in log
+
+        # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
+        _flexq(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
+        _eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
+        submission = _job(srv, "sleeper")["status"]["jobId"]
+        process, _temp = remote.workers["w"]
+        os.killpg(process.pid, signal.SIGKILL)  # the worker node dies (the cloud took its VM)
+
+        def lost() -> None:
+            assert _pool_nodes(srv) == {ids[True]: "1"}
+            assert _job(srv, "sleeper")["status"]["jobDeploymentStatus"] == "Suspended"
+            events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+            assert any("left the Ray cluster of node pool ray-a" in e.get("message", "") for e in events), \
+                [e.get("message") for e in events]
+            assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "STOPPED"
+
+        _eventually(lost, timeout=60)
+        pool = httpx.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
+        assert pool["status"]["nodeCount"] == 1
+        _flexq(srv, "delete", "rayjob", "probe", "sleeper")
+    finally:
+        if srv is not None:
+            stop_server(srv)
+        with contextlib.suppress(Exception):
+            remote.stop()
+
+
+def _two(found: dict[bool, str]) -> dict[bool, str]:
+    assert len(found) == 2, found
+    return found
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "probe.py"
+    path.write_text(text)
+    return path
+
+
+def _assert_status(job: dict[str, Any], deployment: str) -> None:
+    assert (job.get("status") or {}).get("jobDeploymentStatus") in (deployment, "Failed"), job.get("status")
+
+
+def _assert_running(srv: Server, name: str) -> None:
+    job = _job(srv, name)
+    assert (job.get("status") or {}).get("jobStatus") == "RUNNING", job.get("status")
+    assert "files here" in _flexq(srv, "logs", f"job/{name}").stdout
