@@ -146,3 +146,11 @@ def test_the_live_sync_reads_the_pools_on_the_controllers_timers() -> None:
     assert len(driver.cluster.nodes) == 2
     sync.configure([other], driver)
     assert watcher.watched == []
+
+
+def test_the_gke_export_makes_no_node_pool_of_a_ray_cluster() -> None:
+    from flexq.export.gcloud import pool_command
+
+    line = pool_command(_pool_object(rayAddress="http://h:8265"), "us-east5-b")
+    assert line == ("# node pool ray-a is the existing Ray cluster at http://h:8265 (flexq's --ray-address): no GKE "
+                    "node pool is made for it")

@@ -51,6 +51,9 @@ def credentials_command(name: str, location: str) -> str:
 
 def pool_command(pool: Mapping[str, Any], location: str) -> str:
     spec = pool["spec"]
+    if spec.get("rayAddress"):  # flexq's own: its nodes are an existing Ray cluster's, not GKE's
+        return (f"# node pool {pool['metadata']['name']} is the existing Ray cluster at {spec['rayAddress']} "
+                "(flexq's --ray-address): no GKE node pool is made for it")
     flags = [f"--cluster={spec['cluster']}", f"--location={location}", f"--machine-type={spec['machineType']}"]
     if spec.get("tpuTopology"):
         flags.append(f"--tpu-topology={spec['tpuTopology']}")
