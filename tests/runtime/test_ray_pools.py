@@ -147,6 +147,20 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         _flexq(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
         _eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
         submission = _job(srv, "sleeper")["status"]["jobId"]
+
+        # A server stopped cleanly leaves the job running on the cluster; the next one follows it again.
+        stop_server(srv)
+        assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "RUNNING"
+        srv = start_server(tmp_path / "home", "--runtime", "ray")
+
+        def followed_again() -> None:
+            log = _flexq(srv, "logs", "job/sleeper").stdout
+            assert "the server restarted; the job is followed again" in log and log.count("files here") == 1, log
+            assert _job(srv, "sleeper")["status"]["jobId"] == submission
+            _assert_running(srv, "sleeper")
+
+        _eventually(followed_again, timeout=60)
+        _eventually(lambda: _assert_pod_nodes(srv, 2), timeout=30)
         process, _temp = remote.workers["w"]
         os.killpg(process.pid, signal.SIGKILL)  # the worker node dies (the cloud took its VM)
 
@@ -188,3 +202,14 @@ def _assert_running(srv: Server, name: str) -> None:
     job = _job(srv, name)
     assert (job.get("status") or {}).get("jobStatus") == "RUNNING", job.get("status")
     assert "files here" in _flexq(srv, "logs", f"job/{name}").stdout
+
+
+def _assert_pod_nodes(srv: Server, count: int) -> None:
+    """The pool's nodes are read again and the restarted server's capacity places the job's pods on ``count`` nodes."""
+    assert len(_pool_nodes(srv)) == 2
+    wls = httpx.get(f"{srv.url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]
+    mine = [w for w in wls if w["metadata"]["ownerReferences"][0]["name"] == "sleeper"]
+    assert mine and any(c["type"] == "Admitted" and c["status"] == "True" for c in mine[0]["status"]["conditions"])
+    pods = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods").json()["items"]
+    nodes = {p["spec"].get("nodeName") for p in pods if p["metadata"]["name"].startswith("sleeper-")}
+    assert len(nodes - {None, ""}) == count, [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]

@@ -266,6 +266,7 @@ class RayRuntime:
             # The server is going: its clusters are killed without waiting on their runs, and no final status is
             # written (the job is not over: the next server runs it again).
             run.suspended = True
+            run.detach = isinstance(run.cluster, RemoteRayCluster)  # an existing cluster's job runs on
             run.stop(wait=2.0)
         self.clusters.stop_all()
 

@@ -53,6 +53,7 @@ _CLEAN_LOGS: Final = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_DEDUP_LOGS": "0"
 _CHECK_TIMEOUT: Final = 120.0
 """Seconds the dashboard of a cluster whose head still runs may leave the job's checks unanswered."""
 _FINAL: Final = ("ValidationFailed", "Stopped", "DeadlineExceeded")
+_RUNS_ON: Final = "flexq: the job runs on "
 """Failures that are not retried: the job cannot run here, or was stopped."""
 
 
@@ -127,6 +128,9 @@ class RayJobRun:
         self._stop = threading.Event()
         self.suspended = False
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
+        self.detach = False
+        """The server is going and the job runs on without it (on a cluster that is not flexq's): the run stops
+        following it, neither stops it nor writes anything more, and the next server follows it again."""
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
         self._written = ""
@@ -178,7 +182,11 @@ class RayJobRun:
         status = self.job.get("status") or {}
         if self.borrow is not None and status.get("jobId") and status.get("jobDeploymentStatus") == "Running":
             self.rejoin, self.submission = True, str(status["jobId"])
-            self._write_log("")
+            # The log up to the job's output: the job's output is written again below it as the cluster gives it.
+            text = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+            cut = text.rfind(_RUNS_ON)
+            self.log_path.write_text((text[:cut] if cut >= 0 else text).replace(END_MARKER, "") +
+                                     "flexq: the server restarted; the job is followed again\n", encoding="utf-8")
             return
         previous = self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
         previous = previous.replace(END_MARKER, "")
@@ -214,6 +222,9 @@ class RayJobRun:
         self._end(spec, outcome, failed)
 
     def _end(self, spec: Mapping[str, Any], outcome: dict[str, Any], failed: int) -> None:
+        if self.detach:
+            self.done.set()
+            return
         outcome["failed"] = failed
         outcome["succeeded"] = 1 if outcome["jobStatus"] == "SUCCEEDED" else 0
         if self.cluster is not None and self.borrow is None and (spec.get("shutdownAfterJobFinishes")
@@ -358,7 +369,7 @@ class RayJobRun:
                 return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded",
                         "message": f"RayCluster {name} was not ready before the job's deadline"}
         self.cluster = borrowed.cluster
-        self._append(f"flexq: the job runs on {borrowed.what or f'RayCluster {name}'} (its dashboard "
+        self._append(f"{_RUNS_ON}{borrowed.what or f'RayCluster {name}'} (its dashboard "
                      f"{self.cluster.dashboard_url})\n")
         return borrowed
 
@@ -425,6 +436,9 @@ class RayJobRun:
             time.sleep(1.0)
 
     def _stopped(self, url: str) -> dict[str, Any]:
+        if self._stop.is_set() and self.detach:
+            return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Running", "reason": "Stopped",
+                    "message": "the server is going; the job runs on"}
         with contextlib.suppress(httpx.HTTPError):
             httpx.post(f"{url}/api/jobs/{self.submission}/stop", timeout=30)
         if self._stop.is_set():
