@@ -154,3 +154,21 @@ def test_the_gke_export_makes_no_node_pool_of_a_ray_cluster() -> None:
     line = pool_command(_pool_object(rayAddress="http://h:8265"), "us-east5-b")
     assert line == ("# node pool ray-a is the existing Ray cluster at http://h:8265 (flexq's --ray-address): no GKE "
                     "node pool is made for it")
+
+
+def test_a_ray_pool_without_room_says_so_and_never_scales() -> None:
+    pool = NodePoolSpec("ray-a", RAY_MACHINE, autoscaling=False, ray_address="http://h:8265")
+    driver, _timers = _driver(pool, [])
+    apply_ray_nodes(driver, pool, parse_nodes(_answer("nodes-two.json")))
+    created, why = driver.cluster.scale_up("ray-a", 1, START)
+    assert not created and why == ("node pool ray-a is the Ray cluster at http://h:8265, whose 2 node(s) have no "
+                                   "room for it (1 more needed)")
+
+
+def test_the_entrypoint_runs_in_the_uploaded_working_dir(tmp_path: Path) -> None:
+    from flexq.runtime.remote import relative_entrypoint
+
+    files = tmp_path / "working_dir"
+    assert relative_entrypoint(f"python {files}/app/train.py --data {files}/app", files) == \
+        "python app/train.py --data app"
+    assert relative_entrypoint("python -c 'print(1)'", files) == "python -c 'print(1)'"

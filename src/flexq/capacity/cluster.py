@@ -189,6 +189,9 @@ class Cluster:
         """Create ``count`` nodes (whole slices) if the pool's limits and the cloud allow; else say why."""
         pool = self.pools[pool_name]
         size = self.pool_size(pool_name)
+        if pool.ray_address:
+            return [], (f"node pool {pool_name} is the Ray cluster at {pool.ray_address}, whose {size} node(s) have "
+                        f"no room for it ({count} more needed)")
         if not pool.autoscaling:
             return [], f"node pool {pool_name} does not autoscale ({size} node(s); {count} more needed)"
         if size + count > pool.max_nodes:
