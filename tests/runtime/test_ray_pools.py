@@ -1,8 +1,9 @@
 """A node pool of an existing Ray cluster, for real: a second Ray cluster of two nodes (a head of 1 CPU and a worker
 of 2, each in a process session of its own, on ports of their own) stands for a remote cluster; a pool made with
 ``flexq container node-pools create --ray-address`` shows its nodes; a RayJob queued to a flavor of that pool runs
-on that cluster (its files uploaded as its working dir) and its log is read through flexq; the worker killed
-mid-job takes the pool down to one node and the job is evicted as on a lost node, its Ray job stopped there. No Ray
+on that cluster (its files uploaded as its working dir) and its log is read through flexq; a server restarted
+cleanly follows a running job again; the worker killed mid-job takes the pool down to one node and the job is
+evicted as on a lost node, its Ray job stopped there; a RayJob deleted while it runs is stopped there too. No Ray
 process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
 
 from __future__ import annotations
@@ -175,7 +176,13 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         _eventually(lost, timeout=60)
         pool = httpx.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
         assert pool["status"]["nodeCount"] == 1
-        _flexq(srv, "delete", "rayjob", "probe", "sleeper")
+
+        # A job of one pod fits the node left; deleted while it runs, its Ray job is stopped there.
+        _flexq(srv, "apply", "-f", "-", input=_rayjob("solo", 300).split("    workerGroupSpecs:")[0])
+        _eventually(lambda: _assert_running(srv, "solo"), timeout=90)
+        solo = _job(srv, "solo")["status"]["jobId"]
+        _flexq(srv, "delete", "rayjob", "solo", "probe", "sleeper")
+        _eventually(lambda: _assert_remote(remote, solo, "STOPPED"), timeout=30)
     finally:
         if srv is not None:
             stop_server(srv)
@@ -213,3 +220,7 @@ def _assert_pod_nodes(srv: Server, count: int) -> None:
     pods = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods").json()["items"]
     nodes = {p["spec"].get("nodeName") for p in pods if p["metadata"]["name"].startswith("sleeper-")}
     assert len(nodes - {None, ""}) == count, [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
+
+
+def _assert_remote(remote: LocalRayCluster, submission: str, state: str) -> None:
+    assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == state
