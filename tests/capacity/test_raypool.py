@@ -172,3 +172,46 @@ def test_the_entrypoint_runs_in_the_uploaded_working_dir(tmp_path: Path) -> None
     assert relative_entrypoint(f"python {files}/app/train.py --data {files}/app", files) == \
         "python app/train.py --data app"
     assert relative_entrypoint("python -c 'print(1)'", files) == "python -c 'print(1)'"
+
+
+def test_the_watcher_reads_each_address_on_its_thread_and_a_silent_dashboard_counts_no_node(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    import httpx
+
+    from flexq.capacity import raypool
+
+    answers = {"http://a:8265": parse_nodes(_answer("nodes-two.json"))}
+    calls: list[str] = []
+    broken = threading.Event()
+
+    def fetch(url: str) -> list[RayNode]:
+        calls.append(url)
+        if broken.is_set():
+            raise httpx.ConnectError("refused")
+        return answers[url]
+
+    monkeypatch.setattr(raypool, "SILENT_LIMIT", 0.3)
+    watcher = raypool.RayPoolWatcher(refresh=0.05, fetch=fetch)
+    try:
+        assert watcher.nodes("http://a:8265") is None
+        watcher.watch(["http://a:8265"])
+        deadline = time.monotonic() + 5
+        while watcher.nodes("http://a:8265") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(watcher.nodes("http://a:8265") or []) == 2
+        broken.set()
+        time.sleep(0.15)
+        assert len(watcher.nodes("http://a:8265") or []) == 2, "a dashboard silent for a moment keeps its nodes"
+        assert watcher.error("http://a:8265") == "refused"
+        time.sleep(0.4)
+        assert watcher.nodes("http://a:8265") == [], "silent for longer: no node"
+        watcher.watch([])
+        assert watcher.nodes("http://a:8265") is None
+        before = len(calls)
+        time.sleep(0.2)
+        assert len(calls) <= before + 1, "the thread stopped"
+    finally:
+        watcher.stop()
