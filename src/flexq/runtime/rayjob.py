@@ -53,8 +53,9 @@ _CLEAN_LOGS: Final = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_DEDUP_LOGS": "0"
 _CHECK_TIMEOUT: Final = 120.0
 """Seconds the dashboard of a cluster whose head still runs may leave the job's checks unanswered."""
 _FINAL: Final = ("ValidationFailed", "Stopped", "DeadlineExceeded")
-_RUNS_ON: Final = "flexq: the job runs on "
 """Failures that are not retried: the job cannot run here, or was stopped."""
+_RUNS_ON: Final = "flexq: the job runs on "
+"""How the log says which existing cluster the job runs on (the job's output follows that line)."""
 
 
 @dataclass(frozen=True, slots=True)
