@@ -18,9 +18,7 @@ cluster found again where the last server left it, or starts from the loss of it
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import re
 import shutil
 import threading
 import time
@@ -39,13 +37,12 @@ from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError
 from flexq.runtime.reattach import LOST_REASON, Resume
 from flexq.runtime.remote import RemoteRayCluster, relative_entrypoint
+from flexq.runtime.train_reports import parse_metrics, parse_reports
 
 __all__ = ["END_MARKER", "Borrowed", "RayJobRun", "parse_metrics", "parse_reports"]
 
 END_MARKER: Final = "\x00flexq-end\x00"
 DEFAULT_DEADLINE: Final = 3600.0
-_REPORT: Final = re.compile(r"Reporting training result (\d+): TrainingReport\(.*?metrics=(\{.*?\}), "
-                            r"validation=\w+\)(?: from rank (\d+))?")
 _AGENT_WAIT: Final = 120.0
 """How long a submission is retried while the head's job agent is not up yet (it starts after the dashboard,
 late on a loaded machine, and Ray answers "No available agent to submit job, please try again later")."""
@@ -60,8 +57,7 @@ _RUNS_ON: Final = "flexq: the job runs on "
 
 @dataclass(frozen=True, slots=True)
 class Borrowed:
-    """An existing Ray cluster and the spec of its pods' templates: a RayCluster's running Ray cluster and the
-    RayCluster's spec, or the cluster of a node pool of an existing Ray cluster and the job's own spec."""
+    """An existing Ray cluster and its pods' spec: a RayCluster's, or a Ray-cluster node pool's (the job's spec)."""
 
     cluster: RayClusterHandle
     spec: Mapping[str, Any]
@@ -79,28 +75,6 @@ def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.R
         response = httpx.post(f"{url}/api/jobs/", json=dict(body), timeout=30)
         if "No available agent" not in response.text or time.monotonic() > deadline or stop.wait(1.0):
             return response
-
-
-def parse_reports(log: str) -> list[dict[str, Any]]:
-    """Every report the script made with ``train.report``, in order (rank 0's copy of each), with its number
-    under ``report``. A log holding several runs (after an eviction) holds each run's reports."""
-    reports: list[dict[str, Any]] = []
-    for match in _REPORT.finditer(log):
-        if match.group(3) not in (None, "0"):
-            continue  # every worker logs its copy of the report
-        try:
-            value = ast.literal_eval(match.group(2))
-        except (ValueError, SyntaxError):
-            continue
-        if isinstance(value, dict):
-            reports.append({**value, "report": int(match.group(1))})
-    return reports
-
-
-def parse_metrics(log: str) -> dict[str, Any] | None:
-    """The last metrics the script reported with ``train.report`` (rank 0's copy of each report)."""
-    reports = parse_reports(log)
-    return reports[-1] if reports else None
 
 
 class RayJobRun:
@@ -130,8 +104,7 @@ class RayJobRun:
         self.suspended = False
         """Stopped because the workload was evicted: the job will run again, so no final status is written."""
         self.detach = False
-        """The server is going and the job runs on without it (on a cluster that is not flexq's): the run stops
-        following it, neither stops it nor writes anything more, and the next server follows it again."""
+        """The server is going; the job, on a cluster not flexq's, runs on unfollowed (the next server follows it)."""
         self._notes: list[str] = []
         """Lines flexq adds to the log while the job runs (after the job's own output)."""
         self._written = ""
