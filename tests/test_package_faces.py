@@ -34,8 +34,9 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.capacity": (
         "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "Cluster", "EmulatedCloud", "GKE_VERSION",
-        "MachineType", "NodePoolSpec", "PROVISIONING_EXPIRY", "PodGroup", "UnknownMachineType", "gke_node_pool",
-        "machine_type", "node_pool_spec", "node_pool_webhook", "provisioning_settings", "random_outages",
+        "MachineType", "NodePoolSpec", "PROVISIONING_EXPIRY", "PodGroup", "RayAddressError", "RayPoolSync",
+        "UnknownMachineType", "dashboard_address", "gke_node_pool", "machine_type", "node_pool_spec",
+        "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
     "flexq.cli": ("Client",),
     "flexq.controller": (
@@ -58,9 +59,9 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.runtime": (
         "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
-        "RayJobRun",
+        "RayJobRun", "RemoteRayCluster",
         "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
-        "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
+        "ray_pool_of", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",

@@ -7,6 +7,7 @@ from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
 from flexq.capacity.gke import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
 
 __all__ = [
     "CATALOG",
@@ -20,7 +21,10 @@ __all__ = [
     "MachineType",
     "NodePoolSpec",
     "PodGroup",
+    "RayAddressError",
+    "RayPoolSync",
     "UnknownMachineType",
+    "dashboard_address",
     "gke_node_pool",
     "machine_type",
     "node_pool_spec",

@@ -28,6 +28,7 @@ import httpx
 from flexq.capacity.catalog import MachineType
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.provisioning import Timers
+from flexq.errors import FlexqError
 
 if TYPE_CHECKING:
     from flexq.capacity.driver import CapacityDriver
@@ -46,7 +47,7 @@ RAY_NODE_LABEL: Final = "flexq.dev/ray-node-id"
 _RESOURCES: Final = {"CPU": "cpu", "memory": "memory", "GPU": "nvidia.com/gpu", "TPU": "google.com/tpu"}
 
 
-class RayAddressError(ValueError):
+class RayAddressError(FlexqError, ValueError):
     """The address is not a Ray dashboard's; the message says what to give instead."""
 
 

@@ -10,6 +10,7 @@ from flexq.runtime.local_pods import LocalPod
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import END_MARKER, Borrowed, RayJobRun, parse_reports
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, reap_all, record_path, same_object
+from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
 
 __all__ = [
     "ELASTIC_ANNOTATION",
@@ -20,6 +21,7 @@ __all__ = [
     "LocalPod",
     "RayClusterRun",
     "RayJobRun",
+    "RemoteRayCluster",
     "Resume",
     "attach",
     "cluster_status",
@@ -27,6 +29,7 @@ __all__ = [
     "is_elastic",
     "job_of_pod",
     "parse_reports",
+    "ray_pool_of",
     "raycluster_objects",
     "read_records",
     "reap",
