@@ -162,6 +162,8 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
 
         _eventually(followed_again, timeout=60)
         _eventually(lambda: _assert_pod_nodes(srv, 2), timeout=30)
+        assert "runs on the Ray cluster of node pool ray-a: reach its dashboard at " \
+            f"{remote.dashboard_url}" in _forward_error(srv, "sleeper")
         process, _temp = remote.workers["w"]
         os.killpg(process.pid, signal.SIGKILL)  # the worker node dies (the cloud took its VM)
 
@@ -224,3 +226,19 @@ def _assert_pod_nodes(srv: Server, count: int) -> None:
 
 def _assert_remote(remote: LocalRayCluster, submission: str, state: str) -> None:
     assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == state
+
+
+def _forward_error(srv: Server, job: str) -> str:
+    """What ``flexq port-forward rayjob/JOB :8265`` says when a connection comes to it."""
+    forward = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "port-forward", f"rayjob/{job}", ":8265"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=srv.env())
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()
+        port = int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{port}/api/version", timeout=10)
+    finally:
+        forward.terminate()
+        _out, err = forward.communicate(timeout=10)
+    return err

@@ -74,6 +74,9 @@ class RayRuntime:
                               f"node: forward the head pod's ports, or service/{job}-head-svc")
         run = self.runs.get(f"{namespace}/{job}")
         cluster = run.cluster if run is not None else None
+        if isinstance(cluster, RemoteRayCluster):
+            raise LookupError(f"RayJob {job} runs on the Ray cluster of node pool {cluster.pool}: reach its "
+                              f"dashboard at {cluster.dashboard_url}")
         local = cluster.ports if cluster is not None else {}
         if not local:
             raise LookupError(f"the Ray cluster of RayJob {job} is not running")
