@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from flexq.store.changes import Change, ChangeType, LogRow
+from flexq.store.backend import Backend
+from flexq.store.changes import Change, ChangeType, LogRow, from_rows
 from flexq.store.codec import dumps, loads
 from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
 from flexq.store.window import ChangeWindow, Entry, Gate
@@ -51,7 +52,7 @@ def _new_uid() -> str:
     return str(uuid.uuid4())
 
 
-class BaseStore:
+class BaseStore(Backend):
     """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
 
     def __init__(self, *, now: Callable[[], datetime] = _utcnow, new_uid: Callable[[], str] = _new_uid,
@@ -68,6 +69,9 @@ class BaseStore:
         self._batch_began = 0.0
         self._batch_thread = 0
         self._window = ChangeWindow(10_000)
+        self._known = 0
+        """The newest resourceVersion in the window and given to the listeners (a back end sets it when opened):
+        they have seen every change before it, whoever wrote it."""
         self._history = history
         self._unpruned = 0
         self._compacted = 0
@@ -76,71 +80,6 @@ class BaseStore:
         self._where = "the store"
         """Where the store is, as its errors name it."""
 
-    def close(self) -> None:
-        raise NotImplementedError
-
-    # --- what a back end supplies ------------------------------------------------------------------
-
-    def _begin(self) -> None:
-        """Begin a write transaction that excludes every other writer."""
-        raise NotImplementedError
-
-    def _end(self) -> None:
-        """Commit the transaction."""
-        raise NotImplementedError
-
-    def _undo(self) -> None:
-        """Roll the transaction back."""
-        raise NotImplementedError
-
-    def _savepoint(self, step: str) -> None:
-        """``step``: "begin", "undo" (roll back to the savepoint) or "release". At "begin" the batch holds
-        finished transactions only: a back end may commit them first (as :meth:`breathe` does)."""
-        raise NotImplementedError
-
-    def _in_transaction(self) -> bool:
-        """Whether a transaction is open: a database may roll one back on its own (SQLite on a full disk)."""
-        return True
-
-    def _refusal(self, exc: BaseException) -> StoreUnavailable | None:
-        """``exc`` as :class:`StoreUnavailable` where it is the database refusing a write (full, locked, I/O),
-        None where it is anything else."""
-        return None
-
-    def _counter(self, name: str) -> int | None:
-        raise NotImplementedError
-
-    def _set_counter(self, name: str, value: int) -> None:
-        raise NotImplementedError
-
-    def _next_rv(self) -> int:
-        raise NotImplementedError
-
-    def _body(self, key: Key) -> str | None:
-        raise NotImplementedError
-
-    def _exists(self, key: Key) -> bool:
-        raise NotImplementedError
-
-    def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
-        """Bodies of one resource, ordered by namespace and name (as bytes compare), and the resourceVersion
-        they are as of."""
-        raise NotImplementedError
-
-    def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
-        raise NotImplementedError
-
-    def _log_after(self, since: int, limit: int) -> list[LogRow]:
-        raise NotImplementedError
-
-    def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
-        """Write (or, for DELETED, remove) the object's row and append the change to the log."""
-        raise NotImplementedError
-
-    def _drop_log(self, cutoff: int) -> int:
-        """Delete the changes up to ``cutoff``; return how many."""
-        raise NotImplementedError
-
     # --- notification ------------------------------------------------------------------------------
 
     def subscribe(self, listener: Callable[[list[Change]], None]) -> None:
@@ -148,10 +87,33 @@ class BaseStore:
         self._listeners.append(listener)
 
     def _publish(self, changes: list[Change]) -> None:
-        """Committed changes, in resourceVersion order: into the window, then to the listeners."""
+        """Committed changes into the window, then to the listeners: in resourceVersion order and without holes.
+        Changes other writers of the same database committed between the last ones published and these go first
+        (read from the log; where they were compacted away, the window starts afresh, and readers of older
+        changes read the log and get :class:`Gone`)."""
+        changes = [c for c in changes if c.rv > self._known]
+        if not changes:
+            return
+        missing = changes[0].rv - self._known - 1
+        if missing > 0:
+            rows = self._log_after(self._known, missing) if missing <= self._window.size else []
+            if len(rows) == missing and int(rows[-1][0]) == changes[0].rv - 1:
+                changes = [*from_rows(rows), *changes]
+            else:
+                self._window = ChangeWindow(self._window.size)
+        self._known = changes[-1].rv
         self._window.extend(Entry(c.rv, c.type.value, c.key, c._body) for c in changes)
         for listener in self._listeners:
             listener(changes)
+
+    def catch_up(self) -> None:
+        """Publish the changes other writers of the same database committed since the last ones published."""
+        with self._lock:
+            while True:
+                rows = self._log_after(self._known, 1000)
+                if not rows:
+                    return
+                self._publish(from_rows(rows))
 
     # --- transactions ------------------------------------------------------------------------------
 
@@ -320,6 +282,9 @@ class BaseStore:
             if self._window.covers(since):
                 entries, reached = self._window.after(since, limit, resources)
             else:
+                self._compacted = max(self._compacted, self._counter("compacted") or 0)  # another writer's too
+                if since < self._compacted:
+                    raise Gone(since, self._compacted + 1)
                 rows = self._log_after(since, limit)
                 reached = int(rows[-1][0]) if rows else since
                 entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows

@@ -8,7 +8,7 @@ from typing import Any
 from flexq.store.codec import loads
 from flexq.store.errors import Key
 
-__all__ = ["Change", "ChangeType", "LogRow"]
+__all__ = ["Change", "ChangeType", "LogRow", "from_rows"]
 
 LogRow = tuple[int, str, str, str, str, str, str]
 """A row of the change log: rv, type, group, resource, namespace, name, body."""
@@ -41,3 +41,8 @@ class Change:
 
     def __repr__(self) -> str:
         return f"Change({self.rv}, {self.type.value}, {self.key})"
+
+
+def from_rows(rows: list[LogRow]) -> list[Change]:
+    """The changes of rows of the change log."""
+    return [Change(int(rv), ChangeType(t), Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows]

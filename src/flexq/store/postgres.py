@@ -28,9 +28,8 @@ from typing import Any
 
 import psycopg
 
-from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow
+from flexq.store.base import BaseStore, ChangeType, LogRow, _new_uid, _utcnow
 from flexq.store.errors import Gone, Key, StoreError
-from flexq.store.window import ChangeWindow
 
 __all__ = ["PostgresStore", "Unavailable", "connect"]
 
@@ -122,7 +121,6 @@ class PostgresStore(BaseStore):
         super().__init__(now=now, new_uid=new_uid, history=history)
         self._compacted = self._counter("compacted") or 0
         self._known = self._counter("rv") or 0
-        """The newest resourceVersion in the window and given to the listeners: they have seen all before it."""
         self._poll = poll
         self._savepoints = 0
         self._closing = threading.Event()
@@ -253,34 +251,6 @@ class PostgresStore(BaseStore):
 
     # --- following every server's changes ----------------------------------------------------------
 
-    def _publish(self, changes: list[Change]) -> None:
-        """Publish in order and without holes: the changes of other servers committed between the last ones
-        published and these go first (read from the log; where they were compacted away, the window starts
-        afresh, and readers of older changes read the log and get :class:`Gone`)."""
-        changes = [c for c in changes if c.rv > self._known]
-        if not changes:
-            return
-        missing = changes[0].rv - self._known - 1
-        if missing > 0:
-            rows = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s AND rv < %s ORDER BY rv",
-                           (self._known, changes[0].rv)).fetchall() if missing <= self._window.size else []
-            if len(rows) == missing:
-                changes = [*_changes(rows), *changes]
-            else:
-                self._window = ChangeWindow(self._window.size)
-        self._known = changes[-1].rv
-        super()._publish(changes)
-
-    def catch_up(self) -> None:
-        """Publish the changes other servers committed since the last ones published."""
-        with self._lock:
-            while True:
-                rows = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s ORDER BY rv LIMIT 1000",
-                               (self._known,)).fetchall()
-                if not rows:
-                    return
-                self._publish(_changes(rows))
-
     def _follow(self) -> None:
         conn: Connection | None = None
         while not self._closing.is_set():
@@ -307,7 +277,3 @@ class PostgresStore(BaseStore):
                 self._closing.wait(1.0)
         if conn is not None:
             conn.close()
-
-
-def _changes(rows: list[LogRow]) -> list[Change]:
-    return [Change(int(rv), ChangeType(t), Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows]

@@ -1,4 +1,5 @@
-"""The durable object store on SQLite in WAL mode: one file, one server (the default).
+"""The durable object store on SQLite in WAL mode: one file, one server (the default); with ``follow``, several
+processes on one file, each seeing the others' commits in order.
 
 What the store does is :mod:`flexq.store.base`'s; this module holds SQLite's statements. A write transaction
 is ``BEGIN IMMEDIATE``: it takes SQLite's write lock at once, so writers never interleave. A write the database
@@ -8,7 +9,9 @@ refuses (disk full, locked by another process) is undone whole and raises :class
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +21,8 @@ from flexq.store.errors import Key, StoreUnavailable
 from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
+
+log = logging.getLogger("flexq.store")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -48,9 +53,12 @@ class Store(BaseStore):
         new_uid: Callable[[], str] = _new_uid,
         history: int = 50_000,
         busy: float = 5.0,
+        follow: float = 0.0,
     ) -> None:
         """``history``: how many of the newest changes the log keeps (older ones are compacted away once
-        a tenth as many more were written); ``busy``: how long a write waits for another process's lock."""
+        a tenth as many more were written); ``busy``: how long a write waits for another process's lock;
+        ``follow``: every how many seconds to look for other processes' commits to the same file (0: never, the
+        file is this store's alone)."""
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -66,10 +74,28 @@ class Store(BaseStore):
         super().__init__(now=now, new_uid=new_uid, history=history)
         self._where, self._busy = str(path), busy
         self._compacted = self._counter("compacted") or 0
+        self._known = self._counter("rv") or 0
+        self._closing = threading.Event()
+        if follow > 0:
+            threading.Thread(target=self._follow, args=(follow,), name="flexq-store-follower", daemon=True).start()
 
     def close(self) -> None:
+        self._closing.set()
         with self._lock:
             self._db.close()
+
+    def _follow(self, every: float) -> None:
+        """Publish the commits other processes make to the same file (their writes reach this store's watches and
+        controllers in resourceVersion order)."""
+        while not self._closing.wait(every):
+            try:
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    if (self._counter("rv") or 0) > self._known:
+                        self.catch_up()
+            except sqlite3.Error as exc:  # locked for longer than the busy timeout, or closed: look again later
+                log.warning("following the database's changes: %s", exc)
 
     # --- transactions ------------------------------------------------------------------------------
 

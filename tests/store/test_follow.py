@@ -1,0 +1,89 @@
+"""Several processes on one SQLite file: a store that follows the file sees the others' commits, in
+resourceVersion order and without holes, in its window (watches, controllers) and through its listeners."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flexq.store import Change, Gone, Key, Store
+
+
+def _key(name: str) -> Key:
+    return Key("", "configmaps", "default", name)
+
+
+def _obj(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"n": name}}
+
+
+def _wait(predicate: object, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def test_a_following_store_sees_another_writers_commits_in_order(tmp_path: Path) -> None:
+    writer = Store(tmp_path / "flexq.db")
+    follower = Store(tmp_path / "flexq.db", follow=0.01)
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def listen(changes: list[Change]) -> None:
+        with lock:
+            seen.extend(c.rv for c in changes)
+
+    follower.subscribe(listen)
+    try:
+        for i in range(5):
+            writer.create(_key(f"w{i}"), _obj(f"w{i}"))
+        _wait(lambda: len(seen) == 5)
+        follower.create(_key("f0"), _obj("f0"))  # its own write, after the others'
+        writer.create(_key("w5"), _obj("w5"))
+        _wait(lambda: len(seen) == 7)
+        assert seen == list(range(1, 8)), "every commit once, in order, without holes"
+        names = [c.key.name for c in follower.changes(0)]
+        assert names == ["w0", "w1", "w2", "w3", "w4", "f0", "w5"]
+        assert follower.get(_key("w5"))["data"] == {"n": "w5"}
+    finally:
+        follower.close()
+        writer.close()
+
+
+def test_a_store_that_does_not_follow_gets_the_others_commits_before_its_own(tmp_path: Path) -> None:
+    """Its next commit publishes what came between first, read from the log."""
+    other = Store(tmp_path / "flexq.db")
+    store = Store(tmp_path / "flexq.db")
+    published: list[str] = []
+    store.subscribe(lambda changes: published.extend(c.key.name for c in changes))
+    try:
+        other.create(_key("a"), _obj("a"))
+        other.create(_key("b"), _obj("b"))
+        assert published == []
+        store.create(_key("c"), _obj("c"))
+        assert published == ["a", "b", "c"]
+        assert [c.rv for c in store.changes(0)] == [1, 2, 3]
+    finally:
+        store.close()
+        other.close()
+
+
+def test_a_reader_behind_another_writers_compaction_gets_gone(tmp_path: Path) -> None:
+    writer = Store(tmp_path / "flexq.db", history=10)
+    reader = Store(tmp_path / "flexq.db")
+    try:
+        for i in range(30):
+            writer.create(_key(f"w{i}"), _obj(f"w{i}"))
+        writer.compact(10)
+        with pytest.raises(Gone):
+            reader.changes(5)
+        assert [c.rv for c in reader.changes(25)] == [26, 27, 28, 29, 30]
+    finally:
+        reader.close()
+        writer.close()
