@@ -1,5 +1,6 @@
-"""Two servers on one PostgreSQL database: one leads the controllers, the other serves the API, and takes over
-within a lease period when the leader is killed."""
+"""Two servers on one PostgreSQL database, or on one SQLite file with ``--shared``: one leads the controllers, the
+other serves the API (seeing the leader's writes), and takes over within a lease period when the leader is
+killed."""
 
 from __future__ import annotations
 
@@ -91,9 +92,14 @@ def _watch(srv: Server, since: str, seen: list[dict[str, Any]], ready: threading
                     return
 
 
-@pytest.fixture
-def pair(postgres_url: str, tmp_path: Path) -> Any:
-    flags = ("--store", postgres_url, "--lease-duration", f"{LEASE:g}s")
+@pytest.fixture(params=["postgresql", "sqlite"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Two servers on one store: a PostgreSQL database, or one SQLite file that both use with ``--shared``."""
+    if request.param == "postgresql":
+        flags: tuple[str, ...] = ("--store", request.getfixturevalue("postgres_url"))
+    else:
+        flags = ("--store", f"sqlite:///{tmp_path / 'shared.db'}", "--shared")
+    flags += ("--lease-duration", f"{LEASE:g}s")
     servers: list[Server] = []
     try:
         servers.append(start_server(tmp_path / "a", *flags))

@@ -35,8 +35,12 @@ def server(
         help="Where objects live: postgresql://USER@HOST:PORT/DB (shared by several servers; one leads the "
              "controllers) or sqlite:///PATH (default: FLEXQ_HOME/flexq.db).")] = None,
     lease_duration: Annotated[str, typer.Option(
-        help="With PostgreSQL: how long the leader's lease lasts without renewal; another server takes over "
-             "within it when the leader dies.")] = "15s",
+        help="With PostgreSQL or --shared: how long the leader's lease lasts without renewal; another server "
+             "takes over within it when the leader dies.")] = "15s",
+    shared: Annotated[bool, typer.Option(
+        "--shared", help="Other servers use the same SQLite file: follow their writes and elect one of them to "
+                         "run the controllers (as with PostgreSQL). Each server needs a FLEXQ_HOME of its own.")]
+    = False,
     event_ttl: Annotated[str, typer.Option(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
@@ -56,7 +60,7 @@ def server(
         plan = plan_listeners(host, port, tls_port, not no_tls, auth)
         config = load_capacity(capacity) if capacity is not None else None
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl)
+              lease_duration=lease, event_ttl=ttl, shared=shared)
     except (ListenError, StoreOptionError, StoreUnavailable) as exc:  # the store refusing its first writes
         raise CliError(f"error: {exc}") from None
 

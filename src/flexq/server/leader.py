@@ -24,7 +24,7 @@ from flexq.store.base import rfc3339
 from flexq.store.errors import StoreError
 
 if TYPE_CHECKING:
-    from flexq.store.lease import Lease
+    from flexq.store.holder import LeaseLike
 
 __all__ = ["Leadership", "leader_router"]
 
@@ -33,9 +33,10 @@ log = logging.getLogger("flexq.leader")
 
 class Leadership:
     """Runs ``make()``'s controller while this server leads. ``lease`` is a
-    :class:`~flexq.store.lease.Lease`, or None where this server is the only one (it always leads)."""
+    :class:`~flexq.store.lease.Lease` (PostgreSQL) or :class:`~flexq.store.sqlite_lease.SqliteLease` (a shared SQLite
+    file), or None where this server is the only one (it always leads)."""
 
-    def __init__(self, lease: Lease | None, make: Callable[[], QueueController], identity: str) -> None:
+    def __init__(self, lease: LeaseLike | None, make: Callable[[], QueueController], identity: str) -> None:
         self.lease = lease
         self.identity = identity
         self._make = make
@@ -125,13 +126,14 @@ class Leadership:
         shown: dict[str, Any] = {"identity": self.identity, "leading": self.leading}
         if self.lease is None:
             return {**shown, "holder": self.identity, "store": "sqlite"}
+        store = self.lease.kind
         try:
             held = self.lease.read()
         except StoreError as exc:
-            return {**shown, "holder": None, "store": "postgresql", "error": str(exc)}
+            return {**shown, "holder": None, "store": store, "error": str(exc)}
         if held is None:
-            return {**shown, "holder": None, "store": "postgresql"}
-        return {**shown, "store": "postgresql", "holder": None if held.expired else held.holder,
+            return {**shown, "holder": None, "store": store}
+        return {**shown, "store": store, "holder": None if held.expired else held.holder,
                 "lease": {"name": self.lease.name, "holderIdentity": held.holder, "acquireTime": rfc3339(held.acquired),
                           "renewTime": rfc3339(held.renewed), "leaseDurationSeconds": held.duration,
                           "leaseTransitions": held.transitions, "expired": held.expired}}

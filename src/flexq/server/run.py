@@ -29,13 +29,16 @@ from flexq.server.authn import Authenticator
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import ensure_certificates
-from flexq.store.url import StoreOptionError, is_postgres, open_store, shown
+from flexq.store.sqlite_lease import SqliteLease
+from flexq.store.url import StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
 if TYPE_CHECKING:
-    from flexq.store.lease import Lease
+    from flexq.store.holder import LeaseLike
 
 __all__ = ["ListenError", "StoreOptionError", "serve"]
 
+FOLLOW_EVERY = 0.005
+"""Seconds between two looks at a shared SQLite file for the other servers' commits."""
 _CLOSE_STREAMS = 3
 """Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
 it closes them: they would otherwise keep it running as long as a browser tab stays open."""
@@ -77,11 +80,11 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, 
 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
-          lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL) -> None:
+          lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False) -> None:
     """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
     ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
-    ``lease_duration`` seconds (see :mod:`flexq.server.leader`). Events are deleted ``event_ttl`` seconds after
-    they were last seen (0: kept).
+    ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
+    following the others' commits. Events are deleted ``event_ttl`` seconds after they were last seen (0: kept).
 
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, and
     :class:`StoreOptionError` when the store cannot be opened."""
@@ -89,7 +92,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
             sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
-        store = open_store(store_spec, home)
+        store = open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
     except (ListenError, StoreOptionError):
         for sock in sockets:
             sock.close()
@@ -104,7 +107,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
     ray = RayRuntime(store, home) if runtime == "ray" else None
     identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
-    lease = _lease(store_spec, identity, lease_duration)
+    lease = _lease(store_spec, home, identity, lease_duration, shared)
     leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray), identity)
     expiry = EventExpiry(store, event_ttl)
     try:
@@ -137,10 +140,12 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             sock.close()
 
 
-def _lease(store_spec: str | None, identity: str, duration: float) -> Lease | None:
-    """The controllers' lease where the store is shared (PostgreSQL); None where this server is the only one."""
+def _lease(store_spec: str | None, home: Path, identity: str, duration: float, shared: bool) -> LeaseLike | None:
+    """The controllers' lease where the store is shared (PostgreSQL, or a SQLite file with ``--shared``); None
+    where this server is the only one."""
     if not is_postgres(store_spec):
-        return None
+        path = sqlite_path(store_spec, home)
+        return SqliteLease(path, identity, duration=duration) if shared and path is not None else None
     from flexq.store.lease import Lease
 
     assert store_spec is not None

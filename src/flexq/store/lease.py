@@ -8,11 +8,11 @@ that time. Every time is the database's own clock, so the servers' clocks need n
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
 
+from flexq.store.holder import Holder
 from flexq.store.postgres import Connection, Unavailable, connect
 
 __all__ = ["Holder", "Lease"]
@@ -29,22 +29,11 @@ RETURNING holder
 """
 
 
-@dataclass(frozen=True)
-class Holder:
-    """The lease as read: who holds it, since when, when it was renewed, for how long, how often it changed
-    hands; ``expired`` when its holder let it lapse."""
-
-    holder: str
-    acquired: datetime
-    renewed: datetime
-    duration: float
-    transitions: int
-    expired: bool
-
-
 class Lease:
     """The lease ``name`` in the database at ``url``, sought by ``identity`` (on a connection of its own, so
     that renewing never waits for the store)."""
+
+    kind = "postgresql"
 
     def __init__(self, url: str, identity: str, *, name: str = "flexq-controller", duration: float = 15.0) -> None:
         self.url = url

@@ -34,10 +34,19 @@ def shown(spec: str) -> str:
     return re.sub(r"^(\w+://[^:/@]*):[^@/]*@", r"\1:***@", spec)
 
 
-def open_store(spec: str | None, home: Path) -> BaseStore:
+def sqlite_path(spec: str | None, home: Path) -> Path | None:
+    """The SQLite file ``--store`` names (the state directory's by default); None for PostgreSQL."""
+    if spec is None:
+        return home / "flexq.db"
+    if is_postgres(spec):
+        return None
+    return Path(spec.removeprefix("sqlite://")).expanduser()
+
+
+def open_store(spec: str | None, home: Path, *, follow: float = 0.0) -> BaseStore:
     """The store ``spec`` names (see the module); :class:`StoreOptionError` with the reason if it cannot be."""
     if not spec:
-        return Store(home / "flexq.db")
+        return Store(home / "flexq.db", follow=follow)
     if is_postgres(spec):
         return _postgres(spec)
     if "://" in spec and not spec.startswith("sqlite://"):
@@ -47,7 +56,7 @@ def open_store(spec: str | None, home: Path) -> BaseStore:
     if not path:
         raise StoreOptionError(f"--store {spec}: no file named (sqlite:///PATH)")
     try:
-        return Store(Path(path).expanduser())
+        return Store(Path(path).expanduser(), follow=follow)
     except (OSError, sqlite3.Error) as exc:
         raise StoreOptionError(f"--store {spec}: cannot open the SQLite file: {exc}") from None
 
