@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +111,15 @@ def free_port() -> int:
 class Server:
     """``flexq server --runtime none`` in a process of its own (under py-spy with ``profile``)."""
 
-    def __init__(self, home: Path, profile: Path | None) -> None:
+    def __init__(self, home: Path, profile: Path | None, db: Path | None = None) -> None:
+        """``db``: a SQLite file shared with other servers (``--shared``); else the server's own."""
         self.port = free_port()
         self.home = home
+        self.db = db or home / "flexq.db"
         cmd = [sys.executable, "-m", "flexq.cli.main", "server", "--runtime", "none", "--port", str(self.port),
                "--home", str(home)]
+        if db is not None:
+            cmd += ["--store", f"sqlite:///{db}", "--shared", "--lease-duration", "5s"]
         if profile is not None:
             spy = Path(sys.executable).parent / "py-spy"
             cmd = [str(spy) if spy.exists() else "py-spy", "record", "--format", "raw", "--rate", "50",
@@ -149,11 +154,11 @@ class Server:
         return cpu, int(hwm.split()[1]) / 1024
 
     def store_mb(self) -> float:
-        return sum(p.stat().st_size for p in self.home.glob("flexq.db*")) / 2**20
+        return sum(p.stat().st_size for p in self.db.parent.glob(self.db.name + "*")) / 2**20
 
     def store_tables(self) -> dict[str, list[float]]:
         """Rows and MiB of bodies per resource in the objects table, and in the change log."""
-        db = sqlite3.connect(f"file:{self.home / 'flexq.db'}?mode=ro", uri=True)
+        db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
         try:
             rows = db.execute("SELECT resource, COUNT(*), SUM(LENGTH(body)) FROM objects GROUP BY resource").fetchall()
             log = db.execute("SELECT COUNT(*), SUM(LENGTH(body)) FROM changes").fetchone()
@@ -165,14 +170,14 @@ class Server:
 
     def store_files(self) -> dict[str, float]:
         """MiB of the database file, of its free pages, and of its write-ahead log."""
-        db = sqlite3.connect(f"file:{self.home / 'flexq.db'}?mode=ro", uri=True)
+        db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
         try:
             page = db.execute("PRAGMA page_size").fetchone()[0]
             free = db.execute("PRAGMA freelist_count").fetchone()[0]
         finally:
             db.close()
-        wal = self.home / "flexq.db-wal"
-        return {"file": round((self.home / "flexq.db").stat().st_size / 2**20, 1),
+        wal = self.db.parent / (self.db.name + "-wal")
+        return {"file": round(self.db.stat().st_size / 2**20, 1),
                 "free pages": round(free * page / 2**20, 1),
                 "write-ahead log": round(wal.stat().st_size / 2**20 if wal.exists() else 0.0, 1)}
 
@@ -340,6 +345,20 @@ async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[
     return run
 
 
+def wait_leading(server: Server) -> None:
+    """Until the server leads the controllers (it was first on the shared file)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError), \
+                urllib.request.urlopen(server.base + "/flexq/v1/leader", timeout=2) as answer:
+            if json.loads(answer.read()).get("leading"):
+                return
+        if server.process.poll() is not None:
+            raise RuntimeError("the leading server exited")
+        time.sleep(0.2)
+    raise RuntimeError("the first server did not lead within 60 s")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
@@ -418,6 +437,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--virtual", action="store_true", help="also run the config in virtual time to compare")
     parser.add_argument("--profile", type=Path, help="run the server under py-spy; write its raw stacks here")
+    parser.add_argument("--split", action="store_true",
+                        help="two servers on one SQLite file (--shared): the client talks to one, the other leads "
+                             "the controllers")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="flexq-live-") as tmp:
         path = scaled_config(args.config, args.scale, Path(tmp))
@@ -427,21 +449,30 @@ def main() -> None:
         bound = packing_bound(objects, jobs)
         virtual = virtual_admission(path) if args.virtual else None
         load_before = round(os.getloadavg()[0], 2)
-        server = Server(Path(tmp) / "home", args.profile)
+        leader = Server(Path(tmp) / "leader", None, Path(tmp) / "shared.db") if args.split else None
+        if leader is not None:
+            wait_leading(leader)
+        server = Server(Path(tmp) / "home", args.profile, leader.db if leader is not None else None)
         try:
             run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout))
             cpu, rss = server.usage()
+            if leader is not None:
+                lead_cpu, lead_rss = leader.usage()
+                cpu, rss = cpu + lead_cpu, max(rss, lead_rss)
             store = server.store_mb()
             tables = server.store_tables()
             files = server.store_files()
         finally:
             server.stop()
+            if leader is not None:
+                leader.stop()
         result = report(args.config, args.scale, run, bound, cpu, rss, store,
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
         result["server"]["store_tables"] = tables
         result["server"]["store_files"] = files
+        result["split"] = args.split
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"live-{args.config}" + ("" if args.scale == 1 else f"-{args.scale:g}")
+    stem = f"live-{args.config}" + ("-split" if args.split else "") + ("" if args.scale == 1 else f"-{args.scale:g}")
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))
