@@ -69,12 +69,12 @@ class BaseStore(Backend):
         self._batch_began = 0.0
         self._batch_thread = 0
         self._window = ChangeWindow(10_000)
-        self._known = 0
-        """The newest resourceVersion in the window and given to the listeners (a back end sets it when opened):
-        they have seen every change before it, whoever wrote it."""
+        self._known = self._counter("rv") or 0
+        """The newest resourceVersion in the window and given to the listeners: they have seen every change before
+        it, whoever wrote it."""
         self._history = history
         self._unpruned = 0
-        self._compacted = 0
+        self._compacted = self._counter("compacted") or 0
         self._lost = False
         """The database rolled an open batch back whole (its earlier transactions too): the batch must say so."""
         self._where = "the store"
@@ -282,10 +282,12 @@ class BaseStore(Backend):
             if self._window.covers(since):
                 entries, reached = self._window.after(since, limit, resources)
             else:
-                self._compacted = max(self._compacted, self._counter("compacted") or 0)  # another writer's too
+                rows = self._log_after(since, limit)
+                # Another writer may have compacted the log: read after the rows, the mark tells whether they are
+                # whole.
+                self._compacted = max(self._compacted, self._counter("compacted") or 0)
                 if since < self._compacted:
                     raise Gone(since, self._compacted + 1)
-                rows = self._log_after(since, limit)
                 reached = int(rows[-1][0]) if rows else since
                 entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
                            if resources is None or (g, r) in resources]

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from flexq.store.base import BaseStore, ChangeType, LogRow, _new_uid, _utcnow
-from flexq.store.errors import Gone, Key, StoreError
+from flexq.store.errors import Key, StoreError
 
 __all__ = ["PostgresStore", "Unavailable", "connect"]
 
@@ -119,8 +119,6 @@ class PostgresStore(BaseStore):
             self._db.close()
             raise Unavailable(_reason(exc)) from None
         super().__init__(now=now, new_uid=new_uid, history=history)
-        self._compacted = self._counter("compacted") or 0
-        self._known = self._counter("rv") or 0
         self._poll = poll
         self._savepoints = 0
         self._closing = threading.Event()
@@ -229,10 +227,6 @@ class PostgresStore(BaseStore):
     def _log_after(self, since: int, limit: int) -> list[LogRow]:
         rows: list[LogRow] = self._x(f"SELECT {_LOG_COLUMNS} FROM changes WHERE rv > %s ORDER BY rv LIMIT %s",
                                      (since, limit)).fetchall()
-        # Another server may have compacted the log: read after the rows, the mark tells whether they are whole.
-        self._compacted = max(self._compacted, self._counter("compacted") or 0)
-        if since < self._compacted:
-            raise Gone(since, self._compacted + 1)
         return rows
 
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:

@@ -73,8 +73,6 @@ class Store(BaseStore):
         self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         super().__init__(now=now, new_uid=new_uid, history=history)
         self._where, self._busy = str(path), busy
-        self._compacted = self._counter("compacted") or 0
-        self._known = self._counter("rv") or 0
         self._closing = threading.Event()
         if follow > 0:
             threading.Thread(target=self._follow, args=(follow,), name="flexq-store-follower", daemon=True).start()
