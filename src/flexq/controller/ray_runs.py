@@ -116,20 +116,21 @@ class RayRuntime:
         namespace, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
                       for o in self.store.list_objects("", "configmaps", namespace)[0]}
+        workdir = self.log_path(namespace, name).parent
+
+        def status(fields: dict[str, Any]) -> None:
+            self._status(namespace, name, fields)
+
         cluster = selected_cluster("RayJob", job)
         if cluster is not None:  # it runs on an existing RayCluster, which it neither records nor stops
-            return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
-                             lambda fields: self._status(namespace, name, fields),
-                             borrow=lambda: self.clusters.running(namespace, cluster))
+            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: self.clusters.running(namespace, cluster))
         remote = ray_pool_of(self.store, job)
         if remote is not None:  # admitted onto a node pool of an existing Ray cluster: it runs there
             pool, url = remote
             borrowed = Borrowed(RemoteRayCluster(url, pool), (job.get("spec") or {}).get("rayClusterSpec") or {},
                                 f"the Ray cluster of node pool {pool}")
-            return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
-                             lambda fields: self._status(namespace, name, fields), borrow=lambda: borrowed)
-        return RayJobRun(job, configmaps, self.log_path(namespace, name).parent,
-                         lambda fields: self._status(namespace, name, fields),
+            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: borrowed)
+        return RayJobRun(job, configmaps, workdir, status,
                          lambda group, pods: self._scale(namespace, name, group, pods),
                          record=record_path(self.home, "rayjobs", namespace, name), resume=resume)
 

@@ -290,11 +290,12 @@ class RayJobRun:
                     "message": "stopped before it started"}
         assert self.cluster is not None
         url = self.cluster.dashboard_url
-        if isinstance(self.cluster, RemoteRayCluster):
-            if not (self.rejoin and _known(url, self.submission)):
-                self.cluster.submit(relative_entrypoint(env.entrypoint, files), self.submission,
-                                    {**_CLEAN_LOGS, **env.env_vars}, files if env.files else None, self._stop)
-        elif not (self.rejoin and _known(url, self.submission)):
+        if self.rejoin and _known(url, self.submission):
+            pass  # submitted by an earlier server, and still known there: followed, not submitted again
+        elif isinstance(self.cluster, RemoteRayCluster):
+            self.cluster.submit(relative_entrypoint(env.entrypoint, files), self.submission,
+                                {**_CLEAN_LOGS, **env.env_vars}, files if env.files else None, self._stop)
+        else:
             checkpoints = self.workdir / "checkpoints"
             checkpoints.mkdir(parents=True, exist_ok=True)
             body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
