@@ -256,6 +256,11 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
 
     # --- placement and the autoscaler --------------------------------------------------------------
 
+    def retry_waiting(self) -> None:
+        """Nodes came (from outside the driver): every admitted workload waiting for nodes tries again."""
+        for key in sorted(self.waiting_since):
+            self.try_start(key)
+
     def try_start(self, key: str) -> None:
         wl = self.scheduler.workload(key)
         if wl is None or wl.state is not WorkloadState.ADMITTED or key in self.running:

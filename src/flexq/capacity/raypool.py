@@ -207,8 +207,7 @@ def apply_ray_nodes(driver: CapacityDriver, pool: NodePoolSpec, found: list[RayN
             node.allocatable = allocatable
             changed = added = True
     if added:
-        for key in sorted(driver.waiting_since):
-            driver.try_start(key)
+        driver.retry_waiting()
     return changed
 
 
