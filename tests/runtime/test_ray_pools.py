@@ -25,6 +25,7 @@ from flexq.runtime.ray_cluster import LocalRayCluster
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _eventually
 from tests.runtime.ray_leaks import RayProcesses
+from tests.runtime.test_guide_end_to_end import _job, _run
 
 PROBE = """import os, time, ray
 ray.init()
@@ -87,17 +88,6 @@ spec:
 """
 
 
-def _flexq(srv: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=srv.env(), timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def _job(srv: Server, name: str) -> dict[str, Any]:
-    return dict(httpx.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
-
-
 def _pool_nodes(srv: Server) -> dict[str, str]:
     """The pool's Node objects: Ray node id -> allocatable CPU."""
     items = httpx.get(f"{srv.url}/api/v1/nodes").json()["items"]
@@ -119,8 +109,8 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         remote.add_worker("w", num_cpus=2, resources={})
         ids = _eventually(lambda: _two(_ray_node_ids(remote.dashboard_url)), timeout=60)
         srv = start_server(tmp_path / "home", "--runtime", "ray")
-        _flexq(srv, "container", "clusters", "create", "c", "--num-nodes=0")
-        made = _flexq(srv, "container", "node-pools", "create", "ray-a", "--cluster=c",
+        _run(srv, "container", "clusters", "create", "c", "--num-nodes=0")
+        made = _run(srv, "container", "node-pools", "create", "ray-a", "--cluster=c",
                       f"--ray-address={remote.dashboard_url}")
         assert "Created [ray-a]" in made.stderr
 
@@ -130,22 +120,22 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
             assert pool["status"]["nodeCount"] == 2
 
         _eventually(two_nodes, timeout=30)
-        _flexq(srv, "apply", "-f", "-", input=QUEUE)
-        _flexq(srv, "create", "configmap", "probe", f"--from-file=probe.py={_write(tmp_path, PROBE)}")
-        _flexq(srv, "apply", "-f", "-", input=_rayjob("probe", 0))
+        _run(srv, "apply", "-f", "-", input=QUEUE)
+        _run(srv, "create", "configmap", "probe", f"--from-file=probe.py={_write(tmp_path, PROBE)}")
+        _run(srv, "apply", "-f", "-", input=_rayjob("probe", 0))
         _eventually(lambda: _assert_status(_job(srv, "probe"), "Complete"), timeout=90)
         status = _job(srv, "probe")["status"]
         assert status["jobStatus"] == "SUCCEEDED", status
         on_remote = httpx.get(f"{remote.dashboard_url}/api/jobs/{status['jobId']}").json()
         assert on_remote["status"] == "SUCCEEDED", "the job ran on the pool's cluster"
-        log = _flexq(srv, "logs", "job/probe").stdout
+        log = _run(srv, "logs", "job/probe").stdout
         assert re.search(rf"^gcs \S+:{remote.gcs_port}$", log, re.MULTILINE), log
         assert f"nodes {json.dumps(sorted(ids.values()))}" in log, log
         assert "files here True hello" in log and "probe done" in log and "succeeded" in log, log
         assert f"the job runs on the Ray cluster of node pool ray-a (its dashboard {remote.dashboard_url})" in log
 
         # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
-        _flexq(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
+        _run(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
         _eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
         submission = _job(srv, "sleeper")["status"]["jobId"]
 
@@ -155,7 +145,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         srv = start_server(tmp_path / "home", "--runtime", "ray")
 
         def followed_again() -> None:
-            log = _flexq(srv, "logs", "job/sleeper").stdout
+            log = _run(srv, "logs", "job/sleeper").stdout
             assert "the server restarted; the job is followed again" in log and log.count("files here") == 1, log
             assert _job(srv, "sleeper")["status"]["jobId"] == submission
             _assert_running(srv, "sleeper")
@@ -180,10 +170,10 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         assert pool["status"]["nodeCount"] == 1
 
         # A job of one pod fits the node left; deleted while it runs, its Ray job is stopped there.
-        _flexq(srv, "apply", "-f", "-", input=_rayjob("solo", 300).split("    workerGroupSpecs:")[0])
+        _run(srv, "apply", "-f", "-", input=_rayjob("solo", 300).split("    workerGroupSpecs:")[0])
         _eventually(lambda: _assert_running(srv, "solo"), timeout=90)
         solo = _job(srv, "solo")["status"]["jobId"]
-        _flexq(srv, "delete", "rayjob", "solo", "probe", "sleeper")
+        _run(srv, "delete", "rayjob", "solo", "probe", "sleeper")
         _eventually(lambda: _assert_remote(remote, solo, "STOPPED"), timeout=30)
     finally:
         if srv is not None:
@@ -210,7 +200,7 @@ def _assert_status(job: dict[str, Any], deployment: str) -> None:
 def _assert_running(srv: Server, name: str) -> None:
     job = _job(srv, name)
     assert (job.get("status") or {}).get("jobStatus") == "RUNNING", job.get("status")
-    assert "files here" in _flexq(srv, "logs", f"job/{name}").stdout
+    assert "files here" in _run(srv, "logs", f"job/{name}").stdout
 
 
 def _assert_pod_nodes(srv: Server, count: int) -> None:
