@@ -428,6 +428,16 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def keep_store(db: Path, to: Path) -> None:
+    """A copy of the stopped server's database (its write-ahead log folded in) at ``to``, to study."""
+    to.unlink(missing_ok=True)
+    source = sqlite3.connect(str(db))
+    try:
+        source.execute("VACUUM INTO ?", (str(to),))
+    finally:
+        source.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", choices=["baseline", "large-scale"], default="baseline")
@@ -440,6 +450,7 @@ def main() -> None:
     parser.add_argument("--split", action="store_true",
                         help="two servers on one SQLite file (--shared): the client talks to one, the other leads "
                              "the controllers")
+    parser.add_argument("--keep-store", type=Path, help="copy the server's SQLite file here after the run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="flexq-live-") as tmp:
         path = scaled_config(args.config, args.scale, Path(tmp))
@@ -466,6 +477,8 @@ def main() -> None:
             server.stop()
             if leader is not None:
                 leader.stop()
+        if args.keep_store is not None:
+            keep_store(server.db, args.keep_store)
         result = report(args.config, args.scale, run, bound, cpu, rss, store,
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
         result["server"]["store_tables"] = tables

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow, rfc3339
+from flexq.store.bodies import pack, unpack
 from flexq.store.errors import Key, StoreUnavailable
 from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 
@@ -27,13 +28,13 @@ log = logging.getLogger("flexq.store")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
     grp TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
-    rv INTEGER NOT NULL, body TEXT NOT NULL,
+    rv INTEGER NOT NULL, body BLOB NOT NULL,
     PRIMARY KEY (grp, resource, namespace, name)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes (
     rv INTEGER PRIMARY KEY, type TEXT NOT NULL,
     grp TEXT NOT NULL, resource TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
-    body TEXT NOT NULL
+    body BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO counters VALUES ('rv', 0);
@@ -62,6 +63,7 @@ class Store(BaseStore):
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.create_function("unpacked", 1, unpack, deterministic=True)
         try:
             self._db.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -139,7 +141,7 @@ class Store(BaseStore):
     def _body(self, key: Key) -> str | None:
         row = self._db.execute(f"SELECT body FROM objects WHERE {_WHERE_KEY}",
                                (key.group, key.resource, key.namespace, key.name)).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else unpack(row[0])
 
     def _exists(self, key: Key) -> bool:
         row = self._db.execute(f"SELECT 1 FROM objects WHERE {_WHERE_KEY}",
@@ -157,27 +159,28 @@ class Store(BaseStore):
                 "SELECT body FROM objects WHERE grp=? AND resource=? AND namespace=? ORDER BY name",
                 (group, resource, namespace),
             ).fetchall()
-        return [r[0] for r in rows], self._counter("rv") or 0
+        return [unpack(r[0]) for r in rows], self._counter("rv") or 0
 
     def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
         rows = self._db.execute(
-            "SELECT body FROM objects WHERE grp=? AND resource=? AND json_extract(body, ?) = ? "
+            "SELECT body FROM objects WHERE grp=? AND resource=? AND json_extract(unpacked(body), ?) = ? "
             "ORDER BY namespace, name", (group, resource, path, value)).fetchall()
-        return [r[0] for r in rows]
+        return [unpack(r[0]) for r in rows]
 
     def _log_after(self, since: int, limit: int) -> list[LogRow]:
-        rows: list[LogRow] = self._db.execute(
+        rows = self._db.execute(
             "SELECT rv, type, grp, resource, namespace, name, body FROM changes WHERE rv > ? "
             "ORDER BY rv LIMIT ?", (since, limit)).fetchall()
-        return rows
+        return [(*row[:6], unpack(row[6])) for row in rows]
 
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
         args = (key.group, key.resource, key.namespace, key.name)
+        packed = pack(body)
         if change is ChangeType.DELETED:
             self._db.execute(f"DELETE FROM objects WHERE {_WHERE_KEY}", args)
         else:
-            self._db.execute("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?,?)", (*args, rv, body))
-        self._db.execute("INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, change.value, *args, body))
+            self._db.execute("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?,?)", (*args, rv, packed))
+        self._db.execute("INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, change.value, *args, packed))
 
     def _drop_log(self, cutoff: int) -> int:
         return self._db.execute("DELETE FROM changes WHERE rv <= ?", (cutoff,)).rowcount
