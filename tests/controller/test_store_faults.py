@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import Server, guide_text, start_server
 from tests.controller.test_live import _cond, _eventually, _workloads
 from tests.controller.test_live_capacity import _run, guide_setup
-from tests.store.test_faults import _fill
+from tests.store.test_faults import _fill, _noise
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 8s}
@@ -169,7 +169,11 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
         holder.stdout.close()
         applied = _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="2"))
         assert applied.returncode == 0, applied.stderr
-        _eventually(lambda: _workloads(srv)["rayjob-tpu-v6e-dws-2"])
+
+        def queued() -> None:
+            assert "rayjob-tpu-v6e-dws-2" in _workloads(srv)
+
+        _eventually(queued)
     finally:
         log = _stop(srv)
     assert "Traceback" not in log
@@ -189,14 +193,17 @@ def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path
     store._db.execute("PRAGMA max_page_count=60")
     for size in (4000, 200, 1):  # no room left, not even in the pages' free bytes
         _fill(store, f"cm-{size}", size)
-    runtime._status("default", "job", {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running"}, publish=False)
+    message = _noise("status", 2000)  # too big for any page's free bytes, packed or not
+    runtime._status("default", "job", {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "message": message},
+                    publish=False)
     runtime._status("default", "job", {"jobStatus": "SUCCEEDED"}, publish=False)  # refused too: kept, not raised
     time.sleep(0.3)
     assert "status" not in store.get(key)
     store._db.execute("PRAGMA max_page_count=1073741823")
 
     def written() -> None:
-        assert store.get(key).get("status") == {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Running"}
+        assert store.get(key).get("status") == {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Running",
+                                                "message": message}
 
     _eventually(written, timeout=5)
     assert [e["reason"] for e in store.list_objects("", "events", "default")[0]] == ["Completed"]

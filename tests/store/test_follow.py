@@ -91,3 +91,33 @@ def test_a_reader_behind_another_writers_compaction_gets_gone(tmp_path: Path) ->
     finally:
         reader.close()
         writer.close()
+
+
+def test_servers_sharing_a_file_wait_for_each_others_writes_in_turn_however_long(tmp_path: Path) -> None:
+    """Shared stores take a file lock around each write: one waits for the other's commit for as long as it takes
+    (a lock that SQLite alone arbitrates is given up after ``busy`` seconds: ``Locked``)."""
+    first = Store(tmp_path / "flexq.db", follow=0.01, busy=0.2)
+    second = Store(tmp_path / "flexq.db", follow=0.01, busy=0.2)
+    order: list[str] = []
+    inside = threading.Event()
+
+    def hold() -> None:
+        with first.transaction():
+            first.create(_key("first"), _obj("first"))
+            inside.set()
+            time.sleep(0.6)  # three times the busy timeout
+            order.append("first committed")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert inside.wait(5)
+        second.create(_key("second"), _obj("second"))
+        order.append("second written")
+    finally:
+        holder.join()
+    assert order == ["first committed", "second written"]
+    assert [c.key.name for c in second.changes(0)] == ["first", "second"]
+    first.close()
+    second.close()
+

@@ -185,7 +185,10 @@ class BaseStore(Backend):
                     raise StoreUnavailable(f"the store could not write ({self._where}): the database undid this "
                                            "batch's earlier writes with a failed one", "WriteFailed")
 
-    def breathe(self, every: float = 0.05, waited: float = 0.002) -> None:
+    breathe_every = 0.05
+    """Seconds a long batch goes on before :meth:`breathe` commits it, though no other thread waits."""
+
+    def breathe(self, every: float | None = None, waited: float = 0.002) -> None:
         """In a long batch, between its transactions: commit what the batch holds and let other threads in
         (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
         old and someone waits, or ``every`` seconds old. The batch goes on once those waiting got the store
@@ -193,6 +196,7 @@ class BaseStore(Backend):
         if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
             return
         age = time.monotonic() - self._batch_began
+        every = self.breathe_every if every is None else every
         if age < every and (age < waited or not self._lock.waiting):
             return
         self._depth, self._batching = 0, False

@@ -61,12 +61,6 @@ def begin(db: sqlite3.Connection, gate: Gate, busy: float, path: str) -> None:
         except sqlite3.OperationalError as exc:
             if (_code(exc) not in _BUSY and "locked" not in str(exc)) or time.monotonic() >= deadline:
                 raise unavailable(exc, path, busy) from exc
-        if gate.held == 1:
-            gate.release()
-            try:
-                time.sleep(pause)
-            finally:
-                gate.acquire()
-        else:
+        with gate.aside():
             time.sleep(pause)
         pause = min(pause * 2, 0.05)

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from flexq.store.base import BaseStore, ChangeType, LogRow, _new_uid, _utcnow
 from flexq.store.errors import Key, StoreError
@@ -152,6 +153,10 @@ class PostgresStore(BaseStore):
     def _begin(self) -> None:
         self._x("BEGIN; SELECT value FROM counters WHERE name='rv' FOR UPDATE")
         self._savepoints = 0
+
+    def _in_transaction(self) -> bool:
+        return self._db.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR,
+                                                    TransactionStatus.ACTIVE)
 
     def _end(self) -> None:
         # The newest resourceVersion (an integer) goes into the text: one round trip, no parameters. Never on a

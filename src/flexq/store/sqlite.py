@@ -9,7 +9,9 @@ refuses (disk full, locked by another process) is undone whole and raises :class
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -39,6 +41,10 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO counters VALUES ('rv', 0);
 """
+
+SHARED_BREATHE = 0.01
+"""Seconds a long batch holds the write lock at the most, on a file shared with other servers (which cannot be seen
+waiting for it)."""
 
 _WHERE_KEY = "grp=? AND resource=? AND namespace=? AND name=?"
 
@@ -76,13 +82,22 @@ class Store(BaseStore):
         super().__init__(now=now, new_uid=new_uid, history=history)
         self._where, self._busy = str(path), busy
         self._closing = threading.Event()
+        self._writer, self._holding = -1, False
+        """Shared: a file lock that the servers on this file take around each write transaction, so that a writer
+        waits for another process's commit in the kernel and goes on the moment it is released (SQLite's own wait
+        polls, sleeping up to 50 ms between tries)."""
         if follow > 0:
+            self._writer = os.open(f"{path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+            self.breathe_every = SHARED_BREATHE
             threading.Thread(target=self._follow, args=(follow,), name="flexq-store-follower", daemon=True).start()
 
     def close(self) -> None:
         self._closing.set()
         with self._lock:
             self._db.close()
+            if self._writer >= 0:
+                os.close(self._writer)
+                self._writer = -1
 
     def _follow(self, every: float) -> None:
         """Publish the commits other processes make to the same file (their writes reach this store's watches and
@@ -100,10 +115,34 @@ class Store(BaseStore):
     # --- transactions ------------------------------------------------------------------------------
 
     def _begin(self) -> None:
-        begin(self._db, self._lock, self._busy, self._where)
+        if self._writer >= 0:
+            self._take_writer()
+        try:
+            begin(self._db, self._lock, self._busy, self._where)
+        except BaseException:
+            self._let_go()
+            raise
+
+    def _take_writer(self) -> None:
+        """The servers' file lock, waited for in the kernel (the gate let go meanwhile, as :func:`begin` does). It
+        only orders the servers' writers: SQLite's own lock, taken next, is what keeps writes apart."""
+        try:
+            fcntl.flock(self._writer, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with self._lock.aside():
+                fcntl.flock(self._writer, fcntl.LOCK_EX)
+        self._holding = True
+
+    def _let_go(self) -> None:
+        if self._holding:
+            self._holding = False
+            fcntl.flock(self._writer, fcntl.LOCK_UN)
 
     def _in_transaction(self) -> bool:
-        return self._db.in_transaction
+        if self._db.in_transaction:
+            return True
+        self._let_go()  # committed, or rolled back by SQLite itself (a full disk)
+        return False
 
     def _refusal(self, exc: BaseException) -> StoreUnavailable | None:
         if isinstance(exc, sqlite3.Error) and refused(exc):
@@ -111,10 +150,17 @@ class Store(BaseStore):
         return None
 
     def _end(self) -> None:
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        finally:
+            if not self._db.in_transaction:
+                self._let_go()
 
     def _undo(self) -> None:
-        self._db.execute("ROLLBACK")
+        try:
+            self._db.execute("ROLLBACK")
+        finally:
+            self._let_go()
 
     def _savepoint(self, step: str) -> None:
         if step == "begin":

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from flexq.store.errors import Key
@@ -92,3 +93,16 @@ class Gate:
     def release(self) -> None:
         self.held -= 1
         self._lock.release()
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Let the gate go for a wait (on another process's lock), when its owner holds it once: other threads are
+        served meanwhile; it is the owner's again afterwards. Held more than once, it is kept."""
+        if self.held != 1:
+            yield
+            return
+        self.release()
+        try:
+            yield
+        finally:
+            self.acquire()
