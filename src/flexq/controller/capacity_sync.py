@@ -102,10 +102,6 @@ class LiveCapacity:
         if self.driver is not None:
             self.driver.node_deleted(name)
 
-    def handle(self, event: Event) -> None:
-        if self.driver is not None:
-            self.driver.handle(event)
-
     # --- writing what happened -----------------------------------------------------------------------
 
     def touched(self) -> set[str]:

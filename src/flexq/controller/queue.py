@@ -31,6 +31,7 @@ from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.config import CapacityConfig
 from flexq.clock import Clock
+from flexq.control.plane import ControlPlane
 from flexq.controller.capacity_sync import LiveCapacity
 from flexq.controller.job_events import JobEvents
 from flexq.controller.job_sync import finished
@@ -81,7 +82,6 @@ class QueueController(JobEvents, WorkloadWrites):
         self.runtime = runtime
         self.store = service.store
         self.clock = clock
-        self.scheduler = Scheduler(instant_eviction=True)
         self.cursor = 0
         self.local_queues: dict[tuple[str, str], str] = {}
         self.priorities = Priorities()
@@ -97,6 +97,9 @@ class QueueController(JobEvents, WorkloadWrites):
         self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
                                      capacity or CapacityConfig((), EmulatedCloud()), clock, self._log,
                                      self._run_workload)
+        self.plane = ControlPlane(Scheduler(instant_eviction=True), self.capacity.timers, self._told)
+        """The scheduler and the capacity driver, stepped as the simulator steps them. Without a driver, an
+        admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
@@ -116,6 +119,14 @@ class QueueController(JobEvents, WorkloadWrites):
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
         self.store.subscribe(lambda _changes: self._wake.set())
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.plane.scheduler
+
+    @scheduler.setter
+    def scheduler(self, scheduler: Scheduler) -> None:
+        self.plane.scheduler = scheduler
 
     # --- running -----------------------------------------------------------------------------------
 
@@ -172,8 +183,8 @@ class QueueController(JobEvents, WorkloadWrites):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            times = [t for t in (self.scheduler.next_requeue(), self.capacity.timers.next_at()) if t is not None]
-            timeout = 5.0 if not times else max(0.02, min(5.0, min(times) - self.clock.now()))
+            wake = self.plane.next_wake()
+            timeout = 5.0 if wake is None else max(0.02, min(5.0, wake - self.clock.now()))
             timeout = min(timeout, max(0.02, self._counts.due_in()))
             if self._reconfigure_due:
                 timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
@@ -205,6 +216,7 @@ class QueueController(JobEvents, WorkloadWrites):
         # flexq's policy races workloads across their flavors where capacity is modelled (node pools), as the
         # simulator does; Kueue-compatible (``fallback: false``) does not.
         self.capacity.configure(by_kind)
+        self.plane.driver = self.capacity.driver
         race = self.capacity.config.fallback and self.capacity.driver is not None
         self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=race))
         now = self.clock.now()
@@ -387,20 +399,20 @@ class QueueController(JobEvents, WorkloadWrites):
     # --- writing back --------------------------------------------------------------------------------
 
     def _log(self, events: list[Event]) -> None:
-        self._pending_events.extend(events)
+        self.plane.emit(events)
+
+    def _told(self, event: Event) -> None:
+        """An event to write with this step: on its workload, or (the driver's) as a capacity note."""
+        if event.kind.capacity:
+            self.capacity.notes.append(event)
+        else:
+            self._pending_events.append(event)
 
     def _schedule_and_write(self) -> None:
         self.capacity.timers.run_due()
         now = self.clock.now()
-        events: list[Event] = []
-        for _ in range(100):
-            self._pending_events += self.scheduler.schedule(now)
-            batch, self._pending_events = self._pending_events, []
-            if not batch:
-                break
-            for event in batch:
-                self.capacity.handle(event)  # may evict, set checks, or log more events
-            events += batch
+        self.plane.settle(now)
+        events, self._pending_events = self._pending_events, []
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))

@@ -25,6 +25,7 @@ from flexq.api.kinds import KindInfo
 from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.control.plane import ControlPlane
 from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
@@ -114,10 +115,12 @@ class _Run:
         self.scheduler = Scheduler(dataclasses.replace(build_config(objects), race=race), instant_eviction=True)
         self.local_queues = local_queues_of(objects)
         self.priorities = Priorities.of(objects)
+        self.plane = ControlPlane(self.scheduler, self.kernel, self._record, self._start)
         self.driver: CapacityDriver | None = None
         if scenario.capacity is not None:
             self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,
                                          provisioning_settings(objects), virtual=True)
+            self.plane.driver = self.driver
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
@@ -143,22 +146,18 @@ class _Run:
         return by_kind
 
     def log(self, events: list[Event]) -> None:
-        for event in events:
-            line = event.to_json()
-            line["t"] = _num(event.t)
-            if event.kind.capacity:
-                self.result.events.append(line)
-                continue
-            if event.kind is EventKind.PENDING:
-                eta = self._quota_eta(event.workload, event.t)
-                if eta is not None:
-                    line["eta"] = _num(eta)
-                    line["reason"] += f" (quota frees next at t={format_seconds(eta)})"
-            self.result.events.append(line)
-            if self.driver is not None:
-                self.driver.handle(event)
-            elif event.kind is EventKind.ADMITTED:
-                self._start(event.workload, event.t)
+        self.plane.emit(events)
+
+    def _record(self, event: Event) -> None:
+        """An event into the log (a pending one with when quota frees next in its cohort tree)."""
+        line = event.to_json()
+        line["t"] = _num(event.t)
+        if event.kind is EventKind.PENDING:
+            eta = self._quota_eta(event.workload, event.t)
+            if eta is not None:
+                line["eta"] = _num(eta)
+                line["reason"] += f" (quota frees next at t={format_seconds(eta)})"
+        self.result.events.append(line)
 
     def _quota_eta(self, key: str, now: float) -> float | None:
         """When quota in the workload's cohort tree frees next: the earliest finish of a workload holding it.
@@ -277,13 +276,7 @@ class _Run:
         self.log(self.scheduler.set_check(key, check.check, CheckState(check.state), now, check.message))
 
     def after(self, t: float) -> None:
-        for _ in range(100):
-            events = self.scheduler.schedule(t)
-            if not events:
-                break
-            self.log(events)
-            if self.driver is None:
-                break  # logging started jobs and changed nothing the scheduler sees: schedule() has settled
+        self.plane.settle(t)
         nxt = self.scheduler.next_requeue()
         if nxt is not None and nxt not in self.wake_at:
             self.wake_at.add(nxt)
