@@ -157,6 +157,14 @@ class Cluster:
     def nodes_of(self, workload: str) -> list[Node]:
         return [n for n in self.nodes.values() if workload in n.pods]
 
+    def add(self, node: Node) -> None:
+        """A node that came from outside the autoscaler (an existing Ray cluster's)."""
+        self.nodes[node.name] = node
+
+    def remove(self, names: Iterable[str]) -> list[Node]:
+        """Take nodes out of the cluster (deleted, reclaimed, their booking over); return those that were in it."""
+        return [node for name in list(names) if (node := self.nodes.pop(name, None)) is not None]
+
     # --- scaling -----------------------------------------------------------------------------------
 
     def start_with_initial_nodes(self, now: float = 0.0, pools: Iterable[str] | None = None) -> list[Node]:

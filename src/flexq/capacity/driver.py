@@ -110,8 +110,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         starts with its ``--num-nodes`` nodes."""
         added = {p.name for p in pools} - set(self.cluster.pools)
         self.cluster.pools = {p.name: p for p in pools}
-        for name in [n.name for n in self.cluster.nodes.values() if n.pool not in self.cluster.pools]:
-            del self.cluster.nodes[name]
+        self.cluster.remove([n.name for n in self.cluster.nodes.values() if n.pool not in self.cluster.pools])
         if added and self.cluster.start_with_initial_nodes(self._now(), added):
             self.plan_expiry()
             self._plan_scale_down()

@@ -81,9 +81,10 @@ class NodeLoss:
         """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM) or its host
         failed: the pods on it are gone, so their workloads are evicted and requeued. A multi-host TPU slice is
         repaired or released whole (see the module's description)."""
-        node = self.cluster.nodes.pop(name, None)
-        if node is None:
+        removed = self.cluster.remove([name])
+        if not removed:
             return
+        node = removed[0]
         now = self._now()
         self.log([Event(now, EventKind.NODE_DELETED, "", "", why or f"node {name} of pool {node.pool} was deleted",
                         extra={"pool": node.pool})])
@@ -101,8 +102,7 @@ class NodeLoss:
     def _lose_slice(self, lost: Node, rest: list[Node], pool: NodePoolSpec, now: float) -> None:
         """The other hosts of ``lost``'s slice go with it; the slice is recreated when the pool is not DWS's and
         the cloud has the machines."""
-        for other in rest:
-            del self.cluster.nodes[other.name]
+        self.cluster.remove(n.name for n in rest)
         hosts = len(rest) + 1
         obtainable = self.cluster.cloud.obtainable(pool.name, pool.machine.name, now)
         if not pool.queued_provisioning and self.cluster.pool_size(pool.name) + hosts <= obtainable:

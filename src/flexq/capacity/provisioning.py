@@ -171,8 +171,7 @@ class ProvisioningCapacity:
         unused = [n for n in self.cluster.nodes.values() if n.slice_id in slices and n.booked_for == key]
         if not unused or key in self.running:
             return
-        for node in unused:
-            del self.cluster.nodes[node.name]
+        self.cluster.remove(n.name for n in unused)
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} BookingExpired: its pods did not use "
                    f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
@@ -185,8 +184,7 @@ class ProvisioningCapacity:
         if not gone:
             return
         victims = sorted({w for n in gone for w in n.pods})
-        for node in gone:
-            del self.cluster.nodes[node.name]
+        self.cluster.remove(n.name for n in gone)
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
                    "taken back by the cloud", request=name, state="CapacityRevoked")

@@ -98,8 +98,7 @@ class RacingCapacity:
         spent = sum(self.cluster.pools[n.pool].hourly * (now - n.ready_at) / 3600 for n in booked
                     if n.pool in self.cluster.pools)
         request = self.requests.get(key)
-        for node in booked:
-            del self.cluster.nodes[node.name]
+        self.cluster.remove(n.name for n in booked)
         if spent and parent:
             self.waste[parent] = self.waste.get(parent, 0.0) + spent
             self.costs[parent] = self.costs.get(parent, 0.0) + spent

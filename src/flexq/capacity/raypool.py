@@ -200,8 +200,8 @@ def apply_ray_nodes(driver: CapacityDriver, pool: NodePoolSpec, found: list[RayN
         node = mine.get(name)
         if node is None:
             labels = {**pool.labels(), RAY_NODE_LABEL: ray_node.node_id}
-            driver.cluster.nodes[name] = Node(name, pool.name, name, now, now, labels, pool.taints(), allocatable,
-                                              idle_since=now)
+            driver.cluster.add(Node(name, pool.name, name, now, now, labels, pool.taints(), allocatable,
+                                    idle_since=now))
             changed = added = True
         elif dict(node.allocatable) != allocatable:
             node.allocatable = allocatable
