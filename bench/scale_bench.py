@@ -34,8 +34,8 @@ from typing import Any
 from flexq.api.documents import Document
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.sim.arrivals import Submission
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import Scenario

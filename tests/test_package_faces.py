@@ -86,12 +86,6 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.ui": (),
 }
 
-# Module names still found in more than one package; the list may only shrink.
-KNOWN_DUPLICATES = {
-    "config.py", "errors.py", "events.py", "gcloud.py", "gke.py", "racing.py", "scenario.py", "tokens.py",
-}
-
-
 def _packages() -> list[str]:
     return ["flexq", *(info.name for info in pkgutil.walk_packages(flexq.__path__, "flexq.") if info.ispkg)]
 
@@ -143,6 +137,5 @@ def test_every_exception_flexq_defines_derives_from_flexq_error() -> None:
 def test_no_two_modules_share_a_name() -> None:
     root = Path(flexq.__file__).parent
     counts = Counter(path.name for path in root.rglob("*.py") if path.name not in ("__init__.py", "__main__.py"))
-    shared = {name for name, count in counts.items() if count > 1}
-    assert shared - KNOWN_DUPLICATES == set(), "a module takes a name another package's module has"
-    assert KNOWN_DUPLICATES - shared == set(), "a duplicate is gone: take it off KNOWN_DUPLICATES"
+    shared = sorted(name for name, count in counts.items() if count > 1)
+    assert shared == [], "a module takes a name another package's module has"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flexq.api.documents import load_documents
-from flexq.api.errors import InvalidObject
+from flexq.api.object_errors import InvalidObject
 from flexq.api.validation import validate_document
 
 # A setup of the shape Kueue documents for Concurrent Admission: three v1beta2 flavors, most preferred first, one

@@ -1,7 +1,7 @@
 import pytest
 
 from flexq.api.documents import MAX_INPUT_BYTES, decode_input, load_documents
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 from tests.conftest import guide_text
 
 

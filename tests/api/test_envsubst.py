@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from flexq.api.envsubst import find_placeholders, read_env_file, substitute
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 
 
 def test_find_placeholders_with_lines_ignoring_comments() -> None:

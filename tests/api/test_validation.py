@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flexq.api.documents import load_documents
-from flexq.api.errors import InvalidObject
+from flexq.api.object_errors import InvalidObject
 from flexq.api.validation import validate_document, validate_object
 from tests.conftest import guide_text
 

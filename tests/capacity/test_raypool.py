@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from flexq.api.errors import InvalidObject
 from flexq.api.kinds import resolve
+from flexq.api.object_errors import InvalidObject
 from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
-from flexq.capacity.gke import node_pool_spec, node_pool_webhook
+from flexq.capacity.gke_pools import node_pool_spec, node_pool_webhook
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.raypool import (
     RAY_MACHINE,
@@ -27,6 +26,7 @@ from flexq.capacity.raypool import (
     dashboard_address,
     parse_nodes,
 )
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.sim.kernel import Kernel

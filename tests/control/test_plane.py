@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.control import ControlPlane
 from flexq.scheduler.events import Event, EventKind

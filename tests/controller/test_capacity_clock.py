@@ -6,9 +6,9 @@ from typing import Any
 
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload

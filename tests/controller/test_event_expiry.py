@@ -8,7 +8,7 @@ from typing import Any
 
 from flexq.controller.event_expiry import EventExpiry
 from flexq.store import Key, Store
-from flexq.store.events import record_event
+from flexq.store.recorder import record_event
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from flexq.controller.queue import QueueController
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.store import Store
-from flexq.store.errors import Key, StoreError
+from flexq.store.refusals import Key, StoreError
 from tests.conftest import guide_text
 
 

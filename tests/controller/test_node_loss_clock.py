@@ -7,9 +7,9 @@ from typing import Any
 
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.sim.kernel import Kernel

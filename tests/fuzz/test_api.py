@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from flexq.api.kinds import KINDS
 from flexq.auth import Role, TokenBook
-from flexq.capacity.gke import node_pool_webhook
+from flexq.capacity.gke_pools import node_pool_webhook
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flexq.api.documents import load_documents
-from flexq.api.errors import ApiError, InputError, InvalidObject
 from flexq.api.fields import unknown_fields
 from flexq.api.kinds import by_gvk
+from flexq.api.object_errors import ApiError, InputError, InvalidObject
 from flexq.api.validation import validate_document
 from tests.fuzz.strategies import JSON, manifests
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from flexq.importer.scenario import workload_job
+from flexq.importer.replay import workload_job
 from flexq.server.tls import ensure_certificates
 from tests.conftest import Result, Server, free_port, guide_text, start_server, stop_server
 
@@ -192,7 +192,7 @@ def test_workload_job_from_a_finished_workload() -> None:
 
 def test_finished_workload_runs_as_long_as_it_ran() -> None:
     from flexq.importer.cluster_read import ClusterState
-    from flexq.importer.scenario import build_scenario
+    from flexq.importer.replay import build_scenario
 
     def wl(name: str, created: str, admitted: str | None, finished: str | None) -> dict[str, Any]:
         conditions = [{"type": t, "status": "True", "lastTransitionTime": at}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from flexq.api.errors import InvalidObject
 from flexq.api.kinds import resolve
+from flexq.api.object_errors import InvalidObject
 from flexq.jobs.webhook import job_webhook
 from flexq.jobs.workload import JobError, Priorities, make_workload, selected_cluster
 from flexq.objects.service import ObjectService

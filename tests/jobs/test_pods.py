@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flexq.api.errors import InvalidObject
+from flexq.api.object_errors import InvalidObject
 from flexq.jobs.pods import GATE, group_podsets, outcome, pod_webhook, role, template
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from flexq.api.documents import load_documents
-from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import resolve
+from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.objects.service import ObjectService
 from flexq.store import Store
 from tests.api.test_concurrent_admission import KUEUE_EXAMPLE, WITH_LAST_ACCEPTABLE

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from flexq.api.documents import load_documents
-from flexq.api.errors import InvalidObject
 from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields
 from flexq.api.kinds import resolve
+from flexq.api.object_errors import InvalidObject
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.store import Conflict, Store
 from tests.conftest import guide_text

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flexq.api.errors import ApiError
+from flexq.api.object_errors import ApiError
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 

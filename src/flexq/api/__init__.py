@@ -6,9 +6,9 @@ Import ``normalize`` from flexq.api.normalize (the name is its module's).
 from flexq.api.defaults import apply_defaults
 from flexq.api.documents import MAX_INPUT_BYTES, Document, decode_input, load_documents
 from flexq.api.envsubst import find_placeholders, read_env_file, substitute
-from flexq.api.errors import ApiError, FieldError, InputError, InvalidObject
 from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields, parse_field_validation, prune, unknown_fields
 from flexq.api.kinds import KINDS, Column, KindInfo, UnknownKind, by_gvk, by_resource, resolve
+from flexq.api.object_errors import ApiError, FieldError, InputError, InvalidObject
 from flexq.api.quantity import Quantity, QuantityError, parse_quantity
 from flexq.api.validation import schema_errors, validate_document
 from flexq.api.versions import convert

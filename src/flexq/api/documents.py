@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import yaml
 
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 
 __all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "format_path", "load_documents"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 
 __all__ = ["Placeholder", "find_placeholders", "read_env_file", "substitute"]
 

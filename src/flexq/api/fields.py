@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flexq.api.documents import format_path
-from flexq.api.errors import ApiError
+from flexq.api.object_errors import ApiError
 
 __all__ = ["FieldCheck", "FieldValidation", "UnknownFields", "parse_field_validation", "prune", "unknown_fields"]
 

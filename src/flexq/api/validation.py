@@ -16,10 +16,10 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from flexq.api.documents import Document, format_path
-from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo, UnknownKind, by_gvk
 from flexq.api.models.common import check_dns_label
 from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
+from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.api.quantity import parse_quantity
 
 __all__ = ["schema_errors", "validate_document", "validate_object"]

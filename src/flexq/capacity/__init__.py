@@ -3,11 +3,11 @@
 from flexq.capacity.catalog import CATALOG, MachineType, UnknownMachineType, machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
-from flexq.capacity.gke import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
+from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
+from flexq.capacity.settings import CapacityConfig
 
 __all__ = [
     "CATALOG",

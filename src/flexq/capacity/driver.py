@@ -16,7 +16,7 @@ The driver reacts to the scheduler's events:
 - Flex-start nodes go after their maximum run duration; their workloads are evicted and requeued.
 - A node deleted or a host failed (:mod:`flexq.capacity.nodeloss`): its workloads are evicted and requeued; a
   multi-host TPU slice is recreated whole after the boot time (DWS capacity: released whole).
-- Racing workloads' variants (:mod:`flexq.capacity.racing`): the first that can start wins, the others' claims
+- Racing workloads' variants (:mod:`flexq.capacity.variants`): the first that can start wins, the others' claims
   are withdrawn; under flexq's policy a pool at its maximum is waited for.
 """
 
@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from flexq.capacity.cluster import Cluster, Placement, PodGroup
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.nodeloss import NodeLoss
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.provisioning import (
@@ -38,7 +37,8 @@ from flexq.capacity.provisioning import (
     Timers,
     provisioning_settings,
 )
-from flexq.capacity.racing import RacingCapacity
+from flexq.capacity.settings import CapacityConfig
+from flexq.capacity.variants import RacingCapacity
 from flexq.durations import format_seconds
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState

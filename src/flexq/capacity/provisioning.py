@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.config import CapacityConfig
+from flexq.capacity.settings import CapacityConfig
 from flexq.durations import format_seconds
 from flexq.objects.queue_status import PROVISIONING_CONTROLLER
 from flexq.scheduler.events import Event, EventKind

@@ -40,7 +40,7 @@ def import_cluster(
     from flexq.durations import DurationError, parse_duration
     from flexq.importer.cluster_read import ClusterReadError, read_cluster
     from flexq.importer.kubeconfig import KubeconfigError, client, load_target
-    from flexq.importer.scenario import build_scenario
+    from flexq.importer.replay import build_scenario
     from flexq.sim.arrivals import read_text
     from flexq.sim.scenario import load_capacity
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from flexq.api.documents import MAX_INPUT_BYTES, decode_input
 from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 
 __all__ = ["Manifest", "read_manifests"]
 

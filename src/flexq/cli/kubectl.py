@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 import typer
 
-from flexq.api.errors import InputError
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
+from flexq.api.object_errors import InputError
 from flexq.cli import options
 from flexq.cli.client import Client, CliError, ServerError
 from flexq.cli.inputs import read_manifests

@@ -5,7 +5,7 @@ address. With no server there, a command says how to start one and exits 1: the 
 server behind the user's back, so state always lives in one place the user chose.
 
 The commands live by concept: :mod:`~flexq.cli.kubectl` (apply, get, describe, delete, create, logs,
-port-forward), :mod:`~flexq.cli.gcloud` (``container``, as ``gcloud container``), :mod:`~flexq.cli.checks`,
+port-forward), :mod:`~flexq.cli.container` (``container``, as ``gcloud container``), :mod:`~flexq.cli.checks`,
 :mod:`~flexq.cli.serve`, :mod:`~flexq.cli.env` (env, kubeconfig), :mod:`~flexq.cli.simulate`; this module only
 assembles them into one app and turns errors into messages and exit codes.
 """
@@ -18,19 +18,19 @@ from typing import Annotated
 import typer
 
 from flexq import __version__
-from flexq.api.errors import ApiError
 from flexq.api.kinds import UnknownKind
+from flexq.api.object_errors import ApiError
 from flexq.cli import kubectl, options
 from flexq.cli.checks import check_app
 from flexq.cli.client import CliError, close_clients
+from flexq.cli.container import container_app
 from flexq.cli.dashboard import dashboard
 from flexq.cli.env import env, kubeconfig
 from flexq.cli.export import export_app
-from flexq.cli.gcloud import container_app
 from flexq.cli.importer import import_cluster
 from flexq.cli.serve import server
 from flexq.cli.simulate import simulate
-from flexq.cli.tokens import token_app
+from flexq.cli.token_commands import token_app
 
 __all__ = ["app", "main"]
 

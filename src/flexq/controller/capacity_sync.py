@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from flexq.api.quantity import Quantity
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
-from flexq.capacity.gke import node_pool_spec
+from flexq.capacity.gke_pools import node_pool_spec
 from flexq.capacity.raypool import RayPoolSync
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
 from flexq.objects.conditions import set_condition
 from flexq.scheduler.events import Event, EventKind

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from flexq.objects.table import parse_time
 from flexq.store.base import BaseStore, Change, ChangeType
-from flexq.store.errors import Conflict, Key, NotFound, StoreError
+from flexq.store.refusals import Conflict, Key, NotFound, StoreError
 
 __all__ = ["DEFAULT_EVENT_TTL", "EventExpiry"]
 

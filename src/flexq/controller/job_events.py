@@ -9,8 +9,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from flexq.api.errors import ApiError
 from flexq.api.kinds import KindInfo, resolve
+from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, QueueState

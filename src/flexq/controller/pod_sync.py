@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api.errors import ApiError
 from flexq.api.kinds import resolve
+from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.config import CapacityConfig
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
 from flexq.control.plane import ControlPlane
 from flexq.controller.capacity_sync import LiveCapacity

@@ -9,8 +9,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from flexq.api.errors import ApiError
 from flexq.api.kinds import KindInfo, resolve
+from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, QueueState

@@ -1,9 +1,9 @@
-"""Past one machine: flexq's setup exported to real GKE (:mod:`flexq.export.gke`).
+"""Past one machine: flexq's setup exported to real GKE (:mod:`flexq.export.bundle`).
 
 Import ``clean`` from flexq.export.clean (the name is its module's).
 """
 
-from flexq.export.gke import ExportError, build, write
+from flexq.export.bundle import ExportError, build, write
 
 __all__ = [
     "ExportError",

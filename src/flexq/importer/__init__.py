@@ -2,7 +2,7 @@
 
 from flexq.importer.cluster_read import ClusterReadError, read_cluster
 from flexq.importer.kubeconfig import KubeconfigError, client, load_target
-from flexq.importer.scenario import build_scenario
+from flexq.importer.replay import build_scenario
 
 __all__ = [
     "ClusterReadError",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.kinds import KindInfo, resolve
+from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.jobs.pods import pod_webhook
 from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL, selected_cluster
 from flexq.objects.service import ObjectService

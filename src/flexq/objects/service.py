@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flexq.api.documents import Document
-from flexq.api.errors import FieldError, InvalidObject
 from flexq.api.fields import FieldCheck, FieldValidation, prune, unknown_fields
 from flexq.api.kinds import KINDS, KindInfo
 from flexq.api.normalize import normalize
+from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
 from flexq.errors import FlexqError

@@ -27,9 +27,9 @@ from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
 
 if TYPE_CHECKING:
-    from flexq.scheduler.config import Config
     from flexq.scheduler.flavorassigner import Assignment
     from flexq.scheduler.preemption import Target
+    from flexq.scheduler.queue_config import Config
 
 __all__ = ["Racing", "discount", "podsets_of", "without"]
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flexq.scheduler.config import Config
 from flexq.scheduler.cycle import Cycling
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment
@@ -42,6 +41,7 @@ from flexq.scheduler.model import (
     WorkloadState,
 )
 from flexq.scheduler.preemption import Target
+from flexq.scheduler.queue_config import Config
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.slices import shrunk

@@ -17,9 +17,9 @@ from pydantic import BaseModel, Field
 
 from flexq import __version__
 from flexq.api.documents import MAX_INPUT_BYTES, Document, load_documents
-from flexq.api.errors import InputError, InvalidObject
 from flexq.api.fields import FieldCheck, FieldValidation
 from flexq.api.kinds import UnknownKind, by_gvk
+from flexq.api.object_errors import InputError, InvalidObject
 from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
@@ -27,14 +27,14 @@ from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
-from flexq.server.errors import error_response, field_causes, status_body
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.logs import follow_log
 from flexq.server.openapi import gv_document, root_document
 from flexq.server.prometheus import render
-from flexq.server.tokens import tokens_router
+from flexq.server.status import error_response, field_causes, status_body
+from flexq.server.token_api import tokens_router
 from flexq.server.ui import ui_router
 from flexq.store import Key, NotFound
 

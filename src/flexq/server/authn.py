@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 
 from flexq.auth import ANONYMOUS, Identity, TokenBook, authorize, forbidden_message, request_attributes
 from flexq.auth.rbac import PUBLIC_PATHS
-from flexq.server.errors import status_body
+from flexq.server.status import status_body
 
 __all__ = ["COOKIE", "AuthMiddleware", "Authenticator", "caller"]
 

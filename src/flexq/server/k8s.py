@@ -29,11 +29,11 @@ from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import review
 from flexq.server.authn import caller
 from flexq.server.discovery import REVIEW_RESOURCES, api_group_list, api_versions, group_versions, resource_list
-from flexq.server.errors import error_response, status_body
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
+from flexq.server.status import error_response, status_body
 from flexq.server.watch import watch_stream
 from flexq.store import NotFound
 

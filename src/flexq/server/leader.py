@@ -21,7 +21,7 @@ from fastapi import APIRouter
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.queue import QueueController
 from flexq.store.base import rfc3339
-from flexq.store.errors import StoreError
+from flexq.store.refusals import StoreError
 
 if TYPE_CHECKING:
     from flexq.store.holder import LeaseLike

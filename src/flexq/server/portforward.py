@@ -24,8 +24,8 @@ from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
 from flexq.errors import FlexqError
-from flexq.server.errors import status_body
 from flexq.server.spdy import Data, Decoder, Encoder, GoAway, Ping, ProtocolError, RstStream, SynStream
+from flexq.server.status import status_body
 
 __all__ = ["TUNNEL_PROTOCOL", "PortError", "PortForwardSession", "Target", "deny", "serve_websocket"]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from flexq.auth import TokenBook
-from flexq.capacity.config import CapacityConfig
-from flexq.capacity.gke import node_pool_webhook
+from flexq.capacity.gke_pools import node_pool_webhook
+from flexq.capacity.settings import CapacityConfig
 from flexq.clock import RealClock
 from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
 from flexq.controller.queue import QueueController

@@ -27,9 +27,9 @@ from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
 from flexq.server import ui_data
-from flexq.server.errors import status_body
 from flexq.server.hub import ChangeHub
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
+from flexq.server.status import status_body
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobDetail, JobPage, Overview, Report
 from flexq.store import BaseStore, Key, NotFound

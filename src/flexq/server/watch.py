@@ -19,8 +19,8 @@ from fastapi import Request
 from flexq.api.kinds import KindInfo
 from flexq.objects.service import ObjectService
 from flexq.objects.table import table
-from flexq.server.errors import status_body
 from flexq.server.hub import ChangeHub
+from flexq.server.status import status_body
 from flexq.store import Gone
 
 __all__ = ["watch_stream"]

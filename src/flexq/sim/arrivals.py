@@ -9,7 +9,7 @@ from typing import Any
 
 from flexq.api.documents import Document, decode_input
 from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.errors import InputError
+from flexq.api.object_errors import InputError
 from flexq.durations import DurationError, parse_duration
 
 __all__ = ["ScenarioError", "Submission", "fill", "read_text", "seconds"]

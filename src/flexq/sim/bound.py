@@ -27,9 +27,9 @@ from typing import Any
 
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import PROVISIONING_EXPIRY
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.scheduler.model import PodSet, Workload
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config

@@ -42,8 +42,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, load_documents
-from flexq.api.errors import InvalidObject
 from flexq.api.models.common import Quantity, check_dns_label
+from flexq.api.object_errors import InvalidObject
 from flexq.api.quantity import parse_quantity
 from flexq.api.validation import schema_errors
 from flexq.sim.arrivals import ScenarioError, Submission, read_text

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.driver import PROVISIONING_EXPIRY
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.scheduler.model import PodSet, Workload
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config

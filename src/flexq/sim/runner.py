@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flexq.api.documents import Document
-from flexq.api.errors import InvalidObject
 from flexq.api.kinds import KindInfo
 from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
+from flexq.api.object_errors import InvalidObject
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.control.plane import ControlPlane
 from flexq.durations import format_seconds

@@ -50,12 +50,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, load_documents
-from flexq.api.errors import InvalidObject
+from flexq.api.object_errors import InvalidObject
 from flexq.api.validation import schema_errors
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
-from flexq.capacity.config import CapacityConfig
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.settings import CapacityConfig
 from flexq.durations import DurationError, parse_duration
 from flexq.sim.arrivals import ScenarioError, Submission, read_text
 from flexq.sim.generator import is_generator, load_generator

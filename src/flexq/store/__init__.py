@@ -4,8 +4,8 @@ Import Lease from flexq.store.lease and PostgresStore from flexq.store.postgres 
 """
 
 from flexq.store.base import BaseStore
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreError, StoreUnavailable
-from flexq.store.events import record_event
+from flexq.store.recorder import record_event
+from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, StoreError, StoreUnavailable
 from flexq.store.sqlite import Change, ChangeType, Store, rfc3339
 from flexq.store.url import StoreOptionError, is_postgres, open_store, shown
 

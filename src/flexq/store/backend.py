@@ -5,7 +5,7 @@ rest on top of these."""
 from __future__ import annotations
 
 from flexq.store.changes import ChangeType, LogRow
-from flexq.store.errors import Key, StoreUnavailable
+from flexq.store.refusals import Key, StoreUnavailable
 
 __all__ = ["Backend"]
 

@@ -35,7 +35,7 @@ from typing import Any
 from flexq.store.backend import Backend
 from flexq.store.changes import Change, ChangeType, LogRow, from_rows
 from flexq.store.codec import dumps, loads
-from flexq.store.errors import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
+from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
 from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]

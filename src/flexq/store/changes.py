@@ -6,7 +6,7 @@ from enum import StrEnum
 from typing import Any
 
 from flexq.store.codec import loads
-from flexq.store.errors import Key
+from flexq.store.refusals import Key
 
 __all__ = ["Change", "ChangeType", "LogRow", "from_rows"]
 

@@ -3,7 +3,7 @@
 SQLite answers ``SQLITE_FULL`` ("database or disk is full") on a statement or at ``COMMIT`` (the write-ahead log
 could not grow), and ``SQLITE_BUSY`` ("database is locked") when another connection holds the write lock. The
 store then undoes the transaction whole (SQLite may have rolled it back already) and raises
-:class:`~flexq.store.errors.StoreUnavailable` naming the cause; what was committed before stays intact and
+:class:`~flexq.store.refusals.StoreUnavailable` naming the cause; what was committed before stays intact and
 readable. A write waits for a lock held elsewhere up to the store's ``busy`` seconds, with its gate released
 between tries so that readers in other threads are served meanwhile.
 """
@@ -14,7 +14,7 @@ import sqlite3
 import time
 from typing import Final
 
-from flexq.store.errors import StoreUnavailable
+from flexq.store.refusals import StoreUnavailable
 from flexq.store.window import Gate
 
 __all__ = ["BUSY_TIMEOUT_MS", "begin", "refused", "unavailable"]

@@ -30,7 +30,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from flexq.store.base import BaseStore, ChangeType, LogRow, _new_uid, _utcnow
-from flexq.store.errors import Key, StoreError
+from flexq.store.refusals import Key, StoreError
 
 __all__ = ["PostgresStore", "Unavailable", "connect"]
 

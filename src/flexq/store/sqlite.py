@@ -20,8 +20,8 @@ from pathlib import Path
 
 from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow, rfc3339
 from flexq.store.bodies import pack, unpack
-from flexq.store.errors import Key, StoreUnavailable
 from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
+from flexq.store.refusals import Key, StoreUnavailable
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
 

@@ -14,8 +14,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from flexq.store.errors import StoreUnavailable
 from flexq.store.holder import Holder
+from flexq.store.refusals import StoreUnavailable
 
 __all__ = ["SqliteLease"]
 

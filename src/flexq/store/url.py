@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from flexq.store.base import BaseStore
-from flexq.store.errors import StoreError
+from flexq.store.refusals import StoreError
 from flexq.store.sqlite import Store
 
 __all__ = ["StoreOptionError", "is_postgres", "open_store", "shown"]

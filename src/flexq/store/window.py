@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from flexq.store.errors import Key
+from flexq.store.refusals import Key
 
 __all__ = ["ChangeWindow", "Entry", "Gate"]
 

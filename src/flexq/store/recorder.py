@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from flexq.store.base import BaseStore, rfc3339
-from flexq.store.errors import Key
+from flexq.store.refusals import Key
 
 __all__ = ["record_event"]
 

@@ -216,7 +216,7 @@ def pools_describe(
     format: FormatOpt = None,
 ) -> None:
     """Describe a node pool as GKE does (`--format="get(config.flexStart)"` prints True)."""
-    from flexq.capacity.gke import gke_node_pool
+    from flexq.capacity.gke_pools import gke_node_pool
     from flexq.cli.gformat import FormatError, render
 
     client = options.client()

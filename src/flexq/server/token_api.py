@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from flexq.auth import Role, TokenBook, TokenError, TokenInfo, UnknownToken
-from flexq.server.errors import status_body
+from flexq.server.status import status_body
 
 __all__ = ["tokens_router"]
 

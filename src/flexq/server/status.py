@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from flexq.api.errors import ApiError, InputError, InvalidObject
 from flexq.api.kinds import KindInfo, UnknownKind
+from flexq.api.object_errors import ApiError, InputError, InvalidObject
 from flexq.objects.selectors import SelectorError
 from flexq.objects.service import BadRequest
 from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flexq.capacity.cluster import Cluster
-from flexq.capacity.config import CapacityConfig
+from flexq.capacity.settings import CapacityConfig
 from flexq.durations import format_seconds
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload
