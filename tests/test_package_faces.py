@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -139,3 +140,19 @@ def test_no_two_modules_share_a_name() -> None:
     counts = Counter(path.name for path in root.rglob("*.py") if path.name not in ("__init__.py", "__main__.py"))
     shared = sorted(name for name, count in counts.items() if count > 1)
     assert shared == [], "a module takes a name another package's module has"
+
+
+def test_no_module_is_over_450_lines_and_no_function_over_60() -> None:
+    root = Path(flexq.__file__).parent
+    long_modules, long_functions = [], []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 450:
+            long_modules.append(str(path.relative_to(root)))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 60:
+                    long_functions.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({length} lines)")
+    assert long_modules == [], "split these modules"
+    assert long_functions == [], "make these functions named steps"

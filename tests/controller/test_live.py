@@ -19,7 +19,7 @@ def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
     while True:
         try:
             result = check()
-        except (AssertionError, KeyError):  # not yet (KeyError: the object named is not there yet)
+        except (AssertionError, KeyError, StopIteration):  # not yet: also the object looked for is not there yet
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

@@ -424,8 +424,7 @@ class RayJobRun:
 
 
 def _check(url: str, submission: str) -> tuple[dict[str, Any], str] | None:
-    """The job's state and log from the dashboard; None when it does not answer. Raises LookupError when the
-    cluster does not know the job."""
+    """The job's state and log from the dashboard (None: it does not answer; LookupError: it knows no such job)."""
     try:
         response = httpx.get(f"{url}/api/jobs/{submission}", timeout=30)
         if response.status_code == 404:
