@@ -17,35 +17,11 @@ import pytest
 
 from tests.conftest import Server
 from tests.controller.test_live import WL, _eventually
+from tests.queues import queue_yaml
 
 RECORDED = json.loads((Path(__file__).resolve().parents[1] / "data" / "raypool" / "nodes-two.json").read_text())
 
-QUEUE = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: plan-a}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: ray-a}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: plan-b}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: ray-b}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu, memory]
-      flavors:
-      - {name: plan-a, resources: [{name: cpu, nominalQuota: 16}, {name: memory, nominalQuota: 64Gi}]}
-      - {name: plan-b, resources: [{name: cpu, nominalQuota: 16}, {name: memory, nominalQuota: 64Gi}]}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
-"""
+QUEUE = queue_yaml(("plan-a", "ray-a"), ("plan-b", "ray-b"), cpu=16, memory="64Gi")
 
 
 def _job(name: str, cpu: int) -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _eventually
+from tests.queues import queue_yaml
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -136,24 +137,7 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
         assert "Training Complete!" in logged.stdout and "' succeeded" in logged.stdout
 
 
-FAILING = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu, memory]
-      flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
----
+FAILING = queue_yaml(("default", None)) + """---
 apiVersion: ray.io/v1
 kind: RayJob
 metadata:

@@ -24,6 +24,7 @@ from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _eventually
+from tests.queues import queue_yaml
 from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.test_guide_end_to_end import _job, _run
 
@@ -36,25 +37,7 @@ time.sleep(float(os.environ.get("SLEEP", "0")))
 print("probe done", flush=True)
 """.replace("import os", "import json, os")
 
-QUEUE = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: ray-a}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: ray-a}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu, memory]
-      flavors: [{name: ray-a, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
-"""
+QUEUE = queue_yaml(("ray-a", "ray-a"))
 
 
 def _rayjob(name: str, sleep: int) -> str:

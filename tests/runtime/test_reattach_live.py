@@ -23,27 +23,11 @@ from flexq.runtime.ray_cluster import Detached
 from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import Server, free_port, start_server, stop_server
 from tests.controller.test_live import _eventually
+from tests.queues import queue_yaml
 from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run
 
-QUEUE = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu, memory]
-      flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
-"""
+QUEUE = queue_yaml(("default", None))
 
 POOLS = """apiVersion: flexq.dev/v1alpha1
 kind: Cluster
