@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,17 +129,19 @@ def test_three_jobs_on_one_slice_pools_none_is_deactivated_the_third_runs_when_a
 def test_plan_a_stocked_out_and_dws_never_answers_the_job_starts_when_plan_a_recovers(
         tmp_path: Path, fallback: bool) -> None:
     capacity = f"""cloud:
-  on-demand-pool: {{available: 4, bootTime: 1s, stockouts: [{{from: 0s, to: 30s}}]}}
+  on-demand-pool: {{available: 4, bootTime: 1s, stockouts: [{{from: 0s, to: 45s}}]}}
   dws-pool: {{queuedDelay: never}}
   default-pool: {{bootTime: 1s}}
 fallback: {str(fallback).lower()}
 """
     # The stock-out counts from the server's start; the job must come while it lasts, even on a loaded machine.
+    began = time.monotonic()
     servers = serve_capacity(tmp_path, capacity)
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
-        wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=75)
+        assert time.monotonic() - began < 45, "the setup outlasted Plan A's stock-out: the test cannot tell"
+        wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
         messages = _messages(srv, wl)
         assert any("stock-out" in m for m in messages), "it did wait for Plan A"
         assert not any("cannot deliver nodes" in m for m in messages), "no fallback to a flavor that never delivers"
@@ -159,7 +162,7 @@ def _kueue_policy(queue: str) -> str:
 @pytest.mark.parametrize("run_time", [None, "1h"], ids=["run-time-unknown", "finishes-sooner-where-it-runs"])
 def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_time: str | None) -> None:
     capacity = """cloud:
-  on-demand-pool: {available: 4, bootTime: 1s, stockouts: [{from: 0s, to: 30s}]}
+  on-demand-pool: {available: 4, bootTime: 1s, stockouts: [{from: 0s, to: 45s}]}
   dws-pool: {queuedDelay: 1s}
   default-pool: {bootTime: 1s}
 """
@@ -175,7 +178,7 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
         assert made.returncode == 0, made.stderr
         wl = _eventually(lambda: _admitted_on(srv, "1", "dws"), timeout=30)
         if run_time is None:
-            wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=75)
+            wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
             messages = _messages(srv, wl)
             assert any("due to migration to more favorable resource flavor on-demand" in m for m in messages)
             job_events = [e for e in httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
@@ -187,7 +190,7 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
                 assert any("no migration to flavor on-demand: it finishes sooner where it runs" in m
                            for m in _messages(srv, wl))
 
-            _eventually(refused, timeout=75)
+            _eventually(refused, timeout=100)
             assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
     finally:
         servers.close()
