@@ -51,6 +51,7 @@ class LiveCapacity:
         self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
         self.timers = TimerHeap(clock)
         self.emit = emit
+        """Where the driver's events go: the control plane, which tells the capacity ones back as :attr:`notes`."""
         self.started = started
         self.run_times: dict[str, float] = {}
         """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
@@ -78,7 +79,7 @@ class LiveCapacity:
             self.driver = CapacityDriver(CapacityConfig(tuple(pools), self.config.cloud,
                                                         self.config.provisioning_timeout, self.config.fallback,
                                                         self.config.fallback_cooldown, self.config.scale_down_after),
-                                         self.scheduler(), self.timers, self._log, self.started,
+                                         self.scheduler(), self.timers, self.emit, self.started,
                                          provisioning_settings(objects))
             self.driver.run_time = self.run_times.get
         else:
@@ -86,13 +87,6 @@ class LiveCapacity:
             self.driver.provisioning = provisioning_settings(objects)
             self.driver.set_pools(pools)
         self.ray_pools.configure(pools, self.driver)
-
-    def _log(self, events: list[Event]) -> None:
-        for event in events:
-            if event.kind.capacity:
-                self.notes.append(event)
-            else:
-                self.emit([event])
 
     def release(self, key: str) -> None:
         if self.driver is not None:
