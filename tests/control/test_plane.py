@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
-from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
@@ -31,9 +32,8 @@ def _workload(name: str, cpu: int = 8000) -> Workload:
 
 def _plane(timers: TimerHeap, boot: float = 8.0) -> tuple[ControlPlane, list[Event]]:
     told: list[Event] = []
-    plane = ControlPlane(_scheduler(), timers, told.append)
-    plane.driver = CapacityDriver(CapacityConfig((POOL,), EmulatedCloud({"od-pool": CapacitySpec(boot=boot)})),
-                                  plane.scheduler, timers, plane.emit, lambda _key, _t: None, {})
+    plane = ControlPlane(timers, told.append, scheduler=_scheduler())
+    plane.use_capacity(CapacityConfig((POOL,), EmulatedCloud({"od-pool": CapacitySpec(boot=boot)})))
     return plane, told
 
 
@@ -44,8 +44,8 @@ def _story(told: list[Event]) -> list[tuple[float, str, str]]:
 def test_without_a_driver_an_admitted_workload_starts_on_its_event_and_one_pass_settles() -> None:
     told: list[Event] = []
     started: list[tuple[str, float]] = []
-    plane = ControlPlane(_scheduler(), TimerHeap(VirtualClock(START)), told.append,
-                         lambda key, t: started.append((key, t)))
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, lambda key, t: started.append((key, t)),
+                         scheduler=_scheduler())
     for name in ("a", "b", "c"):
         plane.emit(plane.scheduler.add(_workload(name), START))
     plane.settle(START)
@@ -106,3 +106,69 @@ def test_the_real_time_loop_and_the_kernel_tell_the_same_story() -> None:
     assert (2.0, "Pending", "default/c") in story and (20.0, "Admitted", "default/c") in story, "c waits for a's quota"
     assert [s for s in story if s[1] == "Started"] == [(8.0, "Started", "default/a"), (16.0, "Started", "default/b"),
                                                        (20.0, "Started", "default/c")], "a's node is c's at once"
+
+
+def test_without_a_driver_the_live_server_starts_a_job_when_its_admission_is_written_not_on_the_event() -> None:
+    started: list[str] = []
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None, lambda key, _t: started.append(key),
+                         scheduler=_scheduler(), start_on_admission=False)
+    plane.emit(plane.scheduler.add(_workload("a"), START))
+    plane.settle(START)
+    assert plane.scheduler.workload("default/a").state.value == "Admitted"  # type: ignore[union-attr]
+    assert started == []
+
+
+_OBJECTS: dict[str, list[dict[str, object]]] = {
+    "ResourceFlavor": [{"metadata": {"name": "od"},
+                        "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": "od-pool"}}}],
+    "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": ["cpu"],
+         "flavors": [{"name": "od", "resources": [{"name": "cpu", "nominalQuota": "20"}]}]}]}}],
+    "LocalQueue": [{"metadata": {"name": "team", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}],
+    "WorkloadPriorityClass": [{"metadata": {"name": "urgent"}, "value": 1000}],
+}
+
+
+def _job(name: str, queue: str = "team", priority: str | None = "urgent") -> dict[str, object]:
+    labels = {"kueue.x-k8s.io/queue-name": queue, **({"kueue.x-k8s.io/priority-class": priority} if priority else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ml", "uid": name,
+                                                                  "labels": labels},
+            "spec": {"parallelism": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}]}}}}
+
+
+def test_configured_from_objects_a_job_gets_its_queue_and_priority_and_is_admitted() -> None:
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
+    plane.configure(_OBJECTS, None)
+    wl = plane.workload_for("Job", "batch", _job("train"), START)
+    assert (wl.namespace, wl.queue, wl.cluster_queue, wl.priority) == ("ml", "team", "cq", 1000)
+    other = plane.workload_for("Job", "batch", _job("other", queue="nowhere", priority=None), START)
+    assert (other.cluster_queue, other.priority) == ("", 0), "a LocalQueue not configured points nowhere yet"
+    plane.emit(plane.scheduler.add(wl, START))
+    plane.settle(START)
+    assert plane.scheduler.workload(wl.key).state.value == "Admitted"  # type: ignore[union-attr]
+    assert plane.driver is None and not plane.scheduler.config.race, "no capacity modelled: no racing"
+
+
+def test_the_driver_is_made_once_keeps_its_nodes_as_pools_change_follows_a_reset_and_goes_with_the_capacity() -> None:
+    timers = TimerHeap(VirtualClock(START))
+    plane = ControlPlane(timers, lambda _e: None)
+    warm = dataclasses.replace(POOL, min_nodes=1, initial_nodes=1)
+    capacity = CapacityConfig((warm,), EmulatedCloud())
+    plane.configure(_OBJECTS, capacity)
+    driver = plane.driver
+    assert driver is not None and plane.scheduler.config.race, "capacity modelled: flexq's policy races"
+    assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"]
+    spot = NodePoolSpec("spot-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)
+    plane.configure(_OBJECTS, dataclasses.replace(capacity, pools=(warm, spot)))
+    assert plane.driver is driver and set(driver.cluster.pools) == {"od-pool", "spot-pool"}
+    assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"], "the node of the pool that stays is kept"
+    before = plane.scheduler
+    plane.reset()
+    assert plane.scheduler is not before and driver.scheduler is before, "re-attached by the next configure"
+    plane.configure(_OBJECTS, capacity)
+    assert plane.driver is driver and driver.scheduler is plane.scheduler
+    plane.configure(_OBJECTS, dataclasses.replace(capacity, fallback=False))
+    assert not plane.scheduler.config.race, "Kueue-compatible: no racing"
+    plane.configure(_OBJECTS, None)
+    assert plane.driver is None

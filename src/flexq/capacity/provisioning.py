@@ -8,7 +8,7 @@ days it fails (Expired), and failures are retried with Kueue's backoff up to ``b
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -52,7 +52,7 @@ class ProvisioningSettings:
         return float(min(self.backoff_base * 2 ** (failures - 1), self.backoff_max))
 
 
-def provisioning_settings(objects: dict[str, list[dict[str, Any]]]) -> dict[str, ProvisioningSettings]:
+def provisioning_settings(objects: Mapping[str, list[dict[str, Any]]]) -> dict[str, ProvisioningSettings]:
     configs = {o["metadata"]["name"]: o["spec"] for o in objects.get("ProvisioningRequestConfig", [])}
     out = {}
     for check in objects.get("AdmissionCheck", []):

@@ -1,21 +1,27 @@
-"""The control plane: the scheduler and what acts on its decisions, one step the same on both clocks.
+"""The control plane: the scheduler, the capacity driver and the job integration, one step the same on both clocks.
 
 The live server's queue controller and the simulator each feed it what happened (a job queued, a check set,
-a job finished, a timer due) and let it settle; it holds the :class:`~flexq.scheduler.scheduler.Scheduler`, the
-:class:`~flexq.capacity.driver.CapacityDriver` where capacity is modelled, and the timers both run on. Every
-event is told (to the simulator's log, or to the controller's writes) the moment it happens, then acted on: the
-capacity driver places, provisions and releases; without one, an admitted workload starts at once. What the
-driver does in turn (a node came, a request was refused) comes back through :meth:`ControlPlane.emit`, so the
-two clocks see the same events in the same order.
+a job finished, a timer due) and let it settle. It holds the :class:`~flexq.scheduler.scheduler.Scheduler`, the
+:class:`~flexq.capacity.driver.CapacityDriver` where capacity is modelled, the timers both run on, and what turns
+a job into its workload (the LocalQueues and priority classes of the configuration it was given). Every event is
+told (to the simulator's log, or to the controller's writes) the moment it happens, then acted on: the capacity
+driver places, provisions and releases; without one, an admitted workload starts at once (where the clock's
+owner asks for that). What the driver does in turn (a node came, a request was refused) comes back through
+:meth:`ControlPlane.emit`, so the two clocks see the same events in the same order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Final
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
-from flexq.capacity.driver import CapacityDriver
+from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.settings import CapacityConfig
+from flexq.jobs.workload import Priorities, local_queues_of, make_workload
+from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import PodSet, Workload
 from flexq.scheduler.scheduler import Scheduler
 from flexq.timers import TimerHeap
 
@@ -25,21 +31,87 @@ SETTLE_PASSES: Final = 100
 """Scheduling passes in one step at the most: each pass acts on what the last admitted or evicted (a started job
 may free or take capacity that the next pass sees); a step that has not settled by then goes on at the next."""
 
+Objects = Mapping[str, list[dict[str, Any]]]
+"""Configuration objects by kind (ClusterQueues, ResourceFlavors, LocalQueues, ...), as stored."""
+
 
 class ControlPlane:
-    """The scheduler, the capacity driver (if any) and the timers, driven by one clock's loop.
+    """The scheduler, the capacity driver (if any), the job integration and the timers, driven by one clock's loop.
 
-    ``tell`` hears every event as it happens, capacity events included; ``start`` is called for an admitted
-    workload when no capacity is modelled (with a driver, the driver starts workloads once their pods are placed).
+    ``tell`` hears every event as it happens, capacity events included. ``start`` runs a workload's job: called
+    by the driver once its pods are placed, and, without a driver, on its admission when ``start_on_admission``
+    (the live server starts a job when its admission is written instead). ``virtual``: the driver's reasons name
+    moments (``t=...``) rather than durations.
     """
 
-    def __init__(self, scheduler: Scheduler, timers: TimerHeap, tell: Callable[[Event], None],
-                 start: Callable[[str, float], None] | None = None) -> None:
-        self.scheduler = scheduler
+    def __init__(self, timers: TimerHeap, tell: Callable[[Event], None],
+                 start: Callable[[str, float], None] | None = None, *, scheduler: Scheduler | None = None,
+                 start_on_admission: bool = True, virtual: bool = False) -> None:
+        self.scheduler = scheduler or Scheduler(instant_eviction=True)
         self.timers = timers
         self.driver: CapacityDriver | None = None
+        self.local_queues: dict[tuple[str, str], str] = {}
+        """(namespace, LocalQueue) -> its ClusterQueue."""
+        self.priorities = Priorities()
+        self.run_time: Callable[[str], float | None] = lambda _key: None
+        """How long a workload runs once started, when known (the simulator's ``runFor``; live, the job's
+        ``flexq.dev/expected-run-time`` annotation)."""
+        self.finish_eta: Callable[[str], float | None] | None = None
+        """When a running workload will finish, where the clock's owner knows (the simulator); else the driver's
+        estimate from its run time."""
         self._tell = tell
         self._start = start
+        self._start_on_admission = start_on_admission
+        self._virtual = virtual
+
+    # --- configuration ---------------------------------------------------------------------------------
+
+    def configure(self, objects: Objects, capacity: CapacityConfig | None) -> None:
+        """The queues, flavors, checks and priority classes, and the capacity modelled (None: none). flexq's
+        policy races workloads across their flavors where capacity is modelled; Kueue-compatible
+        (``fallback: false``) does not."""
+        self.local_queues = local_queues_of(objects)
+        self.priorities = Priorities.of(objects)
+        self.use_capacity(capacity, objects)
+        race = capacity is not None and capacity.fallback
+        self.scheduler.configure(dataclasses.replace(build_config(objects), race=race))
+
+    def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
+        """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
+        timers when pools change; None drops it. ``objects`` give the ProvisioningRequestConfigs."""
+        provisioning = provisioning_settings(objects or {})
+        if capacity is None:
+            self.driver = None
+        elif self.driver is None:
+            self.driver = CapacityDriver(capacity, self.scheduler, self.timers, self.emit, self._started,
+                                         provisioning, virtual=self._virtual)
+            self.driver.run_time = self.run_time
+            if self.finish_eta is not None:
+                self.driver.finish_eta = self.finish_eta
+        else:
+            self.driver.attach(self.scheduler)
+            self.driver.provisioning = provisioning
+            self.driver.set_pools(list(capacity.pools))
+
+    def reset(self) -> None:
+        """A fresh scheduler, to be configured and filled again (the live server's state read back from the
+        store); the driver drives it from the next :meth:`configure`."""
+        self.scheduler = Scheduler(instant_eviction=True)
+
+    # --- job integration -------------------------------------------------------------------------------
+
+    def workload_for(self, kind: str, group: str, job: Mapping[str, Any], created: float,
+                     pod_sets: tuple[PodSet, ...] | None = None) -> Workload:
+        """The workload of a queued job, in the ClusterQueue its LocalQueue points to and at its priority class's
+        priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one."""
+        return make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
+                             created=created, pod_sets=pod_sets)
+
+    def _started(self, key: str, t: float) -> None:
+        if self._start is not None:
+            self._start(key, t)
+
+    # --- stepping --------------------------------------------------------------------------------------
 
     def emit(self, events: Iterable[Event]) -> None:
         """What the scheduler or the driver decided: each told, then acted on, in order."""
@@ -49,8 +121,8 @@ class ControlPlane:
                 continue  # the driver's own account of what it did: nothing more to act on
             if self.driver is not None:
                 self.driver.handle(event)
-            elif event.kind is EventKind.ADMITTED and self._start is not None:
-                self._start(event.workload, event.t)
+            elif event.kind is EventKind.ADMITTED and self._start_on_admission:
+                self._started(event.workload, event.t)
 
     def settle(self, now: float) -> None:
         """Schedule at ``now`` until a pass decides nothing. Without a driver one pass is enough: starting jobs

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.quantity import Quantity
-from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.gke_pools import node_pool_spec
 from flexq.capacity.raypool import RayPoolSync
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
 from flexq.objects.conditions import set_condition
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.scheduler import Scheduler
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
-from flexq.timers import TimerHeap
+
+if TYPE_CHECKING:
+    from flexq.control.plane import ControlPlane
 
 __all__ = ["LiveCapacity"]
 
@@ -42,28 +43,34 @@ def _quantity(resource: str, milli: int) -> str:
 
 
 class LiveCapacity:
-    def __init__(self, store: BaseStore, scheduler: Callable[[], Scheduler], config: CapacityConfig, clock: Clock,
-                 emit: Callable[[list[Event]], None],
-                 started: Callable[[str, float], None] = lambda _key, _t: None) -> None:
+    """The capacity side of the live server: which pools are modelled (the NodePool objects, then the server's
+    capacity file), the timers of the control plane's driver, and the driver's notes written to the store."""
+
+    def __init__(self, store: BaseStore, plane: ControlPlane, config: CapacityConfig, clock: Clock) -> None:
         self.store = store
-        self.scheduler = scheduler
+        self.plane = plane
         # The capacity file's times (stock-outs, traces) count from the server's start.
         self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
-        self.timers = TimerHeap(clock)
-        self.emit = emit
-        """Where the driver's events go: the control plane, which tells the capacity ones back as :attr:`notes`."""
-        self.started = started
+        self.timers = plane.timers
         self.run_times: dict[str, float] = {}
         """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
-        self.driver: CapacityDriver | None = None
+        plane.run_time = self.run_times.get
         self.notes: list[Event] = []
+        """The driver's events since the last write (the control plane tells them here)."""
         self._sent: list[Event] = []
         """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
         store.subscribe(lambda _changes: self._sent.clear())
         self.ray_pools = RayPoolSync(self.timers)
         """Pools of existing Ray clusters: their nodes read from the clusters."""
 
-    def configure(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+    @property
+    def driver(self) -> CapacityDriver | None:
+        """The control plane's capacity driver (None while no pool is modelled)."""
+        return self.plane.driver
+
+    def modelled(self, objects: Mapping[str, list[dict[str, Any]]]) -> CapacityConfig | None:
+        """The capacity to model: the NodePool objects, and the capacity file's pools not named by one (None when
+        there are no pools)."""
         pools = []
         for obj in objects.get("NodePool", []):
             try:
@@ -71,22 +78,11 @@ class LiveCapacity:
             except (LookupError, ValueError):
                 continue  # refused at admission; an old object is simply not modelled
         pools += [p for p in self.config.pools if p.name not in {q.name for q in pools}]
-        if not pools:
-            self.driver = None
-            self.ray_pools.configure((), None)
-            return
-        if self.driver is None:
-            self.driver = CapacityDriver(CapacityConfig(tuple(pools), self.config.cloud,
-                                                        self.config.provisioning_timeout, self.config.fallback,
-                                                        self.config.fallback_cooldown, self.config.scale_down_after),
-                                         self.scheduler(), self.timers, self.emit, self.started,
-                                         provisioning_settings(objects))
-            self.driver.run_time = self.run_times.get
-        else:
-            self.driver.attach(self.scheduler())
-            self.driver.provisioning = provisioning_settings(objects)
-            self.driver.set_pools(pools)
-        self.ray_pools.configure(pools, self.driver)
+        return dataclasses.replace(self.config, pools=tuple(pools)) if pools else None
+
+    def configure(self, capacity: CapacityConfig | None) -> None:
+        """The control plane was configured with ``capacity``: follow the pools of existing Ray clusters."""
+        self.ray_pools.configure(capacity.pools if capacity is not None else (), self.driver)
 
     def release(self, key: str) -> None:
         if self.driver is not None:

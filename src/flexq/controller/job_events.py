@@ -19,7 +19,6 @@ from flexq.jobs.workload import (
     PRIORITY_LABEL,
     RAY_KINDS,
     JobError,
-    make_workload,
     podsets,
     selected_cluster,
     workload_name,
@@ -60,8 +59,7 @@ class JobEvents(QueueState):
             return
         now = self.clock.now()
         try:
-            wl = make_workload(info.kind, info.group, job, local_queues=self.local_queues, priorities=self.priorities,
-                               created=now)
+            wl = self.plane.workload_for(info.kind, info.group, job, now)
         except JobError as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return

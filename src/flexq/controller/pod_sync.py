@@ -26,7 +26,7 @@ from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError, make_workload
+from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError
 from flexq.objects.service import BadRequest
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.local_pods import LocalPod
@@ -109,14 +109,11 @@ class PodIntegration:
         now = qc.clock.now()
         try:
             if group is None:
-                wl = make_workload("Pod", "", first, local_queues=qc.local_queues, priorities=qc.priorities,
-                                   created=now)
+                wl = qc.plane.workload_for("Pod", "", first, now)
                 templates = {"main": template(first)}
             else:
                 sets, templates = group_podsets(pods)
-                wl = dataclasses.replace(make_workload("Pod", "", first, local_queues=qc.local_queues,
-                                                       priorities=qc.priorities, created=now, pod_sets=sets),
-                                         name=group)
+                wl = dataclasses.replace(qc.plane.workload_for("Pod", "", first, now, pod_sets=sets), name=group)
         except JobError as exc:
             for pod in pods:
                 record_event(qc.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)

@@ -20,7 +20,6 @@ The controller reads time only from its :class:`~flexq.clock.Clock`.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -46,16 +45,13 @@ from flexq.controller.settled import ConfigView
 from flexq.controller.workload_writes import WorkloadWrites, parent_of
 from flexq.jobs.workload import (
     JOB_KINDS,
-    Priorities,
-    local_queues_of,
 )
 from flexq.objects.conditions import find_condition
 from flexq.objects.service import ObjectService
-from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import CheckState, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreUnavailable, rfc3339
+from flexq.timers import TimerHeap
 
 __all__ = ["QueueController"]
 
@@ -83,8 +79,6 @@ class QueueController(JobEvents, WorkloadWrites):
         self.store = service.store
         self.clock = clock
         self.cursor = 0
-        self.local_queues: dict[tuple[str, str], str] = {}
-        self.priorities = Priorities()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,12 +88,10 @@ class QueueController(JobEvents, WorkloadWrites):
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
         """When the store refused a step's writes: not before then (a second on) the state is read back."""
-        self.capacity = LiveCapacity(self.store, lambda: self.scheduler,
-                                     capacity or CapacityConfig((), EmulatedCloud()), clock, self._log,
-                                     self._run_workload)
-        self.plane = ControlPlane(Scheduler(instant_eviction=True), self.capacity.timers, self._told)
-        """The scheduler and the capacity driver, stepped as the simulator steps them. Without a driver, an
-        admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
+        self.plane = ControlPlane(TimerHeap(clock), self._told, self._run_workload, start_on_admission=False)
+        """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
+        a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
+        self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
@@ -119,14 +111,6 @@ class QueueController(JobEvents, WorkloadWrites):
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
         self.store.subscribe(lambda _changes: self._wake.set())
-
-    @property
-    def scheduler(self) -> Scheduler:
-        return self.plane.scheduler
-
-    @scheduler.setter
-    def scheduler(self, scheduler: Scheduler) -> None:
-        self.plane.scheduler = scheduler
 
     # --- running -----------------------------------------------------------------------------------
 
@@ -211,14 +195,9 @@ class QueueController(JobEvents, WorkloadWrites):
         self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
         self._counts.recount()
         self._reconfigured, self._reconfigure_due = self.clock.now(), False
-        self.local_queues = local_queues_of(by_kind)
-        self.priorities = Priorities.of(by_kind)
-        # flexq's policy races workloads across their flavors where capacity is modelled (node pools), as the
-        # simulator does; Kueue-compatible (``fallback: false``) does not.
-        self.capacity.configure(by_kind)
-        self.plane.driver = self.capacity.driver
-        race = self.capacity.config.fallback and self.capacity.driver is not None
-        self.scheduler.configure(dataclasses.replace(build_config(by_kind), race=race))
+        capacity = self.capacity.modelled(by_kind)
+        self.plane.configure(by_kind, capacity)
+        self.capacity.configure(capacity)
         now = self.clock.now()
         for wl in self.scheduler.workloads():
             if wl.admission is None:
@@ -231,7 +210,7 @@ class QueueController(JobEvents, WorkloadWrites):
         """Read everything afresh (start-up): configuration, workloads, jobs that still need one."""
         with self._lock:
             self.cursor = self.store.current_rv()
-            self.scheduler = Scheduler(instant_eviction=True)
+            self.plane.reset()
             self._reconfigure()
             self.by_job_uid = {}
             self._stored_variants = {}

@@ -17,10 +17,10 @@ from flexq.store import Key, NotFound
 
 if TYPE_CHECKING:
     from flexq.clock import Clock
+    from flexq.control.plane import ControlPlane
     from flexq.controller.capacity_sync import LiveCapacity
     from flexq.controller.pod_sync import PodIntegration
     from flexq.controller.ray_runs import RayRuntime
-    from flexq.jobs.workload import Priorities
     from flexq.objects.service import ObjectService
     from flexq.scheduler.scheduler import Scheduler
     from flexq.store import BaseStore
@@ -37,17 +37,24 @@ class QueueState:
     service: ObjectService
     store: BaseStore
     clock: Clock
-    scheduler: Scheduler
+    plane: ControlPlane
     runtime: RayRuntime | None
     capacity: LiveCapacity
     pods: PodIntegration
-    local_queues: dict[tuple[str, str], str]
-    priorities: Priorities
     by_job_uid: dict[str, str]
     metrics: dict[str, dict[str, Any]]
     _after_write: list[Callable[[], None]]
     _touched: set[str]
     _stored_variants: dict[str, set[str]]
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.plane.scheduler
+
+    @property
+    def local_queues(self) -> dict[tuple[str, str], str]:
+        """(namespace, LocalQueue) -> its ClusterQueue, as last configured."""
+        return self.plane.local_queues
 
     def _log(self, events: list[Event]) -> None:
         """Take the scheduler's events into the step (written back at its end)."""

@@ -9,7 +9,6 @@ scenario gives the same log, byte for byte.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import heapq
 import json
@@ -24,11 +23,10 @@ from flexq.api.kinds import KindInfo
 from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InvalidObject
-from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.driver import CapacityDriver
 from flexq.control.plane import ControlPlane
 from flexq.durations import format_seconds
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError, Priorities, local_queues_of, make_workload
-from flexq.scheduler.build import build_config
+from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Config, Scheduler
@@ -110,30 +108,28 @@ class _Run:
         self.rng = random.Random(scenario.seed)
         self.result = SimResult()
         objects = self._objects()
-        # flexq's policy races every workload across its flavors; Kueue-compatible runs (fallback: false) do not.
-        race = scenario.capacity is not None and scenario.capacity.fallback
-        self.scheduler = Scheduler(dataclasses.replace(build_config(objects), race=race), instant_eviction=True)
-        self.local_queues = local_queues_of(objects)
-        self.priorities = Priorities.of(objects)
-        self.plane = ControlPlane(self.scheduler, self.kernel, self._record, self._start)
-        self.driver: CapacityDriver | None = None
-        if scenario.capacity is not None:
-            self.driver = CapacityDriver(scenario.capacity, self.scheduler, self.kernel, self.log, self._start,
-                                         provisioning_settings(objects), virtual=True)
-            self.plane.driver = self.driver
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
-        if self.driver is not None:  # the simulator knows what the live server can only be told
-            self.driver.finish_eta = self.finish_at.get
-            self.driver.run_time = self.run_for.get
+        self.plane = ControlPlane(self.kernel, self._record, self._start, virtual=True)
+        self.plane.run_time = self.run_for.get  # the simulator knows what the live server can only be told
+        self.plane.finish_eta = self.finish_at.get
+        self.plane.configure(objects, scenario.capacity)
         self.finishing: dict[str, list[tuple[float, str]]] = {}
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
         self.wake_at: set[float] = set()
         self._normalized: dict[Any, list[Any]] = {}
         """Jobs checked so far, by shape: [kind, normalized template, shared parts, pod sets or None]."""
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.plane.scheduler
+
+    @property
+    def driver(self) -> CapacityDriver | None:
+        return self.plane.driver
 
     def _uid(self) -> str:
         return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
@@ -213,9 +209,8 @@ class _Run:
                                        "reason": f"{info.kind} {job_key} already exists"})
             return
         try:
-            wl = make_workload(info.kind, info.group, obj, local_queues=self.local_queues,
-                               priorities=self.priorities, created=now,
-                               pod_sets=cached[3] if cached is not None else None)
+            wl = self.plane.workload_for(info.kind, info.group, obj, now,
+                                         pod_sets=cached[3] if cached is not None else None)
             if cached is not None:
                 cached[3] = wl.podsets  # the same spec, the same pod sets (immutable): shared from now on
         except JobError as exc:
