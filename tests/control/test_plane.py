@@ -41,7 +41,7 @@ def _story(told: list[Event]) -> list[tuple[float, str, str]]:
     return [(e.t - START, e.kind.value, e.workload) for e in told]
 
 
-def test_without_a_driver_an_admitted_workload_starts_on_its_event_and_one_pass_settles() -> None:
+def test_without_a_driver_an_admitted_workload_starts_on_its_event_and_a_step_settles() -> None:
     told: list[Event] = []
     started: list[tuple[str, float]] = []
     plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, lambda key, t: started.append((key, t)),

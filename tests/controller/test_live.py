@@ -193,3 +193,20 @@ def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, 
     finally:
         stop_server(again)
         server.process = again.process
+
+
+def test_the_head_behind_one_that_does_not_fit_is_admitted_at_once(flexq: Any, server: Server) -> None:
+    """The live side of tests/sim/test_next_head.py: the same three Jobs, created together."""
+    from tests.queues import queue_yaml
+    from tests.sim.test_next_head import JOBS, job
+
+    assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None), cpu=2)).code == 0
+    jobs = yaml.safe_dump_all([job(name, cpu) for name, cpu in JOBS])
+    assert flexq("apply", "-f", "-", input=jobs).code == 0
+
+    def reserved() -> dict[str, str | None]:
+        wls = _workloads(server)
+        assert len(wls) == 3 and _cond(wls["small"], "QuotaReserved") == "True"
+        return {name: _cond(wl, "QuotaReserved") for name, wl in wls.items()}
+
+    assert _eventually(reserved) == {"big": "True", "blocked": "False", "small": "True"}

@@ -125,15 +125,14 @@ class ControlPlane:
                 self._started(event.workload, event.t)
 
     def settle(self, now: float) -> None:
-        """Schedule at ``now`` until a pass decides nothing. Without a driver one pass is enough: starting jobs
-        changes nothing the scheduler sees."""
+        """Schedule at ``now`` until a pass decides nothing. A pass ends at the first cycle that admits nothing:
+        the workload behind a head just set aside (one that does not fit) is tried by the next pass, at the same
+        instant, as Kueue's next cycle tries it milliseconds later; a started job may also free or take capacity."""
         for _ in range(SETTLE_PASSES):
             events = self.scheduler.schedule(now)
             if not events:
                 return
             self.emit(events)
-            if self.driver is None:
-                return
 
     def next_wake(self) -> float | None:
         """When something is due next: a workload's requeue, or a timer (a node booting, a request's verdict)."""
