@@ -1,0 +1,68 @@
+"""Preemption told whole: the Preempted event (who, why, the paths of both queues), the victim evicted only once it
+has stopped (the live server's clock), with the preemption's message, then queued again; and the preemptor admitted
+in the quota the victim left."""
+
+from __future__ import annotations
+
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+
+def _cq(name: str, cpu: int) -> ClusterQueueSpec:
+    return ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("a",), {("a", "cpu"): Quota(cpu)}),),
+                            reclaim_within_cohort=PreemptionPolicy.ANY)
+
+
+def _scheduler() -> Scheduler:
+    return Scheduler(Config({"a": FlavorSpec("a")}, {"lender": _cq("lender", 2000), "borrower": _cq("borrower", 0)},
+                            {}))
+
+
+def _wl(name: str, cq: str, uid: str) -> Workload:
+    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {"cpu": 2000}),), uid=uid)
+
+
+WHY = ("Preempted to accommodate a workload (UID: uid-owner) due to reclamation within the cohort; "
+       "preemptor path: /co/lender; preemptee path: /co/borrower")
+
+
+def test_a_lender_reclaims_its_quota_from_a_borrower() -> None:
+    sched = _scheduler()
+    sched.add(_wl("guest", "borrower", "uid-guest"), 0.0)
+    sched.schedule(0.0)
+    assert sched.held("ns/guest").state is WorkloadState.ADMITTED, "borrows the lender's unused 2 cpu"
+    sched.add(_wl("owner", "lender", "uid-owner"), 1.0)
+    preempted = [e for e in sched.schedule(1.0) if e.kind is not EventKind.PENDING]
+    assert preempted == [Event(1.0, EventKind.PREEMPTED, "ns/guest", "borrower", WHY,
+                               extra={"preemptor": "ns/owner", "preemptionReason": "InCohortReclamation"})]
+    guest = sched.held("ns/guest")
+    assert (guest.state, guest.evicting, guest.pending_reason) == (WorkloadState.ADMITTED, True, WHY)
+    assert sched.complete_eviction("ns/owner", 2.0) == [], "not being evicted: nothing to complete"
+    assert sched.complete_eviction("ns/nobody", 2.0) == []
+    assert sched.complete_eviction("ns/guest", 2.0) == [
+        Event(2.0, EventKind.EVICTED, "ns/guest", "borrower", WHY, extra={"cause": "Preempted"})]
+    assert (guest.state, guest.evictions, sched.usage("borrower", ("a", "cpu"))) == (WorkloadState.PENDING, 1, 0)
+    admitted = [e.workload for e in sched.schedule(2.0) if e.kind is EventKind.ADMITTED]
+    assert admitted == ["ns/owner"] and sched.waiting(guest) is False, "the guest waits, set aside"
+
+
+def test_without_uids_the_preemptor_is_named_by_its_key_and_a_cleared_reason_reads_preempted() -> None:
+    sched = _scheduler()
+    sched.add(_wl("guest", "borrower", ""), 0.0)
+    sched.schedule(0.0)
+    sched.add(_wl("owner", "lender", ""), 1.0)
+    reasons = [e.reason for e in sched.schedule(1.0) if e.kind is EventKind.PREEMPTED]
+    assert reasons == [WHY.replace("uid-owner", "ns/owner")], "a preemptor without a uid is named by its key"
+    sched.held("ns/guest").pending_reason = ""
+    assert sched.complete_eviction("ns/guest", 2.0) == [
+        Event(2.0, EventKind.EVICTED, "ns/guest", "borrower", "Preempted", extra={"cause": "Preempted"})]
