@@ -118,5 +118,19 @@ def test_a_queue_configured_under_racing_starts_a_race_for_each_workload_waiting
     sched.configure(dataclasses.replace(config, flavors={"a": FlavorSpec("a"), "b": FlavorSpec("b")},
                                         cluster_queues={**config.cluster_queues, "later": later}))
     assert sorted(sched.variants) == ["ns/x", "ns/y"]
+    sched.note_race_reasons()
+    reasons = {key: sched.held(key).pending_reason for key in ("ns/x", "ns/y")}
+    assert reasons == {key: "racing: a: Pending; b: Pending" for key in reasons}, "neither variant tried yet"
     created = [e.extra["parent"] for e in sched.schedule(2.0) if e.kind is EventKind.CREATED]
     assert sorted(created) == ["ns/x", "ns/x", "ns/y", "ns/y"], "both races' variants are told by the next pass"
+
+
+def test_a_reason_explained_from_outside_and_the_root_of_a_queues_cohort_tree() -> None:
+    sched = Scheduler(_config(cpu=1000, cohort_cpu=2000))
+    wl = _wl("w")
+    sched.add(wl, 0.0)
+    sched.explain("ns/w", "waiting for its nodes")
+    sched.explain("ns/nobody", "ignored")
+    assert (wl.pending_reason, sched.workload("ns/nobody")) == ("waiting for its nodes", None)
+    assert (sched.cohort_root("cq"), sched.cohort_root("nowhere")) == ("co", None)
+    assert Scheduler(_config()).cohort_root("cq") == "cq", "a queue in no cohort is its own root"
