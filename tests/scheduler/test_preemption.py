@@ -10,6 +10,7 @@ import pytest
 from flexq.scheduler.model import (
     Admission,
     ClusterQueueSpec,
+    CohortSpec,
     FlavorResource,
     Granular,
     PodSet,
@@ -62,6 +63,8 @@ class Case:
     queued: float = 10.0
     want: list[tuple[str, str]] = field(default_factory=list)
     exclude: frozenset[str] = frozenset()
+    cohorts: tuple[tuple[str, str | None, int], ...] = ()
+    """Cohorts with a parent or quota of their own: (name, parent, cpu)."""
 
 
 def _holder(h: Holder) -> Workload:
@@ -79,7 +82,9 @@ def _setup(case: Case) -> tuple[dict[str, ClusterQueueSpec], QuotaTree, dict[str
                                                                 ("g", "cpu"): Quota(0)}),),
         within_cluster_queue=q.within, reclaim_within_cohort=q.reclaim, borrow_within_cohort=q.borrow,
         borrow_within_cohort_threshold=q.threshold) for q in case.queues}
-    tree = QuotaTree(specs.values())
+    cohorts = [CohortSpec(name, parent, (ResourceGroup(("cpu",), ("f",), {FR: Quota(cpu)}),) if cpu else ())
+               for name, parent, cpu in case.cohorts]
+    tree = QuotaTree(specs.values(), cohorts)
     holders: dict[str, dict[str, Workload]] = {}
     for h in case.holders:
         wl = _holder(h)
@@ -134,6 +139,22 @@ CASES = [
     Case("reclaim while borrowing: at the threshold", (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER, threshold=1),
                                                        Queue("b", 4, "co")),
          (Holder("lent", "b", 6, 1),), 4, priority=3, want=[("lent", "InCohortReclaimWhileBorrowing")]),
+    Case("reclaim while borrowing: equal priority is no candidate",
+         (Queue("a", 2, "co", reclaim=ANY, borrow=LOWER), Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 3),), 4, priority=3, want=[]),
+    Case("reclaim while borrowing needs borrowWithinCohort", (Queue("a", 2, "co", reclaim=ANY), Queue("b", 4, "co")),
+         (Holder("lent", "b", 6, 0),), 4, priority=3, want=[]),
+    Case("reclaim across a cohort tree", (Queue("a", 4, "left", reclaim=ANY), Queue("b", 0, "right")),
+         (Holder("far", "b", 4, 0),), 4, want=[("far", "InCohortReclamation")],
+         cohorts=(("left", "root", 0), ("right", "root", 0), ("root", None, 0))),
+    Case("reclaim from a sibling and across the tree",
+         (Queue("a", 4, "left", reclaim=ANY), Queue("near", 0, "left"), Queue("b", 0, "right")),
+         (Holder("far", "b", 2, 0), Holder("sib", "near", 2, 0)), 4,
+         want=[("far", "InCohortReclamation"), ("sib", "InCohortReclamation")],
+         cohorts=(("left", "root", 0), ("right", "root", 0), ("root", None, 0))),
+    Case("a cohort's own quota is no one's to reclaim", (Queue("a", 2, "left", reclaim=ANY), Queue("b", 0, "right")),
+         (Holder("guest", "b", 4, 0),), 4, want=[],
+         cohorts=(("left", "root", 0), ("right", "root", 0), ("root", None, 4))),
     Case("over its borrowing limit: nobody", (Queue("a", 2, "co", within=LOWER, reclaim=ANY, borrowing_limit=1),
                                               Queue("b", 4, "co")),
          (Holder("lent", "b", 6, 0), Holder("mine", "a", 1, 0)), 4, priority=3, want=[]),

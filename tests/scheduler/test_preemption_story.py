@@ -51,9 +51,16 @@ def test_a_lender_reclaims_its_quota_from_a_borrower() -> None:
     assert sched.complete_eviction("ns/nobody", 2.0) == []
     assert sched.complete_eviction("ns/guest", 2.0) == [
         Event(2.0, EventKind.EVICTED, "ns/guest", "borrower", WHY, extra={"cause": "Preempted"})]
-    assert (guest.state, guest.evictions, sched.usage("borrower", ("a", "cpu"))) == (WorkloadState.PENDING, 1, 0)
+    assert (guest.state, guest.evictions, guest.pending_reason, sched.usage("borrower", ("a", "cpu"))) == (
+        WorkloadState.PENDING, 1, "", 0), "evicted: its reason is the next pass's to give"
     admitted = [e.workload for e in sched.schedule(2.0) if e.kind is EventKind.ADMITTED]
     assert admitted == ["ns/owner"] and sched.waiting(guest) is False, "the guest waits, set aside"
+    sched.finish("ns/owner", 3.0)
+    assert [e.workload for e in sched.schedule(3.0) if e.kind is EventKind.ADMITTED] == ["ns/guest"]
+    sched.add(_wl("again", "lender", "uid-again"), 4.0)
+    sched.schedule(4.0)
+    sched.complete_eviction("ns/guest", 5.0)
+    assert guest.evictions == 2, "each eviction counts"
 
 
 def test_without_uids_the_preemptor_is_named_by_its_key_and_a_cleared_reason_reads_preempted() -> None:
