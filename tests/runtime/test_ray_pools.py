@@ -2,7 +2,8 @@
 of 2, each in a process session of its own, on ports of their own) stands for a remote cluster; a pool made with
 ``flexq container node-pools create --ray-address`` shows its nodes; a RayJob queued to a flavor of that pool runs
 on that cluster (its files uploaded as its working dir) and its log is read through flexq; a server restarted
-cleanly follows a running job again; the worker killed mid-job takes the pool down to one node and the job is
+cleanly follows a running job again; a RayCluster admitted onto the pool is that cluster, and a RayJob selecting it
+runs there; the worker killed mid-job takes the pool down to one node and the job is
 evicted as on a lost node, its Ray job stopped there; a RayJob deleted while it runs is stopped there too. No Ray
 process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
 
@@ -27,6 +28,7 @@ from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
 from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.test_guide_end_to_end import _job, _run
+from tests.runtime.test_raycluster import SELECTING, _clusters_of
 
 PROBE = """import os, time, ray
 ray.init()
@@ -69,6 +71,29 @@ spec:
       template:
 {pod}
 """
+
+
+SHARED = """apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: shared
+  labels: {kueue.x-k8s.io/queue-name: q}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray
+          image: x
+          resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+
+
+def _ready(srv: Server, name: str) -> dict[str, Any]:
+    cluster: dict[str, Any] = httpx.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayclusters/{name}").json()
+    assert (cluster.get("status") or {}).get("state") == "ready", cluster.get("status")
+    return cluster
 
 
 def _pool_nodes(srv: Server) -> dict[str, str]:
@@ -117,6 +142,21 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         assert "files here True hello" in log and "probe done" in log and "succeeded" in log, log
         assert f"the job runs on the Ray cluster of node pool ray-a (its dashboard {remote.dashboard_url})" in log
 
+        # A RayCluster admitted onto the pool is that cluster: nothing starts here, and a job selecting it runs there.
+        _run(srv, "apply", "-f", "-", input=SHARED)
+        _eventually(lambda: _ready(srv, "shared"), timeout=60)
+        assert not _clusters_of(srv.process.pid), "no local Ray cluster for it"
+        _run(srv, "apply", "-f", "-", input=SELECTING.format(name="picky", cluster="shared"))
+        _eventually(lambda: _assert_status(_job(srv, "picky"), "Complete"), timeout=90)
+        picky = _job(srv, "picky")["status"]
+        assert picky["jobStatus"] == "SUCCEEDED", picky
+        assert httpx.get(f"{remote.dashboard_url}/api/jobs/{picky['jobId']}").json()["status"] == "SUCCEEDED"
+        log = _run(srv, "logs", "job/picky").stdout
+        assert "42 from picky" in log and "RayCluster shared, the Ray cluster of node pool ray-a" in log, log
+        assert "reach its dashboard at " + remote.dashboard_url in _forward_error(srv, "service/shared-head-svc")
+        _run(srv, "delete", "raycluster", "shared")
+        assert _two(_ray_node_ids(remote.dashboard_url)) == ids, "let go, not stopped: the cluster is not flexq's"
+
         # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
         _run(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
         _eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
@@ -136,7 +176,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         _eventually(followed_again, timeout=60)
         _eventually(lambda: _assert_pod_nodes(srv, 2), timeout=30)
         assert "runs on the Ray cluster of node pool ray-a: reach its dashboard at " \
-            f"{remote.dashboard_url}" in _forward_error(srv, "sleeper")
+            f"{remote.dashboard_url}" in _forward_error(srv, "rayjob/sleeper")
         process, _temp = remote.workers["w"]
         os.killpg(process.pid, signal.SIGKILL)  # the worker node dies (the cloud took its VM)
 
@@ -201,9 +241,9 @@ def _assert_remote(remote: LocalRayCluster, submission: str, state: str) -> None
     assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == state
 
 
-def _forward_error(srv: Server, job: str) -> str:
-    """What ``flexq port-forward rayjob/JOB :8265`` says when a connection comes to it."""
-    forward = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "port-forward", f"rayjob/{job}", ":8265"],
+def _forward_error(srv: Server, target: str) -> str:
+    """What ``flexq port-forward TARGET :8265`` says when a connection comes to it."""
+    forward = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "port-forward", target, ":8265"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=srv.env())
     try:
         assert forward.stdout is not None

@@ -124,10 +124,11 @@ class RayRuntime:
         cluster = selected_cluster("RayJob", job)
         if cluster is not None:  # it runs on an existing RayCluster, which it neither records nor stops
             return RayJobRun(job, configmaps, workdir, status, borrow=lambda: self.clusters.running(namespace, cluster))
-        remote = ray_pool_of(self.store, job)
+        spec = (job.get("spec") or {}).get("rayClusterSpec") or {}
+        remote = ray_pool_of(self.store, spec)
         if remote is not None:  # admitted onto a node pool of an existing Ray cluster: it runs there
             pool, url = remote
-            borrowed = Borrowed(RemoteRayCluster(url, pool), (job.get("spec") or {}).get("rayClusterSpec") or {},
+            borrowed = Borrowed(RemoteRayCluster(url, pool), spec,
                                 f"the Ray cluster of node pool {pool}")
             return RayJobRun(job, configmaps, workdir, status, borrow=lambda: borrowed)
         return RayJobRun(job, configmaps, workdir, status,

@@ -1,5 +1,9 @@
 """Runs admitted RayClusters for real (one local Ray cluster each) and keeps their status in the store.
 
+A RayCluster admitted onto a node pool of an existing Ray cluster (``--ray-address``) is that cluster: nothing is
+started here, its status says ready at once, and the RayJobs that select it (``clusterSelector``) are submitted to
+that cluster; evicted or deleted, it is simply let go (the cluster is not flexq's to stop).
+
 Started when the cluster's workload is admitted (and its pods bound, where node pools are modelled); stopped,
 its Service and Pods removed, when the workload is evicted (the RayCluster is then ``suspended``) or the
 RayCluster deleted. ``kubectl port-forward`` to the head pod (or ``service/<name>-head-svc``) reaches the
@@ -22,6 +26,7 @@ from flexq.runtime.kuberay_objects import head_port_map
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import Borrowed
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
+from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["RayClusterRuntime"]
@@ -38,6 +43,8 @@ class RayClusterRuntime:
         self.runs: dict[str, RayClusterRun] = {}
         self.nodes: dict[str, dict[str, list[str]]] = {}
         self.published: dict[str, set[Key]] = {}
+        self.remote: dict[str, Borrowed] = {}
+        """RayClusters admitted onto a node pool of an existing Ray cluster: that cluster, by "namespace/name"."""
         self._lock = threading.Lock()
 
     @staticmethod
@@ -52,6 +59,10 @@ class RayClusterRuntime:
         pod. Raises LookupError with the reason when the pod is one of ours but has nothing to forward to."""
         owner = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("kind") == "RayCluster"),
                      None)
+        remote = self.remote.get(f"{namespace}/{owner.get('name')}") if owner is not None else None
+        if remote is not None:
+            raise LookupError(f"{remote.what}: nothing of it runs on this machine; reach its dashboard at "
+                              f"{remote.cluster.dashboard_url}")
         run = self.runs.get(f"{namespace}/{owner.get('name')}") if owner is not None else None
         if run is None or owner is None or str(run.obj["metadata"].get("uid", "")) != str(owner.get("uid", "")):
             return None
@@ -67,6 +78,9 @@ class RayClusterRuntime:
     def running(self, namespace: str, name: str) -> Borrowed | None:
         """RayCluster ``name``'s Ray cluster, with the RayCluster's spec, once it is up (None while it is not, or
         there is none)."""
+        remote = self.remote.get(f"{namespace}/{name}")
+        if remote is not None:
+            return remote if remote.cluster.alive() else None
         run = self.runs.get(f"{namespace}/{name}")
         if run is None or run.done.is_set() or not run.ready.is_set() or run.cluster is None:
             return None
@@ -87,10 +101,29 @@ class RayClusterRuntime:
                 obj = self.store.get(self.key(namespace, name))
             except NotFound:
                 return
-            run = self._register(obj)
+            borrowed = self._on_existing(obj)
+            if borrowed is not None:
+                self.remote[cluster_key] = borrowed
+            else:
+                run = self._register(obj)
+        if borrowed is not None:
+            record_event(self.store, obj, "RayClusterStarting", f"the RayCluster is {borrowed.what} (its dashboard "
+                         f"{borrowed.cluster.dashboard_url}): nothing is started here", component="flexq-runtime")
+            self._write(namespace, name, "ready", "")
+            return
         self._status(namespace, name, {"state": ""})
         record_event(self.store, obj, "RayClusterStarting", "starting a local Ray cluster", component="flexq-runtime")
         run.start()
+
+    def _on_existing(self, obj: Mapping[str, Any]) -> Borrowed | None:
+        """The existing Ray cluster a RayCluster was admitted onto (through a node pool made with --ray-address),
+        or None."""
+        remote = ray_pool_of(self.store, obj.get("spec") or {})
+        if remote is None:
+            return None
+        pool, url = remote
+        return Borrowed(RemoteRayCluster(url, pool), obj.get("spec") or {},
+                        f"RayCluster {obj['metadata']['name']}, the Ray cluster of node pool {pool}")
 
     def _register(self, obj: dict[str, Any], resume: Resume | None = None) -> RayClusterRun:
         namespace, name = obj["metadata"].get("namespace", "default"), obj["metadata"]["name"]
@@ -123,6 +156,12 @@ class RayClusterRuntime:
                     (obj.get("status") or {}).get("state") in ("suspended", "failed"):
                 if entry is not None:
                     reap(*entry)
+                continue
+            borrowed = self._on_existing(obj)
+            if borrowed is not None:  # nothing of it ran here: the existing cluster is taken again as it is
+                if entry is not None:
+                    reap(*entry)
+                self.remote[f"{meta.get('namespace', 'default')}/{meta['name']}"] = borrowed
                 continue
             cluster = attach(*entry) if entry is not None else None
             if cluster is not None:
@@ -157,6 +196,7 @@ class RayClusterRuntime:
         """Stop the cluster (the RayCluster was deleted, or its workload evicted: ``suspended``)."""
         with self._lock:
             run = self.runs.pop(f"{namespace}/{name}", None)
+            self.remote.pop(f"{namespace}/{name}", None)
         if run is not None:
             run.stop()
         for key in sorted(self.published.pop(f"{namespace}/{name}", set()), key=str):
@@ -168,6 +208,7 @@ class RayClusterRuntime:
     def stop_all(self) -> None:
         with self._lock:
             runs, self.runs = list(self.runs.items()), {}
+            self.remote.clear()
         for cluster_key, run in runs:
             run.stop(wait=2.0)
             for key in self.published.pop(cluster_key, set()):

@@ -80,10 +80,10 @@ def relative_entrypoint(entrypoint: str, files: Path) -> str:
     return entrypoint.replace(f"{files}/", "").replace(str(files), ".")
 
 
-def ray_pool_of(store: BaseStore, job: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The node pool (name, dashboard address) of an existing Ray cluster the job was admitted onto (the node pool
-    its pods' node selector names, as the flavor's node labels were added on admission); None for any other."""
-    cluster = (job.get("spec") or {}).get("rayClusterSpec") or {}
+def ray_pool_of(store: BaseStore, cluster: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The node pool (name, dashboard address) of an existing Ray cluster that a Ray cluster spec (a RayJob's
+    ``rayClusterSpec``, a RayCluster's ``spec``) was admitted onto (the node pool its pods' node selector names, as
+    the flavor's node labels were added on admission); None for any other."""
     templates = [(cluster.get("headGroupSpec") or {}).get("template") or {}]
     templates += [g.get("template") or {} for g in cluster.get("workerGroupSpecs") or []]
     for template in templates:
