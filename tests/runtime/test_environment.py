@@ -57,6 +57,44 @@ def test_missing_configmap_and_uninstallable_packages_fail_clearly(tmp_path: Pat
         prepare(job, {"jax-train-script": {"train.py": "print(1)"}}, tmp_path)
 
 
+def test_a_job_bound_for_an_existing_ray_cluster_takes_its_runtime_env_there(tmp_path: Path) -> None:
+    """KubeRay passes runtimeEnvYAML to the cluster: its packages are the cluster's to install, not checked here."""
+    runtime = ("pip: ['jax[tpu]==0.8.2', surely-not-a-package-xyz==1.0]\nenv_vars: {GREETING: hello}\n"
+               "py_modules: [s3://bucket/mod.zip]\nworking_dir: /somewhere\n")
+    job = dict(JOB, spec={**JOB["spec"], "runtimeEnvYAML": runtime})
+    env = prepare(job, {"jax-train-script": {"train.py": "print(1)"}}, tmp_path, remote=True)
+    assert env.runtime_env == {"pip": ["jax[tpu]==0.8.2", "surely-not-a-package-xyz==1.0"],
+                               "py_modules": ["s3://bucket/mod.zip"]}
+    assert env.env_vars == {"GREETING": "hello"}
+    assert env.warnings == ["runtimeEnvYAML: working_dir is replaced by the job's ConfigMap files"]
+    assert prepare(job, {"jax-train-script": {}}, tmp_path / "plain", remote=True).files, "the files still go"
+    assert prepare(JOB, {"jax-train-script": {}}, tmp_path / "guide").runtime_env == {}, "on this machine: none"
+
+
+def test_the_runtime_env_is_submitted_with_the_jobs_files_and_env_vars(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import ray.job_submission
+
+    from flexq.runtime.remote import RemoteRayCluster
+
+    submitted: list[dict[str, object]] = []
+
+    class Client:
+        def __init__(self, url: str) -> None:
+            assert url == "http://head:8265"
+
+        def submit_job(self, **kwargs: object) -> None:
+            submitted.append(kwargs)
+
+    monkeypatch.setattr(ray.job_submission, "JobSubmissionClient", Client)
+    RemoteRayCluster("http://head:8265").submit("python app/train.py", "sub-1", {"A": "1"}, tmp_path,
+                                                threading.Event(), {"pip": ["pandas"], "env_vars": {"B": "2"}})
+    assert submitted == [{"entrypoint": "python app/train.py", "submission_id": "sub-1",
+                          "runtime_env": {"pip": ["pandas"], "env_vars": {"A": "1"}, "working_dir": str(tmp_path)}}]
+
+
 def test_metrics_from_train_report_lines() -> None:
     log = ("(RayTrainWorker pid=1) Reporting training result 1: TrainingReport(checkpoint=None, metrics={'loss': "
            "9.68, 'epoch': 0}, validation=False) from rank 0\n"

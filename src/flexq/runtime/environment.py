@@ -8,6 +8,11 @@ becomes ``python <dir>/app/train.py``): the path is rewritten, not mapped, since
 runs offline): a package already installed is used as installed, with a warning when the pinned version
 differs; ``jax[tpu]``/``jax[cuda*]`` become the installed CPU JAX, with a warning; anything else not
 installed fails the job with a message that says what to install.
+
+A job bound for an existing Ray cluster (a node pool made with ``--ray-address``) runs in that cluster's
+environment, not this machine's: its ``runtimeEnvYAML`` goes to the cluster as KubeRay passes it (``pip``,
+``conda``, ``py_modules``, ...: the cluster installs them), with its ``env_vars`` and, as ``working_dir``, the
+job's ConfigMap files.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ class JobEnvironment:
     env_vars: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     files: dict[str, Path] = field(default_factory=dict)
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    """For a job bound for an existing Ray cluster: the rest of its ``runtimeEnvYAML`` (all but ``env_vars``
+    and ``working_dir``), passed to the cluster as given."""
 
 
 def _volumes(template: Mapping[str, Any]) -> dict[str, str]:
@@ -73,8 +81,10 @@ def _pip(packages: list[Any], warnings: list[str]) -> None:
                             "(packages are not downloaded)")
 
 
-def prepare(job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path) -> JobEnvironment:
-    """Materialise the job's ConfigMap volumes under ``workdir``; translate its runtime environment."""
+def prepare(job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]], workdir: Path,
+            remote: bool = False) -> JobEnvironment:
+    """Materialise the job's ConfigMap volumes under ``workdir``; translate its runtime environment for this
+    machine, or (``remote``) keep it for the existing Ray cluster the job goes to."""
     spec = job.get("spec") or {}
     cluster = spec.get("rayClusterSpec") or {}
     templates = [(cluster.get("headGroupSpec") or {}).get("template") or {}]
@@ -104,6 +114,11 @@ def prepare(job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]],
         if not isinstance(runtime, dict):
             raise EnvironmentError_("runtimeEnvYAML must be a mapping (pip, env_vars, ...)")
         env.env_vars.update({str(k): str(v) for k, v in (runtime.get("env_vars") or {}).items()})
+        if remote:
+            env.runtime_env = {str(k): v for k, v in runtime.items() if k not in ("env_vars", "working_dir")}
+            if "working_dir" in runtime:
+                env.warnings.append("runtimeEnvYAML: working_dir is replaced by the job's ConfigMap files")
+            return env
         pip = runtime.get("pip")
         if isinstance(pip, dict):
             pip = pip.get("packages") or []

@@ -280,7 +280,7 @@ class RayJobRun:
         files = self.workdir / "working_dir"  # uploaded to a remote cluster: the job's files only
         if remote and files.exists():
             shutil.rmtree(files)
-        env = prepare(job, self.configmaps, files if remote else self.workdir)
+        env = prepare(job, self.configmaps, files if remote else self.workdir, remote=remote)
         for warning in env.warnings:
             self._append(f"flexq: warning: {warning}\n")
         if self.borrow is None:
@@ -294,7 +294,8 @@ class RayJobRun:
             pass  # submitted by an earlier server, and still known there: followed, not submitted again
         elif isinstance(self.cluster, RemoteRayCluster):
             self.cluster.submit(relative_entrypoint(env.entrypoint, files), self.submission,
-                                {**_CLEAN_LOGS, **env.env_vars}, files if env.files else None, self._stop)
+                                {**_CLEAN_LOGS, **env.env_vars}, files if env.files else None, self._stop,
+                                env.runtime_env)
         else:
             checkpoints = self.workdir / "checkpoints"
             checkpoints.mkdir(parents=True, exist_ok=True)

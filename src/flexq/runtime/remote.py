@@ -55,12 +55,13 @@ class RemoteRayCluster:
         """Nothing: the cluster is not flexq's."""
 
     def submit(self, entrypoint: str, submission: str, env_vars: Mapping[str, str], working_dir: Path | None,
-               stop: threading.Event) -> None:
-        """Submit the job (its files uploaded as its working dir); RuntimeError with the cluster's answer when it
-        is refused. A head whose job agent is not up yet is asked again for a while."""
+               stop: threading.Event, runtime_env: Mapping[str, Any] | None = None) -> None:
+        """Submit the job (its files uploaded as its working dir, ``runtime_env``'s other fields as given: the
+        cluster installs its pip packages); RuntimeError with the cluster's answer when it is refused. A head whose
+        job agent is not up yet is asked again for a while."""
         from ray.job_submission import JobSubmissionClient  # Ray is imported only where a job goes to a cluster
 
-        runtime_env: dict[str, Any] = {"env_vars": dict(env_vars)}
+        runtime_env = {**(runtime_env or {}), "env_vars": dict(env_vars)}
         if working_dir is not None:
             runtime_env["working_dir"] = str(working_dir)
         deadline = time.monotonic() + _AGENT_WAIT
