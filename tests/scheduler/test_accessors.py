@@ -134,3 +134,33 @@ def test_a_reason_explained_from_outside_and_the_root_of_a_queues_cohort_tree() 
     assert (wl.pending_reason, sched.workload("ns/nobody")) == ("waiting for its nodes", None)
     assert (sched.cohort_root("cq"), sched.cohort_root("nowhere")) == ("co", None)
     assert Scheduler(_config()).cohort_root("cq") == "cq", "a queue in no cohort is its own root"
+
+
+def test_a_flavor_marked_unavailable_is_skipped_until_the_moment_it_expires() -> None:
+    sched = Scheduler(_config(cpu=4000))
+    sched.mark_unavailable("a", 5.0, "stocked out")
+    wl = _wl("w")
+    sched.add(wl, 0.0)
+    sched.schedule(1.0)
+    assert (wl.state, sched.waiting(wl), sched.next_requeue()) == (WorkloadState.PENDING, False, 5.0)
+    assert "stocked out" in wl.pending_reason
+    sched.schedule(4.999)
+    assert wl.state is WorkloadState.PENDING
+    events = sched.schedule(5.0)
+    assert [e.kind for e in events] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED], "expired at 5 s: woken"
+    assert (sched.unavailable, sched.next_requeue()) == ({}, None)
+
+
+def test_a_reservation_clears_the_reason_and_stamps_both_times() -> None:
+    sched = Scheduler(_config(cpu=1000))
+    first, second = _wl("first"), _wl("second")
+    sched.add(first, 0.0)
+    sched.add(second, 0.0)
+    sched.schedule(1.0)
+    sched.schedule(1.0)
+    assert second.pending_reason and second.pending is not None, "waits, and says why"
+    sched.finish("ns/first", 2.0)
+    sched.schedule(3.0)
+    assert (second.state, second.pending_reason, second.pending, second.reserved_at, second.admitted_at) == (
+        WorkloadState.ADMITTED, "", None, 3.0, 3.0)
+    assert (first.admission, first.evicting) == (None, False)

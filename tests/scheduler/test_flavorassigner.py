@@ -132,7 +132,8 @@ def test_a_flavor_toleration_tolerates_its_own_taint() -> None:
     ("cpu", 7_000_000_000_000, "7G"), ("cpu", 1_001_000, "1001"), ("memory", 1536 * 2**20 * 1000, "1536Mi"),
     ("memory", 2**30 * 1000, "1Gi"), ("memory", 1000 * 1000, "1000"), ("ephemeral-storage", 2**40 * 1000, "1Ti"),
     ("hugepages-2Mi", 2**21 * 1000, "2Mi"), ("nvidia.com/gpu", 1024 * 1000, "1024"), ("memory", 500, "500m"),
-    ("memory", -(2**20) * 1000, "-1Mi"),
+    ("memory", -(2**20) * 1000, "-1Mi"), ("memory", 1536 * 2**20 * 1000 + 500, "1610612736500m"),
+    ("hugepages-2Mi", 2500, "2500m"), ("cpu", -1_500_000, "-1500"), ("memory", -1536 * 2**20 * 1000, "-1536Mi"),
 ])
 def test_format_amount(resource: str, milli: int, text: str) -> None:
     assert format_amount(resource, milli) == text

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
-from flexq.api.quantity import Quantity
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorResource,
@@ -50,18 +48,15 @@ _DECIMAL_SUFFIXES = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), 
 def format_amount(resource: str, milli: int) -> str:
     """An amount in thousandths, as Kueue writes it: cpu in milli units, memory in binary units."""
     if milli % 1000:
-        if resource in _BINARY_RESOURCES or resource.startswith("hugepages-"):
-            return Quantity(Fraction(milli, 1000), binary=True).canonical()
-        return f"{milli}m"
+        return f"{milli}m"  # a fraction of a unit is written in milli units, binary resources' included
     whole = milli // 1000
     if whole == 0:
         return "0"
-    sign, whole = ("-", -whole) if whole < 0 else ("", whole)
     binary = resource in _BINARY_RESOURCES or resource.startswith("hugepages-")
     for suffix, size in _BINARY_SUFFIXES if binary else _DECIMAL_SUFFIXES:
-        if whole % size == 0:
-            return f"{sign}{whole // size}{suffix}"
-    return f"{sign}{whole}"
+        if whole % size == 0:  # exact multiples divide exactly, negative ones too
+            return f"{whole // size}{suffix}"
+    return f"{whole}"
 
 
 @dataclass(frozen=True, slots=True)
