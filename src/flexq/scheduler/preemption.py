@@ -82,13 +82,11 @@ def _within_allowed(policy: PreemptionPolicy, incoming: Workload, other: Workloa
     return policy is PreemptionPolicy.ANY
 
 
-def _order(incoming_cq: str) -> Callable[[Target], tuple[int, int, int, float, str]]:
-    def key(t: Target) -> tuple[int, int, int, float, str]:
-        wl = t.workload
-        reserved = wl.reserved_at if wl.reserved_at is not None else 0.0
-        return (0 if wl.evicting else 1, 1 if wl.cluster_queue == incoming_cq else 0, wl.priority, -reserved,
-                wl.uid or wl.key)
-    return key
+def _order(t: Target) -> tuple[int, float, str]:
+    """Kueue's candidate order within a group: lowest priority first, then the most recently admitted. (Its first
+    two keys, those being evicted and those of other queues first, are :func:`find_targets`'s partitions.)"""
+    wl = t.workload
+    return wl.priority, -(wl.reserved_at if wl.reserved_at is not None else 0.0), wl.uid or wl.key
 
 
 def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: set[FlavorResource],
@@ -177,8 +175,7 @@ def find_targets(
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
-    order = _order(cq.name)
-    groups = [sorted(g, key=order) for g in (hierarchy, by_priority, own)]
+    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
     ordered = [t for g in groups for t in g if t.workload.evicting] + [
         t for g in groups for t in g if not t.workload.evicting]
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
