@@ -128,3 +128,10 @@ def test_a_lone_queue_never_borrows() -> None:
     tree = QuotaTree([_cq("a", 10)])
     tree.add("a", {FR: 12})
     assert (tree.borrow_level("a", FR, 1), tree.available("a", FR), tree.borrowing("a", FR)) == ((0, False), -2, True)
+
+
+def test_the_borrow_level_counts_what_a_queue_still_has_of_its_guarantee() -> None:
+    tree = _three_levels()
+    tree.remove("a", {FR: 3})  # a holds 2 of its guaranteed 4: 2 more are its own before it borrows from left
+    assert QuotaTree.local_available(tree.queues["a"], FR) == 2
+    assert [tree.borrow_level("a", FR, v) for v in (4, 5, 6, 12)] == [(0, True), (1, True), (2, False), (2, False)]
