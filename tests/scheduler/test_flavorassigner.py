@@ -201,3 +201,38 @@ def test_assign_flavors(quotas: dict[str, int], used: dict[str, int], cpu: int,
         tree.add("cq", {(flavor, "cpu"): amount})
     wl = Workload("ns", "w", "lq", "cq", (PodSet("main", 1, {"cpu": cpu}),))
     assert _summary(assign_flavors(wl, cq, tree, {f: FlavorSpec(f) for f in quotas})) == want
+
+
+def _tried(quota: int) -> PodSetResult:
+    cq = _cq({"gone": 4000, "out": 4000, "tainted": 4000, "elsewhere": 4000, "x": quota})
+    flavors = {"out": FlavorSpec("out"), "tainted": FlavorSpec("tainted", {}, (Taint("gpu", "yes", "NoSchedule"),)),
+               "elsewhere": FlavorSpec("elsewhere", {"zone": "b"}), "x": FlavorSpec("x", {"zone": "a"})}
+    wl = Workload("ns", "w", "lq", "cq", (PodSet("main", 2, {"cpu": 1000}, {"zone": "a"}),))
+    (result,) = assign_flavors(wl, cq, QuotaTree([cq]), flavors, None, {"out": "stocked out"}).podsets
+    return result
+
+
+REFUSED = (
+    FlavorTry("gone", G.NO_FIT, 0, ("flavor gone not found",), (), PendingReason.NO_MATCHING_FLAVOR),
+    FlavorTry("out", G.NO_FIT, 0, ("flavor out cannot deliver nodes: stocked out",), (),
+              PendingReason.WAITING_FOR_QUOTA),
+    FlavorTry("tainted", G.NO_FIT, 0, ("untolerated taint {gpu yes NoSchedule <nil>} in flavor tainted",), (),
+              PendingReason.NO_MATCHING_FLAVOR),
+    FlavorTry("elsewhere", G.NO_FIT, 0, ("flavor elsewhere doesn't match node affinity",), (),
+              PendingReason.NO_MATCHING_FLAVOR),
+)
+
+
+def test_every_flavor_tried_is_told_whole_and_the_first_that_fits_is_taken() -> None:
+    result = _tried(4000)
+    assert (result.count, dict(result.flavors), result.tried) == (
+        2, {"cpu": "x"}, (*REFUSED, FlavorTry("x", G.FIT, 0, (), (), None)))
+
+
+def test_a_pod_set_no_flavor_takes_keeps_its_count_and_every_flavor_tried() -> None:
+    result = _tried(1000)
+    over = ("insufficient quota for cpu in flavor x, previously considered podsets requests (0) + current podset "
+            "request (2) > maximum capacity (1)")
+    assert (result.count, dict(result.flavors), result.granular, result.tried) == (
+        2, {}, G.NO_FIT, (*REFUSED, FlavorTry("x", G.NO_FIT, 0, (over,), (), PendingReason.EXCEEDS_MAX_QUOTA)))
+    assert result.no_fit is PendingReason.WAITING_FOR_QUOTA, "the least severe of the alternatives"
