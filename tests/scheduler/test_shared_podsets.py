@@ -1,0 +1,60 @@
+"""The guide's race, told whole: a Ray head that only the CPU flavor holds and TPU workers that on-demand and DWS
+both could hold. Both variants reserve with the head's quota held once (the first to reserve carries it, the other
+shares it); the DWS variant's check comes first, it wins, and the workload runs with the head on the CPU flavor and
+its workers on DWS, the on-demand variant withdrawn and its quota back."""
+
+from __future__ import annotations
+
+from flexq.scheduler.events import EventKind
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    PodSetAssignment,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+FLAVORS = ("default-cpu", "od", "dws")
+HEAD, OD, DWS = ("default-cpu", "cpu"), ("od", "tpu"), ("dws", "tpu")
+
+
+def _scheduler() -> Scheduler:
+    quotas = {(f, r): Quota(0) for f in FLAVORS for r in ("cpu", "tpu")}
+    quotas.update({HEAD: Quota(1000), OD: Quota(4000), DWS: Quota(4000)})
+    group = ResourceGroup(("cpu", "tpu"), FLAVORS, quotas)
+    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov-od", frozenset({"od"})),
+                                                         ("prov-dws", frozenset({"dws"}))))
+    return Scheduler(Config({f: FlavorSpec(f) for f in FLAVORS}, {"cq": cq}, {}, race=True))
+
+
+def _usage(sched: Scheduler) -> tuple[int, int, int]:
+    return sched.usage("cq", HEAD), sched.usage("cq", OD), sched.usage("cq", DWS)
+
+
+def test_variants_share_the_head_and_the_first_check_ready_wins() -> None:
+    sched = _scheduler()
+    wl = Workload("ns", "job", "lq", "cq", (PodSet("head", 1, {"cpu": 1000}), PodSet("workers", 4, {"tpu": 1000})),
+                  uid="job")
+    created = sched.add(wl, 0.0)
+    od, dws = sched.variants["ns/job"]
+    assert [(e.kind, e.workload) for e in created] == [
+        (EventKind.CREATED, "ns/job"), (EventKind.CREATED, od), (EventKind.CREATED, dws)]
+    reserved = sched.schedule(0.0)
+    assert [(e.kind, e.workload) for e in reserved] == [(EventKind.QUOTA_RESERVED, od), (EventKind.QUOTA_RESERVED, dws)]
+    assert _usage(sched) == (1000, 4000, 4000), "the head's 1 cpu held once, by the first to reserve"
+    held = sched.held(dws).admission
+    assert held is not None and held.total == {HEAD: 0, DWS: 4000}, "the other holds only what is its own"
+    won = sched.set_check(dws, "prov-dws", CheckState.READY, 1.0) + sched.schedule(1.0)
+    assert [(e.kind, e.workload) for e in won] == [
+        (EventKind.CHECK, dws), (EventKind.ADMITTED, dws), (EventKind.FINISHED, od),
+        (EventKind.FINISHED, dws), (EventKind.QUOTA_RESERVED, "ns/job"), (EventKind.ADMITTED, "ns/job")]
+    assert (wl.state, sched.variants, _usage(sched)) == (WorkloadState.ADMITTED, {}, (1000, 0, 4000))
+    assert wl.admission is not None and wl.admission.podsets == (
+        PodSetAssignment("head", {"cpu": "default-cpu"}, {HEAD: 1000}, 1),
+        PodSetAssignment("workers", {"tpu": "dws"}, {DWS: 4000}, 4))
+    assert sched.workload(od) is None and sched.workload(dws) is None
