@@ -75,7 +75,7 @@ def main() -> None:
     steady_time = 0.0
     now = 2.0
     for _ in range(args.rounds):
-        holders = [w for w in sched.workloads.values() if w.admission is not None]
+        holders = [w for w in sched.workloads() if w.admission is not None]
         rng.shuffle(holders)
         for wl in holders[: max(1, len(holders) // 10)]:
             sched.finish(wl.key, now)

@@ -1,0 +1,31 @@
+"""The benchmarks that ``make bench`` runs, each at a size that takes seconds, so that a change to what they use
+shows here and not first in a benchmark run: the scheduler benchmark, and the simulator benchmark's baseline."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                          timeout=300, check=False, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_scheduler_benchmark_admits_and_reports() -> None:
+    out = _run("scheduler_bench.py", "--queues", "20", "--workloads", "400", "--cohort-size", "5", "--rounds", "2")
+    assert "queues=20 cohorts=4 pending=400" in out
+    first = re.search(r"first pass: (\d+) admitted", out)
+    steady = re.search(r"steady state: (\d+) admitted in [\d.]+s over 2 passes", out)
+    assert first and int(first.group(1)) > 0 and steady and int(steady.group(1)) > 0, out
+
+
+def test_the_simulator_benchmark_runs_kueues_baseline() -> None:
+    out = _run("sim_bench.py", "--only", "baseline", "--repeat", "1")
+    assert re.search(r"^baseline\s+15,000\s+[\d,]+\s.*\(15,000 finished, 1 run\(s\)\)$", out, re.MULTILINE), out
