@@ -70,3 +70,35 @@ def test_port_forward_reaches_the_head_of_a_running_cluster_only(runtime: RayClu
     cluster.ports = {}
     with pytest.raises(LookupError, match="is not running"):
         runtime.head_ports("team", pods["head"])
+
+
+def _on_ray_pool(store: Store) -> None:
+    """The RayCluster admitted onto a node pool of an existing Ray cluster (whose dashboard answers nothing here)."""
+    store.create(Key("flexq.dev", "nodepools", "", "ray-a"),
+                 {"apiVersion": "flexq.dev/v1alpha1", "kind": "NodePool", "metadata": {"name": "ray-a"},
+                  "spec": {"rayAddress": "http://127.0.0.1:9"}})
+    obj = store.get(Key("ray.io", "rayclusters", "team", "nb"))
+    obj["spec"]["suspend"] = False
+    obj["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"cloud.google.com/gke-nodepool": "ray-a"}
+    store.update(Key("ray.io", "rayclusters", "team", "nb"), obj)
+
+
+def test_a_raycluster_on_an_existing_ray_cluster_is_that_cluster_across_a_restart(runtime: RayClusterRuntime) -> None:
+    store = runtime.store
+    _on_ray_pool(store)
+    runtime.start("team", "nb")
+    assert (runtime.runs, list(runtime.remote)) == ({}, ["team/nb"]), "nothing started here"
+    assert store.get(runtime.key("team", "nb"))["status"]["state"] == "ready"
+    messages = [e["message"] for e in store.list_objects("", "events", "team")[0]]
+    assert any("the RayCluster is RayCluster nb, the Ray cluster of node pool ray-a (its dashboard "
+               "http://127.0.0.1:9): nothing is started here" in m for m in messages), messages
+    head = next(p for p in store.list_objects("", "pods", "team")[0]
+                if p["metadata"]["labels"].get("ray.io/node-type") == "head")
+    with pytest.raises(LookupError, match=r"reach its dashboard at http://127\.0\.0\.1:9"):
+        runtime.head_ports("team", head)
+    assert runtime.running("team", "nb") is None, "its dashboard does not answer: not running"
+    again = RayClusterRuntime(store, runtime.home)
+    again.recover()
+    assert (again.runs, list(again.remote)) == ({}, ["team/nb"]), "a restart takes the existing cluster up again"
+    again.stop("team", "nb", suspended=True)
+    assert again.remote == {} and store.get(runtime.key("team", "nb"))["status"]["state"] == "suspended"
