@@ -38,6 +38,7 @@ from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStar
 from flexq.runtime.reattach import LOST_REASON, Resume
 from flexq.runtime.remote import RemoteRayCluster, relative_entrypoint
 from flexq.runtime.train_reports import parse_metrics, parse_reports
+from flexq.store import rfc3339
 
 __all__ = ["END_MARKER", "Borrowed", "RayJobRun", "parse_metrics", "parse_reports"]
 
@@ -63,10 +64,6 @@ class Borrowed:
     spec: Mapping[str, Any]
     what: str = ""
     """What the log calls the cluster (default: the RayCluster the job names)."""
-
-
-def _stamp() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.Response:
@@ -169,7 +166,7 @@ class RayJobRun:
         self.submission = self._new_submission()
         cluster = selected_cluster("RayJob", self.job) or f"{self.job['metadata']['name']}-raycluster"
         self.on_status({"jobDeploymentStatus": "Initializing", "jobStatus": "", "rayClusterName": cluster,
-                        "jobId": self.submission, "startTime": _stamp()})
+                        "jobId": self.submission, "startTime": rfc3339(datetime.now(UTC))})
 
     def _run(self) -> None:
         spec = self.job.get("spec") or {}
@@ -208,7 +205,8 @@ class RayJobRun:
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
         metrics = parse_metrics(self.log_path.read_text(encoding="utf-8", errors="replace"))
         if not self.suspended:
-            self.on_status({**outcome, "endTime": _stamp(), **({"trainingMetrics": metrics} if metrics else {})})
+            self.on_status({**outcome, "endTime": rfc3339(datetime.now(UTC)),
+                            **({"trainingMetrics": metrics} if metrics else {})})
         self.done.set()
 
     def _attempt(self, spec: Mapping[str, Any]) -> dict[str, Any]:
