@@ -61,7 +61,7 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.runtime": (
         "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
-        "RayJobRun", "RemoteRayCluster",
+        "RayJobRun", "RemotePod", "RemoteRayCluster",
         "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
         "ray_pool_of", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
     ),

@@ -3,9 +3,9 @@ of 2, each in a process session of its own, on ports of their own) stands for a 
 ``flexq container node-pools create --ray-address`` shows its nodes; a RayJob queued to a flavor of that pool runs
 on that cluster (its files uploaded as its working dir) and its log is read through flexq; a server restarted
 cleanly follows a running job again; a RayCluster admitted onto the pool is that cluster, and a RayJob selecting it
-runs there; the worker killed mid-job takes the pool down to one node and the job is
-evicted as on a lost node, its Ray job stopped there; a RayJob deleted while it runs is stopped there too. No Ray
-process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
+runs there; a Pod admitted onto it runs its command there as a Ray job; the worker killed mid-job takes the pool
+down to one node and the job is evicted as on a lost node, its Ray job stopped there; a RayJob deleted while it runs
+is stopped there too. No Ray process of the test outlives it (:mod:`tests.runtime.ray_leaks`)."""
 
 from __future__ import annotations
 
@@ -90,6 +90,29 @@ spec:
 """
 
 
+POD = """apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+  labels: {kueue.x-k8s.io/queue-name: q}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: python:3.11
+    command: [python, -c, "import os; print('pod says', 6 * 7, os.environ['WHO'])"]
+    env: [{name: WHO, value: remote}]
+    resources: {requests: {cpu: "1", memory: 1Gi}}
+"""
+
+
+def _pod_phase(srv: Server, name: str) -> str:
+    pod = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods/{name}").json()
+    phase = str((pod.get("status") or {}).get("phase", ""))
+    assert phase in ("Succeeded", "Failed"), pod.get("status")
+    return phase
+
+
 def _ready(srv: Server, name: str) -> dict[str, Any]:
     cluster: dict[str, Any] = httpx.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayclusters/{name}").json()
     assert (cluster.get("status") or {}).get("state") == "ready", cluster.get("status")
@@ -156,6 +179,15 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         assert "reach its dashboard at " + remote.dashboard_url in _forward_error(srv, "service/shared-head-svc")
         _run(srv, "delete", "raycluster", "shared")
         assert _two(_ray_node_ids(remote.dashboard_url)) == ids, "let go, not stopped: the cluster is not flexq's"
+
+        # A Pod admitted onto the pool runs there too: its container's command as a Ray job.
+        _run(srv, "apply", "-f", "-", input=POD)
+        assert _eventually(lambda: _pod_phase(srv, "hello"), timeout=90) == "Succeeded"
+        log = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods/hello/log").text  # what kubectl logs reads
+        assert "pod says 42 remote" in log and "the pod runs on the Ray cluster of node pool ray-a" in log, log
+        assert any(j["submission_id"].startswith("flexq-pod-hello-main-") and j["status"] == "SUCCEEDED"
+                   for j in httpx.get(f"{remote.dashboard_url}/api/jobs/").json())
+        _run(srv, "delete", "pod", "hello")
 
         # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
         _run(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))

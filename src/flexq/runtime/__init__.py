@@ -11,6 +11,7 @@ from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import END_MARKER, Borrowed, RayJobRun, parse_reports
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, reap_all, record_path, same_object
 from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
+from flexq.runtime.remote_pods import RemotePod
 
 __all__ = [
     "ELASTIC_ANNOTATION",
@@ -21,6 +22,7 @@ __all__ = [
     "LocalPod",
     "RayClusterRun",
     "RayJobRun",
+    "RemotePod",
     "RemoteRayCluster",
     "Resume",
     "attach",
