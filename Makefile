@@ -42,7 +42,7 @@ typecheck: $(DEVSTAMP)
 clean:
 	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants
 
-# Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: hours on
+# Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: half an hour on
 # two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').
 MUTANTS ?=
 mutate: $(DEVSTAMP)
