@@ -86,7 +86,7 @@ def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
         [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home), *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # both test runs, and their Ray clusters, may be loading the machine
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")

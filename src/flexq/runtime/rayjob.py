@@ -36,7 +36,7 @@ from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError
 from flexq.runtime.reattach import LOST_REASON, Resume
-from flexq.runtime.remote import RemoteRayCluster, relative_entrypoint
+from flexq.runtime.remote import AGENT_NOT_READY, RemoteRayCluster, relative_entrypoint
 from flexq.runtime.train_reports import parse_metrics, parse_reports
 from flexq.store import rfc3339
 
@@ -70,7 +70,7 @@ def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.R
     deadline = time.monotonic() + _AGENT_WAIT
     while True:
         response = httpx.post(f"{url}/api/jobs/", json=dict(body), timeout=30)
-        if "No available agent" not in response.text or time.monotonic() > deadline or stop.wait(1.0):
+        if not any(m in response.text for m in AGENT_NOT_READY) or time.monotonic() > deadline or stop.wait(1.0):
             return response
 
 

@@ -22,10 +22,12 @@ import httpx
 from flexq.capacity.raypool import RayAddressError, dashboard_address
 from flexq.store import BaseStore, Key, NotFound
 
-__all__ = ["RemoteRayCluster", "ray_pool_of"]
+__all__ = ["AGENT_NOT_READY", "RemoteRayCluster", "ray_pool_of"]
 
 _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _AGENT_WAIT: Final = 60.0
+AGENT_NOT_READY: Final = ("No available agent", "submit_job_internal")
+"""What Ray's dashboard answers while its job agent is not up, or cannot be reached yet: the job is submitted again."""
 
 
 class RemoteRayCluster:
@@ -71,7 +73,7 @@ class RemoteRayCluster:
                                                          runtime_env=runtime_env)
                 return
             except (RuntimeError, ConnectionError) as exc:
-                if "No available agent" not in str(exc) or time.monotonic() > deadline or stop.wait(1.0):
+                if not any(m in str(exc) for m in AGENT_NOT_READY) or time.monotonic() > deadline or stop.wait(1.0):
                     raise RuntimeError(f"the Ray cluster at {self.url} refused the job: {exc}") from None
 
 
