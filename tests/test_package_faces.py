@@ -63,7 +63,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
         "RayJobRun", "RemotePod", "RemoteRayCluster",
         "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
-        "ray_pool_of", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
+        "ray_pool_of", "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path",
+        "same_object",
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",

@@ -30,7 +30,7 @@ from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError
 from flexq.objects.service import BadRequest
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.local_pods import LocalPod
-from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
+from flexq.runtime.remote import RemoteRayCluster, ray_pool_of_pod
 from flexq.runtime.remote_pods import RemotePod
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
@@ -211,7 +211,7 @@ class PodIntegration:
                 pod["spec"]["nodeName"] = placed[index]
                 self.qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod)
             report = functools.partial(self._status, _ns(pod), str(pod["metadata"]["name"]), _uid(pod))
-            remote = ray_pool_of(self.qc.store, {"headGroupSpec": {"template": {"spec": pod.get("spec") or {}}}})
+            remote = ray_pool_of_pod(self.qc.store, pod)
             run = LocalPod(pod, self._workdir(pod), report) if remote is None else \
                 RemotePod(pod, self._workdir(pod), report, RemoteRayCluster(remote[1], remote[0]))
             self.running[_uid(pod)] = run

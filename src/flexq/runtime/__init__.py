@@ -10,7 +10,7 @@ from flexq.runtime.local_pods import LocalPod
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import END_MARKER, Borrowed, RayJobRun, parse_reports
 from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, reap_all, record_path, same_object
-from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
+from flexq.runtime.remote import RemoteRayCluster, ray_pool_of, ray_pool_of_pod
 from flexq.runtime.remote_pods import RemotePod
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "job_of_pod",
     "parse_reports",
     "ray_pool_of",
+    "ray_pool_of_pod",
     "raycluster_objects",
     "read_records",
     "reap",

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from flexq.runtime.rayjob import END_MARKER
 
-__all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "image_name", "runs_locally"]
+__all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "image_name", "runs_locally"]
 
 GENERIC_IMAGES: Final = frozenset({"busybox", "alpine", "ubuntu", "debian", "bash", "python", "fedora", "centos",
                                    "rockylinux", "almalinux", "amazonlinux", "ubi8", "ubi9", "ubi-minimal",
@@ -55,7 +55,8 @@ def runs_locally(pod: Mapping[str, Any]) -> bool:
                                     or next(iter(c.get("command") or []), "") in SHELLS for c in containers)
 
 
-def _argv(container: Mapping[str, Any]) -> list[str]:
+def container_argv(container: Mapping[str, Any]) -> list[str]:
+    """What a container runs: its ``command`` then its ``args``."""
     return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
@@ -152,7 +153,7 @@ class LocalPod:
             self.done.set()
 
     def _spawn(self, container: Mapping[str, Any]) -> subprocess.Popen[bytes]:
-        argv = _argv(container) or ["true"]  # a shell image with no command exits at once
+        argv = container_argv(container) or ["true"]  # a shell image with no command exits at once
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir),
                "HOSTNAME": str(self.pod["metadata"]["name"]),
                **{str(e["name"]): str(e["value"]) for e in container.get("env") or [] if "value" in e}}

@@ -22,7 +22,7 @@ import httpx
 from flexq.capacity.raypool import RayAddressError, dashboard_address
 from flexq.store import BaseStore, Key, NotFound
 
-__all__ = ["AGENT_NOT_READY", "RemoteRayCluster", "ray_pool_of"]
+__all__ = ["AGENT_NOT_READY", "RemoteRayCluster", "ray_pool_of", "ray_pool_of_pod"]
 
 _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _AGENT_WAIT: Final = 60.0
@@ -89,6 +89,15 @@ def ray_pool_of(store: BaseStore, cluster: Mapping[str, Any]) -> tuple[str, str]
     the flavor's node labels were added on admission); None for any other."""
     templates = [(cluster.get("headGroupSpec") or {}).get("template") or {}]
     templates += [g.get("template") or {} for g in cluster.get("workerGroupSpecs") or []]
+    return _pool_of(store, templates)
+
+
+def ray_pool_of_pod(store: BaseStore, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """:func:`ray_pool_of` for a plain Pod admitted onto such a pool."""
+    return _pool_of(store, [pod])
+
+
+def _pool_of(store: BaseStore, templates: list[Mapping[str, Any]]) -> tuple[str, str] | None:
     for template in templates:
         name = ((template.get("spec") or {}).get("nodeSelector") or {}).get(_POOL_LABEL)
         if not name:

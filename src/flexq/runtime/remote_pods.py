@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import httpx
 
-from flexq.runtime.local_pods import LocalPod
+from flexq.runtime.local_pods import LocalPod, container_argv
 from flexq.runtime.rayjob import END_MARKER
 from flexq.runtime.remote import RemoteRayCluster
 from flexq.store import rfc3339
@@ -29,10 +29,6 @@ __all__ = ["RemotePod"]
 
 _POLL: Final = 1.0
 _DONE: Final = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
-
-
-def _argv(container: Mapping[str, Any]) -> list[str]:
-    return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
 class RemotePod(LocalPod):
@@ -65,7 +61,7 @@ class RemotePod(LocalPod):
         self._log(f"flexq: the pod runs on the Ray cluster of node pool {self.cluster.pool} (its dashboard "
                   f"{self.cluster.url}), each container as a Ray job\n")
         try:
-            if not all(_argv(c) for c in [*(spec.get("initContainers") or []), *containers]):
+            if not all(container_argv(c) for c in [*(spec.get("initContainers") or []), *containers]):
                 self._log("flexq: a container has no command to run as a Ray job; it is shown Running until it is "
                           "deleted\n")
                 self._report("Running", {str(c.get("name")): {"running": {"startedAt": self.started}}
@@ -100,7 +96,7 @@ class RemotePod(LocalPod):
         env = {str(e["name"]): str(e["value"]) for e in container.get("env") or [] if "value" in e}
         with self._lock:
             self._jobs.append(job)
-        self.cluster.submit(shlex.join(_argv(container)), job, env, None, self._stop)
+        self.cluster.submit(shlex.join(container_argv(container)), job, env, None, self._stop)
         return job
 
     def _finish(self, job: str) -> int:
