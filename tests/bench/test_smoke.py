@@ -3,6 +3,7 @@ shows here and not first in a benchmark run: the scheduler benchmark, and the si
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -29,3 +30,12 @@ def test_the_scheduler_benchmark_admits_and_reports() -> None:
 def test_the_simulator_benchmark_runs_kueues_baseline() -> None:
     out = _run("sim_bench.py", "--only", "baseline", "--repeat", "1")
     assert re.search(r"^baseline\s+15,000\s+[\d,]+\s.*\(15,000 finished, 1 run\(s\)\)$", out, re.MULTILINE), out
+
+
+def test_the_server_cpu_benchmark_finishes_every_job_and_counts_the_writes() -> None:
+    out = _run("server_cpu_bench.py", "--jobs", "300", "--batch", "50")
+    figures = json.loads(out.splitlines()[0])
+    assert figures["jobs"] == 300 and figures["batch"] == 50
+    # A Job's life: created, its Workload created, admitted and finished, the Job started and finished, five Events.
+    assert 11 <= figures["writes_per_job"] < 14, figures
+    assert figures["api_ms_per_job"] > 0 and figures["controller_ms_per_job"] > 0

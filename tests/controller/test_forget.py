@@ -28,13 +28,13 @@ class FailingStore(Store):
         self.failed = threading.Event()
 
     def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
-               keep_status: bool = True, echo: bool = True) -> dict[str, Any]:
+               keep_status: bool = True, echo: bool = True, current: dict[str, Any] | None = None) -> dict[str, Any]:
         conditions = (obj.get("status") or {}).get("conditions") or []
         admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
         if key.resource == "workloads" and subresource == "status" and admitted and not self.failed.is_set():
             self.failed.set()
             raise StoreError("database or disk is full")
-        return super().update(key, obj, subresource=subresource, keep_status=keep_status, echo=echo)
+        return super().update(key, obj, subresource=subresource, keep_status=keep_status, echo=echo, current=current)
 
 
 class Runs:

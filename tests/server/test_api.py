@@ -149,3 +149,16 @@ def test_deeply_nested_bodies_are_refused_not_crashed_on(server: Server) -> None
                           json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": nested}})
     assert response.status_code in (400, 422), "refused as an invalid object, not as too deep"
     assert "nests deeper" not in response.text
+
+
+def test_a_delete_whose_options_are_not_an_object_is_refused_and_deletes_nothing(server: Server) -> None:
+    url = f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors"
+    assert httpx.post(url, json={"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+                                 "metadata": {"name": "kept"}}).status_code == 201
+    for body in (b"true", b"[1]", b'{"preconditions": "x"}'):
+        r = httpx.request("DELETE", f"{url}/kept", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400, (body, r.text)
+        assert r.json()["reason"] == "BadRequest" and "DeleteOptions" in r.json()["message"]
+    assert httpx.get(f"{url}/kept").status_code == 200
+    assert httpx.request("DELETE", f"{url}/kept", content=b'{"preconditions": {}}',
+                         headers={"content-type": "application/json"}).status_code == 200

@@ -12,7 +12,6 @@ goes; ``status`` is the controllers' and is not checked.
 
 from __future__ import annotations
 
-import copy
 import enum
 import types
 import typing
@@ -24,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from flexq.api.documents import format_path
+from flexq.api.jsoncopy import copy_json
 from flexq.api.object_errors import ApiError
 
 __all__ = ["FieldCheck", "FieldValidation", "UnknownFields", "parse_field_validation", "prune", "unknown_fields"]
@@ -122,7 +122,7 @@ def prune(obj: dict[str, Any], paths: list[str], model: type[BaseModel]) -> dict
     if not paths:
         return obj
     drop = set(paths)
-    pruned = copy.deepcopy(obj)
+    pruned = copy_json(obj)
 
     def remove(parent: dict[str, Any], key: str, path: list[str | int]) -> None:
         if format_path(path) in drop:

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from flexq.api.defaults import apply_defaults
 from flexq.api.documents import Document
+from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KindInfo
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
 
-__all__ = ["normalize"]
+__all__ = ["normalize", "storage_form"]
 
 
 def normalize(doc: Document) -> tuple[KindInfo, dict[str, Any]]:
     """Validate ``doc`` (raising InvalidObject) and return its kind and its storage form (a copy)."""
     info = validate_document(doc)
-    obj = convert(info, copy.deepcopy(doc.obj), info.storage_version)
-    apply_defaults(info.kind, obj)
-    return info, obj
+    return info, storage_form(info, doc.obj)
+
+
+def storage_form(info: KindInfo, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj``, an object of ``info``'s kind already validated, in its storage version with its defaults (a copy)."""
+    out = convert(info, copy_json(obj), info.storage_version)
+    apply_defaults(info.kind, out)
+    return out

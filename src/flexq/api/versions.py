@@ -10,9 +10,9 @@ of such a ClusterQueue then changes an immutable field and is refused).
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KindInfo
 
 __all__ = ["convert"]
@@ -23,7 +23,7 @@ def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]
     current = obj.get("apiVersion", "").rpartition("/")[2]
     if current == version:
         return obj
-    out = copy.deepcopy(obj)
+    out = copy_json(obj)
     out["apiVersion"] = info.api_version(version)
     if info.kind == "ClusterQueue" and isinstance(out.get("spec"), dict):
         spec = out["spec"]

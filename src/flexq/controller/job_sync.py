@@ -7,10 +7,10 @@ and puts the templates back as they were (the Workload keeps the originals).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from flexq.api.jsoncopy import copy_json
 from flexq.scheduler.model import Admission, FlavorSpec
 
 __all__ = ["finished", "inject", "place", "restore", "templates"]
@@ -30,7 +30,7 @@ def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
 
 
 def templates(kind: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: copy.deepcopy(holder.get(key) or {}) for name, holder, key in _slots(kind, job)}
+    return {name: copy_json(holder.get(key) or {}) for name, holder, key in _slots(kind, job)}
 
 
 def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec],
@@ -74,7 +74,7 @@ def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, An
     """Stop the job: suspend it and put the pod templates back as they were before admission."""
     for name, holder, key in _slots(kind, job):
         if name in originals:
-            holder[key] = copy.deepcopy(originals[name])
+            holder[key] = copy_json(originals[name])
     job["spec"]["suspend"] = True
 
 

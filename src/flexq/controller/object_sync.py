@@ -9,11 +9,11 @@ the last nomination tried and why it was not taken.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from flexq.api.jsoncopy import copy_json
 from flexq.jobs.workload import pod_requests
 from flexq.objects.conditions import find_condition, set_condition
 from flexq.scheduler.build import toleration
@@ -47,7 +47,7 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
     meta = job["metadata"]
     spec: dict[str, Any] = {
         "queueName": wl.queue,
-        "podSets": [{"name": ps.name, "count": ps.count, "template": copy.deepcopy(templates[ps.name])}
+        "podSets": [{"name": ps.name, "count": ps.count, "template": copy_json(templates[ps.name])}
                     for ps in wl.podsets],
         "priority": wl.priority,
         "active": True,
@@ -179,7 +179,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
                   generation: int | None, evicted: tuple[str, str] | None = None,
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None) -> dict[str, Any]:
     """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
-    status: dict[str, Any] = copy.deepcopy(dict(old))
+    status: dict[str, Any] = copy_json(dict(old))
 
     def cond(type_: str, value: bool, reason: str, message: str) -> None:
         set_condition(status, type_, value, reason, message, now=now, observed_generation=generation)

@@ -71,7 +71,8 @@ class WorkloadWrites(QueueState):
                               "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
         with self.store.transaction():
             if status != stored.get("status"):
-                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False)
+                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
+                                  current=stored)  # read above, in this step's hold of the store
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
                 fresh = self.store.get(self._wl_key(wl))
                 fresh["spec"]["active"] = False

@@ -8,9 +8,9 @@ directives are understood. Other lists are replaced, as for JSON merge patch.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Final
 
+from flexq.api.jsoncopy import copy_json
 from flexq.errors import FlexqError
 
 __all__ = ["PatchError", "apply_json_patch", "create_three_way_merge_patch", "json_merge", "strategic_merge"]
@@ -21,16 +21,27 @@ class PatchError(FlexqError, ValueError):
 
 
 def json_merge(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge, ``null`` deletes, anything else replaces."""
+    """RFC 7386: objects merge, ``null`` deletes, anything else replaces. ``target`` is copied once, then merged
+    into in place."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_json(patch)
+    result = copy_json(target) if isinstance(target, dict) else {}
+    _merge_into(result, patch)
+    return result
+
+
+def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            inner = result.get(key)
+            if not isinstance(inner, dict):
+                inner = {}
+            result[key] = inner  # a copy already: the result's own, or new
+            _merge_into(inner, value)
         else:
-            result[key] = json_merge(result.get(key), value)
-    return result
+            result[key] = copy_json(value)
 
 
 # Merge keys of the lists the core API patches strategically (from k8s.io/api's patchMergeKey tags).
@@ -56,12 +67,12 @@ _PRIMITIVE_MERGE: Final = frozenset({"finalizers"})
 def strategic_merge(target: Any, patch: Any) -> Any:
     """Apply a strategic merge patch to ``target`` (a copy is returned)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return copy_json(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: copy_json(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
-    result: dict[str, Any] = copy.deepcopy(target) if isinstance(target, dict) else {}
+    result: dict[str, Any] = copy_json(target) if isinstance(target, dict) else {}
     retain = patch.get("$retainKeys")
     for key, value in patch.items():
         if key.startswith("$setElementOrder/") or key in ("$retainKeys", "$patch"):
@@ -84,16 +95,16 @@ def strategic_merge(target: Any, patch: Any) -> Any:
             else:
                 result[key] = merged
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = copy_json(value)
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     return result
 
 
 def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
-    out = copy.deepcopy(current)
+    out = copy_json(current)
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
+        return [copy_json(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise PatchError(f"strategic merge patch: list item lacks its merge key {key!r}")
@@ -102,7 +113,7 @@ def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
             if index is not None:
                 del out[index]
         elif index is None:
-            out.append({k: copy.deepcopy(v) for k, v in item.items() if k != "$patch"})
+            out.append({k: copy_json(v) for k, v in item.items() if k != "$patch"})
         else:
             out[index] = strategic_merge(out[index], item)
     return out
@@ -112,7 +123,7 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 operations (add, remove, replace, move, copy, test) on a copy of ``target``."""
     if not isinstance(operations, list):
         raise PatchError("a JSON patch is a list of operations")
-    doc = copy.deepcopy(target)
+    doc = copy_json(target)
     for n, op in enumerate(operations):
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError(f"operation {n}: needs 'op' and 'path'")
@@ -124,12 +135,12 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
                 raise PatchError(f"operation {n}: test failed at {op['path']}")
             continue
         if kind in ("move", "copy"):
-            value = copy.deepcopy(_get(doc, op.get("from", ""), n))
+            value = copy_json(_get(doc, op.get("from", ""), n))
             if kind == "move":
                 doc = _set(doc, op["from"], None, "remove", n)
             doc = _set(doc, op["path"], value, "add", n)
         elif kind in ("add", "replace", "remove"):
-            doc = _set(doc, op["path"], copy.deepcopy(op.get("value")), kind, n)
+            doc = _set(doc, op["path"], copy_json(op.get("value")), kind, n)
         else:
             raise PatchError(f"operation {n}: unknown op {kind!r}")
     return doc
@@ -194,13 +205,13 @@ def _diff(current: Any, modified: Any, *, deletions: bool, changes: bool) -> dic
     for key, value in modified.items():
         if key not in cur:
             if changes:
-                patch[key] = copy.deepcopy(value)
+                patch[key] = copy_json(value)
         elif isinstance(value, dict) and isinstance(cur[key], dict):
             sub = _diff(cur[key], value, deletions=deletions, changes=changes)
             if sub:
                 patch[key] = sub
         elif value != cur[key] and changes:
-            patch[key] = copy.deepcopy(value)
+            patch[key] = copy_json(value)
     if deletions:
         for key in cur:
             if key not in modified:

@@ -9,7 +9,6 @@ call this class, so they behave alike.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from typing import Any, Final
 
 from flexq.api.documents import Document
 from flexq.api.fields import FieldCheck, FieldValidation, prune, unknown_fields
+from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KINDS, KindInfo
-from flexq.api.normalize import normalize
+from flexq.api.normalize import storage_form
 from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.api.validation import validate_document
 from flexq.api.versions import convert
@@ -128,7 +128,7 @@ class ObjectService:
                     f"the namespace of the provided object ({given}) does not match the namespace sent on "
                     f"the request ({namespace})"
                 )
-        return normalize(doc)[1]
+        return storage_form(info, obj)
 
     def _to(self, info: KindInfo, obj: dict[str, Any], version: str | None) -> dict[str, Any]:
         return convert(info, obj, version or info.storage_version)
@@ -209,7 +209,7 @@ class ObjectService:
         with self.store.transaction():
             key = self.key(info, namespace, name)
             old = self.store.get(key)
-            body = copy.deepcopy(obj)
+            body = copy_json(obj)
             body.setdefault("metadata", {})
             if body["metadata"].get("name") not in (None, name):
                 raise BadRequest(
@@ -218,7 +218,7 @@ class ObjectService:
             body["metadata"]["name"] = name
             if subresource == "status":
                 # Status writes are checked against the schema with the stored spec.
-                merged = copy.deepcopy(self._to(info, old, body.get("apiVersion", "").rpartition("/")[2] or None))
+                merged = copy_json(self._to(info, old, body.get("apiVersion", "").rpartition("/")[2] or None))
                 merged["status"] = body.get("status")
                 merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
                 body = merged
@@ -337,7 +337,7 @@ class ObjectService:
         return Document(prune(doc.obj, paths, info.model), doc.source, doc.index, doc.line, doc.lines)
 
     def _apply_one(self, info: KindInfo, doc: Document, namespace: str) -> ApplyOutcome:
-        obj = copy.deepcopy(doc.obj)
+        obj = copy_json(doc.obj)
         name = obj["metadata"].get("name")
         if not name:
             raise InvalidObject(doc.source, doc.index, info.kind, "", [
@@ -358,7 +358,7 @@ class ObjectService:
         try:
             current = self.get(info, namespace, name, version)
         except NotFound:
-            new = copy.deepcopy(applied)
+            new = copy_json(applied)
             new["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
             try:
                 self.create(info, namespace, new, version)
@@ -367,7 +367,7 @@ class ObjectService:
             return ApplyOutcome(info.kind, info.group, name, namespace, "created")
         previous = current["metadata"].get("annotations", {}).get(LAST_APPLIED)
         original = json.loads(previous) if previous else None
-        modified = copy.deepcopy(applied)
+        modified = copy_json(applied)
         modified["metadata"].setdefault("annotations", {})[LAST_APPLIED] = annotation
         patch = create_three_way_merge_patch(original, modified, current)
         if not patch:

@@ -30,6 +30,7 @@ from flexq.server.discovery import version_info
 from flexq.server.gke import gke_router
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
+from flexq.server.lane import VERBS, KubeLane
 from flexq.server.logs import follow_log
 from flexq.server.openapi import gv_document, root_document
 from flexq.server.prometheus import render
@@ -40,7 +41,7 @@ from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
 
-_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_VERBS = list(VERBS)
 
 
 class ApplySource(BaseModel):
@@ -104,6 +105,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))
     app.include_router(ui_router(service, hub, runtime, home, observe))
+    app.add_middleware(KubeLane, kube=kube)  # before authentication is added, so that it runs inside it
     if auth is not None:
         app.include_router(tokens_router(auth.book))
         app.add_middleware(AuthMiddleware, auth=auth)

@@ -358,16 +358,17 @@ class BaseStore(Backend):
             return self._write(ChangeType.ADDED, key, obj, echo)
 
     def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
-               keep_status: bool = True, echo: bool = True) -> dict[str, Any]:
+               keep_status: bool = True, echo: bool = True, current: dict[str, Any] | None = None) -> dict[str, Any]:
         """Replace an object (or only its status, with ``subresource="status"``).
 
         A ``metadata.resourceVersion`` in ``obj`` must match the stored one (else :class:`Conflict`);
         an empty one means "whatever is there". The server-owned metadata is carried over. A main-resource
         update keeps the stored status when ``keep_status``; a status update keeps everything but status.
-        ``echo`` as for :meth:`create`.
+        ``echo`` as for :meth:`create`. ``current``: the object as stored, read by a writer that has held the
+        store since (its batch open, no breathing), so that it is not read again; it is not changed.
         """
         with self.transaction():
-            old = self.get(key)
+            old = self.get(key) if current is None else current
             given = str(obj.get("metadata", {}).get("resourceVersion") or "")
             if given and given != old["metadata"]["resourceVersion"]:
                 raise Conflict(key, given, old["metadata"]["resourceVersion"])

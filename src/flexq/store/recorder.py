@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from flexq.store.base import BaseStore, rfc3339
-from flexq.store.refusals import Key
+from flexq.store.refusals import AlreadyExists, Key
 
 __all__ = ["record_event"]
 
@@ -36,31 +36,32 @@ def record_event(
     name = f"{meta.get('name', 'object')}.{digest}"
     key = Key("", "events", namespace, name)
     with store.transaction():
-        if store.exists(key):  # a repeat: counted on the one Event
+        stamp = rfc3339(now) if now is not None else store.timestamp()
+        try:
+            return store.create(key, {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": involved.get("apiVersion", ""),
+                    "kind": involved.get("kind", ""),
+                    "name": meta.get("name", ""),
+                    **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
+                    "uid": meta.get("uid", ""),
+                    "resourceVersion": meta.get("resourceVersion", ""),
+                },
+                "reason": reason,
+                "message": message,
+                "type": type,
+                "count": 1,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "source": {"component": component},
+                "reportingComponent": component,
+            }, echo=echo)
+        except AlreadyExists:  # a repeat: counted on the one Event
             event = store.get(key)
             event["count"] = int(event.get("count", 1)) + 1
             event["lastTimestamp"] = rfc3339(now) if now is not None else event["lastTimestamp"]
             event["metadata"].pop("resourceVersion", None)
             return store.update(key, event, keep_status=False, echo=echo)
-        stamp = rfc3339(now) if now is not None else store.timestamp()
-        return store.create(key, {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion", ""),
-                "kind": involved.get("kind", ""),
-                "name": meta.get("name", ""),
-                **({"namespace": meta["namespace"]} if meta.get("namespace") else {}),
-                "uid": meta.get("uid", ""),
-                "resourceVersion": meta.get("resourceVersion", ""),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type,
-            "count": 1,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "source": {"component": component},
-            "reportingComponent": component,
-        }, echo=echo)

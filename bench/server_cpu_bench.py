@@ -1,0 +1,140 @@
+"""The server's CPU per Job on Kueue's baseline, in one process and without HTTP: what the store, the API's object
+service and the queue controller spend on each Job's life, measured apart from the network and the machine's load.
+
+    python bench/server_cpu_bench.py [--jobs 3000] [--batch 50] [--profile api|controller]
+
+The baseline's queue objects are created through the object service, then Jobs in batches of ``--batch``: each
+batch is created as the API creates them, the controller steps, and every Job whose workload is admitted is
+finished with the status patch Kueue's perf runner sends (a merge patch of the Job's status), and the controller
+steps again. The run goes on until every Job is finished. It reports the CPU seconds of each side (the API's
+creates and patches, the controller's steps) per Job, and the writes the store made per Job; ``--profile`` adds
+that side's top functions (cProfile, cumulative). Unlike ``live_baseline.py`` the figures do not depend on the
+load generator or on how the two share the machine: use them to compare one change against another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from flexq.api.kinds import resolve
+from flexq.capacity.gke_pools import node_pool_webhook
+from flexq.clock import RealClock
+from flexq.controller.queue import QueueController
+from flexq.jobs.webhook import job_webhook
+from flexq.objects.service import ObjectService
+from flexq.sim.generator import load_generator_file
+from flexq.store import Store
+
+HERE = Path(__file__).parent
+JOB = resolve("job.batch")
+
+
+def _kind(obj: dict[str, Any]) -> str:
+    group = obj["apiVersion"].rpartition("/")[0]
+    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+
+
+def _finish_patch() -> dict[str, Any]:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {"status": {"succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "reason": "ByTest"}]}}
+
+
+def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
+    path = HERE / "kueue" / "baseline.yaml"
+    docs, submissions = load_generator_file(path, str(path))
+    jobs = [s.document.obj for s in sorted(submissions, key=lambda s: s.at)][:jobs_wanted]
+    with tempfile.TemporaryDirectory(prefix="flexq-cpu-") as tmp:
+        store = Store(Path(tmp) / "flexq.db")
+        service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
+        for doc in docs:
+            obj = doc.obj
+            service.create(resolve(_kind(obj)), obj["metadata"].get("namespace"), obj)
+        controller = QueueController(service, RealClock())
+        controller.resync()
+        rv0 = store.current_rv()
+        api = ctl = 0.0
+        profiler = cProfile.Profile() if profile else None
+        api_profiler = profiler if profile == "api" else None
+        ctl_profiler = profiler if profile == "controller" else None
+        finished: set[str] = set()
+        pending = list(jobs)
+
+        def step() -> float:
+            began = time.process_time()
+            if ctl_profiler is not None:
+                ctl_profiler.enable()
+            controller.sync()
+            if ctl_profiler is not None:
+                ctl_profiler.disable()
+            return time.process_time() - began
+
+        while len(finished) < len(jobs):
+            began = time.process_time()
+            if api_profiler is not None:
+                api_profiler.enable()
+            for job in pending[:batch]:
+                service.create(JOB, job["metadata"]["namespace"], json.loads(json.dumps(job)))
+            if api_profiler is not None:
+                api_profiler.disable()
+            pending = pending[batch:]
+            api += time.process_time() - began
+            ctl += step()
+            admitted = [wl for wl in controller.scheduler.workloads() if wl.admission is not None
+                        and wl.owner.startswith("Job ") and wl.owner not in finished]
+            if not admitted and not pending:
+                raise RuntimeError("no workload admitted and no Job left to create: the run is stuck")
+            began = time.process_time()
+            if api_profiler is not None:
+                api_profiler.enable()
+            for wl in admitted:
+                namespace, _, name = wl.owner.partition(" ")[2].partition("/")
+                service.patch(JOB, namespace, name, "application/merge-patch+json", _finish_patch(),
+                              subresource="status")
+                finished.add(wl.owner)
+            if api_profiler is not None:
+                api_profiler.disable()
+            api += time.process_time() - began
+            ctl += step()
+        writes = store.current_rv() - rv0
+        store.close()
+    result: dict[str, Any] = {
+        "jobs": len(jobs), "batch": batch,
+        "api_ms_per_job": round(1000 * api / len(jobs), 3),
+        "controller_ms_per_job": round(1000 * ctl / len(jobs), 3),
+        "writes_per_job": round(writes / len(jobs), 2),
+    }
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(40)
+        result["profile"] = out.getvalue()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--profile", choices=["api", "controller"],
+                        help="print the top functions of the API's object service or of the controller")
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    args = parser.parse_args()
+    result = run(args.jobs, args.batch, args.profile)
+    profile = result.pop("profile", None)
+    print(json.dumps(result))
+    if profile is not None:
+        print(profile)
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
