@@ -287,12 +287,12 @@ class KubeApi:
         start = q.get("resourceVersion") or ""
         timeout = float(q.get("timeoutSeconds") or 1800)
 
-        def wanted(obj: dict[str, Any]) -> bool:
-            ns = obj["metadata"].get("namespace")
-            return (t.namespace is None or ns == t.namespace) and match_labels(obj) and match_fields(obj)
+        def selected(obj: dict[str, Any]) -> bool:
+            return match_labels(obj) and match_fields(obj)
 
-        stream = watch_stream(request, self.service, self.hub, t.info, t.version, t.namespace, wanted, as_table,
-                              start, timeout)
+        selective = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        stream = watch_stream(request, self.service, self.hub, t.info, t.version, t.namespace,
+                              selected if selective else None, as_table, start, timeout)
         return StreamingResponse(stream, media_type="application/json")
 
 

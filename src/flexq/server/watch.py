@@ -21,21 +21,35 @@ from flexq.objects.service import ObjectService
 from flexq.objects.table import table
 from flexq.server.hub import ChangeHub
 from flexq.server.status import status_body
-from flexq.store import Gone
+from flexq.store import Change, Gone
 
 __all__ = ["watch_stream"]
 
 
 def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info: KindInfo, version: str,
-                 namespace: str | None, wanted: Callable[[dict[str, Any]], bool], as_table: bool, start: str,
+                 namespace: str | None, selected: Callable[[dict[str, Any]], bool] | None, as_table: bool, start: str,
                  timeout: float) -> AsyncIterator[bytes]:
+    """``selected``: the label and field selectors' test (None: every object of ``namespace``, or of all)."""
     resources = frozenset({(info.group, info.plural)})
+    # Objects sent as stored (no selector to test, no conversion, no table) are framed from their text: a watch of a
+    # busy resource (the Workloads that a runner follows) then parses nothing.
+    as_stored = selected is None and not as_table and version == info.storage_version
+
+    def wanted(obj: dict[str, Any]) -> bool:
+        return (namespace is None or obj["metadata"].get("namespace") == namespace) and (
+            selected is None or selected(obj))
 
     def frame(kind: str, obj: dict[str, Any]) -> bytes:
         shown = service._to(info, obj, version)
         if as_table:
             shown = table(info, [shown], shown["metadata"].get("resourceVersion", ""))
         return orjson.dumps({"type": kind, "object": shown}) + b"\n"
+
+    def frames_of(changes: list[Change]) -> list[bytes]:
+        if as_stored:
+            return [b'{"type":"' + change.type.value.encode() + b'","object":' + change.text.encode() + b"}\n"
+                    for change in changes if namespace is None or change.key.namespace == namespace]
+        return [frame(change.type.value, change.obj) for change in changes if wanted(change.obj)]
 
     async def stream() -> AsyncIterator[bytes]:
         since: int
@@ -55,7 +69,7 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
             except Gone as exc:
                 yield orjson.dumps({"type": "ERROR", "object": status_body(410, "Expired", str(exc))}) + b"\n"
                 return
-            frames = [frame(change.type.value, change.obj) for change in changes if wanted(change.obj)]
+            frames = frames_of(changes)
             if frames:
                 yield b"".join(frames)
             if reached == since:

@@ -39,6 +39,11 @@ class Change:
             self._obj = loads(self._body)
         return self._obj
 
+    @property
+    def text(self) -> str:
+        """The object as stored: compact JSON text."""
+        return self._body
+
     def __repr__(self) -> str:
         return f"Change({self.rv}, {self.type.value}, {self.key})"
 
