@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 HEAVY_TESTS := tests/runtime tests/reliability
 
-.PHONY: demo test lint typecheck check clean bench mutate
+.PHONY: demo test lint typecheck check clean bench bench-full mutate
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -50,11 +50,18 @@ mutate: $(DEVSTAMP)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 
+# make bench: every benchmark, at sizes that take about 14 minutes on this 2-core machine; make bench-full adds the
+# whole of Kueue's large-scale config through the API (about 8 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
-	$(BIN)/python bench/scheduler_bench.py
-	$(BIN)/python bench/sim_bench.py
+	$(BIN)/python bench/scheduler_bench.py --rounds 10
+	$(BIN)/python bench/sim_bench.py --repeat 2
 	$(BIN)/python bench/ui_bench.py
-	$(BIN)/python bench/scale_bench.py --fraction 0.1   # the full scale (--fraction 1) takes about 30 min
+	$(BIN)/python bench/scale_bench.py --fraction 0.1
+	$(BIN)/python bench/server_cpu_bench.py --out bench/results/server-cpu.json
 	$(BIN)/python bench/live_baseline.py --virtual
-	$(BIN)/python bench/live_baseline.py --config large-scale
+	$(BIN)/python bench/live_baseline.py --config large-scale --scale 0.1
 	$(BIN)/python bench/execution_bench.py
+
+bench-full: bench
+	$(BIN)/python bench/live_baseline.py --config large-scale
+	$(BIN)/python bench/scale_bench.py --fraction 1

@@ -20,8 +20,9 @@ def normalize(doc: Document) -> tuple[KindInfo, dict[str, Any]]:
     return info, storage_form(info, doc.obj)
 
 
-def storage_form(info: KindInfo, obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj``, an object of ``info``'s kind already validated, in its storage version with its defaults (a copy)."""
-    out = convert(info, copy_json(obj), info.storage_version)
+def storage_form(info: KindInfo, obj: dict[str, Any], *, copy: bool = True) -> dict[str, Any]:
+    """``obj``, an object of ``info``'s kind already validated, in its storage version with its defaults (a copy;
+    without ``copy``, ``obj`` itself where it is in that version: for an object handed over by its maker)."""
+    out = convert(info, copy_json(obj) if copy else obj, info.storage_version)
     apply_defaults(info.kind, out)
     return out

@@ -142,4 +142,4 @@ class QueueCounts:
         if all(status.get(k) == v for k, v in fields.items()):
             return
         status.update(fields)
-        self.store.update(key, {**fresh, "status": status}, subresource="status")
+        self.store.update(key, {**fresh, "status": status}, subresource="status", echo=False, current=fresh)
