@@ -19,10 +19,11 @@ The controller reads time only from its :class:`~flexq.clock.Clock`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -64,6 +65,8 @@ COALESCE: Final = 0.01
 """Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
 FORGET_RETRY: Final = 1.0
 """Seconds before the stored state is read afresh after a failed write (and between tries while it fails)."""
+_OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural) for kind in (*JOB_KINDS, "Workload"))
+"""Where the controller's own writes are passed over when read back."""
 RECONFIGURE_EVERY: Final = 0.25
 """Seconds between two rebuilds of the scheduler's configuration, at the most: creating a thousand queues
 rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
@@ -110,7 +113,11 @@ class QueueController(JobEvents, WorkloadWrites):
         self._counts = QueueCounts(self.store, clock.now)
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
+        self._stepping = 0  # the thread in a step's batch (0: none)
+        self._own: set[int] = set()
+        """Versions of workloads and jobs its steps wrote, not read back yet: passed over unparsed (its own)."""
         self.store.subscribe(lambda _changes: self._wake.set())
+        self.store.subscribe_own(self._wrote)
 
     # --- running -----------------------------------------------------------------------------------
 
@@ -206,10 +213,15 @@ class QueueController(JobEvents, WorkloadWrites):
                 # whenever a configuration object (or its status, which this controller writes) changes.
                 self.scheduler.enqueue(wl, now)
 
+    def _wrote(self, changes: list[Change]) -> None:
+        if threading.get_ident() == self._stepping:
+            self._own.update(c.rv for c in changes if (c.key.group, c.key.resource) in _OWN_RESOURCES)
+
     def resync(self) -> None:
         """Read everything afresh (start-up): configuration, workloads, jobs that still need one."""
         with self._lock:
             self.cursor = self.store.current_rv()
+            self._own.clear()
             self.plane.reset()
             self._reconfigure()
             self.by_job_uid = {}
@@ -262,7 +274,7 @@ class QueueController(JobEvents, WorkloadWrites):
             try:
                 if self._unwritten and self.clock.now() < self._unwritten:
                     return
-                with self.store.batch():
+                with self._step():
                     if self._unwritten:
                         self.resync()
                     else:
@@ -270,7 +282,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 self._unwritten = 0.0
             except Gone:
                 log.warning("the queue controller fell behind the change log: reading everything afresh")
-                with self.store.batch():
+                with self._step():
                     self.resync()
         except Exception as exc:
             # Kueue's assume / forget: nothing decided in a step whose writes failed acts outside (no job started or
@@ -288,6 +300,16 @@ class QueueController(JobEvents, WorkloadWrites):
             for action in actions:
                 action()
 
+    @contextlib.contextmanager
+    def _step(self) -> Iterator[None]:
+        """A step's batch: what it commits (on this thread) is the controller's own."""
+        self._stepping = threading.get_ident()
+        try:
+            with self.store.batch():
+                yield
+        finally:
+            self._stepping = 0
+
     def _sync(self) -> None:
         with self._lock:
             while True:
@@ -296,6 +318,9 @@ class QueueController(JobEvents, WorkloadWrites):
                     break
                 for change in changes:
                     self.cursor = change.rv
+                    if change.rv in self._own:
+                        self._own.discard(change.rv)
+                        continue
                     info = by_resource(change.key.group, change.key.resource)
                     if info is None:
                         continue

@@ -63,6 +63,7 @@ class BaseStore(Backend):
         self._depth = 0
         self._pending: list[Change] = []
         self._listeners: list[Callable[[list[Change]], None]] = []
+        self._own_listeners: list[Callable[[list[Change]], None]] = []
         self._now = now
         self._new_uid = new_uid
         self._batching = False
@@ -85,6 +86,11 @@ class BaseStore(Backend):
     def subscribe(self, listener: Callable[[list[Change]], None]) -> None:
         """Call ``listener`` with the changes of every committed transaction, after the commit."""
         self._listeners.append(listener)
+
+    def subscribe_own(self, listener: Callable[[list[Change]], None]) -> None:
+        """Call ``listener`` with the changes of every transaction this store object commits itself (not those of
+        other writers of the same database), on the thread that committed them, before anyone can read them."""
+        self._own_listeners.append(listener)
 
     def _publish(self, changes: list[Change]) -> None:
         """Committed changes into the window, then to the listeners: in resourceVersion order and without holes.
@@ -233,6 +239,8 @@ class BaseStore(Backend):
         committed, self._pending = self._pending, []
         if not committed:
             return
+        for listener in self._own_listeners:
+            listener(committed)
         self._unpruned += len(committed)
         if self._unpruned >= max(1000, self._history // 10):
             with contextlib.suppress(StoreUnavailable):  # compacted at a later commit
