@@ -15,33 +15,14 @@ from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
 from flexq.store import Change, Key, Store
+from tests.queues import queue_yaml
 
-QUEUES = """
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 4}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: default}
-spec: {clusterQueue: cq}
-"""
+QUEUES = queue_yaml(("default", None))
 
 
 def _job(name: str) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
             "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
                 {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}
 
