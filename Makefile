@@ -50,7 +50,7 @@ mutate: $(DEVSTAMP)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 
-# make bench: every benchmark, at sizes that take about 14 minutes on this 2-core machine; make bench-full adds the
+# make bench: every benchmark, at sizes that take about 12 minutes on this 2-core machine; make bench-full adds the
 # whole of Kueue's large-scale config through the API (about 8 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
