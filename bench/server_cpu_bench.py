@@ -15,12 +15,14 @@ load generator or on how the two share the machine: use them to compare one chan
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
 import pstats
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,55 +63,49 @@ def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
         controller = QueueController(service, RealClock())
         controller.resync()
         rv0 = store.current_rv()
-        api = ctl = 0.0
+        spent = {"api": 0.0, "controller": 0.0}
         profiler = cProfile.Profile() if profile else None
-        api_profiler = profiler if profile == "api" else None
-        ctl_profiler = profiler if profile == "controller" else None
         finished: set[str] = set()
         pending = list(jobs)
 
-        def step() -> float:
+        @contextlib.contextmanager
+        def side(name: str) -> Iterator[None]:
+            """CPU time spent in the block, counted to ``name`` (and profiled, where that side is)."""
             began = time.process_time()
-            if ctl_profiler is not None:
-                ctl_profiler.enable()
-            controller.sync()
-            if ctl_profiler is not None:
-                ctl_profiler.disable()
-            return time.process_time() - began
+            if profiler is not None and profile == name:
+                profiler.enable()
+            try:
+                yield
+            finally:
+                if profiler is not None and profile == name:
+                    profiler.disable()
+                spent[name] += time.process_time() - began
 
         while len(finished) < len(jobs):
-            began = time.process_time()
-            if api_profiler is not None:
-                api_profiler.enable()
-            for job in pending[:batch]:
-                service.create(JOB, job["metadata"]["namespace"], json.loads(json.dumps(job)))
-            if api_profiler is not None:
-                api_profiler.disable()
+            with side("api"):
+                for job in pending[:batch]:
+                    service.create(JOB, job["metadata"]["namespace"], json.loads(json.dumps(job)))
             pending = pending[batch:]
-            api += time.process_time() - began
-            ctl += step()
+            with side("controller"):
+                controller.sync()
             admitted = [wl for wl in controller.scheduler.workloads() if wl.admission is not None
                         and wl.owner.startswith("Job ") and wl.owner not in finished]
             if not admitted and not pending:
                 raise RuntimeError("no workload admitted and no Job left to create: the run is stuck")
-            began = time.process_time()
-            if api_profiler is not None:
-                api_profiler.enable()
-            for wl in admitted:
-                namespace, _, name = wl.owner.partition(" ")[2].partition("/")
-                service.patch(JOB, namespace, name, "application/merge-patch+json", _finish_patch(),
-                              subresource="status")
-                finished.add(wl.owner)
-            if api_profiler is not None:
-                api_profiler.disable()
-            api += time.process_time() - began
-            ctl += step()
+            with side("api"):
+                for wl in admitted:
+                    namespace, _, name = wl.owner.partition(" ")[2].partition("/")
+                    service.patch(JOB, namespace, name, "application/merge-patch+json", _finish_patch(),
+                                  subresource="status")
+                    finished.add(wl.owner)
+            with side("controller"):
+                controller.sync()
         writes = store.current_rv() - rv0
         store.close()
     result: dict[str, Any] = {
         "jobs": len(jobs), "batch": batch,
-        "api_ms_per_job": round(1000 * api / len(jobs), 3),
-        "controller_ms_per_job": round(1000 * ctl / len(jobs), 3),
+        "api_ms_per_job": round(1000 * spent["api"] / len(jobs), 3),
+        "controller_ms_per_job": round(1000 * spent["controller"] / len(jobs), 3),
         "writes_per_job": round(writes / len(jobs), 2),
     }
     if profiler is not None:

@@ -184,11 +184,10 @@ class KubeApi:
                                             item["metadata"]["name"])
                 return JSONResponse(_list_body(t, items, str(self.service.store.current_rv())))
             options = await _body(request, optional=True) or {}
-            preconditions = options.get("preconditions") if isinstance(options, dict) else None
-            if not isinstance(options, dict) or not isinstance(preconditions or {}, dict):
+            if not isinstance(options, dict) or not isinstance(options.get("preconditions") or {}, dict):
                 raise BadRequest("the body of a delete must be DeleteOptions: an object, whose preconditions (if "
                                  "any) are an object")
-            rv = (preconditions or {}).get("resourceVersion")
+            rv = (options.get("preconditions") or {}).get("resourceVersion")
             obj = await asyncio.to_thread(self.service.delete, t.info, t.namespace, t.name, t.version,
                                           resource_version=rv)
             return self._respond(request, t, obj)

@@ -35,10 +35,6 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
     # busy resource (the Workloads that a runner follows) then parses nothing.
     as_stored = selected is None and not as_table and version == info.storage_version
 
-    def wanted(obj: dict[str, Any]) -> bool:
-        return (namespace is None or obj["metadata"].get("namespace") == namespace) and (
-            selected is None or selected(obj))
-
     def frame(kind: str, obj: dict[str, Any]) -> bytes:
         shown = service._to(info, obj, version)
         if as_table:
@@ -46,16 +42,18 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
         return orjson.dumps({"type": kind, "object": shown}) + b"\n"
 
     def frames_of(changes: list[Change]) -> list[bytes]:
+        # The store keys each change by the object's namespace: the namespace is told apart before any parsing.
+        ours = [change for change in changes if namespace is None or change.key.namespace == namespace]
         if as_stored:
             return [b'{"type":"' + change.type.value.encode() + b'","object":' + change.text.encode() + b"}\n"
-                    for change in changes if namespace is None or change.key.namespace == namespace]
-        return [frame(change.type.value, change.obj) for change in changes if wanted(change.obj)]
+                    for change in ours]
+        return [frame(change.type.value, change.obj) for change in ours if selected is None or selected(change.obj)]
 
     async def stream() -> AsyncIterator[bytes]:
         since: int
         if start in ("", "0"):
-            items, since = service.list_objects(info, namespace, version)
-            initial = [frame("ADDED", item) for item in items if wanted(item)]
+            items, since = service.list_objects(info, namespace, version)  # of the namespace alone
+            initial = [frame("ADDED", item) for item in items if selected is None or selected(item)]
             if initial:
                 yield b"".join(initial)
         else:
