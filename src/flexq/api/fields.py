@@ -13,6 +13,7 @@ goes; ``status`` is the controllers' and is not checked.
 from __future__ import annotations
 
 import enum
+import functools
 import types
 import typing
 from collections.abc import Callable
@@ -67,18 +68,19 @@ def _shape(annotation: Any) -> Any:
     return None
 
 
-def _declared(model: type[BaseModel]) -> frozenset[str]:
-    more: frozenset[str] = getattr(model, "more_fields", frozenset())
-    names = {f.alias or name for name, f in model.model_fields.items()}
-    return frozenset(names) | more
+_NOTHING: Any = object()
+"""A declared field kept as written, not walked (a ``more_fields`` name, or one typed ``dict[str, Any]``)."""
 
 
-def _field(model: type[BaseModel], key: str) -> Any:
-    """The pydantic field ``key`` names, by name or by alias; None for a ``more_fields`` name."""
-    field = model.model_fields.get(key)
-    if field is None:
-        field = next((f for f in model.model_fields.values() if f.alias == key), None)
-    return field
+@functools.cache
+def _children(model: type[BaseModel]) -> dict[str, Any]:
+    """Every field ``model`` declares (by its alias where it has one), with the shape to walk under it (``_NOTHING``:
+    none). Worked out once a model: a create or a patch walks its whole body."""
+    out: dict[str, Any] = dict.fromkeys(getattr(model, "more_fields", frozenset()), _NOTHING)
+    for name, info in model.model_fields.items():
+        shape = _shape(info.annotation)
+        out[info.alias or name] = _NOTHING if shape is None else shape
+    return out
 
 
 Undeclared = Callable[[dict[str, Any], str, list[str | int]], None]
@@ -96,18 +98,17 @@ def _walk(shape: Any, value: Any, path: list[str | int], undeclared: Undeclared)
             for key, item in value.items():
                 _walk(inner, item, [*path, str(key)], undeclared)
         return
-    if not (isinstance(shape, type) and issubclass(shape, BaseModel) and isinstance(value, dict)):
+    if not isinstance(value, dict):
         return
-    declared = _declared(shape)
+    children = _children(shape)
     for key in list(value):  # a copy: the visitor may drop the key
         if not path and key == "status":
             continue
-        if key not in declared:
+        inner = children.get(key)
+        if inner is None:
             undeclared(value, key, [*path, str(key)])
-            continue
-        field = _field(shape, key)
-        if field is not None:
-            _walk(_shape(field.annotation), value[key], [*path, key], undeclared)
+        elif inner is not _NOTHING:
+            _walk(inner, value[key], [*path, key], undeclared)
 
 
 def unknown_fields(model: type[BaseModel], obj: dict[str, Any]) -> list[str]:

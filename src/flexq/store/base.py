@@ -24,6 +24,8 @@ the order they are given out, without gaps.
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import threading
 import time
 import uuid
@@ -41,7 +43,14 @@ from flexq.store.window import ChangeWindow, Entry, Gate
 __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``moment`` to the second, in UTC: ``2026-12-02T06:30:00Z``."""
+    return _second(math.floor(moment.timestamp()))
+
+
+@functools.lru_cache(maxsize=64)
+def _second(epoch: int) -> str:
+    """A second's stamp, worked out once: every write stamps one, and a busy second has thousands."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _utcnow() -> datetime:
