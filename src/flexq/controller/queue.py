@@ -87,6 +87,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
+        self._event_notes = []
         self._after_write: list[Callable[[], None]] = []
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
@@ -293,6 +294,7 @@ class QueueController(JobEvents, WorkloadWrites):
             else:
                 log.exception("queue controller sync failed: it reads its state back from the store")
             self._after_write.clear()
+            self._event_notes.clear()
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
@@ -436,12 +438,9 @@ class QueueController(JobEvents, WorkloadWrites):
                 self._write_workload(wl, evs, stamp)
             if key in self.scheduler.variants or key in self._stored_variants:
                 self._write_variants(key, stamp)
+        self._write_events()
         self.capacity.write()
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
-
-    def _queued_since(self, key: str) -> float | None:
-        wl = self.scheduler.workload(key)
-        return None if wl is None else wl.queue_time
 
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""

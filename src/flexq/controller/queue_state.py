@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Workload
 from flexq.store import Key, NotFound
+from flexq.store.recorder import event_note, record_events
 
 if TYPE_CHECKING:
     from flexq.clock import Clock
@@ -46,6 +47,8 @@ class QueueState:
     _after_write: list[Callable[[], None]]
     _touched: set[str]
     _stored_variants: dict[str, set[str]]
+    _event_notes: list[tuple[Key, dict[str, Any]]]
+    """The step's Events, recorded at its end."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -63,6 +66,19 @@ class QueueState:
     def _run_workload(self, key: str, _now: float) -> None:
         """Start an admitted workload's job (once its pods are placed, where capacity is modelled)."""
         raise NotImplementedError
+
+    def _note_event(self, involved: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
+        """An Event to record with the step's others, together at its end (:meth:`_write_events`)."""
+        self._event_notes.append(event_note(involved, reason, message, self.store.timestamp(), type=type,
+                                            component=COMPONENT))
+
+    def _write_events(self) -> None:
+        notes, self._event_notes = self._event_notes, []
+        record_events(self.store, notes)
+
+    def _queued_since(self, key: str) -> float | None:
+        wl = self.scheduler.workload(key)
+        return None if wl is None else wl.queue_time
 
     def _stored_workload(self, wl: Workload) -> dict[str, Any] | None:
         try:

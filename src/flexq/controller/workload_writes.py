@@ -155,8 +155,7 @@ class WorkloadWrites(QueueState):
             message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
                 f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
         warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
-        record_event(self.store, workload, reason, message or reason, type="Warning" if warning else "Normal",
-                     component=_COMPONENT)
+        self._note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
 
     def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any]] | None:
         """The job that owns ``workload``: its kind, key and current object (None if gone)."""
@@ -189,7 +188,7 @@ class WorkloadWrites(QueueState):
                 annotations.setdefault(podset, {}).update(values)
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
         self.store.update(key, job, echo=False)
-        record_event(self.store, job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}", component=_COMPONENT)
+        self._note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")
         if self.capacity.driver is None:
             self._run_workload(wl.key, self.clock.now())
 

@@ -61,6 +61,10 @@ class Backend:
     def _exists(self, key: Key) -> bool:
         raise NotImplementedError
 
+    def _existing(self, keys: list[Key]) -> set[Key]:
+        """Which of ``keys`` name a stored object (a back end may ask once for all)."""
+        return {key for key in keys if self._exists(key)}
+
     def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
         """Bodies of one resource, ordered by namespace and name (as bytes compare), and the resourceVersion
         they are as of."""
@@ -75,6 +79,12 @@ class Backend:
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
         """Write (or, for DELETED, remove) the object's row and append the change to the log."""
         raise NotImplementedError
+
+    def _put_new(self, rows: list[tuple[Key, int, str]]) -> None:
+        """Write new objects (``(key, rv, body)``, none of them stored yet) and append their changes to the log (a
+        back end may do it in one statement for all)."""
+        for key, rv, body in rows:
+            self._put(ChangeType.ADDED, key, rv, body)
 
     def _drop_log(self, cutoff: int) -> int:
         """Delete the changes up to ``cutoff``; return how many."""

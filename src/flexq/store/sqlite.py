@@ -47,6 +47,8 @@ SHARED_BREATHE = 0.01
 waiting for it)."""
 
 _WHERE_KEY = "grp=? AND resource=? AND namespace=? AND name=?"
+_CHUNK = 500
+"""Names asked for in one statement, at the most (SQLite takes up to 32,766 parameters)."""
 
 
 class Store(BaseStore):
@@ -222,6 +224,20 @@ class Store(BaseStore):
                                (key.group, key.resource, key.namespace, key.name)).fetchone()
         return row is not None
 
+    def _existing(self, keys: list[Key]) -> set[Key]:
+        found: set[Key] = set()
+        by_place: dict[tuple[str, str, str], list[str]] = {}
+        for key in keys:
+            by_place.setdefault((key.group, key.resource, key.namespace), []).append(key.name)
+        for (group, resource, namespace), names in by_place.items():
+            for at in range(0, len(names), _CHUNK):
+                chunk = names[at:at + _CHUNK]
+                rows = self._db.execute(
+                    "SELECT name FROM objects WHERE grp=? AND resource=? AND namespace=? AND name IN "
+                    f"({','.join('?' * len(chunk))})", (group, resource, namespace, *chunk)).fetchall()
+                found.update(Key(group, resource, namespace, row[0]) for row in rows)
+        return found
+
     def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
         if namespace is None:
             rows = self._db.execute(
@@ -255,6 +271,12 @@ class Store(BaseStore):
         else:
             self._db.execute("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?,?)", (*args, rv, packed))
         self._db.execute("INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, change.value, *args, packed))
+
+    def _put_new(self, rows: list[tuple[Key, int, str]]) -> None:
+        packed = [(key.group, key.resource, key.namespace, key.name, rv, pack(body)) for key, rv, body in rows]
+        self._db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?)", packed)
+        self._db.executemany("INSERT INTO changes VALUES (?,'ADDED',?,?,?,?,?)",
+                             [(rv, g, r, ns, n, body) for g, r, ns, n, rv, body in packed])
 
     def _drop_log(self, cutoff: int) -> int:
         return self._db.execute("DELETE FROM changes WHERE rv <= ?", (cutoff,)).rowcount
