@@ -26,13 +26,10 @@ def test_a_batch_gives_out_versions_without_gaps_past_undone_and_refused_writes(
         store.create(*_flavor(1))
         with pytest.raises(AlreadyExists):
             store.create(*_flavor(1))
-        try:
-            with store.transaction():
-                store.create(*_flavor(2))
-                store.create(*_flavor(3))
-                raise ValueError("undone")
-        except ValueError:
-            pass
+        with pytest.raises(ValueError, match="undone"), store.transaction():
+            store.create(*_flavor(2))
+            store.create(*_flavor(3))
+            raise ValueError("undone")
         assert store.current_rv() == before + 1, "the undone transaction's versions are given out again"
         store.create(*_flavor(4))
         store.create(*_flavor(5))

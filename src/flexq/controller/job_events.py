@@ -75,7 +75,7 @@ class JobEvents(QueueState):
         wl.created = now
         self.by_job_uid[uid] = wl.key
         self._note_run_time(job, wl.key)
-        self._note_event(job, "CreatedWorkload", f"Created Workload: {wl.key}")
+        record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
         if info.kind == "RayCluster" and self.runtime is not None:
             clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
             self._after_write.append(lambda: clusters.queued(namespace, name))

@@ -438,7 +438,6 @@ class QueueController(JobEvents, WorkloadWrites):
                 self._write_workload(wl, evs, stamp)
             if key in self.scheduler.variants or key in self._stored_variants:
                 self._write_variants(key, stamp)
-        self._write_events()
         self.capacity.write()
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
 

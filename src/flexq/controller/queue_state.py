@@ -48,7 +48,7 @@ class QueueState:
     _touched: set[str]
     _stored_variants: dict[str, set[str]]
     _event_notes: list[tuple[Key, dict[str, Any]]]
-    """The step's Events, recorded at its end."""
+    """The Events of the write under way (a workload's), recorded together at its end."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -68,7 +68,8 @@ class QueueState:
         raise NotImplementedError
 
     def _note_event(self, involved: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
-        """An Event to record with the step's others, together at its end (:meth:`_write_events`)."""
+        """An Event to record with the others of the same write, together (:meth:`_write_events`, in its
+        transaction: a workload's status and its Events are stored whole or not at all)."""
         self._event_notes.append(event_note(involved, reason, message, self.store.timestamp(), type=type,
                                             component=COMPONENT))
 

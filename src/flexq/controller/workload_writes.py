@@ -69,7 +69,8 @@ class WorkloadWrites(QueueState):
         if driver is not None and driver.cost(wl.key) > 0:
             status["cost"] = {"usd": round(driver.cost(wl.key), 4),
                               "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
-        with self.store.transaction():
+        with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
+            self._event_notes = []
             if status != stored.get("status"):
                 self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
                                   current=stored)  # read above, in this step's hold of the store
@@ -90,6 +91,7 @@ class WorkloadWrites(QueueState):
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
+            self._write_events()
 
     def _write_variants(self, parent_key: str, stamp: str) -> None:
         """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,
