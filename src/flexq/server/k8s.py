@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 import yaml
 from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
@@ -268,7 +269,7 @@ class KubeApi:
             rv = obj["metadata"].get("resourceVersion", "")
             return JSONResponse(table(t.info, [obj], rv, include_object=request.query_params.get(
                 "includeObject", "Metadata")), status_code=code)
-        return JSONResponse(obj, status_code=code)
+        return _Json(obj, status_code=code)
 
     def _list(self, request: Request, t: Target) -> Response:
         q = request.query_params
@@ -276,7 +277,7 @@ class KubeApi:
                                       labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
         if _wants_table(request):
             return JSONResponse(table(t.info, items, str(rv), include_object=q.get("includeObject", "Metadata")))
-        return JSONResponse(_list_body(t, items, str(rv)))
+        return _Json(_list_body(t, items, str(rv)))
 
     def _watch(self, request: Request, t: Target) -> Response:
         q = request.query_params
@@ -330,6 +331,17 @@ def _wants_table(request: Request) -> bool:
 def _address(request: Request) -> str:
     host = request.url.hostname or "127.0.0.1"
     return f"{host}:{request.url.port}" if request.url.port else host
+
+
+class _Json(JSONResponse):
+    """An object or a list as JSON, encoded by orjson (what it refuses, integers beyond 64 bits, by the standard
+    library): the answer to every create, read, patch and list."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return orjson.dumps(content)
+        except (TypeError, orjson.JSONEncodeError):
+            return super().render(content)
 
 
 def _not_found(message: str) -> JSONResponse:

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from flexq.store.backend import Backend
-from flexq.store.changes import Change, ChangeType, LogRow, from_rows
+from flexq.store.changes import CHANGE_TYPES, Change, ChangeType, LogRow, from_rows
 from flexq.store.codec import dumps, loads
 from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
 from flexq.store.stamps import new_uid, rfc3339, utcnow
@@ -295,7 +295,7 @@ class BaseStore(Backend):
                 reached = int(rows[-1][0]) if rows else since
                 entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
                            if resources is None or (g, r) in resources]
-        return [Change(e.rv, ChangeType(e.type), e.key, e.body) for e in entries], reached
+        return [Change(e.rv, CHANGE_TYPES[e.type], e.key, e.body) for e in entries], reached
 
     def cursor(self, consumer: str) -> int:
         """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).

@@ -8,7 +8,7 @@ from typing import Any
 from flexq.store.codec import loads
 from flexq.store.refusals import Key
 
-__all__ = ["Change", "ChangeType", "LogRow", "from_rows"]
+__all__ = ["CHANGE_TYPES", "Change", "ChangeType", "LogRow", "from_rows"]
 
 LogRow = tuple[int, str, str, str, str, str, str]
 """A row of the change log: rv, type, group, resource, namespace, name, body."""
@@ -18,6 +18,10 @@ class ChangeType(StrEnum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
+
+
+CHANGE_TYPES: dict[str, ChangeType] = {t.value: t for t in ChangeType}
+"""A change type by its name, looked up faster than ``ChangeType(name)`` (every change read is typed so)."""
 
 
 class Change:
@@ -50,4 +54,4 @@ class Change:
 
 def from_rows(rows: list[LogRow]) -> list[Change]:
     """The changes of rows of the change log."""
-    return [Change(int(rv), ChangeType(t), Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows]
+    return [Change(int(rv), CHANGE_TYPES[t], Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows]
