@@ -99,10 +99,8 @@ class ObjectService:
             return ""
         if not namespace:
             raise BadRequest("the namespace of the object must be set", 400)
-        try:
-            self.store.get(Key("", "namespaces", "", namespace))
-        except NotFound:
-            raise BadRequest(f'namespaces "{namespace}" not found', 404, "NotFound") from None
+        if not self.store.exists(Key("", "namespaces", "", namespace)):
+            raise BadRequest(f'namespaces "{namespace}" not found', 404, "NotFound")
         return namespace
 
     def _prepare(self, info: KindInfo, doc: Document, namespace: str | None,
