@@ -172,3 +172,25 @@ def test_the_driver_is_made_once_keeps_its_nodes_as_pools_change_follows_a_reset
     assert not plane.scheduler.config.race, "Kueue-compatible: no racing"
     plane.configure(_OBJECTS, None)
     assert plane.driver is None
+
+
+def test_a_step_with_a_cycle_budget_decides_what_an_unbounded_one_decides_over_several_steps() -> None:
+    def story(cycles: int | None) -> tuple[list[str], int]:
+        told: list[Event] = []
+        plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, scheduler=_scheduler())
+        for i in range(30):
+            plane.emit(plane.scheduler.add(_workload(f"w{i:02d}", cpu=1000 + (i % 3) * 500), START))
+        steps = 1
+        while plane.settle(START, cycles):
+            admitted = sum(1 for e in told if e.kind is EventKind.ADMITTED)
+            assert cycles is not None and admitted <= steps * cycles, "one head a cycle in one ClusterQueue"
+            steps += 1
+        return [f"{e.kind.value} {e.workload}" for e in told], steps
+
+    unbounded, one = story(None)
+    bounded, steps = story(2)
+    assert one == 1 and steps > 5
+    assert bounded == unbounded, "the same admissions and Pending events, in the same order"
+    # 20 cpu: thirteen in order (19 cpu), then past the heads that no longer fit (BestEffortFIFO) a 1-cpu one.
+    assert [line for line in bounded if line.startswith("Admitted")][-1] == "Admitted default/w15"
+    assert sum(1 for line in bounded if line.startswith("Admitted")) == 14

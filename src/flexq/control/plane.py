@@ -124,15 +124,23 @@ class ControlPlane:
             elif event.kind is EventKind.ADMITTED and self._start_on_admission:
                 self._started(event.workload, event.t)
 
-    def settle(self, now: float) -> None:
+    def settle(self, now: float, cycles: int | None = None) -> bool:
         """Schedule at ``now`` until a pass decides nothing. A pass ends at the first cycle that admits nothing:
         the workload behind a head just set aside (one that does not fit) is tried by the next pass, at the same
-        instant, as Kueue's next cycle tries it milliseconds later; a started job may also free or take capacity."""
+        instant, as Kueue's next cycle tries it milliseconds later; a started job may also free or take capacity.
+
+        ``cycles``: at most so many scheduling cycles a pass (the live controller's step, whose writes then stay
+        short: what is left is scheduled by its next step, after the changes that came in meanwhile, as Kueue's next
+        cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide."""
         for _ in range(SETTLE_PASSES):
-            events = self.scheduler.schedule(now)
+            events = self.scheduler.schedule(now, cycles or 1_000_000)
+            if self.scheduler.cut_short:
+                self.emit(events)
+                return True
             if not events:
-                return
+                return False
             self.emit(events)
+        return False
 
     def next_wake(self) -> float | None:
         """When something is due next: a workload's requeue, or a timer (a node booting, a request's verdict)."""

@@ -39,6 +39,7 @@ from flexq.controller.metrics import Sample, Tally, sample
 from flexq.controller.object_sync import (
     workload_from_object,
 )
+from flexq.controller.pacing import COALESCE, FORGET_RETRY, RECONFIGURE_EVERY, STEP_CYCLES
 from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.ray_runs import RayRuntime
@@ -61,15 +62,8 @@ log = logging.getLogger("flexq.controller")
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
                                   "PriorityClass", "NodePool"})
-COALESCE: Final = 0.01
-"""Seconds a step waits after the store changes, so that the changes of a busy moment make one step."""
-FORGET_RETRY: Final = 1.0
-"""Seconds before the stored state is read afresh after a failed write (and between tries while it fails)."""
 _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural) for kind in (*JOB_KINDS, "Workload"))
 """Where the controller's own writes are passed over when read back."""
-RECONFIGURE_EVERY: Final = 0.25
-"""Seconds between two rebuilds of the scheduler's configuration, at the most: creating a thousand queues
-rebuilds it a few times, not a thousand (workloads of a queue not known yet wait for the rebuild)."""
 
 
 class QueueController(JobEvents, WorkloadWrites):
@@ -88,6 +82,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
         self._event_notes = []
+        self._more = False  # the last step left scheduling to do
         self._after_write: list[Callable[[], None]] = []
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
@@ -182,6 +177,8 @@ class QueueController(JobEvents, WorkloadWrites):
                 timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
             if self._unwritten:
                 timeout = min(timeout, max(0.02, self._unwritten - self.clock.now()))
+            if self._more:  # the last step left scheduling to do: the next one goes on at once
+                self._wake.set()
             # Changes that came in during the last step are handled at once; the first change after a quiet
             # spell waits a moment for those that follow it.
             if not self._wake.is_set() and self._wake.wait(timeout):
@@ -417,7 +414,7 @@ class QueueController(JobEvents, WorkloadWrites):
     def _schedule_and_write(self) -> None:
         self.capacity.timers.run_due()
         now = self.clock.now()
-        self.plane.settle(now)
+        self._more = self.plane.settle(now, STEP_CYCLES)
         events, self._pending_events = self._pending_events, []
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}

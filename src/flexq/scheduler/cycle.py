@@ -51,17 +51,22 @@ class Cycling(Transitions):
     unavailable: dict[str, tuple[float, str]]
     _deferred: list[Event]
     _gated: set[str]
+    cut_short = False
+    """The last :meth:`schedule` ran its ``max_cycles`` and the last of them still decided something."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
         self._expire_unavailable(now)
         events, self._deferred = self._deferred, []
         events += self._requeue_due(now)
+        self.cut_short = False
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
             events += self._settle_admitted(cycle_events, now)
             if not progress:
                 break
+        else:
+            self.cut_short = True
         return events
 
     def _expire_unavailable(self, now: float) -> None:
