@@ -20,9 +20,8 @@ from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["INTERVAL", "QueueCounts", "object_key"]
 
-INTERVAL: Final = 0.5
-"""Seconds between two writes of the queues' statuses, at the most: under load every step changes a count of nearly
-every queue, and each is a read and a write of its object."""
+INTERVAL: Final = 0.1
+"""Seconds between two writes of the queues' statuses, at the most."""
 
 
 def object_key(info: KindInfo, obj: Mapping[str, Any]) -> Key:

@@ -35,18 +35,10 @@ class WorkloadWrites(QueueState):
         stored = self._stored_workload(wl)
         if stored is None:
             return
-        evicted = preempted = finished = None
-        for event in events:
-            if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
-                finished = (str(event.extra["finishedReason"]), event.reason)
-            if event.kind is EventKind.EVICTED:
-                evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
-            if event.kind is EventKind.PREEMPTED:
-                preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
         if wl.key in self.scheduler.variants:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation"), evicted, preempted, finished)
+                               stored["metadata"].get("generation"), *_endings(events))
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -238,3 +230,20 @@ def _variant_object(parent: Mapping[str, Any], variant: Workload) -> dict[str, A
                                           "blockOwnerDeletion": True}]},
         "spec": copy.deepcopy(parent.get("spec") or {}),
     }
+
+
+Ending = tuple[str, str] | None
+"""Why a workload was evicted, preempted or finished (the reason and its message), where it was."""
+
+
+def _endings(events: list[Event]) -> tuple[Ending, Ending, Ending]:
+    """How ``events`` ended the workload's admission or run: evicted, preempted, finished."""
+    evicted = preempted = finished = None
+    for event in events:
+        if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
+            finished = (str(event.extra["finishedReason"]), event.reason)
+        if event.kind is EventKind.EVICTED:
+            evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
+        if event.kind is EventKind.PREEMPTED:
+            preempted = (str(event.extra.get("preemptionReason", "Preempted")), event.reason)
+    return evicted, preempted, finished
