@@ -50,6 +50,13 @@ def _finish_patch() -> dict[str, Any]:
         {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "reason": "ByTest"}]}}
 
 
+def _settle(controller: QueueController) -> None:
+    """Steps until one leaves nothing to schedule, as the live loop runs them back to back."""
+    controller.sync()
+    while controller.more:
+        controller.sync()
+
+
 def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
     path = HERE / "kueue" / "baseline.yaml"
     docs, submissions = load_generator_file(path, str(path))
@@ -87,7 +94,7 @@ def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
                     service.create(JOB, job["metadata"]["namespace"], json.loads(json.dumps(job)))
             pending = pending[batch:]
             with side("controller"):
-                controller.sync()
+                _settle(controller)
             admitted = [wl for wl in controller.scheduler.workloads() if wl.admission is not None
                         and wl.owner.startswith("Job ") and wl.owner not in finished]
             if not admitted and not pending:
@@ -99,7 +106,7 @@ def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
                                   subresource="status")
                     finished.add(wl.owner)
             with side("controller"):
-                controller.sync()
+                _settle(controller)
         writes = store.current_rv() - rv0
         store.close()
     result: dict[str, Any] = {

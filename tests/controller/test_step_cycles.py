@@ -34,7 +34,7 @@ def test_a_busy_moment_is_admitted_over_several_steps_each_of_a_few_cycles(tmp_p
         controller.sync()
         while True:
             admitted.append(sum(1 for wl in controller.scheduler.workloads() if wl.state is WorkloadState.ADMITTED))
-            if not controller._more:
+            if not controller.more:
                 break
             controller.sync()
         assert admitted[0] == STEP_CYCLES, "one ClusterQueue: a head a cycle"

@@ -133,6 +133,11 @@ class QueueController(JobEvents, WorkloadWrites):
         if self.runtime is not None:
             self.runtime.stop_all()
 
+    @property
+    def more(self) -> bool:
+        """The last step stopped at its cycles with scheduling left to do (the next one goes on at once)."""
+        return self._more
+
     def _run_workload(self, key: str, _now: float) -> None:
         """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
         other kinds are not executed)."""
