@@ -62,3 +62,12 @@ def test_events_recorded_together_are_one_commit_and_count_their_repeats(open_st
     assert (stopped["type"], stopped["count"], stopped["reason"]) == ("Warning", 1, "Stopped")
     record_events(store, [])
     assert len(commits) == 1, "nothing to record writes nothing"
+
+
+def test_a_repeat_recorded_at_the_stores_time_moves_the_events_last_time(open_store: OpenStore) -> None:
+    moments = iter([datetime(2026, 12, 2, 6, 0, s, tzinfo=UTC) for s in range(0, 60, 5)])
+    store = open_store(now=lambda: next(moments))
+    record_event(store, JOB, "Pending", "no quota")
+    again = record_event(store, JOB, "Pending", "no quota", echo=True)
+    assert again["count"] == 2
+    assert again["firstTimestamp"] < again["lastTimestamp"], "seen again later"

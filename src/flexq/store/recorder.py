@@ -66,8 +66,8 @@ def record_event(
         key, body = event_note(involved, reason, message, stamp, type=type, component=component)
         try:
             return store.create(key, body, echo=echo)
-        except AlreadyExists:  # a repeat: counted on the one Event
-            return _count(store, key, 1, stamp if now is not None else None, echo)
+        except AlreadyExists:  # a repeat: counted on the one Event, seen last now
+            return _count(store, key, 1, stamp, echo)
 
 
 def record_events(store: BaseStore, notes: list[tuple[Key, dict[str, Any]]]) -> None:
@@ -88,9 +88,9 @@ def record_events(store: BaseStore, notes: list[tuple[Key, dict[str, Any]]]) -> 
             _count(store, key, count, body["lastTimestamp"], False)
 
 
-def _count(store: BaseStore, key: Key, more: int, stamp: str | None, echo: bool) -> dict[str, Any]:
+def _count(store: BaseStore, key: Key, more: int, stamp: str, echo: bool) -> dict[str, Any]:
     event = store.get(key)
     event["count"] = int(event.get("count", 1)) + more
-    event["lastTimestamp"] = stamp if stamp is not None else event["lastTimestamp"]
+    event["lastTimestamp"] = stamp
     event["metadata"].pop("resourceVersion", None)
     return store.update(key, event, keep_status=False, echo=echo)
