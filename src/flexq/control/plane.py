@@ -133,13 +133,12 @@ class ControlPlane:
         short: what is left is scheduled by its next step, after the changes that came in meanwhile, as Kueue's next
         cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide."""
         for _ in range(SETTLE_PASSES):
-            events = self.scheduler.schedule(now, cycles or 1_000_000)
+            events = self.scheduler.schedule(now) if cycles is None else self.scheduler.schedule(now, cycles)
+            self.emit(events)
             if self.scheduler.cut_short:
-                self.emit(events)
                 return True
             if not events:
                 return False
-            self.emit(events)
         return False
 
     def next_wake(self) -> float | None:

@@ -296,7 +296,6 @@ class QueueController(JobEvents, WorkloadWrites):
             else:
                 log.exception("queue controller sync failed: it reads its state back from the store")
             self._after_write.clear()
-            self._event_notes.clear()
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:

@@ -40,14 +40,10 @@ from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
 
-_utcnow = utcnow
-_new_uid = new_uid
-
-
 class BaseStore(Backend):
     """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
 
-    def __init__(self, *, now: Callable[[], datetime] = _utcnow, new_uid: Callable[[], str] = _new_uid,
+    def __init__(self, *, now: Callable[[], datetime] = utcnow, new_uid: Callable[[], str] = new_uid,
                  history: int = 50_000) -> None:
         """``history``: how many of the newest changes the log keeps (older ones are compacted away once
         a tenth as many more were written)."""
@@ -326,15 +322,19 @@ class BaseStore(Backend):
         """Write ``obj`` (whose ``metadata`` is the store's own, the rest perhaps shared with the caller's
         input); return a fresh copy of what was stored, which shares nothing with either, or (not ``echo``)
         ``obj`` itself, for a writer that does not keep what it wrote."""
-        rv = self._next_rv()
-        obj["metadata"]["resourceVersion"] = str(rv)
-        body = dumps(obj)
+        rv, body = self._versioned(obj)
         self._put(change, key, rv, body)
         self._pending.append(Change(rv, change, key, body))
         if not echo:
             return obj
         stored: dict[str, Any] = loads(body)
         return stored
+
+    def _versioned(self, obj: dict[str, Any]) -> tuple[int, str]:
+        """The next resourceVersion, set in ``obj``'s metadata, and ``obj``'s text as stored."""
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        return rv, dumps(obj)
 
     def exists(self, key: Key) -> bool:
         with self._lock:
@@ -360,10 +360,8 @@ class BaseStore(Backend):
                 if key in taken:
                     continue
                 taken.add(key)
-                new = self._new_object(key, obj)
-                rv = self._next_rv()
-                new["metadata"]["resourceVersion"] = str(rv)
-                rows.append((key, rv, dumps(new)))
+                rv, body = self._versioned(self._new_object(key, obj))
+                rows.append((key, rv, body))
             self._put_new(rows)
             self._pending.extend(Change(rv, ChangeType.ADDED, key, body) for key, rv, body in rows)
             return existed

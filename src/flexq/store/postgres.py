@@ -29,8 +29,9 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from flexq.store.base import BaseStore, ChangeType, LogRow, _new_uid, _utcnow
+from flexq.store.base import BaseStore, ChangeType, LogRow
 from flexq.store.refusals import Key, StoreError
+from flexq.store.stamps import new_uid, utcnow
 
 __all__ = ["PostgresStore", "Unavailable", "connect"]
 
@@ -108,7 +109,7 @@ class PostgresStore(BaseStore):
     """The store in the database at ``url`` (``postgresql://USER@HOST:PORT/DB``). With ``follow``, a thread
     follows the writes of other servers on the same database."""
 
-    def __init__(self, url: str, *, now: Callable[[], datetime] = _utcnow, new_uid: Callable[[], str] = _new_uid,
+    def __init__(self, url: str, *, now: Callable[[], datetime] = utcnow, new_uid: Callable[[], str] = new_uid,
                  history: int = 50_000, follow: bool = True, poll: float = 1.0) -> None:
         self._url = url
         self._db = connect(url)

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from flexq.store.base import BaseStore, Change, ChangeType, LogRow, _new_uid, _utcnow, rfc3339
+from flexq.store.base import BaseStore, Change, ChangeType, LogRow, rfc3339
 from flexq.store.bodies import pack, unpack
 from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 from flexq.store.refusals import Key, StoreUnavailable
+from flexq.store.stamps import new_uid, utcnow
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
 
@@ -58,8 +59,8 @@ class Store(BaseStore):
         self,
         path: Path | str = ":memory:",
         *,
-        now: Callable[[], datetime] = _utcnow,
-        new_uid: Callable[[], str] = _new_uid,
+        now: Callable[[], datetime] = utcnow,
+        new_uid: Callable[[], str] = new_uid,
         history: int = 50_000,
         busy: float = 5.0,
         follow: float = 0.0,
