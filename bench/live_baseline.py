@@ -122,7 +122,7 @@ class Server:
             cmd += ["--store", f"sqlite:///{db}", "--shared", "--lease-duration", "5s"]
         if profile is not None:
             spy = Path(sys.executable).parent / "py-spy"
-            cmd = [str(spy) if spy.exists() else "py-spy", "record", "--format", "raw", "--rate", "50",
+            cmd = [str(spy) if spy.exists() else "py-spy", "record", "--format", "raw", "--rate", "200", "--gil",
                    "--subprocesses", "-o", str(profile), "--", *cmd]
         home.mkdir(parents=True)
         self.log = open(home / "server.log", "wb")  # noqa: SIM115 (closed in stop)
@@ -446,7 +446,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds after the first creation to give up")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--virtual", action="store_true", help="also run the config in virtual time to compare")
-    parser.add_argument("--profile", type=Path, help="run the server under py-spy; write its raw stacks here")
+    parser.add_argument("--profile", type=Path, help="run the server under py-spy (the thread holding the "
+                        "interpreter lock, 200 samples a second); write its raw stacks here")
     parser.add_argument("--split", action="store_true",
                         help="two servers on one SQLite file (--shared): the client talks to one, the other leads "
                              "the controllers")

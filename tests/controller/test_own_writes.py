@@ -1,8 +1,9 @@
-"""The queue controller passes over its own writes to workloads and jobs when it reads the change log back (they
-say what it decided), and still acts on anyone else's write to the same objects."""
+"""The queue controller passes over its own writes to workloads, jobs and queues' statuses when it reads the change
+log back (they say what it decided), and still acts on anyone else's write to the same objects."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,5 +68,44 @@ def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
         store.update(job_key, job, subresource="status")
         controller.sync()
         assert ("Job", "MODIFIED", "a") in read
+    finally:
+        store.close()
+
+
+def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    service = ObjectService(store, hooks=[job_webhook])
+    for doc in yaml.safe_load_all(QUEUES):
+        info = resolve(doc["kind"])
+        service.create(info, "default" if info.namespaced else "", doc)
+    controller = QueueController(service, RealClock())
+    controller.resync()
+    controller.sync()  # what the start-up read wrote (outside a step) is read back
+    forgotten: list[str] = []
+    forget = controller._counts.forget
+
+    def recording(key: Key) -> None:
+        forgotten.append(key.name)
+        forget(key)
+
+    controller._counts.forget = recording  # type: ignore[method-assign]
+    cq = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
+    try:
+        for name in ("a", "b"):
+            service.create(resolve("job.batch"), "default", _job(name))
+            time.sleep(0.15)  # the queues' statuses are written at most every 0.1 s
+            controller.sync()
+        time.sleep(0.15)
+        controller.sync()  # what the last step wrote comes back
+        assert store.get(cq)["status"]["admittedWorkloads"] == 2
+        assert forgotten == [], "the controller read back its own queue statuses"
+        # Someone else writes the ClusterQueue's status: read, and put right at the next write.
+        stored = store.get(cq)
+        stored["status"]["admittedWorkloads"] = 99
+        store.update(cq, stored, subresource="status")
+        time.sleep(0.15)
+        controller.sync()
+        assert forgotten == ["cq"]
+        assert store.get(cq)["status"]["admittedWorkloads"] == 2
     finally:
         store.close()

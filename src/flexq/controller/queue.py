@@ -48,11 +48,10 @@ from flexq.controller.workload_writes import WorkloadWrites, parent_of
 from flexq.jobs.workload import (
     JOB_KINDS,
 )
-from flexq.objects.conditions import find_condition
 from flexq.objects.service import ObjectService
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import CheckState, WorkloadState
-from flexq.store import Change, ChangeType, Gone, Key, NotFound, StoreUnavailable, rfc3339
+from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 
 __all__ = ["QueueController"]
@@ -62,8 +61,10 @@ log = logging.getLogger("flexq.controller")
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
                                   "PriorityClass", "NodePool"})
-_OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural) for kind in (*JOB_KINDS, "Workload"))
-"""Where the controller's own writes are passed over when read back."""
+_OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
+                                  for kind in (*JOB_KINDS, "Workload", "ClusterQueue", "LocalQueue"))
+"""Where the controller's own writes are passed over when read back (a queue's status it wrote itself: what it
+wrote is remembered, and is not read again before its next write)."""
 
 
 class QueueController(JobEvents, WorkloadWrites):
@@ -161,17 +162,6 @@ class QueueController(JobEvents, WorkloadWrites):
             return
         stored = self._wl_key(wl)
         self._after_write.append(lambda: self._if_admitted(stored, start))
-
-    def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
-        """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""
-        try:
-            obj = self.store.get(key)
-        except NotFound:
-            return
-        if (find_condition(obj.get("status") or {}, "Admitted") or {}).get("status") == "True":
-            start()
-        else:
-            log.warning("not starting %s/%s: its admission is not in the store", key.namespace, key.name)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
@@ -15,6 +15,7 @@ from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, QueueState
 from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
+from flexq.objects.conditions import find_condition
 from flexq.objects.service import BadRequest
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload, WorkloadState
@@ -84,6 +85,17 @@ class WorkloadWrites(QueueState):
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
             self._write_events()
+
+    def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
+        """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""
+        try:
+            obj = self.store.get(key)
+        except NotFound:
+            return
+        if (find_condition(obj.get("status") or {}, "Admitted") or {}).get("status") == "True":
+            start()
+        else:
+            log.warning("not starting %s/%s: its admission is not in the store", key.namespace, key.name)
 
     def _write_variants(self, parent_key: str, stamp: str) -> None:
         """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,

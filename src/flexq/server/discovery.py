@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from flexq import __version__
@@ -31,8 +33,10 @@ REVIEW_RESOURCES: Final = {
 """The review resources (``kubectl auth can-i``, ``kubectl auth whoami``): v1, create only, nothing stored."""
 
 
-def group_versions() -> dict[str, list[str]]:
-    """Every served group with its versions, preferred first (core group is "")."""
+@functools.cache
+def group_versions() -> Mapping[str, Sequence[str]]:
+    """Every served group with its versions, preferred first (core group is ""): worked out once, as the kinds
+    are fixed (every request under ``/apis`` asks)."""
     out: dict[str, list[str]] = {}
     for info in KINDS:
         versions = out.setdefault(info.group, [])
@@ -41,7 +45,7 @@ def group_versions() -> dict[str, list[str]]:
                 versions.append(v)
     for group in REVIEW_RESOURCES:
         out[group] = ["v1"]
-    return out
+    return {group: tuple(versions) for group, versions in out.items()}
 
 
 def api_versions(address: str) -> dict[str, Any]:
