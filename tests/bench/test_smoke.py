@@ -36,6 +36,7 @@ def test_the_server_cpu_benchmark_finishes_every_job_and_counts_the_writes() -> 
     out = _run("server_cpu_bench.py", "--jobs", "300", "--batch", "50")
     figures = json.loads(out.splitlines()[0])
     assert figures["jobs"] == 300 and figures["batch"] == 50
-    # A Job's life: created, its Workload created, admitted and finished, the Job started and finished, five Events.
-    assert 11 <= figures["writes_per_job"] < 14, figures
+    # A Job's life: created, its Workload stored with its first status, admitted and finished, the Job started and
+    # finished, five Events (a workload admitted at once is stored admitted: fewer).
+    assert 10 <= figures["writes_per_job"] < 13, figures
     assert figures["api_ms_per_job"] > 0 and figures["controller_ms_per_job"] > 0

@@ -27,14 +27,22 @@ class FailingStore(Store):
         super().__init__(path)
         self.failed = threading.Event()
 
-    def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
-               keep_status: bool = True, echo: bool = True, current: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _fail_admission(self, key: Key, obj: dict[str, Any]) -> None:
         conditions = (obj.get("status") or {}).get("conditions") or []
         admitted = any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
-        if key.resource == "workloads" and subresource == "status" and admitted and not self.failed.is_set():
+        if key.resource == "workloads" and admitted and not self.failed.is_set():
             self.failed.set()
             raise StoreError("database or disk is full")
+
+    def update(self, key: Key, obj: dict[str, Any], *, subresource: str | None = None,
+               keep_status: bool = True, echo: bool = True, current: dict[str, Any] | None = None) -> dict[str, Any]:
+        if subresource == "status":
+            self._fail_admission(key, obj)
         return super().update(key, obj, subresource=subresource, keep_status=keep_status, echo=echo, current=current)
+
+    def create(self, key: Key, obj: dict[str, Any], *, echo: bool = True, uid: str | None = None) -> dict[str, Any]:
+        self._fail_admission(key, obj)  # a workload stored with its first status: admitted at once
+        return super().create(key, obj, echo=echo, uid=uid)
 
 
 class Runs:

@@ -11,7 +11,7 @@ from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields
 from flexq.api.kinds import resolve
 from flexq.api.object_errors import InvalidObject
 from flexq.objects.service import BadRequest, ObjectService
-from flexq.store import Conflict, Store
+from flexq.store import Conflict, Key, Store
 from tests.conftest import guide_text
 
 CQ, LQ, RF, AC = resolve("cq"), resolve("lq"), resolve("rf"), resolve("ac")
@@ -145,6 +145,36 @@ def test_status_subresource_keeps_spec(svc: ObjectService) -> None:
     after = svc.replace(CQ, None, "cluster-queue", cq, subresource="status")
     assert after["status"]["pendingWorkloads"] == 3
     assert after["spec"]["queueingStrategy"] == "BestEffortFIFO"
+
+
+def test_a_patch_reads_its_object_once_and_still_conflicts(svc: ObjectService) -> None:
+    """A patch reads the object it patches once, in its transaction, and writes over exactly that version: a
+    resourceVersion in the patch that is not the stored one is still refused."""
+    svc.create(resolve("job.batch"), "default", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                                                        "containers": [{"name": "c", "image": "busybox"}]}}}})
+    reads: list[str] = []
+    get = svc.store.get
+
+    def counting(key: Key) -> dict[str, Any]:
+        reads.append(key.name)
+        return get(key)
+
+    svc.store.get = counting  # type: ignore[method-assign]
+    job = resolve("job.batch")
+    done = {"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}
+    patched = svc.patch(job, "default", "j", "application/merge-patch+json", done, subresource="status")
+    assert reads == ["j"]
+    assert patched["status"]["succeeded"] == 1 and patched["spec"]["suspend"] is True
+    reads.clear()
+    patched = svc.patch(job, "default", "j", "application/merge-patch+json", {"spec": {"suspend": False}})
+    assert reads == ["j"] and patched["spec"]["suspend"] is False
+    assert patched["status"]["succeeded"] == 1, "a main-resource patch keeps the status"
+    stale = {"metadata": {"resourceVersion": "1"}, "spec": {"suspend": True}}
+    with pytest.raises(Conflict):
+        svc.patch(job, "default", "j", "application/merge-patch+json", stale)
+    assert svc.get(job, "default", "j")["spec"]["suspend"] is False
 
 
 def test_namespaced_objects_need_their_namespace(svc: ObjectService) -> None:

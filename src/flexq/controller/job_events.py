@@ -66,16 +66,16 @@ class JobEvents(QueueState):
         labels = job["metadata"].get("labels") or {}
         obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
                               labels.get(PRIORITY_LABEL))
-        try:
-            created = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True)
+        try:  # checked now, stored with its first status when the step writes (:meth:`_born`)
+            prepared = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True, dry_run=True)
         except (ApiError, BadRequest, StoreError) as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
-        wl.uid = created["metadata"]["uid"]
+        wl.uid = self.store.new_uid()
         wl.created = now
+        self._unborn[wl.key] = (prepared, job)
         self.by_job_uid[uid] = wl.key
         self._note_run_time(job, wl.key)
-        record_event(self.store, job, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
         if info.kind == "RayCluster" and self.runtime is not None:
             clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
             self._after_write.append(lambda: clusters.queued(namespace, name))
@@ -122,8 +122,9 @@ class JobEvents(QueueState):
             stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
             self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
         self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
-        with contextlib.suppress(NotFound):
-            self.store.delete(self._wl_key(wl))
+        if self._unborn.pop(wl.key, None) is None:
+            with contextlib.suppress(NotFound):
+                self.store.delete(self._wl_key(wl))
 
     def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
         outcome = finished(info.kind, job)

@@ -83,6 +83,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
         self._event_notes = []
+        self._unborn = {}
         self._more = False  # the last step left scheduling to do
         self._after_write: list[Callable[[], None]] = []
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
@@ -215,6 +216,7 @@ class QueueController(JobEvents, WorkloadWrites):
         with self._lock:
             self.cursor = self.store.current_rv()
             self._own.clear()
+            self._unborn.clear()
             self.plane.reset()
             self._reconfigure()
             self.by_job_uid = {}
@@ -415,7 +417,7 @@ class QueueController(JobEvents, WorkloadWrites):
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
         self.tally.count(events, parents, self._queued_since,
                          lambda key: getattr(self.scheduler.workload(key), "cluster_queue", ""))
-        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched}
+        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched | {*self._unborn}}
         self._touched = set()
         for event in events:
             # A variant is the scheduler's own: its story is told on the workload it races for.
@@ -427,6 +429,8 @@ class QueueController(JobEvents, WorkloadWrites):
             wl = self.scheduler.workload(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
+            else:
+                self._unborn.pop(key, None)  # gone before it was stored
             if key in self.scheduler.variants or key in self._stored_variants:
                 self._write_variants(key, stamp)
         self.capacity.write()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Workload
-from flexq.store import Key, NotFound
+from flexq.store import AlreadyExists, Key, NotFound, record_event
 from flexq.store.recorder import event_note, record_events
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ class QueueState:
     _stored_variants: dict[str, set[str]]
     _event_notes: list[tuple[Key, dict[str, Any]]]
     """The Events of the write under way (a workload's), recorded together at its end."""
+    _unborn: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+    """Workloads made for jobs in this step, not stored yet: their objects (checked) and their jobs. Each is stored
+    with its first status when the step writes it (one write, not a create and then a status), or as it is when
+    anything reads it before then."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -82,10 +86,33 @@ class QueueState:
         return None if wl is None else wl.queue_time
 
     def _stored_workload(self, wl: Workload) -> dict[str, Any] | None:
+        if wl.key in self._unborn:
+            return self._born(wl, None)
         try:
             return self.store.get(self._wl_key(wl))
         except NotFound:
             return None
+
+    def _born(self, wl: Workload, status: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Store a workload made in this step (with ``status``, its first), with the uid it was given, and note the
+        Event that says so on its job; None if the name is taken (the scheduler forgets it, as if never made)."""
+        obj, job = self._unborn.pop(wl.key)
+        if status is not None:
+            obj = {**obj, "status": status}
+        try:
+            stored = self.store.create(self._wl_key(wl), obj, echo=False, uid=wl.uid)
+        except AlreadyExists as exc:
+            record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=COMPONENT)
+            self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
+            self._log(self.scheduler.delete(wl.key, self.clock.now()))
+            return None
+        note = event_note(job, "CreatedWorkload", f"Created Workload: {wl.key}", self.store.timestamp(),
+                          component=COMPONENT)
+        if status is None:
+            record_events(self.store, [note])
+        else:
+            self._event_notes.append(note)  # with the workload's own, in its write's transaction
+        return stored
 
     @staticmethod
     def _wl_key(wl: Workload) -> Key:

@@ -33,13 +33,14 @@ class WorkloadWrites(QueueState):
     """Write what the scheduler decided about a workload."""
 
     def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
-        stored = self._stored_workload(wl)
+        unborn = wl.key in self._unborn
+        stored = self._unborn[wl.key][0] if unborn else self._stored_workload(wl)
         if stored is None:
             return
         if wl.key in self.scheduler.variants:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation"), *_endings(events))
+                               stored["metadata"].get("generation", 1), *_endings(events))
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -64,7 +65,11 @@ class WorkloadWrites(QueueState):
                               "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
         with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
             self._event_notes = []
-            if status != stored.get("status"):
+            if unborn:
+                stored = self._born(wl, status)
+                if stored is None:
+                    return
+            elif status != stored.get("status"):
                 self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
                                   current=stored)  # read above, in this step's hold of the store
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:

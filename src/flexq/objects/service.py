@@ -207,32 +207,39 @@ class ObjectService:
                 dry_run: bool = False, fields: FieldCheck | None = None) -> dict[str, Any]:
         with self.store.transaction():
             key = self.key(info, namespace, name)
-            old = self.store.get(key)
-            body = copy_json(obj)
-            body.setdefault("metadata", {})
-            if body["metadata"].get("name") not in (None, name):
-                raise BadRequest(
-                    f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
-                )
-            body["metadata"]["name"] = name
-            if subresource == "status":
-                # Status writes are checked against the schema with the stored spec.
-                merged = copy_json(self._to(info, old, body.get("apiVersion", "").rpartition("/")[2] or None))
-                merged["status"] = body.get("status")
-                merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
-                body = merged
-            prepared = self._prepare(info, Document(body, "request", 0), namespace, fields)
-            if subresource is None:  # a status write keeps the stored spec
-                self._check_immutable(info, old, prepared)
-                for hook in self.hooks:
-                    hook(self, info, prepared, old)
-            if dry_run:
-                return self._to(info, prepared, version)
-            stored = self.store.update(key, prepared, subresource=subresource, keep_status=info.status_subresource)
-            self._after_write([info.kind], key)
-            if info.kind in _QUEUE_KINDS:  # its Active condition was just written
-                stored = self.store.get(key)
-            return self._to(info, stored, version)
+            return self._replace(info, namespace, key, self.store.get(key), obj, version, subresource, dry_run, fields)
+
+    def _replace(self, info: KindInfo, namespace: str | None, key: Key, old: dict[str, Any], obj: dict[str, Any],
+                 version: str | None, subresource: str | None, dry_run: bool,
+                 fields: FieldCheck | None) -> dict[str, Any]:
+        """:meth:`replace` of ``old``, the object as stored, read in the transaction under way (not read again)."""
+        name = key.name
+        body = copy_json(obj)
+        body.setdefault("metadata", {})
+        if body["metadata"].get("name") not in (None, name):
+            raise BadRequest(
+                f"the name of the object ({body['metadata']['name']}) does not match the name on the URL ({name})"
+            )
+        body["metadata"]["name"] = name
+        if subresource == "status":
+            # Status writes are checked against the schema with the stored spec.
+            merged = copy_json(self._to(info, old, body.get("apiVersion", "").rpartition("/")[2] or None))
+            merged["status"] = body.get("status")
+            merged["metadata"]["resourceVersion"] = body["metadata"].get("resourceVersion")
+            body = merged
+        prepared = self._prepare(info, Document(body, "request", 0), namespace, fields)
+        if subresource is None:  # a status write keeps the stored spec
+            self._check_immutable(info, old, prepared)
+            for hook in self.hooks:
+                hook(self, info, prepared, old)
+        if dry_run:
+            return self._to(info, prepared, version)
+        stored = self.store.update(key, prepared, subresource=subresource, keep_status=info.status_subresource,
+                                   current=old)
+        self._after_write([info.kind], key)
+        if info.kind in _QUEUE_KINDS:  # its Active condition was just written
+            stored = self.store.get(key)
+        return self._to(info, stored, version)
 
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,
@@ -245,7 +252,9 @@ class ObjectService:
     def _patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
                version: str | None, subresource: str | None, dry_run: bool,
                fields: FieldCheck | None) -> dict[str, Any]:
-        current = self.get(info, namespace, name, version)
+        key = self.key(info, namespace, name)
+        stored = self.store.get(key)
+        current = self._to(info, stored, version)
         try:
             if patch_type == "application/json-patch+json":
                 patched = apply_json_patch(current, body)
@@ -265,8 +274,7 @@ class ObjectService:
             raise BadRequest("the patch does not produce an object", 422, "Invalid")
         if not (isinstance(body, dict) and body.get("metadata", {}).get("resourceVersion")):
             patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
-        return self.replace(info, namespace, name, patched, version, subresource=subresource, dry_run=dry_run,
-                            fields=fields)
+        return self._replace(info, namespace, key, stored, patched, version, subresource, dry_run, fields)
 
     def delete(self, info: KindInfo, namespace: str | None, name: str, version: str | None = None,
                *, resource_version: str | None = None) -> dict[str, Any]:

@@ -340,13 +340,18 @@ class BaseStore(Backend):
         with self._lock:
             return self._exists(key)
 
-    def create(self, key: Key, obj: dict[str, Any], *, echo: bool = True) -> dict[str, Any]:
+    def create(self, key: Key, obj: dict[str, Any], *, echo: bool = True, uid: str | None = None) -> dict[str, Any]:
         """Store a new object; set uid, resourceVersion, generation 1 and creationTimestamp. Returns what was
-        stored: a copy of its own, or with ``echo=False`` the written object (sharing parts with ``obj``)."""
+        stored: a copy of its own, or with ``echo=False`` the written object (sharing parts with ``obj``). ``uid``:
+        one :meth:`new_uid` gave the caller before (an object that others referred to before it was stored)."""
         with self.transaction():
             if self._exists(key):
                 raise AlreadyExists(key)
-            return self._write(ChangeType.ADDED, key, self._new_object(key, obj), echo)
+            return self._write(ChangeType.ADDED, key, self._new_object(key, obj, uid), echo)
+
+    def new_uid(self) -> str:
+        """A uid as the store gives its objects."""
+        return self._new_uid()
 
     def create_many(self, items: list[tuple[Key, dict[str, Any]]]) -> set[Key]:
         """Store new objects as :meth:`create` stores each (not echoed), in one transaction and as few statements
@@ -366,14 +371,14 @@ class BaseStore(Backend):
             self._pending.extend(Change(rv, ChangeType.ADDED, key, body) for key, rv, body in rows)
             return existed
 
-    def _new_object(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
+    def _new_object(self, key: Key, obj: dict[str, Any], uid: str | None = None) -> dict[str, Any]:
         """``obj`` as created: a metadata of its own with the store's fields (the rest shared with ``obj``)."""
         obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
         meta = obj["metadata"]
         meta["name"] = key.name
         if key.namespace:
             meta["namespace"] = key.namespace
-        meta["uid"] = self._new_uid()
+        meta["uid"] = uid or self._new_uid()
         meta["generation"] = 1
         meta["creationTimestamp"] = rfc3339(self._now())
         meta.pop("deletionTimestamp", None)
