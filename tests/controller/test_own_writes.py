@@ -18,8 +18,6 @@ from flexq.scheduler.model import WorkloadState
 from flexq.store import Change, Key, Store
 from tests.queues import queue_yaml
 
-QUEUES = queue_yaml(("default", None))
-
 
 def _job(name: str) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job",
@@ -28,14 +26,21 @@ def _job(name: str) -> dict[str, Any]:
                 {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}
 
 
-def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
+def _controller(tmp_path: Path, cpu: int = 4) -> tuple[Store, ObjectService, QueueController]:
+    """A store with the queue objects (``cq`` with ``cpu`` of quota, ``q``), its object service, and a queue
+    controller that has read it (not running: each test steps it with ``sync``)."""
     store = Store(tmp_path / "flexq.db")
     service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(QUEUES):
+    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=cpu)):
         info = resolve(doc["kind"])
         service.create(info, "default" if info.namespaced else "", doc)
     controller = QueueController(service, RealClock())
     controller.resync()
+    return store, service, controller
+
+
+def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
+    store, service, controller = _controller(tmp_path)
     read: list[tuple[str, str, str]] = []
     dispatch = controller._dispatch
 
@@ -73,13 +78,7 @@ def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
 
 
 def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path: Path) -> None:
-    store = Store(tmp_path / "flexq.db")
-    service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(QUEUES):
-        info = resolve(doc["kind"])
-        service.create(info, "default" if info.namespaced else "", doc)
-    controller = QueueController(service, RealClock())
-    controller.resync()
+    store, service, controller = _controller(tmp_path)
     controller.sync()  # what the start-up read wrote (outside a step) is read back
     forgotten: list[str] = []
     forget = controller._counts.forget

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from flexq.api.kinds import resolve
-from flexq.clock import RealClock
 from flexq.controller.pacing import STEP_CYCLES
-from flexq.controller.queue import QueueController
-from flexq.jobs.webhook import job_webhook
-from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
-from flexq.store import Store
-from tests.controller.test_own_writes import _job
-from tests.queues import queue_yaml
+from tests.controller.test_own_writes import _controller, _job
 
 
 def test_a_busy_moment_is_admitted_over_several_steps_each_of_a_few_cycles(tmp_path: Path) -> None:
-    store = Store(tmp_path / "flexq.db")
-    service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=10)):
-        info = resolve(doc["kind"])
-        service.create(info, "default" if info.namespaced else "", doc)
-    controller = QueueController(service, RealClock())
-    controller.resync()
+    store, service, controller = _controller(tmp_path, cpu=10)
     try:
         for i in range(12):
             service.create(resolve("job.batch"), "default", _job(f"job-{i:02d}"))

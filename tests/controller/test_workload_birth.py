@@ -6,16 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from flexq.api.kinds import resolve
-from flexq.clock import RealClock
-from flexq.controller.queue import QueueController
-from flexq.jobs.webhook import job_webhook
-from flexq.objects.service import ObjectService
-from flexq.store import ChangeType, Store
-from tests.controller.test_own_writes import _job
-from tests.queues import queue_yaml
+from flexq.store import ChangeType
+from tests.controller.test_own_writes import _controller, _job
 
 
 def _conditions(obj: dict[str, object]) -> dict[str, str]:
@@ -25,13 +18,7 @@ def _conditions(obj: dict[str, object]) -> dict[str, str]:
 
 
 def test_a_workload_is_stored_once_with_its_first_status(tmp_path: Path) -> None:
-    store = Store(tmp_path / "flexq.db")
-    service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=1)):
-        info = resolve(doc["kind"])
-        service.create(info, "default" if info.namespaced else "", doc)
-    controller = QueueController(service, RealClock())
-    controller.resync()
+    store, service, controller = _controller(tmp_path, cpu=1)
     try:
         before = store.current_rv()
         for name in ("a", "b", "gone"):
