@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
-from flexq.controller.job_sync import finished, templates
+from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, QueueState
 from flexq.durations import DurationError, parse_duration
@@ -135,9 +135,10 @@ class JobEvents(QueueState):
             self._touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
-            if old is not None and old.state is not WorkloadState.FINISHED:
-                self._log(self.scheduler.finish(old.key, self.clock.now(), outcome))  # its growth never came
-            self._log(self.scheduler.finish(wl.key, self.clock.now(), outcome))
+            message = finish_message(info.kind, job, outcome)
+            if old is not None and old.state is not WorkloadState.FINISHED:  # its growth never came
+                self._log(self.scheduler.finish(old.key, self.clock.now(), message, outcome))
+            self._log(self.scheduler.finish(wl.key, self.clock.now(), message, outcome))
         elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
 

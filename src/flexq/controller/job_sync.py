@@ -13,7 +13,7 @@ from typing import Any
 from flexq.api.jsoncopy import copy_json
 from flexq.scheduler.model import Admission, FlavorSpec
 
-__all__ = ["finished", "inject", "place", "restore", "templates"]
+__all__ = ["finish_message", "finished", "inject", "place", "restore", "templates"]
 
 
 def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
@@ -95,3 +95,14 @@ def finished(kind: str, job: Mapping[str, Any]) -> str | None:
         if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
             return "Succeeded" if cond["type"] == "Complete" else "Failed"
     return None
+
+
+def finish_message(kind: str, job: Mapping[str, Any], outcome: str) -> str:
+    """What the job says about how it ended (its status message, or its Complete/Failed condition's), for its
+    workload's ``Finished`` condition, as Kueue writes it."""
+    status = job.get("status") or {}
+    wanted = "Complete" if outcome == "Succeeded" else "Failed"
+    message = str(status.get("message") or "") if kind == "RayJob" else next(
+        (str(c.get("message") or "") for c in status.get("conditions") or []
+         if c.get("status") == "True" and c.get("type") == wanted), "")
+    return message or ("Job finished successfully" if outcome == "Succeeded" else "Job failed")

@@ -168,7 +168,9 @@ class PodIntegration:
         if wl is None or wl.state is WorkloadState.FINISHED or not wl.holds_quota:
             return []
         verdict = outcome([str((p.get("status") or {}).get("phase", "Pending")) for p in self._pods(key)])
-        return self.qc.scheduler.finish(key, self.qc.clock.now(), verdict) if verdict else []
+        if verdict is None:
+            return []
+        return self.qc.scheduler.finish(key, self.qc.clock.now(), f"Pods {verdict.lower()}", verdict)
 
     # --- admission and eviction ---------------------------------------------------------------------
 

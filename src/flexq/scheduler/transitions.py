@@ -36,7 +36,8 @@ class Transitions(Racing):
     _replaced_by: dict[str, str]
     _set_aside: int
 
-    def finish(self, key: str, now: float, reason: str = "JobFinished") -> list[Event]:
+    def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
+        """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
         wl = self._workloads[key]
         self._queues.discard(wl)
         if wl.admission is not None:
@@ -44,7 +45,8 @@ class Transitions(Racing):
         withdrawn = self._withdraw_all(wl, now, "Variant withdrawn: its workload finished")
         wl.state = WorkloadState.FINISHED
         wl.finished_at = now
-        return [*withdrawn, Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason)]
+        extra = {"finishedReason": outcome} if outcome else {}
+        return [*withdrawn, Event(now, EventKind.FINISHED, wl.key, wl.cluster_queue, reason, extra=extra)]
 
     def complete_eviction(self, key: str, now: float) -> list[Event]:
         """A preempted workload has stopped: its quota is released and it queues again."""

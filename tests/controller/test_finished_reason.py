@@ -1,0 +1,88 @@
+"""A workload's ``Finished`` condition says how its job ended, as Kueue writes it (reason Succeeded or Failed, the
+job's own message), and keeps saying so when its status is written again later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flexq.api.kinds import resolve
+from flexq.objects.service import ObjectService
+from flexq.scheduler.model import WorkloadState
+from flexq.store import Store
+from tests.controller.test_own_writes import _controller, _job
+
+
+def _rayjob(name: str) -> dict[str, Any]:
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {"entrypoint": "python /app/train.py", "rayClusterSpec": {"headGroupSpec": {
+                "rayStartParams": {}, "template": {"spec": {"containers": [
+                    {"name": "ray-head", "image": "rayproject/ray", "resources": {"requests": {"cpu": "1"}}}]}}}}}}
+
+
+def _ended(kind: str, condition: str, message: str) -> dict[str, Any]:
+    if kind == "RayJob":
+        status: dict[str, Any] = {"jobStatus": "SUCCEEDED" if condition == "Complete" else "FAILED",
+                                  "jobDeploymentStatus": "Complete" if condition == "Complete" else "Failed"}
+        if message:
+            status["message"] = message
+        return status
+    cond: dict[str, Any] = {"type": condition, "status": "True"}
+    if message:
+        cond["message"] = message
+    return {"conditions": [cond]}
+
+
+# kind, how the job ends (its condition, its message) → the Finished condition's reason and message
+CASES: dict[str, tuple[str, str, str, str, str]] = {
+    "job completes": ("job.batch", "Complete", "", "Succeeded", "Job finished successfully"),
+    "job completes, with its message": ("job.batch", "Complete", "Reached expected number of succeeded pods",
+                                        "Succeeded", "Reached expected number of succeeded pods"),
+    "job fails": ("job.batch", "Failed", "Job has reached the specified backoff limit",
+                  "Failed", "Job has reached the specified backoff limit"),
+    "job fails, no message": ("job.batch", "Failed", "", "Failed", "Job failed"),
+    "rayjob fails": ("rayjob.ray.io", "Failed", "configmap \"jax-train-script\" not found",
+                     "Failed", "configmap \"jax-train-script\" not found"),
+    "rayjob succeeds": ("rayjob.ray.io", "Complete", "", "Succeeded", "Job finished successfully"),
+}
+
+
+def _finished(store: Store) -> dict[str, Any]:
+    [wl] = store.list_objects("kueue.x-k8s.io", "workloads", "default")[0]
+    [cond] = [c for c in wl["status"]["conditions"] if c["type"] == "Finished"]
+    return {k: cond[k] for k in ("status", "reason", "message")}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_finished_says_how_the_job_ended_and_keeps_it(tmp_path: Path, case: str) -> None:
+    kind, condition, message, reason, expected = CASES[case]
+    store, service, controller = _controller(tmp_path)
+    try:
+        info = resolve(kind)
+        body = _job("a") if info.kind == "Job" else _rayjob("a")
+        service.create(info, "default", body)
+        controller.sync()
+        controller.sync()
+        [wl] = controller.scheduler.workloads()
+        assert wl.state is WorkloadState.ADMITTED
+        _patch_status(service, kind, _ended(info.kind, condition, message))
+        controller.sync()
+        assert wl.state is WorkloadState.FINISHED
+        assert _finished(store) == {"status": "True", "reason": reason, "message": expected}
+        # A later write of the workload's status (here: the job reports its training metrics) keeps how it ended.
+        _patch_status(service, kind, {**_ended(info.kind, condition, message), "trainingMetrics": {"loss": 0.5}})
+        controller.sync()
+        [stored] = store.list_objects("kueue.x-k8s.io", "workloads", "default")[0]
+        assert stored["status"].get("trainingMetrics") == {"loss": 0.5}, "the status was not written again"
+        assert _finished(store) == {"status": "True", "reason": reason, "message": expected}
+    finally:
+        store.close()
+
+
+def _patch_status(service: ObjectService, kind: str, status: dict[str, Any]) -> None:
+    info = resolve(kind)
+    current = service.get(info, "default", "a")
+    service.replace(info, "default", "a", {**current, "status": status}, subresource="status")
