@@ -43,6 +43,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from live_steps import controller_steps, steps_markdown
 
 from flexq.api.kinds import resolve
 from flexq.api.quantity import Quantity
@@ -425,6 +426,7 @@ def markdown(r: dict[str, Any]) -> str:
              "| class | admitted | avg s to admission | p99 s | virtual-time avg s |", "|---|---|---|---|---|"]
     for name, a in r["admission"].items():
         lines.append(f"| {name} | {a['count']:,} | {a['avg_s']} | {a['p99_s']} | {a.get('virtual_avg_s', '')} |")
+    lines += steps_markdown(r.get("controller_steps") or {})
     return "\n".join(lines) + "\n"
 
 
@@ -471,6 +473,7 @@ def main() -> None:
             if leader is not None:
                 lead_cpu, lead_rss = leader.usage()
                 cpu, rss = cpu + lead_cpu, max(rss, lead_rss)
+            steps = controller_steps((leader or server).base, len(jobs))
             store = server.store_mb()
             tables = server.store_tables()
             files = server.store_files()
@@ -484,6 +487,7 @@ def main() -> None:
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
         result["server"]["store_tables"] = tables
         result["server"]["store_files"] = files
+        result["controller_steps"] = steps
         result["split"] = args.split
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"live-{args.config}" + ("-split" if args.split else "") + ("" if args.scale == 1 else f"-{args.scale:g}")

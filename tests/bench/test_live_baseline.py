@@ -41,3 +41,9 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     server = report["server"]
     assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
     assert f"| {report['wall_s']} | {report['bound_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
+    # The controller's steps, from the server's /metrics: each Job's workload written twice at least (stored, finished).
+    steps = report["controller_steps"]
+    assert steps["steps"] >= 1 and steps["busy_s"] > 0
+    assert abs(sum(steps["phase_share"].values()) - 1) < 0.01
+    assert 2 <= steps["workload_writes_per_job"] <= 6, steps
+    assert f"| {steps['steps']:,} | {steps['busy_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()

@@ -61,6 +61,18 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         assert m[("kueue_admission_wait_time_seconds_count", (q,))] == 1
         assert m[("kueue_admission_wait_time_seconds_bucket", (q, ("le", "+Inf")))] == 1
         assert 0 < m[("kueue_admission_wait_time_seconds_sum", (q,))] < 30
+        # The controller's steps: counted, timed whole and by phase (the phases add up to the whole).
+        steps = m[("flexq_controller_steps_total", ())]
+        assert steps >= 1
+        assert m[("flexq_controller_step_duration_seconds_count", ())] == steps
+        assert m[("flexq_controller_step_duration_seconds_bucket", (("le", "+Inf"),))] == steps
+        spent = m[("flexq_controller_step_duration_seconds_sum", ())]
+        phases = {labels[0][1]: v for (name, labels), v in m.items()
+                  if name == "flexq_controller_step_phase_seconds_total"}
+        assert set(phases) == {"read", "schedule", "write", "queues", "commit"}
+        assert abs(sum(phases.values()) - spent) < 1e-6 * max(1.0, spent) + 1e-9
+        assert m[("flexq_controller_changes_read_total", ())] > 0
+        assert m[("flexq_controller_workload_writes_total", ())] >= 2, "both jobs' workloads were written"
     finally:
         servers.close()
 

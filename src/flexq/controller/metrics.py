@@ -11,6 +11,7 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from flexq.controller.steps import StepStats
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import WorkloadState
 
@@ -39,6 +40,8 @@ class Tally:
     """(ClusterQueue, flavor): racing workloads that started on that flavor."""
     waits: dict[str, list[float]] = field(default_factory=dict)
     """Admission waits (seconds from creation or requeue to admission), by ClusterQueue."""
+    steps: StepStats = field(default_factory=StepStats)
+    """The controller's steps."""
 
     def count(self, events: Iterable[Event], variants: Container[str], since: Callable[[str], float | None],
               cq_of: Callable[[str], str]) -> None:

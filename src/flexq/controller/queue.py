@@ -44,6 +44,7 @@ from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
+from flexq.controller.steps import StepTimer
 from flexq.controller.workload_writes import WorkloadWrites, parent_of
 from flexq.jobs.workload import (
     JOB_KINDS,
@@ -99,6 +100,7 @@ class QueueController(JobEvents, WorkloadWrites):
         """Workloads whose status needs writing though no scheduler event names them."""
         self.tally = Tally()
         """What happened since the server started, for /metrics."""
+        self._timer = StepTimer(self.tally.steps)
         self._stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
         self.pods = PodIntegration(self)
@@ -139,30 +141,6 @@ class QueueController(JobEvents, WorkloadWrites):
     def more(self) -> bool:
         """The last step stopped at its cycles with scheduling left to do (the next one goes on at once)."""
         return self._more
-
-    def _run_workload(self, key: str, _now: float) -> None:
-        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
-        other kinds are not executed)."""
-        wl = self.scheduler.workload(key)
-        if self.runtime is None or wl is None:
-            return
-        kind, _, owner = wl.owner.partition(" ")
-        namespace, _, name = owner.partition("/")
-        runtime = self.runtime
-        driver = self.capacity.driver
-        nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
-        counts = {p.name: p.count for p in wl.podsets}
-        start: Callable[[], None]
-        if kind == "RayJob":
-            start = lambda: runtime.start(namespace, name, nodes, counts)  # noqa: E731
-        elif kind == "RayCluster":
-            start = lambda: runtime.clusters.start(namespace, name, nodes, counts)  # noqa: E731
-        elif kind == "Pod":
-            start = lambda: self.pods.run(key, nodes)  # noqa: E731
-        else:
-            return
-        stored = self._wl_key(wl)
-        self._after_write.append(lambda: self._if_admitted(stored, start))
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -269,11 +247,13 @@ class QueueController(JobEvents, WorkloadWrites):
             try:
                 if self._unwritten and self.clock.now() < self._unwritten:
                     return
+                self._timer.begin()
                 with self._step():
                     if self._unwritten:
                         self.resync()
                     else:
                         self._sync()
+                self._timer.end()
                 self._unwritten = 0.0
             except Gone:
                 log.warning("the queue controller fell behind the change log: reading everything afresh")
@@ -311,6 +291,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 changes = self.store.changes(self.cursor)
                 if not changes:
                     break
+                self._timer.changes += len(changes)
                 for change in changes:
                     self.cursor = change.rv
                     if change.rv in self._own:
@@ -330,6 +311,7 @@ class QueueController(JobEvents, WorkloadWrites):
                         self._dispatch(info, change)
             if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
+            self._timer.lap("read")
             self._schedule_and_write()
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
@@ -411,6 +393,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self.capacity.timers.run_due()
         now = self.clock.now()
         self._more = self.plane.settle(now, STEP_CYCLES)
+        self._timer.lap("schedule")
         events, self._pending_events = self._pending_events, []
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
@@ -429,12 +412,15 @@ class QueueController(JobEvents, WorkloadWrites):
             wl = self.scheduler.workload(key)
             if wl is not None:
                 self._write_workload(wl, evs, stamp)
+                self._timer.writes += 1
             else:
                 self._unborn.pop(key, None)  # gone before it was stored
             if key in self.scheduler.variants or key in self._stored_variants:
                 self._write_variants(key, stamp)
         self.capacity.write()
+        self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
+        self._timer.lap("queues")
 
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""

@@ -32,6 +32,30 @@ log = logging.getLogger("flexq.controller")
 class WorkloadWrites(QueueState):
     """Write what the scheduler decided about a workload."""
 
+    def _run_workload(self, key: str, _now: float) -> None:
+        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
+        other kinds are not executed)."""
+        wl = self.scheduler.workload(key)
+        if self.runtime is None or wl is None:
+            return
+        kind, _, owner = wl.owner.partition(" ")
+        namespace, _, name = owner.partition("/")
+        runtime = self.runtime
+        driver = self.capacity.driver
+        nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
+        counts = {p.name: p.count for p in wl.podsets}
+        start: Callable[[], None]
+        if kind == "RayJob":
+            start = lambda: runtime.start(namespace, name, nodes, counts)  # noqa: E731
+        elif kind == "RayCluster":
+            start = lambda: runtime.clusters.start(namespace, name, nodes, counts)  # noqa: E731
+        elif kind == "Pod":
+            start = lambda: self.pods.run(key, nodes)  # noqa: E731
+        else:
+            return
+        stored = self._wl_key(wl)
+        self._after_write.append(lambda: self._if_admitted(stored, start))
+
     def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
         unborn = wl.key in self._unborn
         stored = self._unborn[wl.key][0] if unborn else self._stored_workload(wl)

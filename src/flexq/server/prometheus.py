@@ -11,6 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
+from flexq.controller.steps import PHASES, StepStats
 
 __all__ = ["render"]
 
@@ -112,3 +113,22 @@ class _Figures(Collector):
         for cq, usd in sorted(s.cost.items()):
             cost.add_metric([cq], round(usd, 6))
         yield cost
+        yield from _steps(t.steps)
+
+
+def _steps(steps: StepStats) -> Iterator[Metric]:
+    """The queue controller's steps: how many, how long, in which phase, what they read and wrote."""
+    yield CounterMetricFamily("flexq_controller_steps", "Steps of the queue controller", value=steps.steps)
+    duration = HistogramMetricFamily("flexq_controller_step_duration_seconds", "How long a step of the queue "
+                                     "controller took, from reading the store's changes to its commit")
+    duration.add_metric([], steps.cumulative(), steps.seconds)
+    yield duration
+    phases = CounterMetricFamily("flexq_controller_step_phase_seconds", "Seconds the queue controller's steps "
+                                 "spent in each phase (read, schedule, write, queues, commit)", labels=["phase"])
+    for phase in PHASES:
+        phases.add_metric([phase], steps.phases.get(phase, 0.0))
+    yield phases
+    yield CounterMetricFamily("flexq_controller_changes_read", "Changes of the store the queue controller read",
+                              value=steps.changes)
+    yield CounterMetricFamily("flexq_controller_workload_writes", "Workloads the queue controller wrote (a status, "
+                              "or a workload stored with its first status)", value=steps.writes)

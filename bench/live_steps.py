@@ -1,0 +1,64 @@
+"""The queue controller's steps during a live benchmark run, from the server's ``/metrics``: how many, how long, which
+phase they spent their time in, and what they read and wrote (see ``flexq.controller.steps``)."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["controller_steps", "steps_markdown"]
+
+_PHASES = ("read", "schedule", "write", "queues", "commit")
+
+
+def controller_steps(base: str, jobs: int) -> dict[str, Any]:
+    """The steps' figures of the server at ``base`` (read once the run is over), ``jobs`` Jobs having run."""
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    values: dict[str, float] = {}
+    buckets: list[tuple[float, float]] = []
+    phases: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "flexq_controller_step_duration_seconds_bucket":
+                buckets.append((float(s.labels["le"]), s.value))
+            elif s.name == "flexq_controller_step_phase_seconds_total":
+                phases[s.labels["phase"]] = s.value
+            elif s.name.startswith("flexq_controller_"):
+                values[s.name] = s.value
+    steps = values.get("flexq_controller_steps_total", 0.0)
+    seconds = values.get("flexq_controller_step_duration_seconds_sum", 0.0)
+    if not steps:
+        return {"steps": 0}
+    return {
+        "steps": int(steps),
+        "busy_s": round(seconds, 2),
+        "avg_ms": round(seconds / steps * 1000, 1),
+        "p50_ms_at_most": _quantile(sorted(buckets), steps, 0.5),
+        "p90_ms_at_most": _quantile(sorted(buckets), steps, 0.9),
+        "phase_share": {p: round(phases.get(p, 0.0) / seconds, 3) for p in _PHASES} if seconds else {},
+        "changes_per_step": round(values.get("flexq_controller_changes_read_total", 0.0) / steps, 1),
+        "workload_writes_per_job": round(values.get("flexq_controller_workload_writes_total", 0.0) / jobs, 2)
+        if jobs else None,
+    }
+
+
+def _quantile(buckets: list[tuple[float, float]], steps: float, q: float) -> float | None:
+    """The upper bound (ms) of the histogram bucket the ``q`` quantile of the steps falls in (None: above them all)."""
+    for bound, seen in buckets:
+        if seen >= q * steps:
+            return None if bound == float("inf") else round(bound * 1000, 1)
+    return None
+
+
+def steps_markdown(steps: dict[str, Any]) -> list[str]:
+    if not steps.get("steps"):
+        return []
+    share = steps["phase_share"]
+    return ["", "| controller steps | busy s | avg ms | p50 ms ≤ | p90 ms ≤ | read | schedule | write | queues "
+            "| commit | changes/step | workload writes/Job |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {steps['steps']:,} | {steps['busy_s']} | {steps['avg_ms']} | {steps['p50_ms_at_most']} "
+            f"| {steps['p90_ms_at_most']} | " + " | ".join(f"{share.get(p, 0):.0%}" for p in _PHASES)
+            + f" | {steps['changes_per_step']} | {steps['workload_writes_per_job']} |"]
