@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,14 +31,29 @@ def test_the_dictionary_never_changes() -> None:
 @pytest.mark.parametrize("text", [dumps(_EVENT), "{}", '{"data":{"x":"ümlaut ✓"}}', "", '{"n":' + "1" * 5000 + "}"])
 def test_a_packed_body_unpacks_to_its_text(text: str) -> None:
     packed = pack(text)
-    assert isinstance(packed, bytes) and packed[0] == 1
+    assert isinstance(packed, bytes) and packed[0] == 2
     assert unpack(packed) == text
     assert unpack(text) == text, "text from before bodies were packed reads as it is"
+    assert unpack(_deflated(text)) == text, "a body packed in the first format (deflate) reads as it was"
+
+
+def _deflated(text: str) -> bytes:
+    """``text`` as the store packed bodies first: format 1, raw deflate against the same dictionary."""
+    dictionary = resources.files("flexq.store").joinpath("bodies-1.zdict").read_bytes()
+    packer = zlib.compressobj(1, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, dictionary)
+    return b"\x01" + packer.compress(text.encode()) + packer.flush()
+
+
+def test_bodies_pack_in_parallel_threads() -> None:
+    texts = [dumps({**_EVENT, "metadata": {**_EVENT["metadata"], "name": f"e-{i}"}}) for i in range(400)]
+    with ThreadPoolExecutor(8) as pool:
+        packed = list(pool.map(pack, texts))
+        assert list(pool.map(unpack, packed)) == texts
 
 
 @pytest.mark.parametrize("kind", ["event", "workload", "rayjob"])
 def test_what_the_server_stores_packs_to_under_a_third_of_its_text(kind: str) -> None:
-    """Deflate alone makes about half of these: the dictionary does the rest."""
+    """Compression alone makes about half of these: the dictionary does the rest."""
     text = dumps(json.loads((_DATA / f"{kind}.json").read_text()))
     assert len(pack(text)) * 3 < len(text), (len(pack(text)), len(text))
 
