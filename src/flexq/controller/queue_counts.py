@@ -4,7 +4,9 @@ Kept after every step of the queue controller, and written where a figure change
 is remembered per queue, and a queue is read (and written, if its stored status differs) only when its
 figures differ from those, or when its object changed since (someone else may have written its status).
 Under load the figures change at every step: they are then written at most every ``INTERVAL`` seconds, as
-Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when the next write is due).
+Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when the next write is due), and less
+often where writing them takes long (a thousand queues whose figures all change): they take at most ``SHARE`` of
+the controller's time.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from flexq.store import BaseStore, Key, NotFound
 __all__ = ["INTERVAL", "QueueCounts", "object_key"]
 
 INTERVAL: Final = 0.1
-"""Seconds between two writes of the queues' statuses, at the most."""
+"""Seconds between two writes of the queues' statuses, at the most (where writing them is quick)."""
+SHARE: Final = 0.1
+"""The share of the controller's time the queues' statuses may take: after a write that took ``d`` seconds, the
+next comes ``d / SHARE`` seconds after it began, at the earliest."""
 
 
 def object_key(info: KindInfo, obj: Mapping[str, Any]) -> Key:
@@ -37,6 +42,8 @@ class QueueCounts:
         self.store = store
         self._monotonic = monotonic
         self._last = -INTERVAL
+        self._gap = INTERVAL
+        """Seconds from one write's start to the next one's, at the least (see :data:`SHARE`)."""
         self._written: dict[Key, dict[str, Any]] = {}
         self._slots: dict[str, tuple[str, tuple[str, str], int]] = {}
         self._counts: dict[str, list[int]] = {}
@@ -94,6 +101,11 @@ class QueueCounts:
         if not (self._dirty or self._dirty_local) or self.due_in() > 0:
             return
         self._last = self._monotonic()
+        self._write_all(scheduler, cluster_queues, local_queues)
+        self._gap = max(INTERVAL, (self._monotonic() - self._last) / SHARE)
+
+    def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
+                   local_queues: Iterable[Mapping[str, Any]]) -> None:
         with self.store.transaction():
             for cq in cluster_queues:
                 name = cq["metadata"]["name"]
@@ -127,7 +139,7 @@ class QueueCounts:
         """Seconds until figures that changed may be written (0: now; ``inf``: nothing changed)."""
         if not (self._dirty or self._dirty_local):
             return float("inf")
-        return max(0.0, self._last + INTERVAL - self._monotonic())
+        return max(0.0, self._last + self._gap - self._monotonic())
 
     def _set(self, obj: Mapping[str, Any], fields: dict[str, Any]) -> None:
         key = object_key(resolve(str(obj["kind"])), obj)

@@ -1,0 +1,80 @@
+"""The queues' statuses take at most a tenth of the controller's time: after a write of them that took long (a
+thousand queues whose figures all changed), the next waits ten times as long; a quick one keeps the 0.1 s pace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from flexq.controller.queue_counts import INTERVAL, SHARE, QueueCounts
+from flexq.scheduler.scheduler import Scheduler
+from flexq.store import Key, Store
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _SlowStore(Store):
+    """A store where each write takes ``per_write`` seconds of the clock."""
+
+    def __init__(self, path: Path, clock: _Clock, per_write: float) -> None:
+        super().__init__(path)
+        self.clock, self.per_write, self.writes = clock, per_write, 0
+
+    def update(self, key: Key, obj: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        self.clock.now += self.per_write
+        self.writes += 1
+        return super().update(key, obj, **kwargs)
+
+
+class _NoWorkloads:
+    """The scheduler as the counts see it, with no workloads and nothing in use."""
+
+    def workload(self, key: str) -> None:
+        return None
+
+    def workload_keys(self) -> list[str]:
+        return []
+
+    def queue_usage(self, name: str) -> dict[Any, int]:
+        return {}
+
+    def nominal(self, name: str, fr: Any) -> int:
+        return 0
+
+
+QUEUES = 30
+# seconds each queue's status takes to write → seconds from a write's start to the next one's
+CASES: dict[float, float] = {0.0001: INTERVAL, 0.001: 0.03 / SHARE, 0.01: 0.3 / SHARE}
+
+
+@pytest.mark.parametrize("per_write", sorted(CASES))
+def test_the_next_write_waits_in_proportion_to_the_last_ones_length(tmp_path: Path, per_write: float) -> None:
+    clock = _Clock()
+    store = _SlowStore(tmp_path / "flexq.db", clock, per_write)
+    try:
+        queues = [store.create(Key("kueue.x-k8s.io", "clusterqueues", "", f"cq-{i}"), {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
+            "spec": {"resourceGroups": []}}) for i in range(QUEUES)]
+        counts = QueueCounts(store, clock)
+        scheduler = cast(Scheduler, _NoWorkloads())
+        began = clock.now
+        counts.write(scheduler, queues, [], [])  # every queue counted and written once
+        assert store.writes == QUEUES
+        counts.forget(Key("kueue.x-k8s.io", "clusterqueues", "", "cq-0"))  # its figures may have changed
+        assert counts.due_in() == pytest.approx(began + CASES[per_write] - clock.now)
+        clock.now = began + CASES[per_write] - 0.001
+        assert counts.due_in() > 0
+        counts.write(scheduler, queues, [], [])  # not yet due: nothing written
+        assert store.writes == QUEUES
+        clock.now = began + CASES[per_write]
+        assert counts.due_in() == 0
+    finally:
+        store.close()
