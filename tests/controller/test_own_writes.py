@@ -108,3 +108,34 @@ def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path:
         assert store.get(cq)["status"]["admittedWorkloads"] == 2
     finally:
         store.close()
+
+
+def test_a_job_is_read_once_to_start_it_and_once_to_stop_it(tmp_path: Path) -> None:
+    """Starting an admitted job (and stopping an evicted one) reads the job once: the object to change and the
+    object as stored come from the same read, and the write goes over exactly that version."""
+    store, service, controller = _controller(tmp_path, cpu=1)
+    try:
+        reads: list[str] = []
+        body = store._body
+
+        def counting(key: Key) -> Any:
+            if key.resource == "jobs":
+                reads.append(key.name)
+            return body(key)
+
+        store._body = counting  # type: ignore[method-assign]
+        service.create(resolve("job.batch"), "default", _job("a"))
+        controller.sync()  # admitted, and its Job started
+        assert reads == ["a"]
+        job = store.get(Key("batch", "jobs", "default", "a"))
+        assert job["spec"]["suspend"] is False and job["metadata"]["generation"] == 2
+        reads.clear()
+        [wl] = controller.scheduler.workloads()
+        controller._log(controller.scheduler.deactivate(wl.key, controller.clock.now()))
+        controller._touched.add(wl.key)
+        with controller._step():
+            controller._schedule_and_write()  # evicted: its Job stopped
+        assert reads == ["a"]
+        assert store.get(Key("batch", "jobs", "default", "a"))["spec"]["suspend"] is True
+    finally:
+        store.close()

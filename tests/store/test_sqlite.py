@@ -51,6 +51,20 @@ def test_noop_update_writes_nothing(open_store: OpenStore) -> None:
     assert store.current_rv() == 1
 
 
+def test_an_object_read_to_change_comes_twice_from_one_read(open_store: OpenStore) -> None:
+    store = open_store()
+    created = store.create(KEY, _obj())
+    mine, stored = store.get_to_change(KEY)
+    assert mine == stored == created and mine is not stored
+    mine["spec"] = {"changed": True}
+    mine["metadata"]["labels"] = {"x": "y"}
+    assert stored == created, "the object as stored shares nothing with the copy to change"
+    written = store.update(KEY, mine, current=stored)
+    assert written["spec"] == {"changed": True} and written["metadata"]["generation"] == 2
+    with pytest.raises(NotFound):
+        store.get_to_change(Key("", "configmaps", "default", "none"))
+
+
 def test_delete_and_not_found(open_store: OpenStore) -> None:
     store = open_store()
     store.create(KEY, _obj())

@@ -192,8 +192,9 @@ class WorkloadWrites(QueueState):
         warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
         self._note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
 
-    def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any]] | None:
-        """The job that owns ``workload``: its kind, key and current object (None if gone)."""
+    def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any], dict[str, Any]] | None:
+        """The job that owns ``workload``: its kind, key and current object twice, a copy to change and the object
+        as stored (None if gone)."""
         ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
         if ref is None:
             return None
@@ -203,7 +204,7 @@ class WorkloadWrites(QueueState):
             return None
         key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
         try:
-            return info, key, self.store.get(key)
+            return info, key, *self.store.get_to_change(key)
         except NotFound:
             return None
 
@@ -216,13 +217,13 @@ class WorkloadWrites(QueueState):
         owned = self._owned_job(workload)
         if owned is None or wl.admission is None:
             return
-        info, key, job = owned
+        info, key, job, stored = owned
         annotations: dict[str, dict[str, str]] = {}
         for updates in wl.pod_set_updates.values():
             for podset, values in updates.items():
                 annotations.setdefault(podset, {}).update(values)
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
-        self.store.update(key, job, echo=False)
+        self.store.update(key, job, echo=False, current=stored)
         self._note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")
         if self.capacity.driver is None:
             self._run_workload(wl.key, self.clock.now())
@@ -234,7 +235,7 @@ class WorkloadWrites(QueueState):
         owned = self._owned_job(workload)
         if owned is None:
             return
-        info, key, job = owned
+        info, key, job, stored = owned
         originals = {ps["name"]: ps.get("template") or {} for ps in workload.get("spec", {}).get("podSets") or []}
         if self.runtime is not None and info.kind in RAY_KINDS:
             runtime, namespace, name = self.runtime, key.namespace, key.name
@@ -244,7 +245,7 @@ class WorkloadWrites(QueueState):
             else:
                 self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
-        self.store.update(key, job, echo=False)
+        self.store.update(key, job, echo=False, current=stored)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
                      type="Warning", component=_COMPONENT)
 

@@ -254,6 +254,15 @@ class BaseStore(Backend):
         body: dict[str, Any] = loads(text)
         return body
 
+    def get_to_change(self, key: Key) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The object at ``key`` twice from one read: a copy to change, and the object as stored (for
+        :meth:`update`'s ``current``, by a writer that holds the store until it writes)."""
+        with self._lock:
+            text = self._body(key)
+        if text is None:
+            raise NotFound(key)
+        return loads(text), loads(text)
+
     def list_objects(self, group: str, resource: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects of one resource (in one namespace, or all), ordered by namespace and name; and the rv."""
         with self._lock:
