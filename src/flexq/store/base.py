@@ -1,19 +1,17 @@
 """What every back end of the store shares: one global resourceVersion, an ordered change log, transactions.
 
-Every write bumps one counter; the new value is the object's ``metadata.resourceVersion`` and the key of
-a row in ``changes`` (ADDED, MODIFIED, DELETED with the object as written). Controllers and watches read
-that log in order from any resourceVersion, so a consumer that remembers the last one it saw resumes
-after a restart. :meth:`BaseStore.transaction` groups writes so that a multi-document apply lands whole or
-not at all; :meth:`BaseStore.batch` groups the transactions of one caller into one commit (each still
-whole or not at all). The newest changes are also kept in memory (:mod:`flexq.store.window`), and the log
-keeps a window of ``history`` changes, as etcd compacts its own: a reader resuming from a compacted
-resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists again).
-A write the database refuses (disk full, locked by another process: :mod:`flexq.store.faults`) is undone
-whole and raises :class:`StoreUnavailable`; reads go on.
+Every write bumps one counter; the new value is the object's ``metadata.resourceVersion`` and the key of a row in
+``changes`` (ADDED, MODIFIED, DELETED with the object as written). Controllers and watches read that log in order
+from any resourceVersion, so a consumer that remembers the last one it saw resumes after a restart.
+:meth:`BaseStore.transaction` groups writes so that a multi-document apply lands whole or not at all;
+:meth:`BaseStore.batch` groups the transactions of one caller into one commit (each still whole or not at all). The
+newest changes are also kept in memory (:mod:`flexq.store.window`), and the log keeps a window of ``history``
+changes, as etcd compacts its own: a reader resuming from a compacted resourceVersion gets :class:`Gone` (a watch
+answers 410, and kubectl or an informer lists again). A write the database refuses (disk full, locked by another
+process: :mod:`flexq.store.faults`) is undone whole and raises :class:`StoreUnavailable`; reads go on.
 
-The store knows nothing of kinds: validation and defaulting happen above it. It owns the fields the
-API server owns: ``uid``, ``resourceVersion``, ``generation`` (bumped when anything but metadata and
-status changes), ``creationTimestamp``.
+The store knows nothing of kinds (validation and defaulting happen above it). It owns the API server's fields:
+``uid``, ``resourceVersion``, ``creationTimestamp``, ``generation`` (bumped by changes outside metadata and status).
 
 A back end (:mod:`flexq.store.sqlite`, :mod:`flexq.store.postgres`) supplies the statements: beginning,
 committing and undoing a transaction, and reading and writing rows. Its write transactions must exclude one
@@ -247,21 +245,20 @@ class BaseStore(Backend):
             return self._counter("rv") or 0
 
     def get(self, key: Key) -> dict[str, Any]:
-        with self._lock:
-            text = self._body(key)
-        if text is None:
-            raise NotFound(key)
-        body: dict[str, Any] = loads(text)
+        body: dict[str, Any] = loads(self._text(key))
         return body
 
     def get_to_change(self, key: Key) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The object at ``key`` twice from one read: a copy to change, and the object as stored (for
-        :meth:`update`'s ``current``, by a writer that holds the store until it writes)."""
+        """Two of the object at ``key`` from one read: a copy to change, and one for :meth:`update`'s ``current``."""
+        text = self._text(key)
+        return loads(text), loads(text)
+
+    def _text(self, key: Key) -> str:
         with self._lock:
             text = self._body(key)
         if text is None:
             raise NotFound(key)
-        return loads(text), loads(text)
+        return text
 
     def list_objects(self, group: str, resource: str, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects of one resource (in one namespace, or all), ordered by namespace and name; and the rv."""

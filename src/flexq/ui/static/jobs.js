@@ -44,10 +44,13 @@
     }
   }
 
+  let asked = 0;  // refreshes started: an answer to an older one than the last is not shown over a newer one's
   async function refresh() {
+    const mine = ++asked;
     history.replaceState(null, "", "?" + query());
     header();
     const page = await json("/flexq/v1/dashboard/jobs?" + query());
+    if (mine !== asked) return;
     options(document.getElementById("f-queue"), page.queues, view.queue);
     options(document.getElementById("f-state"), page.states, view.state);
     options(document.getElementById("f-flavor"), page.flavors, view.flavor);
