@@ -8,9 +8,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["controller_steps", "steps_markdown"]
+from flexq.controller.steps import PHASES
 
-_PHASES = ("read", "schedule", "write", "queues", "commit")
+__all__ = ["controller_steps", "steps_markdown"]
 
 
 def controller_steps(base: str, jobs: int) -> dict[str, Any]:
@@ -32,13 +32,14 @@ def controller_steps(base: str, jobs: int) -> dict[str, Any]:
     seconds = values.get("flexq_controller_step_duration_seconds_sum", 0.0)
     if not steps:
         return {"steps": 0}
+    buckets.sort()
     return {
         "steps": int(steps),
         "busy_s": round(seconds, 2),
         "avg_ms": round(seconds / steps * 1000, 1),
-        "p50_ms_at_most": _quantile(sorted(buckets), steps, 0.5),
-        "p90_ms_at_most": _quantile(sorted(buckets), steps, 0.9),
-        "phase_share": {p: round(phases.get(p, 0.0) / seconds, 3) for p in _PHASES} if seconds else {},
+        "p50_ms_at_most": _quantile(buckets, steps, 0.5),
+        "p90_ms_at_most": _quantile(buckets, steps, 0.9),
+        "phase_share": {p: round(phases.get(p, 0.0) / seconds, 3) for p in PHASES} if seconds else {},
         "changes_per_step": round(values.get("flexq_controller_changes_read_total", 0.0) / steps, 1),
         "workload_writes_per_job": round(values.get("flexq_controller_workload_writes_total", 0.0) / jobs, 2)
         if jobs else None,
@@ -60,5 +61,5 @@ def steps_markdown(steps: dict[str, Any]) -> list[str]:
     return ["", "| controller steps | busy s | avg ms | p50 ms ≤ | p90 ms ≤ | read | schedule | write | queues "
             "| commit | changes/step | workload writes/Job |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {steps['steps']:,} | {steps['busy_s']} | {steps['avg_ms']} | {steps['p50_ms_at_most']} "
-            f"| {steps['p90_ms_at_most']} | " + " | ".join(f"{share.get(p, 0):.0%}" for p in _PHASES)
+            f"| {steps['p90_ms_at_most']} | " + " | ".join(f"{share.get(p, 0):.0%}" for p in PHASES)
             + f" | {steps['changes_per_step']} | {steps['workload_writes_per_job']} |"]

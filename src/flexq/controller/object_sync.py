@@ -216,10 +216,10 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
     if preempted is not None:
         cond("Preempted", True, preempted[0], preempted[1])
     if wl.state is WorkloadState.FINISHED:
-        kept = find_condition(status, "Finished")  # a later rewrite keeps how it ended
-        cond("Finished", True, *(finished or ((str(kept.get("reason", "")), str(kept.get("message", "")))
-                                              if kept is not None and kept.get("status") == "True"
-                                              else ("Succeeded", "Job finished"))))
+        kept = find_condition(status, "Finished")
+        if finished is None and kept is not None and kept.get("status") == "True":  # a later rewrite keeps how it ended
+            finished = (str(kept.get("reason", "")), str(kept.get("message", "")))
+        cond("Finished", True, *(finished or ("Succeeded", "Job finished")))
     if wl.state is WorkloadState.PENDING and assignment is not None:
         status["flavorsConsidered"] = _considered(assignment)
     else:

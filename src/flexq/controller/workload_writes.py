@@ -283,7 +283,7 @@ def _endings(events: list[Event]) -> tuple[Ending, Ending, Ending]:
     evicted = preempted = finished = None
     for event in events:
         if event.kind is EventKind.FINISHED and event.extra.get("finishedReason"):
-            finished = (str(event.extra["finishedReason"]), event.reason or str(event.extra["finishedReason"]))
+            finished = (str(event.extra["finishedReason"]), event.reason)
         if event.kind is EventKind.EVICTED:
             evicted = (str(event.extra.get("cause", "Evicted")), event.reason)
         if event.kind is EventKind.PREEMPTED:
