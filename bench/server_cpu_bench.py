@@ -1,15 +1,17 @@
-"""The server's CPU per Job on Kueue's baseline, in one process and without HTTP: what the store, the API's object
+"""The server's CPU per Job on Kueue's configs, in one process and without HTTP: what the store, the API's object
 service and the queue controller spend on each Job's life, measured apart from the network and the machine's load.
 
-    python bench/server_cpu_bench.py [--jobs 3000] [--batch 50] [--profile api|controller]
+    python bench/server_cpu_bench.py [--config baseline|large-scale] [--jobs 3000] [--batch 50]
+                                     [--profile api|controller]
 
-The baseline's queue objects are created through the object service, then Jobs in batches of ``--batch``: each
-batch is created as the API creates them, the controller steps, and every Job whose workload is admitted is
-finished with the status patch Kueue's perf runner sends (a merge patch of the Job's status), and the controller
-steps again. The run goes on until every Job is finished. It reports the CPU seconds of each side (the API's
-creates and patches, the controller's steps) per Job, and the writes the store made per Job; ``--profile`` adds
-that side's top functions (cProfile, cumulative). Unlike ``live_baseline.py`` the figures do not depend on the
-load generator or on how the two share the machine: use them to compare one change against another.
+The config's queue objects (Kueue's baseline by default; its large-scale config has 1,000 ClusterQueues) are
+created through the object service, then Jobs in batches of ``--batch``: each batch is created as the API creates
+them, the controller steps, and every Job whose workload is admitted is finished with the status patch Kueue's perf
+runner sends (a merge patch of the Job's status), and the controller steps again. The run goes on until every Job
+is finished. It reports the CPU seconds of each side (the API's creates and patches, the controller's steps) per
+Job, and the writes the store made per Job; ``--profile`` adds that side's top functions (cProfile, cumulative).
+Unlike ``live_baseline.py`` the figures do not depend on the load generator or on how the two share the machine:
+use them to compare one change against another.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def _settle(controller: QueueController) -> None:
         controller.sync()
 
 
-def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
-    path = HERE / "kueue" / "baseline.yaml"
+def run(jobs_wanted: int, batch: int, profile: str | None, config: str = "baseline") -> dict[str, Any]:
+    path = HERE / "kueue" / f"{config}.yaml"
     docs, submissions = load_generator_file(path, str(path))
     jobs = [s.document.obj for s in sorted(submissions, key=lambda s: s.at)][:jobs_wanted]
     with tempfile.TemporaryDirectory(prefix="flexq-cpu-") as tmp:
@@ -110,7 +112,7 @@ def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
         writes = store.current_rv() - rv0
         store.close()
     result: dict[str, Any] = {
-        "jobs": len(jobs), "batch": batch,
+        "config": config, "jobs": len(jobs), "batch": batch,
         "api_ms_per_job": round(1000 * spent["api"] / len(jobs), 3),
         "controller_ms_per_job": round(1000 * spent["controller"] / len(jobs), 3),
         "writes_per_job": round(writes / len(jobs), 2),
@@ -124,13 +126,14 @@ def run(jobs_wanted: int, batch: int, profile: str | None) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", choices=["baseline", "large-scale"], default="baseline")
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--profile", choices=["api", "controller"],
                         help="print the top functions of the API's object service or of the controller")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     args = parser.parse_args()
-    result = run(args.jobs, args.batch, args.profile)
+    result = run(args.jobs, args.batch, args.profile, args.config)
     profile = result.pop("profile", None)
     print(json.dumps(result))
     if profile is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,23 @@ def _no_listing(*_args: object) -> None:
 def _event_keys(store: Store) -> list[Key]:
     rows = store._db.execute("SELECT namespace, name FROM objects WHERE resource='events'").fetchall()
     return [Key("", "events", ns, name) for ns, name in rows]
+
+
+def test_a_started_expiry_reads_the_events_at_once_and_never_lists_them_again(tmp_path: Path,
+                                                                              monkeypatch: Any) -> None:
+    store = Store(tmp_path / "flexq.db")
+    expiry = EventExpiry(store, 3600, now=NOW.timestamp)
+    try:
+        record_event(store, _involved("before"), "Started", "before started", now=NOW - timedelta(hours=3))
+        expiry.every = 3600.0  # no sweep of its own during the test
+        expiry.start()
+        deadline = time.monotonic() + 10
+        while not expiry._seeded and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert expiry._seeded
+        monkeypatch.setattr(store, "list_objects", _no_listing)
+        record_event(store, _involved("stale"), "Started", "stale started", now=NOW - timedelta(hours=2))
+        assert expiry.sweep() == 2 and _event_keys(store) == []
+    finally:
+        expiry.stop()
+        store.close()

@@ -4,9 +4,10 @@ Every controller records Events (a workload admitted, a pool scaled, a job start
 grow the store for as long as the server runs. An Event whose ``lastTimestamp`` (else its creation) is older than
 the TTL is deleted; one counted again meanwhile (``count`` + 1, a newer ``lastTimestamp``) lives on.
 
-The Events are read once, at the first sweep; after that the expiry follows the store's changes and keeps each
-Event's due time in a heap, so a sweep reads only the Events that are due (a server holding a hundred thousand
-Events does not parse them all every minute).
+The Events are read once, when the expiry starts (or at the first sweep, called directly); after that the expiry
+follows the store's changes and keeps each Event's due time in a heap, so a sweep reads only the Events that are
+due (a server holding a hundred thousand Events does not parse them all every minute, and those written since it
+started are never listed: reading them at the first sweep instead cost a busy server a pause a minute in).
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class EventExpiry:
             self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        if not self._seeded:
+            try:
+                self._seed()  # what the store held at the start; since then, the changes are followed
+            except StoreError as exc:
+                log.warning("reading the Events to expire failed: %s", exc)
         while not self._stop.wait(self.every):
             try:
                 self.sweep()

@@ -168,9 +168,14 @@ class QueueController(JobEvents, WorkloadWrites):
         info = resolve(kind)
         return self.store.list_objects(info.group, info.plural)[0]
 
-    def _reconfigure(self) -> None:
-        by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
-        self._config.reset((object_key(resolve(kind), o), o) for kind, objects in by_kind.items() for o in objects)
+    def _reconfigure(self, *, read: bool = False) -> None:
+        """Configure the scheduler from the configuration objects followed since the last read of them (``read``:
+        read them from the store first)."""
+        if read:
+            by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
+            self._config.reset((kind, object_key(resolve(kind), o), o) for kind, objects in by_kind.items()
+                               for o in objects)
+        by_kind = self._config.objects(_CONFIG_KINDS)
         self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
         self._counts.recount()
         self._reconfigured, self._reconfigure_due = self.clock.now(), False
@@ -196,7 +201,7 @@ class QueueController(JobEvents, WorkloadWrites):
             self._own.clear()
             self._unborn.clear()
             self.plane.reset()
-            self._reconfigure()
+            self._reconfigure(read=True)
             self.by_job_uid = {}
             self._stored_variants = {}
             for obj in self._objects("Workload"):
@@ -304,7 +309,7 @@ class QueueController(JobEvents, WorkloadWrites):
                     if info.kind in _CONFIG_KINDS:
                         if info.kind in ("ClusterQueue", "LocalQueue"):
                             self._counts.forget(change.key)
-                        self._reconfigure_due = self._config.changed(change) or self._reconfigure_due
+                        self._reconfigure_due = self._config.changed(info.kind, change) or self._reconfigure_due
                     else:
                         if self._reconfigure_due and (info.kind in JOB_KINDS or info.kind == "Workload"):
                             self._reconfigure()  # a job is read with the queues and priorities made before it

@@ -6,7 +6,6 @@ so that the real kubectl works against flexq unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from flexq.server.authn import caller
 from flexq.server.discovery import REVIEW_RESOURCES, api_group_list, api_versions, group_versions, resource_list
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
+from flexq.server.offload import off_loop
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
 from flexq.server.status import error_response, status_body
@@ -157,12 +157,12 @@ class KubeApi:
         if method == "POST" and t.name is None:
             body = _object(await _body(request))
             # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
-            obj = await asyncio.to_thread(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
+            obj = await off_loop(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
                                           fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
             body = _object(await _body(request))
-            obj = await asyncio.to_thread(self.service.replace, t.info, t.namespace, t.name, body, t.version,
+            obj = await off_loop(self.service.replace, t.info, t.namespace, t.name, body, t.version,
                                           subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "PATCH" and t.name is not None:
@@ -173,7 +173,7 @@ class KubeApi:
             if kind == "application/apply-patch+yaml":
                 return await self._server_side_apply(request, t, fields)
             body = await _body(request)
-            obj = await asyncio.to_thread(self.service.patch, t.info, t.namespace, t.name, kind, body, t.version,
+            obj = await off_loop(self.service.patch, t.info, t.namespace, t.name, kind, body, t.version,
                                           subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "DELETE":
@@ -181,7 +181,7 @@ class KubeApi:
                 items, _ = self.service.list_objects(t.info, t.namespace, t.version,
                                              labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
                 for item in items:
-                    await asyncio.to_thread(self.service.delete, t.info, item["metadata"].get("namespace"),
+                    await off_loop(self.service.delete, t.info, item["metadata"].get("namespace"),
                                             item["metadata"]["name"])
                 return JSONResponse(_list_body(t, items, str(self.service.store.current_rv())))
             options = await _body(request, optional=True) or {}
@@ -189,7 +189,7 @@ class KubeApi:
                 raise BadRequest("the body of a delete must be DeleteOptions: an object, whose preconditions (if "
                                  "any) are an object")
             rv = (options.get("preconditions") or {}).get("resourceVersion")
-            obj = await asyncio.to_thread(self.service.delete, t.info, t.namespace, t.name, t.version,
+            obj = await off_loop(self.service.delete, t.info, t.namespace, t.name, t.version,
                                           resource_version=rv)
             return self._respond(request, t, obj)
         return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
@@ -256,9 +256,9 @@ class KubeApi:
             self.service.get(t.info, t.namespace, t.name, t.version)
         except Exception:
             body.setdefault("metadata", {})["name"] = t.name
-            return self._respond(request, t, await asyncio.to_thread(self.service.create, t.info, t.namespace, body,
+            return self._respond(request, t, await off_loop(self.service.create, t.info, t.namespace, body,
                                                                      t.version, fields=fields), 201)
-        obj = await asyncio.to_thread(self.service.patch, t.info, t.namespace, t.name, "application/merge-patch+json",
+        obj = await off_loop(self.service.patch, t.info, t.namespace, t.name, "application/merge-patch+json",
                                       body, t.version, subresource=t.subresource, fields=fields)
         return self._respond(request, t, obj)
 

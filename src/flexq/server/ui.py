@@ -28,6 +28,7 @@ from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
 from flexq.server import ui_data
 from flexq.server.hub import ChangeHub
+from flexq.server.offload import off_loop
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
 from flexq.server.status import status_body
 from flexq.server.ui_jobs import JobTable
@@ -230,7 +231,7 @@ def _changes_route(router: APIRouter, store: BaseStore, hub: ChangeHub) -> None:
             deadline = quiet = time.monotonic()
             deadline += 600.0
             while time.monotonic() < deadline and not hub.closed and not await request.is_disconnected():
-                rv = await asyncio.to_thread(store.current_rv)  # the store's lock may be held by a long write
+                rv = await off_loop(store.current_rv)  # the store's lock may be held by a long write
                 if rv != last:
                     yield f"event: change\ndata: {rv}\n\n".encode()
                     last, quiet = rv, time.monotonic()
