@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,33 @@ def test_find_by_a_field(open_store: OpenStore) -> None:
     found = store.find("kueue.x-k8s.io", "localqueues", "$.spec.clusterQueue", "cq")
     assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in found] == [("a", "y"), ("b", "x")]
     assert store.find("kueue.x-k8s.io", "localqueues", "$.spec.clusterQueue", "none") == []
+
+
+def test_committed_changes_are_read_while_another_thread_holds_the_store(open_store: OpenStore) -> None:
+    """A watch reads the newest changes without waiting for a writer's batch (a controller's step), and sees only
+    what is committed."""
+    store = open_store()
+    before = store.current_rv()
+    store.create(Key("", "configmaps", "default", "a"), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.batch():
+            store.create(Key("", "configmaps", "default", "b"), {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                  "metadata": {}})
+            held.set()
+            assert release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        read: list[list[str]] = []
+        reader = threading.Thread(target=lambda: read.append([c.key.name for c in store.changes(before)]))
+        reader.start()
+        reader.join(timeout=5)
+        assert read == [["a"]], "the read waited for the batch, or saw what it had not committed"
+    finally:
+        release.set()
+        holder.join(timeout=10)
+    assert [c.key.name for c in store.changes(before)] == ["a", "b"]

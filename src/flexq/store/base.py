@@ -282,22 +282,23 @@ class BaseStore(Backend):
         """Changes above ``since`` to objects of ``resources`` ((group, resource) pairs; None: all), oldest
         first, and the resourceVersion read up to (to resume from, past changes to other resources).
         :class:`Gone` if changes after ``since`` were compacted away."""
-        with self._lock:
-            if since < self._compacted:
-                raise Gone(since, self._compacted + 1)
-            if self._window.covers(since):
-                entries, reached = self._window.after(since, limit, resources)
-            else:
-                rows = self._log_after(since, limit)
-                # Another writer may have compacted the log: read after the rows, the mark tells whether they are
-                # whole.
-                self._compacted = max(self._compacted, self._counter("compacted") or 0)
+        # From the window without the store's lock (see ChangeWindow); from the log under it.
+        served = self._window.serve(since, limit, resources) if since >= self._compacted else None
+        if served is None:
+            with self._lock:
                 if since < self._compacted:
                     raise Gone(since, self._compacted + 1)
-                reached = int(rows[-1][0]) if rows else since
-                entries = [Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
-                           if resources is None or (g, r) in resources]
-        return [Change(e.rv, CHANGE_TYPES[e.type], e.key, e.body) for e in entries], reached
+                served = self._window.serve(since, limit, resources)
+                if served is None:
+                    rows = self._log_after(since, limit)
+                    # Another writer may have compacted the log: read after the rows, the mark tells whether they
+                    # are whole.
+                    self._compacted = max(self._compacted, self._counter("compacted") or 0)
+                    if since < self._compacted:
+                        raise Gone(since, self._compacted + 1)
+                    served = ([Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
+                               if resources is None or (g, r) in resources], int(rows[-1][0]) if rows else since)
+        return [Change(e.rv, CHANGE_TYPES[e.type], e.key, e.body) for e in served[0]], served[1]
 
     def cursor(self, consumer: str) -> int:
         """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).

@@ -5,6 +5,10 @@ dropped once more than ``size`` are kept (trimmed in halves, so that appending s
 asking for the changes after ``since`` is served from here when the window holds every change after
 ``since``; otherwise the store reads its table. Bodies are kept as stored text and parsed by each reader
 on its own (:class:`~flexq.store.base.Change` parses lazily), so no reader sees another's mutations.
+
+The window has a lock of its own, held only while entries are appended or copied out: a watch reads it without
+waiting for the store's lock, which a controller's step holds for tens of milliseconds at a time (and a watch
+served in the event loop would hold every other request up meanwhile).
 """
 
 from __future__ import annotations
@@ -32,24 +36,30 @@ class ChangeWindow:
         self.size = size
         self._rvs: list[int] = []
         self._entries: list[Entry] = []
+        self._lock = threading.Lock()
 
     def extend(self, entries: Iterable[Entry]) -> None:
-        for entry in entries:
-            self._rvs.append(entry.rv)
-            self._entries.append(entry)
-        if len(self._entries) > 2 * self.size:
-            drop = len(self._entries) - self.size
-            del self._rvs[:drop], self._entries[:drop]
+        added = list(entries)
+        with self._lock:
+            self._rvs.extend(entry.rv for entry in added)
+            self._entries.extend(added)
+            if len(self._entries) > 2 * self.size:
+                drop = len(self._entries) - self.size
+                del self._rvs[:drop], self._entries[:drop]
 
-    def covers(self, since: int) -> bool:
-        """Whether every change after ``since`` is here (some may not exist yet)."""
-        return bool(self._rvs) and since >= self._rvs[0] - 1
+    def serve(self, since: int, limit: int,
+              resources: frozenset[tuple[str, str]] | None = None) -> tuple[list[Entry], int] | None:
+        """Changes after ``since``, oldest first, where the window holds every change after ``since`` (None where
+        it does not): up to ``limit`` of them, or with ``resources`` up to ``limit`` of those (group, resource)
+        pairs among the next ``50 * limit``; and the resourceVersion read up to, so that a reader filtering by
+        resource moves on past changes it does not want."""
+        with self._lock:
+            if not self._rvs or since < self._rvs[0] - 1:
+                return None
+            return self._after(since, limit, resources)
 
-    def after(self, since: int, limit: int,
-              resources: frozenset[tuple[str, str]] | None = None) -> tuple[list[Entry], int]:
-        """Changes after ``since``, oldest first: up to ``limit`` of them, or with ``resources`` up to ``limit``
-        of those (group, resource) pairs among the next ``50 * limit``; and the resourceVersion read up to,
-        so that a reader filtering by resource moves on past changes it does not want."""
+    def _after(self, since: int, limit: int,
+               resources: frozenset[tuple[str, str]] | None) -> tuple[list[Entry], int]:
         start = bisect.bisect_right(self._rvs, since)
         if resources is None:
             chosen = self._entries[start:start + limit]
