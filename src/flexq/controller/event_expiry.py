@@ -13,6 +13,7 @@ started are never listed: reading them at the first sweep instead cost a busy se
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import logging
@@ -133,5 +134,11 @@ def _last_seen(body: str) -> float | None:
     if at < 0:
         return None
     start = at + len(_STAMP)
-    seen = parse_time(body[start:body.find('"', start)])
+    return _seconds(body[start:body.find('"', start)])
+
+
+@functools.lru_cache(maxsize=64)
+def _seconds(stamp: str) -> float | None:
+    """A stamp in seconds, worked out once: the Events of a busy second share their stamp."""
+    seen = parse_time(stamp)
     return seen.timestamp() if seen is not None else None
