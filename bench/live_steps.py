@@ -1,5 +1,6 @@
 """The queue controller's steps during a live benchmark run, from the server's ``/metrics``: how many, how long, which
-phase they spent their time in, and what they read and wrote (see ``flexq.controller.steps``)."""
+phase they spent their time in, and what they read and wrote (see ``flexq.controller.steps``); and the server's CPU
+by thread (the controller's, the event loop's that serves HTTP, the threads that run the API's writes)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ def controller_steps(base: str, jobs: int) -> dict[str, Any]:
     values: dict[str, float] = {}
     buckets: list[tuple[float, float]] = []
     phases: dict[str, float] = {}
+    threads: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "flexq_controller_step_duration_seconds_bucket":
+            if s.name == "flexq_thread_cpu_seconds_total":
+                threads[s.labels["thread"]] = s.value
+            elif s.name == "flexq_controller_step_duration_seconds_bucket":
                 buckets.append((float(s.labels["le"]), s.value))
             elif s.name == "flexq_controller_step_phase_seconds_total":
                 phases[s.labels["phase"]] = s.value
@@ -43,6 +47,7 @@ def controller_steps(base: str, jobs: int) -> dict[str, Any]:
         "changes_per_step": round(values.get("flexq_controller_changes_read_total", 0.0) / steps, 1),
         "workload_writes_per_job": round(values.get("flexq_controller_workload_writes_total", 0.0) / jobs, 2)
         if jobs else None,
+        "thread_cpu_s": {name: round(v, 2) for name, v in sorted(threads.items(), key=lambda t: -t[1]) if v >= 0.01},
     }
 
 
@@ -62,4 +67,12 @@ def steps_markdown(steps: dict[str, Any]) -> list[str]:
             "| commit | changes/step | workload writes/Job |", "|---|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {steps['steps']:,} | {steps['busy_s']} | {steps['avg_ms']} | {steps['p50_ms_at_most']} "
             f"| {steps['p90_ms_at_most']} | " + " | ".join(f"{share.get(p, 0):.0%}" for p in PHASES)
-            + f" | {steps['changes_per_step']} | {steps['workload_writes_per_job']} |"]
+            + f" | {steps['changes_per_step']} | {steps['workload_writes_per_job']} |", *_threads_markdown(steps)]
+
+
+def _threads_markdown(steps: dict[str, Any]) -> list[str]:
+    threads = steps.get("thread_cpu_s") or {}
+    if not threads:
+        return []
+    return ["", "| server CPU s by thread | " + " | ".join(threads) + " |", "|---|" + "---|" * len(threads),
+            "| | " + " | ".join(str(v) for v in threads.values()) + " |"]

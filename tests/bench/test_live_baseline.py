@@ -47,3 +47,8 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     assert abs(sum(steps["phase_share"].values()) - 1) < 0.01
     assert 2 <= steps["workload_writes_per_job"] <= 6, steps
     assert f"| {steps['steps']:,} | {steps['busy_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
+    # The server's CPU by thread: the controller's, the event loop's, the API's writes'; together at most the whole.
+    threads = steps["thread_cpu_s"]
+    assert {"MainThread", "flexq-queue-controller", "flexq-write"} <= set(threads), threads
+    assert sum(threads.values()) <= report["server"]["cpu_s"] + 0.5
+    assert "| server CPU s by thread | " in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()

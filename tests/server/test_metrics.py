@@ -73,6 +73,10 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         assert abs(sum(phases.values()) - spent) < 1e-6 * max(1.0, spent) + 1e-9
         assert m[("flexq_controller_changes_read_total", ())] > 0
         assert m[("flexq_controller_workload_writes_total", ())] >= 2, "both jobs' workloads were written"
+        # Where the server's CPU went, by thread: the event loop's (which loaded the server) and the controller's.
+        threads = {labels[0][1]: v for (name, labels), v in m.items() if name == "flexq_thread_cpu_seconds_total"}
+        assert {"MainThread", "flexq-queue-controller"} <= set(threads), threads
+        assert threads["MainThread"] > 0 and min(threads.values()) >= 0
     finally:
         servers.close()
 

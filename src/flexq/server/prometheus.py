@@ -3,8 +3,12 @@ them (so that dashboards made for Kueue work) and ``flexq_`` ones for what is fl
 
 from __future__ import annotations
 
+import os
+import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -13,7 +17,7 @@ from prometheus_client.registry import Collector
 from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
 from flexq.controller.steps import PHASES, StepStats
 
-__all__ = ["render"]
+__all__ = ["render", "thread_cpu"]
 
 
 def render(tally: Tally, sample: Sample) -> bytes:
@@ -114,6 +118,27 @@ class _Figures(Collector):
             cost.add_metric([cq], round(usd, 6))
         yield cost
         yield from _steps(t.steps)
+        threads = CounterMetricFamily("flexq_thread_cpu_seconds", "CPU seconds of the server's threads, by name "
+                                      "(numbered threads of one pool together; MainThread runs the event loop, which "
+                                      "serves the HTTP requests)", labels=["thread"])
+        for name, seconds in sorted(thread_cpu().items()):
+            threads.add_metric([name], seconds)
+        yield threads
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, by name, those of one pool (``flexq-write-0``, ``-1``...)
+    summed under its name: from ``/proc`` (Linux), empty where there is none. A thread that ended is not counted."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    seconds: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rpartition(")")[2].split()
+        except OSError:  # no /proc here, or the thread ended meanwhile
+            continue
+        name = re.sub(r"[-_]\d+$", "", thread.name)
+        seconds[name] = seconds.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return {name: round(spent, 2) for name, spent in seconds.items()}
 
 
 def _steps(steps: StepStats) -> Iterator[Metric]:
