@@ -291,8 +291,7 @@ class BaseStore(Backend):
                 served = self._window.serve(since, limit, resources)
                 if served is None:
                     rows = self._log_after(since, limit)
-                    # Another writer may have compacted the log: read after the rows, the mark tells whether they
-                    # are whole.
+                    # Another writer may have compacted the log: the mark, read after the rows, says if they are whole.
                     self._compacted = max(self._compacted, self._counter("compacted") or 0)
                     if since < self._compacted:
                         raise Gone(since, self._compacted + 1)
