@@ -158,12 +158,12 @@ class KubeApi:
             body = _object(await _body(request))
             # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
             obj = await off_loop(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
-                                          fields=fields)
+                                 fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
             body = _object(await _body(request))
             obj = await off_loop(self.service.replace, t.info, t.namespace, t.name, body, t.version,
-                                          subresource=t.subresource, dry_run=dry_run, fields=fields)
+                                 subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "PATCH" and t.name is not None:
             kind = request.headers.get("content-type", "").split(";")[0].strip()
@@ -174,7 +174,7 @@ class KubeApi:
                 return await self._server_side_apply(request, t, fields)
             body = await _body(request)
             obj = await off_loop(self.service.patch, t.info, t.namespace, t.name, kind, body, t.version,
-                                          subresource=t.subresource, dry_run=dry_run, fields=fields)
+                                 subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "DELETE":
             if t.name is None:
@@ -182,7 +182,7 @@ class KubeApi:
                                              labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
                 for item in items:
                     await off_loop(self.service.delete, t.info, item["metadata"].get("namespace"),
-                                            item["metadata"]["name"])
+                                   item["metadata"]["name"])
                 return JSONResponse(_list_body(t, items, str(self.service.store.current_rv())))
             options = await _body(request, optional=True) or {}
             if not isinstance(options, dict) or not isinstance(options.get("preconditions") or {}, dict):
@@ -190,7 +190,7 @@ class KubeApi:
                                  "any) are an object")
             rv = (options.get("preconditions") or {}).get("resourceVersion")
             obj = await off_loop(self.service.delete, t.info, t.namespace, t.name, t.version,
-                                          resource_version=rv)
+                                 resource_version=rv)
             return self._respond(request, t, obj)
         return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
                             status_code=405)
@@ -257,9 +257,9 @@ class KubeApi:
         except Exception:
             body.setdefault("metadata", {})["name"] = t.name
             return self._respond(request, t, await off_loop(self.service.create, t.info, t.namespace, body,
-                                                                     t.version, fields=fields), 201)
+                                                            t.version, fields=fields), 201)
         obj = await off_loop(self.service.patch, t.info, t.namespace, t.name, "application/merge-patch+json",
-                                      body, t.version, subresource=t.subresource, fields=fields)
+                             body, t.version, subresource=t.subresource, fields=fields)
         return self._respond(request, t, obj)
 
     # --- responses ---------------------------------------------------------------------------------
