@@ -139,3 +139,39 @@ def test_a_job_is_read_once_to_start_it_and_once_to_stop_it(tmp_path: Path) -> N
         assert store.get(Key("batch", "jobs", "default", "a"))["spec"]["suspend"] is True
     finally:
         store.close()
+
+
+def test_a_step_reads_its_changes_without_holding_the_store(tmp_path: Path) -> None:
+    """While a step reads the change log, another thread's write goes through at once (the store is held only for
+    the step's writes); what the step then writes is still its own."""
+    import threading
+
+    store, service, controller = _controller(tmp_path)
+    dispatch = controller._dispatch
+    wrote: list[float] = []
+    during: list[bool] = []
+
+    def writer() -> None:
+        service.create(resolve("configmap"), "default",
+                       {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "meanwhile"}})
+        wrote.append(time.monotonic())
+
+    def reading(info: KindInfo, change: Change) -> None:
+        if info.kind == "Job" and not wrote:
+            other = threading.Thread(target=writer)
+            other.start()
+            other.join(timeout=2.0)  # held by the step, the write would wait for its end
+            during.append(bool(wrote))
+        dispatch(info, change)
+
+    controller._dispatch = reading  # type: ignore[method-assign]
+    try:
+        service.create(resolve("job.batch"), "default", _job("a"))
+        controller.sync()
+        assert during == [True], "a write from another thread waited for the step's reads"
+        [wl] = controller.scheduler.workloads()
+        assert wl.state is WorkloadState.ADMITTED
+        controller.sync()  # its own writes come back, passed over
+        assert not controller._own, "the step's writes were not taken as its own"
+    finally:
+        store.close()

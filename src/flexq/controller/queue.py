@@ -253,10 +253,11 @@ class QueueController(JobEvents, WorkloadWrites):
                 if self._unwritten and self.clock.now() < self._unwritten:
                     return
                 self._timer.begin()
-                with self._step():
-                    if self._unwritten:
+                if self._unwritten:
+                    with self._step():
                         self.resync()
-                    else:
+                else:
+                    with self._step(batch=False):
                         self._sync()
                 self._timer.end()
                 self._unwritten = 0.0
@@ -281,11 +282,15 @@ class QueueController(JobEvents, WorkloadWrites):
                 action()
 
     @contextlib.contextmanager
-    def _step(self) -> Iterator[None]:
-        """A step's batch: what it commits (on this thread) is the controller's own."""
+    def _step(self, *, batch: bool = True) -> Iterator[None]:
+        """A step: what it commits (on this thread) is the controller's own; in one batch unless ``batch`` is
+        False (then the step opens its batch itself, for its writes)."""
         self._stepping = threading.get_ident()
         try:
-            with self.store.batch():
+            if batch:
+                with self.store.batch():
+                    yield
+            else:
                 yield
         finally:
             self._stepping = 0
@@ -305,7 +310,6 @@ class QueueController(JobEvents, WorkloadWrites):
                     info = by_resource(change.key.group, change.key.resource)
                     if info is None:
                         continue
-                    self.store.breathe()
                     if info.kind in _CONFIG_KINDS:
                         if info.kind in ("ClusterQueue", "LocalQueue"):
                             self._counts.forget(change.key)
@@ -317,7 +321,10 @@ class QueueController(JobEvents, WorkloadWrites):
             if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
             self._timer.lap("read")
-            self._schedule_and_write()
+            # The changes are read without holding the store (the change window has a lock of its own): the API's
+            # writes go on meanwhile instead of waiting for, and then holding up, the step's hand-overs.
+            with self.store.batch():
+                self._schedule_and_write()
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
         if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload", "Pod"):
