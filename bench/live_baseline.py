@@ -207,10 +207,14 @@ class Run:
         self.admitted: dict[str, float] = {}
         self.running: dict[str, asyncio.TimerHandle] = {}
         self.finished: set[str] = set()
+        self.finished_at: list[float] = []
+        """When each workload was seen Finished, in seconds from the first creation."""
         self.finish_sent: dict[str, float] = {}
         self.finish_answered: dict[str, float] = {}
         self.release: list[float] = []
         """Seconds from each finishing patch sent to its workload seen Finished (the quota held meanwhile)."""
+        self.release_sent: list[float] = []
+        """When each of those patches was sent, in seconds from the first creation."""
         self.finish_errors: list[str] = []
         self.done = asyncio.Event()
         self.t0 = 0.0
@@ -291,8 +295,10 @@ class Run:
             if key not in self.finished:
                 self.finished.add(key)
                 self.last_finished = time.monotonic()
+                self.finished_at.append(self.last_finished - self.t0)
                 if key in self.finish_sent:
                     self.release.append(self.last_finished - self.finish_sent[key])
+                    self.release_sent.append(self.finish_sent[key] - self.t0)
                 if len(self.finished) == len(self.jobs):
                     self.done.set()
             return
@@ -408,11 +414,48 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
                       "p50": round(percentile(run.release, .5), 3) if run.release else None,
                       "p99": round(percentile(run.release, .99), 3) if run.release else None,
                       "patch_answer_avg": round(statistics.fmean(run.finish_answered.values()), 3)
-                      if run.finish_answered else None},
+                      if run.finish_answered else None, **release_phases(run)},
+        "timeline": timeline(run),
         "server": {"cpu_s": round(cpu, 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
         "client_cpu_s": round(sum(os.times()[:2]), 1),
         "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
     }
+
+
+def release_phases(run: Run) -> dict[str, float | None]:
+    """The average quota held after a job's end while Jobs are still being created, and after the last creation."""
+    last = max(run.answered, default=0.0)
+    during = [r for r, at in zip(run.release, run.release_sent) if at <= last]
+    after = [r for r, at in zip(run.release, run.release_sent) if at > last]
+    return {"avg_while_creating": round(statistics.fmean(during), 3) if during else None,
+            "avg_after_creating": round(statistics.fmean(after), 3) if after else None}
+
+
+def timeline(run: Run, parts: int = 20) -> list[dict[str, float]]:
+    """The run in ``parts`` equal spans: Jobs created, workloads admitted (first) and seen Finished in each, and the
+    average quota held after the end of the jobs whose finishing patch went out in it."""
+    end = max([*run.finished_at, *run.answered, 0.0])
+    if end <= 0:
+        return []
+    span = end / parts
+    rows = [{"from_s": round(i * span, 2), "created": 0, "admitted": 0, "finished": 0, "release_avg_s": 0.0}
+            for i in range(parts)]
+
+    def at(t: float) -> dict[str, float]:
+        return rows[min(parts - 1, max(0, int(t / span)))]
+
+    for t in run.answered:
+        at(t)["created"] += 1
+    for t in run.admitted.values():
+        at(t - run.t0)["admitted"] += 1
+    for t in run.finished_at:
+        at(t)["finished"] += 1
+    held: list[list[float]] = [[] for _ in rows]
+    for r, t in zip(run.release, run.release_sent):
+        held[rows.index(at(t))].append(r)
+    for row, values in zip(rows, held):
+        row["release_avg_s"] = round(statistics.fmean(values), 3) if values else 0.0
+    return rows
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -426,6 +469,11 @@ def markdown(r: dict[str, Any]) -> str:
              "| class | admitted | avg s to admission | p99 s | virtual-time avg s |", "|---|---|---|---|---|"]
     for name, a in r["admission"].items():
         lines.append(f"| {name} | {a['count']:,} | {a['avg_s']} | {a['p99_s']} | {a.get('virtual_avg_s', '')} |")
+    q = r["release_s"]
+    lines += ["", "| quota held after a job's end, s | avg | p50 | p99 | avg while creating | avg after |",
+              "|---|---|---|---|---|---|",
+              f"| | {q['avg']} | {q['p50']} | {q['p99']} | {q.get('avg_while_creating')} "
+              f"| {q.get('avg_after_creating')} |"]
     lines += steps_markdown(r.get("controller_steps") or {})
     return "\n".join(lines) + "\n"
 
