@@ -43,7 +43,8 @@ from typing import Any
 
 import aiohttp
 import yaml
-from live_steps import controller_steps, steps_markdown
+from live_report import markdown, release_phases, timeline
+from live_steps import controller_steps
 
 from flexq.api.kinds import resolve
 from flexq.api.quantity import Quantity
@@ -286,7 +287,7 @@ class Run:
                         return
 
     def observe(self, session: aiohttp.ClientSession, wl: dict[str, Any]) -> None:
-        owner = next(iter(wl["metadata"].get("ownerReferences") or []), {})
+        owner: dict[str, Any] = next(iter(wl["metadata"].get("ownerReferences") or []), {})
         if owner.get("kind") != "Job":
             return
         key = f"{wl['metadata']['namespace']}/{owner['name']}"
@@ -420,62 +421,6 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
         "client_cpu_s": round(sum(os.times()[:2]), 1),
         "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
     }
-
-
-def release_phases(run: Run) -> dict[str, float | None]:
-    """The average quota held after a job's end while Jobs are still being created, and after the last creation."""
-    last = max(run.answered, default=0.0)
-    during = [r for r, at in zip(run.release, run.release_sent) if at <= last]
-    after = [r for r, at in zip(run.release, run.release_sent) if at > last]
-    return {"avg_while_creating": round(statistics.fmean(during), 3) if during else None,
-            "avg_after_creating": round(statistics.fmean(after), 3) if after else None}
-
-
-def timeline(run: Run, parts: int = 20) -> list[dict[str, float]]:
-    """The run in ``parts`` equal spans: Jobs created, workloads admitted (first) and seen Finished in each, and the
-    average quota held after the end of the jobs whose finishing patch went out in it."""
-    end = max([*run.finished_at, *run.answered, 0.0])
-    if end <= 0:
-        return []
-    span = end / parts
-    rows = [{"from_s": round(i * span, 2), "created": 0, "admitted": 0, "finished": 0, "release_avg_s": 0.0}
-            for i in range(parts)]
-
-    def at(t: float) -> dict[str, float]:
-        return rows[min(parts - 1, max(0, int(t / span)))]
-
-    for t in run.answered:
-        at(t)["created"] += 1
-    for t in run.admitted.values():
-        at(t - run.t0)["admitted"] += 1
-    for t in run.finished_at:
-        at(t)["finished"] += 1
-    held: list[list[float]] = [[] for _ in rows]
-    for r, t in zip(run.release, run.release_sent):
-        held[rows.index(at(t))].append(r)
-    for row, values in zip(rows, held):
-        row["release_avg_s"] = round(statistics.fmean(values), 3) if values else 0.0
-    return rows
-
-
-def markdown(r: dict[str, Any]) -> str:
-    c, s = r["creations"], r["server"]
-    lines = [f"# Live {r['config']} (scale {r['scale']}): {r['finished']:,} of {r['jobs']:,} jobs finished", "",
-             "| wall s | bound s | ratio | created/s (scheduled) | refused | max late s | server cpu s | peak RSS MB "
-             "| store MB | load before/after |", "|---|---|---|---|---|---|---|---|---|---|",
-             f"| {r['wall_s']} | {r['bound_s']} | {r['ratio']} | {c['achieved_per_s']} ({c['scheduled_per_s']}) "
-             f"| {c['refused']} | {c['max_late_s']} | {s['cpu_s']} | {s['peak_rss_mb']} | {s['store_mb']} "
-             f"| {r['load']['before']} / {r['load']['after']} |", "",
-             "| class | admitted | avg s to admission | p99 s | virtual-time avg s |", "|---|---|---|---|---|"]
-    for name, a in r["admission"].items():
-        lines.append(f"| {name} | {a['count']:,} | {a['avg_s']} | {a['p99_s']} | {a.get('virtual_avg_s', '')} |")
-    q = r["release_s"]
-    lines += ["", "| quota held after a job's end, s | avg | p50 | p99 | avg while creating | avg after |",
-              "|---|---|---|---|---|---|",
-              f"| | {q['avg']} | {q['p50']} | {q['p99']} | {q.get('avg_while_creating')} "
-              f"| {q.get('avg_after_creating')} |"]
-    lines += steps_markdown(r.get("controller_steps") or {})
-    return "\n".join(lines) + "\n"
 
 
 def keep_store(db: Path, to: Path) -> None:

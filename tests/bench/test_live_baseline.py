@@ -45,6 +45,12 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     assert parts and min(parts) - 0.001 <= release["avg"] <= max(parts) + 0.001, release
     assert f"| | {release['avg']} | {release['p50']} | {release['p99']} |" in (
         tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
+    # The timeline: twenty spans in order, every Job created, first admitted and finished in one of them.
+    spans = report["timeline"]
+    assert len(spans) == 20 and [s["from_s"] for s in spans] == sorted(s["from_s"] for s in spans)
+    for counted in ("created", "admitted", "finished"):
+        assert sum(s[counted] for s in spans) == report["jobs"], counted
+    assert all(0 <= s["release_avg_s"] <= report["wall_s"] for s in spans)
     server = report["server"]
     assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
     assert f"| {report['wall_s']} | {report['bound_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
