@@ -59,8 +59,11 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
         else:
             since = int(start)
         deadline = time.monotonic() + timeout
+        sent = False
         while time.monotonic() < deadline:
-            if await request.is_disconnected():
+            # A client gone is seen here while the watch is idle; while it sends, its writes fail (and the server's
+            # own disconnect listener cancels the stream), so a busy watch does not ask at every read.
+            if not sent and await request.is_disconnected():
                 return
             try:
                 changes, reached = service.store.changes_of(since, resources)
@@ -68,6 +71,7 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
                 yield orjson.dumps({"type": "ERROR", "object": status_body(410, "Expired", str(exc))}) + b"\n"
                 return
             frames = frames_of(changes)
+            sent = bool(frames)
             if frames:
                 yield b"".join(frames)
             if reached == since:
