@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from live_steps import steps_markdown
 
-__all__ = ["Timings", "markdown", "release_phases", "timeline"]
+__all__ = ["Timings", "markdown", "release_phases", "timeline", "timeline_markdown"]
 
 
 class Timings(Protocol):
@@ -76,4 +76,15 @@ def markdown(r: dict[str, Any]) -> str:
               f"| | {q['avg']} | {q['p50']} | {q['p99']} | {q.get('avg_while_creating')} "
               f"| {q.get('avg_after_creating')} |"]
     lines += steps_markdown(r.get("controller_steps") or {})
+    lines += timeline_markdown(r.get("timeline") or [])
     return "\n".join(lines) + "\n"
+
+
+def timeline_markdown(spans: list[dict[str, float]]) -> list[str]:
+    """The timeline as a table: a row a span (its start in seconds from the first creation)."""
+    if not spans:
+        return []
+    return ["", "| from s | created | first admitted | finished | quota held after a job's end, avg s |",
+            "|---|---|---|---|---|",
+            *(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} | {s['release_avg_s']} |"
+              for s in spans)]

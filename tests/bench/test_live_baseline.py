@@ -51,6 +51,8 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     for counted in ("created", "admitted", "finished"):
         assert sum(s[counted] for s in spans) == report["jobs"], counted
     assert all(0 <= s["release_avg_s"] <= report["wall_s"] for s in spans)
+    table = (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
+    assert all(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} |" in table for s in spans)
     server = report["server"]
     assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
     assert f"| {report['wall_s']} | {report['bound_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
