@@ -30,8 +30,10 @@ class Timings(Protocol):
 def release_phases(run: Timings) -> dict[str, float | None]:
     """The average quota held after a job's end while Jobs are still being created, and after the last creation."""
     last = max(run.answered, default=0.0)
-    during = [r for r, at in zip(run.release, run.release_sent, strict=True) if at <= last]
-    after = [r for r, at in zip(run.release, run.release_sent, strict=True) if at > last]
+    during: list[float] = []
+    after: list[float] = []
+    for r, at in zip(run.release, run.release_sent, strict=True):
+        (during if at <= last else after).append(r)
     return {"avg_while_creating": round(statistics.fmean(during), 3) if during else None,
             "avg_after_creating": round(statistics.fmean(after), 3) if after else None}
 

@@ -38,20 +38,19 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     assert abs(report["ratio"] - report["wall_s"] / report["bound_s"]) < 0.01
     for figures in report["admission"].values():
         assert 0 <= figures["avg_s"] <= report["wall_s"] and 0 <= figures["p99_s"] <= report["wall_s"]
+    table = (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
     # Every finished Job's quota held after its end, split at the last creation; the parts average to the whole.
     release = report["release_s"]
     assert 0 < release["p50"] <= release["p99"] <= report["wall_s"]
     parts = [release[k] for k in ("avg_while_creating", "avg_after_creating") if release[k] is not None]
     assert parts and min(parts) - 0.001 <= release["avg"] <= max(parts) + 0.001, release
-    assert f"| | {release['avg']} | {release['p50']} | {release['p99']} |" in (
-        tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
+    assert f"| | {release['avg']} | {release['p50']} | {release['p99']} |" in table
     # The timeline: twenty spans in order, every Job created, first admitted and finished in one of them.
     spans = report["timeline"]
     assert len(spans) == 20 and [s["from_s"] for s in spans] == sorted(s["from_s"] for s in spans)
     for counted in ("created", "admitted", "finished"):
         assert sum(s[counted] for s in spans) == report["jobs"], counted
     assert all(0 <= s["release_avg_s"] <= report["wall_s"] for s in spans)
-    table = (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
     assert all(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} |" in table for s in spans)
     server = report["server"]
     assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
