@@ -43,11 +43,12 @@ def _parse_time(text: Any) -> float:
 
 def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version: str,
                     templates: Mapping[str, dict[str, Any]], priority_class: str | None) -> dict[str, Any]:
-    """The Workload object for a job's workload (``wl`` from :func:`flexq.jobs.workload.make_workload`)."""
+    """The Workload object for a job's workload (``wl`` from :func:`flexq.jobs.workload.make_workload`). The
+    ``templates`` become the object's own: pass copies (:func:`flexq.controller.job_sync.templates` makes them)."""
     meta = job["metadata"]
     spec: dict[str, Any] = {
         "queueName": wl.queue,
-        "podSets": [{"name": ps.name, "count": ps.count, "template": copy_json(templates[ps.name])}
+        "podSets": [{"name": ps.name, "count": ps.count, "template": templates[ps.name]}
                     for ps in wl.podsets],
         "priority": wl.priority,
         "active": True,

@@ -52,6 +52,8 @@ class QueueManager:
                 heapq.heappop(heap)
                 continue
             return wl
+        if heap is not None:
+            del self._heaps[cq]  # an empty queue leaves the cycle's round until a workload is pushed again
         return None
 
     def set_aside(self, wl: Workload) -> None:
@@ -89,4 +91,6 @@ class QueueManager:
             self._inadmissible.get(cq, set()))
 
     def queues(self) -> list[str]:
+        """The ClusterQueues that may have an active entry, in name order (an emptied one leaves at its next
+        :meth:`head`): a cycle visits these, not every queue of the config."""
         return sorted(self._heaps)

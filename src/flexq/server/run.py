@@ -26,6 +26,7 @@ from flexq.objects.service import ObjectService
 from flexq.runtime.reattach import reap_all
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
+from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import ensure_certificates
@@ -130,7 +131,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
                                                    ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
                                                    timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[1]))
         print(_banner(plan, http_port, tls_port, home, store_spec), file=sys.stderr, flush=True)
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with HeapPolicy(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(_serve_all(servers, app.state.hub.close))
     finally:
         expiry.stop()
