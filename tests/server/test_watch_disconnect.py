@@ -1,5 +1,5 @@
-"""A watch asks whether its client is gone while it is idle, not at every read of a busy stream (whose writes fail
-when the client is gone), and ends once an idle watch's client has left."""
+"""A watch asks whether its client is gone while it is idle (at most every ``ASK_EVERY`` seconds), not at every read of
+a busy stream (whose writes fail when the client is gone), and ends once an idle watch's client has left."""
 
 from __future__ import annotations
 
@@ -52,5 +52,35 @@ def test_a_busy_watch_does_not_ask_and_an_idle_one_ends_when_its_client_left() -
 
     chunks: list[Any] = asyncio.run(asyncio.wait_for(follow(), 10))
     assert chunks == [["first"], ["more-1"], ["more-2"], ["more-3"]]
-    # Asked once before the first read, not during the three busy reads after it; then, idle, asked again and gone.
+    # Not asked during the four busy reads; then, idle, asked once (still there) and a second later again (gone).
     assert client.asked == 2
+
+
+def test_a_watch_woken_by_other_resources_does_not_ask_at_each_wake() -> None:
+    """Commits of other resources wake every watch; one that finds nothing of its own asks its client at most
+    every ASK_EVERY seconds, not at each wake (each ask costs the event loop a cancel scope)."""
+    store = Store()
+    _config_map(store, "first")
+    since = str(store.current_rv() - 1)
+    client = _Client(stays=10**6)
+    hub = ChangeHub()
+    stream = watch_stream(cast(Request, client), ObjectService(store), hub, resolve("ConfigMap"), "v1", None, None,
+                          False, since, timeout=0.6)
+
+    async def others() -> None:
+        for n in range(40):
+            store.create(Key("", "secrets", "default", f"s-{n}"),
+                         {"apiVersion": "v1", "kind": "Secret", "metadata": {}, "data": {}})
+            hub.notify()
+            await asyncio.sleep(0.01)
+
+    async def follow() -> list[bytes]:
+        hub.bind(asyncio.get_running_loop())
+        writer = asyncio.ensure_future(others())
+        chunks = [chunk async for chunk in stream]
+        await writer
+        return chunks
+
+    chunks = asyncio.run(asyncio.wait_for(follow(), 10))
+    assert [json.loads(line)["object"]["metadata"]["name"] for c in chunks for line in c.splitlines()] == ["first"]
+    assert client.asked == 1

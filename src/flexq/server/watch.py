@@ -23,7 +23,10 @@ from flexq.server.hub import ChangeHub
 from flexq.server.status import status_body
 from flexq.store import Change, Gone
 
-__all__ = ["watch_stream"]
+__all__ = ["ASK_EVERY", "watch_stream"]
+
+ASK_EVERY = 1.0
+"""Seconds between two questions of an idle watch to its client: are you still there?"""
 
 
 def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info: KindInfo, version: str,
@@ -59,22 +62,25 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
         else:
             since = int(start)
         deadline = time.monotonic() + timeout
-        sent = False
+        asked = -ASK_EVERY
         while time.monotonic() < deadline:
-            # A client gone is seen here while the watch is idle; while it sends, its writes fail (and the server's
-            # own disconnect listener cancels the stream), so a busy watch does not ask at every read.
-            if not sent and await request.is_disconnected():
-                return
             try:
                 changes, reached = service.store.changes_of(since, resources)
             except Gone as exc:
                 yield orjson.dumps({"type": "ERROR", "object": status_body(410, "Expired", str(exc))}) + b"\n"
                 return
             frames = frames_of(changes)
-            sent = bool(frames)
             if frames:
                 yield b"".join(frames)
             if reached == since:
+                # Idle: ask whether the client is gone, at most every ASK_EVERY seconds. (The ASGI server's own
+                # listener cancels the stream when it goes; a watch woken by every commit of other resources does
+                # not ask each time: each ask costs a cancel scope and a task's repr.)
+                now = time.monotonic()
+                if now - asked >= ASK_EVERY:
+                    asked = now
+                    if await request.is_disconnected():
+                        return
                 await hub.wait(min(1.0, max(0.0, deadline - time.monotonic())))
             else:
                 await asyncio.sleep(0)
