@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from flexq.api.kinds import KindInfo, resolve
@@ -15,7 +16,7 @@ from flexq.controller.queue import QueueController
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
-from flexq.store import Change, Key, Store
+from flexq.store import Change, Gone, Key, Store
 from tests.queues import queue_yaml
 
 
@@ -175,3 +176,33 @@ def test_a_step_reads_its_changes_without_holding_the_store(tmp_path: Path) -> N
         assert not controller._own, "the step's writes were not taken as its own"
     finally:
         store.close()
+
+
+def test_a_controller_behind_the_log_window_reads_on_instead_of_starting_over(tmp_path: Path) -> None:
+    """The controller holds the change log: a burst of writes longer than the log's history, compacted meanwhile,
+    is read from the log at its next step, not answered by reading everything afresh."""
+    store, service, controller = _controller(tmp_path, cpu=100)
+    started_over: list[bool] = []
+    resync = controller.resync
+
+    def counting() -> None:
+        started_over.append(True)
+        resync()
+
+    controller.resync = counting  # type: ignore[method-assign]
+    controller.sync()
+    for i in range(40):
+        service.create(resolve("job.batch"), "default", _job(f"j{i}"))
+    store.compact(20)  # the log's history is 20 changes: the burst is longer
+    controller.sync()
+    assert started_over == []
+    assert len(controller.scheduler.workloads()) == 40
+    controller.stop()  # lets go: the log is compacted past where it stopped reading
+    stopped_at = controller.cursor
+    for i in range(30):
+        service.create(resolve("configmap"), "default", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                         "metadata": {"name": f"c{i}"}})
+    store.compact(20)
+    with pytest.raises(Gone):
+        store.changes(stopped_at)
+    store.close()

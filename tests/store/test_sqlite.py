@@ -148,20 +148,6 @@ def test_events_are_counted(open_store: OpenStore) -> None:
     assert len(store.list_objects("", "events", "default")[0]) == 2
 
 
-def test_consumer_cursor_survives_restart(open_store: OpenStore, tmp_path: Path) -> None:
-    path = tmp_path / "flexq.db"
-    store = open_store(path)
-    for i in range(3):
-        store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
-    assert store.cursor("scheduler") == 0
-    seen = store.changes(store.cursor("scheduler"), limit=2)
-    store.save_cursor("scheduler", seen[-1].rv)
-    store.close()
-    reopened = open_store(path)
-    assert [c.key.name for c in reopened.changes(reopened.cursor("scheduler"))] == ["c2"]
-    reopened.close()
-
-
 def _flavor(i: int) -> tuple[Key, dict[str, Any]]:
     return (Key("kueue.x-k8s.io", "resourceflavors", "", f"rf{i}"),
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"rf{i}"}})

@@ -59,6 +59,8 @@ __all__ = ["QueueController"]
 
 log = logging.getLogger("flexq.controller")
 
+_READER: Final = "queue-controller"
+"""The name the controller holds the change log by."""
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
                                   "PriorityClass", "NodePool"})
@@ -132,6 +134,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout)
+        self.store.hold(_READER, None)
         self.pods.stop_all()
         self.capacity.ray_pools.stop()
         if self.runtime is not None:
@@ -277,6 +280,7 @@ class QueueController(JobEvents, WorkloadWrites):
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
+            self.store.hold(_READER, self.cursor)  # the change log keeps what this controller has yet to read
             actions, self._after_write = self._after_write, []
             for action in actions:
                 action()

@@ -6,8 +6,9 @@ from any resourceVersion, so a consumer that remembers the last one it saw resum
 :meth:`BaseStore.transaction` groups writes so that a multi-document apply lands whole or not at all;
 :meth:`BaseStore.batch` groups the transactions of one caller into one commit (each still whole or not at all). The
 newest changes are also kept in memory (:mod:`flexq.store.window`), and the log keeps a window of ``history``
-changes, as etcd compacts its own: a reader resuming from a compacted resourceVersion gets :class:`Gone` (a watch
-answers 410, and kubectl or an informer lists again). A write the database refuses (disk full, locked by another
+changes, as etcd compacts its own, and those after a reader that holds it (:mod:`flexq.store.holds`): a reader
+resuming from a compacted resourceVersion gets :class:`Gone` (a watch answers 410, and kubectl or an informer lists
+again). A write the database refuses (disk full, locked by another
 process: :mod:`flexq.store.faults`) is undone whole and raises :class:`StoreUnavailable`; reads go on.
 
 The store knows nothing of kinds (validation and defaulting happen above it). It owns the API server's fields:
@@ -32,11 +33,13 @@ from typing import Any
 from flexq.store.backend import Backend
 from flexq.store.changes import CHANGE_TYPES, Change, ChangeType, LogRow, from_rows
 from flexq.store.codec import dumps, loads
+from flexq.store.holds import Holds
 from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, StoreUnavailable
 from flexq.store.stamps import new_uid, rfc3339, utcnow
 from flexq.store.window import ChangeWindow, Entry, Gate
 
 __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
+
 
 class BaseStore(Backend):
     """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
@@ -60,6 +63,7 @@ class BaseStore(Backend):
         """The newest resourceVersion in the window and given to the listeners: they have seen every change before
         it, whoever wrote it."""
         self._history = history
+        self._holds = Holds()
         self._unpruned = 0
         self._compacted = self._counter("compacted") or 0
         self._lost = False
@@ -299,24 +303,15 @@ class BaseStore(Backend):
                                if resources is None or (g, r) in resources], int(rows[-1][0]) if rows else since)
         return [Change(e.rv, CHANGE_TYPES[e.type], e.key, e.body) for e in served[0]], served[1]
 
-    def cursor(self, consumer: str) -> int:
-        """The last resourceVersion ``consumer`` recorded with :meth:`save_cursor` (0 if none).
-
-        A controller reads :meth:`changes` from its cursor and saves the cursor after acting on them,
-        so after a restart it resumes where it stopped.
-        """
-        with self._lock:
-            return self._counter(f"cursor:{consumer}") or 0
-
-    def save_cursor(self, consumer: str, rv: int) -> None:
-        with self.transaction():
-            self._set_counter(f"cursor:{consumer}", rv)
+    def hold(self, reader: str, rv: int | None) -> None:
+        """``reader`` has read every change up to ``rv``: compaction waits for it (see :mod:`flexq.store.holds`)."""
+        self._holds.hold(reader, rv)
 
     def compact(self, keep: int) -> int:
-        """Drop all but the newest ``keep`` changes; return the number dropped."""
+        """Drop all but the newest ``keep`` changes (and those a reader holds); return the number dropped."""
         with self.transaction():
             done = max(self._compacted, self._counter("compacted") or 0)
-            cutoff = max(done, self.current_rv() - keep)
+            cutoff = self._holds.cutoff(done, self.current_rv(), keep)
             dropped = self._drop_log(cutoff)
             self._set_counter("compacted", cutoff)
             self._compacted = cutoff
