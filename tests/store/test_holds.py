@@ -28,18 +28,19 @@ def test_cutoff(case: str) -> None:
     assert holds.cutoff(done, newest, keep) == expected
 
 
-def _write(store: Store, n: int) -> None:
-    for i in range(n):
-        store.create(Key("", "configmaps", "default", f"c{store.current_rv()}-{i}"), {"metadata": {}})
+def _held_behind(behind: int) -> tuple[Store, int]:
+    """A store whose reader ``controller`` holds the log ``behind`` changes behind its newest; and where it holds."""
+    store = Store()
+    for i in range(5 + behind):
+        if i == 5:
+            store.hold("controller", store.current_rv())
+        store.create(Key("", "configmaps", "default", f"c{i}"), {"metadata": {}})
+    return store, store.current_rv() - behind
 
 
 def test_a_held_reader_reads_on_after_compaction_and_one_let_go_does_not() -> None:
-    store = Store()
+    store, reader = _held_behind(100)  # within the limit: 100 <= 30 * HOLD_LIMIT
     try:
-        _write(store, 5)
-        reader = store.current_rv()
-        store.hold("controller", reader)
-        _write(store, 100)  # within the limit: 100 <= 30 * HOLD_LIMIT
         store.compact(30)
         assert len(store.changes(reader, limit=1000)) == 100, "what the reader has yet to read was kept"
         store.hold("controller", None)
@@ -51,12 +52,8 @@ def test_a_held_reader_reads_on_after_compaction_and_one_let_go_does_not() -> No
 
 
 def test_a_reader_past_the_limit_is_not_waited_for() -> None:
-    store = Store()
+    store, reader = _held_behind(10 * HOLD_LIMIT + 20)
     try:
-        _write(store, 5)
-        reader = store.current_rv()
-        store.hold("controller", reader)
-        _write(store, 10 * HOLD_LIMIT + 20)
         store.compact(10)
         with pytest.raises(Gone):
             store.changes(reader)
