@@ -5,7 +5,7 @@ the last grow by a quarter) suit a short script. A server whose heap grows with 
 scheduler keeps, the store's change window) pays for them with full collections of a growing heap: on Kueue's
 baseline through the API, 20 of them, 180 ms each with the interpreter held, 4 s of a 60 s run's CPU, and 5 s with
 the young ones. Under this policy the objects made while starting are frozen out of collection, young collections
-come every ``young`` allocations, full ones practically never on their own, and a full collection runs every
+come every 50,000 allocations, full ones practically never on their own, and a full collection runs every
 ``every`` seconds instead, as etcd compacts on a timer: a cycle of garbage that outlived the young collections is
 still freed, within ``every`` seconds.
 """

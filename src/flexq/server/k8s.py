@@ -6,7 +6,6 @@ so that the real kubectl works against flexq unchanged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_o
 from flexq.server.status import error_response, status_body
 from flexq.server.watch import watch_stream
 from flexq.store import NotFound
+from flexq.store.codec import loads
 
 __all__ = ["KubeApi"]
 
@@ -370,7 +370,7 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
         if "yaml" in request.headers.get("content-type", ""):
             body = yaml.safe_load(raw)
         else:
-            body = _json(raw)
+            body = loads(raw)  # orjson; the standard library reads (or words the error for) what it refuses
     except (ValueError, yaml.YAMLError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
@@ -386,15 +386,6 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
 
 MAX_NESTING = 100
 """How deep objects and lists in a request body may nest (Kubernetes objects nest a few tens deep)."""
-
-
-def _json(raw: bytes) -> Any:
-    """A JSON body, read by orjson; what it refuses (NaN, integers beyond 64 bits, lone surrogates, an error to
-    explain) by the standard library, which reads and words it as before."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
 
 
 def nesting(value: Any) -> int:
