@@ -50,8 +50,8 @@ mutate: $(DEVSTAMP)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 
-# make bench: every benchmark, at sizes that take about 12 minutes on this 2-core machine; make bench-full adds the
-# whole of Kueue's large-scale config through the API (about 8 minutes) and the simulator at full scale (about 30).
+# make bench: every benchmark, at sizes that take about 13 minutes on this 2-core machine; make bench-full adds the
+# whole of Kueue's large-scale config through the API (about 5 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
 	$(BIN)/python bench/sim_bench.py --repeat 2

@@ -119,7 +119,7 @@ class Server:
         self.home = home
         self.db = db or home / "flexq.db"
         cmd = [sys.executable, "-m", "flexq.cli.main", "server", "--runtime", "none", "--port", str(self.port),
-               "--home", str(home)]
+               "--tls-port", "0", "--home", str(home)]  # HTTPS on any free port: not --port + 1, maybe taken
         if db is not None:
             cmd += ["--store", f"sqlite:///{db}", "--shared", "--lease-duration", "5s"]
         if profile is not None:
@@ -184,7 +184,8 @@ class Server:
                 "write-ahead log": round(wal.stat().st_size / 2**20 if wal.exists() else 0.0, 1)}
 
     def stop(self) -> None:
-        os.kill(self.pid(), signal.SIGTERM)  # under py-spy: the server ends, then py-spy writes its stacks
+        with contextlib.suppress(ProcessLookupError):  # it may have exited already (it could not start)
+            os.kill(self.pid(), signal.SIGTERM)  # under py-spy: the server ends, then py-spy writes its stacks
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -471,9 +472,11 @@ def main() -> None:
             tables = server.store_tables()
             files = server.store_files()
         finally:
-            server.stop()
-            if leader is not None:
-                leader.stop()
+            try:
+                server.stop()
+            finally:
+                if leader is not None:
+                    leader.stop()
         if args.keep_store is not None:
             keep_store(server.db, args.keep_store)
         result = report(args.config, args.scale, run, bound, cpu, rss, store,
