@@ -71,19 +71,23 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
 def test_live_baseline_split_smoke(tmp_path: Path) -> None:
     """``--split``: two servers on one SQLite file, the client talking to the one that does not lead; every Job
     finishes, and both servers are gone afterwards."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    homes = tmp_path / "homes"  # the run's servers keep their state under it (its temporary folder)
+    homes.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+           "TMPDIR": str(homes)}
     subprocess.run([sys.executable, str(ROOT / "bench" / "live_baseline.py"), "--scale", str(SCALE), "--split",
                     "--timeout", "60", "--out", str(tmp_path)], check=True, env=env, timeout=150, capture_output=True)
     report = json.loads((tmp_path / f"live-baseline-split-{SCALE:g}.json").read_text())
     assert report["jobs"] == report["finished"] > 0 and report["creations"]["refused"] == 0
     assert report["finish_errors"] == []
-    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _shared_server(p)]
+    assert report["server"]["cpu_s"] > 0, "both servers' CPU counted"
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _server_under(p, homes)]
     assert left == [], "a server of the split run was left running"
 
 
-def _shared_server(proc: Path) -> bool:
+def _server_under(proc: Path, homes: Path) -> bool:
     try:
         argv = (proc / "cmdline").read_bytes().split(b"\0")
     except OSError:  # it ended meanwhile
         return False
-    return b"flexq.cli.main" in argv and b"--shared" in argv and any(b"flexq-live-" in a for a in argv)
+    return b"flexq.cli.main" in argv and any(str(homes).encode() in a for a in argv)
