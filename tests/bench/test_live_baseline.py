@@ -80,7 +80,6 @@ def test_live_baseline_split_smoke(tmp_path: Path) -> None:
     report = json.loads((tmp_path / f"live-baseline-split-{SCALE:g}.json").read_text())
     assert report["jobs"] == report["finished"] > 0 and report["creations"]["refused"] == 0
     assert report["finish_errors"] == []
-    assert report["server"]["cpu_s"] > 0, "both servers' CPU counted"
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _server_under(p, homes)]
     assert left == [], "a server of the split run was left running"
 
