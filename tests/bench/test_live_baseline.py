@@ -16,10 +16,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SCALE = 0.01
 
 
+def _bench(out: Path, *options: str, timeout: float, **env: str) -> None:
+    """bench/live_baseline.py at ``SCALE``, its report written to ``out``, this tree's flexq imported."""
+    pythonpath = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    subprocess.run([sys.executable, str(ROOT / "bench" / "live_baseline.py"), "--scale", str(SCALE), *options,
+                    "--timeout", "60", "--out", str(out)], check=True, timeout=timeout, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": pythonpath, **env})
+
+
 def test_live_baseline_smoke(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, str(ROOT / "bench" / "live_baseline.py"), "--scale", str(SCALE), "--timeout",
-                    "60", "--out", str(tmp_path)], check=True, env=env, timeout=120, capture_output=True)
+    _bench(tmp_path, timeout=120)
     report = json.loads((tmp_path / f"live-baseline-{SCALE:g}.json").read_text())
     config = yaml.safe_load((ROOT / "bench" / "kueue" / "baseline.yaml").read_text())
     expected: dict[str, int] = {}
@@ -73,10 +79,7 @@ def test_live_baseline_split_smoke(tmp_path: Path) -> None:
     finishes, and both servers are gone afterwards."""
     homes = tmp_path / "homes"  # the run's servers keep their state under it (its temporary folder)
     homes.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-           "TMPDIR": str(homes)}
-    subprocess.run([sys.executable, str(ROOT / "bench" / "live_baseline.py"), "--scale", str(SCALE), "--split",
-                    "--timeout", "60", "--out", str(tmp_path)], check=True, env=env, timeout=150, capture_output=True)
+    _bench(tmp_path, "--split", timeout=150, TMPDIR=str(homes))
     report = json.loads((tmp_path / f"live-baseline-split-{SCALE:g}.json").read_text())
     assert report["jobs"] == report["finished"] > 0 and report["creations"]["refused"] == 0
     assert report["finish_errors"] == []
