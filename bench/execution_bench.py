@@ -94,9 +94,13 @@ class Server:
         if self.process.poll() is not None:
             raise SystemExit(f"the server exited: {(self.home / 'server.log').read_text()[-2000:]}")
         try:
-            return self.client.get("/healthz").status_code == 200
+            if self.client.get("/healthz").status_code != 200:
+                return False
         except httpx.HTTPError:
             return False
+        token = (self.home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
+        self.client.headers["Authorization"] = f"Bearer {token}"  # as flexq's CLI: the administrator's token
+        return True
 
     def apply(self, text: str) -> None:
         for doc in yaml.safe_load_all(text):

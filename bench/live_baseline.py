@@ -131,6 +131,10 @@ class Server:
         self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         self.base = f"http://127.0.0.1:{self.port}"
 
+    def token(self) -> str:
+        """The administrator's token (what flexq's CLI presents), once the server has made it."""
+        return (self.home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
+
     def pid(self) -> int:
         """The server's own process (py-spy's child when profiling)."""
         pid = self.process.pid
@@ -341,6 +345,7 @@ async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[
             if time.monotonic() > deadline or server.process.poll() is not None:
                 raise RuntimeError("the server did not start")
             await asyncio.sleep(0.1)
+        session.headers["Authorization"] = f"Bearer {server.token()}"  # as flexq's CLI: the administrator's token
         rv = await run.setup(session, objects)
         watcher = asyncio.ensure_future(run.watch(session, rv))
         run.t0 = time.monotonic()
@@ -358,8 +363,9 @@ def wait_leading(server: Server) -> None:
     """Until the server leads the controllers (it was first on the shared file)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError), \
-                urllib.request.urlopen(server.base + "/flexq/v1/leader", timeout=2) as answer:
+        with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(urllib.request.Request(
+                server.base + "/flexq/v1/leader", headers={"Authorization": f"Bearer {server.token()}"}),
+                timeout=2) as answer:
             if json.loads(answer.read()).get("leading"):
                 return
         if server.process.poll() is not None:
@@ -467,7 +473,7 @@ def main() -> None:
             if leader is not None:
                 lead_cpu, lead_rss = leader.usage()
                 cpu, rss = cpu + lead_cpu, max(rss, lead_rss)
-            steps = controller_steps((leader or server).base, len(jobs))
+            steps = controller_steps((leader or server).base, len(jobs), (leader or server).token())
             store = server.store_mb()
             tables = server.store_tables()
             files = server.store_files()

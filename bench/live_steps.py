@@ -14,9 +14,11 @@ from flexq.controller.steps import PHASES
 __all__ = ["controller_steps", "steps_markdown"]
 
 
-def controller_steps(base: str, jobs: int) -> dict[str, Any]:
-    """The steps' figures of the server at ``base`` (read once the run is over), ``jobs`` Jobs having run."""
-    with urllib.request.urlopen(base + "/metrics", timeout=30) as answer:
+def controller_steps(base: str, jobs: int, token: str) -> dict[str, Any]:
+    """The steps' figures of the server at ``base`` (read once the run is over, as the administrator whose token is
+    ``token``), ``jobs`` Jobs having run."""
+    request = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
         text = answer.read().decode()
     values: dict[str, float] = {}
     buckets: list[tuple[float, float]] = []

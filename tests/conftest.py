@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from tests import admin
+
 if TYPE_CHECKING:
     from tests.postgres import Postgres
 
@@ -45,6 +47,15 @@ class Server:
     url: str
     home: Path
     process: subprocess.Popen[bytes]
+
+    @property
+    def token(self) -> str:
+        """The administrator's token (what flexq's CLI presents)."""
+        return admin.token_of(self.home)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "FLEXQ_SERVER": self.url, "FLEXQ_HOME": str(self.home), **extra}
@@ -91,7 +102,8 @@ def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
         if process.poll() is not None:
             raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if admin.get(f"{url}/healthz", timeout=1).status_code == 200:
+                admin.register(url, home)
                 return Server(url, home, process)
         except httpx.HTTPError:
             time.sleep(0.1)
@@ -100,6 +112,7 @@ def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
 
 
 def stop_server(server: Server) -> None:
+    admin.unregister(server.url)
     server.process.terminate()
     try:
         server.process.wait(timeout=10)

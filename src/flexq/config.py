@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Final
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "caller_token", "default_server_url", "flexq_home", "server_ca"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "caller_token", "default_server_url", "flexq_home", "server_ca",
+           "write_private"]
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8585
@@ -50,3 +52,21 @@ def server_ca() -> Path | None:
         return Path(explicit).expanduser()
     local = flexq_home() / "tls" / "ca.crt"
     return local if local.exists() else None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (0600; a folder it makes, 0700), whole or not at all."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

@@ -54,11 +54,17 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], deadline: float) -> N
     raise SystemExit("error: flexq server did not become ready in time")
 
 
-def _wait_for_jobs(url: str, names: tuple[str, ...], deadline: float) -> None:
+def _api(url: str, home: Path) -> httpx.Client:
+    """The server's API as its administrator (the token flexq's CLI presents, from ``home/auth/admin.token``)."""
+    token = (home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+
+def _wait_for_jobs(http: httpx.Client, names: tuple[str, ...], deadline: float) -> None:
     while time.monotonic() < deadline:
         states = []
         for name in names:
-            job = httpx.get(f"{url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+            job = http.get(f"/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json()
             states.append((job.get("status") or {}).get("jobDeploymentStatus"))
         if all(s in ("Complete", "Failed") for s in states):
             return
@@ -66,19 +72,19 @@ def _wait_for_jobs(url: str, names: tuple[str, ...], deadline: float) -> None:
     raise SystemExit("error: the jobs did not finish in time")
 
 
-def _summary(url: str) -> None:
+def _summary(http: httpx.Client) -> None:
     from datetime import datetime
 
     def at(text: str) -> float:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
-    workloads = httpx.get(f"{url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads", timeout=10).json()
-    events = httpx.get(f"{url}/api/v1/namespaces/default/events", timeout=10).json()["items"]
+    workloads = http.get("/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()
+    events = http.get("/api/v1/namespaces/default/events").json()["items"]
     print("\nSummary")
     print(f"{'JOB':<22} {'RESULT':<10} {'RAN ON':<16} {'WAITED':>7} {'FINAL LOSS':>12}")
     for wl in sorted(workloads["items"], key=lambda w: w["metadata"]["ownerReferences"][0]["name"]):
         name = wl["metadata"]["ownerReferences"][0]["name"]
-        job = httpx.get(f"{url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+        job = http.get(f"/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json()
         status = job.get("status") or {}
         nodes = [e["message"] for e in events if e["reason"] == "Started" and e["involvedObject"]["name"] ==
                  wl["metadata"]["name"]]
@@ -109,7 +115,8 @@ def main() -> None:
         _wait_ready(url, server, time.monotonic() + 30)
         _administrator(env, guide)
         _developer(env, guide)
-        _outcome(url, env, guide)
+        with _api(url, home) as http:
+            _outcome(http, env, guide)
     finally:
         server.terminate()
         try:
@@ -172,12 +179,12 @@ def _developer(env: dict[str, str], guide: Path) -> None:
           "trains the unmodified train.py on a Ray cluster of its own, with its TPU slice emulated on this CPU.")
 
 
-def _outcome(url: str, env: dict[str, str], guide: Path) -> None:
+def _outcome(http: httpx.Client, env: dict[str, str], guide: Path) -> None:
     """Both jobs to their end, the pools back to zero, then the same flow in virtual time."""
-    _wait_for_jobs(url, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
+    _wait_for_jobs(http, ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"), time.monotonic() + 420)
     _run("flexq get rayjobs,workloads", env, guide)
     _run("flexq logs job/rayjob-tpu-v6e-dws-1 | tail -n 6", env, guide)
-    _summary(url)
+    _summary(http)
     time.sleep(17)  # idle nodes go after scaleDownAfter (15 s in capacity-demo.yaml)
     _run("flexq get nodepools,nodes", env, guide)
     if shutil.which("kubectl"):

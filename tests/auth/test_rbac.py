@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -57,6 +58,11 @@ REQUESTS: dict[tuple[str, str, str], tuple[str, str, str, str, str | None, str] 
     ("POST", "/flexq/v1/tokens", ""): ("create", "flexq.dev", "tokens", "", None, ""),
     ("DELETE", "/flexq/v1/tokens/alice", ""): ("delete", "flexq.dev", "tokens", "", None, "alice"),
     ("POST", "/flexq/v1/apply", ""): None,
+    ("GET", "/ui/ray/team-b/j/api/jobs/", ""): ("get", "", "services", "proxy", "team-b", "j"),
+    ("POST", "/ui/ray/team-b/j/api/jobs/", ""): ("create", "", "services", "proxy", "team-b", "j"),
+    ("GET", "/ui/jobs/team-b/w", ""): ("get", "kueue.x-k8s.io", "workloads", "", "team-b", "w"),
+    ("GET", "/flexq/v1/dashboard/jobs/team-b/w", ""): ("get", "kueue.x-k8s.io", "workloads", "", "team-b", "w"),
+    ("GET", "/flexq/v1/dashboard/jobs", ""): ("get", "", "", "", None, ""),
 }
 
 
@@ -180,9 +186,10 @@ def test_token_book(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("host", "port", "tls_port", "tls", "auth", "want"), [
-    ("127.0.0.1", 8585, None, True, None, ("127.0.0.1", 8585, "127.0.0.1", 8586, "anonymous", "127.0.0.1")),
+    ("127.0.0.1", 8585, None, True, None, ("127.0.0.1", 8585, "127.0.0.1", 8586, "token", "127.0.0.1")),
     ("127.0.0.1", 8585, 0, True, "token", ("127.0.0.1", 8585, "127.0.0.1", 0, "token", "127.0.0.1")),
-    ("localhost", 9000, None, False, None, ("localhost", 9000, None, None, "anonymous", "127.0.0.1")),
+    ("localhost", 9000, None, False, None, ("localhost", 9000, None, None, "token", "127.0.0.1")),
+    ("localhost", 9000, None, False, "anonymous", ("localhost", 9000, None, None, "anonymous", "127.0.0.1")),
     ("10.1.2.3", 8585, None, True, None, ("127.0.0.1", 8585, "10.1.2.3", 8586, "token", "10.1.2.3")),
 ])
 def test_listeners(host: str, port: int, tls_port: int | None, tls: bool, auth: str | None,
@@ -200,3 +207,12 @@ def test_listeners(host: str, port: int, tls_port: int | None, tls: bool, auth: 
 def test_refused_listeners(host: str, tls_port: int | None, tls: bool, auth: str | None, fragment: str) -> None:
     with pytest.raises(ListenError, match=fragment):
         plan_listeners(host, 8585, tls_port, tls, auth)
+
+
+def test_the_names_a_server_answers_to() -> None:
+    loopback = plan_listeners("127.0.0.1", 8585, None, True, None, ("flexq.internal",))
+    assert sorted(set(loopback.host_names())) == ["127.0.0.1", "flexq.internal"]
+    everywhere = plan_listeners("0.0.0.0", 8585, None, True, None)
+    assert socket.gethostname() in everywhere.host_names() and "0.0.0.0" in everywhere.host_names()
+    with pytest.raises(ListenError, match="--allowed-host 'http://x'"):
+        plan_listeners("127.0.0.1", 8585, None, True, None, ("http://x",))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import Server
 
 TYPO = """apiVersion: kueue.x-k8s.io/v1beta2
@@ -21,7 +20,7 @@ spec:
 
 
 def _stored(server: Server) -> dict[str, Any] | None:
-    got = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/clusterqueues/typo-cq")
+    got = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/clusterqueues/typo-cq")
     return got.json() if got.status_code == 200 else None
 
 

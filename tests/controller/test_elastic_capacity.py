@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import Server, guide_text
 from tests.controller.test_live import _cond, _eventually
 from tests.controller.test_live_capacity import CAPACITY, _nodes, capacity_server, guide_setup, serve_capacity
@@ -20,7 +19,7 @@ REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
 
 def _replicas(srv: Server, job: str, n: int) -> None:
     patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": n}]
-    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/{job}", json=patch,
+    response = admin.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/{job}", json=patch,
                            headers={"Content-Type": "application/json-patch+json"})
     assert response.status_code == 200, response.text
 
@@ -40,14 +39,14 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
     _replicas(srv, "rayjob-tpu-v6e-dws-2", 2)
 
     def grown() -> dict[str, Any]:
-        items = httpx.get(srv.url + WORKLOADS).json()["items"]
+        items = admin.get(srv.url + WORKLOADS).json()["items"]
         new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
         assert _cond(new, "Admitted") == "True"
         assert _pool_nodes(srv, "dws-pool") == 8
         return new
 
     new = _eventually(grown, timeout=40)
-    mine = [e["message"] for e in httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+    mine = [e["message"] for e in admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
             if e["involvedObject"]["name"] == new["metadata"]["name"]]
     assert any("is Accepted: waiting for 4 ct6e-standard-4t node(s) in dws-pool" in m for m in mine), \
         f"the growth asks DWS for the slice it adds, not for both: {mine}"
@@ -55,7 +54,7 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
     assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 8]
     _replicas(srv, "rayjob-tpu-v6e-dws-2", 1)  # shrinks in place: the slice it no longer uses goes idle, then away
     _eventually(lambda: _assert(_pool_nodes(srv, "dws-pool") == 4), timeout=40)
-    assert _cond(httpx.get(f"{srv.url}{WORKLOADS}/{new['metadata']['name']}").json(), "Admitted") == "True"
+    assert _cond(admin.get(f"{srv.url}{WORKLOADS}/{new['metadata']['name']}").json(), "Admitted") == "True"
 
 
 def _assert(ok: bool) -> None:
@@ -72,15 +71,15 @@ def test_an_on_demand_job_grows_by_a_slice_its_pool_adds(tmp_path: Path) -> None
         guide_setup(srv, queue, jobs=("1",), max_nodes=8)
         _eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
         # Admitted once its pods start (it raced on-demand and dws until then): only then is growth a new slice.
-        _eventually(lambda: _assert(_cond(httpx.get(srv.url + WORKLOADS).json()["items"][0], "Admitted") == "True"),
+        _eventually(lambda: _assert(_cond(admin.get(srv.url + WORKLOADS).json()["items"][0], "Admitted") == "True"),
                     timeout=30)
         _replicas(srv, "rayjob-tpu-v6e-dws-1", 2)
 
         def grown() -> None:
-            items = httpx.get(srv.url + WORKLOADS).json()["items"]
+            items = admin.get(srv.url + WORKLOADS).json()["items"]
             new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
             assert _cond(new, "Admitted") == "True" and _pool_nodes(srv, "on-demand-pool") == 8
-            events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+            events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
             mine = [e["message"] for e in events if e["involvedObject"]["name"] == new["metadata"]["name"]]
             assert "node pool on-demand-pool: 4 node(s) requested, ready in 1s" in mine, mine
             assert "pods bound to 9 node(s) in default-pool, on-demand-pool" in mine, mine

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import ROOT, Server
 from tests.controller.test_live import _eventually
 
@@ -18,20 +17,20 @@ REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
 
 def _workloads(srv: Server) -> list[dict[str, Any]]:
     """Oldest first: a replacement slice after the slice it replaces (timestamps have whole seconds only)."""
-    items = httpx.get(srv.url + WORKLOADS).json()["items"]
+    items = admin.get(srv.url + WORKLOADS).json()["items"]
     return sorted(items, key=lambda w: (REPLACES in (w["metadata"].get("annotations") or {}),
                                         w["metadata"]["creationTimestamp"]))
 
 
 def _cpu(srv: Server) -> str:
-    cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
+    cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
     usage = cq["status"]["flavorsUsage"][0]["resources"]
     return str(next(r["total"] for r in usage if r["name"] == "cpu"))
 
 
 def _replicas(srv: Server, n: int) -> None:
     patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": n}]
-    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
+    response = admin.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
                            headers={"Content-Type": "application/json-patch+json"})
     assert response.status_code == 200, response.text
 
@@ -77,7 +76,7 @@ def test_a_slice_evicted_while_its_growth_waits_hands_the_job_to_the_growth(flex
 
     _eventually(waiting)
     old = _workloads(server)[0]["metadata"]["name"]
-    response = httpx.patch(f"{server.url}{WORKLOADS}/{old}", json={"spec": {"active": False}},
+    response = admin.patch(f"{server.url}{WORKLOADS}/{old}", json={"spec": {"active": False}},
                            headers={"Content-Type": "application/merge-patch+json"})
     assert response.status_code == 200, response.text
     _replicas(server, 3)  # the growth, not admitted yet, is resized in place

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import yaml
 
+from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
@@ -29,7 +29,7 @@ def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 def _workloads(server: Server) -> dict[str, dict[str, Any]]:
     """The jobs' workloads by job name (a racing workload's variants, owned by it, are left out)."""
-    items = httpx.get(server.url + WL).json()["items"]
+    items = admin.get(server.url + WL).json()["items"]
     return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items
             if w["metadata"]["ownerReferences"][0]["kind"] != "Workload"}
 
@@ -131,7 +131,7 @@ def test_pending_workload_explains_itself_and_state_survives_restart(flexq: Any,
         considered[("tpu-group", "on-demand")]["reasons"]
     described = flexq("describe", "workload", wl2["metadata"]["name"]).out
     assert "Flavors Considered" in described and "Pending" in described
-    events = httpx.get(server.url + "/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(server.url + "/api/v1/namespaces/default/events").json()["items"]
     assert any(e["reason"] == "Pending" and e["involvedObject"]["name"] == wl2["metadata"]["name"] for e in events)
 
     # Restart the server on the same state: the admitted workload keeps its quota, the pending one waits.
@@ -141,7 +141,7 @@ def test_pending_workload_explains_itself_and_state_survives_restart(flexq: Any,
         wls = _workloads(again)
         assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
         assert _cond(wls["rayjob-tpu-v6e-dws-2"], "QuotaReserved") == "False"
-        httpx.delete(again.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1")
+        admin.delete(again.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1")
         _eventually(lambda: _reserved(again, "rayjob-tpu-v6e-dws-2"))
     finally:
         stop_server(again)
@@ -170,7 +170,7 @@ def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, 
     for job_id in ("1", "2"):
         _submit(flexq, job_id)
     _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-1"))
-    response = httpx.patch(server.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1/status",
+    response = admin.patch(server.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1/status",
                            json={"status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}},
                            headers={"Content-Type": "application/merge-patch+json"})
     assert response.status_code == 200, response.text
@@ -182,7 +182,7 @@ def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, 
         assert [_cond(wl1, t) for t in ("Finished", "QuotaReserved", "Admitted")] == ["True", "True", "True"]
         assert wl1["status"]["admission"]["clusterQueue"] == "cluster-queue"
         assert _flavors(wl1)["tpu-group"] == {"on-demand"}
-        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue").json()["status"]
+        cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue").json()["status"]
         assert (cq["reservingWorkloads"], cq["admittedWorkloads"]) == (1, 1), "job 2 alone holds quota"
 
     check(server)

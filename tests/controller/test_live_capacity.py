@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 
@@ -42,7 +43,7 @@ def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
 
 def _ok(server: Server) -> None:
     try:
-        assert httpx.get(server.url + "/healthz", timeout=1).status_code == 200
+        assert admin.get(server.url + "/healthz", timeout=1).status_code == 200
     except httpx.HTTPError as exc:
         raise AssertionError(str(exc)) from None
 
@@ -53,7 +54,7 @@ def _run(server: Server, *args: str, input: str | None = None) -> subprocess.Com
 
 
 def _nodes(server: Server) -> dict[str, dict[str, Any]]:
-    return {n["metadata"]["name"]: n for n in httpx.get(server.url + "/api/v1/nodes").json()["items"]}
+    return {n["metadata"]["name"]: n for n in admin.get(server.url + "/api/v1/nodes").json()["items"]}
 
 
 def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4) -> None:
@@ -92,18 +93,18 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     (update,) = check["podSetUpdates"]
     consume = update["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"]
     assert update["name"] == "tpu-group" and consume.endswith("-dws-prov-1"), "the Ray head asks no TPU: no update"
-    job2 = httpx.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-2").json()
+    job2 = admin.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-2").json()
     worker = job2["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
     assert worker["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == consume
-    requests = httpx.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
+    requests = admin.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
     (request,) = requests["items"]
     assert request["metadata"]["name"].endswith("-dws-prov-1")
     assert {c["type"]: c["status"] for c in request["status"]["conditions"]} == {"Accepted": "True",
                                                                                  "Provisioned": "True"}
-    listed = httpx.get(srv.url + "/apis/flexq.dev/v1alpha1/nodepools").json()["items"]
+    listed = admin.get(srv.url + "/apis/flexq.dev/v1alpha1/nodepools").json()["items"]
     pools = {p["metadata"]["name"]: p for p in listed}
     assert pools["dws-pool"]["status"]["nodeCount"] == 4
-    events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
     reasons = {e["reason"] for e in events}
     assert {"ScaledUp", "ProvisioningRequest", "Started"} <= reasons
     accepted = next(e for e in events if e["reason"] == "ProvisioningRequest" and "Accepted" in e["message"])
@@ -158,11 +159,11 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
 
         first = _eventually(running)
         uids = (_workloads(srv)["rayjob-tpu-v6e-dws-1"]["metadata"]["uid"],
-                httpx.get(job_url).json()["metadata"]["uid"])
-        assert httpx.delete(f"{srv.url}/api/v1/nodes/{first[0]}").status_code == 200
+                admin.get(job_url).json()["metadata"]["uid"])
+        assert admin.delete(f"{srv.url}/api/v1/nodes/{first[0]}").status_code == 200
 
         def events() -> list[dict[str, Any]]:
-            return list(httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
+            return list(admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
 
         def evicted() -> None:
             assert any(e["reason"] == "Evicted" and f"Node {first[0]} was deleted" in e["message"] for e in events())
@@ -179,6 +180,6 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
             assert "its other 3 node(s) are released" in slice_events["SliceReleased"]["message"]
         assert "Fallback" not in {e["reason"] for e in events()}
         wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
-        assert (wl["metadata"]["uid"], httpx.get(job_url).json()["metadata"]["uid"]) == uids, "the same job, requeued"
+        assert (wl["metadata"]["uid"], admin.get(job_url).json()["metadata"]["uid"]) == uids, "the same job, requeued"
     finally:
         servers.close()

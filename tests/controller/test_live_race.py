@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
 from tests.controller.test_live_capacity import _nodes, guide_setup, serve_capacity
@@ -29,7 +29,7 @@ scaleDownAfter: 60s
 
 
 def _finish(srv: Server, job_id: str) -> None:
-    response = httpx.patch(f"{srv.url}{JOBS}/rayjob-tpu-v6e-dws-{job_id}/status",
+    response = admin.patch(f"{srv.url}{JOBS}/rayjob-tpu-v6e-dws-{job_id}/status",
                            json={"status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}},
                            headers={"Content-Type": "application/merge-patch+json"})
     assert response.status_code == 200, response.text
@@ -42,7 +42,7 @@ def _admitted_on(srv: Server, job_id: str, flavor: str) -> dict[str, Any]:
 
 
 def _messages(srv: Server, workload: dict[str, Any]) -> list[str]:
-    events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
     return [e["message"] for e in events if e["involvedObject"]["name"] == workload["metadata"]["name"]]
 
 
@@ -66,7 +66,7 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             assert _cond_message(wl2, "QuotaReserved").startswith("racing: dws: waiting for ProvisioningRequest")
             assert wl2["metadata"]["labels"]["kueue.x-k8s.io/concurrent-admission-parent"] == "true"
             # Kueue's variants: Workloads of their own, owned by the parent, one flavor each.
-            owned = [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+            owned = [w for w in admin.get(srv.url + WORKLOADS).json()["items"]
                      if w["metadata"]["ownerReferences"][0] == {
                          "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "name": wl2["metadata"]["name"],
                          "uid": wl2["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
@@ -81,17 +81,17 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             reserved = next(c for c in flavors["on-demand"]["status"]["conditions"] if c["type"] == "QuotaReserved")
             assert reserved["reason"] == "WaitingForQuota", reserved  # Kueue's reason: Plan A's quota is in use
             assert "kueue.x-k8s.io/concurrent-admission-parent" not in flavors["dws"]["metadata"]["labels"]
-            (request,) = httpx.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
+            (request,) = admin.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
             assert request["metadata"]["name"] == f"{wl2['metadata']['name']}-dws-prov-1"
 
         _eventually(racing)
         _finish(srv, "1")
         wl2 = _eventually(lambda: _admitted_on(srv, "2", "on-demand"))
         assert any("withdrawn before it was provisioned: no cost" in m for m in _messages(srv, wl2))
-        assert httpx.get(srv.url + REQUESTS).json()["items"] == [], "the DWS request is withdrawn"
+        assert admin.get(srv.url + REQUESTS).json()["items"] == [], "the DWS request is withdrawn"
         assert "dws-pool" not in _pools(srv), "no node of the DWS pool was brought up"
         assert "variants" not in wl2["status"]
-        assert [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+        assert [w for w in admin.get(srv.url + WORKLOADS).json()["items"]
                 if w["metadata"]["ownerReferences"][0]["kind"] == "Workload"] == [], "its variants are gone"
         assert _cond_message(wl2, "Admitted").startswith("The variant rayjob-rayjob-tpu-v6e-dws-2-variant-on-demand-")
     finally:
@@ -148,7 +148,7 @@ fallback: {str(fallback).lower()}
         assert not any("cannot deliver nodes" in m for m in messages), "no fallback to a flavor that never delivers"
         if fallback:
             assert any("withdrawn before it was provisioned: no cost" in m for m in messages)
-        assert httpx.get(srv.url + REQUESTS).json()["items"] == []
+        assert admin.get(srv.url + REQUESTS).json()["items"] == []
     finally:
         servers.close()
 
@@ -182,7 +182,7 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
             wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
             messages = _messages(srv, wl)
             assert any("due to migration to more favorable resource flavor on-demand" in m for m in messages)
-            job_events = [e for e in httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+            job_events = [e for e in admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
                           if e["involvedObject"]["name"] == "rayjob-tpu-v6e-dws-1"]
             counts = {e["reason"]: e.get("count", 1) for e in job_events}
             assert counts["Started"] == 2 and counts["Stopped"] == 1, "stopped, then started again"
@@ -222,7 +222,7 @@ def test_a_racing_job_races_on_after_a_restart(tmp_path: Path) -> None:
 
 
 def _variant_objects(srv: Server) -> list[dict[str, Any]]:
-    return [w for w in httpx.get(srv.url + WORKLOADS).json()["items"]
+    return [w for w in admin.get(srv.url + WORKLOADS).json()["items"]
             if w["metadata"]["ownerReferences"][0]["kind"] == "Workload"]
 
 

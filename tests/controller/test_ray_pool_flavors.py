@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import Server
 from tests.controller.test_live import WL, _eventually
 from tests.queues import queue_yaml
@@ -89,12 +89,12 @@ def dashboards() -> Iterator[tuple[FakeDashboard, FakeDashboard]]:
 
 
 def _count(server: Server, pool: str) -> int | None:
-    obj = httpx.get(f"{server.url}/apis/flexq.dev/v1alpha1/nodepools/{pool}").json()
+    obj = admin.get(f"{server.url}/apis/flexq.dev/v1alpha1/nodepools/{pool}").json()
     return (obj.get("status") or {}).get("nodeCount")
 
 
 def _flavor_of(server: Server, job: str) -> str:
-    items = httpx.get(server.url + WL).json()["items"]
+    items = admin.get(server.url + WL).json()["items"]
     mine = [w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job
             and w["metadata"]["ownerReferences"][0]["kind"] == "Job"]
     assert mine, [w["metadata"]["name"] for w in items]
@@ -112,7 +112,7 @@ def test_plan_a_then_plan_b_across_ray_clusters(flexq: Any, server: Server,
         assert made.code == 0, made.err
     _eventually(lambda: _assert_counts(server, 1, 1), timeout=20)
     nodes = {n["metadata"]["name"]: n["status"]["allocatable"]["cpu"]
-             for n in httpx.get(f"{server.url}/api/v1/nodes").json()["items"]}
+             for n in admin.get(f"{server.url}/api/v1/nodes").json()["items"]}
     assert nodes == {"ray-ray-a-aaaaaaaaaaaa": "1", "ray-ray-b-bbbbbbbbbbbb": "8"}
     assert flexq("apply", "-f", "-", input=QUEUE).code == 0
     assert flexq("apply", "-f", "-", input=_job("big", 4)).code == 0

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests import admin
 from tests.conftest import guide_text
 from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
 from tests.sim.guide_setup import guide_scenario, job
@@ -43,7 +42,7 @@ def _queue(base: int) -> str:
 
 
 def _requests(url: str) -> dict[str, dict[str, Any]]:
-    items = httpx.get(url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests",
+    items = admin.get(url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests",
                       timeout=5).json()["items"]
     return {r["metadata"]["name"]: r for r in items}
 
@@ -92,7 +91,7 @@ def test_failed_provisioning_requests_are_retried_after_the_backoff_on_the_real_
             assert longest >= announced and shortest <= announced + 0.5, (announced, shortest, longest)
         time.sleep(0.5)
         assert len([n for n in _requests(srv.url) if n.startswith(JOB2)]) == RETRIES + 1, "none after the last retry"
-        events = httpx.get(srv.url + "/api/v1/namespaces/default/events", timeout=5).json()["items"]
+        events = admin.get(srv.url + "/api/v1/namespaces/default/events", timeout=5).json()["items"]
         messages = [e["message"] for e in events if e["involvedObject"]["name"].startswith(JOB2)]
         for n, delay in ((1, "1s"), (2, "2s"), (3, "4s")):
             assert any(f"retry {n} of {RETRIES} in {delay}" in m for m in messages), messages

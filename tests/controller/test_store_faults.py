@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import Server, guide_text, start_server
 from tests.controller.test_live import _cond, _eventually, _workloads
 from tests.controller.test_live_capacity import _run, guide_setup
@@ -50,7 +50,7 @@ def _intact(home: Path) -> None:
 
 
 def _events(srv: Server) -> list[dict[str, Any]]:
-    return list(httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
+    return list(admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
 
 
 def _started(srv: Server) -> None:
@@ -61,7 +61,7 @@ def _started(srv: Server) -> None:
 
 def _refused(srv: Server, cause: str) -> None:
     """A write through the API and one through the CLI are refused with ``cause``; reads are served."""
-    made = httpx.post(srv.url + "/api/v1/namespaces/default/configmaps", timeout=30,
+    made = admin.post(srv.url + "/api/v1/namespaces/default/configmaps", timeout=30,
                       json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "refused"}})
     assert made.status_code == 503, made.text
     status = made.json()
@@ -71,7 +71,7 @@ def _refused(srv: Server, cause: str) -> None:
     assert cli.returncode == 1 and "Traceback" not in cli.stderr
     assert f"Error from server (ServiceUnavailable): the store could not write: {cause}" in cli.stderr
     assert JOB in _workloads(srv)
-    assert httpx.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/" + JOB).status_code == 200
+    assert admin.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/" + JOB).status_code == 200
     assert _run(srv, "get", "clusterqueues").returncode == 0
 
 
@@ -113,7 +113,7 @@ def test_a_full_disk_refuses_writes_and_the_controller_catches_up_once_space_is_
         filler.unlink()
         _eventually(lambda: _started(srv), timeout=20)
         assert _cond(_workloads(srv)[JOB], "Admitted") == "True"
-        assert httpx.post(srv.url + "/api/v1/namespaces/default/configmaps", json={
+        assert admin.post(srv.url + "/api/v1/namespaces/default/configmaps", json={
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}}).status_code == 201
     finally:
         log = _stop(srv)
@@ -156,7 +156,7 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
         slowest, reads = 0.0, 0
         while waiting.is_alive():
             t = time.monotonic()
-            assert httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", timeout=5).status_code == 200
+            assert admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", timeout=5).status_code == 200
             slowest, reads = max(slowest, time.monotonic() - t), reads + 1
             time.sleep(0.05)
         waiting.join()

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
 from tests.export.crds import errors, has_schema
 
@@ -55,7 +55,7 @@ def _setup_guide(flexq: Any, server: Server) -> None:
     # Wait until Kueue's part has started a job: admission changes its pod templates, which must not leak out.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        job = httpx.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1").json()
+        job = admin.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1").json()
         if job["spec"].get("suspend") is False:
             return
         time.sleep(0.2)

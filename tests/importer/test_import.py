@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from flexq.importer.replay import workload_job
 from flexq.server.tls import ensure_certificates
+from tests import admin
 from tests.conftest import Result, Server, free_port, guide_text, start_server, stop_server
 
 CAPACITY = """
@@ -127,7 +127,7 @@ def test_import_replays_the_cluster(tls_server: tuple[Server, int], tmp_path: Pa
     simulated = _flexq(server, "simulate", str(out), "-o", "json")
     assert simulated.code == 0, simulated.err
     rows = json.loads(simulated.out)["workloads"]
-    live = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/workloads").json()["items"]
+    live = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/workloads").json()["items"]
     live = [w for w in live if not any(o["kind"] == "Workload" for o in w["metadata"].get("ownerReferences", []))]
     assert sorted(r["workload"].split("/")[1].rsplit("-", 1)[0] for r in rows) == \
         sorted(w["metadata"]["name"].rsplit("-", 1)[0] for w in live)

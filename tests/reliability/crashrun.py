@@ -27,6 +27,8 @@ from typing import Any
 
 import httpx
 
+from tests import admin
+
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 
@@ -37,6 +39,7 @@ class Crashable:
     def __init__(self, home: Path, port: int, *flags: str) -> None:
         self.home, self.port, self.flags = home, port, flags
         self.url = f"http://127.0.0.1:{port}"
+        admin.register(self.url, home)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -52,7 +55,7 @@ class Crashable:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited with {self.process.returncode}: see {log.name}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if admin.get(self.url + "/healthz", timeout=1).status_code == 200:
                     return
             time.sleep(0.1)
         raise RuntimeError("the server did not answer within its start time")
@@ -110,7 +113,7 @@ class Creator(threading.Thread):
         """While set, no Job is created."""
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as client:
+        with admin.client(self.url, timeout=10) as client:
             begun = time.monotonic()
             for i, job in enumerate(self.jobs):
                 self.stop.wait(max(0.0, begun + i / self.rate - time.monotonic()))
@@ -167,7 +170,7 @@ class Follower:
             return sum(1 for s in self.workloads.values() if s.finished)
 
     def _watch(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=httpx.Timeout(10, read=None)) as client:
+        with admin.client(self.url, timeout=httpx.Timeout(10, read=None)) as client:
             while not self.stop.is_set():
                 try:
                     if not self.rv:
@@ -221,7 +224,7 @@ class Follower:
             seen.finished = seen.finished or conditions.get("Finished") == "True"
 
     def _finish(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=10) as client:
+        with admin.client(self.url, timeout=10) as client:
             while not self.stop.is_set():
                 now = time.monotonic()
                 with self._lock:

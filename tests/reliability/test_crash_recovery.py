@@ -16,6 +16,7 @@ from typing import TypeVar
 import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import free_port, guide_text
 from tests.reliability import invariants
 from tests.reliability.crashrun import Crashable, Creator, Follower, batch_job, running
@@ -93,7 +94,7 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
         _setup(server)
         creator = Creator(server.url, [batch_job(f"job-{i:04d}", "user-queue", 4) for i in range(jobs)], rate=25)
         follower = Follower(server.url, runtime=0.3)
-        with httpx.Client(base_url=server.url, timeout=30) as client, \
+        with admin.client(server.url, timeout=30) as client, \
                 running(creator, *follower.threads()):
             kills = []
             for point in range(kills_wanted):

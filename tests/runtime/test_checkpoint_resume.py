@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
 from tests.controller.test_live import _eventually
 from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, dws_pools, ray_server
@@ -18,7 +17,7 @@ POOLS = dws_pools(8)
 
 
 def _events(srv: Server) -> list[dict[str, Any]]:
-    return list(httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
+    return list(admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
 
 
 def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -> None:
@@ -37,10 +36,10 @@ def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -
 
     _eventually(checkpointed, timeout=150)
     # The cloud takes a flex-start node away mid-run (as when it reclaims a VM).
-    nodes = [n["metadata"]["name"] for n in httpx.get(srv.url + "/api/v1/nodes").json()["items"]
+    nodes = [n["metadata"]["name"] for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]
              if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "dws-pool"]
     assert nodes
-    assert httpx.delete(f"{srv.url}/api/v1/nodes/{nodes[0]}").status_code == 200
+    assert admin.delete(f"{srv.url}/api/v1/nodes/{nodes[0]}").status_code == 200
 
     def evicted() -> None:
         assert any(e["reason"] == "Evicted" and f"Node {nodes[0]} was deleted" in e["message"] for e in _events(srv))

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import GUIDE, Server, free_port, free_port_pair, start_server, stop_server
 
 TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
@@ -65,7 +66,7 @@ def _eventually(check: Callable[[], Any], timeout: float, what: str, state: Call
 def _state(server: Server) -> str:
     """What the server shows, for a failure's message: the RayJobs' and Workloads' statuses, the nodes."""
     def items(path: str) -> list[dict[str, Any]]:
-        return list(httpx.get(server.url + path, timeout=10).json().get("items") or [])
+        return list(admin.get(server.url + path, timeout=10).json().get("items") or [])
 
     jobs = [(j["metadata"]["name"], {k: v for k, v in (j.get("status") or {}).items() if k != "trainingMetrics"})
             for j in items("/apis/ray.io/v1/namespaces/default/rayjobs")]
@@ -130,7 +131,7 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
                               timeout=timeout, check=False)
 
     def job(name: str) -> dict[str, Any]:
-        got = httpx.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
+        got = admin.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}", timeout=10).json()
         return dict(got.get("status") or {}) if got.get("kind") == "RayJob" else {}
 
     def finished(name: str) -> bool:
@@ -191,7 +192,7 @@ def _flexq_port_forward(env: dict[str, str], about: dict[str, Any]) -> None:
         assert first.startswith("Forwarding from 127.0.0.1:") and first.rstrip().endswith(" -> 8265"), \
             first + forward.communicate(timeout=10)[1]
         port = int(first.split(":")[1].split()[0])
-        assert httpx.get(f"http://127.0.0.1:{port}/api/version", timeout=30).json() == about
+        assert admin.get(f"http://127.0.0.1:{port}/api/version", timeout=30).json() == about
     finally:
         forward.terminate()
         forward.communicate(timeout=30)
@@ -217,7 +218,7 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
         def answered() -> dict[str, Any] | None:
             assert forward.poll() is None, forward.communicate()
             try:
-                response = httpx.get(f"http://127.0.0.1:{local}/api/version", timeout=10)
+                response = admin.get(f"http://127.0.0.1:{local}/api/version", timeout=10)
             except httpx.HTTPError:
                 return None
             return dict(response.json()) if response.status_code == 200 else None
@@ -225,7 +226,7 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
         about = _eventually(answered, 60, "the dashboard through the port-forward")
         assert about["ray_version"] == version("ray")
         submissions = [j.get("submission_id") for j in
-                       httpx.get(f"http://127.0.0.1:{local}/api/jobs/", timeout=30).json()]
+                       admin.get(f"http://127.0.0.1:{local}/api/jobs/", timeout=30).json()]
         assert submissions == [job("rayjob-tpu-v6e-dws-1")["jobId"]], "job 1's own Ray cluster"
         _flexq_port_forward(env, about)
     finally:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import ROOT, Server
 from tests.controller.test_live import _eventually
 from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, ray_server
@@ -18,7 +17,7 @@ REPLACES = "kueue.x-k8s.io/workload-slice-replacement-for"
 
 
 def _workloads(srv: Server) -> list[dict[str, Any]]:
-    return sorted(httpx.get(srv.url + WORKLOADS).json()["items"], key=lambda w: w["metadata"]["creationTimestamp"])
+    return sorted(admin.get(srv.url + WORKLOADS).json()["items"], key=lambda w: w["metadata"]["creationTimestamp"])
 
 
 def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_serve
     first = _workloads(srv)
     assert len(first) == 1 and first[0]["status"]["admission"]["podSetAssignments"][1]["count"] == 1
     patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": 2}]
-    response = httpx.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
+    response = admin.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
                            headers={"Content-Type": "application/json-patch+json"})
     assert response.status_code == 200, response.text
     _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=60)
@@ -55,13 +54,13 @@ def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_serve
     assert new["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == \
         f"default/{old['metadata']['name']}"
     assert [p["count"] for p in new["spec"]["podSets"]] == [1, 2]
-    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     assert {"QuotaReserved", "Admitted"} <= {e["reason"] for e in events
                                               if e["involvedObject"]["name"] == new["metadata"]["name"]}
     assert _condition(new, "Finished")["reason"] == "Succeeded", "the job's end finishes the slice that replaced"
 
     def freed() -> None:
-        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
+        cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
         assert cq["status"]["admittedWorkloads"] == 0
 
     _eventually(freed)
@@ -81,7 +80,7 @@ def test_pending_demand_makes_the_autoscaler_ask_for_workers_and_idle_ones_are_g
     assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
     assert "2 worker node(s)" in log and "2 tasks ran on" in log, log
     assert "worker group workers: 2 -> 1 worker node(s)" in log and "the idle ones were given back" in log, log
-    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     asked = [e["message"] for e in events if e["reason"] == "AutoscalerScaling"]
     assert sorted(asked) == ["worker group workers: replicas 1 -> 2", "worker group workers: replicas 2 -> 1"]
     grown, = (w for w in _workloads(srv) if _condition(w, "Finished").get("reason") == "Succeeded")
@@ -103,7 +102,7 @@ def test_an_elastic_tpu_job_grows_by_an_emulated_slice_and_gives_it_back(ray_ser
     assert "2 tasks ran on slices: flexq-emulated-slice, flexq-emulated-slice-tpu-group-1" in log, log
     assert "worker group tpu-group: 1 -> 2 TPU slice(s)" in log and "2 -> 1 TPU slice(s)" in log, log
     assert "the idle one was given back" in log, log
-    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     asked = [e["message"] for e in events if e["reason"] == "AutoscalerScaling"]
     assert sorted(asked) == ["worker group tpu-group: replicas 1 -> 2", "worker group tpu-group: replicas 2 -> 1"]
     slices = _workloads(srv)

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
 from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
@@ -66,7 +66,7 @@ def _run(server: Server, *args: str, input: str | None = None) -> subprocess.Com
 
 
 def _job(server: Server, name: str) -> dict[str, Any]:
-    return dict(httpx.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
+    return dict(admin.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
 
 
 def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
@@ -95,11 +95,11 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
         assert log.rstrip().splitlines()[-2].startswith(f"Job '{name}-") and log.rstrip().splitlines()[-2].endswith(
             "' succeeded")
         assert status["trainingMetrics"]["epoch"] == 40 and status["trainingMetrics"]["loss"] < 1e-3
-        workload = next(w for w in httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads")
+        workload = next(w for w in admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads")
                         .json()["items"] if w["metadata"]["ownerReferences"][0]["name"] == name)
         assert workload["status"]["trainingMetrics"]["epoch"] == 40, "metrics reach the Workload (and describe)"
         assert workload["status"]["cost"]["usd"] > 0
-        events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
         started = [e["message"] for e in events if e["reason"] == "Started" and name in e["involvedObject"]["name"]]
         assert started, "the workload's pods were bound to nodes"
         assert any(pool in str(e.get("message")) for e in events if e["reason"] in ("ScaledUp", "ProvisioningRequest")
@@ -107,15 +107,15 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
 
     def scaled_down() -> None:
         pools = [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
-                 for n in httpx.get(srv.url + "/api/v1/nodes").json()["items"]]
+                 for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]]
         assert pools == ["default-pool"]
 
     _eventually(scaled_down, timeout=60)
     assert not _ray_processes(), "shutdownAfterJobFinishes: each job's cluster is gone"
     # The jobs are elastic (maxReplicas 2), but a slice on the head takes all train.py asks: none grew.
-    events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+    events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
     assert [e["message"] for e in events if e["reason"] == "AutoscalerScaling"] == []
-    assert len(httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]) == 2
+    assert len(admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]) == 2
     # The guide's manifests race by default: job 1 also asked DWS, and that request was withdrawn unprovisioned
     # when Plan A started it; job 2 raced Plan A (busy with job 1) and DWS won.
     withdrawn = [e["message"] for e in events if e["reason"] == "ProvisioningRequest" and "withdrawn" in e["message"]]
@@ -123,10 +123,10 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
     won = [e["message"] for e in events if e["reason"] == "RaceWon"]
     assert sorted(m.split()[1] for m in won) == ["dws", "on-demand"]
     # What kubectl sees, as with KubeRay: the submitter Job and its pod stay, the cluster's pods are gone.
-    jobs = httpx.get(srv.url + "/apis/batch/v1/namespaces/default/jobs").json()["items"]
+    jobs = admin.get(srv.url + "/apis/batch/v1/namespaces/default/jobs").json()["items"]
     assert sorted(j["metadata"]["name"] for j in jobs) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]
     assert all(j["status"]["succeeded"] == 1 for j in jobs)
-    pods = httpx.get(srv.url + "/api/v1/namespaces/default/pods").json()["items"]
+    pods = admin.get(srv.url + "/api/v1/namespaces/default/pods").json()["items"]
     assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
     if shutil.which("kubectl"):
         config = srv.home / "kc"
@@ -167,10 +167,10 @@ def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) 
     log = _run(srv, "logs", "rayjob/broken").stdout
     assert "something went wrong" in log and log.rstrip().splitlines()[-2].endswith("' failed")
     assert "retrying, attempt 2 of 2" in log
-    workload = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"][0]
+    workload = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"][0]
 
     def freed() -> None:
-        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+        cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
         assert cq["status"]["reservingWorkloads"] == 0
 
     _eventually(freed)
@@ -192,7 +192,7 @@ def test_a_ray_cluster_that_cannot_start_fails_the_job_with_a_reason(ray_server:
     assert "ray start exited" in status["message"]
 
     def freed() -> None:
-        cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+        cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
         assert cq["status"]["reservingWorkloads"] == 0
 
     _eventually(freed)
@@ -235,13 +235,13 @@ def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> 
     name = "rayjob-tpu-v6e-dws-1"
 
     def evicted() -> None:
-        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "Evicted" and "maxRunDuration" in e["message"] for e in events)
 
     _eventually(evicted, timeout=120)
 
     def requeued_and_restarted() -> None:
-        events = httpx.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
         accepted = [e for e in events if e["reason"] == "ProvisioningRequest" and "-dws-prov-2" in e["message"]]
         assert accepted, "a fresh ProvisioningRequest for the requeued workload"
 

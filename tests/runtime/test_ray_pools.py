@@ -23,6 +23,7 @@ import httpx
 
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster
+from tests import admin
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
@@ -107,27 +108,27 @@ spec:
 
 
 def _pod_phase(srv: Server, name: str) -> str:
-    pod = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods/{name}").json()
+    pod = admin.get(f"{srv.url}/api/v1/namespaces/default/pods/{name}").json()
     phase = str((pod.get("status") or {}).get("phase", ""))
     assert phase in ("Succeeded", "Failed"), pod.get("status")
     return phase
 
 
 def _ready(srv: Server, name: str) -> dict[str, Any]:
-    cluster: dict[str, Any] = httpx.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayclusters/{name}").json()
+    cluster: dict[str, Any] = admin.get(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayclusters/{name}").json()
     assert (cluster.get("status") or {}).get("state") == "ready", cluster.get("status")
     return cluster
 
 
 def _pool_nodes(srv: Server) -> dict[str, str]:
     """The pool's Node objects: Ray node id -> allocatable CPU."""
-    items = httpx.get(f"{srv.url}/api/v1/nodes").json()["items"]
+    items = admin.get(f"{srv.url}/api/v1/nodes").json()["items"]
     return {n["metadata"]["labels"]["flexq.dev/ray-node-id"]: n["status"]["allocatable"]["cpu"] for n in items
             if n["metadata"]["labels"].get("cloud.google.com/gke-nodepool") == "ray-a"}
 
 
 def _ray_node_ids(url: str) -> dict[bool, str]:
-    rows = httpx.get(f"{url}/api/v0/nodes", params={"detail": "1"}).json()["data"]["result"]["result"]
+    rows = admin.get(f"{url}/api/v0/nodes", params={"detail": "1"}).json()["data"]["result"]["result"]
     return {bool(r["is_head_node"]): r["node_id"] for r in rows if r["state"] == "ALIVE"}
 
 
@@ -147,7 +148,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
 
         def two_nodes() -> None:
             assert _pool_nodes(srv) == {ids[True]: "1", ids[False]: "2"}
-            pool = httpx.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
+            pool = admin.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
             assert pool["status"]["nodeCount"] == 2
 
         _eventually(two_nodes, timeout=30)
@@ -157,7 +158,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         _eventually(lambda: _assert_status(_job(srv, "probe"), "Complete"), timeout=90)
         status = _job(srv, "probe")["status"]
         assert status["jobStatus"] == "SUCCEEDED", status
-        on_remote = httpx.get(f"{remote.dashboard_url}/api/jobs/{status['jobId']}").json()
+        on_remote = admin.get(f"{remote.dashboard_url}/api/jobs/{status['jobId']}").json()
         assert on_remote["status"] == "SUCCEEDED", "the job ran on the pool's cluster"
         log = _run(srv, "logs", "job/probe").stdout
         assert re.search(rf"^gcs \S+:{remote.gcs_port}$", log, re.MULTILINE), log
@@ -173,7 +174,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         _eventually(lambda: _assert_status(_job(srv, "picky"), "Complete"), timeout=90)
         picky = _job(srv, "picky")["status"]
         assert picky["jobStatus"] == "SUCCEEDED", picky
-        assert httpx.get(f"{remote.dashboard_url}/api/jobs/{picky['jobId']}").json()["status"] == "SUCCEEDED"
+        assert admin.get(f"{remote.dashboard_url}/api/jobs/{picky['jobId']}").json()["status"] == "SUCCEEDED"
         log = _run(srv, "logs", "job/picky").stdout
         assert "42 from picky" in log and "RayCluster shared, the Ray cluster of node pool ray-a" in log, log
         assert "reach its dashboard at " + remote.dashboard_url in _forward_error(srv, "service/shared-head-svc")
@@ -183,10 +184,10 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         # A Pod admitted onto the pool runs there too: its container's command as a Ray job.
         _run(srv, "apply", "-f", "-", input=POD)
         assert _eventually(lambda: _pod_phase(srv, "hello"), timeout=90) == "Succeeded"
-        log = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods/hello/log").text  # what kubectl logs reads
+        log = admin.get(f"{srv.url}/api/v1/namespaces/default/pods/hello/log").text  # what kubectl logs reads
         assert "pod says 42 remote" in log and "the pod runs on the Ray cluster of node pool ray-a" in log, log
         assert any(j["submission_id"].startswith("flexq-pod-hello-main-") and j["status"] == "SUCCEEDED"
-                   for j in httpx.get(f"{remote.dashboard_url}/api/jobs/").json())
+                   for j in admin.get(f"{remote.dashboard_url}/api/jobs/").json())
         _run(srv, "delete", "pod", "hello")
 
         # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
@@ -196,7 +197,7 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
 
         # A server stopped cleanly leaves the job running on the cluster; the next one follows it again.
         stop_server(srv)
-        assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "RUNNING"
+        assert admin.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "RUNNING"
         srv = start_server(tmp_path / "home", "--runtime", "ray")
 
         def followed_again() -> None:
@@ -215,13 +216,13 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         def lost() -> None:
             assert _pool_nodes(srv) == {ids[True]: "1"}
             assert _job(srv, "sleeper")["status"]["jobDeploymentStatus"] == "Suspended"
-            events = httpx.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
+            events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
             assert any("left the Ray cluster of node pool ray-a" in e.get("message", "") for e in events), \
                 [e.get("message") for e in events]
-            assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "STOPPED"
+            assert admin.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "STOPPED"
 
         _eventually(lost, timeout=60)
-        pool = httpx.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
+        pool = admin.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
         assert pool["status"]["nodeCount"] == 1
 
         # A job of one pod fits the node left; deleted while it runs, its Ray job is stopped there.
@@ -261,16 +262,16 @@ def _assert_running(srv: Server, name: str) -> None:
 def _assert_pod_nodes(srv: Server, count: int) -> None:
     """The pool's nodes are read again and the restarted server's capacity places the job's pods on ``count`` nodes."""
     assert len(_pool_nodes(srv)) == 2
-    wls = httpx.get(f"{srv.url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]
+    wls = admin.get(f"{srv.url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]
     mine = [w for w in wls if w["metadata"]["ownerReferences"][0]["name"] == "sleeper"]
     assert mine and any(c["type"] == "Admitted" and c["status"] == "True" for c in mine[0]["status"]["conditions"])
-    pods = httpx.get(f"{srv.url}/api/v1/namespaces/default/pods").json()["items"]
+    pods = admin.get(f"{srv.url}/api/v1/namespaces/default/pods").json()["items"]
     nodes = {p["spec"].get("nodeName") for p in pods if p["metadata"]["name"].startswith("sleeper-")}
     assert len(nodes - {None, ""}) == count, [(p["metadata"]["name"], p["spec"].get("nodeName")) for p in pods]
 
 
 def _assert_remote(remote: LocalRayCluster, submission: str, state: str) -> None:
-    assert httpx.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == state
+    assert admin.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == state
 
 
 def _forward_error(srv: Server, target: str) -> str:
@@ -282,7 +283,7 @@ def _forward_error(srv: Server, target: str) -> str:
         line = forward.stdout.readline()
         port = int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
         with contextlib.suppress(httpx.HTTPError):
-            httpx.get(f"http://127.0.0.1:{port}/api/version", timeout=10)
+            admin.get(f"http://127.0.0.1:{port}/api/version", timeout=10)
     finally:
         forward.terminate()
         _out, err = forward.communicate(timeout=10)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 import yaml
 
+from tests import admin
 from tests.cli.test_kubectl_raycluster import SETUP, _eventually, cluster
 from tests.conftest import free_port, start_server, stop_server
 
@@ -137,7 +138,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         def submitted() -> str | None:
             assert forward is not None and forward.poll() is None, forward.communicate() if forward else ""
             try:
-                response = httpx.post(f"{url}/api/jobs/", json={"entrypoint": "python -c 'print(6 * 7)'"},
+                response = admin.post(f"{url}/api/jobs/", json={"entrypoint": "python -c 'print(6 * 7)'"},
                                       timeout=30)
             except httpx.HTTPError:
                 return None
@@ -149,12 +150,12 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         submission = _eventually(submitted, 90)
 
         def succeeded() -> bool:
-            state = httpx.get(f"{url}/api/jobs/{submission}", timeout=30).json()["status"]
+            state = admin.get(f"{url}/api/jobs/{submission}", timeout=30).json()["status"]
             assert state not in ("FAILED", "STOPPED"), state
             return bool(state == "SUCCEEDED")
 
         _eventually(succeeded, 90)
-        assert "42" in httpx.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json()["logs"]
+        assert "42" in admin.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json()["logs"]
         forward.terminate()
         forward.communicate(timeout=30)
         forward = None

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from flexq.runtime.ray_cluster import Detached
+from tests import admin
 from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import Server, free_port, start_server, stop_server
 from tests.controller.test_live import _eventually
@@ -120,7 +121,7 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
             "the cluster outlives its server"
         again = start_server(srv.home, *flags)
         assert _record(again, "ticker")["pid"] == head
-        proxied = httpx.get(f"{again.url}/ui/ray/default/ticker/api/version", timeout=30)
+        proxied = admin.get(f"{again.url}/ui/ray/default/ticker/api/version", timeout=30)
         assert proxied.status_code == 200, "the dashboard proxy reaches the cluster found again"
         follow = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "logs", "-f", "rayjob/ticker"],
                                   stdout=subprocess.PIPE, text=True, env=again.env())
@@ -132,7 +133,7 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
         assert log.splitlines().count("tick 0") == 1 and log.splitlines().count("all done") == 1, "the job ran once"
         assert log.count("starting a Ray cluster") == 1 and f"ran on (head pid {head}) and is followed again" in log
         assert "tick 19" in followed and "all done" in followed, "logs -f after the restart follows to the end"
-        events = httpx.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "RayClusterFound" for e in events)
         _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
         _eventually(lambda: _assert_freed(again), timeout=30)
@@ -147,7 +148,7 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
 
 
 def _assert_freed(srv: Server) -> None:
-    cq = httpx.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
+    cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
     assert cq["status"]["reservingWorkloads"] == 0, "the finished job's quota is free"
 
 
@@ -180,7 +181,7 @@ def test_a_head_lost_while_the_server_was_down_is_reaped_and_the_job_retried(tmp
         assert (status["failed"], status["succeeded"]) == (1, 1), "the loss counts a failure; the retry succeeds"
         assert "lost while the server was down" in log and "retrying, attempt 2 of 2" in log
         assert log.splitlines().count("all done") == 1 and log.count("starting a Ray cluster") == 2
-        events = httpx.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert [e["type"] for e in events if e["reason"] == "RayClusterLost"] == ["Warning"]
         _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
     finally:
@@ -277,9 +278,9 @@ def test_a_raycluster_survives_a_killed_server_and_is_reached_again(tmp_path: Pa
                                    env={**again.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)})
         answer = _eventually(lambda: _assert_answers(f"http://127.0.0.1:{local}/api/version"), timeout=30)
         assert "ray_version" in answer, "the cluster found again is reached through a port-forward"
-        events = httpx.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
+        events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "RayClusterFound" for e in events)
-        assert httpx.delete(again.url + url).status_code == 200
+        assert admin.delete(again.url + url).status_code == 200
         _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
     finally:
         if forward is not None:
@@ -292,12 +293,12 @@ def test_a_raycluster_survives_a_killed_server_and_is_reached_again(tmp_path: Pa
 
 
 def _assert_state(srv: Server, url: str, state: str) -> None:
-    assert (httpx.get(srv.url + url).json().get("status") or {}).get("state") == state
+    assert (admin.get(srv.url + url).json().get("status") or {}).get("state") == state
 
 
 def _assert_answers(url: str) -> str:
     try:
-        response = httpx.get(url, timeout=10)
+        response = admin.get(url, timeout=10)
     except httpx.HTTPError as exc:
         raise AssertionError(str(exc)) from None
     assert response.status_code == 200, response.text

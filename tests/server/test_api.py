@@ -6,38 +6,37 @@ import json
 import threading
 from typing import Any
 
-import httpx
-
+from tests import admin
 from tests.conftest import Server, guide_text
 
 CQ_PATH = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues"
 
 
 def _apply(server: Server, text: str) -> None:
-    r = httpx.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": text}]})
+    r = admin.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": text}]})
     assert r.status_code == 200, r.text
 
 
 def test_version_and_discovery(server: Server) -> None:
-    assert httpx.get(f"{server.url}/version").json()["major"] == "1"
-    groups = httpx.get(f"{server.url}/apis").json()
+    assert admin.get(f"{server.url}/version").json()["major"] == "1"
+    groups = admin.get(f"{server.url}/apis").json()
     kueue = next(g for g in groups["groups"] if g["name"] == "kueue.x-k8s.io")
     assert kueue["preferredVersion"]["version"] == "v1beta2"
     assert [v["version"] for v in kueue["versions"]] == ["v1beta2", "v1beta1"]
-    resources = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta1").json()["resources"]
+    resources = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta1").json()["resources"]
     cq = next(r for r in resources if r["name"] == "clusterqueues")
     assert cq["shortNames"] == ["cq"] and cq["namespaced"] is False and "watch" in cq["verbs"]
     assert any(r["name"] == "clusterqueues/status" for r in resources)
     lq = next(r for r in resources if r["name"] == "localqueues")
     assert lq["namespaced"] is True and "lq" in lq["shortNames"]
-    core = httpx.get(f"{server.url}/api/v1").json()["resources"]
+    core = admin.get(f"{server.url}/api/v1").json()["resources"]
     assert {"configmaps", "namespaces", "events"} <= {r["name"] for r in core}
 
 
 def test_openapi_v3(server: Server) -> None:
-    root = httpx.get(f"{server.url}/openapi/v3").json()["paths"]
+    root = admin.get(f"{server.url}/openapi/v3").json()["paths"]
     assert {"api/v1", "apis/kueue.x-k8s.io/v1beta1", "apis/kueue.x-k8s.io/v1beta2", "apis/ray.io/v1"} <= set(root)
-    doc = httpx.get(server.url + root["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]).json()
+    doc = admin.get(server.url + root["apis/kueue.x-k8s.io/v1beta1"]["serverRelativeURL"]).json()
     patch = doc["paths"]["/apis/kueue.x-k8s.io/v1beta1/clusterqueues/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "kueue.x-k8s.io", "version": "v1beta1",
                                                         "kind": "ClusterQueue"}
@@ -50,36 +49,36 @@ def test_openapi_v3(server: Server) -> None:
 def test_crud_conflict_and_status_errors(server: Server) -> None:
     base = server.url
     body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
-    created = httpx.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
+    created = admin.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
     assert created.status_code == 201
     obj = created.json()
     assert obj["metadata"]["uid"] and obj["metadata"]["resourceVersion"]
-    dup = httpx.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
+    dup = admin.post(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=body)
     assert dup.status_code == 409 and dup.json()["reason"] == "AlreadyExists"
     url = f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/f"
-    updated = httpx.put(url, json={**obj, "spec": {"nodeLabels": {"a": "b"}}})
+    updated = admin.put(url, json={**obj, "spec": {"nodeLabels": {"a": "b"}}})
     assert updated.status_code == 200 and updated.json()["metadata"]["generation"] == 2
-    stale = httpx.put(url, json={**obj, "spec": {"nodeLabels": {"a": "c"}}})
+    stale = admin.put(url, json={**obj, "spec": {"nodeLabels": {"a": "c"}}})
     assert stale.status_code == 409 and stale.json()["reason"] == "Conflict"
-    invalid = httpx.put(url, json={**updated.json(), "spec": {"nodeLabels": {"a": "${X}"}}})
+    invalid = admin.put(url, json={**updated.json(), "spec": {"nodeLabels": {"a": "${X}"}}})
     status = invalid.json()
     assert invalid.status_code == 422 and status["kind"] == "Status" and status["reason"] == "Invalid"
     assert status["details"]["causes"][0]["field"] == "spec.nodeLabels.a"
-    missing = httpx.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/none")
+    missing = admin.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/none")
     assert missing.status_code == 404
     assert missing.json()["message"] == 'resourceflavors.kueue.x-k8s.io "none" not found'
-    unknown = httpx.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/widgets")
+    unknown = admin.get(f"{base}/apis/kueue.x-k8s.io/v1beta1/widgets")
     assert unknown.status_code == 404
-    patched = httpx.patch(url, content=json.dumps({"metadata": {"labels": {"x": "y"}}}),
+    patched = admin.patch(url, content=json.dumps({"metadata": {"labels": {"x": "y"}}}),
                           headers={"content-type": "application/merge-patch+json"})
     assert patched.json()["metadata"]["labels"] == {"x": "y"}
-    deleted = httpx.delete(url)
-    assert deleted.status_code == 200 and httpx.get(url).status_code == 404
+    deleted = admin.delete(url)
+    assert deleted.status_code == 200 and admin.get(url).status_code == 404
 
 
 def test_table_output(server: Server) -> None:
     _apply(server, guide_text("dws-tpu-queue.yaml"))
-    table = httpx.get(f"{server.url}{CQ_PATH}",
+    table = admin.get(f"{server.url}{CQ_PATH}",
                       headers={"accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
     assert table["kind"] == "Table"
     assert [c["name"] for c in table["columnDefinitions"]] == [
@@ -90,13 +89,13 @@ def test_table_output(server: Server) -> None:
 
 def test_watch_streams_changes_and_resumes(server: Server) -> None:
     _apply(server, guide_text("dws-tpu-queue.yaml"))
-    listed = httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors").json()
+    listed = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors").json()
     rv = listed["metadata"]["resourceVersion"]
     events: list[dict[str, Any]] = []
 
     def watch() -> None:
         params = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "5"}
-        with httpx.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
+        with admin.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
                           timeout=10) as response:
             for line in response.iter_lines():
                 if line:
@@ -107,24 +106,24 @@ def test_watch_streams_changes_and_resumes(server: Server) -> None:
     thread = threading.Thread(target=watch)
     thread.start()
     flavor = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "spot"}}
-    httpx.post(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=flavor)
-    httpx.delete(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/on-demand")
+    admin.post(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors", json=flavor)
+    admin.delete(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/on-demand")
     thread.join(timeout=15)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "spot"),
                                                                              ("DELETED", "on-demand")]
     # From the start (no resourceVersion): the current objects first, as ADDED.
     params = {"watch": "true", "timeoutSeconds": "1", "fieldSelector": "metadata.name=dws"}
-    with httpx.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
+    with admin.stream("GET", f"{server.url}/apis/kueue.x-k8s.io/v1beta2/resourceflavors", params=params,
                       timeout=10) as response:
         initial = [json.loads(line) for line in response.iter_lines() if line]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in initial] == [("ADDED", "dws")]
 
 
 def test_events_field_selector_for_describe(server: Server) -> None:
-    r = httpx.get(f"{server.url}/api/v1/namespaces/default/events",
+    r = admin.get(f"{server.url}/api/v1/namespaces/default/events",
                   params={"fieldSelector": "involvedObject.name=x,involvedObject.kind=ClusterQueue"})
     assert r.status_code == 200 and r.json()["items"] == []
-    bad = httpx.get(f"{server.url}/api/v1/namespaces/default/events", params={"fieldSelector": "nonsense"})
+    bad = admin.get(f"{server.url}/api/v1/namespaces/default/events", params={"fieldSelector": "nonsense"})
     assert bad.status_code == 400
 
 
@@ -134,36 +133,36 @@ def test_deeply_nested_bodies_are_refused_not_crashed_on(server: Server) -> None
             (server.url + "/api/v1/namespaces/default/configmaps",
              '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": {"x": ' + deep + "}}"),
             (server.url + "/v1/projects/p/locations/us-east5-b/clusters", '{"cluster": ' + deep + "}")):
-        response = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+        response = admin.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=30)
         assert response.status_code == 400, (url, response.status_code, response.text[:300])
         assert "nest" in response.text.lower() or "invalid json" in response.text.lower()
     # Within the limit: an ordinary object (a few levels) still goes through, and the server still serves.
-    ok = httpx.post(server.url + "/api/v1/namespaces/default/configmaps",
+    ok = admin.post(server.url + "/api/v1/namespaces/default/configmaps",
                     json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shallow"}, "data": {"x": "1"}})
     assert ok.status_code == 201, ok.text
     nested = {"a": 1}
     for _ in range(60):
         nested = {"a": nested}
     assert '"a"' in json.dumps(nested)  # 60 levels: under the limit
-    response = httpx.post(server.url + "/api/v1/namespaces/default/configmaps",
+    response = admin.post(server.url + "/api/v1/namespaces/default/configmaps",
                           json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": nested}})
     assert response.status_code in (400, 422), "refused as an invalid object, not as too deep"
     assert "nests deeper" not in response.text
     for _ in range(90):  # 150 levels: parsed (the JSON reader's own limit is far deeper), then refused as too deep
         nested = {"a": nested}
-    response = httpx.post(server.url + "/api/v1/namespaces/default/configmaps",
+    response = admin.post(server.url + "/api/v1/namespaces/default/configmaps",
                           json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "n", "labels": nested}})
     assert response.status_code == 400 and "nests deeper than 100 levels" in response.text, response.text[:300]
 
 
 def test_a_delete_whose_options_are_not_an_object_is_refused_and_deletes_nothing(server: Server) -> None:
     url = f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors"
-    assert httpx.post(url, json={"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+    assert admin.post(url, json={"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
                                  "metadata": {"name": "kept"}}).status_code == 201
     for body in (b"true", b"[1]", b'{"preconditions": "x"}'):
-        r = httpx.request("DELETE", f"{url}/kept", content=body, headers={"content-type": "application/json"})
+        r = admin.request("DELETE", f"{url}/kept", content=body, headers={"content-type": "application/json"})
         assert r.status_code == 400, (body, r.text)
         assert r.json()["reason"] == "BadRequest" and "DeleteOptions" in r.json()["message"]
-    assert httpx.get(f"{url}/kept").status_code == 200
-    assert httpx.request("DELETE", f"{url}/kept", content=b'{"preconditions": {}}',
+    assert admin.get(f"{url}/kept").status_code == 200
+    assert admin.request("DELETE", f"{url}/kept", content=b'{"preconditions": {}}',
                          headers={"content-type": "application/json"}).status_code == 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import httpx
 import pytest
 
 from flexq.auth import read_token
-from tests.conftest import GUIDE, Result, Server, guide_text, start_server, stop_server
+from tests import admin
+from tests.conftest import Result, Server, guide_text, start_server, stop_server
 
 CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 POOLS = "/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster/nodePools"
@@ -20,7 +22,8 @@ POOLS = "/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster/nodePools"
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[Server]:
-    srv = start_server(tmp_path / "home", "--auth", "token")
+    """A server as a user starts it: tokens required, on loopback too."""
+    srv = start_server(tmp_path / "home")
     try:
         yield srv
     finally:
@@ -36,8 +39,7 @@ def _flexq(server: Server, *args: str, token: str | None = None, input: str | No
 
 def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     url = secured.url
-    admin = read_token(secured.home)
-    assert admin is not None
+    assert read_token(secured.home) is not None
 
     # No token, or one the server never issued: 401, in each API's own words. Health stays public.
     anonymous_delete = httpx.delete(f"{url}{CQ}/cluster-queue")
@@ -71,12 +73,13 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
                                   'delete resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope'
                                   ) in refused.err
     as_alice = {"Authorization": f"Bearer {alice}"}
-    pool = httpx.post(f"{url}{POOLS}", headers=as_alice, json={"nodePool": {"name": "p"}})
+    pool = admin.post(f"{url}{POOLS}", headers=as_alice, json={"nodePool": {"name": "p"}})
     assert pool.status_code == 403 and pool.json()["error"]["status"] == "PERMISSION_DENIED"
-    assert httpx.get(f"{url}/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster",
+    assert admin.get(f"{url}/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster",
                      headers=as_alice).status_code == 200, "get-credentials reads the cluster"
     assert _flexq(secured, "token", "create", "--role", "admin", token=alice).code != 0, "no tokens for developers"
-    assert httpx.get(f"{url}/flexq/v1/tokens", headers=as_alice).status_code == 403
+    _developers_see_their_own_namespace_only(secured, as_alice)
+    assert admin.get(f"{url}/flexq/v1/tokens", headers=as_alice).status_code == 403
 
     if shutil.which("kubectl") is not None:
         config = tmp_path / "alice.kubeconfig"
@@ -99,26 +102,49 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
         assert denied.returncode != 0 and 'User "alice" cannot delete resource "clusterqueues"' in denied.stderr
 
     # The dashboard in a browser: the token once in the address, then a cookie for the pages and their events.
-    signed = httpx.get(f"{url}/ui/?token={alice}", follow_redirects=False)
+    signed = admin.get(f"{url}/ui/?token={alice}", follow_redirects=False)
     assert signed.status_code == 303 and signed.headers["location"] == "/ui/"
     assert "HttpOnly" in signed.headers["set-cookie"] and alice not in signed.headers["location"]
     assert httpx.get(f"{url}/flexq/v1/dashboard/overview").status_code == 401
-    assert httpx.get(f"{url}/flexq/v1/dashboard/overview", cookies={"flexq-token": alice}).status_code == 200
-    assert httpx.get(f"{url}/ui/?token=fq_wrong", follow_redirects=False).status_code == 401
+    assert admin.get(f"{url}/flexq/v1/dashboard/overview", cookies={"flexq-token": alice}).status_code == 200
+    assert admin.get(f"{url}/ui/?token=fq_wrong", follow_redirects=False).status_code == 401
 
     listed = _flexq(secured, "token", "list")
     assert "alice" in listed.out and "developer" in listed.out and alice not in listed.out
     assert _flexq(secured, "token", "revoke", "alice").code == 0
-    assert httpx.get(f"{url}{CQ}", headers=as_alice).status_code == 401, "a revoked token is refused"
+    assert admin.get(f"{url}{CQ}", headers=as_alice).status_code == 401, "a revoked token is refused"
 
 
-def test_anonymous_mode_is_loopback_only(tmp_path: Path, server: Server) -> None:
-    # The default server (anonymous mode, loopback): a caller without a token is the administrator.
-    assert httpx.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": GUIDE.joinpath(
-        "dws-tpu-queue.yaml").read_text().replace("${ONDEMAND_NODEPOOL}", "a").replace("${DWS_NODEPOOL}", "b")}]}
-                      ).status_code == 200
+def _developers_see_their_own_namespace_only(server: Server, as_alice: dict[str, str]) -> None:
+    """The dashboard's job list, a job's detail, its page and its Ray dashboard are authorized per namespace."""
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: other, namespace: default, labels: "
+           "{kueue.x-k8s.io/queue-name: user-queue}}\nspec: {containers: [{name: c, image: app}]}\n")
+    assert _flexq(server, "apply", "-f", "-", input=pod).code == 0
+    deadline = time.monotonic() + 30
+    while not (rows := admin.get(f"{server.url}/flexq/v1/dashboard/jobs").json()["items"]):
+        assert time.monotonic() < deadline, "the pod's workload did not show"
+        time.sleep(0.2)
+    assert httpx.get(f"{server.url}/flexq/v1/dashboard/jobs", headers=as_alice).json()["total"] == 0
+    workload = rows[0]["name"]
+    for path in [f"/flexq/v1/dashboard/jobs/default/{workload}", f"/ui/jobs/default/{workload}",
+                 "/ui/ray/default/other/api/jobs/"]:
+        assert httpx.get(server.url + path, headers=as_alice).status_code == 403, path
+    assert admin.get(f"{server.url}/flexq/v1/dashboard/jobs/default/{workload}").status_code == 200
+
+
+def test_anonymous_mode_only_when_asked_and_on_loopback_only(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "home", "--auth", "anonymous")
+    try:  # a caller without a token is the administrator
+        assert httpx.post(f"{srv.url}/flexq/v1/apply", json={"sources": [{"text": guide_text("dws-tpu-queue.yaml")}]}
+                          ).status_code == 200
+        srv.process.terminate()
+        banner = srv.process.communicate(timeout=15)[1].decode()
+        assert "WARNING: anonymous mode" in banner and "run commands as this server's user" in banner
+    finally:
+        stop_server(srv)
     for flags, fragment in [(["--host", "0.0.0.0", "--auth", "anonymous"], "refusing anonymous access on 0.0.0.0"),
-                            (["--host", "0.0.0.0", "--no-tls"], "refusing to serve 0.0.0.0 without TLS")]:
+                            (["--host", "0.0.0.0", "--no-tls"], "refusing to serve 0.0.0.0 without TLS"),
+                            (["--allowed-host", "a/b"], "--allowed-host 'a/b'")]:
         proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
                                *flags], capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode != 0 and fragment in proc.stderr and "Traceback" not in proc.stderr

@@ -25,6 +25,7 @@ from flexq.server.ui_data import cohorts, eta, metric_points, queues
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobRow
 from flexq.store import Key, Store
+from tests import admin
 from tests.conftest import guide_text
 from tests.controller.test_live import _cond, _eventually, _workloads
 from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
@@ -85,7 +86,7 @@ def client(tmp_path: Path) -> Any:
     (report / "report.html").write_text("<title>report</title>")
     try:
         with serving(create_app(ObjectService(store), home=tmp_path / "home")) as url, \
-                httpx.Client(base_url=url) as http:
+                admin.client(url) as http:
             yield http
     finally:
         store.close()
@@ -189,7 +190,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
     servers = serve_capacity(tmp_path, CAPACITY)
     srv = next(servers)
     try:
-        with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
+        with admin.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             lines = events.iter_lines()
             assert next(lines) == "retry: 2000"
             first = next(int(line[6:]) for line in lines if line.startswith("data: "))
@@ -198,7 +199,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
         def settled() -> dict[str, Any]:
-            view = httpx.get(srv.url + "/flexq/v1/dashboard/overview").json()
+            view = admin.get(srv.url + "/flexq/v1/dashboard/overview").json()
             assert view["provisioning"] and {p["name"]: p["ready"] for p in view["pools"]}["on-demand-pool"] == 4
             return dict(view)
 
@@ -214,13 +215,13 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert request["state"] == "Accepted" and "dws-pool" in request["message"]
         ahead = datetime.fromisoformat(request["eta"]) - datetime.now(UTC)
         assert timedelta(minutes=55) < ahead <= timedelta(hours=1), "DWS answers in an hour"
-        rows = {r["jobName"]: r for r in httpx.get(srv.url + "/flexq/v1/dashboard/jobs").json()["items"]}
+        rows = {r["jobName"]: r for r in admin.get(srv.url + "/flexq/v1/dashboard/jobs").json()["items"]}
         assert sorted(rows) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]
         one, two = rows["rayjob-tpu-v6e-dws-1"], rows["rayjob-tpu-v6e-dws-2"]
         assert one["state"] == "admitted" and "tpu-group=on-demand" in one["flavors"] and one["reason"] == ""
         assert two["state"] == "pending" and two["reason"].startswith("racing: dws: waiting for ProvisioningRequest")
         assert two["eta"] == request["eta"]
-        detail = httpx.get(f"{srv.url}/flexq/v1/dashboard/jobs/default/{two['name']}").json()
+        detail = admin.get(f"{srv.url}/flexq/v1/dashboard/jobs/default/{two['name']}").json()
         assert sorted(v["flavor"] for v in detail["variants"]) == ["dws", "on-demand"]
         assert detail["why"].startswith(two["reason"][:-3]) and "; on-demand: " in detail["why"], "not cut short"
         assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
@@ -236,7 +237,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         shown = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard"], capture_output=True, text=True,
                                env=env, timeout=60, check=False)
         assert shown.returncode == 0 and opened.read_text().strip() == f"{srv.url}/ui/"
-        with httpx.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
+        with admin.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             assert next(events.iter_lines()) == "retry: 2000"
             srv.process.terminate()  # a browser tab left open does not keep a stopping server running
             assert srv.process.wait(timeout=8) == 0

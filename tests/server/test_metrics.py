@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import admin
 from tests.conftest import Server, guide_text
 from tests.controller.test_live import _cond, _eventually, _workloads
 from tests.controller.test_live_capacity import guide_setup, serve_capacity
@@ -21,7 +21,7 @@ CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue"
 
 
 def _scrape(srv: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    response = httpx.get(srv.url + "/metrics")
+    response = admin.get(srv.url + "/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
     out = {}
     for family in text_string_to_metric_families(response.text):
@@ -43,7 +43,7 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
             return m
 
         m = _eventually(settled)
-        cq = httpx.get(srv.url + CQ).json()["status"]
+        cq = admin.get(srv.url + CQ).json()["status"]
         q = ("cluster_queue", "cluster-queue")
         assert m[("kueue_admitted_active_workloads", (q,))] == cq["admittedWorkloads"] == 1
         assert m[("kueue_reserving_active_workloads", (q,))] == cq["reservingWorkloads"] == 1

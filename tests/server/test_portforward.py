@@ -13,7 +13,6 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
 import pytest
 
 from flexq.runtime.kuberay_objects import head_port_map
@@ -30,6 +29,7 @@ from flexq.server.spdy import (
     SynReply,
     SynStream,
 )
+from tests import admin
 from tests.conftest import Server, free_port
 
 
@@ -219,10 +219,10 @@ def test_a_head_pods_ports_map_to_its_ray_clusters_by_kuberay_names() -> None:
 
 def _running_pod(server: Server, name: str) -> None:
     pods = f"{server.url}/api/v1/namespaces/default/pods"
-    made = httpx.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {
+    made = admin.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {
         "ray.io/cluster": "job-raycluster", "ray.io/node-type": "head"}}, "spec": {"containers": [{"name": "c"}]}})
     assert made.status_code == 201, made.text
-    assert httpx.put(f"{pods}/{name}/status", json={**made.json(), "status": {"phase": "Running"}}).status_code == 200
+    assert admin.put(f"{pods}/{name}/status", json={**made.json(), "status": {"phase": "Running"}}).status_code == 200
 
 
 @pytest.mark.kubectl
@@ -275,7 +275,7 @@ def test_an_upgrade_is_refused_with_a_status_when_the_pod_cannot_forward(server:
     code, status = upgrade("nope", "SPDY/3.1+portforward.k8s.io")
     assert (code, status["reason"], status["message"]) == (404, "NotFound", 'pods "nope" not found')
     pods = f"{server.url}/api/v1/namespaces/default/pods"
-    httpx.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "idle"},
+    admin.post(pods, json={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "idle"},
                            "spec": {"containers": [{"name": "c"}]}})
     code, status = upgrade("idle", "SPDY/3.1+portforward.k8s.io")
     assert code == 400 and "pod is not running" in status["message"]
@@ -283,5 +283,5 @@ def test_an_upgrade_is_refused_with_a_status_when_the_pod_cannot_forward(server:
     code, status = upgrade("head", "v4.channel.k8s.io")
     assert code == 400 and "SPDY/3.1+portforward.k8s.io" in status["message"], "the protocol kubectl speaks"
     # kubectl's SPDY fallback (a POST with Upgrade: SPDY/3.1) is answered with the reason too.
-    fallback = httpx.post(f"{pods}/head/portforward", headers={"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
+    fallback = admin.post(f"{pods}/head/portforward", headers={"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
     assert fallback.status_code == 400 and "WebSocket" in fallback.json()["message"]

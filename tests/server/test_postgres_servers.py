@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
 from flexq.store.url import StoreOptionError, open_store
+from tests import admin
 from tests.conftest import Server, start_server, stop_server
 from tests.controller.test_live import _cond, _eventually
 
@@ -63,25 +63,25 @@ spec:
 
 
 def _apply(srv: Server, text: str) -> None:
-    response = httpx.post(srv.url + "/flexq/v1/apply", json={"sources": [{"text": text}]}, timeout=10)
+    response = admin.post(srv.url + "/flexq/v1/apply", json={"sources": [{"text": text}]}, timeout=10)
     assert response.status_code == 200, response.text
 
 
 def _leader(srv: Server) -> dict[str, Any]:
-    answer: dict[str, Any] = httpx.get(srv.url + "/flexq/v1/leader", timeout=5).json()
+    answer: dict[str, Any] = admin.get(srv.url + "/flexq/v1/leader", timeout=5).json()
     return answer
 
 
 def _admitted(srv: Server, job: str) -> Callable[[], None]:
     def check() -> None:
-        items = httpx.get(srv.url + WL, timeout=5).json()["items"]
+        items = admin.get(srv.url + WL, timeout=5).json()["items"]
         mine = [w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job]
         assert mine and _cond(mine[0], "Admitted") == "True"
     return check
 
 
 def _watch(srv: Server, since: str, seen: list[dict[str, Any]], ready: threading.Event) -> None:
-    with httpx.stream("GET", srv.url + WL, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "20"},
+    with admin.stream("GET", srv.url + WL, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "20"},
                       timeout=30) as response:
         ready.set()
         for line in response.iter_lines():
@@ -120,7 +120,7 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     told = _leader(follower)
     assert told["leading"] is False and told["holder"] == _leader(leader)["identity"]
     _apply(follower, QUEUES)
-    since = httpx.get(follower.url + WL, timeout=5).json()["metadata"]["resourceVersion"]
+    since = admin.get(follower.url + WL, timeout=5).json()["metadata"]["resourceVersion"]
     seen: list[dict[str, Any]] = []
     ready = threading.Event()
     watcher = threading.Thread(target=_watch, args=(follower, since, seen, ready), daemon=True)

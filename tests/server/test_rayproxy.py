@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from flexq.server.rayproxy import ray_proxy_router
+from tests import admin
 from tests.conftest import free_port
 from tests.server.inprocess import serving
 
@@ -35,7 +35,7 @@ def test_requests_reach_the_jobs_dashboard_and_come_back() -> None:
     lookup: list[Callable[[str, str], int | None]] = [lambda ns, name: ports.get((ns, name))]
     proxy = FastAPI()
     proxy.include_router(ray_proxy_router(lambda ns, name: lookup[-1](ns, name)))
-    with serving(_dashboard()) as ray_url, serving(proxy) as url, httpx.Client(base_url=url) as client:
+    with serving(_dashboard()) as ray_url, serving(proxy) as url, admin.client(url) as client:
         ports[("team", "train")] = int(ray_url.rsplit(":", 1)[1])
         answer = client.get("/ui/ray/team/train/api/jobs/", params={"limit": "5"})
         assert answer.status_code == 200 and answer.headers["x-ray"] == "1"
@@ -63,5 +63,5 @@ def test_a_server_that_runs_no_jobs_says_so() -> None:
     proxy = FastAPI()
     proxy.include_router(ray_proxy_router(None))
     with serving(proxy) as url:
-        answer = httpx.get(url + "/ui/ray/team/train/")
+        answer = admin.get(url + "/ui/ray/team/train/")
         assert answer.status_code == 404 and "does not run jobs (--runtime none)" in answer.text

@@ -104,8 +104,15 @@ def request_attributes(method: str, path: str, query: Mapping[str, str]) -> Attr
         return _kube(method, parts[1], parts[3:], query, path)
     if parts[0] == "v1" and len(parts) >= 2 and parts[1] == "projects":
         return _gke(method, parts, query, path)
+    if parts[:2] == ["ui", "ray"] and len(parts) >= 4:  # a job's Ray dashboard, through the server
+        verb = "get" if method in ("GET", "HEAD") else "create"
+        return Attributes(verb, "", "services", "proxy", parts[2], parts[3], path)
+    if parts[:2] == ["ui", "jobs"] and len(parts) == 4:  # a job's page
+        return Attributes(_verb(method, True, query), "kueue.x-k8s.io", "workloads", "", parts[2], parts[3], path)
     if parts[:2] == ["flexq", "v1"]:
         rest = parts[2:]
+        if rest[:2] == ["dashboard", "jobs"] and len(rest) == 4:  # one job's detail: its workload, events, log
+            return Attributes(_verb(method, True, query), "kueue.x-k8s.io", "workloads", "", rest[2], rest[3], path)
         if rest[:1] == ["tokens"]:
             return Attributes(_verb(method, len(rest) > 1, query), "flexq.dev", "tokens", "", None,
                               rest[1] if len(rest) > 1 else "", path)

@@ -9,10 +9,8 @@ process is known to every process on the same ``FLEXQ_HOME``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import secrets
 import threading
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.auth.identity import Identity, Role
+from flexq.config import write_private
 from flexq.errors import FlexqError
 
 __all__ = ["TOKEN_FILE", "TokenBook", "TokenError", "TokenInfo", "UnknownToken", "read_token"]
@@ -56,21 +55,10 @@ def _digest(token: str) -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` with mode 0600, whole or not at all."""
+    """Write ``text`` to ``path`` with mode 0600 in a folder of mode 0700, whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.parent.chmod(0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_private(path, text)
 
 
 def read_token(home: Path) -> str | None:

@@ -9,7 +9,7 @@ import typer
 
 from flexq.cli import options
 from flexq.cli.kubeconfigs import kubeconfig_text
-from flexq.config import caller_token, flexq_home
+from flexq.config import caller_token, flexq_home, write_private
 
 __all__ = ["env", "kubeconfig"]
 
@@ -19,11 +19,13 @@ def kubeconfig(
 ) -> None:
     """Print (or write) a kubeconfig that points kubectl at the flexq server."""
     text = kubeconfig_text(options.server_url())
+    if "server: http://" in text and caller_token():
+        typer.echo("note: the server serves plain HTTP only (--no-tls), over which kubectl sends no token: it will "
+                   "be refused unless the server runs with --auth anonymous", err=True)
     if write is None:
         typer.echo(text, nl=False)
         return
-    write.parent.mkdir(parents=True, exist_ok=True)
-    write.write_text(text, encoding="utf-8")
+    write_private(write, text)  # it holds the caller's token: 0600, as kubectl's own
     typer.echo(f"wrote {write}", err=True)
 
 
@@ -36,10 +38,11 @@ def env(
     flexq's own (CLOUDSDK_CONFIG) and kubectl a kubeconfig of flexq's own (KUBECONFIG), both under FLEXQ_HOME.
     """
     home = flexq_home()
-    home.mkdir(parents=True, exist_ok=True)
+    if not home.exists():
+        home.mkdir(mode=0o700, parents=True)
     server_url = options.server_url().rstrip("/")
     kubeconfig_path = home / "kubeconfig"
-    kubeconfig_path.write_text(kubeconfig_text(server_url), encoding="utf-8")
+    write_private(kubeconfig_path, kubeconfig_text(server_url))
     gcloud = _gcloud_config(home / "gcloud", server_url, project)
     typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={kubeconfig_path}\n"
                f"export CLOUDSDK_CONFIG={gcloud}")
@@ -47,11 +50,11 @@ def env(
 
 def _gcloud_config(gcloud: Path, server_url: str, project: str) -> Path:
     """Write a gcloud configuration directory whose API endpoints are the server's; return it."""
-    (gcloud / "configurations").mkdir(parents=True, exist_ok=True)
+    (gcloud / "configurations").mkdir(mode=0o700, parents=True, exist_ok=True)
+    gcloud.chmod(0o700)
     (gcloud / "active_config").write_text("default", encoding="utf-8")
     token = gcloud / "access-token"
-    token.write_text((caller_token() or "anonymous") + "\n", encoding="utf-8")
-    token.chmod(0o600)
+    write_private(token, (caller_token() or "anonymous") + "\n")
     # The caller's flexq token as gcloud's access token: gcloud sends it to the GKE API, and
     # gke-gcloud-auth-plugin hands it to kubectl after get-credentials. Without one ("anonymous"), a server in
     # anonymous mode takes the caller for the administrator and one that requires tokens refuses it.

@@ -28,8 +28,12 @@ def server(
              "0: any free port).")] = None,
     no_tls: Annotated[bool, typer.Option("--no-tls", help="Serve plain HTTP only (loopback only).")] = False,
     auth: Annotated[str | None, typer.Option(
-        help="anonymous: a caller without a token is the administrator (the default on loopback); token: every "
-             "request needs a token (the default, and the only choice, on other addresses).")] = None,
+        help="token: every request needs a token (the default; flexq's CLI, flexq env and flexq kubeconfig present "
+             "the administrator's); anonymous (loopback only): a caller without a token is the administrator, "
+             "whoever they are: any local user and any program.")] = None,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="Another name the server answers to (a request naming any other is refused: DNS "
+                               "rebinding). Repeatable; * for any (behind a proxy that rewrites Host).")] = None,
     store: Annotated[str | None, typer.Option(
         envvar="FLEXQ_STORE",
         help="Where objects live: postgresql://USER@HOST:PORT/DB (shared by several servers; one leads the "
@@ -41,11 +45,15 @@ def server(
         "--shared", help="Other servers use the same SQLite file: follow their writes and elect one of them to "
                          "run the controllers (as with PostgreSQL). Each server needs a FLEXQ_HOME of its own.")]
     = False,
+    run_as: Annotated[str | None, typer.Option(
+        help="Where the server runs as root: the user its jobs run as (default flexq-jobs, made where it can be, "
+             "else nobody), apart from the server's token, CA key and store; root: as the server itself.")] = None,
     event_ttl: Annotated[str, typer.Option(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+    from flexq.runtime.job_user import JobUserError
     from flexq.server.listen import ListenError, plan_listeners
     from flexq.server.run import StoreOptionError, serve
     from flexq.sim.scenario import load_capacity
@@ -57,11 +65,11 @@ def server(
     lease = _lease(lease_duration)
     ttl = _duration("--event-ttl", event_ttl)
     try:
-        plan = plan_listeners(host, port, tls_port, not no_tls, auth)
+        plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
         config = load_capacity(capacity) if capacity is not None else None
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared)
-    except (ListenError, StoreOptionError, StoreUnavailable) as exc:  # the store refusing its first writes
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as)
+    except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 
 

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from flexq.runtime.job_user import job_user
 from flexq.runtime.rayjob import END_MARKER
 
 __all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "image_name", "runs_locally"]
@@ -78,6 +79,7 @@ class LocalPod:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path.write_text("", encoding="utf-8")
+        job_user().give(self.workdir)  # its commands' own directory, and nothing else of the server's
         self._thread.start()
 
     def stop(self, wait: float = 10.0) -> None:
@@ -161,7 +163,7 @@ class LocalPod:
             if self._stop.is_set():
                 raise OSError("the pod was stopped")
             process = subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.STDOUT, start_new_session=True, **job_user().spawn_options())
             self._processes.append(process)
         return process
 

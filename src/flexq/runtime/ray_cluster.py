@@ -36,6 +36,7 @@ import httpx
 
 from flexq.errors import FlexqError
 from flexq.runtime.emulation import Accelerators
+from flexq.runtime.job_user import job_environment, job_user
 
 __all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayClusterHandle", "RayStartError", "SessionProcess"]
 
@@ -185,12 +186,14 @@ class LocalRayCluster:
         used.add(client_port)
         agent_port = _free_port(used)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
-        env = {**os.environ, **self.accelerators.env, **self.extra_env,
+        user = job_user()
+        user.give(self.temp_dir)
+        env = {**job_environment(os.environ), **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
                # What the cluster's processes (and the job) put in temp files goes with the cluster's temp dir:
                # a worker killed at the end leaves nothing of its own in /tmp (multiprocessing's pymp-* dirs).
-               "TMPDIR": str(self.temp_dir)}
+               "TMPDIR": str(self.temp_dir), **({"HOME": str(self.temp_dir)} if user.separate else {})}
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
             f"--port={self.gcs_port}", "--node-ip-address=127.0.0.1",
@@ -208,7 +211,7 @@ class LocalRayCluster:
             command.append(f"--{key}={value}")
         log = (self.temp_dir / "ray-start.log").open("wb")
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, **user.spawn_options())
         log.close()
         self.save_record()
         deadline = time.monotonic() + timeout
@@ -236,9 +239,12 @@ class LocalRayCluster:
         if self.process is None:
             raise RayStartError("the cluster is not running")
         temp = Path(tempfile.mkdtemp(prefix="fqw-", dir="/tmp"))
-        env = {**os.environ, **self.extra_env, **(env_vars or {}),
+        user = job_user()
+        user.give(temp)
+        env = {**job_environment(os.environ), **self.extra_env, **(env_vars or {}),
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp)}
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp),
+               **({"HOME": str(temp)} if user.separate else {})}
         command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
                    f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
                    f"--dashboard-agent-listen-port={_free_port(set())}", f"--num-cpus={num_cpus}",
@@ -246,7 +252,8 @@ class LocalRayCluster:
         if resources:
             command.append(f"--resources={json.dumps(resources)}")
         log = (temp / "ray-start.log").open("wb")
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   **user.spawn_options())
         log.close()
         self.workers[name] = (process, temp)
         self.save_record()

@@ -34,6 +34,7 @@ from flexq.jobs.workload import pod_requests, selected_cluster
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
+from flexq.runtime.job_user import job_user
 from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError
 from flexq.runtime.reattach import LOST_REASON, Resume
 from flexq.runtime.remote import AGENT_NOT_READY, RemoteRayCluster, relative_entrypoint
@@ -297,6 +298,7 @@ class RayJobRun:
         else:
             checkpoints = self.workdir / "checkpoints"
             checkpoints.mkdir(parents=True, exist_ok=True)
+            job_user().give(self.workdir)  # the script, its files and checkpoints: the job's user's
             body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
                     "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
                                                  **env.env_vars}}}

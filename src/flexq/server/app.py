@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from flexq.runtime.rayjob import END_MARKER
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
 from flexq.server.gke import gke_router
+from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.lane import VERBS, KubeLane
@@ -97,9 +98,12 @@ def _refusal(who: Identity, docs: list[Document], namespace: str) -> str | None:
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
                ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None,
-               home: Path | None = None, auth: Authenticator | None = None) -> FastAPI:
+               home: Path | None = None, auth: Authenticator | None = None,
+               names: Iterable[str] | None = None) -> FastAPI:
     """The whole HTTP surface. With ``auth``, every request is authenticated and authorized (see
-    :mod:`flexq.server.authn`); without, every caller is the administrator (embedded use, tests)."""
+    :mod:`flexq.server.authn`); without, every caller is the administrator (embedded use, tests). With ``names``
+    (the names the server answers to), the Host, Origin and content-type checks of :mod:`flexq.server.guard` run in
+    front of everything."""
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
@@ -111,6 +115,8 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     if auth is not None:
         app.include_router(tokens_router(auth.book))
         lane = AuthMiddleware(lane, auth)  # outside the lane: every request it serves was authorized first
+    if names is not None:
+        lane = RequestGuard(lane, names)  # outermost: what a web page sends is refused before anything reads it
     app.front = lane
     _cluster_routes(app, endpoint, ca_pem, observe)
     _kube_routes(app, kube)

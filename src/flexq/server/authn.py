@@ -1,16 +1,19 @@
 """Authentication and authorization in front of every route: bearer tokens, the two roles, Kubernetes' answers.
 
 A request names its caller with ``Authorization: Bearer <token>`` (kubectl, gcloud, flexq's CLI) or the
-``flexq-token`` cookie (the dashboard in a browser). No valid token: 401, except for the public paths
-(``/healthz``, ``/version``) and, on a server in anonymous mode (loopback only, the single-user default),
-where a caller without a recognised token acts as the administrator. A caller whose role may not do what it
+``flexq-token`` cookie (the dashboard in a browser, signed in with ``/ui/?token=T``; its writes must also carry the
+session's CSRF token). No valid token: 401, except for the public paths (``/healthz``, ``/version``) and, on a
+server in anonymous mode (``--auth anonymous``, loopback only), where a caller without a recognised token acts as
+the administrator. A caller whose role may not do what it
 asks: 403, worded as Kubernetes words it (verb, resource, API group, namespace). The caller is left in the
 request's state (``request.state.identity``) for handlers that authorize per object.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -21,9 +24,15 @@ from flexq.auth import ANONYMOUS, Identity, TokenBook, authorize, forbidden_mess
 from flexq.auth.rbac import PUBLIC_PATHS
 from flexq.server.status import status_body
 
-__all__ = ["COOKIE", "AuthMiddleware", "Authenticator", "caller"]
+__all__ = ["COOKIE", "CSRF_COOKIE", "CSRF_HEADER", "AuthMiddleware", "Authenticator", "caller", "google_error",
+           "is_gke", "reply"]
 
 COOKIE: Final = "flexq-token"
+CSRF_COOKIE: Final = "flexq-csrf"
+"""The dashboard session's CSRF token: a cookie its pages can read and send back in :data:`CSRF_HEADER` with
+every write, which a page of another site can neither read nor set."""
+CSRF_HEADER: Final = "x-csrf-token"
+_SAFE: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -52,29 +61,49 @@ def caller(state: Any) -> Identity:
     return who if isinstance(who, Identity) else ANONYMOUS
 
 
-def _token(scope: Scope) -> str | None:
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """What a request presents: its token, whether that came from the dashboard's cookie, and the session's CSRF
+    token (its cookie) and the copy a page sent in :data:`CSRF_HEADER`."""
+
+    token: str | None = None
+    by_cookie: bool = False
+    csrf_cookie: str | None = None
+    csrf_header: str | None = None
+
+    def csrf_ok(self) -> bool:
+        return bool(self.csrf_cookie) and hmac.compare_digest(self.csrf_cookie or "", self.csrf_header or "")
+
+
+def _presented(scope: Scope) -> Presented:
+    bearer: str | None = None
+    cookies: dict[str, str] = {}
+    header: str | None = None
     headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
     for key, value in headers:
-        if key == b"authorization":
+        if key == b"authorization" and bearer is None:
             scheme, _, credential = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and credential.strip():
-                return credential.strip()
+                bearer = credential.strip()
         elif key == b"cookie":
             jar: SimpleCookie = SimpleCookie()
             try:
                 jar.load(value.decode("latin-1"))
             except Exception:
                 continue
-            if COOKIE in jar:
-                return str(jar[COOKIE].value)
-    return None
+            cookies.update({name: str(morsel.value) for name, morsel in jar.items()})
+        elif key == CSRF_HEADER.encode():
+            header = value.decode("latin-1").strip()
+    if bearer is not None:
+        return Presented(bearer)
+    return Presented(cookies.get(COOKIE), COOKIE in cookies, cookies.get(CSRF_COOKIE), header)
 
 
-def _is_gke(path: str) -> bool:
+def is_gke(path: str) -> bool:
     return path.startswith("/v1/projects")
 
 
-async def _reply(scope: Scope, send: Send, code: int, body: dict[str, Any]) -> None:
+async def reply(scope: Scope, send: Send, code: int, body: dict[str, Any]) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1008, "reason": body.get("message", "")[:120]})
         return
@@ -86,8 +115,8 @@ async def _reply(scope: Scope, send: Send, code: int, body: dict[str, Any]) -> N
     await send({"type": "http.response.body", "body": data})
 
 
-def _google(code: int, message: str) -> dict[str, Any]:
-    status = "UNAUTHENTICATED" if code == 401 else "PERMISSION_DENIED"
+def google_error(code: int, message: str) -> dict[str, Any]:
+    status = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED"}.get(code, "INVALID_ARGUMENT")
     return {"error": {"code": code, "message": message, "status": status}}
 
 
@@ -109,20 +138,27 @@ class AuthMiddleware:
         if scope["type"] == "http" and path.startswith("/ui") and "token" in query:
             await self._sign_in(scope, send, path, query["token"])
             return
-        who = self.auth.identify(_token(scope))
+        presented = _presented(scope)
+        who = self.auth.identify(presented.token)
         if who is None:
             if path in PUBLIC_PATHS:
                 await self.app(scope, receive, send)
                 return
             text = "Unauthorized: a valid bearer token is required (flexq token create; flexq env)"
-            await _reply(scope, send, 401, _google(401, text) if _is_gke(path)
+            await reply(scope, send, 401, google_error(401, text) if is_gke(path)
                          else status_body(401, "Unauthorized", "Unauthorized"))
+            return
+        if presented.by_cookie and scope["type"] == "http" and method not in _SAFE and not presented.csrf_ok():
+            text = (f"a write from the dashboard's session must carry its CSRF token (the {CSRF_COOKIE} cookie, "
+                    f"in the {CSRF_HEADER} header)")
+            await reply(scope, send, 403, google_error(403, text) if is_gke(path)
+                        else status_body(403, "Forbidden", text))
             return
         attrs = request_attributes(method, path, query)
         if attrs is not None and not authorize(who, attrs):
             message = forbidden_message(who, attrs)
             details = {"name": attrs.name, "group": attrs.group, "kind": attrs.resource} if attrs.resource else None
-            await _reply(scope, send, 403, _google(403, message) if _is_gke(path)
+            await reply(scope, send, 403, google_error(403, message) if is_gke(path)
                          else status_body(403, "Forbidden", message, details))
             return
         scope.setdefault("state", {})["identity"] = who
@@ -133,11 +169,12 @@ class AuthMiddleware:
         HttpOnly cookie, so that the pages and their event stream, which cannot send headers, are authorized,
         and the browser is sent on to the address without it."""
         if self.auth.book.identify(token) is None:
-            await _reply(scope, send, 401, status_body(401, "Unauthorized", "Unauthorized"))
+            await reply(scope, send, 401, status_body(401, "Unauthorized", "Unauthorized"))
             return
         secure = "; Secure" if scope.get("scheme") == "https" else ""
         cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
+        csrf = f"{CSRF_COOKIE}={secrets.token_urlsafe(24)}; Path=/; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", path.encode()), (b"set-cookie", cookie.encode()),
-                                (b"content-length", b"0")]})
+                                (b"set-cookie", csrf.encode()), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})

@@ -2,9 +2,12 @@
 
 By default the server serves HTTPS (``--tls-port``, ``--port`` + 1 unless given; its local CA under
 ``FLEXQ_HOME/tls``), the endpoint gcloud's ``get-credentials`` points kubectl at, and plain HTTP on loopback for
-flexq's own CLI. On a loopback address the default is anonymous mode: a caller without a token is the
-administrator (one user, one machine). On any other address tokens are required, HTTPS is the only way in
-from outside (plain HTTP stays on 127.0.0.1), and asking for anonymous access or no TLS there is refused.
+flexq's own CLI. Every request needs a token, on loopback too (flexq's CLI, ``flexq env`` and ``flexq kubeconfig``
+present the administrator's from its 0600 file): a loopback port is open to every local user and to every web
+page the user's browser shows. ``--auth anonymous`` (loopback only) makes a caller without a token the
+administrator. On any other address HTTPS is the only way in from outside (plain HTTP stays on 127.0.0.1), and
+asking for anonymous access or no TLS there is refused. The names the server answers to (its Host check) are its
+addresses, ``localhost``, the certificate's names and ``--allowed-host``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class ListenPlan:
     auth: AuthMode
     endpoint_host: str
     """The address clients are told to reach the HTTPS endpoint at (in the GKE cluster's ``endpoint``)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``--allowed-host``: more names the server answers to (``*``: any)."""
 
     @property
     def anonymous(self) -> bool:
@@ -52,12 +57,26 @@ class ListenPlan:
     def certificate_names(self) -> list[str]:
         return [self.endpoint_host] if self.tls_host is not None else []
 
+    def host_names(self) -> list[str]:
+        """The names a request's Host may give: the listening addresses, the endpoint, the machine's names where
+        the server listens on every address, and ``--allowed-host``."""
+        names = [self.http_host, self.endpoint_host, *self.allowed_hosts]
+        if self.tls_host is not None:
+            names.append(self.tls_host)
+        if self.tls_host in ("0.0.0.0", "::"):
+            names += [socket.gethostname(), socket.getfqdn()]
+        return names
 
-def plan_listeners(host: str, port: int, tls_port: int | None, tls: bool, auth: str | None) -> ListenPlan:
+
+def plan_listeners(host: str, port: int, tls_port: int | None, tls: bool, auth: str | None,
+                   allowed_hosts: tuple[str, ...] = ()) -> ListenPlan:
     loopback = is_loopback(host)
     if auth not in (None, "anonymous", "token"):
         raise ListenError(f"--auth {auth!r}: expected anonymous or token")
-    mode: AuthMode = ("anonymous" if loopback else "token") if auth is None else auth  # type: ignore[assignment]
+    mode: AuthMode = "token" if auth is None else auth  # type: ignore[assignment]
+    for name in allowed_hosts:
+        if not name or any(c in name for c in "/ @"):
+            raise ListenError(f"--allowed-host {name!r}: expected a host name or address (or * for any)")
     if not loopback and mode == "anonymous":
         raise ListenError(f"refusing anonymous access on {host}, which is not a loopback address: anyone who can "
                           "reach it would be the administrator. Use --auth token (the default there), or "
@@ -78,4 +97,4 @@ def plan_listeners(host: str, port: int, tls_port: int | None, tls: bool, auth: 
         endpoint = host
     return ListenPlan(http_host=host if loopback else "127.0.0.1", http_port=port,
                       tls_host=host if tls else None, tls_port=chosen if tls else None, auth=mode,
-                      endpoint_host=endpoint)
+                      endpoint_host=endpoint, allowed_hosts=tuple(allowed_hosts))

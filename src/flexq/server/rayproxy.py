@@ -22,7 +22,9 @@ __all__ = ["PREFIX", "ray_proxy_router"]
 
 PREFIX: Final = "/ui/ray"
 _HOP: Final = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-                         "transfer-encoding", "upgrade", "host", "content-length"})
+                         "transfer-encoding", "upgrade", "host", "content-length",
+                         # the caller's credentials stay here: the dashboard runs as the job's user
+                         "authorization", "cookie", "x-csrf-token"})
 _METHODS: Final = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 _STARTING: Final = 30.0
 

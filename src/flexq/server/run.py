@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from flexq.auth import TokenBook
 from flexq.capacity.gke_pools import node_pool_webhook
@@ -23,13 +24,15 @@ from flexq.controller.queue import QueueController
 from flexq.controller.ray_runs import RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
+from flexq.runtime.job_user import JobUser
+from flexq.runtime.job_user import configure as configure_job_user
 from flexq.runtime.reattach import reap_all
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
 from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
-from flexq.server.tls import ensure_certificates
+from flexq.server.tls import TlsFiles, ensure_certificates
 from flexq.store.sqlite_lease import SqliteLease
 from flexq.store.url import StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
@@ -64,31 +67,75 @@ def _bind(host: str, port: int, option: str) -> socket.socket:
     return sock
 
 
-def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, store_spec: str | None) -> str:
+def _settle(home: Path, runtime: str, run_as: str | None) -> JobUser | None:
+    """What the server writes is its user's alone from now on (umask 077); who its jobs run as; ``home`` made and
+    secured."""
+    os.umask(0o077)
+    user = configure_job_user(run_as, home) if runtime == "ray" else None
+    home.mkdir(parents=True, exist_ok=True)
+    _secure(home, user is not None and user.separate)
+    return user
+
+
+def _secure(home: Path, searchable: bool) -> None:
+    """``FLEXQ_HOME`` this user's alone (0700; 0711 where jobs run as another user, who must reach their working
+    directories under ``runtime/`` and nothing else), its store and logs 0600, whenever and however they were made."""
+    home.chmod(0o711 if searchable else 0o700)
+    for pattern in ("flexq.db*", "*.log", "kubeconfig"):
+        for path in home.glob(pattern):
+            if path.is_file():
+                path.chmod(0o600)
+    for folder in ("auth", "tls", "records"):
+        if (home / folder).is_dir():
+            (home / folder).chmod(0o700)
+    runtime = home / "runtime"
+    if runtime.is_dir():
+        runtime.chmod(0o711 if searchable else 0o700)
+
+
+def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, store_spec: str | None,
+            user: JobUser | None) -> str:
     state = f"objects in {shown(store_spec)}, the rest in {home}" if store_spec else f"state in {home}"
     lines = [f"flexq server: http://{plan.http_host}:{http_port} (flexq's CLI), {state}"]
     if tls_port is not None:
         lines.append(f"  https://{plan.endpoint_host}:{tls_port} (kubectl after gcloud get-credentials; "
                      f"CA {home / 'tls' / 'ca.crt'})")
     if plan.anonymous:
-        lines.append(f"  anonymous mode: anyone who can reach {plan.http_host} acts as the administrator "
-                     "(single-user default; --auth token requires tokens)")
+        lines.append(f"  WARNING: anonymous mode: every program and every local user that can reach {plan.http_host}:"
+                     f"{http_port} acts as the administrator, and may run commands as this server's user through "
+                     "the jobs it creates (drop --auth anonymous to require tokens)")
     else:
-        lines.append("  tokens required; flexq token create --role developer --namespace NS")
+        lines.append("  tokens required (flexq's CLI, flexq env and flexq kubeconfig present the administrator's); "
+                     "flexq token create --role developer --namespace NS")
+        if tls_port is None:
+            lines.append("  --no-tls: kubectl sends tokens only over HTTPS, so only flexq's CLI can sign in here")
     lines.append(f"  administrator's token: {home / 'auth' / 'admin.token'}")
+    if user is not None:
+        lines.append(f"  jobs run as {user.name}" + (", apart from the server's secrets" if user.separate else
+                                                      " (this server's own user: they can read its files)"))
+        if user.searchable:
+            lines.append(f"  {user.name} may search (not list) {', '.join(map(str, user.searchable))}, to reach the "
+                         "interpreter")
+        if user.note:
+            lines.append(f"  WARNING: {user.note}")
     return "\n".join(lines)
 
 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
-          lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False) -> None:
+          lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
+          run_as: str | None = None) -> None:
     """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
     ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
     ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
     following the others' commits. Events are deleted ``event_ttl`` seconds after they were last seen (0: kept).
 
-    Raises :class:`ListenError` (before anything starts) when a port cannot be bound, and
-    :class:`StoreOptionError` when the store cannot be opened."""
+    Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
+    077: files 0600, folders 0700).
+
+    Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
+    ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
+    user = _settle(home, runtime, run_as)
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
@@ -98,7 +145,6 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         for sock in sockets:
             sock.close()
         raise
-    home.mkdir(parents=True, exist_ok=True)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     book = TokenBook(home)
@@ -121,16 +167,11 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             ray.resume()
         expiry.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership.observe,
-                         home, Authenticator(book, plan.anonymous))
+                         home, Authenticator(book, plan.anonymous), plan.host_names())
         app.include_router(leader_router(leadership))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-        servers = [(_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                           timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[0])]
-        if tls is not None:
-            servers.append((_Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                                   ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key),
-                                                   timeout_graceful_shutdown=_CLOSE_STREAMS)), sockets[1]))
-        print(_banner(plan, http_port, tls_port, home, store_spec), file=sys.stderr, flush=True)
+        servers = _servers(app, sockets, tls, log_level)
+        print(_banner(plan, http_port, tls_port, home, store_spec, user), file=sys.stderr, flush=True)
         with HeapPolicy(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(_serve_all(servers, app.state.hub.close))
     finally:
@@ -139,6 +180,19 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         store.close()
         for sock in sockets:
             sock.close()
+
+
+def _servers(app: ASGIApp, sockets: list[socket.socket], tls: TlsFiles | None,
+             log_level: str) -> list[tuple[_Server, socket.socket]]:
+    """A uvicorn server for each socket: plain HTTP on the first, HTTPS on the second where there is one."""
+    def server(**extra: str) -> _Server:
+        return _Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
+                                      timeout_graceful_shutdown=_CLOSE_STREAMS, **extra))  # type: ignore[arg-type]
+
+    servers = [(server(), sockets[0])]
+    if tls is not None:
+        servers.append((server(ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key)), sockets[1]))
+    return servers
 
 
 def _lease(store_spec: str | None, home: Path, identity: str, duration: float, shared: bool) -> LeaseLike | None:

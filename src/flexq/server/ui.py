@@ -23,10 +23,12 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 
+from flexq.auth import Role
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
 from flexq.server import ui_data
+from flexq.server.authn import caller
 from flexq.server.hub import ChangeHub
 from flexq.server.offload import off_loop
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
@@ -154,14 +156,18 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
                             store.list_objects("autoscaling.x-k8s.io", "provisioningrequests")[0]))
 
     @router.get("/flexq/v1/dashboard/jobs", response_model=JobPage, tags=["dashboard"])
-    def jobs(queue: Annotated[str | None, Query(description="a LocalQueue or ClusterQueue")] = None,
+    def jobs(request: Request,
+             queue: Annotated[str | None, Query(description="a LocalQueue or ClusterQueue")] = None,
              state: State | None = None,
              flavor: str | None = None,
              sort: Sort = "created", order: Literal["asc", "desc"] = "asc",
              offset: Annotated[int, Query(ge=0)] = 0, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JobPage:
         """Every job (one row per workload; a racing workload's variants are not rows), filtered, sorted and
-        paged: priority, flavors per pod set, wait so far, the one-line why-pending reason and ETA, cost."""
-        return table.page(queue, state, flavor, sort, order == "desc", offset, limit)
+        paged: priority, flavors per pod set, wait so far, the one-line why-pending reason and ETA, cost. A developer
+        sees their namespace's jobs only."""
+        who = caller(request.state)
+        scope = who.namespace if who.role is Role.DEVELOPER else None
+        return table.page(queue, state, flavor, sort, order == "desc", offset, limit, scope)
 
     @router.get("/flexq/v1/dashboard/jobs/{namespace}/{name}", response_model=JobDetail, tags=["dashboard"],
                 responses={404: {"description": "no such workload"}})

@@ -131,9 +131,10 @@ class JobTable:
         return entry.at(time.time()) if entry is not None else None
 
     def page(self, queue: str | None, state: str | None, flavor: str | None, sort: str, descending: bool,
-             offset: int, limit: int) -> JobPage:
-        """Rows that pass the filters (a queue is a LocalQueue or a ClusterQueue), sorted, one page of them."""
-        entries = self._catch_up()
+             offset: int, limit: int, namespace: str | None = None) -> JobPage:
+        """Rows that pass the filters (a queue is a LocalQueue or a ClusterQueue), sorted, one page of them; with
+        ``namespace``, that namespace's rows only (all a developer may read)."""
+        entries = [e for e in self._catch_up() if namespace is None or e.row.namespace == namespace]
         now = time.time()
         picked = [e for e in entries if (not queue or queue in (e.row.queue, e.row.clusterQueue))
                   and (not state or e.row.state == state) and (not flavor or flavor in e.flavors)]
