@@ -134,35 +134,52 @@ _ACL_XATTR: Final = "system.posix_acl_access"
 _ACL_UNDEFINED: Final = 0xFFFFFFFF
 
 
-def _acl_granting_search(mode: int, uid: int) -> bytes:
-    """A POSIX access ACL (the kernel's xattr form) equal to ``mode`` plus search permission for user ``uid``."""
-    entries = [(0x01, (mode >> 6) & 7, _ACL_UNDEFINED),  # the owner
-               (0x02, 1, uid),  # the job user: search only
-               (0x04, (mode >> 3) & 7, _ACL_UNDEFINED),  # the owning group
-               (0x10, ((mode >> 3) & 7) | 1, _ACL_UNDEFINED),  # the mask
-               (0x20, mode & 7, _ACL_UNDEFINED)]  # others
+def _acl_granting_search(mode: int, uid: int, existing: bytes | None = None) -> bytes | None:
+    """A POSIX access ACL (the kernel's xattr form): ``existing`` (or one equal to ``mode``) with search permission
+    for user ``uid`` added, and in the mask; None where it grants that already."""
+    entries: dict[tuple[int, int], int] = {}
+    if existing and len(existing) >= 4 and (len(existing) - 4) % 8 == 0:
+        for at in range(4, len(existing), 8):
+            tag, perm, ident = (int.from_bytes(existing[at:at + 2], "little"),
+                                int.from_bytes(existing[at + 2:at + 4], "little"),
+                                int.from_bytes(existing[at + 4:at + 8], "little"))
+            entries[(tag, ident)] = perm
+    else:
+        entries = {(0x01, _ACL_UNDEFINED): (mode >> 6) & 7,  # the owner
+                   (0x04, _ACL_UNDEFINED): (mode >> 3) & 7,  # the owning group
+                   (0x20, _ACL_UNDEFINED): mode & 7}  # others
+    mask = entries.get((0x10, _ACL_UNDEFINED), (mode >> 3) & 7)
+    if entries.get((0x02, uid), 0) & 1 and mask & 1:
+        return None
+    entries[(0x02, uid)] = entries.get((0x02, uid), 0) | 1  # the job user: search
+    entries[(0x10, _ACL_UNDEFINED)] = mask | 1
     return (2).to_bytes(4, "little") + b"".join(
         tag.to_bytes(2, "little") + perm.to_bytes(2, "little") + ident.to_bytes(4, "little")
-        for tag, perm, ident in entries)
+        for (tag, ident), perm in sorted(entries.items()))
 
 
-def _grant_search(uid: int) -> list[Path]:
-    """Let user ``uid`` search (not list) the folders above this installation's interpreter, its libraries and
-    flexq that others may not search (a pyenv under ``/root``): an ACL entry for that user alone on each. Returns
-    the folders changed; a folder that has an ACL already, or a file system without ACLs, is left as it is."""
+def _grant_search(uid: int, home: Path | None) -> list[Path]:
+    """Let user ``uid`` search (not list) the folders above this installation's interpreter, its libraries, flexq
+    and ``FLEXQ_HOME`` (where the jobs' working directories are) that others may not search (a pyenv under
+    ``/root``): an ACL entry for that user alone on each (kept with the entries already there). Returns the folders
+    changed; on a file system without ACLs nothing changes."""
     import flexq
 
     targets = {Path(os.path.realpath(sys.executable)), Path(sys.prefix), Path(sys.base_prefix),
                Path(os.path.realpath(flexq.__file__))}
+    if home is not None:
+        targets.add(home.resolve() / "runtime")
     granted: list[Path] = []
     for folder in sorted({parent for target in targets for parent in target.parents}):
         try:
             mode = os.stat(folder).st_mode
             if mode & 0o001 or os.stat(folder).st_uid == uid:
                 continue
-            if _ACL_XATTR in os.listxattr(folder):
+            existing = os.getxattr(folder, _ACL_XATTR) if _ACL_XATTR in os.listxattr(folder) else None
+            acl = _acl_granting_search(mode, uid, existing)
+            if acl is None:
                 continue
-            os.setxattr(folder, _ACL_XATTR, _acl_granting_search(mode, uid))
+            os.setxattr(folder, _ACL_XATTR, acl)
         except OSError:
             continue
         granted.append(folder)
@@ -191,10 +208,8 @@ def configure(run_as: str | None, home: Path | None = None) -> JobUser:
         entry = pwd.getpwnam(name) if _create(name) else pwd.getpwnam("nobody")
     if entry.pw_uid == 0:
         raise JobUserError(f"--run-as {name}: that user is root (use --run-as root to say so)")
-    user = JobUser(entry.pw_name, entry.pw_uid, entry.pw_gid, home=home)
-    if not _can_run(user):
-        granted = _grant_search(entry.pw_uid)
-        user = JobUser(entry.pw_name, entry.pw_uid, entry.pw_gid, home=home, searchable=tuple(granted))
+    granted = _grant_search(entry.pw_uid, home)
+    user = JobUser(entry.pw_name, entry.pw_uid, entry.pw_gid, home=home, searchable=tuple(granted))
     if not _can_run(user):
         user = JobUser("root", note=f"the job user {entry.pw_name} cannot run {sys.executable} (a folder above it is "
                                     "not searchable by other users): jobs run as root and can read the server's "
