@@ -49,7 +49,8 @@ spec:
 PLUGIN = """import json, os, pathlib, sys
 info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
 pathlib.Path(sys.argv[1]).write_text(info["apiVersion"] + " " + os.environ["PLUGIN_ENV"])
-print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential", "status": {"token": "t0k3n"}}))
+print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+                  "status": {"token": os.environ["PLUGIN_TOKEN"]}}))
 """
 
 
@@ -79,10 +80,12 @@ def _kubeconfig(tmp_path: Path, server: Server, port: int, ca: bytes, folder: st
                      {"name": "plain", "cluster": {"server": server.url}}],
         "users": [{"name": "gke-user", "user": {"exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1", "command": sys.executable,
-            "args": [str(plugin), str(tmp_path / "plugin-ran")], "env": [{"name": "PLUGIN_ENV", "value": "set"}],
-            "interactiveMode": "Never", "provideClusterInfo": True}}}],
+            "args": [str(plugin), str(tmp_path / "plugin-ran")], "env": [{"name": "PLUGIN_ENV", "value": "set"},
+                                                         {"name": "PLUGIN_TOKEN", "value": server.token}],
+            "interactiveMode": "Never", "provideClusterInfo": True}}},
+                  {"name": "plain-user", "user": {"token": server.token}}],
         "contexts": [{"name": "gke_demo_us-east5-b_tpu-cluster", "context": {"cluster": "gke", "user": "gke-user"}},
-                     {"name": "other", "context": {"cluster": "plain"}}],
+                     {"name": "other", "context": {"cluster": "plain", "user": "plain-user"}}],
     }
     path = tmp_path / folder / "config"
     path.parent.mkdir()
@@ -161,7 +164,7 @@ def test_import_refusals(tls_server: tuple[Server, int], tmp_path: Path) -> None
     refused = _flexq(server, "import", "--kubeconfig", str(config), "--capacity", str(bad), "--out", str(out))
     assert refused.code == 1 and "line 2" in refused.err and "maxNodes" in refused.err, refused.err
     assert not out.exists()
-    # The current context reaches the plain HTTP address: it works, with no credentials at all.
+    # The current context reaches the plain HTTP address with the administrator's token: it works.
     plain = _flexq(server, *base)
     assert plain.code == 0 and "0 jobs" in plain.err, plain.err
 

@@ -227,7 +227,8 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
         assert any(t["what"] == "VariantCreated" for t in detail["timeline"])
         printed = _run(srv, "dashboard", "--no-open")
-        assert printed.returncode == 0 and printed.stdout == f"{srv.url}/ui/\n"
+        signed_in = f"{srv.url}/ui/?token={srv.token}"  # the browser signs in once; the page keeps a cookie
+        assert printed.returncode == 0 and printed.stdout == f"{signed_in}\n"
         opened = tmp_path / "opened"
         browser = tmp_path / "browser.sh"
         browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
@@ -236,7 +237,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         env.pop("DISPLAY", None)
         shown = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard"], capture_output=True, text=True,
                                env=env, timeout=60, check=False)
-        assert shown.returncode == 0 and opened.read_text().strip() == f"{srv.url}/ui/"
+        assert shown.returncode == 0 and opened.read_text().strip() == signed_in
         with admin.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             assert next(events.iter_lines()) == "retry: 2000"
             srv.process.terminate()  # a browser tab left open does not keep a stopping server running

@@ -260,7 +260,8 @@ def test_an_upgrade_is_refused_with_a_status_when_the_pod_cannot_forward(server:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(f"{method} /api/v1/namespaces/default/pods/{pod}/portforward HTTP/1.1\r\n"
-                         f"Host: 127.0.0.1:{port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                         f"Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {server.token}\r\n"
+                         "Connection: Upgrade\r\nUpgrade: websocket\r\n"
                          "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                          f"Sec-WebSocket-Protocol: {protocol}\r\nContent-Length: 0\r\n\r\n".encode())
             data = b""

@@ -82,6 +82,7 @@ class JobUser:
         if self.uid is None or self.gid is None:
             return
         if self.home is not None:
+            _grant_search(self.uid, self.home)  # again: a folder above may have been chmod'ed since the start
             with contextlib.suppress(ValueError):
                 step = self.home
                 for part in folder.parent.relative_to(self.home).parts:

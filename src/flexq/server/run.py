@@ -68,18 +68,15 @@ def _bind(host: str, port: int, option: str) -> socket.socket:
 
 
 def _settle(home: Path, runtime: str, run_as: str | None) -> JobUser | None:
-    """What the server writes is its user's alone from now on (umask 077); who its jobs run as; ``home`` made and
-    secured."""
+    """What the server writes is its user's alone from now on (umask 077); who its jobs run as."""
     os.umask(0o077)
-    user = configure_job_user(run_as, home) if runtime == "ray" else None
-    home.mkdir(parents=True, exist_ok=True)
-    _secure(home, user is not None and user.separate)
-    return user
+    return configure_job_user(run_as, home) if runtime == "ray" else None
 
 
 def _secure(home: Path, searchable: bool) -> None:
-    """``FLEXQ_HOME`` this user's alone (0700; 0711 where jobs run as another user, who must reach their working
-    directories under ``runtime/`` and nothing else), its store and logs 0600, whenever and however they were made."""
+    """``FLEXQ_HOME`` made, and this user's alone (0700; 0711 where jobs run as another user, who must reach their
+    working directories under ``runtime/`` and nothing else), its store and logs 0600, however they were made."""
+    home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o711 if searchable else 0o700)
     for pattern in ("flexq.db*", "*.log", "kubeconfig"):
         for path in home.glob(pattern):
@@ -145,6 +142,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         for sock in sockets:
             sock.close()
         raise
+    _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
     book = TokenBook(home)
