@@ -57,6 +57,14 @@ class Server:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def cli(self, *args: str, token: str | None = None, input: str | None = None) -> Result:
+        """``flexq ARGS`` against this server: as the administrator (the CLI reads the token under its home), or as
+        the holder of ``token``."""
+        proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                              text=True, env=self.env(**({"FLEXQ_TOKEN": token} if token else {})), timeout=60,
+                              check=False)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
     def env(self, **extra: str) -> dict[str, str]:
         return {**os.environ, "FLEXQ_SERVER": self.url, "FLEXQ_HOME": str(self.home), **extra}
 

@@ -1,10 +1,11 @@
 """Counting the Ray processes a test started, whoever their parent is now (a killed server's clusters are adopted
 by init), and failing the test if any outlives it.
 
-Processes are told apart by a tag in their environment (``FLEXQ_TEST_TAG``, inherited from the test through the
-server by every process of the clusters it starts) together with a cluster's temp dir (``TMPDIR=/tmp/fqr-...``
-or ``/tmp/fqw-...``); some of Ray's processes overwrite their environment with their title, so the sessions of the
-tagged ones are followed too. Other tests' clusters on the same machine are never counted, nor touched.
+Processes are told apart by a tag in their environment (``RAY_LEAKS_TEST_TAG``, inherited from the test through the
+server by every process of the clusters it starts: not a ``FLEXQ_`` variable, which jobs do not inherit) together
+with a cluster's temp dir (``TMPDIR=/tmp/fqr-...`` or ``/tmp/fqw-...``); some of Ray's processes overwrite their
+environment with their title, so the sessions of the tagged ones are followed too. Other tests' clusters on the same
+machine are never counted, nor touched.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-TAG_VAR = "FLEXQ_TEST_TAG"
+TAG_VAR = "RAY_LEAKS_TEST_TAG"
 
 
 @dataclass

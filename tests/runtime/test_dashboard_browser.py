@@ -108,6 +108,9 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 1000}, timezone_id="Asia/Tokyo")
+            signing_in = context.new_page()  # as `flexq dashboard` opens it: the token once, then a cookie
+            signing_in.goto(f"{srv.url}/ui/?token={srv.token}")
+            signing_in.close()
 
             def page(url: str) -> Any:
                 opened = context.new_page()

@@ -14,7 +14,7 @@ import pytest
 
 from flexq.auth import read_token
 from tests import admin
-from tests.conftest import Result, Server, guide_text, start_server, stop_server
+from tests.conftest import Server, guide_text, start_server, stop_server
 
 CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 POOLS = "/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster/nodePools"
@@ -30,13 +30,6 @@ def secured(tmp_path: Path) -> Iterator[Server]:
         stop_server(srv)
 
 
-def _flexq(server: Server, *args: str, token: str | None = None, input: str | None = None) -> Result:
-    env = server.env(**({"FLEXQ_TOKEN": token} if token else {}))
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=env, timeout=60, check=False)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
-
-
 def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     url = secured.url
     assert read_token(secured.home) is not None
@@ -50,25 +43,25 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     assert httpx.get(f"{url}/metrics").status_code == 401
 
     # The administrator (the token under FLEXQ_HOME) sets up the guide's queues and a team namespace.
-    assert _flexq(secured, "container", "clusters", "create", "tpu-cluster", "--location=us-east5-b").code == 0
+    assert secured.cli("container", "clusters", "create", "tpu-cluster", "--location=us-east5-b").code == 0
     setup = guide_text("dws-tpu-queue.yaml") + "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-a}\n"
-    applied = _flexq(secured, "apply", "-f", "-", input=setup)
+    applied = secured.cli("apply", "-f", "-", input=setup)
     assert applied.code == 0, applied.err
 
-    created = _flexq(secured, "token", "create", "--role", "developer", "--namespace", "team-a", "--name", "alice")
+    created = secured.cli("token", "create", "--role", "developer", "--namespace", "team-a", "--name", "alice")
     assert created.code == 0, created.err
     alice = created.out.strip()
     assert alice.startswith("fq_") and "not shown again" in created.err
 
     # A developer: jobs and ConfigMaps in team-a, the queues read-only, nothing of the administrator's.
     config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: script, namespace: %s}\ndata: {a: b}\n"
-    assert _flexq(secured, "apply", "-f", "-", token=alice, input=config_map % "team-a").code == 0
-    elsewhere = _flexq(secured, "apply", "-f", "-", token=alice, input=config_map % "default")
+    assert secured.cli("apply", "-f", "-", token=alice, input=config_map % "team-a").code == 0
+    elsewhere = secured.cli("apply", "-f", "-", token=alice, input=config_map % "default")
     assert elsewhere.code != 0 and "Traceback" not in elsewhere.err
     assert ('configmaps "script" is forbidden: User "alice" cannot create resource "configmaps" in API group "" in '
             'the namespace "default"') in elsewhere.err
-    assert "cluster-queue" in _flexq(secured, "get", "clusterqueues", token=alice).out
-    refused = _flexq(secured, "delete", "clusterqueue", "cluster-queue", token=alice)
+    assert "cluster-queue" in secured.cli("get", "clusterqueues", token=alice).out
+    refused = secured.cli("delete", "clusterqueue", "cluster-queue", token=alice)
     assert refused.code != 0 and ('clusterqueues.kueue.x-k8s.io "cluster-queue" is forbidden: User "alice" cannot '
                                   'delete resource "clusterqueues" in API group "kueue.x-k8s.io" at the cluster scope'
                                   ) in refused.err
@@ -77,13 +70,13 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     assert pool.status_code == 403 and pool.json()["error"]["status"] == "PERMISSION_DENIED"
     assert admin.get(f"{url}/v1/projects/demo/locations/us-east5-b/clusters/tpu-cluster",
                      headers=as_alice).status_code == 200, "get-credentials reads the cluster"
-    assert _flexq(secured, "token", "create", "--role", "admin", token=alice).code != 0, "no tokens for developers"
+    assert secured.cli("token", "create", "--role", "admin", token=alice).code != 0, "no tokens for developers"
     _developers_see_their_own_namespace_only(secured, as_alice)
     assert admin.get(f"{url}/flexq/v1/tokens", headers=as_alice).status_code == 403
 
     if shutil.which("kubectl") is not None:
         config = tmp_path / "alice.kubeconfig"
-        assert _flexq(secured, "kubeconfig", "--write", str(config), token=alice).code == 0
+        assert secured.cli("kubeconfig", "--write", str(config), token=alice).code == 0
 
         def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=60, check=False,
@@ -109,9 +102,9 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     assert admin.get(f"{url}/flexq/v1/dashboard/overview", cookies={"flexq-token": alice}).status_code == 200
     assert admin.get(f"{url}/ui/?token=fq_wrong", follow_redirects=False).status_code == 401
 
-    listed = _flexq(secured, "token", "list")
+    listed = secured.cli("token", "list")
     assert "alice" in listed.out and "developer" in listed.out and alice not in listed.out
-    assert _flexq(secured, "token", "revoke", "alice").code == 0
+    assert secured.cli("token", "revoke", "alice").code == 0
     assert admin.get(f"{url}{CQ}", headers=as_alice).status_code == 401, "a revoked token is refused"
 
 
@@ -119,7 +112,7 @@ def _developers_see_their_own_namespace_only(server: Server, as_alice: dict[str,
     """The dashboard's job list, a job's detail, its page and its Ray dashboard are authorized per namespace."""
     pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: other, namespace: default, labels: "
            "{kueue.x-k8s.io/queue-name: user-queue}}\nspec: {containers: [{name: c, image: app}]}\n")
-    assert _flexq(server, "apply", "-f", "-", input=pod).code == 0
+    assert server.cli("apply", "-f", "-", input=pod).code == 0
     deadline = time.monotonic() + 30
     while not (rows := admin.get(f"{server.url}/flexq/v1/dashboard/jobs").json()["items"]):
         assert time.monotonic() < deadline, "the pod's workload did not show"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,11 +65,9 @@ def running(tmp_path: Path) -> Iterator[Server]:
 
 
 def _flexq(server: Server, *args: str, token: str | None = None, input: str | None = None) -> str:
-    env = server.env(**({"FLEXQ_TOKEN": token} if token else {}))
-    done = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=env, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    done = server.cli(*args, token=token, input=input)
+    assert done.code == 0, done.err
+    return done.out
 
 
 def _pod(server: Server, name: str) -> dict[str, Any]:
