@@ -9,7 +9,7 @@ from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
-from flexq.control import ControlPlane
+from flexq.control import ControlPlane, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
@@ -44,10 +44,10 @@ def _story(told: list[Event]) -> list[tuple[float, str, str]]:
 def test_without_a_driver_an_admitted_workload_starts_on_its_event_and_a_step_settles() -> None:
     told: list[Event] = []
     started: list[tuple[str, float]] = []
-    plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, lambda key, t: started.append((key, t)),
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, JobHooks(lambda key, t: started.append((key, t))),
                          scheduler=_scheduler())
     for name in ("a", "b", "c"):
-        plane.emit(plane.scheduler.add(_workload(name), START))
+        plane.emit(plane.feed(JobQueued(_workload(name), START)))
     plane.settle(START)
     admitted = [e.workload for e in told if e.kind is EventKind.ADMITTED]
     assert admitted == ["default/a", "default/b"], "20 cpu of quota: two of three"
@@ -58,7 +58,7 @@ def test_without_a_driver_an_admitted_workload_starts_on_its_event_and_a_step_se
 def test_capacity_events_are_told_and_not_acted_on_again() -> None:
     timers = TimerHeap(VirtualClock(START))
     plane, told = _plane(timers)
-    plane.emit(plane.scheduler.add(_workload("a"), START))
+    plane.emit(plane.feed(JobQueued(_workload("a"), START)))
     plane.settle(START)
     assert plane.driver is not None and "default/a" not in plane.driver.running, "its node is booting"
     capacity = [e for e in told if e.kind.capacity]
@@ -79,7 +79,7 @@ def _live(plane: ControlPlane, timers: TimerHeap, until: float) -> None:
 
 
 def _feed(plane: ControlPlane, at: float, name: str, cpu: int) -> None:
-    plane.emit(plane.scheduler.add(_workload(name, cpu), at))
+    plane.emit(plane.feed(JobQueued(_workload(name, cpu), at)))
 
 
 def _run(live: bool) -> list[tuple[float, str, str]]:
@@ -110,9 +110,9 @@ def test_the_real_time_loop_and_the_kernel_tell_the_same_story() -> None:
 
 def test_without_a_driver_the_live_server_starts_a_job_when_its_admission_is_written_not_on_the_event() -> None:
     started: list[str] = []
-    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None, lambda key, _t: started.append(key),
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None, JobHooks(lambda key, _t: started.append(key)),
                          scheduler=_scheduler(), start_on_admission=False)
-    plane.emit(plane.scheduler.add(_workload("a"), START))
+    plane.emit(plane.feed(JobQueued(_workload("a"), START)))
     plane.settle(START)
     assert plane.scheduler.workload("default/a").state.value == "Admitted"  # type: ignore[union-attr]
     assert started == []
@@ -144,7 +144,7 @@ def test_configured_from_objects_a_job_gets_its_queue_and_priority_and_is_admitt
     assert (wl.namespace, wl.queue, wl.cluster_queue, wl.priority) == ("ml", "team", "cq", 1000)
     other = plane.workload_for("Job", "batch", _job("other", queue="nowhere", priority=None), START)
     assert (other.cluster_queue, other.priority) == ("", 0), "a LocalQueue not configured points nowhere yet"
-    plane.emit(plane.scheduler.add(wl, START))
+    plane.emit(plane.feed(JobQueued(wl, START)))
     plane.settle(START)
     assert plane.scheduler.workload(wl.key).state.value == "Admitted"  # type: ignore[union-attr]
     assert plane.driver is None and not plane.scheduler.config.race, "no capacity modelled: no racing"
@@ -179,7 +179,7 @@ def test_a_step_with_a_cycle_budget_decides_what_an_unbounded_one_decides_over_s
         told: list[Event] = []
         plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, scheduler=_scheduler())
         for i in range(30):
-            plane.emit(plane.scheduler.add(_workload(f"w{i:02d}", cpu=1000 + (i % 3) * 500), START))
+            plane.emit(plane.feed(JobQueued(_workload(f"w{i:02d}", cpu=1000 + (i % 3) * 500), START)))
         steps = 1
         while plane.settle(START, cycles):
             admitted = sum(1 for e in told if e.kind is EventKind.ADMITTED)
@@ -194,3 +194,28 @@ def test_a_step_with_a_cycle_budget_decides_what_an_unbounded_one_decides_over_s
     # 20 cpu: thirteen in order (19 cpu), then past the heads that no longer fit (BestEffortFIFO) a 1-cpu one.
     assert [line for line in bounded if line.startswith("Admitted")][-1] == "Admitted default/w15"
     assert sum(1 for line in bounded if line.startswith("Admitted")) == 14
+
+
+def test_what_happened_to_jobs_is_told_in_one_vocabulary() -> None:
+    """Each input in turn, and the story it makes: queued past the quota, shrunk to fit, finished, deleted (its
+    quota freed: a job that needs all of it is admitted next)."""
+    told: list[Event] = []
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, scheduler=_scheduler())
+    inputs: list[tuple[Input, list[tuple[str, str]]]] = [
+        (JobQueued(_workload("a", 12_000), START),
+         [("Created", "default/a"), ("QuotaReserved", "default/a"), ("Admitted", "default/a")]),
+        (JobQueued(_workload("b", 12_000), START + 1), [("Created", "default/b"), ("Pending", "default/b")]),
+        (JobResized("default/b", (PodSet("main", 1, {"cpu": 8000}),), START + 2),
+         [("QuotaReserved", "default/b"), ("Admitted", "default/b")]),
+        (JobFinished("default/a", START + 3, "JobFinished", "Succeeded"), [("Finished", "default/a")]),
+        (JobDeleted("default/b", START + 4), []),
+        (JobQueued(_workload("c", 20_000), START + 5),
+         [("Created", "default/c"), ("QuotaReserved", "default/c"), ("Admitted", "default/c")]),
+    ]
+    stories = []
+    for what, _want in inputs:
+        told.clear()
+        plane.emit(plane.feed(what))
+        plane.settle(what.at)
+        stories.append([(e.kind.value, e.workload) for e in told])
+    assert stories == [want for _what, want in inputs]

@@ -55,7 +55,9 @@ _CAPACITY = CAPACITY_PRIORITY
 class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
     def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
                  log: Callable[[list[Event]], None], start: Callable[[str, float], None],
-                 provisioning: dict[str, ProvisioningSettings], *, virtual: bool = False) -> None:
+                 provisioning: dict[str, ProvisioningSettings], *, virtual: bool = False,
+                 run_time: Callable[[str], float | None] | None = None,
+                 finish_eta: Callable[[str], float | None] | None = None) -> None:
         self.config = config
         self.cluster = Cluster(config.pools, config.cloud)
         self.scheduler = scheduler
@@ -94,9 +96,9 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         """Variants whose capacity story was told, and the workload each raced for."""
         self.waste: dict[str, float] = {}
         """USD of capacity provisioned for a racing workload's variant that lost the race (billed to the workload)."""
-        self.finish_eta: Callable[[str], float | None] = self._expected_finish
+        self.finish_eta: Callable[[str], float | None] = finish_eta or self._expected_finish
         """When a running workload is expected to finish (the simulator knows; live, from its run time)."""
-        self.run_time: Callable[[str], float | None] = lambda _key: None
+        self.run_time: Callable[[str], float | None] = run_time or (lambda _key: None)
         """How long a workload runs once started, when known (the simulator's ``runFor``; live, the job's
         ``flexq.dev/expected-run-time`` annotation)."""
         self.started_at: dict[str, float] = {}

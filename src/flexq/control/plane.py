@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
+from flexq.control.inputs import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
 from flexq.jobs.workload import Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
@@ -38,29 +39,23 @@ Objects = Mapping[str, list[dict[str, Any]]]
 class ControlPlane:
     """The scheduler, the capacity driver (if any), the job integration and the timers, driven by one clock's loop.
 
-    ``tell`` hears every event as it happens, capacity events included. ``start`` runs a workload's job: called
-    by the driver once its pods are placed, and, without a driver, on its admission when ``start_on_admission``
-    (the live server starts a job when its admission is written instead). ``virtual``: the driver's reasons name
-    moments (``t=...``) rather than durations.
+    ``tell`` hears every event as it happens, capacity events included. ``hooks`` start a workload's job (called
+    by the driver once its pods are placed, and, without a driver, on its admission when ``start_on_admission``:
+    the live server starts a job when its admission is written instead) and say what is known of its run time.
+    ``virtual``: the driver's reasons name moments (``t=...``) rather than durations. What happens to jobs comes in
+    through :meth:`feed`, in the words of :mod:`flexq.control.inputs`.
     """
 
-    def __init__(self, timers: TimerHeap, tell: Callable[[Event], None],
-                 start: Callable[[str, float], None] | None = None, *, scheduler: Scheduler | None = None,
-                 start_on_admission: bool = True, virtual: bool = False) -> None:
+    def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
+                 scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False) -> None:
         self.scheduler = scheduler or Scheduler(instant_eviction=True)
         self.timers = timers
         self.driver: CapacityDriver | None = None
         self.local_queues: dict[tuple[str, str], str] = {}
         """(namespace, LocalQueue) -> its ClusterQueue."""
         self.priorities = Priorities()
-        self.run_time: Callable[[str], float | None] = lambda _key: None
-        """How long a workload runs once started, when known (the simulator's ``runFor``; live, the job's
-        ``flexq.dev/expected-run-time`` annotation)."""
-        self.finish_eta: Callable[[str], float | None] | None = None
-        """When a running workload will finish, where the clock's owner knows (the simulator); else the driver's
-        estimate from its run time."""
+        self.hooks = hooks or JobHooks()
         self._tell = tell
-        self._start = start
         self._start_on_admission = start_on_admission
         self._virtual = virtual
 
@@ -84,10 +79,8 @@ class ControlPlane:
             self.driver = None
         elif self.driver is None:
             self.driver = CapacityDriver(capacity, self.scheduler, self.timers, self.emit, self._started,
-                                         provisioning, virtual=self._virtual)
-            self.driver.run_time = self.run_time
-            if self.finish_eta is not None:
-                self.driver.finish_eta = self.finish_eta
+                                         provisioning, virtual=self._virtual, run_time=self.hooks.run_time,
+                                         finish_eta=self.hooks.finish_eta)
         else:
             self.driver.attach(self.scheduler)
             self.driver.provisioning = provisioning
@@ -108,8 +101,25 @@ class ControlPlane:
                              created=created, pod_sets=pod_sets)
 
     def _started(self, key: str, t: float) -> None:
-        if self._start is not None:
-            self._start(key, t)
+        if self.hooks.start is not None:
+            self.hooks.start(key, t)
+
+    # --- what happened to jobs -------------------------------------------------------------------------
+
+    def feed(self, what: Input) -> list[Event]:
+        """Tell the scheduler what happened; returns what it decided at once (a workload queued, its quota freed),
+        for the caller to tell and act on (:meth:`emit`) with the rest of its step."""
+        match what:
+            case JobQueued(workload, at):
+                return self.scheduler.add(workload, at)
+            case CheckSet(key, check, state, at, message):
+                return self.scheduler.set_check(key, check, state, at, message)
+            case JobFinished(key, at, message, outcome):
+                return self.scheduler.finish(key, at, message, outcome)
+            case JobResized(key, pod_sets, at):
+                return self.scheduler.resize(key, pod_sets, at)
+            case JobDeleted(key, at):
+                return self.scheduler.delete(key, at)
 
     # --- stepping --------------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
+from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized
 from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, QueueState
@@ -79,7 +80,7 @@ class JobEvents(QueueState):
         if info.kind == "RayCluster" and self.runtime is not None:
             clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
             self._after_write.append(lambda: clusters.queued(namespace, name))
-        self._log(self.scheduler.add(wl, now))
+        self._log(self.plane.feed(JobQueued(wl, now)))
 
     def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
         """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
@@ -111,11 +112,11 @@ class JobEvents(QueueState):
             return
         old = self.scheduler.workload(wl.replaces) if wl.replaces else None
         if old is not None:
-            self._log(self.scheduler.delete(old.key, self.clock.now()))
+            self._log(self.plane.feed(JobDeleted(old.key, self.clock.now())))
             self.capacity.release(old.key)
             with contextlib.suppress(NotFound):
                 self.store.delete(self._wl_key(old))
-        self._log(self.scheduler.delete(wl.key, self.clock.now()))
+        self._log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
         self.capacity.release(wl.key)
         if self.runtime is not None:
             runtime, meta = self.runtime, job["metadata"]
@@ -137,8 +138,8 @@ class JobEvents(QueueState):
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             message = finish_message(info.kind, job, outcome)
             if old is not None and old.state is not WorkloadState.FINISHED:  # its growth never came
-                self._log(self.scheduler.finish(old.key, self.clock.now(), message, outcome))
-            self._log(self.scheduler.finish(wl.key, self.clock.now(), message, outcome))
+                self._log(self.plane.feed(JobFinished(old.key, self.clock.now(), message, outcome)))
+            self._log(self.plane.feed(JobFinished(wl.key, self.clock.now(), message, outcome)))
         elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
 
@@ -162,8 +163,8 @@ class JobEvents(QueueState):
         if wl.holds_quota and any(counts[n] > current[n] for n in counts):
             self._new_slice(info, job, wl, stored, counts, now)
             return
-        self._log(self.scheduler.resize(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
-                                                      for p in wl.podsets), now))
+        self._log(self.plane.feed(JobResized(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
+                                                      for p in wl.podsets), now)))
         fresh = copy.deepcopy(stored)
         for ps in fresh["spec"]["podSets"]:
             ps["count"] = counts.get(ps["name"], ps["count"])
@@ -202,6 +203,6 @@ class JobEvents(QueueState):
         self.by_job_uid[str(meta.get("uid", ""))] = grown.key
         record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",
                      component=_COMPONENT)
-        self._log(self.scheduler.add(grown, now))
+        self._log(self.plane.feed(JobQueued(grown, now)))
 
     # --- workloads changed by others -----------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import resolve
 from flexq.api.object_errors import ApiError
+from flexq.control import JobDeleted, JobFinished, JobQueued
 from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
@@ -135,7 +136,7 @@ class PodIntegration:
         for pod in pods:
             self.workload_of[_uid(pod)] = wl.key
             record_event(qc.store, pod, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
-        return qc.scheduler.add(wl, now)
+        return qc.plane.feed(JobQueued(wl, now))
 
     def _deleted(self, pod: dict[str, Any]) -> list[Event]:
         uid = _uid(pod)
@@ -148,7 +149,7 @@ class PodIntegration:
         if key in self.workload_of.values():
             return self._check_finished(key)
         qc = self.qc
-        events = qc.scheduler.delete(key, qc.clock.now())
+        events = qc.plane.feed(JobDeleted(key, qc.clock.now()))
         qc.capacity.release(key)
         namespace, _, name = key.partition("/")
         with contextlib.suppress(NotFound):
@@ -170,7 +171,7 @@ class PodIntegration:
         verdict = outcome([str((p.get("status") or {}).get("phase", "Pending")) for p in self._pods(key)])
         if verdict is None:
             return []
-        return self.qc.scheduler.finish(key, self.qc.clock.now(), f"Pods {verdict.lower()}", verdict)
+        return self.qc.plane.feed(JobFinished(key, self.qc.clock.now(), f"Pods {verdict.lower()}", verdict))
 
     # --- admission and eviction ---------------------------------------------------------------------
 

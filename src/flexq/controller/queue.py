@@ -31,7 +31,7 @@ from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
-from flexq.control.plane import ControlPlane
+from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued
 from flexq.controller.capacity_sync import LiveCapacity
 from flexq.controller.job_events import JobEvents
 from flexq.controller.job_sync import finished
@@ -92,10 +92,14 @@ class QueueController(JobEvents, WorkloadWrites):
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
         """When the store refused a step's writes: not before then (a second on) the state is read back."""
-        self.plane = ControlPlane(TimerHeap(clock), self._told, self._run_workload, start_on_admission=False)
+        run_times: dict[str, float] = {}
+        """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
+        self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.get),
+                                  start_on_admission=False)
         """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
         a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
-        self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock)
+        self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock,
+                                     run_times)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
@@ -217,7 +221,7 @@ class QueueController(JobEvents, WorkloadWrites):
                     self._remember(obj)  # a job's slices: the one that replaces another wins (below)
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     continue
-                self.scheduler.add(wl, wl.created)
+                self.plane.feed(JobQueued(wl, wl.created))
             for wl in self.scheduler.workloads():
                 if wl.replaces:
                     for uid, key in list(self.by_job_uid.items()):
@@ -353,13 +357,13 @@ class QueueController(JobEvents, WorkloadWrites):
                     self._workload_checks(key, obj)
                 return
             if change.type is ChangeType.DELETED:
-                self._log(self.scheduler.delete(key, self.clock.now()))
+                self._log(self.plane.feed(JobDeleted(key, self.clock.now())))
                 self.capacity.release(key)
             elif not self.scheduler.knows(key):
                 self._remember(obj)
                 wl = workload_from_object(obj, self.local_queues)
                 if wl.state not in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
-                    self._log(self.scheduler.add(wl, self.clock.now()))
+                    self._log(self.plane.feed(JobQueued(wl, self.clock.now())))
             else:
                 self._workload_modified(key, obj)
 
@@ -389,7 +393,7 @@ class QueueController(JobEvents, WorkloadWrites):
                     new = CheckState(state)
                 except ValueError:
                     continue
-                self._log(self.scheduler.set_check(key, name, new, now, str(check.get("message") or "")))
+                self._log(self.plane.feed(CheckSet(key, name, new, now, str(check.get("message") or ""))))
                 if not wl.holds_quota and key not in self.scheduler.variants:
                     break
 

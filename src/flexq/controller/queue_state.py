@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from flexq.control import JobDeleted
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import Workload
 from flexq.store import AlreadyExists, Key, NotFound, record_event
@@ -104,7 +105,7 @@ class QueueState:
         except AlreadyExists as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=COMPONENT)
             self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
-            self._log(self.scheduler.delete(wl.key, self.clock.now()))
+            self._log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
             return None
         note = event_note(job, "CreatedWorkload", f"Created Workload: {wl.key}", self.store.timestamp(),
                           component=COMPONENT)

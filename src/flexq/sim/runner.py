@@ -24,7 +24,7 @@ from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InvalidObject
 from flexq.capacity.driver import CapacityDriver
-from flexq.control.plane import ControlPlane
+from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued
 from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
 from flexq.scheduler.events import Event, EventKind
@@ -112,9 +112,9 @@ class _Run:
         self.finish_at: dict[str, float] = {}
         """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
-        self.plane = ControlPlane(self.kernel, self._record, self._start, virtual=True)
-        self.plane.run_time = self.run_for.get  # the simulator knows what the live server can only be told
-        self.plane.finish_eta = self.finish_at.get
+        # The simulator knows what the live server can only be told: how long each job runs, when it ends.
+        self.plane = ControlPlane(self.kernel, self._record, JobHooks(self._start, self.run_for.get,
+                                                                       self.finish_at.get), virtual=True)
         self.plane.configure(objects, scenario.capacity)
         self.finishing: dict[str, list[tuple[float, str]]] = {}
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
@@ -185,7 +185,7 @@ class _Run:
             self.finish_at.pop(key, None)
             if wl is None or self.finish_token.get(key) != token or wl.state is not WorkloadState.ADMITTED:
                 return  # evicted (or deleted) since it started: this run never completes
-            self.log(self.scheduler.finish(key, self.kernel.clock.now(), "JobFinished"))
+            self.log(self.plane.feed(JobFinished(key, self.kernel.clock.now(), "JobFinished")))
 
         self.finish_at[key] = t + run_for
         wl = self.scheduler.workload(key)
@@ -225,7 +225,7 @@ class _Run:
         job_class = labels.get(CLASS_LABEL) or labels.get("flexq.dev/class") or labels.get(PRIORITY_LABEL)
         if job_class:
             self.result.classes[wl.key] = str(job_class)
-        self.log(self.scheduler.add(wl, now))
+        self.log(self.plane.feed(JobQueued(wl, now)))
 
     def _normalize(self, doc: Document) -> tuple[KindInfo, dict[str, Any], list[Any] | None]:
         """Validate and default a submitted job; jobs that differ only in their name are checked once.
@@ -268,7 +268,7 @@ class _Run:
             raise ScenarioError(self.scenario.source, f"checks: no workload or job {check.workload!r} at "
                                 f"t={_num(check.at)}s")
         now = self.kernel.clock.now()
-        self.log(self.scheduler.set_check(key, check.check, CheckState(check.state), now, check.message))
+        self.log(self.plane.feed(CheckSet(key, check.check, CheckState(check.state), now, check.message)))
 
     def after(self, t: float) -> None:
         self.plane.settle(t)

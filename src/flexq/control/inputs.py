@@ -1,0 +1,85 @@
+"""What the clock's owner tells the control plane: one vocabulary for the live server and the simulator.
+
+The live server hears it from the store (a job created, a check's state written, a job's status saying it ended);
+the simulator from its scenario (an arrival, a check set at a moment, a job's run time spent). Both say it to the
+plane in these words (:meth:`~flexq.control.plane.ControlPlane.feed`), so the plane alone decides what each means,
+and a run can be told again, on another clock, from what it heard. What the plane's user knows about the jobs
+themselves (how to start one, how long it runs, when it ends) comes in once, as :class:`JobHooks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flexq.scheduler.model import CheckState, PodSet, Workload
+
+__all__ = ["CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobQueued:
+    """A job's workload enters its queue (or, holding quota already, is restored as it was)."""
+
+    workload: Workload
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobResized:
+    """An elastic job's pod counts changed in place (shrunk, or not admitted yet)."""
+
+    key: str
+    pod_sets: tuple[PodSet, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSet:
+    """An admission check's state for a workload, as its controller (or a person) reports it."""
+
+    key: str
+    check: str
+    state: CheckState
+    at: float
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished:
+    """A workload's job ended: ``message`` says how, ``outcome`` (Succeeded or Failed) where it is known."""
+
+    key: str
+    at: float
+    message: str = "JobFinished"
+    outcome: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeleted:
+    """A workload (or its job) was deleted: its quota is freed."""
+
+    key: str
+    at: float
+
+
+Input = JobQueued | JobResized | CheckSet | JobFinished | JobDeleted
+"""What the plane may be told."""
+
+
+def _unknown(_key: str) -> float | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class JobHooks:
+    """What the plane's user does and knows about jobs, given when the plane is made.
+
+    ``start``: run a workload's job (its pods placed; without capacity modelled, on its admission where the plane is
+    told to). ``run_time``: how long a workload runs once started, when known (the simulator's ``runFor``; live, the
+    job's ``flexq.dev/expected-run-time``). ``finish_eta``: when a running workload will finish, where the user
+    knows (the simulator); None: the capacity driver estimates it from the run time."""
+
+    start: Callable[[str, float], None] | None = None
+    run_time: Callable[[str], float | None] = _unknown
+    finish_eta: Callable[[str], float | None] | None = None
