@@ -40,7 +40,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
     "flexq.cli": ("Client",),
-    "flexq.control": ("ControlPlane", "SETTLE_PASSES"),
+    "flexq.control": ("CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued",
+                      "JobResized", "SETTLE_PASSES"),
     "flexq.controller": (
         "DEFAULT_EVENT_TTL", "EventExpiry", "QueueController", "RayRuntime", "Sample", "Tally", "WAIT_BUCKETS",
         "finished",

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
-from flexq.control.inputs import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
+from flexq.control.vocabulary import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
 from flexq.jobs.workload import Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
@@ -43,7 +43,7 @@ class ControlPlane:
     by the driver once its pods are placed, and, without a driver, on its admission when ``start_on_admission``:
     the live server starts a job when its admission is written instead) and say what is known of its run time.
     ``virtual``: the driver's reasons name moments (``t=...``) rather than durations. What happens to jobs comes in
-    through :meth:`feed`, in the words of :mod:`flexq.control.inputs`.
+    through :meth:`feed`, in the words of :mod:`flexq.control.vocabulary`.
     """
 
     def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
