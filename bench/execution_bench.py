@@ -37,6 +37,8 @@ from typing import Any
 import httpx
 import yaml
 
+from flexq.auth import read_token
+
 HERE = Path(__file__).parent
 GUIDE = HERE.parent / "examples" / "guide"
 GUIDE_ENV = {"ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
@@ -98,8 +100,7 @@ class Server:
                 return False
         except httpx.HTTPError:
             return False
-        token = (self.home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
-        self.client.headers["Authorization"] = f"Bearer {token}"  # as flexq's CLI: the administrator's token
+        self.client.headers["Authorization"] = f"Bearer {read_token(self.home)}"  # the administrator, as the CLI
         return True
 
     def apply(self, text: str) -> None:

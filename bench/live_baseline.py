@@ -48,6 +48,7 @@ from live_steps import controller_steps
 
 from flexq.api.kinds import resolve
 from flexq.api.quantity import Quantity
+from flexq.auth import read_token
 from flexq.sim.generator import load_generator_file
 
 HERE = Path(__file__).parent
@@ -133,7 +134,10 @@ class Server:
 
     def token(self) -> str:
         """The administrator's token (what flexq's CLI presents), once the server has made it."""
-        return (self.home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
+        token = read_token(self.home)
+        if token is None:
+            raise FileNotFoundError(f"no administrator's token under {self.home} yet")
+        return token
 
     def pid(self) -> int:
         """The server's own process (py-spy's child when profiling)."""

@@ -8,13 +8,14 @@ authentication); a URL of no registered server (a Ray dashboard) gets nothing ad
 
 from __future__ import annotations
 
-import contextlib
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from flexq.auth import read_token
 
 __all__ = ["client", "delete", "get", "headers_for", "patch", "post", "put", "register", "request", "stream",
            "token_of", "unregister"]
@@ -37,16 +38,18 @@ def unregister(url: str) -> None:
 
 
 def token_of(home: Path) -> str:
-    return (home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
+    token = read_token(home)
+    assert token is not None, f"the server under {home} has made no administrator's token"
+    return token
 
 
 def headers_for(url: str, given: Any = None) -> dict[str, str]:
     """``given`` with the administrator's ``Authorization`` added where ``url`` is a registered server's."""
     headers = dict(given or {})
     home = _HOMES.get(_origin(url))
-    if home is not None and not any(k.lower() in ("authorization", "cookie") for k in headers):
-        with contextlib.suppress(OSError):
-            headers["Authorization"] = f"Bearer {token_of(home)}"
+    token = read_token(home) if home is not None else None
+    if token is not None and not any(k.lower() in ("authorization", "cookie") for k in headers):
+        headers["Authorization"] = f"Bearer {token}"
     return headers
 
 

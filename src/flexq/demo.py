@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from flexq.auth import read_token
+
 __all__ = ["main"]
 
 
@@ -56,8 +58,7 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], deadline: float) -> N
 
 def _api(url: str, home: Path) -> httpx.Client:
     """The server's API as its administrator (the token flexq's CLI presents, from ``home/auth/admin.token``)."""
-    token = (home / "auth" / "admin.token").read_text(encoding="utf-8").strip()
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {read_token(home)}"}, timeout=10)
 
 
 def _wait_for_jobs(http: httpx.Client, names: tuple[str, ...], deadline: float) -> None:

@@ -37,9 +37,7 @@ def env(
     Your own gcloud and kubectl configuration is left alone: gcloud gets a configuration directory of
     flexq's own (CLOUDSDK_CONFIG) and kubectl a kubeconfig of flexq's own (KUBECONFIG), both under FLEXQ_HOME.
     """
-    home = flexq_home()
-    if not home.exists():
-        home.mkdir(mode=0o700, parents=True)
+    home = flexq_home()  # made, 0700, with the kubeconfig where it is not there yet
     server_url = options.server_url().rstrip("/")
     kubeconfig_path = home / "kubeconfig"
     write_private(kubeconfig_path, kubeconfig_text(server_url))

@@ -2,8 +2,8 @@
 
 The live server hears it from the store (a job created, a check's state written, a job's status saying it ended);
 the simulator from its scenario (an arrival, a check set at a moment, a job's run time spent). Both say it to the
-plane in these words (:meth:`~flexq.control.plane.ControlPlane.feed`), so the plane alone decides what each means,
-and a run can be told again, on another clock, from what it heard. What the plane's user knows about the jobs
+plane in these words (:meth:`~flexq.control.plane.ControlPlane.feed`), so the plane alone decides what each means.
+What the plane's user knows about the jobs
 themselves (how to start one, how long it runs, when it ends) comes in once, as :class:`JobHooks`.
 """
 

@@ -173,8 +173,9 @@ def _grant_search(uid: int, home: Path | None) -> list[Path]:
     granted: list[Path] = []
     for folder in sorted({parent for target in targets for parent in target.parents}):
         try:
-            mode = os.stat(folder).st_mode
-            if mode & 0o001 or os.stat(folder).st_uid == uid:
+            st = os.stat(folder)
+            mode = st.st_mode
+            if mode & 0o001 or st.st_uid == uid:
                 continue
             existing = os.getxattr(folder, _ACL_XATTR) if _ACL_XATTR in os.listxattr(folder) else None
             acl = _acl_granting_search(mode, uid, existing)
