@@ -40,13 +40,14 @@ FACES: dict[str, tuple[str, ...]] = {
         "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
     "flexq.cli": ("Client",),
-    "flexq.control": ("CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued",
-                      "JobResized", "SETTLE_PASSES"),
+    "flexq.control": ("Basis", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks",
+                      "JobQueued", "JobResized", "RunTime", "RunTimes", "SETTLE_PASSES"),
     "flexq.controller": (
         "DEFAULT_EVENT_TTL", "EventExpiry", "QueueController", "RayRuntime", "Sample", "Tally", "WAIT_BUCKETS",
         "finished",
     ),
     "flexq.export": ("ExportError", "build", "write"),
+    "flexq.forecast": ("Forecast", "Fork", "HORIZON", "Step", "StepKind", "forecast", "fork", "waiting"),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),
@@ -77,9 +78,9 @@ FACES: dict[str, tuple[str, ...]] = {
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "plan_listeners",
     ),
     "flexq.sim": (
-        "LOWER_BOUND", "ORACLE", "PolicyRun", "Scenario", "SimProgress", "SimResult", "Submission", "compare_policies",
-        "load_capacity", "load_generator_file", "load_scenario", "policy_name", "policy_run", "ratio", "read_text",
-        "run_scenario", "summarize", "write_report",
+        "LOWER_BOUND", "ORACLE", "PolicyRun", "Scenario", "SimProgress", "SimResult", "Simulation", "Submission",
+        "compare_policies", "load_capacity", "load_generator_file", "load_scenario", "policy_name", "policy_run",
+        "ratio", "read_text", "run_scenario", "summarize", "write_report",
     ),
     "flexq.store": (
         "AlreadyExists", "BaseStore", "Change", "ChangeType", "Conflict", "Gone", "Key", "NotFound", "Store",

@@ -29,7 +29,7 @@ from flexq.capacity.raypool import (
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.scheduler.scheduler import Config, Scheduler
-from flexq.sim.kernel import Kernel
+from flexq.timers import Kernel
 from tests.controller.test_capacity_clock import START
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "raypool"

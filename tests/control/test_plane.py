@@ -13,8 +13,7 @@ from flexq.control import ControlPlane, Input, JobDeleted, JobFinished, JobHooks
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
-from flexq.sim.kernel import Kernel
-from flexq.timers import TimerHeap
+from flexq.timers import Kernel, TimerHeap
 
 START = 1_764_000_000.0
 POOL = NodePoolSpec("od-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)

@@ -13,7 +13,7 @@ from flexq.clock import VirtualClock
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
-from flexq.sim.kernel import Kernel
+from flexq.timers import Kernel
 
 START = 1_764_000_000.0  # a Unix time, as the server's clock gives
 

@@ -12,7 +12,7 @@ from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.scheduler.scheduler import Config, Scheduler
-from flexq.sim.kernel import Kernel
+from flexq.timers import Kernel
 from tests.controller.test_capacity_clock import START
 
 TPU = machine_type("ct6e-standard-4t")

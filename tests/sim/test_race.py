@@ -14,10 +14,10 @@ import pytest
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.scheduler import Scheduler
-from flexq.sim.kernel import Kernel
 from flexq.sim.policies import FLEXQ, KUEUE, PolicyRun, compare_policies
 from flexq.sim.runner import SimResult, run_scenario
 from flexq.sim.scenario import load_scenario
+from flexq.timers import Kernel
 from tests.conftest import GUIDE
 from tests.sim.guide_setup import guide_scenario, job
 

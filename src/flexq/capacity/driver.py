@@ -23,6 +23,7 @@ The driver reacts to the scheduler's events:
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flexq.capacity.cluster import Cluster, Placement, PodGroup
@@ -151,13 +152,12 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         return self.epoch, self.tokens.get(key, 0)
 
     def _later(self, at: float, key: str, action: Callable[[], None]) -> None:
-        token = self._token(key)
+        self.kernel.schedule(at, partial(self._guarded, key, self._token(key), action), _CAPACITY)
 
-        def guarded() -> None:
-            if self._token(key) == token:
-                action()
-
-        self.kernel.schedule(at, guarded, _CAPACITY)
+    def _guarded(self, key: str, token: tuple[int, int], action: Callable[[], None]) -> None:
+        """Run a timer's ``action`` unless the workload's capacity story restarted since it was set."""
+        if self._token(key) == token:
+            action()
 
     def groups(self, wl: Workload, only: frozenset[str] | None = None) -> list[PodGroup]:
         """The pod groups of an admitted workload: node selector and tolerations as the job will run."""
@@ -224,6 +224,11 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
             since, rates = self._billing[key]
             total += sum(share * hourly for share, hourly in rates) * (self._now() - since) / 3600
         return total
+
+    def hourly(self, key: str) -> float:
+        """USD an hour that ``key``'s run costs while it runs where it runs now (0 when it is not running)."""
+        billing = self._billing.get(key)
+        return sum(share * hourly for share, hourly in billing[1]) if billing is not None else 0.0
 
     def _bill(self, key: str) -> None:
         nodes = self.cluster.nodes_of(key)
@@ -313,7 +318,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
             self._unavailable(key, wl, pool_name, why)
             return
         for ready in booting:
-            self._later(ready, key, lambda: self.try_start(key))
+            self._later(ready, key, partial(self.try_start, key))
 
     def _unschedulable(self, key: str, wl: Workload, placement: Placement) -> bool:
         """Whether no node can ever take a pod set (no pool matches it, or it is larger than its pool's maximum):
@@ -364,9 +369,9 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
         self._note(EventKind.NODES_UNAVAILABLE, key, why + eta + then, pool=pool_name)
         self.scheduler.explain(wl.key, f"nodes unavailable: {why}{eta}{then}")
         if retry is not None:
-            self._later(retry, key, lambda: self.try_start(key))
+            self._later(retry, key, partial(self.try_start, key))
         if self.config.fallback and flavor is not None and now < deadline:
-            self._later(deadline, key, lambda: self.try_start(key))
+            self._later(deadline, key, partial(self.try_start, key))
 
     def _flavor_of_pool(self, wl: Workload, pool_name: str) -> str | None:
         assert wl.admission is not None

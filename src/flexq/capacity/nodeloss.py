@@ -17,6 +17,7 @@ alike: the first node (by name) of a slice in use, else of the pool.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from flexq.capacity.cluster import Cluster
@@ -68,8 +69,7 @@ class NodeLoss:
         for pool in pools:
             for at in cloud.spec(pool.name, pool.machine.name).host_failures:
                 if cloud.origin + at >= now:
-                    self.kernel.schedule(cloud.origin + at, lambda p=pool.name: self.host_failure(p),  # type: ignore[misc]
-                                         CAPACITY_PRIORITY)
+                    self.kernel.schedule(cloud.origin + at, partial(self.host_failure, pool.name), CAPACITY_PRIORITY)
 
     def host_failure(self, pool: str) -> None:
         """A host of ``pool`` fails: the first node (by name) of a slice in use, else of the pool, is lost."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from flexq.capacity.cluster import Cluster, PodGroup
@@ -129,9 +130,9 @@ class ProvisioningCapacity:
         self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}{eta}")
         if delay is None or delay >= PROVISIONING_EXPIRY:
             self._later(now + PROVISIONING_EXPIRY, key,
-                        lambda: self._failed(key, check, name, "Expired", "capacity was not found within 7 days"))
+                        partial(self._failed, key, check, name, "Expired", "capacity was not found within 7 days"))
         else:
-            self._later(now + delay, key, lambda: self._provision(key, check, name, pool.name, count))
+            self._later(now + delay, key, partial(self._provision, key, check, name, pool.name, count))
 
     def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
         wl = self.scheduler.workload(key)
@@ -156,10 +157,10 @@ class ProvisioningCapacity:
                    f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
                    f"in {pool}", request=name, state="Provisioned", pool=pool)
         slices = {n.slice_id for n in created}
-        self._later(now + BOOKING, key, lambda: self._booking_check(key, check, name, slices))
+        self._later(now + BOOKING, key, partial(self._booking_check, key, check, name, slices))
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
-            self.kernel.schedule(now + revoke, lambda: self._revoke(key, name, slices), CAPACITY_PRIORITY)
+            self.kernel.schedule(now + revoke, partial(self._revoke, key, name, slices), CAPACITY_PRIORITY)
         updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
                             "autoscaling.x-k8s.io/provisioning-class-name": self.provisioning[check].provisioning_class}
                    for g in self.groups(wl, self.provisioning[check].managed or None)}

@@ -10,6 +10,7 @@ more preferred flavor only when that makes it finish sooner.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flexq.capacity.cluster import Cluster
@@ -132,7 +133,7 @@ class RacingCapacity:
                 self._provision_later(now, pool_name, *waiting.pop(0))
 
     def _provision_later(self, at: float, pool: str, key: str, check: str, name: str, count: int) -> None:
-        self._later(at, key, lambda: self._provision(key, check, name, pool, count))
+        self._later(at, key, partial(self._provision, key, check, name, pool, count))
 
     def _wait_for_room(self, key: str, check: str, name: str, pool: str, count: int, why: str) -> None:
         """flexq's policy: a pool at its maximum is a wait, not a failure. The request stays Accepted and is

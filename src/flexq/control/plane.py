@@ -18,11 +18,12 @@ from typing import Any, Final
 
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
+from flexq.control.run_times import RunTimes
 from flexq.control.vocabulary import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
 from flexq.jobs.workload import Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import PodSet, Workload
+from flexq.scheduler.model import PodSet, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from flexq.timers import TimerHeap
 
@@ -47,8 +48,11 @@ class ControlPlane:
     """
 
     def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
-                 scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False) -> None:
+                 scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False,
+                 run_times: RunTimes | None = None) -> None:
         self.scheduler = scheduler or Scheduler(instant_eviction=True)
+        self.run_times = run_times or RunTimes()
+        """What jobs declare of their run times, and what the jobs that finished took (learned as they finish)."""
         self.timers = timers
         self.driver: CapacityDriver | None = None
         self.local_queues: dict[tuple[str, str], str] = {}
@@ -115,11 +119,25 @@ class ControlPlane:
             case CheckSet(key, check, state, at, message):
                 return self.scheduler.set_check(key, check, state, at, message)
             case JobFinished(key, at, message, outcome):
+                self._learn_run_time(key, at)
                 return self.scheduler.finish(key, at, message, outcome)
             case JobResized(key, pod_sets, at):
                 return self.scheduler.resize(key, pod_sets, at)
             case JobDeleted(key, at):
                 return self.scheduler.delete(key, at)
+
+    def started_at(self, key: str) -> float | None:
+        """When a running workload's job started: its pods bound (capacity modelled), else its admission."""
+        if self.driver is not None:
+            return self.driver.started_at.get(key)
+        wl = self.scheduler.workload(key)
+        return wl.admitted_at if wl is not None and wl.state is WorkloadState.ADMITTED else None
+
+    def _learn_run_time(self, key: str, at: float) -> None:
+        wl = self.scheduler.workload(key)
+        started = self.started_at(key)
+        if wl is not None and started is not None and wl.state is WorkloadState.ADMITTED:
+            self.run_times.finished(wl.cluster_queue, at - started)
 
     # --- stepping --------------------------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ class QuotaTree:
 
     def __init__(self, cluster_queues: Iterable[ClusterQueueSpec], cohorts: Iterable[CohortSpec] = ()) -> None:
         self.cohorts: dict[str, Node] = {}
-        self._heights: dict[int, int] = {}
+        self._heights: dict[Node, int] = {}
         """Each node's cohort height (the tree's shape is fixed once built)."""
         self.queues: dict[str, Node] = {}
         specs = {c.name: c for c in cohorts}
@@ -78,13 +78,13 @@ class QuotaTree:
                 self._compute_subtree(node)
         # The shape of the tree is fixed once built: each queue's root and each root's queues, computed once.
         self._roots: dict[str, Node] = {}
-        self._members: dict[int, list[str]] = {}
+        self._members: dict[Node, list[str]] = {}
         for name, node in self.queues.items():
             top = node
             while top.parent is not None:
                 top = top.parent
             self._roots[name] = top
-            self._members.setdefault(id(top), []).append(name)
+            self._members.setdefault(top, []).append(name)
 
     def _cohort(self, name: str) -> Node:
         if name not in self.cohorts:
@@ -165,10 +165,10 @@ class QuotaTree:
 
     def height(self, node: Node) -> int:
         """Kueue's cohort height: 1 for a cohort of ClusterQueues, one more per level of cohorts below."""
-        known = self._heights.get(id(node))
+        known = self._heights.get(node)
         if known is None:
             cohorts = [c for c in node.children if c.is_cohort]
-            known = self._heights[id(node)] = max([min(len(node.children), 1), *(1 + self.height(c) for c in cohorts)])
+            known = self._heights[node] = max([min(len(node.children), 1), *(1 + self.height(c) for c in cohorts)])
         return known
 
     def borrow_level(self, cq: str, fr: FlavorResource, val: int) -> tuple[int, bool]:
@@ -203,7 +203,7 @@ class QuotaTree:
 
     def members(self, cq: str) -> list[str]:
         """Every ClusterQueue in the same cohort tree as ``cq`` (``cq`` alone when it has no cohort)."""
-        return self._members[id(self._roots[cq])]
+        return self._members[self._roots[cq]]
 
     def same_tree(self, a: str, b: str) -> bool:
         return self.root(a) is self.root(b)

@@ -31,10 +31,10 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.sim.generator import CLASS_LABEL
-from flexq.sim.kernel import Kernel
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
+from flexq.timers import Kernel
 
-__all__ = ["SimResult", "run_scenario"]
+__all__ = ["SimResult", "Simulation", "run_scenario"]
 
 _FINISH, _CHECK, _SUBMIT, _WAKE = 0, 1, 2, 3
 _PLAIN_JOB = frozenset({"apiVersion", "kind", "metadata", "spec"})
@@ -99,7 +99,9 @@ def _num(value: float | None) -> float | int | None:
     return int(value) if float(value).is_integer() else round(value, 3)
 
 
-class _Run:
+class Simulation:
+    """A scenario replayed through the control plane in virtual time (:meth:`run`, or :meth:`run_to` in parts)."""
+
     def __init__(self, scenario: Scenario, progress: Callable[[float], None] | None = None) -> None:
         self.scenario = scenario
         self.progress = progress
@@ -120,6 +122,7 @@ class _Run:
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
         self.wake_at: set[float] = set()
+        self._scheduled = False
         self._normalized: dict[Any, list[Any]] = {}
         """Jobs checked so far, by shape: [kind, normalized template, shared parts, pod sets or None]."""
 
@@ -219,6 +222,8 @@ class _Run:
             return
         self.jobs[job_key] = wl.key
         self.run_for[wl.key] = sub.run_for
+        if sub.run_for is not None:
+            self.plane.run_times.declared[wl.key] = sub.run_for
         self.result.submitted[wl.key] = now
         self.result.workloads.append(wl)
         labels = meta.get("labels") or {}
@@ -295,11 +300,23 @@ class _Run:
             series.append((t, sample))
 
     def run(self) -> SimResult:
-        for sub in self.scenario.submissions:
-            self.kernel.schedule(sub.at, lambda s=sub: self.submit(s), _SUBMIT)  # type: ignore[misc]
-        for check in self.scenario.checks:
-            self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
-        self.kernel.run_until(self.scenario.until, self.after)
+        self.run_to(self.scenario.until)
+        return self.finish()
+
+    def run_to(self, moment: float | None) -> None:
+        """Replay the scenario up to ``moment`` (None: to its end); a later call goes on from there."""
+        if not self._scheduled:
+            self._scheduled = True
+            for sub in self.scenario.submissions:
+                self.kernel.schedule(sub.at, lambda s=sub: self.submit(s), _SUBMIT)  # type: ignore[misc]
+            for check in self.scenario.checks:
+                self.kernel.schedule(check.at, lambda c=check: self.check(c), _CHECK)  # type: ignore[misc]
+        until = self.scenario.until
+        self.kernel.run_until(moment if until is None or (moment is not None and moment < until) else until,
+                              self.after)
+
+    def finish(self) -> SimResult:
+        """The result, once the scenario has been replayed to its end."""
         self.result.run_for = dict(self.run_for)
         self.scheduler.note_race_reasons()  # still racing at the end: why, as its variants stand now
         self.result.config = self.scheduler.config
@@ -329,7 +346,7 @@ def run_scenario(scenario: Scenario, progress: Callable[[float], None] | None = 
     ``progress``, if given, is called now and then with the virtual time reached.
     """
     with _few_collections():
-        return _Run(scenario, progress).run()
+        return Simulation(scenario, progress).run()
 
 
 @contextlib.contextmanager

@@ -1,0 +1,150 @@
+"""The forecast: a simulation paused mid-way, forked and run ahead, foresees what the simulation then does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flexq.control import Basis, JobQueued
+from flexq.forecast import Forecast, StepKind, forecast, waiting
+from flexq.scheduler import EventKind
+from flexq.sim import Simulation, load_scenario
+
+GUIDE = Path(__file__).resolve().parents[2] / "examples" / "guide"
+
+QUOTA = """
+apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {name: quota-waits}
+spec:
+  objects:
+    - {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}
+    - apiVersion: kueue.x-k8s.io/v1beta1
+      kind: ClusterQueue
+      metadata: {name: cq}
+      spec:
+        namespaceSelector: {}
+        resourceGroups:
+          - coveredResources: [cpu]
+            flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+    - {apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {name: q, namespace: default},
+       spec: {clusterQueue: cq}}
+  submit:
+RUNS
+  until: 3d
+"""
+
+JOB = """    - at: {at}
+      {run}
+      object:
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: "job-{i}", labels: {{kueue.x-k8s.io/queue-name: q}}}}
+        spec:
+          parallelism: {cpus}
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+def _quota_scenario(tmp_path: Path, jobs: list[tuple[str, str | None, int]]) -> Path:
+    runs = "".join(JOB.format(at=at, run=f"runFor: {run}" if run else "", i=i, cpus=cpus)
+                   for i, (at, run, cpus) in enumerate(jobs))
+    path = tmp_path / "quota.yaml"
+    path.write_text(QUOTA.replace("RUNS\n", runs))
+    return path
+
+
+def _starts(sim: Simulation) -> dict[str, float]:
+    """When each workload's job first started (its pods bound, or its admission without capacity modelled)."""
+    out: dict[str, float] = {}
+    started = any(e["event"] == EventKind.STARTED.value for e in sim.result.events)
+    kind = EventKind.STARTED.value if started else EventKind.ADMITTED.value
+    for e in sim.result.events:
+        if e["event"] == kind:
+            out.setdefault(e["workload"], float(e["t"]))
+    return out
+
+
+def _foresee(path: Path, pause: float) -> tuple[dict[str, Forecast], dict[str, float], list[str], Simulation]:
+    """Forecasts made at ``pause``, the starts that followed, and the whole event log of the paused run."""
+    sim = Simulation(load_scenario(path))
+    sim.run_to(pause)
+    made = forecast(sim.plane, pause)
+    sim.run_to(None)
+    sim.finish()
+    return made, _starts(sim), sim.result.log_lines(), sim
+
+
+@pytest.mark.parametrize(("scenario", "pause"), [
+    ("scenario-capacity.yaml", 60.0),   # job 2 waits for DWS, asked 58 s ago: 30 min from its request
+    ("scenario-race.yaml", 150.0),      # jobs 2 and 3 race Plan A (busy an hour) and DWS (two hours)
+    ("scenario-week.yaml", 122 * 3600.0),  # Plan A stocked out: a job waits for quota, then DWS
+])
+def test_declared_run_times_foresee_every_start_exactly(scenario: str, pause: float) -> None:
+    path = GUIDE / scenario
+    made, starts, log, sim = _foresee(path, pause)
+    # Jobs that arrive after the pause (a week's keep coming) queue behind these, at the same priority.
+    assert made, "something waits at the pause"
+    assert {k: f.start for k, f in made.items()} == pytest.approx({k: starts[k] for k in made}, abs=1e-3)
+    assert all(f.made == pause for f in made.values())
+    uninterrupted = Simulation(load_scenario(path))
+    assert uninterrupted.run().log_lines() == log, "forking left the simulation as it was"
+
+
+def test_quota_waits_name_the_job_whose_end_frees_it(tmp_path: Path) -> None:
+    path = _quota_scenario(tmp_path, [("0s", "1h", 2), ("0s", "2h", 2), ("1s", "30m", 3), ("2s", "1h", 1)])
+    made, starts, _log, sim = _foresee(path, 5.0)
+    owners = {w.key: w.owner.rsplit("/", 1)[-1] for w in sim.result.workloads}
+    by_job = {owners[k]: f for k, f in made.items()}
+    assert sorted(by_job) == ["job-2", "job-3"], "jobs 0 and 1 hold the 4 cpus"
+    for f in by_job.values():
+        assert f.start == starts[f.workload]
+        assert f.basis is Basis.DECLARED
+        assert f.start is not None and f.wait == f.start - 5.0
+    big, small = by_job["job-2"], by_job["job-3"]
+    assert small.start == 3600, "job 0's end frees 2 cpus: too few for job 2, job 3 (1 cpu) goes first"
+    assert small.steps[-1].kind is StepKind.QUOTA and small.steps[-1].what.endswith("job-0")
+    assert big.start == 7200, "job 2 (3 cpus) starts when job 1 (and job 3) end"
+    assert big.steps[-1].kind is StepKind.QUOTA and big.steps[-1].at == 7200
+
+
+def test_a_running_job_of_unknown_run_time_leaves_what_waits_behind_it_unforeseen(tmp_path: Path) -> None:
+    path = _quota_scenario(tmp_path, [("0s", None, 4), ("1s", "1h", 2)])
+    made, _, _log, _sim = _foresee(path, 5.0)
+    (only,) = made.values()
+    assert only.start is None and only.basis is Basis.UNKNOWN
+    assert "job-0" in only.blocked_by
+
+
+def test_run_times_learned_from_finished_jobs_make_an_estimate(tmp_path: Path) -> None:
+    path = _quota_scenario(tmp_path, [("0s", None, 4), ("1s", "1h", 2)])
+    sim = Simulation(load_scenario(path))
+    sim.run_to(5.0)
+    for seconds in (100.0, 300.0, 200.0):
+        sim.plane.run_times.finished("cq", seconds)
+    (only,) = forecast(sim.plane, 5.0).values()
+    assert only.basis is Basis.ESTIMATED, "job 0's run time is the median of the queue's last jobs"
+    assert only.start == 200.0, "job 0 started at 0 and is expected to take 200 s"
+
+
+def test_what_if_a_job_were_submitted_now(tmp_path: Path) -> None:
+    path = _quota_scenario(tmp_path, [("0s", "1h", 4)])
+    sim = Simulation(load_scenario(path))
+    sim.run_to(5.0)
+    before = sim.result.log_lines()
+    waiting_before = waiting(sim.plane)
+    (queued,) = sim.result.workloads
+    extra = sim.plane.workload_for("Job", "batch", {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "what-if", "namespace": "default", "uid": "u-1",
+                     "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"parallelism": 1, "template": {"spec": {"containers": [
+            {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}, 5.0)
+    made = forecast(sim.plane, 5.0, extra=[(JobQueued(extra, 5.0), 600.0)])
+    assert made[extra.key].start == 3600, "it would start when the 4 cpus job ends"
+    assert sim.result.log_lines() == before and waiting(sim.plane) == waiting_before, "nothing was submitted"
+    assert not sim.plane.scheduler.knows(extra.key) and sim.plane.scheduler.knows(queued.key)
