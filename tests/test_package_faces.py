@@ -47,7 +47,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "finished",
     ),
     "flexq.export": ("ExportError", "build", "write"),
-    "flexq.forecast": ("Forecast", "Fork", "HORIZON", "Step", "StepKind", "forecast", "fork", "waiting"),
+    "flexq.forecast": ("CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step",
+                       "StepKind", "describe", "forecast", "forecast_status", "fork", "reshape", "waiting", "waits"),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),
@@ -59,7 +60,7 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.objects": (
         "BOOT_NAMESPACES", "BadRequest", "ObjectService", "PROVISIONING_CONTROLLER", "SelectorError",
         "admission_check_state", "cluster_queue_state", "field_selector", "find_condition", "human_duration",
-        "label_selector", "parse_time", "set_condition", "workload_flavors", "workload_reason",
+        "label_selector", "parse_time", "set_condition", "workload_eta", "workload_flavors", "workload_reason",
     ),
     "flexq.runtime": (
         "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
@@ -79,8 +80,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.sim": (
         "LOWER_BOUND", "ORACLE", "PolicyRun", "Scenario", "SimProgress", "SimResult", "Simulation", "Submission",
-        "compare_policies", "load_capacity", "load_generator_file", "load_scenario", "policy_name", "policy_run",
-        "ratio", "read_text", "run_scenario", "summarize", "write_report",
+        "compare_policies", "load_capacity", "load_generator_file", "load_scenario", "parse_capacity", "policy_name",
+        "policy_run", "ratio", "read_text", "run_scenario", "summarize", "write_report",
     ),
     "flexq.store": (
         "AlreadyExists", "BaseStore", "Change", "ChangeType", "Conflict", "Gone", "Key", "NotFound", "Store",

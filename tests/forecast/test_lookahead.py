@@ -86,7 +86,7 @@ def _foresee(path: Path, pause: float) -> tuple[dict[str, Forecast], dict[str, f
 ])
 def test_declared_run_times_foresee_every_start_exactly(scenario: str, pause: float) -> None:
     path = GUIDE / scenario
-    made, starts, log, sim = _foresee(path, pause)
+    made, starts, log, _sim = _foresee(path, pause)
     # Jobs that arrive after the pause (a week's keep coming) queue behind these, at the same priority.
     assert made, "something waits at the pause"
     assert {k: f.start for k, f in made.items()} == pytest.approx({k: starts[k] for k in made}, abs=1e-3)
@@ -127,7 +127,7 @@ def test_run_times_learned_from_finished_jobs_make_an_estimate(tmp_path: Path) -
     for seconds in (100.0, 300.0, 200.0):
         sim.plane.run_times.finished("cq", seconds)
     (only,) = forecast(sim.plane, 5.0).values()
-    assert only.basis is Basis.ESTIMATED, "job 0's run time is the median of the queue's last jobs"
+    assert only.basis is Basis.ESTIMATED, "job 0's run time is the mean of the queue's last jobs"
     assert only.start == 200.0, "job 0 started at 0 and is expected to take 200 s"
 
 

@@ -139,6 +139,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                  _wl_cond("Admitted", "Admitted"),
                  _wl_cond("Finished", "Finished"),
                  Column("Flavors", "#wl-flavors", description="Flavors of each pod set (pod set=flavor)"),
+                 Column("ETA", "#wl-eta", description="When the workload is expected to start (~: an estimate)"),
                  Column("Reason", "#wl-reason", description="Why the workload is not admitted yet"),
                  _AGE,
              ), categories=("kueue",)),

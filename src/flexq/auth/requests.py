@@ -10,7 +10,7 @@ from flexq.auth.rbac import Attributes
 
 __all__ = ["SELF_AUTHORIZED", "ResourcePath", "request_attributes", "resource_path"]
 
-SELF_AUTHORIZED: Final = frozenset({"/flexq/v1/apply"})
+SELF_AUTHORIZED: Final = frozenset({"/flexq/v1/apply", "/flexq/v1/forecast", "/flexq/v1/simulate"})
 """Paths whose handler authorizes each object it is given (one request, many kinds and namespaces)."""
 
 _VERBS: Final = {"POST": "create", "PUT": "update", "PATCH": "patch"}

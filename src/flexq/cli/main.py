@@ -6,7 +6,8 @@ server behind the user's back, so state always lives in one place the user chose
 
 The commands live by concept: :mod:`~flexq.cli.kubectl` (apply, get, describe, delete, create, logs,
 port-forward), :mod:`~flexq.cli.container` (``container``, as ``gcloud container``), :mod:`~flexq.cli.checks`,
-:mod:`~flexq.cli.serve`, :mod:`~flexq.cli.env` (env, kubeconfig), :mod:`~flexq.cli.simulate`; this module only
+:mod:`~flexq.cli.serve`, :mod:`~flexq.cli.env` (env, kubeconfig), :mod:`~flexq.cli.simulate`,
+:mod:`~flexq.cli.forecast`; this module only
 assembles them into one app and turns errors into messages and exit codes.
 """
 
@@ -27,6 +28,7 @@ from flexq.cli.container import container_app
 from flexq.cli.dashboard import dashboard
 from flexq.cli.env import env, kubeconfig
 from flexq.cli.export import export_app
+from flexq.cli.forecast import forecast
 from flexq.cli.importer import import_cluster
 from flexq.cli.serve import server
 from flexq.cli.simulate import simulate
@@ -48,7 +50,7 @@ for verb in (kubectl.apply, kubectl.get, kubectl.describe, kubectl.delete):
     app.command()(verb)
 app.add_typer(container_app, name="container")
 app.add_typer(check_app, name="check")
-for command in (server, kubeconfig, env, simulate, kubectl.logs):
+for command in (server, kubeconfig, env, simulate, forecast, kubectl.logs):
     app.command()(command)
 app.command("port-forward")(kubectl.port_forward)
 

@@ -10,6 +10,7 @@ import typer
 
 from flexq.cli.client import CliError
 from flexq.cli.printers import columns, rich_table, to_json
+from flexq.durations import format_seconds
 
 if TYPE_CHECKING:
     from flexq.sim.policies import PolicyRun
@@ -20,7 +21,7 @@ __all__ = ["simulate"]
 
 
 def simulate(
-    scenario: Annotated[Path, typer.Argument(help="Scenario file (kind: Scenario).")],
+    scenario: Annotated[Path | None, typer.Argument(help="Scenario file (kind: Scenario).")] = None,
     events: Annotated[Path | None, typer.Option("--events", help="Write the event log here (JSON lines; - for stdout).")] = None,  # noqa: E501
     output: Annotated[str | None, typer.Option("--output", "-o", help="json: print a summary as JSON.")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write report.html, jobs.csv, summary.json here.")]
@@ -29,8 +30,28 @@ def simulate(
                                                          "clairvoyant lower bound) and compare them.")] = False,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A progress bar on stderr "
                                                    "(default: when stderr is a terminal).")] = None,
+    from_server: Annotated[bool, typer.Option("--from-server", help="Run the live server's state ahead instead of a "
+                                              "scenario, under the capacity changed by --capacity, --max-nodes, "
+                                              "--available: every waiting job's start now and then.")] = False,
+    capacity: Annotated[Path | None, typer.Option("--capacity", help="With --from-server: a capacity file whose pools "
+                                                  "replace those of their names, or are added.")] = None,
+    max_nodes: Annotated[list[str] | None, typer.Option("--max-nodes", help="With --from-server: POOL=N, the pool's "
+                                                        "maximum nodes.")] = None,
+    available: Annotated[list[str] | None, typer.Option("--available", help="With --from-server: POOL=N, the "
+                                                        "machines the cloud has for the pool.")] = None,
 ) -> None:
-    """Replay a scenario in virtual time (no server needed): every admission decision, in order."""
+    """Replay a scenario in virtual time (no server needed): every admission decision, in order. With
+    --from-server, run the live server's state ahead under a changed capacity (what if Plan A had two more slices?)."""
+    if from_server:
+        if scenario is not None:
+            raise CliError("error: --from-server runs the server's state: give no scenario file")
+        _from_server(capacity, _counts("--max-nodes", max_nodes), _counts("--available", available), output)
+        return
+    if scenario is None:
+        raise CliError("error: a scenario file is needed (or --from-server)")
+    if capacity is not None or max_nodes or available:
+        raise CliError("error: --capacity, --max-nodes and --available change the server's capacity: use them with "
+                       "--from-server (a scenario says its own capacity)")
     from flexq.sim.policies import compare_policies
     from flexq.sim.progress import SimProgress
     from flexq.sim.runner import run_scenario
@@ -55,6 +76,57 @@ def simulate(
         return
     if str(events) != "-":
         typer.echo(_summary_table(summary))
+
+
+def _counts(flag: str, values: list[str] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for value in values or []:
+        pool, _, count = value.partition("=")
+        if not pool or not count.strip().isdigit():
+            raise CliError(f"error: {flag} {value!r}: expected POOL=N (N a whole number)")
+        out[pool] = int(count)
+    return out
+
+
+def _from_server(capacity: Path | None, max_nodes: dict[str, int], available: dict[str, int],
+                 output: str | None) -> None:
+    import time
+    from datetime import datetime
+
+    from flexq.cli import options
+    from flexq.cli.client import ServerError
+    from flexq.cli.inputs import read_manifests
+
+    body: dict[str, Any] = {"maxNodes": max_nodes, "available": available}
+    if capacity is not None:
+        for manifest in read_manifests([str(capacity)], {}):
+            body |= {"capacity": manifest.text, "capacitySource": manifest.source}
+    try:
+        response = options.client().request("POST", "/flexq/v1/simulate", json=body)
+    except ServerError as exc:
+        if exc.reason == "Invalid":
+            raise CliError(f"error: {exc.detail}") from None
+        raise
+    items = response["items"]
+    if output == "json":
+        typer.echo(to_json(items))
+        return
+    if not items:
+        typer.echo("No job is waiting.")
+        return
+    now = time.time()
+
+    def at(start: float | None) -> str:
+        if start is None:
+            return "unknown"
+        return datetime.fromtimestamp(start).strftime("%H:%M:%S") + f" (in {format_seconds(max(0.0, start - now))})"
+
+    rows = [["WORKLOAD", "CLUSTERQUEUE", "STARTS NOW AT", "WITH THE CHANGE", "SOONER BY"]]
+    for item in sorted(items, key=lambda i: i["now"]["start"] or float("inf")):
+        before, after = item["now"]["start"], (item["changed"] or {}).get("start")
+        gain = format_seconds(before - after) if before is not None and after is not None and before > after else "-"
+        rows.append([item["workload"], item["clusterQueue"], at(before), at(after), gain])
+    typer.echo(columns(rows))
 
 
 def _report(loaded: Scenario, result: SimResult, runs: dict[str, PolicyRun] | None, report: Path | None) -> None:

@@ -15,6 +15,7 @@ from flexq.api.quantity import parse_quantity
 from flexq.cli.client import Client
 from flexq.cli.printers import rich_table
 from flexq.durations import format_seconds
+from flexq.objects import workload_eta
 
 __all__ = ["overview", "run"]
 
@@ -82,7 +83,7 @@ def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
 
 
 def _waiting(workloads: list[dict[str, Any]], now: datetime) -> Table:
-    table = rich_table("workload", "queue", "waiting", "why (and until when)", title="Waiting")
+    table = rich_table("workload", "queue", "waiting", "starts in", "why (and until when)", title="Waiting")
     for wl in sorted(workloads, key=lambda o: o["metadata"].get("creationTimestamp", "")):
         if any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or []):
             continue  # a racing workload's variant: its workload's row says how the race stands
@@ -98,7 +99,11 @@ def _waiting(workloads: list[dict[str, Any]], now: datetime) -> Table:
         age = ""
         if created:
             age = format_seconds((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
-        table.add_row(wl["metadata"]["name"], (wl.get("spec") or {}).get("queueName", ""), age, reason)
+        forecast = (wl.get("status") or {}).get("forecast") or {}
+        if forecast.get("message"):
+            reason = f"{reason}; forecast: {forecast['message']}" if reason else forecast["message"]
+        table.add_row(wl["metadata"]["name"], (wl.get("spec") or {}).get("queueName", ""), age,
+                      workload_eta(wl, now) or "-", reason)
     return table
 
 

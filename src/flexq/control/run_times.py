@@ -3,8 +3,9 @@
 A forecast needs every running and waiting job's run time. The best is declared (the job's
 ``flexq.dev/expected-run-time``, the simulator's ``runFor``); a bound comes next (the job's
 ``activeDeadlineSeconds``, Kueue's ``kueue.x-k8s.io/max-exec-time-seconds``: it runs at most that); else the
-median of the last jobs that finished in the same ClusterQueue; else nothing is known. Each answer says which it
-is (:class:`Basis`), so that a forecast built on it can say how sure it is.
+mean of the last jobs that finished in the same ClusterQueue (the mean, not the median: a queue's wait is a sum of
+run times, and the median of skewed run times undercounts every one of them); else nothing is known. Each answer
+says which it is (:class:`Basis`), so that a forecast built on it can say how sure it is.
 """
 
 from __future__ import annotations
@@ -68,12 +69,23 @@ class RunTimes:
         limit = self.limits.get(key)
         history = self._finished.get(cluster_queue)
         if history:
-            median = statistics.median(history)
-            if limit is None or median <= limit:
-                return RunTime(median, Basis.ESTIMATED)
+            mean = statistics.fmean(history)
+            if limit is None or mean <= limit:
+                return RunTime(mean, Basis.ESTIMATED)
         if limit is not None:
             return RunTime(limit, Basis.LIMIT)
         return RunTime(None, Basis.UNKNOWN)
+
+    def remaining(self, key: str, cluster_queue: str, elapsed: float) -> RunTime:
+        """How much longer workload ``key``, running for ``elapsed`` seconds already, is expected to run. A declared
+        or bounded run time counts down (to 0 once spent); an estimate looks only at the finished jobs that ran longer
+        than ``elapsed`` (the mean of what they ran beyond it), and where none did, expects it to run on about half
+        as long again as it has run (a job that outlived every other is not about to end)."""
+        run = self.of(key, cluster_queue)
+        if run.seconds is None or run.basis is not Basis.ESTIMATED:
+            return RunTime(None if run.seconds is None else max(0.0, run.seconds - elapsed), run.basis)
+        longer = [d - elapsed for d in self._finished.get(cluster_queue, ()) if d > elapsed]
+        return RunTime(statistics.fmean(longer) if longer else elapsed / 2, Basis.ESTIMATED)
 
     def copy(self) -> RunTimes:
         """A copy to read on another thread while this one goes on learning."""

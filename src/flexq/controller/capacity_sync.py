@@ -46,16 +46,12 @@ class LiveCapacity:
     """The capacity side of the live server: which pools are modelled (the NodePool objects, then the server's
     capacity file), the timers of the control plane's driver, and the driver's notes written to the store."""
 
-    def __init__(self, store: BaseStore, plane: ControlPlane, config: CapacityConfig, clock: Clock,
-                 run_times: dict[str, float]) -> None:
+    def __init__(self, store: BaseStore, plane: ControlPlane, config: CapacityConfig, clock: Clock) -> None:
         self.store = store
         self.plane = plane
         # The capacity file's times (stock-outs, traces) count from the server's start.
         self.config = dataclasses.replace(config, cloud=dataclasses.replace(config.cloud, origin=clock.now()))
         self.timers = plane.timers
-        self.run_times = run_times
-        """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key: what the control
-        plane's hooks read."""
         self.notes: list[Event] = []
         """The driver's events since the last write (the control plane tells them here)."""
         self._sent: list[Event] = []

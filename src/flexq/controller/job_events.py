@@ -29,10 +29,20 @@ from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.model import Workload, WorkloadState
 from flexq.store import NotFound, StoreError, record_event
 
-__all__ = ["RUN_TIME_ANNOTATION", "JobEvents"]
+__all__ = ["MAX_EXEC_LABEL", "RUN_TIME_ANNOTATION", "JobEvents", "declared_run_time"]
 
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
+MAX_EXEC_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
 _COMPONENT: Final = COMPONENT
+
+
+def declared_run_time(job: Mapping[str, Any]) -> float | None:
+    """The run time a job declares (``flexq.dev/expected-run-time``), None where it declares none or no duration."""
+    raw = (job["metadata"].get("annotations") or {}).get(RUN_TIME_ANNOTATION)
+    try:
+        return parse_duration(raw) if isinstance(raw, str) else None
+    except DurationError:
+        return None
 
 
 class JobEvents(QueueState):
@@ -84,13 +94,21 @@ class JobEvents(QueueState):
 
     def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
         """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
-        a more preferred flavor only when that makes it finish sooner. A value that is not a duration is
-        ignored, with a warning Event on the job."""
-        raw = (job["metadata"].get("annotations") or {}).get(RUN_TIME_ANNOTATION)
-        if raw is None or key is None:
+        a more preferred flavor only when that makes it finish sooner, and the forecast counts on it. A value that
+        is not a duration is ignored, with a warning Event on the job. What bounds its run (``activeDeadlineSeconds``,
+        Kueue's ``kueue.x-k8s.io/max-exec-time-seconds`` label) is the forecast's next best."""
+        if key is None:
+            return
+        meta = job["metadata"]
+        limit = (meta.get("labels") or {}).get(MAX_EXEC_LABEL) or (job.get("spec") or {}).get("activeDeadlineSeconds")
+        with contextlib.suppress(TypeError, ValueError):
+            if limit is not None and float(limit) > 0:
+                self.plane.run_times.limits[key] = float(limit)
+        raw = (meta.get("annotations") or {}).get(RUN_TIME_ANNOTATION)
+        if raw is None:
             return
         try:
-            self.capacity.run_times[key] = parse_duration(raw)
+            self.plane.run_times.declared[key] = parse_duration(raw)
         except DurationError as exc:
             record_event(self.store, job, "InvalidAnnotation", f"{RUN_TIME_ANNOTATION}: {exc}", type="Warning",
                          component=_COMPONENT)
@@ -118,6 +136,7 @@ class JobEvents(QueueState):
                 self.store.delete(self._wl_key(old))
         self._log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
         self.capacity.release(wl.key)
+        self.plane.run_times.forget(wl.key)
         if self.runtime is not None:
             runtime, meta = self.runtime, job["metadata"]
             stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop

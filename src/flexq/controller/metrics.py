@@ -93,6 +93,12 @@ class Sample:
     """(node pool) -> ProvisioningRequests in flight"""
     cost: dict[str, float]
     """ClusterQueue -> USD spent by its workloads so far"""
+    estimated_waits: dict[str, list[float]] = field(default_factory=dict)
+    """ClusterQueue -> the forecast waits (seconds from now) of its waiting workloads that have a start foreseen"""
+    unforeseen: dict[str, int] = field(default_factory=dict)
+    """ClusterQueue -> its waiting workloads with no start foreseen"""
+    forecasts: tuple[int, float, float] = (0, 0.0, 0.0)
+    """Forecasts made since the start, the CPU seconds of the last one, and of all of them"""
 
 
 def sample(controller: QueueController, now: float) -> Sample:
@@ -146,6 +152,21 @@ def sample(controller: QueueController, now: float) -> Sample:
         for key, (_check, _name, asked) in driver.requests.items():
             if asked and key not in driver.running:  # answered and started: no longer in flight
                 provisioning[asked] = provisioning.get(asked, 0) + 1
+    waits, unforeseen = _forecast_waits(controller, now)
+    made = controller.forecasts
     return Sample(pending, reserving, admitted, cohorts, usage, nominal, queue_status, nodes, hourly, provisioning,
-                  cost)
+                  cost, waits, unforeseen, (made.made, made.cpu, made.cpu_total))
+
+
+def _forecast_waits(controller: QueueController, now: float) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """By ClusterQueue: the forecast waits from ``now`` of the workloads with a start foreseen, and how many have
+    none."""
+    waits: dict[str, list[float]] = {}
+    unforeseen: dict[str, int] = {}
+    for f in controller.foreseen():
+        if f.start is None:
+            unforeseen[f.cluster_queue] = unforeseen.get(f.cluster_queue, 0) + 1
+        else:
+            waits.setdefault(f.cluster_queue, []).append(max(0.0, f.start - now))
+    return waits, unforeseen
 

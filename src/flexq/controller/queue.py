@@ -31,9 +31,10 @@ from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
-from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued
+from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued, RunTimes
 from flexq.controller.capacity_sync import LiveCapacity
-from flexq.controller.job_events import JobEvents
+from flexq.controller.forecasts import LiveForecasts, material
+from flexq.controller.job_events import JobEvents, declared_run_time
 from flexq.controller.job_sync import finished
 from flexq.controller.metrics import Sample, Tally, sample
 from flexq.controller.object_sync import (
@@ -46,6 +47,7 @@ from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
 from flexq.controller.steps import StepTimer
 from flexq.controller.workload_writes import WorkloadWrites, parent_of
+from flexq.forecast import CapacityChangeError, Forecast, Lookahead, waits
 from flexq.jobs.workload import (
     JOB_KINDS,
 )
@@ -92,14 +94,14 @@ class QueueController(JobEvents, WorkloadWrites):
         """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
         """When the store refused a step's writes: not before then (a second on) the state is read back."""
-        run_times: dict[str, float] = {}
-        """Expected run times that jobs declare (``flexq.dev/expected-run-time``), by workload key."""
-        self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.get),
-                                  start_on_admission=False)
+        run_times = RunTimes()
+        """Run times that jobs declare (``flexq.dev/expected-run-time``) or are bounded by, and those of finished
+        jobs."""
+        self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.declared.get),
+                                  start_on_admission=False, run_times=run_times)
         """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
         a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
-        self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock,
-                                     run_times)
+        self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock)
         self.by_job_uid: dict[str, str] = {}
         """Job uid -> the key of its workload."""
         self._touched: set[str] = set()
@@ -122,6 +124,12 @@ class QueueController(JobEvents, WorkloadWrites):
         self._stepping = 0  # the thread in a step's batch (0: none)
         self._own: set[int] = set()
         """Versions of workloads and jobs its steps wrote, not read back yet: passed over unparsed (its own)."""
+        self.forecast: dict[str, Forecast] = {}
+        """The last forecast of every waiting workload (made on the forecaster's thread)."""
+        self._forecast_due: set[str] = set()
+        """Workloads whose forecast moved enough to be written again."""
+        self._forecast_lock = threading.Lock()
+        self.forecasts = LiveForecasts(self._prepare_forecast, self._forecasts_made)
         self.store.subscribe(lambda _changes: self._wake.set())
         self.store.subscribe_own(self._wrote)
 
@@ -131,9 +139,11 @@ class QueueController(JobEvents, WorkloadWrites):
         self.resync()
         self._thread = threading.Thread(target=self._run, name="flexq-queue-controller", daemon=True)
         self._thread.start()
+        self.forecasts.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Stop after the step under way (waiting up to ``timeout`` seconds for it; None: until it ends)."""
+        self.forecasts.stop(timeout)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -420,7 +430,8 @@ class QueueController(JobEvents, WorkloadWrites):
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
         self.tally.count(events, parents, self._queued_since,
                          lambda key: getattr(self.scheduler.workload(key), "cluster_queue", ""))
-        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched | {*self._unborn}}
+        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched | {*self._unborn}
+                                           | self._forecasts_due(bool(events))}
         self._touched = set()
         for event in events:
             # A variant is the scheduler's own: its story is told on the workload it races for.
@@ -441,6 +452,66 @@ class QueueController(JobEvents, WorkloadWrites):
         self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
         self._timer.lap("queues")
+
+    # --- forecasts -----------------------------------------------------------------------------------
+
+    def _prepare_forecast(self) -> Lookahead | None:
+        """The plane forked as it stands between two steps (None when nothing waits)."""
+        with self._lock:
+            if not any(waits(self.plane, wl) for wl in self.scheduler.workloads()):
+                return None
+            return Lookahead(self.plane, self.clock.now())
+
+    def what_if(self, jobs: list[tuple[KindInfo, dict[str, Any]]]) -> list[Forecast]:
+        """Where and when ``jobs`` (checked and defaulted) would start if submitted now, each with its run time where
+        it declares one: the plane is forked under the lock and the copy alone is given them. Raises
+        :class:`~flexq.jobs.workload.JobError` for a job that would get no workload."""
+        with self._lock:
+            now = self.clock.now()
+            extra = []
+            for n, (info, job) in enumerate(jobs):
+                job = copy.deepcopy(job)
+                job["metadata"]["uid"] = f"what-if-{n}-{self.store.new_uid()}"
+                wl = self.plane.workload_for(info.kind, info.group, job, now)
+                wl.uid = job["metadata"]["uid"]
+                extra.append((JobQueued(wl, now), declared_run_time(job)))
+            ahead = Lookahead(self.plane, now, extra=extra)
+        made = ahead.run()
+        return [made[queued.workload.key] for queued, _run in extra]
+
+    def simulate(self, change: Callable[[CapacityConfig], CapacityConfig]) -> tuple[list[Forecast], list[Forecast]]:
+        """Every waiting workload's forecast as things stand, and under the capacity ``change`` makes of the live one
+        (raises ValueError where no capacity is modelled, or the change is refused)."""
+        with self._lock:
+            driver = self.plane.driver
+            if driver is None:
+                raise CapacityChangeError("no capacity is modelled: the server has no node pools to change")
+            changed = change(driver.config)
+            now = self.clock.now()
+            ahead, other = Lookahead(self.plane, now), Lookahead(self.plane, now, capacity=changed)
+        return list(ahead.run().values()), list(other.run().values())
+
+    def _forecasts_due(self, changed: bool) -> set[str]:
+        """The workloads whose forecast moved enough to be written again; after a step that changed something (not
+        one that only writes forecasts), the next forecast is asked for."""
+        with self._forecast_lock:
+            due, self._forecast_due = self._forecast_due, set()
+        if changed or self._touched or self._unborn:
+            self.forecasts.request()
+        return due
+
+    def foreseen(self) -> list[Forecast]:
+        """The last forecast of every waiting workload."""
+        with self._forecast_lock:
+            return list(self.forecast.values())
+
+    def _forecasts_made(self, made: dict[str, Forecast]) -> None:
+        with self._forecast_lock:
+            old, self.forecast = self.forecast, made
+            due = {key for key, f in made.items() if material(old.get(key), f)} | (set(old) - set(made))
+            self._forecast_due |= due
+        if due:
+            self._wake.set()
 
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""

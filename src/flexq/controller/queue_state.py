@@ -8,6 +8,7 @@ Events, jobs started and stopped), over this state.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from flexq.controller.capacity_sync import LiveCapacity
     from flexq.controller.pod_sync import PodIntegration
     from flexq.controller.ray_runs import RayRuntime
+    from flexq.forecast import Forecast
     from flexq.objects.service import ObjectService
     from flexq.scheduler.scheduler import Scheduler
     from flexq.store import BaseStore
@@ -45,6 +47,8 @@ class QueueState:
     pods: PodIntegration
     by_job_uid: dict[str, str]
     metrics: dict[str, dict[str, Any]]
+    forecast: dict[str, Forecast]
+    _forecast_lock: threading.Lock
     _after_write: list[Callable[[], None]]
     _touched: set[str]
     _stored_variants: dict[str, set[str]]

@@ -14,8 +14,9 @@ from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, QueueState
+from flexq.forecast import CONDITION, describe, forecast_status, waits
 from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
-from flexq.objects.conditions import find_condition
+from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.service import BadRequest
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload, WorkloadState
@@ -83,6 +84,7 @@ class WorkloadWrites(QueueState):
                     for name, state in sorted(checks.items())]
         if wl.key in self.metrics:
             status["trainingMetrics"] = self.metrics[wl.key]
+        self._show_forecast(wl, status, stamp)
         driver = self.capacity.driver
         if driver is not None and driver.cost(wl.key) > 0:
             status["cost"] = {"usd": round(driver.cost(wl.key), 4),
@@ -114,6 +116,20 @@ class WorkloadWrites(QueueState):
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
             self._write_events()
+
+    def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
+        """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone
+        once its job has started."""
+        with self._forecast_lock:
+            made = self.forecast.get(wl.key)
+        if made is None or not waits(self.plane, wl):
+            status.pop("forecast", None)
+            if find_condition(status, CONDITION) is not None:
+                status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != CONDITION]
+            return
+        status["forecast"] = forecast_status(made)
+        set_condition(status, CONDITION, made.start is not None, made.basis.word, describe(made, relative=False),
+                      now=stamp)
 
     def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
         """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""

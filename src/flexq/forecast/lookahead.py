@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
+from flexq.capacity import CapacityConfig
 from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued
 from flexq.forecast.snapshot import Fork, fork
-from flexq.scheduler import Event, EventKind, WorkloadState
+from flexq.scheduler import Event, EventKind, Workload, WorkloadState
 
-__all__ = ["HORIZON", "Forecast", "Step", "StepKind", "forecast", "waiting"]
+__all__ = ["HORIZON", "Forecast", "Lookahead", "Step", "StepKind", "forecast", "waiting", "waits"]
 
 HORIZON: Final = 30 * 24 * 3600.0
 """How far ahead a forecast looks: a job not started by then is forecast as not starting within it."""
@@ -65,6 +66,8 @@ class Forecast:
     """USD its run is expected to cost, where capacity is modelled and its run time is known."""
     blocked_by: str = ""
     """Without a start: the running job of unknown run time it waits behind, where one is."""
+    why: str = ""
+    """Without a start: why it still waited when the run ended (its pending reason then)."""
 
     @property
     def wait(self) -> float | None:
@@ -82,37 +85,43 @@ class _Track:
     start_basis: dict[str, Basis] = field(default_factory=dict)
     finish_at: dict[str, float] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)
+    freed: dict[str, Step] = field(default_factory=dict)
+    """Each cohort tree's last job to end (the quota it freed) in the run so far."""
+
+
+def waits(plane: ControlPlane, wl: Workload) -> bool:
+    """Whether a workload's job has not started: pending, holding quota with checks to pass, or admitted with its
+    nodes still to come (a racing variant is its workload's business, not a job of its own)."""
+    if wl.parent or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
+        return False
+    driver = plane.driver
+    return not (wl.state is WorkloadState.ADMITTED and (driver is None or wl.key in driver.running))
 
 
 def waiting(plane: ControlPlane) -> list[str]:
-    """The workloads whose jobs have not started: pending, holding quota with checks to pass, or admitted with
-    their nodes still to come (racing variants are their workload's)."""
-    driver = plane.driver
-    out = []
-    for wl in plane.scheduler.workloads():
-        if wl.parent or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
-            continue
-        if wl.state is WorkloadState.ADMITTED and (driver is None or wl.key in driver.running):
-            continue
-        out.append(wl.key)
-    return out
+    """The workloads of ``plane`` whose jobs have not started (:func:`waits`)."""
+    return [wl.key for wl in plane.scheduler.workloads() if waits(plane, wl)]
 
 
-class _Run:
-    def __init__(self, plane: ControlPlane, now: float, horizon: float, extra: Iterable[tuple[JobQueued, float | None]]
-                 ) -> None:
+class Lookahead:
+    """A plane forked at ``now`` (when made: under the plane owner's lock), then :meth:`run` (anywhere)."""
+
+    def __init__(self, plane: ControlPlane, now: float, horizon: float = HORIZON,
+                 extra: Iterable[tuple[JobQueued, float | None]] = (), capacity: CapacityConfig | None = None) -> None:
         self.track = _Track()
         self.horizon = now + horizon
         self.fork: Fork = fork(plane, now, self._told, JobHooks(self._started, self._run_time, self._finish_eta))
         self.plane = self.fork.plane
         self.targets = set(waiting(self.fork.plane))
+        self.unknown_running: dict[str, str] = {}
+        """Cohort tree -> a job running in it whose run time nobody knows (it frees nothing within the run)."""
+        if capacity is not None:
+            self.fork.reshape(capacity)
         for queued, run in extra:
             if run is not None:
                 self.fork.run_times.declared[queued.workload.key] = run
             self.plane.emit(self.plane.feed(queued))
             self.targets.add(queued.workload.key)
-        self.unknown_running: dict[str, str] = {}
-        """Cohort tree -> a job running in it whose run time nobody knows (it frees nothing within the run)."""
 
     # --- the hooks -------------------------------------------------------------------------------------
 
@@ -135,6 +144,12 @@ class _Run:
         if key in self.targets and key not in self.track.started:
             flavors = tuple(sorted(wl.admission.flavors())) if wl.admission is not None else ()
             self.track.started[key] = (t, flavors)
+            freed = self.track.freed.get(self._root(key))
+            reserved = wl.reserved_at if wl.reserved_at is not None else t
+            if freed is not None and reserved >= freed.at:  # the last end in its cohort tree before it got quota
+                steps = self.track.steps.setdefault(key, [])
+                steps.append(freed)
+                steps.sort(key=lambda step: step.at)
             self.track.start_basis[key] = self.track.basis.get(self._root(key), Basis.DECLARED)
             driver, run = self.plane.driver, self._run_time(key)
             if driver is not None and run is not None:
@@ -146,11 +161,13 @@ class _Run:
         wl = self.plane.scheduler.workload(key)
         if wl is None:
             return
-        run = self.fork.run_times.of(key, wl.cluster_queue)
+        now = self.fork.now
+        run = (self.fork.run_times.of(key, wl.cluster_queue) if started >= now else
+               self.fork.run_times.remaining(key, wl.cluster_queue, now - started))
         if run.seconds is None:
             self.unknown_running.setdefault(self._root(key), wl.owner or key)
             return
-        at = max(self.fork.now, started + run.seconds)
+        at = max(now, started + run.seconds) if started >= now else now + run.seconds
         self.track.finish_at[key] = at
         sure = max(basis, run.basis)
         self.fork.kernel.schedule(at, lambda: self._finish(key, at, sure), _FINISH)
@@ -162,19 +179,13 @@ class _Run:
         root = self._root(key)
         self.track.basis[root] = max(self.track.basis.get(root, Basis.DECLARED), basis)
         self.track.ended[key] = at
+        self.track.freed[root] = Step(StepKind.QUOTA, at, wl.owner or key)
         self.plane.emit(self.plane.feed(JobFinished(key, at)))
-        for other in self.targets:
-            if other not in self.track.started and self._root(other) == root:
-                self._step(other, Step(StepKind.QUOTA, at, wl.owner or key))
 
     # --- what happens ----------------------------------------------------------------------------------
 
     def _step(self, key: str, step: Step) -> None:
-        steps = self.track.steps.setdefault(key, [])
-        if step.kind is StepKind.QUOTA and steps and steps[-1].kind is StepKind.QUOTA:
-            steps[-1] = step  # only the last job whose end it waited for
-        else:
-            steps.append(step)
+        self.track.steps.setdefault(key, []).append(step)
 
     def _told(self, event: Event) -> None:
         key = event.workload
@@ -220,7 +231,7 @@ class _Run:
         steps = tuple(self.track.steps.get(key, ()))
         if key not in self.track.started:
             return Forecast(key, wl.cluster_queue, self.fork.now, None, basis=Basis.UNKNOWN, steps=steps,
-                            blocked_by=self.unknown_running.get(self._root(key), ""))
+                            blocked_by=self.unknown_running.get(self._root(key), ""), why=wl.pending_reason)
         at, flavors = self.track.started[key]
         return Forecast(key, wl.cluster_queue, self.fork.now, at, flavors, self.track.start_basis[key], steps,
                         self.track.costs.get(key))
@@ -231,5 +242,5 @@ def forecast(plane: ControlPlane, now: float, horizon: float = HORIZON,
     """A forecast for every workload of ``plane`` whose job has not started, from ``now``: ``plane`` is copied
     (:func:`~flexq.forecast.snapshot.fork`) and left as it was. ``extra``: workloads queued in the copy only, each
     with its run time where known (what if they were submitted now?)."""
-    return _Run(plane, now, horizon, extra).run()
+    return Lookahead(plane, now, horizon, extra).run()
 

@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from flexq.capacity import CapacityDriver
+from flexq.capacity import CapacityConfig, CapacityDriver
 from flexq.clock import VirtualClock
 from flexq.control import ControlPlane, JobHooks, RunTimes
 from flexq.scheduler import Event
@@ -35,6 +35,17 @@ class Fork:
         self.kernel = kernel
         self.run_times = run_times
         self.now = kernel.now()
+
+    def reshape(self, capacity: CapacityConfig) -> None:
+        """Run ahead under ``capacity`` instead (what if a pool had more nodes, the cloud more machines?): the nodes of
+        pools that remain are kept."""
+        driver = self.plane.driver
+        if driver is None:
+            raise ValueError("no capacity is modelled to change")
+        driver.config = capacity
+        driver.cluster.cloud = capacity.cloud
+        driver.set_pools(list(capacity.pools))
+        driver.retry_waiting()
 
 
 def _owner(action: Callable[[], None]) -> object:

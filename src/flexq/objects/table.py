@@ -9,7 +9,7 @@ from typing import Any, Final
 from flexq.api.kinds import Column, KindInfo
 from flexq.objects.jsonpath import evaluate
 
-__all__ = ["human_duration", "parse_time", "table", "workload_flavors", "workload_reason"]
+__all__ = ["human_duration", "parse_time", "table", "workload_eta", "workload_flavors", "workload_reason"]
 
 
 def human_duration(seconds: float) -> str:
@@ -102,6 +102,24 @@ def _wl_flavors(obj: dict[str, Any], now: datetime) -> str:
     return ",".join(parts)
 
 
+def _wl_eta(obj: dict[str, Any], now: datetime) -> str:
+    """When a waiting workload is expected to start, from now (its forecast): ``12m``, ``now``, ``unknown``; empty
+    for a workload whose job runs or ended."""
+    forecast = (obj.get("status") or {}).get("forecast")
+    if not isinstance(forecast, dict):
+        return ""
+    start = forecast.get("start")
+    if not isinstance(start, str):
+        return "unknown"
+    try:
+        at = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    except ValueError:
+        return "unknown"
+    left = (at - now).total_seconds()
+    text = "now" if left < 1 else human_duration(left)
+    return text if forecast.get("basis") in ("Declared", None) else f"~{text}"
+
+
 def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
     status = obj.get("status", {})
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
@@ -123,6 +141,8 @@ def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
 
 workload_flavors = _wl_flavors
 """A workload's flavors per pod set, as ``get workloads`` prints them (``head=default-cpu,tpu-group=dws``)."""
+workload_eta = _wl_eta
+"""When a waiting workload is expected to start, from now, as ``get workloads`` prints it (``12m``, ``~3h``)."""
 workload_reason = _wl_reason
 """The one-line reason ``get workloads`` prints for a workload not admitted (or what an admitted one waits for)."""
 
@@ -179,6 +199,7 @@ _COMPUTED: Final[dict[str, Callable[[dict[str, Any], datetime], Any]]] = {
     "#involved": _involved,
     "#wl-flavors": _wl_flavors,
     "#wl-reason": _wl_reason,
+    "#wl-eta": _wl_eta,
     "#node-status": _node_status,
     "#node-roles": _node_roles,
     "#node-pool": _node_pool,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexq.auth import Attributes, Identity, authorize
+from flexq.api.documents import Document
+from flexq.api.kinds import UnknownKind, by_gvk
+from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.objects.service import BadRequest
 
-__all__ = ["review"]
+__all__ = ["refusal", "review"]
 
 
 def _text(spec: dict[str, Any], key: str) -> str:
@@ -50,3 +52,25 @@ def review(who: Identity, group: str, version: str, plural: str, body: Any) -> d
     return {"kind": "SelfSubjectReview", "apiVersion": f"{group}/{version}", "metadata": {"creationTimestamp": None},
             "status": {"userInfo": {"username": who.user, "groups": who.groups,
                                     **({"extra": {"namespace": [who.namespace]}} if who.namespace else {})}}}
+
+
+def refusal(who: Identity, docs: list[Document], namespace: str) -> str | None:
+    """Kubernetes' 403 message for the first document ``who`` may not create (apply, or ask a forecast for), or
+    None."""
+    for doc in docs:
+        api_version, kind = doc.obj.get("apiVersion"), doc.obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            continue
+        try:
+            info = by_gvk(api_version, kind)
+        except UnknownKind:
+            continue  # the apply itself reports it, with the line
+        meta = doc.obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        attrs = Attributes("create", info.group, info.plural, "",
+                           (ns if isinstance(ns, str) and ns else namespace) if info.namespaced else None,
+                           name if isinstance(name, str) else "")
+        if not authorize(who, attrs):
+            return forbidden_message(who, attrs)
+    return None

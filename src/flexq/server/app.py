@@ -17,15 +17,15 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq import __version__
-from flexq.api.documents import MAX_INPUT_BYTES, Document, load_documents
+from flexq.api.documents import MAX_INPUT_BYTES, load_documents
 from flexq.api.fields import FieldCheck, FieldValidation
-from flexq.api.kinds import UnknownKind, by_gvk
 from flexq.api.object_errors import InputError, InvalidObject
-from flexq.auth import Attributes, Identity, authorize, forbidden_message
+from flexq.auth import Identity
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
+from flexq.server.access import refusal
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.discovery import version_info
 from flexq.server.gke import gke_router
@@ -73,27 +73,6 @@ class ApplyResult(BaseModel):
 class ApplyResponse(BaseModel):
     results: list[ApplyResult]
     warnings: list[str] = Field(default_factory=list, description="fields dropped under fieldValidation=Warn")
-
-
-def _refusal(who: Identity, docs: list[Document], namespace: str) -> str | None:
-    """Kubernetes' 403 message for the first document ``who`` may not apply, or None."""
-    for doc in docs:
-        api_version, kind = doc.obj.get("apiVersion"), doc.obj.get("kind")
-        if not isinstance(api_version, str) or not isinstance(kind, str):
-            continue
-        try:
-            info = by_gvk(api_version, kind)
-        except UnknownKind:
-            continue  # the apply itself reports it, with the line
-        meta = doc.obj.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        ns = meta.get("namespace") if isinstance(meta, dict) else None
-        attrs = Attributes("create", info.group, info.plural, "",
-                           (ns if isinstance(ns, str) and ns else namespace) if info.namespaced else None,
-                           name if isinstance(name, str) else "")
-        if not authorize(who, attrs):
-            return forbidden_message(who, attrs)
-    return None
 
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
@@ -267,7 +246,7 @@ def _apply(service: ObjectService, body: ApplyRequest, who: Identity) -> Respons
             docs.extend(load_documents(src.text, src.source))
         if not docs:
             raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
-        refused = _refusal(who, docs, body.namespace)
+        refused = refusal(who, docs, body.namespace)
         if refused is not None:
             return JSONResponse(status_body(403, "Forbidden", refused), 403)
         fields = FieldCheck(body.fieldValidation)

@@ -20,6 +20,7 @@ from fastapi import APIRouter
 
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.queue import QueueController
+from flexq.server.forecast_api import forecast_router
 from flexq.store.base import rfc3339
 from flexq.store.refusals import StoreError
 
@@ -70,6 +71,10 @@ class Leadership:
 
     def observe(self) -> tuple[Tally, Sample]:
         return self.controller.observe()
+
+    def leader(self) -> QueueController | None:
+        """The controller while this server leads (None: ask the leader)."""
+        return self.controller if self.leading else None
 
     def _run(self) -> None:
         assert self.lease is not None
@@ -140,7 +145,9 @@ class Leadership:
 
 
 def leader_router(leadership: Leadership) -> APIRouter:
+    """What only the leader answers: who leads, and (from its controller) what-if forecasts."""
     router = APIRouter()
+    router.include_router(forecast_router(leadership.leader))
 
     @router.get("/flexq/v1/leader", tags=["cluster"], summary="Which server runs the controllers")
     async def leader() -> dict[str, Any]:

@@ -117,6 +117,7 @@ class _Figures(Collector):
         for cq, usd in sorted(s.cost.items()):
             cost.add_metric([cq], round(usd, 6))
         yield cost
+        yield from _forecasts(s)
         yield from _steps(t.steps)
         threads = CounterMetricFamily("flexq_thread_cpu_seconds", "CPU seconds of the server's threads, by name "
                                       "(numbered threads of one pool together; MainThread runs the event loop, which "
@@ -124,6 +125,31 @@ class _Figures(Collector):
         for name, seconds in sorted(thread_cpu().items()):
             threads.add_metric([name], seconds)
         yield threads
+
+
+def _forecasts(s: Sample) -> Iterator[Metric]:
+    """The forecasts' waits by ClusterQueue (median, 90th percentile, longest), those with no start foreseen, and
+    what forecasting costs."""
+    waits = GaugeMetricFamily("kueue_pending_workloads_estimated_wait_seconds",
+                              "Forecast wait of the pending workloads with a start foreseen, by ClusterQueue",
+                              labels=["cluster_queue", "quantile"])
+    for cq, observed in sorted(s.estimated_waits.items()):
+        ordered = sorted(observed)
+        for q in ("0.5", "0.9", "1"):
+            waits.add_metric([cq, q], round(ordered[min(len(ordered) - 1, int(float(q) * len(ordered)))], 3))
+    yield waits
+    unforeseen = GaugeMetricFamily("flexq_pending_workloads_unforeseen",
+                                   "Pending workloads with no start foreseen (a job of unknown run time ahead, or "
+                                   "beyond the horizon), by ClusterQueue", labels=["cluster_queue"])
+    for cq, n in sorted(s.unforeseen.items()):
+        unforeseen.add_metric([cq], n)
+    yield unforeseen
+    made, last, total = s.forecasts
+    yield CounterMetricFamily("flexq_forecasts", "Forecasts made since the server started", value=made)
+    yield GaugeMetricFamily("flexq_forecast_cpu_seconds", "CPU seconds of the last forecast (fork and run)",
+                            value=round(last, 6))
+    yield CounterMetricFamily("flexq_forecast_cpu_seconds_total", "CPU seconds of every forecast",
+                              value=round(total, 6))
 
 
 def thread_cpu() -> dict[str, float]:

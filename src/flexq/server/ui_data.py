@@ -254,12 +254,17 @@ def job_entry(wl: Mapping[str, Any], running: bool, cluster_queue: str, now: dat
     waits = [eta(str(c.get("message", "")), c.get("lastTransitionTime")) for k, c in conditions.items()
              if k in ("QuotaReserved", "Admitted") and c.get("status") != "True"] if reason else []
     flavors = workload_flavors(dict(wl), now)
+    raw = status.get("forecast")
+    forecast: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if isinstance(forecast.get("start"), str):
+        waits.insert(0, forecast["start"])
     row = JobRow(
         namespace=str(meta.get("namespace", "")), name=str(meta["name"]), jobKind=kind, jobName=name,
         queue=str(spec.get("queueName", "")),
         clusterQueue=str((status.get("admission") or {}).get("clusterQueue") or cluster_queue),
         state=state, priority=int(spec.get("priority") or 0), flavors=flavors, created=_iso(created),
         waitSeconds=0.0, reason=reason, eta=next((w for w in waits if w is not None), None),
+        forecast=str(forecast.get("message", "")), forecastBasis=str(forecast.get("basis", "")),
         costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4))
     return JobEntry(row, created.timestamp(), ended.timestamp() if ended is not None else None,
                     frozenset(f for part in flavors.split(",") if "=" in part

@@ -85,7 +85,11 @@ class JobRow(BaseModel):
     created: str
     waitSeconds: float = Field(description="from creation to admission, or to now while it waits")
     reason: str = Field(description="the one-line why-pending reason `flexq get workloads` prints")
-    eta: str | None = Field(description="when what it waits for is expected (RFC 3339), where known")
+    eta: str | None = Field(description="when it is expected to start (its forecast), else when what it waits for is "
+                                        "expected (RFC 3339), where known")
+    forecast: str = Field(default="", description="its forecast in words: what it waits for, when it starts, where")
+    forecastBasis: str = Field(default="", description="what the forecast rests on: Declared, Limit, Estimated or "
+                                                       "Unknown run times")
     costUsd: float
 
 

@@ -6,7 +6,7 @@ from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun, compare_policies,
 from flexq.sim.progress import SimProgress
 from flexq.sim.report import ratio, summarize, write_report
 from flexq.sim.runner import SimResult, Simulation, run_scenario
-from flexq.sim.scenario import Scenario, load_capacity, load_scenario
+from flexq.sim.scenario import Scenario, load_capacity, load_scenario, parse_capacity
 
 __all__ = [
     "LOWER_BOUND",
@@ -21,6 +21,7 @@ __all__ = [
     "load_capacity",
     "load_generator_file",
     "load_scenario",
+    "parse_capacity",
     "policy_name",
     "policy_run",
     "ratio",

@@ -102,8 +102,12 @@ def _num(value: float | None) -> float | int | None:
 class Simulation:
     """A scenario replayed through the control plane in virtual time (:meth:`run`, or :meth:`run_to` in parts)."""
 
-    def __init__(self, scenario: Scenario, progress: Callable[[float], None] | None = None) -> None:
+    def __init__(self, scenario: Scenario, progress: Callable[[float], None] | None = None, *,
+                 declare_run_times: bool = True) -> None:
         self.scenario = scenario
+        self.declare_run_times = declare_run_times
+        """Whether the control plane is told each job's ``runFor`` as a declared run time (as a job says it with
+        ``flexq.dev/expected-run-time``); without, it knows them only as jobs finish (its forecasts estimate)."""
         self.progress = progress
         self.instants = 0
         self.kernel = Kernel()
@@ -222,7 +226,7 @@ class Simulation:
             return
         self.jobs[job_key] = wl.key
         self.run_for[wl.key] = sub.run_for
-        if sub.run_for is not None:
+        if sub.run_for is not None and self.declare_run_times:
             self.plane.run_times.declared[wl.key] = sub.run_for
         self.result.submitted[wl.key] = now
         self.result.workloads.append(wl)

@@ -63,7 +63,8 @@ from flexq.sim.submit import Check, Reader
 from flexq.sim.submit import delay as _delay
 from flexq.sim.submit import duration as _duration
 
-__all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario"]
+__all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario",
+           "parse_capacity"]
 
 Duration = StrictStr | StrictInt | float
 
@@ -306,8 +307,12 @@ def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity", until:
 
 def load_capacity(path: Path) -> CapacityConfig:
     """A capacity file for the live server: the format of a scenario's ``spec.capacity``."""
-    source = str(path)
-    docs = load_documents(_read(path, source), source)
+    return parse_capacity(_read(path, str(path)), str(path))
+
+
+def parse_capacity(text: str, source: str) -> CapacityConfig:
+    """The text of a capacity file (from ``source``, for messages)."""
+    docs = load_documents(text, source)
     if len(docs) != 1:
         raise ScenarioError(source, "expected one YAML document (the format of a scenario's spec.capacity)")
     doc = Document({"capacity": docs[0].obj}, source, 0, docs[0].line,

@@ -21,7 +21,9 @@
       ["job status", d.jobStatus || "—"], ["priority", j.priority], ["flavors", j.flavors || "—"],
       ["created", time(j.created)], [j.state === "pending" || j.state === "reserved" ? "waiting" : "waited",
                                      duration(j.waitSeconds)],
-      ["why", d.why || j.reason || "—"], ["ETA", untilText(j.eta) || "—"], ["cost so far", "$" + j.costUsd.toFixed(4)],
+      ["why", d.why || j.reason || "—"], ["ETA", untilText(j.eta) || "—"],
+      ["forecast", j.forecast ? `${j.forecast} (${j.forecastBasis.toLowerCase()})` : "—"],
+      ["cost so far", "$" + j.costUsd.toFixed(4)],
       ["Ray dashboard", d.rayDashboardUrl ? el("a", {href: d.rayDashboardUrl, id: "ray-link"},
                                                "open the job's Ray dashboard")
                                           : el("span", {class: "muted"}, "while its Ray cluster runs")]];

@@ -1,0 +1,203 @@
+"""The live server foresees: every waiting workload's status carries its forecast, kept current as jobs come and go."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tests import admin
+from tests.conftest import Server, start_server, stop_server
+
+WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+QUEUE = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu]
+      flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: default}
+spec: {clusterQueue: cq}
+"""
+
+
+def _job(name: str, cpus: int, run: str | None, each: str = "1") -> str:
+    annotations = f"annotations: {{flexq.dev/expected-run-time: {run}}}" if run else ""
+    return f"""
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  labels: {{kueue.x-k8s.io/queue-name: q}}
+  {annotations}
+spec:
+  parallelism: {cpus}
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: x, resources: {{requests: {{cpu: "{each}"}}}}}}]
+"""
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except (AssertionError, KeyError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _by_job(server: Server) -> dict[str, dict[str, Any]]:
+    items = admin.get(server.url + WL).json()["items"]
+    return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items}
+
+
+def _at(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _condition(wl: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in wl["status"]["conditions"] if c["type"] == type_)
+
+
+def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server: Server) -> None:
+    assert flexq("apply", "-f", "-", input=QUEUE).code == 0
+    assert flexq("apply", "-f", "-", input=_job("big", 4, "1h")).code == 0
+    assert flexq("apply", "-f", "-", input=_job("small", 2, "30m") + "---" + _job("tiny", 1, None)).code == 0
+
+    def foreseen() -> dict[str, dict[str, Any]]:
+        wls = _by_job(server)
+        assert set(wls) == {"big", "small", "tiny"}
+        assert "forecast" in wls["small"]["status"] and "forecast" in wls["tiny"]["status"]
+        return wls
+
+    wls = _eventually(foreseen)
+    admitted = _at(_condition(wls["big"], "Admitted")["lastTransitionTime"])
+    assert "forecast" not in wls["big"]["status"], "a running job has no forecast"
+    for job in ("small", "tiny"):
+        forecast = wls[job]["status"]["forecast"]
+        assert abs(_at(forecast["start"]) - (admitted + 3600)) <= 2, "both start when big's hour is up"
+        assert forecast["basis"] == "Declared", "they wait on big, whose run time is declared"
+        assert forecast["flavors"] == ["default"]
+        assert "quota frees when Job default/big ends" in forecast["message"]
+        condition = _condition(wls[job], "Forecast")
+        assert condition["status"] == "True" and condition["reason"] == "Declared"
+
+    table = flexq("get", "workloads")
+    assert table.code == 0 and "ETA" in table.out.splitlines()[0]
+    rows = {line.split()[0]: line for line in table.out.splitlines()[1:]}
+    small = next(row for name, row in rows.items() if "small" in name)
+    assert " 59m" in small or " 60m" in small, table.out
+
+    described = flexq("describe", "workload", wls["small"]["metadata"]["name"])
+    assert described.code == 0 and "quota frees when Job default/big ends" in described.out
+
+    rows = {r["jobName"]: r for r in admin.get(server.url + "/flexq/v1/dashboard/jobs").json()["items"]}
+    assert rows["small"]["eta"] == wls["small"]["status"]["forecast"]["start"]
+    assert "quota frees when Job default/big ends" in rows["small"]["forecast"]
+    assert rows["small"]["forecastBasis"] == "Declared" and rows["big"]["forecast"] == ""
+
+    listed = flexq("forecast")
+    assert listed.code == 0, listed.err
+    lines = listed.out.splitlines()
+    assert lines[0].split()[:3] == ["JOB", "QUEUE", "START"] and len(lines) == 3
+    assert "job/small" in listed.out and "job/tiny" in listed.out and "job/big" not in listed.out
+
+    what_if = flexq("forecast", "-f", "-", input=_job("maybe", 1, "10m"))
+    assert what_if.code == 0, what_if.err
+    assert "job/maybe" in what_if.out and "(nothing was submitted)" in what_if.out
+    assert "quota frees when Job default/big ends" in what_if.out
+    as_json = flexq("forecast", "-f", "-", "-o", "json", input=_job("maybe", 1, "10m"))
+    (item,) = json.loads(as_json.out)
+    assert abs(item["start"] - (admitted + 3600)) <= 2 and item["basis"] == "Declared"
+    assert set(_by_job(server)) == {"big", "small", "tiny"}, "a what-if submits nothing"
+    not_a_job = flexq("forecast", "-f", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert not_a_job.code == 1 and "ConfigMap is not a job" in not_a_job.err
+    assert "Traceback" not in not_a_job.err
+
+    metrics = admin.get(server.url + "/metrics").text
+    waits = {line.split("quantile=")[1].split('"')[1]: float(line.split()[-1]) for line in metrics.splitlines()
+             if line.startswith('kueue_pending_workloads_estimated_wait_seconds{cluster_queue="cq"')}
+    assert set(waits) == {"0.5", "0.9", "1"} and 3500 < waits["1"] <= 3600, metrics
+    made = next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("flexq_forecasts_total"))
+    assert made >= 1
+
+    assert flexq("delete", "job", "big").code == 0
+
+    def moved() -> None:
+        now = _by_job(server)
+        assert _condition(now["small"], "Admitted")["status"] == "True"
+        assert "forecast" not in now["small"]["status"], "it started: its forecast is gone"
+        assert not any(c["type"] == "Forecast" for c in now["small"]["status"]["conditions"])
+
+    _eventually(moved)
+
+
+POOL_QUEUE = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: cpu}
+spec: {nodeLabels: {cloud.google.com/gke-nodepool: cpu-pool}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [cpu]
+      flavors: [{name: cpu, resources: [{name: cpu, nominalQuota: 100}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: default}
+spec: {clusterQueue: cq}
+"""
+
+CAPACITY = """
+pools:
+  - {name: cpu-pool, machineType: n2-standard-16, minNodes: 0, maxNodes: 1}
+cloud:
+  cpu-pool: {bootTime: 20s}
+"""
+
+
+def test_simulate_from_server_runs_the_live_state_under_more_nodes(tmp_path: Path) -> None:
+    path = tmp_path / "capacity.yaml"
+    path.write_text(CAPACITY)
+    server = start_server(tmp_path / "home", "--capacity", str(path))
+    try:
+        assert server.cli("apply", "-f", "-", input=POOL_QUEUE).code == 0
+        assert server.cli("apply", "-f", "-", input=_job("first", 1, "1h", each="12")).code == 0
+        assert server.cli("apply", "-f", "-", input=_job("second", 1, "1h", each="12")).code == 0
+        _eventually(lambda: _by_job(server)["second"]["status"]["forecast"]["start"])
+        result = server.cli("simulate", "--from-server", "--max-nodes", "cpu-pool=2", "-o", "json")
+        assert result.code == 0, result.err
+        (item,) = [i for i in json.loads(result.out) if "second" in i["workload"]]
+        now, changed = item["now"]["start"], item["changed"]["start"]
+        assert now - time.time() > 3500, "one node: it starts when the first job's hour is up"
+        assert changed - time.time() < 60, "two nodes: it starts once its own node has booted"
+        table = server.cli("simulate", "--from-server", "--max-nodes", "cpu-pool=2")
+        assert table.code == 0 and "SOONER BY" in table.out and "second" in table.out
+        wrong = server.cli("simulate", "--from-server", "--max-nodes", "gpu-pool=2")
+        assert wrong.code == 1 and "no node pool gpu-pool (there are: cpu-pool)" in wrong.err
+        assert "Traceback" not in wrong.err
+    finally:
+        stop_server(server)
