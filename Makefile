@@ -55,6 +55,7 @@ mutate: $(DEVSTAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
 	$(BIN)/python bench/sim_bench.py --repeat 2
+	$(BIN)/python bench/forecast_bench.py --hours 12
 	$(BIN)/python bench/ui_bench.py
 	$(BIN)/python bench/scale_bench.py --fraction 0.1
 	$(BIN)/python bench/server_cpu_bench.py --out bench/results/server-cpu.json

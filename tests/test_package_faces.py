@@ -48,7 +48,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.export": ("ExportError", "build", "write"),
     "flexq.forecast": ("CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step",
-                       "StepKind", "describe", "forecast", "forecast_status", "fork", "reshape", "waiting", "waits"),
+                       "StepKind", "describe", "ensemble", "forecast", "forecast_status", "fork", "reshape", "waiting",
+                       "waits"),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flexq.control import Basis, JobQueued
-from flexq.forecast import Forecast, StepKind, forecast, waiting
+from flexq.forecast import Forecast, Lookahead, StepKind, forecast, waiting
 from flexq.scheduler import EventKind
 from flexq.sim import Simulation, load_scenario
 
@@ -126,9 +126,12 @@ def test_run_times_learned_from_finished_jobs_make_an_estimate(tmp_path: Path) -
     sim.run_to(5.0)
     for seconds in (100.0, 300.0, 200.0):
         sim.plane.run_times.finished("cq", seconds)
-    (only,) = forecast(sim.plane, 5.0).values()
-    assert only.basis is Basis.ESTIMATED, "job 0's run time is the mean of the queue's last jobs"
-    assert only.start == 200.0, "job 0 started at 0 and is expected to take 200 s"
+    (point,) = Lookahead(sim.plane, 5.0).run().values()
+    assert point.basis is Basis.ESTIMATED, "job 0's run time is the mean of the queue's last jobs"
+    assert point.start == 200.0, "job 0 started at 0 and is expected to take 200 s"
+    (median,) = forecast(sim.plane, 5.0).values()
+    assert median.basis is Basis.ESTIMATED and median.start in (100.0, 200.0, 300.0), \
+        "the median of the runs with run times drawn from the finished jobs'"
 
 
 def test_what_if_a_job_were_submitted_now(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ says which it is (:class:`Basis`), so that a forecast built on it can say how su
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections import deque
 from dataclasses import dataclass
@@ -61,22 +62,23 @@ class RunTimes:
         self.declared.pop(key, None)
         self.limits.pop(key, None)
 
-    def of(self, key: str, cluster_queue: str) -> RunTime:
-        """The run time of workload ``key`` (in ``cluster_queue``), and what it rests on."""
+    def of(self, key: str, cluster_queue: str, rng: random.Random | None = None) -> RunTime:
+        """The run time of workload ``key`` (in ``cluster_queue``), and what it rests on. With ``rng``, an estimate is
+        one of the finished jobs' run times drawn at random instead of their mean (a sample, for an ensemble)."""
         declared = self.declared.get(key)
         if declared is not None:
             return RunTime(declared, Basis.DECLARED)
         limit = self.limits.get(key)
         history = self._finished.get(cluster_queue)
         if history:
-            mean = statistics.fmean(history)
+            mean = rng.choice(history) if rng is not None else statistics.fmean(history)
             if limit is None or mean <= limit:
                 return RunTime(mean, Basis.ESTIMATED)
         if limit is not None:
             return RunTime(limit, Basis.LIMIT)
         return RunTime(None, Basis.UNKNOWN)
 
-    def remaining(self, key: str, cluster_queue: str, elapsed: float) -> RunTime:
+    def remaining(self, key: str, cluster_queue: str, elapsed: float, rng: random.Random | None = None) -> RunTime:
         """How much longer workload ``key``, running for ``elapsed`` seconds already, is expected to run. A declared
         or bounded run time counts down (to 0 once spent); an estimate looks only at the finished jobs that ran longer
         than ``elapsed`` (the mean of what they ran beyond it), and where none did, expects it to run on about half
@@ -85,7 +87,9 @@ class RunTimes:
         if run.seconds is None or run.basis is not Basis.ESTIMATED:
             return RunTime(None if run.seconds is None else max(0.0, run.seconds - elapsed), run.basis)
         longer = [d - elapsed for d in self._finished.get(cluster_queue, ()) if d > elapsed]
-        return RunTime(statistics.fmean(longer) if longer else elapsed / 2, Basis.ESTIMATED)
+        if not longer:
+            return RunTime(elapsed / 2, Basis.ESTIMATED)
+        return RunTime(rng.choice(longer) if rng is not None else statistics.fmean(longer), Basis.ESTIMATED)
 
     def copy(self) -> RunTimes:
         """A copy to read on another thread while this one goes on learning."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from flexq.forecast import Forecast, Lookahead
+from flexq.forecast import Forecast, Lookahead, ensemble
 
 __all__ = ["FORECAST_EVERY", "FORECAST_GAP", "LiveForecasts", "material"]
 
@@ -86,7 +86,7 @@ class LiveForecasts:
         began = time.thread_time()
         try:
             ahead = self._prepare()
-            result = ahead.run() if ahead is not None else {}
+            result = ensemble(ahead) if ahead is not None else {}
         except Exception:
             log.exception("a forecast failed: the last one stands")
             return

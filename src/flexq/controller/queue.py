@@ -47,7 +47,7 @@ from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
 from flexq.controller.steps import StepTimer
 from flexq.controller.workload_writes import WorkloadWrites, parent_of
-from flexq.forecast import CapacityChangeError, Forecast, Lookahead, waits
+from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, waits
 from flexq.jobs.workload import (
     JOB_KINDS,
 )
@@ -476,7 +476,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 wl.uid = job["metadata"]["uid"]
                 extra.append((JobQueued(wl, now), declared_run_time(job)))
             ahead = Lookahead(self.plane, now, extra=extra)
-        made = ahead.run()
+        made = ensemble(ahead)
         return [made[queued.workload.key] for queued, _run in extra]
 
     def simulate(self, change: Callable[[CapacityConfig], CapacityConfig]) -> tuple[list[Forecast], list[Forecast]]:
@@ -489,7 +489,7 @@ class QueueController(JobEvents, WorkloadWrites):
             changed = change(driver.config)
             now = self.clock.now()
             ahead, other = Lookahead(self.plane, now), Lookahead(self.plane, now, capacity=changed)
-        return list(ahead.run().values()), list(other.run().values())
+        return list(ensemble(ahead).values()), list(ensemble(other).values())
 
     def _forecasts_due(self, changed: bool) -> set[str]:
         """The workloads whose forecast moved enough to be written again; after a step that changed something (not

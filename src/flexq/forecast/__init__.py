@@ -1,9 +1,9 @@
 """When will my job start: the live state forked into virtual time and run forward on the same control plane."""
 
-from flexq.forecast.lookahead import HORIZON, Forecast, Lookahead, Step, StepKind, forecast, waiting, waits
-from flexq.forecast.reshape import CapacityChangeError, reshape
+from flexq.forecast.capacity_change import CapacityChangeError, reshape
+from flexq.forecast.lookahead import HORIZON, Forecast, Lookahead, Step, StepKind, ensemble, forecast, waiting, waits
 from flexq.forecast.snapshot import Fork, fork
 from flexq.forecast.text import CONDITION, describe, forecast_status
 
 __all__ = ["CONDITION", "HORIZON", "CapacityChangeError", "Forecast", "Fork", "Lookahead", "Step", "StepKind",
-           "describe", "forecast", "forecast_status", "fork", "reshape", "waiting", "waits"]
+           "describe", "ensemble", "forecast", "forecast_status", "fork", "reshape", "waiting", "waits"]

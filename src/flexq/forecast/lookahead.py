@@ -12,20 +12,25 @@ estimated is itself an estimate (:class:`~flexq.control.run_times.Basis`).
 
 from __future__ import annotations
 
+import copy
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
 from flexq.capacity import CapacityConfig
-from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued
+from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued, RunTime
 from flexq.forecast.snapshot import Fork, fork
 from flexq.scheduler import Event, EventKind, Workload, WorkloadState
 
-__all__ = ["HORIZON", "Forecast", "Lookahead", "Step", "StepKind", "forecast", "waiting", "waits"]
+__all__ = ["HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast", "waiting",
+           "waits"]
 
 HORIZON: Final = 30 * 24 * 3600.0
 """How far ahead a forecast looks: a job not started by then is forecast as not starting within it."""
+SAMPLES: Final = 4
+"""Runs with drawn run times besides the one with their means, where run times are estimated (:func:`ensemble`)."""
 _MAX_INSTANTS: Final = 200_000
 """A bound on the instants one run visits, whatever the state (a run that reaches it says so)."""
 _FINISH, _WAKE = 0, 3
@@ -115,6 +120,9 @@ class Lookahead:
         self.targets = set(waiting(self.fork.plane))
         self.unknown_running: dict[str, str] = {}
         """Cohort tree -> a job running in it whose run time nobody knows (it frees nothing within the run)."""
+        self.rng: random.Random | None = None
+        """Set: estimated run times are drawn from the finished jobs' (one sample of an ensemble)."""
+        self._drawn: dict[str, RunTime] = {}
         if capacity is not None:
             self.fork.reshape(capacity)
         for queued, run in extra:
@@ -127,7 +135,18 @@ class Lookahead:
 
     def _run_time(self, key: str) -> float | None:
         wl = self.plane.scheduler.workload(key)
-        return self.fork.run_times.of(key, wl.cluster_queue if wl is not None else "").seconds
+        return self._run(key, wl.cluster_queue if wl is not None else "", None).seconds
+
+    def _run(self, key: str, cluster_queue: str, elapsed: float | None) -> RunTime:
+        """A workload's run time from its start (``elapsed`` None), or what is left of it after ``elapsed``; within
+        one run the same each time it is asked."""
+        known = self._drawn.get(key)
+        if known is None:
+            times = self.fork.run_times
+            known = (times.of(key, cluster_queue, self.rng) if elapsed is None else
+                     times.remaining(key, cluster_queue, elapsed, self.rng))
+            self._drawn[key] = known
+        return known
 
     def _finish_eta(self, key: str) -> float | None:
         return self.track.finish_at.get(key)
@@ -162,8 +181,7 @@ class Lookahead:
         if wl is None:
             return
         now = self.fork.now
-        run = (self.fork.run_times.of(key, wl.cluster_queue) if started >= now else
-               self.fork.run_times.remaining(key, wl.cluster_queue, now - started))
+        run = self._run(key, wl.cluster_queue, None if started >= now else now - started)
         if run.seconds is None:
             self.unknown_running.setdefault(self._root(key), wl.owner or key)
             return
@@ -237,10 +255,34 @@ class Lookahead:
                         self.track.costs.get(key))
 
 
+def ensemble(ahead: Lookahead, samples: int = SAMPLES, seed: int = 0) -> dict[str, Forecast]:
+    """Run ``ahead``; where a forecast rests on estimated run times, run ``samples`` copies more with run times drawn
+    from the finished jobs', and take for each such workload the run whose start is the median. One point estimate
+    per job misjudges a start that is the sooner of two (Plan A freeing, DWS answering): the median of the starts
+    does not. ``ahead`` is copied before it runs; a copy runs only where an estimate was used."""
+    pristine = copy.deepcopy(ahead) if samples else None
+    point = ahead.run()
+    if pristine is None or not any(f.basis is Basis.ESTIMATED for f in point.values()):
+        return point
+    runs = [point]
+    for n in range(samples):
+        sample = copy.deepcopy(pristine) if n < samples - 1 else pristine
+        sample.rng = random.Random(seed + n)
+        runs.append(sample.run())
+    out = {}
+    for key, f in point.items():
+        if f.basis is not Basis.ESTIMATED:
+            out[key] = f
+            continue
+        options = sorted((run[key] for run in runs if key in run), key=lambda g: (g.start is None, g.start or 0.0))
+        out[key] = options[(len(options) - 1) // 2]
+    return out
+
+
 def forecast(plane: ControlPlane, now: float, horizon: float = HORIZON,
              extra: Iterable[tuple[JobQueued, float | None]] = ()) -> dict[str, Forecast]:
     """A forecast for every workload of ``plane`` whose job has not started, from ``now``: ``plane`` is copied
     (:func:`~flexq.forecast.snapshot.fork`) and left as it was. ``extra``: workloads queued in the copy only, each
     with its run time where known (what if they were submitted now?)."""
-    return Lookahead(plane, now, horizon, extra).run()
+    return ensemble(Lookahead(plane, now, horizon, extra))
 
