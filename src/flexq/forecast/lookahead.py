@@ -169,7 +169,9 @@ class Lookahead:
                 steps = self.track.steps.setdefault(key, [])
                 steps.append(freed)
                 steps.sort(key=lambda step: step.at)
-            self.track.start_basis[key] = self.track.basis.get(self._root(key), Basis.DECLARED)
+            # Behind a job whose run time nobody knows, a start is at the latest: that job may end any time.
+            self.track.start_basis[key] = (Basis.UNKNOWN if self.unknown_running else
+                                           self.track.basis.get(self._root(key), Basis.DECLARED))
             driver, run = self.plane.driver, self._run_time(key)
             if driver is not None and run is not None:
                 self.track.costs[key] = driver.cost(key) + driver.hourly(key) * run / 3600

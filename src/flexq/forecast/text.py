@@ -18,7 +18,7 @@ _SURE = {
     Basis.DECLARED: "",
     Basis.LIMIT: "; at the latest: run times taken at their limits (activeDeadlineSeconds, max-exec-time-seconds)",
     Basis.ESTIMATED: "; an estimate: run times not declared are taken from the jobs that finished in their queues",
-    Basis.UNKNOWN: "",
+    Basis.UNKNOWN: "; at the latest: jobs whose run time is unknown are running, and may end sooner",
 }
 
 

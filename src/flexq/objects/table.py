@@ -103,8 +103,8 @@ def _wl_flavors(obj: dict[str, Any], now: datetime) -> str:
 
 
 def _wl_eta(obj: dict[str, Any], now: datetime) -> str:
-    """When a waiting workload is expected to start, from now (its forecast): ``12m``, ``now``, ``unknown``; empty
-    for a workload whose job runs or ended."""
+    """When a waiting workload is expected to start, from now (its forecast): ``12m``, ``~12m`` (run times
+    estimated), ``<12m`` (at the latest), ``now``, ``unknown``; empty for a workload whose job runs or ended."""
     forecast = (obj.get("status") or {}).get("forecast")
     if not isinstance(forecast, dict):
         return ""
@@ -117,7 +117,10 @@ def _wl_eta(obj: dict[str, Any], now: datetime) -> str:
         return "unknown"
     left = (at - now).total_seconds()
     text = "now" if left < 1 else human_duration(left)
-    return text if forecast.get("basis") in ("Declared", None) else f"~{text}"
+    basis = forecast.get("basis")
+    if basis in ("Limit", "Unknown"):
+        return f"<{text}"  # at the latest: jobs ahead may end sooner than their limits, or than never
+    return f"~{text}" if basis == "Estimated" else text
 
 
 def _wl_reason(obj: dict[str, Any], now: datetime) -> str:
