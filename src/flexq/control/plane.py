@@ -60,6 +60,7 @@ class ControlPlane:
         self.priorities = Priorities()
         self.hooks = hooks or JobHooks()
         self._tell = tell
+        self._listeners: list[Callable[[Event], None]] = []
         self._start_on_admission = start_on_admission
         self._virtual = virtual
 
@@ -141,10 +142,16 @@ class ControlPlane:
 
     # --- stepping --------------------------------------------------------------------------------------
 
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        """Hear every event as it is told, after the plane's own ``tell`` (a test, a recorder)."""
+        self._listeners.append(listener)
+
     def emit(self, events: Iterable[Event]) -> None:
         """What the scheduler or the driver decided: each told, then acted on, in order."""
         for event in events:
             self._tell(event)
+            for listener in self._listeners:
+                listener(event)
             if event.kind.capacity:
                 continue  # the driver's own account of what it did: nothing more to act on
             if self.driver is not None:
