@@ -114,6 +114,9 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
     assert "quota frees when Job default/big ends" in rows["small"]["forecast"]
     assert rows["small"]["forecastBasis"] == "Declared" and rows["big"]["forecast"] == ""
 
+    (queue,) = admin.get(server.url + "/flexq/v1/dashboard/overview").json()["queues"]
+    assert 3500 < queue["nextStartSeconds"] <= queue["allStartedSeconds"] <= 3600
+
     listed = flexq("forecast")
     assert listed.code == 0, listed.err
     lines = listed.out.splitlines()

@@ -148,6 +148,10 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
         rv = store.current_rv()
         rows = ui_data.queues(store.list_objects("kueue.x-k8s.io", "clusterqueues")[0])
         sample = observe()[1] if observe is not None else None
+        if sample is not None:
+            rows = [row.model_copy(update={"nextStartSeconds": round(min(waits)),
+                                           "allStartedSeconds": round(max(waits))})
+                    if (waits := sample.estimated_waits.get(row.name)) else row for row in rows]
         return Overview(now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), resourceVersion=rv, queues=rows,
                         cohorts=ui_data.cohorts(rows),
                         pools=ui_data.pools(store.list_objects("flexq.dev", "nodepools")[0],

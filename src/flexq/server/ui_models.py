@@ -32,6 +32,10 @@ class Queue(BaseModel):
     reserving: int
     admitted: int
     flavors: list[FlavorQuota]
+    nextStartSeconds: float | None = Field(default=None, description="the forecast wait of the pending workload "
+                                                                     "expected to start first, from now")
+    allStartedSeconds: float | None = Field(default=None, description="the forecast wait of the one expected to "
+                                                                      "start last (those with a start foreseen)")
 
 
 class Cohort(BaseModel):

@@ -1,7 +1,7 @@
 "use strict";
 // The overview: ClusterQueues with quota and usage bars, cohorts, node pools, ProvisioningRequests in flight.
 (() => {
-  const {el, bar, json, untilText, time, live} = flexq;
+  const {el, bar, json, untilText, time, live, duration} = flexq;
 
   function table(head, rows, label) {
     const t = el("table", {"aria-label": label});
@@ -10,6 +10,14 @@
     for (const row of rows) body.append(row);
     t.append(body);
     return t;
+  }
+
+  // When the forecast expects the queue's waiting jobs to start: the first, and the last of them.
+  function starts(q) {
+    if (q.nextStartSeconds === null || q.nextStartSeconds === undefined) return null;
+    const text = q.nextStartSeconds === q.allStartedSeconds ? `starts in ${duration(q.nextStartSeconds)}`
+      : `starting in ${duration(q.nextStartSeconds)} to ${duration(q.allStartedSeconds)}`;
+    return el("div", {class: "muted", "data-forecast": q.name}, text);
   }
 
   function queues(data) {
@@ -21,7 +29,7 @@
           el("th", {scope: "row", rowspan: resources.length}, q.name,
              q.active ? null : el("div", {class: "state-failed"}, "inactive: " + q.reason)),
           el("td", {rowspan: resources.length}, q.cohort || "—"),
-          el("td", {class: "num", rowspan: resources.length}, q.pending),
+          el("td", {class: "num", rowspan: resources.length}, q.pending, starts(q)),
           el("td", {class: "num", rowspan: resources.length}, q.reserving),
           el("td", {class: "num", rowspan: resources.length}, q.admitted)] : [];
         rows.push(el("tr", {"data-queue": q.name}, ...head, el("td", {}, flavor), el("td", {}, r.resource),
