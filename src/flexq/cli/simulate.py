@@ -48,7 +48,9 @@ def simulate(
         _from_server(capacity, _counts("--max-nodes", max_nodes), _counts("--available", available), output)
         return
     if scenario is None:
-        raise CliError("error: a scenario file is needed (or --from-server)")
+        import click
+
+        raise click.UsageError("Missing argument 'SCENARIO' (a scenario file), or --from-server.")
     if capacity is not None or max_nodes or available:
         raise CliError("error: --capacity, --max-nodes and --available change the server's capacity: use them with "
                        "--from-server (a scenario says its own capacity)")
