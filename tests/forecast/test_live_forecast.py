@@ -11,28 +11,11 @@ from typing import Any
 
 from tests import admin
 from tests.conftest import Server, start_server, stop_server
+from tests.queues import queue_yaml
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
-QUEUE = """
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu]
-      flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
-"""
+QUEUE = queue_yaml(("default", None), cpu=4)
 
 
 def _job(name: str, cpus: int, run: str | None, each: str = "1") -> str:
@@ -153,26 +136,7 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
     _eventually(moved)
 
 
-POOL_QUEUE = """
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: cpu}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: cpu-pool}}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [cpu]
-      flavors: [{name: cpu, resources: [{name: cpu, nominalQuota: 100}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: q, namespace: default}
-spec: {clusterQueue: cq}
-"""
+POOL_QUEUE = queue_yaml(("cpu", "cpu-pool"), cpu=100, memory="1Ti")
 
 CAPACITY = """
 pools:
