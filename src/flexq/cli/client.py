@@ -94,6 +94,17 @@ class Client:
             raise _server_error(response)
         return response.json() if response.content else None
 
+    def submit(self, url: str, body: Any) -> Any:
+        """POST input the user gave (manifests, a capacity file) to one of flexq's own endpoints: where the server
+        finds the input itself at fault (Invalid, BadRequest), its message (which names the file and line) is the
+        whole error."""
+        try:
+            return self.request("POST", url, json=body)
+        except ServerError as exc:
+            if exc.reason in ("Invalid", "BadRequest"):
+                raise CliError(f"error: {exc.detail}") from None
+            raise
+
     def request_text(self, method: str, url: str) -> str:
         try:
             response = self._http.request(method, url)

@@ -12,7 +12,7 @@ import typer
 
 from flexq.api.kinds import resolve
 from flexq.cli import options
-from flexq.cli.client import CliError, ServerError
+from flexq.cli.client import CliError
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import columns, to_json
 from flexq.durations import format_seconds
@@ -34,13 +34,7 @@ def _cost(usd: Any) -> str:
 def _what_if(filename: list[str], namespace: str | None, env: dict[str, str], output: str | None) -> None:
     manifests = read_manifests(filename, env)
     body = {"sources": [{"text": m.text, "source": m.source} for m in manifests], "namespace": namespace or "default"}
-    try:
-        response = options.client().request("POST", "/flexq/v1/forecast", json=body)
-    except ServerError as exc:
-        if exc.reason in ("Invalid", "BadRequest"):
-            raise CliError(f"error: {exc.detail}") from None
-        raise
-    items = response["items"]
+    items = options.client().submit("/flexq/v1/forecast", body)["items"]
     if output == "json":
         typer.echo(to_json(items))
         return

@@ -45,12 +45,7 @@ def apply(
     manifests = read_manifests(filename, options.env_values(env, env_file))
     body = {"sources": [{"text": m.text, "source": m.source} for m in manifests],
             "namespace": namespace or "default", "fieldValidation": _VALIDATION[validate.lower()]}
-    try:
-        response = options.client().request("POST", "/flexq/v1/apply", json=body)
-    except ServerError as exc:
-        if exc.reason in ("Invalid", "BadRequest"):  # the input's own fault: the file and line say it all
-            raise CliError(f"error: {exc.detail}") from None
-        raise
+    response = options.client().submit("/flexq/v1/apply", body)
     for warning in response.get("warnings", []):
         typer.echo(f"Warning: {warning}", err=True)
     for result in response["results"]:

@@ -96,20 +96,13 @@ def _from_server(capacity: Path | None, max_nodes: dict[str, int], available: di
     from datetime import datetime
 
     from flexq.cli import options
-    from flexq.cli.client import ServerError
     from flexq.cli.inputs import read_manifests
 
     body: dict[str, Any] = {"maxNodes": max_nodes, "available": available}
     if capacity is not None:
         for manifest in read_manifests([str(capacity)], {}):
             body |= {"capacity": manifest.text, "capacitySource": manifest.source}
-    try:
-        response = options.client().request("POST", "/flexq/v1/simulate", json=body)
-    except ServerError as exc:
-        if exc.reason == "Invalid":
-            raise CliError(f"error: {exc.detail}") from None
-        raise
-    items = response["items"]
+    items = options.client().submit("/flexq/v1/simulate", body)["items"]
     if output == "json":
         typer.echo(to_json(items))
         return
