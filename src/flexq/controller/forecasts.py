@@ -17,7 +17,7 @@ from typing import Final
 
 from flexq.forecast import Forecast, Lookahead, ensemble
 
-__all__ = ["FORECAST_EVERY", "FORECAST_GAP", "LiveForecasts", "material"]
+__all__ = ["FORECAST_EVERY", "FORECAST_GAP", "SHARE", "LiveForecasts", "material"]
 
 log = logging.getLogger("flexq.controller")
 
@@ -26,6 +26,9 @@ FORECAST_EVERY: Final = 5.0
 FORECAST_GAP: Final = 1.0
 """Seconds between the end of a forecast and the start of the next, at the least: a busy server forecasts at this
 pace, not at every step."""
+SHARE: Final = 0.2
+"""The share of the time forecasts may take, at the most: after a forecast that took ``s`` seconds, the next waits
+``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower)."""
 _SHIFT: Final = 30.0
 _SHARE: Final = 0.05
 
@@ -35,7 +38,7 @@ def material(old: Forecast | None, new: Forecast) -> bool:
     start that moved by more than 30 s and 5% of the wait still to come."""
     if old is None or (old.start is None) != (new.start is None):
         return True
-    if old.flavors != new.flavors or old.basis is not new.basis or old.blocked_by != new.blocked_by:
+    if (old.flavors, old.basis, old.blocked_by, old.why) != (new.flavors, new.basis, new.blocked_by, new.why):
         return True
     if old.start is None or new.start is None:
         return False
@@ -78,8 +81,10 @@ class LiveForecasts:
             self._due.clear()
             if self._stop.is_set():
                 return
+            began = time.monotonic()
             self.once()
-            self._stop.wait(FORECAST_GAP)
+            took = time.monotonic() - began
+            self._stop.wait(max(FORECAST_GAP, took / SHARE - took))
 
     def once(self) -> None:
         """Fork, run ahead, publish (on the calling thread)."""
