@@ -15,10 +15,14 @@ import yaml
 
 from flexq.api.object_errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "format_path", "load_documents"]
+__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "format_path", "load_documents", "load_yaml", "text_only"]
 
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024
 """The largest manifest flexq reads at once (the API server's own request limit is 3 MiB an object)."""
+ALIAS_ALLOWANCE: Final = 10_000
+"""Nodes a document's aliases may add when expanded, beyond four times the nodes written: YAML's anchors let 400
+bytes stand for billions of nodes (an alias bomb); the API server's YAML reader refuses such "excessive aliasing"
+too."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -88,6 +92,56 @@ def decode_input(data: bytes, source: str) -> str:
         ) from None
 
 
+def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for with every alias expanded (``memo``: by node, those counted so far)."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    memo[id(node)] = 1  # a node that contains itself counts once (PyYAML refuses such recursion anyway)
+    if isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded(item, memo) for item in node.value)
+    else:
+        size = 1
+    memo[id(node)] = size
+    return size
+
+
+def _check_aliases(node: yaml.Node, source: str) -> None:
+    memo: dict[int, int] = {}
+    try:
+        size = _expanded(node, memo)
+    except RecursionError:
+        raise InputError(source, "malformed YAML: nested too deeply", node.start_mark.line + 1) from None
+    if size > 4 * len(memo) + ALIAS_ALLOWANCE:
+        raise InputError(source, f"malformed YAML: excessive aliasing (anchors and aliases that expand to {size:,} "
+                         f"nodes from {len(memo):,})", node.start_mark.line + 1)
+
+
+def text_only(value: Any, source: str, line: int = 1) -> Any:
+    """``value`` (parsed JSON or YAML) with its UTF-16 surrogate pairs joined; :class:`InputError` for a lone
+    surrogate (``"\\ud800"``), which is not text and could not be written out again."""
+    return _unpaired(value, source, line)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """One YAML (or JSON) document, as ``yaml.safe_load`` reads it, with aliasing bounded (:data:`ALIAS_ALLOWANCE`);
+    :class:`InputError` for what cannot be read."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "*" in text:
+            _check_aliases(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
+    finally:
+        loader.dispose()
+
+
 def _unpaired(value: Any, source: str, line: int) -> Any:
     """``value`` with UTF-16 surrogate pairs (JSON's ``\\ud83d\\udca5``, which YAML reads one by one) joined;
     :class:`InputError` for a lone surrogate, which is not text."""
@@ -113,11 +167,14 @@ def load_documents(text: str, source: str) -> list[Document]:
     except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
         raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
     docs: list[Document] = []
+    aliases = "*" in text
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            if aliases:
+                _check_aliases(node, source)
             lines: dict[str, int] = {}
             _walk(node, "", lines, source)
             data = _unpaired(loader.construct_document(node), source, node.start_mark.line + 1)

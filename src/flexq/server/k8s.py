@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
-import yaml
 from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from flexq.api.documents import MAX_INPUT_BYTES
+from flexq.api.documents import MAX_INPUT_BYTES, load_yaml, text_only
 from flexq.api.fields import FieldCheck, parse_field_validation
 from flexq.api.kinds import KindInfo, by_resource
+from flexq.api.object_errors import InputError
 from flexq.auth.requests import resource_path
 from flexq.objects.selectors import field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
@@ -368,10 +368,14 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
         raise BadRequest("the request has no body")
     try:
         if "yaml" in request.headers.get("content-type", ""):
-            body = yaml.safe_load(raw)
+            body = load_yaml(raw.decode("utf-8", errors="replace"), "the request body")
         else:
             body = loads(raw)  # orjson; the standard library reads (or words the error for) what it refuses
-    except (ValueError, yaml.YAMLError) as exc:
+        if b"\\u" in raw and b"\\ud" in raw.lower():  # an escaped surrogate: a pair, or a lone one (not text)
+            body = text_only(body, "the request body")
+    except InputError as exc:
+        raise BadRequest(str(exc)) from None
+    except ValueError as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         body = None
