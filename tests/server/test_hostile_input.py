@@ -54,3 +54,12 @@ def test_a_lone_surrogate_gets_400_and_every_list_still_answers(server: Server) 
     for path in (CONFIGMAPS, "/api/v1/configmaps"):
         assert admin.get(server.url + path).status_code == 200
     assert json.loads(admin.get(server.url + "/api/v1/configmaps").text)["items"]
+
+
+@pytest.mark.parametrize(("query", "field"), [("timeoutSeconds=abc", "timeoutSeconds"),
+                                              ("resourceVersion=abc", "resourceVersion"),
+                                              ("timeoutSeconds=-5", "timeoutSeconds")])
+def test_a_watch_with_a_malformed_parameter_gets_400(server: Server, query: str, field: str) -> None:
+    answer = admin.get(f"{server.url}{CONFIGMAPS}?watch=true&{query}")
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["message"].startswith(f"{field}: Invalid value")

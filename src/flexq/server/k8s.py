@@ -285,7 +285,13 @@ class KubeApi:
         match_fields = field_selector(q.get("fieldSelector"))
         as_table = _wants_table(request)
         start = q.get("resourceVersion") or ""
-        timeout = float(q.get("timeoutSeconds") or 1800)
+        if not start.isdigit() and start != "":
+            raise BadRequest(f'resourceVersion: Invalid value: "{start}": must be a resourceVersion this server gave '
+                             "(a whole number)")
+        raw_timeout = q.get("timeoutSeconds") or "1800"
+        if not raw_timeout.isdigit():
+            raise BadRequest(f'timeoutSeconds: Invalid value: "{raw_timeout}": must be a whole number of seconds')
+        timeout = float(raw_timeout)
 
         def selected(obj: dict[str, Any]) -> bool:
             return match_labels(obj) and match_fields(obj)
