@@ -13,6 +13,7 @@ estimated is itself an estimate (:class:`~flexq.control.run_times.Basis`).
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,6 +93,10 @@ class _Track:
     ended: dict[str, float] = field(default_factory=dict)
     freed: dict[str, Step] = field(default_factory=dict)
     """Each cohort tree's last job to end (the quota it freed) in the run so far."""
+
+
+def _nothing() -> None:
+    """A wake-up: the run settles at its moment (a workload's retry delay ends)."""
 
 
 def waits(plane: ControlPlane, wl: Workload) -> bool:
@@ -190,7 +195,7 @@ class Lookahead:
         at = max(now, started + run.seconds) if started >= now else now + run.seconds
         self.track.finish_at[key] = at
         sure = max(basis, run.basis)
-        self.fork.kernel.schedule(at, lambda: self._finish(key, at, sure), _FINISH)
+        self.fork.kernel.schedule(at, functools.partial(self._finish, key, at, sure), _FINISH)  # copyable
 
     def _finish(self, key: str, at: float, basis: Basis) -> None:
         wl = self.plane.scheduler.workload(key)
@@ -236,7 +241,7 @@ class Lookahead:
             nxt = plane.scheduler.next_requeue()
             if nxt is not None and nxt not in woken:
                 woken.add(nxt)
-                kernel.schedule(nxt, lambda: None, _WAKE)
+                kernel.schedule(nxt, _nothing, _WAKE)
             t = kernel.next_at()
             if t is None or t > self.horizon:
                 break
