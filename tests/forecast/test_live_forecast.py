@@ -154,10 +154,14 @@ def test_simulate_from_server_runs_the_live_state_under_more_nodes(tmp_path: Pat
         assert server.cli("apply", "-f", "-", input=POOL_QUEUE).code == 0
         assert server.cli("apply", "-f", "-", input=_job("first", 1, "1h", each="12")).code == 0
         assert server.cli("apply", "-f", "-", input=_job("second", 1, "1h", each="12")).code == 0
-        _eventually(lambda: _by_job(server)["second"]["status"]["forecast"]["start"])
-        result = server.cli("simulate", "--from-server", "--max-nodes", "cpu-pool=2", "-o", "json")
-        assert result.code == 0, result.err
-        (item,) = [i for i in json.loads(result.out) if "second" in i["workload"]]
+        def simulated() -> dict[str, Any]:
+            result = server.cli("simulate", "--from-server", "--max-nodes", "cpu-pool=2", "-o", "json")
+            assert result.code == 0, result.err
+            (item,) = [i for i in json.loads(result.out) if "second" in i["workload"]]
+            assert item["now"]["start"] is not None
+            return item
+
+        item = _eventually(simulated)
         now, changed = item["now"]["start"], item["changed"]["start"]
         assert now - time.time() > 3500, "one node: it starts when the first job's hour is up"
         assert changed - time.time() < 60, "two nodes: it starts once its own node has booted"

@@ -46,7 +46,7 @@ from flexq.controller.queue_counts import QueueCounts, object_key
 from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
 from flexq.controller.steps import StepTimer
-from flexq.controller.workload_writes import WorkloadWrites, parent_of
+from flexq.controller.workload_writes import WorkloadWrites, parent_of, shows_forecast
 from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, waits
 from flexq.jobs.workload import (
     JOB_KINDS,
@@ -498,7 +498,8 @@ class QueueController(JobEvents, WorkloadWrites):
             due, self._forecast_due = self._forecast_due, set()
         if changed or self._touched or self._unborn:
             self.forecasts.request()
-        return due
+        return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)
+                and key not in self.scheduler.variants}
 
     def foreseen(self) -> list[Forecast]:
         """The last forecast of every waiting workload."""

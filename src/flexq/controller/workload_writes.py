@@ -14,7 +14,7 @@ from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, QueueState
-from flexq.forecast import CONDITION, describe, forecast_status, waits
+from flexq.forecast import CONDITION, describe, forecast_status
 from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
 from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.service import BadRequest
@@ -23,11 +23,17 @@ from flexq.scheduler.model import Workload, WorkloadState
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.store import Key, NotFound, StoreError, record_event
 
-__all__ = ["WorkloadWrites", "parent_of"]
+__all__ = ["WorkloadWrites", "parent_of", "shows_forecast"]
 
 _COMPONENT: Final = COMPONENT
 
 log = logging.getLogger("flexq.controller")
+
+
+def shows_forecast(wl: Workload) -> bool:
+    """Whether a workload's status carries its forecast: while it holds no quota. One that holds quota (checks to
+    pass, nodes to come) is written only as its admission changes, so that a forecast's write never races one."""
+    return wl.state is WorkloadState.PENDING and not wl.parent
 
 
 class WorkloadWrites(QueueState):
@@ -122,7 +128,7 @@ class WorkloadWrites(QueueState):
         once its job has started."""
         with self._forecast_lock:
             made = self.forecast.get(wl.key)
-        if made is None or not waits(self.plane, wl):
+        if made is None or not shows_forecast(wl):
             status.pop("forecast", None)
             if find_condition(status, CONDITION) is not None:
                 status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != CONDITION]
