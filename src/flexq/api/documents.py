@@ -128,7 +128,10 @@ def text_only(value: Any, source: str, line: int = 1) -> Any:
 def load_yaml(text: str, source: str) -> Any:
     """One YAML (or JSON) document, as ``yaml.safe_load`` reads it, with aliasing bounded (:data:`ALIAS_ALLOWANCE`);
     :class:`InputError` for what cannot be read."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
+        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
     try:
         node = loader.get_single_node()
         if node is None:
