@@ -119,19 +119,17 @@ def _check_aliases(node: yaml.Node, source: str) -> None:
                          f"nodes from {len(memo):,})", node.start_mark.line + 1)
 
 
-def text_only(value: Any, source: str, line: int = 1) -> Any:
-    """``value`` (parsed JSON or YAML) with its UTF-16 surrogate pairs joined; :class:`InputError` for a lone
-    surrogate (``"\\ud800"``), which is not text and could not be written out again."""
-    return _unpaired(value, source, line)
+def _loader(kind: type[yaml.SafeLoader], text: str, source: str) -> yaml.SafeLoader:
+    try:
+        return kind(text)
+    except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
+        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
 
 
 def load_yaml(text: str, source: str) -> Any:
     """One YAML (or JSON) document, as ``yaml.safe_load`` reads it, with aliasing bounded (:data:`ALIAS_ALLOWANCE`);
     :class:`InputError` for what cannot be read."""
-    try:
-        loader = yaml.SafeLoader(text)
-    except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
-        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
+    loader = _loader(yaml.SafeLoader, text, source)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -145,9 +143,10 @@ def load_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def _unpaired(value: Any, source: str, line: int) -> Any:
-    """``value`` with UTF-16 surrogate pairs (JSON's ``\\ud83d\\udca5``, which YAML reads one by one) joined;
-    :class:`InputError` for a lone surrogate, which is not text."""
+def text_only(value: Any, source: str, line: int = 1) -> Any:
+    """``value`` (parsed JSON or YAML) with UTF-16 surrogate pairs (JSON's ``\\ud83d\\udca5``, which YAML reads one
+    by one) joined; :class:`InputError` for a lone surrogate, which is not text and could not be written out
+    again."""
     if isinstance(value, str):
         if not any("\ud800" <= c <= "\udfff" for c in value):
             return value
@@ -157,18 +156,15 @@ def _unpaired(value: Any, source: str, line: int) -> Any:
             raise InputError(source, "malformed text: an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)",
                              line) from None
     if isinstance(value, dict):
-        return {_unpaired(k, source, line): _unpaired(v, source, line) for k, v in value.items()}
+        return {text_only(k, source, line): text_only(v, source, line) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unpaired(v, source, line) for v in value]
+        return [text_only(v, source, line) for v in value]
     return value
 
 
 def load_documents(text: str, source: str) -> list[Document]:
     """Parse every document of ``text``; raise :class:`InputError` on malformed YAML."""
-    try:
-        loader = _Loader(text)
-    except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
-        raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
+    loader = _loader(_Loader, text, source)
     docs: list[Document] = []
     aliases = "*" in text
     try:
@@ -180,7 +176,7 @@ def load_documents(text: str, source: str) -> list[Document]:
                 _check_aliases(node, source)
             lines: dict[str, int] = {}
             _walk(node, "", lines, source)
-            data = _unpaired(loader.construct_document(node), source, node.start_mark.line + 1)
+            data = text_only(loader.construct_document(node), source, node.start_mark.line + 1)
             if data is None:
                 continue
             if not isinstance(data, dict):

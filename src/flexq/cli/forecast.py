@@ -16,6 +16,7 @@ from flexq.cli.client import CliError
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import columns, to_json
 from flexq.durations import format_seconds
+from flexq.objects import parse_time
 
 __all__ = ["forecast"]
 
@@ -66,8 +67,8 @@ def _waiting(namespace: str | None, all_namespaces: bool, output: str | None) ->
     now = time.time()
 
     def start_of(w: dict[str, Any]) -> float:
-        text = w["status"]["forecast"].get("start")
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else float("inf")
+        at = parse_time(w["status"]["forecast"].get("start"))
+        return at.timestamp() if at is not None else float("inf")
 
     rows = [[*(["NAMESPACE"] if ns is None else []), "JOB", "QUEUE", "START", "IN", "FLAVORS", "BASIS", "WAITS FOR"]]
     for w in sorted(waiting, key=start_of):

@@ -25,20 +25,21 @@ def reshape(current: CapacityConfig, file: CapacityConfig | None = None, max_nod
     if file is not None:
         pools.update({p.name: p for p in file.pools})
         specs.update(file.cloud.specs)
-    for pool, count in (max_nodes or {}).items():
-        if pool not in pools:
-            raise CapacityChangeError(f"--max-nodes {pool}={count}: no node pool {pool} (there are: "
-                                      f"{', '.join(sorted(pools)) or 'none'})")
-        if count < 0:
-            raise CapacityChangeError(f"--max-nodes {pool}={count}: a count is 0 or more")
+    for pool, count in _counts("--max-nodes", max_nodes, pools):
         pools[pool] = dataclasses.replace(pools[pool], max_nodes=count)
-    for pool, count in (available or {}).items():
-        if pool not in pools:
-            raise CapacityChangeError(f"--available {pool}={count}: no node pool {pool} (there are: "
-                                      f"{', '.join(sorted(pools)) or 'none'})")
-        if count < 0:
-            raise CapacityChangeError(f"--available {pool}={count}: a count is 0 or more")
+    for pool, count in _counts("--available", available, pools):
         spec = current.cloud.spec(pool, pools[pool].machine.name) if pool not in specs else specs[pool]
         specs[pool] = dataclasses.replace(spec, available=count, stockouts=(), trace=())
     cloud = EmulatedCloud(specs, current.cloud.seed, current.cloud.origin)
     return dataclasses.replace(current, pools=tuple(pools.values()), cloud=cloud)
+
+
+def _counts(flag: str, counts: Mapping[str, int] | None, pools: Mapping[str, object]) -> list[tuple[str, int]]:
+    """``counts`` by pool, each naming a pool there is and a count of 0 or more."""
+    for pool, count in (counts or {}).items():
+        if pool not in pools:
+            raise CapacityChangeError(f"{flag} {pool}={count}: no node pool {pool} (there are: "
+                                      f"{', '.join(sorted(pools)) or 'none'})")
+        if count < 0:
+            raise CapacityChangeError(f"{flag} {pool}={count}: a count is 0 or more")
+    return list((counts or {}).items())

@@ -90,7 +90,6 @@ class _Track:
     """The least sure run time each cohort tree's freed quota rests on so far."""
     start_basis: dict[str, Basis] = field(default_factory=dict)
     finish_at: dict[str, float] = field(default_factory=dict)
-    ended: dict[str, float] = field(default_factory=dict)
     freed: dict[str, Step] = field(default_factory=dict)
     """Each cohort tree's last job to end (the quota it freed) in the run so far."""
 
@@ -165,6 +164,7 @@ class Lookahead:
         wl = self.plane.scheduler.workload(key)
         if wl is None:
             return
+        root_basis = self.track.basis.get(self._root(key), Basis.DECLARED)
         if key in self.targets and key not in self.track.started:
             flavors = tuple(sorted(wl.admission.flavors())) if wl.admission is not None else ()
             self.track.started[key] = (t, flavors)
@@ -175,13 +175,11 @@ class Lookahead:
                 steps.append(freed)
                 steps.sort(key=lambda step: step.at)
             # Behind a job whose run time nobody knows, a start is at the latest: that job may end any time.
-            self.track.start_basis[key] = (Basis.UNKNOWN if self.unknown_running else
-                                           self.track.basis.get(self._root(key), Basis.DECLARED))
+            self.track.start_basis[key] = Basis.UNKNOWN if self.unknown_running else root_basis
             driver, run = self.plane.driver, self._run_time(key)
             if driver is not None and run is not None:
                 self.track.costs[key] = driver.cost(key) + driver.hourly(key) * run / 3600
-        self._plan_finish(key, t, self.track.start_basis.get(key, self.track.basis.get(self._root(key),
-                                                                                        Basis.DECLARED)))
+        self._plan_finish(key, t, self.track.start_basis.get(key, root_basis))
 
     def _plan_finish(self, key: str, started: float, basis: Basis) -> None:
         wl = self.plane.scheduler.workload(key)
@@ -203,7 +201,6 @@ class Lookahead:
             return  # evicted since it started: this run does not end here
         root = self._root(key)
         self.track.basis[root] = max(self.track.basis.get(root, Basis.DECLARED), basis)
-        self.track.ended[key] = at
         self.track.freed[root] = Step(StepKind.QUOTA, at, wl.owner or key)
         self.plane.emit(self.plane.feed(JobFinished(key, at)))
 

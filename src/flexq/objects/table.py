@@ -108,12 +108,8 @@ def _wl_eta(obj: dict[str, Any], now: datetime) -> str:
     forecast = (obj.get("status") or {}).get("forecast")
     if not isinstance(forecast, dict):
         return ""
-    start = forecast.get("start")
-    if not isinstance(start, str):
-        return "unknown"
-    try:
-        at = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    except ValueError:
+    at = parse_time(forecast.get("start"))
+    if at is None:
         return "unknown"
     left = (at - now).total_seconds()
     text = "now" if left < 1 else human_duration(left)

@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq import __version__
-from flexq.api.documents import MAX_INPUT_BYTES, load_documents
 from flexq.api.fields import FieldCheck, FieldValidation
 from flexq.api.object_errors import InputError, InvalidObject
 from flexq.auth import Identity
@@ -37,6 +36,7 @@ from flexq.server.logs import follow_log
 from flexq.server.offload import off_loop
 from flexq.server.openapi import gv_document, root_document
 from flexq.server.prometheus import render
+from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
 from flexq.server.token_api import tokens_router
 from flexq.server.ui import ui_router
@@ -45,11 +45,6 @@ from flexq.store import Key, NotFound
 __all__ = ["create_app"]
 
 _VERBS = list(VERBS)
-
-
-class ApplySource(BaseModel):
-    text: str = Field(description="YAML or JSON text, one or more documents")
-    source: str = Field(default="-", description="where the text came from, for error messages")
 
 
 class ApplyRequest(BaseModel):
@@ -239,13 +234,7 @@ def _flexq_routes(app: FastAPI, service: ObjectService, runtime: RayRuntime | No
 
 def _apply(service: ObjectService, body: ApplyRequest, who: Identity) -> Response:
     try:
-        docs = []
-        for src in body.sources:
-            if len(src.text.encode()) > MAX_INPUT_BYTES:
-                raise InputError(src.source, f"input is more than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-            docs.extend(load_documents(src.text, src.source))
-        if not docs:
-            raise InputError(", ".join(s.source for s in body.sources) or "-", "no objects passed to apply")
+        docs = read_sources(body.sources, "no objects passed to apply")
         refused = refusal(who, docs, body.namespace)
         if refused is not None:
             return JSONResponse(status_body(403, "Forbidden", refused), 403)

@@ -15,7 +15,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from flexq.api.documents import MAX_INPUT_BYTES, Document, load_documents
 from flexq.api.kinds import KindInfo
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InputError, InvalidObject
@@ -26,21 +25,17 @@ from flexq.jobs.workload import JOB_KINDS, JobError
 from flexq.server.access import refusal
 from flexq.server.authn import caller
 from flexq.server.offload import off_loop
+from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
 from flexq.sim import parse_capacity
 
 __all__ = ["forecast_router"]
 
 
-class ForecastSource(BaseModel):
-    text: str
-    source: str = Field(default="-", description="where the text came from (a file name), for error messages")
-
-
 class ForecastRequest(BaseModel):
     """Jobs (RayJobs, RayClusters, Jobs) to forecast as if submitted now."""
 
-    sources: list[ForecastSource]
+    sources: list[ApplySource]
     namespace: str = Field(default="default", description="namespace for jobs that name none")
 
 
@@ -116,17 +111,6 @@ def forecast_router(leader: Callable[[], QueueController | None]) -> APIRouter:
     return router
 
 
-def _jobs(body: ForecastRequest) -> list[Document]:
-    docs: list[Document] = []
-    for src in body.sources:
-        if len(src.text.encode()) > MAX_INPUT_BYTES:
-            raise InputError(src.source, f"input is more than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-        docs.extend(load_documents(src.text, src.source))
-    if not docs:
-        raise InputError(", ".join(s.source for s in body.sources) or "-", "no jobs to forecast")
-    return docs
-
-
 _LIST_ALL = Attributes("list", "kueue.x-k8s.io", "workloads", "", None)
 
 
@@ -161,7 +145,7 @@ def _forecast(what_if: Callable[[list[tuple[KindInfo, dict[str, Any]]]], list[Fo
     if what_if is None:
         return _not_leading()
     try:
-        docs = _jobs(body)
+        docs = read_sources(body.sources, "no jobs to forecast")
         refused = refusal(who, docs, body.namespace)
         if refused is not None:
             return JSONResponse(status_body(403, "Forbidden", refused), 403)
