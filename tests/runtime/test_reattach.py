@@ -198,12 +198,16 @@ def test_what_a_restart_does_with_jobs_without_a_live_cluster(tmp_path: Path, fa
     runtime.stop_all()
 
 
+DRIVER_ENDED_MS = 1_796_000_000_123
+"""When the fake dashboard's job ended (milliseconds since the epoch): 2026-11-30T00:53:20Z."""
+
+
 class _Dashboard(BaseHTTPRequestHandler):
     """A Ray dashboard's Jobs API that knows one job, finished: ``broken-1``, which printed two lines."""
 
     def do_GET(self) -> None:
         body = {"/api/version": {"version": "fake"},
-                "/api/jobs/broken-1": {"status": "SUCCEEDED", "message": "done"},
+                "/api/jobs/broken-1": {"status": "SUCCEEDED", "message": "done", "end_time": DRIVER_ENDED_MS},
                 "/api/jobs/broken-1/logs": {"logs": "tick 0\nall done\n"}}.get(self.path)
         data = json.dumps(body).encode()
         self.send_response(200 if body is not None else 404)
@@ -228,8 +232,17 @@ def dashboard() -> Iterator[int]:
 
 
 def test_a_running_job_is_followed_again_and_its_cluster_torn_down_at_the_end(tmp_path: Path, fake: FakeCluster,
-                                                                             dashboard: int) -> None:
+                                                                             dashboard: int,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store()
+    at_teardown: list[dict[str, Any]] = []
+    teardown = LocalRayCluster.stop
+
+    def stop(cluster: LocalRayCluster, grace: float = 5.0) -> None:
+        at_teardown.append(dict(store.get(key).get("status") or {}))
+        teardown(cluster, grace)
+
+    monkeypatch.setattr(LocalRayCluster, "stop", stop)
     key = Key("ray.io", "rayjobs", "default", "broken")
     job = store.create(key, _job({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "jobId": "broken-1"}))
     runtime = RayRuntime(store, tmp_path)
@@ -246,6 +259,9 @@ def test_a_running_job_is_followed_again_and_its_cluster_torn_down_at_the_end(tm
     assert runtime.runs["default/broken"].done.wait(15)
     status = store.get(key)["status"]
     assert (status["jobDeploymentStatus"], status["jobStatus"], status["failed"]) == ("Complete", "SUCCEEDED", 0)
+    assert status["endTime"] == "2026-11-30T00:53:20Z", "the driver's own end, not the time the server came back"
+    assert [seen.get("jobStatus") for seen in at_teardown] == ["SUCCEEDED"], \
+        "the end is written before the cluster is torn down (a kill during teardown finds the job finished)"
     assert log.read_text().replace("\x00flexq-end\x00", "") == (
         f"{header}flexq: the server restarted; the job's Ray cluster ran on (head pid {fake.head.pid}) and is "
         "followed again\ntick 0\nall done\nJob 'broken-1' succeeded\n" + "-" * 40 + "\n")

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,47 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
         if follow is not None:
             follow.kill()
             follow.communicate()
+        if srv.process.poll() is None:
+            stop_server(srv)
+        if again is not None:
+            stop_server(again)
+
+
+def test_a_kill_at_the_job_end_leaves_it_succeeded_once(tmp_path: Path, ray_processes: RayProcesses) -> None:
+    """The server is killed the moment the job's cluster starts to go (its head exits): mid-teardown. The restarted
+    server finds the job succeeded (not its cluster lost), run once, ended when the driver ended, and nothing of the
+    cluster left."""
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(CAPACITY)
+    flags = ("--runtime", "ray", "--capacity", str(capacity))
+    srv = start_server(tmp_path / "home", *flags)
+    again: Server | None = None
+    try:
+        _run(srv, "apply", "-f", "-", input=POOLS + "---\n" + QUEUE.replace(
+            "metadata: {name: default}", "metadata: {name: default}\nspec: {nodeLabels: "
+            "{cloud.google.com/gke-nodepool: default-pool}}"))
+        _run(srv, "apply", "-f", "-", input=rayjob("ender", TICKS % 3, 1))
+        _until_log(srv, "ender", "tick 0")
+        record = _record(srv, "ender")
+        head = Detached(record["pid"], f"--temp-dir={record['temp_dir']}")
+        deadline = time.monotonic() + 120
+        while head.poll() is None:
+            assert time.monotonic() < deadline, _log(srv, "ender")
+            time.sleep(0.02)
+        _crash(srv)
+        crashed = time.time()
+        time.sleep(2)
+        again = start_server(srv.home, *flags)
+        status = _finished(again, "ender")
+        log = _run(again, "logs", "rayjob/ender").stdout
+        assert (status["jobStatus"], status["jobDeploymentStatus"], status["failed"]) == \
+            ("SUCCEEDED", "Complete", 0), log
+        assert log.splitlines().count("all done") == 1 and log.count("starting a Ray cluster") == 1, "it ran once"
+        ended = datetime.fromisoformat(status["endTime"]).timestamp()
+        assert ended <= crashed + 1, "the end is the driver's, not the restart's"
+        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        _eventually(lambda: _assert_freed(again), timeout=30)
+    finally:
         if srv.process.poll() is None:
             stop_server(srv)
         if again is not None:

@@ -199,15 +199,17 @@ class RayJobRun:
             return
         outcome["failed"] = failed
         outcome["succeeded"] = 1 if outcome["jobStatus"] == "SUCCEEDED" else 0
-        if self.cluster is not None and self.borrow is None and (spec.get("shutdownAfterJobFinishes")
-                                                                 or self._stop.is_set() or not self.cluster.alive()):
-            self.cluster.stop()
         verdict = {"SUCCEEDED": "succeeded", "STOPPED": "was stopped"}.get(outcome["jobStatus"], "failed")
         self._append(f"Job '{self.submission}' {verdict}\n{'-' * 40}\n" + END_MARKER)
         metrics = parse_metrics(self.log_path.read_text(encoding="utf-8", errors="replace"))
+        # The end is written before the cluster is torn down: a server killed while the cluster stops finds the job
+        # finished (and reaps what is left of the cluster) instead of finding the cluster half gone.
         if not self.suspended:
-            self.on_status({**outcome, "endTime": rfc3339(datetime.now(UTC)),
+            self.on_status({**outcome, "endTime": outcome.get("endTime") or rfc3339(datetime.now(UTC)),
                             **({"trainingMetrics": metrics} if metrics else {})})
+        if self.cluster is not None and self.borrow is None and (spec.get("shutdownAfterJobFinishes")
+                                                                 or self._stop.is_set() or not self.cluster.alive()):
+            self.cluster.stop()
         self.done.set()
 
     def _attempt(self, spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -403,7 +405,8 @@ class RayJobRun:
                 if status in ("SUCCEEDED", "FAILED", "STOPPED"):
                     message = str(state.get("message") or "")
                     return {"jobStatus": status, "jobDeploymentStatus": "Complete" if status == "SUCCEEDED" else
-                            "Failed", "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {})}
+                            "Failed", "message": message, **({"reason": "AppFailed"} if status == "FAILED" else {}),
+                            **_ended(state)}
             if self._stop.is_set() or time.time() > deadline:
                 return self._stopped(url)
             if self.elastic is not None and isinstance(self.cluster, LocalRayCluster):
@@ -437,6 +440,15 @@ def _check(url: str, submission: str) -> tuple[dict[str, Any], str] | None:
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return (state, str(text)) if isinstance(state, dict) else None
+
+
+def _ended(state: Mapping[str, Any]) -> dict[str, str]:
+    """``endTime`` from when the driver ended as the cluster tells it (milliseconds since the epoch): a job found
+    finished after a restart ended then, not when the server came back."""
+    ended = state.get("end_time")
+    if isinstance(ended, int | float) and not isinstance(ended, bool) and ended > 0:
+        return {"endTime": rfc3339(datetime.fromtimestamp(ended / 1000, UTC))}
+    return {}
 
 
 def _known(url: str, submission: str) -> bool:
