@@ -39,7 +39,7 @@ FACES: dict[str, tuple[str, ...]] = {
         "UnknownMachineType", "dashboard_address", "gke_node_pool", "machine_type", "node_pool_spec",
         "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
-    "flexq.cli": ("Client",),
+    "flexq.cli": (),
     "flexq.control": ("Basis", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks",
                       "JobQueued", "JobResized", "RunTime", "RunTimes", "SETTLE_PASSES"),
     "flexq.controller": (
@@ -48,8 +48,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.export": ("ExportError", "build", "write"),
     "flexq.forecast": ("CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step",
-                       "StepKind", "describe", "ensemble", "forecast", "forecast_status", "fork", "reshape", "waiting",
-                       "waits"),
+                       "StepKind", "describe", "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork",
+                       "reshape", "under_each_flavor", "waiting", "waits"),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),

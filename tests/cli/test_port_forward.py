@@ -11,8 +11,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, WebSocket
 
-from flexq.cli.client import CliError
 from flexq.cli.forward import PortPair, forward, parse_ports
+from flexq.client import CliError
 from flexq.server.portforward import PortError, deny, serve_websocket
 from tests.conftest import free_port
 

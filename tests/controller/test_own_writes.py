@@ -133,7 +133,7 @@ def test_a_job_is_read_once_to_start_it_and_once_to_stop_it(tmp_path: Path) -> N
         reads.clear()
         [wl] = controller.scheduler.workloads()
         controller._log(controller.scheduler.deactivate(wl.key, controller.clock.now()))
-        controller._touched.add(wl.key)
+        controller.state.touched.add(wl.key)
         with controller._step():
             controller._schedule_and_write()  # evicted: its Job stopped
         assert reads == ["a"]

@@ -36,11 +36,11 @@ def test_a_workload_is_stored_once_with_its_first_status(tmp_path: Path) -> None
         assert a.get("Admitted") == "True" and a.get("QuotaReserved") == "True"
         assert b.get("QuotaReserved") == "False" and "Admitted" not in b
         for wl in controller.scheduler.workloads():
-            stored = store.get(controller._wl_key(wl))
+            stored = store.get(controller.state.wl_key(wl))
             assert stored["metadata"]["uid"] == wl.uid
         events = store.list_objects("", "events", "default")[0]
         created = sorted(e["involvedObject"]["name"] for e in events if e["reason"] == "CreatedWorkload")
         assert created == ["a", "b"]
-        assert not controller._unborn
+        assert not controller.state.unborn
     finally:
         store.close()

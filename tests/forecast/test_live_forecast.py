@@ -113,6 +113,7 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
     as_json = flexq("forecast", "-f", "-", "-o", "json", input=_job("maybe", 1, "10m"))
     (item,) = json.loads(as_json.out)
     assert abs(item["start"] - (admitted + 3600)) <= 2 and item["basis"] == "Declared"
+    assert item["byFlavor"] == [], "one flavor: nothing to hold it to"
     assert set(_by_job(server)) == {"big", "small", "tiny"}, "a what-if submits nothing"
     not_a_job = flexq("forecast", "-f", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert not_a_job.code == 1 and "ConfigMap is not a job" in not_a_job.err
@@ -170,5 +171,48 @@ def test_simulate_from_server_runs_the_live_state_under_more_nodes(tmp_path: Pat
         wrong = server.cli("simulate", "--from-server", "--max-nodes", "gpu-pool=2")
         assert wrong.code == 1 and "no node pool gpu-pool (there are: cpu-pool)" in wrong.err
         assert "Traceback" not in wrong.err
+    finally:
+        stop_server(server)
+
+
+TWO_PLANS = """
+pools:
+  - {name: a-pool, machineType: n2-standard-16, minNodes: 0, maxNodes: 1}
+  - {name: b-pool, machineType: n2-standard-16, minNodes: 0, maxNodes: 1}
+cloud:
+  a-pool: {bootTime: 20s}
+  b-pool: {bootTime: 10m}
+"""
+
+
+def test_what_if_under_each_flavor_on_a_live_server(tmp_path: Path) -> None:
+    """Plan A is held for an hour; Plan B's node takes ten minutes to boot: held to each, a new job would start in an
+    hour or in ten minutes, and the CLI shows both."""
+    path = tmp_path / "capacity.yaml"
+    path.write_text(TWO_PLANS)
+    server = start_server(tmp_path / "home", "--capacity", str(path))
+    try:
+        queues = queue_yaml(("plan-a", "a-pool"), ("plan-b", "b-pool"), cpu=12, memory="1Ti")
+        assert server.cli("apply", "-f", "-", input=queues).code == 0
+        assert server.cli("apply", "-f", "-", input=_job("first", 1, "1h", each="12")).code == 0
+        _eventually(lambda: _condition(_by_job(server)["first"], "QuotaReserved")["status"] == "True" or None)
+
+        def held() -> list[dict[str, Any]]:
+            result = server.cli("forecast", "-f", "-", "-o", "json", input=_job("maybe", 1, "10m", each="12"))
+            assert result.code == 0, result.err
+            (item,) = json.loads(result.out)
+            rows: list[dict[str, Any]] = item["byFlavor"]
+            assert [r["flavor"] for r in rows] == ["plan-a", "plan-b"], item
+            assert all(r["start"] is not None for r in rows), rows
+            return rows
+
+        plan_a, plan_b = _eventually(held)
+        now = time.time()
+        assert plan_a["start"] - now > 3000, "held to Plan A: when the first job's hour is up"
+        assert plan_b["start"] - now < 1200, "held to Plan B: once its node has booted"
+        assert "plan-b" in plan_b["flavors"] and plan_a["basis"] == "Declared"
+        table = server.cli("forecast", "-f", "-", input=_job("maybe", 1, "10m", each="12"))
+        assert table.code == 0 and "Under each flavor" in table.out, table.out
+        assert not [name for name in _by_job(server) if "maybe" in name], "a what-if submits nothing"
     finally:
         stop_server(server)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from flexq.api.normalize import normalize
 from flexq.control import Basis, JobQueued
-from flexq.forecast import Forecast, Lookahead, StepKind, forecast, waiting
+from flexq.forecast import Forecast, Lookahead, StepKind, forecast, under_each_flavor, waiting
 from flexq.scheduler import EventKind
 from flexq.sim import Simulation, load_scenario
 
@@ -151,3 +152,27 @@ def test_what_if_a_job_were_submitted_now(tmp_path: Path) -> None:
     assert made[extra.key].start == 3600, "it would start when the 4 cpus job ends"
     assert sim.result.log_lines() == before and waiting(sim.plane) == waiting_before, "nothing was submitted"
     assert not sim.plane.scheduler.knows(extra.key) and sim.plane.scheduler.knows(queued.key)
+
+
+def test_what_if_under_each_flavor_it_could_race_on() -> None:
+    """A guide job submitted while Plan A is busy for an hour and DWS answers in two: held to on-demand it starts when
+    Plan A frees, held to dws when DWS answers; racing both, it starts at the sooner of the two."""
+    scenario = load_scenario(GUIDE / "scenario-race.yaml")
+    sim = Simulation(scenario)
+    sim.run_to(150.0)
+    before = sim.result.log_lines()
+    info, obj = normalize(scenario.submissions[-1].document)
+    obj["metadata"].update(name="what-if", uid="u-what-if")
+    wl = sim.plane.workload_for(info.kind, info.group, obj, 150.0)
+    wl.uid = "u-what-if"
+    queued = JobQueued(wl, 150.0)
+    held = under_each_flavor(sim.plane, 150.0, queued, 3600.0)
+    assert list(held) == ["on-demand", "dws"], "its TPU workers could take either; the head's flavor does not race"
+    for flavor, f in held.items():
+        assert f.start is not None and flavor in f.flavors, (flavor, f)
+    assert held["on-demand"].start != held["dws"].start
+    raced = forecast(sim.plane, 150.0, extra=[(queued, 3600.0)])[wl.key]
+    assert raced.start == min(f.start for f in held.values() if f.start is not None), "the sooner of the two"
+    assert sim.result.log_lines() == before and not sim.plane.scheduler.knows(wl.key), "nothing was submitted"
+    sim.run_to(None)
+    assert [e for e in sim.result.events if e["workload"].startswith("default/what-if")] == []

@@ -1,8 +1,7 @@
-"""The ``flexq`` command line: the HTTP :class:`Client` its commands share.
+"""The ``flexq`` command line (its commands in the modules of this package; the HTTP client they share is
+:mod:`flexq.client`).
 
 Import ``main`` from flexq.cli.main (the name is its module's).
 """
 
-from flexq.cli.client import Client
-
-__all__ = ["Client"]
+__all__: list[str] = []

@@ -9,8 +9,8 @@ import typer
 
 from flexq.api.kinds import resolve
 from flexq.cli import options
-from flexq.cli.client import Client, CliError
 from flexq.cli.options import NamespaceOpt
+from flexq.client import Client, CliError
 
 __all__ = ["check_app"]
 

@@ -10,9 +10,9 @@ import typer
 
 from flexq.api.kinds import resolve
 from flexq.cli import options
-from flexq.cli.client import Client, CliError, ServerError
 from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import columns
+from flexq.client import Client, CliError, ServerError
 from flexq.config import flexq_home
 
 __all__ = ["PoolFlags", "container_app"]

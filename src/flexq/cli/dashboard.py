@@ -16,7 +16,7 @@ import httpx
 import typer
 
 from flexq.cli import options
-from flexq.cli.client import credentials
+from flexq.client import credentials
 from flexq.config import caller_token
 
 __all__ = ["dashboard"]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from flexq.cli import options
-from flexq.cli.client import CliError
+from flexq.client import CliError
 
 __all__ = ["export_app"]
 

@@ -12,9 +12,9 @@ import typer
 
 from flexq.api.kinds import resolve
 from flexq.cli import options
-from flexq.cli.client import CliError
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import columns, to_json
+from flexq.client import CliError
 from flexq.durations import format_seconds
 from flexq.objects import parse_time
 
@@ -48,6 +48,11 @@ def _what_if(filename: list[str], namespace: str | None, env: dict[str, str], ou
     typer.echo(columns(rows))
     for item in items:
         typer.echo(f"{item['kind'].lower()}/{item['name']}: {item['message']}")
+    held = [[f"{item['kind'].lower()}/{item['name']}", row["flavor"], *_when(row["start"], now), row["basis"],
+             _cost(row["costUsd"])] for item in items for row in item.get("byFlavor") or []]
+    if held:
+        typer.echo("\nUnder each flavor (the job held to it):")
+        typer.echo(columns([["JOB", "FLAVOR", "START", "IN", "BASIS", "COST"], *held]))
     typer.echo("(nothing was submitted)")
 
 

@@ -32,7 +32,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from flexq.cli.client import Client, CliError, ServerError, credentials
+from flexq.client import Client, CliError, ServerError, credentials
 from flexq.server.portforward import TUNNEL_PROTOCOL
 from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream
 from flexq.server.spdy import Ping as SpdyPing

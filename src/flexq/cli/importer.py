@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from flexq.cli.client import CliError
+from flexq.client import CliError
 
 __all__ = ["import_cluster"]
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from flexq.cli.client import credentials
 from flexq.cli.printers import to_yaml
+from flexq.client import credentials
 from flexq.config import caller_token
 
 __all__ = ["kubeconfig_text", "secure_endpoint"]

@@ -11,11 +11,11 @@ import typer
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.api.object_errors import InputError
 from flexq.cli import options
-from flexq.cli.client import Client, CliError, ServerError
 from flexq.cli.inputs import read_manifests
 from flexq.cli.options import NamespaceOpt
 from flexq.cli.printers import describe as describe_text
 from flexq.cli.printers import render_table, to_json, to_yaml
+from flexq.client import Client, CliError, ServerError
 
 __all__ = ["apply", "create_app", "delete", "describe", "get", "logs", "port_forward"]
 

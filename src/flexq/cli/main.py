@@ -23,7 +23,6 @@ from flexq.api.kinds import UnknownKind
 from flexq.api.object_errors import ApiError
 from flexq.cli import kubectl, options
 from flexq.cli.checks import check_app
-from flexq.cli.client import CliError, close_clients
 from flexq.cli.container import container_app
 from flexq.cli.dashboard import dashboard
 from flexq.cli.env import env, kubeconfig
@@ -33,6 +32,7 @@ from flexq.cli.importer import import_cluster
 from flexq.cli.serve import server
 from flexq.cli.simulate import simulate
 from flexq.cli.token_commands import token_app
+from flexq.client import CliError, close_clients
 
 __all__ = ["app", "main"]
 

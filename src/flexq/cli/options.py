@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from flexq.api.envsubst import read_env_file
-from flexq.cli.client import Client, CliError
+from flexq.client import Client, CliError
 from flexq.config import default_server_url
 
 __all__ = ["NamespaceOpt", "client", "env_values", "root", "server_url"]

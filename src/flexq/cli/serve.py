@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flexq.cli.client import CliError
+from flexq.client import CliError
 from flexq.config import DEFAULT_HOST, DEFAULT_PORT, flexq_home
 
 __all__ = ["server"]

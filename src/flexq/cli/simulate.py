@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flexq.cli.client import CliError
 from flexq.cli.printers import columns, rich_table, to_json
+from flexq.client import CliError
 from flexq.durations import format_seconds
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from flexq.api.kinds import resolve
 from flexq.api.quantity import parse_quantity
-from flexq.cli.client import Client
 from flexq.cli.printers import rich_table
+from flexq.client import Client
 from flexq.durations import format_seconds
 from flexq.objects import workload_eta
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
 from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized
 from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
-from flexq.controller.queue_state import COMPONENT, QueueState
+from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
     PRIORITY_LABEL,
@@ -28,6 +28,9 @@ from flexq.objects.service import BadRequest
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
 from flexq.scheduler.model import Workload, WorkloadState
 from flexq.store import NotFound, StoreError, record_event
+
+if TYPE_CHECKING:
+    from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["MAX_EXEC_LABEL", "RUN_TIME_ANNOTATION", "JobEvents", "declared_run_time"]
 
@@ -45,19 +48,30 @@ def declared_run_time(job: Mapping[str, Any]) -> float | None:
         return None
 
 
-class JobEvents(QueueState):
-    """What a job's changes do to its workload."""
+class JobEvents:
+    """What a job's changes do to its workload: made, finished, resized, deleted (with its job's run stopped).
+    ``run_workload`` starts an admitted workload's job (where no capacity is modelled, a resized one runs anew)."""
+
+    def __init__(self, state: ControllerState, run_workload: Callable[[str, float], None]) -> None:
+        self.state = state
+        self.service, self.store, self.clock = state.service, state.store, state.clock
+        self.plane, self.capacity, self.runtime = state.plane, state.capacity, state.runtime
+        self.run_workload = run_workload
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.state.scheduler
 
     def _workload_for(self, job: Mapping[str, Any]) -> Workload | None:
-        key = self.by_job_uid.get(str(job["metadata"].get("uid", "")))
+        key = self.state.by_job_uid.get(str(job["metadata"].get("uid", "")))
         return self.scheduler.workload(key) if key else None
 
-    def _remember(self, obj: Mapping[str, Any]) -> None:
+    def remember(self, obj: Mapping[str, Any]) -> None:
         uid = (obj["metadata"].get("labels") or {}).get(JOB_UID_LABEL)
         if uid:
-            self.by_job_uid[uid] = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+            self.state.by_job_uid[uid] = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
 
-    def _job_added(self, info: KindInfo, job: dict[str, Any]) -> None:
+    def added(self, info: KindInfo, job: dict[str, Any]) -> None:
         if any(ref.get("kind") in ("RayJob", "RayCluster") for ref in job["metadata"].get("ownerReferences") or []):
             return  # a RayJob's submitter Job: part of a job that is already queued
         if selected_cluster(info.kind, job) is not None:
@@ -65,8 +79,8 @@ class JobEvents(QueueState):
                 self._on_existing_cluster(job, start=True)
             return
         uid = str(job["metadata"].get("uid", ""))
-        self._note_run_time(job, self.by_job_uid.get(uid))
-        if finished(info.kind, job) or uid in self.by_job_uid:
+        self._note_run_time(job, self.state.by_job_uid.get(uid))
+        if finished(info.kind, job) or uid in self.state.by_job_uid:
             return
         now = self.clock.now()
         try:
@@ -77,20 +91,20 @@ class JobEvents(QueueState):
         labels = job["metadata"].get("labels") or {}
         obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
                               labels.get(PRIORITY_LABEL))
-        try:  # checked now, stored with its first status when the step writes (:meth:`_born`)
+        try:  # checked now, stored with its first status when the step writes (:meth:`ControllerState.born`)
             prepared = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True, dry_run=True)
         except (ApiError, BadRequest, StoreError) as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
         wl.uid = self.store.new_uid()
         wl.created = now
-        self._unborn[wl.key] = (prepared, job)
-        self.by_job_uid[uid] = wl.key
+        self.state.unborn[wl.key] = (prepared, job)
+        self.state.by_job_uid[uid] = wl.key
         self._note_run_time(job, wl.key)
         if info.kind == "RayCluster" and self.runtime is not None:
             clusters, namespace, name = self.runtime.clusters, wl.namespace, job["metadata"]["name"]
-            self._after_write.append(lambda: clusters.queued(namespace, name))
-        self._log(self.plane.feed(JobQueued(wl, now)))
+            self.state.after_write.append(lambda: clusters.queued(namespace, name))
+        self.state.log(self.plane.feed(JobQueued(wl, now)))
 
     def _note_run_time(self, job: dict[str, Any], key: str | None) -> None:
         """A job may say how long it runs (``flexq.dev/expected-run-time: 2h``): a running job then migrates to
@@ -119,9 +133,10 @@ class JobEvents(QueueState):
         if self.runtime is None:
             return
         runtime, namespace, name = self.runtime, job["metadata"].get("namespace", "default"), job["metadata"]["name"]
-        self._after_write.append(lambda: runtime.start(namespace, name) if start else runtime.stop(namespace, name))
+        act = runtime.start if start else runtime.stop
+        self.state.after_write.append(lambda: act(namespace, name))
 
-    def _job_deleted(self, job: dict[str, Any]) -> None:
+    def deleted(self, job: dict[str, Any]) -> None:
         if selected_cluster(str(job.get("kind", "")), job) is not None:
             self._on_existing_cluster(job, start=False)
             return
@@ -130,35 +145,35 @@ class JobEvents(QueueState):
             return
         old = self.scheduler.workload(wl.replaces) if wl.replaces else None
         if old is not None:
-            self._log(self.plane.feed(JobDeleted(old.key, self.clock.now())))
+            self.state.log(self.plane.feed(JobDeleted(old.key, self.clock.now())))
             self.capacity.release(old.key)
             with contextlib.suppress(NotFound):
-                self.store.delete(self._wl_key(old))
-        self._log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
+                self.store.delete(self.state.wl_key(old))
+        self.state.log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
         self.capacity.release(wl.key)
         self.plane.run_times.forget(wl.key)
         if self.runtime is not None:
             runtime, meta = self.runtime, job["metadata"]
             stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
-            self._after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
-        self.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
-        if self._unborn.pop(wl.key, None) is None:
+            self.state.after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))
+        self.state.by_job_uid.pop(str(job["metadata"].get("uid", "")), None)
+        if self.state.unborn.pop(wl.key, None) is None:
             with contextlib.suppress(NotFound):
-                self.store.delete(self._wl_key(wl))
+                self.store.delete(self.state.wl_key(wl))
 
-    def _job_modified(self, info: KindInfo, job: dict[str, Any]) -> None:
+    def modified(self, info: KindInfo, job: dict[str, Any]) -> None:
         outcome = finished(info.kind, job)
         wl = self._workload_for(job)
         metrics = (job.get("status") or {}).get("trainingMetrics")
-        if wl is not None and metrics and self.metrics.get(wl.key) != metrics:
-            self.metrics[wl.key] = metrics
-            self._touched.add(wl.key)
+        if wl is not None and metrics and self.state.metrics.get(wl.key) != metrics:
+            self.state.metrics[wl.key] = metrics
+            self.state.touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             message = finish_message(info.kind, job, outcome)
             if old is not None and old.state is not WorkloadState.FINISHED:  # its growth never came
-                self._log(self.plane.feed(JobFinished(old.key, self.clock.now(), message, outcome)))
-            self._log(self.plane.feed(JobFinished(wl.key, self.clock.now(), message, outcome)))
+                self.state.log(self.plane.feed(JobFinished(old.key, self.clock.now(), message, outcome)))
+            self.state.log(self.plane.feed(JobFinished(wl.key, self.clock.now(), message, outcome)))
         elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
 
@@ -176,19 +191,19 @@ class JobEvents(QueueState):
         if counts == current or set(counts) != set(current):
             return
         now = self.clock.now()
-        stored = self._stored_workload(wl)
+        stored = self.state.stored_workload(wl)
         if stored is None:
             return
         if wl.holds_quota and any(counts[n] > current[n] for n in counts):
             self._new_slice(info, job, wl, stored, counts, now)
             return
-        self._log(self.plane.feed(JobResized(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
+        self.state.log(self.plane.feed(JobResized(wl.key, tuple(dataclasses.replace(p, count=counts[p.name])
                                                       for p in wl.podsets), now)))
         fresh = copy.deepcopy(stored)
         for ps in fresh["spec"]["podSets"]:
             ps["count"] = counts.get(ps["name"], ps["count"])
-        self.store.update(self._wl_key(wl), fresh)
-        self._touched.add(wl.key)
+        self.store.update(self.state.wl_key(wl), fresh)
+        self.state.touched.add(wl.key)
         record_event(self.store, fresh, "Resized", "pod counts changed in place: " + ", ".join(
             f"{n} {current[n]} -> {c}" for n, c in sorted(counts.items()) if c != current[n]), component=_COMPONENT)
         if wl.state is WorkloadState.ADMITTED:
@@ -196,7 +211,7 @@ class JobEvents(QueueState):
             if driver is not None and wl.key in driver.running:
                 driver.rebind(wl.key)
             elif driver is None:
-                self._run_workload(wl.key, now)
+                self.run_workload(wl.key, now)
 
     def _new_slice(self, info: KindInfo, job: dict[str, Any], wl: Workload, stored: dict[str, Any],
                    counts: dict[str, int], now: float) -> None:
@@ -217,11 +232,10 @@ class JobEvents(QueueState):
         except (ApiError, BadRequest, StoreError) as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
-        grown = workload_from_object(created, self.local_queues)
+        grown = workload_from_object(created, self.state.local_queues)
         grown.created = now
-        self.by_job_uid[str(meta.get("uid", ""))] = grown.key
+        self.state.by_job_uid[str(meta.get("uid", ""))] = grown.key
         record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",
                      component=_COMPONENT)
-        self._log(self.plane.feed(JobQueued(grown, now)))
+        self.state.log(self.plane.feed(JobQueued(grown, now)))
 
-    # --- workloads changed by others -----------------------------------------------------------------

@@ -16,7 +16,9 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import WorkloadState
 
 if TYPE_CHECKING:
-    from flexq.controller.queue import QueueController
+    from flexq.capacity.driver import CapacityDriver
+    from flexq.forecast import Forecast
+    from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["WAIT_BUCKETS", "Sample", "Tally", "sample"]
 
@@ -101,14 +103,15 @@ class Sample:
     """Forecasts made since the start, the CPU seconds of the last one, and of all of them"""
 
 
-def sample(controller: QueueController, now: float) -> Sample:
-    """Read the controller's state (call under its lock)."""
-    scheduler = controller.scheduler
+def sample(scheduler: Scheduler, driver: CapacityDriver | None, foreseen: Iterable[Forecast],
+           forecasts: tuple[int, float, float], now: float) -> Sample:
+    """Read where things stand (call under the controller's lock): the scheduler's queues and quota, the capacity
+    driver's nodes and requests, the last forecasts, and ``forecasts`` (how many were made, the CPU seconds of the
+    last one and of all)."""
     pending: dict[tuple[str, str], int] = {}
     reserving: dict[str, int] = {}
     admitted: dict[str, int] = {}
     cost: dict[str, float] = {}
-    driver = controller.capacity.driver
     for wl in scheduler.workloads():
         cq = wl.cluster_queue
         if wl.parent:
@@ -152,18 +155,17 @@ def sample(controller: QueueController, now: float) -> Sample:
         for key, (_check, _name, asked) in driver.requests.items():
             if asked and key not in driver.running:  # answered and started: no longer in flight
                 provisioning[asked] = provisioning.get(asked, 0) + 1
-    waits, unforeseen = _forecast_waits(controller, now)
-    made = controller.forecasts
+    waits, unforeseen = _forecast_waits(foreseen, now)
     return Sample(pending, reserving, admitted, cohorts, usage, nominal, queue_status, nodes, hourly, provisioning,
-                  cost, waits, unforeseen, (made.made, made.cpu, made.cpu_total))
+                  cost, waits, unforeseen, forecasts)
 
 
-def _forecast_waits(controller: QueueController, now: float) -> tuple[dict[str, list[float]], dict[str, int]]:
+def _forecast_waits(foreseen: Iterable[Forecast], now: float) -> tuple[dict[str, list[float]], dict[str, int]]:
     """By ClusterQueue: the forecast waits from ``now`` of the workloads with a start foreseen, and how many have
     none."""
     waits: dict[str, list[float]] = {}
     unforeseen: dict[str, int] = {}
-    for f in controller.foreseen():
+    for f in foreseen:
         if f.start is None:
             unforeseen[f.cluster_queue] = unforeseen.get(f.cluster_queue, 0) + 1
         else:

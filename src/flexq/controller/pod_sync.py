@@ -38,7 +38,7 @@ from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event
 
 if TYPE_CHECKING:
-    from flexq.controller.queue import QueueController
+    from flexq.controller.queue_state import ControllerState
 
 __all__ = ["PodIntegration"]
 
@@ -58,8 +58,8 @@ def _ns(obj: Mapping[str, Any]) -> str:
 
 
 class PodIntegration:
-    def __init__(self, controller: QueueController) -> None:
-        self.qc = controller
+    def __init__(self, state: ControllerState) -> None:
+        self.state = state
         self.workload_of: dict[str, str] = {}
         """Pod uid -> the key of its workload."""
         self.running: dict[str, LocalPod] = {}
@@ -80,12 +80,12 @@ class PodIntegration:
     def resync(self) -> list[Event]:
         """At start-up: the pods' workloads, from their owners; queued pods that have none get one."""
         self.workload_of = {}
-        for obj in self.qc.store.list_objects("kueue.x-k8s.io", "workloads")[0]:
+        for obj in self.state.store.list_objects("kueue.x-k8s.io", "workloads")[0]:
             for ref in obj["metadata"].get("ownerReferences") or []:
                 if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
                     self.workload_of[str(ref.get("uid", ""))] = f"{_ns(obj)}/{obj['metadata']['name']}"
         events: list[Event] = []
-        for pod in self.qc.store.list_objects("", "pods")[0]:
+        for pod in self.state.store.list_objects("", "pods")[0]:
             if is_queued(pod) and _uid(pod) not in self.workload_of:
                 events += self.added(pod)
         return events
@@ -96,30 +96,30 @@ class PodIntegration:
             return self._create([pod], None)
         namespace = _ns(pod)
         existing = f"{namespace}/{group}"
-        if self.qc.scheduler.knows(existing):
+        if self.state.scheduler.knows(existing):
             self.workload_of[_uid(pod)] = existing  # a pod of a group that is already queued
             return []
-        members = sorted((p for p in self.qc.store.list_objects("", "pods", namespace)[0]
+        members = sorted((p for p in self.state.store.list_objects("", "pods", namespace)[0]
                           if is_queued(p) and group_of(p) == group), key=lambda p: str(p["metadata"]["name"]))
         problem = _compose_problem(group, members, group_total(pod))
         if problem is not None:
-            record_event(self.qc.store, pod, "ErrWorkloadCompose", problem, type="Warning", component=_COMPONENT)
+            record_event(self.state.store, pod, "ErrWorkloadCompose", problem, type="Warning", component=_COMPONENT)
             return []  # the group waits, gated
         return self._create(members, group)
 
     def _create(self, pods: list[dict[str, Any]], group: str | None) -> list[Event]:
-        qc, first = self.qc, pods[0]
-        now = qc.clock.now()
+        state, first = self.state, pods[0]
+        now = state.clock.now()
         try:
             if group is None:
-                wl = qc.plane.workload_for("Pod", "", first, now)
+                wl = state.plane.workload_for("Pod", "", first, now)
                 templates = {"main": template(first)}
             else:
                 sets, templates = group_podsets(pods)
-                wl = dataclasses.replace(qc.plane.workload_for("Pod", "", first, now, pod_sets=sets), name=group)
+                wl = dataclasses.replace(state.plane.workload_for("Pod", "", first, now, pod_sets=sets), name=group)
         except JobError as exc:
             for pod in pods:
-                record_event(qc.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+                record_event(state.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return []
         obj = workload_object(wl, first, "Pod", "v1", templates,
                               (first["metadata"].get("labels") or {}).get(PRIORITY_LABEL))
@@ -127,16 +127,16 @@ class PodIntegration:
             {"apiVersion": "v1", "kind": "Pod", "name": p["metadata"]["name"], "uid": _uid(p),
              "controller": group is None, "blockOwnerDeletion": True} for p in pods]
         try:
-            created = qc.service.create(resolve("workload"), wl.namespace, obj)
+            created = state.service.create(resolve("workload"), wl.namespace, obj)
         except (ApiError, BadRequest, StoreError) as exc:
             for pod in pods:
-                record_event(qc.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
+                record_event(state.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return []
         wl.uid = created["metadata"]["uid"]
         for pod in pods:
             self.workload_of[_uid(pod)] = wl.key
-            record_event(qc.store, pod, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
-        return qc.plane.feed(JobQueued(wl, now))
+            record_event(state.store, pod, "CreatedWorkload", f"Created Workload: {wl.key}", component=_COMPONENT)
+        return state.plane.feed(JobQueued(wl, now))
 
     def _deleted(self, pod: dict[str, Any]) -> list[Event]:
         uid = _uid(pod)
@@ -148,12 +148,12 @@ class PodIntegration:
             return []
         if key in self.workload_of.values():
             return self._check_finished(key)
-        qc = self.qc
-        events = qc.plane.feed(JobDeleted(key, qc.clock.now()))
-        qc.capacity.release(key)
+        state = self.state
+        events = state.plane.feed(JobDeleted(key, state.clock.now()))
+        state.capacity.release(key)
         namespace, _, name = key.partition("/")
         with contextlib.suppress(NotFound):
-            qc.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
+            state.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
         return events
 
     def _pods(self, key: str) -> list[dict[str, Any]]:
@@ -161,17 +161,17 @@ class PodIntegration:
         uids = {uid for uid, owner in self.workload_of.items() if owner == key}
         if not uids:
             return []
-        pods = self.qc.store.list_objects("", "pods", key.partition("/")[0])[0]
+        pods = self.state.store.list_objects("", "pods", key.partition("/")[0])[0]
         return sorted((p for p in pods if _uid(p) in uids), key=lambda p: str(p["metadata"]["name"]))
 
     def _check_finished(self, key: str) -> list[Event]:
-        wl = self.qc.scheduler.workload(key)
+        wl = self.state.scheduler.workload(key)
         if wl is None or wl.state is WorkloadState.FINISHED or not wl.holds_quota:
             return []
         verdict = outcome([str((p.get("status") or {}).get("phase", "Pending")) for p in self._pods(key)])
         if verdict is None:
             return []
-        return self.qc.plane.feed(JobFinished(key, self.qc.clock.now(), f"Pods {verdict.lower()}", verdict))
+        return self.state.plane.feed(JobFinished(key, self.state.clock.now(), f"Pods {verdict.lower()}", verdict))
 
     # --- admission and eviction ---------------------------------------------------------------------
 
@@ -185,23 +185,23 @@ class PodIntegration:
         (:meth:`run`: at once, or once the capacity driver has bound them to nodes)."""
         if wl.admission is None:
             return
-        qc = self.qc
+        state = self.state
         for pod in self._pods(wl.key):
             status = pod.get("status") or {}
             if status.get("phase") in ("Succeeded", "Failed"):
                 continue
             podset = "main" if group_of(pod) is None else role(pod)
-            _admit(pod, podset, wl.admission, qc.scheduler.config.flavors)
-            if qc.runtime is not None:
+            _admit(pod, podset, wl.admission, state.scheduler.config.flavors)
+            if state.runtime is not None:
                 pod["metadata"].setdefault("annotations", {})[LOG_ANNOTATION] = str(self._workdir(pod) / "pod.log")
             pod["status"] = {**status, "conditions": [{"type": "PodScheduled", "status": "True"}]}
-            qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod, keep_status=False)
-            record_event(qc.store, pod, "Started", f"Admitted by clusterQueue {wl.cluster_queue}",
+            state.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod, keep_status=False)
+            record_event(state.store, pod, "Started", f"Admitted by clusterQueue {wl.cluster_queue}",
                          component=_COMPONENT)
 
     def run(self, key: str, nodes: Mapping[str, list[str]]) -> None:
         """Bound to ``nodes`` (by pod set): start each pod's local run."""
-        if self.qc.runtime is None:
+        if self.state.runtime is None:
             return
         taken: dict[str, int] = {}
         for pod in self._pods(key):
@@ -212,9 +212,9 @@ class PodIntegration:
             index = taken[podset] = taken.get(podset, -1) + 1
             if index < len(placed):
                 pod["spec"]["nodeName"] = placed[index]
-                self.qc.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod)
+                self.state.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod)
             report = functools.partial(self._status, _ns(pod), str(pod["metadata"]["name"]), _uid(pod))
-            remote = ray_pool_of_pod(self.qc.store, pod)
+            remote = ray_pool_of_pod(self.state.store, pod)
             run = LocalPod(pod, self._workdir(pod), report) if remote is None else \
                 RemotePod(pod, self._workdir(pod), report, RemoteRayCluster(remote[1], remote[0]))
             self.running[_uid(pod)] = run
@@ -235,10 +235,10 @@ class PodIntegration:
                                      "message": "Evicted from its ClusterQueue"}]
             pod_key = _pod_key(_ns(pod), pod["metadata"]["name"])
             with contextlib.suppress(NotFound):
-                self.qc.store.update(pod_key, {**pod, "status": status}, subresource="status")
-                record_event(self.qc.store, pod, "Stopped", "Evicted from its ClusterQueue: the pod is deleted",
+                self.state.store.update(pod_key, {**pod, "status": status}, subresource="status")
+                record_event(self.state.store, pod, "Stopped", "Evicted from its ClusterQueue: the pod is deleted",
                              type="Warning", component=_COMPONENT)
-                self.qc.store.delete(pod_key)
+                self.state.store.delete(pod_key)
 
     def stop_all(self) -> None:
         runs, self.running = list(self.running.values()), {}
@@ -246,17 +246,17 @@ class PodIntegration:
             run.stop(wait=2.0)
 
     def _workdir(self, pod: Mapping[str, Any]) -> Path:
-        home = self.qc.runtime.home if self.qc.runtime is not None else Path(".")
+        home = self.state.runtime.home if self.state.runtime is not None else Path(".")
         return home / "runtime" / "pods" / _ns(pod) / str(pod["metadata"]["name"])
 
     def _status(self, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
         key = _pod_key(namespace, name)
         try:
-            with self.qc.store.transaction():
-                pod = self.qc.store.get(key)
+            with self.state.store.transaction():
+                pod = self.state.store.get(key)
                 if _uid(pod) != uid:
                     return
-                self.qc.store.update(key, {**pod, "status": status}, subresource="status")
+                self.state.store.update(key, {**pod, "status": status}, subresource="status")
         except NotFound:
             return
 

@@ -43,17 +43,19 @@ from flexq.controller.object_sync import (
 from flexq.controller.pacing import COALESCE, FORGET_RETRY, RECONFIGURE_EVERY, STEP_CYCLES
 from flexq.controller.pod_sync import PodIntegration
 from flexq.controller.queue_counts import QueueCounts, object_key
+from flexq.controller.queue_state import ControllerState
 from flexq.controller.ray_runs import RayRuntime
 from flexq.controller.settled import ConfigView
 from flexq.controller.steps import StepTimer
 from flexq.controller.workload_writes import WorkloadWrites, parent_of, shows_forecast
-from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, waits
+from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, flavor_lookaheads, waits
 from flexq.jobs.workload import (
     JOB_KINDS,
 )
 from flexq.objects.service import ObjectService
 from flexq.scheduler.events import Event
 from flexq.scheduler.model import CheckState, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 
@@ -72,8 +74,10 @@ _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
 wrote is remembered, and is not read again before its next write)."""
 
 
-class QueueController(JobEvents, WorkloadWrites):
-    """Kueue's scheduler and job integration against the store: reads its changes, steps, writes back."""
+class QueueController:
+    """Kueue's scheduler and job integration against the store: reads its changes, steps, writes back. It owns its
+    parts and the state they share (:class:`~flexq.controller.queue_state.ControllerState`): the jobs' side
+    (:attr:`jobs`), the writes (:attr:`writes`), queued Pods (:attr:`pods`), the capacity (:attr:`capacity`)."""
 
     def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None,
                  runtime: RayRuntime | None = None) -> None:
@@ -87,11 +91,7 @@ class QueueController(JobEvents, WorkloadWrites):
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending_events: list[Event] = []
-        self._event_notes = []
-        self._unborn = {}
         self._more = False  # the last step left scheduling to do
-        self._after_write: list[Callable[[], None]] = []
-        """Slow work (starting or stopping Ray) done after the store writes of a sync, outside its lock."""
         self._unwritten = 0.0
         """When the store refused a step's writes: not before then (a second on) the state is read back."""
         run_times = RunTimes()
@@ -102,19 +102,17 @@ class QueueController(JobEvents, WorkloadWrites):
         """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
         a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
         self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock)
-        self.by_job_uid: dict[str, str] = {}
-        """Job uid -> the key of its workload."""
-        self._touched: set[str] = set()
-        """Workloads whose status needs writing though no scheduler event names them."""
+        self.state = ControllerState(service, clock, self.plane, self.capacity, runtime)
+        """What the parts share."""
+        self.pods = PodIntegration(self.state)
+        """Kueue's Pod integration: queued Pods and pod groups."""
+        self.jobs = JobEvents(self.state, self._run_workload)
+        """What jobs' changes do to their workloads."""
+        self.writes = WorkloadWrites(self.state, self.pods)
+        """The scheduler's decisions written back."""
         self.tally = Tally()
         """What happened since the server started, for /metrics."""
         self._timer = StepTimer(self.tally.steps)
-        self._stored_variants: dict[str, set[str]] = {}
-        """Racing workloads: the names of their variants' Workload objects in the store."""
-        self.pods = PodIntegration(self)
-        """Kueue's Pod integration: queued Pods and pod groups."""
-        self.metrics: dict[str, dict[str, Any]] = {}
-        """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self._config = ConfigView()
         self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
         """The ClusterQueues and LocalQueues as last read (their specs: the statuses are the controller's)."""
@@ -124,14 +122,18 @@ class QueueController(JobEvents, WorkloadWrites):
         self._stepping = 0  # the thread in a step's batch (0: none)
         self._own: set[int] = set()
         """Versions of workloads and jobs its steps wrote, not read back yet: passed over unparsed (its own)."""
-        self.forecast: dict[str, Forecast] = {}
-        """The last forecast of every waiting workload (made on the forecaster's thread)."""
-        self._forecast_due: set[str] = set()
-        """Workloads whose forecast moved enough to be written again."""
-        self._forecast_lock = threading.Lock()
         self.forecasts = LiveForecasts(self._prepare_forecast, self._forecasts_made)
         self.store.subscribe(lambda _changes: self._wake.set())
         self.store.subscribe_own(self._wrote)
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.plane.scheduler
+
+    @property
+    def local_queues(self) -> dict[tuple[str, str], str]:
+        """(namespace, LocalQueue) -> its ClusterQueue, as last configured."""
+        return self.plane.local_queues
 
     # --- running -----------------------------------------------------------------------------------
 
@@ -216,32 +218,32 @@ class QueueController(JobEvents, WorkloadWrites):
         with self._lock:
             self.cursor = self.store.current_rv()
             self._own.clear()
-            self._unborn.clear()
+            self.state.unborn.clear()
             self.plane.reset()
             self._reconfigure(read=True)
-            self.by_job_uid = {}
-            self._stored_variants = {}
+            self.state.by_job_uid = {}
+            self.state.stored_variants = {}
             for obj in self._objects("Workload"):
                 parent = parent_of(obj)
                 if parent is not None:  # the scheduler makes its variants anew: these are reconciled below
-                    self._stored_variants.setdefault(parent, set()).add(obj["metadata"]["name"])
+                    self.state.stored_variants.setdefault(parent, set()).add(obj["metadata"]["name"])
                     continue
                 wl = workload_from_object(obj, self.local_queues)
                 if wl.state is not WorkloadState.FINISHED:
-                    self._remember(obj)  # a job's slices: the one that replaces another wins (below)
+                    self.jobs.remember(obj)  # a job's slices: the one that replaces another wins (below)
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     continue
                 self.plane.feed(JobQueued(wl, wl.created))
             for wl in self.scheduler.workloads():
                 if wl.replaces:
-                    for uid, key in list(self.by_job_uid.items()):
+                    for uid, key in list(self.state.by_job_uid.items()):
                         if key == wl.replaces:
-                            self.by_job_uid[uid] = wl.key
+                            self.state.by_job_uid[uid] = wl.key
             for kind in ("RayJob", "RayCluster", "Job"):
                 for job in self._objects(kind):
-                    self._job_added(resolve(kind), job)
+                    self.jobs.added(resolve(kind), job)
                     if finished(kind, job):  # it may have ended while the server was down, or before it read it
-                        self._job_modified(resolve(kind), job)
+                        self.jobs.modified(resolve(kind), job)
             self._log(self.pods.resync())
             driver = self.capacity.driver
             if driver is not None and self._unwritten:  # after a refused step, the driver's starts as stored
@@ -259,7 +261,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 for wl in self.scheduler.workloads():
                     if wl.state is WorkloadState.ADMITTED:
                         driver.try_start(wl.key)  # nodes do not survive a restart: ask for them again
-            self._touched |= set(self.scheduler.variants) | set(self._stored_variants)
+            self.state.touched |= set(self.scheduler.variants) | set(self.state.stored_variants)
             self._schedule_and_write()
 
     def sync(self) -> None:
@@ -290,12 +292,12 @@ class QueueController(JobEvents, WorkloadWrites):
                             "%s", exc)
             else:
                 log.exception("queue controller sync failed: it reads its state back from the store")
-            self._after_write.clear()
+            self.state.after_write.clear()
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
             self.store.hold(_READER, self.cursor)  # the change log keeps what this controller has yet to read
-            actions, self._after_write = self._after_write, []
+            actions, self.state.after_write = self.state.after_write, []
             for action in actions:
                 action()
 
@@ -350,11 +352,11 @@ class QueueController(JobEvents, WorkloadWrites):
         obj = change.obj
         if info.kind in JOB_KINDS:
             if change.type is ChangeType.ADDED:
-                self._job_added(info, obj)
+                self.jobs.added(info, obj)
             elif change.type is ChangeType.DELETED:
-                self._job_deleted(obj)
+                self.jobs.deleted(obj)
             else:
-                self._job_modified(info, obj)
+                self.jobs.modified(info, obj)
         elif info.kind == "Pod" and not info.group:
             self._log(self.pods.changed(change))
         elif info.kind == "Node" and change.type is ChangeType.DELETED:
@@ -370,7 +372,7 @@ class QueueController(JobEvents, WorkloadWrites):
                 self._log(self.plane.feed(JobDeleted(key, self.clock.now())))
                 self.capacity.release(key)
             elif not self.scheduler.knows(key):
-                self._remember(obj)
+                self.jobs.remember(obj)
                 wl = workload_from_object(obj, self.local_queues)
                 if wl.state not in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     self._log(self.plane.feed(JobQueued(wl, self.clock.now())))
@@ -412,6 +414,10 @@ class QueueController(JobEvents, WorkloadWrites):
     def _log(self, events: list[Event]) -> None:
         self.plane.emit(events)
 
+    def _run_workload(self, key: str, now: float) -> None:
+        """The plane's job starter: an admitted workload's job runs (once its pods are placed)."""
+        self.writes.run_workload(key, now)
+
     def _told(self, event: Event) -> None:
         """An event to write with this step: on its workload, or (the driver's) as a capacity note."""
         if event.kind.capacity:
@@ -428,11 +434,11 @@ class QueueController(JobEvents, WorkloadWrites):
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
-        self.tally.count(events, parents, self._queued_since,
+        self.tally.count(events, parents, self.state.queued_since,
                          lambda key: getattr(self.scheduler.workload(key), "cluster_queue", ""))
-        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self._touched | {*self._unborn}
-                                           | self._forecasts_due(bool(events))}
-        self._touched = set()
+        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self.state.touched
+                                           | {*self.state.unborn} | self._forecasts_due(bool(events))}
+        self.state.touched = set()
         for event in events:
             # A variant is the scheduler's own: its story is told on the workload it races for.
             key = parents.get(event.workload, event.workload)
@@ -442,12 +448,12 @@ class QueueController(JobEvents, WorkloadWrites):
             self.store.breathe()
             wl = self.scheduler.workload(key)
             if wl is not None:
-                self._write_workload(wl, evs, stamp)
+                self.writes.write_workload(wl, evs, stamp)
                 self._timer.writes += 1
             else:
-                self._unborn.pop(key, None)  # gone before it was stored
-            if key in self.scheduler.variants or key in self._stored_variants:
-                self._write_variants(key, stamp)
+                self.state.unborn.pop(key, None)  # gone before it was stored
+            if key in self.scheduler.variants or key in self.state.stored_variants:
+                self.writes.write_variants(key, stamp)
         self.capacity.write()
         self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
@@ -462,9 +468,10 @@ class QueueController(JobEvents, WorkloadWrites):
                 return None
             return Lookahead(self.plane, self.clock.now())
 
-    def what_if(self, jobs: list[tuple[KindInfo, dict[str, Any]]]) -> list[Forecast]:
+    def what_if(self, jobs: list[tuple[KindInfo, dict[str, Any]]]) -> list[tuple[Forecast, dict[str, Forecast]]]:
         """Where and when ``jobs`` (checked and defaulted) would start if submitted now, each with its run time where
-        it declares one: the plane is forked under the lock and the copy alone is given them. Raises
+        it declares one, and where and when each would start held to each flavor it could race on (a job alone in
+        that copy): the plane is forked under the lock and the copies alone are given them. Raises
         :class:`~flexq.jobs.workload.JobError` for a job that would get no workload."""
         with self._lock:
             now = self.clock.now()
@@ -476,8 +483,10 @@ class QueueController(JobEvents, WorkloadWrites):
                 wl.uid = job["metadata"]["uid"]
                 extra.append((JobQueued(wl, now), declared_run_time(job)))
             ahead = Lookahead(self.plane, now, extra=extra)
+            held = [flavor_lookaheads(self.plane, now, queued, run) for queued, run in extra]
         made = ensemble(ahead)
-        return [made[queued.workload.key] for queued, _run in extra]
+        return [(made[queued.workload.key], {flavor: ensemble(fork)[queued.workload.key] for flavor, fork in forks})
+                for (queued, _run), forks in zip(extra, held, strict=True)]
 
     def simulate(self, change: Callable[[CapacityConfig], CapacityConfig]) -> tuple[list[Forecast], list[Forecast]]:
         """Every waiting workload's forecast as things stand, and under the capacity ``change`` makes of the live one
@@ -494,23 +503,23 @@ class QueueController(JobEvents, WorkloadWrites):
     def _forecasts_due(self, changed: bool) -> set[str]:
         """The workloads whose forecast moved enough to be written again; after a step that changed something (not
         one that only writes forecasts), the next forecast is asked for."""
-        with self._forecast_lock:
-            due, self._forecast_due = self._forecast_due, set()
-        if changed or self._touched or self._unborn:
+        with self.state.forecast_lock:
+            due, self.state.forecast_due = self.state.forecast_due, set()
+        if changed or self.state.touched or self.state.unborn:
             self.forecasts.request()
         return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)
                 and key not in self.scheduler.variants}
 
     def foreseen(self) -> list[Forecast]:
         """The last forecast of every waiting workload."""
-        with self._forecast_lock:
-            return list(self.forecast.values())
+        with self.state.forecast_lock:
+            return list(self.state.forecast.values())
 
     def _forecasts_made(self, made: dict[str, Forecast]) -> None:
-        with self._forecast_lock:
-            old, self.forecast = self.forecast, made
+        with self.state.forecast_lock:
+            old, self.state.forecast = self.state.forecast, made
             due = {key for key, f in made.items() if material(old.get(key), f)} | (set(old) - set(made))
-            self._forecast_due |= due
+            self.state.forecast_due |= due
         if due:
             self._wake.set()
 
@@ -518,4 +527,6 @@ class QueueController(JobEvents, WorkloadWrites):
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""
         with self._lock:
             tally = copy.deepcopy(self.tally)
-            return tally, sample(self, self.clock.now())
+            made = self.forecasts
+            return tally, sample(self.scheduler, self.plane.driver, self.foreseen(),
+                                 (made.made, made.cpu, made.cpu_total), self.clock.now())

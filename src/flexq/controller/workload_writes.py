@@ -7,13 +7,13 @@ import contextlib
 import copy
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
-from flexq.controller.queue_state import COMPONENT, QueueState
+from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.forecast import CONDITION, describe, forecast_status
 from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
 from flexq.objects.conditions import find_condition, set_condition
@@ -22,6 +22,10 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload, WorkloadState
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.store import Key, NotFound, StoreError, record_event
+
+if TYPE_CHECKING:
+    from flexq.controller.pod_sync import PodIntegration
+    from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["WorkloadWrites", "parent_of", "shows_forecast"]
 
@@ -36,10 +40,21 @@ def shows_forecast(wl: Workload) -> bool:
     return wl.state is WorkloadState.PENDING and not wl.parent
 
 
-class WorkloadWrites(QueueState):
-    """Write what the scheduler decided about a workload."""
+class WorkloadWrites:
+    """Write what the scheduler decided about a workload: its status and Events, its variants' objects, its job
+    started or stopped (a queued Pod's through ``pods``)."""
 
-    def _run_workload(self, key: str, _now: float) -> None:
+    def __init__(self, state: ControllerState, pods: PodIntegration) -> None:
+        self.state = state
+        self.service, self.store, self.clock = state.service, state.store, state.clock
+        self.capacity, self.runtime = state.capacity, state.runtime
+        self.pods = pods
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.state.scheduler
+
+    def run_workload(self, key: str, _now: float) -> None:
         """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
         other kinds are not executed)."""
         wl = self.scheduler.workload(key)
@@ -60,12 +75,12 @@ class WorkloadWrites(QueueState):
             start = lambda: self.pods.run(key, nodes)  # noqa: E731
         else:
             return
-        stored = self._wl_key(wl)
-        self._after_write.append(lambda: self._if_admitted(stored, start))
+        stored = self.state.wl_key(wl)
+        self.state.after_write.append(lambda: self._if_admitted(stored, start))
 
-    def _write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
-        unborn = wl.key in self._unborn
-        stored = self._unborn[wl.key][0] if unborn else self._stored_workload(wl)
+    def write_workload(self, wl: Workload, events: list[Event], stamp: str) -> None:
+        unborn = wl.key in self.state.unborn
+        stored = self.state.unborn[wl.key][0] if unborn else self.state.stored_workload(wl)
         if stored is None:
             return
         if wl.key in self.scheduler.variants:
@@ -88,30 +103,30 @@ class WorkloadWrites(QueueState):
                      "lastTransitionTime": previous[name]["lastTransitionTime"]
                      if previous.get(name, {}).get("state") == state else stamp}
                     for name, state in sorted(checks.items())]
-        if wl.key in self.metrics:
-            status["trainingMetrics"] = self.metrics[wl.key]
+        if wl.key in self.state.metrics:
+            status["trainingMetrics"] = self.state.metrics[wl.key]
         self._show_forecast(wl, status, stamp)
         driver = self.capacity.driver
         if driver is not None and driver.cost(wl.key) > 0:
             status["cost"] = {"usd": round(driver.cost(wl.key), 4),
                               "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
         with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
-            self._event_notes = []
+            self.state.event_notes = []
             if unborn:
-                stored = self._born(wl, status)
+                stored = self.state.born(wl, status)
                 if stored is None:
                     return
             elif status != stored.get("status"):
-                self.store.update(self._wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
+                self.store.update(self.state.wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
                                   current=stored)  # read above, in this step's hold of the store
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
-                fresh = self.store.get(self._wl_key(wl))
+                fresh = self.store.get(self.state.wl_key(wl))
                 fresh["spec"]["active"] = False
-                self.store.update(self._wl_key(wl), fresh)
+                self.store.update(self.state.wl_key(wl), fresh)
             if (variants or wl.won) and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
-                fresh = self.store.get(self._wl_key(wl))  # as Kueue marks a workload that races its variants
+                fresh = self.store.get(self.state.wl_key(wl))  # as Kueue marks a workload that races its variants
                 fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"
-                self.store.update(self._wl_key(wl), fresh)
+                self.store.update(self.state.wl_key(wl), fresh)
             for event in events:
                 self._record(stored, event)
             kinds = {e.kind for e in events}
@@ -121,13 +136,13 @@ class WorkloadWrites(QueueState):
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
-            self._write_events()
+            self.state.write_events()
 
     def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
         """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone
         once its job has started."""
-        with self._forecast_lock:
-            made = self.forecast.get(wl.key)
+        with self.state.forecast_lock:
+            made = self.state.forecast.get(wl.key)
         if made is None or not shows_forecast(wl):
             status.pop("forecast", None)
             if find_condition(status, CONDITION) is not None:
@@ -148,20 +163,20 @@ class WorkloadWrites(QueueState):
         else:
             log.warning("not starting %s/%s: its admission is not in the store", key.namespace, key.name)
 
-    def _write_variants(self, parent_key: str, stamp: str) -> None:
+    def write_variants(self, parent_key: str, stamp: str) -> None:
         """Keep the variants' Workload objects as Kueue keeps them: one per racing variant, owned by the parent,
         named ``<parent>-variant-<flavor>-<hash>``, with its flavor in the allowed-flavors annotation and its own
         status; gone once it is withdrawn or has won."""
         namespace = parent_key.partition("/")[0]
         live = {v.name: v for k in self.scheduler.variants.get(parent_key, ())
                 if (v := self.scheduler.workload(k)) is not None}
-        names = self._stored_variants.setdefault(parent_key, set())
+        names = self.state.stored_variants.setdefault(parent_key, set())
         for name in sorted(names - set(live)):
             with contextlib.suppress(NotFound):
                 self.store.delete(Key("kueue.x-k8s.io", "workloads", namespace, name))
             names.discard(name)
         parent = self.scheduler.workload(parent_key)
-        stored_parent = self._stored_workload(parent) if parent is not None else None
+        stored_parent = self.state.stored_workload(parent) if parent is not None else None
         for name, variant in sorted(live.items()):
             key = Key("kueue.x-k8s.io", "workloads", namespace, name)
             try:
@@ -182,7 +197,7 @@ class WorkloadWrites(QueueState):
             if status != stored.get("status"):
                 self.store.update(key, {**stored, "status": status}, subresource="status", echo=False)
         if not names:
-            del self._stored_variants[parent_key]
+            del self.state.stored_variants[parent_key]
 
     def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
         """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
@@ -212,7 +227,7 @@ class WorkloadWrites(QueueState):
             message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
                 f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
         warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
-        self._note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
+        self.state.note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
 
     def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any], dict[str, Any]] | None:
         """The job that owns ``workload``: its kind, key and current object twice, a copy to change and the object
@@ -234,7 +249,7 @@ class WorkloadWrites(QueueState):
         if self.pods.owns(workload):
             self.pods.start(workload, wl)
             if self.capacity.driver is None:
-                self._run_workload(wl.key, self.clock.now())
+                self.run_workload(wl.key, self.clock.now())
             return
         owned = self._owned_job(workload)
         if owned is None or wl.admission is None:
@@ -246,9 +261,9 @@ class WorkloadWrites(QueueState):
                 annotations.setdefault(podset, {}).update(values)
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
         self.store.update(key, job, echo=False, current=stored)
-        self._note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")
+        self.state.note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")
         if self.capacity.driver is None:
-            self._run_workload(wl.key, self.clock.now())
+            self.run_workload(wl.key, self.clock.now())
 
     def _stop_job(self, workload: dict[str, Any]) -> None:
         if self.pods.owns(workload):
@@ -263,9 +278,9 @@ class WorkloadWrites(QueueState):
             runtime, namespace, name = self.runtime, key.namespace, key.name
             # Before any start queued in this sync: that start is for the admission that follows the eviction.
             if info.kind == "RayCluster":
-                self._after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
+                self.state.after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
             else:
-                self._after_write.insert(0, lambda: runtime.suspend(namespace, name))
+                self.state.after_write.insert(0, lambda: runtime.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job, echo=False, current=stored)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",

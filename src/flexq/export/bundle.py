@@ -29,7 +29,7 @@ import yaml
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.versions import convert
-from flexq.cli.client import Client
+from flexq.client import Client
 from flexq.controller.job_sync import finished
 from flexq.errors import FlexqError
 from flexq.export.clean import clean, last_applied

@@ -1,9 +1,22 @@
 """When will my job start: the live state forked into virtual time and run forward on the same control plane."""
 
 from flexq.forecast.capacity_change import CapacityChangeError, reshape
-from flexq.forecast.lookahead import HORIZON, Forecast, Lookahead, Step, StepKind, ensemble, forecast, waiting, waits
+from flexq.forecast.lookahead import (
+    HORIZON,
+    Forecast,
+    Lookahead,
+    Step,
+    StepKind,
+    ensemble,
+    flavor_lookaheads,
+    forecast,
+    under_each_flavor,
+    waiting,
+    waits,
+)
 from flexq.forecast.snapshot import Fork, fork
 from flexq.forecast.text import CONDITION, describe, forecast_status
 
 __all__ = ["CONDITION", "HORIZON", "CapacityChangeError", "Forecast", "Fork", "Lookahead", "Step", "StepKind",
-           "describe", "ensemble", "forecast", "forecast_status", "fork", "reshape", "waiting", "waits"]
+           "describe", "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork", "reshape",
+           "under_each_flavor", "waiting", "waits"]

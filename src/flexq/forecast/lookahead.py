@@ -13,6 +13,7 @@ estimated is itself an estimate (:class:`~flexq.control.run_times.Basis`).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import random
 from collections.abc import Iterable
@@ -290,3 +291,20 @@ def forecast(plane: ControlPlane, now: float, horizon: float = HORIZON,
     with its run time where known (what if they were submitted now?)."""
     return ensemble(Lookahead(plane, now, horizon, extra))
 
+
+def flavor_lookaheads(plane: ControlPlane, now: float, queued: JobQueued, run: float | None,
+                      horizon: float = HORIZON) -> list[tuple[str, Lookahead]]:
+    """For each flavor ``queued``'s workload could race on (most preferred first), a fork of ``plane`` with the
+    workload queued in it held to that flavor (and to the flavors its other pod sets share): where and when it would
+    start there. Empty where only one flavor could hold it. Forks, so made where :class:`Lookahead` is made."""
+    wl = queued.workload
+    return [(plan.flavor, Lookahead(plane, now, horizon, [(dataclasses.replace(
+        queued, workload=dataclasses.replace(wl, allowed=plan.allowed)), run)]))
+        for plan in plane.scheduler.flavor_plans(wl)]
+
+
+def under_each_flavor(plane: ControlPlane, now: float, queued: JobQueued, run: float | None,
+                      horizon: float = HORIZON) -> dict[str, Forecast]:
+    """Flavor -> the forecast of ``queued`` held to it (:func:`flavor_lookaheads`), each an ensemble."""
+    key = queued.workload.key
+    return {flavor: ensemble(ahead)[key] for flavor, ahead in flavor_lookaheads(plane, now, queued, run, horizon)}

@@ -70,7 +70,7 @@ def plan_variants(wl: Workload, cq: ClusterQueueSpec, policy: ConcurrentPolicy, 
     workers: ``on-demand`` and ``dws``). ``strict``: Kueue's rule, a variant takes its one flavor only.
     Otherwise its pod sets may also take the flavors that do not race (the guide's Ray head, on
     ``default-cpu``)."""
-    if len(cq.groups) != 1 or wl.parent or wl.replaces:
+    if len(cq.groups) != 1 or wl.parent or wl.replaces or wl.allowed is not None:
         return []
     group = cq.groups[0]
     options = [_podset_flavors(wl, cq, tree, flavors, i) for i in range(len(wl.podsets))]

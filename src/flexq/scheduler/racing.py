@@ -24,7 +24,7 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.race import IMPLICIT, plan_variants, rank, variant_name
+from flexq.scheduler.race import IMPLICIT, VariantPlan, plan_variants, rank, variant_name
 
 if TYPE_CHECKING:
     from flexq.scheduler.flavorassigner import Assignment
@@ -81,6 +81,14 @@ class Racing:
         if cq.concurrent is not None:
             return cq.concurrent
         return IMPLICIT if self.config.race else None
+
+    def flavor_plans(self, wl: Workload) -> list[VariantPlan]:
+        """The flavors ``wl`` could race on in its ClusterQueue, most preferred first, each with the flavors its pod
+        sets would take there (what a what-if shows under each flavor); empty where only one flavor could hold it."""
+        cq = self.config.cluster_queues.get(wl.cluster_queue)
+        if cq is None:
+            return []
+        return plan_variants(wl, cq, IMPLICIT, self._tree, self.config.flavors, strict=False)
 
     def _race(self, wl: Workload, now: float) -> list[Event] | None:
         """Make ``wl`` race, one variant per flavor (queued in its place); None when it does not race."""

@@ -39,6 +39,18 @@ class ForecastRequest(BaseModel):
     namespace: str = Field(default="default", description="namespace for jobs that name none")
 
 
+class FlavorForecast(BaseModel):
+    """Where and when the job would start held to one flavor (and the flavors its other pod sets share)."""
+
+    flavor: str
+    start: float | None = Field(description="Unix time it would start at (null: none foreseen)")
+    waitSeconds: float | None
+    flavors: list[str]
+    basis: str
+    message: str
+    costUsd: float | None
+
+
 class JobForecast(BaseModel):
     kind: str
     namespace: str
@@ -51,6 +63,8 @@ class JobForecast(BaseModel):
     message: str
     costUsd: float | None = Field(description="what its run would cost, where capacity is modelled and its run "
                                               "time is declared")
+    byFlavor: list[FlavorForecast] = Field(description="the same held to each flavor it could race on, most "
+                                                       "preferred first (empty: only one flavor could hold it)")
 
 
 class ForecastResponse(BaseModel):
@@ -140,7 +154,15 @@ def _simulate(controller: QueueController | None, body: SimulateRequest, who: Id
     return JSONResponse(SimulateResponse(items=items).model_dump())
 
 
-def _forecast(what_if: Callable[[list[tuple[KindInfo, dict[str, Any]]]], list[Forecast]] | None,
+WhatIf = Callable[[list[tuple[KindInfo, dict[str, Any]]]], list[tuple[Forecast, dict[str, Forecast]]]]
+"""Jobs -> for each, its forecast and, by flavor, its forecast held to that flavor."""
+
+
+def _cost(f: Forecast) -> float | None:
+    return round(f.cost, 4) if f.cost is not None else None
+
+
+def _forecast(what_if: WhatIf | None,
               body: ForecastRequest, who: Identity) -> Response:
     if what_if is None:
         return _not_leading()
@@ -164,7 +186,9 @@ def _forecast(what_if: Callable[[list[tuple[KindInfo, dict[str, Any]]]], list[Fo
         return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", str(exc), causes), code)
     items = [JobForecast(kind=info.kind, namespace=obj["metadata"]["namespace"], name=obj["metadata"]["name"],
                          clusterQueue=f.cluster_queue, start=f.start, waitSeconds=f.wait, flavors=list(f.flavors),
-                         basis=f.basis.word, message=describe(f),
-                         costUsd=round(f.cost, 4) if f.cost is not None else None)
-             for (info, obj), f in zip(jobs, made, strict=True)]
+                         basis=f.basis.word, message=describe(f), costUsd=_cost(f),
+                         byFlavor=[FlavorForecast(flavor=flavor, start=g.start, waitSeconds=g.wait,
+                                                  flavors=list(g.flavors), basis=g.basis.word, message=describe(g),
+                                                  costUsd=_cost(g)) for flavor, g in held.items()])
+             for (info, obj), (f, held) in zip(jobs, made, strict=True)]
     return JSONResponse(ForecastResponse(items=items).model_dump())

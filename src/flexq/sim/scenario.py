@@ -45,9 +45,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from flexq.api.documents import Document, load_documents
 from flexq.api.object_errors import InvalidObject
@@ -59,123 +56,18 @@ from flexq.capacity.settings import CapacityConfig
 from flexq.durations import DurationError, parse_duration
 from flexq.sim.arrivals import ScenarioError, Submission, read_text
 from flexq.sim.generator import is_generator, load_generator
+from flexq.sim.scenario_schema import (
+    CapacitySection,
+    Outages,
+    ScenarioFile,
+    StrictModel,
+)
 from flexq.sim.submit import Check, Reader
 from flexq.sim.submit import delay as _delay
 from flexq.sim.submit import duration as _duration
 
 __all__ = ["CapacityConfig", "Check", "Scenario", "ScenarioError", "Submission", "load_capacity", "load_scenario",
            "parse_capacity"]
-
-Duration = StrictStr | StrictInt | float
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class _Poisson(_Model):
-    ratePerHour: Annotated[float, Field(gt=0)]
-    for_: Duration = Field(alias="for")
-
-
-class _Submit(_Model):
-    at: Duration = 0
-    file: StrictStr | None = None
-    object: dict[str, Any] | None = None
-    env: dict[StrictStr, StrictStr] | None = None
-    runFor: Duration | dict[StrictStr, Any] | None = None
-    count: Annotated[StrictInt, Field(ge=1)] = 1
-    every: Duration = 0
-    poisson: _Poisson | None = None
-    trace: StrictStr | None = None
-    generator: StrictStr | None = None
-
-
-class _Check(_Model):
-    at: Duration
-    workload: StrictStr
-    check: StrictStr
-    state: Literal["Ready", "Retry", "Rejected", "Pending"]
-    message: StrictStr | None = None
-
-
-class _Pool(_Model):
-    name: StrictStr
-    machineType: StrictStr
-    tpuTopology: StrictStr | None = None
-    minNodes: Annotated[StrictInt, Field(ge=0)] = 0
-    maxNodes: Annotated[StrictInt, Field(ge=0)] = 0
-    numNodes: Annotated[StrictInt, Field(ge=0)] = 0
-    autoscaling: bool = True
-    flexStart: bool = False
-    queuedProvisioning: bool = False
-    maxRunDuration: Duration | None = None
-    pricePerHour: Annotated[float, Field(ge=0)] | None = None
-
-
-class _Window(_Model):
-    from_: Duration = Field(alias="from")
-    to: Duration
-
-
-class _TracePoint(_Model):
-    at: Duration
-    available: Annotated[StrictInt, Field(ge=0)]
-
-
-class _DelayPoint(_Model):
-    at: Duration
-    delay: Duration | Literal["never"]
-
-
-class _Outages(_Model):
-    meanTimeBetween: Duration
-    meanDuration: Duration
-    seed: StrictInt | None = None
-    from_: Duration = Field(0, alias="from")
-    for_: Duration | None = Field(None, alias="for")
-
-
-class _Cloud(_Model):
-    available: StrictInt | Literal["unlimited"] = "unlimited"
-    stockouts: list[_Window] | None = None
-    outages: _Outages | None = None
-    trace: list[_TracePoint] | None = None
-    traceFile: StrictStr | None = None
-    bootTime: Duration | None = None
-    queuedDelay: Duration | Literal["never"] | dict[StrictStr, Any] = 0
-    queuedDelayTrace: list[_DelayPoint] | None = None
-    revokeAfter: Duration | None = None
-    hostFailures: list[Duration] | None = None
-
-
-class _Capacity(_Model):
-    pools: list[_Pool] | None = None
-    cloud: dict[StrictStr, _Cloud] | None = None
-    seed: StrictInt = 0
-    provisioningTimeout: Duration = "5m"
-    fallback: bool = True
-    fallbackCooldown: Duration = "30m"
-    scaleDownAfter: Duration = "10m"
-
-
-class _Spec(_Model):
-    capacity: _Capacity | None = None
-    env: dict[StrictStr, StrictStr] | None = None
-    include: list[StrictStr] | None = None
-    objects: list[dict[str, Any]] | None = None
-    submit: list[_Submit] | None = None
-    checks: list[_Check] | None = None
-    until: Duration | None = None
-    seed: StrictInt = 0
-
-
-class _Scenario(_Model):
-    apiVersion: Literal["flexq.dev/v1alpha1"]
-    kind: Literal["Scenario"]
-    metadata: dict[str, Any]
-    spec: _Spec
-
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
@@ -202,10 +94,10 @@ def load_scenario(path: Path) -> Scenario:
     if len(docs) != 1:
         raise ScenarioError(source, f"expected one Scenario document, found {len(docs)}")
     doc = docs[0]
-    errors = schema_errors(_Scenario, doc)
+    errors = schema_errors(ScenarioFile, doc)
     if errors:
         raise InvalidObject(source, 0, "Scenario", str((doc.obj.get("metadata") or {}).get("name", "")), errors)
-    spec = _Scenario.model_validate(doc.obj).spec
+    spec = ScenarioFile.model_validate(doc.obj).spec
     reading = Reader(source, doc, path.parent, dict(spec.env or {}), spec.seed)
     objects = reading.included(spec)
     submissions: list[Submission] = []
@@ -236,7 +128,7 @@ def _trace_file(path: Path, source: str) -> tuple[tuple[float, int], ...]:
     return tuple(points)
 
 
-def _outages(raw: _Outages, doc: Document, where: str, key: str, seed: int,
+def _outages(raw: Outages, doc: Document, where: str, key: str, seed: int,
              until: float | None) -> tuple[tuple[float, float], ...]:
     start = _duration(raw.from_, doc, f"{where}.from")
     if raw.for_ is not None:
@@ -254,7 +146,7 @@ def _outages(raw: _Outages, doc: Document, where: str, key: str, seed: int,
     return random_outages(between, duration, start, end, f"{raw.seed if raw.seed is not None else seed}:{key}")
 
 
-def _capacity(raw: _Capacity, doc: Document, base: str = "spec.capacity", until: float | None = None) \
+def _capacity(raw: CapacitySection, doc: Document, base: str = "spec.capacity", until: float | None = None) \
         -> CapacityConfig:
     pools = []
     for i, p in enumerate(raw.pools or []):
@@ -318,8 +210,8 @@ def parse_capacity(text: str, source: str) -> CapacityConfig:
     doc = Document({"capacity": docs[0].obj}, source, 0, docs[0].line,
                    {f"capacity.{k}" if k else "capacity": v for k, v in docs[0].lines.items()})
 
-    class _File(_Model):
-        capacity: _Capacity
+    class _File(StrictModel):
+        capacity: CapacitySection
 
     errors = schema_errors(_File, doc)
     if errors:

@@ -18,7 +18,7 @@ from flexq.sim.generator import load_generator_file
 from flexq.sim.traces import load_trace
 
 if TYPE_CHECKING:
-    from flexq.sim.scenario import _Spec, _Submit
+    from flexq.sim.scenario_schema import ScenarioSpec, SubmitEntry
 
 __all__ = ["Check", "Reader", "delay", "duration", "run_for"]
 
@@ -82,7 +82,7 @@ class Reader:
     env: dict[str, str]
     seed: int
 
-    def included(self, spec: _Spec) -> list[Document]:
+    def included(self, spec: ScenarioSpec) -> list[Document]:
         """The objects of ``spec.include`` files (with ``spec.env`` filled in), then of ``spec.objects``."""
         objects: list[Document] = []
         for i, name in enumerate(spec.include or []):
@@ -94,7 +94,7 @@ class Reader:
             objects.append(Document(obj, self.source, i, self.doc.line_of(f"spec.objects[{i}]") or 1, {}))
         return objects
 
-    def submissions(self, i: int, entry: _Submit, objects: list[Document]) -> list[Submission]:
+    def submissions(self, i: int, entry: SubmitEntry, objects: list[Document]) -> list[Submission]:
         """``spec.submit[i]``: its jobs at their arrival times; a generator's objects are added to ``objects``."""
         where = f"spec.submit[{i}]"
         start = duration(entry.at, self.doc, f"{where}.at")
@@ -114,7 +114,7 @@ class Reader:
             out.append(Submission(arrival, self._job(i, where, entry, values), runs_for(rng)))
         return out
 
-    def _external(self, where: str, entry: _Submit, kind: str, start: float,
+    def _external(self, where: str, entry: SubmitEntry, kind: str, start: float,
                   objects: list[Document]) -> list[Submission]:
         """A ``trace`` or ``generator`` entry: the file it names says what arrives when."""
         extra = sorted(entry.model_fields_set - {"at", kind, *(("env",) if kind == "trace" else ())})
@@ -129,7 +129,7 @@ class Reader:
         objects.extend(made)
         return list(generated)
 
-    def _arrivals(self, where: str, entry: _Submit, start: float, every: float, rng: random.Random) -> list[float]:
+    def _arrivals(self, where: str, entry: SubmitEntry, start: float, every: float, rng: random.Random) -> list[float]:
         """``count`` arrivals ``every`` apart from ``start``, or a Poisson process's (seeded by ``rng``)."""
         if entry.poisson is None:
             return [start + n * every for n in range(entry.count)]
@@ -142,7 +142,7 @@ class Reader:
                 return arrivals
             arrivals.append(round(t, 3))
 
-    def _job(self, i: int, where: str, entry: _Submit, values: dict[str, str]) -> Document:
+    def _job(self, i: int, where: str, entry: SubmitEntry, values: dict[str, str]) -> Document:
         """The job an arrival submits: ``file`` or ``object``, with ``values`` filled in."""
         if entry.file is not None:
             job_file = self.base / entry.file
@@ -154,7 +154,7 @@ class Reader:
         text = fill(json.dumps(entry.object), values, f"{self.source}:{self.doc.line_of(where)}")
         return Document(json.loads(text), self.source, i, self.doc.line_of(f"{where}.object") or 1, {})
 
-    def checks(self, spec: _Spec) -> tuple[Check, ...]:
+    def checks(self, spec: ScenarioSpec) -> tuple[Check, ...]:
         """``spec.checks``: admission check states to set at given times."""
         checks = tuple(
             Check(duration(c.at, self.doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "")

@@ -1,4 +1,5 @@
-"""The CLI's HTTP client: the Kubernetes API paths of the flexq server, and its errors for people."""
+"""The HTTP client of a flexq server, the CLI's and the exporter's: the Kubernetes API paths of the server, and
+its errors for people."""
 
 from __future__ import annotations
 
