@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from flexq.api.documents import load_documents
@@ -145,6 +147,40 @@ def test_a_rayjob_on_an_existing_cluster_is_valid() -> None:
     obj = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "j"},
            "spec": {"entrypoint": "python x.py", "clusterSelector": {"ray.io/cluster": "notebook"}, "backoffLimit": 0}}
     assert validate_object(obj).kind == "RayJob"
+
+
+def _groups(n: int) -> list[dict[str, Any]]:
+    pod = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray"}]}}
+    return [{"groupName": f"g{i}", "replicas": 1, "template": pod} for i in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["RayJob", "RayCluster"])
+def test_a_ray_cluster_has_at_most_eight_pod_sets(kind: str) -> None:
+    """Kueue's webhooks: the head and each worker group are a pod set of the Workload, which has at most 8."""
+    def obj(groups: int) -> dict[str, Any]:
+        cluster = {"headGroupSpec": {"template": _groups(1)[0]["template"]}, "workerGroupSpecs": _groups(groups)}
+        spec = {"entrypoint": "python x.py", "rayClusterSpec": cluster} if kind == "RayJob" else cluster
+        return {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r"}, "spec": spec}
+
+    assert validate_object(obj(7)).kind == kind
+    path = "spec.rayClusterSpec.workerGroupSpecs" if kind == "RayJob" else "spec.workerGroupSpecs"
+    for groups in (8, 10_000):
+        with pytest.raises(InvalidObject) as info:
+            validate_object(obj(groups))
+        assert [(e.path, e.message) for e in info.value.errors] == [
+            (path, f"Too many: {groups + 1}: must have at most 8 items")]
+
+
+def test_a_workload_has_at_most_eight_pod_sets() -> None:
+    podsets = [{"name": f"p{i}", "count": 1, "template": _groups(1)[0]["template"]} for i in range(9)]
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
+           "spec": {"queueName": "q", "podSets": podsets}}
+    with pytest.raises(InvalidObject) as info:
+        validate_object(obj)
+    assert [(e.path, e.message) for e in info.value.errors] == [
+        ("spec.podSets", "Too many: 9: must have at most 8 items")]
+    obj["spec"]["podSets"] = podsets[:8]
+    assert validate_object(obj).kind == "Workload"
 
 
 def test_unknown_fields_are_accepted() -> None:

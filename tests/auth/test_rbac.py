@@ -11,6 +11,7 @@ import pytest
 
 from flexq.auth import Attributes, Identity, Role, TokenBook, TokenError, authorize, forbidden_message
 from flexq.auth import request_attributes as attributes_of
+from flexq.auth.rbac import rules_in
 from flexq.auth.tokens import UnknownToken, read_token
 from flexq.server.listen import ListenError, plan_listeners
 
@@ -127,6 +128,25 @@ def test_developer_rules(key: tuple[str, str, str, str | None, str]) -> None:
     attrs = Attributes(verb, group, resource, sub, namespace, name)
     assert authorize(DEV, attrs) is DEVELOPER[key]
     assert authorize(ADMIN, attrs) is True
+
+
+@pytest.mark.parametrize("namespace", ["team-a", "team-b"])
+def test_the_rules_listed_are_the_rules_applied(namespace: str) -> None:
+    """What ``kubectl auth can-i --list -n NAMESPACE`` shows a developer is what they may do there, and no more."""
+    held = rules_in(DEV, namespace)
+    assert held is not None and rules_in(ADMIN, namespace) is None
+    rules, paths = held
+    for rule in rules:
+        for verb in rule.verbs:
+            for full in rule.resources:
+                resource, _, sub = full.partition("/")
+                assert authorize(DEV, Attributes(verb, rule.group, resource, sub, namespace, namespace)), (verb, full)
+    for key, allowed in DEVELOPER.items():
+        verb, group, full, scope, _ = key
+        if scope == namespace:
+            listed = any(verb in r.verbs and r.group == group and full in r.resources for r in rules)
+            assert listed is allowed, key
+    assert "/metrics" in paths and "/apis/*" in paths
 
 
 @pytest.mark.parametrize(("verb", "path", "allowed"), [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -74,9 +75,24 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     _developers_see_their_own_namespace_only(secured, as_alice)
     assert admin.get(f"{url}/flexq/v1/tokens", headers=as_alice).status_code == 403
 
+    # What a developer may do in a namespace (kubectl auth can-i --list): a review, found by discovery.
+    reviews = admin.get(f"{url}/apis/authorization.k8s.io/v1", headers=as_alice).json()["resources"]
+    assert "selfsubjectrulesreviews" in {r["name"] for r in reviews}
+    for namespace, jobs in (("team-a", True), ("default", False)):
+        answer = admin.post(f"{url}/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", headers=as_alice,
+                            json={"kind": "SelfSubjectRulesReview", "spec": {"namespace": namespace}})
+        assert answer.status_code == 201, answer.text
+        held = {(g, r) for rule in answer.json()["status"]["resourceRules"] for g in rule["apiGroups"]
+                for r in rule["resources"]}
+        assert (("ray.io", "rayjobs") in held) is jobs and ("kueue.x-k8s.io", "clusterqueues") in held
+    unnamed = admin.post(f"{url}/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", json={"spec": {}})
+    assert unnamed.status_code == 400 and unnamed.json()["message"].startswith("spec.namespace: Required value")
+
     if shutil.which("kubectl") is not None:
         config = tmp_path / "alice.kubeconfig"
         assert secured.cli("kubeconfig", "--write", str(config), token=alice).code == 0
+        admin_config = tmp_path / "admin.kubeconfig"
+        assert secured.cli("kubeconfig", "--write", str(admin_config)).code == 0
 
         def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=60, check=False,
@@ -89,6 +105,21 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
             got = kubectl("auth", "can-i", verb, resource, *(["-n", namespace] if namespace else []))
             assert got.stdout.strip() == want, (verb, resource, namespace, got.stdout, got.stderr)
             assert got.returncode == (0 if want == "yes" else 1)
+        # Their rules: the namespace's in team-a, the queues' and the cluster's everywhere; an administrator's: all.
+        rules = {ns: kubectl("auth", "can-i", "--list", "-n", ns) for ns in ("team-a", "default")}
+        assert all(r.returncode == 0 for r in rules.values()), [r.stderr for r in rules.values()]
+        verbs = {ns: dict(re.findall(r"^(\S+)\s+\[\]\s+\[\S*\]\s+\[(.*)\]$", r.stdout, re.M))
+                 for ns, r in rules.items()}
+        assert "create" in verbs["team-a"]["rayjobs.ray.io"] and "create" in verbs["team-a"]["configmaps"]
+        assert "rayjobs.ray.io" not in verbs["default"] and "configmaps" not in verbs["default"]
+        for listed in verbs.values():
+            queues = ("clusterqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
+            assert [listed[q] for q in queues] == ["get list watch"] * 2
+        assert re.search(r"^namespaces\s+\[\]\s+\[team-a\]\s+\[get list watch\]$", rules["team-a"].stdout, re.M)
+        everything = subprocess.run(["kubectl", "auth", "can-i", "--list", "-n", "team-a"], capture_output=True,
+                                    text=True, timeout=60, check=False, env={**secured.env(), "HOME": str(tmp_path),
+                                                                             "KUBECONFIG": str(admin_config)})
+        assert re.search(r"^\*\.\*\s+\[\]\s+\[\]\s+\[\*\]$", everything.stdout, re.M), everything.stderr
         whoami = kubectl("auth", "whoami")
         assert whoami.returncode == 0 and "alice" in whoami.stdout, whoami.stderr
         denied = kubectl("delete", "clusterqueue", "cluster-queue")
@@ -123,6 +154,21 @@ def _developers_see_their_own_namespace_only(server: Server, as_alice: dict[str,
                  "/ui/ray/default/other/api/jobs/"]:
         assert httpx.get(server.url + path, headers=as_alice).status_code == 403, path
     assert admin.get(f"{server.url}/flexq/v1/dashboard/jobs/default/{workload}").status_code == 200
+
+    # The overview's ProvisioningRequests in flight: the developer's namespace's only.
+    for namespace in ("default", "team-a"):
+        created = admin.post(f"{server.url}/apis/autoscaling.x-k8s.io/v1/namespaces/{namespace}/provisioningrequests",
+                             json={"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
+                                   "metadata": {"name": f"pr-{namespace}"},
+                                   "spec": {"provisioningClassName": "queued-provisioning.gke.io",
+                                            "podSets": [{"podTemplateRef": {"name": "t"}, "count": 1}]}})
+        assert created.status_code == 201, created.text
+
+    def shown(headers: dict[str, str] | None = None) -> set[str]:
+        view = admin.get(f"{server.url}/flexq/v1/dashboard/overview", headers=headers).json()
+        return {f"{p['namespace']}/{p['name']}" for p in view["provisioning"]}
+    assert shown() == {"default/pr-default", "team-a/pr-team-a"}
+    assert shown(as_alice) == {"team-a/pr-team-a"}
 
 
 def test_anonymous_mode_only_when_asked_and_on_loopback_only(tmp_path: Path) -> None:

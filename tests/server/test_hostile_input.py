@@ -63,3 +63,25 @@ def test_a_watch_with_a_malformed_parameter_gets_400(server: Server, query: str,
     answer = admin.get(f"{server.url}{CONFIGMAPS}?watch=true&{query}")
     assert answer.status_code == 400, answer.text
     assert answer.json()["message"].startswith(f"{field}: Invalid value")
+
+
+def test_more_pod_sets_than_a_workload_holds_get_422_naming_the_field(server: Server) -> None:
+    """A RayJob's head and worker groups are its Workload's pod sets, of which Kueue allows 8."""
+    pod = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray"}]}}
+    groups = [{"groupName": f"g{i}", "replicas": 1, "template": pod} for i in range(10_000)]
+    job = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+           "metadata": {"name": "wide", "labels": {"kueue.x-k8s.io/queue-name": "user-queue"}},
+           "spec": {"entrypoint": "python x.py",
+                    "rayClusterSpec": {"headGroupSpec": {"template": pod}, "workerGroupSpecs": groups}}}
+    rayjobs = server.url + "/apis/ray.io/v1/namespaces/default/rayjobs"
+    answer = admin.post(rayjobs, json=job)
+    assert answer.status_code == 422 and answer.json()["reason"] == "Invalid", answer.text[:500]
+    assert answer.json()["message"] == ('RayJob.ray.io "wide" is invalid: spec.rayClusterSpec.workerGroupSpecs: '
+                                        "Too many: 10001: must have at most 8 items")
+    assert admin.get(rayjobs + "/wide").status_code == 404
+    workload = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "wide"},
+                "spec": {"queueName": "user-queue",
+                         "podSets": [{"name": f"p{i}", "count": 1, "template": pod} for i in range(9)]}}
+    answer = admin.post(server.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads", json=workload)
+    assert answer.status_code == 422, answer.text
+    assert "spec.podSets: Too many: 9: must have at most 8 items" in answer.json()["message"]

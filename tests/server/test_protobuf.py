@@ -35,3 +35,11 @@ def test_delete_options_and_refusals() -> None:
         decode_object(b"{}")
     with pytest.raises(ProtobufError, match="truncated"):
         decode_object(MAGIC + b"\x0a\x7f")
+
+
+def test_rules_review() -> None:
+    """``kubectl auth can-i --list``'s body: the namespace whose rules to list."""
+    raw = _field(1, b"") + _field(2, _field(1, b"team-a"))
+    assert decode_object(_envelope("authorization.k8s.io/v1", "SelfSubjectRulesReview", raw)) == {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "metadata": {},
+        "spec": {"namespace": "team-a"}}

@@ -301,8 +301,16 @@ def _names_unique(items: list[dict[str, Any]], key: str, path: str) -> list[Fiel
     return errors
 
 
+MAX_POD_SETS: Final = 8
+"""The most pod sets a Workload has (its CRD's ``podSets`` maxItems): a Ray cluster's are its head and each worker
+group."""
+
+
 def _worker_groups(spec: dict[str, Any], path: str) -> list[FieldError]:
     groups = spec.get("workerGroupSpecs") or []
+    if len(groups) + 1 > MAX_POD_SETS:  # Kueue's RayJob and RayCluster webhooks; the groups' own errors can wait
+        return [FieldError(f"{path}.workerGroupSpecs",
+                           f"Too many: {len(groups) + 1}: must have at most {MAX_POD_SETS} items")]
     errors = _names_unique(groups, "groupName", f"{path}.workerGroupSpecs")
     for i, group in enumerate(groups):
         gpath = f"{path}.workerGroupSpecs[{i}]"

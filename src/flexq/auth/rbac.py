@@ -14,7 +14,7 @@ from typing import Final
 
 from flexq.auth.identity import Identity, Role
 
-__all__ = ["Attributes", "Rule", "authorize", "forbidden_message"]
+__all__ = ["Attributes", "Rule", "authorize", "forbidden_message", "rules_in"]
 
 READ: Final = frozenset({"get", "list", "watch"})
 WRITE: Final = READ | {"create", "update", "patch", "delete", "deletecollection"}
@@ -99,6 +99,16 @@ def authorize(who: Identity, attrs: Attributes) -> bool:
         attrs.namespace == who.namespace
         or (attrs.group == "" and attrs.resource == "namespaces" and attrs.name == who.namespace))
     return own and any(rule.allows(attrs) for rule in DEVELOPER_IN_NAMESPACE)
+
+
+def rules_in(who: Identity, namespace: str) -> tuple[tuple[Rule, ...], tuple[str, ...]] | None:
+    """The rules ``who`` holds in ``namespace`` (those of the cluster scope included) and the plain paths they may
+    read (``/x/*``: every path under ``/x``), as ``kubectl auth can-i --list`` shows them; None for an
+    administrator, who may do everything."""
+    if who.role is Role.ADMIN:
+        return None
+    rules = DEVELOPER_EVERYWHERE + (DEVELOPER_IN_NAMESPACE if namespace == who.namespace else ())
+    return rules, tuple(path for prefix in _READ_PATH_PREFIXES for path in (prefix, prefix + "/*"))
 
 
 def forbidden_message(who: Identity, attrs: Attributes) -> str:

@@ -5,7 +5,8 @@ is not Kueue's and is left alone. A RayJob, RayCluster or Job labelled ``kueue.x
 created with ``spec.suspend: true`` and stays so until its workload is admitted. A job without the label goes
 to its namespace's LocalQueue named ``default`` when there is one (the label is added), and is refused
 otherwise. A RayJob on an existing RayCluster (``spec.clusterSelector``) is not Kueue's either, as Kueue skips
-it: it runs at once on that cluster, whose own workload holds the quota.
+it: it runs at once on that cluster, whose own workload holds the quota. The queue label of a job that is not
+suspended (admitted: the queue started it) cannot change, as in Kueue; while it waits, it can.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
         return
     meta = obj["metadata"]
     labels = meta.setdefault("labels", {})
+    if old is not None and not old.get("spec", {}).get("suspend", True):
+        _queue_kept(info, obj, old)
     if QUEUE_LABEL not in labels:
         namespace = meta.get("namespace") or "default"
         try:
@@ -46,3 +49,11 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
     else:
         # The queue decides when the job runs: keep the suspension the controller set.
         obj["spec"]["suspend"] = old.get("spec", {}).get("suspend", True)
+
+
+def _queue_kept(info: KindInfo, obj: dict[str, Any], old: dict[str, Any]) -> None:
+    """Kueue's rule for a job that is not suspended (admitted, running): its queue is fixed."""
+    queue = obj["metadata"]["labels"].get(QUEUE_LABEL, "")
+    if queue != (old["metadata"].get("labels") or {}).get(QUEUE_LABEL, ""):
+        raise InvalidObject("request", 0, info.kind, obj["metadata"].get("name", ""), [FieldError(
+            f"metadata.labels[{QUEUE_LABEL}]", f'Invalid value: "{queue}": field is immutable')])

@@ -1,4 +1,5 @@
-"""``kubectl auth can-i`` and ``kubectl auth whoami``: SelfSubjectAccessReview and SelfSubjectReview."""
+"""``kubectl auth can-i``, ``kubectl auth can-i --list`` and ``kubectl auth whoami``: SelfSubjectAccessReview,
+SelfSubjectRulesReview and SelfSubjectReview."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from flexq.api.documents import Document
 from flexq.api.kinds import UnknownKind, by_gvk
 from flexq.auth import Attributes, Identity, authorize, forbidden_message
+from flexq.auth.rbac import rules_in
 from flexq.objects.service import BadRequest
 
 __all__ = ["refusal", "review"]
@@ -43,12 +45,37 @@ def _access(who: Identity, body: dict[str, Any]) -> dict[str, Any]:
             "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
 
+def _rules(who: Identity, body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        raise BadRequest("spec: Required value")
+    namespace = spec.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        raise BadRequest("spec.namespace: Required value: no namespace on request")
+    held = rules_in(who, namespace)
+    if held is None:
+        resource_rules = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+        plain_rules = [{"verbs": ["*"], "nonResourceURLs": ["*"]}]
+    else:
+        rules, paths = held
+        # A developer reads one Namespace object: their own.
+        resource_rules = [{"verbs": sorted(r.verbs), "apiGroups": [r.group], "resources": sorted(r.resources),
+                           **({"resourceNames": [namespace]} if r.resources == {"namespaces"} else {})}
+                          for r in rules]
+        plain_rules = [{"verbs": ["get"], "nonResourceURLs": list(paths)}]
+    return {"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None}, "spec": spec,
+            "status": {"resourceRules": resource_rules, "nonResourceRules": plain_rules, "incomplete": False}}
+
+
 def review(who: Identity, group: str, version: str, plural: str, body: Any) -> dict[str, Any]:
     """The answered review object for a POST to ``/apis/<group>/<version>/<plural>``."""
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     if plural == "selfsubjectaccessreviews":
         return _access(who, body)
+    if plural == "selfsubjectrulesreviews":
+        return _rules(who, body)
     return {"kind": "SelfSubjectReview", "apiVersion": f"{group}/{version}", "metadata": {"creationTimestamp": None},
             "status": {"userInfo": {"username": who.user, "groups": who.groups,
                                     **({"extra": {"namespace": [who.namespace]}} if who.namespace else {})}}}

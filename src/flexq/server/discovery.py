@@ -27,10 +27,12 @@ def version_info() -> dict[str, str]:
 
 
 REVIEW_RESOURCES: Final = {
-    "authorization.k8s.io": {"selfsubjectaccessreviews": "SelfSubjectAccessReview"},
+    "authorization.k8s.io": {"selfsubjectaccessreviews": "SelfSubjectAccessReview",
+                             "selfsubjectrulesreviews": "SelfSubjectRulesReview"},
     "authentication.k8s.io": {"selfsubjectreviews": "SelfSubjectReview"},
 }
-"""The review resources (``kubectl auth can-i``, ``kubectl auth whoami``): v1, create only, nothing stored."""
+"""The review resources (``kubectl auth can-i``, ``kubectl auth can-i --list``, ``kubectl auth whoami``): v1,
+create only, nothing stored."""
 
 
 @functools.cache

@@ -164,10 +164,16 @@ def _access_review(f: dict[int, list[int | bytes]]) -> dict[str, Any]:
     return {"spec": spec}
 
 
+def _rules_review(f: dict[int, list[int | bytes]]) -> dict[str, Any]:
+    """``kubectl auth can-i --list``'s SelfSubjectRulesReview: spec.namespace."""
+    return {"spec": _strings(f[2][-1], ("namespace",)) if 2 in f else {}}
+
+
 _DECODERS: Final[dict[tuple[str, str], Callable[[dict[int, list[int | bytes]]], dict[str, Any]]]] = {
     ("v1", "ConfigMap"): _config_map,
     ("v1", "Namespace"): _namespace,
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_review,
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review,
     ("authentication.k8s.io/v1", "SelfSubjectReview"): lambda _f: {},
 }
 

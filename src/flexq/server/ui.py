@@ -23,7 +23,7 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 
-from flexq.auth import Role
+from flexq.auth import Attributes, Role, authorize
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
@@ -142,9 +142,11 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
                  observe: Callable[[], tuple[Tally, Sample]] | None) -> None:
     """The JSON behind the overview, the jobs table and a job's page."""
     @router.get("/flexq/v1/dashboard/overview", response_model=Overview, tags=["dashboard"])
-    def overview() -> Overview:
+    def overview(request: Request) -> Overview:
         """ClusterQueues (and cohorts) with quota and usage per flavor and resource, node pools with their nodes
-        and cost, and ProvisioningRequests in flight with their ETA (``flexq top``'s figures)."""
+        and cost, and ProvisioningRequests in flight with their ETA (``flexq top``'s figures). A developer sees the
+        ProvisioningRequests of their namespace only."""
+        who = caller(request.state)
         rv = store.current_rv()
         rows = ui_data.queues(store.list_objects("kueue.x-k8s.io", "clusterqueues")[0])
         sample = observe()[1] if observe is not None else None
@@ -157,7 +159,9 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
                         pools=ui_data.pools(store.list_objects("flexq.dev", "nodepools")[0],
                                             store.list_objects("", "nodes")[0], sample),
                         provisioning=ui_data.provisioning(
-                            store.list_objects("autoscaling.x-k8s.io", "provisioningrequests")[0]))
+                            p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests")[0]
+                            if authorize(who, Attributes("list", "autoscaling.x-k8s.io", "provisioningrequests",
+                                                         namespace=p["metadata"].get("namespace")))))
 
     @router.get("/flexq/v1/dashboard/jobs", response_model=JobPage, tags=["dashboard"])
     def jobs(request: Request,
