@@ -21,6 +21,10 @@ KEYS = st.one_of(st.text(max_size=12), st.sampled_from([
     "entrypoint", "nodeSelector", "tolerations", "data", "value", "concurrentAdmissionPolicy", "migration",
     "provisioningClassName", "retryStrategy", "suspend", "conditions", "generateName", "resourceVersion"]))
 
+WILD_NUMBERS = st.sampled_from(["9223372036854775808", "-9223372036854775809", "18446744073709551616", "1e400",
+                                "-1.5e999", "NaN", "Infinity", "-Infinity"])
+"""JSON numbers no 64 bits hold (the API server refuses each): integers beyond int64, floats beyond float64."""
+
 JSON: st.SearchStrategy[Any] = st.recursive(
     SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)),
     max_leaves=25)

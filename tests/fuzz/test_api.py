@@ -19,10 +19,11 @@ from flexq.auth import Role, TokenBook
 from flexq.capacity.gke_pools import node_pool_webhook
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
+from flexq.server import k8s
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
 from flexq.store import Store
-from tests.fuzz.strategies import JSON, KEYS, manifests
+from tests.fuzz.strategies import JSON, KEYS, WILD_NUMBERS, manifests
 
 SEGMENTS = st.sampled_from(["default", "team-a", "x", "cq", "status", "log", "portforward", "finalize", "scale",
                             "", "..", "%2F", "a" * 70, "Bad_Name", "ümlaut"])
@@ -63,7 +64,7 @@ CONTENT_TYPES = st.sampled_from(["application/json", "application/merge-patch+js
 
 @st.composite
 def bodies(draw: st.DrawFn) -> bytes:
-    kind = draw(st.integers(0, 4))
+    kind = draw(st.integers(0, 6))
     if kind == 0:
         return json.dumps(draw(manifests())).encode()
     if kind == 1:
@@ -73,6 +74,10 @@ def bodies(draw: st.DrawFn) -> bytes:
                            "fieldValidation": draw(st.sampled_from(["Strict", "Warn", "Ignore", "x"]))}).encode()
     if kind == 3:
         return draw(st.binary(max_size=64))
+    if kind == 4:  # a manifest with a key repeated, or a number no 64 bits hold
+        text = json.dumps(draw(manifests()))
+        return (text[:-1] + ', "kind": "x"}' if draw(st.booleans()) else
+                text[:-1] + f', "spec": {{"n": {draw(WILD_NUMBERS)}}}}}').encode()
     return b"k8s\x00" + draw(st.binary(max_size=64))
 
 
@@ -80,7 +85,8 @@ QUERIES = st.dictionaries(st.sampled_from(["fieldValidation", "dryRun", "labelSe
                                            "resourceVersion", "limit", "continue", "includeObject", "propagationPolicy",
                                            "timeoutSeconds"]),
                           st.one_of(st.sampled_from(["Strict", "Warn", "Ignore", "All", "a=b", "a in (b)", "!a",
-                                                     "metadata.name=x", "0", "-1", "x"]), st.text(max_size=10)),
+                                                     "metadata.name=x", "spec.bogus=x", "involvedObject.name=x",
+                                                     "status.phase!=x", "0", "-1", "x"]), st.text(max_size=10)),
                           max_size=3)
 
 SEEN: Counter[tuple[int, str]] = Counter()
@@ -100,7 +106,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
     app = create_app(ObjectService(store, hooks=[job_webhook, node_pool_webhook]),
                      auth=Authenticator(book, anonymous=False))
     try:
-        with TestClient(app) as test_client:
+        # A resourceVersion the store has not reached is waited for (a digit string drawn as one): briefly here.
+        with pytest.MonkeyPatch.context() as patch, TestClient(app) as test_client:
+            patch.setattr(k8s, "FRESH_WAIT", 0.01)
             yield test_client, tokens
     finally:
         store.close()

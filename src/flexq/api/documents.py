@@ -7,7 +7,9 @@ JSON), and a key repeated in one mapping is an error, as in kubectl's YAML reade
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -15,7 +17,8 @@ import yaml
 
 from flexq.api.object_errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "format_path", "load_documents", "load_yaml", "text_only"]
+__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "duplicate_keys", "format_path", "load_documents",
+           "load_yaml", "numbers_only", "text_only"]
 
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024
 """The largest manifest flexq reads at once (the API server's own request limit is 3 MiB an object)."""
@@ -126,9 +129,10 @@ def _loader(kind: type[yaml.SafeLoader], text: str, source: str) -> yaml.SafeLoa
         raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
 
 
-def load_yaml(text: str, source: str) -> Any:
+def load_yaml(text: str, source: str, duplicates: list[str] | None = None) -> Any:
     """One YAML (or JSON) document, as ``yaml.safe_load`` reads it, with aliasing bounded (:data:`ALIAS_ALLOWANCE`);
-    :class:`InputError` for what cannot be read."""
+    :class:`InputError` for what cannot be read. The keys a mapping repeats (the last is kept) are added to
+    ``duplicates`` where it is given, as the API server words them."""
     loader = _loader(yaml.SafeLoader, text, source)
     try:
         node = loader.get_single_node()
@@ -136,11 +140,62 @@ def load_yaml(text: str, source: str) -> Any:
             return None
         if "*" in text:
             _check_aliases(node, source)
+        if duplicates is not None:
+            duplicates.extend(duplicate_keys(node))
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
     finally:
         loader.dispose()
+
+
+def duplicate_keys(node: yaml.Node) -> list[str]:
+    """The keys repeated in a mapping under ``node``: ``line 3: key "name" already set in map``."""
+    found: list[tuple[int, str]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, yaml.MappingNode):
+            seen: set[str] = set()
+            for key_node, value_node in item.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in seen:
+                        found.append((key_node.start_mark.line + 1, key_node.value))
+                    seen.add(key_node.value)
+                stack.append(value_node)
+        elif isinstance(item, yaml.SequenceNode):
+            stack.extend(item.value)
+    return [f'line {line}: key "{key}" already set in map' for line, key in sorted(found)]
+
+
+_INT64: Final = (-(1 << 63), (1 << 63) - 1)
+
+
+def numbers_only(value: Any, source: str, line_of: Callable[[str], int | None] | None = None) -> None:
+    """Refuse (:class:`InputError`, naming the field and, with ``line_of``, its line) a number the API server cannot
+    hold: an integer beyond 64 bits, or a float that is not finite (``1e400``, NaN, Infinity, YAML's ``.inf``), which
+    Go's JSON reader refuses and JSON cannot write."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, (*path, str(k))) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(item))
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, int) and not _INT64[0] <= item <= _INT64[1]:
+            _refuse_number(source, path, f"the number {item} is out of range: integers are 64-bit "
+                           f"({_INT64[0]} to {_INT64[1]})", line_of)
+        elif isinstance(item, float) and not math.isfinite(item):
+            what = "not a number (NaN)" if math.isnan(item) else "a number too large for a 64-bit float (infinite)"
+            _refuse_number(source, path, f"{what}: numbers are finite 64-bit floats", line_of)
+
+
+def _refuse_number(source: str, path: tuple[str | int, ...], message: str,
+                   line_of: Callable[[str], int | None] | None) -> None:
+    where = format_path(path)
+    raise InputError(source, f"{where or 'the value'}: {message}", line_of(where) if line_of else None)
 
 
 def text_only(value: Any, source: str, line: int = 1) -> Any:
@@ -186,7 +241,10 @@ def load_documents(text: str, source: str) -> list[Document]:
                     f"got {type(data).__name__}",
                     node.start_mark.line + 1,
                 )
-            docs.extend(_expand(data, source, len(docs), node.start_mark.line + 1, lines))
+            read = _expand(data, source, len(docs), node.start_mark.line + 1, lines)
+            for doc in read:
+                numbers_only(doc.obj, source, doc.line_of)
+            docs.extend(read)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

@@ -134,29 +134,34 @@ def prune(obj: dict[str, Any], paths: list[str], model: type[BaseModel]) -> dict
 
 
 class UnknownFields(ApiError):
-    """Fields the schema does not declare, under ``fieldValidation=Strict``: the API server's 400."""
+    """Fields the schema does not declare, or keys the body repeats, under ``fieldValidation=Strict``: the API
+    server's 400."""
 
-    def __init__(self, kind: str, version: str, paths: list[str]) -> None:
+    def __init__(self, kind: str, version: str, paths: list[str], duplicates: list[str] | None = None) -> None:
         self.paths = paths
-        listed = ", ".join(f'unknown field "{p}"' for p in paths)
+        listed = ", ".join([*(duplicates or []), *(f'unknown field "{p}"' for p in paths)])
         super().__init__(f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: '
                          f"{listed}")
 
 
 @dataclass(slots=True)
 class FieldCheck:
-    """One request's field validation: its mode, and the warnings it gave (for ``Warning`` headers)."""
+    """One request's field validation: its mode, the keys its body repeats (``duplicate field "name"``, as the
+    request's reader found them), and the warnings it gave (for ``Warning`` headers)."""
 
     mode: FieldValidation
     warnings: list[str] = dataclass_field(default_factory=list)
+    duplicates: list[str] = dataclass_field(default_factory=list)
 
     def check(self, model: type[BaseModel], obj: dict[str, Any], kind: str, version: str) -> dict[str, Any]:
-        """``obj`` without undeclared fields; :class:`UnknownFields` under Strict."""
+        """``obj`` without undeclared fields; :class:`UnknownFields` under Strict (for repeated keys too)."""
         paths = unknown_fields(model, obj)
-        if not paths:
+        duplicates, self.duplicates = self.duplicates, []  # told once, by the first check
+        if not paths and not duplicates:
             return obj
         if self.mode is FieldValidation.STRICT:
-            raise UnknownFields(kind, version, paths)
+            raise UnknownFields(kind, version, paths, duplicates)
         if self.mode is FieldValidation.WARN:
+            self.warnings.extend(duplicates)
             self.warnings.extend(f'unknown field "{p}"' for p in paths)
         return prune(obj, paths, model)

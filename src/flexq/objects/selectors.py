@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
 from flexq.errors import FlexqError
 
-__all__ = ["SelectorError", "field_selector", "label_selector", "match_label_selector_object"]
+__all__ = ["SelectorError", "field_labels", "field_selector", "label_selector", "match_label_selector_object"]
 
 Predicate = Callable[[dict[str, Any]], bool]
 
@@ -78,17 +78,43 @@ def label_selector(text: str | None) -> Predicate:
     return predicate
 
 
+_EVERY_KIND: Final = frozenset({"metadata.name", "metadata.namespace"})
+_FIELD_LABELS: Final[dict[tuple[str, str], frozenset[str]]] = {
+    ("", "pods"): frozenset({"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                             "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}),
+    ("", "events"): frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
+    ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("", "services"): frozenset({"spec.clusterIP", "spec.type"}),
+    ("batch", "jobs"): frozenset({"status.successful"}),
+}
+"""The field labels a kind may be selected by beyond the name and namespace, as the API server has them (a custom
+resource, such as Kueue's and KubeRay's, has none)."""
+_FIELD_PATHS: Final = {"source": "source.component"}
+"""Field labels that name another field of the object (an event's ``source`` is its source's component)."""
+
+
+def field_labels(group: str, plural: str) -> frozenset[str]:
+    """The field labels the resource ``plural`` of ``group`` may be selected by."""
+    return _EVERY_KIND | _FIELD_LABELS.get((group, plural), frozenset())
+
+
 def _field(obj: dict[str, Any], path: str) -> str:
     node: Any = obj
-    for part in path.split("."):
+    for part in _FIELD_PATHS.get(path, path).split("."):
         if not isinstance(node, dict):
             return ""
         node = node.get(part)
+    if isinstance(node, bool):
+        return "true" if node else "false"
     return "" if node is None else str(node)
 
 
-def field_selector(text: str | None) -> Predicate:
-    """``metadata.name=x,involvedObject.uid=y,status.phase!=z``: equality on dotted fields."""
+def field_selector(text: str | None, supported: Collection[str] | None = None) -> Predicate:
+    """``metadata.name=x,involvedObject.uid=y,status.phase!=z``: equality on dotted fields; :class:`SelectorError`
+    for one that is not among ``supported`` (where given: :func:`field_labels`), as the API server's 400."""
     if not text:
         return lambda _obj: True
     tests: list[tuple[str, str, bool]] = []
@@ -96,6 +122,8 @@ def field_selector(text: str | None) -> Predicate:
         m = _EQ.match(part)
         if m is None:
             raise SelectorError(f"invalid field selector: {part.strip()!r}")
+        if supported is not None and m.group(1) not in supported:
+            raise SelectorError(f"field label not supported: {m.group(1)}")
         tests.append((m.group(1), m.group(3), m.group(2) == "!="))
     return lambda obj: all((_field(obj, path) == value) != negate for path, value, negate in tests)
 

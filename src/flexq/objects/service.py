@@ -25,7 +25,7 @@ from flexq.api.versions import convert
 from flexq.errors import FlexqError
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_active import reconcile_all, reconcile_one
-from flexq.objects.selectors import field_selector, label_selector
+from flexq.objects.selectors import field_labels, field_selector, label_selector
 from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
@@ -161,7 +161,8 @@ class ObjectService:
         labels: str | None = None, fields: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
         items, rv = self.store.list_objects(info.group, info.plural, namespace if info.namespaced else None)
-        match_labels, match_fields = label_selector(labels), field_selector(fields)
+        match_labels = label_selector(labels)
+        match_fields = field_selector(fields, field_labels(info.group, info.plural))
         return [self._to(info, o, version) for o in items if match_labels(o) and match_fields(o)], rv
 
     # --- writes ------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import refusal
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
+from flexq.server.bodylimit import BodyLimit
 from flexq.server.discovery import version_info
 from flexq.server.gke import gke_router
 from flexq.server.guard import RequestGuard
@@ -89,6 +90,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     if auth is not None:
         app.include_router(tokens_router(auth.book))
         lane = AuthMiddleware(lane, auth)  # outside the lane: every request it serves was authorized first
+    lane = BodyLimit(lane)  # a body over its limit is refused before authentication reads anything
     if names is not None:
         lane = RequestGuard(lane, names)  # outermost: what a web page sends is refused before anything reads it
     app.front = lane

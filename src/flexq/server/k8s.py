@@ -6,6 +6,9 @@ so that the real kubectl works against flexq unchanged.
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,18 +18,19 @@ import orjson
 from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from flexq.api.documents import MAX_INPUT_BYTES, load_yaml, text_only
+from flexq.api.documents import load_yaml, numbers_only, text_only
 from flexq.api.fields import FieldCheck, parse_field_validation
 from flexq.api.kinds import KindInfo, by_resource
 from flexq.api.object_errors import InputError
 from flexq.auth.requests import resource_path
-from flexq.objects.selectors import field_selector, label_selector
+from flexq.objects.selectors import field_labels, field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import review
 from flexq.server.authn import caller
+from flexq.server.bodylimit import MAX_REQUEST_BYTES, too_large
 from flexq.server.discovery import REVIEW_RESOURCES, api_group_list, api_versions, group_versions, resource_list
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
@@ -150,18 +154,18 @@ class KubeApi:
         if method == "GET":
             if t.name is None:
                 if q.get("watch") in ("1", "true", "True"):
-                    return self._watch(request, t)
-                return self._list(request, t)
+                    return await self._watch(request, t)
+                return await self._list(request, t)
             obj = self.service.get(t.info, t.namespace, t.name, t.version)
             return self._respond(request, t, obj)
         if method == "POST" and t.name is None:
-            body = _object(await _body(request))
+            body = _object(await _body(request, fields=fields))
             # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
             obj = await off_loop(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
                                  fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
-            body = _object(await _body(request))
+            body = _object(await _body(request, fields=fields))
             obj = await off_loop(self.service.replace, t.info, t.namespace, t.name, body, t.version,
                                  subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
@@ -251,7 +255,7 @@ class KubeApi:
 
     async def _server_side_apply(self, request: Request, t: Target, fields: FieldCheck) -> Response:
         assert t.name is not None
-        body = _object(await _body(request))
+        body = _object(await _body(request, fields=fields))
         try:
             self.service.get(t.info, t.namespace, t.name, t.version)
         except Exception:
@@ -271,27 +275,30 @@ class KubeApi:
                 "includeObject", "Metadata")), status_code=code)
         return _Json(obj, status_code=code)
 
-    def _list(self, request: Request, t: Target) -> Response:
+    async def _list(self, request: Request, t: Target) -> Response:
         q = request.query_params
+        too_new = await self._too_new(_resource_version(q.get("resourceVersion")))
+        if too_new is not None:
+            return too_new
         items, rv = self.service.list_objects(t.info, t.namespace, t.version,
                                       labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
         if _wants_table(request):
             return JSONResponse(table(t.info, items, str(rv), include_object=q.get("includeObject", "Metadata")))
         return _Json(_list_body(t, items, str(rv)))
 
-    def _watch(self, request: Request, t: Target) -> Response:
+    async def _watch(self, request: Request, t: Target) -> Response:
         q = request.query_params
         match_labels = label_selector(q.get("labelSelector"))
-        match_fields = field_selector(q.get("fieldSelector"))
+        match_fields = field_selector(q.get("fieldSelector"), field_labels(t.info.group, t.info.plural))
         as_table = _wants_table(request)
-        start = q.get("resourceVersion") or ""
-        if not start.isdigit() and start != "":
-            raise BadRequest(f'resourceVersion: Invalid value: "{start}": must be a resourceVersion this server gave '
-                             "(a whole number)")
+        start = _resource_version(q.get("resourceVersion"))
         raw_timeout = q.get("timeoutSeconds") or "1800"
         if not raw_timeout.isdigit():
             raise BadRequest(f'timeoutSeconds: Invalid value: "{raw_timeout}": must be a whole number of seconds')
         timeout = float(raw_timeout)
+        too_new = await self._too_new(start)
+        if too_new is not None:
+            return too_new
 
         def selected(obj: dict[str, Any]) -> bool:
             return match_labels(obj) and match_fields(obj)
@@ -300,6 +307,38 @@ class KubeApi:
         stream = watch_stream(request, self.service, self.hub, t.info, t.version, t.namespace,
                               selected if selective else None, as_table, start, timeout)
         return StreamingResponse(stream, media_type="application/json")
+
+    async def _too_new(self, start: str) -> Response | None:
+        """The API server's 504 for a resourceVersion the store has not reached :data:`FRESH_WAIT` seconds after it
+        was asked for (None: it has, or none was asked for)."""
+        if not start:
+            return None
+        wanted = int(start)
+        deadline = time.monotonic() + FRESH_WAIT
+        while (current := self.service.store.current_rv()) < wanted:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                body = status_body(504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}",
+                                   {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                "message": "Too large resource version"}], "retryAfterSeconds": 1})
+                return JSONResponse(body, 504, headers={"Retry-After": "1"})
+            await self.hub.wait(min(left, 0.5))
+        return None
+
+
+FRESH_WAIT: Final = 3.0
+"""Seconds a list or watch from a resourceVersion newer than the store's waits for the store to reach it (the API
+server's watch cache waits as long), before its 504."""
+
+
+def _resource_version(value: str | None) -> str:
+    """A list's or watch's ``resourceVersion`` ("" where none is given); :class:`BadRequest` for one that is not a
+    whole number."""
+    start = value or ""
+    if not start.isdigit() and start != "":
+        raise BadRequest(f'resourceVersion: Invalid value: "{start}": must be a resourceVersion this server gave '
+                         "(a whole number)")
+    return start
 
 
 def _pod_kind() -> KindInfo:
@@ -354,7 +393,8 @@ def _not_found(message: str) -> JSONResponse:
     return JSONResponse(status_body(404, "NotFound", message), status_code=404)
 
 
-async def _body(request: Request, *, optional: bool = False) -> Any:
+async def _body(request: Request, *, optional: bool = False, fields: FieldCheck | None = None) -> Any:
+    """The request's body, read as its content type says; the keys it repeats go to ``fields.duplicates``."""
     raw = await request.body()
     if "protobuf" in request.headers.get("content-type", ""):
         try:
@@ -365,18 +405,24 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
             raise BadRequest(f"the body of the request could not be read as protobuf: {exc}; "
                              "accepted media types include: application/json, application/yaml",
                              415, "UnsupportedMediaType") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise BadRequest(f"the request body is {len(raw):,} bytes, over the limit of {MAX_INPUT_BYTES:,}",
-                         413, "RequestEntityTooLarge")
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise BadRequest(too_large(MAX_REQUEST_BYTES), 413, "RequestEntityTooLarge")
     if not raw.strip():
         if optional:
             return None
         raise BadRequest("the request has no body")
+    duplicates = fields.duplicates if fields is not None else None
     try:
         if "yaml" in request.headers.get("content-type", ""):
-            body = load_yaml(raw.decode("utf-8", errors="replace"), "the request body")
+            body = load_yaml(raw.decode("utf-8", errors="replace"), "the request body", duplicates)
+            numbers_only(body, "the request body")
         else:
             body = loads(raw)  # orjson; the standard library reads (or words the error for) what it refuses
+            if _WILD_NUMBER.search(raw):  # a long run of digits, a large exponent, NaN or Infinity: read exactly
+                body = json.loads(raw)  # (orjson reads an integer beyond 64 bits as a float)
+                numbers_only(body, "the request body")
+            if duplicates is not None:
+                duplicates.extend(_duplicate_fields(raw, body))
         if b"\\u" in raw and b"\\ud" in raw.lower():  # an escaped surrogate: a pair, or a lone one (not text)
             body = text_only(body, "the request body")
     except InputError as exc:
@@ -392,6 +438,40 @@ async def _body(request: Request, *, optional: bool = False) -> Any:
     if depth > MAX_NESTING:
         raise BadRequest(f"the request body nests deeper than {MAX_NESTING} levels")
     return body
+
+
+_WILD_NUMBER: Final = re.compile(rb"\d{19}|[eE][+-]?\d{3}|NaN|Infinity")
+"""What a JSON number the API server cannot hold (beyond 64 bits, not finite) is written with, at least."""
+_KEY: Final = re.compile(rb'"\s*:')
+"""What ends every key of a JSON object (and, rarely, text within a string)."""
+
+
+def _duplicate_fields(raw: bytes, body: Any) -> list[str]:
+    """The keys that an object of the JSON text ``raw`` repeats (its reader kept the last): ``duplicate field
+    "name"``, as the API server's strict reader words them. Looked for only where ``raw`` has more key endings
+    than ``body``'s objects have keys (a body that repeats none: counted, not read again)."""
+    keys, stack = 0, [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            keys += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    if sum(1 for _ in _KEY.finditer(raw)) <= keys:
+        return []
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _value in items:
+            if key in seen:
+                found.append(f'duplicate field "{key}"')
+            seen.add(key)
+        return {}
+
+    json.loads(raw, object_pairs_hook=pairs)
+    return found
 
 
 MAX_NESTING = 100
