@@ -4,7 +4,8 @@
 started as ``ray start --head --block`` in a new process session and stopped by signalling that session
 (SIGTERM, then SIGKILL after a grace period), then its temporary directory is removed. Every port is
 chosen free on the loopback interface (the GCS and client ports outside Ray's worker port range), the
-node address is 127.0.0.1 (no traffic leaves the machine), token auth is off, usage stats are off, and the
+node address is 127.0.0.1 and every process of the cluster listens there only (no port is reachable from another
+machine: Ray has no authentication of its own), token auth is off, usage stats are off, and the
 temp dir is short (Unix socket paths are limited to 107 bytes).
 
 Its processes outlive the server that started them (their sessions are their own): with ``record_path`` the
@@ -100,6 +101,20 @@ class Detached:
         return -1
 
 
+def _loopback_only(avoid: set[int]) -> dict[str, str]:
+    """The environment that keeps every port of a Ray node on the loopback interface. ``--node-ip-address=127.0.0.1``
+    alone does not: ``ray start`` swaps a loopback address for the machine's own, and the GCS, the raylets, the
+    agents and the workers then listen on every interface, without authentication. With Ray's switch for a
+    one-machine cluster off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``) the node keeps 127.0.0.1, and its gRPC and
+    metrics servers bind it. The autoscaler's and the dashboard's metrics ports, fixed by default, are chosen free
+    (two clusters would otherwise want the same)."""
+    autoscaler = _free_port(avoid)
+    dashboard = _free_port(avoid | {autoscaler})
+    avoid.update((autoscaler, dashboard))
+    return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "AUTOSCALER_METRIC_PORT": str(autoscaler),
+            "DASHBOARD_METRIC_PORT": str(dashboard)}
+
+
 def _free_port(avoid: set[int]) -> int:
     for _ in range(50):
         with socket.socket() as sock:
@@ -185,12 +200,14 @@ class LocalRayCluster:
         self.client_port = client_port = _free_port(used)
         used.add(client_port)
         agent_port = _free_port(used)
+        used.add(agent_port)
+        loopback = _loopback_only(used)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
         user = job_user()
         user.give(self.temp_dir)
         env = {**job_environment(os.environ), **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
-               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+               "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **loopback,
                # What the cluster's processes (and the job) put in temp files goes with the cluster's temp dir:
                # a worker killed at the end leaves nothing of its own in /tmp (multiprocessing's pymp-* dirs).
                "TMPDIR": str(self.temp_dir), **({"HOME": str(self.temp_dir)} if user.separate else {})}
@@ -244,6 +261,7 @@ class LocalRayCluster:
         env = {**job_environment(os.environ), **self.extra_env, **(env_vars or {}),
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp),
+               **_loopback_only({self.gcs_port, self.dashboard_port, self.client_port}),
                **({"HOME": str(temp)} if user.separate else {})}
         command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
                    f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
