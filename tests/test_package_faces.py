@@ -40,8 +40,9 @@ FACES: dict[str, tuple[str, ...]] = {
         "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
     "flexq.cli": (),
-    "flexq.control": ("Basis", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks",
-                      "JobQueued", "JobResized", "RunTime", "RunTimes", "SETTLE_PASSES"),
+    "flexq.control": ("Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished",
+                      "JobHooks", "JobQueued", "JobResized", "JobStarted", "QueuesReconfigured", "RunTime", "RunTimes",
+                      "SETTLE_PASSES"),
     "flexq.controller": (
         "DEFAULT_EVENT_TTL", "EventExpiry", "QueueController", "RayRuntime", "Sample", "Tally", "WAIT_BUCKETS",
         "finished",

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
-from flexq.control import ControlPlane, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
+from flexq.control import (
+    CapacityChanged,
+    ControlPlane,
+    Input,
+    JobDeleted,
+    JobFinished,
+    JobHooks,
+    JobQueued,
+    JobResized,
+    JobStarted,
+    QueuesReconfigured,
+)
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
@@ -218,3 +231,31 @@ def test_what_happened_to_jobs_is_told_in_one_vocabulary() -> None:
         plane.settle(what.at)
         stories.append([(e.kind.value, e.workload) for e in told])
     assert stories == [want for _what, want in inputs]
+
+
+def test_a_job_reported_running_counts_its_run_from_then_and_queues_and_capacity_come_as_inputs() -> None:
+    """The configuration and the capacity are inputs like the jobs' (one vocabulary for both clocks); a job that
+    reports it began after its admission (a Ray cluster starting first) has its run counted from that report."""
+    timers = TimerHeap(VirtualClock(START))
+    plane = ControlPlane(timers, lambda _e: None)
+    assert plane.feed(QueuesReconfigured(_OBJECTS, None, START)) == []
+    wl = plane.workload_for("Job", "batch", _job("train"), START)
+    assert wl.cluster_queue == "cq", "the LocalQueue configured by the input"
+    plane.emit(plane.feed(JobQueued(wl, START)))
+    plane.settle(START)
+    assert plane.started_at(wl.key) == START, "without a report: its admission"
+    assert plane.feed(JobStarted(wl.key, START + 30)) == []
+    plane.feed(JobStarted(wl.key, START + 40))
+    assert plane.started_at(wl.key) == START + 30, "the first report of this admission counts"
+    plane.emit(plane.feed(JobFinished(wl.key, START + 130, "JobFinished", "Succeeded")))
+    assert plane.run_times.of("other", "cq").seconds == 100, "learned from the report, not the admission"
+    with pytest.raises(ValueError, match="no capacity is modelled"):
+        plane.feed(CapacityChanged(CapacityConfig((POOL,), EmulatedCloud()), START))
+    warm = dataclasses.replace(POOL, min_nodes=1, initial_nodes=1)
+    plane.feed(QueuesReconfigured(_OBJECTS, CapacityConfig((warm,), EmulatedCloud()), START))
+    driver = plane.driver
+    assert driver is not None and [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"]
+    spot = NodePoolSpec("spot-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)
+    plane.feed(CapacityChanged(CapacityConfig((warm, spot), EmulatedCloud()), START + 200))
+    assert plane.driver is driver and set(driver.cluster.pools) == {"od-pool", "spot-pool"}
+    assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"], "the node of the pool that stays is kept"

@@ -3,7 +3,19 @@ queue controller (real time) and the simulator (virtual time), and what it knows
 
 from flexq.control.plane import SETTLE_PASSES, ControlPlane
 from flexq.control.run_times import Basis, RunTime, RunTimes
-from flexq.control.vocabulary import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
+from flexq.control.vocabulary import (
+    CapacityChanged,
+    CheckSet,
+    Input,
+    JobDeleted,
+    JobFinished,
+    JobHooks,
+    JobQueued,
+    JobResized,
+    JobStarted,
+    QueuesReconfigured,
+)
 
-__all__ = ["SETTLE_PASSES", "Basis", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished", "JobHooks",
-           "JobQueued", "JobResized", "RunTime", "RunTimes"]
+__all__ = ["SETTLE_PASSES", "Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Input", "JobDeleted",
+           "JobFinished", "JobHooks", "JobQueued", "JobResized", "JobStarted", "QueuesReconfigured", "RunTime",
+           "RunTimes"]

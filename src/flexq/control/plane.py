@@ -19,7 +19,19 @@ from typing import Any, Final
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
 from flexq.control.run_times import RunTimes
-from flexq.control.vocabulary import CheckSet, Input, JobDeleted, JobFinished, JobHooks, JobQueued, JobResized
+from flexq.control.vocabulary import (
+    CapacityChanged,
+    CheckSet,
+    Input,
+    JobDeleted,
+    JobFinished,
+    JobHooks,
+    JobQueued,
+    JobResized,
+    JobStarted,
+    Objects,
+    QueuesReconfigured,
+)
 from flexq.jobs.workload import Priorities, local_queues_of, make_workload
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
@@ -32,10 +44,6 @@ __all__ = ["SETTLE_PASSES", "ControlPlane"]
 SETTLE_PASSES: Final = 100
 """Scheduling passes in one step at the most: each pass acts on what the last admitted or evicted (a started job
 may free or take capacity that the next pass sees); a step that has not settled by then goes on at the next."""
-
-Objects = Mapping[str, list[dict[str, Any]]]
-"""Configuration objects by kind (ClusterQueues, ResourceFlavors, LocalQueues, ...), as stored."""
-
 
 class ControlPlane:
     """The scheduler, the capacity driver (if any), the job integration and the timers, driven by one clock's loop.
@@ -63,6 +71,8 @@ class ControlPlane:
         self._listeners: list[Callable[[Event], None]] = []
         self._start_on_admission = start_on_admission
         self._virtual = virtual
+        self._began: dict[str, float] = {}
+        """When running workloads' jobs reported they began (:class:`JobStarted`)."""
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -119,20 +129,53 @@ class ControlPlane:
                 return self.scheduler.add(workload, at)
             case CheckSet(key, check, state, at, message):
                 return self.scheduler.set_check(key, check, state, at, message)
+            case JobStarted(key, at):
+                if self._began_now(key) is None:  # the first word of this admission's run counts
+                    self._began[key] = at
+                return []
             case JobFinished(key, at, message, outcome):
                 self._learn_run_time(key, at)
+                self._began.pop(key, None)
                 return self.scheduler.finish(key, at, message, outcome)
             case JobResized(key, pod_sets, at):
                 return self.scheduler.resize(key, pod_sets, at)
             case JobDeleted(key, at):
+                self._began.pop(key, None)
                 return self.scheduler.delete(key, at)
+            case QueuesReconfigured(objects, capacity, _at):
+                self.configure(objects, capacity)
+                return []
+            case CapacityChanged(capacity, _at):
+                self._reshape(capacity)
+                return []
+
+    def _reshape(self, capacity: CapacityConfig) -> None:
+        driver = self.driver
+        if driver is None:
+            raise ValueError("no capacity is modelled to change")
+        driver.config = capacity
+        driver.cluster.cloud = capacity.cloud
+        driver.set_pools(list(capacity.pools))
+        driver.retry_waiting()
 
     def started_at(self, key: str) -> float | None:
-        """When a running workload's job started: its pods bound (capacity modelled), else its admission."""
+        """When a running workload's job started: when it reported so (:class:`JobStarted`) in its current admission,
+        else its pods bound (capacity modelled), else its admission."""
+        began = self._began_now(key)
+        if began is not None:
+            return began
+        wl = self.scheduler.workload(key)
         if self.driver is not None:
             return self.driver.started_at.get(key)
-        wl = self.scheduler.workload(key)
         return wl.admitted_at if wl is not None and wl.state is WorkloadState.ADMITTED else None
+
+    def _began_now(self, key: str) -> float | None:
+        """When the job of ``key`` reported it began in its current admission (None: it has not)."""
+        began = self._began.get(key)
+        wl = self.scheduler.workload(key)
+        if began is None or wl is None or wl.admitted_at is None or began < wl.admitted_at:
+            return None
+        return began
 
     def _learn_run_time(self, key: str, at: float) -> None:
         wl = self.scheduler.workload(key)

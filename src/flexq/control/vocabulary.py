@@ -9,12 +9,18 @@ themselves (how to start one, how long it runs, when it ends) comes in once, as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from flexq.capacity.settings import CapacityConfig
 from flexq.scheduler.model import CheckState, PodSet, Workload
 
-__all__ = ["CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized"]
+__all__ = ["CapacityChanged", "CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized",
+           "JobStarted", "Objects", "QueuesReconfigured"]
+
+Objects = Mapping[str, list[dict[str, Any]]]
+"""Configuration objects by kind (ClusterQueues, ResourceFlavors, LocalQueues, ...), as stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +69,35 @@ class JobDeleted:
     at: float
 
 
-Input = JobQueued | JobResized | CheckSet | JobFinished | JobDeleted
+@dataclass(frozen=True, slots=True)
+class JobStarted:
+    """A workload's job began to run (live: its Ray job reported running), later than its pods were placed or its
+    admission written: its run, and the run time learned when it ends, count from here."""
+
+    key: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesReconfigured:
+    """The queues, flavors, checks and priority classes as they now are, and the capacity modelled with them (None:
+    none)."""
+
+    objects: Objects
+    capacity: CapacityConfig | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityChanged:
+    """The capacity modelled is now ``capacity`` (a pool added or resized, the cloud's machines): the nodes of the
+    pools that remain are kept, and what waits for capacity asks again."""
+
+    capacity: CapacityConfig
+    at: float
+
+
+Input = JobQueued | JobResized | CheckSet | JobStarted | JobFinished | JobDeleted | QueuesReconfigured | CapacityChanged
 """What the plane may be told."""
 
 

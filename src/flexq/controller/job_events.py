@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
-from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized
+from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized, JobStarted
 from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, ControllerState
@@ -46,6 +46,15 @@ def declared_run_time(job: Mapping[str, Any]) -> float | None:
         return parse_duration(raw) if isinstance(raw, str) else None
     except DurationError:
         return None
+
+
+def _running(kind: str, job: Mapping[str, Any]) -> bool:
+    """Whether a job's status says its own work runs: a RayJob's Ray job is RUNNING (its cluster is up and its
+    entrypoint started), a Job has active pods."""
+    status = job.get("status") or {}
+    if kind == "RayJob":
+        return status.get("jobStatus") == "RUNNING"
+    return kind == "Job" and int(status.get("active") or 0) > 0
 
 
 class JobEvents:
@@ -168,6 +177,8 @@ class JobEvents:
         if wl is not None and metrics and self.state.metrics.get(wl.key) != metrics:
             self.state.metrics[wl.key] = metrics
             self.state.touched.add(wl.key)
+        if not outcome and wl is not None and wl.state is WorkloadState.ADMITTED and _running(info.kind, job):
+            self.state.log(self.plane.feed(JobStarted(wl.key, self.clock.now())))  # the first report counts
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             message = finish_message(info.kind, job, outcome)

@@ -31,7 +31,7 @@ from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
-from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued, RunTimes
+from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued, QueuesReconfigured, RunTimes
 from flexq.controller.capacity_sync import LiveCapacity
 from flexq.controller.forecasts import LiveForecasts, material
 from flexq.controller.job_events import JobEvents, declared_run_time
@@ -199,7 +199,7 @@ class QueueController:
         self._counts.recount()
         self._reconfigured, self._reconfigure_due = self.clock.now(), False
         capacity = self.capacity.modelled(by_kind)
-        self.plane.configure(by_kind, capacity)
+        self.plane.feed(QueuesReconfigured(by_kind, capacity, self.clock.now()))
         self.capacity.configure(capacity)
         now = self.clock.now()
         for wl in self.scheduler.workloads():

@@ -20,7 +20,7 @@ from typing import Any
 
 from flexq.capacity import CapacityConfig, CapacityDriver
 from flexq.clock import VirtualClock
-from flexq.control import ControlPlane, JobHooks, RunTimes
+from flexq.control import CapacityChanged, ControlPlane, JobHooks, RunTimes
 from flexq.scheduler import Event
 from flexq.timers import Kernel
 
@@ -38,14 +38,8 @@ class Fork:
 
     def reshape(self, capacity: CapacityConfig) -> None:
         """Run ahead under ``capacity`` instead (what if a pool had more nodes, the cloud more machines?): the nodes of
-        pools that remain are kept."""
-        driver = self.plane.driver
-        if driver is None:
-            raise ValueError("no capacity is modelled to change")
-        driver.config = capacity
-        driver.cluster.cloud = capacity.cloud
-        driver.set_pools(list(capacity.pools))
-        driver.retry_waiting()
+        pools that remain are kept (ValueError where no capacity is modelled)."""
+        self.plane.feed(CapacityChanged(capacity, self.kernel.now()))
 
 
 def _owner(action: Callable[[], None]) -> object:

@@ -24,7 +24,7 @@ from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InvalidObject
 from flexq.capacity.driver import CapacityDriver
-from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued
+from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued, QueuesReconfigured
 from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
 from flexq.scheduler.events import Event, EventKind
@@ -121,7 +121,7 @@ class Simulation:
         # The simulator knows what the live server can only be told: how long each job runs, when it ends.
         self.plane = ControlPlane(self.kernel, self._record, JobHooks(self._start, self.run_for.get,
                                                                        self.finish_at.get), virtual=True)
-        self.plane.configure(objects, scenario.capacity)
+        self.plane.feed(QueuesReconfigured(objects, scenario.capacity, self.kernel.clock.now()))
         self.finishing: dict[str, list[tuple[float, str]]] = {}
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
         self.finish_token: dict[str, int] = {}
