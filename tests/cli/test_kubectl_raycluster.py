@@ -4,10 +4,11 @@ worker groups as pod sets, admitted with its flavor's node labels, never finishe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import yaml
+
+from tests.support import eventually
 
 SETUP = """apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -65,22 +66,6 @@ spec:
 """
 
 
-def _eventually(check: Callable[[], Any], timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-        else:
-            if result is not None and result is not False:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError("timed out")
-        time.sleep(0.3)
-
-
 def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
     assert kubectl("apply", "-f", "-", input=SETUP).code == 0
     applied = kubectl("apply", "-f", "-", input=cluster("notebook-a", 2))
@@ -99,7 +84,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
                 return wl
         return None
 
-    wl = _eventually(lambda: admitted("notebook-a"))
+    wl = eventually(lambda: admitted("notebook-a"))
     assert wl["metadata"]["name"].startswith("raycluster-notebook-a-")
     assert wl["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
     assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("head", 1), ("small", 2)]
@@ -112,7 +97,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
 
     # A second cluster does not fit the 4 CPUs left over (3 in use): it waits, suspended, for the first to go.
     assert kubectl("apply", "-f", "-", input=cluster("notebook-b", 2)).code == 0
-    _eventually(lambda: len(workloads()) == 2)
+    eventually(lambda: len(workloads()) == 2)
     time.sleep(1.0)
     assert admitted("notebook-b") is None
     waiting = yaml.safe_load(kubectl("get", "raycluster", "notebook-b", "-o", "yaml").out)
@@ -122,7 +107,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
     assert admitted("notebook-a") is not None
     deleted = kubectl("delete", "raycluster", "notebook-a")
     assert deleted.code == 0, deleted.err
-    _eventually(lambda: admitted("notebook-b"))
+    eventually(lambda: admitted("notebook-b"))
     assert [w["metadata"]["ownerReferences"][0]["name"] for w in workloads()] == ["notebook-b"]
 
 
@@ -144,9 +129,9 @@ def test_a_preempted_raycluster_is_suspended_and_restored(kubectl: Any) -> None:
     def suspended(name: str) -> bool:
         return bool(yaml.safe_load(kubectl("get", "raycluster", name, "-o", "yaml").out)["spec"]["suspend"])
 
-    _eventually(lambda: not suspended("batch"))
+    eventually(lambda: not suspended("batch"))
     assert kubectl("apply", "-f", "-", input=cluster("urgent", 2, "urgent")).code == 0
-    _eventually(lambda: not suspended("urgent"))
+    eventually(lambda: not suspended("urgent"))
     batch = yaml.safe_load(kubectl("get", "raycluster", "batch", "-o", "yaml").out)
     assert batch["spec"]["suspend"] is True, "evicted: suspended again"
     assert "nodeSelector" not in batch["spec"]["headGroupSpec"]["template"]["spec"], "templates restored"
@@ -169,7 +154,7 @@ def test_an_elastic_raycluster_grows_by_a_workload_slice(kubectl: Any) -> None:
         return [w for w, conditions in zip(items, true, strict=True)
                 if "Admitted" in conditions and "Finished" not in conditions]
 
-    first = _eventually(lambda: admitted())[0]
+    first = eventually(lambda: admitted())[0]
     patched = kubectl("patch", "raycluster", "growing", "--type", "json", "-p",
                       '[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]')
     assert patched.code == 0, patched.err
@@ -178,7 +163,7 @@ def test_an_elastic_raycluster_grows_by_a_workload_slice(kubectl: Any) -> None:
         now = admitted()
         return now[0] if len(now) == 1 and now[0]["metadata"]["name"] != first["metadata"]["name"] else None
 
-    grown_wl = _eventually(grown)
+    grown_wl = eventually(grown)
     assert grown_wl["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == (
         f"default/{first['metadata']['name']}")
     assert {p["name"]: p["count"] for p in grown_wl["spec"]["podSets"]} == {"head": 1, "small": 3}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import guide_text
-from tests.controller.test_live import _cond, _eventually, _workloads
-from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
+from tests.support import cli, condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -20,10 +19,10 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
-        _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
+        eventually(lambda: _assert(condition(workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
         def shown() -> str:
-            out = _run(srv, "top", "--once")
+            out = cli(srv, "top", "--once")
             assert out.returncode == 0, out.stderr
             text = out.stdout
             assert "cluster-queue" in text and "on-demand-pool" in text and "dws-pool" in text
@@ -37,8 +36,8 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
             assert not any("-variant-" in line for line in lines), "variants are summed up in their workload's row"
             return text
 
-        _eventually(shown)
-        bad = _run(srv, "top", "--interval", "0")
+        eventually(shown)
+        bad = cli(srv, "top", "--interval", "0")
         assert bad.returncode == 2 and "--interval" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         servers.close()

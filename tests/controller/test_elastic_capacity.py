@@ -8,8 +8,8 @@ from typing import Any
 
 from tests import admin
 from tests.conftest import Server, guide_text
-from tests.controller.test_live import _cond, _eventually
-from tests.controller.test_live_capacity import CAPACITY, _nodes, capacity_server, guide_setup, serve_capacity
+from tests.controller.test_live_capacity import CAPACITY, capacity_server
+from tests.support import condition, eventually, guide_setup, nodes, serve_capacity
 
 __all__ = ["capacity_server"]
 
@@ -25,7 +25,7 @@ def _replicas(srv: Server, job: str, n: int) -> None:
 
 
 def _pool_nodes(srv: Server, pool: str) -> int:
-    return sum(1 for n in _nodes(srv).values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
+    return sum(1 for n in nodes(srv).values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool)
 
 
 def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server: Server) -> None:
@@ -35,17 +35,17 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
     def running() -> None:
         assert _pool_nodes(srv, "dws-pool") == 4 and _pool_nodes(srv, "on-demand-pool") == 4
 
-    _eventually(running)
+    eventually(running)
     _replicas(srv, "rayjob-tpu-v6e-dws-2", 2)
 
     def grown() -> dict[str, Any]:
         items = admin.get(srv.url + WORKLOADS).json()["items"]
         new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
-        assert _cond(new, "Admitted") == "True"
+        assert condition(new, "Admitted") == "True"
         assert _pool_nodes(srv, "dws-pool") == 8
         return new
 
-    new = _eventually(grown, timeout=40)
+    new = eventually(grown, timeout=40)
     mine = [e["message"] for e in admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
             if e["involvedObject"]["name"] == new["metadata"]["name"]]
     assert any("is Accepted: waiting for 4 ct6e-standard-4t node(s) in dws-pool" in m for m in mine), \
@@ -53,8 +53,8 @@ def test_a_dws_job_grows_by_a_provisioned_slice_and_shrinks_back(capacity_server
     assert "pods bound to 9 node(s) in default-pool, dws-pool" in mine, "its pods: the old slice's nodes and the new"
     assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 8]
     _replicas(srv, "rayjob-tpu-v6e-dws-2", 1)  # shrinks in place: the slice it no longer uses goes idle, then away
-    _eventually(lambda: _assert(_pool_nodes(srv, "dws-pool") == 4), timeout=40)
-    assert _cond(admin.get(f"{srv.url}{WORKLOADS}/{new['metadata']['name']}").json(), "Admitted") == "True"
+    eventually(lambda: _assert(_pool_nodes(srv, "dws-pool") == 4), timeout=40)
+    assert condition(admin.get(f"{srv.url}{WORKLOADS}/{new['metadata']['name']}").json(), "Admitted") == "True"
 
 
 def _assert(ok: bool) -> None:
@@ -69,21 +69,21 @@ def test_an_on_demand_job_grows_by_a_slice_its_pool_adds(tmp_path: Path) -> None
     srv = next(servers)
     try:
         guide_setup(srv, queue, jobs=("1",), max_nodes=8)
-        _eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
+        eventually(lambda: _assert(_pool_nodes(srv, "on-demand-pool") == 4), timeout=30)
         # Admitted once its pods start (it raced on-demand and dws until then): only then is growth a new slice.
-        _eventually(lambda: _assert(_cond(admin.get(srv.url + WORKLOADS).json()["items"][0], "Admitted") == "True"),
+        eventually(lambda: _assert(condition(admin.get(srv.url + WORKLOADS).json()["items"][0], "Admitted") == "True"),
                     timeout=30)
         _replicas(srv, "rayjob-tpu-v6e-dws-1", 2)
 
         def grown() -> None:
             items = admin.get(srv.url + WORKLOADS).json()["items"]
             new = next(w for w in items if REPLACES in (w["metadata"].get("annotations") or {}))
-            assert _cond(new, "Admitted") == "True" and _pool_nodes(srv, "on-demand-pool") == 8
+            assert condition(new, "Admitted") == "True" and _pool_nodes(srv, "on-demand-pool") == 8
             events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
             mine = [e["message"] for e in events if e["involvedObject"]["name"] == new["metadata"]["name"]]
             assert "node pool on-demand-pool: 4 node(s) requested, ready in 1s" in mine, mine
             assert "pods bound to 9 node(s) in default-pool, on-demand-pool" in mine, mine
 
-        _eventually(grown, timeout=40)
+        eventually(grown, timeout=40)
     finally:
         servers.close()

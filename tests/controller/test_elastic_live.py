@@ -6,7 +6,7 @@ from typing import Any
 
 from tests import admin
 from tests.conftest import ROOT, Server
-from tests.controller.test_live import _eventually
+from tests.support import eventually
 
 EXAMPLE = ROOT / "examples" / "elastic"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
@@ -38,7 +38,7 @@ def _replicas(srv: Server, n: int) -> None:
 def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server: Server) -> None:
     assert flexq("apply", "-f", str(EXAMPLE / "queue.yaml")).code == 0
     assert flexq("apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml")).code == 0
-    _eventually(lambda: _check(_cpu(server) == "1500m"))
+    eventually(lambda: _check(_cpu(server) == "1500m"))
     _replicas(server, 3)
 
     def grown() -> None:
@@ -50,7 +50,7 @@ def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server
         assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 3]
         assert _cpu(server) == "3500m"
 
-    _eventually(grown)
+    eventually(grown)
     _replicas(server, 1)
 
     def shrunk() -> None:
@@ -60,13 +60,13 @@ def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server
         assert [p["count"] for p in workloads[1]["status"]["admission"]["podSetAssignments"]] == [1, 1]
         assert _cpu(server) == "1500m"
 
-    _eventually(shrunk)
+    eventually(shrunk)
 
 
 def test_a_slice_evicted_while_its_growth_waits_hands_the_job_to_the_growth(flexq: Any, server: Server) -> None:
     assert flexq("apply", "-f", str(EXAMPLE / "queue.yaml")).code == 0
     assert flexq("apply", "-f", str(EXAMPLE / "rayjob-elastic.yaml")).code == 0
-    _eventually(lambda: _check(_cpu(server) == "1500m"))
+    eventually(lambda: _check(_cpu(server) == "1500m"))
     _replicas(server, 5)  # 5.5 CPUs: more than the queue's 4, the growth waits
 
     def waiting() -> None:
@@ -74,7 +74,7 @@ def test_a_slice_evicted_while_its_growth_waits_hands_the_job_to_the_growth(flex
         assert [c["status"] for c in new["status"]["conditions"] if c["type"] == "QuotaReserved"] == ["False"]
         assert _cpu(server) == "1500m"
 
-    _eventually(waiting)
+    eventually(waiting)
     old = _workloads(server)[0]["metadata"]["name"]
     response = admin.patch(f"{server.url}{WORKLOADS}/{old}", json={"spec": {"active": False}},
                            headers={"Content-Type": "application/merge-patch+json"})
@@ -89,7 +89,7 @@ def test_a_slice_evicted_while_its_growth_waits_hands_the_job_to_the_growth(flex
         assert [p["count"] for p in new["status"]["admission"]["podSetAssignments"]] == [1, 3]
         assert _cpu(server) == "3500m", "the growth holds quota for all its pods, the old slice none"
 
-    _eventually(handed_over)
+    eventually(handed_over)
 
 
 def _check(ok: bool) -> None:

@@ -12,7 +12,7 @@ from flexq.api.kinds import resolve
 from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
 from flexq.store import Store
-from tests.controller.test_own_writes import _controller, _job
+from tests.support import controller_on_store, queued_job
 
 
 def _rayjob(name: str) -> dict[str, Any]:
@@ -59,10 +59,10 @@ def _finished(store: Store) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_finished_says_how_the_job_ended_and_keeps_it(tmp_path: Path, case: str) -> None:
     kind, condition, message, reason, expected = CASES[case]
-    store, service, controller = _controller(tmp_path)
+    store, service, controller = controller_on_store(tmp_path)
     try:
         info = resolve(kind)
-        body = _job("a") if info.kind == "Job" else _rayjob("a")
+        body = queued_job("a") if info.kind == "Job" else _rayjob("a")
         service.create(info, "default", body)
         controller.sync()
         controller.sync()

@@ -2,44 +2,15 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
+from tests.support import condition, eventually, flavors, workloads
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
-
-
-def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-        except (AssertionError, KeyError, StopIteration):  # not yet: also the object looked for is not there yet
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-            continue
-        return result
-
-
-def _workloads(server: Server) -> dict[str, dict[str, Any]]:
-    """The jobs' workloads by job name (a racing workload's variants, owned by it, are left out)."""
-    items = admin.get(server.url + WL).json()["items"]
-    return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items
-            if w["metadata"]["ownerReferences"][0]["kind"] != "Workload"}
-
-
-def _cond(wl: dict[str, Any], type_: str) -> str | None:
-    return next((c["status"] for c in wl.get("status", {}).get("conditions", []) if c["type"] == type_), None)
-
-
-def _flavors(wl: dict[str, Any]) -> dict[str, set[str]]:
-    return {ps["name"]: set(ps["flavors"].values()) for ps in wl["status"]["admission"]["podSetAssignments"]}
 
 
 def _submit(flexq: Any, job_id: str) -> None:
@@ -54,16 +25,16 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
         _submit(flexq, job_id)
 
     def placed() -> dict[str, dict[str, Any]]:
-        wls = _workloads(server)
-        assert len(wls) == 3 and all(_cond(w, "QuotaReserved") == "True" for w in wls.values())
+        wls = workloads(server)
+        assert len(wls) == 3 and all(condition(w, "QuotaReserved") == "True" for w in wls.values())
         return wls
 
-    wls = _eventually(placed)
-    assert _flavors(wls["rayjob-tpu-v6e-dws-1"]) == {"head": {"default-cpu"}, "tpu-group": {"on-demand"}}
-    assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
+    wls = eventually(placed)
+    assert flavors(wls["rayjob-tpu-v6e-dws-1"]) == {"head": {"default-cpu"}, "tpu-group": {"on-demand"}}
+    assert condition(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
     for job in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
-        assert _flavors(wls[job])["tpu-group"] == {"dws"}
-        assert _cond(wls[job], "Admitted") == "False"
+        assert flavors(wls[job])["tpu-group"] == {"dws"}
+        assert condition(wls[job], "Admitted") == "False"
         assert wls[job]["status"]["admissionChecks"][0]["state"] == "Pending"
 
     job1 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-1", "-o", "yaml").out)
@@ -78,7 +49,7 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
 
     done = flexq("check", "set", "rayjob/rayjob-tpu-v6e-dws-2", "--check", "dws-prov", "--state", "Ready")
     assert done.code == 0, done.err
-    _eventually(lambda: _assert(_cond(_workloads(server)["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"))
+    eventually(lambda: _assert(condition(workloads(server)["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"))
     job2 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-2", "-o", "yaml").out)
     assert job2["spec"]["suspend"] is False
     assert job2["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"][
@@ -89,10 +60,10 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
 
     # Deleting job 1 deletes its workload and frees on-demand: a new job takes it.
     assert flexq("delete", "rayjob", "rayjob-tpu-v6e-dws-1").code == 0
-    _eventually(lambda: _assert("rayjob-tpu-v6e-dws-1" not in _workloads(server)))
+    eventually(lambda: _assert("rayjob-tpu-v6e-dws-1" not in workloads(server)))
     _submit(flexq, "4")
-    wl4 = _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-4"))
-    assert _flavors(wl4)["tpu-group"] == {"on-demand"}
+    wl4 = eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-4"))
+    assert flavors(wl4)["tpu-group"] == {"on-demand"}
 
     described = flexq("describe", "workload", wl4["metadata"]["name"])
     assert "Quota reserved in ClusterQueue cluster-queue" in described.out and "QuotaReserved" in described.out
@@ -103,8 +74,8 @@ def _assert(value: bool) -> None:
 
 
 def _reserved(server: Server, job: str) -> dict[str, Any]:
-    wl = _workloads(server).get(job)
-    assert wl is not None and _cond(wl, "QuotaReserved") == "True"
+    wl = workloads(server).get(job)
+    assert wl is not None and condition(wl, "QuotaReserved") == "True"
     return wl
 
 
@@ -116,11 +87,11 @@ def test_pending_workload_explains_itself_and_state_survives_restart(flexq: Any,
         _submit(flexq, job_id)
 
     def pending() -> dict[str, Any]:
-        wl = _workloads(server).get("rayjob-tpu-v6e-dws-2")
-        assert wl is not None and _cond(wl, "QuotaReserved") == "False"
+        wl = workloads(server).get("rayjob-tpu-v6e-dws-2")
+        assert wl is not None and condition(wl, "QuotaReserved") == "False"
         return wl
 
-    wl2 = _eventually(pending)
+    wl2 = eventually(pending)
     message = next(c["message"] for c in wl2["status"]["conditions"] if c["type"] == "QuotaReserved")
     assert message.startswith("couldn't assign flavors to pod set tpu-group:")
     assert "insufficient quota for google.com/tpu in flavor dws" in message
@@ -138,11 +109,11 @@ def test_pending_workload_explains_itself_and_state_survives_restart(flexq: Any,
     stop_server(server)
     again = start_server(server.home)
     try:
-        wls = _workloads(again)
-        assert _cond(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
-        assert _cond(wls["rayjob-tpu-v6e-dws-2"], "QuotaReserved") == "False"
+        wls = workloads(again)
+        assert condition(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
+        assert condition(wls["rayjob-tpu-v6e-dws-2"], "QuotaReserved") == "False"
         admin.delete(again.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1")
-        _eventually(lambda: _reserved(again, "rayjob-tpu-v6e-dws-2"))
+        eventually(lambda: _reserved(again, "rayjob-tpu-v6e-dws-2"))
     finally:
         stop_server(again)
         server.process = again.process
@@ -169,19 +140,19 @@ def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, 
     assert flexq("apply", "-f", "-", input=small).code == 0
     for job_id in ("1", "2"):
         _submit(flexq, job_id)
-    _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-1"))
+    eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-1"))
     response = admin.patch(server.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1/status",
                            json={"status": {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Complete"}},
                            headers={"Content-Type": "application/merge-patch+json"})
     assert response.status_code == 200, response.text
-    _eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-2"))  # job 1's on-demand quota is free again
+    eventually(lambda: _reserved(server, "rayjob-tpu-v6e-dws-2"))  # job 1's on-demand quota is free again
 
     def check(srv: Server) -> None:
-        wl1 = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
+        wl1 = workloads(srv)["rayjob-tpu-v6e-dws-1"]
         # As Kueue: finishing adds the Finished condition and leaves what the workload ran with.
-        assert [_cond(wl1, t) for t in ("Finished", "QuotaReserved", "Admitted")] == ["True", "True", "True"]
+        assert [condition(wl1, t) for t in ("Finished", "QuotaReserved", "Admitted")] == ["True", "True", "True"]
         assert wl1["status"]["admission"]["clusterQueue"] == "cluster-queue"
-        assert _flavors(wl1)["tpu-group"] == {"on-demand"}
+        assert flavors(wl1)["tpu-group"] == {"on-demand"}
         cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cluster-queue").json()["status"]
         assert (cq["reservingWorkloads"], cq["admittedWorkloads"]) == (1, 1), "job 2 alone holds quota"
 
@@ -205,8 +176,8 @@ def test_the_head_behind_one_that_does_not_fit_is_admitted_at_once(flexq: Any, s
     assert flexq("apply", "-f", "-", input=jobs).code == 0
 
     def reserved() -> dict[str, str | None]:
-        wls = _workloads(server)
-        assert len(wls) == 3 and _cond(wls["small"], "QuotaReserved") == "True"
-        return {name: _cond(wl, "QuotaReserved") for name, wl in wls.items()}
+        wls = workloads(server)
+        assert len(wls) == 3 and condition(wls["small"], "QuotaReserved") == "True"
+        return {name: condition(wl, "QuotaReserved") for name, wl in wls.items()}
 
-    assert _eventually(reserved) == {"big": "True", "blocked": "False", "small": "True"}
+    assert eventually(reserved) == {"big": "True", "blocked": "False", "small": "True"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,9 @@ import httpx
 import pytest
 
 from tests import admin
-from tests.conftest import Server, guide_text, start_server, stop_server
-from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
+from tests.conftest import Server, guide_text
+from tests.support import cli, condition, eventually, flavors, guide_setup, serve_capacity, workloads
+from tests.support import nodes as _nodes
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -29,46 +29,11 @@ def capacity_server(tmp_path: Path) -> Any:
     yield from serve_capacity(tmp_path, CAPACITY)
 
 
-def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
-    """A server (jobs not executed) with the capacity file ``capacity``; stopped when the generator closes (one
-    that does not start is stopped at once, and its error shown)."""
-    path = tmp_path / "capacity.yaml"
-    path.write_text(capacity)
-    srv = start_server(tmp_path / "home", "--capacity", str(path), "--runtime", "none")
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
-
-
 def _ok(server: Server) -> None:
     try:
         assert admin.get(server.url + "/healthz", timeout=1).status_code == 200
     except httpx.HTTPError as exc:
         raise AssertionError(str(exc)) from None
-
-
-def _run(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=server.env(), timeout=60, check=False)
-
-
-def _nodes(server: Server) -> dict[str, dict[str, Any]]:
-    return {n["metadata"]["name"]: n for n in admin.get(server.url + "/api/v1/nodes").json()["items"]}
-
-
-def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4) -> None:
-    """The guide's cluster and pools (cluster.sh's flags, up to ``max_nodes`` nodes each), a queue, and jobs."""
-    assert _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
-                "--num-nodes=1").returncode == 0
-    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
-        made = _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
-                    "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
-                    "--num-nodes=0", "--min-nodes=0", f"--max-nodes={max_nodes}")
-        assert made.returncode == 0, made.stderr
-    assert _run(srv, "apply", "-f", "-", input=queue).returncode == 0
-    for job_id in jobs:
-        assert _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
 
 
 def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
@@ -82,13 +47,13 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
         assert all(n["status"]["conditions"][0]["status"] == "True" for n in nodes.values())
         return nodes
 
-    nodes = _eventually(both_placed)
+    nodes = eventually(both_placed)
     dws_node = next(n for n in nodes.values() if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "dws-pool")
     assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"} in dws_node["spec"]["taints"]
     assert dws_node["metadata"]["labels"]["cloud.google.com/gke-tpu-topology"] == "4x4"
     assert dws_node["status"]["allocatable"]["google.com/tpu"] == "4"
-    wls = _workloads(srv)
-    assert _cond(wls["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"
+    wls = workloads(srv)
+    assert condition(wls["rayjob-tpu-v6e-dws-2"], "Admitted") == "True"
     (check,) = wls["rayjob-tpu-v6e-dws-2"]["status"]["admissionChecks"]
     (update,) = check["podSetUpdates"]
     consume = update["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"]
@@ -112,8 +77,8 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
 
     # Jobs deleted: their nodes go idle and the pools scale back to zero (the default pool keeps its node).
     for job_id in ("1", "2"):
-        assert _run(srv, "delete", "rayjob", f"rayjob-tpu-v6e-dws-{job_id}").returncode == 0
-    _eventually(lambda: _assert_only_default(_nodes(srv)))
+        assert cli(srv, "delete", "rayjob", f"rayjob-tpu-v6e-dws-{job_id}").returncode == 0
+    eventually(lambda: _assert_only_default(_nodes(srv)))
 
 
 def _assert_only_default(nodes: dict[str, dict[str, Any]]) -> None:
@@ -150,15 +115,15 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
         job_url = f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-1"
 
         def running() -> list[str]:
-            wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
-            assert _cond(wl, "Admitted") == "True"
+            wl = workloads(srv)["rayjob-tpu-v6e-dws-1"]
+            assert condition(wl, "Admitted") == "True"
             nodes = {n: node for n, node in _nodes(srv).items()
                      if node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == pool}
-            assert len(nodes) == 4 and all(_cond(node, "Ready") == "True" for node in nodes.values())
+            assert len(nodes) == 4 and all(condition(node, "Ready") == "True" for node in nodes.values())
             return sorted(nodes)
 
-        first = _eventually(running)
-        uids = (_workloads(srv)["rayjob-tpu-v6e-dws-1"]["metadata"]["uid"],
+        first = eventually(running)
+        uids = (workloads(srv)["rayjob-tpu-v6e-dws-1"]["metadata"]["uid"],
                 admin.get(job_url).json()["metadata"]["uid"])
         assert admin.delete(f"{srv.url}/api/v1/nodes/{first[0]}").status_code == 200
 
@@ -168,18 +133,18 @@ def test_a_lost_host_costs_its_tpu_slice_and_the_job_gets_one_back(tmp_path: Pat
         def evicted() -> None:
             assert any(e["reason"] == "Evicted" and f"Node {first[0]} was deleted" in e["message"] for e in events())
 
-        _eventually(evicted, timeout=30)
-        again = _eventually(running, timeout=30)
+        eventually(evicted, timeout=30)
+        again = eventually(running, timeout=30)
         slice_events = {e["reason"]: e for e in events() if e["involvedObject"]["kind"] == "NodePool"}
         if flavor == "on-demand":
             assert again == first, "the slice was repaired: the same nodes, recreated"
-            assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"on-demand"}
+            assert flavors(workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"on-demand"}
             assert "4 node(s) are recreated, ready in 3s" in slice_events["SliceRepaired"]["message"]
         else:
             assert not set(again) & set(first), "the whole slice was released and a new one came"
             assert "its other 3 node(s) are released" in slice_events["SliceReleased"]["message"]
         assert "Fallback" not in {e["reason"] for e in events()}
-        wl = _workloads(srv)["rayjob-tpu-v6e-dws-1"]
+        wl = workloads(srv)["rayjob-tpu-v6e-dws-1"]
         assert (wl["metadata"]["uid"], admin.get(job_url).json()["metadata"]["uid"]) == uids, "the same job, requeued"
     finally:
         servers.close()

@@ -10,9 +10,8 @@ import pytest
 
 from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
-from tests.controller.test_live import _cond, _eventually, _flavors, _workloads
-from tests.controller.test_live_capacity import _nodes, guide_setup, serve_capacity
-from tests.controller.test_live_capacity import _run as _run_cli
+from tests.support import cli, condition, eventually, guide_setup, nodes, serve_capacity, workloads
+from tests.support import flavors as _flavors
 
 JOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
 REQUESTS = "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests"
@@ -36,8 +35,8 @@ def _finish(srv: Server, job_id: str) -> None:
 
 
 def _admitted_on(srv: Server, job_id: str, flavor: str) -> dict[str, Any]:
-    wl = _workloads(srv)[f"rayjob-tpu-v6e-dws-{job_id}"]
-    assert _cond(wl, "Admitted") == "True" and _flavors(wl)["tpu-group"] == {flavor}, wl.get("status")
+    wl = workloads(srv)[f"rayjob-tpu-v6e-dws-{job_id}"]
+    assert condition(wl, "Admitted") == "True" and _flavors(wl)["tpu-group"] == {flavor}, wl.get("status")
     return wl
 
 
@@ -47,7 +46,7 @@ def _messages(srv: Server, workload: dict[str, Any]) -> list[str]:
 
 
 def _pools(srv: Server) -> list[str]:
-    return [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in _nodes(srv).values()]
+    return [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in nodes(srv).values()]
 
 
 def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_path: Path) -> None:
@@ -55,10 +54,10 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
-        _eventually(lambda: _admitted_on(srv, "1", "on-demand"))
+        eventually(lambda: _admitted_on(srv, "1", "on-demand"))
 
         def racing() -> None:
-            wl2 = _workloads(srv)["rayjob-tpu-v6e-dws-2"]
+            wl2 = workloads(srv)["rayjob-tpu-v6e-dws-2"]
             variants = {v["flavor"]: v for v in wl2["status"].get("variants", [])}
             assert set(variants) == {"on-demand", "dws"}, wl2["status"]
             assert variants["dws"]["state"] == "QuotaReserved" and "waiting for ProvisioningRequest" in \
@@ -75,7 +74,7 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             assert set(flavors) == {"on-demand", "dws"}
             base = wl2["metadata"]["name"].rsplit("-", 1)[0]
             assert all(w["metadata"]["name"].startswith(f"{base}-variant-{f}-") for f, w in flavors.items())
-            assert _cond(flavors["dws"], "QuotaReserved") == "True" and _cond(flavors["on-demand"],
+            assert condition(flavors["dws"], "QuotaReserved") == "True" and condition(flavors["on-demand"],
                                                                                 "QuotaReserved") == "False"
             assert flavors["dws"]["status"]["admissionChecks"][0]["state"] == "Pending"
             reserved = next(c for c in flavors["on-demand"]["status"]["conditions"] if c["type"] == "QuotaReserved")
@@ -84,9 +83,9 @@ def test_plan_a_busy_dws_slow_the_waiting_job_takes_plan_a_when_it_frees(tmp_pat
             (request,) = admin.get(srv.url + REQUESTS).json()["items"]  # job 1's was withdrawn when it started
             assert request["metadata"]["name"] == f"{wl2['metadata']['name']}-dws-prov-1"
 
-        _eventually(racing)
+        eventually(racing)
         _finish(srv, "1")
-        wl2 = _eventually(lambda: _admitted_on(srv, "2", "on-demand"))
+        wl2 = eventually(lambda: _admitted_on(srv, "2", "on-demand"))
         assert any("withdrawn before it was provisioned: no cost" in m for m in _messages(srv, wl2))
         assert admin.get(srv.url + REQUESTS).json()["items"] == [], "the DWS request is withdrawn"
         assert "dws-pool" not in _pools(srv), "no node of the DWS pool was brought up"
@@ -108,17 +107,17 @@ def test_three_jobs_on_one_slice_pools_none_is_deactivated_the_third_runs_when_a
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1", "2", "3"))
-        _eventually(lambda: (_admitted_on(srv, "1", "on-demand"), _admitted_on(srv, "2", "dws")))
+        eventually(lambda: (_admitted_on(srv, "1", "on-demand"), _admitted_on(srv, "2", "dws")))
 
         def waiting_for_room() -> dict[str, Any]:
-            wl3 = _workloads(srv)["rayjob-tpu-v6e-dws-3"]
+            wl3 = workloads(srv)["rayjob-tpu-v6e-dws-3"]
             assert any("waits for room: node pool dws-pool is at its maximum" in m for m in _messages(srv, wl3))
             return wl3
 
-        wl3 = _eventually(waiting_for_room)
-        assert _cond(wl3, "Admitted") != "True" and wl3["spec"].get("active") is not False
+        wl3 = eventually(waiting_for_room)
+        assert condition(wl3, "Admitted") != "True" and wl3["spec"].get("active") is not False
         _finish(srv, "2")  # the DWS slice frees: its idle nodes go at once and the waiting request is provisioned
-        wl3 = _eventually(lambda: _admitted_on(srv, "3", "dws"))
+        wl3 = eventually(lambda: _admitted_on(srv, "3", "dws"))
         assert not [m for m in _messages(srv, wl3) if "Deactivated" in m or "Rejected" in m]
         assert _pools(srv).count("dws-pool") == 4
     finally:
@@ -142,7 +141,7 @@ fallback: {str(fallback).lower()}
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
         assert time.monotonic() - began < 75, "the setup outlasted Plan A's stock-out: the test cannot tell"
-        wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=130)
+        wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=130)
         messages = _messages(srv, wl)
         assert any("stock-out" in m for m in messages), "it did wait for Plan A"
         assert not any("cannot deliver nodes" in m for m in messages), "no fallback to a flavor that never delivers"
@@ -175,11 +174,11 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
         if run_time is not None:
             job = job.replace("  annotations:\n", f"  annotations:\n    flexq.dev/expected-run-time: {run_time}\n", 1)
         guide_setup(srv, _kueue_policy(guide_text("dws-tpu-queue.yaml")), jobs=())
-        made = _run_cli(srv, "apply", "-f", "-", input=job)
+        made = cli(srv, "apply", "-f", "-", input=job)
         assert made.returncode == 0, made.stderr
-        wl = _eventually(lambda: _admitted_on(srv, "1", "dws"), timeout=30)
+        wl = eventually(lambda: _admitted_on(srv, "1", "dws"), timeout=30)
         if run_time is None:
-            wl = _eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
+            wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
             messages = _messages(srv, wl)
             assert any("due to migration to more favorable resource flavor on-demand" in m for m in messages)
             job_events = [e for e in admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
@@ -191,8 +190,8 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
                 assert any("no migration to flavor on-demand: it finishes sooner where it runs" in m
                            for m in _messages(srv, wl))
 
-            _eventually(refused, timeout=100)
-            assert _flavors(_workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
+            eventually(refused, timeout=100)
+            assert _flavors(workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
     finally:
         servers.close()
 
@@ -203,20 +202,20 @@ def test_a_racing_job_races_on_after_a_restart(tmp_path: Path) -> None:
     srv = start_server(tmp_path / "home", "--capacity", str(capacity))
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
-        _eventually(lambda: _admitted_on(srv, "1", "on-demand"))
-        _eventually(lambda: _assert(len(_variant_objects(srv)) == 2))
+        eventually(lambda: _admitted_on(srv, "1", "on-demand"))
+        eventually(lambda: _assert(len(_variant_objects(srv)) == 2))
     finally:
         stop_server(srv)
     again = start_server(tmp_path / "home", "--capacity", str(capacity))
     try:
         # Nodes do not outlive the server: job 1 gets Plan A again; job 2 races again, its variants stored once.
-        _eventually(lambda: _admitted_on(again, "1", "on-demand"), timeout=30)
-        variants = _eventually(lambda: _assert_two(_variant_objects(again)))
+        eventually(lambda: _admitted_on(again, "1", "on-demand"), timeout=30)
+        variants = eventually(lambda: _assert_two(_variant_objects(again)))
         assert sorted(v["metadata"]["annotations"]["kueue.x-k8s.io/workload-allowed-resource-flavors"]
                       for v in variants) == ["dws", "on-demand"]
         _finish(again, "1")
-        _eventually(lambda: _admitted_on(again, "2", "on-demand"), timeout=30)
-        _eventually(lambda: _assert(_variant_objects(again) == []))
+        eventually(lambda: _admitted_on(again, "2", "on-demand"), timeout=30)
+        eventually(lambda: _assert(_variant_objects(again) == []))
     finally:
         stop_server(again)
 

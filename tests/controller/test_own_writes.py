@@ -8,40 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flexq.api.kinds import KindInfo, resolve
-from flexq.clock import RealClock
-from flexq.controller.queue import QueueController
-from flexq.jobs.webhook import job_webhook
-from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
-from flexq.store import Change, Gone, Key, Store
-from tests.queues import queue_yaml
-
-
-def _job(name: str) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}
-
-
-def _controller(tmp_path: Path, cpu: int = 4) -> tuple[Store, ObjectService, QueueController]:
-    """A store with the queue objects (``cq`` with ``cpu`` of quota, ``q``), its object service, and a queue
-    controller that has read it (not running: each test steps it with ``sync``)."""
-    store = Store(tmp_path / "flexq.db")
-    service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=cpu)):
-        info = resolve(doc["kind"])
-        service.create(info, "default" if info.namespaced else "", doc)
-    controller = QueueController(service, RealClock())
-    controller.resync()
-    return store, service, controller
+from flexq.store import Change, Gone, Key
+from tests.support import controller_on_store, queued_job
 
 
 def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
-    store, service, controller = _controller(tmp_path)
+    store, service, controller = controller_on_store(tmp_path)
     read: list[tuple[str, str, str]] = []
     dispatch = controller._dispatch
 
@@ -51,7 +26,7 @@ def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
 
     controller._dispatch = recording  # type: ignore[method-assign]
     try:
-        service.create(resolve("job.batch"), "default", _job("a"))
+        service.create(resolve("job.batch"), "default", queued_job("a"))
         controller.sync()  # the Job is read: its Workload made and admitted, the Job started
         controller.sync()  # what that step wrote comes back
         [wl] = controller.scheduler.workloads()
@@ -79,7 +54,7 @@ def test_own_writes_are_passed_over_and_others_are_read(tmp_path: Path) -> None:
 
 
 def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path: Path) -> None:
-    store, service, controller = _controller(tmp_path)
+    store, service, controller = controller_on_store(tmp_path)
     controller.sync()  # what the start-up read wrote (outside a step) is read back
     forgotten: list[str] = []
     forget = controller._counts.forget
@@ -92,7 +67,7 @@ def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path:
     cq = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
     try:
         for name in ("a", "b"):
-            service.create(resolve("job.batch"), "default", _job(name))
+            service.create(resolve("job.batch"), "default", queued_job(name))
             time.sleep(0.15)  # the queues' statuses are written at most every 0.1 s
             controller.sync()
         time.sleep(0.15)
@@ -114,7 +89,7 @@ def test_own_queue_statuses_are_passed_over_and_anyone_elses_corrected(tmp_path:
 def test_a_job_is_read_once_to_start_it_and_once_to_stop_it(tmp_path: Path) -> None:
     """Starting an admitted job (and stopping an evicted one) reads the job once: the object to change and the
     object as stored come from the same read, and the write goes over exactly that version."""
-    store, service, controller = _controller(tmp_path, cpu=1)
+    store, service, controller = controller_on_store(tmp_path, cpu=1)
     try:
         reads: list[str] = []
         body = store._body
@@ -125,7 +100,7 @@ def test_a_job_is_read_once_to_start_it_and_once_to_stop_it(tmp_path: Path) -> N
             return body(key)
 
         store._body = counting  # type: ignore[method-assign]
-        service.create(resolve("job.batch"), "default", _job("a"))
+        service.create(resolve("job.batch"), "default", queued_job("a"))
         controller.sync()  # admitted, and its Job started
         assert reads == ["a"]
         job = store.get(Key("batch", "jobs", "default", "a"))
@@ -147,7 +122,7 @@ def test_a_step_reads_its_changes_without_holding_the_store(tmp_path: Path) -> N
     the step's writes); what the step then writes is still its own."""
     import threading
 
-    store, service, controller = _controller(tmp_path)
+    store, service, controller = controller_on_store(tmp_path)
     dispatch = controller._dispatch
     wrote: list[float] = []
     during: list[bool] = []
@@ -167,7 +142,7 @@ def test_a_step_reads_its_changes_without_holding_the_store(tmp_path: Path) -> N
 
     controller._dispatch = reading  # type: ignore[method-assign]
     try:
-        service.create(resolve("job.batch"), "default", _job("a"))
+        service.create(resolve("job.batch"), "default", queued_job("a"))
         controller.sync()
         assert during == [True], "a write from another thread waited for the step's reads"
         [wl] = controller.scheduler.workloads()
@@ -181,7 +156,7 @@ def test_a_step_reads_its_changes_without_holding_the_store(tmp_path: Path) -> N
 def test_a_controller_behind_the_log_window_reads_on_instead_of_starting_over(tmp_path: Path) -> None:
     """The controller holds the change log: a burst of writes longer than the log's history, compacted meanwhile,
     is read from the log at its next step, not answered by reading everything afresh."""
-    store, service, controller = _controller(tmp_path, cpu=100)
+    store, service, controller = controller_on_store(tmp_path, cpu=100)
     started_over: list[bool] = []
     resync = controller.resync
 
@@ -192,7 +167,7 @@ def test_a_controller_behind_the_log_window_reads_on_instead_of_starting_over(tm
     controller.resync = counting  # type: ignore[method-assign]
     controller.sync()
     for i in range(40):
-        service.create(resolve("job.batch"), "default", _job(f"j{i}"))
+        service.create(resolve("job.batch"), "default", queued_job(f"j{i}"))
     store.compact(20)  # the log's history is 20 changes: the burst is longer
     controller.sync()
     assert started_over == []

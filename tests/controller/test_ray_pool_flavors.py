@@ -16,8 +16,9 @@ import pytest
 
 from tests import admin
 from tests.conftest import Server
-from tests.controller.test_live import WL, _eventually
+from tests.controller.test_live import WL
 from tests.queues import queue_yaml
+from tests.support import eventually
 
 RECORDED = json.loads((Path(__file__).resolve().parents[1] / "data" / "raypool" / "nodes-two.json").read_text())
 
@@ -110,19 +111,19 @@ def test_plan_a_then_plan_b_across_ray_clusters(flexq: Any, server: Server,
     for name, dash in (("ray-a", a), ("ray-b", b)):
         made = flexq("container", "node-pools", "create", name, "--cluster=c", f"--ray-address={dash.url}")
         assert made.code == 0, made.err
-    _eventually(lambda: _assert_counts(server, 1, 1), timeout=20)
+    eventually(lambda: _assert_counts(server, 1, 1), timeout=20)
     nodes = {n["metadata"]["name"]: n["status"]["allocatable"]["cpu"]
              for n in admin.get(f"{server.url}/api/v1/nodes").json()["items"]}
     assert nodes == {"ray-ray-a-aaaaaaaaaaaa": "1", "ray-ray-b-bbbbbbbbbbbb": "8"}
     assert flexq("apply", "-f", "-", input=QUEUE).code == 0
     assert flexq("apply", "-f", "-", input=_job("big", 4)).code == 0
-    assert _eventually(lambda: _flavor_of(server, "big"), timeout=30) == "plan-b", "cluster A's node is too small"
+    assert eventually(lambda: _flavor_of(server, "big"), timeout=30) == "plan-b", "cluster A's node is too small"
     a.cpus["c" * 56] = 8.0  # a larger node joins cluster A (by hand, or Ray's autoscaler)
-    _eventually(lambda: _assert_counts(server, 2, 1), timeout=20)
+    eventually(lambda: _assert_counts(server, 2, 1), timeout=20)
     assert flexq("apply", "-f", "-", input=_job("next", 4)).code == 0
-    assert _eventually(lambda: _flavor_of(server, "next"), timeout=30) == "plan-a"
+    assert eventually(lambda: _flavor_of(server, "next"), timeout=30) == "plan-a"
     del a.cpus["a" * 56]  # a node leaves cluster A
-    _eventually(lambda: _assert_counts(server, 1, 1), timeout=20)
+    eventually(lambda: _assert_counts(server, 1, 1), timeout=20)
 
 
 def _assert_counts(server: Server, a: int, b: int) -> None:

@@ -17,8 +17,8 @@ from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 from tests import admin
 from tests.conftest import guide_text
-from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
 from tests.sim.guide_setup import guide_scenario, job
+from tests.support import cli, guide_setup, serve_capacity
 
 # Plan A holds one 4x4 slice (job 1 takes it); DWS never has a machine: each request fails as it is answered.
 CLOUD = """cloud:
@@ -58,7 +58,7 @@ def test_failed_provisioning_requests_are_retried_after_the_backoff_on_the_real_
     try:
         guide_setup(srv, _queue(base=1), jobs=("1",))
         applied: list[int] = []
-        submit = threading.Thread(target=lambda: applied.append(_run(srv, "apply", "-f", "-", input=guide_text(
+        submit = threading.Thread(target=lambda: applied.append(cli(srv, "apply", "-f", "-", input=guide_text(
             "rayjob-tpu-v6e-dws.yaml", JOB_ID="2")).returncode))
         # Watch the requests closely (the test's clock): each attempt's appearance and failure is bracketed by
         # the poll that first shows it and the one before it.

@@ -8,14 +8,14 @@ from pathlib import Path
 from flexq.api.kinds import resolve
 from flexq.controller.pacing import STEP_CYCLES
 from flexq.scheduler.model import WorkloadState
-from tests.controller.test_own_writes import _controller, _job
+from tests.support import controller_on_store, queued_job
 
 
 def test_a_busy_moment_is_admitted_over_several_steps_each_of_a_few_cycles(tmp_path: Path) -> None:
-    store, service, controller = _controller(tmp_path, cpu=10)
+    store, service, controller = controller_on_store(tmp_path, cpu=10)
     try:
         for i in range(12):
-            service.create(resolve("job.batch"), "default", _job(f"job-{i:02d}"))
+            service.create(resolve("job.batch"), "default", queued_job(f"job-{i:02d}"))
         admitted: list[int] = []
         controller.sync()
         while True:

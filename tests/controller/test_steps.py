@@ -8,7 +8,7 @@ import pytest
 
 from flexq.api.kinds import resolve
 from flexq.controller.steps import PHASES, STEP_BUCKETS, StepStats, StepTimer
-from tests.controller.test_own_writes import _controller, _job
+from tests.support import controller_on_store, queued_job
 
 
 class _Clock:
@@ -43,12 +43,12 @@ def test_a_step_is_timed_by_phase_and_put_in_its_bucket() -> None:
 
 
 def test_the_controller_counts_its_steps_reads_and_writes(tmp_path: Path) -> None:
-    store, service, controller = _controller(tmp_path)
+    store, service, controller = controller_on_store(tmp_path)
     try:
         steps = controller.tally.steps
         before = (steps.steps, steps.changes, steps.writes)
-        service.create(resolve("job.batch"), "default", _job("a"))
-        service.create(resolve("job.batch"), "default", _job("b"))
+        service.create(resolve("job.batch"), "default", queued_job("a"))
+        service.create(resolve("job.batch"), "default", queued_job("b"))
         waiting = store.changes(controller.cursor)
         assert [(c.key.resource, c.key.name) for c in waiting][-2:] == [("jobs", "a"), ("jobs", "b")]
         controller.sync()  # every change read; each Workload stored once, with its admission

@@ -18,9 +18,9 @@ import pytest
 
 from tests import admin
 from tests.conftest import Server, guide_text, start_server
-from tests.controller.test_live import _cond, _eventually, _workloads
-from tests.controller.test_live_capacity import _run, guide_setup
-from tests.store.test_faults import _fill, _noise
+from tests.support import cli as _run
+from tests.support import condition, eventually, guide_setup, workloads
+from tests.support.stores import fill, noise
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 8s}
@@ -55,7 +55,7 @@ def _events(srv: Server) -> list[dict[str, Any]]:
 
 def _started(srv: Server) -> None:
     """The job's pods were bound to nodes (the Event on its workload says so)."""
-    name = _workloads(srv)[JOB]["metadata"]["name"]
+    name = workloads(srv)[JOB]["metadata"]["name"]
     assert [e for e in _events(srv) if e["reason"] == "Started" and e["involvedObject"]["name"] == name]
 
 
@@ -70,7 +70,7 @@ def _refused(srv: Server, cause: str) -> None:
     cli = _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="2"))
     assert cli.returncode == 1 and "Traceback" not in cli.stderr
     assert f"Error from server (ServiceUnavailable): the store could not write: {cause}" in cli.stderr
-    assert JOB in _workloads(srv)
+    assert JOB in workloads(srv)
     assert admin.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/" + JOB).status_code == 200
     assert _run(srv, "get", "clusterqueues").returncode == 0
 
@@ -102,7 +102,7 @@ def test_a_full_disk_refuses_writes_and_the_controller_catches_up_once_space_is_
         def booting() -> None:
             assert any(e["reason"] == "ScaledUp" for e in _events(srv))
 
-        _eventually(booting)
+        eventually(booting)
         filler = small_home / "filler"
         stat = os.statvfs(small_home)
         filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize))
@@ -111,8 +111,8 @@ def test_a_full_disk_refuses_writes_and_the_controller_catches_up_once_space_is_
         with pytest.raises(AssertionError):
             _started(srv)  # nothing refused is shown as done
         filler.unlink()
-        _eventually(lambda: _started(srv), timeout=20)
-        assert _cond(_workloads(srv)[JOB], "Admitted") == "True"
+        eventually(lambda: _started(srv), timeout=20)
+        assert condition(workloads(srv)[JOB], "Admitted") == "True"
         assert admin.post(srv.url + "/api/v1/namespaces/default/configmaps", json={
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}}).status_code == 201
     finally:
@@ -138,7 +138,7 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
     srv = start_server(home, "--capacity", str(capacity))
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
-        _eventually(lambda: _started(srv))
+        eventually(lambda: _started(srv))
         holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(home / "flexq.db")],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -171,9 +171,9 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
         assert applied.returncode == 0, applied.stderr
 
         def queued() -> None:
-            assert "rayjob-tpu-v6e-dws-2" in _workloads(srv)
+            assert "rayjob-tpu-v6e-dws-2" in workloads(srv)
 
-        _eventually(queued)
+        eventually(queued)
     finally:
         log = _stop(srv)
     assert "Traceback" not in log
@@ -192,8 +192,8 @@ def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path
     runtime = runtime_module.RayRuntime(store, tmp_path)
     store._db.execute("PRAGMA max_page_count=60")
     for size in (4000, 200, 1):  # no room left, not even in the pages' free bytes
-        _fill(store, f"cm-{size}", size)
-    message = _noise("status", 2000)  # too big for any page's free bytes, packed or not
+        fill(store, f"cm-{size}", size)
+    message = noise("status", 2000)  # too big for any page's free bytes, packed or not
     runtime._status("default", "job", {"jobStatus": "RUNNING", "jobDeploymentStatus": "Running", "message": message},
                     publish=False)
     runtime._status("default", "job", {"jobStatus": "SUCCEEDED"}, publish=False)  # refused too: kept, not raised
@@ -205,7 +205,7 @@ def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path
         assert store.get(key).get("status") == {"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Running",
                                                 "message": message}
 
-    _eventually(written, timeout=5)
+    eventually(written, timeout=5)
     assert [e["reason"] for e in store.list_objects("", "events", "default")[0]] == ["Completed"]
     store.close()
     _intact(tmp_path)

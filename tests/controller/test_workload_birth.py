@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flexq.api.kinds import resolve
 from flexq.store import ChangeType
-from tests.controller.test_own_writes import _controller, _job
+from tests.support import controller_on_store, queued_job
 
 
 def _conditions(obj: dict[str, object]) -> dict[str, str]:
@@ -18,11 +18,11 @@ def _conditions(obj: dict[str, object]) -> dict[str, str]:
 
 
 def test_a_workload_is_stored_once_with_its_first_status(tmp_path: Path) -> None:
-    store, service, controller = _controller(tmp_path, cpu=1)
+    store, service, controller = controller_on_store(tmp_path, cpu=1)
     try:
         before = store.current_rv()
         for name in ("a", "b", "gone"):
-            service.create(resolve("job.batch"), "default", _job(name))
+            service.create(resolve("job.batch"), "default", queued_job(name))
         service.delete(resolve("job.batch"), "default", "gone")
         controller.sync()
         writes: dict[str, list[tuple[ChangeType, dict[str, str]]]] = {}

@@ -85,3 +85,20 @@ def ray_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[RayProcesses]:
         shutil.rmtree(d, ignore_errors=True)
     assert not left, f"Ray processes left behind: {left}"
     assert not dirs, f"Ray temp dirs left behind: {dirs}"
+
+
+def clusters_of(server_pid: int) -> dict[int, Path]:
+    """The Ray clusters a server started: their process sessions and temp dirs (from ``ray start``'s command)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and "start" in argv and any(a.endswith("ray.scripts.scripts") for a in argv):
+            temp = next(a.removeprefix("--temp-dir=") for a in argv if a.startswith("--temp-dir="))
+            found[int(entry.name)] = Path(temp)
+    return found

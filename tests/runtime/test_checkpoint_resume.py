@@ -7,8 +7,8 @@ from typing import Any
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
-from tests.controller.test_live import _eventually
-from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, dws_pools, ray_server
+from tests.runtime.test_guide_end_to_end import dws_pools, ray_server
+from tests.support import assert_done, cli_ok, eventually, get_rayjob
 
 __all__ = ["ray_server"]
 
@@ -22,19 +22,20 @@ def _events(srv: Server) -> list[dict[str, Any]]:
 
 def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", "-", input=POOLS)
+    cli_ok(srv, "apply", "-f", "-", input=POOLS)
     # No Plan A quota: the job runs on dws (flex-start) nodes.
-    _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0"))
-    _run(srv, "create", "configmap", "jax-train-script", f"--from-file={EXAMPLE}")
-    _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="ck").replace(
+    queue = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0")
+    cli_ok(srv, "apply", "-f", "-", input=queue)
+    cli_ok(srv, "create", "configmap", "jax-train-script", f"--from-file={EXAMPLE}")
+    cli_ok(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="ck").replace(
         "/app/train.py", "/app/train_checkpoint.py"))
     name = "rayjob-tpu-v6e-dws-ck"
 
     def checkpointed() -> None:
-        metrics = _job(srv, name).get("status", {}).get("trainingMetrics") or {}
+        metrics = get_rayjob(srv, name).get("status", {}).get("trainingMetrics") or {}
         assert metrics.get("epoch", 0) >= 5, "a checkpoint beyond the first epoch"
 
-    _eventually(checkpointed, timeout=150)
+    eventually(checkpointed, timeout=150)
     # The cloud takes a flex-start node away mid-run (as when it reclaims a VM).
     nodes = [n["metadata"]["name"] for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]
              if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "dws-pool"]
@@ -44,10 +45,10 @@ def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -
     def evicted() -> None:
         assert any(e["reason"] == "Evicted" and f"Node {nodes[0]} was deleted" in e["message"] for e in _events(srv))
 
-    _eventually(evicted, timeout=30)
-    _eventually(lambda: _assert_done(_job(srv, name)), timeout=180)
-    status = _job(srv, name)["status"]
-    log = _run(srv, "logs", f"rayjob/{name}").stdout
+    eventually(evicted, timeout=30)
+    eventually(lambda: assert_done(get_rayjob(srv, name)), timeout=180)
+    status = get_rayjob(srv, name)["status"]
+    log = cli_ok(srv, "logs", f"rayjob/{name}").stdout
     assert status["jobStatus"] == "SUCCEEDED", log[-3000:]
     first, _, second = log.partition("flexq: the job runs again")
     assert second, "the log holds both runs"

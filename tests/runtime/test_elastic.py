@@ -6,8 +6,8 @@ from typing import Any
 
 from tests import admin
 from tests.conftest import ROOT, Server
-from tests.controller.test_live import _eventually
-from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run, ray_server
+from tests.runtime.test_guide_end_to_end import ray_server
+from tests.support import assert_done, cli_ok, eventually, get_rayjob
 
 __all__ = ["ray_server"]
 
@@ -26,25 +26,25 @@ def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
-    _run(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
+    cli_ok(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
+    cli_ok(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
     # No pending demand (the script only waits for a second worker), so growth comes from the patch alone.
     job = (EXAMPLE / "rayjob-elastic.yaml").read_text().replace("elastic_job.py 2 --demand", "elastic_job.py 2")
-    _run(srv, "apply", "-f", "-", input=job)
+    cli_ok(srv, "apply", "-f", "-", input=job)
 
     def running() -> None:
-        assert _job(srv, "elastic").get("status", {}).get("jobStatus") == "RUNNING"
+        assert get_rayjob(srv, "elastic").get("status", {}).get("jobStatus") == "RUNNING"
 
-    _eventually(running, timeout=60)
+    eventually(running, timeout=60)
     first = _workloads(srv)
     assert len(first) == 1 and first[0]["status"]["admission"]["podSetAssignments"][1]["count"] == 1
     patch = [{"op": "replace", "path": "/spec/rayClusterSpec/workerGroupSpecs/0/replicas", "value": 2}]
     response = admin.patch(f"{srv.url}/apis/ray.io/v1/namespaces/default/rayjobs/elastic", json=patch,
                            headers={"Content-Type": "application/json-patch+json"})
     assert response.status_code == 200, response.text
-    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=60)
-    log = _run(srv, "logs", "rayjob/elastic").stdout
-    assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    eventually(lambda: assert_done(get_rayjob(srv, "elastic")), timeout=60)
+    log = cli_ok(srv, "logs", "rayjob/elastic").stdout
+    assert get_rayjob(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
     assert "waiting for 2" in log and "2 worker node(s)" in log and "Elastic job complete" in log, log
     assert "worker group workers: 1 -> 2 worker node(s)" in log
     old, new = _workloads(srv)
@@ -63,21 +63,21 @@ def test_patching_the_worker_replicas_admits_a_slice_and_adds_a_worker(ray_serve
         cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cpu-queue").json()
         assert cq["status"]["admittedWorkloads"] == 0
 
-    _eventually(freed)
+    eventually(freed)
 
 
 def test_pending_demand_makes_the_autoscaler_ask_for_workers_and_idle_ones_are_given_back(
         ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
-    _run(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
+    cli_ok(srv, "apply", "-f", str(EXAMPLE / "queue.yaml"))
+    cli_ok(srv, "create", "configmap", "elastic-script", f"--from-file={EXAMPLE / 'elastic_job.py'}")
     # 2 one-CPU tasks for 1 one-CPU worker; then the job waits for the idle worker to be given back.
     job = (EXAMPLE / "rayjob-elastic.yaml").read_text().replace("--demand", "--demand --shrink").replace(
         "idleTimeoutSeconds: 30", "idleTimeoutSeconds: 5")
-    _run(srv, "apply", "-f", "-", input=job)
-    _eventually(lambda: _assert_done(_job(srv, "elastic")), timeout=120)
-    log = _run(srv, "logs", "rayjob/elastic").stdout
-    assert _job(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    cli_ok(srv, "apply", "-f", "-", input=job)
+    eventually(lambda: assert_done(get_rayjob(srv, "elastic")), timeout=120)
+    log = cli_ok(srv, "logs", "rayjob/elastic").stdout
+    assert get_rayjob(srv, "elastic")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
     assert "2 worker node(s)" in log and "2 tasks ran on" in log, log
     assert "worker group workers: 2 -> 1 worker node(s)" in log and "the idle ones were given back" in log, log
     events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
@@ -90,14 +90,14 @@ def test_pending_demand_makes_the_autoscaler_ask_for_workers_and_idle_ones_are_g
 
 def test_an_elastic_tpu_job_grows_by_an_emulated_slice_and_gives_it_back(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", str(EXAMPLE / "queue-tpu.yaml"))
-    _run(srv, "create", "configmap", "slices-script", f"--from-file={EXAMPLE / 'slices_job.py'}")
+    cli_ok(srv, "apply", "-f", str(EXAMPLE / "queue-tpu.yaml"))
+    cli_ok(srv, "create", "configmap", "slices-script", f"--from-file={EXAMPLE / 'slices_job.py'}")
     job = (EXAMPLE / "rayjob-elastic-tpu.yaml").read_text().replace("slices_job.py 2", "slices_job.py 2 --shrink") \
         .replace("idleTimeoutSeconds: 30", "idleTimeoutSeconds: 5")
-    _run(srv, "apply", "-f", "-", input=job)
-    _eventually(lambda: _assert_done(_job(srv, "elastic-tpu")), timeout=150)
-    log = _run(srv, "logs", "rayjob/elastic-tpu").stdout
-    assert _job(srv, "elastic-tpu")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
+    cli_ok(srv, "apply", "-f", "-", input=job)
+    eventually(lambda: assert_done(get_rayjob(srv, "elastic-tpu")), timeout=150)
+    log = cli_ok(srv, "logs", "rayjob/elastic-tpu").stdout
+    assert get_rayjob(srv, "elastic-tpu")["status"]["jobStatus"] == "SUCCEEDED", log[-3000:]
     assert "1 slice(s); 2 tasks" in log, log
     assert "2 tasks ran on slices: flexq-emulated-slice, flexq-emulated-slice-tpu-group-1" in log, log
     assert "worker group tpu-group: 1 -> 2 TPU slice(s)" in log and "2 -> 1 TPU slice(s)" in log, log

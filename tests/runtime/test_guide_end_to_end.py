@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,8 @@ import pytest
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
-from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
+from tests.support import assert_done, cli_ok, eventually, get_rayjob
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -58,38 +57,28 @@ def _temp_dirs() -> set[str]:
     return {p.name for pattern in ("fqr-*", "fqw-*", "pymp-*") for p in Path("/tmp").glob(pattern)}
 
 
-def _run(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=server.env(), timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def _job(server: Server, name: str) -> dict[str, Any]:
-    return dict(admin.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
-
-
 def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")
+    cli_ok(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")
     for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
-        _run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster", "--machine-type=ct6e-standard-4t",
-             "--tpu-topology=4x4", "--enable-autoscaling", *extra, "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
-    _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml"))
-    _run(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
+        cli_ok(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
+               "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
+               "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
+    cli_ok(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml"))
+    cli_ok(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
     for job_id in ("1", "2"):
-        _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+        cli_ok(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
 
     def finished() -> None:
         for job_id in ("1", "2"):
-            assert _job(srv, f"rayjob-tpu-v6e-dws-{job_id}").get("status", {}).get("jobDeploymentStatus") in (
+            assert get_rayjob(srv, f"rayjob-tpu-v6e-dws-{job_id}").get("status", {}).get("jobDeploymentStatus") in (
                 "Complete", "Failed")
 
-    _eventually(finished, timeout=420)
+    eventually(finished, timeout=420)
     for job_id, pool in (("1", "on-demand-pool"), ("2", "dws-pool")):
         name = f"rayjob-tpu-v6e-dws-{job_id}"
-        status = _job(srv, name)["status"]
-        log = _run(srv, "logs", f"job/{name}").stdout
+        status = get_rayjob(srv, name)["status"]
+        log = cli_ok(srv, "logs", f"job/{name}").stdout
         assert status["jobStatus"] == "SUCCEEDED", log[-3000:]
         assert "Training Complete!" in log
         assert log.rstrip().splitlines()[-2].startswith(f"Job '{name}-") and log.rstrip().splitlines()[-2].endswith(
@@ -110,7 +99,7 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
                  for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]]
         assert pools == ["default-pool"]
 
-    _eventually(scaled_down, timeout=60)
+    eventually(scaled_down, timeout=60)
     assert not _ray_processes(), "shutdownAfterJobFinishes: each job's cluster is gone"
     # The jobs are elastic (maxReplicas 2), but a slice on the head takes all train.py asks: none grew.
     events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
@@ -130,7 +119,7 @@ def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
     assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
     if shutil.which("kubectl"):
         config = srv.home / "kc"
-        _run(srv, "kubeconfig", "--write", str(config))
+        cli_ok(srv, "kubeconfig", "--write", str(config))
         logged = subprocess.run(["kubectl", "logs", "job/rayjob-tpu-v6e-dws-1"], capture_output=True, text=True,
                                 env={**srv.env(), "KUBECONFIG": str(config)}, timeout=60, check=False)
         assert logged.returncode == 0, logged.stderr
@@ -158,13 +147,13 @@ spec:
 
 def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", "-", input=FAILING)
-    _eventually(lambda: _assert_done(_job(srv, "broken")), timeout=180)
-    status = _job(srv, "broken")["status"]
+    cli_ok(srv, "apply", "-f", "-", input=FAILING)
+    eventually(lambda: assert_done(get_rayjob(srv, "broken")), timeout=180)
+    status = get_rayjob(srv, "broken")["status"]
     assert status["jobStatus"] == "FAILED" and status["reason"] == "AppFailed"
     assert "exit code 3" in status["message"]
     assert (status["failed"], status["succeeded"]) == (2, 0), "backoffLimit 1: tried twice"
-    log = _run(srv, "logs", "rayjob/broken").stdout
+    log = cli_ok(srv, "logs", "rayjob/broken").stdout
     assert "something went wrong" in log and log.rstrip().splitlines()[-2].endswith("' failed")
     assert "retrying, attempt 2 of 2" in log
     workload = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"][0]
@@ -173,21 +162,17 @@ def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) 
         cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
         assert cq["status"]["reservingWorkloads"] == 0
 
-    _eventually(freed)
+    eventually(freed)
     assert workload["metadata"]["name"].startswith("rayjob-broken-")
-
-
-def _assert_done(job: dict[str, Any]) -> None:
-    assert job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed")
 
 
 def test_a_ray_cluster_that_cannot_start_fails_the_job_with_a_reason(ray_server: Server) -> None:
     srv = ray_server
     broken = FAILING.replace("      rayStartParams: {}", '      rayStartParams: {num-cpus: "lots"}').replace(
         "  backoffLimit: 1\n", "")
-    _run(srv, "apply", "-f", "-", input=broken)
-    _eventually(lambda: _assert_done(_job(srv, "broken")), timeout=120)
-    status = _job(srv, "broken")["status"]
+    cli_ok(srv, "apply", "-f", "-", input=broken)
+    eventually(lambda: assert_done(get_rayjob(srv, "broken")), timeout=120)
+    status = get_rayjob(srv, "broken")["status"]
     assert status["jobStatus"] == "FAILED" and status["reason"] == "SubmissionFailed"
     assert "ray start exited" in status["message"]
 
@@ -195,7 +180,7 @@ def test_a_ray_cluster_that_cannot_start_fails_the_job_with_a_reason(ray_server:
         cq = admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq").json()
         assert cq["status"]["reservingWorkloads"] == 0
 
-    _eventually(freed)
+    eventually(freed)
 
 
 def dws_pools(max_nodes: int, extra: str = "") -> str:
@@ -227,29 +212,30 @@ LOSSY_POOLS = dws_pools(4, "  maxRunDurationSeconds: 12\n")
 
 def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> None:
     srv = ray_server
-    _run(srv, "apply", "-f", "-", input=LOSSY_POOLS)
+    cli_ok(srv, "apply", "-f", "-", input=LOSSY_POOLS)
     # Plan A has no TPU quota here, so the job goes to dws, whose flex-start nodes live 12 seconds.
-    _run(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0"))
-    _run(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
-    _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1"))
+    queue = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0")
+    cli_ok(srv, "apply", "-f", "-", input=queue)
+    cli_ok(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
+    cli_ok(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="1"))
     name = "rayjob-tpu-v6e-dws-1"
 
     def evicted() -> None:
         events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "Evicted" and "maxRunDuration" in e["message"] for e in events)
 
-    _eventually(evicted, timeout=120)
+    eventually(evicted, timeout=120)
 
     def requeued_and_restarted() -> None:
         events = admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
         accepted = [e for e in events if e["reason"] == "ProvisioningRequest" and "-dws-prov-2" in e["message"]]
         assert accepted, "a fresh ProvisioningRequest for the requeued workload"
 
-    _eventually(requeued_and_restarted, timeout=120)
-    log = _run(srv, "logs", f"rayjob/{name}").stdout
+    eventually(requeued_and_restarted, timeout=120)
+    log = cli_ok(srv, "logs", f"rayjob/{name}").stdout
     assert "starting a Ray cluster" in log
-    _run(srv, "delete", "rayjob", name)
-    _eventually(lambda: _assert_no_ray(), timeout=60)
+    cli_ok(srv, "delete", "rayjob", name)
+    eventually(lambda: _assert_no_ray(), timeout=60)
 
 
 def _assert_no_ray() -> None:

@@ -25,11 +25,10 @@ from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster
 from tests import admin
 from tests.conftest import Server, start_server, stop_server
-from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
-from tests.runtime.ray_leaks import RayProcesses
-from tests.runtime.test_guide_end_to_end import _job, _run
-from tests.runtime.test_raycluster import SELECTING, _clusters_of
+from tests.runtime.ray_leaks import RayProcesses, clusters_of
+from tests.runtime.test_raycluster import SELECTING
+from tests.support import cli_ok, eventually, get_rayjob
 
 PROBE = """import os, time, ray
 ray.init()
@@ -139,10 +138,10 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
     try:
         remote.start()
         remote.add_worker("w", num_cpus=2, resources={})
-        ids = _eventually(lambda: _two(_ray_node_ids(remote.dashboard_url)), timeout=60)
+        ids = eventually(lambda: _two(_ray_node_ids(remote.dashboard_url)), timeout=60)
         srv = start_server(tmp_path / "home", "--runtime", "ray")
-        _run(srv, "container", "clusters", "create", "c", "--num-nodes=0")
-        made = _run(srv, "container", "node-pools", "create", "ray-a", "--cluster=c",
+        cli_ok(srv, "container", "clusters", "create", "c", "--num-nodes=0")
+        made = cli_ok(srv, "container", "node-pools", "create", "ray-a", "--cluster=c",
                       f"--ray-address={remote.dashboard_url}")
         assert "Created [ray-a]" in made.stderr
 
@@ -151,49 +150,49 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
             pool = admin.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
             assert pool["status"]["nodeCount"] == 2
 
-        _eventually(two_nodes, timeout=30)
-        _run(srv, "apply", "-f", "-", input=QUEUE)
-        _run(srv, "create", "configmap", "probe", f"--from-file=probe.py={_write(tmp_path, PROBE)}")
-        _run(srv, "apply", "-f", "-", input=_rayjob("probe", 0))
-        _eventually(lambda: _assert_status(_job(srv, "probe"), "Complete"), timeout=90)
-        status = _job(srv, "probe")["status"]
+        eventually(two_nodes, timeout=30)
+        cli_ok(srv, "apply", "-f", "-", input=QUEUE)
+        cli_ok(srv, "create", "configmap", "probe", f"--from-file=probe.py={_write(tmp_path, PROBE)}")
+        cli_ok(srv, "apply", "-f", "-", input=_rayjob("probe", 0))
+        eventually(lambda: _assert_status(get_rayjob(srv, "probe"), "Complete"), timeout=90)
+        status = get_rayjob(srv, "probe")["status"]
         assert status["jobStatus"] == "SUCCEEDED", status
         on_remote = admin.get(f"{remote.dashboard_url}/api/jobs/{status['jobId']}").json()
         assert on_remote["status"] == "SUCCEEDED", "the job ran on the pool's cluster"
-        log = _run(srv, "logs", "job/probe").stdout
+        log = cli_ok(srv, "logs", "job/probe").stdout
         assert re.search(rf"^gcs \S+:{remote.gcs_port}$", log, re.MULTILINE), log
         assert f"nodes {json.dumps(sorted(ids.values()))}" in log, log
         assert "files here True hello" in log and "probe done" in log and "succeeded" in log, log
         assert f"the job runs on the Ray cluster of node pool ray-a (its dashboard {remote.dashboard_url})" in log
 
         # A RayCluster admitted onto the pool is that cluster: nothing starts here, and a job selecting it runs there.
-        _run(srv, "apply", "-f", "-", input=SHARED)
-        _eventually(lambda: _ready(srv, "shared"), timeout=60)
-        assert not _clusters_of(srv.process.pid), "no local Ray cluster for it"
-        _run(srv, "apply", "-f", "-", input=SELECTING.format(name="picky", cluster="shared"))
-        _eventually(lambda: _assert_status(_job(srv, "picky"), "Complete"), timeout=90)
-        picky = _job(srv, "picky")["status"]
+        cli_ok(srv, "apply", "-f", "-", input=SHARED)
+        eventually(lambda: _ready(srv, "shared"), timeout=60)
+        assert not clusters_of(srv.process.pid), "no local Ray cluster for it"
+        cli_ok(srv, "apply", "-f", "-", input=SELECTING.format(name="picky", cluster="shared"))
+        eventually(lambda: _assert_status(get_rayjob(srv, "picky"), "Complete"), timeout=90)
+        picky = get_rayjob(srv, "picky")["status"]
         assert picky["jobStatus"] == "SUCCEEDED", picky
         assert admin.get(f"{remote.dashboard_url}/api/jobs/{picky['jobId']}").json()["status"] == "SUCCEEDED"
-        log = _run(srv, "logs", "job/picky").stdout
+        log = cli_ok(srv, "logs", "job/picky").stdout
         assert "42 from picky" in log and "RayCluster shared, the Ray cluster of node pool ray-a" in log, log
         assert "reach its dashboard at " + remote.dashboard_url in _forward_error(srv, "service/shared-head-svc")
-        _run(srv, "delete", "raycluster", "shared")
+        cli_ok(srv, "delete", "raycluster", "shared")
         assert _two(_ray_node_ids(remote.dashboard_url)) == ids, "let go, not stopped: the cluster is not flexq's"
 
         # A Pod admitted onto the pool runs there too: its container's command as a Ray job.
-        _run(srv, "apply", "-f", "-", input=POD)
-        assert _eventually(lambda: _pod_phase(srv, "hello"), timeout=90) == "Succeeded"
+        cli_ok(srv, "apply", "-f", "-", input=POD)
+        assert eventually(lambda: _pod_phase(srv, "hello"), timeout=90) == "Succeeded"
         log = admin.get(f"{srv.url}/api/v1/namespaces/default/pods/hello/log").text  # what kubectl logs reads
         assert "pod says 42 remote" in log and "the pod runs on the Ray cluster of node pool ray-a" in log, log
         assert any(j["submission_id"].startswith("flexq-pod-hello-main-") and j["status"] == "SUCCEEDED"
                    for j in admin.get(f"{remote.dashboard_url}/api/jobs/").json())
-        _run(srv, "delete", "pod", "hello")
+        cli_ok(srv, "delete", "pod", "hello")
 
         # A job that sleeps; its worker pod is on the worker node (the head node's 1 CPU holds its head pod).
-        _run(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
-        _eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
-        submission = _job(srv, "sleeper")["status"]["jobId"]
+        cli_ok(srv, "apply", "-f", "-", input=_rayjob("sleeper", 300))
+        eventually(lambda: _assert_running(srv, "sleeper"), timeout=90)
+        submission = get_rayjob(srv, "sleeper")["status"]["jobId"]
 
         # A server stopped cleanly leaves the job running on the cluster; the next one follows it again.
         stop_server(srv)
@@ -201,13 +200,13 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         srv = start_server(tmp_path / "home", "--runtime", "ray")
 
         def followed_again() -> None:
-            log = _run(srv, "logs", "job/sleeper").stdout
+            log = cli_ok(srv, "logs", "job/sleeper").stdout
             assert "the server restarted; the job is followed again" in log and log.count("files here") == 1, log
-            assert _job(srv, "sleeper")["status"]["jobId"] == submission
+            assert get_rayjob(srv, "sleeper")["status"]["jobId"] == submission
             _assert_running(srv, "sleeper")
 
-        _eventually(followed_again, timeout=60)
-        _eventually(lambda: _assert_pod_nodes(srv, 2), timeout=30)
+        eventually(followed_again, timeout=60)
+        eventually(lambda: _assert_pod_nodes(srv, 2), timeout=30)
         assert "runs on the Ray cluster of node pool ray-a: reach its dashboard at " \
             f"{remote.dashboard_url}" in _forward_error(srv, "rayjob/sleeper")
         process, _temp = remote.workers["w"]
@@ -215,22 +214,22 @@ def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
 
         def lost() -> None:
             assert _pool_nodes(srv) == {ids[True]: "1"}
-            assert _job(srv, "sleeper")["status"]["jobDeploymentStatus"] == "Suspended"
+            assert get_rayjob(srv, "sleeper")["status"]["jobDeploymentStatus"] == "Suspended"
             events = admin.get(f"{srv.url}/api/v1/namespaces/default/events").json()["items"]
             assert any("left the Ray cluster of node pool ray-a" in e.get("message", "") for e in events), \
                 [e.get("message") for e in events]
             assert admin.get(f"{remote.dashboard_url}/api/jobs/{submission}").json()["status"] == "STOPPED"
 
-        _eventually(lost, timeout=60)
+        eventually(lost, timeout=60)
         pool = admin.get(f"{srv.url}/apis/flexq.dev/v1alpha1/nodepools/ray-a").json()
         assert pool["status"]["nodeCount"] == 1
 
         # A job of one pod fits the node left; deleted while it runs, its Ray job is stopped there.
-        _run(srv, "apply", "-f", "-", input=_rayjob("solo", 300).split("    workerGroupSpecs:")[0])
-        _eventually(lambda: _assert_running(srv, "solo"), timeout=90)
-        solo = _job(srv, "solo")["status"]["jobId"]
-        _run(srv, "delete", "rayjob", "solo", "probe", "sleeper")
-        _eventually(lambda: _assert_remote(remote, solo, "STOPPED"), timeout=30)
+        cli_ok(srv, "apply", "-f", "-", input=_rayjob("solo", 300).split("    workerGroupSpecs:")[0])
+        eventually(lambda: _assert_running(srv, "solo"), timeout=90)
+        solo = get_rayjob(srv, "solo")["status"]["jobId"]
+        cli_ok(srv, "delete", "rayjob", "solo", "probe", "sleeper")
+        eventually(lambda: _assert_remote(remote, solo, "STOPPED"), timeout=30)
     finally:
         if srv is not None:
             stop_server(srv)
@@ -254,9 +253,9 @@ def _assert_status(job: dict[str, Any], deployment: str) -> None:
 
 
 def _assert_running(srv: Server, name: str) -> None:
-    job = _job(srv, name)
+    job = get_rayjob(srv, name)
     assert (job.get("status") or {}).get("jobStatus") == "RUNNING", job.get("status")
-    assert "files here" in _run(srv, "logs", f"job/{name}").stdout
+    assert "files here" in cli_ok(srv, "logs", f"job/{name}").stdout
 
 
 def _assert_pod_nodes(srv: Server, count: int) -> None:

@@ -16,25 +16,10 @@ import pytest
 import yaml
 
 from tests import admin
-from tests.cli.test_kubectl_raycluster import SETUP, _eventually, cluster
+from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import free_port, start_server, stop_server
-
-
-def _clusters_of(server_pid: int) -> dict[int, Path]:
-    """The Ray clusters a server started: their process sessions and temp dirs (from ``ray start``'s command)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if int(stat[1]) == server_pid and "start" in argv and any(a.endswith("ray.scripts.scripts") for a in argv):
-            temp = next(a.removeprefix("--temp-dir=") for a in argv if a.startswith("--temp-dir="))
-            found[int(entry.name)] = Path(temp)
-    return found
+from tests.runtime.ray_leaks import clusters_of
+from tests.support import eventually
 
 
 def _alive(sessions: set[int]) -> list[int]:
@@ -76,7 +61,7 @@ def _runs_rayjobs_by_cluster_selector(kubectl: Callable[..., str], clusters: dic
         assert status.get("jobDeploymentStatus") != "Failed", status
         return status if status.get("jobDeploymentStatus") == "Complete" else None
 
-    status = _eventually(finished, 120)
+    status = eventually(finished, 120)
     assert status["jobStatus"] == "SUCCEEDED" and status["rayClusterName"] == "notebook", status
     assert "42 from on-notebook" in kubectl("logs", "job/on-notebook")
     workloads = kubectl("get", "workloads", "-o", "name")
@@ -119,7 +104,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
             assert status.get("state") != "failed", status
             return status if status.get("state") == "ready" else None
 
-        status = _eventually(ready, 120)
+        status = eventually(ready, 120)
         assert status["endpoints"]["dashboard"] == "8265" and status["head"]["serviceName"] == "notebook-head-svc"
         assert status["availableWorkerReplicas"] == 1 and status["desiredCPU"] == "2"
         states = {line.split()[0]: line.split()[-2] for line in kubectl("get", "rayclusters").splitlines()[1:]}
@@ -127,7 +112,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         pods = kubectl("get", "pods", "-l", "ray.io/cluster=notebook", "-o", "name").split()
         assert len(pods) == 2, pods
         assert "Running" in kubectl("get", "pods")
-        clusters = _clusters_of(srv.process.pid)
+        clusters = clusters_of(srv.process.pid)
         assert len(clusters) == 1 and _alive(set(clusters)), "one local Ray cluster, in a session of its own"
 
         local = free_port()
@@ -147,14 +132,14 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
                 return None
             return str(response.json()["submission_id"])
 
-        submission = _eventually(submitted, 90)
+        submission = eventually(submitted, 90)
 
         def succeeded() -> bool:
             state = admin.get(f"{url}/api/jobs/{submission}", timeout=30).json()["status"]
             assert state not in ("FAILED", "STOPPED"), state
             return bool(state == "SUCCEEDED")
 
-        _eventually(succeeded, 90)
+        eventually(succeeded, 90)
         assert "42" in admin.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json()["logs"]
         forward.terminate()
         forward.communicate(timeout=30)
@@ -167,7 +152,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         def gone() -> bool:
             return not _alive(set(clusters)) and not kubectl("get", "pods,services,workloads", "-o", "name").strip()
 
-        _eventually(gone, 60)
+        eventually(gone, 60)
     finally:
         if forward is not None:
             forward.terminate()

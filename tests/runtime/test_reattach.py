@@ -28,9 +28,9 @@ from flexq.runtime.ray_cluster import Detached, LocalRayCluster
 from flexq.runtime.reattach import read_records, reap_all, record_path
 from flexq.store import Key, Store
 from tests.conftest import free_port
-from tests.controller.test_live import _eventually
 from tests.runtime.test_cluster_objects import CLUSTER
 from tests.runtime.test_guide_end_to_end import FAILING
+from tests.support import eventually
 
 SLEEP = "import time; time.sleep(120)"
 FAMILY = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
@@ -289,7 +289,7 @@ def test_a_raycluster_is_found_again_and_reachable_by_port_forward(tmp_path: Pat
         assert status["state"] == "ready" and clusters.published.get("team/nb")
         return status
 
-    status = _eventually(ready, timeout=10)
+    status = eventually(ready, timeout=10)
     assert status["stateTransitionTimes"]["ready"] == "2026-01-01T00:00:00Z", "ready since before the restart"
     head = next(p for p in store.list_objects("", "pods", "team")[0]
                 if p["metadata"]["labels"]["ray.io/node-type"] == "head")

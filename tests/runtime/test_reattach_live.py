@@ -24,10 +24,9 @@ from flexq.runtime.ray_cluster import Detached
 from tests import admin
 from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import Server, free_port, start_server, stop_server
-from tests.controller.test_live import _eventually
 from tests.queues import queue_yaml
 from tests.runtime.ray_leaks import RayProcesses
-from tests.runtime.test_guide_end_to_end import _assert_done, _job, _run
+from tests.support import assert_done, cli_ok, eventually, get_rayjob
 
 QUEUE = queue_yaml(("default", None))
 
@@ -82,11 +81,11 @@ def _record(srv: Server, name: str) -> dict[str, Any]:
 
 def _until_log(srv: Server, name: str, text: str, timeout: float = 90) -> None:
     def shown() -> None:
-        status = _job(srv, name).get("status") or {}
+        status = get_rayjob(srv, name).get("status") or {}
         assert status.get("jobDeploymentStatus") not in ("Complete", "Failed"), status
         assert text in _log(srv, name)
 
-    _eventually(shown, timeout=timeout)
+    eventually(shown, timeout=timeout)
 
 
 def _crash(srv: Server) -> None:
@@ -97,8 +96,8 @@ def _crash(srv: Server) -> None:
 
 
 def _finished(srv: Server, name: str, timeout: float = 120) -> dict[str, Any]:
-    _eventually(lambda: _assert_done(_job(srv, name)), timeout=timeout)
-    return dict(_job(srv, name)["status"])
+    eventually(lambda: assert_done(get_rayjob(srv, name)), timeout=timeout)
+    return dict(get_rayjob(srv, name)["status"])
 
 
 def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_processes: RayProcesses) -> None:
@@ -109,10 +108,10 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
     again: Server | None = None
     follow: subprocess.Popen[str] | None = None
     try:
-        _run(srv, "apply", "-f", "-", input=POOLS + "---\n" + QUEUE.replace(
+        cli_ok(srv, "apply", "-f", "-", input=POOLS + "---\n" + QUEUE.replace(
             "metadata: {name: default}", "metadata: {name: default}\nspec: {nodeLabels: "
             "{cloud.google.com/gke-nodepool: default-pool}}"))
-        _run(srv, "apply", "-f", "-", input=rayjob("ticker", TICKS % 20, 0))
+        cli_ok(srv, "apply", "-f", "-", input=rayjob("ticker", TICKS % 20, 0))
         _until_log(srv, "ticker", "tick 2")
         head = _record(srv, "ticker")["pid"]
         assert ray_processes.count() > 3
@@ -129,15 +128,15 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
         status = _finished(again, "ticker")
         followed, _ = follow.communicate(timeout=30)
         follow = None
-        log = _run(again, "logs", "rayjob/ticker").stdout
+        log = cli_ok(again, "logs", "rayjob/ticker").stdout
         assert status["jobStatus"] == "SUCCEEDED" and status["failed"] == 0, log
         assert log.splitlines().count("tick 0") == 1 and log.splitlines().count("all done") == 1, "the job ran once"
         assert log.count("starting a Ray cluster") == 1 and f"ran on (head pid {head}) and is followed again" in log
         assert "tick 19" in followed and "all done" in followed, "logs -f after the restart follows to the end"
         events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "RayClusterFound" for e in events)
-        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
-        _eventually(lambda: _assert_freed(again), timeout=30)
+        eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        eventually(lambda: _assert_freed(again), timeout=30)
     finally:
         if follow is not None:
             follow.kill()
@@ -158,10 +157,10 @@ def test_a_kill_at_the_job_end_leaves_it_succeeded_once(tmp_path: Path, ray_proc
     srv = start_server(tmp_path / "home", *flags)
     again: Server | None = None
     try:
-        _run(srv, "apply", "-f", "-", input=POOLS + "---\n" + QUEUE.replace(
+        cli_ok(srv, "apply", "-f", "-", input=POOLS + "---\n" + QUEUE.replace(
             "metadata: {name: default}", "metadata: {name: default}\nspec: {nodeLabels: "
             "{cloud.google.com/gke-nodepool: default-pool}}"))
-        _run(srv, "apply", "-f", "-", input=rayjob("ender", TICKS % 3, 1))
+        cli_ok(srv, "apply", "-f", "-", input=rayjob("ender", TICKS % 3, 1))
         _until_log(srv, "ender", "tick 0")
         record = _record(srv, "ender")
         head = Detached(record["pid"], f"--temp-dir={record['temp_dir']}")
@@ -174,14 +173,14 @@ def test_a_kill_at_the_job_end_leaves_it_succeeded_once(tmp_path: Path, ray_proc
         time.sleep(2)
         again = start_server(srv.home, *flags)
         status = _finished(again, "ender")
-        log = _run(again, "logs", "rayjob/ender").stdout
+        log = cli_ok(again, "logs", "rayjob/ender").stdout
         assert (status["jobStatus"], status["jobDeploymentStatus"], status["failed"]) == \
             ("SUCCEEDED", "Complete", 0), log
         assert log.splitlines().count("all done") == 1 and log.count("starting a Ray cluster") == 1, "it ran once"
         ended = datetime.fromisoformat(status["endTime"]).timestamp()
         assert ended <= crashed + 1, "the end is the driver's, not the restart's"
-        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
-        _eventually(lambda: _assert_freed(again), timeout=30)
+        eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        eventually(lambda: _assert_freed(again), timeout=30)
     finally:
         if srv.process.poll() is None:
             stop_server(srv)
@@ -204,8 +203,8 @@ def test_a_head_lost_while_the_server_was_down_is_reaped_and_the_job_retried(tmp
     srv = start_server(tmp_path / "home", "--runtime", "ray")
     again: Server | None = None
     try:
-        _run(srv, "apply", "-f", "-", input=QUEUE)
-        _run(srv, "apply", "-f", "-", input=rayjob("ticker", TICKS % 6, 1))
+        cli_ok(srv, "apply", "-f", "-", input=QUEUE)
+        cli_ok(srv, "apply", "-f", "-", input=rayjob("ticker", TICKS % 6, 1))
         _until_log(srv, "ticker", "tick 1")
         record = _record(srv, "ticker")
         running = ray_processes.running()
@@ -215,17 +214,17 @@ def test_a_head_lost_while_the_server_was_down_is_reaped_and_the_job_retried(tmp
         assert len(gcs) == 1
         os.kill(gcs[0], signal.SIGKILL)
         head = Detached(record["pid"], f"--temp-dir={record['temp_dir']}")
-        _eventually(lambda: _assert_exited(head), timeout=30)
+        eventually(lambda: _assert_exited(head), timeout=30)
         again = start_server(srv.home, "--runtime", "ray")
         status = _finished(again, "ticker")
-        log = _run(again, "logs", "rayjob/ticker").stdout
+        log = cli_ok(again, "logs", "rayjob/ticker").stdout
         assert status["jobStatus"] == "SUCCEEDED", log
         assert (status["failed"], status["succeeded"]) == (1, 1), "the loss counts a failure; the retry succeeds"
         assert "lost while the server was down" in log and "retrying, attempt 2 of 2" in log
         assert log.splitlines().count("all done") == 1 and log.count("starting a Ray cluster") == 2
         events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert [e["type"] for e in events if e["reason"] == "RayClusterLost"] == ["Warning"]
-        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
     finally:
         if srv.process.poll() is None:
             stop_server(srv)
@@ -260,23 +259,23 @@ def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retr
     script.write_text(TRAINER)
     srv = start_server(tmp_path / "home", "--runtime", "ray")
     try:
-        _run(srv, "apply", "-f", "-", input=QUEUE)
-        _run(srv, "create", "configmap", "code", f"--from-file={script}")
-        _run(srv, "apply", "-f", "-", input=rayjob("trainer", "python /app/trainer.py", 2, volume="code"))
+        cli_ok(srv, "apply", "-f", "-", input=QUEUE)
+        cli_ok(srv, "create", "configmap", "code", f"--from-file={script}")
+        cli_ok(srv, "apply", "-f", "-", input=rayjob("trainer", "python /app/trainer.py", 2, volume="code"))
         # Attempt 1: the training actor's worker process is killed.
         _until_log(srv, "trainer", "step 1 worker")
         assert ray_processes.count() > 3
         os.kill(int(_log(srv, "trainer").split("step 1 worker ")[1].split()[0]), signal.SIGKILL)
         # Attempt 2 (a new cluster): the node's raylet is killed.
         _until_log(srv, "trainer", "retrying, attempt 2 of 3")
-        _eventually(lambda: _assert_in("step 1 worker", _log(srv, "trainer").rpartition("attempt 2 of 3")[2]), 90)
+        eventually(lambda: _assert_in("step 1 worker", _log(srv, "trainer").rpartition("attempt 2 of 3")[2]), 90)
         temp = _record(srv, "trainer")["temp_dir"]
         raylets = [pid for pid, command in ray_processes.running().items()
                    if "/raylet " in command and f"--temp_dir={temp}" in command]
         assert len(raylets) == 1
         os.kill(raylets[0], signal.SIGKILL)
         status = _finished(srv, "trainer", timeout=150)
-        log = _run(srv, "logs", "rayjob/trainer").stdout
+        log = cli_ok(srv, "logs", "rayjob/trainer").stdout
         assert status["jobStatus"] == "SUCCEEDED", log
         assert (status["failed"], status["succeeded"]) == (2, 1), "attempts 1 and 2 failed, attempt 3 succeeded"
         first, _, rest = log.partition("retrying, attempt 2 of 3")
@@ -285,7 +284,7 @@ def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retr
         assert "step 1 worker" in first and "trained" not in first
         assert "step 1 worker" in second and "trained" not in second and "step 5 worker" not in second
         assert "step 5 worker" in third and "trained" in third
-        _eventually(lambda: _assert_gone(srv, ray_processes), timeout=60)
+        eventually(lambda: _assert_gone(srv, ray_processes), timeout=60)
     finally:
         stop_server(srv)
 
@@ -304,26 +303,26 @@ def test_a_raycluster_survives_a_killed_server_and_is_reached_again(tmp_path: Pa
     forward: subprocess.Popen[str] | None = None
     url = "/apis/ray.io/v1/namespaces/default/rayclusters/notebook"
     try:
-        _run(srv, "apply", "-f", "-", input=SETUP + "---\n" + cluster("notebook", 1))
-        _eventually(lambda: _assert_state(srv, url, "ready"), timeout=90)
+        cli_ok(srv, "apply", "-f", "-", input=SETUP + "---\n" + cluster("notebook", 1))
+        eventually(lambda: _assert_state(srv, url, "ready"), timeout=90)
         record = json.loads((srv.home / "ray" / "rayclusters" / "default" / "notebook.json").read_text())
         assert ray_processes.count() > 3
         _crash(srv)
         again = start_server(srv.home, "--runtime", "ray")
         assert json.loads((srv.home / "ray" / "rayclusters" / "default" / "notebook.json").read_text()) == record
-        _eventually(lambda: _assert_state(again, url, "ready"), timeout=30)
+        eventually(lambda: _assert_state(again, url, "ready"), timeout=30)
         config = tmp_path / "kubeconfig"
-        _run(again, "kubeconfig", "--write", str(config))
+        cli_ok(again, "kubeconfig", "--write", str(config))
         local = free_port()
         forward = subprocess.Popen([kubectl, "port-forward", "service/notebook-head-svc", f"{local}:8265"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    env={**again.env(), "KUBECONFIG": str(config), "HOME": str(tmp_path)})
-        answer = _eventually(lambda: _assert_answers(f"http://127.0.0.1:{local}/api/version"), timeout=30)
+        answer = eventually(lambda: _assert_answers(f"http://127.0.0.1:{local}/api/version"), timeout=30)
         assert "ray_version" in answer, "the cluster found again is reached through a port-forward"
         events = admin.get(f"{again.url}/api/v1/namespaces/default/events").json()["items"]
         assert any(e["reason"] == "RayClusterFound" for e in events)
         assert admin.delete(again.url + url).status_code == 200
-        _eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
+        eventually(lambda: _assert_gone(again, ray_processes), timeout=60)
     finally:
         if forward is not None:
             forward.terminate()

@@ -27,9 +27,8 @@ from flexq.server.ui_models import JobRow
 from flexq.store import Key, Store
 from tests import admin
 from tests.conftest import guide_text
-from tests.controller.test_live import _cond, _eventually, _workloads
-from tests.controller.test_live_capacity import _run, guide_setup, serve_capacity
 from tests.server.inprocess import serving
+from tests.support import cli, condition, eventually, guide_setup, serve_capacity, workloads
 
 STATES = ("pending", "reserved", "admitted", "succeeded")
 
@@ -196,14 +195,14 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
             first = next(int(line[6:]) for line in lines if line.startswith("data: "))
             guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
             assert next(int(line[6:]) for line in lines if line.startswith("data: ")) > first, "the store changed"
-        _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
+        eventually(lambda: _assert(condition(workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
         def settled() -> dict[str, Any]:
             view = admin.get(srv.url + "/flexq/v1/dashboard/overview").json()
             assert view["provisioning"] and {p["name"]: p["ready"] for p in view["pools"]}["on-demand-pool"] == 4
             return dict(view)
 
-        view = _eventually(settled)
+        view = eventually(settled)
         queue = view["queues"][0]
         assert (queue["name"], queue["pending"], queue["reserving"], queue["admitted"]) == ("cluster-queue", 1, 1, 1)
         tpu = {(f["flavor"], r["resource"]): r for f in queue["flavors"] for r in f["resources"]}
@@ -226,7 +225,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert detail["why"].startswith(two["reason"][:-3]) and "; on-demand: " in detail["why"], "not cut short"
         assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
         assert any(t["what"] == "VariantCreated" for t in detail["timeline"])
-        printed = _run(srv, "dashboard", "--no-open")
+        printed = cli(srv, "dashboard", "--no-open")
         signed_in = f"{srv.url}/ui/?token={srv.token}"  # the browser signs in once; the page keeps a cookie
         assert printed.returncode == 0 and printed.stdout == f"{signed_in}\n"
         opened = tmp_path / "opened"

@@ -9,8 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import admin
 from tests.conftest import Server, guide_text
-from tests.controller.test_live import _cond, _eventually, _workloads
-from tests.controller.test_live_capacity import guide_setup, serve_capacity
+from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 1s}
@@ -35,14 +34,14 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
-        _eventually(lambda: _assert(_cond(_workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
+        eventually(lambda: _assert(condition(workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
         def settled() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             m = _scrape(srv)
             assert m[("kueue_admitted_workloads_total", (("cluster_queue", "cluster-queue"),))] == 1
             return m
 
-        m = _eventually(settled)
+        m = eventually(settled)
         cq = admin.get(srv.url + CQ).json()["status"]
         q = ("cluster_queue", "cluster-queue")
         assert m[("kueue_admitted_active_workloads", (q,))] == cq["admittedWorkloads"] == 1

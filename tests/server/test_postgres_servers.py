@@ -19,7 +19,7 @@ import pytest
 from flexq.store.url import StoreOptionError, open_store
 from tests import admin
 from tests.conftest import Server, start_server, stop_server
-from tests.controller.test_live import _cond, _eventually
+from tests.support import condition, eventually
 
 LEASE = 2.0
 QUEUES = """
@@ -76,7 +76,7 @@ def _admitted(srv: Server, job: str) -> Callable[[], None]:
     def check() -> None:
         items = admin.get(srv.url + WL, timeout=5).json()["items"]
         mine = [w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job]
-        assert mine and _cond(mine[0], "Admitted") == "True"
+        assert mine and condition(mine[0], "Admitted") == "True"
     return check
 
 
@@ -88,7 +88,7 @@ def _watch(srv: Server, since: str, seen: list[dict[str, Any]], ready: threading
             if line:
                 event = orjson.loads(line)
                 seen.append(event)
-                if _cond(event["object"], "Admitted") == "True":
+                if condition(event["object"], "Admitted") == "True":
                     return
 
 
@@ -103,7 +103,7 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     servers: list[Server] = []
     try:
         servers.append(start_server(tmp_path / "a", *flags))
-        _eventually(lambda: _assert(_leader(servers[0])["leading"]), timeout=10)
+        eventually(lambda: _assert(_leader(servers[0])["leading"]), timeout=10)
         servers.append(start_server(tmp_path / "b", *flags))
         yield servers
     finally:
@@ -127,19 +127,19 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     watcher.start()
     assert ready.wait(10)
     _apply(follower, _job("first"))  # written through the follower, admitted by the leader's controller
-    _eventually(_admitted(leader, "first"), timeout=15)
+    eventually(_admitted(leader, "first"), timeout=15)
     watcher.join(timeout=15)
-    assert seen and _cond(seen[-1]["object"], "Admitted") == "True", "the follower's watch sees the leader's writes"
+    assert seen and condition(seen[-1]["object"], "Admitted") == "True", "the follower's watch sees the leader's writes"
     assert seen[0]["type"] == "ADDED"
 
     leader.process.kill()  # kill -9: no release of the lease
     leader.process.wait(timeout=10)
     killed = time.monotonic()
-    _eventually(lambda: _assert(_leader(follower)["leading"]), timeout=3 * LEASE)
+    eventually(lambda: _assert(_leader(follower)["leading"]), timeout=3 * LEASE)
     took = time.monotonic() - killed
     assert took < LEASE + 2.0, f"took over in {took:.1f}s: the lease expires at most {LEASE:g}s after the kill"
     _apply(follower, _job("second"))
-    _eventually(_admitted(follower, "second"), timeout=15)
+    eventually(_admitted(follower, "second"), timeout=15)
     assert _leader(follower)["lease"]["leaseTransitions"] == 1
 
 

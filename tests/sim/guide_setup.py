@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from flexq.sim.runner import SimResult, run_scenario
+from flexq.sim.scenario import load_scenario
 from tests.conftest import GUIDE
 
 POOLS = """    pools:
@@ -39,3 +42,20 @@ def job(job_id: str, at: str = "0s", run_for: str = "10m") -> str:
     """A submit entry: the guide's RayJob with ``JOB_ID``."""
     return (f"    - {{at: {at}, file: {GUIDE / 'rayjob-tpu-v6e-dws.yaml'}, env: {{JOB_ID: \"{job_id}\"}}, "
             f"runFor: {run_for}}}\n")
+
+
+def run_guide(tmp_path: Path, capacity: str, submit: str, until: str = "2h",
+              queue: Path = GUIDE / "dws-tpu-queue.yaml") -> SimResult:
+    """Run :func:`guide_scenario` to its end."""
+    return run_scenario(load_scenario(guide_scenario(tmp_path, capacity, submit, until, queue=queue)))
+
+
+def job_events(result: SimResult, job_id: str) -> list[dict[str, Any]]:
+    """The events of the workload of the guide's RayJob ``job_id``."""
+    key = next(w.key for w in result.workloads if w.owner.endswith(f"/rayjob-tpu-v6e-dws-{job_id}"))
+    return [e for e in result.events if e["workload"] == key]
+
+
+def first_event(events: list[dict[str, Any]], kind: str, **match: Any) -> dict[str, Any]:
+    """The first of ``events`` of ``kind`` whose fields equal ``match``."""
+    return next(e for e in events if e["event"] == kind and all(e.get(k) == v for k, v in match.items()))

@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from flexq.sim.runner import SimResult, run_scenario
+from flexq.sim.runner import SimResult
 from flexq.sim.scenario import ScenarioError, load_scenario
 from tests.conftest import GUIDE
-from tests.sim.guide_setup import guide_scenario, job
+from tests.sim.guide_setup import first_event, job, job_events, run_guide
 
 HOUR, DAY = 3600, 86400
-
-
-def _scenario(tmp_path: Path, capacity: str, submit: str, until: str = "2h",
-              queue: Path = GUIDE / "dws-tpu-queue.yaml") -> SimResult:
-    return run_scenario(load_scenario(guide_scenario(tmp_path, capacity, submit, until, queue=queue)))
-
-
-def _job(job_id: str, at: str = "0s", run_for: str = "10m") -> str:
-    return job(job_id, at, run_for)
-
-
-def _log(result: SimResult, job: str) -> list[dict[str, Any]]:
-    key = next(w.key for w in result.workloads if w.owner.endswith(f"/rayjob-tpu-v6e-dws-{job}"))
-    return [e for e in result.events if e["workload"] == key]
-
-
-def _first(events: list[dict[str, Any]], kind: str, **match: Any) -> dict[str, Any]:
-    return next(e for e in events if e["event"] == kind and all(e.get(k) == v for k, v in match.items()))
 
 
 def _pool_sizes(result: SimResult) -> dict[str, int]:
@@ -43,20 +24,20 @@ def _pool_sizes(result: SimResult) -> dict[str, int]:
 
 def test_guide_flow_with_node_pools(tmp_path: Path) -> None:
     # Job 1 holds Plan A for an hour: DWS's answer after 30 minutes starts job 2 first.
-    result = _scenario(tmp_path, """    cloud:
+    result = run_guide(tmp_path, """    cloud:
       on-demand-pool: {available: 4, bootTime: 3m}
-      dws-pool: {queuedDelay: 30m}""", _job("1", run_for="1h") + _job("2", "2s"))
-    job1, job2 = _log(result, "1"), _log(result, "2")
-    started1 = _first(job1, "Started")
+      dws-pool: {queuedDelay: 30m}""", job("1", run_for="1h") + job("2", "2s"))
+    job1, job2 = job_events(result, "1"), job_events(result, "2")
+    started1 = first_event(job1, "Started")
     assert started1["t"] == 180, "on-demand nodes boot in 3 minutes"
     assert [n for n in started1["nodes"] if "on-demand-pool" in n] and len(started1["nodes"]) == 5
-    accepted = _first(job2, "ProvisioningRequest", state="Accepted")
-    provisioned = _first(job2, "ProvisioningRequest", state="Provisioned")
+    accepted = first_event(job2, "ProvisioningRequest", state="Accepted")
+    provisioned = first_event(job2, "ProvisioningRequest", state="Provisioned")
     assert accepted["t"] == 2 and provisioned["t"] == 2 + 30 * 60
     assert accepted["eta"] == provisioned["t"], "the Accepted request says when it expects its nodes"
-    assert _first(job2, "Admitted")["t"] == provisioned["t"]
-    assert sum("dws-pool" in n for n in _first(job2, "Started")["nodes"]) == 4
-    assert _first(job2, "Finished")["t"] == provisioned["t"] + 600
+    assert first_event(job2, "Admitted")["t"] == provisioned["t"]
+    assert sum("dws-pool" in n for n in first_event(job2, "Started")["nodes"]) == 4
+    assert first_event(job2, "Finished")["t"] == provisioned["t"] + 600
     assert _pool_sizes(result) == {"on-demand-pool": 0, "dws-pool": 0}
     scaled = {e["pool"]: e["t"] for e in result.events if e["event"] == "ScaledDown"}
     assert scaled == {"on-demand-pool": 180 + 3600 + 600, "dws-pool": provisioned["t"] + 600 + 600}
@@ -64,39 +45,39 @@ def test_guide_flow_with_node_pools(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fallback", [True, False])
 def test_plan_a_stocked_out_for_six_hours(tmp_path: Path, fallback: bool) -> None:
-    result = _scenario(tmp_path, f"""    cloud:
+    result = run_guide(tmp_path, f"""    cloud:
       on-demand-pool: {{stockouts: [{{from: 0s, to: 6h}}], bootTime: 3m}}
       dws-pool: {{queuedDelay: 30m}}
-    fallback: {str(fallback).lower()}""", _job("1"), until="8h")
-    job1 = _log(result, "1")
+    fallback: {str(fallback).lower()}""", job("1"), until="8h")
+    job1 = job_events(result, "1")
     reserved = [e for e in job1 if e["event"] == "QuotaReserved"]
     if fallback:
         # flexq races both flavors from the start: Plan A waits out its stock-out, DWS answers after 30 minutes.
         assert not [e for e in result.events if e["event"] == "Fallback"]
-        unavailable = _first(job1, "NodesUnavailable")
+        unavailable = first_event(job1, "NodesUnavailable")
         assert unavailable["t"] == 0 and "capacity may return in 6h" in unavailable["reason"]
         assert "-variant-on-demand-" in unavailable["variant"]
         assert len(reserved) == 1 and set(reserved[0]["podSets"]["tpu-group"].values()) == {"dws"}
-        assert reserved[0]["t"] == 1800 and _first(job1, "Admitted", t=1800)
-        started = _first(job1, "Started")
+        assert reserved[0]["t"] == 1800 and first_event(job1, "Admitted", t=1800)
+        started = first_event(job1, "Started")
         assert started["t"] == 1800 and all("dws-pool" in n or "default-pool" in n for n in started["nodes"])
     else:
         assert set(reserved[0]["podSets"]["tpu-group"].values()) == {"on-demand"}
         assert not [e for e in job1 if e["event"] == "Fallback"]
-        waiting = _first(job1, "NodesUnavailable")
+        waiting = first_event(job1, "NodesUnavailable")
         assert waiting["t"] == 0 and "capacity may return in 6h" in waiting["reason"]
-        started = _first(job1, "Started")
+        started = first_event(job1, "Started")
         assert started["t"] == 6 * HOUR + 180, "Kueue-compatible: waits on on-demand until the stock-out ends"
         assert len(reserved) == 1
 
 
 @pytest.mark.parametrize("fallback", [False, True])
 def test_dws_never_fulfilled_is_retried_then_deactivated(tmp_path: Path, fallback: bool) -> None:
-    result = _scenario(tmp_path, f"""    cloud:
+    result = run_guide(tmp_path, f"""    cloud:
       on-demand-pool: {{available: 4, bootTime: 3m}}
       dws-pool: {{queuedDelay: never}}
-    fallback: {str(fallback).lower()}""", _job("1", run_for="60d") + _job("2", "2s"), until="40d")
-    job2 = _log(result, "2")
+    fallback: {str(fallback).lower()}""", job("1", run_for="60d") + job("2", "2s"), until="40d")
+    job2 = job_events(result, "2")
     failed = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Failed"]
     accepted = [e["t"] for e in job2 if e["event"] == "ProvisioningRequest" and e["state"] == "Accepted"]
     assert len(accepted) == 4 and len(failed) == 4, "the first try and 3 retries"
@@ -111,19 +92,19 @@ def test_dws_never_fulfilled_is_retried_then_deactivated(tmp_path: Path, fallbac
         row = next(r for r in result.summary()["workloads"] if r["workload"] == job2[0]["workload"])
         assert row["state"] == "Pending"
         return
-    deactivated = _first(job2, "Deactivated")
+    deactivated = first_event(job2, "Deactivated")
     assert deactivated["t"] == failed[-1] and "dws-prov" in deactivated["reason"]
 
 
 def test_flex_start_nodes_expire_and_the_workload_is_requeued(tmp_path: Path) -> None:
-    result = _scenario(tmp_path, """    cloud:
+    result = run_guide(tmp_path, """    cloud:
       on-demand-pool: {available: 4}
       dws-pool: {queuedDelay: 10m}""".replace(
         "queuedProvisioning: true}}", "queuedProvisioning: true}}"),
-        _job("1", run_for="30d") + _job("2", "2s", run_for="10d"), until="9d")
-    job2 = _log(result, "2")
-    first_start = _first(job2, "Started")["t"]
-    evicted = _first(job2, "Evicted")
+        job("1", run_for="30d") + job("2", "2s", run_for="10d"), until="9d")
+    job2 = job_events(result, "2")
+    first_start = first_event(job2, "Started")["t"]
+    evicted = first_event(job2, "Evicted")
     assert evicted["t"] == first_start + 7 * DAY and "maxRunDuration" in evicted["reason"]
     expired = next(e for e in result.events if e["event"] == "NodesExpired")
     assert expired["t"] == evicted["t"] and expired["pool"] == "dws-pool"
@@ -153,9 +134,9 @@ spec:
 
 
 def test_cost_per_job_flex_start_is_cheaper(tmp_path: Path) -> None:
-    result = _scenario(tmp_path, """    cloud:
+    result = run_guide(tmp_path, """    cloud:
       on-demand-pool: {available: 4, bootTime: 3m}
-      dws-pool: {queuedDelay: 30m}""", _job("1", run_for="1h") + _job("2", "2s"))
+      dws-pool: {queuedDelay: 30m}""", job("1", run_for="1h") + job("2", "2s"))
     costs = {row["job"].rsplit("-", 1)[-1]: row["cost"] for row in result.summary()["workloads"]}
     # An hour of a 4-host v6e slice ($2.70 per chip-hour, 4 chips a host) plus the head's share of a CPU node; job 2
     # runs 10 minutes on flex-start. Job 1's DWS request was withdrawn before it was provisioned: it cost nothing.
@@ -164,20 +145,20 @@ def test_cost_per_job_flex_start_is_cheaper(tmp_path: Path) -> None:
 
 
 def test_dws_delay_trace_and_revoked_capacity(tmp_path: Path) -> None:
-    result = _scenario(tmp_path, """    cloud:
+    result = run_guide(tmp_path, """    cloud:
       on-demand-pool: {available: 4}
       dws-pool:
         queuedDelay: 30m
         queuedDelayTrace: [{at: 0s, delay: 2h}, {at: 1d, delay: 10m}]
-        revokeAfter: 1h""", _job("1", run_for="30d") + _job("2", "2s", run_for="3h"), until="2d")
-    job2 = _log(result, "2")
+        revokeAfter: 1h""", job("1", run_for="30d") + job("2", "2s", run_for="3h"), until="2d")
+    job2 = job_events(result, "2")
     requests = [e for e in job2 if e["event"] == "ProvisioningRequest"]
     first = requests[0]
     assert first["state"] == "Accepted" and first["eta"] == 2 + 2 * HOUR, "the trace says 2h at t=0"
-    provisioned = _first(job2, "ProvisioningRequest", state="Provisioned")
-    revoked = _first(job2, "ProvisioningRequest", state="CapacityRevoked")
+    provisioned = first_event(job2, "ProvisioningRequest", state="Provisioned")
+    revoked = first_event(job2, "ProvisioningRequest", state="CapacityRevoked")
     assert revoked["t"] == provisioned["t"] + HOUR
-    evicted = _first(job2, "Evicted")
+    evicted = first_event(job2, "Evicted")
     assert evicted["t"] == revoked["t"] and "capacity revoked" in evicted["reason"]
     again = [e for e in requests if e["state"] == "Accepted"]
     assert len(again) >= 2 and again[1]["t"] == revoked["t"], "requeued with a fresh request"
@@ -193,28 +174,28 @@ def test_booking_expires_when_pods_cannot_start(tmp_path: Path) -> None:
         .replace("nominalQuota: 16", "nominalQuota: 0")  # Plan A has no TPU quota: the job goes to dws
     queue_file = tmp_path / "queue.yaml"
     queue_file.write_text(queue)
-    booking = _scenario(tmp_path, """    cloud:
+    booking = run_guide(tmp_path, """    cloud:
       on-demand-pool: {available: 0}
       dws-pool: {queuedDelay: 5m}
     fallback: false""", f"    - {{at: 0s, file: {job_file}, env: {{JOB_ID: \"1\"}}, runFor: 10m}}\n", until="2h",
                         queue=queue_file)
-    job1 = _log(booking, "1")
-    provisioned = _first(job1, "ProvisioningRequest", state="Provisioned")
-    expired = _first(job1, "ProvisioningRequest", state="BookingExpired")
+    job1 = job_events(booking, "1")
+    provisioned = first_event(job1, "ProvisioningRequest", state="Provisioned")
+    expired = first_event(job1, "ProvisioningRequest", state="BookingExpired")
     assert expired["t"] == provisioned["t"] + 600
-    retry = _first(job1, "Evicted")
+    retry = first_event(job1, "Evicted")
     assert retry["t"] == expired["t"] and "Retry" in retry["reason"]
     assert not [e for e in job1 if e["event"] == "Started"]
 
 
 def test_capacity_from_a_trace_file(tmp_path: Path) -> None:
     (tmp_path / "plan-a.csv").write_text("time,available\n0s,0\n2h,4  # Plan A comes back after 2 hours\n")
-    result = _scenario(tmp_path, """    cloud:
+    result = run_guide(tmp_path, """    cloud:
       on-demand-pool: {traceFile: plan-a.csv, bootTime: 3m}
-    fallback: false""", _job("1"), until="4h")
-    started = _first(_log(result, "1"), "Started")
+    fallback: false""", job("1"), until="4h")
+    started = first_event(job_events(result, "1"), "Started")
     assert started["t"] == 2 * HOUR + 180
     (tmp_path / "plan-a.csv").write_text("0s,zero\n")
     with pytest.raises(ScenarioError, match=r"plan-a\.csv:1: capacity trace"):
-        _scenario(tmp_path, """    cloud:
-      on-demand-pool: {traceFile: plan-a.csv}""", _job("1"))
+        run_guide(tmp_path, """    cloud:
+      on-demand-pool: {traceFile: plan-a.csv}""", job("1"))

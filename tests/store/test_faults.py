@@ -5,7 +5,6 @@ Each test ends with SQLite's ``PRAGMA integrity_check`` on the file, from a conn
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flexq.store import Change, Key, NotFound, Store, StoreUnavailable
+from tests.support.stores import fill, noise
 
 
 def _key(name: str) -> Key:
@@ -28,23 +28,6 @@ def _intact(path: Path) -> None:
         assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
 
 
-def _noise(seed: str, size: int = 4000) -> str:
-    """``size`` characters that do not compress (the store packs bodies): fills a disk as fast as they say."""
-    return "y" + random.Random(seed).randbytes(size // 2).hex()[1:]
-
-
-def _fill(store: Store, prefix: str, size: int = 4000) -> int:
-    """Create objects until the store refuses; return how many were made."""
-    for i in range(10_000):
-        try:
-            store.create(_key(f"{prefix}-{i}"), {"data": {"x": _noise(f"{prefix}-{i}", size)}})
-        except StoreUnavailable as exc:
-            assert exc.reason == "DiskFull" and "database or disk is full" in str(exc)
-            assert "nothing of this write was kept" in str(exc)
-            return i
-    raise AssertionError("the store never filled up")
-
-
 def test_a_full_database_refuses_the_write_whole_and_keeps_serving_reads(tmp_path: Path) -> None:
     path = tmp_path / "flexq.db"
     store = Store(path)
@@ -52,7 +35,7 @@ def test_a_full_database_refuses_the_write_whole_and_keeps_serving_reads(tmp_pat
     store.subscribe(seen.extend)
     store.create(_key("before"), {"data": {"a": "1"}})
     store._db.execute("PRAGMA max_page_count=40")  # a disk with little room left
-    made = _fill(store, "cm")
+    made = fill(store, "cm")
     rv = store.current_rv()
     with pytest.raises(NotFound):
         store.get(_key(f"cm-{made}"))
@@ -79,8 +62,8 @@ def test_a_full_database_inside_a_batch_undoes_it_and_says_so(tmp_path: Path) ->
         for i in range(40):
             try:
                 with store.transaction():
-                    store.create(_key(f"a-{i}"), {"data": {"x": _noise(f"a-{i}")}})
-                    store.create(_key(f"b-{i}"), {"data": {"x": _noise(f"b-{i}")}})
+                    store.create(_key(f"a-{i}"), {"data": {"x": noise(f"a-{i}")}})
+                    store.create(_key(f"b-{i}"), {"data": {"x": noise(f"b-{i}")}})
             except StoreUnavailable:
                 refused += 1
     names = {o["metadata"]["name"] for o in store.list_objects("", "configmaps")[0]}
@@ -110,7 +93,7 @@ def test_a_full_disk_refuses_the_commit_and_writes_resume_once_space_is_freed(sm
     path = small_disk / "flexq.db"
     store = Store(path)
     (small_disk / "filler").write_bytes(b"\0" * 600_000)
-    made = _fill(store, "cm")
+    made = fill(store, "cm")
     assert made > 0
     rv = store.current_rv()
     assert store.get(_key("cm-0"))["data"]["x"].startswith("y")

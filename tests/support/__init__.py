@@ -1,0 +1,21 @@
+"""What tests share: waiting for what a live server does (:func:`eventually`), reading its workloads and nodes, running
+the CLI against it, a stepped queue controller on a store of its own, and the guide's jobs in scenarios. A test
+module imports these from here, never another test module's private helpers (``tests/test_support_use.py``)."""
+
+from tests.support.controllers import controller_on_store, queued_job
+from tests.support.live import (
+    assert_done,
+    cli,
+    cli_ok,
+    condition,
+    flavors,
+    get_rayjob,
+    guide_setup,
+    nodes,
+    serve_capacity,
+    workloads,
+)
+from tests.support.waiting import eventually
+
+__all__ = ["assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually", "flavors", "get_rayjob",
+           "guide_setup", "nodes", "queued_job", "serve_capacity", "workloads"]

@@ -1,0 +1,37 @@
+"""A queue controller on a store of its own, stepped by the test (``sync``), and the jobs it is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flexq.api.kinds import resolve
+from flexq.clock import RealClock
+from flexq.controller import QueueController
+from flexq.jobs.webhook import job_webhook
+from flexq.objects.service import ObjectService
+from flexq.store import Store
+from tests.queues import queue_yaml
+
+
+def queued_job(name: str) -> dict[str, Any]:
+    """A one-pod, one-cpu batch Job in ``default``, queued to ``q``."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}
+
+
+def controller_on_store(tmp_path: Path, cpu: int = 4) -> tuple[Store, ObjectService, QueueController]:
+    """A store with the queue objects (``cq`` with ``cpu`` of quota, ``q``), its object service, and a queue
+    controller that has read it (not running: each test steps it with ``sync``)."""
+    store = Store(tmp_path / "flexq.db")
+    service = ObjectService(store, hooks=[job_webhook])
+    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=cpu)):
+        info = resolve(doc["kind"])
+        service.create(info, "default" if info.namespaced else "", doc)
+    controller = QueueController(service, RealClock())
+    controller.resync()
+    return store, service, controller

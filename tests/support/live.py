@@ -1,0 +1,84 @@
+"""A live server as its tests read it: the jobs' workloads and their conditions and flavors, the nodes, the CLI run
+against it, the guide's setup, and a server with a capacity file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests import admin
+from tests.conftest import Server, guide_text, start_server, stop_server
+
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
+
+
+def workloads(server: Server) -> dict[str, dict[str, Any]]:
+    """The jobs' workloads in ``default`` by job name (a racing workload's variants, owned by it, are left out)."""
+    items = admin.get(server.url + WORKLOADS).json()["items"]
+    return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items
+            if w["metadata"]["ownerReferences"][0]["kind"] != "Workload"}
+
+
+def condition(wl: dict[str, Any], type_: str) -> str | None:
+    """The status (``"True"``, ``"False"``) of a workload's condition of ``type_``; None where it has none."""
+    return next((c["status"] for c in wl.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def flavors(wl: dict[str, Any]) -> dict[str, set[str]]:
+    """Pod set -> the flavors its admission gives it."""
+    return {ps["name"]: set(ps["flavors"].values()) for ps in wl["status"]["admission"]["podSetAssignments"]}
+
+
+def nodes(server: Server) -> dict[str, dict[str, Any]]:
+    return {n["metadata"]["name"]: n for n in admin.get(server.url + "/api/v1/nodes").json()["items"]}
+
+
+def get_rayjob(server: Server, name: str) -> dict[str, Any]:
+    """The RayJob ``name`` in ``default`` as the server has it."""
+    return dict(admin.get(f"{server.url}/apis/ray.io/v1/namespaces/default/rayjobs/{name}").json())
+
+
+def assert_done(job: dict[str, Any]) -> None:
+    assert job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed")
+
+
+def cli(server: Server, *args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``flexq ARGS`` against ``server``, as the administrator; its exit code is the caller's to check."""
+    return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
+                          text=True, env=server.env(), timeout=timeout, check=False)
+
+
+def cli_ok(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``flexq ARGS`` against ``server``, which must succeed."""
+    proc = cli(server, *args, input=input, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4) -> None:
+    """The guide's cluster and pools (cluster.sh's flags, up to ``max_nodes`` nodes each), a queue, and jobs."""
+    assert cli(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
+               "--num-nodes=1").returncode == 0
+    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
+        made = cli(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
+                   "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
+                   "--num-nodes=0", "--min-nodes=0", f"--max-nodes={max_nodes}")
+        assert made.returncode == 0, made.stderr
+    assert cli(srv, "apply", "-f", "-", input=queue).returncode == 0
+    for job_id in jobs:
+        assert cli(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+
+
+def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
+    """A server (jobs not executed) with the capacity file ``capacity``; stopped when the generator closes (one
+    that does not start is stopped at once, and its error shown)."""
+    path = tmp_path / "capacity.yaml"
+    path.write_text(capacity)
+    srv = start_server(tmp_path / "home", "--capacity", str(path), "--runtime", "none")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)

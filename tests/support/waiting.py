@@ -1,0 +1,24 @@
+"""Waiting for what happens on its own time: a server's controllers, a Ray cluster, a log that grows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+NOT_YET: tuple[type[BaseException], ...] = (AssertionError, KeyError, StopIteration)
+"""What a check raises while what it looks for has not happened (or is not there) yet."""
+
+
+def eventually(check: Callable[[], T], timeout: float = 20.0, every: float = 0.2) -> T:
+    """What ``check`` returns once it stops raising :data:`NOT_YET`; its last error after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except NOT_YET:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(every)
