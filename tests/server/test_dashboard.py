@@ -118,6 +118,27 @@ def test_jobs_are_filtered_sorted_and_paged_by_the_server(client: httpx.Client) 
     assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "state"]
 
 
+def test_a_running_jobs_cost_is_what_it_has_cost_until_now(tmp_path: Path) -> None:
+    """The status says what a job had cost when it was last written; the table shows what it has cost as of now,
+    where the controller knows it (a run still going), and sorts by that."""
+    store = Store(tmp_path / "flexq.db")
+    try:
+        now = datetime.now(UTC)
+        for i in (1, 2, 3):
+            wl = _workload(i, "admitted", now)
+            store.create(Key("kueue.x-k8s.io", "workloads", "team", wl["metadata"]["name"]), wl)
+        table = JobTable(store)
+        live = {"team/job-0001-wl": 24.83999, "team/elsewhere": 9.0}
+        page = table.page(None, None, None, "cost", True, 0, 10, costs=live)
+        assert [(r.name, r.costUsd) for r in page.items] == [
+            ("job-0001-wl", 24.84), ("job-0003-wl", 0.03), ("job-0002-wl", 0.02)], "written 0.01, running since"
+        assert [r.costUsd for r in table.page(None, None, None, "cost", True, 0, 10).items] == [0.03, 0.02, 0.01]
+        row = table.row("team", "job-0001-wl", live)
+        assert row is not None and row.costUsd == 24.84
+    finally:
+        store.close()
+
+
 def test_one_job_and_what_is_missing(client: httpx.Client) -> None:
     detail = client.get("/flexq/v1/dashboard/jobs/team/job-0002-wl").json()
     assert detail["job"]["state"] == "admitted" and detail["logUrl"] is None and detail["rayDashboardUrl"] is None
@@ -218,6 +239,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert sorted(rows) == ["rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"]
         one, two = rows["rayjob-tpu-v6e-dws-1"], rows["rayjob-tpu-v6e-dws-2"]
         assert one["state"] == "admitted" and "tpu-group=on-demand" in one["flavors"] and one["reason"] == ""
+        assert one["costUsd"] > 0, "its slice's nodes cost from the moment they are up, before its status is written"
         assert two["state"] == "pending" and two["reason"].startswith("racing: dws: waiting for ProvisioningRequest")
         assert two["eta"] == request["eta"]
         detail = admin.get(f"{srv.url}/flexq/v1/dashboard/jobs/default/{two['name']}").json()

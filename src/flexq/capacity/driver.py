@@ -225,6 +225,10 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
             total += sum(share * hourly for share, hourly in rates) * (self._now() - since) / 3600
         return total
 
+    def spent(self) -> dict[str, float]:
+        """What each workload that used nodes has cost so far (:meth:`cost`), runs still going included."""
+        return {key: self.cost(key) for key in {*self.costs, *self._billing}}
+
     def hourly(self, key: str) -> float:
         """USD an hour that ``key``'s run costs while it runs where it runs now (0 when it is not running)."""
         billing = self._billing.get(key)

@@ -523,6 +523,13 @@ class QueueController:
         if due:
             self._wake.set()
 
+    def costs(self) -> dict[str, float]:
+        """What each workload that used nodes has cost so far, runs still going included (empty where no capacity
+        is modelled): the dashboard's cost column, as current as ``/metrics``."""
+        with self._lock:
+            driver = self.plane.driver
+            return driver.spent() if driver is not None else {}
+
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,6 @@ from flexq import __version__
 from flexq.api.fields import FieldCheck, FieldValidation
 from flexq.api.object_errors import InputError, InvalidObject
 from flexq.auth import Identity
-from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.runtime.rayjob import END_MARKER
@@ -40,7 +39,7 @@ from flexq.server.prometheus import render
 from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
 from flexq.server.token_api import tokens_router
-from flexq.server.ui import ui_router
+from flexq.server.ui import Observed, ui_router
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
@@ -72,7 +71,7 @@ class ApplyResponse(BaseModel):
 
 
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
-               ca_pem: bytes = b"", observe: Callable[[], tuple[Tally, Sample]] | None = None,
+               ca_pem: bytes = b"", observed: Observed | None = None,
                home: Path | None = None, auth: Authenticator | None = None,
                names: Iterable[str] | None = None) -> FastAPI:
     """The whole HTTP surface. With ``auth``, every request is authenticated and authorized (see
@@ -85,7 +84,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     app = _bare_app(hub)
     app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))
-    app.include_router(ui_router(service, hub, runtime, home, observe))
+    app.include_router(ui_router(service, hub, runtime, home, observed))
     lane: ASGIApp = KubeLane(app.framework, kube)
     if auth is not None:
         app.include_router(tokens_router(auth.book))
@@ -94,7 +93,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     if names is not None:
         lane = RequestGuard(lane, names)  # outermost: what a web page sends is refused before anything reads it
     app.front = lane
-    _cluster_routes(app, endpoint, ca_pem, observe)
+    _cluster_routes(app, endpoint, ca_pem, observed)
     _kube_routes(app, kube)
     _flexq_routes(app, service, runtime)
     return app
@@ -141,14 +140,14 @@ def _bare_app(hub: ChangeHub) -> _App:
 
 
 def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
-                    observe: Callable[[], tuple[Tally, Sample]] | None) -> None:
+                    observed: Observed | None) -> None:
     """What describes the server itself: metrics, cluster-info, version, health and the OpenAPI documents."""
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
              response_class=PlainTextResponse)
     async def metrics() -> Response:
-        if observe is None:
+        if observed is None:
             return PlainTextResponse("no controller runs in this server\n", status_code=404)
-        tally, sample = observe()
+        tally, sample = observed.observe()
         return Response(render(tally, sample), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/flexq/v1/cluster-info", tags=["cluster"], summary="The HTTPS endpoint and its CA (public, as "

@@ -72,6 +72,9 @@ class Leadership:
     def observe(self) -> tuple[Tally, Sample]:
         return self.controller.observe()
 
+    def costs(self) -> dict[str, float]:
+        return self.controller.costs()
+
     def leader(self) -> QueueController | None:
         """The controller while this server leads (None: ask the leader)."""
         return self.controller if self.leading else None

@@ -164,7 +164,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         if ray is not None:
             ray.resume()
         expiry.start()
-        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership.observe,
+        app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership,
                          home, Authenticator(book, plan.anonymous), plan.host_names())
         app.include_router(leader_router(leadership))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())

@@ -14,11 +14,11 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
@@ -77,15 +77,24 @@ def _page(name: str, main: bytes) -> bytes:
     return head.encode() + main + tail.encode()
 
 
+class Observed(Protocol):
+    """Where the controller's state is read from (under its lock): the metrics' figures, and each workload's cost so
+    far, runs still going included."""
+
+    def observe(self) -> tuple[Tally, Sample]: ...
+
+    def costs(self) -> dict[str, float]: ...
+
+
 def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None, home: Path | None,
-              observe: Callable[[], tuple[Tally, Sample]] | None) -> APIRouter:
+              observed: Observed | None) -> APIRouter:
     """The dashboard's pages, assets, JSON, change stream, report files and the Ray dashboard proxy."""
     router = APIRouter()
     table = JobTable(service.store)
     threading.Thread(target=table.warm, name="dashboard-jobs", daemon=True).start()
     reports_dir = home / "reports" if home is not None else None
     _page_routes(router, reports_dir)
-    _data_routes(router, service.store, table, runtime, observe)
+    _data_routes(router, service.store, table, runtime, observed)
     _reports_route(router, reports_dir)
     _changes_route(router, service.store, hub)
     router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
@@ -139,7 +148,7 @@ def _page_routes(router: APIRouter, reports_dir: Path | None) -> None:
 
 
 def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: RayRuntime | None,
-                 observe: Callable[[], tuple[Tally, Sample]] | None) -> None:
+                 observed: Observed | None) -> None:
     """The JSON behind the overview, the jobs table and a job's page."""
     @router.get("/flexq/v1/dashboard/overview", response_model=Overview, tags=["dashboard"])
     def overview(request: Request) -> Overview:
@@ -149,7 +158,7 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
         who = caller(request.state)
         rv = store.current_rv()
         rows = ui_data.queues(store.list_objects("kueue.x-k8s.io", "clusterqueues")[0])
-        sample = observe()[1] if observe is not None else None
+        sample = observed.observe()[1] if observed is not None else None
         if sample is not None:
             rows = [row.model_copy(update={"nextStartSeconds": round(min(waits)),
                                            "allStartedSeconds": round(max(waits))})
@@ -175,7 +184,8 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
         sees their namespace's jobs only."""
         who = caller(request.state)
         scope = who.namespace if who.role is Role.DEVELOPER else None
-        return table.page(queue, state, flavor, sort, order == "desc", offset, limit, scope)
+        costs = observed.costs() if observed is not None else None
+        return table.page(queue, state, flavor, sort, order == "desc", offset, limit, scope, costs)
 
     @router.get("/flexq/v1/dashboard/jobs/{namespace}/{name}", response_model=JobDetail, tags=["dashboard"],
                 responses={404: {"description": "no such workload"}})
@@ -183,15 +193,16 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
         """One job: its row, a timeline (conditions, Events, ProvisioningRequests), the flavors considered and why
         each was refused, its racing variants, the metrics its script reported, and where its log and Ray
         dashboard are."""
-        return _job_detail(store, table, runtime, namespace, name)
+        return _job_detail(store, table, runtime, namespace, name, observed.costs() if observed is not None else None)
 
 
-def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, namespace: str, name: str) -> Any:
+def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, namespace: str, name: str,
+                costs: Mapping[str, float] | None) -> Any:
     try:
         wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
     except NotFound:
         return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
-    row = table.row(namespace, name)
+    row = table.row(namespace, name, costs)
     if row is None:
         return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
                                         "workload"), 404)

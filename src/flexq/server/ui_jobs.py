@@ -13,7 +13,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -126,27 +126,41 @@ class JobTable:
         with contextlib.suppress(sqlite3.Error):  # the store was closed first: a server that stopped at once
             self._catch_up()
 
-    def row(self, namespace: str, name: str) -> JobRow | None:
+    def row(self, namespace: str, name: str, costs: Mapping[str, float] | None = None) -> JobRow | None:
+        """One workload's row; ``costs`` (workload key -> USD so far) are what its runs cost as of now, where known
+        (the status says what it had cost when it was last written)."""
         entry = next((e for e in self._catch_up() if (e.row.namespace, e.row.name) == (namespace, name)), None)
-        return entry.at(time.time()) if entry is not None else None
+        return _costed(entry.at(time.time()), costs) if entry is not None else None
 
     def page(self, queue: str | None, state: str | None, flavor: str | None, sort: str, descending: bool,
-             offset: int, limit: int, namespace: str | None = None) -> JobPage:
+             offset: int, limit: int, namespace: str | None = None,
+             costs: Mapping[str, float] | None = None) -> JobPage:
         """Rows that pass the filters (a queue is a LocalQueue or a ClusterQueue), sorted, one page of them; with
-        ``namespace``, that namespace's rows only (all a developer may read)."""
+        ``namespace``, that namespace's rows only (all a developer may read); ``costs`` as for :meth:`row`."""
         entries = [e for e in self._catch_up() if namespace is None or e.row.namespace == namespace]
         now = time.time()
         picked = [e for e in entries if (not queue or queue in (e.row.queue, e.row.clusterQueue))
                   and (not state or e.row.state == state) and (not flavor or flavor in e.flavors)]
-        picked.sort(key=_order(sort, now), reverse=descending)
+        picked.sort(key=_order(sort, now, costs or {}), reverse=descending)
         return JobPage(total=len(picked), offset=offset, limit=limit,
-                       items=[e.at(now) for e in picked[offset:offset + limit]],
+                       items=[_costed(e.at(now), costs) for e in picked[offset:offset + limit]],
                        queues=sorted({e.row.queue for e in entries if e.row.queue}
                                      | {e.row.clusterQueue for e in entries if e.row.clusterQueue}),
                        states=list(ui_data.STATES), flavors=sorted({f for e in entries for f in e.flavors}))
 
 
-def _order(sort: str, now: float) -> Callable[[JobEntry], Any]:
+def _cost(row: JobRow, costs: Mapping[str, float]) -> float:
+    return round(costs.get(f"{row.namespace}/{row.name}", row.costUsd), 4)
+
+
+def _costed(row: JobRow, costs: Mapping[str, float] | None) -> JobRow:
+    """``row`` with its cost as of now where ``costs`` know it."""
+    if not costs or f"{row.namespace}/{row.name}" not in costs:
+        return row
+    return row.model_copy(update={"costUsd": _cost(row, costs)})
+
+
+def _order(sort: str, now: float, costs: Mapping[str, float]) -> Callable[[JobEntry], Any]:
     orders: dict[str, Callable[[JobEntry], Any]] = {
         "created": lambda e: (e.row.created, e.row.namespace, e.row.name),
         "name": lambda e: (e.row.jobName or e.row.name, e.row.namespace),
@@ -154,5 +168,5 @@ def _order(sort: str, now: float) -> Callable[[JobEntry], Any]:
         "state": lambda e: (ui_data.STATES.index(e.row.state), e.row.created, e.row.name),
         "priority": lambda e: (e.row.priority, e.row.created, e.row.name),
         "wait": lambda e: (e.wait(now), e.row.name),
-        "cost": lambda e: (e.row.costUsd, e.row.name)}
+        "cost": lambda e: (_cost(e.row, costs), e.row.name)}
     return orders[sort]
