@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from tests import admin
-from tests.conftest import Server, start_server, stop_server
+from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.queues import queue_yaml
+from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
@@ -216,3 +217,36 @@ def test_what_if_under_each_flavor_on_a_live_server(tmp_path: Path) -> None:
         assert not [name for name in _by_job(server) if "maybe" in name], "a what-if submits nothing"
     finally:
         stop_server(server)
+
+
+KUEUE_DWS = """cloud:
+  dws-pool: {queuedDelay: 1h}
+fallback: false
+"""
+
+
+def test_a_job_holding_quota_while_dws_answers_carries_its_forecast(tmp_path: Path) -> None:
+    """Kueue's policy (no racing): Plan A has no quota left, so the guide's job reserves Plan B's and waits for its
+    ProvisioningRequest, answered in an hour. Its status carries when it will start until it does."""
+    servers = serve_capacity(tmp_path, KUEUE_DWS)
+    server = next(servers)
+    try:
+        plan_a_taken = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0")
+        guide_setup(server, plan_a_taken, jobs=("1",))
+
+        def waiting() -> dict[str, Any]:
+            (wl,) = workloads(server).values()
+            assert condition(wl, "QuotaReserved") == "True" and condition(wl, "Admitted") == "False"
+            assert "dws" in {f for ps in wl["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()}
+            assert "forecast" in wl["status"], wl["status"]
+            return wl
+
+        wl = eventually(waiting, timeout=60)
+        start = _at(wl["status"]["forecast"]["start"])
+        assert 3300 < start - time.time() <= 3600 + 60, "when DWS answers and the slice's nodes are up"
+        assert "ProvisioningRequest" in _condition(wl, "Forecast")["message"]
+        table = admin.get(server.url + WL, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+        eta = [c["name"] for c in table["columnDefinitions"]].index("ETA")
+        assert table["rows"][0]["cells"][eta] not in ("", None), "kubectl get workloads shows it"
+    finally:
+        servers.close()

@@ -35,9 +35,10 @@ log = logging.getLogger("flexq.controller")
 
 
 def shows_forecast(wl: Workload) -> bool:
-    """Whether a workload's status carries its forecast: while it holds no quota. One that holds quota (checks to
-    pass, nodes to come) is written only as its admission changes, so that a forecast's write never races one."""
-    return wl.state is WorkloadState.PENDING and not wl.parent
+    """Whether a workload's status may carry its forecast: until its job starts, whether it waits for quota, for its
+    admission checks (a ProvisioningRequest's answer) or for its nodes (a racing workload's variants are told on
+    it). The forecast is made only while its job has not started, and taken out once it has."""
+    return wl.state in (WorkloadState.PENDING, WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED) and not wl.parent
 
 
 class WorkloadWrites:
