@@ -15,7 +15,7 @@ from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.scheduler.model import Toleration
 
-__all__ = ["Cluster", "Placement", "PodGroup"]
+__all__ = ["Cluster", "Placement", "PodGroup", "PoolNodes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,19 @@ class Placement:
     @property
     def complete(self) -> bool:
         return not self.missing and not self.unplaceable and not self.oversized
+
+
+@dataclass(frozen=True, slots=True)
+class PoolNodes:
+    """A pool's nodes by state: booting until ready, busy while a pod is bound to it, else idle."""
+
+    booting: int = 0
+    idle: int = 0
+    busy: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.booting + self.idle + self.busy
 
 
 class Cluster:
@@ -153,6 +166,15 @@ class Cluster:
             elif node.booked_for == workload:
                 node.booked_for = None
                 node.idle_since = now
+
+    def census(self, now: float) -> dict[str, PoolNodes]:
+        """Every pool's nodes by state at ``now`` (pools without nodes too), by pool name: what the simulator's
+        results, ``/metrics`` and the dashboard all count."""
+        counts = {name: [0, 0, 0] for name in self.pools}
+        for node in self.nodes.values():
+            state = 0 if not node.ready(now) else (2 if node.pods else 1)
+            counts.setdefault(node.pool, [0, 0, 0])[state] += 1
+        return {name: PoolNodes(*c) for name, c in sorted(counts.items())}
 
     def nodes_of(self, workload: str) -> list[Node]:
         return [n for n in self.nodes.values() if workload in n.pods]

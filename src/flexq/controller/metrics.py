@@ -147,11 +147,9 @@ def sample(scheduler: Scheduler, driver: CapacityDriver | None, foreseen: Iterab
     if driver is not None:
         for pool in driver.cluster.pools.values():
             hourly[pool.name] = pool.hourly
-            for state in ("booting", "idle", "busy"):
-                nodes[(pool.name, state)] = 0
-        for node in driver.cluster.nodes.values():
-            state = "booting" if not node.ready(now) else ("busy" if node.pods else "idle")
-            nodes[(node.pool, state)] = nodes.get((node.pool, state), 0) + 1
+        for name, counted in driver.cluster.census(now).items():
+            nodes.update({(name, "booting"): counted.booting, (name, "idle"): counted.idle,
+                          (name, "busy"): counted.busy})
         for key, (_check, _name, asked) in driver.requests.items():
             if asked and key not in driver.running:  # answered and started: no longer in flight
                 provisioning[asked] = provisioning.get(asked, 0) + 1

@@ -292,13 +292,7 @@ class Simulation:
             self.progress(t)
 
     def _sample_nodes(self, driver: CapacityDriver, t: float) -> None:
-        sizes = {name: [0, 0] for name in driver.cluster.pools}
-        for node in driver.cluster.nodes.values():
-            counts = sizes.setdefault(node.pool, [0, 0])
-            counts[0] += 1
-            if any(node.used.values()):
-                counts[1] += 1
-        sample = {pool: (n, busy) for pool, (n, busy) in sorted(sizes.items())}
+        sample = {pool: (counted.total, counted.busy) for pool, counted in driver.cluster.census(t).items()}
         series = self.result.nodes
         if not series or series[-1][1] != sample:
             series.append((t, sample))
