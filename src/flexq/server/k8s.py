@@ -23,6 +23,7 @@ from flexq.api.fields import FieldCheck, parse_field_validation
 from flexq.api.kinds import KindInfo, UnknownKind, by_gvk, by_resource
 from flexq.api.object_errors import FieldError, InputError, InvalidObject
 from flexq.auth.requests import resource_path
+from flexq.objects.pages import ListPages, Page
 from flexq.objects.selectors import field_labels, field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
@@ -72,6 +73,7 @@ class KubeApi:
         self.service = service
         self.hub = hub
         self.ports = ports
+        self.pages = ListPages()
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -280,11 +282,23 @@ class KubeApi:
         too_new = await self._too_new(_resource_version(q.get("resourceVersion")))
         if too_new is not None:
             return too_new
-        items, rv = self.service.list_objects(t.info, t.namespace, t.version,
-                                      labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
+        limit, token = _limit(q.get("limit")), q.get("continue") or ""
+        if token and q.get("resourceVersion") not in (None, "", "0"):
+            raise BadRequest("specifying resource version is not allowed when using continue")
+        labels, fields = q.get("labelSelector") or "", q.get("fieldSelector") or ""
+        what = (t.info.group, t.info.plural, t.namespace if t.info.namespaced else None, labels, fields)
+        page = self.pages.page(
+            what, limit, token, lambda: self.service.selected(t.info, t.namespace, labels=labels, fields=fields),
+            lambda rv: self.service.unchanged_since(t.info, rv), counted=not (labels or fields))
+        items = [self.service.served(t.info, o, t.version) for o in page.items]
+        rv = str(page.resource_version)
         if _wants_table(request):
-            return JSONResponse(table(t.info, items, str(rv), include_object=q.get("includeObject", "Metadata")))
-        return _Json(_list_body(t, items, str(rv)))
+            body = table(t.info, items, rv, include_object=q.get("includeObject", "Metadata"))
+            body["metadata"].update(_paging(page))
+            return JSONResponse(body)
+        listed = _list_body(t, items, rv)
+        listed["metadata"].update(_paging(page))
+        return _Json(listed)
 
     async def _watch(self, request: Request, t: Target) -> Response:
         q = request.query_params
@@ -339,6 +353,26 @@ def _resource_version(value: str | None) -> str:
         raise BadRequest(f'resourceVersion: Invalid value: "{start}": must be a resourceVersion this server gave '
                          "(a whole number)")
     return start
+
+
+def _limit(value: str | None) -> int:
+    """A list's ``limit`` (0: none); :class:`BadRequest` for one that is not a whole number."""
+    raw = value or "0"
+    if not raw.lstrip("-").isdigit():
+        raise BadRequest(f'limit: Invalid value: "{raw}": must be a whole number')
+    if int(raw) < 0:
+        raise BadRequest("list limit must not be negative")
+    return int(raw)
+
+
+def _paging(page: Page) -> dict[str, Any]:
+    """What a list's ``metadata`` says of the pages after it."""
+    more: dict[str, Any] = {}
+    if page.continue_token:
+        more["continue"] = page.continue_token
+    if page.remaining is not None:
+        more["remainingItemCount"] = page.remaining
+    return more
 
 
 def _pod_kind() -> KindInfo:
