@@ -5,7 +5,8 @@ storage version and converted when read in another. v1beta1 -> v1beta2 follows K
 (``cohort`` -> ``cohortName``; ``admissionChecks`` -> ``admissionChecksStrategy``; ``Borrow`` and
 ``Preempt`` -> ``MayStopSearch``, one way); v1beta2 -> v1beta1 renames ``cohortName`` back and drops
 ``concurrentAdmissionPolicy``, which v1beta1 does not have (as Kueue's conversion does: a v1beta1 update
-of such a ClusterQueue then changes an immutable field and is refused).
+of such a ClusterQueue then changes an immutable field and is refused). A LocalQueue's ``status.flavorsUsage``
+is v1beta1's ``flavorUsage``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]
             _to_v1beta2_cluster_queue(spec)
         elif version == "v1beta1":
             _to_v1beta1_cluster_queue(spec)
+    elif info.kind == "LocalQueue" and isinstance(out.get("status"), dict):
+        # v1beta2 renamed v1beta1's flavorUsage to flavorsUsage (as the ClusterQueue's is called in both).
+        old, new = ("flavorsUsage", "flavorUsage") if version == "v1beta1" else ("flavorUsage", "flavorsUsage")
+        if old in out["status"]:
+            out["status"][new] = out["status"].pop(old)
     elif info.kind == "Cohort" and isinstance(out.get("spec"), dict) and version == "v1beta2":
         spec = out["spec"]
         if "parent" in spec:
