@@ -69,3 +69,9 @@ def test_priority_classes_with_real_kubectl(kubectl: Any) -> None:
             break
         time.sleep(0.3)
     assert priorities == {"urgent": 1000000, "plain-job": 100}, "the pods' class, else the global default"
+    refs = {w["metadata"]["ownerReferences"][0]["name"]: w["spec"].get("priorityClassRef") for w in items}
+    assert refs == {"urgent": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high-priority"},
+                    "plain-job": {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "normal"}}
+    old = yaml.safe_load(kubectl("get", "workloads.v1beta1.kueue.x-k8s.io", "-o", "yaml").out)["items"]
+    assert {(w["spec"]["priorityClassName"], w["spec"]["priorityClassSource"]) for w in old} == {
+        ("high-priority", "scheduling.k8s.io/priorityclass"), ("normal", "scheduling.k8s.io/priorityclass")}

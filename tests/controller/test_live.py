@@ -57,6 +57,21 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
 
     lq = yaml.safe_load(flexq("get", "lq", "user-queue", "-o", "yaml").out)["status"]
     assert (lq["pendingWorkloads"], lq["reservingWorkloads"], lq["admittedWorkloads"]) == (0, 3, 2)
+    # Kueue's quota per flavor: reserved by all three (job 3 waits for its check in dws), used by the two admitted.
+    def totals(rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+        return {f["name"]: {r["name"]: r["total"] for r in f["resources"]} for f in rows}
+
+    assert totals(lq["flavorsReservation"]) == {
+        "default-cpu": {"cpu": "6", "memory": "12Gi", "google.com/tpu": "0"},
+        "on-demand": {"cpu": "32", "memory": "64Gi", "google.com/tpu": "16"},
+        "dws": {"cpu": "64", "memory": "128Gi", "google.com/tpu": "32"}}
+    assert totals(lq["flavorsUsage"]) == {
+        "default-cpu": {"cpu": "4", "memory": "8Gi", "google.com/tpu": "0"},
+        "on-demand": {"cpu": "32", "memory": "64Gi", "google.com/tpu": "16"},
+        "dws": {"cpu": "32", "memory": "64Gi", "google.com/tpu": "16"}}
+    v1beta1 = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues/user-queue")
+    assert v1beta1.json()["status"]["flavorUsage"] == lq["flavorsUsage"], "v1beta1 calls it flavorUsage"
+    assert "flavorsUsage" not in v1beta1.json()["status"]
 
     # Deleting job 1 deletes its workload and frees on-demand: a new job takes it.
     assert flexq("delete", "rayjob", "rayjob-tpu-v6e-dws-1").code == 0

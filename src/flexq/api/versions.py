@@ -5,12 +5,14 @@ storage version and converted when read in another. v1beta1 -> v1beta2 follows K
 (``cohort`` -> ``cohortName``; ``admissionChecks`` -> ``admissionChecksStrategy``; ``Borrow`` and
 ``Preempt`` -> ``MayStopSearch``, one way); v1beta2 -> v1beta1 renames ``cohortName`` back and drops
 ``concurrentAdmissionPolicy``, which v1beta1 does not have (as Kueue's conversion does: a v1beta1 update
-of such a ClusterQueue then changes an immutable field and is refused).
+of such a ClusterQueue then changes an immutable field and is refused). A LocalQueue's ``status.flavorsUsage``
+is v1beta1's ``flavorUsage``; a Workload's ``spec.priorityClassRef`` (group, kind, name) is v1beta1's
+``priorityClassName`` and ``priorityClassSource``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KindInfo
@@ -31,6 +33,16 @@ def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]
             _to_v1beta2_cluster_queue(spec)
         elif version == "v1beta1":
             _to_v1beta1_cluster_queue(spec)
+    elif info.kind == "LocalQueue" and isinstance(out.get("status"), dict):
+        # v1beta2 renamed v1beta1's flavorUsage to flavorsUsage (as the ClusterQueue's is called in both).
+        old, new = ("flavorsUsage", "flavorUsage") if version == "v1beta1" else ("flavorUsage", "flavorsUsage")
+        if old in out["status"]:
+            out["status"][new] = out["status"].pop(old)
+    elif info.kind == "Workload" and isinstance(out.get("spec"), dict):
+        if version == "v1beta1":
+            _to_v1beta1_priority(out["spec"])
+        elif version == "v1beta2":
+            _to_v1beta2_priority(out["spec"])
     elif info.kind == "Cohort" and isinstance(out.get("spec"), dict) and version == "v1beta2":
         spec = out["spec"]
         if "parent" in spec:
@@ -57,3 +69,25 @@ def _to_v1beta1_cluster_queue(spec: dict[str, Any]) -> None:
     if "cohortName" in spec:
         spec["cohort"] = spec.pop("cohortName")
     spec.pop("concurrentAdmissionPolicy", None)  # not in v1beta1: Kueue's conversion drops it
+
+
+_PRIORITY_SOURCES: Final = {
+    "kueue.x-k8s.io": ("kueue.x-k8s.io/workloadpriorityclass", "WorkloadPriorityClass"),
+    "scheduling.k8s.io": ("scheduling.k8s.io/priorityclass", "PriorityClass"),
+}
+"""A priority class's group -> v1beta1's ``priorityClassSource`` for it, and its kind."""
+
+
+def _to_v1beta1_priority(spec: dict[str, Any]) -> None:
+    ref = spec.pop("priorityClassRef", None)
+    if isinstance(ref, dict) and ref.get("name"):
+        spec["priorityClassName"] = ref["name"]
+        spec["priorityClassSource"] = _PRIORITY_SOURCES.get(ref.get("group") or "", ("", ""))[0]
+
+
+def _to_v1beta2_priority(spec: dict[str, Any]) -> None:
+    name = spec.pop("priorityClassName", None)
+    source = spec.pop("priorityClassSource", None)
+    if name:
+        group = next((g for g, (s, _) in _PRIORITY_SOURCES.items() if s == source), "scheduling.k8s.io")
+        spec["priorityClassRef"] = {"group": group, "kind": _PRIORITY_SOURCES[group][1], "name": name}

@@ -32,7 +32,7 @@ from flexq.control.vocabulary import (
     Objects,
     QueuesReconfigured,
 )
-from flexq.jobs.workload import Priorities, local_queues_of, make_workload
+from flexq.jobs.workload import Priorities, local_queues_of, make_workload, priority_class_ref
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import PodSet, Workload, WorkloadState
@@ -114,6 +114,10 @@ class ControlPlane:
         priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one."""
         return make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
                              created=created, pod_sets=pod_sets)
+
+    def priority_class_of(self, kind: str, job: Mapping[str, Any]) -> dict[str, str] | None:
+        """The class the job's workload takes its priority from (Kueue's ``spec.priorityClassRef``), or None."""
+        return priority_class_ref(kind, job, self.priorities)
 
     def _started(self, key: str, t: float) -> None:
         if self.hooks.start is not None:

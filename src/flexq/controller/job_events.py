@@ -17,7 +17,6 @@ from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workloa
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
-    PRIORITY_LABEL,
     RAY_KINDS,
     JobError,
     podsets,
@@ -97,9 +96,8 @@ class JobEvents:
         except JobError as exc:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
-        labels = job["metadata"].get("labels") or {}
         obj = workload_object(wl, job, info.kind, info.api_version(), templates(info.kind, job),
-                              labels.get(PRIORITY_LABEL))
+                              self.plane.priority_class_of(info.kind, job))
         try:  # checked now, stored with its first status when the step writes (:meth:`ControllerState.born`)
             prepared = self.service.create(resolve("workload"), wl.namespace, obj, trusted=True, dry_run=True)
         except (ApiError, BadRequest, StoreError) as exc:

@@ -42,8 +42,10 @@ def _parse_time(text: Any) -> float:
 
 
 def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version: str,
-                    templates: Mapping[str, dict[str, Any]], priority_class: str | None) -> dict[str, Any]:
-    """The Workload object for a job's workload (``wl`` from :func:`flexq.jobs.workload.make_workload`). The
+                    templates: Mapping[str, dict[str, Any]],
+                    priority_class: Mapping[str, str] | None) -> dict[str, Any]:
+    """The Workload object for a job's workload (``wl`` from :func:`flexq.jobs.workload.make_workload`), with the
+    class its priority comes from (``priority_class``, from :func:`flexq.jobs.workload.priority_class_ref`). The
     ``templates`` become the object's own: pass copies (:func:`flexq.controller.job_sync.templates` makes them)."""
     meta = job["metadata"]
     spec: dict[str, Any] = {
@@ -54,8 +56,7 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
         "active": True,
     }
     if priority_class:
-        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
-                                    "name": priority_class}
+        spec["priorityClassRef"] = dict(priority_class)
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",

@@ -27,7 +27,7 @@ from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.workload import PRIORITY_LABEL, QUEUE_LABEL, JobError
+from flexq.jobs.workload import QUEUE_LABEL, JobError
 from flexq.objects.service import BadRequest
 from flexq.runtime.kuberay_objects import LOG_ANNOTATION
 from flexq.runtime.local_pods import LocalPod
@@ -121,8 +121,7 @@ class PodIntegration:
             for pod in pods:
                 record_event(state.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return []
-        obj = workload_object(wl, first, "Pod", "v1", templates,
-                              (first["metadata"].get("labels") or {}).get(PRIORITY_LABEL))
+        obj = workload_object(wl, first, "Pod", "v1", templates, state.plane.priority_class_of("Pod", first))
         obj["metadata"]["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Pod", "name": p["metadata"]["name"], "uid": _uid(p),
              "controller": group is None, "blockOwnerDeletion": True} for p in pods]

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.scheduler.flavorassigner import format_amount
-from flexq.scheduler.model import WorkloadState
+from flexq.scheduler.model import FlavorResource, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import BaseStore, Key, NotFound
 
@@ -27,6 +27,24 @@ INTERVAL: Final = 0.1
 SHARE: Final = 0.1
 """The share of the controller's time the queues' statuses may take: after a write that took ``d`` seconds, the
 next comes ``d / SHARE`` seconds after it began, at the earliest."""
+
+
+Usage = dict[FlavorResource, int]
+Slot = tuple[str, tuple[str, str], int, Mapping[FlavorResource, int]]
+"""Where a workload is counted: its ClusterQueue, its LocalQueue (namespace, name), its slot (0 pending, 1 quota
+reserved, 2 admitted) and the quota it holds."""
+
+
+def _by_flavor(spec: Mapping[str, Any], totals: Mapping[FlavorResource, int]) -> list[dict[str, Any]]:
+    """A LocalQueue's quota in ``totals``, as Kueue's LocalQueue status lists it: for each flavor of its
+    ClusterQueue (``spec``), each resource the flavor's group covers, with its total (0 where none is held)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for group in spec.get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            resources = rows.setdefault(flavor["name"], [])
+            resources.extend({"name": r, "total": format_amount(r, totals.get((flavor["name"], r), 0))}
+                             for r in group.get("coveredResources") or [])
+    return [{"name": name, "resources": resources} for name, resources in rows.items()]
 
 
 def object_key(info: KindInfo, obj: Mapping[str, Any]) -> Key:
@@ -45,9 +63,11 @@ class QueueCounts:
         self._gap = INTERVAL
         """Seconds from one write's start to the next one's, at the least (see :data:`SHARE`)."""
         self._written: dict[Key, dict[str, Any]] = {}
-        self._slots: dict[str, tuple[str, tuple[str, str], int]] = {}
+        self._slots: dict[str, Slot] = {}
         self._counts: dict[str, list[int]] = {}
         self._local: dict[tuple[str, str], list[int]] = {}
+        self._local_usage: dict[tuple[str, str], tuple[Usage, Usage]] = {}
+        """Per LocalQueue: the quota its workloads reserve, and the quota its admitted workloads use."""
         self._dirty: set[str] = set()
         self._dirty_local: set[tuple[str, str]] = set()
         self._recount = True
@@ -72,16 +92,22 @@ class QueueCounts:
         if wl is None or wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE) or wl.parent:
             return
         slot = 0 if wl.state is WorkloadState.PENDING else (2 if wl.state is WorkloadState.ADMITTED else 1)
-        place = (wl.cluster_queue, (wl.namespace, wl.queue), slot)
+        usage = wl.admission.usage() if slot and wl.admission is not None else {}
+        place = (wl.cluster_queue, (wl.namespace, wl.queue), slot, usage)
         self._slots[key] = place
         self._count(place, 1)
 
-    def _count(self, place: tuple[str, tuple[str, str], int], sign: int) -> None:
-        cq, lq, slot = place
+    def _count(self, place: Slot, sign: int) -> None:
+        cq, lq, slot, usage = place
         for bucket in (self._counts.setdefault(cq, [0, 0, 0]), self._local.setdefault(lq, [0, 0, 0])):
             bucket[slot] += sign
             if slot == 2:
                 bucket[1] += sign  # admitted workloads also reserve quota
+        if usage:
+            reserved, used = self._local_usage.setdefault(lq, ({}, {}))
+            for totals in (reserved, used) if slot == 2 else (reserved,):
+                for fr, amount in usage.items():
+                    totals[fr] = totals.get(fr, 0) + sign * amount
         self._dirty.add(cq)
         self._dirty_local.add(lq)
 
@@ -91,7 +117,7 @@ class QueueCounts:
         ``changed`` naming the workloads that may have changed state, queue or existence since the last call."""
         if self._recount:
             self._recount = False
-            self._slots, self._counts, self._local = {}, {}, {}
+            self._slots, self._counts, self._local, self._local_usage = {}, {}, {}, {}
             changed = scheduler.workload_keys()
             self._dirty = {cq["metadata"]["name"] for cq in cluster_queues}
             self._dirty_local = {(lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
@@ -126,13 +152,17 @@ class QueueCounts:
                 self._set(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
                                "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
                                "flavorsUsage": usage_rows})
+            specs = {cq["metadata"]["name"]: cq.get("spec") or {} for cq in cluster_queues}
             for lq in local_queues:
                 place = (lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
                 if place not in self._dirty_local:
                     continue
                 pending, reserving, admitted = self._local.get(place, [0, 0, 0])
+                reserved, used = self._local_usage.get(place, ({}, {}))
+                spec = specs.get((lq.get("spec") or {}).get("clusterQueue", ""), {})
                 self._set(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                               "admittedWorkloads": admitted})
+                               "admittedWorkloads": admitted, "flavorsReservation": _by_flavor(spec, reserved),
+                               "flavorsUsage": _by_flavor(spec, used)})
         self._dirty, self._dirty_local = set(), set()
 
     def due_in(self) -> float:

@@ -31,6 +31,7 @@ __all__ = [
     "make_workload",
     "pod_requests",
     "podsets",
+    "priority_class_ref",
     "ray_cluster_spec",
     "selected_cluster",
     "workload_name",
@@ -136,14 +137,35 @@ class Priorities:
     workload_classes: Mapping[str, int] = field(default_factory=dict)
     pod_classes: Mapping[str, int] = field(default_factory=dict)
     default: int = 0
+    default_class: str = ""
+    """The name of the PriorityClass whose value is :attr:`default` ("" where none is ``globalDefault``)."""
 
     @classmethod
     def of(cls, objects: Mapping[str, list[dict[str, Any]]]) -> Priorities:
         """From stored objects by kind (WorkloadPriorityClass, PriorityClass)."""
         pod_classes = {o["metadata"]["name"]: int(o.get("value", 0)) for o in objects.get("PriorityClass", [])}
-        defaults = sorted(int(o.get("value", 0)) for o in objects.get("PriorityClass", []) if o.get("globalDefault"))
+        defaults = sorted((int(o.get("value", 0)), o["metadata"]["name"]) for o in objects.get("PriorityClass", [])
+                          if o.get("globalDefault"))
         return cls({o["metadata"]["name"]: int(o.get("value", 0)) for o in objects.get("WorkloadPriorityClass", [])},
-                   pod_classes, defaults[-1] if defaults else 0)
+                   pod_classes, defaults[-1][0] if defaults else 0, defaults[-1][1] if defaults else "")
+
+
+WORKLOAD_PRIORITY_CLASS: Final = ("kueue.x-k8s.io", "WorkloadPriorityClass")
+POD_PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
+
+
+def priority_class_ref(kind: str, obj: Mapping[str, Any], priorities: Priorities) -> dict[str, str] | None:
+    """The class a job's workload takes its priority from, as Kueue's Workload ``spec.priorityClassRef`` names it
+    (group, kind, name), in :class:`Priorities`' order; None where the priority is 0 for want of any."""
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(PRIORITY_LABEL)
+    pod_class = _pod_priority_class(kind, obj)
+    if label is not None:
+        (group, of), name = WORKLOAD_PRIORITY_CLASS, str(label)
+    elif pod_class is not None or priorities.default_class:
+        (group, of), name = POD_PRIORITY_CLASS, pod_class or priorities.default_class
+    else:
+        return None
+    return {"group": group, "kind": of, "name": name}
 
 
 def local_queues_of(objects: Mapping[str, list[dict[str, Any]]]) -> dict[tuple[str, str], str]:

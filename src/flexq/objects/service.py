@@ -26,7 +26,7 @@ from flexq.errors import FlexqError
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_active import reconcile_all, reconcile_one
 from flexq.objects.selectors import field_labels, field_selector, label_selector
-from flexq.store import BaseStore, Key, NotFound
+from flexq.store import BaseStore, Gone, Key, NotFound
 
 __all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
 
@@ -160,10 +160,40 @@ class ObjectService:
         self, info: KindInfo, namespace: str | None, version: str | None = None, *,
         labels: str | None = None, fields: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
+        items, rv = self.selected(info, namespace, labels=labels, fields=fields)
+        return [self._to(info, o, version) for o in items], rv
+
+    def selected(self, info: KindInfo, namespace: str | None, *, labels: str | None = None,
+                 fields: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """The objects a list selects, as stored (in the store's order: namespace, then name), and the
+        resourceVersion read at; :meth:`served` gives each in the version asked for."""
         items, rv = self.store.list_objects(info.group, info.plural, namespace if info.namespaced else None)
+        if not labels and not fields:
+            return items, rv
         match_labels = label_selector(labels)
         match_fields = field_selector(fields, field_labels(info.group, info.plural))
-        return [self._to(info, o, version) for o in items if match_labels(o) and match_fields(o)], rv
+        return [o for o in items if match_labels(o) and match_fields(o)], rv
+
+    def served(self, info: KindInfo, obj: dict[str, Any], version: str | None = None) -> dict[str, Any]:
+        """An object as stored, in ``version`` of its kind (the storage version where None)."""
+        return self._to(info, obj, version)
+
+    def unchanged_since(self, info: KindInfo, resource_version: int) -> bool:
+        """Whether no object of ``info``'s kind was written after ``resource_version`` (False where the store's
+        change log no longer tells)."""
+        resources = frozenset({(info.group, info.plural)})
+        since, current = resource_version, self.store.current_rv()
+        while since < current:
+            try:
+                changes, read_to = self.store.changes_of(since, resources)
+            except Gone:
+                return False
+            if changes:
+                return False
+            if read_to <= since:
+                break
+            since = read_to
+        return resource_version <= current
 
     # --- writes ------------------------------------------------------------------------------------
 

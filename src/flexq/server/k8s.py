@@ -20,9 +20,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from flexq.api.documents import load_yaml, numbers_only, text_only
 from flexq.api.fields import FieldCheck, parse_field_validation
-from flexq.api.kinds import KindInfo, by_resource
-from flexq.api.object_errors import InputError
+from flexq.api.kinds import KindInfo, UnknownKind, by_gvk, by_resource
+from flexq.api.object_errors import FieldError, InputError, InvalidObject
 from flexq.auth.requests import resource_path
+from flexq.objects.pages import ListPages, Page
 from flexq.objects.selectors import field_labels, field_selector, label_selector
 from flexq.objects.service import BadRequest, ObjectService
 from flexq.objects.table import table
@@ -72,6 +73,7 @@ class KubeApi:
         self.service = service
         self.hub = hub
         self.ports = ports
+        self.pages = ListPages()
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -159,13 +161,13 @@ class KubeApi:
             obj = self.service.get(t.info, t.namespace, t.name, t.version)
             return self._respond(request, t, obj)
         if method == "POST" and t.name is None:
-            body = _object(await _body(request, fields=fields))
+            body = _typed(t, _object(await _body(request, fields=fields)))
             # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
             obj = await off_loop(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
                                  fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
-            body = _object(await _body(request, fields=fields))
+            body = _typed(t, _object(await _body(request, fields=fields)))
             obj = await off_loop(self.service.replace, t.info, t.namespace, t.name, body, t.version,
                                  subresource=t.subresource, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
@@ -280,11 +282,23 @@ class KubeApi:
         too_new = await self._too_new(_resource_version(q.get("resourceVersion")))
         if too_new is not None:
             return too_new
-        items, rv = self.service.list_objects(t.info, t.namespace, t.version,
-                                      labels=q.get("labelSelector"), fields=q.get("fieldSelector"))
+        limit, token = _limit(q.get("limit")), q.get("continue") or ""
+        if token and q.get("resourceVersion") not in (None, "", "0"):
+            raise BadRequest("specifying resource version is not allowed when using continue")
+        labels, fields = q.get("labelSelector") or "", q.get("fieldSelector") or ""
+        what = (t.info.group, t.info.plural, t.namespace if t.info.namespaced else None, labels, fields)
+        page = self.pages.page(
+            what, limit, token, lambda: self.service.selected(t.info, t.namespace, labels=labels, fields=fields),
+            lambda rv: self.service.unchanged_since(t.info, rv), counted=not (labels or fields))
+        items = [self.service.served(t.info, o, t.version) for o in page.items]
+        rv = str(page.resource_version)
         if _wants_table(request):
-            return JSONResponse(table(t.info, items, str(rv), include_object=q.get("includeObject", "Metadata")))
-        return _Json(_list_body(t, items, str(rv)))
+            body = table(t.info, items, rv, include_object=q.get("includeObject", "Metadata"))
+            body["metadata"].update(_paging(page))
+            return JSONResponse(body)
+        listed = _list_body(t, items, rv)
+        listed["metadata"].update(_paging(page))
+        return _Json(listed)
 
     async def _watch(self, request: Request, t: Target) -> Response:
         q = request.query_params
@@ -341,6 +355,26 @@ def _resource_version(value: str | None) -> str:
     return start
 
 
+def _limit(value: str | None) -> int:
+    """A list's ``limit`` (0: none); :class:`BadRequest` for one that is not a whole number."""
+    raw = value or "0"
+    if not raw.lstrip("-").isdigit():
+        raise BadRequest(f'limit: Invalid value: "{raw}": must be a whole number')
+    if int(raw) < 0:
+        raise BadRequest("list limit must not be negative")
+    return int(raw)
+
+
+def _paging(page: Page) -> dict[str, Any]:
+    """What a list's ``metadata`` says of the pages after it."""
+    more: dict[str, Any] = {}
+    if page.continue_token:
+        more["continue"] = page.continue_token
+    if page.remaining is not None:
+        more["remainingItemCount"] = page.remaining
+    return more
+
+
 def _pod_kind() -> KindInfo:
     info = by_resource("", "pods")
     assert info is not None
@@ -357,6 +391,45 @@ def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body.get("metadata", {}), dict):
         raise BadRequest("metadata: must be an object")
     return body
+
+
+_BUILT_IN: Final = {"": "core", "batch": "batch", "scheduling.k8s.io": "scheduling"}
+"""The groups of Kubernetes' own kinds (the rest are custom resources), each with its internal package's name."""
+_SCHEME: Final = "pkg/api/legacyscheme/scheme.go:30"
+"""Where the API server's scheme of its own kinds is made, as its decoder names it."""
+
+
+def _typed(t: Target, body: dict[str, Any]) -> dict[str, Any]:
+    """A create or update body with the ``apiVersion`` and ``kind`` of the request's URL where it leaves them out
+    (as the API server decodes it, and as the Python client sends a typed model); one that names others is refused
+    as the API server refuses it."""
+    expected = t.info.api_version(t.version)
+    api_version, kind = body.get("apiVersion") or expected, body.get("kind") or t.info.kind
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return body  # not text: validation words it
+    if t.info.group in _BUILT_IN and (api_version, kind) != (expected, t.info.kind):
+        # Kubernetes' own kinds: decoded into the kind the URL names, or refused with the decoder's words.
+        version = api_version.rpartition("/")[2]
+        try:
+            found = by_gvk(api_version, kind)
+        except UnknownKind:
+            found = None
+        if found is None or found.group not in _BUILT_IN:
+            why = f'no kind "{kind}" is registered for version "{api_version}" in scheme "{_SCHEME}"'
+        elif kind != t.info.kind:
+            why = f"converting ({version}.{kind}) to ({_BUILT_IN[t.info.group]}.{t.info.kind}): unknown conversion"
+        else:
+            why = ""
+        if why:
+            raise BadRequest(f'{kind} in version "{version}" cannot be handled as a {t.info.kind}: {why}')
+    if api_version != expected:
+        raise BadRequest(f"the API version in the data ({api_version}) does not match the expected API version "
+                         f"({expected})")
+    if kind != t.info.kind:
+        name = body["metadata"].get("name", "") if isinstance(body.get("metadata"), dict) else ""
+        raise InvalidObject("request", 0, kind, name if isinstance(name, str) else "",
+                            [FieldError("kind", f'Invalid value: "{kind}": must be {t.info.kind}')])
+    return {**body, "apiVersion": api_version, "kind": kind}
 
 
 def _quote(text: str) -> str:

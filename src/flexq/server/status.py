@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from flexq.api.kinds import KindInfo, UnknownKind
 from flexq.api.object_errors import ApiError, InputError, InvalidObject
+from flexq.objects.pages import ContinueExpired
 from flexq.objects.selectors import SelectorError
 from flexq.objects.service import BadRequest
 from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable
@@ -77,6 +78,10 @@ def error_response(exc: Exception, info: KindInfo | None = None, name: str = "")
                            {**details, "retryAfterSeconds": retry, "causes": [{"reason": exc.reason,
                                                                                "message": str(exc)}]})
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(retry)})
+    if isinstance(exc, ContinueExpired):
+        body = status_body(exc.code, exc.reason, exc.message)
+        body["metadata"] = {"continue": exc.token}
+        return JSONResponse(body, status_code=exc.code)
     if isinstance(exc, BadRequest):
         return JSONResponse(status_body(exc.code, exc.reason, exc.message, details or None), status_code=exc.code)
     if isinstance(exc, SelectorError | UnknownKind):
