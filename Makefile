@@ -28,8 +28,8 @@ test: $(DEVSTAMP)
 	$(BIN)/mypy
 	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and
 	@# the rest of the suite; the first run's report follows the second's.
-	$(BIN)/pytest $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
-	$(BIN)/pytest $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
+	$(BIN)/pytest --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
+	$(BIN)/pytest --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
 	test $$light -eq 0 && test $$status -eq 0
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from tests.conftest import guide_text
+from tests.conftest import Server, guide_text
 from tests.support import cli, condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
@@ -37,6 +44,13 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
             return text
 
         eventually(shown)
+        narrow = subprocess.run([sys.executable, "-m", "flexq.cli.main", "top", "--once"], capture_output=True,
+                                text=True, env={**srv.env(), "COLUMNS": "80"}, timeout=60, check=False)
+        assert narrow.returncode == 0 and max(len(line) for line in narrow.stdout.splitlines()) <= 80
+        names = [line.split()[0] for line in narrow.stdout.splitlines() if line.strip()]
+        assert "cluster-queue" in names and "on-demand-pool" in names, narrow.stdout
+        assert any(n.startswith("rayjob-rayjob-tpu-v6e-dws-2-") and len(n) > 30 for n in names), "names kept whole"
+        _quits_on_q(srv)
         bad = cli(srv, "top", "--interval", "0")
         assert bad.returncode == 2 and "--interval" in bad.stderr and "Traceback" not in bad.stderr
     finally:
@@ -45,3 +59,28 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
 
 def _assert(ok: bool) -> None:
     assert ok
+
+
+def _quits_on_q(srv: Server) -> None:
+    """Live in a terminal: a header says when it was refreshed and how to quit; pressing q quits."""
+    main, side = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "top", "--interval", "1"], stdin=side,
+                            stdout=side, stderr=side, env={**srv.env(), "COLUMNS": "100", "TERM": "xterm"})
+    os.close(side)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"q or Ctrl-C to quit" not in seen:
+            assert time.monotonic() < deadline and proc.poll() is None, seen.decode(errors="replace")
+            if select.select([main], [], [], 0.5)[0]:
+                seen += os.read(main, 65536)
+        os.write(main, b"q")
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(OSError):
+            while select.select([main], [], [], 0)[0] and os.read(main, 65536):
+                pass
+        os.close(main)

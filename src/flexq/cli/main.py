@@ -13,6 +13,7 @@ assembles them into one app and turns errors into messages and exit codes.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -65,7 +66,9 @@ def top(
 
     from flexq.cli import top as overview
 
-    overview.run(options.client(), interval, once, Console(width=None if not once else 200))
+    # Printed once into a pipe, the overview is as wide as it needs (a terminal, or COLUMNS, sets the width).
+    wide = once and not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    overview.run(options.client(), interval, once, Console(width=200 if wide else None))
 
 
 app.command()(dashboard)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import select
+import sys
+import termios
 import time
+import tty
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from flexq.api.kinds import resolve
 from flexq.api.quantity import parse_quantity
@@ -24,6 +31,13 @@ _BAR = 12
 
 def _items(client: Client, kind: str) -> list[dict[str, Any]]:
     return list(client.request("GET", client.path(resolve(kind), None)).get("items") or [])
+
+
+def _named(table: Table, longest: int) -> Table:
+    """The first column (names) keeps its names whole, however narrow the terminal: the others give way first."""
+    column = table.columns[0]
+    column.no_wrap, column.min_width = True, max(longest, len(str(column.header)))
+    return table
 
 
 def _bar(used: float, total: float) -> str:
@@ -60,7 +74,7 @@ def _queues(queues: list[dict[str, Any]]) -> Table:
             table.add_row(*head, flavor, resource, f"{amount}/{nominal}" if flavor else "",
                           _bar(_number(amount), _number(nominal)) if flavor else "")
             first = False
-    return table
+    return _named(table, max((len(cq["metadata"]["name"]) for cq in queues), default=0))
 
 
 def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
@@ -79,7 +93,7 @@ def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
                                                            "on-demand")
         table.add_row(name, str(spec.get("machineType", "")), str(ready + booting), str(ready), str(booting),
                       str(autoscaling.get("maxNodeCount", "")), kind)
-    return table
+    return _named(table, max((len(p["metadata"]["name"]) for p in pools), default=0))
 
 
 def _waiting(workloads: list[dict[str, Any]], now: datetime) -> Table:
@@ -104,7 +118,8 @@ def _waiting(workloads: list[dict[str, Any]], now: datetime) -> Table:
             reason = f"{reason}; forecast: {forecast['message']}" if reason else forecast["message"]
         table.add_row(wl["metadata"]["name"], (wl.get("spec") or {}).get("queueName", ""), age,
                       workload_eta(wl, now) or "-", reason)
-    return table
+    table.columns[-1].overflow = "fold"
+    return _named(table, max((len(str(cell)) for cell in table.columns[0].cells), default=0))
 
 
 def overview(client: Client, now: datetime | None = None) -> Group:
@@ -115,15 +130,59 @@ def overview(client: Client, now: datetime | None = None) -> Group:
                  _waiting(_items(client, "Workload"), moment))
 
 
-def run(client: Client, interval: float, once: bool, console: Console) -> None:
-    """Show the overview once, or refresh it every ``interval`` seconds until interrupted (Ctrl-C)."""
+def _header(client: Client, interval: float, now: datetime, keys: bool) -> Text:
+    moment = now.astimezone().strftime("%H:%M:%S")
+    quit_key = "q or Ctrl-C to quit" if keys else "Ctrl-C to quit"
+    return Text(f"flexq top · {client.server} · {moment} · every {interval:g}s · {quit_key}", style="dim")
+
+
+@contextlib.contextmanager
+def _keys(stream: TextIO) -> Iterator[bool]:
+    """Single keys from ``stream`` as they are pressed (a terminal set to cbreak for the while); False where it is
+    not a terminal."""
+    if not stream.isatty():
+        yield False
+        return
+    fd = stream.fileno()
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def _quit_pressed(stream: TextIO, wait: float) -> bool:
+    """Wait up to ``wait`` seconds for a key; whether it was ``q``."""
+    deadline = time.monotonic() + wait
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([stream], [], [], left)
+        if ready and stream.read(1).lower() == "q":
+            return True
+    return False
+
+
+def run(client: Client, interval: float, once: bool, console: Console, keys: TextIO | None = None) -> None:
+    """Show the overview once, or refresh it every ``interval`` seconds, under a header with the time and the keys,
+    until ``q`` is pressed (where ``keys``, standard input by default, is a terminal) or Ctrl-C."""
     if once:
         console.print(overview(client))
         return
-    with Live(overview(client), console=console, refresh_per_second=4) as live:
-        try:
-            while True:
-                time.sleep(interval)
-                live.update(overview(client))
-        except KeyboardInterrupt:
-            return
+    stream = keys or sys.stdin
+    with _keys(stream) as live_keys:
+
+        def screen() -> Group:
+            now = datetime.now(UTC)
+            return Group(_header(client, interval, now, live_keys), overview(client, now))
+
+        with Live(screen(), console=console, refresh_per_second=4) as live:
+            try:
+                while True:
+                    if live_keys:
+                        if _quit_pressed(stream, interval):
+                            return
+                    else:
+                        time.sleep(interval)
+                    live.update(screen())
+            except KeyboardInterrupt:
+                return
