@@ -85,7 +85,8 @@ class ObjectService:
                 try:
                     store.get(key)
                 except NotFound:
-                    store.create(key, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                    store.create(key, {"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 
     # --- helpers -----------------------------------------------------------------------------------
