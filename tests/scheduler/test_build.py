@@ -3,6 +3,7 @@ default, every spelling the API accepts."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ from flexq.scheduler.model import (
     ConcurrentPolicy,
     FlavorSpec,
     Fungibility,
+    LabelSelector,
     PreemptionPolicy,
     Quota,
+    Requirement,
     ResourceGroup,
     Strategy,
     Taint,
@@ -77,11 +80,50 @@ CLUSTER_QUEUES = [
 
 @pytest.mark.parametrize(("spec", "want"), [(c[1], c[2]) for c in CLUSTER_QUEUES], ids=[c[0] for c in CLUSTER_QUEUES])
 def test_cluster_queue_spec(spec: dict[str, Any] | None, want: ClusterQueueSpec) -> None:
-    assert cluster_queue_spec(_cq(spec) if spec is not None else {"metadata": {"name": "cq"}}) == want
+    got = cluster_queue_spec(_cq(spec) if spec is not None else {"metadata": {"name": "cq"}})
+    assert got.namespace_selector is None, "no namespaceSelector selects no namespace, as Kueue reads it"
+    assert dataclasses.replace(got, namespace_selector=LabelSelector()) == want
+
+
+SELECTORS = [
+    ("absent: nothing", None, None, {"kubernetes.io/metadata.name": "team-a"}, False),
+    ("empty: everything", {}, LabelSelector(), {"kubernetes.io/metadata.name": "team-a"}, True),
+    ("match labels", {"matchLabels": {"team": "a"}}, LabelSelector((("team", "a"),)), {"team": "a"}, True),
+    ("match labels, other value", {"matchLabels": {"team": "a"}}, LabelSelector((("team", "a"),)), {"team": "b"},
+     False),
+    ("expression In", {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                             "values": ["team-a", "team-b"]}]},
+     LabelSelector((), (Requirement("kubernetes.io/metadata.name", "In", ("team-a", "team-b")),)),
+     {"kubernetes.io/metadata.name": "team-b"}, True),
+    ("expression NotIn, label missing", {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["a"]}]},
+     LabelSelector((), (Requirement("team", "NotIn", ("a",)),)), {}, True),
+    ("labels and expressions both", {"matchLabels": {"team": "a"}, "matchExpressions": [
+        {"key": "tier", "operator": "Exists"}]},
+     LabelSelector((("team", "a"),), (Requirement("tier", "Exists"),)), {"team": "a"}, False),
+]
+
+
+@pytest.mark.parametrize(("raw", "want", "labels", "admits"), [c[1:] for c in SELECTORS], ids=[c[0] for c in SELECTORS])
+def test_namespace_selector(raw: dict[str, Any] | None, want: LabelSelector | None, labels: dict[str, str],
+                            admits: bool) -> None:
+    spec = cluster_queue_spec(_cq({} if raw is None else {"namespaceSelector": raw}))
+    assert spec.namespace_selector == want
+    assert spec.admits_namespace(labels) is admits
+
+
+def test_namespaces_and_stopped_local_queues() -> None:
+    config = build_config({
+        "Namespace": [{"metadata": {"name": "team-a", "labels": {"team": "a"}}}],
+        "LocalQueue": [{"metadata": {"name": "held", "namespace": "team-a"}, "spec": {"stopPolicy": "Hold"}},
+                       {"metadata": {"name": "open", "namespace": "team-a"}, "spec": {"stopPolicy": "None"}},
+                       {"metadata": {"name": "drained", "namespace": "x"}, "spec": {"stopPolicy": "HoldAndDrain"}}]})
+    assert config.namespace_labels("team-a") == {"team": "a", "kubernetes.io/metadata.name": "team-a"}
+    assert config.namespace_labels("unknown") == {"kubernetes.io/metadata.name": "unknown"}
+    assert config.stopped_queues == {("team-a", "held"): "Hold", ("x", "drained"): "HoldAndDrain"}
 
 
 def test_an_inactive_cluster_queue() -> None:
-    assert cluster_queue_spec(_cq({}), active=False) == ClusterQueueSpec("cq", active=False)
+    assert cluster_queue_spec(_cq({"namespaceSelector": {}}), active=False) == ClusterQueueSpec("cq", active=False)
 
 
 @pytest.mark.parametrize(("spec", "want"), [
@@ -138,8 +180,9 @@ def test_build_config() -> None:
                                                       "retryDelayMinutes": 0.5}},
         ],
         "ClusterQueue": [
-            _cq({"cohortName": "co", "resourceGroups": [GROUP], "admissionChecks": ["prov", "manual"]}),
-            {"metadata": {"name": "bad"}, "spec": {"admissionChecks": ["broken"]}},
+            _cq({"cohortName": "co", "resourceGroups": [GROUP], "admissionChecks": ["prov", "manual"],
+                 "namespaceSelector": {}}),
+            {"metadata": {"name": "bad"}, "spec": {"admissionChecks": ["broken"], "namespaceSelector": {}}},
         ],
         "Cohort": [{"metadata": {"name": "co"}, "spec": {"parentName": "top"}}],
     }
@@ -157,6 +200,6 @@ def test_nothing_stored() -> None:
 
 
 def test_a_cluster_queue_with_a_missing_flavor_is_inactive() -> None:
-    config = build_config({"ClusterQueue": [_cq({"resourceGroups": [GROUP]})]})
+    config = build_config({"ClusterQueue": [_cq({"resourceGroups": [GROUP], "namespaceSelector": {}})]})
     assert config.cluster_queues["cq"] == ClusterQueueSpec("cq", None, GROUPS, active=False)
     assert (config.flavors, config.cohorts, config.check_retry_delay, config.race) == ({}, {}, {}, False)

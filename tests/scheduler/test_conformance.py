@@ -36,7 +36,8 @@ def _milli(value: Any) -> int:
 
 
 def _cq(raw: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = {k: v for k, v in raw.items() if k not in ("name", "cohort", "admissionChecksStrategy")}
+    spec: dict[str, Any] = {"namespaceSelector": {}}  # every namespace: the cases' workloads come from any
+    spec.update({k: v for k, v in raw.items() if k not in ("name", "cohort", "admissionChecksStrategy")})
     if raw.get("cohort"):
         spec["cohortName"] = raw["cohort"]
     if raw.get("admissionChecksStrategy"):

@@ -177,3 +177,51 @@ def test_capacity_provisioned_for_a_losing_variant_is_released_and_billed_as_was
     assert driver.cluster.pool_size("dws-pool") == 0, "released at once, not left to scale down"
     (note,) = [n for n in notes if n.extra.get("state") == "Withdrawn"]
     assert note.workload == "default/job-abc12" and f"released (${4 * hourly / 2:.2f} billed)" in note.reason
+
+
+MIGRATION_GUARD = """apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {name: migration-guard}
+spec:
+  objects:
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: reservation}}
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: spot}}
+    - apiVersion: kueue.x-k8s.io/v1beta2
+      kind: ClusterQueue
+      metadata: {name: cq}
+      spec:
+        namespaceSelector: {}
+        concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}
+        resourceGroups:
+          - coveredResources: [cpu]
+            flavors:
+              - {name: reservation, resources: [{name: cpu, nominalQuota: 4}]}
+              - {name: spot, resources: [{name: cpu, nominalQuota: 16}]}
+    - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: lq, namespace: default},
+       spec: {clusterQueue: cq}}
+  submit:
+""" + "".join(f"""    - at: {at}
+      runFor: 10m
+      object:
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: {name}, labels: {{kueue.x-k8s.io/queue-name: lq}}}}
+        spec:
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: 4}}}}}}]
+""" for name, at in (("a", "0s"), ("b", "1m")))
+
+
+def test_no_migration_without_node_pools_when_the_job_finishes_sooner_where_it_runs(tmp_path: Path) -> None:
+    # a holds the reservation from 0 to 10m; b runs on spot from 1m. At 10m b's reservation variant is admitted: moved,
+    # b would start over and end at 20m; where it runs it ends at 11m, so it stays.
+    path = tmp_path / "scenario.yaml"
+    path.write_text(MIGRATION_GUARD)
+    result = run_scenario(load_scenario(path))
+    b = next(r for r in result.summary()["workloads"] if r["job"] == "Job default/b")
+    assert (b["flavors"], b["started"], b["finished"]) == ({"main": {"cpu": "spot"}}, 60, 660)
+    assert not [e for e in result.events if e["event"] == "Evicted"]
+    refused = next(e for e in result.events if "no migration to flavor reservation" in str(e.get("reason")))
+    assert refused["t"] == 600 and "it finishes sooner where it runs (t=11m) than moved (t=20m)" in refused["reason"]

@@ -42,3 +42,25 @@ def test_a_provisioning_request_larger_than_its_pool_fails_and_is_retried_then_r
     assert len(failed) == 4 and "8 node(s) asked of node pool dws-pool, more than it can hold (--max-nodes=4)" in \
         failed[0]["reason"]
     assert [e["event"] for e in events][-1] == "Deactivated"
+
+
+def test_a_provisioning_request_no_node_pool_matches_fails_and_the_workload_is_not_admitted(tmp_path: Path) -> None:
+    # Without the queued-provisioning toleration no pool can hold the DWS pods: the request is not provisioned.
+    queue = tmp_path / "queue.yaml"
+    queue.write_text((GUIDE / "dws-tpu-queue.yaml").read_text().replace("nominalQuota: 16", "nominalQuota: 0"))
+    job = tmp_path / "job.yaml"
+    job.write_text((GUIDE / "rayjob-tpu-v6e-dws.yaml").read_text().replace(
+        '              - key: "cloud.google.com/gke-queued"\n                operator: "Exists"\n'
+        '                effect: "NoSchedule"\n', ""))
+    submit = f"    - {{at: 0s, file: {job}, env: {{JOB_ID: \"1\"}}, runFor: 10m}}\n"
+    path = guide_scenario(tmp_path, "    cloud:\n      dws-pool: {queuedDelay: 10m}", submit, "6h", queue=queue)
+    events = run_scenario(load_scenario(path)).events
+    requests = [e for e in events if e["event"] == "ProvisioningRequest"]
+    assert {e["state"] for e in requests} == {"Failed"} and len(requests) == 4, "never Provisioned, retried 3 times"
+    assert requests[0]["reason"].endswith(
+        "-dws-prov-1 Failed (CapacityIsNotFound): no node pool matches: pod set tpu-group does not tolerate the taint "
+        "cloud.google.com/gke-queued=true:NoSchedule of node pool dws-pool")
+    checks = [e["state"] for e in events if e["event"] == "AdmissionCheck" or e.get("check") == "dws-prov"]
+    assert checks == ["Retry", "Retry", "Retry", "Rejected"]
+    kinds = [e["event"] for e in events]
+    assert "Admitted" not in kinds and "Started" not in kinds and kinds[-1] == "Deactivated"

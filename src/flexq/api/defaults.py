@@ -68,6 +68,11 @@ def _job(obj: dict[str, Any]) -> None:
 
 def _namespace(obj: dict[str, Any]) -> None:
     obj.setdefault("status", {}).setdefault("phase", "Active")
+    name = obj.get("metadata", {}).get("name")
+    if name:  # the API server's NamespaceDefaultLabelName: always the name, whatever was written
+        labels = obj["metadata"].get("labels")
+        known = labels if isinstance(labels, dict) else {}
+        obj["metadata"]["labels"] = {**known, "kubernetes.io/metadata.name": name}
 
 
 _DEFAULTERS: Final[dict[str, Callable[[dict[str, Any]], None]]] = {

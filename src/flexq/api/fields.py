@@ -23,11 +23,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from flexq.api.documents import format_path
+from flexq.api.documents import Document, format_path
 from flexq.api.jsoncopy import copy_json
-from flexq.api.object_errors import ApiError
+from flexq.api.object_errors import ApiError, FieldError
 
-__all__ = ["FieldCheck", "FieldValidation", "UnknownFields", "parse_field_validation", "prune", "unknown_fields"]
+__all__ = ["FieldCheck", "FieldValidation", "UnknownFields", "parse_field_validation", "prune", "strict_errors",
+           "unknown_fields"]
 
 
 class FieldValidation(enum.StrEnum):
@@ -116,6 +117,13 @@ def unknown_fields(model: type[BaseModel], obj: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _walk(model, obj, [], lambda _parent, _key, path: out.append(format_path(path)))
     return out
+
+
+def strict_errors(model: type[BaseModel], doc: Document) -> list[FieldError]:
+    """A strict decoding error for each field of ``doc`` that ``model`` does not declare, with its line (what
+    ``flexq apply`` and ``kubectl apply`` refuse)."""
+    return [FieldError(p, f'unknown field "{p}" (strict decoding error)', doc.line_of(p))
+            for p in unknown_fields(model, doc.obj)]
 
 
 def prune(obj: dict[str, Any], paths: list[str], model: type[BaseModel]) -> dict[str, Any]:

@@ -77,6 +77,24 @@ class Cluster:
                 return pool
         return None
 
+    def unmatched(self, group: PodGroup) -> bool:
+        """No pool can ever hold ``group``, which asks for a node pool (by its name label): pools are modelled and
+        none matches its labels and tolerations. (A group that names no pool is not capacity-modelled.)"""
+        return bool(self.pools) and self.pool_for(group) is None and \
+            any(k == "cloud.google.com/gke-nodepool" for k in group.selector)
+
+    def why_unmatched(self, group: PodGroup) -> str:
+        """Why no pool matches ``group``: a taint of the pool its labels select that it does not tolerate, or no
+        pool with its labels."""
+        for pool in self.pools.values():
+            labels = pool.labels()
+            if all(labels.get(k) == v for k, v in group.selector.items()):
+                taints = [t for t in pool.taints() if not any(tol.tolerates(t) for tol in group.tolerations)]
+                listed = ", ".join(f"{t.key}={t.value}:{t.effect}" for t in taints)
+                return f"pod set {group.name} does not tolerate the taint {listed} of node pool {pool.name}"
+        wanted = ",".join(f"{k}={v}" for k, v in sorted(group.selector.items()))
+        return f"no node pool has the labels {wanted} of pod set {group.name}"
+
     def place(self, groups: Iterable[PodGroup], now: float, booked_for: str | None = None) -> Placement:
         """Find nodes for every pod of every group (no binding yet)."""
         placement = Placement()
@@ -84,7 +102,7 @@ class Cluster:
         for group in groups:
             pool = self.pool_for(group)
             if pool is None:
-                if self.pools and any(k == "cloud.google.com/gke-nodepool" for k in group.selector):
+                if self.unmatched(group):
                     placement.unplaceable.append(group.name)
                 continue  # no pool declared for it: not capacity-modelled
             chosen, found = self._fit(pool, group, now, planned, booked_for)

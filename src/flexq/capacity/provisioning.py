@@ -111,6 +111,13 @@ class ProvisioningCapacity:
         pools = {g.name: self.cluster.pool_for(g) for g in groups}
         pool = next((p for p in pools.values() if p is not None), None)
         self.requests[key] = (check, name, pool.name if pool is not None else "")
+        unmatched = [g for g in groups if self.cluster.unmatched(g)]
+        if unmatched:
+            # No node group can ever hold these pods: the autoscaler does not provision the request, it fails (the
+            # check goes to Retry, then Rejected, as Kueue's provisioning controller maps Failed).
+            self._failed(key, check, name, "CapacityIsNotFound", "no node pool matches: " + "; ".join(
+                self.cluster.why_unmatched(g) for g in unmatched))
+            return
         if pool is None:
             # No pool modelled behind it: the request is provisioned at once.
             self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned",

@@ -20,7 +20,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload
 from flexq.scheduler.scheduler import Scheduler
 
-__all__ = ["RacingCapacity"]
+__all__ = ["RacingCapacity", "finishes_sooner_here"]
 
 
 class RacingCapacity:
@@ -63,24 +63,12 @@ class RacingCapacity:
         return None if run is None or since is None else since + run
 
     def _migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
-        """Refuse to move a running job that would finish sooner where it runs: it restarts from the beginning
-        (or its last checkpoint) on the new flavor. A run time nobody knows lets it move, as in Kueue."""
-        run = self.run_time(parent.key)
-        since = self.started_at.get(parent.key)
-        if run is None or since is None:
-            return None
-        here = since + run
+        """Refuse to move a running job that would finish sooner where it runs (:func:`finishes_sooner_here`); one
+        whose nodes go before it would finish may move."""
         expiry = min((n.expires_at for n in self.cluster.nodes_of(parent.key) if n.expires_at is not None),
                      default=None)
-        if expiry is not None and expiry < here:
-            return None  # its nodes go before it would finish: moving can only help
-        there = now + run
-        if there < here:
-            return None
-        def at(t: float) -> str:
-            return f"t={format_seconds(t)}" if self._virtual else f"in {format_seconds(t - now)}"
-
-        return f"it finishes sooner where it runs ({at(here)}) than moved ({at(there)})"
+        return finishes_sooner_here(self.run_time(parent.key), self.started_at.get(parent.key), now,
+                                    virtual=self._virtual, cut_off=expiry)
 
     def _win(self, key: str, wl: Workload) -> None:
         """Variant ``key`` can start first: its parent takes its admission and the capacity it booked, and starts
@@ -154,3 +142,23 @@ class RacingCapacity:
         if wl is not None:
             self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}")
         self._make_room()
+
+
+def finishes_sooner_here(run: float | None, since: float | None, now: float, *, virtual: bool,
+                         cut_off: float | None = None) -> str | None:
+    """Why a job running for ``run`` seconds since ``since`` is not moved at ``now`` (None: it may move): moved, it
+    restarts from the beginning (or its last checkpoint) on the new flavor, so it stays where it would finish sooner.
+    A run time nobody knows lets it move, as in Kueue; so does a ``cut_off`` (its nodes go) before it would finish."""
+    if run is None or since is None:
+        return None
+    here = since + run
+    if cut_off is not None and cut_off < here:
+        return None  # its nodes go before it would finish: moving can only help
+    there = now + run
+    if there < here:
+        return None
+
+    def at(t: float) -> str:
+        return f"t={format_seconds(t)}" if virtual else f"in {format_seconds(t - now)}"
+
+    return f"it finishes sooner where it runs ({at(here)}) than moved ({at(there)})"

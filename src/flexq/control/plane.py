@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
+from flexq.capacity.variants import finishes_sooner_here
 from flexq.control.run_times import RunTimes
 from flexq.control.vocabulary import (
     CapacityChanged,
@@ -85,6 +86,9 @@ class ControlPlane:
         self.use_capacity(capacity, objects)
         race = capacity is not None and capacity.fallback
         self.scheduler.configure(dataclasses.replace(build_config(objects), race=race))
+        if self.driver is None:
+            # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
+            self.scheduler.migration_check = self._migration_check
 
     def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
@@ -118,6 +122,12 @@ class ControlPlane:
     def priority_class_of(self, kind: str, job: Mapping[str, Any]) -> dict[str, str] | None:
         """The class the job's workload takes its priority from (Kueue's ``spec.priorityClassRef``), or None."""
         return priority_class_ref(kind, job, self.priorities)
+
+    def _migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
+        """Beyond Kueue: a running workload is not moved to a more preferred flavor when it would finish sooner
+        where it runs (its declared run time, counted from when it started)."""
+        return finishes_sooner_here(self.hooks.run_time(parent.key), self.started_at(parent.key), now,
+                                    virtual=self._virtual)
 
     def _started(self, key: str, t: float) -> None:
         if self.hooks.start is not None:

@@ -67,7 +67,7 @@ _READER: Final = "queue-controller"
 """The name the controller holds the change log by."""
 _CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
-                                  "PriorityClass", "NodePool"})
+                                  "PriorityClass", "NodePool", "Namespace"})
 _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
                                   for kind in (*JOB_KINDS, "Workload", "ClusterQueue", "LocalQueue"))
 """Where the controller's own writes are passed over when read back (a queue's status it wrote itself: what it

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from flexq.api.documents import Document
-from flexq.api.fields import FieldCheck, FieldValidation, prune, unknown_fields
+from flexq.api.fields import FieldCheck, FieldValidation, prune, strict_errors, unknown_fields
 from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KINDS, KindInfo
 from flexq.api.normalize import storage_form
@@ -85,7 +85,8 @@ class ObjectService:
                 try:
                     store.get(key)
                 except NotFound:
-                    store.create(key, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                    store.create(key, {"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
                                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
 
     # --- helpers -----------------------------------------------------------------------------------
@@ -368,8 +369,7 @@ class ObjectService:
             return doc
         if check.mode is FieldValidation.STRICT:
             name = doc.obj["metadata"].get("name", "") if isinstance(doc.obj.get("metadata"), dict) else ""
-            raise InvalidObject(doc.source, doc.index, info.kind, str(name), [
-                FieldError(p, f'unknown field "{p}" (strict decoding error)', doc.line_of(p)) for p in paths])
+            raise InvalidObject(doc.source, doc.index, info.kind, str(name), strict_errors(info.model, doc))
         if check.mode is FieldValidation.WARN:
             check.warnings.extend(f'{doc.source}: {info.kind}: unknown field "{p}"' for p in paths)
         return Document(prune(doc.obj, paths, info.model), doc.source, doc.index, doc.line, doc.lines)

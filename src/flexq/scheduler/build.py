@@ -14,16 +14,19 @@ from flexq.scheduler.model import (
     FlavorResource,
     FlavorSpec,
     Fungibility,
+    LabelSelector,
     PreemptionPolicy,
     Quota,
+    Requirement,
     ResourceGroup,
     Strategy,
     Taint,
     Toleration,
 )
+from flexq.scheduler.queue_config import NAME_LABEL
 from flexq.scheduler.scheduler import Config
 
-__all__ = ["build_config", "milli", "taint", "toleration"]
+__all__ = ["build_config", "label_selector", "milli", "taint", "toleration"]
 
 
 def milli(value: Any) -> int:
@@ -47,6 +50,18 @@ def flavor_spec(obj: Mapping[str, Any]) -> FlavorSpec:
         tuple(taint(t) for t in spec.get("nodeTaints") or []),
         tuple(toleration(t) for t in spec.get("tolerations") or []),
     )
+
+
+def label_selector(raw: Any) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` as Kueue reads it (``LabelSelectorAsSelector``): absent (None) selects nothing,
+    ``{}`` everything."""
+    if not isinstance(raw, Mapping):
+        return None
+    expressions = tuple(Requirement(str(e.get("key", "")), str(e.get("operator", "")),
+                                    tuple(str(v) for v in e.get("values") or ()))
+                        for e in raw.get("matchExpressions") or ())
+    labels = tuple(sorted((str(k), str(v)) for k, v in (raw.get("matchLabels") or {}).items()))
+    return LabelSelector(labels, expressions)
 
 
 def _groups(raw: Iterable[Mapping[str, Any]]) -> tuple[ResourceGroup, ...]:
@@ -106,6 +121,7 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         checks=tuple(checks),
         active=active,
         concurrent=concurrent_policy(spec),
+        namespace_selector=label_selector(spec.get("namespaceSelector")),
     )
 
 
@@ -116,7 +132,8 @@ def cohort_spec(obj: Mapping[str, Any]) -> CohortSpec:
 
 
 def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
-    """``objects`` by kind (ResourceFlavor, ClusterQueue, Cohort, AdmissionCheck, ProvisioningRequestConfig)."""
+    """``objects`` by kind (ResourceFlavor, ClusterQueue, Cohort, AdmissionCheck, ProvisioningRequestConfig, and the
+    LocalQueues and Namespaces for their stop policies and labels)."""
     flavors = {o["metadata"]["name"]: flavor_spec(o) for o in objects.get("ResourceFlavor", [])}
     configs = {o["metadata"]["name"] for o in objects.get("ProvisioningRequestConfig", [])}
     checks: dict[str, bool] = {}
@@ -132,4 +149,13 @@ def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
         active = cluster_queue_state(cq, set(flavors), checks).active
         queues[cq["metadata"]["name"]] = cluster_queue_spec(cq, active)
     cohorts = {o["metadata"]["name"]: cohort_spec(o) for o in objects.get("Cohort", [])}
-    return Config(flavors, queues, cohorts, delays)
+    namespaces = {}
+    for ns in objects.get("Namespace", []):
+        name = ns["metadata"]["name"]
+        namespaces[name] = {**(ns["metadata"].get("labels") or {}), NAME_LABEL: name}
+    stopped = {}
+    for lq in objects.get("LocalQueue", []):
+        policy = (lq.get("spec") or {}).get("stopPolicy") or "None"
+        if policy != "None":
+            stopped[(str(lq["metadata"].get("namespace") or "default"), lq["metadata"]["name"])] = str(policy)
+    return Config(flavors, queues, cohorts, delays, namespaces=namespaces, stopped_queues=stopped)

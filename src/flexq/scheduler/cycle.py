@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment, assign_flavors
@@ -29,7 +30,10 @@ from flexq.scheduler.racing import discount as racing_discount
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
 from flexq.scheduler.transitions import Transitions
 
-__all__ = ["Cycling"]
+__all__ = ["NAMESPACE_MISMATCH", "Cycling"]
+
+NAMESPACE_MISMATCH: Final = "workload namespace doesn't match ClusterQueue selector"
+"""Kueue's message (``workload.ErrNamespaceMismatch``): the workload's namespace is not one its ClusterQueue selects."""
 
 
 @dataclass(slots=True)
@@ -54,10 +58,14 @@ class Cycling(Transitions):
     cut_short = False
     """The last :meth:`schedule` ran its ``max_cycles`` and the last of them still decided something."""
 
+    def hold_stopped(self, now: float) -> list[Event]:
+        raise NotImplementedError  # the scheduler's: stopped LocalQueues' workloads give back their quota
+
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
         self._expire_unavailable(now)
         events, self._deferred = self._deferred, []
+        events += self.hold_stopped(now)
         events += self._requeue_due(now)
         self.cut_short = False
         for _ in range(max_cycles):
@@ -81,11 +89,16 @@ class Cycling(Transitions):
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
         aside = self._set_aside
         heads, events = self._heads(now)
+        cq_of = self.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
                 events += self._inadmissible(wl, "The workload has failed admission checks", now,
                                              PendingReason.PENDING_EVALUATION)
+                continue
+            if not cq_of[wl.cluster_queue].admits_namespace(self.config.namespace_labels(wl.namespace)):
+                # Kueue's nominate: a Misconfigured workload, requeued as inadmissible even under StrictFIFO.
+                events += self._inadmissible(wl, NAMESPACE_MISMATCH, now, PendingReason.MISCONFIGURED, blocks=False)
                 continue
             assignment = self._assign(wl)
             targets: list[Target] = []
@@ -205,6 +218,12 @@ class Cycling(Transitions):
                 continue
             if not cq.active:
                 events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED)
+                continue
+            if self.config.stopped_queues and (wl.namespace, wl.queue) in self.config.stopped_queues:
+                # Kueue's workload controller: QuotaReserved=False, Suspended; the LocalQueue holds it back, its
+                # ClusterQueue goes on with the others.
+                events += self._inadmissible(wl, f"LocalQueue {wl.queue} is stopped", now, PendingReason.SUSPENDED,
+                                             blocks=False)
                 continue
             heads.append(wl)
         return heads, events

@@ -21,6 +21,7 @@ __all__ = [
     "FlavorSpec",
     "Fungibility",
     "Granular",
+    "LabelSelector",
     "Mode",
     "PendingReason",
     "PodSet",
@@ -207,40 +208,6 @@ class ConcurrentPolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterQueueSpec:
-    name: str
-    cohort: str | None = None
-    groups: tuple[ResourceGroup, ...] = ()
-    strategy: Strategy = Strategy.BEST_EFFORT_FIFO
-    fungibility: Fungibility = Fungibility()
-    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
-    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
-    borrow_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
-    borrow_within_cohort_threshold: int | None = None
-    checks: tuple[tuple[str, frozenset[str] | None], ...] = ()
-    """Admission checks: (name, the flavors it applies to, or None for all)."""
-    active: bool = True
-    concurrent: ConcurrentPolicy | None = None
-
-    def group_of(self, resource: str) -> ResourceGroup | None:
-        for group in self.groups:
-            if resource in group.covered:
-                return group
-        return None
-
-    def checks_for(self, flavors: set[str]) -> list[str]:
-        """The admission checks that apply to a workload assigned ``flavors`` (Kueue's onFlavors rule)."""
-        return sorted(name for name, only in self.checks if only is None or only & flavors)
-
-
-@dataclass(frozen=True, slots=True)
-class CohortSpec:
-    name: str
-    parent: str | None = None
-    groups: tuple[ResourceGroup, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Requirement:
     """One node-affinity match expression."""
 
@@ -265,6 +232,65 @@ class Requirement:
                 return False
             return a > b if self.operator == "Gt" else a < b
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector: every ``matchLabels`` pair and every ``matchExpressions`` requirement must hold
+    (the empty selector matches everything)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            r.matches(labels) for r in self.match_expressions)
+
+    @property
+    def everything(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSpec:
+    name: str
+    cohort: str | None = None
+    groups: tuple[ResourceGroup, ...] = ()
+    strategy: Strategy = Strategy.BEST_EFFORT_FIFO
+    fungibility: Fungibility = Fungibility()
+    within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
+    reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
+    borrow_within_cohort_threshold: int | None = None
+    checks: tuple[tuple[str, frozenset[str] | None], ...] = ()
+    """Admission checks: (name, the flavors it applies to, or None for all)."""
+    active: bool = True
+    concurrent: ConcurrentPolicy | None = None
+    namespace_selector: LabelSelector | None = LabelSelector()
+    """The namespaces whose workloads it admits. None is the API's absent ``namespaceSelector``, which, as Kueue reads
+    it, matches no namespace; a spec made in code matches every namespace unless told otherwise."""
+
+    def admits_namespace(self, labels: Mapping[str, str]) -> bool:
+        """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""
+        selector = self.namespace_selector
+        return selector is not None and (selector.everything or selector.matches(labels))
+
+    def group_of(self, resource: str) -> ResourceGroup | None:
+        for group in self.groups:
+            if resource in group.covered:
+                return group
+        return None
+
+    def checks_for(self, flavors: set[str]) -> list[str]:
+        """The admission checks that apply to a workload assigned ``flavors`` (Kueue's onFlavors rule)."""
+        return sorted(name for name, only in self.checks if only is None or only & flavors)
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    name: str
+    parent: str | None = None
+    groups: tuple[ResourceGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

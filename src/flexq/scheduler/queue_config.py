@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from flexq.scheduler.model import ClusterQueueSpec, CohortSpec, FlavorSpec
 
-__all__ = ["Config"]
+__all__ = ["NAME_LABEL", "Config"]
+
+NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""The label the API server sets on every Namespace: its name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +26,14 @@ class Config:
     race: bool = False
     """flexq's policy: workloads race a variant per flavor even where no ClusterQueue asks for Concurrent
     Admission (:mod:`flexq.scheduler.race`). Off, the scheduler is Kueue's."""
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """The labels of each Namespace known (a namespace not listed has only ``kubernetes.io/metadata.name``)."""
+    stopped_queues: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """LocalQueues with a ``stopPolicy`` (``Hold`` or ``HoldAndDrain``): (namespace, name) -> the policy."""
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """A namespace's labels, with the one the API server sets on every namespace."""
+        labels = self.namespaces.get(namespace)
+        if labels is None or labels.get(NAME_LABEL) != namespace:
+            return {**(labels or {}), NAME_LABEL: namespace}
+        return labels

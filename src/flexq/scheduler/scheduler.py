@@ -80,6 +80,8 @@ class Scheduler(Cycling):
         """Variants whose preemption targets were held back this cycle (:meth:`Racing.may_preempt`)."""
         self._set_aside = 0
         """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
+        self._stops_due = bool(self.config.stopped_queues)
+        """LocalQueues were stopped since the last pass: their workloads that hold quota are looked at."""
 
     # --- what the scheduler holds, for its drivers (the live controller, the simulator, the capacity driver) ---
 
@@ -147,6 +149,24 @@ class Scheduler(Cycling):
         for wl in list(self._workloads.values()):
             self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
         self._queues.wake(list(config.cluster_queues), self._workloads)
+        self._stops_due = bool(config.stopped_queues)
+
+    def hold_stopped(self, now: float) -> list[Event]:
+        """Kueue's workload controller on a stopped LocalQueue: a workload reserving quota gives it back (it waits,
+        held); an admitted one runs on under ``Hold`` and is evicted under ``HoldAndDrain`` (``LocalQueueStopped``)."""
+        if not self._stops_due:
+            return []
+        self._stops_due = False
+        stopped = self.config.stopped_queues
+        events: list[Event] = []
+        for wl in list(self._workloads.values()):
+            policy = stopped.get((wl.namespace, wl.queue))
+            if policy is None or wl.admission is None or wl.evicting or wl.key not in self._workloads:
+                continue
+            if wl.state is WorkloadState.ADMITTED and policy != "HoldAndDrain":
+                continue
+            events += self._evict(wl, now, "The LocalQueue is stopped", "LocalQueueStopped")
+        return events
 
     def enqueue(self, wl: Workload, now: float) -> None:
         """Queue a pending workload that is not queued, racing or waiting out a retry delay (its ClusterQueue

@@ -185,14 +185,19 @@ class Transitions(Racing):
             node = node.parent
         return "/" + "/".join(reversed(parts))
 
-    def _inadmissible(self, wl: Workload, reason: str, now: float, kind: PendingReason | None) -> list[Event]:
+    def _inadmissible(self, wl: Workload, reason: str, now: float, kind: PendingReason | None, *,
+                      blocks: bool = True) -> list[Event]:
+        """The head cannot be admitted now: it steps aside until something changes (a StrictFIFO queue's head blocks
+        the queue instead, unless ``blocks`` is False: Kueue requeues it as inadmissible, as for a namespace that the
+        ClusterQueue does not select)."""
         cq = self.config.cluster_queues.get(wl.cluster_queue)
-        if cq is not None and cq.strategy is Strategy.STRICT_FIFO:
+        if blocks and cq is not None and cq.strategy is Strategy.STRICT_FIFO:
             self._queues.block(cq.name)
         else:
             self._queues.set_aside(wl)
-            if wl.parent:
-                self._set_aside += 1  # a sibling variant may be next in this queue: worth another cycle now
+            if wl.parent or not blocks:
+                self._set_aside += 1  # a sibling variant (or the next workload) may be next in this queue: worth
+                # another cycle now
         if self._note_pending(wl, reason, kind):
             return [Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, reason)]
         return []

@@ -144,7 +144,7 @@ class Simulation:
     def _objects(self) -> dict[str, list[dict[str, Any]]]:
         by_kind: dict[str, list[dict[str, Any]]] = {}
         for doc in self.scenario.objects:
-            info, obj = normalize(doc)
+            info, obj = normalize(doc, strict=True)  # a field its kind lacks is refused, as flexq apply refuses it
             by_kind.setdefault(info.kind, []).append(obj)
         return by_kind
 
@@ -267,9 +267,9 @@ class Simulation:
 
     def _checked(self, doc: Document) -> tuple[KindInfo, dict[str, Any]]:
         try:
-            return normalize(doc)
+            return normalize(doc, strict=True)
         except InvalidObject as exc:
-            raise ScenarioError(doc.source, str(exc)) from None
+            raise ScenarioError(doc.source, str(exc).removeprefix(f"{doc.source}: ")) from None
 
     def check(self, check: Check) -> None:
         key = self.jobs.get(check.workload, check.workload)

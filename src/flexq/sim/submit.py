@@ -91,8 +91,14 @@ class Reader:
                          str(included))
             objects.extend(load_documents(text, str(included)))
         for i, obj in enumerate(spec.objects or []):
-            objects.append(Document(obj, self.source, i, self.doc.line_of(f"spec.objects[{i}]") or 1, {}))
+            where = f"spec.objects[{i}]"
+            objects.append(Document(obj, self.source, i, self.doc.line_of(where) or 1, self._lines_under(where)))
         return objects
+
+    def _lines_under(self, prefix: str) -> dict[str, int]:
+        """The lines of the scenario's fields under ``prefix``, as paths within the object there (for its errors)."""
+        return {k[len(prefix) + 1:]: v for k, v in self.doc.lines.items()
+                if k.startswith(prefix + ".") or k.startswith(prefix + "[")}
 
     def submissions(self, i: int, entry: SubmitEntry, objects: list[Document]) -> list[Submission]:
         """``spec.submit[i]``: its jobs at their arrival times; a generator's objects are added to ``objects``."""
@@ -152,7 +158,8 @@ class Reader:
                 raise ScenarioError(str(job_file), f"expected one job per submitted file, found {len(loaded)}")
             return loaded[0]
         text = fill(json.dumps(entry.object), values, f"{self.source}:{self.doc.line_of(where)}")
-        return Document(json.loads(text), self.source, i, self.doc.line_of(f"{where}.object") or 1, {})
+        return Document(json.loads(text), self.source, i, self.doc.line_of(f"{where}.object") or 1,
+                        self._lines_under(f"{where}.object"))
 
     def checks(self, spec: ScenarioSpec) -> tuple[Check, ...]:
         """``spec.checks``: admission check states to set at given times."""

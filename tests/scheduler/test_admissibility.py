@@ -1,0 +1,133 @@
+"""What keeps a workload out before any flavor is tried, as Kueue decides it: its ClusterQueue's namespaceSelector
+(``workload namespace doesn't match ClusterQueue selector``) and its LocalQueue's stopPolicy (``Hold``,
+``HoldAndDrain``). Neither blocks a StrictFIFO queue: the workloads behind go on."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from flexq.scheduler.build import build_config
+from flexq.scheduler.events import EventKind
+from flexq.scheduler.model import PendingReason, PodSet, Workload, WorkloadState
+from flexq.scheduler.scheduler import Config, Scheduler
+
+
+def _objects(selector: dict[str, Any] | None, strategy: str = "BestEffortFIFO",
+             stop: str = "None") -> dict[str, list[dict[str, Any]]]:
+    spec: dict[str, Any] = {"queueingStrategy": strategy, "resourceGroups": [
+        {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu",
+                                                                                     "nominalQuota": "4"}]}]}]}
+    if selector is not None:
+        spec["namespaceSelector"] = selector
+    return {
+        "ResourceFlavor": [{"metadata": {"name": "default"}}],
+        "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": spec}],
+        "Namespace": [{"metadata": {"name": "team-a", "labels": {"team": "a"}}},
+                      {"metadata": {"name": "team-b", "labels": {"team": "b"}}}],
+        "LocalQueue": [{"metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": "cq",
+                                                                              "stopPolicy": stop}}
+                       for ns in ("team-a", "team-b")],
+    }
+
+
+def _wl(namespace: str, name: str, created: float, cpu: int = 1) -> Workload:
+    return Workload(namespace, name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu * 1000}),), created=created)
+
+
+def _scheduler(config: Config, *workloads: Workload) -> Scheduler:
+    scheduler = Scheduler(config, instant_eviction=True)
+    for wl in workloads:
+        scheduler.add(wl, wl.created)
+    return scheduler
+
+
+@pytest.mark.parametrize("strategy", ["BestEffortFIFO", "StrictFIFO"])
+def test_a_namespace_the_selector_leaves_out_stays_pending_and_blocks_no_one(strategy: str) -> None:
+    first, second = _wl("team-b", "first", 0.0), _wl("team-a", "second", 1.0)
+    scheduler = _scheduler(build_config(_objects({"matchLabels": {"team": "a"}}, strategy)), first, second)
+    events = scheduler.schedule(2.0)
+    assert (first.state, first.pending, first.pending_reason) == (
+        WorkloadState.PENDING, PendingReason.MISCONFIGURED, "workload namespace doesn't match ClusterQueue selector")
+    assert second.state is WorkloadState.ADMITTED, "the head left out does not hold the queue behind it"
+    assert [(e.kind, e.workload) for e in events if e.kind is EventKind.PENDING] == [(EventKind.PENDING, first.key)]
+    assert scheduler._queues.aside(first)
+
+
+def test_the_selectors_nil_and_empty_and_the_name_label() -> None:
+    wl = _wl("team-a", "wl", 0.0)
+    nil = _scheduler(build_config(_objects(None)), dataclasses.replace(wl))
+    nil.schedule(1.0)
+    assert nil.held(wl.key).pending is PendingReason.MISCONFIGURED, "no namespaceSelector selects no namespace"
+    every = _scheduler(build_config(_objects({})), dataclasses.replace(wl))
+    every.schedule(1.0)
+    assert every.held(wl.key).state is WorkloadState.ADMITTED, "namespaceSelector: {} selects every namespace"
+    by_name = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-c"]}]}
+    unlisted = _scheduler(build_config(_objects(by_name)), _wl("team-c", "wl", 0.0))
+    unlisted.schedule(1.0)
+    assert unlisted.held("team-c/wl").state is WorkloadState.ADMITTED, "a namespace has its name as a label"
+
+
+def test_a_namespace_relabelled_to_match_is_admitted() -> None:
+    objects = _objects({"matchLabels": {"team": "a"}})
+    wl = _wl("team-b", "wl", 0.0)
+    scheduler = _scheduler(build_config(objects), wl)
+    scheduler.schedule(1.0)
+    assert wl.state is WorkloadState.PENDING
+    objects["Namespace"][1]["metadata"]["labels"] = {"team": "a"}
+    scheduler.configure(build_config(objects))
+    scheduler.schedule(2.0)
+    assert wl.state is WorkloadState.ADMITTED
+
+
+@pytest.mark.parametrize("strategy", ["BestEffortFIFO", "StrictFIFO"])
+def test_a_held_local_queue_admits_nothing_new_until_its_stop_policy_goes(strategy: str) -> None:
+    objects = _objects({}, strategy)
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = "Hold"  # team-b's
+    held, other = _wl("team-b", "held", 0.0), _wl("team-a", "other", 1.0)
+    scheduler = _scheduler(build_config(objects), held, other)
+    scheduler.schedule(2.0)
+    assert (held.state, held.pending, held.pending_reason) == (WorkloadState.PENDING, PendingReason.SUSPENDED,
+                                                               "LocalQueue lq is stopped")
+    assert other.state is WorkloadState.ADMITTED, "the other LocalQueue of the ClusterQueue goes on"
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = "None"
+    scheduler.configure(build_config(objects))
+    scheduler.schedule(3.0)
+    assert held.state is WorkloadState.ADMITTED
+
+
+@pytest.mark.parametrize(("policy", "evicted"), [("Hold", False), ("HoldAndDrain", True)])
+def test_stopping_a_local_queue_drains_its_admitted_workloads_only_under_hold_and_drain(policy: str,
+                                                                                         evicted: bool) -> None:
+    objects = _objects({})
+    running = _wl("team-b", "running", 0.0)
+    scheduler = _scheduler(build_config(objects), running)
+    scheduler.schedule(1.0)
+    assert running.state is WorkloadState.ADMITTED
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = policy
+    scheduler.configure(build_config(objects))
+    events = scheduler.schedule(2.0)
+    evictions = [(e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
+    if evicted:
+        assert evictions == [("The LocalQueue is stopped", "LocalQueueStopped")]
+        assert (running.state, running.pending_reason) == (WorkloadState.PENDING, "LocalQueue lq is stopped")
+        assert scheduler.usage("cq", ("default", "cpu")) == 0
+    else:
+        assert evictions == [] and running.state is WorkloadState.ADMITTED, "Hold lets it run to completion"
+    assert not scheduler.schedule(3.0), "once drained, nothing more happens"
+
+
+def test_a_held_local_queue_gives_back_quota_reserved_while_checks_wait() -> None:
+    objects = _objects({})
+    objects["ClusterQueue"][0]["spec"]["admissionChecks"] = ["manual"]
+    objects["AdmissionCheck"] = [{"metadata": {"name": "manual"}, "spec": {"controllerName": "example.com/manual"}}]
+    reserving = _wl("team-b", "reserving", 0.0)
+    scheduler = _scheduler(build_config(objects), reserving)
+    scheduler.schedule(1.0)
+    assert reserving.state is WorkloadState.QUOTA_RESERVED
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = "Hold"
+    scheduler.configure(build_config(objects))
+    scheduler.schedule(2.0)
+    assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
