@@ -10,9 +10,9 @@ import yaml
 
 from tests import admin
 from tests.conftest import Server
-from tests.controller.test_live import _cond, _eventually
 from tests.queues import queue_yaml
 from tests.sim.test_next_head import job
+from tests.support import condition, eventually
 
 
 def _workload(server: Server, namespace: str, job_name: str) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def _workload(server: Server, namespace: str, job_name: str) -> dict[str, Any]:
 def _quota_reserved(server: Server, namespace: str, job_name: str) -> tuple[str | None, str, str]:
     wl = _workload(server, namespace, job_name)
     cond = next(c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved")
-    return _cond(wl, "QuotaReserved"), cond["reason"], cond["message"]
+    return condition(wl, "QuotaReserved"), cond["reason"], cond["message"]
 
 
 def _in(namespace: str, name: str) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def test_a_namespace_the_selector_leaves_out_waits_until_it_is_labelled(flexq: A
     assert ns["metadata"]["labels"] == {"team": "b", "kubernetes.io/metadata.name": "team-b"}
     assert flexq("apply", "-f", "-", input=yaml.safe_dump(_in("team-b", "left-out"))).code == 0
 
-    assert _eventually(lambda: _quota_reserved(server, "team-b", "left-out")) == (
+    assert eventually(lambda: _quota_reserved(server, "team-b", "left-out")) == (
         "False", "Misconfigured", "workload namespace doesn't match ClusterQueue selector")
     relabelled = namespaces.replace("team: b", "team: a")
     assert flexq("apply", "-f", "-", input=relabelled).code == 0
@@ -53,7 +53,7 @@ def test_a_namespace_the_selector_leaves_out_waits_until_it_is_labelled(flexq: A
         assert status == "True"
         return status
 
-    assert _eventually(reserved) == "True"
+    assert eventually(reserved) == "True"
 
 
 def test_a_held_local_queue_admits_nothing_until_it_is_resumed(flexq: Any, server: Server) -> None:
@@ -61,7 +61,7 @@ def test_a_held_local_queue_admits_nothing_until_it_is_resumed(flexq: Any, serve
                                                         "stopPolicy: Hold}")
     assert flexq("apply", "-f", "-", input=held).code == 0
     assert flexq("apply", "-f", "-", input=yaml.safe_dump(_in("default", "held"))).code == 0
-    assert _eventually(lambda: _quota_reserved(server, "default", "held")) == (
+    assert eventually(lambda: _quota_reserved(server, "default", "held")) == (
         "False", "Suspended", "LocalQueue q is stopped")
     assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None))).code == 0
 
@@ -70,4 +70,4 @@ def test_a_held_local_queue_admits_nothing_until_it_is_resumed(flexq: Any, serve
         assert status == "True"
         return status
 
-    assert _eventually(reserved) == "True"
+    assert eventually(reserved) == "True"
