@@ -35,7 +35,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.capacity": (
         "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "Cluster", "EmulatedCloud", "GKE_VERSION",
-        "MachineType", "NodePoolSpec", "PROVISIONING_EXPIRY", "PodGroup", "RayAddressError", "RayPoolSync",
+        "MachineType", "NodePoolSpec", "PROVISIONING_EXPIRY", "PodGroup", "ProvisioningState", "RayAddressError",
+        "RayPoolSync",
         "UnknownMachineType", "dashboard_address", "gke_node_pool", "machine_type", "node_pool_spec",
         "node_pool_webhook", "provisioning_settings", "random_outages",
     ),

@@ -6,6 +6,7 @@ from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
 from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.provisioning import ProvisioningState
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
 from flexq.capacity.settings import CapacityConfig
 
@@ -21,6 +22,7 @@ __all__ = [
     "MachineType",
     "NodePoolSpec",
     "PodGroup",
+    "ProvisioningState",
     "RayAddressError",
     "RayPoolSync",
     "UnknownMachineType",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -22,7 +23,25 @@ from flexq.scheduler.model import CheckState, Workload
 from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["BOOKING", "CAPACITY_PRIORITY", "PROVISIONING_EXPIRY", "ProvisioningCapacity", "ProvisioningSettings",
+           "ProvisioningState",
            "Timers", "provisioning_settings"]
+
+
+class ProvisioningState(StrEnum):
+    """Where a ProvisioningRequest stands, as its events say it (``state``) and its conditions show it."""
+
+    ACCEPTED = "Accepted"
+    """The cloud took the request and looks for machines (queued provisioning: up to its expiry)."""
+    PROVISIONED = "Provisioned"
+    """The machines are there, booked for the workload's pods."""
+    FAILED = "Failed"
+    """No machines: the admission check is retried or rejected."""
+    BOOKING_EXPIRED = "BookingExpired"
+    """The pods did not start on the booked machines in time."""
+    CAPACITY_REVOKED = "CapacityRevoked"
+    """The cloud took provisioned machines back."""
+    WITHDRAWN = "Withdrawn"
+    """A racing variant's request, taken back when another flavor won (at no cost)."""
 
 
 class Timers(Protocol):
@@ -121,7 +140,7 @@ class ProvisioningCapacity:
         if pool is None:
             # No pool modelled behind it: the request is provisioned at once.
             self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned",
-                       request=name, state="Provisioned")
+                       request=name, state=ProvisioningState.PROVISIONED)
             self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
             return
         count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
@@ -133,7 +152,8 @@ class ProvisioningCapacity:
         eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} is Accepted: waiting for {count} "
-                   f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state="Accepted", eta=eta_at)
+                   f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state=ProvisioningState.ACCEPTED,
+                   eta=eta_at)
         self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}{eta}")
         if delay is None or delay >= PROVISIONING_EXPIRY:
             self._later(now + PROVISIONING_EXPIRY, key,
@@ -162,7 +182,7 @@ class ProvisioningCapacity:
         self.plan_expiry()
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
-                   f"in {pool}", request=name, state="Provisioned", pool=pool)
+                   f"in {pool}", request=name, state=ProvisioningState.PROVISIONED, pool=pool)
         slices = {n.slice_id for n in created}
         self._later(now + BOOKING, key, partial(self._booking_check, key, check, name, slices))
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
@@ -183,7 +203,7 @@ class ProvisioningCapacity:
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} BookingExpired: its pods did not use "
                    f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
-                   state="BookingExpired")
+                   state=ProvisioningState.BOOKING_EXPIRED)
         self._failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
 
     def _revoke(self, key: str, name: str, slices: set[str]) -> None:
@@ -195,7 +215,7 @@ class ProvisioningCapacity:
         self.cluster.remove(n.name for n in gone)
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
-                   "taken back by the cloud", request=name, state="CapacityRevoked")
+                   "taken back by the cloud", request=name, state=ProvisioningState.CAPACITY_REVOKED)
         for victim in victims:
             self.log(self.scheduler.evict(victim, self._now(), f"ProvisioningRequest {name}: capacity revoked",
                                           "CapacityRevoked"))
@@ -207,7 +227,7 @@ class ProvisioningCapacity:
         settings = self.provisioning[check]
         if not noted:
             self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
-                       request=name, state="Failed")
+                       request=name, state=ProvisioningState.FAILED)
         if failures > settings.backoff_limit:
             self.log(self.scheduler.set_check(
                 key, check, CheckState.REJECTED, now,

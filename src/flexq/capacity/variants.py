@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from flexq.capacity.cluster import Cluster
+from flexq.capacity.provisioning import ProvisioningState
 from flexq.capacity.settings import CapacityConfig
 from flexq.durations import format_seconds
 from flexq.scheduler.events import Event, EventKind
@@ -98,7 +99,7 @@ class RacingCapacity:
                     else "before it was provisioned: no cost")
             self._note(EventKind.PROVISIONING_REQUEST, key,
                        f"ProvisioningRequest {request[1]} withdrawn {what}: the workload "
-                       "races on another flavor", request=request[1], state="Withdrawn")
+                       "races on another flavor", request=request[1], state=ProvisioningState.WITHDRAWN)
         self._release(key)
 
     def _make_room(self) -> None:
@@ -137,7 +138,7 @@ class RacingCapacity:
                 f"; a slice frees in {format_seconds(at - now)}"
         self._note(EventKind.PROVISIONING_REQUEST, key,
                    f"ProvisioningRequest {name} waits for room: {why}{eta}", request=name,
-                   state="Accepted", eta=min(etas) if etas else None)
+                   state=ProvisioningState.ACCEPTED, eta=min(etas) if etas else None)
         wl = self.scheduler.workload(key)
         if wl is not None:
             self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.quantity import Quantity
+from flexq.capacity import ProvisioningState
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.gke_pools import node_pool_spec
 from flexq.capacity.raypool import RayPoolSync
@@ -120,7 +121,7 @@ class LiveCapacity:
 
     def _write_note(self, note: Event) -> None:
         workload = self._workload(note.workload)
-        warning = note.kind.warning or note.extra.get("state") == "Failed"
+        warning = note.kind.warning or note.extra.get("state") == ProvisioningState.FAILED
         if workload is not None:
             record_event(self.store, workload, note.kind.value, note.reason,
                          type="Warning" if warning else "Normal", component=_COMPONENT)
@@ -137,7 +138,7 @@ class LiveCapacity:
         namespace = workload["metadata"].get("namespace", "default")
         key = Key("autoscaling.x-k8s.io", "provisioningrequests", namespace, name)
         now = rfc3339(datetime.now(UTC))
-        if note.extra.get("state") == "Withdrawn":
+        if note.extra.get("state") == ProvisioningState.WITHDRAWN:
             # The workload started on another flavor: its request is deleted, as Kueue deletes the requests of
             # a workload that no longer needs them (the Event on the workload tells what it cost).
             with contextlib.suppress(NotFound):
@@ -156,14 +157,14 @@ class LiveCapacity:
                          "podSets": [{"podTemplateRef": {"name": f"ppt-{name}"}, "count": 1}]},
             })
         status = dict(obj.get("status") or {})
-        state = str(note.extra.get("state"))
+        state = note.extra.get("state")
         message = note.reason
-        if state == "Accepted":
+        if state == ProvisioningState.ACCEPTED:
             set_condition(status, "Accepted", True, "Accepted", message, now=now)
             set_condition(status, "Provisioned", False, "Waiting", message, now=now)
-        elif state == "Provisioned":
+        elif state == ProvisioningState.PROVISIONED:
             set_condition(status, "Provisioned", True, "Provisioned", message, now=now)
-        elif state == "Failed":
+        elif state == ProvisioningState.FAILED:
             set_condition(status, "Failed", True, "Failed", message, now=now)
         self.store.update(key, {**obj, "status": status}, subresource="status")
 

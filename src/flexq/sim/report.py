@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from flexq.capacity import ProvisioningState
 from flexq.durations import format_seconds
 from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun
 
@@ -70,7 +71,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         "waitByClass": {c: _stats(v) for c, v in sorted(by_class.items())},
         "fallbacks": sum(1 for e in events if e.get("event") == "Fallback"),
         "provisioningRetries": sum(1 for e in events if e.get("event") == "ProvisioningRequest"
-                                   and e.get("state") in ("Failed", "BookingExpired")),
+                                   and e.get("state") in (ProvisioningState.FAILED, ProvisioningState.BOOKING_EXPIRED)),
         "preemptions": sum(1 for e in events if e.get("event") == "Preempted"),
         "cost": {k: round(v, 2) for k, v in cost.items()} | {"total": round(sum(cost.values()), 2),
                                                               "wasted": round(wasted, 2)},
