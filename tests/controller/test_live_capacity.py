@@ -64,6 +64,9 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     requests = admin.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
     (request,) = requests["items"]
     assert request["metadata"]["name"].endswith("-dws-prov-1")
+    assert request["spec"] == {"provisioningClassName": "queued-provisioning.gke.io", "podSets": [
+        {"podTemplateRef": {"name": f"ppt-{request['metadata']['name']}-tpu-group"}, "count": 4}]}, \
+        "the class dws-config names; only the pod set asking for TPUs (its managed resource), with its count"
     assert {c["type"]: c["status"] for c in request["status"]["conditions"]} == {"Accepted": "True",
                                                                                  "Provisioned": "True"}
     listed = admin.get(srv.url + "/apis/flexq.dev/v1alpha1/nodepools").json()["items"]

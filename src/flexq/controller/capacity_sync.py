@@ -19,6 +19,7 @@ from flexq.api.quantity import Quantity
 from flexq.capacity import ProvisioningState
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.gke_pools import node_pool_spec
+from flexq.capacity.provisioning import ProvisioningSettings
 from flexq.capacity.raypool import RayPoolSync
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import Clock
@@ -153,8 +154,7 @@ class LiveCapacity:
                     "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                     "name": workload["metadata"]["name"], "uid": workload["metadata"].get("uid", ""),
                     "controller": True}]},
-                "spec": {"provisioningClassName": "queued-provisioning.gke.io",
-                         "podSets": [{"podTemplateRef": {"name": f"ppt-{name}"}, "count": 1}]},
+                "spec": self._request_spec(workload, name),
             })
         status = dict(obj.get("status") or {})
         state = note.extra.get("state")
@@ -167,6 +167,32 @@ class LiveCapacity:
         elif state == ProvisioningState.FAILED:
             set_condition(status, "Failed", True, "Failed", message, now=now)
         self.store.update(key, {**obj, "status": status}, subresource="status")
+
+    def _request_spec(self, workload: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """A ProvisioningRequest's spec as Kueue makes it: the class its check's ProvisioningRequestConfig names, and
+        one pod set per pod set of the workload that asks for a resource the config manages (all of them where it
+        names none), with its count and its PodTemplate (``ppt-<request>-<pod set>``)."""
+        settings = self._settings_of(workload)
+        managed = settings.managed if settings is not None else frozenset()
+        pod_sets = []
+        for podset in (workload.get("spec") or {}).get("podSets") or []:
+            containers = ((podset.get("template") or {}).get("spec") or {}).get("containers") or []
+            asked = {r for c in containers for r in ((c.get("resources") or {}).get("requests") or {})}
+            if managed and not asked & managed:
+                continue
+            pod_sets.append({"podTemplateRef": {"name": f"ppt-{name}-{podset['name']}"},
+                             "count": int(podset.get("count", 1))})
+        klass = settings.provisioning_class if settings is not None and settings.provisioning_class else \
+            "queued-provisioning.gke.io"
+        return {"provisioningClassName": klass, "podSets": pod_sets}
+
+    def _settings_of(self, workload: Mapping[str, Any]) -> ProvisioningSettings | None:
+        """The settings of the provisioning check among the workload's admission checks (None: none known)."""
+        driver = self.driver
+        if driver is None:
+            return None
+        names = [str(c.get("name")) for c in (workload.get("status") or {}).get("admissionChecks") or []]
+        return next((driver.provisioning[n] for n in names if n in driver.provisioning), None)
 
     def _sync_nodes(self) -> None:
         nodes = self.driver.cluster.nodes if self.driver is not None else {}
