@@ -175,9 +175,6 @@ def find_targets(
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
-    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
-    ordered = [t for g in groups for t in g if t.workload.evicting] + [
-        t for g in groups for t in g if not t.workload.evicting]
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
             tree.usage(cq.name, fr) < tree.nominal(cq.name, fr) for fr in needed)):
         attempts = [True]
@@ -185,9 +182,14 @@ def find_targets(
         attempts = [False, True]
     else:
         attempts = [True, False]
+    candidates = [*hierarchy, *by_priority, *own]
+    attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
+    if not attempts:
+        return []  # no eviction can make room: the candidates need no ordering
+    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
+    ordered = [t for g in groups for t in g if t.workload.evicting] + [
+        t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
-        if not _could_fit(tree, cq.name, requests, ordered, borrowing):
-            continue
         with tree.trial() as trial:
             removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing)
             if removed:
@@ -244,22 +246,23 @@ def _must_borrow(tree: QuotaTree, cq: str, after: Mapping[FlavorResource, int]) 
     return any(used > tree.nominal(cq, fr) for fr, used in after.items())
 
 
-def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], ordered: list[Target],
+def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], candidates: list[Target],
                borrowing: bool) -> bool:
-    """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot.
+    """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot (the
+    order of ``candidates`` does not matter).
 
     Evicting a workload frees at most its usage; an attempt without borrowing must fit within the nominal
     quota once its own victims are gone; an attempt with borrowing cannot use victims that may only be
     reclaimed without borrowing. (The borrowing limit was checked when the candidates were collected.)
     """
     if not borrowing and _must_borrow(
-            tree, cq, _after_own(tree, cq, requests, (t for t in ordered if t.workload.cluster_queue == cq))):
+            tree, cq, _after_own(tree, cq, requests, (t for t in candidates if t.workload.cluster_queue == cq))):
         return False
     for fr, wanted in requests.items():
         room = tree.available(cq, fr)
         if room >= wanted:
             continue
-        for t in ordered:
+        for t in candidates:
             if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
                 continue
             room += _usage(t).get(fr, 0)
