@@ -24,7 +24,7 @@ from flexq.scheduler.model import (
     PreemptionPolicy,
     Workload,
 )
-from flexq.scheduler.preemption import Target, find_targets, oracle_for
+from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import discount as racing_discount
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -100,11 +100,11 @@ class Cycling(Transitions):
                 # Kueue's nominate: a Misconfigured workload, requeued as inadmissible even under StrictFIFO.
                 events += self._inadmissible(wl, NAMESPACE_MISMATCH, now, PendingReason.MISCONFIGURED, blocks=False)
                 continue
-            assignment = self._assign(wl)
+            assignment, oracle = self._assign(wl)
             targets: list[Target] = []
             if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
                 # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state.
-                targets = self._targets(wl, assignment)
+                targets = self._targets(wl, assignment, oracle)
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with self._tree.trial() as trial:
@@ -228,35 +228,35 @@ class Cycling(Transitions):
             heads.append(wl)
         return heads, events
 
-    def _assign(self, wl: Workload) -> Assignment:
-        """Nominate ``wl``. A workload shaped like one that just found no way in, in a quota tree that has
-        not changed since, gets the same answer without the search (Kueue's equivalence classes)."""
+    def _assign(self, wl: Workload) -> tuple[Assignment, PreemptionOracle | None]:
+        """Nominate ``wl``: its assignment, and the preemption oracle that was asked (which knows the victims it
+        found). A workload shaped like one that just found no way in, in a quota tree that has not changed since,
+        gets the same answer without the search (Kueue's equivalence classes)."""
         cq = self.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(self._workloads, wl)
         if old is not None:
             assignment = assign_slice(wl, old, cq, self._tree, self.config.flavors, self.holding)
             self.last_assignment[wl.key] = assignment
-            return assignment
+            return assignment, None
+        oracle = oracle_for(wl, cq, self._tree, self.holding)
         shared = self._shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with self._tree.without([(cq.name, shared)]):
-                assignment = assign_flavors(wl, cq, self._tree, self.config.flavors,
-                                            oracle_for(wl, cq, self._tree, self.holding), self._unavailable())
+                assignment = assign_flavors(wl, cq, self._tree, self.config.flavors, oracle, self._unavailable())
             self.last_assignment[wl.key] = assignment
-            return assignment
+            return assignment, oracle
         shape = self._shape(wl, cq)
         version = self._tree.root(cq.name).version
         cached = self._failed.get(shape)
         if cached is not None and cached[0] == version:
             self.last_assignment[wl.key] = cached[1]
-            return cached[1]
-        oracle = oracle_for(wl, cq, self._tree, self.holding)
+            return cached[1], None
         assignment = assign_flavors(wl, cq, self._tree, self.config.flavors, oracle, self._unavailable())
         self.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
             self._failed[shape] = (version, assignment)
-        return assignment
+        return assignment, oracle
 
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.unavailable.items()}
@@ -266,12 +266,17 @@ class Cycling(Transitions):
         newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
         return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
 
-    def _targets(self, wl: Workload, assignment: Assignment) -> list[Target]:
+    def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
+        """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
+        question in the same state, else searched for."""
         cq = self.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(self._workloads, wl)
         if old is not None:
             return slice_targets(wl, old, cq, self._tree, self.holding, assignment)
-        targets = find_targets(wl, cq, self._tree, self.holding, assignment.preempt_resources(), assignment.usage())
+        needed, requests = assignment.preempt_resources(), assignment.usage()
+        targets = oracle.found(needed, requests) if oracle is not None else None
+        if targets is None:
+            targets = find_targets(wl, cq, self._tree, self.holding, needed, requests)
         if targets and not self.may_preempt(wl):
             self._gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

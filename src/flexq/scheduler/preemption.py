@@ -17,14 +17,14 @@ made, with and without allowing the incoming workload to borrow, in the order Ku
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
-__all__ = ["Holders", "Target", "Variant", "find_targets", "oracle_for"]
+__all__ = ["Holders", "PreemptionOracle", "Target", "Variant", "find_targets", "oracle_for"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -175,9 +175,6 @@ def find_targets(
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
-    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
-    ordered = [t for g in groups for t in g if t.workload.evicting] + [
-        t for g in groups for t in g if not t.workload.evicting]
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
             tree.usage(cq.name, fr) < tree.nominal(cq.name, fr) for fr in needed)):
         attempts = [True]
@@ -185,9 +182,14 @@ def find_targets(
         attempts = [False, True]
     else:
         attempts = [True, False]
+    candidates = [*hierarchy, *by_priority, *own]
+    attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
+    if not attempts:
+        return []  # no eviction can make room: the candidates need no ordering
+    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
+    ordered = [t for g in groups for t in g if t.workload.evicting] + [
+        t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
-        if not _could_fit(tree, cq.name, requests, ordered, borrowing):
-            continue
         with tree.trial() as trial:
             removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing)
             if removed:
@@ -244,22 +246,23 @@ def _must_borrow(tree: QuotaTree, cq: str, after: Mapping[FlavorResource, int]) 
     return any(used > tree.nominal(cq, fr) for fr, used in after.items())
 
 
-def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], ordered: list[Target],
+def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], candidates: list[Target],
                borrowing: bool) -> bool:
-    """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot.
+    """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot (the
+    order of ``candidates`` does not matter).
 
     Evicting a workload frees at most its usage; an attempt without borrowing must fit within the nominal
     quota once its own victims are gone; an attempt with borrowing cannot use victims that may only be
     reclaimed without borrowing. (The borrowing limit was checked when the candidates were collected.)
     """
     if not borrowing and _must_borrow(
-            tree, cq, _after_own(tree, cq, requests, (t for t in ordered if t.workload.cluster_queue == cq))):
+            tree, cq, _after_own(tree, cq, requests, (t for t in candidates if t.workload.cluster_queue == cq))):
         return False
     for fr, wanted in requests.items():
         room = tree.available(cq, fr)
         if room >= wanted:
             continue
-        for t in ordered:
+        for t in candidates:
             if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
                 continue
             room += _usage(t).get(fr, 0)
@@ -275,19 +278,45 @@ def _usage(t: Target) -> Mapping[FlavorResource, int]:
     return t.workload.admission.usage()
 
 
-def oracle_for(
-    incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-    exclude: set[str] | None = None,
-) -> Callable[[FlavorResource, int], tuple[Granular, int]]:
-    """The flavor assigner's question: can preemption free ``val`` of ``fr``, and how?"""
+class PreemptionOracle:
+    """The flavor assigner's question for one incoming workload: can preemption free ``val`` of ``fr``, and how?
 
-    def oracle(fr: FlavorResource, val: int) -> tuple[Granular, int]:
-        targets = find_targets(incoming, cq, tree, holders, {fr}, {fr: val}, exclude)
+    It keeps the victims of its last answer: the cycle then takes them (:meth:`found`) rather than searching for
+    the same victims again, in the same quota tree, once the workload is nominated.
+    """
+
+    def __init__(self, incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+                 exclude: set[str] | None = None) -> None:
+        self.incoming, self.cq, self.tree, self.holders, self.exclude = incoming, cq, tree, holders, exclude
+        self._last: tuple[FlavorResource, int, int, list[Target]] | None = None
+        """(fr, val, the tree's version after the answer, the victims) of the last answer that found victims."""
+
+    def __call__(self, fr: FlavorResource, val: int) -> tuple[Granular, int]:
+        cq, tree = self.cq, self.tree
+        targets = find_targets(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude)
         if not targets:
             return Granular.NO_CANDIDATES, 0
         with tree.without([(t.workload.cluster_queue, _usage(t)) for t in targets]):
             level, _ = tree.borrow_level(cq.name, fr, val)
+        self._last = (fr, val, tree.root(cq.name).version, targets)
         own = any(t.workload.cluster_queue == cq.name for t in targets)
         return (Granular.PREEMPT if own else Granular.RECLAIM), level
 
-    return oracle
+    def found(self, needed: set[FlavorResource], requests: Mapping[FlavorResource, int]) -> list[Target] | None:
+        """The victims :func:`find_targets` would choose for ``needed`` and ``requests``, when they are those of the
+        last answer: the same single resource and amount, the quota tree unchanged since (its version is bumped by
+        every change of usage). None when they must be searched for."""
+        if self._last is None:
+            return None
+        fr, val, version, targets = self._last
+        if needed != {fr} or dict(requests) != {fr: val} or self.tree.root(self.cq.name).version != version:
+            return None
+        return targets
+
+
+def oracle_for(
+    incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+    exclude: set[str] | None = None,
+) -> PreemptionOracle:
+    """The flavor assigner's question: can preemption free ``val`` of ``fr``, and how?"""
+    return PreemptionOracle(incoming, cq, tree, holders, exclude)

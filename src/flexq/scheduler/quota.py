@@ -14,8 +14,7 @@ undone when it ends.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from flexq.scheduler.model import ClusterQueueSpec, CohortSpec, FlavorResource, Quota
@@ -230,22 +229,17 @@ class QuotaTree:
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self.add(cq, usage, -1)
 
-    @contextmanager
-    def trial(self) -> Iterator[Trial]:
-        """Try usage changes: those made through the :class:`Trial` are undone on exit (others stay)."""
-        trial = Trial(self)
-        try:
-            yield trial
-        finally:
-            trial.undo()
+    def trial(self) -> Trial:
+        """Try usage changes, in a ``with`` block: those made through the :class:`Trial` are undone on exit (others
+        stay)."""
+        return Trial(self)
 
-    @contextmanager
-    def without(self, removals: Iterable[tuple[str, Mapping[FlavorResource, int]]]) -> Iterator[None]:
-        """Temporarily remove usages (what-if for preemption); restored on exit."""
-        with self.trial() as trial:
-            for cq, usage in removals:
-                trial.remove(cq, usage)
-            yield
+    def without(self, removals: Iterable[tuple[str, Mapping[FlavorResource, int]]]) -> Trial:
+        """Temporarily remove usages (what-if for preemption), in a ``with`` block; restored on exit."""
+        trial = Trial(self)
+        for cq, usage in removals:
+            trial.remove(cq, usage)
+        return trial
 
 
 class Trial:
@@ -257,6 +251,12 @@ class Trial:
     def __init__(self, tree: QuotaTree) -> None:
         self._tree = tree
         self._undo: list[tuple[str, Mapping[FlavorResource, int], int]] = []
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.undo()
 
     def add(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self._tree.add(cq, usage)
@@ -271,8 +271,20 @@ class Trial:
         return len(self._undo)
 
     def undo(self, mark: int = 0) -> None:
-        """Undo the changes made since ``mark`` (all of them by default), latest first."""
-        undo, tree = self._undo, self._tree
+        """Undo the changes made since ``mark`` (all of them by default).
+
+        The tree's usage is a function of its ClusterQueues' usage alone, whatever the order of the changes that
+        led to it: each queue's changes are undone as one, their sum, and a queue whose changes cancel out (a
+        victim tried out, then put back) is left alone.
+        """
+        undo = self._undo
+        net: dict[str, dict[FlavorResource, int]] = {}
         while len(undo) > mark:
             cq, usage, sign = undo.pop()
-            tree.add(cq, usage, sign)
+            total = net.setdefault(cq, {})
+            for fr, amount in usage.items():
+                total[fr] = total.get(fr, 0) + sign * amount
+        for cq, total in net.items():
+            change = {fr: amount for fr, amount in total.items() if amount}
+            if change:
+                self._tree.add(cq, change)
