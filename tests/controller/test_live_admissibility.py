@@ -1,6 +1,6 @@
 """The live side of tests/scheduler/test_admissibility.py: a Namespace's labels (the API server sets
-``kubernetes.io/metadata.name``) against the ClusterQueue's namespaceSelector, and a LocalQueue's stopPolicy, changed
-with flexq apply and read by the queue controller."""
+``kubernetes.io/metadata.name``) against the ClusterQueue's namespaceSelector, and a LocalQueue's or a ClusterQueue's
+stopPolicy, changed with flexq apply and read by the queue controller."""
 
 from __future__ import annotations
 
@@ -70,4 +70,33 @@ def test_a_held_local_queue_admits_nothing_until_it_is_resumed(flexq: Any, serve
         assert status == "True"
         return status
 
+    assert eventually(reserved) == "True"
+
+
+def _evicted(server: Server, namespace: str, job_name: str) -> tuple[str, str]:
+    wl = _workload(server, namespace, job_name)
+    cond = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    assert cond["status"] == "True"
+    return cond["reason"], cond["message"]
+
+
+def test_a_cluster_queue_held_and_drained_evicts_what_it_admitted_until_it_is_resumed(flexq: Any,
+                                                                                       server: Server) -> None:
+    queues = queue_yaml(("default-flavor", None))
+    assert flexq("apply", "-f", "-", input=queues).code == 0
+    assert flexq("apply", "-f", "-", input=yaml.safe_dump(_in("default", "drained"))).code == 0
+
+    def reserved() -> str | None:
+        status = _quota_reserved(server, "default", "drained")[0]
+        assert status == "True"
+        return status
+
+    assert eventually(reserved) == "True"
+    stopped = queues.replace("  namespaceSelector: {}\n", "  namespaceSelector: {}\n  stopPolicy: HoldAndDrain\n")
+    assert flexq("apply", "-f", "-", input=stopped).code == 0
+    assert eventually(lambda: _evicted(server, "default", "drained")) == (
+        "ClusterQueueStopped", "The ClusterQueue is stopped")
+    assert eventually(lambda: _quota_reserved(server, "default", "drained")) == (
+        "False", "Suspended", "ClusterQueue cq is inactive")
+    assert flexq("apply", "-f", "-", input=queues).code == 0
     assert eventually(reserved) == "True"

@@ -1,6 +1,8 @@
 """What keeps a workload out before any flavor is tried, as Kueue decides it: its ClusterQueue's namespaceSelector
 (``workload namespace doesn't match ClusterQueue selector``) and its LocalQueue's stopPolicy (``Hold``,
-``HoldAndDrain``). Neither blocks a StrictFIFO queue: the workloads behind go on."""
+``HoldAndDrain``). Neither blocks a StrictFIFO queue: the workloads behind go on. A ClusterQueue's stopPolicy stops the
+whole queue (``ClusterQueue NAME is inactive``); under ``HoldAndDrain`` its admitted workloads are evicted
+(``ClusterQueueStopped``)."""
 
 from __future__ import annotations
 
@@ -131,3 +133,60 @@ def test_a_held_local_queue_gives_back_quota_reserved_while_checks_wait() -> Non
     scheduler.configure(build_config(objects))
     scheduler.schedule(2.0)
     assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
+
+
+def test_a_held_cluster_queue_admits_nothing_until_its_stop_policy_goes() -> None:
+    objects = _objects({})
+    objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "Hold"
+    held = _wl("team-a", "held", 0.0)
+    scheduler = _scheduler(build_config(objects), held)
+    scheduler.schedule(1.0)
+    assert (held.state, held.pending, held.pending_reason) == (WorkloadState.PENDING, PendingReason.SUSPENDED,
+                                                               "ClusterQueue cq is inactive")
+    objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "None"
+    scheduler.configure(build_config(objects))
+    scheduler.schedule(2.0)
+    assert held.state is WorkloadState.ADMITTED
+
+
+@pytest.mark.parametrize(("policy", "evicted"), [("Hold", False), ("HoldAndDrain", True)])
+def test_stopping_a_cluster_queue_drains_its_admitted_workloads_only_under_hold_and_drain(policy: str,
+                                                                                           evicted: bool) -> None:
+    objects = _objects({})
+    running = [_wl("team-a", "a", 0.0), _wl("team-b", "b", 0.5)]
+    scheduler = _scheduler(build_config(objects), *running)
+    scheduler.schedule(1.0)
+    assert all(wl.state is WorkloadState.ADMITTED for wl in running)
+    objects["ClusterQueue"][0]["spec"]["stopPolicy"] = policy
+    scheduler.configure(build_config(objects))
+    events = scheduler.schedule(2.0)
+    evictions = [(e.workload, e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
+    if evicted:
+        assert evictions == [(wl.key, "The ClusterQueue is stopped", "ClusterQueueStopped") for wl in running]
+        assert all((wl.state, wl.pending, wl.pending_reason) == (
+            WorkloadState.PENDING, PendingReason.SUSPENDED, "ClusterQueue cq is inactive") for wl in running)
+        assert scheduler.usage("cq", ("default", "cpu")) == 0
+    else:
+        assert evictions == [] and all(wl.state is WorkloadState.ADMITTED for wl in running), \
+            "Hold lets them run to completion"
+    assert not scheduler.schedule(3.0), "once drained, nothing more happens"
+    objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "None"
+    scheduler.configure(build_config(objects))
+    scheduler.schedule(4.0)
+    assert all(wl.state is WorkloadState.ADMITTED for wl in running), "resumed, the queue admits again"
+
+
+def test_a_held_cluster_queue_gives_back_quota_reserved_while_checks_wait() -> None:
+    objects = _objects({})
+    objects["ClusterQueue"][0]["spec"]["admissionChecks"] = ["manual"]
+    objects["AdmissionCheck"] = [{"metadata": {"name": "manual"}, "spec": {"controllerName": "example.com/manual"}}]
+    reserving = _wl("team-a", "reserving", 0.0)
+    scheduler = _scheduler(build_config(objects), reserving)
+    scheduler.schedule(1.0)
+    assert reserving.state is WorkloadState.QUOTA_RESERVED
+    objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "Hold"
+    scheduler.configure(build_config(objects))
+    events = scheduler.schedule(2.0)
+    assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
+    assert [(e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED] == [
+        ("The ClusterQueue is stopped", "ClusterQueueStopped")]

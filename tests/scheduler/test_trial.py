@@ -101,4 +101,6 @@ def test_a_head_of_an_inactive_cluster_queue_is_told_why_it_waits() -> None:
     events, progress = sched.cycle(1.0)
     assert [(e.t, e.kind, e.workload, e.cluster_queue, e.reason) for e in events] == [
         (1.0, EventKind.PENDING, "default/w", "q", "ClusterQueue q is inactive")]
-    assert (progress, sched._workloads["default/w"].pending) == (False, PendingReason.SUSPENDED)
+    # It steps aside, so the next cycle tells the workload behind it too.
+    assert (progress, sched._workloads["default/w"].pending) == (True, PendingReason.SUSPENDED)
+    assert sched.cycle(2.0) == ([], False)

@@ -122,6 +122,7 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         active=active,
         concurrent=concurrent_policy(spec),
         namespace_selector=label_selector(spec.get("namespaceSelector")),
+        stop_policy=str(spec.get("stopPolicy") or "None"),
     )
 
 

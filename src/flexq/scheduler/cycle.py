@@ -217,7 +217,10 @@ class Cycling(Transitions):
             if wl is None:
                 continue
             if not cq.active:
-                events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED)
+                # Kueue's workload controller says so of every pending workload of an inactive (or stopped) queue:
+                # each steps aside in turn until the queue is active again.
+                events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED,
+                                             blocks=False)
                 continue
             if self.config.stopped_queues and (wl.namespace, wl.queue) in self.config.stopped_queues:
                 # Kueue's workload controller: QuotaReserved=False, Suspended; the LocalQueue holds it back, its

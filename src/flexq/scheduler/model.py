@@ -269,6 +269,9 @@ class ClusterQueueSpec:
     namespace_selector: LabelSelector | None = LabelSelector()
     """The namespaces whose workloads it admits. None is the API's absent ``namespaceSelector``, which, as Kueue reads
     it, matches no namespace; a spec made in code matches every namespace unless told otherwise."""
+    stop_policy: str = "None"
+    """``spec.stopPolicy``: ``Hold`` admits nothing new (the queue is inactive), ``HoldAndDrain`` also evicts what
+    it admitted."""
 
     def admits_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""

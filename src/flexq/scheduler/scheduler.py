@@ -80,8 +80,8 @@ class Scheduler(Cycling):
         """Variants whose preemption targets were held back this cycle (:meth:`Racing.may_preempt`)."""
         self._set_aside = 0
         """Variants set aside so far: a cycle that set one aside has a new head to try in that queue."""
-        self._stops_due = bool(self.config.stopped_queues)
-        """LocalQueues were stopped since the last pass: their workloads that hold quota are looked at."""
+        self._stops_due = _any_stopped(self.config)
+        """Queues were stopped since the last pass: their workloads that hold quota are looked at."""
 
     # --- what the scheduler holds, for its drivers (the live controller, the simulator, the capacity driver) ---
 
@@ -149,23 +149,31 @@ class Scheduler(Cycling):
         for wl in list(self._workloads.values()):
             self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
         self._queues.wake(list(config.cluster_queues), self._workloads)
-        self._stops_due = bool(config.stopped_queues)
+        self._stops_due = _any_stopped(config)
 
     def hold_stopped(self, now: float) -> list[Event]:
-        """Kueue's workload controller on a stopped LocalQueue: a workload reserving quota gives it back (it waits,
-        held); an admitted one runs on under ``Hold`` and is evicted under ``HoldAndDrain`` (``LocalQueueStopped``)."""
+        """Kueue's workload controller on a stopped LocalQueue or ClusterQueue (the LocalQueue looked at first): a
+        workload reserving quota gives it back (it waits, held); an admitted one runs on under ``Hold`` and is evicted
+        under ``HoldAndDrain`` (``LocalQueueStopped``, ``ClusterQueueStopped``)."""
         if not self._stops_due:
             return []
         self._stops_due = False
         stopped = self.config.stopped_queues
+        queues = self.config.cluster_queues
         events: list[Event] = []
         for wl in list(self._workloads.values()):
-            policy = stopped.get((wl.namespace, wl.queue))
-            if policy is None or wl.admission is None or wl.evicting or wl.key not in self._workloads:
+            if wl.admission is None or wl.evicting or wl.key not in self._workloads:
                 continue
+            policy = stopped.get((wl.namespace, wl.queue))
+            message, cause = "The LocalQueue is stopped", "LocalQueueStopped"
+            if policy is None:
+                cq = queues.get(wl.cluster_queue)
+                if cq is None or cq.stop_policy == "None":
+                    continue
+                policy, message, cause = cq.stop_policy, "The ClusterQueue is stopped", "ClusterQueueStopped"
             if wl.state is WorkloadState.ADMITTED and policy != "HoldAndDrain":
                 continue
-            events += self._evict(wl, now, "The LocalQueue is stopped", "LocalQueueStopped")
+            events += self._evict(wl, now, message, cause)
         return events
 
     def enqueue(self, wl: Workload, now: float) -> None:
@@ -298,6 +306,10 @@ class Scheduler(Cycling):
             self._queues.discard(wl)
             self._queues.push(wl)
         return []
+
+
+def _any_stopped(config: Config) -> bool:
+    return bool(config.stopped_queues) or any(cq.stop_policy != "None" for cq in config.cluster_queues.values())
 
 
 def _owner(wl: Workload) -> dict[str, str]:
