@@ -91,6 +91,25 @@ def test_deactivating_an_admitted_workload() -> None:
     assert sched.schedule(4.0) == []
 
 
+def test_reactivating_a_deactivated_workload_queues_it_again() -> None:
+    sched = _admitted()
+    sched.deactivate(KEY, 2.0)
+    assert sched.activate(KEY, 3.0) == [Event(3.0, EventKind.REQUEUED, KEY, "cq", "The workload was reactivated")]
+    assert _state(sched) == (WorkloadState.PENDING, True, 0, 1)
+    assert sched.activate(KEY, 3.5) == [], "already active"
+    assert [e.kind for e in sched.schedule(4.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
+
+
+def test_reactivating_a_racing_workload_races_it_anew() -> None:
+    sched = _scheduler(race=True)
+    sched.add(_workload(), 0.0)
+    sched.deactivate(KEY, 2.0)
+    events = sched.activate(KEY, 3.0)
+    assert events[0] == Event(3.0, EventKind.REQUEUED, KEY, "cq", "The workload was reactivated")
+    assert [e.kind for e in events[1:]] == [EventKind.CREATED, EventKind.CREATED]
+    assert len(sched.variants[KEY]) == 2
+
+
 def test_deactivating_a_pending_workload() -> None:
     sched = _scheduler()
     sched.add(_workload(cpu=9000), 0.0)

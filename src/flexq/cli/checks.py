@@ -12,7 +12,7 @@ from flexq.cli import options
 from flexq.cli.options import NamespaceOpt
 from flexq.client import Client, CliError
 
-__all__ = ["check_app"]
+__all__ = ["check_app", "workload_name"]
 
 check_app = typer.Typer(help="Drive admission checks by hand.", no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def check_set(
     client = options.client()
     ns = namespace or "default"
     info = resolve("workload")
-    name = _workload_name(client, workload, ns)
+    name = workload_name(client, workload, ns)
     obj = client.request("GET", client.path(info, ns, name))
     checks = (obj.get("status") or {}).get("admissionChecks") or []
     if not any(c.get("name") == check for c in checks):
@@ -45,7 +45,7 @@ def check_set(
     typer.echo(f"workload.kueue.x-k8s.io/{name} check {check} set to {state}")
 
 
-def _workload_name(client: Client, ref: str, namespace: str) -> str:
+def workload_name(client: Client, ref: str, namespace: str) -> str:
     """The workload ``ref`` names: itself, or the workload of the job ``KIND/NAME``."""
     kind, sep, name = ref.partition("/")
     if not sep:

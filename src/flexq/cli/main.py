@@ -7,7 +7,7 @@ server behind the user's back, so state always lives in one place the user chose
 The commands live by concept: :mod:`~flexq.cli.kubectl` (apply, get, describe, delete, create, logs,
 port-forward), :mod:`~flexq.cli.container` (``container``, as ``gcloud container``), :mod:`~flexq.cli.checks`,
 :mod:`~flexq.cli.serve`, :mod:`~flexq.cli.env` (env, kubeconfig), :mod:`~flexq.cli.simulate`,
-:mod:`~flexq.cli.forecast`; this module only
+:mod:`~flexq.cli.forecast`, :mod:`~flexq.cli.stop` (stop, resume); this module only
 assembles them into one app and turns errors into messages and exit codes.
 """
 
@@ -32,6 +32,7 @@ from flexq.cli.forecast import forecast
 from flexq.cli.importer import import_cluster
 from flexq.cli.serve import server
 from flexq.cli.simulate import simulate
+from flexq.cli.stop import resume_app, stop_app
 from flexq.cli.token_commands import token_app
 from flexq.client import CliError, close_clients
 
@@ -51,6 +52,8 @@ for verb in (kubectl.apply, kubectl.get, kubectl.describe, kubectl.delete):
     app.command()(verb)
 app.add_typer(container_app, name="container")
 app.add_typer(check_app, name="check")
+app.add_typer(stop_app, name="stop")
+app.add_typer(resume_app, name="resume")
 for command in (server, kubeconfig, env, simulate, forecast, kubectl.logs):
     app.command()(command)
 app.command("port-forward")(kubectl.port_forward)

@@ -369,6 +369,7 @@ class QueueController:
                     self._workload_checks(key, obj)
                 return
             if change.type is ChangeType.DELETED:
+                self.state.inactive_generation.pop(key, None)
                 self._log(self.plane.feed(JobDeleted(key, self.clock.now())))
                 self.capacity.release(key)
             elif not self.scheduler.knows(key):
@@ -384,8 +385,16 @@ class QueueController:
     def _workload_modified(self, key: str, obj: dict[str, Any]) -> None:
         wl = self.scheduler.held(key)
         now = self.clock.now()
-        if (obj.get("spec") or {}).get("active") is False and wl.state is not WorkloadState.INACTIVE:
-            self._log(self.scheduler.deactivate(key, now))
+        generation = int(obj["metadata"].get("generation") or 0)
+        if (obj.get("spec") or {}).get("active") is False:
+            self.state.inactive_generation[key] = generation
+            if wl.state is not WorkloadState.INACTIVE:
+                self._log(self.scheduler.deactivate(key, now))
+            return
+        if wl.state is WorkloadState.INACTIVE and generation > self.state.inactive_generation.get(key, generation):
+            # Active again after it was deactivated (not a change older than its deactivation): it queues again.
+            del self.state.inactive_generation[key]
+            self._log(self.scheduler.activate(key, now))
             return
         self._workload_checks(key, obj)
 

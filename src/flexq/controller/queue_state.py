@@ -53,6 +53,9 @@ class ControllerState:
         """What each workload's job last reported with train.report (shown in the Workload's status)."""
         self.touched: set[str] = set()
         """Workloads whose status needs writing though no scheduler event names them."""
+        self.inactive_generation: dict[str, int] = {}
+        """Deactivated workloads: the generation of their Workload as deactivated (``spec.active: false``); a later
+        one that is active again reactivates them."""
         self.stored_variants: dict[str, set[str]] = {}
         """Racing workloads: the names of their variants' Workload objects in the store."""
         self.after_write: list[Callable[[], None]] = []

@@ -123,7 +123,8 @@ class WorkloadWrites:
             if wl.state is WorkloadState.INACTIVE and stored.get("spec", {}).get("active") is not False:
                 fresh = self.store.get(self.state.wl_key(wl))
                 fresh["spec"]["active"] = False
-                self.store.update(self.state.wl_key(wl), fresh)
+                written = self.store.update(self.state.wl_key(wl), fresh)
+                self.state.inactive_generation[wl.key] = int(written["metadata"].get("generation") or 0)
             if (variants or wl.won) and (stored["metadata"].get("labels") or {}).get(PARENT_LABEL) != "true":
                 fresh = self.store.get(self.state.wl_key(wl))  # as Kueue marks a workload that races its variants
                 fresh["metadata"].setdefault("labels", {})[PARENT_LABEL] = "true"

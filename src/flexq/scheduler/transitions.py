@@ -69,6 +69,24 @@ class Transitions(Racing):
         wl.state = WorkloadState.INACTIVE
         return [*events, Event(now, EventKind.DEACTIVATED, key, wl.cluster_queue, reason)]
 
+    def activate(self, key: str, now: float) -> list[Event]:
+        """Reactivate a deactivated workload (``spec.active`` true again): it queues again, as Kueue requeues it
+        (``Requeued``, ``Reactivated``)."""
+        wl = self._workloads[key]
+        if wl.state is not WorkloadState.INACTIVE:
+            return []
+        wl.state = WorkloadState.PENDING
+        wl.pending_reason = ""
+        wl.pending = None
+        events = [Event(now, EventKind.REQUEUED, key, wl.cluster_queue, "The workload was reactivated")]
+        if wl.cluster_queue not in self.config.cluster_queues:
+            return events
+        raced = None if wl.parent else self._race(wl, now)
+        if raced is not None:
+            return events + raced
+        self._queues.push(wl)
+        return events
+
     def _hold(self, wl: Workload) -> None:
         assert wl.admission is not None
         self.holding.setdefault(wl.cluster_queue, {})[wl.key] = wl
