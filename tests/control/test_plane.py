@@ -259,3 +259,36 @@ def test_a_job_reported_running_counts_its_run_from_then_and_queues_and_capacity
     plane.feed(CapacityChanged(CapacityConfig((warm, spot), EmulatedCloud()), START + 200))
     assert plane.driver is driver and set(driver.cluster.pools) == {"od-pool", "spot-pool"}
     assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"], "the node of the pool that stays is kept"
+
+
+def _max_exec_run(live: bool) -> list[tuple[float, str, str, str, object]]:
+    timers: TimerHeap = TimerHeap(VirtualClock(START)) if live else Kernel(VirtualClock(START))
+    told: list[Event] = []
+    plane = ControlPlane(timers, told.append, scheduler=_scheduler())
+    limited = dataclasses.replace(_workload("limited"), max_exec_seconds=30)
+    plane.emit(plane.feed(JobQueued(limited, START)))
+    plane.emit(plane.feed(JobQueued(_workload("free"), START)))
+    plane.settle(START)
+    timers.schedule(START + 10.5, lambda: plane.emit(plane.scheduler.evict("default/limited", START + 10.5, "lost")))
+    if isinstance(timers, Kernel):
+        timers.run_until(START + 100, plane.settle)
+    else:
+        _live(plane, timers, START + 100)
+    return [(e.t - START, e.kind.value, e.workload, e.reason, e.extra.get("cause")) for e in told
+            if e.kind is not EventKind.QUOTA_RESERVED]
+
+
+def test_a_workload_admitted_past_its_maximum_execution_time_is_deactivated_on_both_loops() -> None:
+    """Kueue's maximumExecutionTimeSeconds: 30 s admitted in all. Evicted after 10.5 s (10 whole seconds count) and
+    admitted again at once, it is deactivated 20 s later; the workload without a limit runs on."""
+    stories = [_max_exec_run(live=True), _max_exec_run(live=False)]
+    assert stories[0] == stories[1]
+    assert [s for s in stories[0] if s[2] == "default/limited"] == [
+        (0.0, "Created", "default/limited", "", None),
+        (0.0, "Admitted", "default/limited", "The workload is admitted", None),
+        (10.5, "Evicted", "default/limited", "lost", "Evicted"),
+        (10.5, "Admitted", "default/limited", "The workload is admitted", None),
+        (30.5, "Evicted", "default/limited", "The workload is deactivated due to exceeding the maximum execution time",
+         "DeactivatedDueToMaximumExecutionTimeExceeded"),
+        (30.5, "Deactivated", "default/limited", "The maximum execution time (30s) exceeded", None)]
+    assert [s[1] for s in stories[0] if s[2] == "default/free"] == ["Created", "Admitted"]

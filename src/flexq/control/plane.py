@@ -40,7 +40,12 @@ from flexq.scheduler.model import PodSet, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from flexq.timers import TimerHeap
 
-__all__ = ["SETTLE_PASSES", "ControlPlane"]
+__all__ = ["MAX_EXEC_CAUSE", "MAX_EXEC_MESSAGE", "SETTLE_PASSES", "ControlPlane"]
+
+MAX_EXEC_CAUSE: Final = "DeactivatedDueToMaximumExecutionTimeExceeded"
+"""The Evicted reason of a workload deactivated for running past its maximum execution time (Kueue's
+``Deactivated`` with the underlying cause ``MaximumExecutionTimeExceeded``)."""
+MAX_EXEC_MESSAGE: Final = "The workload is deactivated due to exceeding the maximum execution time"
 
 SETTLE_PASSES: Final = 100
 """Scheduling passes in one step at the most: each pass acts on what the last admitted or evicted (a started job
@@ -140,7 +145,10 @@ class ControlPlane:
         for the caller to tell and act on (:meth:`emit`) with the rest of its step."""
         match what:
             case JobQueued(workload, at):
-                return self.scheduler.add(workload, at)
+                events = self.scheduler.add(workload, at)
+                if workload.state is WorkloadState.ADMITTED:  # restored as it was: its time runs on
+                    self._time_limit(workload)
+                return events
             case CheckSet(key, check, state, at, message):
                 return self.scheduler.set_check(key, check, state, at, message)
             case JobStarted(key, at):
@@ -211,10 +219,34 @@ class ControlPlane:
                 listener(event)
             if event.kind.capacity:
                 continue  # the driver's own account of what it did: nothing more to act on
+            if event.kind is EventKind.ADMITTED:
+                wl = self.scheduler.workload(event.workload)
+                if wl is not None:
+                    self._time_limit(wl)
             if self.driver is not None:
                 self.driver.handle(event)
             elif event.kind is EventKind.ADMITTED and self._start_on_admission:
                 self._started(event.workload, event.t)
+
+    def _time_limit(self, wl: Workload) -> None:
+        """Kueue's maximum execution time: an admitted workload with ``spec.maximumExecutionTimeSeconds`` is
+        deactivated once admitted that long in all (its past admissions' whole seconds counted)."""
+        limit, admitted = wl.max_exec_seconds, wl.admitted_at
+        if limit is None or admitted is None or wl.parent:
+            return
+        self.timers.schedule(admitted + limit - wl.past_exec_seconds,
+                             lambda: self._time_exceeded(wl.key, admitted, limit))
+
+    def _time_exceeded(self, key: str, admitted: float, limit: int) -> None:
+        wl = self.scheduler.workload(key)
+        if wl is None or wl.state is not WorkloadState.ADMITTED or wl.admitted_at != admitted:
+            return  # finished, evicted or admitted anew since
+        now = self.timers.now()
+        events = self.scheduler.deactivate(key, now, MAX_EXEC_MESSAGE, MAX_EXEC_CAUSE)
+        wl.past_exec_seconds = 0  # as Kueue clears accumulatedPastExecutionTimeSeconds
+        # Kueue's Warning on the workload: MaximumExecutionTimeExceeded, "The maximum execution time (Ns) exceeded".
+        self.emit([dataclasses.replace(e, reason=f"The maximum execution time ({limit}s) exceeded")
+                   if e.kind is EventKind.DEACTIVATED else e for e in events])
 
     def settle(self, now: float, cycles: int | None = None) -> bool:
         """Schedule at ``now`` until a pass decides nothing. A pass ends at the first cycle that admits nothing:

@@ -17,6 +17,7 @@ from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workloa
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.durations import DurationError, parse_duration
 from flexq.jobs.workload import (
+    MAX_EXEC_LABEL,
     RAY_KINDS,
     JobError,
     podsets,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_EXEC_LABEL", "RUN_TIME_ANNOTATION", "JobEvents", "declared_run_time"]
 
 RUN_TIME_ANNOTATION: Final = "flexq.dev/expected-run-time"
-MAX_EXEC_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
 _COMPONENT: Final = COMPONENT
 
 

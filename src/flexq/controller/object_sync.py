@@ -57,6 +57,8 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
     }
     if priority_class:
         spec["priorityClassRef"] = dict(priority_class)
+    if wl.max_exec_seconds is not None:
+        spec["maximumExecutionTimeSeconds"] = wl.max_exec_seconds
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -79,6 +81,10 @@ def _podset(raw: Mapping[str, Any]) -> PodSet:
                   tuple(toleration(t) for t in spec.get("tolerations") or []))
 
 
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> Workload:
     """The scheduler's model of a stored Workload, with its admission if it holds quota."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
@@ -94,6 +100,8 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
         uid=str(meta.get("uid", "")),
         owner=f"{owner['kind']} {namespace}/{owner['name']}" if owner else "",
         replaces=str((meta.get("annotations") or {}).get(REPLACEMENT_FOR, "")),
+        max_exec_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
+        past_exec_seconds=_positive(status.get("accumulatedPastExecutionTimeSeconds")) or 0,
     )
     admission = status.get("admission")
     reserved = find_condition(status, "QuotaReserved")
@@ -182,6 +190,10 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None) -> dict[str, Any]:
     """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
     status: dict[str, Any] = copy_json(dict(old))
+    if wl.past_exec_seconds:
+        status["accumulatedPastExecutionTimeSeconds"] = wl.past_exec_seconds
+    else:
+        status.pop("accumulatedPastExecutionTimeSeconds", None)
 
     def cond(type_: str, value: bool, reason: str, message: str) -> None:
         set_condition(status, type_, value, reason, message, now=now, observed_generation=generation)

@@ -21,6 +21,7 @@ from flexq.scheduler.build import milli, toleration
 from flexq.scheduler.model import PodSet, Workload
 
 __all__ = [
+    "MAX_EXEC_LABEL",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "RAY_KINDS",
@@ -29,6 +30,7 @@ __all__ = [
     "Priorities",
     "local_queues_of",
     "make_workload",
+    "max_exec_seconds",
     "pod_requests",
     "podsets",
     "priority_class_ref",
@@ -39,6 +41,8 @@ __all__ = [
 
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
+"""A job's bound on how long its workload may stay admitted, in all (Kueue's ``MaxExecTimeSecondsLabel``)."""
 DEFAULT_QUEUE: Final = "default"
 JOB_KINDS: Final = frozenset({"RayJob", "RayCluster", "Job"})
 RAY_KINDS: Final = frozenset({"RayJob", "RayCluster"})
@@ -236,4 +240,16 @@ def make_workload(
         created=created,
         uid=uid,
         owner=str(JobRef(kind, namespace, meta["name"])),
+        max_exec_seconds=max_exec_seconds(labels),
     )
+
+
+def max_exec_seconds(labels: Mapping[str, Any]) -> int | None:
+    """The job's ``kueue.x-k8s.io/max-exec-time-seconds``, as Kueue reads it (``MaximumExecutionTimeSecondsForObject``):
+    a positive 32-bit integer, else none."""
+    raw = labels.get(MAX_EXEC_LABEL)
+    try:
+        value = int(str(raw), 10)
+    except ValueError:
+        return None
+    return value if 0 < value < 2**31 else None

@@ -384,6 +384,11 @@ class Workload:
     """The flavors a variant's pod sets may take, by pod set (None: any)."""
     won: str = ""
     """A workload that raced: the name of the variant whose admission it took."""
+    max_exec_seconds: int | None = None
+    """Kueue's ``spec.maximumExecutionTimeSeconds`` (from the job's ``kueue.x-k8s.io/max-exec-time-seconds`` label):
+    admitted longer than this in all, it is deactivated (:class:`~flexq.control.plane.ControlPlane`)."""
+    past_exec_seconds: int = 0
+    """Kueue's ``status.accumulatedPastExecutionTimeSeconds``: whole seconds admitted before its last eviction."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""

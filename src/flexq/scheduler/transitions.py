@@ -55,13 +55,15 @@ class Transitions(Racing):
             return []
         return self._evict(wl, now, wl.pending_reason or "Preempted", "Preempted")
 
-    def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated") -> list[Event]:
+    def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated",
+                   cause: str = "Deactivated") -> list[Event]:
         """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
-        racing workload's variants are withdrawn."""
+        racing workload's variants are withdrawn. ``cause``: the eviction's reason (Kueue's ``Deactivated``, or
+        ``DeactivatedDueTo<cause>`` where Kueue deactivated it itself)."""
         wl = self._workloads[key]
         if wl.state is WorkloadState.INACTIVE:
             return []
-        events = self._evict(wl, now, reason, "Deactivated", requeue=False)
+        events = self._evict(wl, now, reason, cause, requeue=False)
         if wl.state is WorkloadState.FINISHED:  # a slice whose replacement waits: that one carries the job on
             return events
         events += self._withdraw_all(wl, now, "Variant withdrawn: its workload is deactivated")
@@ -155,6 +157,9 @@ class Transitions(Racing):
     def _evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True) -> list[Event]:
         if wl.admission is None:
             return []
+        if wl.max_exec_seconds is not None and wl.admitted_at is not None:
+            # Kueue's Admitted condition turning False: the whole seconds admitted count towards its maximum.
+            wl.past_exec_seconds += int(now - wl.admitted_at)
         self._release(wl)
         wl.state = WorkloadState.PENDING
         wl.ordering_time = now

@@ -1,0 +1,45 @@
+"""Kueue's maximum execution time on the live server: a Job labelled ``kueue.x-k8s.io/max-exec-time-seconds`` gets
+a Workload with ``spec.maximumExecutionTimeSeconds``, and once admitted that long it is deactivated
+(``spec.active: false``, Evicted ``DeactivatedDueToMaximumExecutionTimeExceeded``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tests import admin
+from tests.conftest import Server
+from tests.queues import queue_yaml
+from tests.sim.test_next_head import job
+from tests.support import condition, eventually
+
+
+def _workload(server: Server) -> dict[str, Any]:
+    items = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads").json()["items"]
+    return next(iter(items))
+
+
+def test_a_job_admitted_past_its_maximum_execution_time_is_deactivated(flexq: Any, server: Server) -> None:
+    limited: dict[str, Any] = job("limited", "1")
+    limited["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "2"
+    assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None))).code == 0
+    assert flexq("apply", "-f", "-", input=yaml.safe_dump(limited)).code == 0
+
+    def admitted() -> dict[str, Any]:
+        wl = _workload(server)
+        assert condition(wl, "Admitted") == "True"
+        return wl
+
+    assert eventually(admitted)["spec"]["maximumExecutionTimeSeconds"] == 2
+
+    def deactivated() -> tuple[bool, str, str]:
+        wl = _workload(server)
+        evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+        assert wl["spec"]["active"] is False and evicted["status"] == "True"
+        return wl["spec"]["active"], evicted["reason"], evicted["message"]
+
+    assert eventually(deactivated, timeout=30) == (
+        False, "DeactivatedDueToMaximumExecutionTimeExceeded",
+        "The workload is deactivated due to exceeding the maximum execution time")
+    assert condition(_workload(server), "Admitted") == "False"
