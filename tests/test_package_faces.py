@@ -45,8 +45,8 @@ FACES: dict[str, tuple[str, ...]] = {
                       "JobHooks", "JobQueued", "JobResized", "JobStarted", "QueuesReconfigured", "RunTime", "RunTimes",
                       "SETTLE_PASSES"),
     "flexq.controller": (
-        "DEFAULT_EVENT_TTL", "EventExpiry", "QueueController", "RayRuntime", "Sample", "Tally", "WAIT_BUCKETS",
-        "finished",
+        "DEFAULT_EVENT_TTL", "EventExpiry", "InLine", "QueueController", "RayRuntime", "Sample", "Tally",
+        "WAIT_BUCKETS", "finished",
     ),
     "flexq.export": ("ExportError", "build", "write"),
     "flexq.forecast": ("CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step",

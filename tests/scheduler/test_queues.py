@@ -105,3 +105,32 @@ def test_event_kinds() -> None:
                         "NodeDeleted", "SliceReleased", "SliceRepaired", "Fallback", "ProvisioningRequest",
                         "RaceWon"}
     assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted"}
+
+
+def test_the_line_is_the_order_heads_would_be_tried() -> None:
+    """``in_line``: the pending workloads in the order the queue's heads come once its set-aside ones are woken (ties
+    of set-aside workloads after the active ones), without those that hold quota, and changing nothing."""
+    queues = QueueManager()
+    arrivals = [("a", 0, 1.0), ("b", 5, 2.0), ("c", 0, 0.5), ("d", 5, 2.0), ("e", 0, 1.0), ("f", 9, 0.0),
+                ("g", 0, 1.0)]
+    workloads = {}
+    for name, priority, created in arrivals:
+        wl = _wl(name, priority=priority, created=created)
+        workloads[wl.key] = wl
+        queues.push(wl)
+    elsewhere = _wl("x", cq="other")
+    workloads[elsewhere.key] = elsewhere
+    queues.push(elsewhere)
+    for name in ("b", "e"):
+        queues.set_aside(workloads[f"ns/{name}"])
+    workloads["ns/f"].state = WorkloadState.ADMITTED  # its stale entry is passed over
+    line = [wl.name for wl in queues.in_line("cq", workloads)]
+    assert line == ["d", "b", "c", "a", "g", "e"]
+    assert [wl.name for wl in queues.in_line("cq", workloads)] == line, "reading the line changes nothing"
+    assert queues.in_line("none", workloads) == []
+    queues.wake(["cq"], workloads)
+    heads = []
+    while (head := queues.head("cq", workloads)) is not None:
+        heads.append(head.name)
+        queues.discard(head)
+    assert heads == line

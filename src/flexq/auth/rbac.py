@@ -1,10 +1,11 @@
 """The rules each role is held to, in Kubernetes' RBAC terms (verbs on group/resource, in a scope).
 
 An administrator may do everything. A developer may, in their own namespace, create and change jobs
-(RayJobs, RayClusters, batch Jobs, Pods) and ConfigMaps, read their workloads, local queues, events and
-ProvisioningRequests, read their jobs' logs and forward ports to them; everywhere, read the queues'
-cluster-wide objects (ClusterQueues, flavors, cohorts, admission checks, priority classes), nodes, the
-GKE cluster and its node pools, and ask what they may do.
+(RayJobs, RayClusters, batch Jobs, Pods) and ConfigMaps, read their workloads, local queues, events,
+ProvisioningRequests and their local queues' pending workloads (Kueue's visibility API; a ClusterQueue's are
+the administrator's, as with Kueue's batch-user role), read their jobs' logs and forward ports to them;
+everywhere, read the queues' cluster-wide objects (ClusterQueues, flavors, cohorts, admission checks, priority
+classes), nodes, the GKE cluster and its node pools, and ask what they may do.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ DEVELOPER_IN_NAMESPACE: Final = (
     _rule(READ, "", "pods/log", "pods/status", "services", "events"),
     _rule(frozenset({"get", "create"}), "", "pods/portforward", "services/proxy"),
     _rule(READ, "kueue.x-k8s.io", "workloads", "workloads/status", "localqueues", "localqueues/status"),
+    _rule(READ, "visibility.kueue.x-k8s.io", "localqueues/pendingworkloads"),
     _rule(READ, "autoscaling.x-k8s.io", "provisioningrequests", "provisioningrequests/status"),
     _rule(READ, "", "namespaces"),
 )

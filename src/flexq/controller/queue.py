@@ -24,6 +24,7 @@ import copy
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -59,7 +60,7 @@ from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 
-__all__ = ["QueueController"]
+__all__ = ["InLine", "QueueController"]
 
 log = logging.getLogger("flexq.controller")
 
@@ -72,6 +73,18 @@ _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
                                   for kind in (*JOB_KINDS, "Workload", "ClusterQueue", "LocalQueue"))
 """Where the controller's own writes are passed over when read back (a queue's status it wrote itself: what it
 wrote is remembered, and is not read again before its next write)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InLine:
+    """A workload waiting in its ClusterQueue's line, as the controller held it when asked."""
+
+    namespace: str
+    name: str
+    local_queue: str
+    priority: int
+    created: float
+    """When the workload was made (Unix time)."""
 
 
 class QueueController:
@@ -467,6 +480,22 @@ class QueueController:
         self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
         self._timer.lap("queues")
+
+    # --- the queues' lines (Kueue's visibility API) ------------------------------------------------------
+
+    def in_line(self, cluster_queue: str) -> list[InLine] | None:
+        """The workloads waiting for quota in ``cluster_queue``, in the order it would try them (those holding quota
+        are not in line); None where no such ClusterQueue is configured."""
+        with self._lock:
+            line = self.scheduler.in_line(cluster_queue)
+            if line is None:
+                return None
+            return [InLine(wl.namespace, wl.name, wl.queue, wl.priority, wl.created) for wl in line]
+
+    def cluster_queue_of(self, namespace: str, local_queue: str) -> str | None:
+        """The ClusterQueue the LocalQueue ``namespace/local_queue`` names (None: no such LocalQueue)."""
+        with self._lock:
+            return self.local_queues.get((namespace, local_queue))
 
     # --- forecasts -----------------------------------------------------------------------------------
 

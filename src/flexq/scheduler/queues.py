@@ -86,6 +86,21 @@ class QueueManager:
                 if wl is not None and wl.state is WorkloadState.PENDING and wl.requeue_at is None:
                     self.push(wl)
 
+    def in_line(self, cq: str, workloads: dict[str, Workload]) -> list[Workload]:
+        """The pending workloads of ``cq`` in the order its heads would be tried: higher priority first, then earlier
+        queue time; among equals, the active entries in the order they were pushed, then the set-aside ones by key
+        (the order :meth:`wake` pushes them back in). Read only: stale entries are passed over, not dropped."""
+        ranked: list[tuple[int, float, int, int, str]] = []
+        for entry in self._heaps.get(cq, []):
+            wl = workloads.get(entry[3])
+            if wl is not None and self._entry.get(entry[3]) is entry and wl.state is WorkloadState.PENDING:
+                ranked.append((entry[0], entry[1], 0, entry[2], entry[3]))
+        for key in self._inadmissible.get(cq, ()):
+            wl = workloads.get(key)
+            if wl is not None and wl.state is WorkloadState.PENDING:
+                ranked.append((-wl.priority, wl.queue_time, 1, 0, key))
+        return [workloads[r[4]] for r in sorted(ranked)]
+
     def pending_count(self, cq: str) -> int:
         return sum(1 for entry in self._heaps.get(cq, []) if self._entry.get(entry[3]) is entry) + len(
             self._inadmissible.get(cq, set()))

@@ -107,6 +107,14 @@ class Scheduler(Cycling):
         """A pending workload in its queue's line (not set aside as inadmissible)."""
         return self._queues.queued(wl) and not self._queues.aside(wl)
 
+    def in_line(self, cq: str) -> list[Workload] | None:
+        """The workloads waiting in ClusterQueue ``cq`` for quota, in the order it would try them (those set aside as
+        inadmissible included, in their place); None where no such ClusterQueue is configured. Kueue's visibility
+        API shows this line (``pendingworkloads``)."""
+        if cq not in self.config.cluster_queues:
+            return None
+        return self._queues.in_line(cq, self._workloads)
+
     def has_cluster_queue(self, name: str) -> bool:
         """The ClusterQueue is in the quota tree (configured and known)."""
         return name in self._tree.queues

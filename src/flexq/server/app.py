@@ -40,6 +40,7 @@ from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
 from flexq.server.token_api import tokens_router
 from flexq.server.ui import Observed, ui_router
+from flexq.server.visibility import Leader, PendingWorkloads
 from flexq.store import Key, NotFound
 
 __all__ = ["create_app"]
@@ -73,14 +74,16 @@ class ApplyResponse(BaseModel):
 def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime: RayRuntime | None = None,
                ca_pem: bytes = b"", observed: Observed | None = None,
                home: Path | None = None, auth: Authenticator | None = None,
-               names: Iterable[str] | None = None) -> FastAPI:
+               names: Iterable[str] | None = None, leader: Leader | None = None) -> FastAPI:
     """The whole HTTP surface. With ``auth``, every request is authenticated and authorized (see
     :mod:`flexq.server.authn`); without, every caller is the administrator (embedded use, tests). With ``names``
     (the names the server answers to), the Host, Origin and content-type checks of :mod:`flexq.server.guard` run in
-    front of everything."""
+    front of everything. ``leader`` gives the controller while this server leads: Kueue's visibility API reads its
+    queues (without it, that API answers 503)."""
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
-    kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None)
+    kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None,
+                   PendingWorkloads(service.store, leader))
     app = _bare_app(hub)
     app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))

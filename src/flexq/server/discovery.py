@@ -10,8 +10,8 @@ from typing import Any, Final
 from flexq import __version__
 from flexq.api.kinds import KINDS, KindInfo
 
-__all__ = ["KUBE_VERSION", "REVIEW_RESOURCES", "api_group_list", "api_versions", "group_versions", "resource_list",
-           "version_info"]
+__all__ = ["KUBE_VERSION", "REVIEW_RESOURCES", "VISIBILITY_GROUP", "VISIBILITY_VERSIONS", "api_group_list",
+           "api_versions", "group_versions", "resource_list", "version_info"]
 
 KUBE_VERSION: Final = (1, 32)
 
@@ -34,6 +34,12 @@ REVIEW_RESOURCES: Final = {
 """The review resources (``kubectl auth can-i``, ``kubectl auth can-i --list``, ``kubectl auth whoami``): v1,
 create only, nothing stored."""
 
+VISIBILITY_GROUP: Final = "visibility.kueue.x-k8s.io"
+VISIBILITY_VERSIONS: Final = ("v1beta2", "v1beta1")
+"""Kueue's on-demand visibility API, as Kueue 0.19 serves it (v1beta2 preferred; both of one shape): each queue's
+pending workloads (:mod:`flexq.server.visibility`), read only, nothing stored."""
+_VISIBILITY_RESOURCES: Final = (("clusterqueues/pendingworkloads", False), ("localqueues/pendingworkloads", True))
+
 
 @functools.cache
 def group_versions() -> Mapping[str, Sequence[str]]:
@@ -47,6 +53,7 @@ def group_versions() -> Mapping[str, Sequence[str]]:
                 versions.append(v)
     for group in REVIEW_RESOURCES:
         out[group] = ["v1"]
+    out[VISIBILITY_GROUP] = list(VISIBILITY_VERSIONS)
     return {group: tuple(versions) for group, versions in out.items()}
 
 
@@ -76,6 +83,14 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1", "resources": [
             {"name": plural, "singularName": "", "namespaced": False, "kind": kind, "verbs": ["create"]}
             for plural, kind in REVIEW_RESOURCES[group].items()]}
+    if group == VISIBILITY_GROUP:
+        if version not in VISIBILITY_VERSIONS:
+            return None
+        # The queues themselves are not listed: only their subresource is served (and kubectl's names for the
+        # queues stay Kueue's own group's).
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}", "resources": [
+            {"name": name, "singularName": "", "namespaced": namespaced, "kind": "PendingWorkloadsSummary",
+             "verbs": ["get"]} for name, namespaced in _VISIBILITY_RESOURCES]}
     kinds = [k for k in KINDS if k.group == group and version in k.versions]
     if not kinds:
         return None

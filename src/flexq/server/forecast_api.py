@@ -26,7 +26,7 @@ from flexq.server.access import refusal
 from flexq.server.authn import caller
 from flexq.server.offload import off_loop
 from flexq.server.sources import ApplySource, read_sources
-from flexq.server.status import error_response, field_causes, status_body
+from flexq.server.status import error_response, field_causes, not_leading, status_body
 from flexq.sim import parse_capacity
 
 __all__ = ["forecast_router"]
@@ -128,18 +128,13 @@ def forecast_router(leader: Callable[[], QueueController | None]) -> APIRouter:
 _LIST_ALL = Attributes("list", "kueue.x-k8s.io", "workloads", "", None)
 
 
-def _not_leading() -> Response:
-    return JSONResponse(status_body(503, "ServiceUnavailable", "no controller runs in this server (it does not "
-                                    "lead): ask the leader"), 503)
-
-
 def _foreseen(f: Forecast) -> Foreseen:
     return Foreseen(start=f.start, flavors=list(f.flavors), basis=f.basis.word, message=describe(f))
 
 
 def _simulate(controller: QueueController | None, body: SimulateRequest, who: Identity) -> Response:
     if controller is None:
-        return _not_leading()
+        return not_leading()
     if not authorize(who, _LIST_ALL):
         return JSONResponse(status_body(403, "Forbidden", forbidden_message(who, _LIST_ALL)), 403)
     try:
@@ -165,7 +160,7 @@ def _cost(f: Forecast) -> float | None:
 def _forecast(what_if: WhatIf | None,
               body: ForecastRequest, who: Identity) -> Response:
     if what_if is None:
-        return _not_leading()
+        return not_leading()
     try:
         docs = read_sources(body.sources, "no jobs to forecast")
         refused = refusal(who, docs, body.namespace)

@@ -32,13 +32,21 @@ from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import review
 from flexq.server.authn import caller
 from flexq.server.bodylimit import MAX_REQUEST_BYTES, too_large
-from flexq.server.discovery import REVIEW_RESOURCES, api_group_list, api_versions, group_versions, resource_list
+from flexq.server.discovery import (
+    REVIEW_RESOURCES,
+    VISIBILITY_GROUP,
+    api_group_list,
+    api_versions,
+    group_versions,
+    resource_list,
+)
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
 from flexq.server.offload import off_loop
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
 from flexq.server.status import error_response, status_body
+from flexq.server.visibility import PendingWorkloads
 from flexq.server.watch import watch_stream
 from flexq.store import NotFound
 from flexq.store.codec import loads
@@ -69,11 +77,14 @@ PortMap = Callable[[str, Mapping[str, Any]], dict[int, int]]
 class KubeApi:
     """Request handlers over an :class:`ObjectService`; ``ports`` serves ``port-forward`` (None: no pod has any)."""
 
-    def __init__(self, service: ObjectService, hub: ChangeHub, ports: PortMap | None = None) -> None:
+    def __init__(self, service: ObjectService, hub: ChangeHub, ports: PortMap | None = None,
+                 visibility: PendingWorkloads | None = None) -> None:
         self.service = service
         self.hub = hub
         self.ports = ports
         self.pages = ListPages()
+        self.visibility = visibility or PendingWorkloads(service.store, None)
+        """Kueue's visibility API (without a controller behind it: 503)."""
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -99,6 +110,8 @@ class KubeApi:
                                  "preferredVersion": gvs[0]})
         if group in REVIEW_RESOURCES and len(parts) == 3 and parts[2] in REVIEW_RESOURCES[group]:
             return await self._review(request, group, parts[1], parts[2])
+        if group == VISIBILITY_GROUP and len(parts) > 2:
+            return await self.visibility.answer(request, parts[1], parts[2:])
         return await self._resource(request, group, parts[1], parts[2:])
 
     async def _review(self, request: Request, group: str, version: str, plural: str) -> Response:

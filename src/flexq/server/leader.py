@@ -148,7 +148,9 @@ class Leadership:
 
 
 def leader_router(leadership: Leadership) -> APIRouter:
-    """What only the leader answers: who leads, and (from its controller) what-if forecasts."""
+    """What only the leader answers: who leads, and (from its controller) what-if forecasts. Kueue's visibility API,
+    also the controller's, is served in the Kubernetes API's lane (:mod:`flexq.server.visibility`, given
+    :meth:`Leadership.leader` as ``create_app``'s ``leader``)."""
     router = APIRouter()
     router.include_router(forecast_router(leadership.leader))
 

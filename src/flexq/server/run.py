@@ -165,7 +165,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             ray.resume()
         expiry.start()
         app = create_app(service, endpoint, ray, tls.ca_pem() if tls is not None else b"", leadership,
-                         home, Authenticator(book, plan.anonymous), plan.host_names())
+                         home, Authenticator(book, plan.anonymous), plan.host_names(), leadership.leader)
         app.include_router(leader_router(leadership))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
         servers = _servers(app, sockets, tls, log_level)

@@ -13,7 +13,7 @@ from flexq.objects.selectors import SelectorError
 from flexq.objects.service import BadRequest
 from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable
 
-__all__ = ["error_response", "field_causes", "status_body"]
+__all__ = ["error_response", "field_causes", "not_leading", "status_body"]
 
 
 def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -24,6 +24,13 @@ def status_body(code: int, reason: str, message: str, details: dict[str, Any] | 
     if details:
         body["details"] = details
     return body
+
+
+def not_leading() -> JSONResponse:
+    """503 from a server that runs no controller (it does not lead): what only the controller knows is the leader's
+    to answer."""
+    return JSONResponse(status_body(503, "ServiceUnavailable", "no controller runs in this server (it does not "
+                                    "lead): ask the leader"), 503)
 
 
 def field_causes(exc: InvalidObject) -> list[dict[str, Any]]:
