@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import Server, start_server, stop_server
-from tests.support import eventually
+from tests.support import eventually_value
 
 SETUP = """apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -109,7 +109,7 @@ def test_a_pod_group_is_admitted_together_once_complete(kubectl: Any) -> None:
         wl = _workloads(kubectl).get("pair")
         return wl if wl is not None and _condition(wl, "Finished") else None
 
-    wl = eventually(finished, 30)
+    wl = eventually_value(finished, 30)
     assert _condition(wl, "Admitted") or wl["status"]["admission"]["clusterQueue"] == "pods"
     assert sorted(ref["name"].rsplit("-", 1)[0] for ref in wl["metadata"]["ownerReferences"]) == [
         "pair-leader", "pair-worker"]
@@ -122,26 +122,26 @@ def test_a_pod_group_is_admitted_together_once_complete(kubectl: Any) -> None:
     assert "leader says hello" in kubectl("logs", leader).out
     # Pods delete, and with the last of them the workload goes.
     assert kubectl("delete", "pods", "-l", "kueue.x-k8s.io/pod-group-name=pair").code == 0
-    eventually(lambda: _workloads(kubectl) == {}, 10)
+    eventually_value(lambda: _workloads(kubectl) == {}, 10)
 
 
 def test_single_pods_wait_for_quota_and_run(kubectl: Any) -> None:
     assert kubectl("apply", "-f", "-", input=SETUP).code == 0
     # An application image: not run here, shown Running until deleted; it holds 3 of the 4 CPUs.
     assert kubectl("apply", "-f", "-", input=single("server", "registry.example.com/team/app:2", "3")).code == 0
-    eventually(lambda: _get(kubectl, "pod", "server")["status"]["phase"] == "Running", 20)
+    eventually_value(lambda: _get(kubectl, "pod", "server")["status"]["phase"] == "Running", 20)
     assert kubectl("apply", "-f", "-", input=single("greeter", "busybox", "3", "echo hello from a pod")).code == 0
-    eventually(lambda: len(_workloads(kubectl)) == 2, 10)
+    eventually_value(lambda: len(_workloads(kubectl)) == 2, 10)
     greeter = _get(kubectl, "pod", "greeter")
     assert greeter["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}], "no quota: still gated"
     waiting = next(w for n, w in _workloads(kubectl).items() if n.startswith("pod-greeter-"))
     assert not _condition(waiting, "QuotaReserved")
 
     assert kubectl("delete", "pod", "server").code == 0
-    eventually(lambda: _get(kubectl, "pod", "greeter")["status"]["phase"] == "Succeeded", 30)
+    eventually_value(lambda: _get(kubectl, "pod", "greeter")["status"]["phase"] == "Succeeded", 30)
     assert kubectl("logs", "greeter").out.strip() == "hello from a pod"
     done = next(w for n, w in _workloads(kubectl).items() if n.startswith("pod-greeter-"))
-    eventually(lambda: _condition(next(w for n, w in _workloads(kubectl).items() if n.startswith("pod-greeter-")),
+    eventually_value(lambda: _condition(next(w for n, w in _workloads(kubectl).items() if n.startswith("pod-greeter-")),
                                    "Finished"), 10)
     assert done["spec"]["podSets"][0]["name"] == "main"
     assert [n for n in _workloads(kubectl) if n.startswith("pod-server-")] == [], "deleted with its pod"
@@ -185,11 +185,11 @@ spec: {clusterQueue: pods}
 def test_a_preempted_pod_is_stopped_and_deleted(kubectl: Any) -> None:
     assert kubectl("apply", "-f", "-", input=PREEMPTING).code == 0
     assert kubectl("apply", "-f", "-", input=single("batch", "registry.example.com/team/app:2", "3")).code == 0
-    eventually(lambda: _get(kubectl, "pod", "batch")["status"]["phase"] == "Running", 20)
+    eventually_value(lambda: _get(kubectl, "pod", "batch")["status"]["phase"] == "Running", 20)
     urgent = single("urgent", "busybox", "3", "echo first").replace(
         "  restartPolicy: OnFailure\n", "  restartPolicy: OnFailure\n  priorityClassName: urgent\n")
     assert kubectl("apply", "-f", "-", input=urgent).code == 0
-    eventually(lambda: _get(kubectl, "pod", "urgent")["status"]["phase"] == "Succeeded", 30)
+    eventually_value(lambda: _get(kubectl, "pod", "urgent")["status"]["phase"] == "Succeeded", 30)
     assert kubectl("get", "pod", "batch").code != 0, "the preempted pod was deleted, as Kueue stops a pod"
     events = _get(kubectl, "events")["items"]
     assert any(e["reason"] == "Stopped" and e["involvedObject"]["name"] == "batch" for e in events)

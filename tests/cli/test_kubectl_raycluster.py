@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from tests.support import eventually
+from tests.support import eventually_value
 
 SETUP = """apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
@@ -84,7 +84,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
                 return wl
         return None
 
-    wl = eventually(lambda: admitted("notebook-a"))
+    wl = eventually_value(lambda: admitted("notebook-a"))
     assert wl["metadata"]["name"].startswith("raycluster-notebook-a-")
     assert wl["metadata"]["ownerReferences"][0]["kind"] == "RayCluster"
     assert [(p["name"], p["count"]) for p in wl["spec"]["podSets"]] == [("head", 1), ("small", 2)]
@@ -97,7 +97,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
 
     # A second cluster does not fit the 4 CPUs left over (3 in use): it waits, suspended, for the first to go.
     assert kubectl("apply", "-f", "-", input=cluster("notebook-b", 2)).code == 0
-    eventually(lambda: len(workloads()) == 2)
+    eventually_value(lambda: len(workloads()) == 2)
     time.sleep(1.0)
     assert admitted("notebook-b") is None
     waiting = yaml.safe_load(kubectl("get", "raycluster", "notebook-b", "-o", "yaml").out)
@@ -107,7 +107,7 @@ def test_a_raycluster_is_queued_admitted_and_released(kubectl: Any) -> None:
     assert admitted("notebook-a") is not None
     deleted = kubectl("delete", "raycluster", "notebook-a")
     assert deleted.code == 0, deleted.err
-    eventually(lambda: admitted("notebook-b"))
+    eventually_value(lambda: admitted("notebook-b"))
     assert [w["metadata"]["ownerReferences"][0]["name"] for w in workloads()] == ["notebook-b"]
 
 
@@ -129,9 +129,9 @@ def test_a_preempted_raycluster_is_suspended_and_restored(kubectl: Any) -> None:
     def suspended(name: str) -> bool:
         return bool(yaml.safe_load(kubectl("get", "raycluster", name, "-o", "yaml").out)["spec"]["suspend"])
 
-    eventually(lambda: not suspended("batch"))
+    eventually_value(lambda: not suspended("batch"))
     assert kubectl("apply", "-f", "-", input=cluster("urgent", 2, "urgent")).code == 0
-    eventually(lambda: not suspended("urgent"))
+    eventually_value(lambda: not suspended("urgent"))
     batch = yaml.safe_load(kubectl("get", "raycluster", "batch", "-o", "yaml").out)
     assert batch["spec"]["suspend"] is True, "evicted: suspended again"
     assert "nodeSelector" not in batch["spec"]["headGroupSpec"]["template"]["spec"], "templates restored"
@@ -154,7 +154,7 @@ def test_an_elastic_raycluster_grows_by_a_workload_slice(kubectl: Any) -> None:
         return [w for w, conditions in zip(items, true, strict=True)
                 if "Admitted" in conditions and "Finished" not in conditions]
 
-    first = eventually(lambda: admitted())[0]
+    first = eventually_value(lambda: admitted())[0]
     patched = kubectl("patch", "raycluster", "growing", "--type", "json", "-p",
                       '[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]')
     assert patched.code == 0, patched.err
@@ -163,7 +163,7 @@ def test_an_elastic_raycluster_grows_by_a_workload_slice(kubectl: Any) -> None:
         now = admitted()
         return now[0] if len(now) == 1 and now[0]["metadata"]["name"] != first["metadata"]["name"] else None
 
-    grown_wl = eventually(grown)
+    grown_wl = eventually_value(grown)
     assert grown_wl["metadata"]["annotations"]["kueue.x-k8s.io/workload-slice-replacement-for"] == (
         f"default/{first['metadata']['name']}")
     assert {p["name"]: p["count"] for p in grown_wl["spec"]["podSets"]} == {"head": 1, "small": 3}

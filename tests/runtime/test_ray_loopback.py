@@ -14,8 +14,9 @@ from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.ray_ports import _address, beyond_loopback, listening
 
 ACTOR = ("python -c \"import ray, time; ray.init(); "
-         "a = ray.remote(num_cpus=0)(type('A', (), {'ping': lambda self: 'pong'})).remote(); "
+         "a = ray.remote(num_cpus=0, resources={'on_w0': 1})(type('A', (), {'ping': lambda self: 'pong'})).remote(); "
          "print(ray.get(a.ping.remote()), flush=True); time.sleep(60)\"")
+"""A job whose actor can only live on the worker node (its resource ``on_w0``): the node must have joined."""
 
 
 def test_proc_net_addresses_read_as_written() -> None:
@@ -31,7 +32,7 @@ def test_no_port_of_a_cluster_or_its_job_listens_beyond_loopback(ray_processes: 
     cluster = LocalRayCluster(Accelerators(description="CPU only", num_cpus=1))
     cluster.start()
     try:
-        cluster.add_worker("w0", num_cpus=1, resources={})
+        cluster.add_worker("w0", num_cpus=1, resources={"on_w0": 1.0})
         submitted = httpx.post(f"{cluster.dashboard_url}/api/jobs/", json={"entrypoint": ACTOR}, timeout=30)
         assert submitted.status_code == 200, submitted.text
         job = submitted.json()["submission_id"]

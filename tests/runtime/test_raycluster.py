@@ -19,7 +19,7 @@ from tests import admin
 from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import free_port, start_server, stop_server
 from tests.runtime.ray_leaks import clusters_of
-from tests.support import eventually
+from tests.support import eventually_value
 
 
 def _alive(sessions: set[int]) -> list[int]:
@@ -61,7 +61,7 @@ def _runs_rayjobs_by_cluster_selector(kubectl: Callable[..., str], clusters: dic
         assert status.get("jobDeploymentStatus") != "Failed", status
         return status if status.get("jobDeploymentStatus") == "Complete" else None
 
-    status = eventually(finished, 120)
+    status = eventually_value(finished, 120)
     assert status["jobStatus"] == "SUCCEEDED" and status["rayClusterName"] == "notebook", status
     assert "42 from on-notebook" in kubectl("logs", "job/on-notebook")
     workloads = kubectl("get", "workloads", "-o", "name")
@@ -104,7 +104,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
             assert status.get("state") != "failed", status
             return status if status.get("state") == "ready" else None
 
-        status = eventually(ready, 120)
+        status = eventually_value(ready, 120)
         assert status["endpoints"]["dashboard"] == "8265" and status["head"]["serviceName"] == "notebook-head-svc"
         assert status["availableWorkerReplicas"] == 1 and status["desiredCPU"] == "2"
         states = {line.split()[0]: line.split()[-2] for line in kubectl("get", "rayclusters").splitlines()[1:]}
@@ -132,14 +132,14 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
                 return None
             return str(response.json()["submission_id"])
 
-        submission = eventually(submitted, 90)
+        submission = eventually_value(submitted, 90)
 
         def succeeded() -> bool:
             state = admin.get(f"{url}/api/jobs/{submission}", timeout=30).json()["status"]
             assert state not in ("FAILED", "STOPPED"), state
             return bool(state == "SUCCEEDED")
 
-        eventually(succeeded, 90)
+        eventually_value(succeeded, 90)
         assert "42" in admin.get(f"{url}/api/jobs/{submission}/logs", timeout=30).json()["logs"]
         forward.terminate()
         forward.communicate(timeout=30)
@@ -152,7 +152,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         def gone() -> bool:
             return not _alive(set(clusters)) and not kubectl("get", "pods,services,workloads", "-o", "name").strip()
 
-        eventually(gone, 60)
+        eventually_value(gone, 60)
     finally:
         if forward is not None:
             forward.terminate()

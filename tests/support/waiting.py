@@ -22,3 +22,21 @@ def eventually(check: Callable[[], T], timeout: float = 20.0, every: float = 0.2
             if time.monotonic() > deadline:
                 raise
             time.sleep(every)
+
+
+def eventually_value(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.3) -> T:
+    """What ``check`` returns once it returns something (not None, not False) without raising :data:`NOT_YET`;
+    ``AssertionError`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except NOT_YET:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if result is not None and result is not False:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nothing came within {timeout:g}s")
+        time.sleep(every)

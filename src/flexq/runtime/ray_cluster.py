@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -113,6 +113,20 @@ def _loopback_only(avoid: set[int]) -> dict[str, str]:
     avoid.update((autoscaler, dashboard))
     return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "AUTOSCALER_METRIC_PORT": str(autoscaler),
             "DASHBOARD_METRIC_PORT": str(dashboard)}
+
+
+_JOIN: Final = """\
+import sys
+import ray._private.ray_constants as constants
+import ray._private.services as services
+constants.ENABLE_RAY_CLUSTER = True  # a worker node joins this machine's cluster
+services.resolve_ip_for_localhost = lambda host: host  # and keeps 127.0.0.1, as the head does
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+main()
+"""
+"""``ray start`` for a worker node under :func:`_loopback_only`'s environment, which alone would refuse a second node
+(Ray's one-machine switch) or, switched back on, swap 127.0.0.1 for the machine's address."""
 
 
 def _free_port(avoid: set[int]) -> int:
@@ -263,7 +277,7 @@ class LocalRayCluster:
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp),
                **_loopback_only({self.gcs_port, self.dashboard_port, self.client_port}),
                **({"HOME": str(temp)} if user.separate else {})}
-        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+        command = [sys.executable, "-c", _JOIN, "start", "--block",
                    f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
                    f"--dashboard-agent-listen-port={_free_port(set())}", f"--num-cpus={num_cpus}",
                    f"--num-gpus={num_gpus}", f"--temp-dir={temp}", f"--labels={json.dumps({WORKER_LABEL: name})}"]
