@@ -3,12 +3,12 @@ racing its flavors, the parent and variant Workloads as Kueue shows them."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import yaml
 
 from tests.api.test_concurrent_admission import KUEUE_EXAMPLE
+from tests.support import eventually
 
 PARENT = "kueue.x-k8s.io/concurrent-admission-parent"
 ALLOWED = "kueue.x-k8s.io/workload-allowed-resource-flavors"
@@ -40,17 +40,6 @@ def _workloads(kubectl: Any, *selector: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load(listed.out)["items"])
 
 
-def _eventually(check: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
-
-
 def test_concurrent_admission_with_real_kubectl(kubectl: Any) -> None:
     applied = kubectl("apply", "-f", "-", input=KUEUE_EXAMPLE)
     assert applied.code == 0, applied.err
@@ -72,7 +61,7 @@ def test_concurrent_admission_with_real_kubectl(kubectl: Any) -> None:
             assert any(c["type"] == "Admitted" and c["status"] == "True" for c in w["status"]["conditions"])
         return parents
 
-    parents = _eventually(placed)
+    parents = eventually(placed, timeout=20)
     flavors = {name: w["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] for name, w in parents.items()}
     assert flavors == {"first": "reserved", "second": "standard"}
     # TryPreferredFlavors: the second job's variant for the preferred flavor goes on racing, a Workload of its own.
@@ -93,7 +82,7 @@ def test_concurrent_admission_with_real_kubectl(kubectl: Any) -> None:
                       if w["metadata"]["ownerReferences"][0]["name"] == "second")
         assert second["status"]["admission"]["podSetAssignments"][0]["flavors"]["cpu"] == "reserved"
 
-    _eventually(migrated)
+    eventually(migrated, timeout=20)
     events = kubectl("get", "events", "-o", "yaml")
     messages = [e["message"] for e in yaml.safe_load(events.out)["items"]]
     assert any("due to migration to more favorable resource flavor reserved" in m for m in messages)

@@ -18,6 +18,7 @@ from flexq.objects.service import ObjectService
 from flexq.store import Store
 from flexq.store.refusals import Key, StoreError
 from tests.conftest import guide_text
+from tests.support import wait_until
 
 
 class FailingStore(Store):
@@ -70,14 +71,6 @@ def _create(service: ObjectService, text: str) -> None:
         service.create(info, doc["metadata"].get("namespace", "default") if info.namespaced else "", doc)
 
 
-def _wait(condition: Any, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("not within the time")
-        time.sleep(0.05)
-
-
 def test_an_admission_whose_write_fails_is_forgotten_not_run(tmp_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     store = FailingStore(tmp_path / "flexq.db")
@@ -95,8 +88,8 @@ def test_an_admission_whose_write_fails_is_forgotten_not_run(tmp_path: Path,
             return any(c["type"] == "Admitted" and c["status"] == "True"
                        for wl in workloads for c in (wl.get("status") or {}).get("conditions") or [])
 
-        _wait(admitted)
-        _wait(lambda: runs.started == ["default/rayjob-tpu-v6e-dws-1"])
+        wait_until(admitted, timeout=20, every=0.05)
+        wait_until(lambda: runs.started == ["default/rayjob-tpu-v6e-dws-1"], timeout=20, every=0.05)
         time.sleep(0.5)  # nothing more comes
         admissions = sum(int(e.get("count") or 1) for e in store.list_objects("", "events", "default")[0]
                          if e["reason"] == "Admitted" and e["involvedObject"]["kind"] == "Workload")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,17 +36,6 @@ spec:
 """
 
 
-def _eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except (AssertionError, KeyError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def _by_job(server: Server) -> dict[str, dict[str, Any]]:
     items = admin.get(server.url + WL).json()["items"]
     return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items}
@@ -72,7 +60,7 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
         assert "forecast" in wls["small"]["status"] and "forecast" in wls["tiny"]["status"]
         return wls
 
-    wls = _eventually(foreseen)
+    wls = eventually(foreseen, timeout=30)
     admitted = _at(_condition(wls["big"], "Admitted")["lastTransitionTime"])
     assert "forecast" not in wls["big"]["status"], "a running job has no forecast"
     for job in ("small", "tiny"):
@@ -135,7 +123,7 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
         assert "forecast" not in now["small"]["status"], "it started: its forecast is gone"
         assert not any(c["type"] == "Forecast" for c in now["small"]["status"]["conditions"])
 
-    _eventually(moved)
+    eventually(moved, timeout=30)
 
 
 POOL_QUEUE = queue_yaml(("cpu", "cpu-pool"), cpu=100, memory="1Ti")
@@ -163,7 +151,7 @@ def test_simulate_from_server_runs_the_live_state_under_more_nodes(tmp_path: Pat
             assert item["now"]["start"] is not None
             return item
 
-        item = _eventually(simulated)
+        item = eventually(simulated, timeout=30)
         now, changed = item["now"]["start"], item["changed"]["start"]
         assert now - time.time() > 3500, "one node: it starts when the first job's hour is up"
         assert changed - time.time() < 60, "two nodes: it starts once its own node has booted"
@@ -196,7 +184,10 @@ def test_what_if_under_each_flavor_on_a_live_server(tmp_path: Path) -> None:
         queues = queue_yaml(("plan-a", "a-pool"), ("plan-b", "b-pool"), cpu=12, memory="1Ti")
         assert server.cli("apply", "-f", "-", input=queues).code == 0
         assert server.cli("apply", "-f", "-", input=_job("first", 1, "1h", each="12")).code == 0
-        _eventually(lambda: _condition(_by_job(server)["first"], "QuotaReserved")["status"] == "True" or None)
+        def reserved() -> None:
+            assert _condition(_by_job(server)["first"], "QuotaReserved")["status"] == "True"
+
+        eventually(reserved, timeout=30)
 
         def held() -> list[dict[str, Any]]:
             result = server.cli("forecast", "-f", "-", "-o", "json", input=_job("maybe", 1, "10m", each="12"))
@@ -207,7 +198,7 @@ def test_what_if_under_each_flavor_on_a_live_server(tmp_path: Path) -> None:
             assert all(r["start"] is not None for r in rows), rows
             return rows
 
-        plan_a, plan_b = _eventually(held)
+        plan_a, plan_b = eventually(held, timeout=30)
         now = time.time()
         assert plan_a["start"] - now > 3000, "held to Plan A: when the first job's hour is up"
         assert plan_b["start"] - now < 1200, "held to Plan B: once its node has booted"

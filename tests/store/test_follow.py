@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flexq.store import Change, Gone, Key, Store
+from tests.support import wait_until
 
 
 def _key(name: str) -> Key:
@@ -18,15 +19,6 @@ def _key(name: str) -> Key:
 
 def _obj(name: str) -> dict[str, object]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"n": name}}
-
-
-def _wait(predicate: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.01)
-    raise AssertionError("timed out")
 
 
 def test_a_following_store_sees_another_writers_commits_in_order(tmp_path: Path) -> None:
@@ -43,10 +35,10 @@ def test_a_following_store_sees_another_writers_commits_in_order(tmp_path: Path)
     try:
         for i in range(5):
             writer.create(_key(f"w{i}"), _obj(f"w{i}"))
-        _wait(lambda: len(seen) == 5)
+        wait_until(lambda: len(seen) == 5)
         follower.create(_key("f0"), _obj("f0"))  # its own write, after the others'
         writer.create(_key("w5"), _obj("w5"))
-        _wait(lambda: len(seen) == 7)
+        wait_until(lambda: len(seen) == 7)
         assert seen == list(range(1, 8)), "every commit once, in order, without holes"
         names = [c.key.name for c in follower.changes(0)]
         assert names == ["w0", "w1", "w2", "w3", "w4", "f0", "w5"]

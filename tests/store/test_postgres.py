@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from flexq.store import Conflict, Gone, Key
 from tests.store.conftest import OpenStore
+from tests.support import wait_until
 
 
 @pytest.fixture
@@ -27,13 +27,6 @@ def pair(open_store: OpenStore) -> Iterator[tuple[Any, Any]]:
     yield open_store(poll=0.2), open_store(poll=0.2)
 
 
-def _wait(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_a_store_sees_the_other_stores_writes_in_order(pair: tuple[Any, Any]) -> None:
     one, two = pair
     woken = threading.Event()
@@ -41,7 +34,7 @@ def test_a_store_sees_the_other_stores_writes_in_order(pair: tuple[Any, Any]) ->
     one.create(*_cm("a"))
     two.create(*_cm("b"))  # published by two at once, after a's change read from the log
     one.create(*_cm("c"))
-    _wait(lambda: [c.key.name for c in two.changes(0)] == ["a", "b", "c"])
+    wait_until(lambda: [c.key.name for c in two.changes(0)] == ["a", "b", "c"])
     assert woken.is_set()
     assert [c.rv for c in two.changes(0)] == [1, 2, 3]
     assert [o["metadata"]["name"] for o in two.list_objects("", "configmaps")[0]] == ["a", "b", "c"]
@@ -70,7 +63,7 @@ def test_writers_of_two_stores_take_turns(pair: tuple[Any, Any]) -> None:
         t.start()
     for t in threads:
         t.join()
-    _wait(lambda: len(one.changes(0, limit=500)) == 160 and len(two.changes(0, limit=500)) == 160)
+    wait_until(lambda: len(one.changes(0, limit=500)) == 160 and len(two.changes(0, limit=500)) == 160)
     for store in pair:
         changes = store.changes(0, limit=500)
         assert [c.rv for c in changes] == list(range(1, 161)), "no gaps, no reordering"
@@ -117,4 +110,4 @@ def test_stores_connect_again_after_their_connections_are_cut(open_store: OpenSt
     assert one.get(_cm("a")[0])["metadata"]["name"] == "a"
     one.create(*_cm("b"))
     two.create(*_cm("c"))  # seen by one once its follower is connected again
-    _wait(lambda: [c.key.name for c in one.changes(0)] == ["a", "b", "c"])
+    wait_until(lambda: [c.key.name for c in one.changes(0)] == ["a", "b", "c"])

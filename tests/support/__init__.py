@@ -15,7 +15,7 @@ from tests.support.live import (
     serve_capacity,
     workloads,
 )
-from tests.support.waiting import eventually, eventually_value
+from tests.support.waiting import eventually, eventually_value, wait_until
 
 __all__ = ["assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually", "eventually_value",
-           "flavors", "get_rayjob", "guide_setup", "nodes", "queued_job", "serve_capacity", "workloads"]
+           "flavors", "get_rayjob", "guide_setup", "nodes", "queued_job", "serve_capacity", "wait_until", "workloads"]

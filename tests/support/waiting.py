@@ -40,3 +40,12 @@ def eventually_value(check: Callable[[], T | None], timeout: float = 20.0, every
             if time.monotonic() > deadline:
                 raise AssertionError(f"nothing came within {timeout:g}s")
         time.sleep(every)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 5.0, every: float = 0.01) -> None:
+    """Return once ``predicate()`` is true; ``AssertionError`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:g}s")
+        time.sleep(every)
