@@ -26,9 +26,11 @@ FORECAST_EVERY: Final = 5.0
 FORECAST_GAP: Final = 1.0
 """Seconds between the end of a forecast and the start of the next, at the least: a busy server forecasts at this
 pace, not at every step."""
-SHARE: Final = 0.2
+SHARE: Final = 0.05
 """The share of the time forecasts may take, at the most: after a forecast that took ``s`` seconds, the next waits
-``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower)."""
+``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower). A forecast runs
+Python on the server's interpreter, whose lock the API and the controller wait for meanwhile: at a fifth, Kueue's
+baseline through the API (``bench/live_baseline.py --scale 0.3``) took 48-55 s instead of 28 s."""
 _SHIFT: Final = 30.0
 _SHARE: Final = 0.05
 
