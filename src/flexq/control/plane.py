@@ -13,6 +13,7 @@ owner asks for that). What the driver does in turn (a node came, a request was r
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -186,9 +187,9 @@ class ControlPlane:
         began = self._began_now(key)
         if began is not None:
             return began
-        wl = self.scheduler.workload(key)
         if self.driver is not None:
             return self.driver.started_at.get(key)
+        wl = self.scheduler.workload(key)
         return wl.admitted_at if wl is not None and wl.state is WorkloadState.ADMITTED else None
 
     def _began_now(self, key: str) -> float | None:
@@ -235,7 +236,7 @@ class ControlPlane:
         if limit is None or admitted is None or wl.parent:
             return
         self.timers.schedule(admitted + limit - wl.past_exec_seconds,
-                             lambda: self._time_exceeded(wl.key, admitted, limit))
+                             functools.partial(self._time_exceeded, wl.key, admitted, limit))
 
     def _time_exceeded(self, key: str, admitted: float, limit: int) -> None:
         wl = self.scheduler.workload(key)

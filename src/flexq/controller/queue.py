@@ -141,12 +141,11 @@ class QueueController:
 
     @property
     def scheduler(self) -> Scheduler:
-        return self.plane.scheduler
+        return self.state.scheduler
 
     @property
     def local_queues(self) -> dict[tuple[str, str], str]:
-        """(namespace, LocalQueue) -> its ClusterQueue, as last configured."""
-        return self.plane.local_queues
+        return self.state.local_queues
 
     # --- running -----------------------------------------------------------------------------------
 
