@@ -64,7 +64,7 @@ CONTENT_TYPES = st.sampled_from(["application/json", "application/merge-patch+js
 
 @st.composite
 def bodies(draw: st.DrawFn) -> bytes:
-    kind = draw(st.integers(0, 6))
+    kind = draw(st.integers(0, 7))
     if kind == 0:
         return json.dumps(draw(manifests())).encode()
     if kind == 1:
@@ -78,7 +78,27 @@ def bodies(draw: st.DrawFn) -> bytes:
         text = json.dumps(draw(manifests()))
         return (text[:-1] + ', "kind": "x"}' if draw(st.booleans()) else
                 text[:-1] + f', "spec": {{"n": {draw(WILD_NUMBERS)}}}}}').encode()
+    if kind == 5:  # input built to hurt: a lone surrogate, an alias bomb, more pod sets than a workload holds
+        return draw(st.sampled_from(HOSTILE))
     return b"k8s\x00" + draw(st.binary(max_size=64))
+
+
+def _bomb(levels: int = 9) -> bytes:
+    lines = ['a0: &a0 "lol"'] + [f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 9) + "]" for n in range(1, levels + 1)]
+    return ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  " + "\n  ".join(lines) + "\n").encode()
+
+
+_POD = {"spec": {"containers": [{"name": "ray", "image": "x"}]}}
+HOSTILE: tuple[bytes, ...] = (
+    b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "\\ud800"}}',
+    _bomb(),
+    json.dumps({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "wide"},
+                "spec": {"entrypoint": "x", "rayClusterSpec": {
+                    "headGroupSpec": {"template": _POD},
+                    "workerGroupSpecs": [{"groupName": f"g{i}", "replicas": 1, "template": _POD} for i in range(100)]}}}
+               ).encode(),
+)
+"""Bodies the hostile-input tests refuse one by one, here among everything else the fuzzer sends."""
 
 
 QUERIES = st.dictionaries(st.sampled_from(["fieldValidation", "dryRun", "labelSelector", "fieldSelector",
