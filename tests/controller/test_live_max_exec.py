@@ -4,12 +4,14 @@ a Workload with ``spec.maximumExecutionTimeSeconds``, and once admitted that lon
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tests import admin
-from tests.conftest import Server
+from tests.conftest import Server, start_server, stop_server
 from tests.queues import queue_yaml
 from tests.sim.test_next_head import job
 from tests.support import condition, eventually
@@ -43,3 +45,33 @@ def test_a_job_admitted_past_its_maximum_execution_time_is_deactivated(flexq: An
         False, "DeactivatedDueToMaximumExecutionTimeExceeded",
         "The workload is deactivated due to exceeding the maximum execution time")
     assert condition(_workload(server), "Admitted") == "False"
+
+
+def test_the_maximum_execution_time_runs_on_across_a_restart(tmp_path: Path) -> None:
+    """A server stopped while a limited job runs: the one started on the same state deactivates it when its time is
+    up, counted from its admission before the restart (not from the restart, and not never)."""
+    limited: dict[str, Any] = job("limited", "1")
+    limited["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "6"
+    home = tmp_path / "home"
+    first = start_server(home)
+    try:
+        assert first.cli("apply", "-f", "-", input=queue_yaml(("default-flavor", None))).code == 0
+        assert first.cli("apply", "-f", "-", input=yaml.safe_dump(limited)).code == 0
+        def admitted() -> None:
+            assert condition(_workload(first), "Admitted") == "True"
+
+        eventually(admitted)
+        since = time.monotonic()
+    finally:
+        stop_server(first)
+    second = start_server(home)
+    try:
+        def deactivated() -> str:
+            wl = _workload(second)
+            assert wl["spec"]["active"] is False
+            return str(next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")["reason"])
+
+        assert eventually(deactivated, timeout=30) == "DeactivatedDueToMaximumExecutionTimeExceeded"
+        assert time.monotonic() - since < 20, "deactivated when its six seconds were up, not much later"
+    finally:
+        stop_server(second)

@@ -121,6 +121,9 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
         wl.state = WorkloadState.ADMITTED if admitted and admitted.get("status") == "True" \
             else WorkloadState.QUOTA_RESERVED
         wl.reserved_at = _parse_time(reserved.get("lastTransitionTime"))
+        if wl.state is WorkloadState.ADMITTED and admitted is not None:
+            # When it was admitted, as its condition says: its maximum execution time and its run count from there.
+            wl.admitted_at = _parse_time(admitted.get("lastTransitionTime"))
         wl.checks = {c["name"]: CheckState(c.get("state", "Pending")) for c in status.get("admissionChecks") or []}
         wl.pod_set_updates = {c["name"]: {u["name"]: dict(u.get("annotations") or {}) for u in c["podSetUpdates"]}
                               for c in status.get("admissionChecks") or [] if c.get("podSetUpdates")}
