@@ -56,7 +56,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),
     "flexq.jobs": (
-        "GATE", "JOB_KINDS", "JobError", "PRIORITY_LABEL", "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of",
+        "COMPLETIONS_EQUAL_PARALLELISM", "GATE", "JOB_KINDS", "JobError", "MIN_PARALLELISM", "PRIORITY_LABEL",
+        "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of",
         "group_podsets", "group_total", "is_queued", "job_webhook", "local_queues_of", "make_workload", "outcome",
         "pod_requests", "podsets", "role", "selected_cluster", "template", "workload_name",
     ),

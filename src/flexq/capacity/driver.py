@@ -178,7 +178,7 @@ class CapacityDriver(NodeLoss, ProvisioningCapacity, RacingCapacity):
                 if spec is not None:
                     selector.update(spec.node_labels)
                     tolerations.extend(spec.tolerations)
-            out.append(PodGroup(podset.name, podset.count, dict(podset.requests), selector, tuple(tolerations)))
+            out.append(PodGroup(podset.name, assigned.count, dict(podset.requests), selector, tuple(tolerations)))
         return out
 
     # --- scheduler events --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from flexq.api.jsoncopy import copy_json
+from flexq.jobs import COMPLETIONS_EQUAL_PARALLELISM, MIN_PARALLELISM
 from flexq.scheduler.model import Admission, FlavorSpec
 
 __all__ = ["finish_message", "finished", "inject", "place", "restore", "templates"]
@@ -46,7 +47,20 @@ def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mappin
             meta = holder.setdefault(key, {}).setdefault("metadata", {})
             meta.setdefault("annotations", {}).update(annotations[name])
         place(holder.setdefault(key, {}).setdefault("spec", {}), assignment.flavors.values(), flavors)
+        if kind == "Job":
+            _run_with(job, assignment.count)
     job["spec"]["suspend"] = False
+
+
+def _run_with(job: dict[str, Any], pods: int) -> None:
+    """A Job that may be partially admitted runs with the pods it was admitted with (Kueue sets its parallelism,
+    and its completions too where ``kueue.x-k8s.io/job-completions-equal-parallelism`` is ``"true"``)."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if MIN_PARALLELISM not in annotations:
+        return
+    job["spec"]["parallelism"] = pods
+    if str(annotations.get(COMPLETIONS_EQUAL_PARALLELISM, "")).lower() == "true":
+        job["spec"]["completions"] = pods
 
 
 def place(spec: dict[str, Any], given: Iterable[str], flavors: Mapping[str, FlavorSpec]) -> None:
@@ -70,11 +84,15 @@ def place(spec: dict[str, Any], given: Iterable[str], flavors: Mapping[str, Flav
             spec.pop(field, None)
 
 
-def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, Any]]) -> None:
-    """Stop the job: suspend it and put the pod templates back as they were before admission."""
+def restore(kind: str, job: dict[str, Any], originals: Mapping[str, dict[str, Any]],
+            counts: Mapping[str, int] | None = None) -> None:
+    """Stop the job: suspend it and put the pod templates back as they were before admission (and a partially
+    admitted Job's pods as its Workload asks for them: ``counts``, by pod set)."""
     for name, holder, key in _slots(kind, job):
         if name in originals:
             holder[key] = copy_json(originals[name])
+    if kind == "Job" and counts and "main" in counts:
+        _run_with(job, counts["main"])
     job["spec"]["suspend"] = True
 
 

@@ -50,7 +50,9 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
     meta = job["metadata"]
     spec: dict[str, Any] = {
         "queueName": wl.queue,
-        "podSets": [{"name": ps.name, "count": ps.count, "template": templates[ps.name]}
+        "podSets": [{"name": ps.name, "count": ps.count,
+                     **({"minCount": ps.min_count} if ps.min_count is not None else {}),
+                     "template": templates[ps.name]}
                     for ps in wl.podsets],
         "priority": wl.priority,
         "active": True,
@@ -76,9 +78,11 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
 
 def _podset(raw: Mapping[str, Any]) -> PodSet:
     spec = (raw.get("template") or {}).get("spec") or {}
+    least = raw.get("minCount")
     return PodSet(str(raw.get("name", "main")), int(raw.get("count", 1)), pod_requests(spec),
                   dict(spec.get("nodeSelector") or {}),
-                  tuple(toleration(t) for t in spec.get("tolerations") or []))
+                  tuple(toleration(t) for t in spec.get("tolerations") or []),
+                  min_count=least if isinstance(least, int) and not isinstance(least, bool) else None)
 
 
 def _positive(value: Any) -> int | None:

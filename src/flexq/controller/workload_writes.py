@@ -283,7 +283,8 @@ class WorkloadWrites:
                 self.state.after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
             else:
                 self.state.after_write.insert(0, lambda: runtime.suspend(namespace, name))
-        restore(info.kind, job, originals)
+        counts = {ps["name"]: int(ps.get("count", 1)) for ps in workload.get("spec", {}).get("podSets") or []}
+        restore(info.kind, job, originals, counts)
         self.store.update(key, job, echo=False, current=stored)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
                      type="Warning", component=_COMPONENT)

@@ -3,7 +3,9 @@
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
 from flexq.jobs.webhook import job_webhook
 from flexq.jobs.workload import (
+    COMPLETIONS_EQUAL_PARALLELISM,
     JOB_KINDS,
+    MIN_PARALLELISM,
     PRIORITY_LABEL,
     QUEUE_LABEL,
     RAY_KINDS,
@@ -18,8 +20,10 @@ from flexq.jobs.workload import (
 )
 
 __all__ = [
+    "COMPLETIONS_EQUAL_PARALLELISM",
     "GATE",
     "JOB_KINDS",
+    "MIN_PARALLELISM",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "RAY_KINDS",

@@ -16,7 +16,14 @@ from typing import Any
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import FieldError, InvalidObject
 from flexq.jobs.pods import pod_webhook
-from flexq.jobs.workload import DEFAULT_QUEUE, JOB_KINDS, QUEUE_LABEL, selected_cluster
+from flexq.jobs.workload import (
+    DEFAULT_QUEUE,
+    JOB_KINDS,
+    MIN_PARALLELISM,
+    QUEUE_LABEL,
+    job_pods,
+    selected_cluster,
+)
 from flexq.objects.service import ObjectService
 from flexq.store import NotFound
 
@@ -33,6 +40,8 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
     labels = meta.setdefault("labels", {})
     if old is not None and not old.get("spec", {}).get("suspend", True):
         _queue_kept(info, obj, old)
+    if info.kind == "Job":
+        _partial_admission(info, obj, old)
     if QUEUE_LABEL not in labels:
         namespace = meta.get("namespace") or "default"
         try:
@@ -57,3 +66,28 @@ def _queue_kept(info: KindInfo, obj: dict[str, Any], old: dict[str, Any]) -> Non
     if queue != (old["metadata"].get("labels") or {}).get(QUEUE_LABEL, ""):
         raise InvalidObject("request", 0, info.kind, obj["metadata"].get("name", ""), [FieldError(
             f"metadata.labels[{QUEUE_LABEL}]", f'Invalid value: "{queue}": field is immutable')])
+
+
+def _partial_admission(info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    """Kueue's rules for a Job's ``kueue.x-k8s.io/job-min-parallelism``: a whole number from 1 to one less than the
+    pods the Job runs at once; and, while the Job runs (not suspended), its parallelism is fixed."""
+    name = obj["metadata"].get("name", "")
+    path = f"metadata.annotations[{MIN_PARALLELISM}]"
+    value = (obj["metadata"].get("annotations") or {}).get(MIN_PARALLELISM)
+    previous = ((old or {}).get("metadata", {}).get("annotations") or {}).get(MIN_PARALLELISM)
+    if value is not None and (old is None or value != previous):
+        try:
+            least = int(str(value))
+        except ValueError:
+            raise InvalidObject("request", 0, info.kind, name, [FieldError(
+                path, f'Invalid value: "{value}": strconv.Atoi: parsing "{value}": invalid syntax')]) from None
+        pods = job_pods(obj)
+        if least <= 0 or least >= pods:
+            raise InvalidObject("request", 0, info.kind, name, [FieldError(
+                path, f"Invalid value: {least}: should be between 0 and {pods - 1}")])
+    if previous is not None and old is not None and not old.get("spec", {}).get("suspend", True):
+        before, after = old.get("spec", {}).get("parallelism", 1), obj.get("spec", {}).get("parallelism", 1)
+        if before != after:
+            raise InvalidObject("request", 0, info.kind, name, [FieldError(
+                "spec.parallelism", "Forbidden: cannot change when partial admission is enabled and the job is not "
+                "suspended")])

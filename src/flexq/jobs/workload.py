@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
@@ -21,16 +21,20 @@ from flexq.scheduler.build import milli, toleration
 from flexq.scheduler.model import PodSet, Workload
 
 __all__ = [
+    "COMPLETIONS_EQUAL_PARALLELISM",
     "MAX_EXEC_LABEL",
+    "MIN_PARALLELISM",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "RAY_KINDS",
     "JobError",
     "JobRef",
     "Priorities",
+    "job_pods",
     "local_queues_of",
     "make_workload",
     "max_exec_seconds",
+    "min_parallelism",
     "pod_requests",
     "podsets",
     "priority_class_ref",
@@ -43,6 +47,10 @@ QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_LABEL: Final = "kueue.x-k8s.io/max-exec-time-seconds"
 """A job's bound on how long its workload may stay admitted, in all (Kueue's ``MaxExecTimeSecondsLabel``)."""
+MIN_PARALLELISM: Final = "kueue.x-k8s.io/job-min-parallelism"
+"""A Job's annotation: the fewest pods it may run with (Kueue's partial admission), below its parallelism."""
+COMPLETIONS_EQUAL_PARALLELISM: Final = "kueue.x-k8s.io/job-completions-equal-parallelism"
+"""A Job's annotation: ``"true"``: partially admitted, its completions are cut with its parallelism."""
 DEFAULT_QUEUE: Final = "default"
 JOB_KINDS: Final = frozenset({"RayJob", "RayCluster", "Job"})
 RAY_KINDS: Final = frozenset({"RayJob", "RayCluster"})
@@ -107,6 +115,24 @@ def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
     )
 
 
+def job_pods(job: Mapping[str, Any]) -> int:
+    """How many pods a batch/v1 Job runs at once, as Kueue counts them: its parallelism, at most its completions."""
+    spec = job.get("spec") or {}
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    return min(parallelism, int(completions)) if completions is not None else parallelism
+
+
+def min_parallelism(job: Mapping[str, Any]) -> int | None:
+    """A Job's ``kueue.x-k8s.io/job-min-parallelism`` (None: absent, or not a whole number; the webhook refuses
+    such a job, so a stored one has a valid value)."""
+    value = ((job.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM)
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def ray_cluster_spec(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The Ray cluster's spec of a RayJob (``spec.rayClusterSpec``) or a RayCluster (``spec``)."""
     spec = obj.get("spec") or {}
@@ -123,10 +149,10 @@ def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
             out.append(_podset(group["groupName"], count, group["template"]))
         return tuple(out)
     if kind == "Job":
-        parallelism = int(spec.get("parallelism", 1))
-        completions = spec.get("completions")
-        count = min(parallelism, int(completions)) if completions is not None else parallelism
-        return (_podset("main", count, spec["template"]),)
+        count = job_pods(obj)
+        least = min_parallelism(obj)
+        main = _podset("main", count, spec["template"])
+        return (replace(main, min_count=least) if least is not None and 0 < least < count else main,)
     if kind == "Pod":
         return (_podset("main", 1, obj),)
     raise JobError(f"{kind} is not a job kind flexq queues (RayJob, RayCluster, Job, Pod)")

@@ -8,6 +8,7 @@ tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cyc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -24,6 +25,7 @@ from flexq.scheduler.model import (
     PreemptionPolicy,
     Workload,
 )
+from flexq.scheduler.partial import largest_fit, reducible
 from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import discount as racing_discount
@@ -105,6 +107,11 @@ class Cycling(Transitions):
             if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
                 # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state.
                 targets = self._targets(wl, assignment, oracle)
+            if assignment.mode is not Mode.FIT and not targets and reducible(wl.podsets) and not wl.replaces:
+                partial = self._assign_partial(wl)
+                if partial is not None:
+                    assignment, targets = partial
+                self.last_assignment[wl.key] = assignment
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with self._tree.trial() as trial:
@@ -260,6 +267,24 @@ class Cycling(Transitions):
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
             self._failed[shape] = (version, assignment)
         return assignment, oracle
+
+    def _assign_partial(self, wl: Workload) -> tuple[Assignment, list[Target]] | None:
+        """Partial admission (:mod:`flexq.scheduler.partial`): ``wl`` with the most pods, down to its pod sets'
+        minimums, that fit or fit by preempting someone; None where even the minimums do not."""
+
+        def fits(counts: list[int]) -> tuple[Assignment, list[Target]] | None:
+            fewer = dataclasses.replace(wl, podsets=tuple(
+                dataclasses.replace(ps, count=count) for ps, count in zip(wl.podsets, counts, strict=True)))
+            assignment, oracle = self._assign(fewer)
+            if assignment.mode is Mode.FIT:
+                return assignment, []
+            if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
+                targets = self._targets(fewer, assignment, oracle)
+                if targets:
+                    return assignment, targets
+            return None
+
+        return largest_fit(wl.podsets, fits)
 
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.unavailable.items()}

@@ -306,6 +306,8 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[tuple[Requirement, ...], ...] = ()
     """Required node affinity: terms ORed, each term's expressions ANDed."""
+    min_count: int | None = None
+    """Kueue's ``minCount``: the fewest pods it may be admitted with (partial admission); None: all of them."""
 
     def total(self, resource: str) -> int:
         return self.requests.get(resource, 0) * self.count

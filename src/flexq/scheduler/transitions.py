@@ -115,8 +115,11 @@ class Transitions(Racing):
         wl.pending = None
         wl.checks = {name: wl.checks.get(name, CheckState.PENDING)
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
+        asked = {ps.name: ps.count for ps in wl.podsets}
+        fewer = {ps.name: ps.count for ps in admission.podsets if ps.count < asked.get(ps.name, ps.count)}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
-                        f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission))]
+                        f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission),
+                        {"podSetCounts": fewer} if fewer else {})]
         if all(s is CheckState.READY for s in wl.checks.values()):
             wl.state = WorkloadState.ADMITTED
             wl.admitted_at = now
