@@ -161,7 +161,7 @@ const flexq = (() => {
       const path = svgNode(svg, "path", {class: "series", d, stroke: color, "data-series": s.name});
       svgNode(path, "title", {}, `${s.name}: ${last} now`);
       if (options.legend !== false) {
-        svgNode(svg, "text", {x: L + 4 + i * 150, y: 14, fill: color, class: "legend"}, `■ ${s.name}`);
+        svgNode(svg, "text", {x: L + 4 + i * 150, y: 14, style: `fill:${color}`, class: "legend"}, `■ ${s.name}`);
       }
     });
     return svg;
