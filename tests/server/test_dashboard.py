@@ -423,7 +423,8 @@ T = ["2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z", "2026-01-01T10:02:00Z", "20
 
 
 def _story(conditions: list[tuple[str, str, int]], requests: list[tuple[int, str | None, int]] = (),
-           events: list[tuple[str, int]] = ()) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+           events: list[tuple[str, int] | tuple[str, int, str]] = ()
+           ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """A workload with ``(type, status, at)`` conditions, ProvisioningRequests ``(created, done, at)`` and Events
     ``(reason, at)``, times indexing :data:`T`."""
     wl = {"metadata": {"name": "wl", "creationTimestamp": T[0]},
@@ -431,7 +432,7 @@ def _story(conditions: list[tuple[str, str, int]], requests: list[tuple[int, str
     prs = [{"metadata": {"name": f"pr-{i}", "creationTimestamp": T[made]},
             "status": {"conditions": [{"type": done, "status": "True", "lastTransitionTime": T[at]}] if done else []}}
            for i, (made, done, at) in enumerate(requests)]
-    evs = [{"reason": reason, "firstTimestamp": T[at]} for reason, at in events]
+    evs = [{"reason": e[0], "firstTimestamp": T[e[1]], "message": e[2] if len(e) > 2 else ""} for e in events]
     return wl, evs, prs
 
 
@@ -443,6 +444,13 @@ PHASES: dict[str, tuple[Any, bool, bool, list[tuple[str, str, str | None]]]] = {
     "raced, won, runs": (
         _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)], events=[("VariantCreated", 0)],
                requests=[(0, "Failed", 1)]), True, True,
+        [("queued", T[0], T[1]), ("racing", T[0], T[1]), ("provisioning", T[0], T[1]), ("running", T[1], None)]),
+    "raced, DWS withdrawn and deleted": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)],
+               events=[("VariantCreated", 0, "variant wl-variant-dws-12345: Variant of team/wl for flavor dws"),
+                       ("ProvisioningRequest", 0, "ProvisioningRequest pr-gone is Accepted: waiting"),
+                       ("ProvisioningRequest", 1, "ProvisioningRequest pr-gone withdrawn before it was provisioned")]),
+        True, True,
         [("queued", T[0], T[1]), ("racing", T[0], T[1]), ("provisioning", T[0], T[1]), ("running", T[1], None)]),
     "admitted, not executed": (
         _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)]), False, False,
@@ -462,6 +470,12 @@ def test_a_jobs_phases(case: str) -> None:
     (wl, events, requests), running, executes, expected = PHASES[case]
     told = phases(wl, events, requests, running, executes)
     assert [(p.name, p.start, p.end) for p in told] == expected
+    details = {p.name: p.detail for p in told}
+    if case == "raced, DWS withdrawn and deleted":
+        assert details["racing"] == "on dws"
+        assert details["provisioning"] == "pr-gone withdrawn before it was provisioned"
+    if "not executed" in case:
+        assert "--runtime none" in details["admitted"]
 
 
 @pytest.mark.parametrize(("quota", "free"), [("1000000000", True), ("1000000000Gi", True), ("1e9", True),

@@ -79,7 +79,9 @@ def test_a_job_page_by_the_jobs_name_says_it_is_not_executed(guide: Server, brow
     timeline = page.locator("#timeline").inner_text()
     assert "Admitted=True" in timeline
     bars = page.locator("#phases svg rect[data-phase]")
-    assert bars.evaluate_all("els => els.map(e => e.dataset.phase)") == ["queued", "racing", "admitted"]
+    assert bars.evaluate_all("els => els.map(e => e.dataset.phase)") == ["queued", "racing", "provisioning", "admitted"]
+    story = page.locator("#phases").inner_text()
+    assert "racing" in story and "on dws, on-demand" in story and "withdrawn before it was provisioned" in story
     assert page.locator('#phases rect[data-phase="admitted"]').get_attribute("data-ongoing") == "true"
     page.screenshot(path=str(ARTIFACTS / "job-not-executed.png"), full_page=True)
 

@@ -227,8 +227,10 @@ def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, n
     own = {name, row.jobName} | {v.name for v in ui_data.variants(wl)}
     events = [e for e in store.list_objects("", "events", namespace)[0]
               if (e.get("involvedObject") or {}).get("name") in own]
+    variant = ui_data.variant_prefix(name)  # a race's variants are gone from its status once it is over
     requests = [p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests", namespace)[0]
-                if any(r.get("name") in own for r in p["metadata"].get("ownerReferences") or [])]
+                if any(r.get("name") in own or str(r.get("name", "")).startswith(variant)
+                       for r in p["metadata"].get("ownerReferences") or [])]
     job_status, log_url, ray_url, metrics = "", None, None, []
     if row.jobKind == "RayJob":
         with contextlib.suppress(NotFound):

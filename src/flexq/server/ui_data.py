@@ -35,8 +35,8 @@ from flexq.server.ui_models import (
 )
 
 __all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "job_entry", "job_running",
-           "metric_points", "owner", "phases", "pools", "provisioning", "queues", "timeline", "unlimited", "variants",
-           "why"]
+           "metric_points", "owner", "phases", "pools", "provisioning", "queues", "timeline", "unlimited",
+           "variant_prefix", "variants", "why"]
 
 STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
 _ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
@@ -44,6 +44,7 @@ _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _UNLIMITED: Final = 1e9
 """A quota of this many units or more (``1000000000``, ``1000000000Gi``) stands for no limit, as Kueue's examples
 write it."""
+_RACED_FLAVOR: Final = re.compile(r"for flavor (\S+)$")
 _SUFFIX: Final = re.compile(r"(?:[KMGTPE]i|[numkMGTPE])$")
 
 
@@ -229,6 +230,15 @@ def owner(wl: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+def variant_prefix(workload: str) -> str:
+    """How the names of a workload's racing variants begin: Kueue's ``<parent>-variant-<flavor>-<hash>``, the parent's
+    name without its own 5-character hash suffix (:func:`flexq.scheduler.race.variant_name`)."""
+    base, _, suffix = workload.rpartition("-")
+    if not (base and len(suffix) == 5 and suffix.isalnum()):
+        base = workload
+    return f"{base}-variant-"
+
+
 def is_variant(wl: Mapping[str, Any]) -> bool:
     """A racing workload's variant: its workload's row tells how the race stands."""
     return any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or [])
@@ -360,11 +370,17 @@ def phases(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]], requests:
     settled = reserved or admitted or finished
     out = [Phase(name="queued", start=created, end=str(settled) if settled else None,
                  detail="waiting for quota" if not settled else "until its quota was reserved")]
-    raced = sorted(str(e.get("firstTimestamp") or e.get("lastTimestamp") or "") for e in events
-                   if e.get("reason") == "VariantCreated")
-    if raced:
-        out.append(Phase(name="racing", start=raced[0], end=str(settled) if settled else None,
-                         detail=", ".join(v.flavor for v in variants(wl)) or "variants on several flavors"))
+    created_variants = [e for e in events if e.get("reason") == "VariantCreated"]
+    if created_variants:
+        flavors = sorted({m.group(1) for e in created_variants
+                          if (m := _RACED_FLAVOR.search(str(e.get("message", "")))) is not None}
+                         | {v.flavor for v in variants(wl)})
+        out.append(Phase(name="racing", start=min(str(e.get("firstTimestamp") or e.get("lastTimestamp") or "")
+                                                  for e in created_variants),
+                         end=str(settled) if settled else None,
+                         detail="on " + ", ".join(flavors) if flavors else "variants on several flavors"))
+    requests = list(requests)
+    out += _gone_requests(events, {str(p["metadata"]["name"]) for p in requests})
     for pr in sorted(requests, key=lambda p: str(p["metadata"].get("creationTimestamp", ""))):
         pr_conditions = _conditions(pr)
         done = next((c for k in ("Provisioned", "Failed", "BookingExpired", "CapacityRevoked")
@@ -382,6 +398,24 @@ def phases(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]], requests:
         detail = ("not executed: the server runs with --runtime none" if not executes else
                   "its pods run" if running else "finished" if finished else "admitted, not started yet")
         out.append(Phase(name=name, start=start, end=str(finished) if finished else None, detail=detail))
+    return out
+
+
+def _gone_requests(events: Sequence[Mapping[str, Any]], present: set[str]) -> list[Phase]:
+    """ProvisioningRequests deleted since (a race's losers are withdrawn), told by their Events
+    (``ProvisioningRequest NAME is Accepted: ...``, then ``... withdrawn ...``): from the first to the last."""
+    told: dict[str, list[tuple[str, str]]] = {}
+    for e in events:
+        words = str(e.get("message", "")).split(maxsplit=2)
+        if e.get("reason") == "ProvisioningRequest" and len(words) > 1 and words[0] == "ProvisioningRequest" \
+                and words[1] not in present:
+            told.setdefault(words[1], []).append((str(e.get("firstTimestamp") or e.get("lastTimestamp") or ""),
+                                                  str(e.get("message", ""))))
+    out = []
+    for said in sorted(told.values(), key=min):
+        said.sort()
+        out.append(Phase(name="provisioning", start=said[0][0], end=said[-1][0],
+                         detail=said[-1][1].removeprefix("ProvisioningRequest ")))
     return out
 
 
