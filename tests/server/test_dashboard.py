@@ -22,7 +22,7 @@ from flexq.server.app import create_app
 from flexq.server.ui import State
 from flexq.server.ui_data import STATES as STATES_SHOWN
 from flexq.server.ui_data import JobEntry, cohorts, eta, metric_points, phases, queues, unlimited
-from flexq.server.ui_history import history
+from flexq.server.ui_history import PoolHistory, history
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobRow, Series
 from flexq.store import Key, Store
@@ -550,3 +550,32 @@ def test_the_cohort_tree_in_chromium(client: httpx.Client) -> None:
         finally:
             browser.close()
     assert errors == []
+
+
+def test_pool_nodes_are_followed_from_the_stores_commits(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        def node(name: str, pool: str) -> None:
+            store.create(Key("", "nodes", "", name), {"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": name, "labels": {"cloud.google.com/gke-nodepool": pool}}})
+
+        node("cpu-0", "cpu")
+        now = [100.0]
+        pools = PoolHistory(store, clock=lambda: now[0])
+        now[0] = 110.0
+        with store.transaction():
+            node("tpu-0", "tpu")
+            node("tpu-1", "tpu")
+        now[0] = 120.0
+        store.delete(Key("", "nodes", "", "cpu-0"))
+        now[0] = 130.0
+        store.delete(Key("", "nodes", "", "tpu-0"))
+        now[0] = 140.0
+        store.update(Key("", "nodes", "", "tpu-1"), {**store.get(Key("", "nodes", "", "tpu-1")), "spec": {}})
+        told = {s.name: s.points for s in pools.series(0.0, ["dws"])}
+        assert told == {"cpu": [(100.0, 1.0), (120.0, 0.0)], "tpu": [(100.0, 0.0), (110.0, 2.0), (130.0, 1.0)],
+                        "dws": [(100.0, 0.0)]}, "known from the server's start; a change moving no count adds no point"
+        assert {s.name: s.points for s in pools.series(115.0)} == {"cpu": [(115.0, 1.0), (120.0, 0.0)],
+                                                                    "tpu": [(115.0, 2.0), (130.0, 1.0)]}
+    finally:
+        store.close()

@@ -262,7 +262,8 @@ def _history_route(router: APIRouter, table: JobTable, pools: PoolHistory) -> No
         now = time.time()
         since = now - minutes * 60
         scope = who.namespace if who.role is Role.DEVELOPER else None
-        return ui_history.history(table.entries(scope), pools.series(since), since, now)
+        names = (str(p["metadata"]["name"]) for p in table.store.list_objects("flexq.dev", "nodepools")[0])
+        return ui_history.history(table.entries(scope), pools.series(since, names), since, now)
 
 
 def _reports_route(router: APIRouter, reports_dir: Path | None) -> None:

@@ -65,11 +65,12 @@ class PoolHistory:
                     self._pool_of[change.key.name] = _pool(change.obj)
             self._record()
 
-    def series(self, since: float) -> list[Series]:
-        """Each pool's nodes from ``since``: its count then, then each change."""
+    def series(self, since: float, pools: Iterable[str] = ()) -> list[Series]:
+        """Each pool's nodes from ``since``: its count then, then each change; ``pools`` (the NodePools there are)
+        are drawn too where they never had a node."""
         with self._lock:
             changes = list(self._changes)
-        pools = sorted({p for _t, counts in changes for p in counts if p})
+        pools = sorted({p for _t, counts in changes for p in counts if p} | set(pools))
         out = []
         for pool in pools:
             points: list[tuple[float, float]] = []
