@@ -27,6 +27,9 @@ _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 _CHAR_PX = 6.4
 """About how wide a character of the plots' 11 px labels is."""
 _LABEL_CHARS = 64
+_TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600,
+               86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
+"""Round durations between a time axis' ticks: the first that makes six ticks or fewer is taken."""
 """Longer job names are cut in the middle in the Gantt chart (whole in their tooltip)."""
 
 
@@ -223,8 +226,9 @@ def _time_axis(x0: float, x1: float, y: float, span: float, title: str, log_time
         ticks = [0.0] + [t for t in (1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400) if t < span * 0.8] + [span]
         place = [math.log10(1 + t) / math.log10(1 + span) for t in ticks]
     else:
-        ticks = [span * i / 5 for i in range(6)]
-        place = [i / 5 for i in range(6)]
+        step = next((n for n in _TICK_STEPS if span / n <= 6), span / 5)
+        ticks = [step * i for i in range(int(span // step) + 1)]
+        place = [t / span for t in ticks]
     parts = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" class="axis"/>']
     for t, at in zip(ticks, place, strict=True):
         tx = x0 + (x1 - x0) * at
