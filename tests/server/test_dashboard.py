@@ -21,9 +21,10 @@ from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.ui import State
 from flexq.server.ui_data import STATES as STATES_SHOWN
-from flexq.server.ui_data import cohorts, eta, metric_points, queues
+from flexq.server.ui_data import JobEntry, cohorts, eta, metric_points, phases, queues, unlimited
+from flexq.server.ui_history import PoolHistory, history
 from flexq.server.ui_jobs import JobTable
-from flexq.server.ui_models import JobRow
+from flexq.server.ui_models import JobRow, Series
 from flexq.store import Key, Store
 from tests import admin
 from tests.conftest import guide_text
@@ -77,6 +78,9 @@ def client(tmp_path: Path) -> Any:
                 "spec": {"cohort": "ml", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
                     {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]},
                 "status": {"flavorsReservation": [{"name": "spot", "resources": [{"name": "cpu", "total": used}]}]}})
+        store.create(Key("kueue.x-k8s.io", "cohorts", "", "ml"), {  # cohorts form a tree: ml under org
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "ml"},
+            "spec": {"parentName": "org"}})
         variant = _workload(999, "pending", now)
         variant["metadata"]["ownerReferences"] = [{"kind": "Workload", "name": "job-0000-wl", "uid": "0"}]
         store.create(Key("kueue.x-k8s.io", "workloads", "team", "job-0999-wl"), variant)
@@ -397,3 +401,181 @@ def test_the_jobs_page_from_the_keyboard_in_chromium(client: httpx.Client) -> No
         finally:
             browser.close()
     assert errors == []
+
+
+def test_a_job_is_found_by_its_jobs_name_and_its_phases_are_told(client: httpx.Client) -> None:
+    by_workload = client.get("/flexq/v1/dashboard/jobs/team/job-0002-wl").json()
+    by_job = client.get("/flexq/v1/dashboard/jobs/team/job-0002").json()
+    assert by_job == by_workload and by_job["job"]["name"] == "job-0002-wl"
+    assert by_job["executes"] is False, "served without a runtime: jobs are not executed"
+    assert [(p["name"], p["end"] is None) for p in by_job["phases"]] == [("queued", False), ("waiting for checks",
+                                                                                             False), ("admitted", True)]
+    assert "--runtime none" in by_job["phases"][-1]["detail"]
+    page = client.get("/ui/jobs/team/job-0002")
+    assert page.status_code == 200 and 'id="not-executed"' in page.text and "--runtime none" in page.text
+    missing = client.get("/flexq/v1/dashboard/jobs/team/job-9999")
+    assert missing.status_code == 404 and missing.json()["message"] == 'no workload or job "job-9999" in namespace team'
+    assert client.get("/flexq/v1/dashboard/jobs/other/job-0002").status_code == 404, "another namespace's job"
+    assert client.get("/flexq/v1/dashboard/overview").json()["executes"] is False
+
+
+T = ["2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z", "2026-01-01T10:02:00Z", "2026-01-01T10:05:00Z"]
+
+
+def _story(conditions: list[tuple[str, str, int]], requests: list[tuple[int, str | None, int]] = (),
+           events: list[tuple[str, int] | tuple[str, int, str]] = ()
+           ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A workload with ``(type, status, at)`` conditions, ProvisioningRequests ``(created, done, at)`` and Events
+    ``(reason, at)``, times indexing :data:`T`."""
+    wl = {"metadata": {"name": "wl", "creationTimestamp": T[0]},
+          "status": {"conditions": [{"type": k, "status": v, "lastTransitionTime": T[at]} for k, v, at in conditions]}}
+    prs = [{"metadata": {"name": f"pr-{i}", "creationTimestamp": T[made]},
+            "status": {"conditions": [{"type": done, "status": "True", "lastTransitionTime": T[at]}] if done else []}}
+           for i, (made, done, at) in enumerate(requests)]
+    evs = [{"reason": e[0], "firstTimestamp": T[e[1]], "message": e[2] if len(e) > 2 else ""} for e in events]
+    return wl, evs, prs
+
+
+PHASES: dict[str, tuple[Any, bool, bool, list[tuple[str, str, str | None]]]] = {
+    "waiting for quota": (_story([("QuotaReserved", "False", 0)]), False, True, [("queued", T[0], None)]),
+    "quota reserved, DWS asked": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "False", 1)], requests=[(1, None, 0)]), False, True,
+        [("queued", T[0], T[1]), ("provisioning", T[1], None), ("waiting for checks", T[1], None)]),
+    "raced, won, runs": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)], events=[("VariantCreated", 0)],
+               requests=[(0, "Failed", 1)]), True, True,
+        [("queued", T[0], T[1]), ("racing", T[0], T[1]), ("provisioning", T[0], T[1]), ("running", T[1], None)]),
+    "raced, DWS withdrawn and deleted": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)],
+               events=[("VariantCreated", 0, "variant wl-variant-dws-12345: Variant of team/wl for flavor dws"),
+                       ("ProvisioningRequest", 0, "ProvisioningRequest pr-gone is Accepted: waiting"),
+                       ("ProvisioningRequest", 1, "ProvisioningRequest pr-gone withdrawn before it was provisioned")]),
+        True, True,
+        [("queued", T[0], T[1]), ("racing", T[0], T[1]), ("provisioning", T[0], T[1]), ("running", T[1], None)]),
+    "admitted, not executed": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)]), False, False,
+        [("queued", T[0], T[1]), ("admitted", T[1], None)]),
+    "admitted, not started": (
+        _story([("QuotaReserved", "True", 1), ("Admitted", "True", 1)]), False, True,
+        [("queued", T[0], T[1]), ("admitted", T[1], None)]),
+    "finished, its quota released": (
+        _story([("QuotaReserved", "False", 3), ("Admitted", "False", 3), ("Finished", "True", 3)],
+               events=[("QuotaReserved", 1), ("Admitted", 2)]), False, True,
+        [("queued", T[0], T[1]), ("waiting for checks", T[1], T[2]), ("running", T[2], T[3])]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PHASES))
+def test_a_jobs_phases(case: str) -> None:
+    (wl, events, requests), running, executes, expected = PHASES[case]
+    told = phases(wl, events, requests, running, executes)
+    assert [(p.name, p.start, p.end) for p in told] == expected
+    details = {p.name: p.detail for p in told}
+    if case == "raced, DWS withdrawn and deleted":
+        assert details["racing"] == "on dws"
+        assert details["provisioning"] == "pr-gone withdrawn before it was provisioned"
+    if "not executed" in case:
+        assert "--runtime none" in details["admitted"]
+
+
+@pytest.mark.parametrize(("quota", "free"), [("1000000000", True), ("1000000000Gi", True), ("1e9", True),
+                                             ("2000000000m", True), ("2000m", False), ("999999999", False),
+                                             ("256Gi", False), ("64", False), ("bogus", False)])
+def test_a_billion_units_of_quota_is_no_limit(quota: str, free: bool) -> None:
+    assert unlimited(quota) is free
+    cq = {"metadata": {"name": "dws"}, "spec": {"cohort": "ml", "resourceGroups": [{"flavors": [
+        {"name": "dws", "resources": [{"name": "memory", "nominalQuota": quota}]}]}]},
+          "status": {"flavorsReservation": [{"name": "dws", "resources": [{"name": "memory", "total": "256Gi"}]}]}}
+    [row] = queues([cq])
+    use = row.flavors[0].resources[0]
+    assert (use.unlimited, use.nominalText) == (free, "unlimited" if free else quota)
+    [ml] = cohorts([row])
+    assert ml.flavors[0].resources[0].nominalText == ("unlimited" if free else ml.flavors[0].resources[0].nominalText)
+
+
+def test_cohorts_form_a_tree() -> None:
+    rows = queues([{"metadata": {"name": "a"}, "spec": {"cohort": "ml"}}, {"metadata": {"name": "b"}, "spec": {}}])
+    told = cohorts(rows, [{"metadata": {"name": "ml"}, "spec": {"parentName": "org"}},
+                          {"metadata": {"name": "lone"}, "spec": {}}])
+    assert [(c.name, c.parent, c.queues) for c in told] == [("lone", "", []), ("ml", "org", ["a"]), ("org", "", [])]
+
+
+def _entry(queue: str, created: float, admitted: float | None, finished: float | None = None) -> JobEntry:
+    row = JobRow(namespace="team", name=f"{queue}-{created}", jobKind="Job", jobName="j", queue="lq",
+                 clusterQueue=queue, state="pending", priority=0, flavors="", created="", waitSeconds=0.0, reason="",
+                 eta=None, costUsd=0.0)
+    ended = admitted if admitted is not None else finished
+    return JobEntry(row, created, ended, frozenset(), admitted)
+
+
+def test_waits_and_admissions_over_time_are_read_from_the_jobs() -> None:
+    entries = [_entry("a", 0, 50), _entry("a", 10, 20), _entry("a", 30, None), _entry("b", 100, 101),
+               _entry("b", 5, None, finished=150), _entry("a", -500, -400)]
+    told = history(entries, [Series(name="pool", points=[(0.0, 2.0)])], since=0.0, now=200.0, buckets=4)
+    assert told.step == 50.0 and told.admissions == [1, 1, 1, 0], "at 20, 50 and 101"
+    assert {s.name: s.points for s in told.waiting} == {
+        "a": [(0.0, 1.0), (10.0, 2.0), (20.0, 1.0), (30.0, 2.0), (50.0, 1.0)],
+        "b": [(0.0, 0.0), (5.0, 1.0), (100.0, 2.0), (101.0, 1.0), (150.0, 0.0)]}
+    assert told.pools == [Series(name="pool", points=[(0.0, 2.0)])]
+
+
+def test_the_history_endpoint(client: httpx.Client) -> None:
+    told = client.get("/flexq/v1/dashboard/history", params={"minutes": 30}).json()
+    assert told["now"] - told["since"] == pytest.approx(1800, abs=1) and len(told["admissions"]) == 60
+    assert [s["name"] for s in told["waiting"]] == ["cq", "q0", "q1", "q2"]
+    assert sum(s["points"][-1][1] for s in told["waiting"]) == 120, "created now, admitted (if at all) 30 s later"
+    assert told["admissions"] == [0] * 60
+    assert told["pools"] == []
+    refused = client.get("/flexq/v1/dashboard/history", params={"minutes": 0})
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "minutes"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+def test_the_cohort_tree_in_chromium(client: httpx.Client) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the dev extra)")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{client.base_url}/ui/")
+            nodes = page.locator("#cohort-tree svg g[data-node]")
+            sync_api.expect(nodes).to_have_count(4)
+            drawn = nodes.evaluate_all("els => els.map(e => [e.dataset.node, e.dataset.kind, e.dataset.depth])")
+            assert drawn == [["org", "cohort", "0"], ["ml", "cohort", "1"], ["cq-a", "queue", "2"],
+                             ["cq-b", "queue", "2"]]
+            assert page.locator("#cohort-tree path.tree-line").count() == 3, "each child joined to its parent"
+            assert "busiest 75%" in page.locator('#cohort-tree g[data-node="cq-a"]').text_content()
+        finally:
+            browser.close()
+    assert errors == []
+
+
+def test_pool_nodes_are_followed_from_the_stores_commits(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    try:
+        def node(name: str, pool: str) -> None:
+            store.create(Key("", "nodes", "", name), {"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": name, "labels": {"cloud.google.com/gke-nodepool": pool}}})
+
+        node("cpu-0", "cpu")
+        now = [100.0]
+        pools = PoolHistory(store, clock=lambda: now[0])
+        now[0] = 110.0
+        with store.transaction():
+            node("tpu-0", "tpu")
+            node("tpu-1", "tpu")
+        now[0] = 120.0
+        store.delete(Key("", "nodes", "", "cpu-0"))
+        now[0] = 130.0
+        store.delete(Key("", "nodes", "", "tpu-0"))
+        now[0] = 140.0
+        store.update(Key("", "nodes", "", "tpu-1"), {**store.get(Key("", "nodes", "", "tpu-1")), "spec": {}})
+        told = {s.name: s.points for s in pools.series(0.0, ["dws"])}
+        assert told == {"cpu": [(100.0, 1.0), (120.0, 0.0)], "tpu": [(100.0, 0.0), (110.0, 2.0), (130.0, 1.0)],
+                        "dws": [(100.0, 0.0)]}, "known from the server's start; a change moving no count adds no point"
+        assert {s.name: s.points for s in pools.series(115.0)} == {"cpu": [(115.0, 1.0), (120.0, 0.0)],
+                                                                    "tpu": [(115.0, 2.0), (130.0, 1.0)]}
+    finally:
+        store.close()

@@ -27,14 +27,15 @@ from flexq.auth import Attributes, Role, authorize
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.ray_runs import RayRuntime
 from flexq.objects.service import ObjectService
-from flexq.server import ui_data
+from flexq.server import ui_data, ui_history
 from flexq.server.authn import caller
 from flexq.server.hub import ChangeHub
 from flexq.server.offload import off_loop
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
 from flexq.server.status import status_body
+from flexq.server.ui_history import PoolHistory
 from flexq.server.ui_jobs import JobTable
-from flexq.server.ui_models import JobDetail, JobPage, Overview, Report
+from flexq.server.ui_models import History, JobDetail, JobPage, Overview, Report
 from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["ui_router"]
@@ -61,8 +62,9 @@ def _assets() -> dict[str, tuple[bytes, str]]:
     return out
 
 
-def _page(name: str, main: bytes) -> bytes:
-    """A whole page: the head and navigation every page shares, ``main`` (its ``<main>``), then its scripts."""
+def _page(name: str, main: bytes, executes: bool) -> bytes:
+    """A whole page: the head and navigation every page shares, ``main`` (its ``<main>``), then its scripts. Where
+    the server does not run jobs (``executes`` false), every page says so under its header."""
     title, current = _PAGES[name]
     mark = ' aria-current="page"'
     links = "".join(f'<a href="{href}"{mark if href == current else ""}>{text}</a>' for href, text in _NAV)
@@ -71,7 +73,10 @@ def _page(name: str, main: bytes) -> bytes:
             f'<title>flexq · {title}</title>\n<link rel="icon" href="data:,">\n'
             '<link rel="stylesheet" href="/ui/static/app.css">\n</head>\n<body>\n'
             f'<header><span class="brand">flexq</span><nav aria-label="Dashboard">{links}</nav>'
-            '<span class="live" id="live" role="status">connecting…</span></header>\n')
+            '<span class="live" id="live" role="status">connecting…</span></header>\n'
+            + ("" if executes else '<p class="notice" id="not-executed">This server runs with <code>--runtime '
+               'none</code>: jobs are queued and admitted, but not executed (no pods run, no logs).</p>\n')
+            + '<div class="error" id="error" role="alert" hidden></div>\n')
     tail = (f'<script src="/ui/static/common.js"></script>\n<script src="/ui/static/{name}.js"></script>\n'
             '</body>\n</html>\n')
     return head.encode() + main + tail.encode()
@@ -93,18 +98,19 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
     table = JobTable(service.store)
     threading.Thread(target=table.warm, name="dashboard-jobs", daemon=True).start()
     reports_dir = home / "reports" if home is not None else None
-    _page_routes(router, reports_dir)
+    _page_routes(router, reports_dir, runtime is not None)
     _data_routes(router, service.store, table, runtime, observed)
+    _history_route(router, table, PoolHistory(service.store))
     _reports_route(router, reports_dir)
     _changes_route(router, service.store, hub)
     router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
     return router
 
 
-def _page_routes(router: APIRouter, reports_dir: Path | None) -> None:
+def _page_routes(router: APIRouter, reports_dir: Path | None, executes: bool) -> None:
     """The pages, their assets, and the files of simulator reports."""
     assets = _assets()
-    pages = {name: _page(name, assets.pop(f"{name}.html")[0]) for name in _PAGES}
+    pages = {name: _page(name, assets.pop(f"{name}.html")[0], executes) for name in _PAGES}
 
     def page(name: str) -> Response:
         return Response(pages[name], media_type=_TYPES[".html"], headers={"Cache-Control": "no-cache"})
@@ -164,7 +170,8 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
                                            "allStartedSeconds": round(max(waits))})
                     if (waits := sample.estimated_waits.get(row.name)) else row for row in rows]
         return Overview(now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), resourceVersion=rv, queues=rows,
-                        cohorts=ui_data.cohorts(rows),
+                        executes=runtime is not None,
+                        cohorts=ui_data.cohorts(rows, store.list_objects("kueue.x-k8s.io", "cohorts")[0]),
                         pools=ui_data.pools(store.list_objects("flexq.dev", "nodepools")[0],
                                             store.list_objects("", "nodes")[0], sample),
                         provisioning=ui_data.provisioning(
@@ -190,18 +197,29 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
     @router.get("/flexq/v1/dashboard/jobs/{namespace}/{name}", response_model=JobDetail, tags=["dashboard"],
                 responses={404: {"description": "no such workload"}})
     def job(namespace: str, name: str) -> Any:
-        """One job: its row, a timeline (conditions, Events, ProvisioningRequests), the flavors considered and why
-        each was refused, its racing variants, the metrics its script reported, and where its log and Ray
-        dashboard are."""
+        """One job, by its workload's name or its job's: its row, a timeline (conditions, Events,
+        ProvisioningRequests) and its phases, the flavors considered and why each was refused, its racing variants,
+        the metrics its script reported, and where its log and Ray dashboard are."""
         return _job_detail(store, table, runtime, namespace, name, observed.costs() if observed is not None else None)
+
+
+def _workload(store: BaseStore, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
+    except NotFound:
+        return None
 
 
 def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, namespace: str, name: str,
                 costs: Mapping[str, float] | None) -> Any:
-    try:
-        wl = store.get(Key("kueue.x-k8s.io", "workloads", namespace, name))
-    except NotFound:
-        return JSONResponse(status_body(404, "NotFound", f'workloads.kueue.x-k8s.io "{name}" not found'), 404)
+    wl = _workload(store, namespace, name)
+    if wl is None:  # a job's name, as people know their jobs
+        owned = table.workload_of(namespace, name)
+        wl = _workload(store, namespace, owned) if owned is not None else None
+        if wl is None:
+            return JSONResponse(status_body(404, "NotFound", f'no workload or job "{name}" in namespace '
+                                            f'{namespace}'), 404)
+        name = str(wl["metadata"]["name"])
     row = table.row(namespace, name, costs)
     if row is None:
         return JSONResponse(status_body(404, "NotFound", f"workload {name} is a racing variant: open its "
@@ -209,8 +227,10 @@ def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, n
     own = {name, row.jobName} | {v.name for v in ui_data.variants(wl)}
     events = [e for e in store.list_objects("", "events", namespace)[0]
               if (e.get("involvedObject") or {}).get("name") in own]
+    variant = ui_data.variant_prefix(name)  # a race's variants are gone from its status once it is over
     requests = [p for p in store.list_objects("autoscaling.x-k8s.io", "provisioningrequests", namespace)[0]
-                if any(r.get("name") in own for r in p["metadata"].get("ownerReferences") or [])]
+                if any(r.get("name") in own or str(r.get("name", "")).startswith(variant)
+                       for r in p["metadata"].get("ownerReferences") or [])]
     job_status, log_url, ray_url, metrics = "", None, None, []
     if row.jobKind == "RayJob":
         with contextlib.suppress(NotFound):
@@ -225,7 +245,25 @@ def _job_detail(store: BaseStore, table: JobTable, runtime: RayRuntime | None, n
                 ray_url = f"{PREFIX}/{namespace}/{row.jobName}/"
     return JobDetail(job=row, why=ui_data.why(wl), timeline=ui_data.timeline(wl, events, requests),
                      considered=ui_data.considered(wl), variants=ui_data.variants(wl), metrics=metrics,
-                     jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url)
+                     jobStatus=job_status, logUrl=log_url, rayDashboardUrl=ray_url,
+                     phases=ui_data.phases(wl, events, requests, row.state == "running", runtime is not None),
+                     executes=runtime is not None)
+
+
+def _history_route(router: APIRouter, table: JobTable, pools: PoolHistory) -> None:
+    @router.get("/flexq/v1/dashboard/history", response_model=History, tags=["dashboard"])
+    def history(request: Request,
+                minutes: Annotated[int, Query(ge=1, le=7 * 24 * 60, description="the window, up to now")] = 60
+                ) -> History:
+        """Over the last ``minutes``: jobs waiting per ClusterQueue and admissions per bucket (from the workloads'
+        own times), and each node pool's nodes (since the server started). A developer sees their namespace's
+        jobs only."""
+        who = caller(request.state)
+        now = time.time()
+        since = now - minutes * 60
+        scope = who.namespace if who.role is Role.DEVELOPER else None
+        names = (str(p["metadata"]["name"]) for p in table.store.list_objects("flexq.dev", "nodepools")[0])
+        return ui_history.history(table.entries(scope), pools.series(since, names), since, now)
 
 
 def _reports_route(router: APIRouter, reports_dir: Path | None) -> None:

@@ -25,6 +25,7 @@ from flexq.server.ui_models import (
     FlavorTry,
     JobRow,
     MetricPoint,
+    Phase,
     Pool,
     Provisioning,
     Queue,
@@ -34,11 +35,17 @@ from flexq.server.ui_models import (
 )
 
 __all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "job_entry", "job_running",
-           "metric_points", "owner", "pools", "provisioning", "queues", "timeline", "variants", "why"]
+           "metric_points", "owner", "phases", "pools", "provisioning", "queues", "timeline", "unlimited",
+           "variant_prefix", "variants", "why"]
 
 STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
 _ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
 _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
+_UNLIMITED: Final = 1e9
+"""A quota of this many units or more (``1000000000``, ``1000000000Gi``) stands for no limit, as Kueue's examples
+write it."""
+_RACED_FLAVOR: Final = re.compile(r"for flavor (\S+)$")
+_SUFFIX: Final = re.compile(r"(?:[KMGTPE]i|[numkMGTPE])$")
 
 
 def _iso(moment: datetime) -> str:
@@ -64,6 +71,20 @@ def _amount(value: Any) -> float:
         return 0.0
 
 
+def unlimited(quantity: Any) -> bool:
+    """Is a quota written as no limit: a billion or more of its unit (``1000000000Gi``, ``1e9``)?"""
+    try:
+        return float(_SUFFIX.sub("", str(quantity).strip())) >= _UNLIMITED
+    except ValueError:
+        return False
+
+
+def _use(resource: str, used: Any, nominal: Any) -> ResourceUse:
+    free = unlimited(nominal)
+    return ResourceUse(resource=resource, used=_amount(used), nominal=_amount(nominal), usedText=str(used),
+                       nominalText="unlimited" if free else str(nominal), unlimited=free)
+
+
 def _conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or []}
 
@@ -85,10 +106,7 @@ def queues(cluster_queues: Iterable[Mapping[str, Any]]) -> list[Queue]:
         flavors = []
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
-                resources = [ResourceUse(resource=r["name"], used=_amount(used.get((flavor["name"], r["name"]), "0")),
-                                         nominal=_amount(r.get("nominalQuota", "0")),
-                                         usedText=str(used.get((flavor["name"], r["name"]), "0")),
-                                         nominalText=str(r.get("nominalQuota", "0")))
+                resources = [_use(r["name"], used.get((flavor["name"], r["name"]), "0"), r.get("nominalQuota", "0"))
                              for r in flavor.get("resources") or []]
                 flavors.append(FlavorQuota(flavor=flavor["name"], resources=resources))
         active = _conditions(cq).get("Active", {})
@@ -101,25 +119,41 @@ def queues(cluster_queues: Iterable[Mapping[str, Any]]) -> list[Queue]:
     return out
 
 
-def cohorts(rows: Sequence[Queue]) -> list[Cohort]:
-    """Each cohort with its ClusterQueues, and their quota and usage summed per flavor and resource."""
+def cohorts(rows: Sequence[Queue], objects: Iterable[Mapping[str, Any]] = ()) -> list[Cohort]:
+    """Each cohort with its ClusterQueues, its parent (Cohort objects' ``spec.parentName``: cohorts form a tree),
+    and its ClusterQueues' quota and usage summed per flavor and resource. A cohort named only as a parent, or by a
+    Cohort object no ClusterQueue joins, is listed too (with no queues)."""
     members: dict[str, list[Queue]] = {}
+    parents: dict[str, str] = {}
+    for obj in objects:
+        name = str(obj["metadata"]["name"])
+        parent = str((obj.get("spec") or {}).get("parentName") or "")
+        parents[name] = parent
+        members.setdefault(name, [])
+        if parent:
+            members.setdefault(parent, [])
     for q in rows:
         if q.cohort:
             members.setdefault(q.cohort, []).append(q)
     out = []
     for name, queues_ in sorted(members.items()):
         sums: dict[str, dict[str, list[float]]] = {}
+        free: set[tuple[str, str]] = set()
         for q in queues_:
             for f in q.flavors:
                 for r in f.resources:
                     total = sums.setdefault(f.flavor, {}).setdefault(r.resource, [0.0, 0.0])
                     total[0] += r.used
                     total[1] += r.nominal
+                    if r.unlimited:
+                        free.add((f.flavor, r.resource))
         flavors = [FlavorQuota(flavor=flavor, resources=[
-            ResourceUse(resource=resource, used=used, nominal=nominal, usedText=_text(used), nominalText=_text(nominal))
+            ResourceUse(resource=resource, used=used, nominal=nominal, usedText=_text(used),
+                        nominalText="unlimited" if (flavor, resource) in free else _text(nominal),
+                        unlimited=(flavor, resource) in free)
             for resource, (used, nominal) in by_resource.items()]) for flavor, by_resource in sums.items()]
-        out.append(Cohort(name=name, queues=[q.name for q in queues_], flavors=flavors))
+        out.append(Cohort(name=name, parent=parents.get(name, ""), queues=[q.name for q in queues_],
+                          flavors=flavors))
     return out
 
 
@@ -196,6 +230,15 @@ def owner(wl: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+def variant_prefix(workload: str) -> str:
+    """How the names of a workload's racing variants begin: Kueue's ``<parent>-variant-<flavor>-<hash>``, the parent's
+    name without its own 5-character hash suffix (:func:`flexq.scheduler.race.variant_name`)."""
+    base, _, suffix = workload.rpartition("-")
+    if not (base and len(suffix) == 5 and suffix.isalnum()):
+        base = workload
+    return f"{base}-variant-"
+
+
 def is_variant(wl: Mapping[str, Any]) -> bool:
     """A racing workload's variant: its workload's row tells how the race stands."""
     return any(r.get("kind") == "Workload" for r in wl["metadata"].get("ownerReferences") or [])
@@ -229,6 +272,8 @@ class JobEntry:
     ended: float | None
     """When the wait ended (admitted, or finished without), epoch seconds."""
     flavors: frozenset[str]
+    admitted: float | None = None
+    """When it was admitted, epoch seconds (while its Admitted condition says so)."""
 
     def wait(self, now: float) -> float:
         return max(0.0, round((self.ended if self.ended is not None else now) - self.created, 1))
@@ -268,7 +313,8 @@ def job_entry(wl: Mapping[str, Any], running: bool, cluster_queue: str, now: dat
         costUsd=round(float((status.get("cost") or {}).get("usd") or 0.0), 4))
     return JobEntry(row, created.timestamp(), ended.timestamp() if ended is not None else None,
                     frozenset(f for part in flavors.split(",") if "=" in part
-                              for f in part.split("=", 1)[1].split("+")))
+                              for f in part.split("=", 1)[1].split("+")),
+                    admitted.timestamp() if admitted is not None else None)
 
 
 # --- one job ----------------------------------------------------------------------------------------------------
@@ -294,6 +340,83 @@ def timeline(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]],
                                          what=f"{pr['metadata']['name']} {c.get('type')}={c.get('status')}",
                                          detail=str(c.get("message", ""))))
     return sorted(entries, key=lambda e: (e.time, e.source != "condition"))
+
+
+def phases(wl: Mapping[str, Any], events: Iterable[Mapping[str, Any]], requests: Iterable[Mapping[str, Any]],
+           running: bool, executes: bool) -> list[Phase]:
+    """A job's story as spans of time, for a picture: queued (created until its quota is reserved), racing (its
+    first variant until it won or stopped), each ProvisioningRequest (created until provisioned or failed), waiting
+    for its admission checks (quota reserved until admitted), then running (admitted until finished), or admitted
+    where the server does not execute jobs (``executes``) or the job has not started (``running``). A span still
+    going has no end."""
+    meta = wl["metadata"]
+    conditions = _conditions(wl)
+    events = list(events)
+    created = str(meta.get("creationTimestamp", ""))
+    finished = conditions["Finished"].get("lastTransitionTime") if _true(conditions, "Finished") else None
+
+    def since(kind: str) -> Any:
+        """When the condition turned true; for a finished workload (its quota released), its Event's time."""
+        if _true(conditions, kind):
+            return conditions[kind].get("lastTransitionTime")
+        if not finished:
+            return None
+        return min((str(e.get("firstTimestamp") or e.get("lastTimestamp") or "") for e in events
+                    if e.get("reason") == kind),
+                   default=None)
+
+    reserved, admitted = since("QuotaReserved"), since("Admitted")
+    # A job that finished with its quota released: its last spans end when it finished.
+    settled = reserved or admitted or finished
+    out = [Phase(name="queued", start=created, end=str(settled) if settled else None,
+                 detail="waiting for quota" if not settled else "until its quota was reserved")]
+    created_variants = [e for e in events if e.get("reason") == "VariantCreated"]
+    if created_variants:
+        flavors = sorted({m.group(1) for e in created_variants
+                          if (m := _RACED_FLAVOR.search(str(e.get("message", "")))) is not None}
+                         | {v.flavor for v in variants(wl)})
+        out.append(Phase(name="racing", start=min(str(e.get("firstTimestamp") or e.get("lastTimestamp") or "")
+                                                  for e in created_variants),
+                         end=str(settled) if settled else None,
+                         detail="on " + ", ".join(flavors) if flavors else "variants on several flavors"))
+    requests = list(requests)
+    out += _gone_requests(events, {str(p["metadata"]["name"]) for p in requests})
+    for pr in sorted(requests, key=lambda p: str(p["metadata"].get("creationTimestamp", ""))):
+        pr_conditions = _conditions(pr)
+        done = next((c for k in ("Provisioned", "Failed", "BookingExpired", "CapacityRevoked")
+                     if _true(pr_conditions, k) for c in [pr_conditions[k]]), None)
+        out.append(Phase(name="provisioning", start=str(pr["metadata"].get("creationTimestamp", "")),
+                         end=str(done.get("lastTransitionTime", "")) if done is not None else None,
+                         detail=f"{pr['metadata']['name']}: "
+                                + (str(done.get("type")) if done is not None else "in flight")))
+    if reserved and admitted != reserved and (admitted or not finished):
+        out.append(Phase(name="waiting for checks", start=str(reserved), end=str(admitted) if admitted else None,
+                         detail="quota reserved, admission checks pending"))
+    if admitted or (finished and reserved):
+        start = str(admitted or reserved)
+        name = "running" if executes and (running or finished) else "admitted"
+        detail = ("not executed: the server runs with --runtime none" if not executes else
+                  "its pods run" if running else "finished" if finished else "admitted, not started yet")
+        out.append(Phase(name=name, start=start, end=str(finished) if finished else None, detail=detail))
+    return out
+
+
+def _gone_requests(events: Sequence[Mapping[str, Any]], present: set[str]) -> list[Phase]:
+    """ProvisioningRequests deleted since (a race's losers are withdrawn), told by their Events
+    (``ProvisioningRequest NAME is Accepted: ...``, then ``... withdrawn ...``): from the first to the last."""
+    told: dict[str, list[tuple[str, str]]] = {}
+    for e in events:
+        words = str(e.get("message", "")).split(maxsplit=2)
+        if e.get("reason") == "ProvisioningRequest" and len(words) > 1 and words[0] == "ProvisioningRequest" \
+                and words[1] not in present:
+            told.setdefault(words[1], []).append((str(e.get("firstTimestamp") or e.get("lastTimestamp") or ""),
+                                                  str(e.get("message", ""))))
+    out = []
+    for said in sorted(told.values(), key=min):
+        said.sort()
+        out.append(Phase(name="provisioning", start=said[0][0], end=said[-1][0],
+                         detail=said[-1][1].removeprefix("ProvisioningRequest ")))
+    return out
 
 
 def why(wl: Mapping[str, Any]) -> str:

@@ -126,6 +126,20 @@ class JobTable:
         with contextlib.suppress(sqlite3.Error):  # the store was closed first: a server that stopped at once
             self._catch_up()
 
+    def entries(self, namespace: str | None = None) -> list[JobEntry]:
+        """Every job's entry (one namespace's with ``namespace``), up to date."""
+        return [e for e in self._catch_up() if namespace is None or e.row.namespace == namespace]
+
+    def workload_of(self, namespace: str, job: str) -> str | None:
+        """The workload made for the job named ``job`` (a RayJob's before a Job's), None for none."""
+        self._catch_up()
+        with self._lock:
+            for kind in _JOB_KINDS.values():
+                ref = self._owned.get((namespace, kind, job))
+                if ref is not None and ref in self._entries:
+                    return ref[1]
+        return None
+
     def row(self, namespace: str, name: str, costs: Mapping[str, float] | None = None) -> JobRow | None:
         """One workload's row; ``costs`` (workload key -> USD so far) are what its runs cost as of now, where known
         (the status says what it had cost when it was last written)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 __all__ = [
-    "Cohort", "FlavorQuota", "FlavorTry", "JobDetail", "JobPage", "JobRow", "MetricPoint", "Overview", "Pool",
-    "Provisioning", "Queue", "Report", "ResourceUse", "TimelineEntry", "Variant",
+    "Cohort", "FlavorQuota", "FlavorTry", "History", "JobDetail", "JobPage", "JobRow", "MetricPoint", "Overview",
+    "Phase", "Pool", "Provisioning", "Queue", "Report", "ResourceUse", "Series", "TimelineEntry", "Variant",
 ]
 
 
@@ -15,7 +15,9 @@ class ResourceUse(BaseModel):
     used: float = Field(description="in the resource's unit (cores, bytes, chips)")
     nominal: float
     usedText: str = Field(description="as Kueue writes it (``64Gi``)")
-    nominalText: str
+    nominalText: str = Field(description="``unlimited`` for a quota of a billion units or more (``1000000000Gi``, "
+                                         "as Kueue's examples write no limit)")
+    unlimited: bool = False
 
 
 class FlavorQuota(BaseModel):
@@ -40,6 +42,7 @@ class Queue(BaseModel):
 
 class Cohort(BaseModel):
     name: str
+    parent: str = Field(default="", description="the cohort it belongs to (a Cohort object's ``spec.parentName``)")
     queues: list[str]
     flavors: list[FlavorQuota] = Field(description="its ClusterQueues' quota and usage summed, per flavor and "
                                                    "resource")
@@ -69,6 +72,7 @@ class Provisioning(BaseModel):
 
 class Overview(BaseModel):
     now: str
+    executes: bool = Field(default=True, description="whether this server runs jobs (false under --runtime none)")
     resourceVersion: int
     queues: list[Queue]
     cohorts: list[Cohort]
@@ -134,6 +138,13 @@ class MetricPoint(BaseModel):
     values: dict[str, float]
 
 
+class Phase(BaseModel):
+    name: str = Field(description="queued, racing, provisioning, waiting for checks, running or admitted")
+    start: str
+    end: str | None = Field(description="None while it lasts")
+    detail: str
+
+
 class JobDetail(BaseModel):
     job: JobRow
     why: str = Field(description="the whole message behind the one-line reason, while the job is not admitted")
@@ -144,9 +155,27 @@ class JobDetail(BaseModel):
     jobStatus: str = Field(description="the job's own status (a RayJob's jobStatus)")
     logUrl: str | None
     rayDashboardUrl: str | None = Field(description="the job's Ray dashboard through this server, while it runs")
+    phases: list[Phase] = Field(default_factory=list, description="the job's story as spans of time, oldest first")
+    executes: bool = Field(default=True, description="whether this server runs jobs (false under --runtime none: "
+                                                     "jobs are admitted, never executed)")
 
 
 class Report(BaseModel):
     name: str
     url: str
     modified: str
+
+
+class Series(BaseModel):
+    name: str
+    points: list[tuple[float, float]] = Field(description="(epoch seconds, value) at each change, the first at the "
+                                                          "window's start; the value holds until the next point")
+
+
+class History(BaseModel):
+    now: float = Field(description="epoch seconds")
+    since: float = Field(description="the window's start, epoch seconds")
+    step: float = Field(description="the width of an admissions bucket, seconds")
+    admissions: list[int] = Field(description="workloads admitted in each bucket from ``since``, oldest first")
+    waiting: list[Series] = Field(description="per ClusterQueue, its jobs waiting (created, not yet admitted)")
+    pools: list[Series] = Field(description="per node pool, its nodes (ready or booting), since the server started")

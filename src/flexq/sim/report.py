@@ -23,6 +23,15 @@ from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun
 
 __all__ = ["percentile", "pool_usage", "ratio", "summarize", "waiting_over_time", "write_report"]
 
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+_CHAR_PX = 6.4
+"""About how wide a character of the plots' 11 px labels is."""
+_LABEL_CHARS = 64
+_TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600, 12 * 3600,
+               86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
+"""Round durations between a time axis' ticks: the first that makes six ticks or fewer is taken."""
+"""Longer job names are cut in the middle in the Gantt chart (whole in their tooltip)."""
+
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (0-100) by linear interpolation; None for no values."""
@@ -87,31 +96,54 @@ def ratio(value: float | None, reference: float | None) -> str:
     return f"{value / reference:.2f}"
 
 
-def _svg_gantt(rows: Sequence[Mapping[str, Any]], end: float, width: int = 900) -> str:
-    started = [r for r in rows if r.get("started") is not None]
+def _lane(r: Mapping[str, Any]) -> str:
+    return "+".join(sorted({f for ps in (r.get("flavors") or {}).values() for f in ps.values()}))
+
+
+def _label(name: str, most: int = _LABEL_CHARS) -> str:
+    """A job's name whole, or cut in its middle where it is longer than ``most`` (the start says where it is, the end
+    which one it is)."""
+    if len(name) <= most:
+        return name
+    keep = (most - 1) // 2
+    return name[:keep] + "…" + name[-(most - 1 - keep):]
+
+
+def _svg_gantt(rows: Sequence[Mapping[str, Any]], end: float, label: str, width: int = 960) -> str:
+    """A bar per started job, by start: grey while it waited, coloured (by flavor) while it ran. The names' column is
+    as wide as the longest name (cut in the middle past :data:`_LABEL_CHARS`), so none is clipped."""
+    started = sorted((r for r in rows if r.get("started") is not None), key=lambda r: float(r["started"]))
     if not started:
         return "<p>No job started.</p>"
-    lanes = sorted({"+".join(sorted({f for ps in (r.get("flavors") or {}).values() for f in ps.values()}))
-                    for r in started})
-    lane_h, height = 18, 30 + 18 * len(started)
+    lanes = sorted({_lane(r) for r in started})
+    names = [_label(str(r["job"])) for r in started]
+    left = 16 + round(_CHAR_PX * max(len(n) for n in names))
+    lane_h, top = 18, 8
+    bottom = top + lane_h * len(started)
+    height = bottom + 40
     span = max(end, max(float(r.get("finished") or end) for r in started)) or 1.0
-    colors = {lane: c for lane, c in zip(lanes, ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"] * 9,
-                                         strict=False)}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    for i, r in enumerate(sorted(started, key=lambda r: float(r["started"]))):
-        lane = "+".join(sorted({f for ps in (r.get("flavors") or {}).values() for f in ps.values()}))
-        x0 = 200 + (width - 210) * float(r["submitted"]) / span
-        x1 = 200 + (width - 210) * float(r["started"]) / span
-        x2 = 200 + (width - 210) * float(r.get("finished") or span) / span
-        y = 20 + i * lane_h
-        parts.append(f'<text x="0" y="{y + 12}" font-size="11">{html.escape(str(r["job"])[-28:])}</text>')
+    colors = {lane: _COLORS[i % len(_COLORS)] for i, lane in enumerate(lanes)}
+
+    def x(t: float) -> float:
+        return left + (width - left - 12) * t / span
+
+    parts = [_svg_open(width, height, label)]
+    for i, (r, name) in enumerate(zip(started, names, strict=True)):
+        lane = _lane(r)
+        x0, x1, x2 = x(float(r["submitted"])), x(float(r["started"])), x(float(r.get("finished") or span))
+        y = top + i * lane_h
+        parts.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end" class="name">{html.escape(name)}'
+                     f'<title>{html.escape(str(r["job"]))}</title></text>')
         parts.append(f'<rect x="{x0:.1f}" y="{y + 5}" width="{max(0.5, x1 - x0):.1f}" height="4" fill="#bbb">'
                      f'<title>waiting {format_seconds(float(r["started"]) - float(r["submitted"]))}</title></rect>')
         parts.append(f'<rect x="{x1:.1f}" y="{y}" width="{max(1.0, x2 - x1):.1f}" height="14" '
                      f'fill="{colors[lane]}"><title>{html.escape(lane)}</title></rect>')
+    parts.append(_time_axis(left, width - 12, bottom, span, "time since the simulation started"))
     parts.append("</svg>")
-    legend = " ".join(f'<span style="color:{c}">&#9632; {html.escape(name)}</span>' for name, c in colors.items())
-    return legend + "<br>" + "".join(parts)
+    legend = " ".join(f'<span class="key" style="color:{c}">&#9632; {html.escape(name)}</span>'
+                      for name, c in colors.items())
+    waiting = '<span class="key" style="color:#999">&#9644; waiting</span>'
+    return f'<p class="legend">{legend} {waiting}</p>' + "".join(parts)
 
 
 def waiting_over_time(run: PolicyRun) -> list[tuple[float, int, int]]:
@@ -180,53 +212,92 @@ def pool_usage(run: PolicyRun) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items()))
 
 
-_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, label: str,
-               width: int = 900, height: int = 220, log_time: bool = False) -> str:
+def _svg_open(width: int, height: int, label: str) -> str:
+    """An SVG that shrinks with the page (down from ``width``), labelled for screen readers."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+            f'height="{height}" role="img" aria-label="{html.escape(label)}">')
+
+
+def _time_axis(x0: float, x1: float, y: float, span: float, title: str, log_time: bool = False) -> str:
+    """The time axis under a plot: ticks with durations, and what it measures."""
+    if log_time:
+        ticks = [0.0] + [t for t in (1, 10, 60, 600, 3600, 6 * 3600, 86400, 7 * 86400) if t < span * 0.8] + [span]
+        place = [math.log10(1 + t) / math.log10(1 + span) for t in ticks]
+    else:
+        step = next((n for n in _TICK_STEPS if span / n <= 6), span / 5)
+        ticks = [step * i for i in range(int(span // step) + 1)]
+        place = [t / span for t in ticks]
+    parts = [f'<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" class="axis"/>']
+    for t, at in zip(ticks, place, strict=True):
+        tx = x0 + (x1 - x0) * at
+        anchor = "start" if at == 0 else "end" if at == 1 else "middle"
+        parts.append(f'<line x1="{tx:.1f}" y1="{y}" x2="{tx:.1f}" y2="{y + 4}" class="axis"/>'
+                     f'<text x="{tx:.1f}" y="{y + 16}" text-anchor="{anchor}">{format_seconds(t)}</text>')
+    parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y + 32}" text-anchor="middle" class="title">'
+                 f'{html.escape(title)}</text>')
+    return "".join(parts)
+
+
+def _value_axis(x: float, bottom: float, top_y: float, top: float, title: str) -> str:
+    """The value axis: 0, half and the top, and what it counts, written along it."""
+    parts = [f'<line x1="{x}" y1="{top_y}" x2="{x}" y2="{bottom}" class="axis"/>']
+    for v in (0.0, top / 2, top):
+        if top >= 2 and v != int(v):
+            continue
+        y = bottom - (bottom - top_y) * (v / top if top else 0)
+        parts.append(f'<line x1="{x - 4}" y1="{y:.1f}" x2="{x}" y2="{y:.1f}" class="axis"/>'
+                     f'<text x="{x - 6}" y="{y + 4:.1f}" text-anchor="end">{v:g}</text>')
+    parts.append(f'<text transform="translate(12 {(bottom + top_y) / 2:.1f}) rotate(-90)" text-anchor="middle" '
+                 f'class="title">{html.escape(title)}</text>')
+    return "".join(parts)
+
+
+def _svg_steps(series: Mapping[str, Sequence[tuple[float, float]]], end: float, label: str, y_title: str,
+               width: int = 960, height: int = 240, log_time: bool = False, x_title: str = "",
+               areas: frozenset[str] = frozenset()) -> str:
     """Step lines (value held until the next point), one per series, on a shared time axis (logarithmic, from
-    one second, with ``log_time``: for waits that span seconds to days)."""
+    one second, with ``log_time``: for waits that span seconds to days), both axes titled. Series named in
+    ``areas`` are drawn filled, under the lines (a pool's nodes under those in use: they never hide each other)."""
     points = [p for s in series.values() for p in s]
     if not points:
         return "<p>Nothing to plot.</p>"
     span = max(end, max(t for t, _v in points)) or 1.0
     top = max(v for _t, v in points) or 1.0
-    left, bottom = 50, height - 30
+    left, right, top_y, bottom = 58, 14, 24, height - 42
 
     def scale(t: float) -> float:
         return math.log10(1 + t) / math.log10(1 + span) if log_time else t / span
 
     def x(t: float) -> float:
-        return left + (width - left - 10) * scale(t)
+        return left + (width - left - right) * scale(t)
 
     def y(v: float) -> float:
-        return bottom - (bottom - 20) * v / top
+        return bottom - (bottom - top_y) * v / top
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html.escape(label)}">',
-             f'<line x1="{left}" y1="{bottom}" x2="{width - 10}" y2="{bottom}" stroke="#333"/>',
-             f'<line x1="{left}" y1="20" x2="{left}" y2="{bottom}" stroke="#333"/>',
-             f'<text x="2" y="24" font-size="11">{top:g}</text><text x="2" y="{bottom}" font-size="11">0</text>',
-             f'<text x="{left}" y="{height - 10}" font-size="11">0</text>'
-             f'<text x="{width - 80}" y="{height - 10}" font-size="11">{format_seconds(span)}</text>']
-    if log_time:
-        for tick in (60, 600, 3600, 6 * 3600, 86400, 7 * 86400):
-            if tick < span * 0.8:
-                parts.append(f'<line x1="{x(tick):.1f}" y1="{bottom}" x2="{x(tick):.1f}" y2="{bottom + 4}" '
-                             f'stroke="#333"/><text x="{x(tick) - 8:.1f}" y="{height - 10}" font-size="11">'
-                             f'{format_seconds(tick)}</text>')
-    for i, (name, steps) in enumerate(series.items()):
-        color = _COLORS[i % len(_COLORS)]
+    parts = [_svg_open(width, height, label), _value_axis(left, bottom, top_y, top, y_title),
+             _time_axis(left, width - right, bottom, span,
+                        x_title or ("time since the simulation started" if not log_time else ""), log_time)]
+    legend_x = left + 8
+    drawn = sorted(series.items(), key=lambda item: item[0] not in areas)  # areas first: lines over them
+    for name, steps in drawn:
+        color = _COLORS[list(series).index(name) % len(_COLORS)]
         path: list[str] = []
         last = 0.0
         for t, v in steps:
             path.append(f"L{x(t):.1f},{y(last):.1f}L{x(t):.1f},{y(v):.1f}" if path else f"M{x(t):.1f},{y(v):.1f}")
             last = v
         path.append(f"L{x(span):.1f},{y(last):.1f}")
-        parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.5">'
-                     f'<title>{html.escape(name)}</title></path>')
-        parts.append(f'<text x="{left + 10 + i * 138}" y="12" fill="{color}" font-size="11">{html.escape(name)}</text>')
+        if name in areas and steps:
+            shape = (f'd="{"".join(path)}L{x(span):.1f},{y(0):.1f}L{x(steps[0][0]):.1f},{y(0):.1f}Z" '
+                     f'fill="{color}" fill-opacity="0.25" stroke="{color}" stroke-width="1"')
+        else:
+            shape = f'd="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.8"'
+        parts.append(f'<path {shape}><title>{html.escape(name)}</title></path>')
+        parts.append(f'<text x="{legend_x}" y="14" style="fill:{color}" class="legend">&#9632; {html.escape(name)}'
+                     "</text>")
+        legend_x += 24 + round(_CHAR_PX * len(name))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -296,55 +367,108 @@ def _tables(summary: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _pool_plots(runs: Mapping[str, PolicyRun], summary: dict[str, Any], end: float) -> tuple[str, str, str]:
-    """Each policy's pool nodes over time, the pools' utilisation rows, and each policy's Gantt chart."""
+    """Each policy's pool nodes over time (a small plot per pool, side by side: pools never draw over each other),
+    the pools' utilisation rows, and each policy's Gantt chart."""
     pools = "".join(
-        f"<h3>{html.escape(p)}</h3>" + _svg_steps(
-            {f"{pool} {what}": [(t, sample.get(pool, (0, 0))[i]) for t, sample in run.nodes]
-             for pool in sorted({pool for _t, sample in run.nodes for pool in sample})
-             for i, what in enumerate(("nodes", "in use"))}, end,
-            f"pool nodes over time, {p}")
+        f"<h3>{html.escape(p)}</h3><div class=\"multiples\">" + "".join(
+            f"<figure><figcaption>{html.escape(pool)}</figcaption>" + _svg_steps(
+                {what: [(t, sample.get(pool, (0, 0))[i]) for t, sample in run.nodes]
+                 for i, what in enumerate(("nodes", "in use"))}, end,
+                f"{pool} nodes over time, {p}", "nodes", width=400, height=190, areas=frozenset({"nodes"}))
+            + "</figure>"
+            for pool in sorted({pool for _t, sample in run.nodes for pool in sample})) + "</div>"
         for p, run in runs.items() if run.nodes)
     usage = "".join(
         f"<tr><td>{html.escape(p)}</td><td>{html.escape(pool)}</td><td>{u['peakNodes']:g}</td>"
         f"<td>{u['nodeHours']:g}</td><td>{u['busyNodeHours']:g}</td><td>{u['utilisation'] * 100:.0f}%</td></tr>"
         for p, s in summary.items() for pool, u in s.get("pools", {}).items())
-    gantts = "".join(f"<h3>{html.escape(p)}</h3>{_svg_gantt(run.rows[:GANTT_MAX_JOBS], run.end)}"
+    gantts = "".join(f"<h3>{html.escape(p)}</h3>"
+                     + _svg_gantt(run.rows[:GANTT_MAX_JOBS], run.end, f"jobs over time, {p}")
                      + (f"<p>{len(run.rows) - GANTT_MAX_JOBS} more jobs not drawn.</p>"
                         if len(run.rows) > GANTT_MAX_JOBS else "")
                      for p, run in runs.items())
     return pools, usage, gantts
 
 
+_STYLE = """
+:root{--fg:#1d2330;--muted:#5b6475;--line:#d9dde5;--bg:#f7f8fa;--card:#fff;--accent:#1a5fb4;
+ font:14px/1.45 system-ui,sans-serif;color:var(--fg)}
+*{box-sizing:border-box}body{margin:0;background:var(--bg)}
+header{display:flex;gap:1.5rem;align-items:center;padding:.6rem 1.2rem;background:#1d2330;color:#fff}
+header .brand{font-weight:700}header a{color:#cfd6e4;text-decoration:none}header a:hover{color:#fff}
+header nav{display:flex;gap:1rem;flex-wrap:wrap}
+main{padding:1rem 1.2rem;max-width:1100px}h1{font-size:1.35rem;margin:.2rem 0 1rem}
+h2{font-size:1.1rem;margin:0 0 .6rem}h3{font-size:1rem;margin:1rem 0 .4rem;color:var(--muted)}
+section{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.8rem 1rem;margin-bottom:1rem}
+table{border-collapse:collapse;margin-bottom:.5rem;background:var(--card)}
+td,th{border-bottom:1px solid var(--line);padding:.3rem .6rem;text-align:right;font-variant-numeric:tabular-nums}
+td:first-child,th:first-child,.named td:nth-child(2),.named th:nth-child(2){text-align:left}
+th{color:var(--muted);font-weight:600}
+p.note{color:var(--muted);margin:.2rem 0 .6rem}
+svg{max-width:100%;height:auto;background:#fff;border:1px solid var(--line);display:block}
+svg text{font-size:11px;fill:var(--muted)}svg text.title{fill:var(--fg)}svg text.name{fill:var(--fg)}
+svg .axis{stroke:#8a93a5}svg text.legend{font-size:12px}
+.multiples{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:1rem}
+figure{margin:0}figcaption{font-weight:600;margin-bottom:.2rem}
+.legend .key{margin-right:1rem;font-weight:600}
+#back[hidden]{display:none}
+"""
+
+
+_SECTIONS = (("policies-h", "Policies"), ("classes-h", "Wait per class"), ("queues-h", "Wait per ClusterQueue"),
+             ("waits-h", "Wait distribution"), ("waiting-h", "Jobs waiting"), ("pools-h", "Pool nodes"),
+             ("usage-h", "Pool utilisation"), ("gantt-h", "Jobs over time"))
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{title}</h2>{body}</section>\n'
+
+
 def _page(runs: Mapping[str, PolicyRun], summary: dict[str, Any],
           queue_series: dict[str, list[tuple[float, int, int]]]) -> str:
-    """report.html: the tables, then the plots."""
+    """report.html: a header with a way back to the dashboard's reports (where it is served by ``flexq server``)
+    and links to each part, the tables, then the plots, every axis titled."""
     waits = {p: [float(r["wait"]) for r in run.rows if r.get("wait") is not None] for p, run in runs.items()}
     table, by_cq, by_class = _tables(summary)
     end = max(run.end for run in runs.values())
     queue_plot = _svg_steps({p: [(t, w) for t, w, _r in s] for p, s in queue_series.items()}, end,
-                            "jobs waiting over time")
+                            "jobs waiting over time", "jobs waiting")
     pools, usage, gantts = _pool_plots(runs, summary, end)
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>flexq simulation report</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;margin-bottom:1em}}td,th{{border:1px
-solid #ccc;padding:4px 8px;text-align:right}}th{{background:#f4f4f4}}</style></head><body>
-<h1>flexq simulation report</h1>
-<table id="policies"><tr><th>policy</th><th>jobs</th><th>p50 wait</th><th>p95 wait</th><th>max wait</th>
-<th>p95 / oracle</th><th>fallbacks</th><th>DWS retries</th><th>preemptions</th><th>cost</th><th>wasted</th></tr>
-{table}</table>
-{"<h2>Wait per class</h2><table><tr><th>policy</th><th>class</th><th>jobs</th><th>p50</th><th>p95</th>"
- "<th>max</th></tr>" + by_class + "</table>" if by_class else ""}
-<h2>Wait per ClusterQueue</h2>
-<table><tr><th>policy</th><th>ClusterQueue</th><th>jobs</th><th>p50</th><th>p95</th><th>max</th></tr>{by_cq}</table>
-<h2>Wait from submission to start, per policy (share of started jobs that waited at most this long; time
-on a log scale)</h2>
-{_svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy", log_time=True)}
-<h2>Jobs waiting over time</h2>{queue_plot}
-<h2>Pool nodes over time (and how many run a job)</h2>{pools or "<p>No capacity modelled.</p>"}
-{"<h2>Pool utilisation</h2><table><tr><th>policy</th><th>pool</th><th>peak nodes</th><th>node-hours</th>"
- "<th>in use</th><th>utilisation</th></tr>" + usage + "</table>" if usage else ""}
-<h2>Jobs over time (grey: waiting; colour: running, by flavor)</h2>{gantts}
+    cdf = _svg_steps({p: _cdf(w) for p, w in waits.items()}, 0.0, "wait distribution per policy",
+                     "share of started jobs", log_time=True, x_title="wait from submission to start (log scale)")
+    parts = [
+        _section("policies-h", "Policies", '<table id="policies"><tr><th>policy</th><th>jobs</th><th>p50 wait</th>'
+                 "<th>p95 wait</th><th>max wait</th><th>p95 / oracle</th><th>fallbacks</th><th>DWS retries</th>"
+                 f"<th>preemptions</th><th>cost</th><th>wasted</th></tr>{table}</table>"),
+        _section("classes-h", "Wait per class", '<table class="named"><tr><th>policy</th><th>class</th><th>jobs</th>'
+                 f"<th>p50</th><th>p95</th><th>max</th></tr>{by_class}</table>") if by_class else "",
+        _section("queues-h", "Wait per ClusterQueue", '<table class="named"><tr><th>policy</th><th>ClusterQueue</th>'
+                 "<th>jobs</th>"
+                 f"<th>p50</th><th>p95</th><th>max</th></tr>{by_cq}</table>"),
+        _section("waits-h", "Wait distribution", '<p class="note">The share of started jobs that waited at most so '
+                 f"long, per policy.</p>{cdf}"),
+        _section("waiting-h", "Jobs waiting over time", queue_plot),
+        _section("pools-h", "Pool nodes over time", '<p class="note">Per policy, a plot per pool: its nodes (shaded) '
+                 f"and how many of them run a job (line).</p>{pools or '<p>No capacity modelled.</p>'}"),
+        _section("usage-h", "Pool utilisation", '<table class="named"><tr><th>policy</th><th>pool</th>'
+                 "<th>peak nodes</th>"
+                 f"<th>node-hours</th><th>in use</th><th>utilisation</th></tr>{usage}</table>") if usage else "",
+        _section("gantt-h", "Jobs over time", '<p class="note">A row per job: grey while it waited, coloured by '
+                 f"flavor while it ran.</p>{gantts}"),
+    ]
+    shown = {anchor for anchor, _title in _SECTIONS if f'id="{anchor}"' in "".join(parts)}
+    contents = "".join(f'<a href="#{anchor}">{title}</a>' for anchor, title in _SECTIONS if anchor in shown)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>flexq simulation report</title><style>{_STYLE}</style></head><body>
+<header><span class="brand">flexq</span><a id="back" href="../../reports" hidden>&larr; Simulator reports</a>
+<nav aria-label="Report">{contents}</nav></header>
+<main><h1>Simulation report</h1>
+{"".join(parts)}</main>
+<script>if (location.protocol !== "file:") document.getElementById("back").hidden = false;</script>
 </body></html>
 """
+
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else format_seconds(value)

@@ -1,12 +1,14 @@
 "use strict";
 // One job: where it stands, its racing variants, flavors considered, timeline, training metrics, driver log.
 (() => {
-  const {el, json, duration, untilText, time, live} = flexq;
+  const {el, json, duration, untilText, time, live, svgNode, picture, timeAxis} = flexq;
+  const PHASE_COLORS = {queued: "#a15c00", racing: "#8f3f97", provisioning: "#3d8c9e", "waiting for checks": "#986a44",
+                        running: "#2a7f3f", admitted: "#5b6475"};
   const [, , , namespace, name] = location.pathname.split("/").map(decodeURIComponent);
   const api = `/flexq/v1/dashboard/jobs/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
   const MAX_LINES = 5000;
   let logState = "none";  // none -> following | loaded
-  let metrics = [];
+  let metrics = [], executes = true;
 
   function table(head, rows, label) {
     return el("table", {"aria-label": label}, el("thead", {}, el("tr", {}, ...head.map(h => el("th", {scope: "col"}, h)))),
@@ -18,7 +20,9 @@
     const pairs = [["job", `${j.jobKind} ${j.namespace}/${j.jobName}`], ["workload", j.name],
       ["queue", `${j.queue} → ${j.clusterQueue}`], ["state", el("span", {class: `state state-${j.state}`, id: "state"},
                                                              j.state)],
-      ["job status", d.jobStatus || "—"], ["priority", j.priority], ["flavors", j.flavors || "—"],
+      ["job status", d.jobStatus || "—"],
+      ["execution", d.executes ? "run by this server" : el("span", {id: "execution"},
+        "not executed: this server runs with --runtime none")], ["priority", j.priority], ["flavors", j.flavors || "—"],
       ["created", time(j.created)], [j.state === "pending" || j.state === "reserved" ? "waiting" : "waited",
                                      duration(j.waitSeconds)],
       ["why", d.why || j.reason || "—"], ["ETA", untilText(j.eta) || "—"],
@@ -30,6 +34,30 @@
     document.getElementById("facts").replaceChildren(...pairs.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   }
 
+  // One row per phase on a shared time axis, from the job's creation to now (or its end).
+  function phases(list) {
+    const box = document.getElementById("phases");
+    if (!list.length) { box.replaceChildren(el("p", {class: "muted"}, "Nothing recorded yet.")); return; }
+    const now = Date.now() / 1000, at = iso => new Date(iso).getTime() / 1000;
+    const t0 = Math.min(...list.map(p => at(p.start)));
+    const t1 = Math.max(t0 + 1, ...list.map(p => p.end ? at(p.end) : now));
+    const W = 720, L = 140, R = 16, row = 26, T = 8, H = T + row * list.length + 44;
+    const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
+    const svg = picture(W, H, "the job's phases over time");
+    list.forEach((p, i) => {
+      const y = T + i * row, start = at(p.start), end = p.end ? at(p.end) : now;
+      svgNode(svg, "text", {x: L - 8, y: y + 16, "text-anchor": "end", class: "phase-label"}, p.name);
+      const rect = svgNode(svg, "rect", {x: x(start).toFixed(1), y: y + 4, height: row - 8, rx: 3,
+        width: Math.max(2, x(end) - x(start)).toFixed(1), fill: PHASE_COLORS[p.name] || "#1a5fb4",
+        "data-phase": p.name, "data-ongoing": p.end ? "false" : "true"});
+      svgNode(rect, "title", {}, `${p.name}: ${duration(end - start)}${p.end ? "" : " so far"} — ${p.detail}`);
+    });
+    timeAxis(svg, t0, t1, L, W - R, T + row * list.length + 4, `time (${flexq.zone})`);
+    box.replaceChildren(svg, el("ul", {class: "phase-list"}, ...list.map(p => el("li", {},
+      el("strong", {}, p.name), ` ${time(p.start)} → ${p.end ? time(p.end) : "now"}`,
+      ` (${duration((p.end ? at(p.end) : now) - at(p.start))}) `, el("span", {class: "muted"}, p.detail)))));
+  }
+
   function chart() {
     const select = document.getElementById("metric");
     const keys = [...new Set(metrics.flatMap(p => Object.keys(p.values)))].filter(k => k !== "epoch");
@@ -39,7 +67,11 @@
     const box = document.getElementById("chart");
     const points = metrics.filter(p => chosen in p.values)
       .map(p => [p.values.epoch ?? p.report, p.values[chosen]]);
-    if (!points.length) { box.replaceChildren(el("p", {class: "muted"}, "No metrics reported yet.")); return; }
+    if (!points.length) {
+      box.replaceChildren(el("p", {class: "muted"}, executes ? "No metrics reported yet."
+                                                              : "No metrics: jobs are not executed by this server."));
+      return;
+    }
     const W = 640, H = 260, L = 64, R = 16, T = 12, B = 36;
     const xs = points.map(p => p[0]), ys = points.map(p => p[1]);
     const log = document.getElementById("log-scale").checked && ys.every(v => v > 0);
@@ -101,6 +133,20 @@
     logState = "loaded";
   }
 
+  // What stands in for the log where there is none: it agrees with the state and the phases above.
+  function logNote(d) {
+    const state = d.job.state;
+    const idle = "this server runs with --runtime none, so jobs are queued and admitted but never executed";
+    if (state === "pending" || state === "reserved") {
+      return "The job has not started yet: it waits to be admitted." + (d.executes ? "" : ` Once admitted it will not run: ${idle}.`);
+    }
+    if (state === "inactive") return "The job is deactivated: it does not run.";
+    if (!d.executes) return `No driver log: ${idle}.` + (state === "admitted" ? " This job is admitted; nothing runs." : "");
+    if (state === "admitted") return "The job is admitted: its log shows once its driver starts.";
+    return d.job.jobKind === "RayJob" ? "No driver log was kept for this job."
+      : `No driver log: only RayJobs' drivers are logged here (this is a ${d.job.jobKind || "workload"}).`;
+  }
+
   async function refresh() {
     const d = await json(api);
     document.getElementById("title").textContent = `${d.job.jobKind || "Workload"} ${d.job.jobName || d.job.name}`;
@@ -119,9 +165,11 @@
       d.timeline.map(t => el("tr", {}, el("td", {}, time(t.time)), el("td", {}, t.source), el("td", {}, t.what),
                              el("td", {class: "reason"}, t.detail))), "timeline"));
     metrics = d.metrics;
+    executes = d.executes;
     chart();
+    phases(d.phases);
     if (d.logUrl) loadLog(d.logUrl, ["succeeded", "failed"].includes(d.job.state));
-    else if (logState === "none") document.getElementById("log").textContent = "The job has not started yet.";
+    else if (logState === "none") document.getElementById("log").textContent = logNote(d);
   }
 
   document.getElementById("metric").addEventListener("change", chart);

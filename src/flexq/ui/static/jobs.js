@@ -2,9 +2,11 @@
 // The jobs table: filtered, sorted and paged by the server; the choices live in the address (shareable).
 (() => {
   const {el, json, duration, untilText, time, live} = flexq;
-  const columns = [["name", "job"], ["queue", "queue"], ["state", "state"], ["priority", "priority"],
-                   [null, "flavors"], ["wait", "wait"], [null, "why pending"], [null, "ETA"], ["cost", "cost"],
-                   ["created", "created"]];
+  // ETA and cost come before the long columns, and what matters least goes first on a narrow screen (app.css hides
+  // the .wide columns under 1100 px): the table never needs scrolling sideways to show when a job starts and costs.
+  const columns = [["name", "job"], ["queue", "queue"], ["state", "state"], ["wait", "wait"], [null, "ETA"],
+                   ["cost", "cost"], [null, "flavors"], [null, "why pending"], ["priority", "priority", "wide"],
+                   ["created", "created", "wide"]];
   const params = new URLSearchParams(location.search);
   const view = {queue: params.get("queue") || "", state: params.get("state") || "", flavor: params.get("flavor") || "",
                 sort: params.get("sort") || "created", order: params.get("order") || "asc",
@@ -27,14 +29,14 @@
   function header() {
     const row = document.querySelector("#jobs thead tr");
     if (!row.children.length) {
-      row.append(...columns.map(([key, label]) => {
-        if (!key) return el("th", {scope: "col"}, label);
+      row.append(...columns.map(([key, label, wide]) => {
+        if (!key) return el("th", {scope: "col", class: label === "ETA" ? "eta" : null}, label);
         const button = el("button", {type: "button", "data-sort": key}, label, el("span", {class: "arrow"}));
         button.addEventListener("click", () => {
           view.order = view.sort === key && view.order === "asc" ? "desc" : "asc";
           view.sort = key; view.offset = 0; refresh();
         });
-        return el("th", {scope: "col", "data-sort": key}, button);
+        return el("th", {scope: "col", "data-sort": key, class: wide || (key === "cost" ? "num" : null)}, button);
       }));
     }
     for (const th of row.querySelectorAll("th[data-sort]")) {
@@ -57,15 +59,19 @@
     document.getElementById("f-limit").value = String(view.limit);
     const body = document.querySelector("#jobs tbody");
     body.replaceChildren(...page.items.map(j => el("tr", {"data-job": j.jobName || j.name, "data-state": j.state},
-      el("th", {scope: "row"}, el("a", {href: `/ui/jobs/${encodeURIComponent(j.namespace)}/${encodeURIComponent(j.name)}`},
-                                 j.jobName || j.name),
+      el("th", {scope: "row", class: "job"},
+         el("a", {href: `/ui/jobs/${encodeURIComponent(j.namespace)}/${encodeURIComponent(j.name)}`}, j.jobName || j.name),
          el("div", {class: "muted"}, `${j.namespace}/${j.name}`)),
       el("td", {}, j.queue, el("div", {class: "muted"}, j.clusterQueue)),
       el("td", {class: `state state-${j.state}`}, j.state),
-      el("td", {class: "num"}, j.priority), el("td", {class: "flavors"}, j.flavors),
-      el("td", {class: "num"}, duration(j.waitSeconds)), el("td", {class: "reason"}, j.reason),
-      el("td", {class: "eta"}, untilText(j.eta)), el("td", {class: "num"}, "$" + j.costUsd.toFixed(2)),
-      el("td", {}, time(j.created)))));
+      el("td", {class: "num"}, duration(j.waitSeconds)), el("td", {class: "eta"}, untilText(j.eta)),
+      el("td", {class: "num cost"}, "$" + j.costUsd.toFixed(2)), el("td", {class: "flavors"}, j.flavors.replaceAll(",", ",\u200b")),
+      el("td", {class: "reason"}, j.reason), el("td", {class: "num wide"}, j.priority),
+      el("td", {class: "wide"}, time(j.created)))));
+    if (!page.items.length) {
+      body.replaceChildren(el("tr", {}, el("td", {colspan: columns.length, class: "muted"},
+        page.total ? "No rows on this page." : "No jobs match.")));
+    }
     const first = page.total ? page.offset + 1 : 0, last = Math.min(page.total, page.offset + page.items.length);
     document.getElementById("count").textContent = `${page.total} job(s)`;
     document.getElementById("page").textContent = `rows ${first} to ${last} of ${page.total}`;
