@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GUIDE, ROOT, free_port
+from tests.support import wait_until
 
 PAGE = ROOT / "docs" / "getting-started.md"
 TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
@@ -26,6 +27,14 @@ pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS), rea
 def page_commands(text: str) -> list[str]:
     """The page's ``sh`` blocks in order (``bash`` blocks are shown, not run)."""
     return [block.strip("\n") for block in re.findall(r"^```sh\n(.*?)^```$", text, flags=re.M | re.S)]
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_page_commands_are_found() -> None:
@@ -46,7 +55,7 @@ def test_getting_started_page_runs(tmp_path: Path) -> None:
     bindir = Path(sys.executable).parent
     # The page starts `flexq server ... &`: here on a free port, HTTPS on any free port, state in `home`. `exec` makes
     # the background job the server itself, so the page's `kill %1` stops it.
-    prelude = f"""set -eo pipefail
+    prelude = f"""set -xeo pipefail
 flexq() {{
   if [ "$1" = server ]; then shift; exec flexq server --port {port} --tls-port 0 --home {home} "$@"; fi
   command flexq "$@"
@@ -57,17 +66,24 @@ flexq() {{
            "FLEXQ_SERVER": f"http://127.0.0.1:{port}", "HOME": str(tmp_path)}
     for name in ("KUBECONFIG", "CLOUDSDK_CONFIG", "FLEXQ_TOKEN"):
         env.pop(name, None)
-    run = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        output, _ = run.communicate(timeout=840)
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # what the page left running (the server, had a step failed)
-            os.killpg(run.pid, signal.SIGTERM)
-        run.wait()
+    log = tmp_path / "page.log"  # a file, not a pipe: a server left running by a failed step holds no pipe open
+    with log.open("w") as sink:
+        run = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        try:
+            run.wait(timeout=840)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # what the page left running (the server, had a step failed)
+                os.killpg(run.pid, signal.SIGTERM)
+            run.wait()
+            wait_until(lambda: not _alive(run.pid), timeout=60, every=0.2)  # the server stops its clusters, then ends
+    output = log.read_text(errors="replace")
     assert run.returncode == 0, output[-6000:]
     for job in ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"):
-        assert re.search(rf"Job '{job}-\S+' succeeded", output), f"{job} did not succeed:\n{output[-6000:]}"
-    assert "Training Complete!" in output, "kubectl logs shows the driver's log"
+        assert re.search(rf"^Job '{job}-\S+' succeeded", output, re.M), f"{job} did not succeed:\n{output[-6000:]}"
+    # flexq logs, then kubectl logs, show job 1's driver log.
+    assert len(re.findall(r"^Job 'rayjob-tpu-v6e-dws-1-\S+' succeeded", output, re.M)) == 2, output[-6000:]
     assert "on-demand-pool" in output and "dws-pool" in output, "gcloud lists the node pools"
-    assert re.search(r"^cluster-queue\s", output, flags=re.M), "kubectl lists the ClusterQueue"
+    assert re.search(r"^Queueing Strategy:\s+BestEffortFIFO$", output, flags=re.M), "kubectl describes the ClusterQueue"
