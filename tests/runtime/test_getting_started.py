@@ -86,4 +86,4 @@ flexq() {{
     # flexq logs, then kubectl logs, show job 1's driver log.
     assert len(re.findall(r"^Job 'rayjob-tpu-v6e-dws-1-\S+' succeeded", output, re.M)) == 2, output[-6000:]
     assert "on-demand-pool" in output and "dws-pool" in output, "gcloud lists the node pools"
-    assert re.search(r"^Queueing Strategy:\s+BestEffortFIFO$", output, flags=re.M), "kubectl describes the ClusterQueue"
+    assert re.search(r"^\s*Queueing Strategy:\s+BestEffortFIFO$", output, re.M), "kubectl describes it"
