@@ -5,8 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 HEAVY_TESTS := tests/runtime tests/reliability
+# The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
+# rereads every page, so the reference pages generated from the code are always fresh.
+SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
 
-.PHONY: demo test lint typecheck check clean bench bench-full mutate
+.PHONY: demo test lint typecheck check clean bench bench-full mutate docs screenshots
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -26,12 +29,21 @@ demo: $(STAMP)
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+	$(SPHINX)
 	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and
 	@# the rest of the suite; the first run's report follows the second's.
 	$(BIN)/pytest --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
 	$(BIN)/pytest --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
 	test $$light -eq 0 && test $$status -eq 0
+
+docs: $(DEVSTAMP)
+	$(SPHINX)
+	@echo "docs/_build/html/index.html"
+
+# Screenshots of the dashboard for the docs (docs/images/), taken in Chromium from a demo server of their own.
+screenshots: $(DEVSTAMP)
+	$(BIN)/python docs/screenshots.py docs/images
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
@@ -40,7 +52,7 @@ typecheck: $(DEVSTAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants
+	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants docs/_build
 
 # Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: half an hour on
 # two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').

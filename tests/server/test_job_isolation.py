@@ -109,8 +109,8 @@ spec:
     assert running.token not in log and "BEGIN" not in log, "the token or the key was read"
     assert "canary-in-the-servers-environment" not in log, "the server's environment reached the job"
     if os.geteuid() != 0:
-        pytest.skip("the server is not root: its jobs run as its own user, who can read its files (the README says "
-                    "so); only the environment is kept from them")
+        pytest.skip("the server is not root: its jobs run as its own user, who can read its files (the security "
+                    "docs say so); only the environment is kept from them")
     if stat.S_IMODE(home.stat().st_mode) == 0o700:  # 0711 where jobs run as a user of their own
         pytest.skip("the job user cannot run this installation's interpreter (a folder above it is not searchable "
                     "by other users): the server runs jobs as root and says so at its start")

@@ -12,7 +12,7 @@ them, nor the server's environment (``FLEXQ_TOKEN``, a PostgreSQL password in ``
 
 A server not run as root cannot run its jobs as another user: they run as its own user, who can read its files.
 On such a machine a developer's token keeps the developer to their namespace through the API, not from the files
-of the user that runs the server (the README's security section says so).
+of the user that runs the server (docs/concepts/security.md says so).
 
 The user is configured once, when the server starts (:func:`configure`); the local runtime's parts that start
 processes ask :func:`job_user` for it.

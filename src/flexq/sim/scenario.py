@@ -23,7 +23,7 @@
                                                  #   queues join the objects, its workloads arrive (flexq.sim.generator)
       checks:                                    # admission-check verdicts by hand
         - {at: 5m, workload: default/rayjob-tpu-v6e-dws-2, check: dws-prov, state: Ready}
-      capacity:                                  # node pools and the emulated cloud (see README)
+      capacity:                                  # node pools and the emulated cloud (CapacitySection)
         cloud:
           on-demand-pool:                        # a pool or a machine type
             outages: {meanTimeBetween: 2d, meanDuration: 4h, seed: 1}   # random stock-outs
