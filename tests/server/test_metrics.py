@@ -29,6 +29,13 @@ def _scrape(srv: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     return out
 
 
+def _one(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    """The value of the one sample ``name`` whose labels include ``labels``."""
+    found = [v for (n, have), v in m.items() if n == name and set(labels.items()) <= set(have)]
+    assert len(found) == 1, (name, labels, found)
+    return found[0]
+
+
 def test_metrics_match_the_store(tmp_path: Path) -> None:
     servers = serve_capacity(tmp_path, CAPACITY)
     srv = next(servers)
@@ -38,28 +45,30 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
 
         def settled() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             m = _scrape(srv)
-            assert m[("kueue_admitted_workloads_total", (("cluster_queue", "cluster-queue"),))] == 1
+            assert _one(m, "kueue_admitted_workloads_total", cluster_queue="cluster-queue") == 1
             return m
 
         m = eventually(settled)
         cq = admin.get(srv.url + CQ).json()["status"]
         q = ("cluster_queue", "cluster-queue")
-        assert m[("kueue_admitted_active_workloads", (q,))] == cq["admittedWorkloads"] == 1
-        assert m[("kueue_reserving_active_workloads", (q,))] == cq["reservingWorkloads"] == 1
+        role = ("replica_role", "standalone")
+        assert m[("kueue_admitted_active_workloads", (q, role))] == cq["admittedWorkloads"] == 1
+        assert m[("kueue_reserving_active_workloads", (q, role))] == cq["reservingWorkloads"] == 1
         pending = sum(v for (name, labels), v in m.items() if name == "kueue_pending_workloads" and q in labels)
         assert pending == cq["pendingWorkloads"] == 1, "job 2 races: one pending workload, not its variants"
         used = {r["name"]: r["total"] for f in cq["flavorsUsage"] if f["name"] == "on-demand" for r in f["resources"]}
         on_demand = (("cluster_queue", "cluster-queue"), ("cohort", ""), ("flavor", "on-demand"))
-        assert m[("kueue_cluster_queue_resource_usage", (*on_demand, ("resource", "google.com/tpu")))] == \
-            float(used["google.com/tpu"]) == 16.0
-        assert m[("kueue_cluster_queue_nominal_quota", (*on_demand, ("resource", "google.com/tpu")))] == 16.0
-        assert m[("kueue_cluster_queue_status", (q, ("status", "active")))] == 1
+        tpu = (*on_demand, ("replica_role", "standalone"), ("resource", "google.com/tpu"))
+        assert m[("kueue_cluster_queue_resource_usage", tpu)] == float(used["google.com/tpu"]) == 16.0
+        assert m[("kueue_cluster_queue_resource_reservation", tpu)] == 16.0
+        assert m[("kueue_cluster_queue_nominal_quota", tpu)] == 16.0
+        assert m[("kueue_cluster_queue_status", (q, role, ("status", "active")))] == 1
         assert m[("flexq_races_won_total", (q, ("flavor", "on-demand")))] == 1
         assert m[("flexq_node_pool_nodes", (("node_pool", "on-demand-pool"), ("state", "busy")))] == 4
         assert m[("flexq_provisioning_requests_in_flight", (("node_pool", "dws-pool"),))] == 1
-        assert m[("kueue_admission_wait_time_seconds_count", (q,))] == 1
-        assert m[("kueue_admission_wait_time_seconds_bucket", (q, ("le", "+Inf")))] == 1
-        assert 0 < m[("kueue_admission_wait_time_seconds_sum", (q,))] < 30
+        assert _one(m, "kueue_admission_wait_time_seconds_count", cluster_queue="cluster-queue") == 1
+        assert _one(m, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cluster-queue", le="+Inf") == 1
+        assert 0 < _one(m, "kueue_admission_wait_time_seconds_sum", cluster_queue="cluster-queue") < 30
         # The controller's steps: counted, timed whole and by phase (the phases add up to the whole).
         steps = m[("flexq_controller_steps_total", ())]
         assert steps >= 1
