@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import admin
 from tests.conftest import Server, guide_text
+from tests.kueue_metrics import check_scrape
 from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
@@ -29,10 +30,10 @@ def _scrape(srv: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     return out
 
 
-def _one(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
-    """The value of the one sample ``name`` whose labels include ``labels``."""
-    found = [v for (n, have), v in m.items() if n == name and set(labels.items()) <= set(have)]
-    assert len(found) == 1, (name, labels, found)
+def _one(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], metric: str, /, **labels: str) -> float:
+    """The value of the one sample ``metric`` whose labels include ``labels``."""
+    found = [v for (n, have), v in m.items() if n == metric and set(labels.items()) <= set(have)]
+    assert len(found) == 1, (metric, labels, found)
     return found[0]
 
 
@@ -85,8 +86,32 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         threads = {labels[0][1]: v for (name, labels), v in m.items() if name == "flexq_thread_cpu_seconds_total"}
         assert {"MainThread", "flexq-queue-controller"} <= set(threads), threads
         assert threads["MainThread"] > 0 and min(threads.values()) >= 0
+        _kueue_as_kueue_has_them(srv)
     finally:
         servers.close()
+
+
+def _kueue_as_kueue_has_them(srv: Server) -> None:
+    """Every Kueue metric with a meaning here, as Kueue's list has it; the LocalQueue family by name and namespace;
+    and a deleted queue's series gone with it."""
+    text = admin.get(srv.url + "/metrics").text
+    assert check_scrape(text, need_samples=False) == []
+    m = _scrape(srv)
+    lq = {"name": "user-queue", "namespace": "default"}
+    assert _one(m, "kueue_local_queue_admitted_workloads_total", **lq) == 1
+    assert _one(m, "kueue_local_queue_admitted_active_workloads", **lq) == 1
+    assert _one(m, "kueue_local_queue_status", **lq, active="True") == 1
+    assert _one(m, "kueue_quota_reserved_workloads_total", cluster_queue="cluster-queue", priority_class="") == 1
+    assert admin.delete(srv.url + CQ).status_code == 200
+    assert admin.delete(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/user-queue"
+                        ).status_code == 200
+
+    def gone() -> None:
+        left = sorted(name for (name, labels), _ in _scrape(srv).items() if name.startswith("kueue_")
+                      and {("cluster_queue", "cluster-queue"), ("name", "user-queue")} & set(labels))
+        assert left == []
+
+    eventually(gone)
 
 
 def _assert(ok: bool) -> None:
