@@ -110,8 +110,8 @@ class KueueCounts:
     attempt_seconds: dict[str, Histogram] = field(default_factory=dict)
     races_won: dict[tuple[str, str], int] = field(default_factory=dict)
     """flexq's own: (ClusterQueue, flavor) -> racing workloads that started on that flavor."""
-    _evicted_for: set[tuple[str, str, str]] = field(default_factory=set, repr=False)
-    """(workload, reason, cause) counted in :attr:`evicted_once` (dropped when the workload finishes)."""
+    _evicted_for: dict[str, set[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    """Workload -> the (reason, cause) it was counted for in :attr:`evicted_once` (dropped when it finishes)."""
 
     def attach(self, plane: ControlPlane) -> KueueCounts:
         """Hear ``plane``'s events and scheduling passes from now on."""
@@ -121,7 +121,8 @@ class KueueCounts:
         return self
 
     def attempt(self, admitted: bool, seconds: float) -> None:
-        """A scheduling pass that had workloads to try: whether it reserved quota for any, and how long it took."""
+        """A scheduling pass that decided something: whether it reserved quota for any workload, and how long it
+        took."""
         result = "success" if admitted else "inadmissible"
         _add(self.attempts, result)
         self.attempt_seconds.setdefault(result, Histogram(ATTEMPT_BUCKETS)).observe(seconds)
@@ -151,8 +152,9 @@ class KueueCounts:
         elif kind is EventKind.EVICTED:
             reason, cause = eviction_labels(str(event.extra.get("cause", "Evicted")))
             _add(self.evicted, (cq, reason, cause, pc))
-            if (event.workload, reason, cause) not in self._evicted_for:
-                self._evicted_for.add((event.workload, reason, cause))
+            seen = self._evicted_for.setdefault(event.workload, set())
+            if (reason, cause) not in seen:
+                seen.add((reason, cause))
                 _add(self.evicted_once, (cq, reason, cause, pc))
             if lq is not None:
                 _add(self.lq_evicted, (*lq, reason, cause, pc))
@@ -166,7 +168,7 @@ class KueueCounts:
                 _add(self.lq_finished, (*lq, pc))
             if event.extra.get("finishedReason") == REPLACED:
                 _add(self.replaced_slices, cq)
-            self._evicted_for = {seen for seen in self._evicted_for if seen[0] != event.workload}
+            self._evicted_for.pop(event.workload, None)
 
     def _admitted(self, event: Event, wl: Workload | None, cq: str, pc: str, scheduler: Scheduler) -> None:
         _add(self.admitted, (cq, pc))

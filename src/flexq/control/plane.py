@@ -235,8 +235,8 @@ class ControlPlane:
         self._listeners.append(listener)
 
     def listen_attempts(self, listener: Callable[[bool, float], None]) -> None:
-        """Hear each scheduling pass that had workloads to try (Kueue's admission attempt): whether it reserved quota
-        for any, and the seconds it took."""
+        """Hear each scheduling pass that decided something (Kueue's admission attempt): whether it reserved quota
+        for any workload, and the seconds it took."""
         self._attempt_listeners.append(listener)
 
     def emit(self, events: Iterable[Event]) -> None:
@@ -297,13 +297,11 @@ class ControlPlane:
         return False
 
     def _attempted(self, events: list[Event], seconds: float) -> None:
-        """Tell the attempt listeners of a pass: one that decided nothing counts only where workloads were waiting
-        (Kueue's scheduler attempts nothing while its queues have no heads)."""
-        admitted = any(e.kind is EventKind.QUOTA_RESERVED for e in events)
-        scheduler = self.scheduler
-        if not events and not any(scheduler.waiting(wl) for cq in scheduler.config.cluster_queues
-                                  for wl in scheduler.in_line(cq) or ()):
+        """Tell the attempt listeners of a pass that decided something (a pass that decides nothing ends the step:
+        it is the check that all is settled, not an attempt)."""
+        if not events:
             return
+        admitted = any(e.kind is EventKind.QUOTA_RESERVED for e in events)
         for listener in self._attempt_listeners:
             listener(admitted, seconds)
 
