@@ -50,8 +50,9 @@ spec:
        metadata: {name: "batch-${INDEX}", labels: {kueue.x-k8s.io/queue-name: qa}}, spec: &two
        {parallelism: 2, template: {spec: {restartPolicy: Never,
         containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}}}}
-    - {at: 10m, runFor: 10m, object: {apiVersion: batch/v1, kind: Job, spec: *two, metadata: {name: hot,
-       labels: {kueue.x-k8s.io/queue-name: qa, kueue.x-k8s.io/priority-class: urgent}}}}
+    - {at: 10m, count: 2, every: 20m, runFor: 10m, object: {apiVersion: batch/v1, kind: Job, spec: *two,
+       metadata: {name: "hot-${INDEX}", labels: {kueue.x-k8s.io/queue-name: qa,
+                                                 kueue.x-k8s.io/priority-class: urgent}}}}
     - {at: 0s, runFor: 10h, object: {apiVersion: batch/v1, kind: Job, spec: *two, metadata: {name: capped,
        labels: {kueue.x-k8s.io/queue-name: qb, kueue.x-k8s.io/max-exec-time-seconds: "60"}}}}
     - {at: 5m, runFor: 1h, object: {apiVersion: batch/v1, kind: Job, spec: *two,
@@ -87,21 +88,24 @@ def test_the_simulator_writes_every_kueue_metric_as_kueue_defines_it(tmp_path: P
 def test_the_figures_tell_the_scenarios_story(tmp_path: Path) -> None:
     _, m = _scrape(tmp_path)
     expected = {
-        # batch-1 (admitted last) is preempted by hot at 10m, then admitted again when hot finishes at 20m.
-        ("kueue_admitted_workloads_total", (("cluster_queue", "a"), ("priority_class", ""))): 3,
-        ("kueue_admitted_workloads_total", (("cluster_queue", "a"), ("priority_class", "urgent"))): 1,
+        # batch-1 (admitted last) is preempted by hot-0 at 10m and admitted again when it finishes at 20m; hot-1
+        # preempts it again at 30m, and it comes back at 40m: two evictions, counted once by the "once" counter.
+        ("kueue_admitted_workloads_total", (("cluster_queue", "a"), ("priority_class", ""))): 4,
+        ("kueue_admitted_workloads_total", (("cluster_queue", "a"), ("priority_class", "urgent"))): 2,
         ("kueue_evicted_workloads_total", (("cluster_queue", "a"), ("priority_class", ""), ("reason", "Preempted"),
-                                           ("underlying_cause", ""))): 1,
-        ("kueue_preempted_workloads_total", (("preempting_cluster_queue", "a"), ("reason", "InClusterQueue"))): 1,
+                                           ("underlying_cause", ""))): 2,
+        ("kueue_evicted_workloads_once_total", (("cluster_queue", "a"), ("priority_class", ""),
+                                                ("reason", "Preempted"), ("underlying_cause", ""))): 1,
+        ("kueue_preempted_workloads_total", (("preempting_cluster_queue", "a"), ("reason", "InClusterQueue"))): 2,
         # capped runs past its 60 s: deactivated, as Kueue labels it; waits then takes b's quota.
         ("kueue_evicted_workloads_total", (("cluster_queue", "b"), ("priority_class", ""), ("reason", "Deactivated"),
                                            ("underlying_cause", "MaximumExecutionTimeExceeded"))): 1,
         ("kueue_local_queue_evicted_workloads_total", (("name", "qb"), ("namespace", "default"),
                                                        ("priority_class", ""), ("reason", "Deactivated"),
                                                        ("underlying_cause", "MaximumExecutionTimeExceeded"))): 1,
-        ("kueue_finished_workloads_total", (("cluster_queue", "a"), ("priority_class", "urgent"))): 1,
+        ("kueue_finished_workloads_total", (("cluster_queue", "a"), ("priority_class", "urgent"))): 2,
         ("kueue_local_queue_admitted_workloads_total", (("name", "qa"), ("namespace", "default"),
-                                                        ("priority_class", "urgent"))): 1,
+                                                        ("priority_class", "urgent"))): 2,
         ("kueue_admitted_active_workloads", (("cluster_queue", "a"),)): 2,
         ("kueue_cluster_queue_resource_usage", (("cluster_queue", "a"), ("cohort", "team"), ("flavor", "default"),
                                                 ("resource", "cpu"))): 4.0,
@@ -114,7 +118,8 @@ def test_the_figures_tell_the_scenarios_story(tmp_path: Path) -> None:
         ("kueue_cohort_subtree_quota", (("cohort", "org"), ("flavor", "default"), ("resource", "cpu"))): 6.0,
         ("kueue_cohort_info", (("cohort", "team"), ("parent_cohort", "org"), ("root_cohort", "org"))): 1,
         ("kueue_cluster_queue_info", (("cluster_queue", "b"), ("parent_cohort", "team"), ("root_cohort", "org"))): 1,
-        ("kueue_cohort_subtree_admitted_workloads_total", (("cohort", "org"), ("priority_class", ""))): 5,
+        ("kueue_cohort_subtree_admitted_workloads_total", (("cohort", "org"), ("priority_class", ""))): 6,
+        ("kueue_cohort_subtree_admitted_workloads_total", (("cohort", "team"), ("priority_class", "urgent"))): 2,
         ("kueue_local_queue_status", (("active", "True"), ("name", "qb"), ("namespace", "default"))): 1,
         # huge asks for more than b and its cohort have: pending for good.
         ("kueue_cluster_queue_resource_pending", (("cluster_queue", "b"), ("resource", "cpu"))): 50.0,
