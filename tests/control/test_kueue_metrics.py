@@ -3,7 +3,21 @@ writes them, and a deleted queue's series dropped while the others stay."""
 
 from __future__ import annotations
 
-from flexq.control import SHORT_WAIT_BUCKETS, WAIT_BUCKETS, Histogram, KueueCounts, eviction_labels
+import dataclasses
+
+from flexq.clock import VirtualClock
+from flexq.control import (
+    SHORT_WAIT_BUCKETS,
+    WAIT_BUCKETS,
+    ControlPlane,
+    Histogram,
+    JobQueued,
+    KueueCounts,
+    eviction_labels,
+)
+from flexq.timers import TimerHeap
+
+START = 1_764_000_000.0
 
 
 def test_eviction_reasons_and_underlying_causes_are_kueues() -> None:
@@ -42,3 +56,42 @@ def test_a_deleted_queues_series_go_and_the_others_stay() -> None:
     counts.keep({"kept"}, {("q", "ns")}, {"team"})
     assert (counts.admitted, counts.preempted, counts.replaced_slices, counts.lq_admitted, counts.cohort_admitted) == (
         {("kept", "urgent"): 2}, {("kept", "InClusterQueue"): 1}, {"kept": 1}, {("q", "ns", ""): 1}, {("team", ""): 3})
+
+
+_OBJECTS: dict[str, list[dict[str, object]]] = {
+    "ResourceFlavor": [{"metadata": {"name": "od"}, "spec": {}}],
+    "ClusterQueue": [{"metadata": {"name": "cq"}, "spec": {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": ["cpu"], "flavors": [{"name": "od", "resources": [{"name": "cpu", "nominalQuota": "20"}]}]}
+    ]}}],
+    "LocalQueue": [{"metadata": {"name": "team", "namespace": "ml"}, "spec": {"clusterQueue": "cq"}}],
+    "WorkloadPriorityClass": [{"metadata": {"name": "urgent"}, "value": 1000}],
+}
+
+
+def _job(name: str, priority: str | None) -> dict[str, object]:
+    labels = {"kueue.x-k8s.io/queue-name": "team", **({"kueue.x-k8s.io/priority-class": priority} if priority else {})}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ml", "labels": labels},
+            "spec": {"parallelism": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}]}}}}
+
+
+def test_the_plane_names_priority_classes_for_the_metrics_and_a_grown_slice_keeps_its_jobs() -> None:
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
+    plane.configure(_OBJECTS, None)
+    unheard = plane.workload_for("Job", "batch", _job("before", "urgent"), START)
+    counts = KueueCounts().attach(plane)
+    urgent = plane.workload_for("Job", "batch", _job("train", "urgent"), START)
+    plain = plane.workload_for("Job", "batch", _job("plain", None), START)
+    grown = dataclasses.replace(urgent, name="train-2", replaces=urgent.key)
+    for wl in (urgent, plain, grown):
+        plane.emit(plane.feed(JobQueued(wl, START)))
+    plane.settle(START + 5)
+    workloads = {"before": unheard, "train": urgent, "plain": plain, "grown": grown}
+    names = {job: plane.priority_class_name(wl.key) for job, wl in workloads.items()}
+    assert names == {"before": "", "train": "urgent", "plain": "", "grown": "urgent"}
+    # The grown slice is admitted in the room its job's first slice held with its own, and replaces it.
+    assert counts.quota_reserved == {("cq", "urgent"): 2, ("cq", ""): 1}
+    assert counts.lq_admitted == {("team", "ml", "urgent"): 2, ("team", "ml", ""): 1}
+    assert counts.replaced_slices == {"cq": 1}
+    assert counts.finished == {("cq", "urgent"): 1}, "the replaced slice is finished"
+    assert set(counts.attempts) == {"success"} and counts.attempts["success"] >= 1

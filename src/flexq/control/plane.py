@@ -167,6 +167,8 @@ class ControlPlane:
         for the caller to tell and act on (:meth:`emit`) with the rest of its step."""
         match what:
             case JobQueued(workload, at):
+                if workload.replaces in self._priority_classes:  # a grown slice: its job's class
+                    self._priority_classes.setdefault(workload.key, self._priority_classes[workload.replaces])
                 events = self.scheduler.add(workload, at)
                 if workload.state is WorkloadState.ADMITTED:  # restored as it was: its time runs on
                     self._time_limit(workload)
