@@ -128,3 +128,14 @@ def test_the_figures_tell_the_scenarios_story(tmp_path: Path) -> None:
                                                  ("status", "inadmissible"))): 1,
     }
     assert {key: m.get(key) for key in expected} == expected
+
+
+def test_metrics_into_a_directory_is_refused_before_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    events = tmp_path / "events.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(path), "--metrics", str(tmp_path),
+                           "--events", str(events), "--no-progress"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 1 and f"--metrics {tmp_path}: a directory" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not events.exists(), "nothing written"
