@@ -110,7 +110,7 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
 
     metrics = admin.get(server.url + "/metrics").text
     waits = {line.split("quantile=")[1].split('"')[1]: float(line.split()[-1]) for line in metrics.splitlines()
-             if line.startswith('kueue_pending_workloads_estimated_wait_seconds{cluster_queue="cq"')}
+             if line.startswith('flexq_pending_workloads_estimated_wait_seconds{cluster_queue="cq"')}
     assert set(waits) == {"0.5", "0.9", "1"} and 3500 < waits["1"] <= 3600, metrics
     made = next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("flexq_forecasts_total"))
     assert made >= 1

@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import admin
 from tests.conftest import Server, guide_text
+from tests.kueue_metrics import check_scrape
 from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
@@ -29,6 +30,13 @@ def _scrape(srv: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
     return out
 
 
+def _one(m: dict[tuple[str, tuple[tuple[str, str], ...]], float], metric: str, /, **labels: str) -> float:
+    """The value of the one sample ``metric`` whose labels include ``labels``."""
+    found = [v for (n, have), v in m.items() if n == metric and set(labels.items()) <= set(have)]
+    assert len(found) == 1, (metric, labels, found)
+    return found[0]
+
+
 def test_metrics_match_the_store(tmp_path: Path) -> None:
     servers = serve_capacity(tmp_path, CAPACITY)
     srv = next(servers)
@@ -38,28 +46,30 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
 
         def settled() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             m = _scrape(srv)
-            assert m[("kueue_admitted_workloads_total", (("cluster_queue", "cluster-queue"),))] == 1
+            assert _one(m, "kueue_admitted_workloads_total", cluster_queue="cluster-queue") == 1
             return m
 
         m = eventually(settled)
         cq = admin.get(srv.url + CQ).json()["status"]
         q = ("cluster_queue", "cluster-queue")
-        assert m[("kueue_admitted_active_workloads", (q,))] == cq["admittedWorkloads"] == 1
-        assert m[("kueue_reserving_active_workloads", (q,))] == cq["reservingWorkloads"] == 1
+        role = ("replica_role", "standalone")
+        assert m[("kueue_admitted_active_workloads", (q, role))] == cq["admittedWorkloads"] == 1
+        assert m[("kueue_reserving_active_workloads", (q, role))] == cq["reservingWorkloads"] == 1
         pending = sum(v for (name, labels), v in m.items() if name == "kueue_pending_workloads" and q in labels)
         assert pending == cq["pendingWorkloads"] == 1, "job 2 races: one pending workload, not its variants"
         used = {r["name"]: r["total"] for f in cq["flavorsUsage"] if f["name"] == "on-demand" for r in f["resources"]}
         on_demand = (("cluster_queue", "cluster-queue"), ("cohort", ""), ("flavor", "on-demand"))
-        assert m[("kueue_cluster_queue_resource_usage", (*on_demand, ("resource", "google.com/tpu")))] == \
-            float(used["google.com/tpu"]) == 16.0
-        assert m[("kueue_cluster_queue_nominal_quota", (*on_demand, ("resource", "google.com/tpu")))] == 16.0
-        assert m[("kueue_cluster_queue_status", (q, ("status", "active")))] == 1
+        tpu = (*on_demand, ("replica_role", "standalone"), ("resource", "google.com/tpu"))
+        assert m[("kueue_cluster_queue_resource_usage", tpu)] == float(used["google.com/tpu"]) == 16.0
+        assert m[("kueue_cluster_queue_resource_reservation", tpu)] == 16.0
+        assert m[("kueue_cluster_queue_nominal_quota", tpu)] == 16.0
+        assert m[("kueue_cluster_queue_status", (q, role, ("status", "active")))] == 1
         assert m[("flexq_races_won_total", (q, ("flavor", "on-demand")))] == 1
         assert m[("flexq_node_pool_nodes", (("node_pool", "on-demand-pool"), ("state", "busy")))] == 4
         assert m[("flexq_provisioning_requests_in_flight", (("node_pool", "dws-pool"),))] == 1
-        assert m[("kueue_admission_wait_time_seconds_count", (q,))] == 1
-        assert m[("kueue_admission_wait_time_seconds_bucket", (q, ("le", "+Inf")))] == 1
-        assert 0 < m[("kueue_admission_wait_time_seconds_sum", (q,))] < 30
+        assert _one(m, "kueue_admission_wait_time_seconds_count", cluster_queue="cluster-queue") == 1
+        assert _one(m, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cluster-queue", le="+Inf") == 1
+        assert 0 < _one(m, "kueue_admission_wait_time_seconds_sum", cluster_queue="cluster-queue") < 30
         # The controller's steps: counted, timed whole and by phase (the phases add up to the whole).
         steps = m[("flexq_controller_steps_total", ())]
         assert steps >= 1
@@ -76,8 +86,32 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         threads = {labels[0][1]: v for (name, labels), v in m.items() if name == "flexq_thread_cpu_seconds_total"}
         assert {"MainThread", "flexq-queue-controller"} <= set(threads), threads
         assert threads["MainThread"] > 0 and min(threads.values()) >= 0
+        _kueue_as_kueue_has_them(srv)
     finally:
         servers.close()
+
+
+def _kueue_as_kueue_has_them(srv: Server) -> None:
+    """Every Kueue metric with a meaning here, as Kueue's list has it; the LocalQueue family by name and namespace;
+    and a deleted queue's series gone with it."""
+    text = admin.get(srv.url + "/metrics").text
+    assert check_scrape(text, need_samples=False) == []
+    m = _scrape(srv)
+    lq = {"name": "user-queue", "namespace": "default"}
+    assert _one(m, "kueue_local_queue_admitted_workloads_total", **lq) == 1
+    assert _one(m, "kueue_local_queue_admitted_active_workloads", **lq) == 1
+    assert _one(m, "kueue_local_queue_status", **lq, active="True") == 1
+    assert _one(m, "kueue_quota_reserved_workloads_total", cluster_queue="cluster-queue", priority_class="") == 1
+    assert admin.delete(srv.url + CQ).status_code == 200
+    assert admin.delete(srv.url + "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/user-queue"
+                        ).status_code == 200
+
+    def gone() -> None:
+        left = sorted(name for (name, labels), _ in _scrape(srv).items() if name.startswith("kueue_")
+                      and {("cluster_queue", "cluster-queue"), ("name", "user-queue")} & set(labels))
+        assert left == []
+
+    eventually(gone)
 
 
 def _assert(ok: bool) -> None:

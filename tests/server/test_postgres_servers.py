@@ -131,6 +131,7 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     watcher.join(timeout=15)
     assert seen and condition(seen[-1]["object"], "Admitted") == "True", "the follower's watch sees the leader's writes"
     assert seen[0]["type"] == "ADDED"
+    assert _roles(leader) == {"leader"} and _roles(follower) <= {"follower"}, "Kueue's replica_role"
 
     leader.process.kill()  # kill -9: no release of the lease
     leader.process.wait(timeout=10)
@@ -141,6 +142,14 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     _apply(follower, _job("second"))
     eventually(_admitted(follower, "second"), timeout=15)
     assert _leader(follower)["lease"]["leaseTransitions"] == 1
+    assert _roles(follower) == {"leader"}
+
+
+def _roles(srv: Server) -> set[str]:
+    """The ``replica_role`` values of the server's Kueue metrics."""
+    text = admin.get(srv.url + "/metrics", timeout=5).text
+    return {line.split('replica_role="')[1].split('"')[0] for line in text.splitlines()
+            if line.startswith("kueue_") and 'replica_role="' in line}
 
 
 def test_a_store_that_cannot_be_reached_is_named(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ def simulate(
     scenario: Annotated[Path | None, typer.Argument(help="Scenario file (kind: Scenario).")] = None,
     events: Annotated[Path | None, typer.Option("--events", help="Write the event log here (JSON lines; - for stdout).")] = None,  # noqa: E501
     output: Annotated[str | None, typer.Option("--output", "-o", help="json: print a summary as JSON.")] = None,
+    metrics: Annotated[Path | None, typer.Option("--metrics", help="Write Kueue's metrics at the end here (Prometheus' "
+                                                 "text format, as /metrics; - for stdout).")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write report.html, jobs.csv, summary.json here.")]
     = None,
     compare: Annotated[bool, typer.Option("--compare", help="Run every policy (Kueue-compatible, flexq, the "
@@ -59,12 +61,11 @@ def simulate(
     from flexq.sim.runner import run_scenario
     from flexq.sim.scenario import load_scenario
 
-    if output not in (None, "json"):
-        raise CliError(f"error: --output {output!r}: the only format is json")
+    _check_outputs(output, metrics)
     loaded = load_scenario(scenario)
     show = sys.stderr.isatty() if progress is None else progress
     with SimProgress(loaded, enabled=show) as bar:
-        result = run_scenario(loaded, bar.callback(loaded.name))
+        result = run_scenario(loaded, bar.callback(loaded.name), metrics=metrics is not None)
         runs = None
         if compare:
             runs = compare_policies(loaded, result, bar.labelled)
@@ -72,11 +73,12 @@ def simulate(
         _report(loaded, result, runs, report)
     if events is not None:
         _write_events(result, events)
+    _write_metrics(result, metrics)
     summary = result.summary()
     if output == "json":
         typer.echo(to_json(summary))
         return
-    if str(events) != "-":
+    if str(events) != "-" and str(metrics) != "-":
         typer.echo(_summary_table(summary))
 
 
@@ -137,6 +139,28 @@ def _report(loaded: Scenario, result: SimResult, runs: dict[str, PolicyRun] | No
     else:
         written = {p: summarize(r.rows, r.events, result.flex_flavors) for p, r in runs.items()}
     _policy_table(written)
+
+
+def _check_outputs(output: str | None, metrics: Path | None) -> None:
+    if output not in (None, "json"):
+        raise CliError(f"error: --output {output!r}: the only format is json")
+    if metrics is not None and metrics.is_dir():
+        raise CliError(f"error: --metrics {metrics}: a directory; give a file to write")
+
+
+def _write_metrics(result: SimResult, path: Path | None) -> None:
+    """Kueue's metrics as a scrape at the end of the run would find them, in Prometheus' text format (to ``path``,
+    if any)."""
+    from flexq.server.kueue_families import render_kueue
+
+    if path is None or result.kueue is None:
+        return
+    text = render_kueue(*result.kueue)
+    if str(path) == "-":
+        typer.echo(text.decode(), nl=False)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text)
 
 
 def _write_events(result: SimResult, events: Path) -> None:

@@ -1,6 +1,16 @@
 """The control plane: the scheduler, the capacity driver and their timers, driven alike by the live server's
 queue controller (real time) and the simulator (virtual time), and what it knows of jobs' run times."""
 
+from flexq.control.kueue_metrics import (
+    ATTEMPT_BUCKETS,
+    SHORT_WAIT_BUCKETS,
+    WAIT_BUCKETS,
+    Histogram,
+    KueueCounts,
+    KueueState,
+    eviction_labels,
+    kueue_state,
+)
 from flexq.control.plane import SETTLE_PASSES, ControlPlane
 from flexq.control.run_times import Basis, RunTime, RunTimes
 from flexq.control.vocabulary import (
@@ -16,6 +26,7 @@ from flexq.control.vocabulary import (
     QueuesReconfigured,
 )
 
-__all__ = ["SETTLE_PASSES", "Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Input", "JobDeleted",
-           "JobFinished", "JobHooks", "JobQueued", "JobResized", "JobStarted", "QueuesReconfigured", "RunTime",
-           "RunTimes"]
+__all__ = ["ATTEMPT_BUCKETS", "SETTLE_PASSES", "SHORT_WAIT_BUCKETS", "WAIT_BUCKETS", "Basis", "CapacityChanged",
+           "CheckSet", "ControlPlane", "Histogram", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued",
+           "JobResized", "JobStarted", "KueueCounts", "KueueState", "QueuesReconfigured", "RunTime", "RunTimes",
+           "eviction_labels", "kueue_state"]

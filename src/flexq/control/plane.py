@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -80,6 +81,12 @@ class ControlPlane:
         self._virtual = virtual
         self._began: dict[str, float] = {}
         """When running workloads' jobs reported they began (:class:`JobStarted`)."""
+        self._priority_classes: dict[str, str] = {}
+        """Workload -> the name of the priority class it takes its priority from (none: ""), where
+        :attr:`names_priority_classes`."""
+        self.names_priority_classes = False
+        """Whether :meth:`workload_for` notes each workload's priority class (for Kueue's metrics' labels)."""
+        self._attempt_listeners: list[Callable[[bool, float], None]] = []
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -122,8 +129,22 @@ class ControlPlane:
                      pod_sets: tuple[PodSet, ...] | None = None) -> Workload:
         """The workload of a queued job, in the ClusterQueue its LocalQueue points to and at its priority class's
         priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one."""
-        return make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
-                             created=created, pod_sets=pod_sets)
+        wl = make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
+                           created=created, pod_sets=pod_sets)
+        if self.names_priority_classes:
+            self.name_priority_class(wl.key, self.priority_class_of(kind, job))
+        return wl
+
+    def name_priority_class(self, key: str, ref: Mapping[str, str] | None) -> None:
+        """Remember the priority class (``spec.priorityClassRef``) of workload ``key``, for Kueue's metrics' labels
+        (a workload read back from the store, or made by :meth:`workload_for`)."""
+        if ref is not None and ref.get("name"):
+            self._priority_classes[key] = str(ref["name"])
+
+    def priority_class_name(self, key: str) -> str:
+        """The name of the priority class workload ``key`` takes its priority from ("" for none: Kueue's
+        ``priority_class`` label)."""
+        return self._priority_classes.get(key, "")
 
     def priority_class_of(self, kind: str, job: Mapping[str, Any]) -> dict[str, str] | None:
         """The class the job's workload takes its priority from (Kueue's ``spec.priorityClassRef``), or None."""
@@ -146,6 +167,8 @@ class ControlPlane:
         for the caller to tell and act on (:meth:`emit`) with the rest of its step."""
         match what:
             case JobQueued(workload, at):
+                if workload.replaces in self._priority_classes:  # a grown slice: its job's class
+                    self._priority_classes.setdefault(workload.key, self._priority_classes[workload.replaces])
                 events = self.scheduler.add(workload, at)
                 if workload.state is WorkloadState.ADMITTED:  # restored as it was: its time runs on
                     self._time_limit(workload)
@@ -164,6 +187,7 @@ class ControlPlane:
                 return self.scheduler.resize(key, pod_sets, at)
             case JobDeleted(key, at):
                 self._began.pop(key, None)
+                self._priority_classes.pop(key, None)
                 return self.scheduler.delete(key, at)
             case QueuesReconfigured(objects, capacity, _at):
                 self.configure(objects, capacity)
@@ -212,6 +236,11 @@ class ControlPlane:
         """Hear every event as it is told, after the plane's own ``tell`` (a test, a recorder)."""
         self._listeners.append(listener)
 
+    def listen_attempts(self, listener: Callable[[bool, float], None]) -> None:
+        """Hear each scheduling pass that decided something (Kueue's admission attempt): whether it reserved quota
+        for any workload, and the seconds it took."""
+        self._attempt_listeners.append(listener)
+
     def emit(self, events: Iterable[Event]) -> None:
         """What the scheduler or the driver decided: each told, then acted on, in order."""
         for event in events:
@@ -258,13 +287,25 @@ class ControlPlane:
         short: what is left is scheduled by its next step, after the changes that came in meanwhile, as Kueue's next
         cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide."""
         for _ in range(SETTLE_PASSES):
+            began = time.perf_counter() if self._attempt_listeners else 0.0
             events = self.scheduler.schedule(now) if cycles is None else self.scheduler.schedule(now, cycles)
+            if self._attempt_listeners:
+                self._attempted(events, time.perf_counter() - began)
             self.emit(events)
             if self.scheduler.cut_short:
                 return True
             if not events:
                 return False
         return False
+
+    def _attempted(self, events: list[Event], seconds: float) -> None:
+        """Tell the attempt listeners of a pass that decided something (a pass that decides nothing ends the step:
+        it is the check that all is settled, not an attempt)."""
+        if not events:
+            return
+        admitted = any(e.kind is EventKind.QUOTA_RESERVED for e in events)
+        for listener in self._attempt_listeners:
+            listener(admitted, seconds)
 
     def next_wake(self) -> float | None:
         """When something is due next: a workload's requeue, or a timer (a node booting, a request's verdict)."""

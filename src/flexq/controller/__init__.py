@@ -2,13 +2,12 @@
 
 from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
 from flexq.controller.job_sync import finished
-from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
+from flexq.controller.metrics import Sample, Tally
 from flexq.controller.queue import InLine, QueueController
 from flexq.controller.ray_runs import RayRuntime
 
 __all__ = [
     "DEFAULT_EVENT_TTL",
-    "WAIT_BUCKETS",
     "EventExpiry",
     "InLine",
     "QueueController",

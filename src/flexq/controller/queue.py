@@ -125,6 +125,7 @@ class QueueController:
         """The scheduler's decisions written back."""
         self.tally = Tally()
         """What happened since the server started, for /metrics."""
+        self.tally.kueue.attach(self.plane)
         self._timer = StepTimer(self.tally.steps)
         self._config = ConfigView()
         self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
@@ -245,6 +246,7 @@ class QueueController:
                     self.jobs.remember(obj)  # a job's slices: the one that replaces another wins (below)
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     continue
+                self.plane.name_priority_class(wl.key, (obj.get("spec") or {}).get("priorityClassRef"))
                 self.plane.feed(JobQueued(wl, wl.created))
             for wl in self.scheduler.workloads():
                 if wl.replaces:
@@ -455,8 +457,6 @@ class QueueController:
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
-        self.tally.count(events, parents, self.state.queued_since,
-                         lambda key: getattr(self.scheduler.workload(key), "cluster_queue", ""))
         touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self.state.touched
                                            | {*self.state.unborn} | self._forecasts_due(bool(events))}
         self.state.touched = set()
@@ -570,7 +570,9 @@ class QueueController:
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""
         with self._lock:
-            tally = copy.deepcopy(self.tally)
             made = self.forecasts
-            return tally, sample(self.scheduler, self.plane.driver, self.foreseen(),
-                                 (made.made, made.cpu, made.cpu_total), self.clock.now())
+            now = sample(self.plane, self.foreseen(), (made.made, made.cpu, made.cpu_total), self.clock.now())
+            # A deleted queue's series go with it, as Kueue clears them.
+            kueue = now.kueue
+            self.tally.kueue.keep(kueue.queue_status, kueue.local_queues, kueue.cohorts)
+            return copy.deepcopy(self.tally), now

@@ -10,6 +10,7 @@ stops its controller. ``GET /flexq/v1/leader`` says who leads.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -70,7 +71,10 @@ class Leadership:
             self.lease.close()
 
     def observe(self) -> tuple[Tally, Sample]:
-        return self.controller.observe()
+        """The controller's figures, with Kueue's ``replica_role``: this server alone, or leading or following."""
+        tally, sample = self.controller.observe()
+        role = "standalone" if self.lease is None else "leader" if self.leading else "follower"
+        return tally, dataclasses.replace(sample, replica_role=role)
 
     def costs(self) -> dict[str, float]:
         return self.controller.costs()

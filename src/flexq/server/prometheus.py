@@ -7,15 +7,15 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from fractions import Fraction
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from flexq.controller.metrics import WAIT_BUCKETS, Sample, Tally
+from flexq.controller.metrics import Sample, Tally
 from flexq.controller.steps import PHASES, StepStats
+from flexq.server.kueue_families import kueue_families
 
 __all__ = ["render", "thread_cpu"]
 
@@ -34,69 +34,20 @@ def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequ
     return family
 
 
-def _amount(resource: str, milli: int) -> float:
-    """Kueue reports quota and usage in the resource's unit (cpu in cores, memory in bytes)."""
-    del resource
-    return float(Fraction(milli, 1000))
-
-
 class _Figures(Collector):
     def __init__(self, tally: Tally, sample: Sample) -> None:
         self.tally = tally
         self.sample = sample
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._kueue()
+        yield from kueue_families(self.tally.kueue, self.sample.kueue, self.sample.replica_role)
         yield from self._flexq()
 
-    def _kueue(self) -> Iterator[Metric]:
-        """Kueue's own metrics, under its names."""
-        s, t = self.sample, self.tally
-        pending = GaugeMetricFamily("kueue_pending_workloads", "Pending workloads, by ClusterQueue and status",
-                                    labels=["cluster_queue", "status"])
-        for cq in sorted(s.queue_status):
-            for kind in ("active", "inadmissible"):
-                pending.add_metric([cq, kind], s.pending.get((cq, kind), 0))
-        yield pending
-        for name, by_queue, doc in (
-                ("kueue_reserving_active_workloads", s.reserving, "Workloads holding quota, by ClusterQueue"),
-                ("kueue_admitted_active_workloads", s.admitted, "Admitted workloads not finished, by ClusterQueue")):
-            active = GaugeMetricFamily(name, doc, labels=["cluster_queue"])
-            for cq in sorted(s.queue_status):
-                active.add_metric([cq], by_queue.get(cq, 0))
-            yield active
-        status = GaugeMetricFamily("kueue_cluster_queue_status", "1 for the ClusterQueue's status",
-                                   labels=["cluster_queue", "status"])
-        for cq, now in sorted(s.queue_status.items()):
-            for each in ("pending", "active", "terminating"):
-                status.add_metric([cq, each], 1 if each == now else 0)
-        yield status
-        for name, by_resource, doc in (
-                ("kueue_cluster_queue_resource_usage", s.usage, "Quota in use, by flavor and resource"),
-                ("kueue_cluster_queue_nominal_quota", s.nominal, "Nominal quota, by flavor and resource")):
-            quota = GaugeMetricFamily(name, doc, labels=["cohort", "cluster_queue", "flavor", "resource"])
-            for (cq, flavor, resource), milli in sorted(by_resource.items()):
-                quota.add_metric([s.cohorts.get(cq, ""), cq, flavor, resource], _amount(resource, milli))
-            yield quota
-        for name, counts, doc in (
-                ("kueue_quota_reserved_workloads", t.quota_reserved, "Workloads that reserved quota"),
-                ("kueue_admitted_workloads", t.admitted, "Workloads admitted")):
-            yield _counter(name, doc, ["cluster_queue"], (((cq,), n) for cq, n in counts.items()))
-        yield _counter("kueue_evicted_workloads", "Workloads evicted, by reason", ["cluster_queue", "reason"],
-                       t.evicted.items())
-        yield _counter("kueue_preempted_workloads", "Workloads preempted, by preemptor and reason",
-                       ["preempting_cluster_queue", "reason"], t.preempted.items())
-        waits = HistogramMetricFamily("kueue_admission_wait_time_seconds",
-                                      "From entering the queue to admission", labels=["cluster_queue"])
-        for cq, observed in sorted(t.waits.items()):
-            buckets = [(str(b), sum(1 for w in observed if w <= b)) for b in WAIT_BUCKETS]
-            waits.add_metric([cq], [*buckets, ("+Inf", len(observed))], sum(observed))
-        yield waits
     def _flexq(self) -> Iterator[Metric]:
         """flexq's own: races, node pools, their prices, requests in flight, cost."""
         s, t = self.sample, self.tally
         yield _counter("flexq_races_won", "Racing workloads that started on a flavor", ["cluster_queue", "flavor"],
-                       t.races_won.items())
+                       t.kueue.races_won.items())
         nodes = GaugeMetricFamily("flexq_node_pool_nodes", "Nodes of each node pool, by state",
                                   labels=["node_pool", "state"])
         for (pool, state), n in sorted(s.nodes.items()):
@@ -130,7 +81,7 @@ class _Figures(Collector):
 def _forecasts(s: Sample) -> Iterator[Metric]:
     """The forecasts' waits by ClusterQueue (median, 90th percentile, longest), those with no start foreseen, and
     what forecasting costs."""
-    waits = GaugeMetricFamily("kueue_pending_workloads_estimated_wait_seconds",
+    waits = GaugeMetricFamily("flexq_pending_workloads_estimated_wait_seconds",
                               "Forecast wait of the pending workloads with a start foreseen, by ClusterQueue",
                               labels=["cluster_queue", "quantile"])
     for cq, observed in sorted(s.estimated_waits.items()):

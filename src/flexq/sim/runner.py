@@ -24,7 +24,17 @@ from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InvalidObject
 from flexq.capacity.driver import CapacityDriver
-from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued, QueuesReconfigured
+from flexq.control import (
+    CheckSet,
+    ControlPlane,
+    JobFinished,
+    JobHooks,
+    JobQueued,
+    KueueCounts,
+    KueueState,
+    QueuesReconfigured,
+    kueue_state,
+)
 from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
 from flexq.scheduler.events import Event, EventKind
@@ -60,6 +70,8 @@ class SimResult:
     config: Config | None = None
     classes: dict[str, str] = field(default_factory=dict)
     """Each workload's class: Kueue's performance class label, ``flexq.dev/class``, or its priority class."""
+    kueue: tuple[KueueCounts, KueueState] | None = None
+    """Kueue's metrics at the end, when asked for: what was counted, and where things stood."""
 
     def log_lines(self) -> list[str]:
         return [json.dumps(e, separators=(",", ":")) for e in self.events]
@@ -103,7 +115,7 @@ class Simulation:
     """A scenario replayed through the control plane in virtual time (:meth:`run`, or :meth:`run_to` in parts)."""
 
     def __init__(self, scenario: Scenario, progress: Callable[[float], None] | None = None, *,
-                 declare_run_times: bool = True) -> None:
+                 declare_run_times: bool = True, metrics: bool = False) -> None:
         self.scenario = scenario
         self.declare_run_times = declare_run_times
         """Whether the control plane is told each job's ``runFor`` as a declared run time (as a job says it with
@@ -121,6 +133,8 @@ class Simulation:
         # The simulator knows what the live server can only be told: how long each job runs, when it ends.
         self.plane = ControlPlane(self.kernel, self._record, JobHooks(self._start, self.run_for.get,
                                                                        self.finish_at.get), virtual=True)
+        self.kueue = KueueCounts().attach(self.plane) if metrics else None
+        """Kueue's counters, heard as the live server hears them (``metrics``: asked for)."""
         self.plane.feed(QueuesReconfigured(objects, scenario.capacity, self.kernel.clock.now()))
         self.finishing: dict[str, list[tuple[float, str]]] = {}
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
@@ -319,6 +333,8 @@ class Simulation:
         self.scheduler.note_race_reasons()  # still racing at the end: why, as its variants stand now
         self.result.config = self.scheduler.config
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
+        if self.kueue is not None:
+            self.result.kueue = (self.kueue, kueue_state(self.plane))
         if self.driver is not None:
             self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}
             self.result.waste = dict(self.driver.waste)
@@ -338,13 +354,15 @@ def _valid_name(name: str) -> bool:
     return True
 
 
-def run_scenario(scenario: Scenario, progress: Callable[[float], None] | None = None) -> SimResult:
+def run_scenario(scenario: Scenario, progress: Callable[[float], None] | None = None, *,
+                 metrics: bool = False) -> SimResult:
     """Replay ``scenario`` through the scheduler; raise :class:`ScenarioError` on a bad scenario.
 
-    ``progress``, if given, is called now and then with the virtual time reached.
+    ``progress``, if given, is called now and then with the virtual time reached; ``metrics``: count Kueue's
+    metrics too (:attr:`SimResult.kueue`).
     """
     with _few_collections():
-        return Simulation(scenario, progress).run()
+        return Simulation(scenario, progress, metrics=metrics).run()
 
 
 @contextlib.contextmanager
