@@ -248,12 +248,23 @@ def empty_sample() -> Any:
     """A collector's ``Sample`` of nothing: no queues, no pools (every field empty, whatever fields it has)."""
     from flexq.controller import Sample
 
+    return _empty(Sample)
+
+
+def _empty(cls: type) -> Any:
+    """An instance of dataclass ``cls`` with every field that has no default empty (a dataclass field: its own
+    empty instance)."""
+    hints = typing.get_type_hints(cls)
     empty: dict[str, Any] = {}
-    for field in dataclasses.fields(Sample):
-        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            kind = str(field.type).split("[", 1)[0]
-            empty[field.name] = {"dict": {}, "list": [], "tuple": ()}[kind]
-    return Sample(**empty)
+    for field in dataclasses.fields(cls):
+        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+            continue
+        kind = hints[field.name]
+        if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+            empty[field.name] = _empty(kind)
+        else:
+            empty[field.name] = {dict: {}, list: [], tuple: ()}[typing.get_origin(kind) or kind]
+    return cls(**empty)
 
 
 def _metric_families() -> list[tuple[str, str, list[str], str]]:
