@@ -1,9 +1,18 @@
-"""DWS ProvisioningRequests in the capacity driver: requested, provisioned, booked, revoked, retried.
+"""ProvisioningRequests in the capacity driver: requested, provisioned, booked, revoked, retried.
 
 A workload whose ``kueue.x-k8s.io/provisioning-request`` check is pending gets a ProvisioningRequest
-``<workload>-<check>-<attempt>`` (:class:`Provisioner`); the emulated cloud fulfils it after its queued-provisioning
-delay (nodes booked for the workload) or never; after 7 days it fails (Expired), and failures are retried with Kueue's
-backoff (``base * 2^(n-1)`` capped at ``max``) up to ``backoffLimitCount``, then Rejected.
+``<workload>-<check>-<attempt>`` (:class:`Provisioner`) of the class its ProvisioningRequestConfig names:
+
+- ``queued-provisioning.gke.io`` (DWS, and any other class): the emulated cloud fulfils it after its
+  queued-provisioning delay (nodes created, booked for the workload) or never;
+- ``check-capacity.autoscaling.x-k8s.io``: nothing is provisioned; the cluster autoscaler answers whether the pods fit
+  on the nodes there now. If they do, those nodes are booked for the workload (Provisioned, ``CapacityIsFound``); if
+  not, the request stays Accepted (``CapacityIsNotFound``: "CA will try to find it later") and is looked at again
+  every scan interval, or fails at once where the config's ``parameters`` say ``noRetry: "true"``.
+
+Either way a request not provisioned within 7 days fails (Expired), a booking unused for 10 minutes expires, and
+failures are retried with Kueue's backoff (``base * 2^(n-1)`` capped at ``max``) up to ``backoffLimitCount``, then
+Rejected.
 """
 
 from __future__ import annotations
@@ -22,15 +31,19 @@ from flexq.capacity.variants import Expected, WaitingRoom
 from flexq.durations import format_seconds
 from flexq.objects.queue_status import PROVISIONING_CONTROLLER
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import CheckState
+from flexq.scheduler.model import CheckState, Workload
 from flexq.scheduler.scheduler import Scheduler
 
-__all__ = ["BOOKING", "CAPACITY_PRIORITY", "PROVISIONING_EXPIRY", "Provisioner", "ProvisioningSettings",
-           "ProvisioningState", "Timers", "provisioning_settings"]
+__all__ = ["BOOKING", "CAPACITY_PRIORITY", "CHECK_CAPACITY", "PROVISIONING_EXPIRY", "SCAN_INTERVAL", "Provisioner",
+           "ProvisioningSettings", "ProvisioningState", "Timers", "provisioning_settings"]
 
 PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
 BOOKING: Final = 600.0
 """Provisioned capacity stays booked for the workload this long before its pods must use it."""
+CHECK_CAPACITY: Final = "check-capacity.autoscaling.x-k8s.io"
+"""The class that provisions nothing: it answers whether the capacity is in the cluster now."""
+SCAN_INTERVAL: Final = 10.0
+"""How often the cluster autoscaler looks again at a check-capacity request whose capacity was not found."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +55,13 @@ class ProvisioningSettings:
     backoff_limit: int = 3
     backoff_base: float = 60.0
     backoff_max: float = 1800.0
+    no_retry: bool = False
+    """``parameters.noRetry: "true"`` (check-capacity): capacity not found fails the request instead of waiting."""
+
+    @property
+    def check_only(self) -> bool:
+        """Whether requests of this class only check for capacity (provision nothing)."""
+        return self.provisioning_class == CHECK_CAPACITY
 
     def backoff(self, failures: int) -> float:
         return float(min(self.backoff_base * 2 ** (failures - 1), self.backoff_max))
@@ -59,7 +79,8 @@ def provisioning_settings(objects: Mapping[str, list[dict[str, Any]]]) -> dict[s
         out[check["metadata"]["name"]] = ProvisioningSettings(
             str(config.get("provisioningClassName", "")), frozenset(config.get("managedResources") or []),
             int(retry.get("backoffLimitCount", 3)), float(retry.get("backoffBaseSeconds", 60)),
-            float(retry.get("backoffMaxSeconds", 1800)))
+            float(retry.get("backoffMaxSeconds", 1800)),
+            str((config.get("parameters") or {}).get("noRetry", "")).lower() == "true")
     return out
 
 
@@ -100,6 +121,9 @@ class Provisioner:
         pool = next((p for p in pools.values() if p is not None), None)
         record = self.records.of(key)
         record.request = Request(check, name, pool.name if pool is not None else "")
+        if settings.check_only:
+            self._check_capacity(key, check, name, now, told=False)
+            return
         unmatched = [g for g in groups if self.cluster.unmatched(g)]
         if unmatched:
             # No node group can ever hold these pods: the autoscaler does not provision the request, it fails (the
@@ -156,12 +180,68 @@ class Provisioner:
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
             self.timeline.at(now + revoke, partial(self._revoke, key, name, slices))
+        self._ready(key, wl, check, name)
+
+    def _check_capacity(self, key: str, check: str, name: str, since: float, told: bool) -> None:
+        """check-capacity: whether ``key``'s pods fit on the nodes there now (ready, free, not booked for another).
+        If they do, those nodes are booked for it and its check is Ready; if not, the request stays Accepted and is
+        looked at again after the scan interval (``told``: its Accepted event was told already)."""
+        wl = self.scheduler.workload(key)
+        if wl is None or wl.admission is None:
+            return  # withdrawn, or no longer holding quota: nothing to check for
+        settings, now = self.settings[check], self.timeline.now()
+        groups = pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)
+        placement = self.cluster.place(groups, now, booked_for=key)
+        if placement.complete:
+            nodes = sorted({n for names in placement.bindings.values() for n in names})
+            for node in nodes:
+                self.cluster.nodes[node].booked_for = key
+            pools = sorted({self.cluster.nodes[n].pool for n in nodes})
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned: capacity "
+                           f"is found in the cluster ({len(nodes)} node(s) booked)",
+                           RequestNote(name, ProvisioningState.PROVISIONED, pool=pools[0] if pools else None))
+            self.timeline.later(now + BOOKING, key, partial(self._check_booking, key, check, name, nodes))
+            self._ready(key, wl, check, name)
+            return
+        why = "; ".join([*(f"no node pool matches pod set {g}" for g in placement.unplaceable),
+                         *placement.oversized.values(),
+                         *(f"{count} more node(s) of node pool {pool} needed" for pool, count in
+                           sorted(placement.missing.items()))])
+        if settings.no_retry or now >= since + PROVISIONING_EXPIRY:
+            reason, message = (("CapacityIsNotFound", f"capacity is not found in the cluster: {why}")
+                               if settings.no_retry else ("Expired", "capacity was not found within 7 days"))
+            self.failed(key, check, name, reason, message)
+            return
+        if not told:
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Accepted: capacity "
+                           f"is not found in the cluster ({why}); the autoscaler will try to find it later",
+                           RequestNote(name, ProvisioningState.ACCEPTED))
+            self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}: capacity is not found in the "
+                                   f"cluster ({why})")
+        self.timeline.later(now + SCAN_INTERVAL, key, partial(self._check_capacity, key, check, name, since, True))
+
+    def _check_booking(self, key: str, check: str, name: str, nodes: list[str]) -> None:
+        """A check-capacity booking lasts 10 minutes too: nodes its pods have not started on by then are free again
+        (they were never the request's to remove)."""
+        unused = [self.cluster.nodes[n] for n in nodes if n in self.cluster.nodes and
+                  self.cluster.nodes[n].booked_for == key]
+        if not unused or key in self.records.running:
+            return
+        for node in unused:
+            node.booked_for = None
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} BookingExpired: its pods did "
+                       f"not use the {len(unused)} booked node(s) within {format_seconds(BOOKING)}",
+                       RequestNote(name, ProvisioningState.BOOKING_EXPIRED))
+        self.failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
+
+    def _ready(self, key: str, wl: Workload, check: str, name: str) -> None:
+        """Request ``name`` is provisioned: ``key``'s check is Ready, its pod sets told to consume the request."""
         settings = self.settings[check]
         updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
                             "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class}
                    for g in pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)}
-        self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
-                                                 pod_set_updates=updates))
+        self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, self.timeline.now(),
+                                                 f"{name} provisioned", pod_set_updates=updates))
 
     def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
         """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""
