@@ -148,3 +148,30 @@ def test_capacity_not_found_says_why_and_is_told_once(origin: float) -> None:
     assert accepted.reason == (f"ProvisioningRequest {name} is Accepted: capacity is not found in the cluster (1 more "
                                "node(s) of node pool pool needed); the autoscaler will try to find it later")
     assert accepted.to_json()["request"] == name and accepted.to_json()["eta"] is None
+
+
+@pytest.mark.parametrize("origin", [0.0, START], ids=["simulator", "live"])
+def test_a_check_that_waited_with_no_capacity_modelled_gets_its_request_once_a_pool_is(origin: float) -> None:
+    """Kueue's provisioning example on a server with no GKE cluster yet: the job reserves quota and its check waits;
+    once a cluster (a node pool) is there, its ProvisioningRequest is made and answered."""
+    kernel = Kernel(VirtualClock(origin))
+    told: list[Event] = []
+    started: list[str] = []
+    plane = ControlPlane(kernel, told.append, JobHooks(lambda key, _t: started.append(key), lambda _k: None),
+                         virtual=origin == 0.0)
+    plane.configure(_objects(no_retry=False), None)
+    wl = plane.workload_for("Job", "batch", _job("a", 8), origin)
+    plane.emit(plane.feed(JobQueued(wl, origin)))
+    plane.settle(origin)
+    assert [e.kind for e in told if e.kind is not EventKind.CREATED] == [EventKind.QUOTA_RESERVED]
+    kernel.schedule(origin + 60, lambda: None)
+    kernel.run_until(origin + 60, plane.settle)
+    assert kernel.now() == origin + 60
+    assert not [e for e in told if e.kind is EventKind.PROVISIONING_REQUEST], "no one answers it without capacity"
+    told.clear()
+    cloud = EmulatedCloud({"pool": CapacitySpec(boot=5)}, origin=origin)
+    plane.configure(_objects(no_retry=False), CapacityConfig((POOL,), cloud))
+    plane.settle(origin + 60)
+    assert [_line(e, origin) for e in told] == ["60 ProvisioningRequest a Provisioned", "60 AdmissionCheck a Ready",
+                                                "60 Admitted a", "60 Started a"]
+    assert started == [wl.key]

@@ -47,7 +47,7 @@ from flexq.capacity.record import Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, Racing
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import CheckState, Workload
+from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["BOOKING", "PROVISIONING_EXPIRY", "CapacityDriver", "ProvisioningSettings", "Timers",
@@ -186,6 +186,19 @@ class CapacityDriver:
             old, record.replaces = record.replaces, None
             if old is not None:
                 self.placer.release(old)
+
+    def adopt(self) -> None:
+        """Workloads that reserved quota while their provisioning check had no one to answer it (no capacity was
+        modelled yet, or the check was not known): each that has made no ProvisioningRequest makes one now, as Kueue's
+        provisioning controller does for every workload it finds with the check pending."""
+        for wl in self._scheduler.workloads():
+            record = self.records.get(wl.key)
+            if wl.admission is None or wl.state is not WorkloadState.QUOTA_RESERVED or (
+                    record is not None and record.request is not None):
+                continue
+            for check, state in sorted(wl.checks.items()):
+                if check in self.provisioner.settings and state is CheckState.PENDING:
+                    self.provisioner.request(wl.key, check)
 
     def rebind(self, key: str) -> None:
         """A running workload's pod counts changed in place (an elastic job shrank): its pods are placed anew."""

@@ -97,6 +97,10 @@ class ControlPlane:
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check
+        else:
+            # Capacity modelled only now (the live server's first node pool), or a provisioning check new: the
+            # workloads that wait on one with no request yet get theirs.
+            self.driver.adopt()
 
     def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
