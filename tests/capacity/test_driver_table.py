@@ -5,12 +5,25 @@ driver and the scheduler tell with the story written here (``t kind subject [det
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from flexq.capacity import CapacityConfig, CapacitySpec, EmulatedCloud, NodePoolSpec, machine_type
+from flexq.capacity import (
+    CapacityConfig,
+    CapacitySpec,
+    EmulatedCloud,
+    FallbackNote,
+    NodePoolSpec,
+    PoolNote,
+    ProvisioningState,
+    RequestNote,
+    StartedNote,
+    WorkloadNote,
+    machine_type,
+)
 from flexq.clock import VirtualClock
 from flexq.control import ControlPlane, JobFinished, JobHooks, JobQueued
 from flexq.scheduler import Event, EventKind
@@ -66,14 +79,33 @@ class Case:
 def _subject(event: Event) -> str:
     name = event.workload.split("/")[-1]
     if not name.startswith("job-"):
-        return name or str(event.extra.get("pool", ""))
+        return name or (event.payload.pool if isinstance(event.payload, PoolNote) else "")
     job = name.split("-")[1]
     return f"{job}/{name.split('-variant-')[1].split('-')[0]}" if "-variant-" in name else job
 
 
+def _detail(event: Event) -> str:
+    """What a story line says of an event beyond its kind and subject: read from its typed payload, the same as the
+    event log writes it."""
+    payload = event.payload
+    if not event.kind.capacity:
+        assert payload is None, "the scheduler's events say what they say in extra"
+        return str(event.extra.get("state", ""))
+    assert payload is not None, f"every capacity event carries a payload: {event}"
+    assert event.extra == payload.fields() and json.loads(json.dumps(event.to_json()))["event"] == event.kind.value
+    match payload:
+        case RequestNote(state=state):
+            assert isinstance(state, ProvisioningState)
+            return state.value
+        case PoolNote(pool=pool, nodes=nodes) if event.kind in (EventKind.SCALED_UP, EventKind.SCALED_DOWN):
+            return f"{pool}:{nodes}"
+        case PoolNote() | StartedNote() | WorkloadNote() | FallbackNote():
+            return ""
+    raise AssertionError(f"a payload the story does not know: {payload!r}")
+
+
 def _line(event: Event) -> str:
-    detail = event.extra.get("state") or (f"{event.extra.get('pool')}:{event.extra.get('nodes')}"
-                                          if event.kind in (EventKind.SCALED_UP, EventKind.SCALED_DOWN) else "")
+    detail = _detail(event)
     return " ".join(part for part in (f"{event.t:g}", event.kind.value, _subject(event), str(detail)) if part)
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from flexq.capacity import NAMED_MOMENTS
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.record import Request
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.scheduler import Scheduler
 from flexq.sim.policies import FLEXQ, KUEUE, PolicyRun, compare_policies
@@ -163,8 +165,8 @@ def test_capacity_provisioned_for_a_losing_variant_is_released_and_billed_as_was
     kernel = Kernel()
     notes: list[Any] = []
     driver = CapacityDriver(scenario.capacity, Scheduler(), kernel, notes.extend, lambda _k, _t: None,
-                            provisioning_settings({}), virtual=True)
-    driver.requests["default/job-variant-dws-1"] = ("dws-prov", "job-abc12-dws-prov-1")
+                            provisioning_settings({}), words=NAMED_MOMENTS)
+    driver.records.of("default/job-variant-dws-1").request = Request("dws-prov", "job-abc12-dws-prov-1", "dws-pool")
     created, _why = driver.cluster.scale_up("dws-pool", 4, 0.0, booked_for="default/job-variant-dws-1", ready_at=0.0)
     assert len(created) == 4
     kernel.schedule(1800.0, lambda: None)

@@ -5,27 +5,38 @@ from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
 from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
+from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, RequestNote, StartedNote, WorkloadNote
 from flexq.capacity.pools import NodePoolSpec
-from flexq.capacity.provisioning import ProvisioningState
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
+from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS, TimeWords
+from flexq.capacity.record import CapacityState
 from flexq.capacity.settings import CapacityConfig
 
 __all__ = [
     "CATALOG",
+    "COUNTDOWNS",
     "GKE_VERSION",
+    "NAMED_MOMENTS",
     "PROVISIONING_EXPIRY",
     "CapacityConfig",
     "CapacityDriver",
     "CapacitySpec",
+    "CapacityState",
     "Cluster",
     "EmulatedCloud",
+    "FallbackNote",
     "MachineType",
     "NodePoolSpec",
     "PodGroup",
+    "PoolNote",
     "ProvisioningState",
     "RayAddressError",
     "RayPoolSync",
+    "RequestNote",
+    "StartedNote",
+    "TimeWords",
     "UnknownMachineType",
+    "WorkloadNote",
     "dashboard_address",
     "gke_node_pool",
     "machine_type",

@@ -1,8 +1,7 @@
 """Nodes lost in the capacity driver: flex-start expiry, a node deleted from outside, a TPU slice repaired.
 
-:class:`NodeLoss` is mixed into :class:`~flexq.capacity.driver.CapacityDriver`. The workloads whose pods were on a
-lost node are evicted and requeued. A multi-host TPU slice is atomic (its hosts are recovered together, never one by
-one), so a lost host costs the whole slice:
+The workloads whose pods were on a lost node are evicted and requeued (:class:`NodeLoss`). A multi-host TPU slice is
+atomic (its hosts are recovered together, never one by one), so a lost host costs the whole slice:
 
 - in a pool of on-demand, flex-start or reserved capacity, GKE's node auto-repair recreates the slice: its hosts
   come back under their names, empty, ready after the pool's boot time (``SliceRepaired``), and the requeued job
@@ -18,58 +17,56 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from flexq.capacity.cluster import Cluster
+from flexq.capacity.notes import PoolNote, Teller
 from flexq.capacity.pools import Node, NodePoolSpec
-from flexq.capacity.provisioning import CAPACITY_PRIORITY, Timers
-from flexq.durations import format_seconds
-from flexq.scheduler.events import Event, EventKind
+from flexq.capacity.record import Timeline
+from flexq.scheduler.events import EventKind
 from flexq.scheduler.scheduler import Scheduler
 
 __all__ = ["NodeLoss"]
 
 
 class NodeLoss:
-    """Lost nodes in the capacity driver (a mixin: the driver provides what is declared here)."""
+    """Nodes lost: flex-start nodes at their maximum run duration, a node deleted, a host failed.
 
-    cluster: Cluster
-    scheduler: Scheduler
-    kernel: Timers
-    log: Callable[[list[Event]], None]
-    _virtual: bool
+    ``make_room`` is told when nodes went (requests waiting for room may fit), ``plan_scale_down`` when a slice was
+    recreated (its nodes start idle)."""
 
-    if TYPE_CHECKING:
-        def _now(self) -> float: ...
-
-        def _make_room(self) -> None: ...
-
-        def _plan_scale_down(self) -> None: ...
+    def __init__(self, cluster: Cluster, timeline: Timeline, teller: Teller, scheduler: Scheduler, *,
+                 make_room: Callable[[], None], plan_scale_down: Callable[[], None]) -> None:
+        self.cluster = cluster
+        self.timeline = timeline
+        self.teller = teller
+        self.scheduler = scheduler
+        self.make_room = make_room
+        self.plan_scale_down = plan_scale_down
 
     def plan_expiry(self) -> None:
         expiry = self.cluster.next_expiry()
         if expiry is not None:
-            self.kernel.schedule(expiry, self.expire, CAPACITY_PRIORITY)
+            self.timeline.at(expiry, self.expire)
 
     def expire(self) -> None:
-        now = self._now()
+        now = self.timeline.now()
         gone: list[Node] = self.cluster.expired(now)
         victims = sorted({key for node in gone for key in node.pods})
         for pool in sorted({n.pool for n in gone}):
-            self.log([Event(now, EventKind.NODES_EXPIRED, "", "",
-                            f"node pool {pool}: flex-start nodes reached their maximum run duration",
-                            extra={"pool": pool})])
+            self.teller.pool(EventKind.NODES_EXPIRED, f"node pool {pool}: flex-start nodes reached their maximum run "
+                             "duration", PoolNote(pool))
         for key in victims:
-            self.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds", "NodesExpired"))
+            self.teller.log(self.scheduler.evict(key, now, "Flex-start nodes reached maxRunDurationSeconds",
+                                                 "NodesExpired"))
         self.plan_expiry()
 
     def plan_host_failures(self, pools: list[NodePoolSpec]) -> None:
         """Schedule the cloud's ``hostFailures`` of ``pools`` (those still to come)."""
-        cloud, now = self.cluster.cloud, self._now()
+        cloud, now = self.cluster.cloud, self.timeline.now()
         for pool in pools:
             for at in cloud.spec(pool.name, pool.machine.name).host_failures:
                 if cloud.origin + at >= now:
-                    self.kernel.schedule(cloud.origin + at, partial(self.host_failure, pool.name), CAPACITY_PRIORITY)
+                    self.timeline.at(cloud.origin + at, partial(self.host_failure, pool.name))
 
     def host_failure(self, pool: str) -> None:
         """A host of ``pool`` fails: the first node (by name) of a slice in use, else of the pool, is lost."""
@@ -85,9 +82,9 @@ class NodeLoss:
         if not removed:
             return
         node = removed[0]
-        now = self._now()
-        self.log([Event(now, EventKind.NODE_DELETED, "", "", why or f"node {name} of pool {node.pool} was deleted",
-                        extra={"pool": node.pool})])
+        now = self.timeline.now()
+        self.teller.pool(EventKind.NODE_DELETED, why or f"node {name} of pool {node.pool} was deleted",
+                         PoolNote(node.pool))
         rest = sorted((n for n in self.cluster.nodes.values() if n.slice_id == node.slice_id), key=lambda n: n.name)
         pool = self.cluster.pools.get(node.pool)
         multi_host = pool is not None and pool.hosts_per_slice > 1
@@ -96,8 +93,8 @@ class NodeLoss:
             self._lose_slice(node, rest, pool, now)
         reason = why or f"Node {name} was deleted"
         for key in victims:
-            self.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
-        self._make_room()
+            self.teller.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
+        self.make_room()
 
     def _lose_slice(self, lost: Node, rest: list[Node], pool: NodePoolSpec, now: float) -> None:
         """The other hosts of ``lost``'s slice go with it; the slice is recreated when the pool is not DWS's and
@@ -108,15 +105,12 @@ class NodeLoss:
         if not pool.queued_provisioning and self.cluster.pool_size(pool.name) + hosts <= obtainable:
             fresh = self.cluster.recreate([lost, *rest], now)
             ready = max(n.ready_at for n in fresh)
-            when = f"t={format_seconds(ready)}" if self._virtual else f"in {format_seconds(ready - now)}"
-            self.log([Event(now, EventKind.SLICE_REPAIRED, "", "",
-                            f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its {hosts} "
-                            f"node(s) are recreated, ready {when}",
-                            extra={"pool": pool.name, "nodes": self.cluster.pool_size(pool.name)})])
+            self.teller.pool(EventKind.SLICE_REPAIRED, f"node pool {pool.name}: the TPU slice of node {lost.name} lost "
+                             f"a host; its {hosts} node(s) are recreated, ready {self.teller.moment(ready)}",
+                             PoolNote(pool.name, self.cluster.pool_size(pool.name)))
             self.plan_expiry()
-            self._plan_scale_down()
+            self.plan_scale_down()
         elif rest:
-            self.log([Event(now, EventKind.SLICE_RELEASED, "", "",
-                            f"node pool {pool.name}: the TPU slice of node {lost.name} lost a host; its other "
-                            f"{len(rest)} node(s) are released with it",
-                            extra={"pool": pool.name, "nodes": self.cluster.pool_size(pool.name)})])
+            self.teller.pool(EventKind.SLICE_RELEASED, f"node pool {pool.name}: the TPU slice of node {lost.name} lost "
+                             f"a host; its other {len(rest)} node(s) are released with it",
+                             PoolNote(pool.name, self.cluster.pool_size(pool.name)))

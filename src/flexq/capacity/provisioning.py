@@ -1,61 +1,49 @@
-"""DWS ProvisioningRequests in the capacity driver: requested, provisioned, booked, revoked, retried.
+"""ProvisioningRequests in the capacity driver: requested, provisioned, booked, revoked, retried.
 
-:class:`ProvisioningCapacity` is mixed into :class:`~flexq.capacity.driver.CapacityDriver`: a workload whose
-``kueue.x-k8s.io/provisioning-request`` check is pending gets a ProvisioningRequest ``<workload>-<check>-<attempt>``;
-the emulated cloud fulfils it after its queued-provisioning delay (nodes booked for the workload) or never; after 7
-days it fails (Expired), and failures are retried with Kueue's backoff up to ``backoffLimitCount``, then Rejected.
+A workload whose ``kueue.x-k8s.io/provisioning-request`` check is pending gets a ProvisioningRequest
+``<workload>-<check>-<attempt>`` (:class:`Provisioner`) of the class its ProvisioningRequestConfig names:
+
+- ``queued-provisioning.gke.io`` (DWS, and any other class): the emulated cloud fulfils it after its
+  queued-provisioning delay (nodes created, booked for the workload) or never;
+- ``check-capacity.autoscaling.x-k8s.io``: nothing is provisioned; the cluster autoscaler answers whether the pods fit
+  on the nodes there now. If they do, those nodes are booked for the workload (Provisioned, ``CapacityIsFound``); if
+  not, the request stays Accepted (``CapacityIsNotFound``: "CA will try to find it later") and is looked at again
+  every scan interval, or fails at once where the config's ``parameters`` say ``noRetry: "true"``.
+
+Either way a request not provisioned within 7 days fails (Expired), a booking unused for 10 minutes expires, and
+failures are retried with Kueue's backoff (``base * 2^(n-1)`` capped at ``max``) up to ``backoffLimitCount``, then
+Rejected.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final
 
-from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.cluster import Cluster
+from flexq.capacity.notes import ProvisioningState, RequestNote, Teller
+from flexq.capacity.placement import pod_groups
+from flexq.capacity.record import CAPACITY_PRIORITY, Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
+from flexq.capacity.variants import Expected, WaitingRoom
 from flexq.durations import format_seconds
 from flexq.objects.queue_status import PROVISIONING_CONTROLLER
-from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import CheckState, Workload
 from flexq.scheduler.scheduler import Scheduler
 
-__all__ = ["BOOKING", "CAPACITY_PRIORITY", "PROVISIONING_EXPIRY", "ProvisioningCapacity", "ProvisioningSettings",
-           "ProvisioningState",
-           "Timers", "provisioning_settings"]
-
-
-class ProvisioningState(StrEnum):
-    """Where a ProvisioningRequest stands, as its events say it (``state``) and its conditions show it."""
-
-    ACCEPTED = "Accepted"
-    """The cloud took the request and looks for machines (queued provisioning: up to its expiry)."""
-    PROVISIONED = "Provisioned"
-    """The machines are there, booked for the workload's pods."""
-    FAILED = "Failed"
-    """No machines: the admission check is retried or rejected."""
-    BOOKING_EXPIRED = "BookingExpired"
-    """The pods did not start on the booked machines in time."""
-    CAPACITY_REVOKED = "CapacityRevoked"
-    """The cloud took provisioned machines back."""
-    WITHDRAWN = "Withdrawn"
-    """A racing variant's request, taken back when another flavor won (at no cost)."""
-
-
-class Timers(Protocol):
-    """Time and deferred actions: the simulator's event kernel, or the live controller's timer heap."""
-
-    def now(self) -> float: ...
-
-    def schedule(self, at: float, action: Callable[[], None], priority: int = 0) -> None: ...
+__all__ = ["BOOKING", "CAPACITY_PRIORITY", "CHECK_CAPACITY", "PROVISIONING_EXPIRY", "SCAN_INTERVAL", "Provisioner",
+           "ProvisioningSettings", "ProvisioningState", "Timers", "provisioning_settings"]
 
 PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
 BOOKING: Final = 600.0
 """Provisioned capacity stays booked for the workload this long before its pods must use it."""
-CAPACITY_PRIORITY: Final = 1  # kernel priority: after finishes (0), before submissions
-
+CHECK_CAPACITY: Final = "check-capacity.autoscaling.x-k8s.io"
+"""The class that provisions nothing: it answers whether the capacity is in the cluster now."""
+SCAN_INTERVAL: Final = 10.0
+"""How often the cluster autoscaler looks again at a check-capacity request whose capacity was not found."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +55,13 @@ class ProvisioningSettings:
     backoff_limit: int = 3
     backoff_base: float = 60.0
     backoff_max: float = 1800.0
+    no_retry: bool = False
+    """``parameters.noRetry: "true"`` (check-capacity): capacity not found fails the request instead of waiting."""
+
+    @property
+    def check_only(self) -> bool:
+        """Whether requests of this class only check for capacity (provision nothing)."""
+        return self.provisioning_class == CHECK_CAPACITY
 
     def backoff(self, failures: int) -> float:
         return float(min(self.backoff_base * 2 ** (failures - 1), self.backoff_max))
@@ -84,127 +79,180 @@ def provisioning_settings(objects: Mapping[str, list[dict[str, Any]]]) -> dict[s
         out[check["metadata"]["name"]] = ProvisioningSettings(
             str(config.get("provisioningClassName", "")), frozenset(config.get("managedResources") or []),
             int(retry.get("backoffLimitCount", 3)), float(retry.get("backoffBaseSeconds", 60)),
-            float(retry.get("backoffMaxSeconds", 1800)))
+            float(retry.get("backoffMaxSeconds", 1800)),
+            str((config.get("parameters") or {}).get("noRetry", "")).lower() == "true")
     return out
 
 
+class Provisioner:
+    """The ProvisioningRequests of workloads whose provisioning check is pending, by the checks' ``settings``.
 
-class ProvisioningCapacity:
-    """ProvisioningRequests in the capacity driver (a mixin: the driver provides what is declared here)."""
+    A request for a pool at its maximum waits in :attr:`room` under flexq's policy (``config.fallback``);
+    ``plan_expiry`` is told when nodes were provisioned (flex-start nodes expire)."""
 
-    config: CapacityConfig
-    cluster: Cluster
-    scheduler: Scheduler
-    kernel: Timers
-    log: Callable[[list[Event]], None]
-    provisioning: dict[str, ProvisioningSettings]
-    failures: dict[tuple[str, str], int]
-    attempts: dict[tuple[str, str], int]
-    requests: dict[str, tuple[str, str, str]]
-    carried: dict[str, str]
-    running: set[str]
+    def __init__(self, cluster: Cluster, records: Records, timeline: Timeline, teller: Teller, scheduler: Scheduler,
+                 config: CapacityConfig, settings: dict[str, ProvisioningSettings], *, expected: Expected,
+                 plan_expiry: Callable[[], None]) -> None:
+        self.cluster = cluster
+        self.records = records
+        self.timeline = timeline
+        self.teller = teller
+        self.scheduler = scheduler
+        self.config = config
+        self.settings = settings
+        self.plan_expiry = plan_expiry
+        self.room = WaitingRoom(cluster, timeline, teller, scheduler, expected, self.provision)
 
-    if TYPE_CHECKING:
-        def _now(self) -> float: ...
+    def attach(self, scheduler: Scheduler) -> None:
+        self.scheduler = self.room.scheduler = scheduler
 
-        def _note(self, kind: EventKind, workload: str, reason: str, **extra: Any) -> None: ...
-
-        def _later(self, at: float, key: str, action: Callable[[], None]) -> None: ...
-
-        def groups(self, wl: Workload, only: frozenset[str] | None = None) -> list[PodGroup]: ...
-
-        def plan_expiry(self) -> None: ...
-
-        def _wait_for_room(self, key: str, check: str, name: str, pool: str, count: int, why: str) -> None: ...
-
-    def _request(self, key: str, check: str) -> None:
+    def request(self, key: str, check: str) -> None:
+        """``key``'s ``check`` is pending: a ProvisioningRequest for its pod sets that use a managed resource."""
         wl = self.scheduler.held(key)
-        settings = self.provisioning[check]
+        settings = self.settings[check]
         owner = self.scheduler.workload(wl.parent) if wl.parent else wl
         owner = owner if owner is not None else wl
-        attempt = self.attempts.get((owner.key, check), 0) + 1
-        self.attempts[(owner.key, check)] = attempt
+        attempts = self.records.of(owner.key).attempts
+        attempt = attempts[check] = attempts.get(check, 0) + 1
         name = f"{owner.name}-{check}-{attempt}"  # a variant's request is named for the workload it races for
-        groups = self.groups(wl, settings.managed or None)
-        now = self._now()
+        groups = pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)
+        now = self.timeline.now()
         pools = {g.name: self.cluster.pool_for(g) for g in groups}
         pool = next((p for p in pools.values() if p is not None), None)
-        self.requests[key] = (check, name, pool.name if pool is not None else "")
+        record = self.records.of(key)
+        record.request = Request(check, name, pool.name if pool is not None else "")
+        if settings.check_only:
+            self._check_capacity(key, check, name, now, told=False)
+            return
         unmatched = [g for g in groups if self.cluster.unmatched(g)]
         if unmatched:
             # No node group can ever hold these pods: the autoscaler does not provision the request, it fails (the
             # check goes to Retry, then Rejected, as Kueue's provisioning controller maps Failed).
-            self._failed(key, check, name, "CapacityIsNotFound", "no node pool matches: " + "; ".join(
+            self.failed(key, check, name, "CapacityIsNotFound", "no node pool matches: " + "; ".join(
                 self.cluster.why_unmatched(g) for g in unmatched))
             return
         if pool is None:
             # No pool modelled behind it: the request is provisioned at once.
-            self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned",
-                       request=name, state=ProvisioningState.PROVISIONED)
-            self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned",
+                           RequestNote(name, ProvisioningState.PROVISIONED))
+            self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned"))
             return
         count = sum(-(-g.count // pool.hosts_per_slice) * pool.hosts_per_slice for g in groups)
-        old = self.carried.get(key)
-        if old is not None:  # a growing job asks only for what it adds: its running pods keep their nodes
-            count = max(0, count - sum(1 for n in self.cluster.nodes_of(old) if n.pool == pool.name))
+        if record.replaces is not None:  # a growing job asks only for what it adds: its running pods keep their nodes
+            count = max(0, count - sum(1 for n in self.cluster.nodes_of(record.replaces) if n.pool == pool.name))
         delay = self.cluster.cloud.queued_delay(pool.name, pool.machine.name, name, now)
         eta_at = now + delay if delay is not None and delay < PROVISIONING_EXPIRY else None
         eta = f"; expected in {format_seconds(eta_at - now)}" if eta_at is not None else ""
-        self._note(EventKind.PROVISIONING_REQUEST, key,
-                   f"ProvisioningRequest {name} is Accepted: waiting for {count} "
-                   f"{pool.machine.name} node(s) in {pool.name}{eta}", request=name, state=ProvisioningState.ACCEPTED,
-                   eta=eta_at)
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Accepted: waiting for "
+                       f"{count} {pool.machine.name} node(s) in {pool.name}{eta}",
+                       RequestNote(name, ProvisioningState.ACCEPTED, eta=eta_at))
         self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}{eta}")
-        if delay is None or delay >= PROVISIONING_EXPIRY:
-            self._later(now + PROVISIONING_EXPIRY, key,
-                        partial(self._failed, key, check, name, "Expired", "capacity was not found within 7 days"))
+        if eta_at is None:
+            self.timeline.later(now + PROVISIONING_EXPIRY, key, partial(
+                self.failed, key, check, name, "Expired", "capacity was not found within 7 days"))
         else:
-            self._later(now + delay, key, partial(self._provision, key, check, name, pool.name, count))
+            self.timeline.later(eta_at, key, partial(self.provision, key, check, name, pool.name, count))
 
-    def _provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
+    def provision(self, key: str, check: str, name: str, pool: str, count: int) -> None:
+        """The cloud answers request ``name``: ``count`` nodes of ``pool``, booked for ``key``."""
         wl = self.scheduler.workload(key)
         if wl is None or wl.admission is None:
             return  # withdrawn (a variant whose race ended) or no longer holding quota: nothing to provision for
-        now = self._now()
+        now = self.timeline.now()
         created, why = self.cluster.scale_up(pool, count, now, booked_for=key, ready_at=now) if count else ([], "")
         spec = self.cluster.pools[pool]
         if count > spec.max_nodes:  # never, however long it waits: fails as the autoscaler fails it
-            self._failed(key, check, name, "CapacityNotFound", f"{count} node(s) asked of node pool {pool}, more "
-                         f"than it can hold (--max-nodes={spec.max_nodes})")
+            self.failed(key, check, name, "CapacityNotFound", f"{count} node(s) asked of node pool {pool}, more "
+                        f"than it can hold (--max-nodes={spec.max_nodes})")
             return
         at_maximum = spec.autoscaling and self.cluster.pool_size(pool) + count > spec.max_nodes
         if count and not created and self.config.fallback and at_maximum:
-            self._wait_for_room(key, check, name, pool, count, why)
+            self.room.wait(key, check, name, pool, count, why)
             return
         if count and not created:
-            self._failed(key, check, name, "CapacityNotFound", why)
+            self.failed(key, check, name, "CapacityNotFound", why)
             return
         self.plan_expiry()
-        self._note(EventKind.PROVISIONING_REQUEST, key,
-                   f"ProvisioningRequest {name} is Provisioned: {len(created)} node(s) "
-                   f"in {pool}", request=name, state=ProvisioningState.PROVISIONED, pool=pool)
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned: "
+                       f"{len(created)} node(s) in {pool}", RequestNote(name, ProvisioningState.PROVISIONED, pool=pool))
         slices = {n.slice_id for n in created}
-        self._later(now + BOOKING, key, partial(self._booking_check, key, check, name, slices))
+        self.timeline.later(now + BOOKING, key, partial(self._booking_check, key, check, name, slices))
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
-            self.kernel.schedule(now + revoke, partial(self._revoke, key, name, slices), CAPACITY_PRIORITY)
+            self.timeline.at(now + revoke, partial(self._revoke, key, name, slices))
+        self._ready(key, wl, check, name)
+
+    def _check_capacity(self, key: str, check: str, name: str, since: float, told: bool) -> None:
+        """check-capacity: whether ``key``'s pods fit on the nodes there now (ready, free, not booked for another).
+        If they do, those nodes are booked for it and its check is Ready; if not, the request stays Accepted and is
+        looked at again after the scan interval (``told``: its Accepted event was told already)."""
+        wl = self.scheduler.workload(key)
+        if wl is None or wl.admission is None:
+            return  # withdrawn, or no longer holding quota: nothing to check for
+        settings, now = self.settings[check], self.timeline.now()
+        groups = pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)
+        placement = self.cluster.place(groups, now, booked_for=key)
+        if placement.complete:
+            nodes = sorted({n for names in placement.bindings.values() for n in names})
+            for node in nodes:
+                self.cluster.nodes[node].booked_for = key
+            pools = sorted({self.cluster.nodes[n].pool for n in nodes})
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned: capacity "
+                           f"is found in the cluster ({len(nodes)} node(s) booked)",
+                           RequestNote(name, ProvisioningState.PROVISIONED, pool=pools[0] if pools else None))
+            self.timeline.later(now + BOOKING, key, partial(self._check_booking, key, check, name, nodes))
+            self._ready(key, wl, check, name)
+            return
+        why = "; ".join([*(f"no node pool matches pod set {g}" for g in placement.unplaceable),
+                         *placement.oversized.values(),
+                         *(f"{count} more node(s) of node pool {pool} needed" for pool, count in
+                           sorted(placement.missing.items()))])
+        if settings.no_retry or now >= since + PROVISIONING_EXPIRY:
+            reason, message = (("CapacityIsNotFound", f"capacity is not found in the cluster: {why}")
+                               if settings.no_retry else ("Expired", "capacity was not found within 7 days"))
+            self.failed(key, check, name, reason, message)
+            return
+        if not told:
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Accepted: capacity "
+                           f"is not found in the cluster ({why}); the autoscaler will try to find it later",
+                           RequestNote(name, ProvisioningState.ACCEPTED))
+            self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}: capacity is not found in the "
+                                   f"cluster ({why})")
+        self.timeline.later(now + SCAN_INTERVAL, key, partial(self._check_capacity, key, check, name, since, True))
+
+    def _check_booking(self, key: str, check: str, name: str, nodes: list[str]) -> None:
+        """A check-capacity booking lasts 10 minutes too: nodes its pods have not started on by then are free again
+        (they were never the request's to remove)."""
+        unused = [self.cluster.nodes[n] for n in nodes if n in self.cluster.nodes and
+                  self.cluster.nodes[n].booked_for == key]
+        if not unused or key in self.records.running:
+            return
+        for node in unused:
+            node.booked_for = None
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} BookingExpired: its pods did "
+                       f"not use the {len(unused)} booked node(s) within {format_seconds(BOOKING)}",
+                       RequestNote(name, ProvisioningState.BOOKING_EXPIRED))
+        self.failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
+
+    def _ready(self, key: str, wl: Workload, check: str, name: str) -> None:
+        """Request ``name`` is provisioned: ``key``'s check is Ready, its pod sets told to consume the request."""
+        settings = self.settings[check]
         updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
-                            "autoscaling.x-k8s.io/provisioning-class-name": self.provisioning[check].provisioning_class}
-                   for g in self.groups(wl, self.provisioning[check].managed or None)}
-        self.log(self.scheduler.set_check(key, check, CheckState.READY, now, f"{name} provisioned",
-                                          pod_set_updates=updates))
+                            "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class}
+                   for g in pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)}
+        self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, self.timeline.now(),
+                                                 f"{name} provisioned", pod_set_updates=updates))
 
     def _booking_check(self, key: str, check: str, name: str, slices: set[str]) -> None:
         """The booking lasts 10 minutes: capacity its pods have not started to use by then goes back."""
         unused = [n for n in self.cluster.nodes.values() if n.slice_id in slices and n.booked_for == key]
-        if not unused or key in self.running:
+        if not unused or key in self.records.running:
             return
         self.cluster.remove(n.name for n in unused)
-        self._note(EventKind.PROVISIONING_REQUEST, key,
-                   f"ProvisioningRequest {name} BookingExpired: its pods did not use "
-                   f"the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}", request=name,
-                   state=ProvisioningState.BOOKING_EXPIRED)
-        self._failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} BookingExpired: its pods did "
+                       f"not use the {len(unused)} provisioned node(s) within {format_seconds(BOOKING)}",
+                       RequestNote(name, ProvisioningState.BOOKING_EXPIRED))
+        self.failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
 
     def _revoke(self, key: str, name: str, slices: set[str]) -> None:
         """The cloud takes the provisioned capacity back (CapacityRevoked): its workload is evicted and requeued."""
@@ -213,27 +261,28 @@ class ProvisioningCapacity:
             return
         victims = sorted({w for n in gone for w in n.pods})
         self.cluster.remove(n.name for n in gone)
-        self._note(EventKind.PROVISIONING_REQUEST, key,
-                   f"ProvisioningRequest {name} CapacityRevoked: {len(gone)} node(s) "
-                   "taken back by the cloud", request=name, state=ProvisioningState.CAPACITY_REVOKED)
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} CapacityRevoked: "
+                       f"{len(gone)} node(s) taken back by the cloud",
+                       RequestNote(name, ProvisioningState.CAPACITY_REVOKED))
         for victim in victims:
-            self.log(self.scheduler.evict(victim, self._now(), f"ProvisioningRequest {name}: capacity revoked",
-                                          "CapacityRevoked"))
+            self.teller.log(self.scheduler.evict(victim, self.timeline.now(),
+                                                 f"ProvisioningRequest {name}: capacity revoked", "CapacityRevoked"))
 
-    def _failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False) -> None:
-        now = self._now()
-        failures = self.failures.get((key, check), 0) + 1
-        self.failures[(key, check)] = failures
-        settings = self.provisioning[check]
+    def failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False) -> None:
+        """Request ``name`` failed for ``reason``: the check is retried after Kueue's backoff, or Rejected once the
+        retries are spent (``noted``: its event was told already)."""
+        now = self.timeline.now()
+        failures = self.records.of(key).failures
+        failed = failures[check] = failures.get(check, 0) + 1
+        settings = self.settings[check]
         if not noted:
-            self._note(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} Failed ({reason}): {message}",
-                       request=name, state=ProvisioningState.FAILED)
-        if failures > settings.backoff_limit:
-            self.log(self.scheduler.set_check(
-                key, check, CheckState.REJECTED, now,
-                f"{name} failed ({reason}) after {settings.backoff_limit} retries"))
+            self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} Failed ({reason}): "
+                           f"{message}", RequestNote(name, ProvisioningState.FAILED))
+        if failed > settings.backoff_limit:
+            why = f"{name} failed ({reason}) after {settings.backoff_limit} retries"
+            self.teller.log(self.scheduler.set_check(key, check, CheckState.REJECTED, now, why))
             return
-        delay = settings.backoff(failures)
-        self.log(self.scheduler.set_check(key, check, CheckState.RETRY, now, f"{name} failed ({reason}); retry "
-                                          f"{failures} of {settings.backoff_limit} in {format_seconds(delay)}",
-                                          retry_after=delay))
+        delay = settings.backoff(failed)
+        self.teller.log(self.scheduler.set_check(key, check, CheckState.RETRY, now, f"{name} failed ({reason}); retry "
+                                                 f"{failed} of {settings.backoff_limit} in {format_seconds(delay)}",
+                                                 retry_after=delay))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import finishes_sooner_here
 from flexq.control.run_times import RunTimes
@@ -78,7 +79,8 @@ class ControlPlane:
         self._tell = tell
         self._listeners: list[Callable[[Event], None]] = []
         self._start_on_admission = start_on_admission
-        self._virtual = virtual
+        self._words = NAMED_MOMENTS if virtual else COUNTDOWNS
+        """How reasons name a moment: the simulator's log names it (t=...), the live server counts down to it."""
         self._began: dict[str, float] = {}
         """When running workloads' jobs reported they began (:class:`JobStarted`)."""
         self._priority_classes: dict[str, str] = {}
@@ -102,6 +104,10 @@ class ControlPlane:
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check
+        else:
+            # Capacity modelled only now (the live server's first node pool), or a provisioning check new: the
+            # workloads that wait on one with no request yet get theirs.
+            self.driver.adopt()
 
     def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
@@ -111,7 +117,7 @@ class ControlPlane:
             self.driver = None
         elif self.driver is None:
             self.driver = CapacityDriver(capacity, self.scheduler, self.timers, self.emit, self._started,
-                                         provisioning, virtual=self._virtual, run_time=self.hooks.run_time,
+                                         provisioning, words=self._words, run_time=self.hooks.run_time,
                                          finish_eta=self.hooks.finish_eta)
         else:
             self.driver.attach(self.scheduler)
@@ -154,7 +160,7 @@ class ControlPlane:
         """Beyond Kueue: a running workload is not moved to a more preferred flavor when it would finish sooner
         where it runs (its declared run time, counted from when it started)."""
         return finishes_sooner_here(self.hooks.run_time(parent.key), self.started_at(parent.key), now,
-                                    virtual=self._virtual)
+                                    words=self._words)
 
     def _started(self, key: str, t: float) -> None:
         if self.hooks.start is not None:

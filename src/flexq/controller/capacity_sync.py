@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.quantity import Quantity
-from flexq.capacity import ProvisioningState
+from flexq.capacity import PoolNote, ProvisioningState, RequestNote
 from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.gke_pools import node_pool_spec
 from flexq.capacity.provisioning import ProvisioningSettings
@@ -34,7 +34,7 @@ __all__ = ["LiveCapacity"]
 
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
-_POOL_EVENTS: Final = ("NodeDeleted", "SliceRepaired", "SliceReleased")
+_POOL_EVENTS: Final = frozenset({EventKind.NODE_DELETED, EventKind.SLICE_REPAIRED, EventKind.SLICE_RELEASED})
 """What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
 
 
@@ -122,24 +122,26 @@ class LiveCapacity:
 
     def _write_note(self, note: Event) -> None:
         workload = self._workload(note.workload)
-        warning = note.kind.warning or note.extra.get("state") == ProvisioningState.FAILED
+        payload = note.payload
+        request = payload if isinstance(payload, RequestNote) else None
+        warning = note.kind.warning or (request is not None and request.state is ProvisioningState.FAILED)
         if workload is not None:
             record_event(self.store, workload, note.kind.value, note.reason,
                          type="Warning" if warning else "Normal", component=_COMPONENT)
-        elif note.kind.value in _POOL_EVENTS:
+        elif note.kind in _POOL_EVENTS and isinstance(payload, PoolNote):
             with contextlib.suppress(NotFound):
-                pool = self.store.get(Key("flexq.dev", "nodepools", "", str(note.extra.get("pool", ""))))
+                pool = self.store.get(Key("flexq.dev", "nodepools", "", payload.pool))
                 record_event(self.store, pool, note.kind.value, note.reason,
                              type="Warning" if warning else "Normal", component=_COMPONENT)
-        if note.kind is EventKind.PROVISIONING_REQUEST and workload is not None:
-            self._provisioning_request(workload, note)
+        if request is not None and workload is not None:
+            self._provisioning_request(workload, request, note.reason)
 
-    def _provisioning_request(self, workload: dict[str, Any], note: Event) -> None:
-        name = str(note.extra["request"])
+    def _provisioning_request(self, workload: dict[str, Any], request: RequestNote, message: str) -> None:
+        name = request.request
         namespace = workload["metadata"].get("namespace", "default")
         key = Key("autoscaling.x-k8s.io", "provisioningrequests", namespace, name)
         now = rfc3339(datetime.now(UTC))
-        if note.extra.get("state") == ProvisioningState.WITHDRAWN:
+        if request.state is ProvisioningState.WITHDRAWN:
             # The workload started on another flavor: its request is deleted, as Kueue deletes the requests of
             # a workload that no longer needs them (the Event on the workload tells what it cost).
             with contextlib.suppress(NotFound):
@@ -157,15 +159,16 @@ class LiveCapacity:
                 "spec": self._request_spec(workload, name),
             })
         status = dict(obj.get("status") or {})
-        state = note.extra.get("state")
-        message = note.reason
-        if state == ProvisioningState.ACCEPTED:
-            set_condition(status, "Accepted", True, "Accepted", message, now=now)
-            set_condition(status, "Provisioned", False, "Waiting", message, now=now)
-        elif state == ProvisioningState.PROVISIONED:
-            set_condition(status, "Provisioned", True, "Provisioned", message, now=now)
-        elif state == ProvisioningState.FAILED:
-            set_condition(status, "Failed", True, "Failed", message, now=now)
+        match request.state:
+            case ProvisioningState.ACCEPTED:
+                set_condition(status, "Accepted", True, "Accepted", message, now=now)
+                set_condition(status, "Provisioned", False, "Waiting", message, now=now)
+            case ProvisioningState.PROVISIONED:
+                set_condition(status, "Provisioned", True, "Provisioned", message, now=now)
+            case ProvisioningState.FAILED:
+                set_condition(status, "Failed", True, "Failed", message, now=now)
+            case _:
+                pass  # BookingExpired and CapacityRevoked: told on the workload, followed by Failed or an eviction
         self.store.update(key, {**obj, "status": status}, subresource="status")
 
     def _request_spec(self, workload: Mapping[str, Any], name: str) -> dict[str, Any]:

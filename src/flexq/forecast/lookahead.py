@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
-from flexq.capacity import CapacityConfig, ProvisioningState
+from flexq.capacity import CapacityConfig, FallbackNote, PoolNote, ProvisioningState, RequestNote
 from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued, RunTime
 from flexq.forecast.snapshot import Fork, fork
 from flexq.scheduler import Event, EventKind, Workload, WorkloadState
@@ -217,12 +217,15 @@ class Lookahead:
             key = wl.parent
         if key not in self.targets or key in self.track.started:
             return
-        if event.kind is EventKind.PROVISIONING_REQUEST and event.extra.get("state") == ProvisioningState.PROVISIONED:
-            self._step(key, Step(StepKind.PROVISIONING, event.t, str(event.extra.get("request", ""))))
-        elif event.kind is EventKind.SCALED_UP:
-            self._step(key, Step(StepKind.NODES, event.t, str(event.extra.get("pool", ""))))
-        elif event.kind is EventKind.FALLBACK:
-            self._step(key, Step(StepKind.FALLBACK, event.t, str(event.extra.get("flavor", ""))))
+        match event.payload:
+            case RequestNote(request=request, state=ProvisioningState.PROVISIONED):
+                self._step(key, Step(StepKind.PROVISIONING, event.t, request))
+            case PoolNote(pool=pool) if event.kind is EventKind.SCALED_UP:
+                self._step(key, Step(StepKind.NODES, event.t, pool))
+            case FallbackNote(flavor=flavor):
+                self._step(key, Step(StepKind.FALLBACK, event.t, flavor))
+            case _:
+                pass
 
     # --- the run ---------------------------------------------------------------------------------------
 

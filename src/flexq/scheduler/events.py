@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Event", "EventKind"]
+__all__ = ["Event", "EventKind", "Payload"]
 
 
 class EventKind(Enum):
@@ -55,6 +55,15 @@ _WARNING = frozenset({EventKind.NODES_UNAVAILABLE, EventKind.FALLBACK, EventKind
                       EventKind.NODES_EXPIRED, EventKind.NODE_DELETED})
 
 
+class Payload(Protocol):
+    """What an event of one kind says beyond its reason, typed (the capacity driver's are in
+    :mod:`flexq.capacity.notes`): read it rather than ``extra``, which holds the same as the event log writes it."""
+
+    def fields(self) -> dict[str, Any]:
+        """The payload as the event log's fields, in the order the log writes them."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     t: float
@@ -65,6 +74,15 @@ class Event:
     podsets: dict[str, dict[str, str]] | None = None
     """pod set -> resource -> flavor (on QuotaReserved and Admitted)"""
     extra: dict[str, Any] = field(default_factory=dict)
+    """The event's own fields as the event log writes them (for an event with a :attr:`payload`, its fields)."""
+    payload: Payload | None = None
+    """What the event says, typed (None: only ``extra``, as the scheduler's events say it)."""
+
+    @classmethod
+    def carrying(cls, t: float, kind: EventKind, workload: str, cluster_queue: str, reason: str,
+                 payload: Payload) -> Event:
+        """An event whose fields are ``payload``'s (kept in ``extra`` too, for the log and for readers of ``extra``)."""
+        return cls(t, kind, workload, cluster_queue, reason, extra=payload.fields(), payload=payload)
 
     def to_json(self) -> dict[str, Any]:
         # ``_value_`` is the member's own attribute: ``value`` goes through Enum's (slow) descriptor.

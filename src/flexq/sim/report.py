@@ -19,6 +19,7 @@ from typing import Any
 
 from flexq.capacity import ProvisioningState
 from flexq.durations import format_seconds
+from flexq.scheduler import EventKind
 from flexq.sim.policies import LOWER_BOUND, ORACLE, PolicyRun
 
 __all__ = ["percentile", "pool_usage", "ratio", "summarize", "waiting_over_time", "write_report"]
@@ -31,6 +32,21 @@ _TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600
                86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
 """Round durations between a time axis' ticks: the first that makes six ticks or fewer is taken."""
 """Longer job names are cut in the middle in the Gantt chart (whole in their tooltip)."""
+
+
+_KINDS = {kind.value: kind for kind in EventKind}
+_STATES = {state.value: state for state in ProvisioningState}
+_RETRIED = frozenset({ProvisioningState.FAILED, ProvisioningState.BOOKING_EXPIRED})
+
+
+def _kind(event: Mapping[str, Any]) -> EventKind | None:
+    """An event's kind, read back from the log (None: one of the simulator's own, such as Refused)."""
+    return _KINDS.get(str(event.get("event")))
+
+
+def _state(event: Mapping[str, Any]) -> ProvisioningState | None:
+    """A ProvisioningRequest event's state, read back from the log."""
+    return _STATES.get(str(event.get("state")))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -78,10 +94,10 @@ def summarize(rows: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, A
         "wait": _stats(waits),
         "waitByClusterQueue": {cq: _stats(v) for cq, v in sorted(by_cq.items())},
         "waitByClass": {c: _stats(v) for c, v in sorted(by_class.items())},
-        "fallbacks": sum(1 for e in events if e.get("event") == "Fallback"),
-        "provisioningRetries": sum(1 for e in events if e.get("event") == "ProvisioningRequest"
-                                   and e.get("state") in (ProvisioningState.FAILED, ProvisioningState.BOOKING_EXPIRED)),
-        "preemptions": sum(1 for e in events if e.get("event") == "Preempted"),
+        "fallbacks": sum(1 for e in events if _kind(e) is EventKind.FALLBACK),
+        "provisioningRetries": sum(1 for e in events if _kind(e) is EventKind.PROVISIONING_REQUEST
+                                   and _state(e) in _RETRIED),
+        "preemptions": sum(1 for e in events if _kind(e) is EventKind.PREEMPTED),
         "cost": {k: round(v, 2) for k, v in cost.items()} | {"total": round(sum(cost.values()), 2),
                                                               "wasted": round(wasted, 2)},
     }
@@ -157,25 +173,26 @@ def waiting_over_time(run: PolicyRun) -> list[tuple[float, int, int]]:
 
     if run.events:
         state: dict[str, str] = {}
-        started_on = {"Started"} if any(e.get("event") == "Started" for e in run.events) else {"Admitted"}
+        kinds = [_kind(e) for e in run.events]
+        started_on = EventKind.STARTED if EventKind.STARTED in kinds else EventKind.ADMITTED
         variants: set[str] = set()
-        for e in run.events:
-            key, kind, t = str(e.get("workload")), e.get("event"), float(e["t"])
-            if kind == "Created" and e.get("parent"):
+        for e, kind in zip(run.events, kinds, strict=True):
+            key, t = str(e.get("workload")), float(e["t"])
+            if kind is EventKind.CREATED and e.get("parent"):
                 variants.add(key)  # a racing job's variant: the job itself is counted
             if key in variants:
                 continue
             now = state.get(key)
-            if kind == "Created" and now is None:
+            if kind is EventKind.CREATED and now is None:
                 state[key] = "waiting"
                 add(t, 1, 0)
-            elif kind in started_on and now == "waiting":
+            elif kind is started_on and now == "waiting":
                 state[key] = "running"
                 add(t, -1, 1)
-            elif kind in ("Evicted", "Preempted") and now == "running":
+            elif kind in (EventKind.EVICTED, EventKind.PREEMPTED) and now == "running":
                 state[key] = "waiting"
                 add(t, 1, -1)
-            elif kind in ("Finished", "Deactivated") and now in ("waiting", "running"):
+            elif kind in (EventKind.FINISHED, EventKind.DEACTIVATED) and now in ("waiting", "running"):
                 state[key] = "done"
                 add(t, -1 if now == "waiting" else 0, -1 if now == "running" else 0)
     else:
