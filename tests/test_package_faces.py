@@ -19,11 +19,12 @@ _OPTIONAL = ("ray", "jax", "jaxlib")  # a module that needs these is skipped whe
 FACES: dict[str, tuple[str, ...]] = {
     "flexq": ("FlexqError", "__version__"),
     "flexq.api": (
-        "ApiError", "Column", "Document", "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject",
-        "KINDS", "KindInfo", "MAX_INPUT_BYTES", "Quantity", "QuantityError", "UnknownFields", "UnknownKind",
-        "apply_defaults", "by_gvk", "by_resource", "convert", "decode_input", "find_placeholders", "load_documents",
-        "parse_field_validation", "parse_quantity", "prune", "read_env_file", "resolve", "schema_errors", "substitute",
-        "unknown_fields", "validate_document",
+        "ApiError", "Column", "DEFAULT_KUEUE_CONFIG", "Document", "FieldCheck", "FieldError", "FieldValidation",
+        "InputError", "InvalidObject", "KINDS", "KindInfo", "KueueConfig", "MAX_INPUT_BYTES", "PodsReadyConfig",
+        "Quantity", "QuantityError", "ResourceConfig", "UnknownFields", "UnknownKind", "apply_defaults", "by_gvk",
+        "by_resource", "convert", "decode_input", "find_placeholders", "kueue_config_of", "load_documents",
+        "load_kueue_config", "parse_field_validation", "parse_kueue_config", "parse_quantity", "prune",
+        "read_env_file", "resolve", "schema_errors", "substitute", "unknown_fields", "validate_document",
     ),
     "flexq.api.models": (
         "Quantity", "check_dns_label", "check_dns_subdomain", "check_label_value", "check_qualified_name", "core",
@@ -42,8 +43,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.cli": (),
     "flexq.control": ("Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Input", "JobDeleted", "JobFinished",
-                      "JobHooks", "JobQueued", "JobResized", "JobStarted", "QueuesReconfigured", "RunTime", "RunTimes",
-                      "SETTLE_PASSES"),
+                      "JobHooks", "JobQueued", "JobResized", "JobStarted", "LIMIT_CAUSE", "PodsReady", "PodsReadyTimer",
+                      "QueuesReconfigured", "RunTime", "RunTimes", "SETTLE_PASSES", "TIMEOUT_REASON"),
     "flexq.controller": (
         "DEFAULT_EVENT_TTL", "EventExpiry", "InLine", "QueueController", "RayRuntime", "Sample", "Tally",
         "WAIT_BUCKETS", "finished",

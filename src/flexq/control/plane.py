@@ -17,9 +17,11 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import finishes_sooner_here
+from flexq.control.pods_ready import PodsReadyTimer
 from flexq.control.run_times import RunTimes
 from flexq.control.vocabulary import (
     CapacityChanged,
@@ -32,9 +34,10 @@ from flexq.control.vocabulary import (
     JobResized,
     JobStarted,
     Objects,
+    PodsReady,
     QueuesReconfigured,
 )
-from flexq.jobs.workload import Priorities, local_queues_of, make_workload, priority_class_ref
+from flexq.jobs.workload import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import PodSet, Workload, WorkloadState
@@ -64,8 +67,10 @@ class ControlPlane:
 
     def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
                  scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False,
-                 run_times: RunTimes | None = None) -> None:
+                 run_times: RunTimes | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
         self.scheduler = scheduler or Scheduler(instant_eviction=True)
+        self.kueue = kueue
+        """Kueue's Configuration: waitForPodsReady, resource transformations, the frameworks managed."""
         self.run_times = run_times or RunTimes()
         """What jobs declare of their run times, and what the jobs that finished took (learned as they finish)."""
         self.timers = timers
@@ -80,6 +85,7 @@ class ControlPlane:
         self._virtual = virtual
         self._began: dict[str, float] = {}
         """When running workloads' jobs reported they began (:class:`JobStarted`)."""
+        self.pods_ready = PodsReadyTimer(kueue.pods_ready, timers, lambda: self.scheduler, self.emit)
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -121,9 +127,26 @@ class ControlPlane:
     def workload_for(self, kind: str, group: str, job: Mapping[str, Any], created: float,
                      pod_sets: tuple[PodSet, ...] | None = None) -> Workload:
         """The workload of a queued job, in the ClusterQueue its LocalQueue points to and at its priority class's
-        priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one."""
-        return make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
-                             created=created, pod_sets=pod_sets)
+        priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one, or whose framework
+        Kueue's Configuration does not manage. ``pod_sets``, if given, are counted as they are (see
+        :meth:`counted`)."""
+        if not self.kueue.manages(kind):
+            raise JobError(f"{kind} {(job.get('metadata') or {}).get('namespace') or 'default'}/"
+                           f"{(job.get('metadata') or {}).get('name')} is not managed: the Kueue configuration's "
+                           f"integrations.frameworks does not list {self.kueue.framework_of(kind)}")
+        wl = make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
+                           created=created, pod_sets=pod_sets)
+        if pod_sets is None and self.kueue.resources:
+            wl.podsets = self.counted(wl.podsets)
+        return wl
+
+    def counted(self, pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+        """Pod sets with their requests as Kueue counts them against quota (its Configuration's
+        ``resources.excludeResourcePrefixes`` and ``resources.transformations``)."""
+        resources = self.kueue.resources
+        if not resources:
+            return pod_sets
+        return tuple(dataclasses.replace(p, requests=resources.apply(p.requests)) for p in pod_sets)
 
     def priority_class_of(self, kind: str, job: Mapping[str, Any]) -> dict[str, str] | None:
         """The class the job's workload takes its priority from (Kueue's ``spec.priorityClassRef``), or None."""
@@ -149,7 +172,11 @@ class ControlPlane:
                 events = self.scheduler.add(workload, at)
                 if workload.state is WorkloadState.ADMITTED:  # restored as it was: its time runs on
                     self._time_limit(workload)
+                    self.pods_ready.admitted(workload)
                 return events
+            case PodsReady(key, at, ready):
+                self.pods_ready.ready(key, at, ready)
+                return []
             case CheckSet(key, check, state, at, message):
                 return self.scheduler.set_check(key, check, state, at, message)
             case JobStarted(key, at):
@@ -224,6 +251,7 @@ class ControlPlane:
                 wl = self.scheduler.workload(event.workload)
                 if wl is not None:
                     self._time_limit(wl)
+                    self.pods_ready.admitted(wl)
             if self.driver is not None:
                 self.driver.handle(event)
             elif event.kind is EventKind.ADMITTED and self._start_on_admission:

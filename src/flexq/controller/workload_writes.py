@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
+from flexq.control import PodsReady
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
@@ -59,9 +60,15 @@ class WorkloadWrites:
         """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
         other kinds are not executed)."""
         wl = self.scheduler.workload(key)
-        if self.runtime is None or wl is None:
+        if wl is None:
             return
         kind, _, owner = wl.owner.partition(" ")
+        if self.runtime is None or kind not in ("RayJob", "RayCluster", "Pod"):
+            # Nothing here runs its pods (no runtime, or a kind flexq does not execute): placed, they count as
+            # ready (waitForPodsReady); a running job's runtime says so itself (JobEvents, PodIntegration).
+            self.state.plane.feed(PodsReady(key, self.clock.now()))
+            self.state.touched.add(wl.parent or key)
+            return
         namespace, _, name = owner.partition("/")
         runtime = self.runtime
         driver = self.capacity.driver
@@ -87,7 +94,7 @@ class WorkloadWrites:
         if wl.key in self.scheduler.variants:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation", 1), *_endings(events))
+                               stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl))
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -139,6 +146,15 @@ class WorkloadWrites:
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
             self.state.write_events()
+
+    def _ready(self, wl: Workload) -> str | None:
+        """Kueue's PodsReady reason for ``wl`` where waitForPodsReady is on (None where it is off)."""
+        plane = self.state.plane
+        if plane.kueue.pods_ready is None or wl.parent:
+            return None
+        if wl.pods_ready_at is not None:
+            return "Started"
+        return "WaitForRecovery" if plane.pods_ready.recovering(wl.key) else "WaitForStart"
 
     def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
         """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone

@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from flexq.api import DEFAULT_KUEUE_CONFIG
 from flexq.api.documents import Document
 from flexq.api.kinds import KindInfo
 from flexq.api.models.common import check_dns_subdomain
 from flexq.api.normalize import normalize
 from flexq.api.object_errors import InvalidObject
 from flexq.capacity.driver import CapacityDriver
-from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued, QueuesReconfigured
+from flexq.control import CheckSet, ControlPlane, JobFinished, JobHooks, JobQueued, PodsReady, QueuesReconfigured
 from flexq.durations import format_seconds
 from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
 from flexq.scheduler.events import Event, EventKind
@@ -119,8 +120,11 @@ class Simulation:
         """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
         # The simulator knows what the live server can only be told: how long each job runs, when it ends.
+        self.ready_after: dict[str, float | None] = {}
+        """How long after its start each workload's pods are all ready (None: never), where not at once."""
         self.plane = ControlPlane(self.kernel, self._record, JobHooks(self._start, self.run_for.get,
-                                                                       self.finish_at.get), virtual=True)
+                                                                       self.finish_at.get), virtual=True,
+                                  kueue=scenario.kueue or DEFAULT_KUEUE_CONFIG)
         self.plane.feed(QueuesReconfigured(objects, scenario.capacity, self.kernel.clock.now()))
         self.finishing: dict[str, list[tuple[float, str]]] = {}
         """Per cohort tree (by its root): finish times of the workloads running in it, soonest first."""
@@ -181,6 +185,7 @@ class Simulation:
         return None
 
     def _start(self, key: str, t: float) -> None:
+        self._pods_ready(key, t)
         run_for = self.run_for.get(key)
         if run_for is None:
             return
@@ -200,6 +205,24 @@ class Simulation:
         if root is not None:
             heapq.heappush(self.finishing.setdefault(root, []), (t + run_for, key))
         self.kernel.schedule(t + run_for, finish, _FINISH)
+
+    def _pods_ready(self, key: str, t: float) -> None:
+        """The job's pods become ready as its scenario says: when it starts (default), some time after, or never."""
+        if key not in self.ready_after:
+            self.plane.feed(PodsReady(key, t))
+            return
+        after = self.ready_after[key]
+        if after is None:
+            return
+        wl = self.scheduler.workload(key)
+        admitted = wl.admitted_at if wl is not None else None
+
+        def ready() -> None:
+            now = self.scheduler.workload(key)
+            if now is not None and now.admitted_at == admitted:  # still in the admission it started in
+                self.plane.feed(PodsReady(key, self.kernel.clock.now()))
+
+        self.kernel.schedule(t + after, ready, _FINISH)
 
     def submit(self, sub: Submission) -> None:
         now = self.kernel.clock.now()
@@ -226,6 +249,8 @@ class Simulation:
             return
         self.jobs[job_key] = wl.key
         self.run_for[wl.key] = sub.run_for
+        if sub.ready_after != 0:
+            self.ready_after[wl.key] = sub.ready_after
         if sub.run_for is not None and self.declare_run_times:
             self.plane.run_times.declared[wl.key] = sub.run_for
         self.result.submitted[wl.key] = now
