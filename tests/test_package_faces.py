@@ -58,8 +58,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.jobs": (
         "GATE", "JOB_KINDS", "JobError", "PRIORITY_LABEL", "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of",
-        "group_podsets", "group_total", "is_queued", "job_webhook", "local_queues_of", "make_workload", "outcome",
-        "pod_requests", "podsets", "role", "selected_cluster", "template", "workload_name",
+        "group_podsets", "group_total", "is_queued", "job_webhook", "job_webhook_for", "local_queues_of",
+        "make_workload", "outcome", "pod_requests", "podsets", "role", "selected_cluster", "template", "workload_name",
     ),
     "flexq.objects": (
         "BOOT_NAMESPACES", "BadRequest", "ObjectService", "PROVISIONING_CONTROLLER", "SelectorError",

@@ -51,8 +51,13 @@ def server(
     event_ttl: Annotated[str, typer.Option(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
+    kueue_config: Annotated[Path | None, typer.Option(
+        help="Kueue's Configuration file (config.kueue.x-k8s.io v1beta1 or v1beta2, as Kueue's manager reads it): "
+             "waitForPodsReady, resources.transformations and excludeResourcePrefixes, integrations.frameworks, "
+             "featureGates. Default: Kueue v0.19's defaults.")] = None,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
+    from flexq.api import DEFAULT_KUEUE_CONFIG, load_kueue_config
     from flexq.runtime.job_user import JobUserError
     from flexq.server.listen import ListenError, plan_listeners
     from flexq.server.run import StoreOptionError, serve
@@ -67,8 +72,11 @@ def server(
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
         config = load_capacity(capacity) if capacity is not None else None
+        kueue = load_kueue_config(kueue_config) if kueue_config is not None else DEFAULT_KUEUE_CONFIG
+        for warning in kueue.warnings:
+            typer.echo(f"warning: {kueue.source}: {warning}", err=True)
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as)
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue)
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 

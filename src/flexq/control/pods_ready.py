@@ -31,6 +31,10 @@ from flexq.timers import TimerHeap
 
 __all__ = ["LIMIT_CAUSE", "LIMIT_MESSAGE", "TIMEOUT_REASON", "PodsReadyTimer"]
 
+_LAST: Final = 100
+"""The timers' priority: after whatever else is due at the same instant (a node that comes up then, and the pods
+it lets start), so that pods ready at the deadline count as ready in time."""
+
 TIMEOUT_REASON: Final = "PodsReadyTimeout"
 LIMIT_CAUSE: Final = "DeactivatedDueToRequeuingLimitExceeded"
 LIMIT_MESSAGE: Final = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
@@ -54,7 +58,7 @@ class PodsReadyTimer:
         config, admitted = self.config, wl.admitted_at
         if config is None or admitted is None or wl.parent or wl.pods_ready_at is not None:
             return
-        self._timers.schedule(admitted + config.timeout, functools.partial(self._due, wl.key, admitted, None))
+        self._timers.schedule(admitted + config.timeout, functools.partial(self._due, wl.key, admitted, None), _LAST)
 
     def ready(self, key: str, at: float, ready: bool = True) -> None:
         """The clock's owner says whether all of ``key``'s pods are ready (a racing workload's: its parent's)."""
@@ -76,7 +80,7 @@ class PodsReadyTimer:
         self._lost[key] = at
         if self.config is not None and self.config.recovery_timeout is not None:
             self._timers.schedule(at + self.config.recovery_timeout,
-                                  functools.partial(self._due, key, wl.admitted_at, at))
+                                  functools.partial(self._due, key, wl.admitted_at, at), _LAST)
 
     def recovering(self, key: str) -> bool:
         """Whether ``key``'s pods were ready and some stopped (Kueue's ``WaitForRecovery``)."""

@@ -98,8 +98,8 @@ class JobEvents:
             return
         uid = str(job["metadata"].get("uid", ""))
         self._note_run_time(job, self.state.by_job_uid.get(uid))
-        if finished(info.kind, job) or uid in self.state.by_job_uid:
-            return
+        if finished(info.kind, job) or uid in self.state.by_job_uid or not self.plane.kueue.manages(info.kind):
+            return  # done, known, or of a framework Kueue's Configuration does not manage (left alone, as Kueue does)
         now = self.clock.now()
         try:
             wl = self.plane.workload_for(info.kind, info.group, job, now)
