@@ -288,6 +288,9 @@ class _Reader:
                 gates = self._gates(value)
             else:
                 self.fail(key, "unknown field")
+        if "integrations" not in obj:
+            self.warn("integrations.frameworks", "not given: as Kueue, only batch/job is managed (RayJobs, "
+                      "RayClusters and Pods are left alone)")
         if not gates.get("DisableWaitForPodsReady", False):
             pods_ready = self._pods_ready(obj.get("waitForPodsReady"), version)
         elif "waitForPodsReady" in obj:

@@ -149,7 +149,8 @@ def _pods_ready_status(wl: Workload, status: dict[str, Any], pods_ready: str | N
     (``pods_ready``, what its pods are doing: ``WaitForStart``, ``WaitForRecovery`` or ``Started``; None: off), and
     its ``requeueState``."""
     admitted = wl.state is WorkloadState.ADMITTED
-    if pods_ready is not None and (admitted or find_condition(status, "PodsReady")):
+    finished = wl.state is WorkloadState.FINISHED  # as Kueue: a finished workload's conditions stay as they were
+    if pods_ready is not None and not finished and (admitted or find_condition(status, "PodsReady")):
         reason = pods_ready if admitted else "WaitForStart"
         set_condition(status, "PodsReady", reason == "Started", reason, _PODS_READY_MESSAGES[reason], now=now,
                       observed_generation=generation)
