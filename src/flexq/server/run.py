@@ -123,11 +123,10 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
           lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
           run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
-    """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
-    ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
-    ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
-    following the others' commits. Events are deleted ``event_ttl`` seconds after they were last seen (0: kept).
-    ``kueue``: Kueue's Configuration (``--kueue-config``; waitForPodsReady, resources, the frameworks managed).
+    """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store. ``store_spec`` is ``--store`` (see
+    :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of ``lease_duration`` seconds (see
+    :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each following the others' commits.
+    Events go ``event_ttl`` s after they were last seen (0: kept). ``kueue``: Kueue's Configuration.
 
     Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
     077: files 0600, folders 0700).
