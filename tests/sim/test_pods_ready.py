@@ -128,3 +128,18 @@ def test_a_scenarios_kueue_configuration_is_checked_with_its_lines(tmp_path: Pat
         load_scenario(_scenario(tmp_path, [], "kueue.yaml"))
     with pytest.raises(ScenarioError, match=r"spec\.kueueConfig: .*missing\.yaml: no such file"):
         load_scenario(_scenario(tmp_path, [], "missing.yaml"))
+
+
+def test_block_admission_holds_every_admission_until_the_admitted_pods_are_ready(tmp_path: Path) -> None:
+    config = {**CONFIG, "waitForPodsReady": {"timeout": "5m", "blockAdmission": True,
+                                             "requeuingStrategy": {"backoffBaseSeconds": 600}}}
+    path = _scenario(tmp_path, [
+        {"at": "0s", "runFor": "1h", "podsReadyAfter": "2m", "object": job("slow", "1")},
+        {"at": "1m", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", "1")},
+        {"at": "1m", "runFor": "20m", "object": job("other", "1")}], config)
+    assert [(t, kind, name) for t, kind, name, _r in _story(path)][:6] == [
+        (0, "Admitted", "slow"),
+        (120, "Admitted", "stuck"),  # held back until "slow" was ready (quota was free at 1 min)
+        (420, "Evicted", "stuck"),  # it blocks everything until its time-out evicts it
+        (420, "Admitted", "other"),
+        (1020, "Requeued", "stuck"), (1020, "Admitted", "stuck")]

@@ -284,13 +284,23 @@ class ControlPlane:
 
         ``cycles``: at most so many scheduling cycles a pass (the live controller's step, whose writes then stay
         short: what is left is scheduled by its next step, after the changes that came in meanwhile, as Kueue's next
-        cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide."""
+        cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide.
+
+        With waitForPodsReady's ``blockAdmission``, nothing is scheduled while an admitted workload's pods are not all
+        ready (it becomes ready, or its timer evicts it, and the next step schedules); a cycle at a time, so that one
+        admission holds back the next (a cycle admits a head of each ClusterQueue, where Kueue's would hold back
+        the second of them too)."""
+        block = self.pods_ready.blocks()
+        if block:
+            cycles = 1  # a cycle at a time: one admitted holds back the next until its pods are ready
         for _ in range(SETTLE_PASSES):
+            if block and self.pods_ready.blocking():
+                return False
             events = self.scheduler.schedule(now) if cycles is None else self.scheduler.schedule(now, cycles)
             self.emit(events)
-            if self.scheduler.cut_short:
+            if self.scheduler.cut_short and not block:
                 return True
-            if not events:
+            if not events and not self.scheduler.cut_short:
                 return False
         return False
 

@@ -82,6 +82,16 @@ class PodsReadyTimer:
             self._timers.schedule(at + self.config.recovery_timeout,
                                   functools.partial(self._due, key, wl.admitted_at, at), _LAST)
 
+    def blocks(self) -> bool:
+        """Whether ``blockAdmission`` is on."""
+        return self.config is not None and self.config.block_admission
+
+    def blocking(self) -> bool:
+        """``blockAdmission``: whether an admitted workload's pods are not all ready yet, which holds every admission
+        back (Kueue's scheduler waits for it), until they are or it is evicted."""
+        return self.blocks() and any(wl.state is WorkloadState.ADMITTED and not wl.parent and wl.pods_ready_at is None
+                   for wl in self._scheduler().workloads())
+
     def recovering(self, key: str) -> bool:
         """Whether ``key``'s pods were ready and some stopped (Kueue's ``WaitForRecovery``)."""
         return key in self._lost
