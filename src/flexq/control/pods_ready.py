@@ -58,6 +58,7 @@ class PodsReadyTimer:
         config, admitted = self.config, wl.admitted_at
         if config is None or admitted is None or wl.parent or wl.pods_ready_at is not None:
             return
+        self._lost.pop(wl.key, None)  # a new admission: what its pods did in the last one is past
         self._timers.schedule(admitted + config.timeout, functools.partial(self._due, wl.key, admitted, None), _LAST)
 
     def ready(self, key: str, at: float, ready: bool = True) -> None:
@@ -100,8 +101,8 @@ class PodsReadyTimer:
         scheduler, config = self._scheduler(), self.config
         wl = scheduler.workload(key)
         if config is None or wl is None or wl.state is not WorkloadState.ADMITTED or wl.admitted_at != admitted \
-                or wl.pods_ready_at is not None or (lost is not None and self._lost.get(key) != lost):
-            return  # ready, finished, evicted or admitted anew since
+                or wl.pods_ready_at is not None or self._lost.get(key) != lost:
+            return  # ready, finished, evicted or admitted anew since (or ready once: the recovery timer is its own)
         self._lost.pop(key, None)
         now = self._timers.now()
         if config.limit is not None and wl.requeue_count + 1 > config.limit:
