@@ -77,3 +77,16 @@ def test_a_framework_not_listed_is_not_managed(tmp_path: Path) -> None:
     assert [e["event"] for e in events] == ["Refused"] * 6
     assert events[0]["reason"] == ("Job default/sample-job-0 is not managed: the Kueue configuration's "
                                    "integrations.frameworks does not list batch/job")
+
+
+def test_simulate_names_each_field_that_changes_nothing_and_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = {**CREDITS, "webhook": {"port": 9443}, "integrations": {"frameworks": ["batch/job"]}}
+    _run(tmp_path, config)  # writes the scenario
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(tmp_path / "s.yaml"),
+                           "--no-progress"], capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [f"warning: {tmp_path / 's.yaml'}: spec.kueueConfig.webhook: configures "
+                                        "Kueue's manager process; flexq serves its own: no effect"]
