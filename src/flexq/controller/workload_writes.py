@@ -63,14 +63,11 @@ class WorkloadWrites:
         if wl is None:
             return
         kind, _, owner = wl.owner.partition(" ")
-        if self.runtime is None or kind not in ("RayJob", "RayCluster", "Pod"):
-            # Nothing here runs its pods (no runtime, or a kind flexq does not execute): placed, they count as
-            # ready (waitForPodsReady); a running job's runtime says so itself (JobEvents, PodIntegration).
-            self.state.plane.feed(PodsReady(key, self.clock.now()))
-            self.state.touched.add(wl.parent or key)
+        runtime = self.runtime
+        if runtime is None or not self._runs(wl):
+            self._placed_ready(wl)
             return
         namespace, _, name = owner.partition("/")
-        runtime = self.runtime
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
@@ -147,11 +144,25 @@ class WorkloadWrites:
                 self._start_job(stored, wl)
             self.state.write_events()
 
+    def _runs(self, wl: Workload) -> bool:
+        """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods as local processes)."""
+        return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod")
+
+    def _placed_ready(self, wl: Workload) -> None:
+        """Nothing here runs its pods (no runtime, or a kind flexq does not execute): placed, they count as ready
+        (waitForPodsReady); a job that runs says so itself (JobEvents, PodIntegration)."""
+        parent = self.scheduler.workload(wl.parent) if wl.parent else wl
+        if parent is not None and parent.pods_ready_at is None:
+            self.state.plane.feed(PodsReady(wl.key, self.clock.now()))
+            self.state.touched.add(parent.key)
+
     def _ready(self, wl: Workload) -> str | None:
         """Kueue's PodsReady reason for ``wl`` where waitForPodsReady is on (None where it is off)."""
         plane = self.state.plane
         if plane.kueue.pods_ready is None or wl.parent:
             return None
+        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._runs(wl):
+            self._placed_ready(wl)  # it starts with this write: ready with it
         if wl.pods_ready_at is not None:
             return "Started"
         return "WaitForRecovery" if plane.pods_ready.recovering(wl.key) else "WaitForStart"
