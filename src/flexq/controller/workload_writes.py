@@ -148,13 +148,15 @@ class WorkloadWrites:
         """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods as local processes)."""
         return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod")
 
-    def _placed_ready(self, wl: Workload) -> None:
+    def _placed_ready(self, wl: Workload, *, writing: bool = False) -> None:
         """Nothing here runs its pods (no runtime, or a kind flexq does not execute): placed, they count as ready
-        (waitForPodsReady); a job that runs says so itself (JobEvents, PodIntegration)."""
+        (waitForPodsReady); a job that runs says so itself (JobEvents, PodIntegration). Its status is written again
+        unless it is being ``writing`` now."""
         parent = self.scheduler.workload(wl.parent) if wl.parent else wl
         if parent is not None and parent.pods_ready_at is None:
             self.state.plane.feed(PodsReady(wl.key, self.clock.now()))
-            self.state.touched.add(parent.key)
+            if not writing:
+                self.state.touched.add(parent.key)
 
     def _ready(self, wl: Workload) -> str | None:
         """Kueue's PodsReady reason for ``wl`` where waitForPodsReady is on (None where it is off)."""
@@ -162,7 +164,7 @@ class WorkloadWrites:
         if plane.kueue.pods_ready is None or wl.parent:
             return None
         if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._runs(wl):
-            self._placed_ready(wl)  # it starts with this write: ready with it
+            self._placed_ready(wl, writing=True)  # it starts with this write: ready with it
         if wl.pods_ready_at is not None:
             return "Started"
         return "WaitForRecovery" if plane.pods_ready.recovering(wl.key) else "WaitForStart"
