@@ -17,13 +17,16 @@ _OPTIONAL = ("ray", "jax", "jaxlib")  # a module that needs these is skipped whe
 
 # What each package offers to the others and to users: the names imported from it by code outside it.
 FACES: dict[str, tuple[str, ...]] = {
-    "flexq": ("FlexqError", "__version__"),
+    "flexq": (
+        "FlexqError", "__version__",
+    ),
     "flexq.api": (
-        "ApiError", "Column", "Document", "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject",
-        "KINDS", "KindInfo", "MAX_INPUT_BYTES", "Quantity", "QuantityError", "UnknownFields", "UnknownKind",
-        "apply_defaults", "by_gvk", "by_resource", "convert", "decode_input", "find_placeholders", "load_documents",
-        "parse_field_validation", "parse_quantity", "prune", "read_env_file", "resolve", "schema_errors", "substitute",
-        "unknown_fields", "validate_document",
+        "ApiError", "Column", "DEFAULT_KUEUE_CONFIG", "Document", "FieldCheck", "FieldError", "FieldValidation",
+        "InputError", "InvalidObject", "KINDS", "KindInfo", "KueueConfig", "MAX_INPUT_BYTES", "PodsReadyConfig",
+        "Quantity", "QuantityError", "ResourceConfig", "UnknownFields", "UnknownKind", "apply_defaults", "by_gvk",
+        "by_resource", "convert", "decode_input", "find_placeholders", "kueue_config_of", "load_documents",
+        "load_kueue_config", "parse_field_validation", "parse_kueue_config", "parse_quantity", "prune",
+        "read_env_file", "resolve", "schema_errors", "substitute", "unknown_fields", "validate_document",
     ),
     "flexq.api.models": (
         "Quantity", "check_dns_label", "check_dns_subdomain", "check_label_value", "check_qualified_name", "core",
@@ -37,31 +40,36 @@ FACES: dict[str, tuple[str, ...]] = {
         "CATALOG", "COUNTDOWNS", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
         "EmulatedCloud", "FallbackNote", "GKE_VERSION", "MachineType", "NAMED_MOMENTS", "NodePoolSpec",
         "PROVISIONING_EXPIRY", "PodGroup", "PoolNote", "ProvisioningState", "RayAddressError", "RayPoolSync",
-        "RequestNote", "StartedNote", "TimeWords", "UnknownMachineType", "WorkloadNote",
-        "dashboard_address", "gke_node_pool", "machine_type", "node_pool_spec",
-        "node_pool_webhook", "provisioning_settings", "random_outages",
+        "RequestNote", "StartedNote", "TimeWords", "UnknownMachineType", "WorkloadNote", "dashboard_address",
+        "gke_node_pool", "machine_type", "node_pool_spec", "node_pool_webhook", "provisioning_settings",
+        "random_outages",
     ),
     "flexq.cli": (),
-    "flexq.control": ("ATTEMPT_BUCKETS", "Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Histogram", "Input",
-                      "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized", "JobStarted", "KueueCounts",
-                      "KueueState", "QueuesReconfigured", "RunTime", "RunTimes", "SETTLE_PASSES", "SHORT_WAIT_BUCKETS",
-                      "WAIT_BUCKETS", "eviction_labels", "kueue_state"),
-    "flexq.controller": (
-        "DEFAULT_EVENT_TTL", "EventExpiry", "InLine", "QueueController", "RayRuntime", "Sample", "Tally",
-        "finished",
+    "flexq.control": (
+        "ATTEMPT_BUCKETS", "Basis", "CapacityChanged", "CheckSet", "ControlPlane", "Histogram", "Input", "JobDeleted",
+        "JobFinished", "JobHooks", "JobQueued", "JobResized", "JobStarted", "KueueCounts", "KueueState", "LIMIT_CAUSE",
+        "PodsReady", "PodsReadyTimer", "QueuesReconfigured", "RunTime", "RunTimes", "SETTLE_PASSES",
+        "SHORT_WAIT_BUCKETS", "TIMEOUT_REASON", "WAIT_BUCKETS", "eviction_labels", "kueue_state",
     ),
-    "flexq.export": ("ExportError", "build", "write"),
-    "flexq.forecast": ("CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step",
-                       "StepKind", "describe", "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork",
-                       "reshape", "under_each_flavor", "waiting", "waits"),
+    "flexq.controller": (
+        "DEFAULT_EVENT_TTL", "EventExpiry", "InLine", "QueueController", "RayRuntime", "Sample", "Tally", "finished",
+    ),
+    "flexq.export": (
+        "ExportError", "build", "write",
+    ),
+    "flexq.forecast": (
+        "CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step", "StepKind", "describe",
+        "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork", "reshape", "under_each_flavor",
+        "waiting", "waits",
+    ),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",
     ),
     "flexq.jobs": (
         "COMPLETIONS_EQUAL_PARALLELISM", "GATE", "JOB_KINDS", "JobError", "MIN_PARALLELISM", "PRIORITY_LABEL",
-        "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of",
-        "group_podsets", "group_total", "is_queued", "job_webhook", "local_queues_of", "make_workload", "outcome",
-        "pod_requests", "podsets", "role", "selected_cluster", "template", "workload_name",
+        "Priorities", "QUEUE_LABEL", "RAY_KINDS", "group_of", "group_podsets", "group_total", "is_queued",
+        "job_webhook", "job_webhook_for", "local_queues_of", "make_workload", "outcome", "pod_requests", "podsets",
+        "role", "selected_cluster", "template", "workload_name",
     ),
     "flexq.objects": (
         "BOOT_NAMESPACES", "BadRequest", "ObjectService", "PROVISIONING_CONTROLLER", "SelectorError",
@@ -70,10 +78,9 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.runtime": (
         "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "LOG_ANNOTATION", "LOST_REASON", "LocalPod", "RayClusterRun",
-        "RayJobRun", "RemotePod", "RemoteRayCluster",
-        "Resume", "attach", "cluster_status", "head_port_map", "is_elastic", "job_of_pod", "parse_reports",
-        "ray_pool_of", "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path",
-        "same_object",
+        "RayJobRun", "RemotePod", "RemoteRayCluster", "Resume", "attach", "cluster_status", "head_port_map",
+        "is_elastic", "job_of_pod", "parse_reports", "ray_pool_of", "ray_pool_of_pod", "raycluster_objects",
+        "read_records", "reap", "reap_all", "record_path", "same_object",
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",

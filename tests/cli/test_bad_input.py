@@ -107,3 +107,18 @@ def test_bad_options_get_a_usage_message_not_a_traceback(flexq: Any) -> None:
         result = flexq(*args)
         assert result.code == 2, (args, result.err)
         assert says in result.err and "Traceback" not in result.err, (args, result.err)
+
+
+def test_a_bad_kueue_configuration_stops_the_server_before_it_starts(tmp_path: Path) -> None:
+    import subprocess
+
+    bad = tmp_path / "kueue.yaml"
+    bad.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady:\n"
+                   "  timeout: soon\nfairSharing: {}\n")
+    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "home"),
+                           "--kueue-config", str(bad)], capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{bad}: document 1 (Configuration) is invalid" in proc.stderr
+    assert "line 4: waitForPodsReady.timeout: invalid duration 'soon'" in proc.stderr
+    assert "line 5: fairSharing: not supported" in proc.stderr
+    assert not (tmp_path / "home").exists(), "nothing is made of a server that does not start"

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from flexq.api import KueueConfig, PodsReadyConfig
 from flexq.capacity.catalog import machine_type
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud
 from flexq.capacity.pools import NodePoolSpec
@@ -21,6 +22,7 @@ from flexq.control import (
     JobQueued,
     JobResized,
     JobStarted,
+    PodsReady,
     QueuesReconfigured,
 )
 from flexq.scheduler.events import Event, EventKind
@@ -292,3 +294,33 @@ def test_a_workload_admitted_past_its_maximum_execution_time_is_deactivated_on_b
          "DeactivatedDueToMaximumExecutionTimeExceeded"),
         (30.5, "Deactivated", "default/limited", "The maximum execution time (30s) exceeded", None)]
     assert [s[1] for s in stories[0] if s[2] == "default/free"] == ["Created", "Admitted"]
+
+
+def _recovery_run(live: bool) -> list[tuple[float, str, str, object]]:
+    """Two workloads ready at 5 s; both lose a pod at 20 s (Kueue's WaitForRecovery); ``back`` is ready again at 50 s,
+    ``gone`` is not, and is evicted when the 60 s recovery timeout ends."""
+    timers: TimerHeap = TimerHeap(VirtualClock(START)) if live else Kernel(VirtualClock(START))
+    told: list[Event] = []
+    config = PodsReadyConfig(timeout=30.0, recovery_timeout=60.0)
+    plane = ControlPlane(timers, told.append, scheduler=_scheduler(), kueue=KueueConfig(pods_ready=config))
+    for name in ("back", "gone"):
+        plane.emit(plane.feed(JobQueued(_workload(name), START)))
+    plane.settle(START)
+    for at, name, ready in ((5, "back", True), (5, "gone", True), (20, "back", False), (20, "gone", False),
+                            (50, "back", True)):
+        timers.schedule(START + at, lambda n=name, r=ready, t=START + at: plane.feed(  # type: ignore[misc]
+            PodsReady(f"default/{n}", t, r)))
+    if isinstance(timers, Kernel):
+        timers.run_until(START + 100, plane.settle)
+    else:
+        _live(plane, timers, START + 100)
+    return [(e.t - START, e.kind.value, e.workload, e.extra.get("cause")) for e in told
+            if e.kind in (EventKind.ADMITTED, EventKind.EVICTED, EventKind.REQUEUED)]
+
+
+def test_pods_that_stop_being_ready_have_the_recovery_timeout_on_both_loops() -> None:
+    stories = [_recovery_run(live=True), _recovery_run(live=False)]
+    assert stories[0] == stories[1]
+    assert stories[0] == [
+        (0.0, "Admitted", "default/back", None), (0.0, "Admitted", "default/gone", None),
+        (80.0, "Evicted", "default/gone", "PodsReadyTimeout")]  # 60 s after its pods stopped being ready, not at 30 s

@@ -8,14 +8,14 @@ import itertools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
-from flexq.api import resolve
+from flexq.api import KueueConfig, resolve
 from flexq.clock import VirtualClock
-from flexq.controller import QueueController
+from flexq.controller import QueueController, RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects import ObjectService
 from flexq.scheduler import Event, EventKind
@@ -95,11 +95,12 @@ def _simulated(path: Path) -> list[tuple[float, str, str]]:
 class _Live:
     """The real controller on a virtual clock: jobs created at their moments, finished when their run is up."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None) -> None:
         self.clock = VirtualClock(START)
         self.store = Store(tmp_path / "flexq.db", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
         self.service = ObjectService(self.store, hooks=[job_webhook])
-        self.controller = QueueController(self.service, self.clock)
+        self.controller = QueueController(self.service, self.clock) if kueue is None else \
+            QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)), kueue=kueue)
         self.told: list[tuple[float, str, str]] = []
         self.due: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -114,7 +115,7 @@ class _Live:
             return
         name = _owner(event.workload)
         self.told.append((event.t - START, event.kind.value, name))
-        if event.kind is EventKind.ADMITTED:
+        if event.kind is EventKind.ADMITTED and name in self.runs:  # (RayJobs end as their runtime says)
             self.at(event.t + self.runs[name], lambda: self._finish(name, event.t))
 
     def _finish(self, name: str, admitted: float) -> None:
@@ -133,6 +134,35 @@ class _Live:
         for at, name, queue, cpus, _run, urgent in JOBS:
             self.at(START + at,
                     lambda n=name, q=queue, c=cpus, u=urgent: self._create(_job(n, q, c, u)))  # type: ignore[misc]
+        self._loop(until)
+
+    def run_ray_jobs(self, until: float) -> None:
+        """The RayJobs of :data:`RAY_JOBS` at their moments (their runs and readiness as :class:`_Runtime` says)."""
+        for doc in yaml.safe_load(QUEUES):
+            self._create(doc)
+        self.controller.resync()
+        for at, name, _run, _ready in RAY_JOBS:
+            self.at(START + at, lambda n=name: self._create(_ray_job(n)))  # type: ignore[misc]
+        self._loop(until)
+
+    def workload_name(self, job: str) -> str:
+        return next(str(w["metadata"]["name"]) for w in self.store.list_objects("kueue.x-k8s.io", "workloads")[0]
+                    if str(w["metadata"]["name"]).startswith(f"rayjob-{job}-"))
+
+    def admitted_at(self, job: str) -> float | None:
+        wl = self.controller.scheduler.workload(f"default/{self.workload_name(job)}")
+        return wl.admitted_at if wl is not None else None
+
+    def ray_status(self, job: str, admitted: float | None, deployment: str, state: str) -> None:
+        """KubeRay's status of RayJob ``job``, written where it still runs in the admission it started in."""
+        if self.admitted_at(job) != admitted:
+            return
+        key = Key("ray.io", "rayjobs", "default", job)
+        obj = self.store.get(key)
+        obj["status"] = {"jobDeploymentStatus": deployment, "jobStatus": state}
+        self.store.update(key, obj, subresource="status")
+
+    def _loop(self, until: float) -> None:
         while True:
             wake = self.controller.plane.next_wake()
             times = [t for t in (self.due[0][0] if self.due else None, wake) if t is not None]
@@ -162,3 +192,105 @@ def test_the_live_controller_and_the_simulator_decide_the_same_at_the_same_momen
         live.store.close()
     assert any(kind == "Preempted" for _t, kind, _n in simulated), "the story has a preemption in it"
     assert live.told == simulated
+
+
+# --- waitForPodsReady on both clocks ------------------------------------------------------------------------------
+
+KUEUE_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "integrations": {"frameworks": ["ray.io/rayjob"]},
+                "waitForPodsReady": {"timeout": "5m", "requeuingStrategy": {"backoffBaseSeconds": 60,
+                                                                            "backoffLimitCount": 1}}}
+READY_TOLD = (EventKind.ADMITTED, EventKind.EVICTED, EventKind.REQUEUED, EventKind.DEACTIVATED, EventKind.FINISHED)
+# (at s, name, run s, pods ready s after its start, None: never)
+RAY_JOBS: list[tuple[int, str, int, int | None]] = [(0, "r1", 3600, None), (0, "r2", 600, 120), (60, "r3", 300, 0)]
+
+
+def _ray_job(name: str) -> dict[str, Any]:
+    def group(cpu: str) -> dict[str, Any]:
+        return {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "ray", "image": "rayproject/ray", "resources": {"requests": {"cpu": cpu}}}]}}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "a"}},
+            "spec": {"entrypoint": "python train.py", "rayClusterSpec": {
+                "headGroupSpec": group("1"), "workerGroupSpecs": [{"groupName": "w", "replicas": 1, **group("1")}]}}}
+
+
+def _ready_story(event: Event, at: float = 0.0) -> tuple[float, str, str, str] | None:
+    if event.kind not in READY_TOLD:
+        return None
+    name = event.workload.split("/", 1)[1].removeprefix("rayjob-").rsplit("-", 1)[0]
+    return event.t - at, event.kind.value, name, str(event.extra.get("cause", ""))
+
+
+class _Runtime:
+    """The Ray runtime's part the controller calls, with KubeRay's status as the test writes it: a job's Ray cluster
+    comes up (``jobDeploymentStatus: Running``) when its scenario says, or never; it completes when its run is up."""
+
+    def __init__(self, live: _Live) -> None:
+        self.live = live
+
+    def start(self, namespace: str, name: str, _nodes: object = None, _counts: object = None) -> None:
+        _at, _name, run, ready = next(j for j in RAY_JOBS if j[1] == name)
+        started = self.live.clock.now()
+        admitted = self.live.admitted_at(name)
+        if ready is not None:
+            self.live.at(started + ready, lambda: self.live.ray_status(name, admitted, "Running", "RUNNING"))
+        self.live.at(started + run, lambda: self.live.ray_status(name, admitted, "Complete", "SUCCEEDED"))
+
+    def suspend(self, _namespace: str, _name: str) -> None:
+        return None
+
+    def stop(self, _namespace: str, _name: str) -> None:
+        return None
+
+    def stop_all(self) -> None:
+        return None
+
+
+def _ready_scenario(tmp_path: Path) -> Path:
+    submit = [{"at": f"{at}s", "runFor": f"{run}s", "podsReadyAfter": "never" if ready is None else f"{ready}s",
+               "object": _ray_job(name)} for at, name, run, ready in RAY_JOBS]
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "pods-ready"},
+           "spec": {"objects": yaml.safe_load(QUEUES), "kueueConfig": KUEUE_CONFIG, "submit": submit, "until": "2h"}}
+    path = tmp_path / "pods-ready.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_wait_for_pods_ready_evicts_requeues_and_deactivates_alike_on_both_clocks(tmp_path: Path) -> None:
+    from flexq.api import parse_kueue_config
+
+    sim = Simulation(load_scenario(_ready_scenario(tmp_path)))
+    simulated: list[tuple[float, str, str, str]] = []
+    sim.plane.listen(lambda e: simulated.append(s) if (s := _ready_story(e)) is not None else None)
+    sim.run()
+    live = _Live(tmp_path, kueue=parse_kueue_config(yaml.safe_dump(KUEUE_CONFIG), "kueue.yaml"))
+    told: list[tuple[float, str, str, str]] = []
+    live.controller.plane.listen(lambda e: told.append(s) if (s := _ready_story(e, START)) is not None else None)
+    try:
+        live.run_ray_jobs(7200)
+        stored = live.store.get(Key("kueue.x-k8s.io", "workloads", "default", live.workload_name("r2")))
+        ready = next(c for c in stored["status"]["conditions"] if c["type"] == "PodsReady")
+        r1 = live.store.get(Key("kueue.x-k8s.io", "workloads", "default", live.workload_name("r1")))
+    finally:
+        live.controller.stop()
+        live.store.close()
+    assert simulated == [
+        (0, "Admitted", "r1", ""), (0, "Admitted", "r2", ""),
+        (60, "Admitted", "r3", ""),  # borrowing team-b's unused quota
+        (300, "Evicted", "r1", "PodsReadyTimeout"),  # 5 minutes and its Ray cluster never came up
+        (360, "Finished", "r3", ""),
+        (360, "Requeued", "r1", ""), (360, "Admitted", "r1", ""),  # after 60 s of backoff
+        (600, "Finished", "r2", ""),  # ready after 2 minutes: it ran its course
+        (660, "Evicted", "r1", "DeactivatedDueToRequeuingLimitExceeded"),  # requeued once already: the limit
+        (660, "Deactivated", "r1", "")]
+    assert told == simulated
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "True", "Started", "All pods reached readiness and the workload is running")
+    assert r1["spec"]["active"] is False
+    evicted = next(c for c in r1["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["reason"], evicted["message"]) == (
+        "DeactivatedDueToRequeuingLimitExceeded",
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries")

@@ -68,7 +68,13 @@ def test_plan_a_stocked_out_for_six_hours(tmp_path: Path, fallback: bool) -> Non
         assert waiting["t"] == 0 and "capacity may return in 6h" in waiting["reason"]
         started = first_event(job1, "Started")
         assert started["t"] == 6 * HOUR + 180, "Kueue-compatible: waits on on-demand until the stock-out ends"
-        assert len(reserved) == 1
+        # ... evicted each time its pods were not ready within 30 minutes (Kueue's waitForPodsReady, on by default
+        # since v0.19) and requeued after 60 s doubling (capped at an hour), always on on-demand; its pods are
+        # ready at the very moment its last admission's 30 minutes are up: in time.
+        evicted = [e["t"] for e in job1 if e["event"] == "Evicted"]
+        assert evicted == [1800, 3660, 5580, 7620, 9900, 12660, 16380]
+        assert {e["cause"] for e in job1 if e["event"] == "Evicted"} == {"PodsReadyTimeout"}
+        assert len(reserved) == 8 and all(set(r["podSets"]["tpu-group"].values()) == {"on-demand"} for r in reserved)
 
 
 @pytest.mark.parametrize("fallback", [False, True])

@@ -66,9 +66,13 @@ def test_plan_a_stocked_out_and_dws_never_answers_the_job_starts_when_plan_a_rec
     runs = _compare(tmp_path, "      on-demand-pool: {available: 4, bootTime: 3m, stockouts: [{from: 0s, to: 3h}]}\n"
                               "      dws-pool: {queuedDelay: never}\n", job("1", run_for="1h"))
     flexq, kueue = runs[FLEXQ], runs[KUEUE]
-    assert _flavor(kueue, "1") == "on-demand" and _row(kueue, "1")["started"] == 3 * 3600 + 180
-    assert _flavor(flexq, "1") == "on-demand"
-    assert _row(flexq, "1")["started"] == _row(kueue, "1")["started"], "a fallback never makes a job wait longer"
+    # Kueue: admitted on on-demand at once, its pods not ready in 30 minutes, evicted and requeued with backoff (its
+    # waitForPodsReady, on by default since v0.19) until an admission at 3h01m, whose nodes boot by 3h04m.
+    assert _flavor(kueue, "1") == "on-demand" and _row(kueue, "1")["started"] == 3 * 3600 + 60 + 180
+    assert [e["cause"] for e in _events(kueue, "1", "Evicted")] == ["PodsReadyTimeout"] * 5
+    # flexq reserves a flavor whose nodes can come: on-demand as the stock-out ends, its nodes up 3 minutes later.
+    assert _flavor(flexq, "1") == "on-demand" and _row(flexq, "1")["started"] == 3 * 3600 + 180
+    assert _row(flexq, "1")["started"] <= _row(kueue, "1")["started"], "a fallback never makes a job wait longer"
     assert not [e for e in flexq.events if e["event"] == "Fallback"]
     withdrawn = [e for e in _events(flexq, "1", "ProvisioningRequest") if e["state"] == "Withdrawn"]
     assert len(withdrawn) == 1, "the DWS request that never came is withdrawn once Plan A starts the job"

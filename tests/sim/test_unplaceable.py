@@ -30,7 +30,11 @@ def _events(tmp_path: Path, on_demand_tpu: int, dws_tpu: str) -> list[dict[str, 
 def test_a_pod_set_larger_than_its_pool_is_unschedulable_once(tmp_path: Path) -> None:
     events = _events(tmp_path, 64, "0")
     kinds = [e["event"] for e in events]
-    assert kinds.count("Admitted") == 1 and "Fallback" not in kinds and "NodesUnavailable" not in kinds
+    assert "Fallback" not in kinds and "NodesUnavailable" not in kinds
+    # Told once an admission; its pods never ready, each admission ends 30 minutes on (Kueue's waitForPodsReady, on
+    # by default since v0.19) and the next comes after the backoff (60 s doubling, up to an hour).
+    assert kinds.count("Admitted") == kinds.count("Unschedulable") == kinds.count("Evicted") + 1 == 8
+    assert [e["t"] for e in events if e["event"] == "Evicted"] == [1800, 3660, 5580, 7620, 9900, 12660, 16380]
     unschedulable = next(e for e in events if e["event"] == "Unschedulable")
     assert unschedulable["reason"] == ("pod set tpu-group needs 8 nodes of node pool on-demand-pool, more than it "
                                        "can hold (--max-nodes=4): no scale-up can place it")

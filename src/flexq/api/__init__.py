@@ -8,12 +8,22 @@ from flexq.api.documents import MAX_INPUT_BYTES, Document, decode_input, load_do
 from flexq.api.envsubst import find_placeholders, read_env_file, substitute
 from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields, parse_field_validation, prune, unknown_fields
 from flexq.api.kinds import KINDS, Column, KindInfo, UnknownKind, by_gvk, by_resource, resolve
+from flexq.api.kueue_config import (
+    DEFAULT_KUEUE_CONFIG,
+    KueueConfig,
+    PodsReadyConfig,
+    ResourceConfig,
+    kueue_config_of,
+    load_kueue_config,
+    parse_kueue_config,
+)
 from flexq.api.object_errors import ApiError, FieldError, InputError, InvalidObject
 from flexq.api.quantity import Quantity, QuantityError, parse_quantity
 from flexq.api.validation import schema_errors, validate_document
 from flexq.api.versions import convert
 
 __all__ = [
+    "DEFAULT_KUEUE_CONFIG",
     "KINDS",
     "MAX_INPUT_BYTES",
     "ApiError",
@@ -25,8 +35,11 @@ __all__ = [
     "InputError",
     "InvalidObject",
     "KindInfo",
+    "KueueConfig",
+    "PodsReadyConfig",
     "Quantity",
     "QuantityError",
+    "ResourceConfig",
     "UnknownFields",
     "UnknownKind",
     "apply_defaults",
@@ -35,8 +48,11 @@ __all__ = [
     "convert",
     "decode_input",
     "find_placeholders",
+    "kueue_config_of",
     "load_documents",
+    "load_kueue_config",
     "parse_field_validation",
+    "parse_kueue_config",
     "parse_quantity",
     "prune",
     "read_env_file",

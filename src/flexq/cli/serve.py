@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from flexq.client import CliError
 from flexq.config import DEFAULT_HOST, DEFAULT_PORT, flexq_home
+
+if TYPE_CHECKING:
+    from flexq.api import KueueConfig
 
 __all__ = ["server"]
 
@@ -51,6 +54,7 @@ def server(
     event_ttl: Annotated[str, typer.Option(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
+    kueue_config: Annotated[Path | None, typer.Option(help=_KUEUE_CONFIG_HELP)] = None,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.runtime.job_user import JobUserError
@@ -67,10 +71,28 @@ def server(
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
         config = load_capacity(capacity) if capacity is not None else None
+        kueue = _kueue_config(kueue_config)
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as)
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue)
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
+
+
+_KUEUE_CONFIG_HELP = ("Kueue's Configuration file (config.kueue.x-k8s.io v1beta1 or v1beta2, as Kueue's manager "
+                      "reads it): waitForPodsReady, resources.transformations and excludeResourcePrefixes, "
+                      "integrations.frameworks, featureGates. Default: Kueue v0.19's defaults.")
+
+
+def _kueue_config(path: Path | None) -> KueueConfig:
+    """``--kueue-config``, its fields that change nothing in flexq warned about by name on stderr."""
+    from flexq.api import DEFAULT_KUEUE_CONFIG, load_kueue_config
+
+    if path is None:
+        return DEFAULT_KUEUE_CONFIG
+    config = load_kueue_config(path)
+    for warning in config.warnings:
+        typer.echo(f"warning: {config.source}: {warning}", err=True)
+    return config
 
 
 def _duration(option: str, text: str) -> float:

@@ -63,6 +63,7 @@ def simulate(
 
     _check_outputs(output, metrics)
     loaded = load_scenario(scenario)
+    _warn(loaded)
     show = sys.stderr.isatty() if progress is None else progress
     with SimProgress(loaded, enabled=show) as bar:
         result = run_scenario(loaded, bar.callback(loaded.name), metrics=metrics is not None)
@@ -219,3 +220,11 @@ def _summary_table(summary: dict[str, Any]) -> str:
             cells.insert(-1, f"${row.get('cost', 0):.2f}")
         rows.append(cells)
     return columns(rows)
+
+
+def _warn(loaded: Scenario) -> None:
+    """The fields of the scenario's Kueue Configuration that change nothing in flexq, each named on stderr."""
+    kueue = loaded.kueue
+    if kueue is not None:
+        for warning in kueue.warnings:
+            typer.echo(f"warning: {kueue.source}: {warning}", err=True)

@@ -12,6 +12,7 @@ from flexq.control.kueue_metrics import (
     kueue_state,
 )
 from flexq.control.plane import SETTLE_PASSES, ControlPlane
+from flexq.control.pods_ready import LIMIT_CAUSE, TIMEOUT_REASON, PodsReadyTimer
 from flexq.control.run_times import Basis, RunTime, RunTimes
 from flexq.control.vocabulary import (
     CapacityChanged,
@@ -23,10 +24,36 @@ from flexq.control.vocabulary import (
     JobQueued,
     JobResized,
     JobStarted,
+    PodsReady,
     QueuesReconfigured,
 )
 
-__all__ = ["ATTEMPT_BUCKETS", "SETTLE_PASSES", "SHORT_WAIT_BUCKETS", "WAIT_BUCKETS", "Basis", "CapacityChanged",
-           "CheckSet", "ControlPlane", "Histogram", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued",
-           "JobResized", "JobStarted", "KueueCounts", "KueueState", "QueuesReconfigured", "RunTime", "RunTimes",
-           "eviction_labels", "kueue_state"]
+__all__ = [
+    "ATTEMPT_BUCKETS",
+    "LIMIT_CAUSE",
+    "SETTLE_PASSES",
+    "SHORT_WAIT_BUCKETS",
+    "TIMEOUT_REASON",
+    "WAIT_BUCKETS",
+    "Basis",
+    "CapacityChanged",
+    "CheckSet",
+    "ControlPlane",
+    "Histogram",
+    "Input",
+    "JobDeleted",
+    "JobFinished",
+    "JobHooks",
+    "JobQueued",
+    "JobResized",
+    "JobStarted",
+    "KueueCounts",
+    "KueueState",
+    "PodsReady",
+    "PodsReadyTimer",
+    "QueuesReconfigured",
+    "RunTime",
+    "RunTimes",
+    "eviction_labels",
+    "kueue_state",
+]

@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import finishes_sooner_here
+from flexq.control.pods_ready import PodsReadyTimer
 from flexq.control.run_times import RunTimes
 from flexq.control.vocabulary import (
     CapacityChanged,
@@ -34,9 +36,10 @@ from flexq.control.vocabulary import (
     JobResized,
     JobStarted,
     Objects,
+    PodsReady,
     QueuesReconfigured,
 )
-from flexq.jobs.workload import Priorities, local_queues_of, make_workload, priority_class_ref
+from flexq.jobs.workload import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import PodSet, Workload, WorkloadState
@@ -66,8 +69,10 @@ class ControlPlane:
 
     def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
                  scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False,
-                 run_times: RunTimes | None = None) -> None:
+                 run_times: RunTimes | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
         self.scheduler = scheduler or Scheduler(instant_eviction=True)
+        self.kueue = kueue
+        """Kueue's Configuration: waitForPodsReady, resource transformations, the frameworks managed."""
         self.run_times = run_times or RunTimes()
         """What jobs declare of their run times, and what the jobs that finished took (learned as they finish)."""
         self.timers = timers
@@ -89,6 +94,7 @@ class ControlPlane:
         self.names_priority_classes = False
         """Whether :meth:`workload_for` notes each workload's priority class (for Kueue's metrics' labels)."""
         self._attempt_listeners: list[Callable[[bool, float], None]] = []
+        self.pods_ready = PodsReadyTimer(kueue.pods_ready, timers, lambda: self.scheduler, self.emit)
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -134,12 +140,28 @@ class ControlPlane:
     def workload_for(self, kind: str, group: str, job: Mapping[str, Any], created: float,
                      pod_sets: tuple[PodSet, ...] | None = None) -> Workload:
         """The workload of a queued job, in the ClusterQueue its LocalQueue points to and at its priority class's
-        priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one."""
+        priority; raises :class:`~flexq.jobs.workload.JobError` for a job that cannot have one, or whose framework
+        Kueue's Configuration does not manage. ``pod_sets``, if given, are counted as they are (see
+        :meth:`counted`)."""
+        if not self.kueue.manages(kind):
+            raise JobError(f"{kind} {(job.get('metadata') or {}).get('namespace') or 'default'}/"
+                           f"{(job.get('metadata') or {}).get('name')} is not managed: the Kueue configuration's "
+                           f"integrations.frameworks does not list {self.kueue.framework_of(kind)}")
         wl = make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
                            created=created, pod_sets=pod_sets)
+        if pod_sets is None and self.kueue.resources:
+            wl.podsets = self.counted(wl.podsets)
         if self.names_priority_classes:
             self.name_priority_class(wl.key, self.priority_class_of(kind, job))
         return wl
+
+    def counted(self, pod_sets: tuple[PodSet, ...]) -> tuple[PodSet, ...]:
+        """Pod sets with their requests as Kueue counts them against quota (its Configuration's
+        ``resources.excludeResourcePrefixes`` and ``resources.transformations``)."""
+        resources = self.kueue.resources
+        if not resources:
+            return pod_sets
+        return tuple(dataclasses.replace(p, requests=resources.apply(p.requests)) for p in pod_sets)
 
     def name_priority_class(self, key: str, ref: Mapping[str, str] | None) -> None:
         """Remember the priority class (``spec.priorityClassRef``) of workload ``key``, for Kueue's metrics' labels
@@ -178,7 +200,11 @@ class ControlPlane:
                 events = self.scheduler.add(workload, at)
                 if workload.state is WorkloadState.ADMITTED:  # restored as it was: its time runs on
                     self._time_limit(workload)
+                    self.pods_ready.admitted(workload)
                 return events
+            case PodsReady(key, at, ready):
+                self.pods_ready.ready(key, at, ready)
+                return []
             case CheckSet(key, check, state, at, message):
                 return self.scheduler.set_check(key, check, state, at, message)
             case JobStarted(key, at):
@@ -259,6 +285,7 @@ class ControlPlane:
                 wl = self.scheduler.workload(event.workload)
                 if wl is not None:
                     self._time_limit(wl)
+                    self.pods_ready.admitted(wl)
             if self.driver is not None:
                 self.driver.handle(event)
             elif event.kind is EventKind.ADMITTED and self._start_on_admission:
@@ -291,16 +318,26 @@ class ControlPlane:
 
         ``cycles``: at most so many scheduling cycles a pass (the live controller's step, whose writes then stay
         short: what is left is scheduled by its next step, after the changes that came in meanwhile, as Kueue's next
-        cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide."""
+        cycle comes after the events of the last one). Returns whether a pass stopped there with more to decide.
+
+        With waitForPodsReady's ``blockAdmission``, nothing is scheduled while an admitted workload's pods are not all
+        ready (it becomes ready, or its timer evicts it, and the next step schedules); a cycle at a time, so that one
+        admission holds back the next (a cycle admits a head of each ClusterQueue, where Kueue's would hold back
+        the second of them too)."""
+        block = self.pods_ready.blocks()
+        if block:
+            cycles = 1  # a cycle at a time: one admitted holds back the next until its pods are ready
         for _ in range(SETTLE_PASSES):
+            if block and self.pods_ready.blocking():
+                return False
             began = time.perf_counter() if self._attempt_listeners else 0.0
             events = self.scheduler.schedule(now) if cycles is None else self.scheduler.schedule(now, cycles)
             if self._attempt_listeners:
                 self._attempted(events, time.perf_counter() - began)
             self.emit(events)
-            if self.scheduler.cut_short:
+            if self.scheduler.cut_short and not block:
                 return True
-            if not events:
+            if not events and not self.scheduler.cut_short:
                 return False
         return False
 

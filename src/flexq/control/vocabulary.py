@@ -17,7 +17,7 @@ from flexq.capacity.settings import CapacityConfig
 from flexq.scheduler.model import CheckState, PodSet, Workload
 
 __all__ = ["CapacityChanged", "CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized",
-           "JobStarted", "Objects", "QueuesReconfigured"]
+           "JobStarted", "Objects", "PodsReady", "QueuesReconfigured"]
 
 Objects = Mapping[str, list[dict[str, Any]]]
 """Configuration objects by kind (ClusterQueues, ResourceFlavors, LocalQueues, ...), as stored."""
@@ -79,6 +79,17 @@ class JobStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class PodsReady:
+    """Whether all of an admitted workload's pods are ready (Kueue's ``PodsReady`` condition): live, its runtime says
+    so (a RayJob's Ray cluster up with all its worker slices, a Pod's process started); the simulator, when the job
+    starts, or as its scenario says. ``ready`` False: a running workload lost a pod (it waits for recovery)."""
+
+    key: str
+    at: float
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class QueuesReconfigured:
     """The queues, flavors, checks and priority classes as they now are, and the capacity modelled with them (None:
     none)."""
@@ -97,7 +108,8 @@ class CapacityChanged:
     at: float
 
 
-Input = JobQueued | JobResized | CheckSet | JobStarted | JobFinished | JobDeleted | QueuesReconfigured | CapacityChanged
+Input = (JobQueued | JobResized | CheckSet | JobStarted | PodsReady | JobFinished | JobDeleted | QueuesReconfigured
+         | CapacityChanged)
 """What the plane may be told."""
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
-from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized, JobStarted
+from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized, JobStarted, PodsReady
 from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, ControllerState
@@ -45,6 +45,16 @@ def declared_run_time(job: Mapping[str, Any]) -> float | None:
         return parse_duration(raw) if isinstance(raw, str) else None
     except DurationError:
         return None
+
+
+def pods_ready(kind: str, job: Mapping[str, Any]) -> bool:
+    """Whether a running job's status says all its pods are ready (Kueue's PodsReady): a RayJob's Ray cluster is up
+    with all its worker slices and the job submitted to it (KubeRay's ``jobDeploymentStatus`` Running, or past it);
+    a RayCluster's state is ``ready``."""
+    status = job.get("status") or {}
+    if kind == "RayJob":
+        return status.get("jobDeploymentStatus") in ("Running", "Complete")
+    return kind == "RayCluster" and status.get("state") == "ready"
 
 
 def _running(kind: str, job: Mapping[str, Any]) -> bool:
@@ -88,8 +98,8 @@ class JobEvents:
             return
         uid = str(job["metadata"].get("uid", ""))
         self._note_run_time(job, self.state.by_job_uid.get(uid))
-        if finished(info.kind, job) or uid in self.state.by_job_uid:
-            return
+        if finished(info.kind, job) or uid in self.state.by_job_uid or not self.plane.kueue.manages(info.kind):
+            return  # done, known, or of a framework Kueue's Configuration does not manage (left alone, as Kueue does)
         now = self.clock.now()
         try:
             wl = self.plane.workload_for(info.kind, info.group, job, now)
@@ -177,6 +187,10 @@ class JobEvents:
             self.state.touched.add(wl.key)
         if not outcome and wl is not None and wl.state is WorkloadState.ADMITTED and _running(info.kind, job):
             self.state.log(self.plane.feed(JobStarted(wl.key, self.clock.now())))  # the first report counts
+        if wl is not None and wl.state is WorkloadState.ADMITTED and wl.pods_ready_at is None \
+                and pods_ready(info.kind, job):
+            self.plane.feed(PodsReady(wl.key, self.clock.now()))
+            self.state.touched.add(wl.key)
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             message = finish_message(info.kind, job, outcome)
@@ -242,6 +256,7 @@ class JobEvents:
             record_event(self.store, job, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)
             return
         grown = workload_from_object(created, self.state.local_queues)
+        grown.podsets = self.plane.counted(grown.podsets)
         grown.created = now
         self.state.by_job_uid[str(meta.get("uid", ""))] = grown.key
         record_event(self.store, job, "CreatedWorkload", f"Created Workload slice: {grown.key} (replaces {wl.key})",

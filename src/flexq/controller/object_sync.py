@@ -10,7 +10,7 @@ the last nomination tried and why it was not taken.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from flexq.api.jsoncopy import copy_json
@@ -106,7 +106,11 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
         replaces=str((meta.get("annotations") or {}).get(REPLACEMENT_FOR, "")),
         max_exec_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         past_exec_seconds=_positive(status.get("accumulatedPastExecutionTimeSeconds")) or 0,
+        requeue_count=_positive((status.get("requeueState") or {}).get("count")) or 0,
     )
+    ready = find_condition(status, "PodsReady")
+    if ready is not None and ready.get("status") == "True":
+        wl.pods_ready_at = _parse_time(ready.get("lastTransitionTime"))
     admission = status.get("admission")
     reserved = find_condition(status, "QuotaReserved")
     if admission and reserved and reserved.get("status") == "True":
@@ -138,6 +142,34 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
     if spec.get("active") is False:
         wl.state = WorkloadState.INACTIVE
     return wl
+
+
+_PODS_READY_MESSAGES: Final = {"WaitForStart": "Not all pods are ready or succeeded",
+                               "WaitForRecovery": "At least one pod has failed, waiting for recovery",
+                               "Started": "All pods reached readiness and the workload is running"}
+"""Kueue's PodsReady condition messages, by reason (``generatePodsReadyCondition``)."""
+
+
+def _pods_ready_status(wl: Workload, status: dict[str, Any], pods_ready: str | None, now: str,
+                       generation: int | None) -> None:
+    """Kueue's ``PodsReady`` condition, written once the workload has been admitted where waitForPodsReady is on
+    (``pods_ready``, what its pods are doing: ``WaitForStart``, ``WaitForRecovery`` or ``Started``; None: off), and
+    its ``requeueState``."""
+    admitted = wl.state is WorkloadState.ADMITTED
+    finished = wl.state is WorkloadState.FINISHED  # as Kueue: a finished workload's conditions stay as they were
+    if pods_ready is not None and not finished and (admitted or find_condition(status, "PodsReady")):
+        reason = pods_ready if admitted else "WaitForStart"
+        set_condition(status, "PodsReady", reason == "Started", reason, _PODS_READY_MESSAGES[reason], now=now,
+                      observed_generation=generation)
+    if wl.requeue_count:
+        status["requeueState"] = {"count": wl.requeue_count, **(
+            {"requeueAt": _stamp(wl.requeue_at)} if wl.requeue_at is not None else {})}
+    else:
+        status.pop("requeueState", None)
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _admission(admission: Admission) -> dict[str, Any]:
@@ -194,7 +226,8 @@ def _check_states(wl: Workload, before: list[dict[str, Any]], now: str) -> list[
 
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
                   generation: int | None, evicted: tuple[str, str] | None = None,
-                  preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None) -> dict[str, Any]:
+                  preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None, *,
+                  pods_ready: str | None = None) -> dict[str, Any]:
     """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
     status: dict[str, Any] = copy_json(dict(old))
     if wl.past_exec_seconds:
@@ -245,6 +278,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status["flavorsConsidered"] = _considered(assignment)
     else:
         status.pop("flavorsConsidered", None)
+    _pods_ready_status(wl, status, pods_ready, now, generation)
     if wl.state is WorkloadState.ADMITTED and wl.pending_reason:
         status["waitingFor"] = wl.pending_reason
     else:

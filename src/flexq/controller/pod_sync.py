@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import resolve
 from flexq.api.object_errors import ApiError
-from flexq.control import JobDeleted, JobFinished, JobQueued
+from flexq.control import JobDeleted, JobFinished, JobQueued, PodsReady
 from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
@@ -75,7 +75,18 @@ class PodIntegration:
             return []
         if _uid(pod) not in self.workload_of:
             return self.added(pod)
+        self._check_ready(self.workload_of[_uid(pod)])
         return self._check_finished(self.workload_of[_uid(pod)])
+
+    def _check_ready(self, key: str) -> None:
+        """A Pod's process started (running, or done) for every pod of the workload: its pods are ready."""
+        wl = self.state.scheduler.workload(key)
+        if wl is None or wl.state is not WorkloadState.ADMITTED or wl.pods_ready_at is not None:
+            return
+        pods = self._pods(key)
+        if pods and all((p.get("status") or {}).get("phase") in ("Running", "Succeeded") for p in pods):
+            self.state.plane.feed(PodsReady(key, self.state.clock.now()))
+            self.state.touched.add(key)
 
     def resync(self) -> list[Event]:
         """At start-up: the pods' workloads, from their owners; queued pods that have none get one."""
@@ -116,7 +127,8 @@ class PodIntegration:
                 templates = {"main": template(first)}
             else:
                 sets, templates = group_podsets(pods)
-                wl = dataclasses.replace(state.plane.workload_for("Pod", "", first, now, pod_sets=sets), name=group)
+                counted = state.plane.counted(sets)
+                wl = dataclasses.replace(state.plane.workload_for("Pod", "", first, now, pod_sets=counted), name=group)
         except JobError as exc:
             for pod in pods:
                 record_event(state.store, pod, "FailedToCreateWorkload", str(exc), type="Warning", component=_COMPONENT)

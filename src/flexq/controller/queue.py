@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.api.kinds import KindInfo, by_resource, resolve
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.settings import CapacityConfig
@@ -55,7 +56,7 @@ from flexq.jobs.workload import (
 )
 from flexq.objects.service import ObjectService
 from flexq.scheduler.events import Event
-from flexq.scheduler.model import CheckState, WorkloadState
+from flexq.scheduler.model import CheckState, Workload, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
@@ -93,7 +94,7 @@ class QueueController:
     (:attr:`jobs`), the writes (:attr:`writes`), queued Pods (:attr:`pods`), the capacity (:attr:`capacity`)."""
 
     def __init__(self, service: ObjectService, clock: Clock, capacity: CapacityConfig | None = None,
-                 runtime: RayRuntime | None = None) -> None:
+                 runtime: RayRuntime | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
         self.service = service
         self.runtime = runtime
         self.store = service.store
@@ -111,7 +112,7 @@ class QueueController:
         """Run times that jobs declare (``flexq.dev/expected-run-time``) or are bounded by, and those of finished
         jobs."""
         self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.declared.get),
-                                  start_on_admission=False, run_times=run_times)
+                                  start_on_admission=False, run_times=run_times, kueue=kueue)
         """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
         a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
         self.capacity = LiveCapacity(self.store, self.plane, capacity or CapacityConfig((), EmulatedCloud()), clock)
@@ -226,6 +227,12 @@ class QueueController:
         if threading.get_ident() == self._stepping:
             self._own.update(c.rv for c in changes if (c.key.group, c.key.resource) in _OWN_RESOURCES)
 
+    def _stored_workload(self, obj: dict[str, Any]) -> Workload:
+        """A stored Workload as the scheduler models it, its pod sets counted as Kueue's Configuration says."""
+        wl = workload_from_object(obj, self.local_queues)
+        wl.podsets = self.plane.counted(wl.podsets)
+        return wl
+
     def resync(self) -> None:
         """Read everything afresh (start-up): configuration, workloads, jobs that still need one."""
         with self._lock:
@@ -241,7 +248,7 @@ class QueueController:
                 if parent is not None:  # the scheduler makes its variants anew: these are reconciled below
                     self.state.stored_variants.setdefault(parent, set()).add(obj["metadata"]["name"])
                     continue
-                wl = workload_from_object(obj, self.local_queues)
+                wl = self._stored_workload(obj)
                 if wl.state is not WorkloadState.FINISHED:
                     self.jobs.remember(obj)  # a job's slices: the one that replaces another wins (below)
                 if wl.state in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
@@ -388,7 +395,7 @@ class QueueController:
                 self.capacity.release(key)
             elif not self.scheduler.knows(key):
                 self.jobs.remember(obj)
-                wl = workload_from_object(obj, self.local_queues)
+                wl = self._stored_workload(obj)
                 if wl.state not in (WorkloadState.FINISHED, WorkloadState.INACTIVE):
                     self._log(self.plane.feed(JobQueued(wl, self.clock.now())))
             else:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api.kinds import KindInfo, resolve
 from flexq.api.object_errors import ApiError
+from flexq.control import PodsReady
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
@@ -59,11 +60,14 @@ class WorkloadWrites:
         """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
         other kinds are not executed)."""
         wl = self.scheduler.workload(key)
-        if self.runtime is None or wl is None:
+        if wl is None:
             return
         kind, _, owner = wl.owner.partition(" ")
-        namespace, _, name = owner.partition("/")
         runtime = self.runtime
+        if runtime is None or not self._runs(wl):
+            self._placed_ready(wl)
+            return
+        namespace, _, name = owner.partition("/")
         driver = self.capacity.driver
         nodes = dict(driver.placements.get(key, {})) if driver is not None else {}
         counts = {p.name: p.count for p in wl.podsets}
@@ -87,7 +91,7 @@ class WorkloadWrites:
         if wl.key in self.scheduler.variants:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation", 1), *_endings(events))
+                               stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl))
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -139,6 +143,31 @@ class WorkloadWrites:
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
             self.state.write_events()
+
+    def _runs(self, wl: Workload) -> bool:
+        """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods as local processes)."""
+        return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod")
+
+    def _placed_ready(self, wl: Workload, *, writing: bool = False) -> None:
+        """Nothing here runs its pods (no runtime, or a kind flexq does not execute): placed, they count as ready
+        (waitForPodsReady); a job that runs says so itself (JobEvents, PodIntegration). Its status is written again
+        unless it is being ``writing`` now."""
+        parent = self.scheduler.workload(wl.parent) if wl.parent else wl
+        if parent is not None and parent.pods_ready_at is None:
+            self.state.plane.feed(PodsReady(wl.key, self.clock.now()))
+            if not writing:
+                self.state.touched.add(parent.key)
+
+    def _ready(self, wl: Workload) -> str | None:
+        """Kueue's PodsReady reason for ``wl`` where waitForPodsReady is on (None where it is off)."""
+        plane = self.state.plane
+        if plane.kueue.pods_ready is None or wl.parent:
+            return None
+        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._runs(wl):
+            self._placed_ready(wl, writing=True)  # it starts with this write: ready with it
+        if wl.pods_ready_at is not None:
+            return "Started"
+        return "WaitForRecovery" if plane.pods_ready.recovering(wl.key) else "WaitForStart"
 
     def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
         """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone

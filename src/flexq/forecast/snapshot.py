@@ -14,6 +14,7 @@ and runs the copy forward on another thread.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -55,7 +56,9 @@ def fork(plane: ControlPlane, now: float, tell: Callable[[Event], None], hooks: 
     capacity is modelled (the live plane starts them when the admission is written)."""
     kernel = Kernel(VirtualClock(now))
     run_times = plane.run_times.copy()
-    copied = ControlPlane(kernel, tell, hooks, start_on_admission=True, virtual=True, run_times=run_times)
+    # Forecasts assume that the pods of a job that starts become ready: waitForPodsReady is not run forward.
+    copied = ControlPlane(kernel, tell, hooks, start_on_admission=True, virtual=True, run_times=run_times,
+                          kueue=dataclasses.replace(plane.kueue, pods_ready=None))
     copied.local_queues = dict(plane.local_queues)
     copied.priorities = plane.priorities
     driver = plane.driver

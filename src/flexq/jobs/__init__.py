@@ -1,7 +1,7 @@
 """Job integrations: RayJob, batch/v1 Job and plain Pods into Kueue Workloads, and admission back into the jobs."""
 
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.webhook import job_webhook
+from flexq.jobs.webhook import job_webhook, job_webhook_for
 from flexq.jobs.workload import (
     COMPLETIONS_EQUAL_PARALLELISM,
     JOB_KINDS,
@@ -34,6 +34,7 @@ __all__ = [
     "group_total",
     "is_queued",
     "job_webhook",
+    "job_webhook_for",
     "local_queues_of",
     "make_workload",
     "outcome",

@@ -11,6 +11,7 @@ suspended (admitted: the queue started it) cannot change, as in Kueue; while it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flexq.api.kinds import KindInfo, resolve
@@ -27,7 +28,20 @@ from flexq.jobs.workload import (
 from flexq.objects.service import ObjectService
 from flexq.store import NotFound
 
-__all__ = ["job_webhook"]
+__all__ = ["job_webhook", "job_webhook_for"]
+
+
+def job_webhook_for(managed: Callable[[str], bool]) -> Callable[[ObjectService, KindInfo, dict[str, Any],
+                                                                  dict[str, Any] | None], None]:
+    """:func:`job_webhook` for the job kinds ``managed`` says Kueue's Configuration manages (its
+    ``integrations.frameworks``): a job of another kind is left as written, as Kueue leaves it (not suspended, no
+    queue needed)."""
+
+    def hook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if managed(info.kind):
+            job_webhook(service, info, obj, old)
+
+    return hook
 
 
 def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -391,6 +391,11 @@ class Workload:
     admitted longer than this in all, it is deactivated (:class:`~flexq.control.plane.ControlPlane`)."""
     past_exec_seconds: int = 0
     """Kueue's ``status.accumulatedPastExecutionTimeSeconds``: whole seconds admitted before its last eviction."""
+    pods_ready_at: float | None = None
+    """When all its pods became ready in its current admission (Kueue's ``PodsReady`` condition True); None: not
+    (yet). Read by waitForPodsReady (:mod:`flexq.control.pods_ready`)."""
+    requeue_count: int = 0
+    """Kueue's ``status.requeueState.count``: how often it was requeued after its pods were not ready in time."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""

@@ -62,6 +62,8 @@ class Scheduler(Cycling):
         """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
         self._requeues: dict[str, float] = {}
         """Workloads waiting out a retry delay: key -> when they queue again."""
+        self._requeue_order: dict[str, float] = {}
+        """Where a workload waiting out a delay takes its place in the queue when it comes back (default: then)."""
         self.unavailable: dict[str, tuple[float, str]] = {}
         """Flavors that could not deliver nodes: flavor -> (until, why). Skipped by the flavor search."""
         self.last_targets: dict[str, list[Target]] = {}
@@ -227,6 +229,7 @@ class Scheduler(Cycling):
         self._queues.discard(wl)
         self.last_assignment.pop(key, None)
         self._requeues.pop(key, None)
+        self._requeue_order.pop(key, None)
         if wl.admission is not None:
             self._release(wl)
         return self._withdraw_all(wl, now, "Variant withdrawn: its workload was deleted")
@@ -281,6 +284,22 @@ class Scheduler(Cycling):
     def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
         """Evict from outside (a controller): release the quota and queue again."""
         return self._evict(self._workloads[key], now, reason, cause)
+
+    def evict_until(self, key: str, now: float, reason: str, cause: str, until: float,
+                    ordering_time: float | None = None) -> list[Event]:
+        """Evict from outside and keep out of the queue until ``until`` (Kueue's requeue backoff, as after a
+        PodsReady timeout); it then queues again (a racing workload races again) ordered by ``ordering_time``
+        (None: the moment it comes back)."""
+        wl = self._workloads[key]
+        events = self._evict(wl, now, reason, cause, requeue=False)
+        if wl.state is not WorkloadState.PENDING:
+            return events  # a slice whose replacement waits: that one carries the job on
+        self._queues.discard(wl)
+        wl.requeue_at = until
+        self._requeues[key] = until
+        if ordering_time is not None:
+            self._requeue_order[key] = ordering_time
+        return events
 
     def next_requeue(self) -> float | None:
         """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's

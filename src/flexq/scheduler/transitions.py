@@ -35,6 +35,7 @@ class Transitions(Racing):
     instant_eviction: bool
     _replaced_by: dict[str, str]
     _set_aside: int
+    _requeue_order: dict[str, float]
 
     def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
         """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
@@ -169,6 +170,7 @@ class Transitions(Racing):
         wl.reserved_at = wl.admitted_at = None
         wl.checks = {}
         wl.pod_set_updates = {}
+        wl.pods_ready_at = None
         wl.evictions += 1
         wl.pending_reason = ""
         evicted = [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
@@ -248,7 +250,12 @@ class Transitions(Racing):
             wl = self._workloads.get(key)
             if wl is not None and wl.requeue_at is not None and wl.state is WorkloadState.PENDING:
                 wl.requeue_at = None
-                wl.ordering_time = now
-                self._queues.push(wl)
+                wl.ordering_time = self._requeue_order.pop(key, now)
                 events.append(Event(now, EventKind.REQUEUED, wl.key, wl.cluster_queue, "Backoff finished"))
+                raced = None if wl.parent or wl.cluster_queue not in self.config.cluster_queues \
+                    else self._race(wl, now)
+                if raced is None:
+                    self._queues.push(wl)
+                else:
+                    events += raced  # as after any eviction: a racing workload pursues every flavor again
         return events

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 from starlette.types import ASGIApp
 
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.auth import TokenBook
 from flexq.capacity.gke_pools import node_pool_webhook
 from flexq.capacity.settings import CapacityConfig
@@ -22,7 +23,7 @@ from flexq.clock import RealClock
 from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
 from flexq.controller.queue import QueueController
 from flexq.controller.ray_runs import RayRuntime
-from flexq.jobs.webhook import job_webhook
+from flexq.jobs.webhook import job_webhook_for
 from flexq.objects.service import ObjectService
 from flexq.runtime.job_user import JobUser
 from flexq.runtime.job_user import configure as configure_job_user
@@ -121,11 +122,11 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
           lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
-          run_as: str | None = None) -> None:
-    """Serve as ``plan`` says until SIGINT/SIGTERM; the store is closed on the way out. ``store_spec`` is
-    ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
-    ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
-    following the others' commits. Events are deleted ``event_ttl`` seconds after they were last seen (0: kept).
+          run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
+    """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store. ``store_spec`` is ``--store`` (see
+    :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of ``lease_duration`` seconds (see
+    :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each following the others' commits.
+    Events go ``event_ttl`` s after they were last seen (0: kept). ``kueue``: Kueue's Configuration.
 
     Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
     077: files 0600, folders 0700).
@@ -149,11 +150,11 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     book.ensure_admin()
     tls = ensure_certificates(home, plan.certificate_names()) if tls_port is not None else None
     endpoint = f"{plan.endpoint_host}:{tls_port}" if tls_port is not None else f"{plan.http_host}:{http_port}"
-    service = ObjectService(store, hooks=[job_webhook, node_pool_webhook])
+    service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])
     ray = RayRuntime(store, home) if runtime == "ray" else None
     identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
     lease = _lease(store_spec, home, identity, lease_duration, shared)
-    leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray), identity)
+    leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray, kueue), identity)
     expiry = EventExpiry(store, event_ttl)
     try:
         if ray is not None:

@@ -26,6 +26,8 @@ class Submission:
     at: float
     document: Document
     run_for: float | None
+    ready_after: float | None = 0.0
+    """How long after it starts its pods are all ready (Kueue's ``PodsReady``); None: never (a bad image, say)."""
 
 
 def read_text(path: Path, source: str) -> str:

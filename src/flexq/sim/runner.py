@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from flexq.api import DEFAULT_KUEUE_CONFIG
 from flexq.api.documents import Document
 from flexq.api.kinds import KindInfo
 from flexq.api.models.common import check_dns_subdomain
@@ -32,6 +33,7 @@ from flexq.control import (
     JobQueued,
     KueueCounts,
     KueueState,
+    PodsReady,
     QueuesReconfigured,
     kueue_state,
 )
@@ -131,8 +133,11 @@ class Simulation:
         """When each running workload will finish (the scenario says how long it runs)."""
         self.run_for: dict[str, float | None] = {}
         # The simulator knows what the live server can only be told: how long each job runs, when it ends.
+        self.ready_after: dict[str, float | None] = {}
+        """How long after its start each workload's pods are all ready (None: never), where not at once."""
         self.plane = ControlPlane(self.kernel, self._record, JobHooks(self._start, self.run_for.get,
-                                                                       self.finish_at.get), virtual=True)
+                                                                       self.finish_at.get), virtual=True,
+                                  kueue=scenario.kueue or DEFAULT_KUEUE_CONFIG)
         self.kueue = KueueCounts().attach(self.plane) if metrics else None
         """Kueue's counters, heard as the live server hears them (``metrics``: asked for)."""
         self.plane.feed(QueuesReconfigured(objects, scenario.capacity, self.kernel.clock.now()))
@@ -195,6 +200,7 @@ class Simulation:
         return None
 
     def _start(self, key: str, t: float) -> None:
+        self._pods_ready(key, t)
         run_for = self.run_for.get(key)
         if run_for is None:
             return
@@ -214,6 +220,24 @@ class Simulation:
         if root is not None:
             heapq.heappush(self.finishing.setdefault(root, []), (t + run_for, key))
         self.kernel.schedule(t + run_for, finish, _FINISH)
+
+    def _pods_ready(self, key: str, t: float) -> None:
+        """The job's pods become ready as its scenario says: when it starts (default), some time after, or never."""
+        if key not in self.ready_after:
+            self.plane.feed(PodsReady(key, t))
+            return
+        after = self.ready_after[key]
+        if after is None:
+            return
+        wl = self.scheduler.workload(key)
+        admitted = wl.admitted_at if wl is not None else None
+
+        def ready() -> None:
+            now = self.scheduler.workload(key)
+            if now is not None and now.admitted_at == admitted:  # still in the admission it started in
+                self.plane.feed(PodsReady(key, self.kernel.clock.now()))
+
+        self.kernel.schedule(t + after, ready, _FINISH)
 
     def submit(self, sub: Submission) -> None:
         now = self.kernel.clock.now()
@@ -240,6 +264,8 @@ class Simulation:
             return
         self.jobs[job_key] = wl.key
         self.run_for[wl.key] = sub.run_for
+        if sub.ready_after != 0:
+            self.ready_after[wl.key] = sub.ready_after
         if sub.run_for is not None and self.declare_run_times:
             self.plane.run_times.declared[wl.key] = sub.run_for
         self.result.submitted[wl.key] = now

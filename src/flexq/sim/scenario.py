@@ -45,7 +45,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from flexq.api import KueueConfig, kueue_config_of, load_kueue_config
 from flexq.api.documents import Document, load_documents
 from flexq.api.object_errors import InvalidObject
 from flexq.api.validation import schema_errors
@@ -79,6 +81,8 @@ class Scenario:
     until: float | None
     seed: int
     capacity: CapacityConfig | None = None
+    kueue: KueueConfig | None = None
+    """Kueue's Configuration (``spec.kueueConfig``); None: Kueue v0.19's defaults."""
 
 
 _read = read_text
@@ -107,7 +111,20 @@ def load_scenario(path: Path) -> Scenario:
     until = _duration(spec.until, doc, "spec.until") if spec.until is not None else None
     name = str((doc.obj.get("metadata") or {}).get("name", path.stem))
     capacity = _capacity(spec.capacity, doc, until=until) if spec.capacity is not None else None
-    return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity)
+    return Scenario(name, source, tuple(objects), tuple(submissions), checks, until, spec.seed, capacity,
+                    _kueue_config(spec.kueueConfig, doc, path.parent))
+
+
+def _kueue_config(raw: dict[str, Any] | str | None, doc: Document, base: Path) -> KueueConfig | None:
+    """``spec.kueueConfig``: Kueue's Configuration inline, or the path of its file (relative to the scenario)."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict):
+        return kueue_config_of(doc, "spec.kueueConfig")
+    path = base / raw
+    if not path.is_file():
+        raise ScenarioError(doc.source, f"spec.kueueConfig: {path}: no such file", doc.line_of("spec.kueueConfig"))
+    return load_kueue_config(path)
 
 
 def _trace_file(path: Path, source: str) -> tuple[tuple[float, int], ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 __all__ = ["CapacitySection", "CheckEntry", "CloudEntry", "DelayPoint", "Duration", "Outages", "Poisson", "PoolEntry",
            "ScenarioFile", "ScenarioSpec", "StrictModel", "SubmitEntry", "TracePoint", "Window"]
@@ -29,6 +29,8 @@ class SubmitEntry(StrictModel):
     object: dict[str, Any] | None = None
     env: dict[StrictStr, StrictStr] | None = None
     runFor: Duration | dict[StrictStr, Any] | None = None
+    podsReadyAfter: StrictStr | StrictInt | StrictFloat = 0
+    """How long after a job starts its pods are all ready (waitForPodsReady), or ``never``."""
     count: Annotated[StrictInt, Field(ge=1)] = 1
     every: Duration = 0
     poisson: Poisson | None = None
@@ -106,6 +108,7 @@ class CapacitySection(StrictModel):
 
 class ScenarioSpec(StrictModel):
     capacity: CapacitySection | None = None
+    kueueConfig: dict[StrictStr, Any] | StrictStr | None = None
     env: dict[StrictStr, StrictStr] | None = None
     include: list[StrictStr] | None = None
     objects: list[dict[str, Any]] | None = None

@@ -107,6 +107,8 @@ class Reader:
         every = duration(entry.every, self.doc, f"{where}.every")
         rng = random.Random(f"{self.seed}:{i}")
         runs_for = run_for(entry.runFor, self.doc, f"{where}.runFor")
+        ready_after = None if entry.podsReadyAfter == "never" else \
+            duration(entry.podsReadyAfter, self.doc, f"{where}.podsReadyAfter")
         sources = [k for k in ("file", "object", "trace", "generator") if getattr(entry, k) is not None]
         if len(sources) != 1:
             raise ScenarioError(self.source, f"{where}: give exactly one of file, object, trace or generator",
@@ -117,7 +119,7 @@ class Reader:
         for n, arrival in enumerate(self._arrivals(where, entry, start, every, rng)):
             values = {**self.env, **(entry.env or {}), "INDEX": str(n)}
             values = {k: substitute(v, values) for k, v in values.items()}
-            out.append(Submission(arrival, self._job(i, where, entry, values), runs_for(rng)))
+            out.append(Submission(arrival, self._job(i, where, entry, values), runs_for(rng), ready_after))
         return out
 
     def _external(self, where: str, entry: SubmitEntry, kind: str, start: float,

@@ -1,0 +1,139 @@
+"""Kueue's Configuration file as flexq reads it: Kueue v0.19's defaults (v1beta2 and v1beta1), what is served, what is
+accepted with a warning naming the field, and what is refused (naming the field and its line)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from flexq.api import DEFAULT_KUEUE_CONFIG, InputError, InvalidObject, PodsReadyConfig, load_kueue_config
+from flexq.api import parse_kueue_config as parse
+from flexq.api.kueue_config import ResourceConfig, Transformation
+
+V2 = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+V1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\n"
+
+# name -> (text, pods_ready expected)
+PODS_READY: dict[str, tuple[str, PodsReadyConfig | None]] = {
+    "v1beta2 without the field: on, Kueue v0.19's defaults": (V2, PodsReadyConfig(1800.0, False, 1800.0)),
+    "v1beta2 zero timeout: defaulted to 30 minutes": (V2 + "waitForPodsReady: {timeout: 0s}",
+                                                      PodsReadyConfig(1800.0, False, 1800.0)),
+    "v1beta2 all set": (V2 + "waitForPodsReady:\n  timeout: 5m\n  recoveryTimeout: 3m\n  blockAdmission: false\n"
+                        "  requeuingStrategy: {timestamp: Creation, backoffLimitCount: 3, backoffBaseSeconds: 10,"
+                        " backoffMaxSeconds: 100}\n",
+                        PodsReadyConfig(300.0, False, 180.0, "Creation", 10, 100, 3)),
+    "recovery timeout 0s turns recovery off": (V2 + "waitForPodsReady: {timeout: 10m, recoveryTimeout: 0s}",
+                                               PodsReadyConfig(600.0, False, None)),
+    "the gate DisableWaitForPodsReady turns it off": (V2 + "featureGates: {DisableWaitForPodsReady: true}", None),
+    "v1beta1 without enable: off": (V1 + "waitForPodsReady: {timeout: 10m}", None),
+    "v1beta1 enabled: 5 minutes and blocking by default": (V1 + "waitForPodsReady: {enable: true}",
+                                                          PodsReadyConfig(300.0, True, 300.0)),
+}
+
+
+@pytest.mark.parametrize("name", PODS_READY)
+def test_wait_for_pods_ready_defaults_as_kueue_v0_19(name: str) -> None:
+    text, expected = PODS_READY[name]
+    assert parse(text, "k.yaml").pods_ready == expected
+
+
+def test_without_a_file_kueue_v0_19s_defaults_and_every_framework_flexq_serves() -> None:
+    assert DEFAULT_KUEUE_CONFIG.pods_ready == PodsReadyConfig()
+    assert [DEFAULT_KUEUE_CONFIG.manages(k) for k in ("Job", "RayJob", "RayCluster", "Pod")] == [True] * 4
+    assert not DEFAULT_KUEUE_CONFIG.resources
+
+
+def test_the_backoff_doubles_from_the_base_and_is_capped() -> None:
+    config = PodsReadyConfig(base=60, max_backoff=3600)
+    assert [config.backoff(n) for n in range(1, 9)] == [60, 120, 240, 480, 960, 1920, 3600, 3600]
+
+
+def test_frameworks_listed_are_managed_and_a_file_without_them_manages_batch_jobs_only() -> None:
+    listed = parse(V2 + "integrations: {frameworks: [ray.io/rayjob, pod, kubeflow.org/mpijob]}", "k.yaml")
+    assert [listed.manages(k) for k in ("Job", "RayJob", "RayCluster", "Pod")] == [False, True, False, True]
+    assert listed.warnings == ("integrations.frameworks[2]: kubeflow.org/mpijob: its kind is not served by flexq "
+                               "(its objects are refused): no effect",)
+    assert [parse(V2, "k.yaml").manages(k) for k in ("Job", "RayJob")] == [True, False]
+
+
+def test_transformations_retain_replace_multiply_and_exclusions_as_kueue_computes_them() -> None:
+    config = parse(V2 + """resources:
+  excludeResourcePrefixes: [example.com/]
+  transformations:
+  - {input: cpu, strategy: Retain, outputs: {cpu_credits: 1}}
+  - {input: nvidia.com/mig-4g.5gb, strategy: Replace, outputs: {example.com/accelerator-memory: 5Gi, gpc: 4}}
+  - {input: google.com/tpu, multiplyBy: chips-per-host, outputs: {tpu-chips: 500m}}
+""", "k.yaml").resources
+    assert config == ResourceConfig(("example.com/",), (
+        Transformation("cpu", False, (("cpu_credits", Fraction(1)),)),
+        Transformation("nvidia.com/mig-4g.5gb", True, (("example.com/accelerator-memory", Fraction(5 * 2**30)),
+                                                        ("gpc", Fraction(4)))),
+        Transformation("google.com/tpu", False, (("tpu-chips", Fraction(1, 2)),), "chips-per-host")))
+    assert config.apply({"cpu": 3000, "memory": 1000, "example.com/thing": 5000}) == {
+        "cpu": 3000, "memory": 1000, "cpu_credits": 3000}
+    assert config.apply({"nvidia.com/mig-4g.5gb": 2000}) == {"example.com/accelerator-memory": 10 * 2**30 * 1000,
+                                                             "gpc": 8000}
+    assert config.apply({"google.com/tpu": 4000, "chips-per-host": 2000}) == {
+        "google.com/tpu": 4000, "chips-per-host": 2000, "tpu-chips": 4000}
+
+
+# name -> (text, the errors expected: "line N: path: message" prefixes)
+REFUSED: dict[str, tuple[str, list[str]]] = {
+    "an unknown field": (V2 + "waitForPodReady: {}\n", ["line 3: waitForPodReady: unknown field"]),
+    "an unknown nested field": (V2 + "waitForPodsReady:\n  timeout: 5m\n  enable: true\n",
+                                ["line 5: waitForPodsReady.enable: unknown field"]),
+    "fair sharing, not implemented": (V2 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}\n",
+                                      ["line 3: fairSharing: not supported: fair sharing is not implemented"]),
+    "manageJobsWithoutQueueName true": (V2 + "manageJobsWithoutQueueName: true\n",
+                                        ["line 3: manageJobsWithoutQueueName: not supported"]),
+    "a bad timeout and strategy": (V2 + "waitForPodsReady:\n  timeout: 5\n  requeuingStrategy:\n"
+                                   "    timestamp: Now\n    backoffBaseSeconds: -1\n", [
+                                       "line 4: waitForPodsReady.timeout: must be a duration string",
+                                       "line 6: waitForPodsReady.requeuingStrategy.timestamp: Unsupported value",
+                                       "line 7: waitForPodsReady.requeuingStrategy.backoffBaseSeconds: must be "
+                                       "greater than or equal to 0"]),
+    "an unknown and an unserved gate": (V2 + "featureGates:\n  NoSuchGate: true\n  TopologyAwareScheduling: true\n", [
+        "line 4: featureGates.NoSuchGate: unrecognized feature gate: NoSuchGate",
+        "line 5: featureGates.TopologyAwareScheduling: not supported: flexq does not implement "
+        "TopologyAwareScheduling=true"]),
+    "an unknown framework and a duplicate": (V2 + "integrations:\n  frameworks:\n  - pod\n  - pod\n  - kubeflow/x\n", [
+        "line 6: integrations.frameworks[1]: Duplicate value: 'pod'",
+        "line 7: integrations.frameworks[2]: Unsupported value: 'kubeflow/x'"]),
+    "a transformation without input, a bad output, a quota check strategy": (
+        V2 + "resources:\n  quotaCheckStrategy: BlockUndeclared\n  transformations:\n  - {outputs: {a: 1}}\n"
+        "  - {input: cpu, strategy: Keep, outputs: {b: lots}}\n", [
+            "line 4: resources.quotaCheckStrategy: not supported",
+            "line 6: resources.transformations[0].input: Required value",
+            "line 7: resources.transformations[1].strategy: Unsupported value: 'Keep'",
+            "line 7: resources.transformations[1].outputs.b: "]),
+    "not a Configuration": ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\n", [
+        "line 1: apiVersion: must be config.kueue.x-k8s.io/v1beta2", "line 2: kind: must be Configuration"]),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_what_flexq_does_not_implement_is_refused_naming_the_field_and_line(name: str) -> None:
+    text, expected = REFUSED[name]
+    with pytest.raises(InvalidObject) as caught:
+        parse(text, "k.yaml")
+    got = [str(e) for e in caught.value.errors]
+    assert len(got) == len(expected), got
+    assert all(g.startswith(e) for g, e in zip(sorted(got), sorted(expected), strict=True)), got
+
+
+def test_kueues_own_manager_configuration_is_accepted_with_a_warning_per_field_that_changes_nothing() -> None:
+    config = parse(V2 + "health: {healthProbeBindAddress: ':8081'}\nmetrics: {bindAddress: ':8443'}\n"
+                        "webhook: {port: 9443}\nleaderElection: {leaderElect: true}\nclientConnection: {qps: 300}\n"
+                        "integrations: {frameworks: [batch/job, ray.io/rayjob]}\n", "k.yaml")
+    assert [w.split(":")[0] for w in config.warnings] == ["health", "metrics", "webhook", "leaderElection",
+                                                          "clientConnection"]
+    assert all("no effect" in w for w in config.warnings)
+
+
+def test_a_file_is_read_and_a_missing_one_named(tmp_path: Path) -> None:
+    (tmp_path / "k.yaml").write_text(V2 + "waitForPodsReady: {timeout: 2m}\n")
+    assert load_kueue_config(tmp_path / "k.yaml").pods_ready == PodsReadyConfig(120.0, False, 120.0)
+    with pytest.raises(InputError, match=r"missing\.yaml: no such file"):
+        load_kueue_config(tmp_path / "missing.yaml")
