@@ -70,17 +70,23 @@ def simulate(
         runs = None
         if compare:
             runs = compare_policies(loaded, result, bar.labelled)
-    if report is not None or runs is not None:
-        _report(loaded, result, runs, report)
-    if events is not None:
-        _write_events(result, events)
-    _write_metrics(result, metrics)
+    _write_outputs(loaded, result, runs, report, events, metrics)
     summary = result.summary()
     if output == "json":
         typer.echo(to_json(summary))
         return
     if str(events) != "-" and str(metrics) != "-":
         typer.echo(_summary_table(summary))
+
+
+def _write_outputs(loaded: Scenario, result: SimResult, runs: dict[str, PolicyRun] | None, report: Path | None,
+                   events: Path | None, metrics: Path | None) -> None:
+    """The report, the event log and Kueue's metrics, each where it was asked for."""
+    if report is not None or runs is not None:
+        _report(loaded, result, runs, report)
+    if events is not None:
+        _write_events(result, events)
+    _write_metrics(result, metrics)
 
 
 def _counts(flag: str, values: list[str] | None) -> dict[str, int]:
