@@ -6,6 +6,7 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from flexq.server.lane import VERBS, KubeLane
 from flexq.server.logs import follow_log
 from flexq.server.offload import off_loop
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.openapi_pb import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPE, encode_document
+from flexq.server.openapi_v2 import v2_document
 from flexq.server.prometheus import render
 from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
@@ -175,8 +178,20 @@ def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
     _openapi_routes(app)
 
 
+@cache
+def _v2_protobuf() -> bytes:
+    return encode_document(v2_document())
+
+
 def _openapi_routes(app: FastAPI) -> None:
-    """Kubernetes' OpenAPI v3 documents, which kubectl reads to validate and explain."""
+    """Kubernetes' OpenAPI documents, which kubectl reads to validate and explain: v3 per group-version, and the
+    single v2 document in JSON or, as kubectl asks for it, gnostic's protobuf."""
+    @app.get("/openapi/v2", include_in_schema=False)
+    async def openapi_v2(request: Request) -> Response:
+        if OPENAPI_V2_PROTOBUF in request.headers.get("accept", ""):
+            return Response(_v2_protobuf(), media_type=OPENAPI_V2_PROTOBUF_TYPE)
+        return JSONResponse(v2_document())
+
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_root() -> dict[str, Any]:
         return root_document()
