@@ -21,7 +21,8 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.api": (
         "ApiError", "Column", "Document", "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject",
         "KINDS", "KindInfo", "MAX_INPUT_BYTES", "Quantity", "QuantityError", "UnknownFields", "UnknownKind",
-        "apply_defaults", "by_gvk", "by_resource", "convert", "decode_input", "find_placeholders", "load_documents",
+        "apply_defaults", "by_gvk", "by_resource", "convert", "decode_input", "find_placeholders", "job_labels",
+        "job_selector", "load_documents",
         "parse_field_validation", "parse_quantity", "prune", "read_env_file", "resolve", "schema_errors", "substitute",
         "unknown_fields", "validate_document",
     ),

@@ -56,8 +56,8 @@ class WorkloadWrites:
         return self.state.scheduler
 
     def run_workload(self, key: str, _now: float) -> None:
-        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
-        other kinds are not executed)."""
+        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray; Pods, and batch/v1 Jobs'
+        pods, as local processes)."""
         wl = self.scheduler.workload(key)
         if self.runtime is None or wl is None:
             return
@@ -74,6 +74,9 @@ class WorkloadWrites:
             start = lambda: runtime.clusters.start(namespace, name, nodes, counts)  # noqa: E731
         elif kind == "Pod":
             start = lambda: self.pods.run(key, nodes)  # noqa: E731
+        elif kind == "Job":
+            placed = [node for podset in sorted(nodes) for node in nodes[podset]]
+            start = lambda: runtime.batch.start(namespace, name, placed)  # noqa: E731
         else:
             return
         stored = self.state.wl_key(wl)
@@ -283,6 +286,9 @@ class WorkloadWrites:
                 self.state.after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
             else:
                 self.state.after_write.insert(0, lambda: runtime.suspend(namespace, name))
+        elif self.runtime is not None and info.kind == "Job":  # its active pods deleted, as the Job controller does
+            runtime, namespace, name = self.runtime, key.namespace, key.name
+            self.state.after_write.insert(0, lambda: runtime.batch.suspend(namespace, name))
         restore(info.kind, job, originals)
         self.store.update(key, job, echo=False, current=stored)
         record_event(self.store, job, "Stopped", "Evicted from its ClusterQueue: suspended until admitted again",
