@@ -16,6 +16,7 @@ import typer
 from flexq.api.kinds import KindInfo
 from flexq.cli.printers import table_cells, to_json, to_yaml
 from flexq.client import Client, CliError
+from flexq.errors import FlexqError
 
 __all__ = ["watch"]
 
@@ -74,7 +75,7 @@ def watch(client: Client, info: KindInfo, namespace: str | None, name: str | Non
         return
 
 
-class _Expired(Exception):
+class _Expired(FlexqError):
     """The version the watch started from is gone from the server's window: list again."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from functools import cache
@@ -183,14 +184,19 @@ def _v2_protobuf() -> bytes:
     return encode_document(v2_document())
 
 
+@cache
+def _v2_json() -> bytes:
+    return json.dumps(v2_document(), separators=(",", ":")).encode()
+
+
 def _openapi_routes(app: FastAPI) -> None:
     """Kubernetes' OpenAPI documents, which kubectl reads to validate and explain: v3 per group-version, and the
     single v2 document in JSON or, as kubectl asks for it, gnostic's protobuf."""
     @app.get("/openapi/v2", include_in_schema=False)
     async def openapi_v2(request: Request) -> Response:
         if OPENAPI_V2_PROTOBUF in request.headers.get("accept", ""):
-            return Response(_v2_protobuf(), media_type=OPENAPI_V2_PROTOBUF_TYPE)
-        return JSONResponse(v2_document())
+            return Response(await off_loop(_v2_protobuf), media_type=OPENAPI_V2_PROTOBUF_TYPE)
+        return Response(await off_loop(_v2_json), media_type="application/json")  # made once, off the loop
 
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_root() -> dict[str, Any]:
