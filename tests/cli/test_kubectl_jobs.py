@@ -287,3 +287,26 @@ def test_runtime_none_runs_nothing(tmp_path: Path) -> None:
         assert not _pods(srv, "quiet") and "startTime" not in (quiet.get("status") or {})
     finally:
         stop_server(srv)
+
+
+def test_a_running_job_runs_on_after_a_restart(tmp_path: Path) -> None:
+    """The server stops under a running Job: the next one deletes its unfinished pod and runs a new one."""
+    srv = start_server(tmp_path / "home", "--runtime", "ray")
+    try:
+        yaml_body = {"Content-Type": "application/yaml"}
+        paths = ["apis/kueue.x-k8s.io/v1beta1/resourceflavors", "apis/kueue.x-k8s.io/v1beta1/clusterqueues",
+                 "apis/kueue.x-k8s.io/v1beta1/namespaces/default/localqueues", "apis/batch/v1/namespaces/default/jobs"]
+        for path, doc in zip(paths, [*SETUP.split("---"), job("long", "sleep 4")], strict=True):
+            assert admin.post(f"{srv.url}/{path}", content=doc, headers=yaml_body).status_code == 201
+        first = eventually_value(lambda: [p for p in _pods(srv, "long") if p["status"].get("phase") == "Running"]
+                                 or None, timeout=30)[0]["metadata"]["name"]
+    finally:
+        stop_server(srv)
+    srv = start_server(tmp_path / "home", "--runtime", "ray")
+    try:
+        done = eventually_value(lambda: _all_ended(srv, 1), timeout=40)["long"]
+        assert _conditions(done)[-1] == ("Complete", "True", "CompletionsReached")
+        names = [p["metadata"]["name"] for p in _pods(srv, "long")]
+        assert first not in names and len(names) == 1, names
+    finally:
+        stop_server(srv)

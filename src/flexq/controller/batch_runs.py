@@ -92,6 +92,23 @@ class BatchJobRuntime:
                 with contextlib.suppress(NotFound):
                     self.store.delete(Key("", "pods", namespace, pod["metadata"]["name"]))
 
+    def resume(self) -> None:
+        """At start-up: the Jobs that ran when the last server stopped (started, admitted, not ended) run again,
+        their unfinished pods replaced (:class:`~flexq.runtime.batch_job.BatchJobRun`)."""
+        admitted = {
+            (w["metadata"].get("namespace", "default"), ref.get("name"))
+            for w in self.store.list_objects("kueue.x-k8s.io", "workloads")[0]
+            for ref in w["metadata"].get("ownerReferences") or [] if ref.get("kind") == "Job"
+            and any(c.get("type") == "Admitted" and c.get("status") == "True"
+                    and not any(f.get("type") == "Finished" and f.get("status") == "True"
+                                for f in (w.get("status") or {}).get("conditions") or [])
+                    for c in (w.get("status") or {}).get("conditions") or [])}
+        for job in self.store.list_objects("batch", "jobs")[0]:
+            meta = job["metadata"]
+            where = (meta.get("namespace", "default"), meta["name"])
+            if where in admitted and (job.get("status") or {}).get("startTime") and not _ended(job):
+                self.start(*where, [])
+
     def stop_all(self) -> None:
         """The server is going: the runs' processes are killed; the Jobs' statuses are left as they are."""
         with self._lock:

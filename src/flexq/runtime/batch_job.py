@@ -158,6 +158,7 @@ class BatchJobRun:
             record_event(self.store, self.job, "Resumed", "Job resumed", component=_COMPONENT)
         fields["conditions"] = conditions
         self._write(fields)
+        self._drop_stale_pods()
         failures_seen = failed
         next_start = 0.0
         while not self._stop.is_set():
@@ -296,6 +297,14 @@ class BatchJobRun:
                     self.pods[name].phase = str(status.get("phase", "Pending"))
             self._wake.set()
         return report
+
+    def _drop_stale_pods(self) -> None:
+        """Pods of this Job that an earlier run left unfinished (the server stopped under them, their processes with
+        it) are deleted: this run makes their replacements."""
+        for pod in self.store.list_objects("", "pods", self.namespace)[0]:
+            owned = any(ref.get("uid") == self.uid for ref in pod["metadata"].get("ownerReferences") or [])
+            if owned and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self._delete_pod(str(pod["metadata"]["name"]))
 
     def _delete_pod(self, name: str) -> None:
         with contextlib.suppress(NotFound):
