@@ -24,9 +24,9 @@ FACES: dict[str, tuple[str, ...]] = {
         "ApiError", "Column", "DEFAULT_KUEUE_CONFIG", "Document", "FieldCheck", "FieldError", "FieldValidation",
         "InputError", "InvalidObject", "KINDS", "KindInfo", "KueueConfig", "MAX_INPUT_BYTES", "PodsReadyConfig",
         "Quantity", "QuantityError", "ResourceConfig", "UnknownFields", "UnknownKind", "apply_defaults", "by_gvk",
-        "by_resource", "convert", "decode_input", "find_placeholders", "kueue_config_of", "load_documents",
-        "load_kueue_config", "parse_field_validation", "parse_kueue_config", "parse_quantity", "prune",
-        "read_env_file", "resolve", "schema_errors", "substitute", "unknown_fields", "validate_document",
+        "by_resource", "convert", "decode_input", "find_placeholders", "job_labels", "job_selector", "kueue_config_of",
+        "load_documents", "load_kueue_config", "parse_field_validation", "parse_kueue_config", "parse_quantity",
+        "prune", "read_env_file", "resolve", "schema_errors", "substitute", "unknown_fields", "validate_document",
     ),
     "flexq.api.models": (
         "Quantity", "check_dns_label", "check_dns_subdomain", "check_label_value", "check_qualified_name", "core",

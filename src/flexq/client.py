@@ -118,9 +118,9 @@ class Client:
             raise _server_error(response)
         return response.text
 
-    def stream_text(self, url: str, params: dict[str, str]) -> Iterator[str]:
+    def stream_text(self, url: str, params: dict[str, str], headers: dict[str, str] | None = None) -> Iterator[str]:
         try:
-            with self._http.stream("GET", url, params=params, timeout=None) as response:
+            with self._http.stream("GET", url, params=params, headers=headers, timeout=None) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise _server_error(response)

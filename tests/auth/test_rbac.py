@@ -121,6 +121,8 @@ DEVELOPER: dict[tuple[str, str, str, str | None, str], bool] = {
     ("create", "authorization.k8s.io", "selfsubjectaccessreviews", None, ""): True,
     ("list", "scheduling.k8s.io", "priorityclasses", None, ""): True,
     ("create", "scheduling.k8s.io", "priorityclasses", None, ""): False,
+    ("list", "apiextensions.k8s.io", "customresourcedefinitions", None, ""): True,
+    ("create", "apiextensions.k8s.io", "customresourcedefinitions", None, ""): False,
 }
 
 

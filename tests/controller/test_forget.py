@@ -52,6 +52,7 @@ class Runs:
     def __init__(self) -> None:
         self.started: list[str] = []
         self.clusters = self
+        self.batch = self
 
     def start(self, namespace: str, name: str, *_: Any) -> None:
         self.started.append(f"{namespace}/{name}")
@@ -61,6 +62,8 @@ class Runs:
     def stop(self, namespace: str, name: str, **_: Any) -> None: ...
 
     def queued(self, namespace: str, name: str) -> None: ...
+
+    def resume(self) -> None: ...
 
     def stop_all(self) -> None: ...
 

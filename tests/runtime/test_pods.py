@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flexq.runtime.local_pods import LocalPod, image_name, runs_locally
+from flexq.runtime.local_pods import LocalPod, container_env, image_name, local_argv, runs_locally
 from flexq.runtime.rayjob import END_MARKER
 
 
@@ -26,11 +26,43 @@ def test_image_names(image: str, name: str) -> None:
 @pytest.mark.parametrize(("containers", "local"), [
     ([{"name": "a", "image": "busybox", "command": ["sleep", "1"]}], True),
     ([{"name": "a", "image": "agnhost", "command": ["/bin/sh"], "args": ["-c", "sleep 1"]}], True),
-    ([{"name": "a", "image": "agnhost", "args": ["entrypoint-tester"]}], False),
+    ([{"name": "a", "image": "agnhost", "args": ["entrypoint-tester"]}], True),
+    ([{"name": "a", "image": "agnhost", "args": ["netexec"]}], False),
+    ([{"name": "a", "image": "agnhost", "command": ["/agnhost"], "args": ["entrypoint-tester"]}], False),
+    ([{"name": "a", "image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0", "args": ["1m30s"]}], True),
+    ([{"name": "a", "image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0", "args": ["soon"]}], False),
     ([{"name": "a", "image": "busybox"}, {"name": "b", "image": "nginx"}], False),
 ])
 def test_which_pods_run_locally(containers: list[dict[str, Any]], local: bool) -> None:
     assert runs_locally({"spec": {"containers": containers}}) is local
+
+
+@pytest.mark.parametrize(("container", "argv"), [
+    ({"image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["entrypoint-tester", "hello", "world"]},
+     ["echo", "[/agnhost entrypoint-tester hello world]"]),
+    ({"image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0", "args": ["1m30s"]}, ["sleep", "90"]),
+    ({"image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0", "args": ["250ms"]}, ["sleep", "0.25"]),
+    ({"image": "busybox"}, ["true"]),
+    ({"image": "nginx"}, None),
+])
+def test_what_test_images_run_here(container: dict[str, Any], argv: list[str] | None) -> None:
+    assert local_argv(container) == argv
+
+
+def test_env_from_the_pods_metadata() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "1"},
+                        "annotations": {"batch.kubernetes.io/job-completion-index": "2"}}}
+    container = {"env": [
+        {"name": "LITERAL", "value": "x"},
+        {"name": "INDEX", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+        {"name": "LABEL", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['a']"}}},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "SECRET", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+    ]}
+    assert container_env(pod, container) == {"LITERAL": "x", "INDEX": "2", "LABEL": "1", "POD": "p", "NS": "ns"}
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:

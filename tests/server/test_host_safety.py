@@ -202,3 +202,9 @@ def test_what_holds_a_secret_is_the_users_alone(server: Server, flexq: Any, tmp_
         modes[str(path.relative_to(tmp_path))] = oct(stat.S_IMODE(path.stat().st_mode))
     folders = {"home", "home/auth", "home/tls", "home/gcloud", "config"}
     assert modes == {name: "0o700" if name in folders else "0o600" for name in modes}
+    # flexq's own `container clusters get-credentials` writes the same kubeconfig, token and all: 0600 too.
+    (server.home / "kubeconfig").unlink()
+    assert flexq("container", "clusters", "create", "tpu", "--location", "us-east5-b").code == 0
+    made = flexq("container", "clusters", "get-credentials", "tpu", "--location", "us-east5-b")
+    assert made.code == 0, made.err
+    assert oct(stat.S_IMODE((server.home / "kubeconfig").stat().st_mode)) == "0o600"

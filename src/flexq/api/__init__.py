@@ -3,7 +3,7 @@
 Import ``normalize`` from flexq.api.normalize (the name is its module's).
 """
 
-from flexq.api.defaults import apply_defaults
+from flexq.api.defaults import apply_defaults, job_labels, job_selector
 from flexq.api.documents import MAX_INPUT_BYTES, Document, decode_input, load_documents
 from flexq.api.envsubst import find_placeholders, read_env_file, substitute
 from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields, parse_field_validation, prune, unknown_fields
@@ -48,6 +48,8 @@ __all__ = [
     "convert",
     "decode_input",
     "find_placeholders",
+    "job_labels",
+    "job_selector",
     "kueue_config_of",
     "load_documents",
     "load_kueue_config",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["apply_defaults"]
+__all__ = ["apply_defaults", "job_labels", "job_selector"]
 
 
 def _setdefaults(target: dict[str, Any], **values: Any) -> None:
@@ -64,6 +64,24 @@ def _job(obj: dict[str, Any]) -> None:
     if "parallelism" not in spec and "completions" not in spec:
         _setdefaults(spec, completions=1)  # the API server sets both to 1 only when neither is given
     _setdefaults(spec, parallelism=1, backoffLimit=6, completionMode="NonIndexed", suspend=False)
+
+
+def job_labels(name: str, uid: str) -> dict[str, str]:
+    """The labels the API server gives a Job's pod template, and its controller the Job's pods."""
+    return {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid, "job-name": name}
+
+
+def job_selector(obj: dict[str, Any], uid: str) -> None:
+    """A new Job (``uid``, given at its creation) as the API server prepares it: unless ``manualSelector``, its
+    ``selector`` matches its controller-uid and its template carries :func:`job_labels`."""
+    spec = obj.setdefault("spec", {})
+    if spec.get("manualSelector") is True:
+        return
+    labels = job_labels(str(obj.get("metadata", {}).get("name", "")), uid)
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    meta = spec.setdefault("template", {}).setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
 
 
 def _namespace(obj: dict[str, Any]) -> None:

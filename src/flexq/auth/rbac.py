@@ -73,6 +73,7 @@ DEVELOPER_EVERYWHERE: Final = (
           "cohorts/status", "admissionchecks", "admissionchecks/status", "workloadpriorityclasses",
           "provisioningrequestconfigs", "topologies"),
     _rule(READ, "scheduling.k8s.io", "priorityclasses"),
+    _rule(READ, "apiextensions.k8s.io", "customresourcedefinitions"),
     _rule(READ, "", "nodes"),
     _rule(READ, "flexq.dev", "clusters", "nodepools", "nodepools/status"),
     _rule(READ, "container.googleapis.com", "clusters", "nodepools", "operations", "projects"),

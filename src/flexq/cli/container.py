@@ -13,7 +13,7 @@ from flexq.cli import options
 from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import columns
 from flexq.client import Client, CliError, ServerError
-from flexq.config import flexq_home
+from flexq.config import flexq_home, write_private
 
 __all__ = ["PoolFlags", "container_app"]
 
@@ -143,10 +143,8 @@ def clusters_get_credentials(
     """Point kubectl at the flexq server (writes FLEXQ_HOME/kubeconfig; export KUBECONFIG to use it)."""
     client = options.client()
     client.request("GET", client.path(resolve("clusters.flexq.dev"), None, name))
-    home = flexq_home()
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "kubeconfig"
-    path.write_text(kubeconfig_text(client.server), encoding="utf-8")
+    path = flexq_home() / "kubeconfig"
+    write_private(path, kubeconfig_text(client.server))  # it holds the caller's token: 0600
     typer.echo(f"Fetching cluster endpoint and auth data.\nkubeconfig entry generated for {name} in {path}.",
                err=True)
 

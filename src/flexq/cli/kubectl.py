@@ -11,10 +11,12 @@ import typer
 from flexq.api.kinds import KindInfo, UnknownKind, resolve
 from flexq.api.object_errors import InputError
 from flexq.cli import options
+from flexq.cli.checks import workload_name
 from flexq.cli.inputs import read_manifests
 from flexq.cli.options import NamespaceOpt
 from flexq.cli.printers import describe as describe_text
 from flexq.cli.printers import render_table, to_json, to_yaml
+from flexq.cli.watching import watch
 from flexq.client import Client, CliError, ServerError
 
 __all__ = ["apply", "create_app", "delete", "describe", "get", "logs", "port_forward"]
@@ -79,15 +81,23 @@ def get(
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")] = False,
     output: Annotated[str | None, typer.Option("--output", "-o", help="wide, yaml, json or name.")] = None,
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="Label selector.")] = None,
+    watch_changes: Annotated[bool, typer.Option(
+        "--watch", "-w", help="After listing, print each change as it comes (Ctrl-C ends it).")] = False,
 ) -> None:
-    """List or show objects."""
+    """List or show objects (a job's workload: ``workload rayjob/NAME`` or ``job/NAME``)."""
     if output not in (None, "wide", "yaml", "json", "name"):
         raise CliError(f"error: unable to match a printer suitable for the output format {output!r}, "
                        "allowed formats are: json, name, wide, yaml")
-    targets = _targets(kind, names or [])
     ns = None if all_namespaces else (namespace or "default")
-    params = {"labelSelector": selector} if selector else None
     client = options.client()
+    targets = _job_workloads(client, _targets(kind, names or []), ns or "default")
+    params = {"labelSelector": selector} if selector else None
+    if watch_changes:
+        if len(targets) != 1:
+            raise CliError("error: you may only specify a single resource type, and at most one name, with --watch")
+        info, name = targets[0]
+        watch(client, info, ns if info.namespaced else None, name, selector, output, all_namespaces)
+        return
     if output in (None, "wide"):
         tables = [(info, client.request("GET", client.path(info, ns, name), params=params,
                                         headers={"Accept": TABLE_ACCEPT})) for info, name in targets]
@@ -119,8 +129,16 @@ def _print_tables(tables: list[tuple[KindInfo, dict[str, Any]]], targets: list[t
         typer.echo("No resources found", err=True)
 
 
+def _job_workloads(client: Client, targets: list[tuple[KindInfo, str | None]],
+                   namespace: str) -> list[tuple[KindInfo, str | None]]:
+    """Targets with a Workload named by its job (``workload rayjob/NAME``, ``wl/job/NAME``) given the workload's
+    own name, as ``flexq check set`` takes them."""
+    return [(info, workload_name(client, name, namespace) if info.kind == "Workload" and name and "/" in name
+             else name) for info, name in targets]
+
+
 def describe(
-    kind: Annotated[str, typer.Argument(help="Kind, or KIND/NAME.")],
+    kind: Annotated[str, typer.Argument(help="Kind, or KIND/NAME; workload rayjob/NAME (or job/NAME): a job's.")],
     names: Annotated[list[str] | None, typer.Argument(help="Names (default: all of the kind).")] = None,
     namespace: NamespaceOpt = None,
 ) -> None:
@@ -128,7 +146,7 @@ def describe(
     client = options.client()
     ns = namespace or "default"
     texts: list[str] = []
-    for info, name in _targets(kind, names or []):
+    for info, name in _job_workloads(client, _targets(kind, names or []), ns):
         if name is None:
             items = client.request("GET", client.path(info, ns)).get("items", [])
         else:

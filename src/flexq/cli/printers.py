@@ -14,7 +14,7 @@ from rich.table import Table
 from flexq.api.kinds import KindInfo
 from flexq.objects.table import human_duration
 
-__all__ = ["columns", "describe", "render_table", "rich_table", "to_json", "to_yaml"]
+__all__ = ["columns", "describe", "render_table", "rich_table", "table_cells", "to_json", "to_yaml"]
 
 
 def _cell(value: Any) -> str:
@@ -45,23 +45,30 @@ def render_table(
     """Render one or more Tables (one per kind), as ``kubectl get`` does, separated by blank lines."""
     blocks: list[str] = []
     for info, tbl in tables:
-        shown = [(i, c) for i, c in enumerate(tbl["columnDefinitions"]) if wide or c.get("priority", 0) == 0]
-        header = [c["name"].upper() for _, c in shown]
-        rows: list[list[str]] = []
-        for row in tbl["rows"]:
-            cells = [_cell(row["cells"][i]) for i, _ in shown]
-            if qualify:
-                resource = f"{info.singular}.{info.group}" if info.group else info.singular
-                cells[0] = f"{resource}/{cells[0]}"
-            if all_namespaces and info.namespaced:
-                cells.insert(0, row.get("object", {}).get("metadata", {}).get("namespace", ""))
-            rows.append(cells)
-        if all_namespaces and info.namespaced:
-            header.insert(0, "NAMESPACE")
+        header, rows = table_cells(info, tbl, wide=wide, all_namespaces=all_namespaces, qualify=qualify)
         if not rows:
             continue
         blocks.append(columns([header, *rows]))
     return "\n\n".join(blocks)
+
+
+def table_cells(info: KindInfo, tbl: dict[str, Any], *, wide: bool, all_namespaces: bool,
+                qualify: bool = False) -> tuple[list[str], list[list[str]]]:
+    """A Table's header and rows as the text ``kubectl get`` shows (``wide``: every column)."""
+    shown = [(i, c) for i, c in enumerate(tbl["columnDefinitions"]) if wide or c.get("priority", 0) == 0]
+    header = [c["name"].upper() for _, c in shown]
+    rows: list[list[str]] = []
+    for row in tbl["rows"]:
+        cells = [_cell(row["cells"][i]) for i, _ in shown]
+        if qualify:
+            resource = f"{info.singular}.{info.group}" if info.group else info.singular
+            cells[0] = f"{resource}/{cells[0]}"
+        if all_namespaces and info.namespaced:
+            cells.insert(0, row.get("object", {}).get("metadata", {}).get("namespace", ""))
+        rows.append(cells)
+    if all_namespaces and info.namespaced:
+        header.insert(0, "NAMESPACE")
+    return header, rows
 
 
 def to_yaml(obj: Any) -> str:

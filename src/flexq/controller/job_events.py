@@ -154,6 +154,11 @@ class JobEvents:
         self.state.after_write.append(lambda: act(namespace, name))
 
     def deleted(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        if self.runtime is not None and job.get("kind") == "Job" and "ray.io/originated-from-crd" not in (
+                meta.get("labels") or {}):  # a RayJob's submitter Job is its runtime's
+            batch, uid = self.runtime.batch, str(meta.get("uid", ""))
+            self.state.after_write.append(lambda: batch.stop(meta.get("namespace", "default"), meta["name"], uid))
         if selected_cluster(str(job.get("kind", "")), job) is not None:
             self._on_existing_cluster(job, start=False)
             return
@@ -169,7 +174,7 @@ class JobEvents:
         self.state.log(self.plane.feed(JobDeleted(wl.key, self.clock.now())))
         self.capacity.release(wl.key)
         self.plane.run_times.forget(wl.key)
-        if self.runtime is not None:
+        if self.runtime is not None and job.get("kind") in ("RayJob", "RayCluster"):
             runtime, meta = self.runtime, job["metadata"]
             stop = runtime.clusters.stop if job.get("kind") == "RayCluster" else runtime.stop
             self.state.after_write.append(lambda: stop(meta.get("namespace", "default"), meta["name"]))

@@ -153,6 +153,8 @@ class QueueController:
 
     def start(self) -> None:
         self.resync()
+        if self.runtime is not None:
+            self.runtime.batch.resume()  # Jobs that ran under the last leader run on here
         self._thread = threading.Thread(target=self._run, name="flexq-queue-controller", daemon=True)
         self._thread.start()
         self.forecasts.start()

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from flexq.controller.batch_runs import BatchJobRuntime
 from flexq.controller.rayclusters import RayClusterRuntime
 from flexq.jobs.workload import selected_cluster
 from flexq.runtime.kuberay_objects import head_port_map, job_of_pod, kuberay_objects
@@ -44,6 +45,8 @@ class RayRuntime:
         """The KubeRay-shaped objects (RayCluster, Service, Pods, submitter Job) shown for each job."""
         self.clusters = RayClusterRuntime(store, home)
         """The users' own RayClusters."""
+        self.batch = BatchJobRuntime(store, home)
+        """Admitted batch/v1 Jobs, their pods run as local processes."""
         self._lock = threading.Lock()
         self._unwritten: dict[Key, dict[str, Any]] = {}
         """Status fields the store refused (disk full, locked), written with the next status or a retry."""
@@ -274,6 +277,7 @@ class RayRuntime:
             run.detach = isinstance(run.cluster, RemoteRayCluster)  # an existing cluster's job runs on
             run.stop(wait=2.0)
         self.clusters.stop_all()
+        self.batch.stop_all()
 
     def _status(self, namespace: str, name: str, fields: dict[str, Any], publish: bool = True) -> None:
         key = self.key(namespace, name)

@@ -57,15 +57,16 @@ class WorkloadWrites:
         return self.state.scheduler
 
     def run_workload(self, key: str, _now: float) -> None:
-        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray, Pods as local processes;
-        other kinds are not executed)."""
+        """Its pods are bound to nodes: run its job (RayJobs and RayClusters run on Ray; Pods, and batch/v1 Jobs'
+        pods, as local processes)."""
         wl = self.scheduler.workload(key)
         if wl is None:
             return
         kind, _, owner = wl.owner.partition(" ")
         runtime = self.runtime
-        if runtime is None or not self._runs(wl):
+        if not self._tells_ready(wl):
             self._placed_ready(wl)
+        if runtime is None or not self._runs(wl):
             return
         namespace, _, name = owner.partition("/")
         driver = self.capacity.driver
@@ -78,6 +79,9 @@ class WorkloadWrites:
             start = lambda: runtime.clusters.start(namespace, name, nodes, counts)  # noqa: E731
         elif kind == "Pod":
             start = lambda: self.pods.run(key, nodes)  # noqa: E731
+        elif kind == "Job":
+            placed = [node for podset in sorted(nodes) for node in nodes[podset]]
+            start = lambda: runtime.batch.start(namespace, name, placed)  # noqa: E731
         else:
             return
         stored = self.state.wl_key(wl)
@@ -145,7 +149,13 @@ class WorkloadWrites:
             self.state.write_events()
 
     def _runs(self, wl: Workload) -> bool:
-        """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods as local processes)."""
+        """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods and batch/v1 Jobs' pods as
+        local processes)."""
+        return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod", "Job")
+
+    def _tells_ready(self, wl: Workload) -> bool:
+        """Whether the job says itself when its pods are ready (a RayJob's Ray cluster up, a RayCluster ready, a Pod's
+        process started); else they count as ready once placed (a batch/v1 Job's too: nothing reports its pods')."""
         return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod")
 
     def _placed_ready(self, wl: Workload, *, writing: bool = False) -> None:
@@ -163,7 +173,7 @@ class WorkloadWrites:
         plane = self.state.plane
         if plane.kueue.pods_ready is None or wl.parent:
             return None
-        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._runs(wl):
+        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._tells_ready(wl):
             self._placed_ready(wl, writing=True)  # it starts with this write: ready with it
         if wl.pods_ready_at is not None:
             return "Started"
@@ -312,6 +322,9 @@ class WorkloadWrites:
                 self.state.after_write.insert(0, lambda: runtime.clusters.stop(namespace, name, suspended=True))
             else:
                 self.state.after_write.insert(0, lambda: runtime.suspend(namespace, name))
+        elif self.runtime is not None and info.kind == "Job":  # its active pods deleted, as the Job controller does
+            runtime, namespace, name = self.runtime, key.namespace, key.name
+            self.state.after_write.insert(0, lambda: runtime.batch.suspend(namespace, name))
         counts = {ps["name"]: int(ps.get("count", 1)) for ps in workload.get("spec", {}).get("podSets") or []}
         restore(info.kind, job, originals, counts)
         self.store.update(key, job, echo=False, current=stored)

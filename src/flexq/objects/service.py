@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from flexq.api.defaults import job_selector
 from flexq.api.documents import Document
 from flexq.api.fields import FieldCheck, FieldValidation, prune, strict_errors, unknown_fields
 from flexq.api.jsoncopy import copy_json
@@ -216,7 +217,11 @@ class ObjectService:
             if dry_run:
                 return self._to(info, prepared, version)
             key = self.key(info, ns, meta["name"])
-            stored = self.store.create(key, prepared)
+            uid = None
+            if info.kind == "Job" and info.group == "batch":  # its selector names its uid, given here
+                uid = self.store.new_uid()
+                job_selector(prepared, uid)
+            stored = self.store.create(key, prepared, uid=uid)
             self._after_write([info.kind], key)
             if info.kind in _QUEUE_KINDS:  # its Active condition was just written
                 stored = self.store.get(key)

@@ -3,19 +3,23 @@
 What is emulated: a container whose image is a generic one (a shell or language base image: busybox,
 alpine, ubuntu, debian, python, ...), or whose ``command`` is a shell (``sh``, ``/bin/sh``, ``bash``), runs
 ``command`` + ``args`` (``args`` alone when there is no ``command``, as those images have no entrypoint) as
-a local process, in a directory of the pod's own, with the container's literal ``env`` values; init
-containers run first, one after another. The pod is Running while they run, then Succeeded (every container
+a local process, in a directory of the pod's own, with the container's ``env`` (literal values, and ``fieldRef``s to
+the pod's name, namespace, uid, labels and annotations, as a Job's ``JOB_COMPLETION_INDEX`` is given); init
+containers run first, one after another. Two test images of Kubernetes' own, used by Kueue's examples, do here what
+they do there: agnhost's ``entrypoint-tester`` prints its arguments, and ``k8s-staging-perf-tests/sleep`` sleeps for
+the duration its argument gives. The pod is Running while they run, then Succeeded (every container
 exited 0) or Failed. Their output is the pod's log (``kubectl logs``; all containers in one log). A pod with
 any other container (an application whose binary is not on this machine) is shown Running until it is
 deleted or evicted. Not emulated: restarts (``restartPolicy`` is not applied: a container runs once), probes,
-volumes, ``valueFrom`` env, resource limits. Each pod's processes run in a session of their own, and
-stopping the pod kills exactly that session.
+volumes, ``valueFrom`` env other than those ``fieldRef``s, resource limits. Each pod's processes run in a session
+of their own, and stopping the pod kills exactly that session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -28,7 +32,8 @@ from typing import Any, Final
 from flexq.runtime.job_user import job_user
 from flexq.runtime.rayjob import END_MARKER
 
-__all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "image_name", "runs_locally"]
+__all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "container_env", "image_name", "local_argv",
+           "runs_locally"]
 
 GENERIC_IMAGES: Final = frozenset({"busybox", "alpine", "ubuntu", "debian", "bash", "python", "fedora", "centos",
                                    "rockylinux", "almalinux", "amazonlinux", "ubi8", "ubi9", "ubi-minimal",
@@ -49,16 +54,70 @@ SHELLS: Final = frozenset({"sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/bash"
 
 
 def runs_locally(pod: Mapping[str, Any]) -> bool:
-    """Whether every container has a generic image or runs a shell script, so its command means the same here."""
+    """Whether every container has a generic image, runs a shell script or is a test image emulated here, so its
+    command means the same here."""
     spec = pod.get("spec") or {}
     containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    return bool(containers) and all(image_name(str(c.get("image") or "")) in GENERIC_IMAGES
-                                    or next(iter(c.get("command") or []), "") in SHELLS for c in containers)
+    return bool(containers) and all(local_argv(c) is not None for c in containers)
 
 
 def container_argv(container: Mapping[str, Any]) -> list[str]:
     """What a container runs: its ``command`` then its ``args``."""
     return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+
+
+_GO_DURATION: Final = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|ms|s|m|h)")
+_GO_UNITS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _go_seconds(text: str) -> float | None:
+    """A Go duration (``30s``, ``1m30s``) in seconds, or None."""
+    parts = _GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+
+
+def local_argv(container: Mapping[str, Any]) -> list[str] | None:
+    """What runs here for ``container`` (see the module's text), or None where its image is not run on this
+    machine."""
+    image = image_name(str(container.get("image") or ""))
+    argv = container_argv(container)
+    if image in GENERIC_IMAGES or next(iter(container.get("command") or []), "") in SHELLS:
+        return argv or ["true"]  # a shell image with no command exits at once
+    args = [str(a) for a in container.get("args") or []]
+    if container.get("command"):
+        return None
+    if image == "agnhost" and args[:1] == ["entrypoint-tester"]:
+        return ["echo", "[" + " ".join(["/agnhost", *args]) + "]"]  # Go's fmt of os.Args
+    if image == "sleep" and len(args) == 1 and (seconds := _go_seconds(args[0])) is not None:
+        return ["sleep", f"{seconds:g}"]
+    return None
+
+
+def _field(pod: Mapping[str, Any], path: str) -> str | None:
+    """A ``fieldRef``'s value: ``metadata.name``, ``metadata.labels['k']``, ... (None for other fields)."""
+    meta = pod.get("metadata") or {}
+    if path in ("metadata.name", "metadata.namespace", "metadata.uid"):
+        return str(meta.get(path.partition(".")[2], "default" if path == "metadata.namespace" else ""))
+    found = re.fullmatch(r"metadata\.(labels|annotations)\['([^']*)'\]", path)
+    if found is None:
+        return None
+    return str((meta.get(found.group(1)) or {}).get(found.group(2), ""))
+
+
+def container_env(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[str, str]:
+    """A container's ``env``: literal values, and ``fieldRef``s to the pod's metadata."""
+    out: dict[str, str] = {}
+    for entry in container.get("env") or []:
+        if "value" in entry:
+            out[str(entry["name"])] = str(entry["value"])
+            continue
+        path = str(((entry.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", ""))
+        value = _field(pod, path) if path else None
+        if value is not None:
+            out[str(entry["name"])] = value
+    return out
 
 
 class LocalPod:
@@ -155,10 +214,9 @@ class LocalPod:
             self.done.set()
 
     def _spawn(self, container: Mapping[str, Any]) -> subprocess.Popen[bytes]:
-        argv = container_argv(container) or ["true"]  # a shell image with no command exits at once
+        argv = local_argv(container) or ["true"]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir),
-               "HOSTNAME": str(self.pod["metadata"]["name"]),
-               **{str(e["name"]): str(e["value"]) for e in container.get("env") or [] if "value" in e}}
+               "HOSTNAME": str(self.pod["metadata"]["name"]), **container_env(self.pod, container)}
         with self.log_path.open("ab") as log, self._lock:
             if self._stop.is_set():
                 raise OSError("the pod was stopped")

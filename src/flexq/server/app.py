@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,8 @@ from flexq.server.lane import VERBS, KubeLane
 from flexq.server.logs import follow_log
 from flexq.server.offload import off_loop
 from flexq.server.openapi import gv_document, root_document
+from flexq.server.openapi_pb import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPE, encode_document
+from flexq.server.openapi_v2 import v2_document
 from flexq.server.prometheus import render
 from flexq.server.sources import ApplySource, read_sources
 from flexq.server.status import error_response, field_causes, status_body
@@ -175,8 +179,25 @@ def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
     _openapi_routes(app)
 
 
+@cache
+def _v2_protobuf() -> bytes:
+    return encode_document(v2_document())
+
+
+@cache
+def _v2_json() -> bytes:
+    return json.dumps(v2_document(), separators=(",", ":")).encode()
+
+
 def _openapi_routes(app: FastAPI) -> None:
-    """Kubernetes' OpenAPI v3 documents, which kubectl reads to validate and explain."""
+    """Kubernetes' OpenAPI documents, which kubectl reads to validate and explain: v3 per group-version, and the
+    single v2 document in JSON or, as kubectl asks for it, gnostic's protobuf."""
+    @app.get("/openapi/v2", include_in_schema=False)
+    async def openapi_v2(request: Request) -> Response:
+        if OPENAPI_V2_PROTOBUF in request.headers.get("accept", ""):
+            return Response(await off_loop(_v2_protobuf), media_type=OPENAPI_V2_PROTOBUF_TYPE)
+        return Response(await off_loop(_v2_json), media_type="application/json")  # made once, off the loop
+
     @app.get("/openapi/v3", include_in_schema=False)
     async def openapi_root() -> dict[str, Any]:
         return root_document()

@@ -32,6 +32,7 @@ from flexq.runtime.rayjob import END_MARKER
 from flexq.server.access import review
 from flexq.server.authn import caller
 from flexq.server.bodylimit import MAX_REQUEST_BYTES, too_large
+from flexq.server.crds import CRD_GROUP, crd_answer
 from flexq.server.discovery import (
     REVIEW_RESOURCES,
     VISIBILITY_GROUP,
@@ -101,6 +102,9 @@ class KubeApi:
         if not parts:
             return JSONResponse(api_group_list())
         group = parts[0]
+        if group == CRD_GROUP:
+            code, body = crd_answer(request.method, parts[1:])
+            return JSONResponse(body, code)
         versions = group_versions().get(group)
         if not versions or group == "":
             return _not_found(f"the server could not find the requested resource (group {group})")
