@@ -55,7 +55,7 @@ def test_a_namespace_the_selector_leaves_out_stays_pending_and_blocks_no_one(str
         WorkloadState.PENDING, PendingReason.MISCONFIGURED, "workload namespace doesn't match ClusterQueue selector")
     assert second.state is WorkloadState.ADMITTED, "the head left out does not hold the queue behind it"
     assert [(e.kind, e.workload) for e in events if e.kind is EventKind.PENDING] == [(EventKind.PENDING, first.key)]
-    assert scheduler._queues.aside(first)
+    assert scheduler.aside(first)
 
 
 def test_the_selectors_nil_and_empty_and_the_name_label() -> None:

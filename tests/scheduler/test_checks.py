@@ -80,9 +80,9 @@ CASES = [
 def test_check_reports(case: Case) -> None:
     sched = _reserved()
     events = [e for check, state in case.reports for e in sched.set_check(KEY, check, state, 10.0)]
-    wl = sched._workloads[KEY]
+    wl = sched.held(KEY)
     assert events == case.events
-    assert (wl.state, wl.checks, sched._queues.queued(wl), sched._tree.usage("cq", ("f", "cpu"))) == (
+    assert (wl.state, wl.checks, sched.queued(wl), sched.usage("cq", ("f", "cpu"))) == (
         case.state, case.checks, case.queued, case.usage)
 
 
@@ -90,7 +90,7 @@ def test_admitted_when_the_last_check_is_ready() -> None:
     sched = _reserved()
     sched.set_check(KEY, "a", R, 10.0)
     sched.set_check(KEY, "b", R, 12.0, message="b provisioned", pod_set_updates={"main": {"x": "y"}})
-    wl = sched._workloads[KEY]
+    wl = sched.held(KEY)
     assert (wl.admitted_at, wl.reserved_at, wl.pending_reason, wl.pod_set_updates) == (
         12.0, 1.0, "", {"b": {"main": {"x": "y"}}})
 
@@ -107,7 +107,7 @@ def test_pod_set_updates_are_kept_only_from_ready_checks() -> None:
     sched = _reserved()
     sched.set_check(KEY, "a", P, 10.0, pod_set_updates={"main": {"x": "1"}})
     sched.set_check(KEY, "a", R, 11.0)
-    assert sched._workloads[KEY].pod_set_updates == {}
+    assert sched.held(KEY).pod_set_updates == {}
 
 
 @pytest.mark.parametrize(("config_delay", "retry_after", "requeue_at", "queued"), [
@@ -120,8 +120,8 @@ def test_retry_waits_out_its_delay(config_delay: float, retry_after: float | Non
                                    queued: bool) -> None:
     sched = _reserved(("a",), retry_delay=config_delay)
     sched.set_check(KEY, "a", T, 10.0, retry_after=retry_after)
-    wl = sched._workloads[KEY]
-    assert (wl.requeue_at, sched._queues.queued(wl), sched.next_requeue()) == (requeue_at, queued, requeue_at)
+    wl = sched.held(KEY)
+    assert (wl.requeue_at, sched.queued(wl), sched.next_requeue()) == (requeue_at, queued, requeue_at)
     if requeue_at is not None:
         assert sched.schedule(requeue_at - 1) == []
         assert [e.kind for e in sched.schedule(requeue_at)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]

@@ -93,7 +93,7 @@ KNOWN = frozenset({"mode", "flavors", "borrowing", "admitted", "queue", "message
 def _where(sched: Scheduler, wl: Workload) -> str:
     if wl.holds_quota:
         return "none"
-    if wl.key in sched._queues._inadmissible.get(wl.cluster_queue, set()):
+    if sched.aside(wl):
         return "inadmissible"
     return "active"
 
@@ -115,7 +115,7 @@ def test_case(case: dict[str, Any]) -> None:
     for name, want in (case.get("expect") or {}).items():
         unknown = set(want) - KNOWN
         assert not unknown, f"{name}: expectations this test does not know how to check: {sorted(unknown)}"
-        wl = sched._workloads[f"default/{name}"]
+        wl = sched.held(f"default/{name}")
         assignment = sched.last_assignment.get(wl.key)
         got: dict[str, Any] = {}
         if "mode" in want:

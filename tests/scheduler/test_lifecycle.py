@@ -42,7 +42,7 @@ def _admitted(race: bool = False) -> Scheduler:
     sched = _scheduler(race)
     sched.add(_workload(), 0.0)
     sched.schedule(1.0)
-    assert sched._workloads[KEY].state is WorkloadState.ADMITTED
+    assert sched.held(KEY).state is WorkloadState.ADMITTED
     return sched
 
 
@@ -57,10 +57,10 @@ def _created(variant: str, flavor: str, t: float) -> Event:
 
 
 def _state(sched: Scheduler) -> tuple[Any, ...]:
-    wl = sched._workloads.get(KEY)
+    wl = sched.workload(KEY)
     if wl is None:
-        return (None, sched._tree.usage("cq", ("a", "cpu")))
-    return (wl.state, sched._queues.queued(wl), sched._tree.usage("cq", ("a", "cpu")), wl.evictions)
+        return (None, sched.usage("cq", ("a", "cpu")))
+    return (wl.state, sched.queued(wl), sched.usage("cq", ("a", "cpu")), wl.evictions)
 
 
 def test_adding_a_workload() -> None:
@@ -78,7 +78,7 @@ def test_a_workload_whose_queue_does_not_exist_says_so(queue: str, cq: str, reas
     wl = Workload("ns", "w", queue, cq, (PodSet("main", 1, {"cpu": 1000}),))
     assert sched.add(wl, 0.0) == [Event(0.0, EventKind.CREATED, KEY, cq),
                                   Event(0.0, EventKind.PENDING, KEY, cq, reason)]
-    assert (wl.state, wl.pending_reason, sched._queues.queued(wl)) == (WorkloadState.PENDING, reason, False)
+    assert (wl.state, wl.pending_reason, sched.queued(wl)) == (WorkloadState.PENDING, reason, False)
 
 
 def test_deactivating_an_admitted_workload() -> None:
@@ -125,14 +125,14 @@ def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
     reason = "Variant withdrawn: its workload is deactivated"
     assert sched.deactivate(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0),
                                           Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")]
-    assert (KEY in sched.variants, va in sched._workloads, vb in sched._workloads) == (False, False, False)
+    assert (KEY in sched.variants, sched.knows(va), sched.knows(vb)) == (False, False, False)
 
 
 def test_evicting_from_outside_requeues() -> None:
     sched = _admitted()
     assert sched.evict(KEY, 2.0, "node lost") == [
         Event(2.0, EventKind.EVICTED, KEY, "cq", "node lost", extra={"cause": "Evicted"})]
-    wl = sched._workloads[KEY]
+    wl = sched.held(KEY)
     assert _state(sched) == (WorkloadState.PENDING, True, 0, 1)
     assert (wl.ordering_time, wl.reserved_at, wl.admitted_at, wl.checks) == (2.0, None, None, {})
     assert sched.evict(KEY, 3.0, "again") == [], "holds no quota"
@@ -161,7 +161,7 @@ def test_deleting_a_racing_workload_withdraws_its_variants() -> None:
     va, vb = sched.variants[KEY]
     reason = "Variant withdrawn: its workload was deleted"
     assert sched.delete(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0)]
-    assert sched._workloads == {}
+    assert sched.workloads() == []
 
 
 def test_resizing_a_racing_workload_races_anew() -> None:
@@ -172,7 +172,7 @@ def test_resizing_a_racing_workload_races_anew() -> None:
     podsets = (PodSet("main", 2, {"cpu": 1000}),)
     assert sched.resize(KEY, podsets, 1.0) == [_withdrawn(va, reason, 1.0), _withdrawn(vb, reason, 1.0),
                                                _created(va, "a", 1.0), _created(vb, "b", 1.0)]
-    assert (sched._workloads[KEY].podsets, sched._workloads[va].podsets) == (podsets, podsets)
+    assert (sched.held(KEY).podsets, sched.held(va).podsets) == (podsets, podsets)
 
 
 def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
@@ -180,8 +180,8 @@ def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
     sched.add(_workload(cpu=1000), 0.0)
     podsets = (PodSet("main", 3, {"cpu": 1000}),)
     assert sched.resize(KEY, podsets, 1.0) == []
-    wl = sched._workloads[KEY]
-    assert (wl.podsets, sched._queues.queued(wl)) == (podsets, True)
+    wl = sched.held(KEY)
+    assert (wl.podsets, sched.queued(wl)) == (podsets, True)
     assert [e.kind for e in sched.schedule(2.0)] == [EventKind.PENDING]
     assert wl.pending_reason.startswith("couldn't assign flavors to pod set main")
 
@@ -191,17 +191,17 @@ def test_resizing_an_admitted_workload_shrinks_its_quota() -> None:
     sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 2, {"cpu": 1000}),)), 0.0)
     sched.schedule(1.0)
     assert sched.resize(KEY, (PodSet("main", 1, {"cpu": 1000}),), 2.0) == []
-    wl = sched._workloads[KEY]
+    wl = sched.held(KEY)
     assert wl.admission is not None
-    assert (wl.admission.usage(), sched._tree.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)
+    assert (wl.admission.usage(), sched.usage("cq", ("a", "cpu"))) == ({("a", "cpu"): 1000}, 1000)
 
 
 def _race_state(sched: Scheduler) -> tuple[Any, ...]:
-    wl = sched._workloads[KEY]
+    wl = sched.held(KEY)
     return (wl.state, wl.won, wl.evictions, wl.reserved_at, wl.admitted_at, wl.pending_reason,
-            sorted(sched._workloads), {cq: sorted(held) for cq, held in sched.holding.items()},
+            sorted(sched.workload_keys()), {cq: sorted(held) for cq, held in sched.holding.items()},
             sorted(sched.last_assignment), dict(sched.variants),
-            (sched._tree.usage("cq", ("a", "cpu")), sched._tree.usage("cq", ("b", "cpu"))))
+            (sched.usage("cq", ("a", "cpu")), sched.usage("cq", ("b", "cpu"))))
 
 
 def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> None:
@@ -257,13 +257,13 @@ def test_a_racing_workload_whose_every_variant_is_rejected_is_deactivated() -> N
                 Event(t, EventKind.DEACTIVATED, variant, "cq", rejected)]
 
     assert sched.set_check(va, "prov", CheckState.REJECTED, 2.0, "no") == lost(va, 2.0)
-    assert sched._workloads[KEY].state is WorkloadState.PENDING, "another variant still races"
+    assert sched.held(KEY).state is WorkloadState.PENDING, "another variant still races"
     withdrawn = "Variant withdrawn: its workload is deactivated"
     assert sched.set_check(vb, "prov", CheckState.REJECTED, 3.0, "no") == [
         *lost(vb, 3.0), _withdrawn(va, withdrawn, 3.0), _withdrawn(vb, withdrawn, 3.0),
         Event(3.0, EventKind.DEACTIVATED, KEY, "cq", rejected)]
-    wl = sched._workloads[KEY]
-    assert (wl.state, wl.pending_reason, sched.variants, sorted(sched._workloads)) == (
+    wl = sched.held(KEY)
+    assert (wl.state, wl.pending_reason, sched.variants, sorted(sched.workload_keys())) == (
         WorkloadState.INACTIVE, rejected, {}, [KEY])
 
 
@@ -290,7 +290,7 @@ def test_a_migration_refused_withdraws_the_variant() -> None:
     refused = "Variant withdrawn: no migration to flavor a: it would not finish sooner"
     assert events[2:] == [_withdrawn(va, refused, 3.0)]
     assert [(e.kind, e.workload) for e in events[:2]] == [(EventKind.QUOTA_RESERVED, va), (EventKind.ADMITTED, va)]
-    assert (sched.variants, sched._workloads[KEY].won, va in sched._workloads) == ({}, vb[3:], False)
+    assert (sched.variants, sched.held(KEY).won, sched.knows(va)) == ({}, vb[3:], False)
 
 
 def _config(*names: str, race: bool = False) -> Config:
@@ -305,14 +305,14 @@ def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None
     sched.schedule(0.0)
     waiting = Workload("ns", "later", "lq", "new", (PodSet("main", 1, {"cpu": 500}),), uid="later")
     sched.add(waiting, 1.0)
-    assert (waiting.pending_reason, sched._queues.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
+    assert (waiting.pending_reason, sched.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
     sched.configure(_config("cq", "new"))
-    assert (sched._tree.usage("cq", ("a", "cpu")), sched._queues.queued(waiting)) == (1000, True)
+    assert (sched.usage("cq", ("a", "cpu")), sched.queued(waiting)) == (1000, True)
     assert [(e.kind, e.workload) for e in sched.schedule(2.0)] == [
         (EventKind.QUOTA_RESERVED, waiting.key), (EventKind.ADMITTED, waiting.key)]
-    assert sched._tree.usage("new", ("a", "cpu")) == 500
+    assert sched.usage("new", ("a", "cpu")) == 500
     sched.configure(_config("new"))
-    assert (sorted(sched._tree.queues), sched._tree.usage("new", ("a", "cpu"))) == (["new"], 500)
+    assert (sched.cluster_queue_names(), sched.usage("new", ("a", "cpu"))) == (["new"], 500)
 
 
 def test_a_new_configuration_that_races_starts_the_race_on_the_next_pass() -> None:
@@ -341,14 +341,14 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
     sched.add(_workload(cpu=1500), 0.0)
     va, vb = sched.variants[KEY]
-    assert (sched._workloads[KEY].pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
+    assert (sched.held(KEY).pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
         "racing: a: Pending; b: Pending", "racing: a: Pending; b: Pending", "")
     sched.schedule(1.0)
     waits = "The workload has not all checks ready"
     assert sched.race_reason(KEY) == f"racing: a: {waits}; b: {waits}"
-    sched._workloads[vb].state = WorkloadState.ADMITTED
+    sched.held(vb).state = WorkloadState.ADMITTED
     assert sched.race_reason(KEY) == f"racing: b: {waits}; a: {waits}", "the nearest to starting first"
-    sched._workloads[vb].state = WorkloadState.QUOTA_RESERVED
+    sched.held(vb).state = WorkloadState.QUOTA_RESERVED
     events = sched.set_check(KEY, "prov", CheckState.READY, 2.0, "ok", retry_after=None,
                              pod_set_updates={"main": {"k": "v"}})
     on_a = {"main": {"cpu": "a"}}
@@ -358,7 +358,7 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     assert [(e.kind, e.workload) for e in events[2:]] == [
         (EventKind.FINISHED, vb), (EventKind.FINISHED, va), (EventKind.QUOTA_RESERVED, KEY),
         (EventKind.ADMITTED, KEY)]
-    assert sched._workloads[KEY].pod_set_updates == {"prov": {"main": {"k": "v"}}}
+    assert sched.held(KEY).pod_set_updates == {"prov": {"main": {"k": "v"}}}
 
 
 def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> None:
@@ -366,8 +366,8 @@ def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> No
     sched.add(_workload(), 0.0)
     sched.schedule(1.0)
     sched.set_check(KEY, "prov", CheckState.RETRY, 2.0, retry_after=0.5)
-    wl = sched._workloads[KEY]
-    assert (wl.requeue_at, sched._queues.queued(wl)) == (2.5, False)
+    wl = sched.held(KEY)
+    assert (wl.requeue_at, sched.queued(wl)) == (2.5, False)
     sched.resize(KEY, (PodSet("main", 1, {"cpu": 500}),), 2.1)
-    assert sched._queues.queued(wl) is False
+    assert sched.queued(wl) is False
     assert [e.kind for e in sched.schedule(2.5)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]

@@ -46,7 +46,7 @@ def _flavor(wl: Workload) -> str | None:
 
 
 def _racing(s: Scheduler, wl: Workload) -> list[str]:
-    return [s._workloads[k].flavor for k in s.variants.get(wl.key, [])]
+    return [s.held(k).flavor for k in s.variants.get(wl.key, [])]
 
 
 def test_variants_are_made_as_kueue_names_them_one_flavor_each() -> None:
@@ -57,8 +57,8 @@ def test_variants_are_made_as_kueue_names_them_one_flavor_each() -> None:
     assert [e.extra["flavor"] for e in created] == list(FLAVORS)
     for name, flavor in zip(names, FLAVORS, strict=True):
         assert re.fullmatch(rf"sample-job-variant-{flavor}-[0-9a-f]{{5}}", name), name
-    assert all(s._workloads[e.workload].allowed_flavors() == {e.extra["flavor"]} for e in created)
-    assert wl.state is WorkloadState.PENDING and not s._queues.queued(wl), "the parent itself is not queued"
+    assert all(s.held(e.workload).allowed_flavors() == {e.extra["flavor"]} for e in created)
+    assert wl.state is WorkloadState.PENDING and not s.queued(wl), "the parent itself is not queued"
 
 
 def test_the_first_admitted_variant_wins_the_less_preferred_are_withdrawn_the_preferred_go_on() -> None:
@@ -72,8 +72,8 @@ def test_the_first_admitted_variant_wins_the_less_preferred_are_withdrawn_the_pr
     assert _racing(s, wl) == ["reservation"], "TryPreferredFlavors: the reservation variant keeps trying"
     admitted = [e for e in events if e.kind is EventKind.ADMITTED and e.workload == wl.key]
     assert len(admitted) == 1 and admitted[0].extra["flavor"] == "on-demand"
-    assert s._tree.usage("team-cluster-queue", ("on-demand", "cpu")) == 6 * CPU
-    assert s._tree.usage("team-cluster-queue", ("spot", "cpu")) == 0, "the withdrawn variant's quota is released"
+    assert s.usage("team-cluster-queue", ("on-demand", "cpu")) == 6 * CPU
+    assert s.usage("team-cluster-queue", ("spot", "cpu")) == 0, "the withdrawn variant's quota is released"
 
 
 def test_a_preferred_variant_admitted_later_migrates_the_running_workload() -> None:
@@ -88,7 +88,7 @@ def test_a_preferred_variant_admitted_later_migrates_the_running_workload() -> N
     assert [(e.workload, e.extra["cause"]) for e in evicted] == [(second.key, "FlavorMigration")]
     assert "due to migration to more favorable resource flavor reservation" in evicted[0].reason
     assert _flavor(second) == "reservation" and second.state is WorkloadState.ADMITTED
-    assert s._tree.usage("team-cluster-queue", ("on-demand", "cpu")) == 0
+    assert s.usage("team-cluster-queue", ("on-demand", "cpu")) == 0
 
 
 def test_last_acceptable_flavor_limits_migration() -> None:
@@ -128,7 +128,7 @@ def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
     assert wl.state is WorkloadState.PENDING and set(_racing(s, wl)) == set(FLAVORS)
     events = s.deactivate(wl.key, 3)
     assert wl.state is WorkloadState.INACTIVE and wl.key not in s.variants
-    assert s._tree.usage("team-cluster-queue", ("spot", "cpu")) == 0
+    assert s.usage("team-cluster-queue", ("spot", "cpu")) == 0
     assert [e.kind for e in events][-1] is EventKind.DEACTIVATED
 
 
@@ -192,10 +192,10 @@ def test_variants_share_the_quota_of_the_pod_sets_they_share() -> None:
     assert first.admission is not None and first.admission.podsets[1].flavors["gpu"] == "a"
     # Job 2 races: a is full, b waits for its check; its head's 2 cpus are held once, by its b variant.
     assert second.state is WorkloadState.PENDING
-    assert s._tree.usage("cq", ("default", "cpu")) == 4 * CPU
+    assert s.usage("cq", ("default", "cpu")) == 4 * CPU
     s.set_check(second.key, "prov", CheckState.READY, 2)
     assert second.admission is not None and second.admission.total[("default", "cpu")] == 2 * CPU
-    assert s._tree.usage("cq", ("default", "cpu")) == 4 * CPU
+    assert s.usage("cq", ("default", "cpu")) == 4 * CPU
 
 
 def test_quota_stays_consistent_through_random_races() -> None:
@@ -212,40 +212,40 @@ def test_quota_stays_consistent_through_random_races() -> None:
             jobs.append(wl)
             s.add(wl, now)
         elif op < 0.5:
-            pending = [k for k, w in s._workloads.items() if w.parent and w.checks.get("prov") is CheckState.PENDING]
+            pending = [w.key for w in s.workloads() if w.parent and w.checks.get("prov") is CheckState.PENDING]
             if pending:
                 state = rng.choice([CheckState.READY, CheckState.READY, CheckState.RETRY, CheckState.REJECTED])
                 target = rng.choice(pending)
                 if rng.random() < 0.5:
-                    target = s._workloads[target].parent  # as a person sets it, on the job's workload
+                    target = s.held(target).parent  # as a person sets it, on the job's workload
                 s.set_check(target, "prov", state, now)
         elif op < 0.7:
-            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and w.key in s._workloads]
+            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and s.knows(w.key)]
             if running:
                 s.finish(rng.choice(running).key, now)
         elif op < 0.8:
-            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and w.key in s._workloads]
+            running = [w for w in jobs if w.state is WorkloadState.ADMITTED and s.knows(w.key)]
             if running:
                 s.evict(rng.choice(running).key, now, "Preempted", "Preempted")
         elif op < 0.9:
-            live = [w for w in jobs if w.key in s._workloads and w.state is not WorkloadState.FINISHED]
+            live = [w for w in jobs if s.knows(w.key) and w.state is not WorkloadState.FINISHED]
             if live:
                 s.delete(rng.choice(live).key, now)
         s.schedule(now)
         held: dict[tuple[str, str], int] = {}
-        for wl in s._workloads.values():
+        for wl in s.workloads():
             if wl.admission is not None:
                 for fr, v in wl.admission.total.items():
                     held[fr] = held.get(fr, 0) + v
         for fr in [("default", "cpu"), ("a", "gpu"), ("b", "gpu")]:
-            assert s._tree.usage("cq", fr) == held.get(fr, 0), (step, fr)
+            assert s.usage("cq", fr) == held.get(fr, 0), (step, fr)
         assert held.get(("default", "cpu"), 0) <= 6 * CPU, step
         for wl in jobs:
-            family = [wl, *(s._workloads[k] for k in s.variants.get(wl.key, ()) if k in s._workloads)]
+            family = [wl, *(s.held(k) for k in s.variants.get(wl.key, ()) if s.knows(k))]
             heads = sum(m.admission.total.get(("default", "cpu"), 0) for m in family if m.admission is not None)
             holding = any(m.admission is not None for m in family)
             assert heads == (2 * CPU if holding else 0), (step, wl.key, "the head's quota is held once")
-            if wl.state is WorkloadState.ADMITTED and wl.key in s._workloads:
+            if wl.state is WorkloadState.ADMITTED and s.knows(wl.key):
                 assert wl.admission is not None and wl.admission.total[("default", "cpu")] == 2 * CPU
 
 

@@ -44,7 +44,7 @@ def _job(name: str, workers: int, replaces: str = "") -> Workload:
 
 
 def _usage(s: Scheduler, flavor: str = "f") -> int:
-    return s._tree.usage("cq", (flavor, "cpu")) // CPU
+    return s.usage("cq", (flavor, "cpu")) // CPU
 
 
 def _admit(s: Scheduler, wl: Workload, now: float) -> list[EventKind]:
@@ -143,7 +143,7 @@ def test_a_slice_evicted_while_its_replacement_waits_is_finished_not_queued_agai
     events = s.evict(old.key, 2, "node lost", "NodeFailures")
     assert [(e.kind, e.workload) for e in events] == [(EventKind.EVICTED, old.key), (EventKind.FINISHED, old.key)]
     assert events[1].extra["finishedReason"] == "WorkloadSliceReplaced"
-    assert old.state is WorkloadState.FINISHED and not s._queues.queued(old)
+    assert old.state is WorkloadState.FINISHED and not s.queued(old)
     s.schedule(2)
     assert grown.state is WorkloadState.PENDING, "5 cpus, all of them quota now, do not fit next to b's 2"
     events = s.finish(other.key, 3) + s.schedule(3)
@@ -173,7 +173,7 @@ def test_an_evicted_slice_with_no_replacement_waiting_queues_again() -> None:
     _admit(s, grown, 1)
     assert old.state is WorkloadState.FINISHED and grown.state is WorkloadState.ADMITTED
     events = s.evict(grown.key, 2, "node lost", "NodeFailures")
-    assert [e.kind for e in events] == [EventKind.EVICTED] and s._queues.queued(grown)
+    assert [e.kind for e in events] == [EventKind.EVICTED] and s.queued(grown)
 
 
 def test_a_slice_preempts_a_lower_priority_workload_to_grow_but_never_its_old_slice() -> None:
@@ -334,7 +334,7 @@ def test_a_slice_that_no_longer_fits_after_another_head_waits() -> None:
     events, progress = s.cycle(2.0)
     assert events[2:] == [Event(2.0, EventKind.PENDING, grown.key, "cq1",
                                 "Workload no longer fits after processing another workload")]
-    assert (progress, grown.pending, s._queues.queued(grown), old.state) == (
+    assert (progress, grown.pending, s.queued(grown), old.state) == (
         True, PendingReason.WAITING_FOR_QUOTA, True, WorkloadState.ADMITTED)
 
 
@@ -348,5 +348,5 @@ def test_a_slice_that_takes_exactly_what_is_left_replaces_the_old_one() -> None:
               "workload slice aggregation", extra={"finishedReason": "WorkloadSliceReplaced", "replacedBy": grown.key}),
         Event(2.0, EventKind.QUOTA_RESERVED, grown.key, "cq1", "Quota reserved in ClusterQueue cq1", on_f),
         Event(2.0, EventKind.ADMITTED, grown.key, "cq1", "The workload is admitted", on_f)]
-    assert (progress, old.finished_at, grown.reserved_at, grown.replaces, s._tree.usage("cq1", ("f", "cpu"))) == (
+    assert (progress, old.finished_at, grown.reserved_at, grown.replaces, s.usage("cq1", ("f", "cpu"))) == (
         True, 2.0, 2.0, "", 4 * CPU)

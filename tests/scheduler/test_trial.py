@@ -48,7 +48,7 @@ def _config(queues: list[tuple[str | None, list[Quota], PreemptionPolicy, Preemp
 
 def _expected(sched: Scheduler) -> QuotaTree:
     tree = QuotaTree(sched.config.cluster_queues.values(), sched.config.cohorts.values())
-    for wl in sched._workloads.values():
+    for wl in sched.workloads():
         if wl.admission is not None:
             tree.add(wl.cluster_queue, wl.admission.usage())
     return tree
@@ -84,13 +84,13 @@ def test_the_quota_tree_is_unchanged_by_a_cycles_trials(
         elif step == "cycle":
             sched.cycle(now)
         elif step == "complete":
-            for key in [k for k, w in sched._workloads.items() if w.evicting]:
+            for key in [w.key for w in sched.workloads() if w.evicting]:
                 sched.complete_eviction(key, now)
         else:
-            holders = sorted(k for k, w in sched._workloads.items() if w.admission is not None and not w.evicting)
+            holders = sorted(w.key for w in sched.workloads() if w.admission is not None and not w.evicting)
             if holders:
                 sched.finish(holders[0], now)
-        assert _usages(sched._tree) == _usages(_expected(sched))
+        assert sched.tree_usage() == _usages(_expected(sched))
 
 
 def test_a_head_of_an_inactive_cluster_queue_is_told_why_it_waits() -> None:
@@ -102,5 +102,5 @@ def test_a_head_of_an_inactive_cluster_queue_is_told_why_it_waits() -> None:
     assert [(e.t, e.kind, e.workload, e.cluster_queue, e.reason) for e in events] == [
         (1.0, EventKind.PENDING, "default/w", "q", "ClusterQueue q is inactive")]
     # It steps aside, so the next cycle tells the workload behind it too.
-    assert (progress, sched._workloads["default/w"].pending) == (True, PendingReason.SUSPENDED)
+    assert (progress, sched.held("default/w").pending) == (True, PendingReason.SUSPENDED)
     assert sched.cycle(2.0) == ([], False)

@@ -1,8 +1,9 @@
 """Kueue's admission cycle: at most one head per ClusterQueue, all nominated against the same snapshot, ordered
 (not borrowing first, higher priority, earlier queue time), then admitted, preempted for, or requeued.
 
-:class:`Cycling` is mixed into :class:`~flexq.scheduler.scheduler.Scheduler`, above :class:`Transitions`, and works
-on the state declared there. What a cycle tries in the quota tree (victims out, capacity kept for a preemptor) is
+:class:`CycleRunner` runs cycles over the :class:`~flexq.scheduler.state.SchedulerState`, changing it through
+:class:`~flexq.scheduler.transitions.Transitions` (and :class:`~flexq.scheduler.racing.Racing` for variants). What a
+cycle tries in the quota tree (victims out, capacity kept for a preemptor) is
 tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cycle ends.
 """
 
@@ -15,6 +16,8 @@ from typing import Final
 
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment, assign_flavors
+from flexq.scheduler.holdings import Holdings
+from flexq.scheduler.holdings import discount as shared_discount
 from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
@@ -28,11 +31,12 @@ from flexq.scheduler.model import (
 from flexq.scheduler.partial import largest_fit, reducible
 from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
 from flexq.scheduler.quota import Trial
-from flexq.scheduler.racing import discount as racing_discount
+from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
+from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.transitions import Transitions
 
-__all__ = ["NAMESPACE_MISMATCH", "Cycling"]
+__all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
 
 NAMESPACE_MISMATCH: Final = "workload namespace doesn't match ClusterQueue selector"
 """Kueue's message (``workload.ErrNamespaceMismatch``): the workload's namespace is not one its ClusterQueue selects."""
@@ -50,57 +54,57 @@ class _Cycle:
     progress: bool = False
 
 
-class Cycling(Transitions):
-    """The admission cycle (a mixin of the scheduler: it provides what is declared here)."""
+class CycleRunner:
+    """Kueue's admission cycle, run over the scheduler's state."""
 
-    _failed: dict[tuple[object, ...], tuple[int, Assignment]]
-    unavailable: dict[str, tuple[float, str]]
-    _deferred: list[Event]
-    _gated: set[str]
-    cut_short = False
-    """The last :meth:`schedule` ran its ``max_cycles`` and the last of them still decided something."""
-
-    def hold_stopped(self, now: float) -> list[Event]:
-        raise NotImplementedError  # the scheduler's: stopped LocalQueues' workloads give back their quota
+    def __init__(self, state: SchedulerState, holdings: Holdings, racing: Racing, transitions: Transitions) -> None:
+        self.state = state
+        self.holdings = holdings
+        self.racing = racing
+        self.transitions = transitions
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
+        state = self.state
         self._expire_unavailable(now)
-        events, self._deferred = self._deferred, []
-        events += self.hold_stopped(now)
-        events += self._requeue_due(now)
-        self.cut_short = False
+        events, state.deferred = state.deferred, []
+        events += self.transitions.hold_stopped(now)
+        events += self.transitions.requeue_due(now)
+        state.cut_short = False
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
-            events += self._settle_admitted(cycle_events, now)
+            events += self.racing.settle_admitted(cycle_events, now)
             if not progress:
                 break
         else:
-            self.cut_short = True
+            state.cut_short = True
         return events
 
     def _expire_unavailable(self, now: float) -> None:
-        gone = [f for f, (until, _) in self.unavailable.items() if until <= now]
+        state = self.state
+        gone = [f for f, (until, _) in state.unavailable.items() if until <= now]
         for flavor in gone:
-            del self.unavailable[flavor]
+            del state.unavailable[flavor]
         if gone:
-            self._failed.clear()
-            self._queues.wake(list(self.config.cluster_queues), self._workloads)
+            state.failed.clear()
+            state.queues.wake(list(state.config.cluster_queues), state.workloads)
 
     def cycle(self, now: float) -> tuple[list[Event], bool]:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
-        aside = self._set_aside
+        state = self.state
+        aside = state.set_aside
         heads, events = self._heads(now)
-        cq_of = self.config.cluster_queues
+        cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
-                events += self._inadmissible(wl, "The workload has failed admission checks", now,
-                                             PendingReason.PENDING_EVALUATION)
+                events += self.transitions.inadmissible(wl, "The workload has failed admission checks", now,
+                                                        PendingReason.PENDING_EVALUATION)
                 continue
-            if not cq_of[wl.cluster_queue].admits_namespace(self.config.namespace_labels(wl.namespace)):
+            if not cq_of[wl.cluster_queue].admits_namespace(state.config.namespace_labels(wl.namespace)):
                 # Kueue's nominate: a Misconfigured workload, requeued as inadmissible even under StrictFIFO.
-                events += self._inadmissible(wl, NAMESPACE_MISMATCH, now, PendingReason.MISCONFIGURED, blocks=False)
+                events += self.transitions.inadmissible(wl, NAMESPACE_MISMATCH, now, PendingReason.MISCONFIGURED,
+                                                        blocks=False)
                 continue
             assignment, oracle = self._assign(wl)
             targets: list[Target] = []
@@ -111,129 +115,133 @@ class Cycling(Transitions):
                 partial = self._assign_partial(wl)
                 if partial is not None:
                     assignment, targets = partial
-                self.last_assignment[wl.key] = assignment
+                state.last_assignment[wl.key] = assignment
             nominated.append((wl, assignment, targets))
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
-        with self._tree.trial() as trial:
-            state = _Cycle(trial)
+        with state.tree.trial() as trial:
+            cycle = _Cycle(trial)
             for wl, assignment, targets in nominated:
-                events += self._process(wl, assignment, targets, state, now)
-        if self.instant_eviction:
-            for victim in state.victims:
-                events += self.complete_eviction(victim.key, now)
-        return events, state.progress or self._set_aside != aside
+                events += self._process(wl, assignment, targets, cycle, now)
+        if state.instant_eviction:
+            for victim in cycle.victims:
+                events += self.transitions.complete_eviction(victim.key, now)
+        return events, cycle.progress or state.set_aside != aside
 
-    def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], state: _Cycle,
+    def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
                  now: float) -> list[Event]:
-        cq = self.config.cluster_queues[wl.cluster_queue]
+        state = self.state
+        cq = state.config.cluster_queues[wl.cluster_queue]
         usage = assignment.usage()
         if assignment.mode is Mode.NO_FIT:
-            return self._inadmissible(wl, assignment.message(), now, assignment.no_fit)
+            return self.transitions.inadmissible(wl, assignment.message(), now, assignment.no_fit)
         if assignment.mode is Mode.PREEMPT and not targets:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
-                self._reserve_capacity(cq, usage, assignment.borrow > 0, state)
+                self._reserve_capacity(cq, usage, assignment.borrow > 0, cycle)
             gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
-                if wl.key in self._gated else ""
-            self._gated.discard(wl.key)
-            return self._inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
-        old = replaced_slice(self._workloads, wl)
+                if wl.key in state.gated else ""
+            state.gated.discard(wl.key)
+            return self.transitions.inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
+        old = replaced_slice(state.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
-            return self._replace_slice(wl, old, assignment, state, now)
-        discount = racing_discount(usage, self._shared(wl))
+            return self._replace_slice(wl, old, assignment, cycle, now)
+        discount = shared_discount(usage, self.holdings.shared(wl))
         if discount:
             usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
-        issued = {v.key for v in state.removed}
+        issued = {v.key for v in cycle.removed}
         if targets and issued.intersection(t.workload.key for t in targets):
-            return self._skip(wl, "Workload has overlapping preemption targets with another workload", now,
-                              PendingReason.WAITING_FOR_QUOTA)
+            return self.transitions.skip(wl, "Workload has overlapping preemption targets with another workload",
+                                         now, PendingReason.WAITING_FOR_QUOTA)
         own = [t.workload for t in targets]
-        mark = state.trial.mark()
+        mark = cycle.trial.mark()
         for victim in own:
-            self._remove_for_cycle(victim, state)
+            self._remove_for_cycle(victim, cycle)
         # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
         replaced = old.admission.usage() if old is not None and old.admission is not None else {}
-        with self._tree.without([(cq.name, replaced)] if replaced else []):
-            fits = all(v <= self._tree.available(cq.name, fr) for fr, v in usage.items())
+        with state.tree.without([(cq.name, replaced)] if replaced else []):
+            fits = all(v <= state.tree.available(cq.name, fr) for fr, v in usage.items())
         if replaced:
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
         if not fits:
-            state.trial.undo(mark)
-            del state.removed[len(state.removed) - len(own):]
-            return self._skip(wl, "Workload no longer fits after processing another workload", now,
-                              PendingReason.WAITING_FOR_QUOTA)
+            cycle.trial.undo(mark)
+            del cycle.removed[len(cycle.removed) - len(own):]
+            return self.transitions.skip(wl, "Workload no longer fits after processing another workload", now,
+                                         PendingReason.WAITING_FOR_QUOTA)
         if assignment.mode is Mode.FIT:
-            state.progress = True
-            return self._reserve(wl, assignment, now, discount)
-        state.trial.add(cq.name, usage)
+            cycle.progress = True
+            return self.transitions.reserve(wl, assignment, now, discount)
+        cycle.trial.add(cq.name, usage)
         events: list[Event] = []
-        self.last_targets[wl.key] = list(targets)
+        state.last_targets[wl.key] = list(targets)
         new = [t for t in targets if not t.workload.evicting]
         for target in new:
-            events += self._preempt(target, wl, now)
-            state.victims.append(target.workload)
+            events += self.transitions.preempt(target, wl, now)
+            cycle.victims.append(target.workload)
         if new:
-            state.progress = True
+            cycle.progress = True
         message = f"{assignment.message()}. Pending the preemption of {len(targets)} workload(s)"
-        if self._note_pending(wl, message, PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS):
+        if self.transitions.note_pending(wl, message, PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS):
             events.append(Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, message))
         return events
 
-    def _remove_for_cycle(self, victim: Workload, state: _Cycle) -> None:
+    def _remove_for_cycle(self, victim: Workload, cycle: _Cycle) -> None:
         assert victim.admission is not None
-        state.trial.remove(victim.cluster_queue, victim.admission.usage())
-        state.removed.append(victim)
+        cycle.trial.remove(victim.cluster_queue, victim.admission.usage())
+        cycle.removed.append(victim)
 
-    def _replace_slice(self, wl: Workload, old: Workload, assignment: Assignment, state: _Cycle,
+    def _replace_slice(self, wl: Workload, old: Workload, assignment: Assignment, cycle: _Cycle,
                        now: float) -> list[Event]:
         """Admit slice ``wl`` in place of ``old``: what it adds must fit; ``old`` is finished in the same step."""
+        state = self.state
         assert old.admission is not None
-        with self._tree.without([(old.cluster_queue, old.admission.usage())]):
-            fits = all(v <= self._tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
+        with state.tree.without([(old.cluster_queue, old.admission.usage())]):
+            fits = all(v <= state.tree.available(wl.cluster_queue, fr) for fr, v in assignment.usage().items())
         if not fits:
-            return self._skip(wl, "Workload no longer fits after processing another workload", now,
-                              PendingReason.WAITING_FOR_QUOTA)
-        state.progress = True
+            return self.transitions.skip(wl, "Workload no longer fits after processing another workload", now,
+                                         PendingReason.WAITING_FOR_QUOTA)
+        cycle.progress = True
         message = (f"Removed to accommodate a workload (UID: {wl.uid or wl.key}) due to workload slice aggregation")
-        finished = self._finish_replaced(old, wl, now, message)
-        return finished + self._reserve(wl, assignment, now)
+        finished = self.transitions.finish_replaced(old, wl, now, message)
+        return finished + self.transitions.reserve(wl, assignment, now)
 
     def _reserve_capacity(self, cq: ClusterQueueSpec, usage: Mapping[FlavorResource, int], borrowing: bool,
-                          state: _Cycle) -> None:
+                          cycle: _Cycle) -> None:
         """A workload waiting for preemption keeps other heads off the capacity it needs, this cycle."""
+        state = self.state
         reserved: dict[FlavorResource, int] = {}
         for fr, req in usage.items():
-            nominal, used = self._tree.nominal(cq.name, fr), self._tree.usage(cq.name, fr)
+            nominal, used = state.tree.nominal(cq.name, fr), state.tree.usage(cq.name, fr)
             if borrowing:
-                limit = self._tree.queues[cq.name].borrowing_limit(fr)
+                limit = state.tree.queues[cq.name].borrowing_limit(fr)
                 amount = req if limit is None else min(req, nominal + limit - used)
             else:
                 amount = max(0, min(req, nominal - used))
             if amount > 0:
                 reserved[fr] = amount
         if reserved:
-            state.trial.add(cq.name, reserved)
+            cycle.trial.add(cq.name, reserved)
 
     def _heads(self, now: float) -> tuple[list[Workload], list[Event]]:
+        state = self.state
         heads: list[Workload] = []
         events: list[Event] = []
-        for name in self._queues.queues():
-            cq = self.config.cluster_queues.get(name)
-            if cq is None or self._queues.blocked(name):
+        for name in state.queues.queues():
+            cq = state.config.cluster_queues.get(name)
+            if cq is None or state.queues.blocked(name):
                 continue
-            wl = self._queues.head(name, self._workloads)
+            wl = state.queues.head(name, state.workloads)
             if wl is None:
                 continue
             if not cq.active:
                 # Kueue's workload controller says so of every pending workload of an inactive (or stopped) queue:
                 # each steps aside in turn until the queue is active again.
-                events += self._inadmissible(wl, f"ClusterQueue {name} is inactive", now, PendingReason.SUSPENDED,
-                                             blocks=False)
+                events += self.transitions.inadmissible(wl, f"ClusterQueue {name} is inactive", now,
+                                                        PendingReason.SUSPENDED, blocks=False)
                 continue
-            if self.config.stopped_queues and (wl.namespace, wl.queue) in self.config.stopped_queues:
+            if state.config.stopped_queues and (wl.namespace, wl.queue) in state.config.stopped_queues:
                 # Kueue's workload controller: QuotaReserved=False, Suspended; the LocalQueue holds it back, its
                 # ClusterQueue goes on with the others.
-                events += self._inadmissible(wl, f"LocalQueue {wl.queue} is stopped", now, PendingReason.SUSPENDED,
-                                             blocks=False)
+                events += self.transitions.inadmissible(wl, f"LocalQueue {wl.queue} is stopped", now,
+                                                        PendingReason.SUSPENDED, blocks=False)
                 continue
             heads.append(wl)
         return heads, events
@@ -242,30 +250,31 @@ class Cycling(Transitions):
         """Nominate ``wl``: its assignment, and the preemption oracle that was asked (which knows the victims it
         found). A workload shaped like one that just found no way in, in a quota tree that has not changed since,
         gets the same answer without the search (Kueue's equivalence classes)."""
-        cq = self.config.cluster_queues[wl.cluster_queue]
-        old = replaced_slice(self._workloads, wl)
+        state = self.state
+        cq = state.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(state.workloads, wl)
         if old is not None:
-            assignment = assign_slice(wl, old, cq, self._tree, self.config.flavors, self.holding)
-            self.last_assignment[wl.key] = assignment
+            assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding)
+            state.last_assignment[wl.key] = assignment
             return assignment, None
-        oracle = oracle_for(wl, cq, self._tree, self.holding)
-        shared = self._shared(wl)
+        oracle = oracle_for(wl, cq, state.tree, state.holding)
+        shared = self.holdings.shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
-            with self._tree.without([(cq.name, shared)]):
-                assignment = assign_flavors(wl, cq, self._tree, self.config.flavors, oracle, self._unavailable())
-            self.last_assignment[wl.key] = assignment
+            with state.tree.without([(cq.name, shared)]):
+                assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable())
+            state.last_assignment[wl.key] = assignment
             return assignment, oracle
         shape = self._shape(wl, cq)
-        version = self._tree.root(cq.name).version
-        cached = self._failed.get(shape)
+        version = state.tree.root(cq.name).version
+        cached = state.failed.get(shape)
         if cached is not None and cached[0] == version:
-            self.last_assignment[wl.key] = cached[1]
+            state.last_assignment[wl.key] = cached[1]
             return cached[1], None
-        assignment = assign_flavors(wl, cq, self._tree, self.config.flavors, oracle, self._unavailable())
-        self.last_assignment[wl.key] = assignment
+        assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable())
+        state.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
-            self._failed[shape] = (version, assignment)
+            state.failed[shape] = (version, assignment)
         return assignment, oracle
 
     def _assign_partial(self, wl: Workload) -> tuple[Assignment, list[Target]] | None:
@@ -287,7 +296,7 @@ class Cycling(Transitions):
         return largest_fit(wl.podsets, fits)
 
     def _unavailable(self) -> dict[str, str]:
-        return {f: why for f, (_, why) in self.unavailable.items()}
+        return {f: why for f, (_, why) in self.state.unavailable.items()}
 
     @staticmethod
     def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
@@ -297,15 +306,16 @@ class Cycling(Transitions):
     def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
         question in the same state, else searched for."""
-        cq = self.config.cluster_queues[wl.cluster_queue]
-        old = replaced_slice(self._workloads, wl)
+        state = self.state
+        cq = state.config.cluster_queues[wl.cluster_queue]
+        old = replaced_slice(state.workloads, wl)
         if old is not None:
-            return slice_targets(wl, old, cq, self._tree, self.holding, assignment)
+            return slice_targets(wl, old, cq, state.tree, state.holding, assignment)
         needed, requests = assignment.preempt_resources(), assignment.usage()
         targets = oracle.found(needed, requests) if oracle is not None else None
         if targets is None:
-            targets = find_targets(wl, cq, self._tree, self.holding, needed, requests)
-        if targets and not self.may_preempt(wl):
-            self._gated.add(wl.key)  # another variant of its workload holds quota or preempts
+            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests)
+        if targets and not self.racing.may_preempt(wl):
+            state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []
         return targets
