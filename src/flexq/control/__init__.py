@@ -1,6 +1,7 @@
 """The control plane: the scheduler, the capacity driver and their timers, driven alike by the live server's
 queue controller (real time) and the simulator (virtual time), and what it knows of jobs' run times."""
 
+from flexq.control.answer_times import AnswerTimes
 from flexq.control.kueue_metrics import (
     ATTEMPT_BUCKETS,
     SHORT_WAIT_BUCKETS,
@@ -26,7 +27,29 @@ from flexq.control.vocabulary import (
     QueuesReconfigured,
 )
 
-__all__ = ["ATTEMPT_BUCKETS", "SETTLE_PASSES", "SHORT_WAIT_BUCKETS", "WAIT_BUCKETS", "Basis", "CapacityChanged",
-           "CheckSet", "ControlPlane", "Histogram", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued",
-           "JobResized", "JobStarted", "KueueCounts", "KueueState", "QueuesReconfigured", "RunTime", "RunTimes",
-           "eviction_labels", "kueue_state"]
+__all__ = [
+    "ATTEMPT_BUCKETS",
+    "SETTLE_PASSES",
+    "SHORT_WAIT_BUCKETS",
+    "WAIT_BUCKETS",
+    "AnswerTimes",
+    "Basis",
+    "CapacityChanged",
+    "CheckSet",
+    "ControlPlane",
+    "Histogram",
+    "Input",
+    "JobDeleted",
+    "JobFinished",
+    "JobHooks",
+    "JobQueued",
+    "JobResized",
+    "JobStarted",
+    "KueueCounts",
+    "KueueState",
+    "QueuesReconfigured",
+    "RunTime",
+    "RunTimes",
+    "eviction_labels",
+    "kueue_state",
+]
