@@ -83,7 +83,6 @@ def _foresee(path: Path, pause: float) -> tuple[dict[str, Forecast], dict[str, f
 @pytest.mark.parametrize(("scenario", "pause"), [
     ("scenario-capacity.yaml", 60.0),   # job 2 waits for DWS, asked 58 s ago: 30 min from its request
     ("scenario-race.yaml", 150.0),      # jobs 2 and 3 race Plan A (busy an hour) and DWS (two hours)
-    ("scenario-week.yaml", 122 * 3600.0),  # Plan A stocked out: a job waits for quota, then DWS
 ])
 def test_declared_run_times_foresee_every_start_exactly(scenario: str, pause: float) -> None:
     path = GUIDE / scenario
@@ -94,6 +93,34 @@ def test_declared_run_times_foresee_every_start_exactly(scenario: str, pause: fl
     assert all(f.made == pause for f in made.values())
     uninterrupted = Simulation(load_scenario(path))
     assert uninterrupted.run().log_lines() == log, "forking left the simulation as it was"
+
+
+def test_a_random_dws_answer_is_the_only_error_of_a_forecast_with_declared_run_times() -> None:
+    """The week's DWS answers at random (exponential, mean 30 min): with Plan A stocked out, a job waits for quota,
+    then for DWS. The forecast expects the answer when the pool's answers so far say (:mod:`flexq.control.
+    answer_times`); it is off by exactly how far the cloud's draw fell from that."""
+    pause = 122 * 3600.0
+    sim = Simulation(load_scenario(GUIDE / "scenario-week.yaml"))
+    sim.run_to(pause)
+    answers = sim.plane.answer_times.copy()
+    made = forecast(sim.plane, pause)
+    sim.run_to(None)
+    sim.finish()
+    starts = _starts(sim)
+    assert made and answers.answers("dws-pool") >= 3
+    for key, expected in made.items():
+        asked = answered = None
+        for e in sim.result.events:
+            if e["event"] == "ProvisioningRequest" and e["workload"] == key and e["t"] <= starts[key]:
+                if e["state"] == "Accepted":
+                    asked = float(e["t"])
+                elif e["state"] == "Provisioned" and asked is not None:
+                    answered = float(e["t"])
+        assert asked is not None and answered is not None and expected.start is not None
+        left = answers.remaining("dws-pool", pause - asked) if asked < pause else None
+        foreseen = pause + left if left is not None else asked + (answers.typical("dws-pool") or 0.0)
+        assert expected.start - starts[key] == pytest.approx(foreseen - answered, abs=1e-3)
+        assert abs(foreseen - answered) > 1, "the cloud drew an answer of its own"
 
 
 def test_quota_waits_name_the_job_whose_end_frees_it(tmp_path: Path) -> None:

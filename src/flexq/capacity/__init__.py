@@ -7,6 +7,7 @@ from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provision
 from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
 from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, RequestNote, StartedNote, WorkloadNote
 from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.provisioning import answer_timer
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
 from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS, TimeWords
 from flexq.capacity.record import CapacityState
@@ -37,6 +38,7 @@ __all__ = [
     "TimeWords",
     "UnknownMachineType",
     "WorkloadNote",
+    "answer_timer",
     "dashboard_address",
     "gke_node_pool",
     "machine_type",

@@ -24,7 +24,7 @@ import hashlib
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["CapacitySpec", "EmulatedCloud", "random_outages"]
 
@@ -119,6 +119,21 @@ class EmulatedCloud:
         if delay[0] == "uniform" and len(delay) == 3:
             return rng.uniform(delay[1], delay[2])
         raise ValueError(f"unknown delay distribution {delay[0]!r}")
+
+    def foreseeable(self, answers: Mapping[tuple[str, str], float]) -> EmulatedCloud:
+        """This cloud as a forecast may know it: a random queued-provisioning delay replaced by its distribution's
+        median (a forecast must not draw the answer the cloud will give), and the pools of ``answers`` ((pool,
+        machine) -> seconds, learned from the requests answered so far) answering after that."""
+        specs = dict(self.specs)
+        for name, spec in self.specs.items():
+            delay = spec.queued_delay
+            if isinstance(delay, tuple):
+                median = delay[1] * math.log(2) if delay[0] == "exponential" else (delay[1] + delay[-1]) / 2
+                specs[name] = replace(spec, queued_delay=median)
+        for (pool, machine), seconds in answers.items():
+            spec = specs.get(pool) or specs.get(machine) or CapacitySpec()
+            specs[pool] = replace(spec, queued_delay=seconds, queued_trace=())
+        return EmulatedCloud(specs, self.seed, self.origin)
 
     def revoke_after(self, pool: str, machine: str) -> float | None:
         return self.spec(pool, machine).revoke_after

@@ -34,8 +34,19 @@ from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import CheckState, Workload
 from flexq.scheduler.scheduler import Scheduler
 
-__all__ = ["BOOKING", "CAPACITY_PRIORITY", "CHECK_CAPACITY", "PROVISIONING_EXPIRY", "SCAN_INTERVAL", "Provisioner",
-           "ProvisioningSettings", "ProvisioningState", "Timers", "provisioning_settings"]
+__all__ = [
+    "BOOKING",
+    "CAPACITY_PRIORITY",
+    "CHECK_CAPACITY",
+    "PROVISIONING_EXPIRY",
+    "SCAN_INTERVAL",
+    "Provisioner",
+    "ProvisioningSettings",
+    "ProvisioningState",
+    "Timers",
+    "answer_timer",
+    "provisioning_settings",
+]
 
 PROVISIONING_EXPIRY: Final = 7 * 24 * 3600.0
 BOOKING: Final = 600.0
@@ -286,3 +297,17 @@ class Provisioner:
         self.teller.log(self.scheduler.set_check(key, check, CheckState.RETRY, now, f"{name} failed ({reason}); retry "
                                                  f"{failed} of {settings.backoff_limit} in {format_seconds(delay)}",
                                                  retry_after=delay))
+
+
+def answer_timer(action: Callable[[], None]) -> tuple[str, str] | None:
+    """(request, pool) where the driver's timer ``action`` is the cloud's answer to a ProvisioningRequest, else None:
+    a forecast moves such a timer to when the answers seen so far expect it (the driver's timers wrap their action
+    in ``functools.partial`` s, the action last)."""
+    while isinstance(action, partial):
+        if getattr(action.func, "__func__", None) is Provisioner.provision:
+            return str(action.args[2]), str(action.args[3])
+        inner = action.args[-1] if action.args else None
+        if not callable(inner):
+            return None
+        action = inner
+    return None

@@ -1,6 +1,7 @@
 """The control plane: the scheduler, the capacity driver and their timers, driven alike by the live server's
 queue controller (real time) and the simulator (virtual time), and what it knows of jobs' run times."""
 
+from flexq.control.answer_times import AnswerTimes
 from flexq.control.kueue_metrics import (
     ATTEMPT_BUCKETS,
     SHORT_WAIT_BUCKETS,
@@ -35,6 +36,7 @@ __all__ = [
     "SHORT_WAIT_BUCKETS",
     "TIMEOUT_REASON",
     "WAIT_BUCKETS",
+    "AnswerTimes",
     "Basis",
     "CapacityChanged",
     "CheckSet",

@@ -20,9 +20,11 @@ from typing import Any, Final
 
 from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
+from flexq.capacity.notes import ProvisioningState, RequestNote
 from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import finishes_sooner_here
+from flexq.control.answer_times import AnswerTimes
 from flexq.control.pods_ready import PodsReadyTimer
 from flexq.control.run_times import RunTimes
 from flexq.control.vocabulary import (
@@ -69,12 +71,15 @@ class ControlPlane:
 
     def __init__(self, timers: TimerHeap, tell: Callable[[Event], None], hooks: JobHooks | None = None, *,
                  scheduler: Scheduler | None = None, start_on_admission: bool = True, virtual: bool = False,
-                 run_times: RunTimes | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
+                 run_times: RunTimes | None = None, answer_times: AnswerTimes | None = None,
+                 kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
         self.scheduler = scheduler or Scheduler(instant_eviction=True)
         self.kueue = kueue
         """Kueue's Configuration: waitForPodsReady, resource transformations, the frameworks managed."""
         self.run_times = run_times or RunTimes()
         """What jobs declare of their run times, and what the jobs that finished took (learned as they finish)."""
+        self.answer_times = answer_times or AnswerTimes()
+        """ProvisioningRequests in flight, and how long the cloud took to answer the last ones, by pool."""
         self.timers = timers
         self.driver: CapacityDriver | None = None
         self.local_queues: dict[tuple[str, str], str] = {}
@@ -280,6 +285,7 @@ class ControlPlane:
             for listener in self._listeners:
                 listener(event)
             if event.kind.capacity:
+                self._learn_answer(event)
                 continue  # the driver's own account of what it did: nothing more to act on
             if event.kind is EventKind.ADMITTED:
                 wl = self.scheduler.workload(event.workload)
@@ -290,6 +296,18 @@ class ControlPlane:
                 self.driver.handle(event)
             elif event.kind is EventKind.ADMITTED and self._start_on_admission:
                 self._started(event.workload, event.t)
+
+    def _learn_answer(self, event: Event) -> None:
+        """Keep the time of every ProvisioningRequest's acceptance, and learn how long its pool took to answer."""
+        note = event.payload
+        if not isinstance(note, RequestNote):
+            return
+        if note.state is ProvisioningState.ACCEPTED:
+            self.answer_times.accepted(note.request, event.t)
+        elif note.state is ProvisioningState.PROVISIONED and note.pool is not None:
+            self.answer_times.provisioned(note.request, note.pool, event.t)
+        elif note.state in (ProvisioningState.PROVISIONED, ProvisioningState.FAILED, ProvisioningState.WITHDRAWN):
+            self.answer_times.ended(note.request)
 
     def _time_limit(self, wl: Workload) -> None:
         """Kueue's maximum execution time: an admitted workload with ``spec.maximumExecutionTimeSeconds`` is

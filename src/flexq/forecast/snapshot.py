@@ -19,9 +19,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from flexq.capacity import CapacityConfig, CapacityDriver
+from flexq.capacity import CapacityConfig, CapacityDriver, answer_timer
 from flexq.clock import VirtualClock
-from flexq.control import CapacityChanged, ControlPlane, JobHooks, RunTimes
+from flexq.control import AnswerTimes, CapacityChanged, ControlPlane, JobHooks, RunTimes
 from flexq.scheduler import Event
 from flexq.timers import Kernel
 
@@ -56,9 +56,10 @@ def fork(plane: ControlPlane, now: float, tell: Callable[[Event], None], hooks: 
     capacity is modelled (the live plane starts them when the admission is written)."""
     kernel = Kernel(VirtualClock(now))
     run_times = plane.run_times.copy()
+    answers = plane.answer_times.copy()
     # Forecasts assume that the pods of a job that starts become ready: waitForPodsReady is not run forward.
     copied = ControlPlane(kernel, tell, hooks, start_on_admission=True, virtual=True, run_times=run_times,
-                          kueue=dataclasses.replace(plane.kueue, pods_ready=None))
+                          answer_times=answers, kueue=dataclasses.replace(plane.kueue, pods_ready=None))
     copied.local_queues = dict(plane.local_queues)
     copied.priorities = plane.priorities
     driver = plane.driver
@@ -74,6 +75,36 @@ def fork(plane: ControlPlane, now: float, tell: Callable[[Event], None], hooks: 
         if hooks.finish_eta is not None:
             new_driver.finish_eta = hooks.finish_eta
         copied.driver = new_driver
+        actions = _foreseen_answers(new_driver, answers, actions, now)
     for at, priority, action in actions:
         kernel.schedule(at, action, priority)
     return Fork(copied, kernel, run_times)
+
+
+Timer = tuple[float, int, Callable[[], None]]
+
+
+def _foreseen_answers(driver: CapacityDriver, answers: AnswerTimes, timers: list[Timer], now: float) -> list[Timer]:
+    """The copy's cloud as a forecast may know it: ProvisioningRequests answered when the answers seen so far expect
+    (:mod:`flexq.control.answer_times`), else when the pool's model does (a random delay by its median), never at
+    the moment the cloud drew for them. A request whose acceptance the plane did not see (it was made before the
+    server started) keeps its moment."""
+    pools = driver.cluster.pools
+    learned = {(name, pool.machine.name): seconds for name, pool in pools.items()
+               if (seconds := answers.typical(name)) is not None}
+    cloud = driver.cluster.cloud.foreseeable(learned)
+    driver.cluster.cloud = cloud
+    moved: list[Timer] = []
+    for at, priority, action in timers:
+        answer = answer_timer(action)
+        asked = answers.asked_at(answer[0]) if answer is not None else None
+        if answer is not None and asked is not None and answer[1] in pools:
+            request, pool = answer
+            left = answers.remaining(pool, now - asked)
+            if left is None:
+                delay = cloud.queued_delay(pool, pools[pool].machine.name, request, asked)
+                left = None if delay is None else max(0.0, asked + delay - now)
+            if left is not None:
+                at = now + left
+        moved.append((at, priority, action))
+    return moved
