@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import httpx
 
-from flexq.api.kinds import KindInfo
+from flexq.api import KindInfo
 from flexq.config import caller_token, server_ca
 from flexq.errors import FlexqError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from flexq.api.normalize import normalize
+from flexq.api import normalize
 from flexq.control import Basis, JobQueued
 from flexq.forecast import Forecast, Lookahead, StepKind, forecast, under_each_flavor, waiting
 from flexq.scheduler import EventKind

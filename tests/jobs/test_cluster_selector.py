@@ -14,7 +14,7 @@ from flexq.api.object_errors import InvalidObject
 from flexq.jobs.webhook import job_webhook
 from flexq.jobs.workload import JobError, Priorities, make_workload, selected_cluster
 from flexq.objects.service import ObjectService
-from flexq.runtime.kuberay_objects import kuberay_objects
+from flexq.runtime.kuberay_view import kuberay_objects
 from flexq.store import Store
 
 ON_NOTEBOOK: dict[str, Any] = {

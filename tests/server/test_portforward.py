@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flexq.runtime.kuberay_objects import head_port_map
+from flexq.runtime.kuberay_view import head_port_map
 from flexq.server.portforward import PortError, PortForwardSession
 from flexq.server.spdy import (
     DICTIONARY,

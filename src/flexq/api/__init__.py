@@ -1,12 +1,27 @@
-"""The object API: kinds, schemas, versions, defaults, validation, quantities and the errors a bad input gets.
-
-Import ``normalize`` from flexq.api.normalize (the name is its module's).
-"""
+"""The object API: kinds, schemas, versions, defaults, validation, quantities, Kueue's Configuration file and the
+errors a bad input gets."""
 
 from flexq.api.defaults import apply_defaults, job_labels, job_selector
-from flexq.api.documents import MAX_INPUT_BYTES, Document, decode_input, load_documents
+from flexq.api.documents import (
+    MAX_INPUT_BYTES,
+    Document,
+    decode_input,
+    load_documents,
+    load_yaml,
+    numbers_only,
+    text_only,
+)
 from flexq.api.envsubst import find_placeholders, read_env_file, substitute
-from flexq.api.fields import FieldCheck, FieldValidation, UnknownFields, parse_field_validation, prune, unknown_fields
+from flexq.api.fields import (
+    FieldCheck,
+    FieldValidation,
+    UnknownFields,
+    parse_field_validation,
+    prune,
+    strict_errors,
+    unknown_fields,
+)
+from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KINDS, Column, KindInfo, UnknownKind, by_gvk, by_resource, resolve
 from flexq.api.kueue_config import (
     DEFAULT_KUEUE_CONFIG,
@@ -17,12 +32,15 @@ from flexq.api.kueue_config import (
     load_kueue_config,
     parse_kueue_config,
 )
+from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
+from flexq.api.normal_form import normalize, storage_form
 from flexq.api.object_errors import ApiError, FieldError, InputError, InvalidObject
 from flexq.api.quantity import Quantity, QuantityError, parse_quantity
 from flexq.api.validation import schema_errors, validate_document
 from flexq.api.versions import convert
 
 __all__ = [
+    "CLUSTER_SELECTOR_KEY",
     "DEFAULT_KUEUE_CONFIG",
     "KINDS",
     "MAX_INPUT_BYTES",
@@ -46,6 +64,7 @@ __all__ = [
     "by_gvk",
     "by_resource",
     "convert",
+    "copy_json",
     "decode_input",
     "find_placeholders",
     "job_labels",
@@ -53,6 +72,9 @@ __all__ = [
     "kueue_config_of",
     "load_documents",
     "load_kueue_config",
+    "load_yaml",
+    "normalize",
+    "numbers_only",
     "parse_field_validation",
     "parse_kueue_config",
     "parse_quantity",
@@ -60,7 +82,10 @@ __all__ = [
     "read_env_file",
     "resolve",
     "schema_errors",
+    "storage_form",
+    "strict_errors",
     "substitute",
+    "text_only",
     "unknown_fields",
     "validate_document",
 ]

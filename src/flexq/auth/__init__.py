@@ -6,7 +6,7 @@ names one of them; :func:`authorize` answers for a request's attributes as Kuber
 """
 
 from flexq.auth.identity import ANONYMOUS, Identity, Role
-from flexq.auth.rbac import PUBLIC_PATHS, Attributes, authorize, forbidden_message
+from flexq.auth.rbac import PUBLIC_PATHS, Attributes, authorize, forbidden_message, rules_in
 from flexq.auth.requests import request_attributes, resource_path
 from flexq.auth.tokens import TokenBook, TokenError, TokenInfo, UnknownToken, read_token
 
@@ -25,4 +25,5 @@ __all__ = [
     "read_token",
     "request_attributes",
     "resource_path",
+    "rules_in",
 ]

@@ -7,11 +7,12 @@ from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provision
 from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
 from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, RequestNote, StartedNote, WorkloadNote
 from flexq.capacity.pools import NodePoolSpec
-from flexq.capacity.provisioning import answer_timer
+from flexq.capacity.provisioning import ProvisioningSettings, answer_timer
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
 from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS, TimeWords
 from flexq.capacity.record import CapacityState
 from flexq.capacity.settings import CapacityConfig
+from flexq.capacity.variants import finishes_sooner_here
 
 __all__ = [
     "CATALOG",
@@ -30,6 +31,7 @@ __all__ = [
     "NodePoolSpec",
     "PodGroup",
     "PoolNote",
+    "ProvisioningSettings",
     "ProvisioningState",
     "RayAddressError",
     "RayPoolSync",
@@ -40,6 +42,7 @@ __all__ = [
     "WorkloadNote",
     "answer_timer",
     "dashboard_address",
+    "finishes_sooner_here",
     "gke_node_pool",
     "machine_type",
     "node_pool_spec",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from flexq.capacity.cloud import EmulatedCloud
 from flexq.capacity.pools import Node, NodePoolSpec
-from flexq.scheduler.model import Toleration
+from flexq.scheduler import Toleration
 
 __all__ = ["Cluster", "Placement", "PodGroup", "PoolNodes"]
 

@@ -46,9 +46,7 @@ from flexq.capacity.reasons import COUNTDOWNS, TimeWords
 from flexq.capacity.record import Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, Racing
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import CheckState, Event, EventKind, Scheduler, Workload, WorkloadState
 
 __all__ = ["BOOKING", "PROVISIONING_EXPIRY", "CapacityDriver", "ProvisioningSettings", "Timers",
            "provisioning_settings"]

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flexq.api.kinds import KindInfo
-from flexq.api.object_errors import FieldError, InvalidObject
+from flexq.api import FieldError, InvalidObject, KindInfo
 from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.raypool import RAY_MACHINE, RayAddressError, dashboard_address

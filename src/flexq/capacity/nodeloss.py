@@ -22,8 +22,7 @@ from flexq.capacity.cluster import Cluster
 from flexq.capacity.notes import PoolNote, Teller
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.record import Timeline
-from flexq.scheduler.events import EventKind
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import EventKind, Scheduler
 
 __all__ = ["NodeLoss"]
 

@@ -15,8 +15,7 @@ from typing import Any, TypeAlias
 
 from flexq.capacity.reasons import TimeWords
 from flexq.capacity.record import Records
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import Event, EventKind, Scheduler
 
 __all__ = ["FallbackNote", "PoolNote", "ProvisioningState", "RequestNote", "StartedNote", "Teller", "WorkloadNote"]
 

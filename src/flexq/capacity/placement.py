@@ -19,9 +19,7 @@ from flexq.capacity.record import Billing, Records, Timeline
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Racing, WaitingRoom
 from flexq.durations import format_seconds
-from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import FlavorSpec, Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import EventKind, FlavorSpec, Scheduler, Workload, WorkloadState
 
 __all__ = ["Placer", "ScaleDown", "billing_of", "pod_groups"]
 

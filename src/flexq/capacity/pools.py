@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from flexq.capacity.catalog import MachineType, slice_hosts
-from flexq.scheduler.model import Taint, Toleration
+from flexq.scheduler import Taint, Toleration
 
 __all__ = ["FLEX_START_MAX_RUN", "Node", "NodePoolSpec"]
 

@@ -29,10 +29,8 @@ from flexq.capacity.record import CAPACITY_PRIORITY, Records, Request, Timeline,
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, WaitingRoom
 from flexq.durations import format_seconds
-from flexq.objects.queue_status import PROVISIONING_CONTROLLER
-from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import CheckState, Workload
-from flexq.scheduler.scheduler import Scheduler
+from flexq.objects import PROVISIONING_CONTROLLER
+from flexq.scheduler import CheckState, EventKind, Scheduler, Workload
 
 __all__ = [
     "BOOKING",

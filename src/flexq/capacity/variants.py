@@ -16,9 +16,7 @@ from flexq.capacity.cluster import Cluster
 from flexq.capacity.notes import PoolNote, ProvisioningState, RequestNote, Teller, WorkloadNote
 from flexq.capacity.reasons import TimeWords
 from flexq.capacity.record import Records, Timeline
-from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import Workload
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import EventKind, Scheduler, Workload
 
 __all__ = ["Expected", "Racing", "WaitingRoom", "finishes_sooner_here"]
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flexq.api.kinds import resolve
+from flexq.api import resolve
 from flexq.cli import options
 from flexq.cli.options import NamespaceOpt
 from flexq.client import Client, CliError

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flexq.api.kinds import resolve
+from flexq.api import resolve
 from flexq.cli import options
 from flexq.cli.kubeconfigs import kubeconfig_text
 from flexq.cli.printers import columns

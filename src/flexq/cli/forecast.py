@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flexq.api.kinds import resolve
+from flexq.api import resolve
 from flexq.cli import options
 from flexq.cli.inputs import read_manifests
 from flexq.cli.printers import columns, to_json

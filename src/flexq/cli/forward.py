@@ -33,9 +33,8 @@ from wsproto.events import (
 )
 
 from flexq.client import Client, CliError, ServerError, credentials
-from flexq.server.portforward import TUNNEL_PROTOCOL
-from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, RstStream
-from flexq.server.spdy import Ping as SpdyPing
+from flexq.server import MAX_LENGTH, TUNNEL_PROTOCOL, Data, Decoder, Encoder, GoAway, RstStream
+from flexq.server import Ping as SpdyPing
 
 __all__ = ["PortPair", "forward", "parse_ports", "resolve_pod"]
 

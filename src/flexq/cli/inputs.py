@@ -7,9 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from flexq.api.documents import MAX_INPUT_BYTES, decode_input
-from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.object_errors import InputError
+from flexq.api import MAX_INPUT_BYTES, InputError, decode_input, find_placeholders, substitute
 
 __all__ = ["Manifest", "read_manifests"]
 

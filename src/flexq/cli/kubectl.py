@@ -8,8 +8,7 @@ from urllib.parse import quote
 
 import typer
 
-from flexq.api.kinds import KindInfo, UnknownKind, resolve
-from flexq.api.object_errors import InputError
+from flexq.api import InputError, KindInfo, UnknownKind, resolve
 from flexq.cli import options
 from flexq.cli.checks import workload_name
 from flexq.cli.inputs import read_manifests

@@ -20,8 +20,7 @@ from typing import Annotated
 import typer
 
 from flexq import __version__
-from flexq.api.kinds import UnknownKind
-from flexq.api.object_errors import ApiError
+from flexq.api import ApiError, UnknownKind
 from flexq.cli import kubectl, options
 from flexq.cli.checks import check_app
 from flexq.cli.container import container_app

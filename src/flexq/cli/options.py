@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from flexq.api.envsubst import read_env_file
+from flexq.api import read_env_file
 from flexq.client import Client, CliError
 from flexq.config import default_server_url
 

@@ -11,8 +11,8 @@ import yaml
 from rich import box
 from rich.table import Table
 
-from flexq.api.kinds import KindInfo
-from flexq.objects.table import human_duration
+from flexq.api import KindInfo
+from flexq.objects import human_duration
 
 __all__ = ["columns", "describe", "render_table", "rich_table", "table_cells", "to_json", "to_yaml"]
 

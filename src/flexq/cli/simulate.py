@@ -13,9 +13,7 @@ from flexq.client import CliError
 from flexq.durations import format_seconds
 
 if TYPE_CHECKING:
-    from flexq.sim.policies import PolicyRun
-    from flexq.sim.runner import SimResult
-    from flexq.sim.scenario import Scenario
+    from flexq.sim import PolicyRun, Scenario, SimResult
 
 __all__ = ["simulate"]
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flexq.api.kinds import resolve
+from flexq.api import resolve
 from flexq.cli import options
 from flexq.cli.checks import workload_name
 from flexq.cli.options import NamespaceOpt

@@ -17,8 +17,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from flexq.api.kinds import resolve
-from flexq.api.quantity import parse_quantity
+from flexq.api import parse_quantity, resolve
 from flexq.cli.printers import rich_table
 from flexq.client import Client
 from flexq.durations import format_seconds

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from flexq.api.kinds import KindInfo
+from flexq.api import KindInfo
 from flexq.cli.printers import table_cells, to_json, to_yaml
 from flexq.client import Client, CliError
 from flexq.errors import FlexqError

@@ -13,8 +13,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from flexq.scheduler import Event, EventKind, Scheduler, Workload, WorkloadState
-from flexq.scheduler.slices import REPLACED
+from flexq.scheduler import REPLACED, Event, EventKind, Scheduler, Workload, WorkloadState
 
 if TYPE_CHECKING:
     from flexq.control.plane import ControlPlane

@@ -19,11 +19,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
-from flexq.capacity.driver import CapacityDriver, provisioning_settings
-from flexq.capacity.notes import ProvisioningState, RequestNote
-from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS
-from flexq.capacity.settings import CapacityConfig
-from flexq.capacity.variants import finishes_sooner_here
+from flexq.capacity import (
+    COUNTDOWNS,
+    NAMED_MOMENTS,
+    CapacityConfig,
+    CapacityDriver,
+    ProvisioningState,
+    RequestNote,
+    finishes_sooner_here,
+    provisioning_settings,
+)
 from flexq.control.answer_times import AnswerTimes
 from flexq.control.pods_ready import PodsReadyTimer
 from flexq.control.run_times import RunTimes
@@ -41,11 +46,8 @@ from flexq.control.vocabulary import (
     PodsReady,
     QueuesReconfigured,
 )
-from flexq.jobs.workload import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
-from flexq.scheduler.build import build_config
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import PodSet, Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
+from flexq.scheduler import Event, EventKind, PodSet, Scheduler, Workload, WorkloadState, build_config
 from flexq.timers import TimerHeap
 
 __all__ = ["MAX_EXEC_CAUSE", "MAX_EXEC_MESSAGE", "SETTLE_PASSES", "ControlPlane"]

@@ -24,9 +24,7 @@ from collections.abc import Callable
 from typing import Final
 
 from flexq.api import PodsReadyConfig
-from flexq.scheduler.events import Event
-from flexq.scheduler.model import Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.scheduler import Event, Scheduler, Workload, WorkloadState
 from flexq.timers import TimerHeap
 
 __all__ = ["LIMIT_CAUSE", "LIMIT_MESSAGE", "TIMEOUT_REASON", "PodsReadyTimer"]

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flexq.capacity.settings import CapacityConfig
-from flexq.scheduler.model import CheckState, PodSet, Workload
+from flexq.capacity import CapacityConfig
+from flexq.scheduler import CheckState, PodSet, Workload
 
 __all__ = ["CapacityChanged", "CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized",
            "JobStarted", "Objects", "PodsReady", "QueuesReconfigured"]

@@ -5,14 +5,17 @@ from flexq.controller.job_sync import finished
 from flexq.controller.metrics import Sample, Tally
 from flexq.controller.queue import InLine, QueueController
 from flexq.controller.ray_runs import RayRuntime
+from flexq.controller.steps import PHASES, StepStats
 
 __all__ = [
     "DEFAULT_EVENT_TTL",
+    "PHASES",
     "EventExpiry",
     "InLine",
     "QueueController",
     "RayRuntime",
     "Sample",
+    "StepStats",
     "Tally",
     "finished",
 ]

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flexq.runtime.batch_job import BatchJobRun
+from flexq.runtime import BatchJobRun
 from flexq.store import BaseStore, Key, NotFound, StoreError, record_event
 
 __all__ = ["BatchJobRuntime"]

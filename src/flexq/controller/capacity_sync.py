@@ -15,20 +15,24 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api.quantity import Quantity
-from flexq.capacity import PoolNote, ProvisioningState, RequestNote
-from flexq.capacity.driver import CapacityDriver
-from flexq.capacity.gke_pools import node_pool_spec
-from flexq.capacity.provisioning import ProvisioningSettings
-from flexq.capacity.raypool import RayPoolSync
-from flexq.capacity.settings import CapacityConfig
+from flexq.api import Quantity
+from flexq.capacity import (
+    CapacityConfig,
+    CapacityDriver,
+    PoolNote,
+    ProvisioningSettings,
+    ProvisioningState,
+    RayPoolSync,
+    RequestNote,
+    node_pool_spec,
+)
 from flexq.clock import Clock
-from flexq.objects.conditions import set_condition
-from flexq.scheduler.events import Event, EventKind
+from flexq.objects import set_condition
+from flexq.scheduler import Event, EventKind
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 if TYPE_CHECKING:
-    from flexq.control.plane import ControlPlane
+    from flexq.control import ControlPlane
 
 __all__ = ["LiveCapacity"]
 

@@ -21,9 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from flexq.objects.table import parse_time
-from flexq.store.base import BaseStore, Change, ChangeType
-from flexq.store.refusals import Conflict, Key, NotFound, StoreError
+from flexq.objects import parse_time
+from flexq.store import BaseStore, Change, ChangeType, Conflict, Key, NotFound, StoreError
 
 __all__ = ["DEFAULT_EVENT_TTL", "EventExpiry"]
 

@@ -9,28 +9,20 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api.kinds import KindInfo, resolve
-from flexq.api.object_errors import ApiError
+from flexq.api import ApiError, KindInfo, resolve
 from flexq.control import JobDeleted, JobFinished, JobQueued, JobResized, JobStarted, PodsReady
 from flexq.controller.job_sync import finish_message, finished, templates
 from flexq.controller.object_sync import JOB_UID_LABEL, REPLACEMENT_FOR, workload_from_object, workload_object
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.durations import DurationError, parse_duration
-from flexq.jobs.workload import (
-    MAX_EXEC_LABEL,
-    RAY_KINDS,
-    JobError,
-    podsets,
-    selected_cluster,
-    workload_name,
-)
-from flexq.objects.service import BadRequest
-from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
-from flexq.scheduler.model import Workload, WorkloadState
+from flexq.jobs import MAX_EXEC_LABEL, RAY_KINDS, JobError, podsets, selected_cluster, workload_name
+from flexq.objects import BadRequest
+from flexq.runtime import ELASTIC_ANNOTATION, is_elastic
+from flexq.scheduler import Workload, WorkloadState
 from flexq.store import NotFound, StoreError, record_event
 
 if TYPE_CHECKING:
-    from flexq.scheduler.scheduler import Scheduler
+    from flexq.scheduler import Scheduler
 
 __all__ = ["MAX_EXEC_LABEL", "RUN_TIME_ANNOTATION", "JobEvents", "declared_run_time"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from flexq.api.jsoncopy import copy_json
+from flexq.api import copy_json
 from flexq.jobs import COMPLETIONS_EQUAL_PARALLELISM, MIN_PARALLELISM
-from flexq.scheduler.model import Admission, FlavorSpec
+from flexq.scheduler import Admission, FlavorSpec
 
 __all__ = ["finish_message", "finished", "inject", "place", "restore", "templates"]
 

@@ -13,19 +13,20 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api.jsoncopy import copy_json
-from flexq.jobs.workload import pod_requests
-from flexq.objects.conditions import find_condition, set_condition
-from flexq.scheduler.build import toleration
-from flexq.scheduler.flavorassigner import Assignment, format_amount
-from flexq.scheduler.model import (
+from flexq.api import copy_json
+from flexq.jobs import pod_requests
+from flexq.objects import find_condition, set_condition
+from flexq.scheduler import (
     Admission,
+    Assignment,
     CheckState,
     Granular,
     PodSet,
     PodSetAssignment,
     Workload,
     WorkloadState,
+    format_amount,
+    toleration,
 )
 
 __all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_object", "workload_object"]

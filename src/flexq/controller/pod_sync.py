@@ -20,21 +20,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api.kinds import resolve
-from flexq.api.object_errors import ApiError
+from flexq.api import ApiError, resolve
 from flexq.control import JobDeleted, JobFinished, JobQueued, PodsReady
 from flexq.controller.job_sync import place
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
-from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.workload import QUEUE_LABEL, JobError
-from flexq.objects.service import BadRequest
-from flexq.runtime.kuberay_objects import LOG_ANNOTATION
-from flexq.runtime.local_pods import LocalPod
-from flexq.runtime.remote import RemoteRayCluster, ray_pool_of_pod
-from flexq.runtime.remote_pods import RemotePod
-from flexq.scheduler.events import Event
-from flexq.scheduler.model import Admission, FlavorSpec, Workload, WorkloadState
+from flexq.jobs import (
+    GATE,
+    QUEUE_LABEL,
+    JobError,
+    group_of,
+    group_podsets,
+    group_total,
+    is_queued,
+    outcome,
+    role,
+    template,
+)
+from flexq.objects import BadRequest
+from flexq.runtime import LOG_ANNOTATION, LocalPod, RemotePod, RemoteRayCluster, ray_pool_of_pod
+from flexq.scheduler import Admission, Event, FlavorSpec, Workload, WorkloadState
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event
 
 if TYPE_CHECKING:

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
-from flexq.api.kinds import KindInfo, by_resource, resolve
-from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.settings import CapacityConfig
+from flexq.api import DEFAULT_KUEUE_CONFIG, KindInfo, KueueConfig, by_resource, resolve
+from flexq.capacity import CapacityConfig, EmulatedCloud
 from flexq.clock import Clock
 from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued, QueuesReconfigured, RunTimes
 from flexq.controller.capacity_sync import LiveCapacity
@@ -51,13 +49,9 @@ from flexq.controller.settled import ConfigView
 from flexq.controller.steps import StepTimer
 from flexq.controller.workload_writes import WorkloadWrites, parent_of, shows_forecast
 from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, flavor_lookaheads, waits
-from flexq.jobs.workload import (
-    JOB_KINDS,
-)
-from flexq.objects.service import ObjectService
-from flexq.scheduler.events import Event
-from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.jobs import JOB_KINDS
+from flexq.objects import ObjectService
+from flexq.scheduler import CheckState, Event, Scheduler, Workload, WorkloadState
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 

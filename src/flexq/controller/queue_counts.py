@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from flexq.api.kinds import KindInfo, resolve
-from flexq.scheduler.flavorassigner import format_amount
-from flexq.scheduler.model import FlavorResource, WorkloadState
-from flexq.scheduler.scheduler import Scheduler
+from flexq.api import KindInfo, resolve
+from flexq.scheduler import FlavorResource, Scheduler, WorkloadState, format_amount
 from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["INTERVAL", "QueueCounts", "object_key"]

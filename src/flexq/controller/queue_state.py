@@ -15,19 +15,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from flexq.control import JobDeleted
-from flexq.scheduler.events import Event
-from flexq.scheduler.model import Workload
-from flexq.store import AlreadyExists, Key, NotFound, record_event
-from flexq.store.recorder import event_note, record_events
+from flexq.scheduler import Event, Workload
+from flexq.store import AlreadyExists, Key, NotFound, event_note, record_event, record_events
 
 if TYPE_CHECKING:
     from flexq.clock import Clock
-    from flexq.control.plane import ControlPlane
+    from flexq.control import ControlPlane
     from flexq.controller.capacity_sync import LiveCapacity
     from flexq.controller.ray_runs import RayRuntime
     from flexq.forecast import Forecast
-    from flexq.objects.service import ObjectService
-    from flexq.scheduler.scheduler import Scheduler
+    from flexq.objects import ObjectService
+    from flexq.scheduler import Scheduler
     from flexq.store import BaseStore
 
 __all__ = ["COMPONENT", "ControllerState"]

@@ -16,11 +16,23 @@ from typing import Any, Final
 
 from flexq.controller.batch_runs import BatchJobRuntime
 from flexq.controller.rayclusters import RayClusterRuntime
-from flexq.jobs.workload import selected_cluster
-from flexq.runtime.kuberay_objects import head_port_map, job_of_pod, kuberay_objects
-from flexq.runtime.rayjob import Borrowed, RayJobRun
-from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
-from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
+from flexq.jobs import selected_cluster
+from flexq.runtime import (
+    LOST_REASON,
+    Borrowed,
+    RayJobRun,
+    RemoteRayCluster,
+    Resume,
+    attach,
+    head_port_map,
+    job_of_pod,
+    kuberay_objects,
+    ray_pool_of,
+    read_records,
+    reap,
+    record_path,
+    same_object,
+)
 from flexq.store import BaseStore, Key, NotFound, StoreUnavailable, record_event
 
 __all__ = ["RayRuntime"]

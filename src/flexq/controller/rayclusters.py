@@ -21,12 +21,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
-from flexq.runtime.kuberay_objects import head_port_map
-from flexq.runtime.raycluster import RayClusterRun
-from flexq.runtime.rayjob import Borrowed
-from flexq.runtime.reattach import LOST_REASON, Resume, attach, read_records, reap, record_path, same_object
-from flexq.runtime.remote import RemoteRayCluster, ray_pool_of
+from flexq.runtime import (
+    LOST_REASON,
+    Borrowed,
+    RayClusterRun,
+    RemoteRayCluster,
+    Resume,
+    attach,
+    cluster_status,
+    head_port_map,
+    ray_pool_of,
+    raycluster_objects,
+    read_records,
+    reap,
+    record_path,
+    same_object,
+)
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 __all__ = ["RayClusterRuntime"]

@@ -9,24 +9,20 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api.kinds import KindInfo, resolve
-from flexq.api.object_errors import ApiError
+from flexq.api import ApiError, KindInfo, resolve
 from flexq.control import PodsReady
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.forecast import CONDITION, describe, forecast_status
-from flexq.jobs.workload import JOB_KINDS, RAY_KINDS
-from flexq.objects.conditions import find_condition, set_condition
-from flexq.objects.service import BadRequest
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import Workload, WorkloadState
-from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
+from flexq.jobs import JOB_KINDS, RAY_KINDS
+from flexq.objects import BadRequest, find_condition, set_condition
+from flexq.scheduler import ALLOWED_FLAVORS, PARENT_LABEL, Event, EventKind, Workload, WorkloadState
 from flexq.store import Key, NotFound, StoreError, record_event
 
 if TYPE_CHECKING:
     from flexq.controller.pod_sync import PodIntegration
-    from flexq.scheduler.scheduler import Scheduler
+    from flexq.scheduler import Scheduler
 
 __all__ = ["WorkloadWrites", "parent_of", "shows_forecast"]
 

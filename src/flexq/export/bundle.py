@@ -10,7 +10,7 @@ Three files, read from the server through its Kubernetes API as any client would
 - ``jobs.yaml``: ConfigMaps and the jobs not yet finished (RayJobs, RayClusters, batch/v1 Jobs), leaving
   out what a controller made (an owner reference: a RayJob's submitter Job, Workloads, pods).
 
-Each object is cleaned (:func:`flexq.export.clean.clean`). Kueue objects keep the version their author
+Each object is cleaned (:func:`flexq.export.cleaning.clean`). Kueue objects keep the version their author
 applied them in (``--kueue-version`` to choose one), except that a ClusterQueue with a
 ``concurrentAdmissionPolicy`` is always written in v1beta2, the only version that holds it. Every file is
 rendered before the first is written, so a failure leaves the directory as it was.
@@ -27,12 +27,11 @@ from typing import Any, Final
 
 import yaml
 
-from flexq.api.kinds import KindInfo, resolve
-from flexq.api.versions import convert
+from flexq.api import KindInfo, convert, resolve
 from flexq.client import Client
-from flexq.controller.job_sync import finished
+from flexq.controller import finished
 from flexq.errors import FlexqError
-from flexq.export.clean import clean, last_applied
+from flexq.export.cleaning import clean, last_applied
 from flexq.export.gcloud import DEFAULT_POOL, cluster_command, credentials_command, pool_command
 
 __all__ = ["ExportError", "GkeExport", "build", "write"]

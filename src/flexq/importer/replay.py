@@ -2,7 +2,7 @@
 
 The scenario (:mod:`flexq.sim.scenario`) holds, inline:
 
-- ``spec.objects``: the cluster's queues, cleaned as for export (:func:`flexq.export.clean.clean`);
+- ``spec.objects``: the cluster's queues, cleaned as for export (:func:`flexq.export.cleaning.clean`);
 - ``spec.submit``: one job per Workload created in the window (``--since``), arriving when it was created
   (seconds after the first), made back from the Workload's pod sets: a RayJob when its owner was one or a
   pod set is called ``head`` (the head, then a worker group per other pod set, ``replicas`` its count),
@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import yaml
 
-from flexq.export.clean import clean
+from flexq.export import clean
 from flexq.importer.cluster_read import ClusterState
 
 __all__ = ["Imported", "build_scenario", "workload_job"]

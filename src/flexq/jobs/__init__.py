@@ -5,6 +5,7 @@ from flexq.jobs.webhook import job_webhook, job_webhook_for
 from flexq.jobs.workload import (
     COMPLETIONS_EQUAL_PARALLELISM,
     JOB_KINDS,
+    MAX_EXEC_LABEL,
     MIN_PARALLELISM,
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -15,6 +16,7 @@ from flexq.jobs.workload import (
     make_workload,
     pod_requests,
     podsets,
+    priority_class_ref,
     selected_cluster,
     workload_name,
 )
@@ -23,6 +25,7 @@ __all__ = [
     "COMPLETIONS_EQUAL_PARALLELISM",
     "GATE",
     "JOB_KINDS",
+    "MAX_EXEC_LABEL",
     "MIN_PARALLELISM",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
@@ -40,6 +43,7 @@ __all__ = [
     "outcome",
     "pod_requests",
     "podsets",
+    "priority_class_ref",
     "role",
     "selected_cluster",
     "template",

@@ -20,10 +20,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from flexq.api.object_errors import FieldError, InvalidObject
+from flexq.api import FieldError, InvalidObject
 from flexq.jobs.workload import QUEUE_LABEL, pod_requests
-from flexq.scheduler.build import toleration
-from flexq.scheduler.model import PodSet
+from flexq.scheduler import PodSet, toleration
 
 __all__ = [
     "GATE",

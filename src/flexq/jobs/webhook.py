@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flexq.api.kinds import KindInfo, resolve
-from flexq.api.object_errors import FieldError, InvalidObject
+from flexq.api import FieldError, InvalidObject, KindInfo, resolve
 from flexq.jobs.pods import pod_webhook
 from flexq.jobs.workload import (
     DEFAULT_QUEUE,
@@ -25,7 +24,7 @@ from flexq.jobs.workload import (
     job_pods,
     selected_cluster,
 )
-from flexq.objects.service import ObjectService
+from flexq.objects import ObjectService
 from flexq.store import NotFound
 
 __all__ = ["job_webhook", "job_webhook_for"]

@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
+from flexq.api import CLUSTER_SELECTOR_KEY
 from flexq.errors import FlexqError
-from flexq.scheduler.build import milli, toleration
-from flexq.scheduler.model import PodSet, Workload
+from flexq.scheduler import PodSet, Workload, milli, toleration
 
 __all__ = [
     "COMPLETIONS_EQUAL_PARALLELISM",

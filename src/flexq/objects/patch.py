@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from flexq.api.jsoncopy import copy_json
+from flexq.api import copy_json
 from flexq.errors import FlexqError
 
 __all__ = ["PatchError", "apply_json_patch", "create_three_way_merge_patch", "json_merge", "strategic_merge"]

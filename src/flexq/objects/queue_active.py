@@ -7,7 +7,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
-from flexq.api.kinds import KINDS, KindInfo
+from flexq.api import KINDS, KindInfo
 from flexq.objects.conditions import find_condition, set_condition
 from flexq.objects.queue_status import admission_check_state, cluster_queue_state, local_queue_state
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339

@@ -14,15 +14,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from flexq.api.defaults import job_selector
-from flexq.api.documents import Document
-from flexq.api.fields import FieldCheck, FieldValidation, prune, strict_errors, unknown_fields
-from flexq.api.jsoncopy import copy_json
-from flexq.api.kinds import KINDS, KindInfo
-from flexq.api.normalize import storage_form
-from flexq.api.object_errors import FieldError, InvalidObject
-from flexq.api.validation import validate_document
-from flexq.api.versions import convert
+from flexq.api import (
+    KINDS,
+    Document,
+    FieldCheck,
+    FieldError,
+    FieldValidation,
+    InvalidObject,
+    KindInfo,
+    convert,
+    copy_json,
+    job_selector,
+    prune,
+    storage_form,
+    strict_errors,
+    unknown_fields,
+    validate_document,
+)
 from flexq.errors import FlexqError
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_active import reconcile_all, reconcile_one

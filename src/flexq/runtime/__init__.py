@@ -1,11 +1,11 @@
-"""Real execution: a local Ray cluster per RayJob, the job's entrypoint through Ray's Jobs API, logs.
+"""Real execution: a local Ray cluster per RayJob, the job's entrypoint through Ray's Jobs API, logs; batch/v1 Jobs'
+and plain Pods' commands as local processes; what KubeRay would show for a running RayJob."""
 
-Import ``kuberay_objects`` from flexq.runtime.kuberay_objects (the name is its module's).
-"""
-
+from flexq.runtime.batch_job import BatchJobRun
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
-from flexq.runtime.kuberay_objects import LOG_ANNOTATION, head_port_map, job_of_pod
+from flexq.runtime.job_user import JobUser, configure
+from flexq.runtime.kuberay_view import LOG_ANNOTATION, head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.local_pods import LocalPod
 from flexq.runtime.raycluster import RayClusterRun
 from flexq.runtime.rayjob import END_MARKER, Borrowed, RayJobRun, parse_reports
@@ -18,7 +18,9 @@ __all__ = [
     "END_MARKER",
     "LOG_ANNOTATION",
     "LOST_REASON",
+    "BatchJobRun",
     "Borrowed",
+    "JobUser",
     "LocalPod",
     "RayClusterRun",
     "RayJobRun",
@@ -27,9 +29,11 @@ __all__ = [
     "Resume",
     "attach",
     "cluster_status",
+    "configure",
     "head_port_map",
     "is_elastic",
     "job_of_pod",
+    "kuberay_objects",
     "parse_reports",
     "ray_pool_of",
     "ray_pool_of_pod",

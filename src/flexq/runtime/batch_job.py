@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.api import job_labels
-from flexq.runtime.kuberay_objects import LOG_ANNOTATION
+from flexq.runtime.kuberay_view import LOG_ANNOTATION
 from flexq.runtime.local_pods import LocalPod
 from flexq.store import BaseStore, Key, NotFound, StoreError, record_event, rfc3339
 

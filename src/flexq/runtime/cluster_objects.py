@@ -12,9 +12,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from flexq.jobs.workload import pod_requests
-from flexq.runtime.kuberay_objects import HEAD_PORTS, pod_object
-from flexq.scheduler.flavorassigner import format_amount
+from flexq.jobs import pod_requests
+from flexq.runtime.kuberay_view import HEAD_PORTS, pod_object
+from flexq.scheduler import format_amount
 from flexq.store import Key
 
 __all__ = ["cluster_status", "head_service_name", "raycluster_objects"]

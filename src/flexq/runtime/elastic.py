@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from flexq.jobs.workload import pod_requests
+from flexq.jobs import pod_requests
 from flexq.runtime.emulation import accelerators_for
 from flexq.runtime.ray_cluster import WORKER_LABEL, LocalRayCluster
 

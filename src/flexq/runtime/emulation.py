@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flexq.capacity.catalog import CATALOG, MachineType
+from flexq.capacity import CATALOG, MachineType
 
 __all__ = ["Accelerators", "Hardware", "accelerators_for", "hardware"]
 

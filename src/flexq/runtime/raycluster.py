@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flexq.jobs.workload import pod_requests
+from flexq.jobs import pod_requests
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError

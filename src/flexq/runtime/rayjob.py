@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import httpx
 
-from flexq.jobs.workload import pod_requests, selected_cluster
+from flexq.jobs import pod_requests, selected_cluster
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import httpx
 
-from flexq.capacity.raypool import RayAddressError, dashboard_address
+from flexq.capacity import RayAddressError, dashboard_address
 from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["AGENT_NOT_READY", "RemoteRayCluster", "ray_pool_of", "ray_pool_of_pod"]

@@ -7,6 +7,7 @@ from flexq.scheduler.model import (
     Admission,
     CheckState,
     ClusterQueueSpec,
+    FlavorResource,
     FlavorSpec,
     Granular,
     PodSet,
@@ -22,10 +23,12 @@ from flexq.scheduler.model import (
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.slices import REPLACED
 
 __all__ = [
     "ALLOWED_FLAVORS",
     "PARENT_LABEL",
+    "REPLACED",
     "Admission",
     "Assignment",
     "CheckState",
@@ -33,6 +36,7 @@ __all__ = [
     "Config",
     "Event",
     "EventKind",
+    "FlavorResource",
     "FlavorSpec",
     "Granular",
     "PodSet",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flexq.api.quantity import parse_quantity
-from flexq.objects.queue_status import admission_check_state, cluster_queue_state
+from flexq.api import parse_quantity
+from flexq.objects import admission_check_state, cluster_queue_state
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     CohortSpec,

@@ -6,10 +6,12 @@ flexq.server.run, Authenticator from flexq.server.authn and the port-forward ses
 """
 
 from flexq.server.listen import ListenError, plan_listeners
+from flexq.server.portforward import TUNNEL_PROTOCOL
 from flexq.server.spdy import MAX_LENGTH, Data, Decoder, Encoder, GoAway, Ping, RstStream
 
 __all__ = [
     "MAX_LENGTH",
+    "TUNNEL_PROTOCOL",
     "Data",
     "Decoder",
     "Encoder",

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flexq.api.documents import Document
-from flexq.api.kinds import UnknownKind, by_gvk
-from flexq.auth import Attributes, Identity, authorize, forbidden_message
-from flexq.auth.rbac import rules_in
-from flexq.objects.service import BadRequest
+from flexq.api import Document, UnknownKind, by_gvk
+from flexq.auth import Attributes, Identity, authorize, forbidden_message, rules_in
+from flexq.objects import BadRequest
 
 __all__ = ["refusal", "review"]
 

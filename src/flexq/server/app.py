@@ -19,12 +19,11 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq import __version__
-from flexq.api.fields import FieldCheck, FieldValidation
-from flexq.api.object_errors import InputError, InvalidObject
+from flexq.api import FieldCheck, FieldValidation, InputError, InvalidObject
 from flexq.auth import Identity
-from flexq.controller.ray_runs import RayRuntime
-from flexq.objects.service import BadRequest, ObjectService
-from flexq.runtime.rayjob import END_MARKER
+from flexq.controller import RayRuntime
+from flexq.objects import BadRequest, ObjectService
+from flexq.runtime import END_MARKER
 from flexq.server.access import refusal
 from flexq.server.authn import Authenticator, AuthMiddleware, caller
 from flexq.server.bodylimit import BodyLimit

@@ -20,8 +20,7 @@ from http.cookies import SimpleCookie
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
-from flexq.auth import ANONYMOUS, Identity, TokenBook, authorize, forbidden_message, request_attributes
-from flexq.auth.rbac import PUBLIC_PATHS
+from flexq.auth import ANONYMOUS, PUBLIC_PATHS, Identity, TokenBook, authorize, forbidden_message, request_attributes
 from flexq.server.status import status_body
 
 __all__ = ["COOKIE", "CSRF_COOKIE", "CSRF_HEADER", "AuthMiddleware", "Authenticator", "caller", "google_error",

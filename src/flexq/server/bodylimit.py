@@ -17,7 +17,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from flexq.api.documents import MAX_INPUT_BYTES
+from flexq.api import MAX_INPUT_BYTES
 from flexq.server.authn import google_error, is_gke
 from flexq.server.rayproxy import PREFIX as RAY_PREFIX
 from flexq.server.status import status_body

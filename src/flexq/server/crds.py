@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Final
 
-from flexq.api.kinds import KINDS, KindInfo
+from flexq.api import KINDS, KindInfo
 from flexq.server.discovery import VISIBILITY_GROUP
 from flexq.server.status import status_body
 

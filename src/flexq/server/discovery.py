@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from flexq import __version__
-from flexq.api.kinds import KINDS, KindInfo
+from flexq.api import KINDS, KindInfo
 
 __all__ = ["KUBE_VERSION", "REVIEW_RESOURCES", "VISIBILITY_GROUP", "VISIBILITY_VERSIONS", "api_group_list",
            "api_versions", "group_versions", "resource_list", "version_info"]

@@ -15,13 +15,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from flexq.api.kinds import KindInfo
-from flexq.api.normalize import normalize
-from flexq.api.object_errors import InputError, InvalidObject
+from flexq.api import InputError, InvalidObject, KindInfo, normalize
 from flexq.auth import Attributes, Identity, authorize, forbidden_message
 from flexq.controller import QueueController
 from flexq.forecast import CapacityChangeError, Forecast, describe, reshape
-from flexq.jobs.workload import JOB_KINDS, JobError
+from flexq.jobs import JOB_KINDS, JobError
 from flexq.server.access import refusal
 from flexq.server.authn import caller
 from flexq.server.offload import off_loop

@@ -20,10 +20,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from flexq.api.kinds import KINDS, resolve
-from flexq.api.object_errors import ApiError, InvalidObject
-from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool
-from flexq.objects.service import BOOT_NAMESPACES, BadRequest, ObjectService
+from flexq.api import KINDS, ApiError, InvalidObject, resolve
+from flexq.capacity import GKE_VERSION, gke_node_pool
+from flexq.objects import BOOT_NAMESPACES, BadRequest, ObjectService
 from flexq.server.k8s import MAX_NESTING, nesting
 from flexq.store import AlreadyExists, NotFound
 

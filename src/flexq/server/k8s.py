@@ -18,17 +18,32 @@ import orjson
 from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from flexq.api.documents import load_yaml, numbers_only, text_only
-from flexq.api.fields import FieldCheck, parse_field_validation
-from flexq.api.kinds import KindInfo, UnknownKind, by_gvk, by_resource
-from flexq.api.object_errors import FieldError, InputError, InvalidObject
-from flexq.auth.requests import resource_path
-from flexq.objects.pages import ListPages, Page
-from flexq.objects.selectors import field_labels, field_selector, label_selector
-from flexq.objects.service import BadRequest, ObjectService
-from flexq.objects.table import table
-from flexq.runtime.kuberay_objects import LOG_ANNOTATION
-from flexq.runtime.rayjob import END_MARKER
+from flexq.api import (
+    FieldCheck,
+    FieldError,
+    InputError,
+    InvalidObject,
+    KindInfo,
+    UnknownKind,
+    by_gvk,
+    by_resource,
+    load_yaml,
+    numbers_only,
+    parse_field_validation,
+    text_only,
+)
+from flexq.auth import resource_path
+from flexq.objects import (
+    BadRequest,
+    ListPages,
+    ObjectService,
+    Page,
+    field_labels,
+    field_selector,
+    label_selector,
+    table,
+)
+from flexq.runtime import END_MARKER, LOG_ANNOTATION
 from flexq.server.access import review
 from flexq.server.authn import caller
 from flexq.server.bodylimit import MAX_REQUEST_BYTES, too_large
@@ -49,8 +64,7 @@ from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_o
 from flexq.server.status import error_response, status_body
 from flexq.server.visibility import PendingWorkloads
 from flexq.server.watch import watch_stream
-from flexq.store import NotFound
-from flexq.store.codec import loads
+from flexq.store import NotFound, loads
 
 __all__ = ["KubeApi"]
 

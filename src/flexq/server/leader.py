@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 
-from flexq.controller.metrics import Sample, Tally
-from flexq.controller.queue import QueueController
+from flexq.controller import QueueController, Sample, Tally
 from flexq.server.forecast_api import forecast_router
-from flexq.store.base import rfc3339
-from flexq.store.refusals import StoreError
+from flexq.store import StoreError, rfc3339
 
 if TYPE_CHECKING:
-    from flexq.store.holder import LeaseLike
+    from flexq.store import LeaseLike
 
 __all__ = ["Leadership", "leader_router"]
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from flexq.runtime.rayjob import END_MARKER
+from flexq.runtime import END_MARKER
 
 __all__ = ["follow_log"]
 

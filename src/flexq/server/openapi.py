@@ -12,7 +12,7 @@ import json
 from functools import cache
 from typing import Any
 
-from flexq.api.kinds import KINDS, KindInfo
+from flexq.api import KINDS, KindInfo
 from flexq.server.discovery import group_versions
 
 __all__ = ["gv_document", "root_document"]

@@ -13,8 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from flexq.controller.metrics import Sample, Tally
-from flexq.controller.steps import PHASES, StepStats
+from flexq.controller import PHASES, Sample, StepStats, Tally
 from flexq.server.kueue_families import kueue_families
 
 __all__ = ["render", "thread_cpu"]

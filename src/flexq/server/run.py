@@ -17,28 +17,23 @@ from starlette.types import ASGIApp
 
 from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.auth import TokenBook
-from flexq.capacity.gke_pools import node_pool_webhook
-from flexq.capacity.settings import CapacityConfig
+from flexq.capacity import CapacityConfig, node_pool_webhook
 from flexq.clock import RealClock
-from flexq.controller.event_expiry import DEFAULT_EVENT_TTL, EventExpiry
-from flexq.controller.queue import QueueController
-from flexq.controller.ray_runs import RayRuntime
-from flexq.jobs.webhook import job_webhook_for
-from flexq.objects.service import ObjectService
-from flexq.runtime.job_user import JobUser
-from flexq.runtime.job_user import configure as configure_job_user
-from flexq.runtime.reattach import reap_all
+from flexq.controller import DEFAULT_EVENT_TTL, EventExpiry, QueueController, RayRuntime
+from flexq.jobs import job_webhook_for
+from flexq.objects import ObjectService
+from flexq.runtime import JobUser, reap_all
+from flexq.runtime import configure as configure_job_user
 from flexq.server.app import create_app
 from flexq.server.authn import Authenticator
 from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import TlsFiles, ensure_certificates
-from flexq.store.sqlite_lease import SqliteLease
-from flexq.store.url import StoreOptionError, is_postgres, open_store, shown, sqlite_path
+from flexq.store import SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
 if TYPE_CHECKING:
-    from flexq.store.holder import LeaseLike
+    from flexq.store import LeaseLike
 
 __all__ = ["ListenError", "StoreOptionError", "serve"]
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from flexq.api.documents import MAX_INPUT_BYTES, Document, load_documents
-from flexq.api.object_errors import InputError
+from flexq.api import MAX_INPUT_BYTES, Document, InputError, load_documents
 
 __all__ = ["ApplySource", "read_sources"]
 

@@ -6,11 +6,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from flexq.api.kinds import KindInfo, UnknownKind
-from flexq.api.object_errors import ApiError, InputError, InvalidObject
-from flexq.objects.pages import ContinueExpired
-from flexq.objects.selectors import SelectorError
-from flexq.objects.service import BadRequest
+from flexq.api import ApiError, InputError, InvalidObject, KindInfo, UnknownKind
+from flexq.objects import BadRequest, ContinueExpired, SelectorError
 from flexq.store import AlreadyExists, Conflict, Gone, NotFound, StoreError, StoreUnavailable
 
 __all__ = ["error_response", "field_causes", "not_leading", "status_body"]

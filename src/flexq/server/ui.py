@@ -24,9 +24,8 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 
 from flexq.auth import Attributes, Role, authorize
-from flexq.controller.metrics import Sample, Tally
-from flexq.controller.ray_runs import RayRuntime
-from flexq.objects.service import ObjectService
+from flexq.controller import RayRuntime, Sample, Tally
+from flexq.objects import ObjectService
 from flexq.server import ui_data, ui_history
 from flexq.server.authn import caller
 from flexq.server.hub import ChangeHub

@@ -2,7 +2,7 @@
 
 Pure functions of stored objects (and the controller's :class:`~flexq.controller.metrics.Sample` where the server
 runs one), so that the pages, their JSON and ``flexq get`` agree: a job's flavors and its one-line reason are the
-ones ``get workloads`` prints (:mod:`flexq.objects.table`).
+ones ``get workloads`` prints (:mod:`flexq.objects.tables`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from flexq.api.quantity import parse_quantity
-from flexq.capacity.catalog import UnknownMachineType, machine_type
-from flexq.controller.metrics import Sample
+from flexq.api import parse_quantity
+from flexq.capacity import UnknownMachineType, machine_type
+from flexq.controller import Sample
 from flexq.durations import DurationError, parse_duration
-from flexq.objects.table import parse_time, workload_flavors, workload_reason
-from flexq.runtime.rayjob import parse_reports
+from flexq.objects import parse_time, workload_flavors, workload_reason
+from flexq.runtime import parse_reports
 from flexq.server.ui_models import (
     Cohort,
     FlavorQuota,

@@ -16,9 +16,8 @@ from typing import Any
 import orjson
 from fastapi import Request
 
-from flexq.api.kinds import KindInfo
-from flexq.objects.service import ObjectService
-from flexq.objects.table import table
+from flexq.api import KindInfo
+from flexq.objects import ObjectService, table
 from flexq.server.hub import ChangeHub
 from flexq.server.status import status_body
 from flexq.store import Change, Gone

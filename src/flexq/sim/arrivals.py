@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flexq.api.documents import Document, decode_input
-from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.object_errors import InputError
+from flexq.api import Document, InputError, decode_input, find_placeholders, substitute
 from flexq.durations import DurationError, parse_duration
 
 __all__ = ["ScenarioError", "Submission", "fill", "read_text", "seconds"]

@@ -25,14 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flexq.capacity.cloud import EmulatedCloud
-from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.driver import PROVISIONING_EXPIRY
-from flexq.capacity.pools import NodePoolSpec
-from flexq.capacity.settings import CapacityConfig
-from flexq.scheduler.model import PodSet, Workload
-from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.scheduler import Config
+from flexq.capacity import PROVISIONING_EXPIRY, CapacityConfig, Cluster, EmulatedCloud, NodePoolSpec, PodGroup
+from flexq.scheduler import Config, PodSet, QuotaTree, Workload
 
 __all__ = ["Earliest", "candidate_flavors", "lower_bound", "nodes_needed", "obtainable_from"]
 

@@ -41,11 +41,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from flexq.api.documents import Document, load_documents
-from flexq.api.models.common import Quantity, check_dns_label
-from flexq.api.object_errors import InvalidObject
-from flexq.api.quantity import parse_quantity
-from flexq.api.validation import schema_errors
+from flexq.api import Document, InvalidObject, load_documents, parse_quantity, schema_errors
+from flexq.api.models import Quantity, check_dns_label
 from flexq.sim.arrivals import ScenarioError, Submission, read_text
 
 __all__ = ["CLASS_LABEL", "is_generator", "load_generator", "load_generator_file"]

@@ -18,13 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from flexq.capacity.cluster import Cluster, PodGroup
-from flexq.capacity.driver import PROVISIONING_EXPIRY
-from flexq.capacity.pools import NodePoolSpec
-from flexq.capacity.settings import CapacityConfig
-from flexq.scheduler.model import PodSet, Workload
-from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.scheduler import Config
+from flexq.capacity import PROVISIONING_EXPIRY, CapacityConfig, Cluster, NodePoolSpec, PodGroup
+from flexq.scheduler import Config, PodSet, QuotaTree, Workload
 from flexq.sim.bound import MAX_ATTEMPTS, Earliest, candidate_flavors, nodes_needed, obtainable_from
 
 __all__ = ["oracle"]

@@ -18,13 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from flexq.api import DEFAULT_KUEUE_CONFIG
-from flexq.api.documents import Document
-from flexq.api.kinds import KindInfo
-from flexq.api.models.common import check_dns_subdomain
-from flexq.api.normalize import normalize
-from flexq.api.object_errors import InvalidObject
-from flexq.capacity.driver import CapacityDriver
+from flexq.api import DEFAULT_KUEUE_CONFIG, Document, InvalidObject, KindInfo, normalize
+from flexq.api.models import check_dns_subdomain
+from flexq.capacity import CapacityDriver
 from flexq.control import (
     CheckSet,
     ControlPlane,
@@ -38,10 +34,8 @@ from flexq.control import (
     kueue_state,
 )
 from flexq.durations import format_seconds
-from flexq.jobs.workload import JOB_KINDS, PRIORITY_LABEL, JobError
-from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import CheckState, Workload, WorkloadState
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.jobs import JOB_KINDS, PRIORITY_LABEL, JobError
+from flexq.scheduler import CheckState, Config, Event, EventKind, Scheduler, Workload, WorkloadState
 from flexq.sim.generator import CLASS_LABEL
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 from flexq.timers import Kernel

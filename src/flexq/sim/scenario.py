@@ -47,14 +47,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flexq.api import KueueConfig, kueue_config_of, load_kueue_config
-from flexq.api.documents import Document, load_documents
-from flexq.api.object_errors import InvalidObject
-from flexq.api.validation import schema_errors
-from flexq.capacity.catalog import UnknownMachineType, machine_type
-from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
-from flexq.capacity.pools import NodePoolSpec
-from flexq.capacity.settings import CapacityConfig
+from flexq.api import (
+    Document,
+    InvalidObject,
+    KueueConfig,
+    kueue_config_of,
+    load_documents,
+    load_kueue_config,
+    schema_errors,
+)
+from flexq.capacity import (
+    CapacityConfig,
+    CapacitySpec,
+    EmulatedCloud,
+    NodePoolSpec,
+    UnknownMachineType,
+    machine_type,
+    random_outages,
+)
 from flexq.durations import DurationError, parse_duration
 from flexq.sim.arrivals import ScenarioError, Submission, read_text
 from flexq.sim.generator import is_generator, load_generator

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flexq.api.documents import Document, load_documents
-from flexq.api.envsubst import substitute
+from flexq.api import Document, load_documents, substitute
 from flexq.durations import DurationError, parse_duration
 from flexq.sim.arrivals import ScenarioError, Submission, fill, read_text
 from flexq.sim.generator import load_generator_file

@@ -29,11 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from flexq.api.documents import Document, load_documents
-from flexq.api.envsubst import find_placeholders, substitute
-from flexq.api.models.common import check_dns_label, check_label_value, check_qualified_name
-from flexq.api.object_errors import InputError
-from flexq.api.quantity import QuantityError, parse_quantity
+from flexq.api import Document, InputError, QuantityError, find_placeholders, load_documents, parse_quantity, substitute
+from flexq.api.models import check_dns_label, check_label_value, check_qualified_name
 from flexq.durations import DurationError
 from flexq.sim.arrivals import ScenarioError, Submission, read_text, seconds
 

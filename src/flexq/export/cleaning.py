@@ -21,9 +21,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from flexq.api.defaults import apply_defaults
-from flexq.api.kinds import UnknownKind, by_gvk
-from flexq.api.versions import convert
+from flexq.api import UnknownKind, apply_defaults, by_gvk, convert
 
 __all__ = ["LAST_APPLIED", "clean", "last_applied"]
 

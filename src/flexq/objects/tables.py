@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api.kinds import Column, KindInfo
+from flexq.api import Column, KindInfo
 from flexq.objects.jsonpath import evaluate
 
 __all__ = ["human_duration", "parse_time", "table", "workload_eta", "workload_flavors", "workload_reason"]
