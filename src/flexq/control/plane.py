@@ -80,6 +80,8 @@ class ControlPlane:
         """Kueue's Configuration: waitForPodsReady, resource transformations, the frameworks managed."""
         self.run_times = run_times or RunTimes()
         """What jobs declare of their run times, and what the jobs that finished took (learned as they finish)."""
+        self.provisioning_checks: frozenset[str] = frozenset()
+        """The admission checks that are ProvisioningRequest checks (Kueue's provisioning controller's)."""
         self.answer_times = answer_times or AnswerTimes()
         """ProvisioningRequests in flight, and how long the cloud took to answer the last ones, by pool."""
         self.timers = timers
@@ -126,6 +128,7 @@ class ControlPlane:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
         timers when pools change; None drops it. ``objects`` give the ProvisioningRequestConfigs."""
         provisioning = provisioning_settings(objects or {})
+        self.provisioning_checks = frozenset(provisioning)
         if capacity is None:
             self.driver = None
         elif self.driver is None:

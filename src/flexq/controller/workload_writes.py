@@ -38,6 +38,9 @@ def shows_forecast(wl: Workload) -> bool:
     return wl.state in (WorkloadState.PENDING, WorkloadState.QUOTA_RESERVED, WorkloadState.ADMITTED) and not wl.parent
 
 
+NO_POOLS: Final = ("no ProvisioningRequest yet: no cluster has node pools to provision from (create the cluster and "
+                   "its node pools: gcloud container clusters create, gcloud container node-pools create)")
+
 class WorkloadWrites:
     """Write what the scheduler decided about a workload: its status and Events, its variants' objects, its job
     started or stopped (a queued Pod's through ``pods``)."""
@@ -92,6 +95,7 @@ class WorkloadWrites:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
         status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
                                stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl))
+        self._say_why_unprovisioned(status)
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -143,6 +147,18 @@ class WorkloadWrites:
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
             self.state.write_events()
+
+    def _say_why_unprovisioned(self, status: dict[str, Any]) -> None:
+        """A provisioning check that waits with no node pool to provision from says so (no ProvisioningRequest is made
+        until a cluster has one; then it is, and the check goes on)."""
+        pools = self.capacity.driver is not None
+        for check in status.get("admissionChecks") or []:
+            if check.get("name") not in self.state.plane.provisioning_checks or check.get("state") != "Pending":
+                continue
+            if not pools and not check.get("message"):
+                check["message"] = NO_POOLS
+            elif pools and check.get("message") == NO_POOLS:
+                check["message"] = ""  # its request is made now
 
     def _runs(self, wl: Workload) -> bool:
         """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods and batch/v1 Jobs' pods as
