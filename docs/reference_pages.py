@@ -287,7 +287,8 @@ def _metric_families() -> list[tuple[str, str, list[str], str]]:
         served = family.name + "_total" if family.type == "counter" else family.name
         if served not in helps:
             raise ValueError(f"docs/hooks.py: {served} is collected but not served")
-        rows.append((served, kinds[served], list(getattr(family, "_labelnames", ())), helps[served]))
+        meaning = helps[served].replace("\\n", " ")  # a multi-line help, as the exposition format escapes it
+        rows.append((served, kinds[served], list(getattr(family, "_labelnames", ())), meaning))
     return rows
 
 

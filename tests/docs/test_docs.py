@@ -109,4 +109,6 @@ def test_metrics_page_has_every_served_metric(pages: Any) -> None:
     assert served
     for name in served:
         assert f"| `{name}` |" in text, name
-    assert "| `kueue_evicted_workloads_total` | counter | `cluster_queue`, `reason` |" in text
+    assert ("| `kueue_evicted_workloads_total` | counter | `cluster_queue`, `reason`, `underlying_cause`, "
+            "`priority_class`, `replica_role` | The number of evicted workloads per 'cluster_queue', The label") in text
+    assert "\\n" not in text, "a multi-line help reads as one line"
