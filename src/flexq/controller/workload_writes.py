@@ -93,9 +93,9 @@ class WorkloadWrites:
             return
         if wl.key in self.scheduler.variants:
             self.scheduler.explain(wl.key, self.scheduler.race_reason(wl.key))
-        status = render_status(wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
-                               stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl))
-        self._say_why_unprovisioned(status)
+        status = self._why_unprovisioned(render_status(
+            wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
+            stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl)))
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
@@ -115,10 +115,7 @@ class WorkloadWrites:
         if wl.key in self.state.metrics:
             status["trainingMetrics"] = self.state.metrics[wl.key]
         self._show_forecast(wl, status, stamp)
-        driver = self.capacity.driver
-        if driver is not None and driver.cost(wl.key) > 0:
-            status["cost"] = {"usd": round(driver.cost(wl.key), 4),
-                              "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
+        self._show_cost(wl, status)
         with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
             self.state.event_notes = []
             if unborn:
@@ -148,9 +145,16 @@ class WorkloadWrites:
                 self._start_job(stored, wl)
             self.state.write_events()
 
-    def _say_why_unprovisioned(self, status: dict[str, Any]) -> None:
-        """A provisioning check that waits with no node pool to provision from says so (no ProvisioningRequest is made
-        until a cluster has one; then it is, and the check goes on)."""
+    def _show_cost(self, wl: Workload, status: dict[str, Any]) -> None:
+        """What the workload's run has cost so far, where capacity is modelled and it used nodes."""
+        driver = self.capacity.driver
+        if driver is not None and driver.cost(wl.key) > 0:
+            status["cost"] = {"usd": round(driver.cost(wl.key), 4),
+                              "basis": "node-hours of the nodes its pods used, at the catalog's hourly prices"}
+
+    def _why_unprovisioned(self, status: dict[str, Any]) -> dict[str, Any]:
+        """``status``, where a provisioning check waits with no node pool to provision from, saying so (no
+        ProvisioningRequest is made until a cluster has one; then it is, and the check goes on)."""
         pools = self.capacity.driver is not None
         for check in status.get("admissionChecks") or []:
             if check.get("name") not in self.state.plane.provisioning_checks or check.get("state") != "Pending":
@@ -159,6 +163,7 @@ class WorkloadWrites:
                 check["message"] = NO_POOLS
             elif pools and check.get("message") == NO_POOLS:
                 check["message"] = ""  # its request is made now
+        return status
 
     def _runs(self, wl: Workload) -> bool:
         """Whether flexq runs the workload's pods (RayJobs and RayClusters on Ray, Pods and batch/v1 Jobs' pods as
