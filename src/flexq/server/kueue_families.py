@@ -22,28 +22,31 @@ __all__ = ["kueue_families", "render_kueue"]
 
 ROLE: Final = "replica_role"
 
-_EVICTION_LABELS: Final = (
-        "The label 'reason' can have the following values:\n"
-        '- "Preempted" means that the workload was evicted in order to free resources for a workload with'
-        " a higher priority or reclamation of nominal quota.\n"
-        '- "PodsReadyTimeout" means that the eviction took place due to a PodsReady timeout.\n'
-        '- "AdmissionCheck" means that the workload was evicted because at least one admission check '
-        "transitioned to False.\n"
-        '- "ClusterQueueStopped" means that the workload was evicted because the ClusterQueue is stopped.\n'
-        '- "LocalQueueStopped" means that the workload was evicted because the LocalQueue is stopped.\n'
-        '- "NodeFailures" means that the workload was evicted due to node failures when using '
-        "TopologyAwareScheduling.\n"
-        '- "Deactivated" means that the workload was evicted because spec.active is set to false.\n'
-        "The label 'underlying_cause' can have the following values:\n"
-        '- "" means that the value in \'reason\' label is the root cause for eviction.\n'
-        '- "AdmissionCheck" means that the workload was evicted by Kueue due to a rejected admission '
-        "check.\n"
-        '- "MaximumExecutionTimeExceeded" means that the workload was evicted by Kueue due to maximum '
-        "execution time exceeded.\n"
-        '- "RequeuingLimitExceeded" means that the workload was evicted by Kueue due to requeuing limit '
-        "exceeded."
+_EVICTION_REASONS: Final = (
+    "The label 'reason' can have the following values:\n"
+    '- "Preempted" means that the workload was evicted in order to free resources for a workload with'
+    " a higher priority or reclamation of nominal quota.\n"
+    '- "PodsReadyTimeout" means that the eviction took place due to a PodsReady timeout.\n'
+    '- "AdmissionCheck" means that the workload was evicted because at least one admission check '
+    "transitioned to False.\n"
+    '- "ClusterQueueStopped" means that the workload was evicted because the ClusterQueue is stopped.\n'
+    '- "LocalQueueStopped" means that the workload was evicted because the LocalQueue is stopped.\n'
+    '- "NodeFailures" means that the workload was evicted due to node failures when using '
+    "TopologyAwareScheduling.\n"
+    '- "Deactivated" means that the workload was evicted because spec.active is set to false.\n'
+    "The label 'underlying_cause' can have the following values:\n"
+    '- "" means that the value in \'reason\' label is the root cause for eviction.\n'
 )
-"""What the eviction counters' ``reason`` and ``underlying_cause`` labels say (Kueue's help, shared)."""
+"""What the eviction counters' ``reason`` label says, and the first of ``underlying_cause`` (Kueue's help)."""
+_EVICTION_CAUSES: Final = (
+    '- "AdmissionCheck" means that the workload was evicted by Kueue due to a rejected admission '
+    "check.\n"
+    '- "MaximumExecutionTimeExceeded" means that the workload was evicted by Kueue due to maximum '
+    "execution time exceeded.\n"
+    '- "RequeuingLimitExceeded" means that the workload was evicted by Kueue due to requeuing limit '
+    "exceeded."
+)
+"""The causes Kueue itself evicts for, as every eviction counter's help ends."""
 
 _HELP: Final[dict[str, str]] = {
     "admission_attempt_duration_seconds": (
@@ -111,32 +114,15 @@ _HELP: Final[dict[str, str]] = {
         "are reported per resource and flavor"
     ),
     "evicted_workloads_once_total": (
-        "The number of unique workload evictions per 'cluster_queue',\n"
-        "The label 'reason' can have the following values:\n"
-        '- "Preempted" means that the workload was evicted in order to free resources for a workload with'
-        " a higher priority or reclamation of nominal quota.\n"
-        '- "PodsReadyTimeout" means that the eviction took place due to a PodsReady timeout.\n'
-        '- "AdmissionCheck" means that the workload was evicted because at least one admission check '
-        "transitioned to False.\n"
-        '- "ClusterQueueStopped" means that the workload was evicted because the ClusterQueue is stopped.\n'
-        '- "LocalQueueStopped" means that the workload was evicted because the LocalQueue is stopped.\n'
-        '- "NodeFailures" means that the workload was evicted due to node failures when using '
-        "TopologyAwareScheduling.\n"
-        '- "Deactivated" means that the workload was evicted because spec.active is set to false.\n'
-        "The label 'underlying_cause' can have the following values:\n"
-        '- "" means that the value in \'reason\' label is the root cause for eviction.\n'
-        '- "WaitForStart" means that the pods have not been ready since admission, or the workload is not'
+        "The number of unique workload evictions per 'cluster_queue',\n" + _EVICTION_REASONS
+        + '- "WaitForStart" means that the pods have not been ready since admission, or the workload is not'
         " admitted.\n"
         '- "WaitForRecovery" means that the Pods were ready since the workload admission, but some pod '
-        "has failed.\n"
-        '- "AdmissionCheck" means that the workload was evicted by Kueue due to a rejected admission '
-        "check.\n"
-        '- "MaximumExecutionTimeExceeded" means that the workload was evicted by Kueue due to maximum '
-        "execution time exceeded.\n"
-        '- "RequeuingLimitExceeded" means that the workload was evicted by Kueue due to requeuing limit '
-        "exceeded."
+        "has failed.\n" + _EVICTION_CAUSES
     ),
-    "evicted_workloads_total": "The number of evicted workloads per 'cluster_queue',\n" + _EVICTION_LABELS,
+    "evicted_workloads_total": (
+        "The number of evicted workloads per 'cluster_queue',\n" + _EVICTION_REASONS + _EVICTION_CAUSES
+    ),
     "finished_workloads": "The number of finished workloads per 'cluster_queue'.",
     "finished_workloads_total": "The total number of finished workloads per 'cluster_queue'",
     "local_queue_admission_checks_wait_time_seconds": (
@@ -147,7 +133,9 @@ _HELP: Final[dict[str, str]] = {
     ),
     "local_queue_admitted_active_workloads": "The number of admitted Workloads that are active, per 'localQueue'",
     "local_queue_admitted_workloads_total": "The total number of admitted workloads per 'local_queue'",
-    "local_queue_evicted_workloads_total": "The number of evicted workloads per 'local_queue',\n" + _EVICTION_LABELS,
+    "local_queue_evicted_workloads_total": (
+        "The number of evicted workloads per 'local_queue',\n" + _EVICTION_REASONS + _EVICTION_CAUSES
+    ),
     "local_queue_finished_workloads": "The number of finished workloads, per 'local_queue'.",
     "local_queue_finished_workloads_total": "The total number of finished workloads per 'local_queue'",
     "local_queue_pending_workloads": (
