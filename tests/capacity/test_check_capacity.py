@@ -24,6 +24,7 @@ from flexq.clock import VirtualClock
 from flexq.control import ControlPlane, JobFinished, JobHooks, JobQueued
 from flexq.scheduler import Event, EventKind
 from flexq.timers import Kernel
+from tests.support import job
 
 START = 1_764_000_000.0
 """The live clock's start: a Unix time, as the server's clock gives."""
@@ -49,12 +50,7 @@ def _objects(no_retry: bool) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _job(name: str, cpu: int) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "uid": name,
-                         "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-            "spec": {"parallelism": 1, "template": {"spec": {"containers": [
-                {"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}
+
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,8 @@ def run(case: Case, origin: float) -> tuple[list[str], list[Event], ControlPlane
     plane.configure(_objects(case.no_retry), CapacityConfig((POOL,), cloud, scale_down_after=3600.0))
     for name, at, cpu, run_for in case.jobs:
         def submit(name: str = name, at: float = at, cpu: int = cpu, run_for: float = run_for) -> None:
-            wl = plane.workload_for("Job", "batch", _job(name, cpu), origin + at)
+            made = job(name, queue="q", cpu=cpu, pods=1).uid(name).object()
+            wl = plane.workload_for("Job", "batch", made, origin + at)
             runs[wl.key] = run_for
             plane.emit(plane.feed(JobQueued(wl, origin + at)))
 
@@ -160,7 +157,7 @@ def test_a_check_that_waited_with_no_capacity_modelled_gets_its_request_once_a_p
     plane = ControlPlane(kernel, told.append, JobHooks(lambda key, _t: started.append(key), lambda _k: None),
                          virtual=origin == 0.0)
     plane.configure(_objects(no_retry=False), None)
-    wl = plane.workload_for("Job", "batch", _job("a", 8), origin)
+    wl = plane.workload_for("Job", "batch", job("a", queue="q", cpu=8, pods=1).uid("a").object(), origin)
     plane.emit(plane.feed(JobQueued(wl, origin)))
     plane.settle(origin)
     assert [e.kind for e in told if e.kind is not EventKind.CREATED] == [EventKind.QUOTA_RESERVED]

@@ -28,6 +28,7 @@ from flexq.clock import VirtualClock
 from flexq.control import ControlPlane, JobFinished, JobHooks, JobQueued
 from flexq.scheduler import Event, EventKind
 from flexq.timers import Kernel
+from tests.support import job
 
 N2 = machine_type("n2-standard-16")
 PLAN_A = NodePoolSpec("a-pool", N2, max_nodes=1)
@@ -56,12 +57,7 @@ def _objects(a_cpu: int) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _job(name: str, cpu: int) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "uid": name,
-                         "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-            "spec": {"parallelism": 1, "template": {"spec": {"tolerations": [QUEUED], "containers": [
-                {"name": "c", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}
+
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,8 @@ def run(case: Case) -> list[str]:
     plane.configure(_objects(case.a_cpu), CapacityConfig(case.pools, EmulatedCloud(case.cloud), **case.settings))
     for name, at, cpu, run_for in case.jobs:
         def submit(name: str = name, at: float = at, cpu: int = cpu, run_for: float = run_for) -> None:
-            wl = plane.workload_for("Job", "batch", _job(name, cpu), at)
+            made = job(name, queue="q", cpu=cpu, pods=1).uid(name).tolerate(QUEUED).object()
+            wl = plane.workload_for("Job", "batch", made, at)
             runs[wl.key] = run_for
             plane.emit(plane.feed(JobQueued(wl, at)))
 

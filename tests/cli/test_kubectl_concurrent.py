@@ -8,30 +8,13 @@ from typing import Any
 import yaml
 
 from tests.api.test_concurrent_admission import KUEUE_EXAMPLE
-from tests.support import eventually
+from tests.support import eventually, job
 
 PARENT = "kueue.x-k8s.io/concurrent-admission-parent"
 ALLOWED = "kueue.x-k8s.io/workload-allowed-resource-flavors"
 
 
-def _job(name: str, cpus: int) -> str:
-    return f"""apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: default
-  labels: {{kueue.x-k8s.io/queue-name: research}}
-spec:
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: busybox
-        command: [sleep, "60"]
-        resources: {{requests: {{cpu: "{cpus}", memory: 1Gi}}}}
-"""
+
 
 
 def _workloads(kubectl: Any, *selector: str) -> list[dict[str, Any]]:
@@ -51,7 +34,8 @@ def test_concurrent_admission_with_real_kubectl(kubectl: Any) -> None:
 
     # The first job fills the preferred flavor; the second races and starts on the next flavor that holds it.
     for name, cpus in (("first", 6), ("second", 6)):
-        made = kubectl("apply", "-f", "-", input=_job(name, cpus))
+        made = kubectl("apply", "-f", "-", input=job(name, queue="research", cpu=cpus).memory("1Gi")
+                       .command("sleep", "60").suspended().yaml())
         assert made.code == 0, made.err
 
     def placed() -> dict[str, dict[str, Any]]:

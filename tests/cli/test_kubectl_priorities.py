@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from tests.support import job
+
 SETUP = """apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata: {name: high-priority}
@@ -39,18 +41,7 @@ spec: {clusterQueue: cq}
 """
 
 
-def _job(name: str, priority_class: str | None) -> str:
-    line = f"      priorityClassName: {priority_class}\n" if priority_class else ""
-    return f"""apiVersion: batch/v1
-kind: Job
-metadata: {{name: {name}, namespace: default, labels: {{kueue.x-k8s.io/queue-name: q}}}}
-spec:
-  suspend: true
-  template:
-    spec:
-      restartPolicy: Never
-{line}      containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
-"""
+
 
 
 def test_priority_classes_with_real_kubectl(kubectl: Any) -> None:
@@ -60,7 +51,8 @@ def test_priority_classes_with_real_kubectl(kubectl: Any) -> None:
     listed = kubectl("get", "priorityclasses")
     assert listed.code == 0 and listed.out.split("\n")[0].split()[:3] == ["NAME", "VALUE", "GLOBAL-DEFAULT"]
     for name, klass in (("urgent", "high-priority"), ("plain-job", None)):
-        assert kubectl("apply", "-f", "-", input=_job(name, klass)).code == 0
+        made = job(name, queue="q", cpu=1).pod_priority_class(klass).suspended()
+        assert kubectl("apply", "-f", "-", input=made.yaml()).code == 0
     deadline = time.monotonic() + 20
     while True:
         items = yaml.safe_load(kubectl("get", "workloads", "-o", "yaml").out)["items"]

@@ -11,8 +11,7 @@ import yaml
 from tests import admin
 from tests.conftest import Server
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
-from tests.support import condition, eventually
+from tests.support import condition, eventually, job
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 
@@ -44,7 +43,7 @@ def _until(server: Server, wanted: tuple[str | None, str | None, str]) -> None:
 
 def test_stop_and_resume_each_kind(flexq: Any, server: Server) -> None:
     assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None))).code == 0
-    assert flexq("apply", "-f", "-", input=yaml.safe_dump(job("runs", "1"))).code == 0
+    assert flexq("apply", "-f", "-", input=yaml.safe_dump(job("runs", queue="q", cpu="1").object())).code == 0
     _until(server, ("True", None, ""))
 
     stopped = flexq("stop", "clusterqueue", "cq")

@@ -16,8 +16,14 @@ from flexq.control import (
     eviction_labels,
 )
 from flexq.timers import TimerHeap
+from tests.support import job
 
 START = 1_764_000_000.0
+
+
+def _team_job(name: str, priority: str | None) -> dict[str, object]:
+    """A Job of 8 cpu in namespace ``ml`` on LocalQueue ``team``, of the given WorkloadPriorityClass."""
+    return job(name, queue="team", cpu=8, pods=1).namespace("ml").priority_class(priority).object()
 
 
 def test_eviction_reasons_and_underlying_causes_are_kueues() -> None:
@@ -68,20 +74,16 @@ _OBJECTS: dict[str, list[dict[str, object]]] = {
 }
 
 
-def _job(name: str, priority: str | None) -> dict[str, object]:
-    labels = {"kueue.x-k8s.io/queue-name": "team", **({"kueue.x-k8s.io/priority-class": priority} if priority else {})}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ml", "labels": labels},
-            "spec": {"parallelism": 1, "template": {"spec": {"containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}]}}}}
+
 
 
 def test_the_plane_names_priority_classes_for_the_metrics_and_a_grown_slice_keeps_its_jobs() -> None:
     plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
     plane.configure(_OBJECTS, None)
-    unheard = plane.workload_for("Job", "batch", _job("before", "urgent"), START)
+    unheard = plane.workload_for("Job", "batch", _team_job("before", "urgent"), START)
     counts = KueueCounts().attach(plane)
-    urgent = plane.workload_for("Job", "batch", _job("train", "urgent"), START)
-    plain = plane.workload_for("Job", "batch", _job("plain", None), START)
+    urgent = plane.workload_for("Job", "batch", _team_job("train", "urgent"), START)
+    plain = plane.workload_for("Job", "batch", _team_job("plain", None), START)
     grown = dataclasses.replace(urgent, name="train-2", replaces=urgent.key)
     for wl in (urgent, plain, grown):
         plane.emit(plane.feed(JobQueued(wl, START)))

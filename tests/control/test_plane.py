@@ -29,9 +29,13 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.timers import Kernel, TimerHeap
+from tests.support import job
 
 START = 1_764_000_000.0
 POOL = NodePoolSpec("od-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)
+
+# An urgent Job of 8 cpu in namespace ``ml`` on LocalQueue ``team``.
+_TRAIN = job("train", queue="team", cpu=8, pods=1).namespace("ml").uid("train").priority_class("urgent")
 
 
 def _scheduler(quota: int = 20_000) -> Scheduler:
@@ -143,20 +147,16 @@ _OBJECTS: dict[str, list[dict[str, object]]] = {
 }
 
 
-def _job(name: str, queue: str = "team", priority: str | None = "urgent") -> dict[str, object]:
-    labels = {"kueue.x-k8s.io/queue-name": queue, **({"kueue.x-k8s.io/priority-class": priority} if priority else {})}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ml", "uid": name,
-                                                                  "labels": labels},
-            "spec": {"parallelism": 1, "template": {"spec": {"containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}]}}}}
+
 
 
 def test_configured_from_objects_a_job_gets_its_queue_and_priority_and_is_admitted() -> None:
     plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
     plane.configure(_OBJECTS, None)
-    wl = plane.workload_for("Job", "batch", _job("train"), START)
+    wl = plane.workload_for("Job", "batch", _TRAIN.object(), START)
     assert (wl.namespace, wl.queue, wl.cluster_queue, wl.priority) == ("ml", "team", "cq", 1000)
-    other = plane.workload_for("Job", "batch", _job("other", queue="nowhere", priority=None), START)
+    stray = job("other", queue="nowhere", cpu=8, pods=1).namespace("ml").uid("other")
+    other = plane.workload_for("Job", "batch", stray.object(), START)
     assert (other.cluster_queue, other.priority) == ("", 0), "a LocalQueue not configured points nowhere yet"
     plane.emit(plane.feed(JobQueued(wl, START)))
     plane.settle(START)
@@ -241,7 +241,7 @@ def test_a_job_reported_running_counts_its_run_from_then_and_queues_and_capacity
     timers = TimerHeap(VirtualClock(START))
     plane = ControlPlane(timers, lambda _e: None)
     assert plane.feed(QueuesReconfigured(_OBJECTS, None, START)) == []
-    wl = plane.workload_for("Job", "batch", _job("train"), START)
+    wl = plane.workload_for("Job", "batch", _TRAIN.object(), START)
     assert wl.cluster_queue == "cq", "the LocalQueue configured by the input"
     plane.emit(plane.feed(JobQueued(wl, START)))
     plane.settle(START)

@@ -21,6 +21,7 @@ from flexq.objects import ObjectService
 from flexq.scheduler import Event, EventKind
 from flexq.sim import Simulation, load_scenario
 from flexq.store import Key, Store
+from tests.support import job
 
 START = 1_800_000_000.0
 TOLD = (EventKind.QUOTA_RESERVED, EventKind.ADMITTED, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.FINISHED)
@@ -60,13 +61,8 @@ JOBS = [(0, "a1", "a", 3, 600, False), (0, "b1", "b", 3, 900, False), (10, "a2",
 
 
 def _job(name: str, queue: str, cpus: int, urgent: bool) -> dict[str, Any]:
-    labels = {"kueue.x-k8s.io/queue-name": queue}
-    if urgent:
-        labels["kueue.x-k8s.io/priority-class"] = "urgent"
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default",
-                                                                   "labels": labels},
-            "spec": {"parallelism": cpus, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}
+    """A Job of ``cpus`` one-cpu pods on LocalQueue ``queue``, urgent or not."""
+    return job(name, queue=queue, cpu=1, pods=cpus).image("x").priority_class("urgent" if urgent else None).object()
 
 
 def _scenario(tmp_path: Path) -> Path:

@@ -19,15 +19,12 @@ from flexq.objects.service import ObjectService
 from flexq.scheduler.model import WorkloadState
 from flexq.store import Store
 from tests.queues import queue_yaml
+from tests.support import job
 
 CQ, LQ = resolve("ClusterQueue"), resolve("LocalQueue")
 
 
-def _job(name: str, queue: str, cpu: int = 1) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": queue}},
-            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}]}}}}
+
 
 
 def _second_queue(cpu: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -74,7 +71,7 @@ def test_queues_changed_after_start_up_are_configured_from_the_changes(tmp_path:
         cq, lq = _second_queue(cpu=1)
         service.create(CQ, "", cq)
         service.create(LQ, "default", lq)
-        service.create(resolve("job.batch"), "default", _job("a", "q2"))
+        service.create(resolve("job.batch"), "default", job("a", queue="q2", cpu=1).suspended().object())
         controller.sync()
         [wl] = controller.scheduler.workloads()
         assert (wl.cluster_queue, wl.state) == ("cq2", WorkloadState.ADMITTED)
@@ -83,7 +80,7 @@ def test_queues_changed_after_start_up_are_configured_from_the_changes(tmp_path:
         stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 3
         service.replace(CQ, "", "cq2", stored)
         service.delete(CQ, "", "cq")
-        service.create(resolve("job.batch"), "default", _job("b", "q2", cpu=2))
+        service.create(resolve("job.batch"), "default", job("b", queue="q2", cpu=2).suspended().object())
         controller.sync()
         assert {w.name.split("-")[1]: w.state for w in controller.scheduler.workloads()} == {
             "a": WorkloadState.ADMITTED, "b": WorkloadState.ADMITTED}

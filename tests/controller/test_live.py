@@ -8,7 +8,7 @@ import yaml
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
-from tests.support import condition, eventually, flavors, workloads
+from tests.support import condition, eventually, flavors, job, workloads
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
@@ -32,10 +32,10 @@ def test_guide_jobs_are_queued_admitted_and_started(flexq: Any, server: Server) 
     wls = eventually(placed)
     assert flavors(wls["rayjob-tpu-v6e-dws-1"]) == {"head": {"default-cpu"}, "tpu-group": {"on-demand"}}
     assert condition(wls["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"
-    for job in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
-        assert flavors(wls[job])["tpu-group"] == {"dws"}
-        assert condition(wls[job], "Admitted") == "False"
-        assert wls[job]["status"]["admissionChecks"][0]["state"] == "Pending"
+    for name in ("rayjob-tpu-v6e-dws-2", "rayjob-tpu-v6e-dws-3"):
+        assert flavors(wls[name])["tpu-group"] == {"dws"}
+        assert condition(wls[name], "Admitted") == "False"
+        assert wls[name]["status"]["admissionChecks"][0]["state"] == "Pending"
 
     job1 = yaml.safe_load(flexq("get", "rayjob", "rayjob-tpu-v6e-dws-1", "-o", "yaml").out)
     assert job1["spec"]["suspend"] is False
@@ -184,10 +184,10 @@ def test_a_finished_workload_keeps_its_admission_and_holds_no_quota(flexq: Any, 
 def test_the_head_behind_one_that_does_not_fit_is_admitted_at_once(flexq: Any, server: Server) -> None:
     """The live side of tests/sim/test_next_head.py: the same three Jobs, created together."""
     from tests.queues import queue_yaml
-    from tests.sim.test_next_head import JOBS, job
+    from tests.sim.test_next_head import JOBS
 
     assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None), cpu=2)).code == 0
-    jobs = yaml.safe_dump_all([job(name, cpu) for name, cpu in JOBS])
+    jobs = yaml.safe_dump_all([job(name, queue="q", cpu=cpu).object() for name, cpu in JOBS])
     assert flexq("apply", "-f", "-", input=jobs).code == 0
 
     def reserved() -> dict[str, str | None]:

@@ -11,8 +11,7 @@ import yaml
 from tests import admin
 from tests.conftest import Server
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
-from tests.support import condition, eventually
+from tests.support import condition, eventually, job
 
 
 def _workload(server: Server, namespace: str, job_name: str) -> dict[str, Any]:
@@ -27,7 +26,7 @@ def _quota_reserved(server: Server, namespace: str, job_name: str) -> tuple[str 
 
 
 def _in(namespace: str, name: str) -> dict[str, Any]:
-    made = job(name, "1")
+    made = job(name, queue="q", cpu="1").object()
     made["metadata"]["namespace"] = namespace  # type: ignore[index]
     return made
 

@@ -13,8 +13,7 @@ import yaml
 from tests import admin
 from tests.conftest import Server, start_server, stop_server
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
-from tests.support import condition, eventually
+from tests.support import condition, eventually, job
 
 
 def _workload(server: Server) -> dict[str, Any]:
@@ -23,7 +22,7 @@ def _workload(server: Server) -> dict[str, Any]:
 
 
 def test_a_job_admitted_past_its_maximum_execution_time_is_deactivated(flexq: Any, server: Server) -> None:
-    limited: dict[str, Any] = job("limited", "1")
+    limited: dict[str, Any] = job("limited", queue="q", cpu="1").object()
     limited["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "2"
     assert flexq("apply", "-f", "-", input=queue_yaml(("default-flavor", None))).code == 0
     assert flexq("apply", "-f", "-", input=yaml.safe_dump(limited)).code == 0
@@ -50,7 +49,7 @@ def test_a_job_admitted_past_its_maximum_execution_time_is_deactivated(flexq: An
 def test_the_maximum_execution_time_runs_on_across_a_restart(tmp_path: Path) -> None:
     """A server stopped while a limited job runs: the one started on the same state deactivates it when its time is
     up, counted from its admission before the restart (not from the restart, and not never)."""
-    limited: dict[str, Any] = job("limited", "1")
+    limited: dict[str, Any] = job("limited", queue="q", cpu="1").object()
     limited["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = "6"
     home = tmp_path / "home"
     first = start_server(home)

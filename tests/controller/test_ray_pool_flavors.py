@@ -18,29 +18,14 @@ from tests import admin
 from tests.conftest import Server
 from tests.controller.test_live import WL
 from tests.queues import queue_yaml
-from tests.support import eventually
+from tests.support import eventually, job
 
 RECORDED = json.loads((Path(__file__).resolve().parents[1] / "data" / "raypool" / "nodes-two.json").read_text())
 
 QUEUE = queue_yaml(("plan-a", "ray-a"), ("plan-b", "ray-b"), cpu=16, memory="64Gi")
 
 
-def _job(name: str, cpu: int) -> str:
-    return f"""apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  labels: {{kueue.x-k8s.io/queue-name: q}}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: c
-        image: busybox
-        command: [sleep, "600"]
-        resources: {{requests: {{cpu: "{cpu}", memory: 1Gi}}}}
-"""
+
 
 
 class FakeDashboard:
@@ -104,6 +89,11 @@ def _flavor_of(server: Server, job: str) -> str:
     return str(next(iter(mine[0]["status"]["admission"]["podSetAssignments"][0]["flavors"].values())))
 
 
+def _sleeper(name: str) -> str:
+    """A Job of 4 cpu that sleeps ten minutes, in LocalQueue ``q`` of the server's default namespace."""
+    return job(name, queue="q", cpu=4).namespace(None).memory("1Gi").command("sleep", "600").yaml()
+
+
 def test_plan_a_then_plan_b_across_ray_clusters(flexq: Any, server: Server,
                                                 dashboards: tuple[FakeDashboard, FakeDashboard]) -> None:
     a, b = dashboards
@@ -116,11 +106,11 @@ def test_plan_a_then_plan_b_across_ray_clusters(flexq: Any, server: Server,
              for n in admin.get(f"{server.url}/api/v1/nodes").json()["items"]}
     assert nodes == {"ray-ray-a-aaaaaaaaaaaa": "1", "ray-ray-b-bbbbbbbbbbbb": "8"}
     assert flexq("apply", "-f", "-", input=QUEUE).code == 0
-    assert flexq("apply", "-f", "-", input=_job("big", 4)).code == 0
+    assert flexq("apply", "-f", "-", input=_sleeper("big")).code == 0
     assert eventually(lambda: _flavor_of(server, "big"), timeout=30) == "plan-b", "cluster A's node is too small"
     a.cpus["c" * 56] = 8.0  # a larger node joins cluster A (by hand, or Ray's autoscaler)
     eventually(lambda: _assert_counts(server, 2, 1), timeout=20)
-    assert flexq("apply", "-f", "-", input=_job("next", 4)).code == 0
+    assert flexq("apply", "-f", "-", input=_sleeper("next")).code == 0
     assert eventually(lambda: _flavor_of(server, "next"), timeout=30) == "plan-a"
     del a.cpus["a" * 56]  # a node leaves cluster A
     eventually(lambda: _assert_counts(server, 1, 1), timeout=20)

@@ -11,29 +11,17 @@ from typing import Any
 from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.queues import queue_yaml
-from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
+from tests.support import condition, eventually, guide_setup, job, serve_capacity, workloads
 
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
 QUEUE = queue_yaml(("default", None), cpu=4)
 
 
-def _job(name: str, cpus: int, run: str | None, each: str = "1") -> str:
-    annotations = f"annotations: {{flexq.dev/expected-run-time: {run}}}" if run else ""
-    return f"""
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  labels: {{kueue.x-k8s.io/queue-name: q}}
-  {annotations}
-spec:
-  parallelism: {cpus}
-  template:
-    spec:
-      restartPolicy: Never
-      containers: [{{name: c, image: x, resources: {{requests: {{cpu: "{each}"}}}}}}]
-"""
+def _job(name: str, pods: int, run: str | None, each: str = "1") -> str:
+    """A Job of ``pods`` pods of ``each`` cpu on LocalQueue ``q``, with its declared run time where one is given."""
+    made = job(name, queue="q", cpu=each, pods=pods).namespace(None).image("x")
+    return (made.annotate("flexq.dev/expected-run-time", run) if run else made).yaml()
 
 
 def _by_job(server: Server) -> dict[str, dict[str, Any]]:
@@ -52,7 +40,7 @@ def _condition(wl: dict[str, Any], type_: str) -> dict[str, Any]:
 def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server: Server) -> None:
     assert flexq("apply", "-f", "-", input=QUEUE).code == 0
     assert flexq("apply", "-f", "-", input=_job("big", 4, "1h")).code == 0
-    assert flexq("apply", "-f", "-", input=_job("small", 2, "30m") + "---" + _job("tiny", 1, None)).code == 0
+    assert flexq("apply", "-f", "-", input=_job("small", 2, "30m") + "---\n" + _job("tiny", 1, None)).code == 0
 
     def foreseen() -> dict[str, dict[str, Any]]:
         wls = _by_job(server)
@@ -63,13 +51,13 @@ def test_waiting_jobs_carry_a_forecast_that_follows_the_queue(flexq: Any, server
     wls = eventually(foreseen, timeout=30)
     admitted = _at(_condition(wls["big"], "Admitted")["lastTransitionTime"])
     assert "forecast" not in wls["big"]["status"], "a running job has no forecast"
-    for job in ("small", "tiny"):
-        forecast = wls[job]["status"]["forecast"]
+    for name in ("small", "tiny"):
+        forecast = wls[name]["status"]["forecast"]
         assert abs(_at(forecast["start"]) - (admitted + 3600)) <= 2, "both start when big's hour is up"
         assert forecast["basis"] == "Declared", "they wait on big, whose run time is declared"
         assert forecast["flavors"] == ["default"]
         assert "quota frees when Job default/big ends" in forecast["message"]
-        condition = _condition(wls[job], "Forecast")
+        condition = _condition(wls[name], "Forecast")
         assert condition["status"] == "True" and condition["reason"] == "Declared"
 
     table = flexq("get", "workloads")

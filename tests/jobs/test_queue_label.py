@@ -16,6 +16,7 @@ from flexq.jobs.webhook import job_webhook
 from flexq.jobs.workload import QUEUE_LABEL
 from flexq.objects.service import ObjectService
 from flexq.store import Store
+from tests.support import job
 
 JOB: dict[str, Any] = {
     "apiVersion": "batch/v1", "kind": "Job",
@@ -100,15 +101,13 @@ spec: {clusterQueue: cq}
 """
 
 
-def _job(name: str, cpus: int) -> str:
-    return (f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}, labels: {{{QUEUE_LABEL}: lq}}}}\n"
-            "spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: app, "
-            f"resources: {{requests: {{cpu: '{cpus}'}}}}}}]\n")
+
 
 
 @pytest.mark.kubectl
 def test_kubectl_label_overwrite_moves_a_waiting_job_only(kubectl: Any) -> None:
-    applied = kubectl("apply", "-f", "-", input=SETUP + "---\n" + _job("fits", 1) + "---\n" + _job("waits", 8))
+    jobs = [job(name, queue="lq", cpu=cpu).namespace(None).yaml() for name, cpu in (("fits", 1), ("waits", 8))]
+    applied = kubectl("apply", "-f", "-", input="---\n".join([SETUP, *jobs]))
     assert applied.code == 0, applied.err
     deadline = time.monotonic() + 30
     while kubectl("get", "job", "fits", "-o", "jsonpath={.spec.suspend}").out != "false":

@@ -19,7 +19,7 @@ import pytest
 from flexq.store.url import StoreOptionError, open_store
 from tests import admin
 from tests.conftest import Server, start_server, stop_server
-from tests.support import condition, eventually
+from tests.support import condition, eventually, job
 
 LEASE = 2.0
 QUEUES = """
@@ -46,20 +46,7 @@ spec: {clusterQueue: cq}
 WL = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
 
-def _job(name: str) -> str:
-    return f"""
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: default
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers: [{{name: main, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
-"""
+
 
 
 def _apply(srv: Server, text: str) -> None:
@@ -126,7 +113,8 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     watcher = threading.Thread(target=_watch, args=(follower, since, seen, ready), daemon=True)
     watcher.start()
     assert ready.wait(10)
-    _apply(follower, _job("first"))  # written through the follower, admitted by the leader's controller
+    # written through the follower, admitted by the leader's controller
+    _apply(follower, job("first", queue="lq", cpu=1).yaml())
     eventually(_admitted(leader, "first"), timeout=15)
     watcher.join(timeout=15)
     assert seen and condition(seen[-1]["object"], "Admitted") == "True", "the follower's watch sees the leader's writes"
@@ -139,7 +127,7 @@ def test_a_follower_serves_the_api_and_takes_over_when_the_leader_is_killed(pair
     eventually(lambda: _assert(_leader(follower)["leading"]), timeout=3 * LEASE)
     took = time.monotonic() - killed
     assert took < LEASE + 2.0, f"took over in {took:.1f}s: the lease expires at most {LEASE:g}s after the kill"
-    _apply(follower, _job("second"))
+    _apply(follower, job("second", queue="lq", cpu=1).yaml())
     eventually(_admitted(follower, "second"), timeout=15)
     assert _leader(follower)["lease"]["leaseTransitions"] == 1
     assert _roles(follower) == {"leader"}

@@ -17,7 +17,7 @@ from flexq.server.app import create_app
 from flexq.server.visibility import cluster_queue_page, local_queue_page
 from tests import admin
 from tests.conftest import Result, Server
-from tests.support import controller_on_store, eventually, queued_job
+from tests.support import controller_on_store, eventually, job, queued_job
 
 GROUP = "visibility.kueue.x-k8s.io"
 CQ_VIEW = f"/apis/{GROUP}/v1beta1/clusterqueues/cluster-queue/pendingworkloads"
@@ -71,17 +71,16 @@ LINE = [("p-a2", 100, "lq-a", 0), ("p-b2", 100, "lq-b", 0), ("p-a1", 10, "lq-a",
 """The ClusterQueue's line: job, priority, LocalQueue, position in it; higher priority first, then earlier."""
 
 
-def _job(name: str, queue: str, priority: str | None) -> str:
-    labels = f"kueue.x-k8s.io/queue-name: {queue}" + (f", kueue.x-k8s.io/priority-class: {priority}"
-                                                      if priority else "")
-    return (f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}, namespace: default, labels: {{{labels}}}}}\n"
-            "spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: busybox, "
-            "resources: {requests: {cpu: '1'}}}]\n")
+
 
 
 def _apply(server: Server, text: str) -> None:
     applied = admin.post(f"{server.url}/flexq/v1/apply", json={"sources": [{"text": text}]})
     assert applied.status_code == 200, applied.text
+
+
+def _queued(name: str, queue: str, priority: str | None) -> str:
+    return job(name, queue=queue, cpu=1).priority_class(priority).yaml()
 
 
 def _reserved(server: Server) -> set[str]:
@@ -94,13 +93,13 @@ def _reserved(server: Server) -> set[str]:
 
 def _queue_up(server: Server) -> None:
     """The queues, two running jobs filling them, then the waiting ones (all in line before this returns)."""
-    _apply(server, SETUP + "---\n" + "---\n".join(_job(*job) for job in RUNNING))
+    _apply(server, SETUP + "---\n" + "---\n".join(_queued(*line) for line in RUNNING))
 
     def running() -> None:
         assert _reserved(server) == {"r1", "r2"}
 
     eventually(running, timeout=30)
-    _apply(server, "---\n".join(_job(*job) for job in WAITING))
+    _apply(server, "---\n".join(_queued(*line) for line in WAITING))
 
     def in_line() -> None:
         assert len(admin.get(server.url + CQ_VIEW).json()["items"]) == len(WAITING)

@@ -12,6 +12,7 @@ import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests.support import job
 
 SHARED_QUOTA = """
 - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: on-demand},
@@ -39,17 +40,13 @@ CREDITS = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration
            "resources": {"transformations": [{"input": "cpu", "strategy": "Retain", "outputs": {"cpu_credits": 1}}]}}
 
 
-def _job(n: int) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"sample-job-{n}", "namespace": "default",
-                         "labels": {"kueue.x-k8s.io/queue-name": "team-queue"}},
-            "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "worker", "image": "agnhost", "resources": {"requests": {"cpu": "3"}}}]}}}}
+
 
 
 def _run(tmp_path: Path, config: dict[str, Any] | None) -> list[dict[str, Any]]:
+    jobs = [job(f"sample-job-{n}", queue="team-queue", cpu=3, pods=1).completions(1).object() for n in range(6)]
     spec: dict[str, Any] = {"objects": yaml.safe_load(SHARED_QUOTA), "until": "1h",
-                            "submit": [{"at": "0s", "runFor": "10m", "object": _job(n)} for n in range(6)]}
+                            "submit": [{"at": "0s", "runFor": "10m", "object": made} for made in jobs]}
     if config is not None:
         spec["kueueConfig"] = config
     path = tmp_path / "s.yaml"

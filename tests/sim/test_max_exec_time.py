@@ -12,11 +12,11 @@ import yaml
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
+from tests.support import job
 
 
 def _job(name: str, limit: str | None) -> dict[str, Any]:
-    made: dict[str, Any] = job(name, "1")
+    made: dict[str, Any] = job(name, queue="q", cpu="1").object()
     if limit is not None:
         made["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] = limit
     return made

@@ -9,17 +9,11 @@ import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests.support import job
 
 JOBS = (("big", "1500m"), ("blocked", "1"), ("small", "500m"))
 """Arriving together, in this order, at a ClusterQueue of 2 cpu: big runs, blocked waits for it, small fits
 beside it."""
-
-
-def job(name: str, cpu: str) -> dict[str, object]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-            "spec": {"parallelism": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
-                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}}}}
 
 
 def test_the_head_behind_one_that_does_not_fit_is_admitted_at_the_same_instant(tmp_path: Path) -> None:
@@ -27,7 +21,7 @@ def test_the_head_behind_one_that_does_not_fit_is_admitted_at_the_same_instant(t
 
     scenario = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "next-head"},
                 "spec": {"objects": list(yaml.safe_load_all(queue_yaml(("default-flavor", None), cpu=2))),
-                         "submit": [{"at": "0s", "runFor": "1h", "object": job(name, cpu)}
+                         "submit": [{"at": "0s", "runFor": "1h", "object": job(name, queue="q", cpu=cpu).object()}
                                     for name, cpu in JOBS],
                          "until": "10s"}}
     path = tmp_path / "s.yaml"

@@ -14,7 +14,7 @@ from flexq.api import InvalidObject
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import ScenarioError, load_scenario
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
+from tests.support import job
 
 CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
           "waitForPodsReady": {"timeout": "5m", "requeuingStrategy": {"backoffBaseSeconds": 60,
@@ -40,9 +40,9 @@ def _story(path: Path) -> list[tuple[float, str, str, str]]:
 
 def test_a_job_never_ready_is_evicted_requeued_with_backoff_and_deactivated_past_the_limit(tmp_path: Path) -> None:
     path = _scenario(tmp_path, [
-        {"at": "0s", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", "2")},
-        {"at": "0s", "runFor": "20m", "podsReadyAfter": "4m", "object": job("slow", "2")},
-        {"at": "1m", "runFor": "2m", "object": job("next", "2")}], CONFIG)
+        {"at": "0s", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", queue="q", cpu="2").object()},
+        {"at": "0s", "runFor": "20m", "podsReadyAfter": "4m", "object": job("slow", queue="q", cpu="2").object()},
+        {"at": "1m", "runFor": "2m", "object": job("next", queue="q", cpu="2").object()}], CONFIG)
     timed_out = "PodsReadyTimeout"
     assert _story(path) == [
         (0, "Admitted", "stuck", "The workload is admitted"),
@@ -62,8 +62,9 @@ def test_a_job_never_ready_is_evicted_requeued_with_backoff_and_deactivated_past
 
 
 def test_without_a_configuration_kueue_v0_19s_default_applies_30_minutes_and_endless_requeues(tmp_path: Path) -> None:
-    path = _scenario(tmp_path, [{"at": "0s", "runFor": "2h", "podsReadyAfter": "never", "object": job("stuck", "2")},
-                                {"at": "0s", "runFor": "1h", "podsReadyAfter": "29m", "object": job("slow", "2")}])
+    path = _scenario(tmp_path, [
+        {"at": "0s", "runFor": "2h", "podsReadyAfter": "never", "object": job("stuck", queue="q", cpu="2").object()},
+        {"at": "0s", "runFor": "1h", "podsReadyAfter": "29m", "object": job("slow", queue="q", cpu="2").object()}])
     # "slow" is ready a minute before the 30 minutes are up: it runs its hour
     story = _story(path)
     assert story[:8] == [
@@ -79,8 +80,9 @@ def test_a_requeued_workload_takes_its_place_by_its_creation_when_the_strategy_s
         config = {**CONFIG, "waitForPodsReady": {"timeout": "5m", "requeuingStrategy": {
             "timestamp": timestamp, "backoffBaseSeconds": 0}}}
         path = _scenario(tmp_path, [
-            {"at": "0s", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", "4")},
-            {"at": "1m", "runFor": "10m", "object": job("later", "4")}], config)
+            {"at": "0s", "runFor": "1h", "podsReadyAfter": "never",
+             "object": job("stuck", queue="q", cpu="4").object()},
+            {"at": "1m", "runFor": "10m", "object": job("later", queue="q", cpu="4").object()}], config)
         return [name for _t, kind, name, _r in _story(path) if kind == "Admitted"][:2]
 
     # Evicted at 5 min: by its eviction it comes after "later" (queued at 1 min); by its creation, before it.
@@ -97,7 +99,7 @@ def test_a_racing_workloads_timer_is_its_own_not_its_variants_and_it_races_again
                                     "metadata": {"name": "race"}, "spec": {
                                         "objects": objects, "kueueConfig": CONFIG, "until": "30m", "submit": [
                                             {"at": "0s", "runFor": "1h", "podsReadyAfter": "never",
-                                             "object": job("stuck", "2")}]}}))
+                                             "object": job("stuck", queue="q", cpu="2").object()}]}}))
     events = run_scenario(load_scenario(path)).events
     timed_out = [e for e in events if e.get("cause") == "PodsReadyTimeout"]
     assert [e["t"] for e in timed_out] == [300, 660]  # 5 min after each admission; the second after 60 s of backoff
@@ -111,7 +113,7 @@ def test_a_racing_workloads_timer_is_its_own_not_its_variants_and_it_races_again
     (True, "spec.submit[0].podsReadyAfter"),
 ])
 def test_pods_ready_after_is_a_duration_or_never(tmp_path: Path, value: object, message: str) -> None:
-    path = _scenario(tmp_path, [{"at": "0s", "podsReadyAfter": value, "object": job("a", "1")}])
+    path = _scenario(tmp_path, [{"at": "0s", "podsReadyAfter": value, "object": job("a", queue="q", cpu="1").object()}])
     with pytest.raises((ScenarioError, InvalidObject), match=message.replace("[", r"\[").replace("]", r"\]")):
         load_scenario(path)
 
@@ -134,9 +136,9 @@ def test_block_admission_holds_every_admission_until_the_admitted_pods_are_ready
     config = {**CONFIG, "waitForPodsReady": {"timeout": "5m", "blockAdmission": True,
                                              "requeuingStrategy": {"backoffBaseSeconds": 600}}}
     path = _scenario(tmp_path, [
-        {"at": "0s", "runFor": "1h", "podsReadyAfter": "2m", "object": job("slow", "1")},
-        {"at": "1m", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", "1")},
-        {"at": "1m", "runFor": "20m", "object": job("other", "1")}], config)
+        {"at": "0s", "runFor": "1h", "podsReadyAfter": "2m", "object": job("slow", queue="q", cpu="1").object()},
+        {"at": "1m", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", queue="q", cpu="1").object()},
+        {"at": "1m", "runFor": "20m", "object": job("other", queue="q", cpu="1").object()}], config)
     assert [(t, kind, name) for t, kind, name, _r in _story(path)][:6] == [
         (0, "Admitted", "slow"),
         (120, "Admitted", "stuck"),  # held back until "slow" was ready (quota was free at 1 min)

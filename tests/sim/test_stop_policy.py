@@ -10,7 +10,7 @@ import yaml
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 from tests.queues import queue_yaml
-from tests.sim.test_next_head import job
+from tests.support import job
 
 
 def _run(tmp_path: Path, policy: str) -> list[dict[str, object]]:
@@ -18,7 +18,8 @@ def _run(tmp_path: Path, policy: str) -> list[dict[str, object]]:
                                                           f"  namespaceSelector: {{}}\n  stopPolicy: {policy}\n")
     scenario = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "stopped"},
                 "spec": {"objects": list(yaml.safe_load_all(queues)),
-                         "submit": [{"at": "0s", "runFor": "1m", "object": job(name, "1")} for name in ("a", "b")],
+                         "submit": [{"at": "0s", "runFor": "1m", "object": job(name, queue="q", cpu="1").object()}
+                                    for name in ("a", "b")],
                          "until": "10m"}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario))

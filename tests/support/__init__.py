@@ -1,7 +1,9 @@
 """What tests share: waiting for what a live server does (:func:`eventually`), reading its workloads and nodes, running
-the CLI against it, a stepped queue controller on a store of its own, and the guide's jobs in scenarios. A test
-module imports these from here, never another test module's private helpers (``tests/test_support_use.py``)."""
+the CLI against it, a fluent builder of the Jobs tests submit (:func:`job`), a stepped queue controller on a store of
+its own, and the guide's jobs in scenarios. A test module imports these from here, never another test module's private
+helpers (``tests/test_support_use.py``)."""
 
+from tests.support.builders import JobBuilder, job
 from tests.support.controllers import controller_on_store, queued_job
 from tests.support.live import (
     assert_done,
@@ -17,5 +19,6 @@ from tests.support.live import (
 )
 from tests.support.waiting import eventually, eventually_value, wait_until
 
-__all__ = ["assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually", "eventually_value",
-           "flavors", "get_rayjob", "guide_setup", "nodes", "queued_job", "serve_capacity", "wait_until", "workloads"]
+__all__ = ["JobBuilder", "assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually",
+           "eventually_value", "flavors", "get_rayjob", "guide_setup", "job", "nodes", "queued_job", "serve_capacity",
+           "wait_until", "workloads"]
