@@ -143,6 +143,7 @@ class CapacityDriver:
         self._scheduler = scheduler
         self.teller.scheduler = self.racing.scheduler = self.node_loss.scheduler = self.placer.scheduler = scheduler
         self.provisioner.attach(scheduler)
+        scheduler.nodes = lambda: self.cluster.nodes.values()  # topology-aware flavors place pod sets on these
         scheduler.start_decides = self._config.fallback  # Kueue-compatible: the first variant admitted wins
         scheduler.migration_check = self.racing.migration_check if self._config.fallback else None
 
@@ -156,6 +157,7 @@ class CapacityDriver:
             self.node_loss.plan_expiry()
             self.scaling.plan()
         self.node_loss.plan_host_failures([p for p in pools if p.name in added])
+        self._scheduler.nodes_changed()
 
     # --- the scheduler's events --------------------------------------------------------------------------------
 

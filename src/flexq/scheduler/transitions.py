@@ -177,7 +177,7 @@ class Transitions:
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         admission = Admission.of(cq.name, tuple(
-            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count) for p in assignment.podsets))
+            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology) for p in assignment.podsets))
         state.queues.discard(wl)
         if discount:
             state.full[wl.key] = admission
