@@ -346,11 +346,12 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
             out.append(dataclasses.replace(result, topology=placed))
             continue
         empty = place(view, flavor, podset, request, tolerations, empty=True)
+        reasons = (*result.reasons, placed) if placed else result.reasons  # Kueue tells the first placement's
         if isinstance(empty, str):
-            out.append(dataclasses.replace(result, granular=Granular.NO_FIT, reasons=(*result.reasons, empty),
+            out.append(dataclasses.replace(result, granular=Granular.NO_FIT, reasons=reasons,
                                            no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED))
         elif placed:
-            out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=(*result.reasons, placed),
+            out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
                                            no_fit=PendingReason.WAITING_FOR_QUOTA))
         else:
             out.append(result)
