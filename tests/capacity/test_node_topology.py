@@ -1,0 +1,58 @@
+"""GKE's topology labels on emulated nodes: a slot per node, the lowest free, four hosts a sub-block and four
+sub-blocks a block; a TPU slice's hosts consecutive and in one sub-block; a slot freed by scale-down is taken
+again; labels the same however often it is run (both clocks make the same nodes)."""
+
+from __future__ import annotations
+
+from flexq.capacity import EmulatedCloud, NodePoolSpec, machine_type
+from flexq.capacity.cluster import Cluster
+from flexq.capacity.node_topology import BLOCK_LABEL, HOST_LABEL, HOSTNAME_LABEL, SUBBLOCK_LABEL, free_slot
+
+
+def _places(cluster: Cluster, pool: str) -> dict[str, tuple[str, str, str, str]]:
+    return {n.name: (n.labels[BLOCK_LABEL], n.labels[SUBBLOCK_LABEL], n.labels[HOST_LABEL], n.labels[HOSTNAME_LABEL])
+            for n in cluster.nodes.values() if n.pool == pool}
+
+
+def _cluster() -> Cluster:
+    cpu = NodePoolSpec("cpu", machine_type("n2-standard-16"), initial_nodes=5, autoscaling=True, max_nodes=40)
+    tpu = NodePoolSpec("tpu", machine_type("ct6e-standard-4t"), topology="4x4", max_nodes=16)
+    return Cluster([cpu, tpu], EmulatedCloud())
+
+
+def test_slots_make_blocks_and_sub_blocks() -> None:
+    cluster = _cluster()
+    cluster.start_with_initial_nodes(0.0)
+    places = _places(cluster, "cpu")
+    assert places == {
+        f"gke-cpu-{i + 1}-0": ("cpu-b0", f"cpu-b0-s{i // 4}", f"cpu-h{i}", f"gke-cpu-{i + 1}-0") for i in range(5)}
+    assert cluster.nodes["gke-cpu-1-0"].labels["cloud.google.com/gke-nodepool"] == "cpu"
+
+
+def test_a_tpu_slice_shares_a_sub_block_and_keeps_its_tpu_labels() -> None:
+    cluster = _cluster()
+    created, why = cluster.scale_up("tpu", 8, 0.0)
+    assert why == ""
+    places = _places(cluster, "tpu")
+    assert sorted(places.values()) == sorted(
+        [("tpu-b0", "tpu-b0-s0", f"tpu-h{i}", n.name) for i, n in enumerate(created[:4])] +
+        [("tpu-b0", "tpu-b0-s1", f"tpu-h{i + 4}", n.name) for i, n in enumerate(created[4:])])
+    assert {(n.labels["cloud.google.com/gke-tpu-topology"], n.labels["cloud.google.com/gke-tpu-accelerator"])
+            for n in created} == {("4x4", "tpu-v6e-slice")}
+
+
+def test_a_freed_slot_is_taken_again_and_runs_agree() -> None:
+    one, two = _cluster(), _cluster()
+    for cluster in (one, two):
+        cluster.start_with_initial_nodes(0.0)
+        cluster.remove(["gke-cpu-2-0"])
+        cluster.scale_up("cpu", 2, 10.0)
+    assert _places(one, "cpu") == _places(two, "cpu")
+    slots = {name: place[2] for name, place in _places(one, "cpu").items()}
+    assert {k: v for k, v in slots.items() if k not in ("gke-cpu-1-0", "gke-cpu-3-0", "gke-cpu-4-0",
+                                                         "gke-cpu-5-0")} == {
+        "gke-cpu-6-0": "cpu-h1", "gke-cpu-7-0": "cpu-h5"}
+
+
+def test_free_slot_aligns_a_slice() -> None:
+    assert [free_slot([], 4), free_slot([0, 1], 4), free_slot([0, 5], 1), free_slot([4], 4)] == [0, 4, 1, 0]
