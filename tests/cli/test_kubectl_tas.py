@@ -72,3 +72,98 @@ def test_topology_assignment_with_real_kubectl(kubectl: Any, flexq: Any) -> None
 
     assert eventually(refused)["message"].startswith(
         'couldn\'t assign flavors to pod set main: topology "gke-default" allows to fit only 4 out of 5 pod(s)')
+
+
+# Kueue's site/static/examples/tas/sample-queues.yaml (v0.19) and sample-job-required.yaml, as they are written.
+SAMPLE_QUEUES = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata:
+  name: "default"
+spec:
+  levels:
+  - nodeLabel: "cloud.provider.com/topology-block"
+  - nodeLabel: "cloud.provider.com/topology-rack"
+  - nodeLabel: "kubernetes.io/hostname"
+---
+kind: ResourceFlavor
+apiVersion: kueue.x-k8s.io/v1beta2
+metadata:
+  name: "tas-flavor"
+spec:
+  nodeLabels:
+    cloud.provider.com/node-group: "tas-group"
+  topologyName: "default"
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: "tas-cluster-queue"
+spec:
+  namespaceSelector: {} # match all.
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: "tas-flavor"
+      resources:
+      - name: "cpu"
+        nominalQuota: 100
+      - name: "memory"
+        nominalQuota: 100Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: "default"
+  name: "tas-user-queue"
+spec:
+  clusterQueue: "tas-cluster-queue"
+"""
+SAMPLE_JOB_REQUIRED = """apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: tas-sample-required
+  labels:
+    kueue.x-k8s.io/queue-name: tas-user-queue
+spec:
+  parallelism: 10
+  completions: 10
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: "cloud.provider.com/topology-rack"
+    spec:
+      containers:
+      - name: dummy-job
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: ["pause"]
+        resources:
+          requests:
+            cpu: "1"
+            memory: "200Mi"
+      restartPolicy: Never
+"""
+
+
+def test_kueue_tas_examples_with_real_kubectl(kubectl: Any) -> None:
+    """Kueue's TAS example queues apply whole; its required-topology job, with no node of the flavor's group yet,
+    waits with TopologyPlacementFailed, as Kueue's does on a cluster without such nodes."""
+    applied = kubectl("apply", "-f", "-", input=SAMPLE_QUEUES)
+    assert applied.code == 0, applied.err
+    assert applied.out.splitlines() == ["topology.kueue.x-k8s.io/default created",
+                                        "resourceflavor.kueue.x-k8s.io/tas-flavor created",
+                                        "clusterqueue.kueue.x-k8s.io/tas-cluster-queue created",
+                                        "localqueue.kueue.x-k8s.io/tas-user-queue created"]
+    made = kubectl("create", "-f", "-", input=SAMPLE_JOB_REQUIRED)
+    assert made.code == 0, made.err
+
+    def waiting() -> dict[str, Any]:
+        listed = yaml.safe_load(kubectl("get", "workloads", "-o", "yaml").out)["items"]
+        (wl,) = listed
+        assert wl["spec"]["podSets"][0]["topologyRequest"] == {"required": "cloud.provider.com/topology-rack"}
+        (reserved,) = [c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved"]
+        assert reserved["reason"] == "TopologyPlacementFailed"
+        return dict(reserved)
+
+    assert eventually(waiting)["message"] == ("couldn't assign flavors to pod set main: no topology domains at "
+                                              "level: cloud.provider.com/topology-rack")
