@@ -4,9 +4,14 @@ again; labels the same however often it is run (both clocks make the same nodes)
 
 from __future__ import annotations
 
-from flexq.capacity import EmulatedCloud, NodePoolSpec, machine_type
+import copy
+
+from flexq.capacity import CapacityConfig, CapacityDriver, EmulatedCloud, NodePoolSpec, machine_type
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.node_topology import BLOCK_LABEL, HOST_LABEL, HOSTNAME_LABEL, SUBBLOCK_LABEL, free_slot
+from flexq.clock import VirtualClock
+from flexq.scheduler import Config, Scheduler
+from flexq.timers import Kernel
 
 
 def _places(cluster: Cluster, pool: str) -> dict[str, tuple[str, str, str, str]]:
@@ -56,3 +61,17 @@ def test_a_freed_slot_is_taken_again_and_runs_agree() -> None:
 
 def test_free_slot_aligns_a_slice() -> None:
     assert [free_slot([], 4), free_slot([0, 1], 4), free_slot([0, 5], 1), free_slot([4], 4)] == [0, 4, 1, 0]
+
+
+def test_the_scheduler_reads_its_drivers_nodes_and_a_copy_reads_the_copys() -> None:
+    """A forecast deep-copies the scheduler and the driver together: the copy places topology on the copy's nodes."""
+    pool = NodePoolSpec("cpu", machine_type("n2-standard-16"), initial_nodes=2, autoscaling=False)
+    scheduler = Scheduler(Config({}, {}, {}))
+    driver = CapacityDriver(CapacityConfig((pool,), EmulatedCloud()), scheduler, Kernel(VirtualClock(0.0)),
+                            lambda _events: None, lambda _key, _t: None, {})
+    assert scheduler.nodes is not None and sorted(n.name for n in scheduler.nodes()) == ["gke-cpu-1-0", "gke-cpu-2-0"]
+    copied_scheduler, copied_driver = copy.deepcopy((scheduler, driver))
+    copied_driver.cluster.remove(["gke-cpu-1-0"])
+    assert copied_scheduler.nodes is not None
+    assert [n.name for n in copied_scheduler.nodes()] == ["gke-cpu-2-0"]
+    assert len(list(scheduler.nodes())) == 2
