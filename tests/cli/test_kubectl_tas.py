@@ -35,6 +35,8 @@ def test_topology_assignment_with_real_kubectl(kubectl: Any, flexq: Any) -> None
     applied = kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
     assert applied.code == 0, applied.err
     assert "topology.kueue.x-k8s.io/gke-default created" in applied.out
+    again = flexq("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
+    assert again.code == 0 and "topology.kueue.x-k8s.io/gke-default" in again.out, again.err
     listed = kubectl("get", "topologies")
     assert listed.code == 0 and "gke-default" in listed.out, listed.err
     shown = yaml.safe_load(kubectl("get", "topo", "gke-default", "-o", "yaml").out)
