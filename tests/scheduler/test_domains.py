@@ -194,6 +194,7 @@ def test_flavor_and_pod_set_must_agree_on_topology() -> None:
         "tas, level it lacks": tas_match(asks_host, tas, False),
         "tas, asks nothing": tas_match(asks_nothing, tas, False),
         "tas, asks nothing, implied": tas_match(asks_nothing, tas, True),
+        "missing, asks nothing, implied": tas_match(asks_nothing, missing, True),
         "plain, asks nothing": tas_match(asks_nothing, plain, False),
     } == {
         "tas, asks": "",
@@ -202,6 +203,7 @@ def test_flavor_and_pod_set_must_agree_on_topology() -> None:
         "tas, level it lacks": 'Flavor "tas" does not contain the requested level',
         "tas, asks nothing": 'Flavor "tas" supports only TopologyAwareScheduling',
         "tas, asks nothing, implied": "",
+        "missing, asks nothing, implied": 'Flavor "gone" information missing in TAS cache',
         "plain, asks nothing": "",
     }
     quota = {("tas", "cpu"): Quota(1000)}

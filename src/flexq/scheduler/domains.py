@@ -129,13 +129,13 @@ def tas_match(podset: PodSet, flavor: FlavorSpec, implied: bool) -> str:
     it can). ``implied``: every flavor of the ClusterQueue is topology-aware, so a pod set that asks nothing is
     placed unconstrained."""
     request = podset.topology
-    if request is None and implied:
-        return ""
-    if request is not None:
+    if request is not None or implied:
         if not flavor.topology:
             return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
         if not flavor.levels:
             return f'Flavor "{flavor.name}" information missing in TAS cache'
+        if request is None:
+            return ""
         if any(level and level not in flavor.levels for level in (request.level, request.slice_level)):
             return f'Flavor "{flavor.name}" does not contain the requested level'
         return ""
