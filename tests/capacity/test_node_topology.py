@@ -75,3 +75,27 @@ def test_the_scheduler_reads_its_drivers_nodes_and_a_copy_reads_the_copys() -> N
     assert copied_scheduler.nodes is not None
     assert [n.name for n in copied_scheduler.nodes()] == ["gke-cpu-2-0"]
     assert len(list(scheduler.nodes())) == 2
+
+
+def test_a_tpu_slice_of_pods_lands_on_one_slice_of_hosts() -> None:
+    """Two 4-host slices of pods (``podset-slice-required-topology`` on the sub-block, slice size 4) on a v6e 4x4
+    pool: each group of four pods on the four hosts of one TPU slice; a slice with a busy host is passed over."""
+    from flexq.scheduler import FlavorSpec, PodSet, Toleration, TopologyRequest
+    from flexq.scheduler.domains import TopologyView, place
+
+    cluster = _cluster()
+    cluster.scale_up("tpu", 16, 0.0)
+    busy = next(n for n in cluster.nodes.values() if n.pool == "tpu" and n.slot == 1)
+    busy.pods["default/other"] = {"google.com/tpu": 4000}
+    levels = (BLOCK_LABEL, SUBBLOCK_LABEL, HOSTNAME_LABEL)
+    flavor = FlavorSpec("v6e", {"cloud.google.com/gke-nodepool": "tpu"}, topology="gke", levels=levels)
+    request = TopologyRequest(BLOCK_LABEL, slice_level=SUBBLOCK_LABEL, slice_size=4)
+    tpu = (Toleration("google.com/tpu", "Exists", effect="NoSchedule"),)  # as GKE adds to TPU pods
+    podset = PodSet("workers", 8, {"google.com/tpu": 4000}, tolerations=tpu, topology=request)
+    view = TopologyView(list(cluster.nodes.values()), 3600.0, lambda _key: False, lambda _name: [])  # booted
+    placed = place(view, flavor, podset, request, tpu)
+    assert not isinstance(placed, str), placed
+    slices = [{cluster.nodes[values[0]].slice_id for values, _ in placed.domains[i:i + 4]} for i in (0, 4)]
+    assert [len(s) for s in slices] == [1, 1] and slices[0] != slices[1], "each group of four on one TPU slice"
+    assert busy.slice_id not in slices[0] | slices[1]
+    assert [count for _, count in placed.domains] == [1] * 8
