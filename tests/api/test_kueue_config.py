@@ -94,10 +94,12 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
                                        "line 6: waitForPodsReady.requeuingStrategy.timestamp: Unsupported value",
                                        "line 7: waitForPodsReady.requeuingStrategy.backoffBaseSeconds: must be "
                                        "greater than or equal to 0"]),
-    "an unknown and an unserved gate": (V2 + "featureGates:\n  NoSuchGate: true\n  TopologyAwareScheduling: true\n", [
+    "an unknown and an unserved gate": (V2 + "featureGates:\n  NoSuchGate: true\n  MultiKueue: true\n", [
         "line 4: featureGates.NoSuchGate: unrecognized feature gate: NoSuchGate",
-        "line 5: featureGates.TopologyAwareScheduling: not supported: flexq does not implement "
-        "TopologyAwareScheduling=true"]),
+        "line 5: featureGates.MultiKueue: not supported: flexq does not implement MultiKueue=true"]),
+    "topology-aware scheduling off": (V2 + "featureGates:\n  TopologyAwareScheduling: false\n", [
+        "line 4: featureGates.TopologyAwareScheduling: not supported: flexq does not implement "
+        "TopologyAwareScheduling=false"]),
     "an unknown framework and a duplicate": (V2 + "integrations:\n  frameworks:\n  - pod\n  - pod\n  - kubeflow/x\n", [
         "line 6: integrations.frameworks[1]: Duplicate value: 'pod'",
         "line 7: integrations.frameworks[2]: Unsupported value: 'kubeflow/x'"]),

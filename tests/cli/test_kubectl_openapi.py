@@ -8,16 +8,13 @@ from typing import Any
 from tests import admin
 from tests.conftest import Server
 
-# Kueue's site/static/examples/tas/sample-queues.yaml, its first two documents.
-TOPOLOGY = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: Topology
+# A JobSet (not served: flexq has no jobset.x-k8s.io) beside a flavor.
+UNSERVED = """apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
 metadata:
   name: "default"
 spec:
-  levels:
-  - nodeLabel: "cloud.provider.com/topology-block"
-  - nodeLabel: "cloud.provider.com/topology-rack"
-  - nodeLabel: "kubernetes.io/hostname"
+  replicatedJobs: []
 ---
 kind: ResourceFlavor
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -39,11 +36,11 @@ spec:
 
 
 def test_an_unknown_kind_gets_no_matches_for_kind(kubectl: Any, server: Server) -> None:
-    result = kubectl("apply", "-f", "-", input=TOPOLOGY)
+    result = kubectl("apply", "-f", "-", input=UNSERVED)
     assert result.code != 0
     assert "failed to download openapi" not in result.err, result.err
     assert ('resource mapping not found for name: "default" namespace: "" from "STDIN": no matches for kind '
-            '"Topology" in version "kueue.x-k8s.io/v1beta1"') in result.err, result.err
+            '"JobSet" in version "jobset.x-k8s.io/v1alpha2"') in result.err, result.err
     assert "ensure CRDs are installed first" in result.err
     assert 'resourceflavor.kueue.x-k8s.io/tas-flavor created' in result.out, "the served kind beside it is applied"
     got = admin.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta1/resourceflavors/tas-flavor")

@@ -7,6 +7,8 @@ Kueue does in the same situation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ import pytest
 import yaml
 
 from flexq.api.quantity import parse_quantity
-from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec
+from flexq.jobs import request_from_object
+from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec, taint, topology_levels
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import (
     Admission,
@@ -22,7 +25,9 @@ from flexq.scheduler.model import (
     PodSet,
     PodSetAssignment,
     Requirement,
+    Taint,
     Toleration,
+    TopologyAssignment,
     Workload,
     WorkloadState,
 )
@@ -46,7 +51,10 @@ def _cq(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _config(case: dict[str, Any]) -> Config:
-    flavors = {f["name"]: flavor_spec({"metadata": {"name": f["name"]}, "spec": f}) for f in case.get("flavors", [])}
+    topologies = topology_levels({"metadata": {"name": t["name"]}, "spec": {"levels": [
+        {"nodeLabel": level} for level in t["levels"]]}} for t in case.get("topologies", []))
+    flavors = {f["name"]: flavor_spec({"metadata": {"name": f["name"]}, "spec": f}, topologies)
+               for f in case.get("flavors", [])}
     queues = {q["name"]: cluster_queue_spec(_cq(q)) for q in case.get("clusterQueues", [])}
     cohorts = {c["name"]: cohort_spec({"metadata": {"name": c["name"]},
                                        "spec": {k: v for k, v in c.items() if k != "name"}})
@@ -59,14 +67,47 @@ def _tolerations(raw: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
                  for t in raw or [])
 
 
+@dataclass
+class _Node:
+    """A node of a case's ``nodes`` (topology-aware cases)."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    is_ready: bool = True
+
+    def ready(self, now: float) -> bool:
+        return self.is_ready
+
+
+def _node(raw: dict[str, Any]) -> _Node:
+    return _Node(raw["name"], {"kubernetes.io/hostname": raw["name"], **(raw.get("labels") or {})},
+                 {r: _milli(q) for r, q in raw["allocatable"].items()},
+                 tuple(taint(t) for t in raw.get("taints") or []),
+                 {f"default/{k}": {r: _milli(q) for r, q in v.items()} for k, v in (raw.get("pods") or {}).items()},
+                 bool(raw.get("ready", True)))
+
+
+def _topology(raw: Any) -> TopologyAssignment | None:
+    if raw is None:
+        return None
+    return TopologyAssignment(tuple(raw["levels"]), tuple((tuple(d["values"]), int(d["count"]))
+                                                          for d in raw["domains"]))
+
+
 def _holder(raw: dict[str, Any]) -> Workload:
     usage = {(flavor, res): _milli(q) for flavor, resources in raw["usage"].items() for res, q in resources.items()}
     flavors = {res: flavor for flavor, resources in raw["usage"].items() for res in resources}
     created = float(raw.get("createdAt", 0))
-    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], (PodSet("main", 1, {}),),
+    count = int(raw.get("count", 1))
+    podset = PodSet("main", count, {r: _milli(q) for r, q in (raw.get("podRequests") or {}).items()})
+    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], (podset,),
                   priority=int(raw.get("priority", 0)), created=created, uid=raw["name"],
                   state=WorkloadState.ADMITTED,
-                  admission=Admission.of(raw["clusterQueue"], (PodSetAssignment("main", flavors, usage, 1),)),
+                  admission=Admission.of(raw["clusterQueue"], (PodSetAssignment(
+                      "main", flavors, usage, count, _topology(raw.get("topologyAssignment"))),)),
                   reserved_at=float(raw.get("admittedAt", created)))
     wl.evicting = bool(raw.get("evicted", False))
     return wl
@@ -77,7 +118,8 @@ def _incoming(raw: dict[str, Any]) -> Workload:
         PodSet(p["name"], int(p.get("count", 1)), {r: _milli(q) for r, q in p.get("requests", {}).items()},
                dict(p.get("nodeSelector") or {}), _tolerations(p.get("tolerations")),
                tuple(tuple(Requirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
-                     for term in p.get("affinity") or []))
+                     for term in p.get("affinity") or []),
+               topology=request_from_object(p.get("topologyRequest")))
         for p in raw["podSets"])
     wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], podsets, priority=int(raw.get("priority", 0)),
                   created=float(raw.get("createdAt", 0)), uid=raw["name"])
@@ -86,7 +128,7 @@ def _incoming(raw: dict[str, Any]) -> Workload:
 
 
 KNOWN = frozenset({"mode", "flavors", "borrowing", "admitted", "queue", "message", "pendingReason", "victims",
-                   "victimReasons", "requiredChecks", "admittedCondition", "reasonContains"})
+                   "victimReasons", "requiredChecks", "admittedCondition", "reasonContains", "topologyAssignment"})
 """Every expectation a case may give: each is compared, and a key not here fails the case."""
 
 
@@ -101,6 +143,8 @@ def _where(sched: Scheduler, wl: Workload) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict[str, Any]) -> None:
     sched = Scheduler(_config(case))
+    nodes = [_node(raw) for raw in case.get("nodes", [])]
+    sched.nodes = lambda: nodes
     for raw in case.get("admitted", []):
         sched.add(_holder(raw), 0.0)
     incoming = [_incoming(raw) for raw in case.get("incoming", [])]
@@ -143,6 +187,11 @@ def test_case(case: dict[str, Any]) -> None:
         if "requiredChecks" in want:
             got["requiredChecks"] = sorted(wl.checks)
             want = {**want, "requiredChecks": sorted(want["requiredChecks"])}
+        if "topologyAssignment" in want:
+            got["topologyAssignment"] = {
+                ps.name: {"levels": list(ps.topology.levels),
+                          "domains": [{"values": list(v), "count": c} for v, c in ps.topology.domains]}
+                for ps in (wl.admission.podsets if wl.admission else ()) if ps.topology is not None}
         if "admittedCondition" in want:
             got["admittedCondition"] = wl.state is WorkloadState.ADMITTED
         for fragment in want.get("reasonContains") or []:

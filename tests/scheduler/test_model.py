@@ -83,19 +83,22 @@ def test_toleration_tolerates(toleration: Toleration, taint: Taint, want: bool) 
 
 Q, E, N = PendingReason.WAITING_FOR_QUOTA, PendingReason.EXCEEDS_MAX_QUOTA, PendingReason.NO_MATCHING_FLAVOR
 P = PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS
+T = PendingReason.TOPOLOGY_PLACEMENT_FAILED
 
 
 @pytest.mark.parametrize(("a", "b", "want"), [
     (None, None, None), (Q, None, Q), (None, Q, Q), (Q, E, E), (E, Q, E), (E, N, N), (N, E, N), (Q, N, N),
-    (N, Q, N), (Q, Q, Q), (P, Q, Q), (Q, P, Q), (P, PendingReason.SUSPENDED, P),
+    (N, Q, N), (Q, Q, Q), (P, Q, Q), (Q, P, Q), (P, PendingReason.SUSPENDED, P), (T, Q, Q), (Q, T, Q), (T, P, T),
+    (P, T, T),
 ])
 def test_most_severe(a: PendingReason | None, b: PendingReason | None, want: PendingReason | None) -> None:
     assert most_severe(a, b) is want
 
 
 def test_severity_orders_the_flavor_search_reasons() -> None:
+    """Kueue's reasonSeverity: TopologyPlacementFailed < WaitingForQuota < ExceedsMaxQuota < NoMatchingFlavor."""
     assert {r: r.severity for r in PendingReason} == {
-        Q: 1, E: 2, N: 3, P: 0, PendingReason.PENDING_EVALUATION: 0, PendingReason.SUSPENDED: 0,
+        T: 1, Q: 2, E: 3, N: 4, P: 0, PendingReason.PENDING_EVALUATION: 0, PendingReason.SUSPENDED: 0,
         PendingReason.MISCONFIGURED: 0}
 
 
@@ -131,8 +134,8 @@ def test_allowed_flavors_of_a_variant() -> None:
 
 def test_shape_is_what_the_flavor_assigner_sees() -> None:
     assert _workload().shape() == (
-        ("head", 1, (("cpu", 1000), ("memory", 2000)), (("pool", "x"),), (), ()),
-        ("workers", 2, (("tpu", 4000),), (), (), ()),
+        ("head", 1, (("cpu", 1000), ("memory", 2000)), (("pool", "x"),), (), (), None),
+        ("workers", 2, (("tpu", 4000),), (), (), (), None),
     )
     assert _workload(priority=5, created=3.0).shape() == _workload().shape()
 

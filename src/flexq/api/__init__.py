@@ -36,6 +36,7 @@ from flexq.api.models.ray import CLUSTER_SELECTOR_KEY
 from flexq.api.normal_form import normalize, storage_form
 from flexq.api.object_errors import ApiError, FieldError, InputError, InvalidObject
 from flexq.api.quantity import Quantity, QuantityError, parse_quantity
+from flexq.api.topology_assignment import assignment_domains, to_v1beta2
 from flexq.api.validation import schema_errors, validate_document
 from flexq.api.versions import convert
 
@@ -61,6 +62,7 @@ __all__ = [
     "UnknownFields",
     "UnknownKind",
     "apply_defaults",
+    "assignment_domains",
     "by_gvk",
     "by_resource",
     "convert",
@@ -86,6 +88,7 @@ __all__ = [
     "strict_errors",
     "substitute",
     "text_only",
+    "to_v1beta2",
     "unknown_fields",
     "validate_document",
 ]

@@ -85,6 +85,8 @@ KINDS: Final[tuple[KindInfo, ...]] = (
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ResourceFlavor", "resourceflavors", "resourceflavor",
              False, kueue.ResourceFlavor, ("flavor", "flavors", "rf"), (_AGE,), status_subresource=False,
              categories=("kueue",)),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Topology", "topologies", "topology", False, kueue.Topology, ("topo",),
+             (_AGE,), status_subresource=False, categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ClusterQueue", "clusterqueues", "clusterqueue", False,
              kueue.ClusterQueue, ("cq",), (
                  Column("Cohort", ".spec.cohortName", description="cohort that this ClusterQueue belongs to"),

@@ -97,6 +97,8 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "FlavorFungibility": frozenset({True}),
     "ElasticJobsViaWorkloadSlices": frozenset({True}),
     "VisibilityOnDemand": frozenset({True}),
+    "TopologyAwareScheduling": frozenset({True}),  # Topology objects and topology-aware flavors are served
+    "TASProfileMixed": frozenset({True}),  # unconstrained pod sets placed LeastFreeCapacity
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
 

@@ -7,15 +7,18 @@ storage version and converted when read in another. v1beta1 -> v1beta2 follows K
 ``concurrentAdmissionPolicy``, which v1beta1 does not have (as Kueue's conversion does: a v1beta1 update
 of such a ClusterQueue then changes an immutable field and is refused). A LocalQueue's ``status.flavorsUsage``
 is v1beta1's ``flavorUsage``; a Workload's ``spec.priorityClassRef`` (group, kind, name) is v1beta1's
-``priorityClassName`` and ``priorityClassSource``.
+``priorityClassName`` and ``priorityClassSource``; its pod sets' ``topologyAssignment`` lists domains in v1beta1 and
+packs them into slices in v1beta2 (:mod:`flexq.api.topology_assignment`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KindInfo
+from flexq.api.topology_assignment import from_v1beta1, to_v1beta1
 
 __all__ = ["convert"]
 
@@ -43,11 +46,20 @@ def convert(info: KindInfo, obj: dict[str, Any], version: str) -> dict[str, Any]
             _to_v1beta1_priority(out["spec"])
         elif version == "v1beta2":
             _to_v1beta2_priority(out["spec"])
+        _topology_assignments(out, to_v1beta1 if version == "v1beta1" else from_v1beta1)
     elif info.kind == "Cohort" and isinstance(out.get("spec"), dict) and version == "v1beta2":
         spec = out["spec"]
         if "parent" in spec:
             spec["parentName"] = spec.pop("parent")
     return out
+
+
+def _topology_assignments(obj: dict[str, Any], form: Callable[[Any], Any]) -> None:
+    """v1beta2 packs a pod set's ``topologyAssignment`` into slices where v1beta1 lists its domains."""
+    admission = (obj.get("status") or {}).get("admission")
+    for ps in (admission or {}).get("podSetAssignments") or [] if isinstance(admission, dict) else []:
+        if isinstance(ps, dict) and "topologyAssignment" in ps:
+            ps["topologyAssignment"] = form(ps["topologyAssignment"])
 
 
 def _to_v1beta2_cluster_queue(spec: dict[str, Any]) -> None:

@@ -8,10 +8,11 @@ slice, as GKE schedules a multi-host TPU job.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from flexq.capacity.cloud import EmulatedCloud
+from flexq.capacity.node_topology import free_slot, topology_labels
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.scheduler import Toleration
 
@@ -27,6 +28,8 @@ class PodGroup:
     requests: Mapping[str, int]
     selector: Mapping[str, str]
     tolerations: tuple[Toleration, ...]
+    domains: tuple[tuple[Mapping[str, str], int], ...] = ()
+    """Its topology assignment, where it has one: per domain, the labels its nodes carry and how many pods go there."""
 
 
 @dataclass(slots=True)
@@ -135,6 +138,8 @@ class Cluster:
                 for r, v in group.requests.items() if v)
 
         nodes = [n for n in self.nodes.values() if n.pool == pool.name]
+        if group.domains:
+            return self._fit_domains(nodes, group, free, planned)
         if pool.hosts_per_slice > 1:
             by_slice: dict[str, list[Node]] = {}
             for node in nodes:
@@ -158,6 +163,31 @@ class Cluster:
                 if len(chosen) == group.count:
                     return chosen, len(chosen)
         return None, len(chosen)
+
+    @staticmethod
+    def _fit_domains(nodes: list[Node], group: PodGroup, free: Callable[[Node], bool],
+                     planned: dict[str, dict[str, int]]) -> tuple[list[str] | None, int]:
+        """A group placed by topology: so many pods on the nodes of each domain, as many on one node as it holds
+        (Kueue's assignment may put several pods on one host). ``planned`` is left as it was."""
+        picked: list[str] = []
+        extra: dict[str, dict[str, int]] = {}
+        try:
+            for labels, count in group.domains:
+                for _ in range(count):
+                    node = next((n for n in nodes if n.selected(labels) and free(n)), None)
+                    if node is None:
+                        return None, 0
+                    picked.append(node.name)
+                    used = planned.setdefault(node.name, {})
+                    mine = extra.setdefault(node.name, {})
+                    for r, v in group.requests.items():
+                        used[r] = used.get(r, 0) + v
+                        mine[r] = mine.get(r, 0) + v
+            return picked, len(picked)
+        finally:
+            for name, mine in extra.items():
+                for r, v in mine.items():
+                    planned[name][r] -= v
 
     def bind(self, workload: str, groups: Iterable[PodGroup], placement: Placement, now: float) -> None:
         by_name = {g.name: g for g in groups}
@@ -219,15 +249,20 @@ class Cluster:
             hosts = pool.hosts_per_slice
             for start in range(0, pool.initial_nodes, hosts):
                 slice_id = f"{pool.name}-slice-{next(self._ids)}"
+                base = free_slot(self._slots(pool.name), hosts)
                 for i in range(min(hosts, pool.initial_nodes - start)):
                     name = f"gke-{pool.name}-{slice_id.rsplit('-', 1)[1]}-{i}"
                     limit = pool.run_limit
-                    node = Node(name, pool.name, slice_id, now, now, pool.labels(), pool.taints(),
+                    node = Node(name, pool.name, slice_id, now, now, _labels(pool, name, base + i), pool.taints(),
                                 pool.machine.allocatable(), expires_at=None if limit is None else now + limit,
-                                idle_since=now)
+                                idle_since=now, slot=base + i)
                     self.nodes[name] = node
                     created.append(node)
         return created
+
+    def _slots(self, pool: str) -> list[int]:
+        """The topology slots the pool's nodes sit in (:mod:`flexq.capacity.node_topology`)."""
+        return [n.slot for n in self.nodes.values() if n.pool == pool and n.slot >= 0]
 
     def pool_size(self, pool: str) -> int:
         return sum(1 for n in self.nodes.values() if n.pool == pool)
@@ -255,12 +290,13 @@ class Cluster:
         hosts = pool.hosts_per_slice
         for start in range(0, count, hosts):
             slice_id = f"{pool_name}-slice-{next(self._ids)}"
+            base = free_slot(self._slots(pool_name), hosts)
             for i in range(min(hosts, count - start)):
                 name = f"gke-{pool_name}-{slice_id.rsplit('-', 1)[1]}-{i}"
                 limit = pool.run_limit
-                node = Node(name, pool_name, slice_id, now, ready, pool.labels(), pool.taints(),
+                node = Node(name, pool_name, slice_id, now, ready, _labels(pool, name, base + i), pool.taints(),
                             pool.machine.allocatable(), expires_at=None if limit is None else ready + limit,
-                            booked_for=booked_for, idle_since=None)
+                            booked_for=booked_for, idle_since=None, slot=base + i)
                 self.nodes[name] = node
                 created.append(node)
         return created, ""
@@ -273,9 +309,10 @@ class Cluster:
             pool = self.pools[old.pool]
             ready = now + self.cloud.boot_seconds(pool.name, pool.machine.name, pool.machine.boot_seconds)
             limit = pool.run_limit
-            node = Node(old.name, pool.name, old.slice_id, now, ready, pool.labels(), pool.taints(),
+            labels = _labels(pool, old.name, old.slot) if old.slot >= 0 else pool.labels()
+            node = Node(old.name, pool.name, old.slice_id, now, ready, labels, pool.taints(),
                         pool.machine.allocatable(), expires_at=None if limit is None else ready + limit,
-                        idle_since=ready)
+                        idle_since=ready, slot=old.slot)
             self.nodes[node.name] = node
             fresh.append(node)
         return fresh
@@ -317,3 +354,8 @@ class Cluster:
     def next_expiry(self) -> float | None:
         times = [n.expires_at for n in self.nodes.values() if n.expires_at is not None]
         return min(times) if times else None
+
+
+def _labels(pool: NodePoolSpec, name: str, slot: int) -> dict[str, str]:
+    """A node's labels: its pool's, and its place in the pool's topology."""
+    return {**pool.labels(), **topology_labels(pool, name, slot)}

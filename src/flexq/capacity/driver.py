@@ -28,13 +28,13 @@ moments worded by the clock's :class:`~flexq.capacity.reasons.TimeWords`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 
 from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.nodeloss import NodeLoss
 from flexq.capacity.notes import Teller
 from flexq.capacity.placement import Placer, ScaleDown
-from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.provisioning import (
     BOOKING,
     PROVISIONING_EXPIRY,
@@ -88,6 +88,11 @@ class CapacityDriver:
         self.cluster.start_with_initial_nodes(kernel.now())
         self.node_loss.plan_expiry()
         self.node_loss.plan_host_failures(list(config.pools))
+
+    def nodes(self) -> Iterable[Node]:
+        """The cluster's nodes, which the scheduler places topology-aware pod sets on. (A bound method, not a closure:
+        a forecast's deep copy of the scheduler and the driver together then reads the copy's nodes.)"""
+        return self.cluster.nodes.values()
 
     def _timer(self, action: Callable[[], None]) -> None:
         """Every timer the driver sets runs through here: a copy of the driver (a forecast) tells its timers by it."""
@@ -143,6 +148,7 @@ class CapacityDriver:
         self._scheduler = scheduler
         self.teller.scheduler = self.racing.scheduler = self.node_loss.scheduler = self.placer.scheduler = scheduler
         self.provisioner.attach(scheduler)
+        scheduler.nodes = self.nodes  # topology-aware flavors place pod sets on these
         scheduler.start_decides = self._config.fallback  # Kueue-compatible: the first variant admitted wins
         scheduler.migration_check = self.racing.migration_check if self._config.fallback else None
 
@@ -156,6 +162,7 @@ class CapacityDriver:
             self.node_loss.plan_expiry()
             self.scaling.plan()
         self.node_loss.plan_host_failures([p for p in pools if p.name in added])
+        self._scheduler.nodes_changed()
 
     # --- the scheduler's events --------------------------------------------------------------------------------
 

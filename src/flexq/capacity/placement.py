@@ -43,7 +43,13 @@ def pod_groups(wl: Workload, flavors: Mapping[str, FlavorSpec], only: frozenset[
             if spec is not None:
                 selector.update(spec.node_labels)
                 tolerations.extend(spec.tolerations)
-        out.append(PodGroup(podset.name, assigned.count, dict(podset.requests), selector, tuple(tolerations)))
+        domains: tuple[tuple[Mapping[str, str], int], ...] = ()
+        if assigned.topology is not None:
+            levels = assigned.topology.levels
+            domains = tuple((dict(zip(levels, values, strict=True)), count)
+                            for values, count in assigned.topology.domains)
+        out.append(PodGroup(podset.name, assigned.count, dict(podset.requests), selector, tuple(tolerations),
+                            domains))
     return out
 
 

@@ -117,6 +117,8 @@ class Node:
     idle_since: float | None = None
     booked_for: str | None = None
     """A ProvisioningRequest's workload that these nodes were provisioned for."""
+    slot: int = -1
+    """Its place in its pool's topology (:mod:`flexq.capacity.node_topology`); -1: none (a Ray cluster's node)."""
 
     def ready(self, now: float) -> bool:
         return self.ready_at <= now

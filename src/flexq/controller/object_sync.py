@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api import copy_json
-from flexq.jobs import pod_requests
+from flexq.api import assignment_domains, copy_json, to_v1beta2
+from flexq.jobs import pod_requests, request_from_object, request_object
 from flexq.objects import find_condition, set_condition
 from flexq.scheduler import (
     Admission,
@@ -23,6 +23,7 @@ from flexq.scheduler import (
     Granular,
     PodSet,
     PodSetAssignment,
+    TopologyAssignment,
     Workload,
     WorkloadState,
     format_amount,
@@ -53,7 +54,8 @@ def workload_object(wl: Workload, job: Mapping[str, Any], kind: str, api_version
         "queueName": wl.queue,
         "podSets": [{"name": ps.name, "count": ps.count,
                      **({"minCount": ps.min_count} if ps.min_count is not None else {}),
-                     "template": templates[ps.name]}
+                     "template": templates[ps.name],
+                     **({"topologyRequest": request_object(ps.topology)} if ps.topology is not None else {})}
                     for ps in wl.podsets],
         "priority": wl.priority,
         "active": True,
@@ -83,7 +85,8 @@ def _podset(raw: Mapping[str, Any]) -> PodSet:
     return PodSet(str(raw.get("name", "main")), int(raw.get("count", 1)), pod_requests(spec),
                   dict(spec.get("nodeSelector") or {}),
                   tuple(toleration(t) for t in spec.get("tolerations") or []),
-                  min_count=least if isinstance(least, int) and not isinstance(least, bool) else None)
+                  min_count=least if isinstance(least, int) and not isinstance(least, bool) else None,
+                  topology=request_from_object(raw.get("topologyRequest")))
 
 
 def _positive(value: Any) -> int | None:
@@ -123,7 +126,9 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
                 from flexq.api.quantity import parse_quantity
 
                 usage[(flavors.get(resource, ""), resource)] = parse_quantity(amount).milli()
-            podsets.append(PodSetAssignment(ps["name"], flavors, usage, int(ps.get("count", 1))))
+            placed = assignment_domains(ps.get("topologyAssignment"))
+            podsets.append(PodSetAssignment(ps["name"], flavors, usage, int(ps.get("count", 1)),
+                                            TopologyAssignment(*placed) if placed is not None else None))
         wl.admission = Admission.of(str(admission.get("clusterQueue", wl.cluster_queue)), tuple(podsets))
         wl.cluster_queue = wl.admission.cluster_queue
         admitted = find_condition(status, "Admitted")
@@ -182,6 +187,8 @@ def _admission(admission: Admission) -> dict[str, Any]:
             "resourceUsage": {res: format_amount(res, amount) for (_, res), amount in sorted(ps.usage.items(),
                                                                                           key=lambda i: i[0][1])},
             "count": ps.count,
+            **({"topologyAssignment": to_v1beta2(ps.topology.levels, ps.topology.domains)}
+               if ps.topology is not None else {}),
         } for ps in admission.podsets],
     }
 

@@ -61,7 +61,7 @@ log = logging.getLogger("flexq.controller")
 
 _READER: Final = "queue-controller"
 """The name the controller holds the change log by."""
-_CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "ClusterQueue", "Cohort", "AdmissionCheck",
+_CONFIG_KINDS: Final = frozenset({"ResourceFlavor", "Topology", "ClusterQueue", "Cohort", "AdmissionCheck",
                                   "ProvisioningRequestConfig", "LocalQueue", "WorkloadPriorityClass",
                                   "PriorityClass", "NodePool", "Namespace"})
 _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)

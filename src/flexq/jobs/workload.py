@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from flexq.api import CLUSTER_SELECTOR_KEY
 from flexq.errors import FlexqError
+from flexq.jobs.topology_annotations import TopologyRequestError, topology_request
 from flexq.scheduler import PodSet, Workload, milli, toleration
 
 __all__ = [
@@ -105,12 +106,18 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
 
 def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
     spec = template.get("spec") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    try:
+        topology = topology_request(annotations, f"pod set {name}") if annotations else None
+    except TopologyRequestError as exc:
+        raise JobError(str(exc)) from None
     return PodSet(
         name=name,
         count=count,
         requests=pod_requests(spec),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or []),
+        topology=topology,
     )
 
 

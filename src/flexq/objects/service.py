@@ -48,6 +48,7 @@ _IMMUTABLE: Final[dict[str, tuple[str, ...]]] = {
     "LocalQueue": ("clusterQueue",),
     "AdmissionCheck": ("controllerName",),
     "ClusterQueue": ("concurrentAdmissionPolicy",),
+    "Topology": ("levels",),
 }
 
 

@@ -17,6 +17,8 @@ from flexq.scheduler.model import (
     ResourceGroup,
     Taint,
     Toleration,
+    TopologyAssignment,
+    TopologyRequest,
     Workload,
     WorkloadState,
 )
@@ -48,6 +50,8 @@ __all__ = [
     "Scheduler",
     "Taint",
     "Toleration",
+    "TopologyAssignment",
+    "TopologyRequest",
     "Workload",
     "WorkloadState",
     "build_config",

@@ -42,14 +42,25 @@ def toleration(obj: Mapping[str, Any]) -> Toleration:
                       str(obj.get("effect") or ""))
 
 
-def flavor_spec(obj: Mapping[str, Any]) -> FlavorSpec:
+def flavor_spec(obj: Mapping[str, Any], topologies: Mapping[str, tuple[str, ...]] | None = None) -> FlavorSpec:
+    """A ResourceFlavor; ``topologies``: the levels of each Topology, by name (a flavor naming one that does not
+    exist is topology-aware with no levels: it places nothing)."""
     spec = obj.get("spec") or {}
+    topology = str(spec.get("topologyName") or "")
     return FlavorSpec(
         obj["metadata"]["name"],
         dict(spec.get("nodeLabels") or {}),
         tuple(taint(t) for t in spec.get("nodeTaints") or []),
         tuple(toleration(t) for t in spec.get("tolerations") or []),
+        topology,
+        (topologies or {}).get(topology, ()) if topology else (),
     )
+
+
+def topology_levels(objects: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Each Topology's levels (node labels, highest first), by name."""
+    return {o["metadata"]["name"]: tuple(str(level["nodeLabel"]) for level in (o.get("spec") or {}).get("levels") or [])
+            for o in objects}
 
 
 def label_selector(raw: Any) -> LabelSelector | None:
@@ -133,9 +144,10 @@ def cohort_spec(obj: Mapping[str, Any]) -> CohortSpec:
 
 
 def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
-    """``objects`` by kind (ResourceFlavor, ClusterQueue, Cohort, AdmissionCheck, ProvisioningRequestConfig, and the
-    LocalQueues and Namespaces for their stop policies and labels)."""
-    flavors = {o["metadata"]["name"]: flavor_spec(o) for o in objects.get("ResourceFlavor", [])}
+    """``objects`` by kind (ResourceFlavor, Topology, ClusterQueue, Cohort, AdmissionCheck, ProvisioningRequestConfig,
+    and the LocalQueues and Namespaces for their stop policies and labels)."""
+    topologies = topology_levels(objects.get("Topology", []))
+    flavors = {o["metadata"]["name"]: flavor_spec(o, topologies) for o in objects.get("ResourceFlavor", [])}
     configs = {o["metadata"]["name"] for o in objects.get("ProvisioningRequestConfig", [])}
     checks: dict[str, bool] = {}
     delays: dict[str, float] = {}

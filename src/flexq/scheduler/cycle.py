@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from flexq.scheduler.domains import TopologyView
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment, assign_flavors
 from flexq.scheduler.holdings import Holdings
@@ -34,6 +35,7 @@ from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
 from flexq.scheduler.state import SchedulerState
+from flexq.scheduler.tas import topology_fits, topology_view
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
@@ -62,6 +64,8 @@ class CycleRunner:
         self.holdings = holdings
         self.racing = racing
         self.transitions = transitions
+        self._view: TopologyView | None = None
+        """The nodes this cycle places topology-aware pod sets on (None: no topology-aware flavor)."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -93,6 +97,7 @@ class CycleRunner:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
         state = self.state
         aside = state.set_aside
+        self._view = topology_view(state, now)
         heads, events = self._heads(now)
         cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
@@ -161,6 +166,8 @@ class CycleRunner:
             fits = all(v <= state.tree.available(cq.name, fr) for fr, v in usage.items())
         if replaced:
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
+        if fits and assignment.mode is Mode.FIT:
+            fits = topology_fits(state, self._view, wl, assignment)
         if not fits:
             cycle.trial.undo(mark)
             del cycle.removed[len(cycle.removed) - len(own):]
@@ -262,7 +269,8 @@ class CycleRunner:
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with state.tree.without([(cq.name, shared)]):
-                assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable())
+                assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
+                                            self._view)
             state.last_assignment[wl.key] = assignment
             return assignment, oracle
         shape = self._shape(wl, cq)
@@ -271,9 +279,10 @@ class CycleRunner:
         if cached is not None and cached[0] == version:
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
-        assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable())
+        assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view)
         state.last_assignment[wl.key] = assignment
-        if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES):
+        # Where pod sets are placed on nodes, the answer also depends on the nodes: it is not kept.
+        if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:
             state.failed[shape] = (version, assignment)
         return assignment, oracle
 

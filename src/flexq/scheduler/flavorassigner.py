@@ -13,9 +13,11 @@ the best.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from flexq.scheduler.domains import TopologyView, place, tas_implied, tas_match
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorResource,
@@ -27,6 +29,8 @@ from flexq.scheduler.model import (
     PreemptionPolicy,
     ResourceGroup,
     Taint,
+    TopologyAssignment,
+    TopologyRequest,
     Workload,
     most_severe,
 )
@@ -92,6 +96,8 @@ class PodSetResult:
     no_fit: PendingReason | None = None
     """Kueue's rule: in each resource group the least severe reason of the flavors that did not fit (they were
     alternatives), across groups the most severe (all are needed)."""
+    topology: TopologyAssignment | None = None
+    """Where its pods go on its topology-aware flavor (:mod:`flexq.scheduler.domains`)."""
 
     @property
     def mode(self) -> Mode:
@@ -172,9 +178,11 @@ def _node_matches(podset: PodSet, flavor: FlavorSpec) -> bool:
     return True
 
 
-def compatible(podset: PodSet, flavor: FlavorSpec) -> bool:
-    """Could the pod set's pods go on the flavor's nodes at all (taints tolerated, selectors and affinity)?"""
-    return _untolerated(podset, flavor) is None and _node_matches(podset, flavor)
+def compatible(podset: PodSet, flavor: FlavorSpec, implied: bool = False) -> bool:
+    """Could the pod set's pods go on the flavor's nodes at all (taints tolerated, selectors and affinity, a topology
+    request met by a topology-aware flavor; ``implied``: the ClusterQueue's flavors are all topology-aware)?"""
+    return _untolerated(podset, flavor) is None and _node_matches(podset, flavor) and \
+        not tas_match(podset, flavor, implied)
 
 
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
@@ -237,12 +245,16 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
     return requests
 
 
-def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | None, podset: PodSet,
-         wanted: list[str], per_pod: Mapping[str, int], assigned: Mapping[FlavorResource, int],
-         oracle: Oracle | None, unavailable: Mapping[str, str]) -> FlavorTry:
+def _try(search: _Search, name: str, spec: FlavorSpec | None, podset: PodSet, wanted: list[str],
+         per_pod: Mapping[str, int]) -> FlavorTry:
+    cq, tree, assigned, oracle, unavailable = search.cq, search.tree, search.assigned, search.oracle, search.unavailable
     no_match = PendingReason.NO_MATCHING_FLAVOR
     if spec is None:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",), no_fit=no_match)
+    if search.has_tas:
+        unmatched = tas_match(podset, spec, search.implied)
+        if unmatched:
+            return FlavorTry(name, Granular.NO_FIT, 0, (unmatched,), no_fit=no_match)
     if name in unavailable:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} cannot deliver nodes: {unavailable[name]}",),
                          no_fit=PendingReason.WAITING_FOR_QUOTA)
@@ -280,22 +292,79 @@ class _Search:
     oracle: Oracle | None
     unavailable: Mapping[str, str]
     assigned: dict[FlavorResource, int]
+    has_tas: bool = False
+    """Some flavor of the ClusterQueue is topology-aware."""
+    implied: bool = False
+    """Every flavor of the ClusterQueue is: a pod set that asks no topology is placed unconstrained."""
 
 
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
-    oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None,
+    oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None, topology: TopologyView | None = None,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
-    only among the flavors it may take)."""
-    search = _Search(cq, tree, flavors, oracle, unavailable or {}, {})
+    only among the flavors it may take); pod sets on topology-aware flavors are then placed in ``topology``."""
+    has_tas = any(flavors[f].topology for g in cq.groups for f in g.flavors if f in flavors)
+    search = _Search(cq, tree, flavors, oracle, unavailable or {}, {}, has_tas,
+                     has_tas and tas_implied(cq, flavors))
     results: list[PodSetResult] = []
     for podset in workload.podsets:
         result = _assign_podset(search, podset, workload.allowed_for(podset.name))
         results.append(result)
         if result.granular is Granular.NO_FIT:  # only a pod set that found no flavor is NoFit
             return Assignment(tuple(results), complete=False)
+    if has_tas and topology is not None:
+        results = _place_topology(search, workload, results, topology)
     return Assignment(tuple(results))
+
+
+def topology_request(podset: PodSet, implied: bool) -> TopologyRequest | None:
+    """What a pod set asks of a topology-aware flavor: its own request, else (``implied``) unconstrained."""
+    return podset.topology if podset.topology is not None else TopologyRequest(unconstrained=True) if implied \
+        else None
+
+
+def _place_topology(search: _Search, workload: Workload, results: list[PodSetResult],
+                    view: TopologyView) -> list[PodSetResult]:
+    """Kueue's topology phase of the flavor assigner: once every pod set has its flavors, those on a topology-aware
+    flavor are placed. Where the quota fits and the placement does not, it could fit once others' pods are gone
+    (Preempt with nobody to preempt: flexq does not yet preempt for topology) or could never fit the flavor's nodes
+    (NoFit, ``TopologyPlacementFailed``); where the quota needs preemption, only the second is asked."""
+    out: list[PodSetResult] = []
+    held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
+    for podset, result in zip(workload.podsets, results, strict=True):
+        request = topology_request(podset, search.implied)
+        flavor = _tas_flavor(search, result)
+        if request is None or flavor is None:
+            out.append(result)
+            continue
+        tolerations = (*podset.tolerations, *flavor.tolerations)
+        placed: TopologyAssignment | str = "" if result.granular is not Granular.FIT else \
+            place(view.plus(flavor.topology, held), flavor, podset, request, tolerations)
+        if isinstance(placed, TopologyAssignment):
+            held.append((placed, {**podset.requests, "pods": 1000}))
+            out.append(dataclasses.replace(result, topology=placed))
+            continue
+        empty = place(view, flavor, podset, request, tolerations, empty=True)
+        reasons = (*result.reasons, placed) if placed else result.reasons  # Kueue tells the first placement's
+        if isinstance(empty, str):
+            out.append(dataclasses.replace(result, granular=Granular.NO_FIT, reasons=reasons,
+                                           no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED))
+        elif placed:
+            out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
+                                           no_fit=PendingReason.WAITING_FOR_QUOTA))
+        else:
+            out.append(result)
+    return out
+
+
+def _tas_flavor(search: _Search, result: PodSetResult) -> FlavorSpec | None:
+    """The topology-aware flavor a pod set took (Kueue allows one per pod set)."""
+    for name in dict.fromkeys(result.flavors.values()):
+        spec = search.flavors.get(name)
+        if spec is not None and spec.topology and spec.levels:
+            return spec
+    return None
 
 
 def _groups(per_pod: Mapping[str, int], cq: ClusterQueueSpec) -> tuple[list[ResourceGroup], str | None]:
@@ -357,8 +426,7 @@ def _search_group(
     for name in group.flavors:
         if allowed is not None and name not in allowed:
             continue  # a variant's pod set takes its own flavor (or one that does not race)
-        attempt = _try(search.cq, search.tree, name, search.flavors.get(name), podset, wanted, per_pod,
-                       search.assigned, search.oracle, search.unavailable)
+        attempt = _try(search, name, search.flavors.get(name), podset, wanted, per_pod)
         tried.append(attempt)
         if best is None or _preferred(attempt, best, prefer_preemption):
             best = attempt if attempt.granular is not Granular.NO_FIT else best

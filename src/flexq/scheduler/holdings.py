@@ -7,9 +7,10 @@ and ``full``). The functions below are pure: what a variant's admission is witho
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
-from flexq.scheduler.model import Admission, FlavorResource, PodSetAssignment, Workload
+from flexq.scheduler.model import Admission, FlavorResource, Workload
 from flexq.scheduler.state import SchedulerState
 
 __all__ = ["Holdings", "discount", "podsets_of", "without"]
@@ -116,7 +117,7 @@ def without(admission: Admission, discount: Mapping[FlavorResource, int]) -> Adm
             if take:
                 usage[fr] = v - take
                 left[fr] -= take
-        podsets.append(PodSetAssignment(ps.name, ps.flavors, usage, ps.count))
+        podsets.append(dataclasses.replace(ps, usage=usage))
     return Admission.of(admission.cluster_queue, tuple(podsets))
 
 

@@ -33,6 +33,8 @@ __all__ = [
     "Strategy",
     "Taint",
     "Toleration",
+    "TopologyAssignment",
+    "TopologyRequest",
     "Workload",
     "WorkloadState",
     "most_severe",
@@ -76,7 +78,7 @@ class PendingReason(Enum):
     """Why a workload holds no quota: Kueue's ``QuotaReserved=False`` reasons.
 
     Of the reasons a flavor search gives, the more severe wins where both apply (Kueue's order):
-    WaitingForQuota < ExceedsMaxQuota < NoMatchingFlavor. See :func:`most_severe`.
+    TopologyPlacementFailed < WaitingForQuota < ExceedsMaxQuota < NoMatchingFlavor. See :func:`most_severe`.
     """
 
     WAITING_FOR_QUOTA = "WaitingForQuota"
@@ -85,6 +87,9 @@ class PendingReason(Enum):
     """It asks more than the queue could ever hold on any flavor it may use."""
     NO_MATCHING_FLAVOR = "NoMatchingFlavor"
     """No flavor matches its node selectors and tolerations (or a resource it asks is not in the queue)."""
+    TOPOLOGY_PLACEMENT_FAILED = "TopologyPlacementFailed"
+    """Its quota fits, but its topology request does not fit the flavor's nodes even were they empty of other
+    topology-aware workloads (Kueue's topology-aware scheduling)."""
     WAITING_FOR_PREEMPTED_WORKLOADS = "WaitingForPreemptedWorkloads"
     """Preemptions were issued for it: it waits for them to stop."""
     PENDING_EVALUATION = "PendingEvaluation"
@@ -99,8 +104,8 @@ class PendingReason(Enum):
         return _SEVERITY.get(self, 0)
 
 
-_SEVERITY = {PendingReason.WAITING_FOR_QUOTA: 1, PendingReason.EXCEEDS_MAX_QUOTA: 2,
-             PendingReason.NO_MATCHING_FLAVOR: 3}
+_SEVERITY = {PendingReason.TOPOLOGY_PLACEMENT_FAILED: 1, PendingReason.WAITING_FOR_QUOTA: 2,
+             PendingReason.EXCEEDS_MAX_QUOTA: 3, PendingReason.NO_MATCHING_FLAVOR: 4}
 
 
 def most_severe(a: PendingReason | None, b: PendingReason | None) -> PendingReason | None:
@@ -161,6 +166,36 @@ class FlavorSpec:
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    topology: str = ""
+    """``spec.topologyName``: the Topology whose levels place its pods (empty: not topology-aware)."""
+    levels: tuple[str, ...] = ()
+    """The node labels of that Topology's levels, highest first (empty while the Topology does not exist)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's topology request (Kueue's ``spec.podSets[].topologyRequest``, from the pod template's
+    ``kueue.x-k8s.io/podset-*-topology`` annotations).
+
+    ``level``: the node label of the requested level (empty where only slices, or nothing, are asked);
+    ``required``: all pods in one domain of that level, else they may spread (``preferred``);
+    ``unconstrained``: anywhere with room (as a ClusterQueue of topology-aware flavors only implies it);
+    ``slice_level``/``slice_size``: each group of ``slice_size`` pods in one domain of ``slice_level``."""
+
+    level: str = ""
+    required: bool = False
+    unconstrained: bool = False
+    slice_level: str = ""
+    slice_size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """Where a pod set's pods go (Kueue's ``topologyAssignment``): the levels (node labels) the values name, and per
+    domain its values at those levels and how many pods it takes."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +343,8 @@ class PodSet:
     """Required node affinity: terms ORed, each term's expressions ANDed."""
     min_count: int | None = None
     """Kueue's ``minCount``: the fewest pods it may be admitted with (partial admission); None: all of them."""
+    topology: TopologyRequest | None = None
+    """Its topology request (None: it asks none)."""
 
     def total(self, resource: str) -> int:
         return self.requests.get(resource, 0) * self.count
@@ -320,6 +357,8 @@ class PodSetAssignment:
     """resource -> flavor"""
     usage: Mapping[FlavorResource, int]
     count: int
+    topology: TopologyAssignment | None = None
+    """Where its pods go on a topology-aware flavor (None: anywhere the flavor's nodes have room)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +456,7 @@ class Workload:
         """What the flavor assigner sees of this workload, hashable: equal shapes get equal answers."""
         return tuple(
             (p.name, p.count, tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
-             p.tolerations, p.affinity)
+             p.tolerations, p.affinity, p.topology)
             for p in self.podsets)
 
     @property

@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Final
 
+from flexq.scheduler.domains import tas_implied
 from flexq.scheduler.flavorassigner import compatible
 from flexq.scheduler.model import ClusterQueueSpec, ConcurrentPolicy, FlavorSpec, Workload
 from flexq.scheduler.quota import QuotaTree
@@ -54,7 +55,7 @@ def _podset_flavors(wl: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors
     out = []
     for name in group.flavors:
         spec = flavors.get(name)
-        if spec is None or not compatible(podset, spec):
+        if spec is None or not compatible(podset, spec, tas_implied(cq, flavors)):
             continue
         if all(podset.count * amount <= tree.potential(cq.name, (name, resource))
                for resource, amount in podset.requests.items() if amount > 0 and resource in group.covered):

@@ -27,9 +27,10 @@ The scheduler is a record and parts that act on it, each a module, each using on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from flexq.scheduler.cycle import CycleRunner
+from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.holdings import Holdings
@@ -116,6 +117,23 @@ class Scheduler:
     @migration_check.setter
     def migration_check(self, check: MigrationCheck | None) -> None:
         self._state.migration_check = check
+
+    @property
+    def nodes(self) -> Callable[[], Iterable[TopologyNode]] | None:
+        """Set by a capacity driver: the cluster's nodes, which topology-aware flavors place pod sets on (None: no
+        nodes are known, and a topology-aware flavor places nothing)."""
+        return self._state.nodes
+
+    @nodes.setter
+    def nodes(self, source: Callable[[], Iterable[TopologyNode]] | None) -> None:
+        self._state.nodes = source
+
+    def nodes_changed(self) -> None:
+        """Nodes came, went or became ready: workloads set aside that a topology-aware flavor could place look again
+        (nothing happens where no flavor is topology-aware)."""
+        state = self._state
+        if any(f.topology for f in state.config.flavors.values()):
+            state.queues.wake(list(state.config.cluster_queues), state.workloads)
 
     # --- what the scheduler holds, for its drivers (the live controller, the simulator, the capacity driver) ---
 

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from flexq.scheduler.flavorassigner import Assignment, PodSetResult, assign_flavors
-from flexq.scheduler.model import Admission, ClusterQueueSpec, FlavorSpec, Granular, Mode, PodSetAssignment, Workload
+from flexq.scheduler.model import Admission, ClusterQueueSpec, FlavorSpec, Granular, Mode, Workload
 from flexq.scheduler.preemption import Holders, Target, find_targets, oracle_for
 from flexq.scheduler.quota import QuotaTree
 
@@ -98,5 +98,5 @@ def shrunk(admission: Admission, counts: Mapping[str, int]) -> Admission:
             raise ValueError(f"pod set {ps.name}: {count} pods is more than the {ps.count} admitted; growing needs "
                              "a new workload slice")
         usage = {fr: amount * count // ps.count for fr, amount in ps.usage.items()} if ps.count else dict(ps.usage)
-        podsets.append(PodSetAssignment(ps.name, dict(ps.flavors), usage, count))
+        podsets.append(dataclasses.replace(ps, flavors=dict(ps.flavors), usage=usage, count=count))
     return Admission.of(admission.cluster_queue, tuple(podsets))

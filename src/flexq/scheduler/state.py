@@ -8,9 +8,10 @@ them. Nothing here acts: the record has no methods beyond a fresh quota tree for
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import Admission, Workload
@@ -78,6 +79,8 @@ class SchedulerState:
     """Queues were stopped since the last pass: their workloads that hold quota are looked at."""
     cut_short: bool = False
     """The last ``schedule`` ran its ``max_cycles`` and the last of them still decided something."""
+    nodes: Callable[[], Iterable[TopologyNode]] | None = None
+    """Set by a capacity driver: the cluster's nodes, which topology-aware flavors place pods on."""
 
     @staticmethod
     def tree_for(config: Config) -> QuotaTree:

@@ -177,7 +177,7 @@ class Transitions:
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         admission = Admission.of(cq.name, tuple(
-            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count) for p in assignment.podsets))
+            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology) for p in assignment.podsets))
         state.queues.discard(wl)
         if discount:
             state.full[wl.key] = admission
@@ -195,9 +195,14 @@ class Transitions:
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
         asked = {ps.name: ps.count for ps in wl.podsets}
         fewer = {ps.name: ps.count for ps in admission.podsets if ps.count < asked.get(ps.name, ps.count)}
+        placed = {ps.name: {"levels": list(ps.topology.levels),
+                            "domains": [{"values": list(values), "count": count}
+                                        for values, count in ps.topology.domains]}
+                  for ps in admission.podsets if ps.topology is not None}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
                         f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission),
-                        {"podSetCounts": fewer} if fewer else {})]
+                        {**({"podSetCounts": fewer} if fewer else {}),
+                         **({"topologyAssignments": placed} if placed else {})})]
         if all(s is CheckState.READY for s in wl.checks.values()):
             wl.state = WorkloadState.ADMITTED
             wl.admitted_at = now

@@ -46,6 +46,33 @@ class ResourceFlavor(TopLevel):
     spec: ResourceFlavorSpec | None = None
 
 
+# --- Topology (topology-aware scheduling) ----------------------------------------------------------
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class TopologyLevel(K8sModel):
+    nodeLabel: Annotated[LabelKey, Field(min_length=1, max_length=316)]
+
+
+def _check_levels(levels: list[TopologyLevel]) -> list[TopologyLevel]:
+    """Kueue's rules for ``spec.levels``: each label once, ``kubernetes.io/hostname`` only as the lowest level."""
+    labels = [level.nodeLabel for level in levels]
+    if len(set(labels)) != len(labels):
+        raise ValueError("must be unique")
+    if HOSTNAME_LABEL in labels[:-1]:
+        raise ValueError(f"the {HOSTNAME_LABEL} label can only be used at the lowest level of topology")
+    return levels
+
+
+class TopologySpec(K8sModel):
+    levels: Annotated[list[TopologyLevel], Field(min_length=1, max_length=16), AfterValidator(_check_levels)]
+
+
+class Topology(TopLevel):
+    spec: TopologySpec
+
+
 # --- ClusterQueue and Cohort ----------------------------------------------------------------------
 
 

@@ -1,0 +1,75 @@
+"""A pod set's topology request: Kueue's ``kueue.x-k8s.io/podset-*-topology`` annotations on a job's pod template,
+and the ``topologyRequest`` of the Workload's pod set that Kueue makes of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from flexq.errors import FlexqError
+from flexq.scheduler import TopologyRequest
+
+__all__ = ["PREFERRED", "REQUIRED", "SLICE_REQUIRED", "SLICE_SIZE", "UNCONSTRAINED", "TopologyRequestError",
+           "request_from_object", "request_object", "topology_request"]
+
+REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_REQUIRED: Final = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE: Final = "kueue.x-k8s.io/podset-slice-size"
+
+
+class TopologyRequestError(FlexqError, ValueError):
+    """A pod template's topology annotations that Kueue's webhook refuses."""
+
+
+def topology_request(annotations: Mapping[str, Any], where: str = "template") -> TopologyRequest | None:
+    """The request a pod template's annotations make (None: none). Raises :class:`TopologyRequestError` for what
+    Kueue's webhook refuses: both a required and a preferred level, a slice level without a whole positive
+    ``podset-slice-size``, or a slice size without a slice level."""
+    required, preferred = annotations.get(REQUIRED), annotations.get(PREFERRED)
+    unconstrained = str(annotations.get(UNCONSTRAINED, "")).lower() == "true"
+    slice_level, slice_size = annotations.get(SLICE_REQUIRED), annotations.get(SLICE_SIZE)
+    if required and preferred:
+        raise TopologyRequestError(f"{where}: metadata.annotations: {REQUIRED} and {PREFERRED} may not both be set")
+    if slice_size is not None and not slice_level:
+        raise TopologyRequestError(f"{where}: metadata.annotations[{SLICE_SIZE}]: requires {SLICE_REQUIRED}")
+    size = 1
+    if slice_level:
+        try:
+            size = int(str(slice_size))
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise TopologyRequestError(f"{where}: metadata.annotations[{SLICE_SIZE}]: a whole number of pods above 0 "
+                                       f"is required with {SLICE_REQUIRED} (got {slice_size!r})")
+    if not (required or preferred or unconstrained or slice_level):
+        return None
+    level = str(required or preferred or "")
+    return TopologyRequest(level, bool(required), unconstrained and not level, str(slice_level or ""), size)
+
+
+def request_object(request: TopologyRequest) -> dict[str, Any]:
+    """The Workload pod set's ``topologyRequest``, as Kueue writes it."""
+    out: dict[str, Any] = {}
+    if request.level:
+        out["required" if request.required else "preferred"] = request.level
+    if request.unconstrained:
+        out["unconstrained"] = True
+    if request.slice_level:
+        out["podSetSliceRequiredTopology"] = request.slice_level
+        out["podSetSliceSize"] = request.slice_size
+    return out
+
+
+def request_from_object(raw: Any) -> TopologyRequest | None:
+    """A Workload pod set's ``topologyRequest`` read back (None: absent or empty)."""
+    if not isinstance(raw, Mapping):
+        return None
+    required, preferred = raw.get("required"), raw.get("preferred")
+    slice_level = raw.get("podSetSliceRequiredTopology")
+    size = raw.get("podSetSliceSize")
+    if not (required or preferred or raw.get("unconstrained") or slice_level):
+        return None
+    return TopologyRequest(str(required or preferred or ""), bool(required), bool(raw.get("unconstrained")),
+                           str(slice_level or ""), size if isinstance(size, int) and size > 0 else 1)

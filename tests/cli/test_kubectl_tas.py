@@ -1,0 +1,171 @@
+"""Topology-aware scheduling through the real kubectl: the Topology of examples/tas applied and listed, a job of four
+pods that must share a sub-block admitted with its topologyAssignment (v1beta2's slices, v1beta1's domains), and one
+of five pods that no sub-block holds pending with Kueue's TopologyPlacementFailed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support import eventually
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
+
+
+def _job(name: str, pods: int) -> str:
+    return (EXAMPLES / "job-subblock.yaml").read_text().replace("${JOB_NAME}", name).replace("${PODS}", str(pods))
+
+
+def _workload(kubectl: Any, job: str, version: str = "") -> dict[str, Any]:
+    resource = f"workloads.{version}.kueue.x-k8s.io" if version else "workloads"
+    listed = kubectl("get", resource, "-o", "yaml")
+    assert listed.code == 0, listed.err
+    (wl,) = [w for w in yaml.safe_load(listed.out)["items"] if w["metadata"]["ownerReferences"][0]["name"] == job]
+    return dict(wl)
+
+
+def test_topology_assignment_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    applied = kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
+    assert applied.code == 0, applied.err
+    assert "topology.kueue.x-k8s.io/gke-default created" in applied.out
+    again = flexq("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
+    assert again.code == 0 and "topology.kueue.x-k8s.io/gke-default" in again.out, again.err
+    listed = kubectl("get", "topologies")
+    assert listed.code == 0 and "gke-default" in listed.out, listed.err
+    shown = yaml.safe_load(kubectl("get", "topo", "gke-default", "-o", "yaml").out)
+    assert [level["nodeLabel"] for level in shown["spec"]["levels"]] == [
+        "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock", "kubernetes.io/hostname"]
+    fewer = {**shown, "spec": {"levels": shown["spec"]["levels"][1:]}}
+    changed = kubectl("apply", "-f", "-", input=yaml.safe_dump(fewer))
+    assert changed.code != 0 and "immutable" in changed.err, "a Topology's levels do not change"
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
+    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                 for n in nodes["items"]}
+    assert sorted(subblocks.values()) == ["tas-pool-b0-s0"] * 4 + ["tas-pool-b0-s1"] * 4
+
+    for name, pods in (("a", 4), ("d", 5)):
+        made = kubectl("apply", "-f", "-", input=_job(name, pods))
+        assert made.code == 0, made.err
+
+    def placed() -> dict[str, Any]:
+        wl = _workload(kubectl, "a")
+        return dict(wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"])
+
+    assignment = eventually(placed)
+    (piece,) = assignment["slices"]
+    hosts = piece["valuesPerLevel"][0]["individual"]["roots"]
+    assert assignment["levels"] == ["kubernetes.io/hostname"] and piece["domainCount"] == 4
+    assert piece["podCounts"] == {"universal": 1} and len({subblocks[h] for h in hosts}) == 1
+    old = _workload(kubectl, "a", "v1beta1")["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    assert old == {"levels": ["kubernetes.io/hostname"], "domains": [{"values": [h], "count": 1} for h in hosts]}
+
+    def refused() -> dict[str, Any]:
+        wl = _workload(kubectl, "d")
+        (reserved,) = [c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved"]
+        assert reserved["reason"] == "TopologyPlacementFailed"
+        return dict(reserved)
+
+    assert eventually(refused)["message"].startswith(
+        'couldn\'t assign flavors to pod set main: topology "gke-default" allows to fit only 4 out of 5 pod(s)')
+
+
+# Kueue's site/static/examples/tas/sample-queues.yaml (v0.19) and sample-job-required.yaml, as they are written.
+SAMPLE_QUEUES = """apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata:
+  name: "default"
+spec:
+  levels:
+  - nodeLabel: "cloud.provider.com/topology-block"
+  - nodeLabel: "cloud.provider.com/topology-rack"
+  - nodeLabel: "kubernetes.io/hostname"
+---
+kind: ResourceFlavor
+apiVersion: kueue.x-k8s.io/v1beta2
+metadata:
+  name: "tas-flavor"
+spec:
+  nodeLabels:
+    cloud.provider.com/node-group: "tas-group"
+  topologyName: "default"
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: "tas-cluster-queue"
+spec:
+  namespaceSelector: {} # match all.
+  resourceGroups:
+  - coveredResources: ["cpu", "memory"]
+    flavors:
+    - name: "tas-flavor"
+      resources:
+      - name: "cpu"
+        nominalQuota: 100
+      - name: "memory"
+        nominalQuota: 100Gi
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: "default"
+  name: "tas-user-queue"
+spec:
+  clusterQueue: "tas-cluster-queue"
+"""
+SAMPLE_JOB_REQUIRED = """apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: tas-sample-required
+  labels:
+    kueue.x-k8s.io/queue-name: tas-user-queue
+spec:
+  parallelism: 10
+  completions: 10
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: "cloud.provider.com/topology-rack"
+    spec:
+      containers:
+      - name: dummy-job
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: ["pause"]
+        resources:
+          requests:
+            cpu: "1"
+            memory: "200Mi"
+      restartPolicy: Never
+"""
+
+
+def test_kueue_tas_examples_with_real_kubectl(kubectl: Any) -> None:
+    """Kueue's TAS example queues apply whole; its required-topology job, with no node of the flavor's group yet,
+    waits with TopologyPlacementFailed, as Kueue's does on a cluster without such nodes."""
+    applied = kubectl("apply", "-f", "-", input=SAMPLE_QUEUES)
+    assert applied.code == 0, applied.err
+    assert applied.out.splitlines() == ["topology.kueue.x-k8s.io/default created",
+                                        "resourceflavor.kueue.x-k8s.io/tas-flavor created",
+                                        "clusterqueue.kueue.x-k8s.io/tas-cluster-queue created",
+                                        "localqueue.kueue.x-k8s.io/tas-user-queue created"]
+    made = kubectl("create", "-f", "-", input=SAMPLE_JOB_REQUIRED)
+    assert made.code == 0, made.err
+
+    def waiting() -> dict[str, Any]:
+        listed = yaml.safe_load(kubectl("get", "workloads", "-o", "yaml").out)["items"]
+        (wl,) = listed
+        assert wl["spec"]["podSets"][0]["topologyRequest"] == {"required": "cloud.provider.com/topology-rack"}
+        (reserved,) = [c for c in wl["status"]["conditions"] if c["type"] == "QuotaReserved"]
+        assert reserved["reason"] == "TopologyPlacementFailed"
+        return dict(reserved)
+
+    assert eventually(waiting)["message"] == ("couldn't assign flavors to pod set main: no topology domains at "
+                                              "level: cloud.provider.com/topology-rack")

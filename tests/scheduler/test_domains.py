@@ -1,0 +1,213 @@
+"""Topology-aware placement, restated from Kueue's ``TestFindTopologyAssignments`` (pkg/cache/scheduler/
+tas_cache_test.go, v0.19): the same node trees, requests and expected assignments or messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+
+from flexq.scheduler.domains import HOSTNAME, TopologyView, fits, place, tas_implied, tas_match
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    Quota,
+    ResourceGroup,
+    Taint,
+    TopologyAssignment,
+    TopologyRequest,
+)
+
+BLOCK = "cloud.com/topology-block"
+RACK = "cloud.com/topology-rack"
+CPU = 1000
+GI = 1024**3 * 1000
+
+
+@dataclass
+class FakeNode:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    is_ready: bool = True
+
+    def ready(self, now: float) -> bool:
+        return self.is_ready
+
+
+def node(name: str, block: str | None, rack: str | None, host: str, cpu: float, memory: int = 1,
+         max_pods: int = 10, pods: Mapping[str, Mapping[str, int]] | None = None, is_ready: bool = True) -> FakeNode:
+    labels = {k: v for k, v in ((BLOCK, block), (RACK, rack), (HOSTNAME, host)) if v is not None}
+    return FakeNode(name, labels, {"cpu": int(cpu * CPU), "memory": memory * GI, "pods": max_pods * 1000},
+                    pods=pods or {}, is_ready=is_ready)
+
+
+# Kueue's defaultNodes: b1 {r1: x3; r2: x5 x1 x6}, b2 {r1: x2; r2: x4 (2 cpu, 4Gi, 40 pods)}
+DEFAULT = [node("b1-r1-x3", "b1", "r1", "x3", 1), node("b1-r2-x5", "b1", "r2", "x5", 1),
+           node("b1-r2-x1", "b1", "r2", "x1", 1), node("b1-r2-x6", "b1", "r2", "x6", 1),
+           node("b2-r2-x2", "b2", "r1", "x2", 1), node("b2-r2-x4", "b2", "r2", "x4", 2, memory=4, max_pods=40)]
+# Kueue's binaryTreesNodes: two blocks of two racks of two hosts, 1 cpu each
+BINARY = [node(f"{b}-{r}-{x}", b, r, x, 1) for b, r, x in (
+    ("b1", "r1", "x3"), ("b1", "r1", "x5"), ("b1", "r2", "x1"), ("b1", "r2", "x6"),
+    ("b2", "r1", "x2"), ("b2", "r1", "x4"), ("b2", "r2", "x7"), ("b2", "r2", "x8"))]
+# Kueue's scatteredNodes: b1 r1 {x3: 4 cpu, x5, x1}, b2 r1 {x6: 2 cpu, x2}
+SCATTERED = [node(f"{b}-r1-{x}", b, "r1", x, cpu) for b, x, cpu in (
+    ("b1", "x3", 4), ("b1", "x5", 1), ("b1", "x1", 1), ("b2", "x6", 2), ("b2", "x2", 1))]
+THREE_HOSTS = [node(f"b1-r1-{x}", "b1", "r1", x, 3) for x in ("x3", "x5", "x1")]
+BLOCKS = [FakeNode("b1", {BLOCK: "b1"}, {"cpu": 2 * CPU, "pods": 20_000}),
+          FakeNode("b2", {BLOCK: "b2"}, {"cpu": 1 * CPU, "pods": 10_000}),
+          FakeNode("b3", {BLOCK: "b3"}, {"cpu": 4 * CPU, "pods": 40_000})]
+EXCLUDED = [
+    FakeNode("x1", {HOSTNAME: "x1"}, {"cpu": CPU, "pods": 10_000}, taints=(Taint("key", "value", "NoSchedule"),)),
+    FakeNode("x2", {HOSTNAME: "x2", "zone": "zone-b"}, {"cpu": CPU, "pods": 10_000}),
+    FakeNode("x3", {HOSTNAME: "x3", "zone": "zone-b"}, {"cpu": 2 * CPU, "pods": 10_000}),
+    FakeNode("x4", {HOSTNAME: "x4", "zone": "zone-a"}, {"cpu": 100, "pods": 10_000}),
+]
+TWO, THREE = (BLOCK, RACK), (BLOCK, RACK, HOSTNAME)
+
+
+def _view(nodes: list[FakeNode], held: list[tuple[TopologyAssignment, Mapping[str, int]]] | None = None,
+          tas_keys: frozenset[str] = frozenset()) -> TopologyView:
+    return TopologyView(nodes, 0.0, lambda key: key in tas_keys, lambda _name: list(held or []))
+
+
+def _domains(levels: tuple[str, ...], *domains: tuple[tuple[str, ...], int]) -> TopologyAssignment:
+    return TopologyAssignment(levels, tuple(domains))
+
+
+CASES = {
+    "rack required; single Pod fits in a rack": (
+        DEFAULT, TWO, TopologyRequest(RACK, required=True), {"cpu": CPU}, 1,
+        _domains(TWO, (("b1", "r1"), 1))),
+    "rack required; multiple Pods fit in a rack": (
+        DEFAULT, TWO, TopologyRequest(RACK, required=True), {"cpu": CPU}, 3,
+        _domains(TWO, (("b1", "r2"), 3))),
+    "rack required; multiple Pods fit in some racks": (
+        DEFAULT, TWO, TopologyRequest(RACK, required=True), {"cpu": CPU}, 2,
+        _domains(TWO, (("b2", "r2"), 2))),
+    "rack required; too many pods to fit in any rack": (
+        DEFAULT, TWO, TopologyRequest(RACK, required=True), {"cpu": CPU}, 4,
+        'topology "default" allows to fit only 3 out of 4 pod(s)'),
+    "block required; too many Pods to fit requested": (
+        DEFAULT, TWO, TopologyRequest(BLOCK, required=True), {"cpu": CPU}, 5,
+        'topology "default" allows to fit only 4 out of 5 pod(s)'),
+    "rack required; single Pod requiring memory": (
+        DEFAULT, TWO, TopologyRequest(RACK, required=True), {"memory": 1024 * 1000}, 4,
+        _domains(TWO, (("b1", "r1"), 4))),
+    "block preferred; Pods fit in 2 blocks": (
+        BLOCKS, (BLOCK,), TopologyRequest(BLOCK), {"cpu": CPU}, 5,
+        _domains((BLOCK,), (("b2",), 1), (("b3",), 4))),
+    "rack preferred; but only block can accommodate the workload": (
+        DEFAULT, TWO, TopologyRequest(RACK), {"cpu": CPU}, 4,
+        _domains(TWO, (("b1", "r1"), 1), (("b1", "r2"), 3))),
+    "rack preferred; but only multiple blocks can accommodate the workload": (
+        DEFAULT, TWO, TopologyRequest(RACK), {"cpu": CPU}, 6,
+        _domains(TWO, (("b1", "r1"), 1), (("b1", "r2"), 3), (("b2", "r2"), 2))),
+    "block preferred; but only multiple blocks can accommodate the workload": (
+        DEFAULT, TWO, TopologyRequest(BLOCK), {"cpu": CPU}, 6,
+        _domains(TWO, (("b1", "r1"), 1), (("b1", "r2"), 3), (("b2", "r2"), 2))),
+    "block preferred; but the workload cannot be accommodate in entire topology": (
+        DEFAULT, TWO, TopologyRequest(BLOCK), {"cpu": CPU}, 10,
+        'topology "default" allows to fit only 7 out of 10 pod(s)'),
+    "block required; 4 pods fit into one host each": (
+        BINARY, THREE, TopologyRequest(BLOCK, required=True), {"cpu": CPU}, 4,
+        _domains((HOSTNAME,), (("x3",), 1), (("x5",), 1), (("x1",), 1), (("x6",), 1))),
+    "host required; single Pod fits in the host": (
+        DEFAULT, THREE, TopologyRequest(HOSTNAME, required=True), {"cpu": CPU}, 1,
+        _domains((HOSTNAME,), (("x3",), 1))),
+    "unconstrained; 6 pods fit into hosts scattered across the whole datacenter": (
+        SCATTERED, THREE, TopologyRequest(unconstrained=True), {"cpu": CPU}, 6,
+        _domains((HOSTNAME,), (("x1",), 1), (("x3",), 1), (("x5",), 1), (("x2",), 1), (("x6",), 2))),
+    "unconstrained; a single pod fits into each host; LeastFreeCapacity": (
+        DEFAULT, THREE, TopologyRequest(unconstrained=True), {"cpu": CPU}, 1, _domains((HOSTNAME,), (("x3",), 1))),
+    "block required for podset; host required for slices": (
+        THREE_HOSTS, THREE, TopologyRequest(BLOCK, required=True, slice_level=HOSTNAME, slice_size=2),
+        {"cpu": CPU}, 6, _domains((HOSTNAME,), (("x1",), 2), (("x3",), 2), (("x5",), 2))),
+    "block required for podset; host required for slices; one slice too many": (
+        THREE_HOSTS, THREE, TopologyRequest(BLOCK, required=True, slice_level=HOSTNAME, slice_size=2),
+        {"cpu": CPU}, 8, 'topology "default" allows to fit only 3 out of 4 slice(s)'),
+    "detailed failure message with exclusion stats": (
+        EXCLUDED, (HOSTNAME,), TopologyRequest(HOSTNAME, required=True), {"cpu": CPU}, 1,
+        'topology "default" doesn\'t allow to fit any of 1 pod(s). Total nodes: 4; excluded: nodeSelector: 2, '
+        'resource "cpu": 1, taint "key=value:NoSchedule": 1'),
+    "no nodes at all": (
+        [], TWO, TopologyRequest(RACK, required=True), {"cpu": CPU}, 1, f"no topology domains at level: {RACK}"),
+    "a node not ready is not counted": (
+        [node("b1-r1-x3", "b1", "r1", "x3", 1, is_ready=False)], TWO, TopologyRequest(RACK, required=True),
+        {"cpu": CPU}, 1, f"no topology domains at level: {RACK}"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_placement(name: str) -> None:
+    nodes, levels, request, per_pod, count, want = CASES[name]
+    flavor = FlavorSpec("tas", topology="default", levels=levels)
+    selector = {"zone": "zone-a"} if nodes is EXCLUDED else {}
+    podset = PodSet("main", count, per_pod, node_selector=selector, topology=request)
+    assert place(_view(nodes), flavor, podset, request, ()) == want
+
+
+def test_others_hold_what_their_assignments_name_and_pods_of_others_what_they_use() -> None:
+    """Capacity of a domain is net of topology assignments held (by hostname) and of pods not placed by topology."""
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    request = TopologyRequest(BLOCK, required=True)
+    podset = PodSet("main", 3, {"cpu": CPU}, topology=request)
+    busy = [node(n.name, n.labels[BLOCK], n.labels[RACK], n.labels[HOSTNAME], 1,
+                 pods={"ns/other": {"cpu": CPU}} if n.labels[HOSTNAME] == "x3" else {}) for n in BINARY]
+    held = [(TopologyAssignment((HOSTNAME,), ((("x1",), 1),)), {"cpu": CPU, "pods": 1000})]
+    # b1 has x5 and x6 left: three pods need b2
+    assert place(_view(busy, held), flavor, podset, request, ()) == \
+        _domains((HOSTNAME,), (("x2",), 1), (("x4",), 1), (("x7",), 1))
+    # the pod on x3 belongs to a workload placed by topology: its assignment counts, not its pods
+    assert place(_view(busy, held, frozenset({"ns/other"})), flavor, podset, request, ()) == \
+        _domains((HOSTNAME,), (("x3",), 1), (("x5",), 1), (("x6",), 1))
+    # empty: as if no workload placed by topology held anything (the pod of one that is not still counts)
+    assert place(_view(busy, held), flavor, PodSet("main", 4, {"cpu": CPU}), request, (), empty=True) == \
+        _domains((HOSTNAME,), (("x2",), 1), (("x4",), 1), (("x7",), 1), (("x8",), 1))
+
+
+def test_fits_checks_each_domain_again() -> None:
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    podset = PodSet("main", 2, {"cpu": CPU})
+    mine = _domains((HOSTNAME,), (("x3",), 1), (("x5",), 1))
+    assert fits(_view(BINARY), flavor, podset, mine)
+    taken = [(_domains((HOSTNAME,), (("x5",), 1)), {"cpu": CPU, "pods": 1000})]
+    assert not fits(_view(BINARY, taken), flavor, podset, mine)
+
+
+def test_flavor_and_pod_set_must_agree_on_topology() -> None:
+    """Kueue's checkPodSetAndFlavorMatchForTAS, with its messages."""
+    tas = FlavorSpec("tas", topology="default", levels=TWO)
+    plain = FlavorSpec("plain")
+    missing = FlavorSpec("gone", topology="nope")
+    asks = PodSet("main", 1, {"cpu": CPU}, topology=TopologyRequest(RACK, required=True))
+    asks_host = PodSet("main", 1, {"cpu": CPU}, topology=TopologyRequest(HOSTNAME, required=True))
+    asks_nothing = PodSet("main", 1, {"cpu": CPU})
+    assert {
+        "tas, asks": tas_match(asks, tas, False),
+        "plain, asks": tas_match(asks, plain, False),
+        "missing, asks": tas_match(asks, missing, False),
+        "tas, level it lacks": tas_match(asks_host, tas, False),
+        "tas, asks nothing": tas_match(asks_nothing, tas, False),
+        "tas, asks nothing, implied": tas_match(asks_nothing, tas, True),
+        "missing, asks nothing, implied": tas_match(asks_nothing, missing, True),
+        "plain, asks nothing": tas_match(asks_nothing, plain, False),
+    } == {
+        "tas, asks": "",
+        "plain, asks": 'Flavor "plain" does not support TopologyAwareScheduling',
+        "missing, asks": 'Flavor "gone" information missing in TAS cache',
+        "tas, level it lacks": 'Flavor "tas" does not contain the requested level',
+        "tas, asks nothing": 'Flavor "tas" supports only TopologyAwareScheduling',
+        "tas, asks nothing, implied": "",
+        "missing, asks nothing, implied": 'Flavor "gone" information missing in TAS cache',
+        "plain, asks nothing": "",
+    }
+    quota = {("tas", "cpu"): Quota(1000)}
+    only_tas = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("tas",), quota),))
+    mixed = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("tas", "plain"), quota),))
+    flavors = {"tas": tas, "plain": plain}
+    assert (tas_implied(only_tas, flavors), tas_implied(mixed, flavors)) == (True, False)
