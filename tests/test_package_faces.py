@@ -21,9 +21,10 @@ FACES: dict[str, tuple[str, ...]] = {
         "FlexqError", "__version__",
     ),
     "flexq.api": (
-        "ApiError", "CLUSTER_SELECTOR_KEY", "Column", "DEFAULT_KUEUE_CONFIG", "Document", "FieldCheck", "FieldError",
-        "FieldValidation", "InputError", "InvalidObject", "KINDS", "KindInfo", "KueueConfig", "MAX_INPUT_BYTES",
-        "PodsReadyConfig", "Quantity", "QuantityError", "ResourceConfig", "UnknownFields", "UnknownKind",
+        "AdmissionFairSharing", "ApiError", "CLUSTER_SELECTOR_KEY", "Column", "DEFAULT_KUEUE_CONFIG", "Document",
+        "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject", "KINDS", "KindInfo",
+        "KueueConfig", "MAX_INPUT_BYTES", "PodsReadyConfig", "Quantity", "QuantityError", "ResourceConfig",
+        "UnknownFields", "UnknownKind",
         "apply_defaults", "by_gvk", "by_resource", "convert", "copy_json", "decode_input", "find_placeholders",
         "job_labels", "job_selector", "kueue_config_of", "load_documents", "load_kueue_config", "load_yaml",
         "normalize", "numbers_only", "parse_field_validation", "parse_kueue_config", "parse_quantity", "prune",
@@ -91,8 +92,8 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",
         "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment", "PreemptionPolicy",
-        "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration", "Workload",
-        "WorkloadState", "build_config", "format_amount", "milli", "toleration",
+        "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration", "UsageLedger",
+        "Workload", "WorkloadState", "build_config", "format_amount", "format_usage", "milli", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from flexq.api import parse_kueue_config
 from flexq.api.quantity import parse_quantity
 from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec
 from flexq.scheduler.events import EventKind
+from flexq.scheduler.fair_usage import UsageLedger
 from flexq.scheduler.model import (
     Admission,
     CheckState,
@@ -51,7 +53,25 @@ def _config(case: dict[str, Any]) -> Config:
     cohorts = {c["name"]: cohort_spec({"metadata": {"name": c["name"]},
                                        "spec": {k: v for k, v in c.items() if k != "name"}})
                for c in case.get("cohorts", [])}
-    return Config(flavors, queues, cohorts)
+    weights = {("default", lq["name"]): float(parse_quantity(lq["weight"]).value)
+               for lq in case.get("localQueues", []) if "weight" in lq}
+    return Config(flavors, queues, cohorts, queue_weights=weights)
+
+
+def _ledger(case: dict[str, Any]) -> UsageLedger | None:
+    """The case's ``admissionFairSharing`` read as Kueue's Configuration has it, with the LocalQueues' usage so far
+    (their ``consumedResources``, last updated at the first cycle's moment)."""
+    if "admissionFairSharing" not in case:
+        return None
+    config = parse_kueue_config(yaml.safe_dump({
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "integrations": {"frameworks": ["batch/job"]}, "admissionFairSharing": case["admissionFairSharing"]}), "case")
+    assert config.admission_fair_sharing is not None
+    ledger = UsageLedger(config.admission_fair_sharing)
+    for lq in case.get("localQueues", []):
+        consumed = {r: float(parse_quantity(q).value) for r, q in (lq.get("consumedResources") or {}).items()}
+        ledger.seed(("default", lq["name"]), consumed, 1000.0)
+    return ledger
 
 
 def _tolerations(raw: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
@@ -63,7 +83,7 @@ def _holder(raw: dict[str, Any]) -> Workload:
     usage = {(flavor, res): _milli(q) for flavor, resources in raw["usage"].items() for res, q in resources.items()}
     flavors = {res: flavor for flavor, resources in raw["usage"].items() for res in resources}
     created = float(raw.get("createdAt", 0))
-    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], (PodSet("main", 1, {}),),
+    wl = Workload("default", raw["name"], raw.get("localQueue", "lq"), raw["clusterQueue"], (PodSet("main", 1, {}),),
                   priority=int(raw.get("priority", 0)), created=created, uid=raw["name"],
                   state=WorkloadState.ADMITTED,
                   admission=Admission.of(raw["clusterQueue"], (PodSetAssignment("main", flavors, usage, 1),)),
@@ -79,7 +99,8 @@ def _incoming(raw: dict[str, Any]) -> Workload:
                tuple(tuple(Requirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
                      for term in p.get("affinity") or []))
         for p in raw["podSets"])
-    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], podsets, priority=int(raw.get("priority", 0)),
+    wl = Workload("default", raw["name"], raw.get("localQueue", "lq"), raw["clusterQueue"], podsets,
+                  priority=int(raw.get("priority", 0)),
                   created=float(raw.get("createdAt", 0)), uid=raw["name"])
     wl.checks = {k: CheckState(v) for k, v in (raw.get("admissionChecks") or {}).items()}
     return wl
@@ -101,6 +122,7 @@ def _where(sched: Scheduler, wl: Workload) -> str:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict[str, Any]) -> None:
     sched = Scheduler(_config(case))
+    sched.use_fair_sharing(_ledger(case))
     for raw in case.get("admitted", []):
         sched.add(_holder(raw), 0.0)
     incoming = [_incoming(raw) for raw in case.get("incoming", [])]
@@ -152,4 +174,8 @@ def test_case(case: dict[str, Any]) -> None:
         for key, value in got.items():
             if want[key] != value:
                 problems.append(f"{name}.{key}: expected {want[key]!r}, got {value!r}")
+    for cq, names in (case.get("line") or {}).items():
+        got_line = [wl.name for wl in sched.in_line(cq) or []]
+        if got_line != names:
+            problems.append(f"line of {cq}: expected {names!r}, got {got_line!r}")
     assert not problems, "\n".join(problems)

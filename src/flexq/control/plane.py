@@ -47,7 +47,16 @@ from flexq.control.vocabulary import (
     QueuesReconfigured,
 )
 from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
-from flexq.scheduler import Event, EventKind, PodSet, Scheduler, Workload, WorkloadState, build_config
+from flexq.scheduler import (
+    Event,
+    EventKind,
+    PodSet,
+    Scheduler,
+    UsageLedger,
+    Workload,
+    WorkloadState,
+    build_config,
+)
 from flexq.timers import TimerHeap
 
 __all__ = ["MAX_EXEC_CAUSE", "MAX_EXEC_MESSAGE", "SETTLE_PASSES", "ControlPlane"]
@@ -104,6 +113,15 @@ class ControlPlane:
         """Whether :meth:`workload_for` notes each workload's priority class (for Kueue's metrics' labels)."""
         self._attempt_listeners: list[Callable[[bool, float], None]] = []
         self.pods_ready = PodsReadyTimer(kueue.pods_ready, timers, lambda: self.scheduler, self.emit)
+        fair = kueue.admission_fair_sharing
+        self.fair_usage = UsageLedger(fair) if fair is not None else None
+        """Kueue's admission fair sharing: the LocalQueues' decaying usage (None: off). Kept across schedulers (the
+        live server's read back), as Kueue keeps it in its LocalQueues' status."""
+        self.scheduler.use_fair_sharing(self.fair_usage)
+        if self.fair_usage is not None and not virtual:
+            # The live server writes each LocalQueue's usage as it is sampled; the simulator reads it when it needs it
+            # (the samples due are taken then, in order), and so runs no timer that would outlive its jobs.
+            self._sample_due()
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -144,6 +162,7 @@ class ControlPlane:
         """A fresh scheduler, to be configured and filled again (the live server's state read back from the
         store); the driver drives it from the next :meth:`configure`."""
         self.scheduler = Scheduler(instant_eviction=True)
+        self.scheduler.use_fair_sharing(self.fair_usage)
 
     # --- job integration -------------------------------------------------------------------------------
 
@@ -313,6 +332,14 @@ class ControlPlane:
             self.answer_times.provisioned(note.request, note.pool, event.t)
         elif note.state in (ProvisioningState.PROVISIONED, ProvisioningState.FAILED, ProvisioningState.WITHDRAWN):
             self.answer_times.ended(note.request)
+
+    def _sample_due(self) -> None:
+        """Take the LocalQueues' usage samples due (admission fair sharing, live), and wake for the next."""
+        ledger = self.fair_usage
+        assert ledger is not None
+        now = self.timers.now()
+        self.scheduler.fair_tick(now)
+        self.timers.schedule(ledger.next_due(now), self._sample_due)
 
     def _time_limit(self, wl: Workload) -> None:
         """Kueue's maximum execution time: an admitted workload with ``spec.maximumExecutionTimeSeconds`` is

@@ -70,10 +70,13 @@ class CycleRunner:
         events, state.deferred = state.deferred, []
         events += self.transitions.hold_stopped(now)
         events += self.transitions.requeue_due(now)
+        state.queues.fair_step(events, now, state.workloads, state.holding)
         state.cut_short = False
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
-            events += self.racing.settle_admitted(cycle_events, now)
+            settled = self.racing.settle_admitted(cycle_events, now)
+            state.queues.fair_step(settled[len(cycle_events):], now, state.workloads, state.holding)
+            events += settled
             if not progress:
                 break
         else:
@@ -93,6 +96,7 @@ class CycleRunner:
         """One Kueue scheduling cycle. Returns its events and whether it admitted or preempted anything."""
         state = self.state
         aside = state.set_aside
+        state.queues.fair_step((), now, state.workloads, state.holding)  # the usage sampled by now orders the heads
         heads, events = self._heads(now)
         cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
@@ -125,6 +129,7 @@ class CycleRunner:
         if state.instant_eviction:
             for victim in cycle.victims:
                 events += self.transitions.complete_eviction(victim.key, now)
+        state.queues.fair_step(events, now, state.workloads, state.holding)
         return events, cycle.progress or state.set_aside != aside
 
     def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
