@@ -130,6 +130,8 @@ class ControlPlane:
         policy races workloads across their flavors where capacity is modelled; Kueue-compatible
         (``fallback: false``) does not."""
         self.local_queues = local_queues_of(objects)
+        if self.fair_usage is not None:
+            self.fair_usage.know(self.local_queues, self.timers.now())
         self.priorities = Priorities.of(objects)
         self.use_capacity(capacity, objects)
         race = capacity is not None and capacity.fallback

@@ -87,6 +87,13 @@ class UsageLedger:
             self._entries[lq] = _Entry(dict(consumed), last_update)
             self.version += 1
 
+    def know(self, lqs: Iterable[LocalQueueRef], now: float) -> None:
+        """LocalQueues that exist from ``now`` on (Kueue's first reconcile of each: nothing consumed yet)."""
+        for lq in lqs:
+            if lq not in self._entries:
+                self._entries[lq] = _Entry(last_update=now)
+                self.version += 1
+
     def _entry(self, lq: LocalQueueRef, now: float) -> _Entry:
         entry = self._entries.get(lq)
         if entry is None:
@@ -167,13 +174,12 @@ class UsageLedger:
         self.version += 1
 
 
-def admitted_usage(holding: Mapping[str, Mapping[str, Workload]], fair_queues: frozenset[str]
-                   ) -> dict[LocalQueueRef, Amounts]:
-    """What the admitted workloads of each LocalQueue of ``fair_queues`` use, by resource (Kueue's LocalQueue
-    admitted usage: every flavor together)."""
+def admitted_usage(holding: Mapping[str, Mapping[str, Workload]]) -> dict[LocalQueueRef, Amounts]:
+    """What the admitted workloads of each LocalQueue use, by resource (Kueue's LocalQueue admitted usage: every
+    flavor together). Kueue samples every LocalQueue's, whatever its ClusterQueue's ``admissionScope``."""
     out: dict[LocalQueueRef, Amounts] = {}
-    for cq in sorted(fair_queues):
-        for wl in holding.get(cq, {}).values():
+    for cq in sorted(holding):
+        for wl in holding[cq].values():
             if wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 totals = out.setdefault((wl.namespace, wl.queue), {})
                 for name, amount in _by_resource(wl).items():

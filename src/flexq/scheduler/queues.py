@@ -40,7 +40,7 @@ class QueueManager:
         """Bring the LocalQueues' usage to ``now`` and charge or fold what ``events`` reserved or admitted."""
         fair = self.fair
         if fair is not None:
-            fair.advance(now, admitted_usage(holding, self.fair_queues))
+            fair.advance(now, admitted_usage(holding))
             fair.hear(events, workloads, self.fair_queues, now)
 
     def _usage(self, wl: Workload) -> float:
