@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig, QuantityError, parse_quantity
 from flexq.capacity import (
     COUNTDOWNS,
     NAMED_MOMENTS,
@@ -47,6 +47,7 @@ from flexq.control.vocabulary import (
     QueuesReconfigured,
 )
 from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
+from flexq.objects import parse_time
 from flexq.scheduler import (
     Event,
     EventKind,
@@ -131,6 +132,7 @@ class ControlPlane:
         (``fallback: false``) does not."""
         self.local_queues = local_queues_of(objects)
         if self.fair_usage is not None:
+            self._seed_fair_usage(objects.get("LocalQueue", []))
             self.fair_usage.know(self.local_queues, self.timers.now())
         self.priorities = Priorities.of(objects)
         self.use_capacity(capacity, objects)
@@ -143,6 +145,24 @@ class ControlPlane:
             # Capacity modelled only now (the live server's first node pool), or a provisioning check new: the
             # workloads that wait on one with no request yet get theirs.
             self.driver.adopt()
+
+    def _seed_fair_usage(self, local_queues: Iterable[Mapping[str, Any]]) -> None:
+        """Admission fair sharing goes on from the usage the LocalQueues' statuses kept (a server started again), as
+        Kueue's LocalQueue controller seeds its ledger from ``status.fairSharing.admissionFairSharingStatus``."""
+        assert self.fair_usage is not None
+        for lq in local_queues:
+            kept = ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus")
+            if not isinstance(kept, Mapping):
+                continue
+            try:
+                consumed = {str(name): float(parse_quantity(amount).value)
+                            for name, amount in (kept.get("consumedResources") or {}).items()}
+            except QuantityError:
+                continue  # not Kueue's: the LocalQueue starts afresh
+            moment = parse_time(kept.get("lastUpdate"))
+            meta = lq.get("metadata") or {}
+            self.fair_usage.seed((str(meta.get("namespace") or "default"), str(meta.get("name"))), consumed,
+                                 moment.timestamp() if moment is not None else self.timers.now())
 
     def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
