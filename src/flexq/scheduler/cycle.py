@@ -262,7 +262,7 @@ class CycleRunner:
             assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding)
             state.last_assignment[wl.key] = assignment
             return assignment, None
-        oracle = oracle_for(wl, cq, state.tree, state.holding)
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage())
         shared = self.holdings.shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
@@ -319,7 +319,8 @@ class CycleRunner:
         needed, requests = assignment.preempt_resources(), assignment.usage()
         targets = oracle.found(needed, requests) if oracle is not None else None
         if targets is None:
-            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests)
+            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests,
+                                   usage=state.queues.victim_usage())
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from flexq.scheduler.events import Event
 from flexq.scheduler.fair_usage import LocalQueueRef, UsageLedger, admitted_usage
@@ -42,6 +42,13 @@ class QueueManager:
         if fair is not None:
             fair.advance(now, admitted_usage(holding))
             fair.hear(events, workloads, self.fair_queues, now)
+
+    def victim_usage(self) -> Callable[[Workload], float | None] | None:
+        """Admission fair sharing's LocalQueue usage of workloads holding quota in a fair ClusterQueue (preemption
+        takes from the LocalQueue that used more first); None where it is off."""
+        if self.fair is None or not self.fair_queues:
+            return None
+        return lambda wl: self._usage(wl) if wl.cluster_queue in self.fair_queues else None
 
     def _usage(self, wl: Workload) -> float:
         """The usage that orders ``wl`` in a fair ClusterQueue (0 where its queue is not one)."""
