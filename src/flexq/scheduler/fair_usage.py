@@ -77,6 +77,8 @@ class UsageLedger:
         self._entries: dict[LocalQueueRef, _Entry] = {}
         self.version = 0
         """Goes up whenever a LocalQueue's usage or its time of update changes (for status writers)."""
+        self._due = math.inf
+        """No sample is due before then (a lower bound: entries made or seeded lower it)."""
 
     def entries(self) -> list[LocalQueueRef]:
         return sorted(self._entries)
@@ -85,6 +87,7 @@ class UsageLedger:
         """A LocalQueue's ``consumedResources`` as last written (a server read back), before any sample."""
         if lq not in self._entries:
             self._entries[lq] = _Entry(dict(consumed), last_update)
+            self._due = min(self._due, last_update + self.config.sampling)
             self.version += 1
 
     def know(self, lqs: Iterable[LocalQueueRef], now: float) -> None:
@@ -92,12 +95,14 @@ class UsageLedger:
         for lq in lqs:
             if lq not in self._entries:
                 self._entries[lq] = _Entry(last_update=now)
+                self._due = min(self._due, now + self.config.sampling)
                 self.version += 1
 
     def _entry(self, lq: LocalQueueRef, now: float) -> _Entry:
         entry = self._entries.get(lq)
         if entry is None:
             entry = self._entries[lq] = _Entry(last_update=now)
+            self._due = min(self._due, now + self.config.sampling)
         return entry
 
     def consumed(self, lq: LocalQueueRef) -> tuple[Amounts, float] | None:
@@ -122,11 +127,13 @@ class UsageLedger:
         value = sum(weights.get(name, 1.0) * total[name] for name in sorted(total))
         return math.inf if weight <= 0 else value / weight
 
-    def advance(self, now: float, admitted: Mapping[LocalQueueRef, Amounts]) -> None:
+    def advance(self, now: float, admitted: Mapping[LocalQueueRef, Amounts] | None = None) -> None:
         """Take every sample due by ``now`` (each with the usage admitted since the last change), then note the usage
-        admitted from now on, ``admitted`` (LocalQueues not named: none)."""
+        admitted from now on, ``admitted`` (LocalQueues not named: as it was)."""
+        if not admitted and now < self._due:
+            return
         sampling, half_life = self.config.sampling, self.config.half_life
-        for lq in sorted({*self._entries, *admitted}):
+        for lq in sorted({*self._entries, *(admitted or {})}):
             entry = self._entry(lq, now)
             due = math.floor((now - entry.last_update) / sampling + 1e-9)
             if due > 0:
@@ -134,7 +141,9 @@ class UsageLedger:
                 entry.consumed = {} if half_life <= 0 else decayed(entry.consumed, entry.admitted, due * sampling,
                                                                    half_life)
                 self.version += 1
-            entry.admitted = dict(admitted.get(lq, {}))
+            if admitted is not None and lq in admitted:
+                entry.admitted = dict(admitted[lq])
+        self._due = min((entry.last_update + sampling for entry in self._entries.values()), default=math.inf)
 
     def hear(self, events: Iterable[Event], workloads: Mapping[str, Workload], fair_queues: frozenset[str],
              now: float) -> None:
@@ -174,12 +183,16 @@ class UsageLedger:
         self.version += 1
 
 
-def admitted_usage(holding: Mapping[str, Mapping[str, Workload]]) -> dict[LocalQueueRef, Amounts]:
+def admitted_usage(holding: Mapping[str, Mapping[str, Workload]], only: Mapping[LocalQueueRef, str] | None = None
+                   ) -> dict[LocalQueueRef, Amounts]:
     """What the admitted workloads of each LocalQueue use, by resource (Kueue's LocalQueue admitted usage: every
-    flavor together). Kueue samples every LocalQueue's, whatever its ClusterQueue's ``admissionScope``."""
-    out: dict[LocalQueueRef, Amounts] = {}
-    for cq in sorted(holding):
-        for wl in holding[cq].values():
+    flavor together). Kueue samples every LocalQueue's, whatever its ClusterQueue's ``admissionScope``. ``only``:
+    just these LocalQueues, by the ClusterQueue whose holders to count (None: all of them)."""
+    out: dict[LocalQueueRef, Amounts] = {lq: {} for lq in only or {}}
+    for cq in sorted(holding if only is None else set(only.values())):
+        for wl in holding.get(cq, {}).values():
+            if only is not None and (wl.namespace, wl.queue) not in only:
+                continue
             if wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 totals = out.setdefault((wl.namespace, wl.queue), {})
                 for name, amount in _by_resource(wl).items():

@@ -225,11 +225,12 @@ class Scheduler:
     def use_fair_sharing(self, ledger: UsageLedger | None) -> None:
         """Kueue's admission fair sharing with the LocalQueues' usage in ``ledger`` (None: off): the ClusterQueues
         whose ``admissionScope`` asks for it order their lines by it, and their admissions charge it."""
-        self._state.queues.fair = ledger
+        self._state.queues.use(ledger, self._state.workloads)
         self._fair_queues()
 
     def _fair_queues(self) -> None:
         state = self._state
+        state.queues.recount = True
         state.queues.fair_queues = frozenset(name for name, cq in state.config.cluster_queues.items()
                                              if cq.fair_admission)
         state.queues.weights = state.config.queue_weights
