@@ -83,3 +83,29 @@ def test_the_entry_penalty_is_charged_at_reservation_folded_at_admission_and_dro
                                                   (0.267949192, "267949192n"), (2.0 ** 31, "2147483648"), (0.0, "0")])
 def test_usage_is_written_as_kueues_quantities_to_the_nano_unit(amount: float, written: str) -> None:
     assert format_usage(amount) == written
+
+
+def test_a_racing_workload_is_charged_once_for_the_variant_that_wins() -> None:
+    from flexq.scheduler import Config, Scheduler
+    from flexq.scheduler.build import cluster_queue_spec, flavor_spec
+
+    flavors = {name: flavor_spec({"metadata": {"name": name}, "spec": {}}) for name in ("a", "b")}
+    cq = cluster_queue_spec({"metadata": {"name": "cq"}, "spec": {
+        "namespaceSelector": {}, "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": name, "resources": [{"name": "cpu", "nominalQuota": "4"}]} for name in ("a", "b")]}]}})
+    scheduler = Scheduler(Config(flavors, {"cq": cq}, {}, race=True), instant_eviction=True)
+    scheduler.start_decides = True  # as with a capacity driver: both variants reserve, the first to start wins
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    scheduler.use_fair_sharing(ledger)
+    scheduler.add(Workload("team", "w", "lq", "cq", (PodSet("main", 1, {"cpu": 4000}),)), 0.0)
+    reserved = [e.workload for e in scheduler.schedule(0.0) if e.kind is EventKind.QUOTA_RESERVED]
+    alpha = 1 - 0.5 ** 0.1
+    assert len(reserved) == 2 and ledger.usage(LQ) == pytest.approx(2 * 4 * alpha)  # each variant charged
+    scheduler.settle(reserved[0], 10.0)
+    consumed, _last = ledger.consumed(LQ) or ({}, -1.0)
+    # Both variants held quota admitted until the first started: both penalties were folded in then; the workload
+    # taking the winner's admission at 10 s is not charged again, its 4 cpu only sampled in.
+    keep = 0.5 ** (10 / 600)
+    assert consumed == pytest.approx({"cpu": 2 * 4 * alpha * keep + 4 * (1 - keep)})
+    assert ledger.usage(LQ) == pytest.approx(consumed["cpu"])  # nothing pending

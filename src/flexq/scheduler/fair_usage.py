@@ -7,7 +7,10 @@ of the moment makes up the rest. A workload that reserves quota in a ClusterQueu
 (its requests times the share one sampling interval gives a new sample), so that the next head of the same
 LocalQueue does not pass for idle until the next sample; once admitted, the penalty is folded into the sum (the sum
 decayed to that moment with the usage admitted then). A workload that never gets admitted (finished, deleted,
-deactivated) has its penalty dropped.
+deactivated) has its penalty dropped. A racing workload's variants are workloads of their own (Kueue's Concurrent
+Admission): each that reserves is charged, and its penalty folded in if it is admitted (where the first to start
+wins, every variant admitted meanwhile held quota) or dropped if it is withdrawn first; the workload taking the
+winner's admission is not charged again.
 
 The ClusterQueue then tries its pending workloads in the order of their LocalQueue's usage, the lowest first: the
 resource-weighted sum of ``consumedResources`` and pending penalties (weight 1 for a resource not in
@@ -155,7 +158,8 @@ class UsageLedger:
             if wl is None:
                 continue
             lq = (wl.namespace, wl.queue)
-            if event.kind is EventKind.QUOTA_RESERVED and event.cluster_queue in fair_queues:
+            if event.kind is EventKind.QUOTA_RESERVED and event.cluster_queue in fair_queues and not wl.won:
+                # (a racing workload taking its winning variant's admission: the variant was charged)
                 requests = _by_resource(wl)
                 self._entry(lq, now).penalties[wl.key] = {name: amount * alpha for name, amount in requests.items()}
                 self.version += 1
