@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from flexq.api import DEFAULT_KUEUE_CONFIG, InputError, InvalidObject, PodsReadyConfig, load_kueue_config
+from flexq.api import (
+    DEFAULT_KUEUE_CONFIG,
+    AdmissionFairSharing,
+    InputError,
+    InvalidObject,
+    PodsReadyConfig,
+    load_kueue_config,
+)
 from flexq.api import parse_kueue_config as parse
 from flexq.api.kueue_config import ResourceConfig, Transformation
 
@@ -79,6 +86,26 @@ def test_transformations_retain_replace_multiply_and_exclusions_as_kueue_compute
         "google.com/tpu": 4000, "chips-per-host": 2000, "tpu-chips": 4000}
 
 
+# name -> (text, admissionFairSharing expected)
+FAIR_SHARING: dict[str, tuple[str, AdmissionFairSharing | None]] = {
+    "without the field: off (Kueue's default)": (V2, None),
+    "empty: on, half-life 0, sampled every 5 minutes": (V2 + "admissionFairSharing: {}", AdmissionFairSharing()),
+    "all set": (V2 + "admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 1m\n"
+                "  resourceWeights: {cpu: 0, nvidia.com/gpu: 2.5}\n",
+                AdmissionFairSharing(168 * 3600.0, 60.0, {"cpu": 0.0, "nvidia.com/gpu": 2.5})),
+    "v1beta1 the same": (V1 + "admissionFairSharing: {usageHalfLifeTime: 10s, usageSamplingInterval: 1s}",
+                         AdmissionFairSharing(10.0, 1.0)),
+    "the gate AdmissionFairSharing false turns it off": (
+        V2 + "featureGates: {AdmissionFairSharing: false}\nadmissionFairSharing: {usageHalfLifeTime: 1h}", None),
+}
+
+
+@pytest.mark.parametrize("name", FAIR_SHARING)
+def test_admission_fair_sharing_as_kueue_v0_19_reads_it(name: str) -> None:
+    text, expected = FAIR_SHARING[name]
+    assert parse(text, "k.yaml").admission_fair_sharing == expected
+
+
 # name -> (text, the errors expected: "line N: path: message" prefixes)
 REFUSED: dict[str, tuple[str, list[str]]] = {
     "an unknown field": (V2 + "waitForPodReady: {}\n", ["line 3: waitForPodReady: unknown field"]),
@@ -86,6 +113,14 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
                                 ["line 5: waitForPodsReady.enable: unknown field"]),
     "fair sharing, not implemented": (V2 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}\n",
                                       ["line 3: fairSharing: not supported: fair sharing is not implemented"]),
+    "admission fair sharing out of Kueue's bounds": (
+        V2 + "admissionFairSharing:\n  usageHalfLifeTime: -1h\n  usageSamplingInterval: 0s\n"
+        "  resourceWeights: {cpu: -1, memory: lots}\n  usageWindow: 1h\n", [
+            "line 4: admissionFairSharing.usageHalfLifeTime: invalid duration",
+            "line 5: admissionFairSharing.usageSamplingInterval: must be greater than 0",
+            "line 6: admissionFairSharing.resourceWeights.cpu: must be greater than or equal to 0",
+            "line 6: admissionFairSharing.resourceWeights.memory: must be a number",
+            "line 7: admissionFairSharing.usageWindow: unknown field"]),
     "manageJobsWithoutQueueName true": (V2 + "manageJobsWithoutQueueName: true\n",
                                         ["line 3: manageJobsWithoutQueueName: not supported"]),
     "a bad timeout and strategy": (V2 + "waitForPodsReady:\n  timeout: 5\n  requeuingStrategy:\n"

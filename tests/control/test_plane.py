@@ -324,3 +324,27 @@ def test_pods_that_stop_being_ready_have_the_recovery_timeout_on_both_loops() ->
     assert stories[0] == [
         (0.0, "Admitted", "default/back", None), (0.0, "Admitted", "default/gone", None),
         (80.0, "Evicted", "default/gone", "PodsReadyTimeout")]  # 60 s after its pods stopped being ready, not at 30 s
+
+
+def test_admission_fair_sharing_goes_on_from_the_usage_the_local_queues_kept() -> None:
+    from datetime import UTC, datetime
+
+    from flexq.api import AdmissionFairSharing
+
+    def local_queue(name: str, kept: object = None) -> dict[str, object]:
+        status = {"fairSharing": {"weightedShare": 0, "admissionFairSharingStatus": kept}} if kept else {}
+        return {"metadata": {"name": name, "namespace": "team"}, "spec": {"clusterQueue": "cq"}, "status": status}
+
+    stamp = datetime.fromtimestamp(START - 30, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), [].append,
+                         kueue=KueueConfig(admission_fair_sharing=AdmissionFairSharing(600.0, 60.0)))
+    plane.feed(QueuesReconfigured({"LocalQueue": [
+        local_queue("kept", {"consumedResources": {"cpu": "2500m", "memory": "1Gi"}, "lastUpdate": stamp}),
+        local_queue("fresh"), local_queue("garbled", {"consumedResources": {"cpu": "lots"}, "lastUpdate": stamp})]},
+        None, START))
+    ledger = plane.fair_usage
+    assert ledger is not None
+    assert ledger.consumed(("team", "kept")) == ({"cpu": 2.5, "memory": float(2**30)}, START - 30)
+    assert ledger.consumed(("team", "fresh")) == ({}, START)
+    assert ledger.consumed(("team", "garbled")) == ({}, START)
+    assert ControlPlane(TimerHeap(VirtualClock(START)), [].append).fair_usage is None

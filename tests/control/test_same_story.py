@@ -15,12 +15,15 @@ import yaml
 
 from flexq.api import KueueConfig, resolve
 from flexq.clock import VirtualClock
+from flexq.control import kueue_state
 from flexq.controller import QueueController, RayRuntime
 from flexq.jobs.webhook import job_webhook
 from flexq.objects import ObjectService
-from flexq.scheduler import Event, EventKind
+from flexq.scheduler import Event, EventKind, format_usage
+from flexq.server.kueue_families import render_kueue
 from flexq.sim import Simulation, load_scenario
 from flexq.store import Key, Store
+from tests.kueue_metrics import check_scrape, families
 from tests.support import job
 
 START = 1_800_000_000.0
@@ -54,8 +57,9 @@ QUEUES = """
    spec: {clusterQueue: team-b}}
 """
 
+Job = tuple[int, str, str, int, int, bool]
 # (at s, name, LocalQueue, cpus, run s, urgent)
-JOBS = [(0, "a1", "a", 3, 600, False), (0, "b1", "b", 3, 900, False), (10, "a2", "a", 2, 300, False),
+JOBS: list[Job] = [(0, "a1", "a", 3, 600, False), (0, "b1", "b", 3, 900, False), (10, "a2", "a", 2, 300, False),
         (20, "b2", "b", 1, 1200, False), (30, "a3", "a", 4, 300, True), (700, "a4", "a", 1, 60, False),
         (950, "b3", "b", 2, 100, False)]
 
@@ -65,11 +69,13 @@ def _job(name: str, queue: str, cpus: int, urgent: bool) -> dict[str, Any]:
     return job(name, queue=queue, cpu=1, pods=cpus).image("x").priority_class("urgent" if urgent else None).object()
 
 
-def _scenario(tmp_path: Path) -> Path:
+def _scenario(tmp_path: Path, queues: str = QUEUES, jobs: list[Job] = JOBS,
+              kueue: dict[str, Any] | None = None) -> Path:
     submit = [{"at": f"{at}s", "runFor": f"{run}s", "object": _job(name, queue, cpus, urgent)}
-              for at, name, queue, cpus, run, urgent in JOBS]
+              for at, name, queue, cpus, run, urgent in jobs]
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "same-story"},
-           "spec": {"objects": yaml.safe_load(QUEUES), "submit": submit, "until": "2h"}}
+           "spec": {"objects": yaml.safe_load(queues), "submit": submit, "until": "2h",
+                    **({"kueueConfig": kueue} if kueue is not None else {})}}
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -91,12 +97,13 @@ def _simulated(path: Path) -> list[tuple[float, str, str]]:
 class _Live:
     """The real controller on a virtual clock: jobs created at their moments, finished when their run is up."""
 
-    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None) -> None:
+    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None, ray: bool = True) -> None:
         self.clock = VirtualClock(START)
         self.store = Store(tmp_path / "flexq.db", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
         self.service = ObjectService(self.store, hooks=[job_webhook])
         self.controller = QueueController(self.service, self.clock) if kueue is None else \
-            QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)), kueue=kueue)
+            QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)) if ray else None,
+                            kueue=kueue)
         self.told: list[tuple[float, str, str]] = []
         self.due: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -123,11 +130,13 @@ class _Live:
         job["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
         self.store.update(key, job, subresource="status")
 
-    def run(self, until: float) -> None:
-        for doc in yaml.safe_load(QUEUES):
+    def run(self, until: float, queues: str = QUEUES, jobs: list[Job] = JOBS) -> None:
+        """The queues, then the jobs at their moments; each finishes its run after its admission."""
+        self.runs = {name: run for _at, name, _q, _c, run, _u in jobs}
+        for doc in yaml.safe_load(queues):
             self._create(doc)
         self.controller.resync()
-        for at, name, queue, cpus, _run, urgent in JOBS:
+        for at, name, queue, cpus, _run, urgent in jobs:
             self.at(START + at,
                     lambda n=name, q=queue, c=cpus, u=urgent: self._create(_job(n, q, c, u)))  # type: ignore[misc]
         self._loop(until)
@@ -290,3 +299,69 @@ def test_wait_for_pods_ready_evicts_requeues_and_deactivates_alike_on_both_clock
     assert (evicted["reason"], evicted["message"]) == (
         "DeactivatedDueToRequeuingLimitExceeded",
         "The workload is deactivated due to exceeding the maximum number of re-queuing retries")
+
+
+# --- admission fair sharing on both clocks -------------------------------------------------------------------------
+
+FAIR_QUEUES = """
+- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}
+- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: ClusterQueue
+  metadata: {name: shared}
+  spec:
+    namespaceSelector: {}
+    admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}
+    resourceGroups:
+      - coveredResources: [cpu]
+        flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+- {apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {name: a, namespace: default},
+   spec: {clusterQueue: shared}}
+- {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: b, namespace: default},
+   spec: {clusterQueue: shared, fairSharing: {weight: "2"}}}
+"""
+FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+               "integrations": {"frameworks": ["batch/job"]},
+               "admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1m"}}
+# LocalQueue a queues four jobs before b queues three; each job takes the whole 4 cpu but a4 and b3 (2 each).
+FAIR_JOBS: list[Job] = [(0, "a1", "a", 4, 600, False), (10, "a2", "a", 4, 600, False), (20, "a3", "a", 4, 600, False),
+                        (30, "a4", "a", 2, 600, False), (40, "b1", "b", 4, 600, False), (50, "b2", "b", 4, 600, False),
+                        (60, "b3", "b", 2, 600, False)]
+
+
+@pytest.mark.timeout(120)
+def test_admission_fair_sharing_takes_turns_between_local_queues_alike_on_both_clocks(tmp_path: Path) -> None:
+    from flexq.api import parse_kueue_config
+
+    def admitted(story: list[tuple[float, str, str]]) -> list[tuple[float, str]]:
+        return [(t, name) for t, kind, name in story if kind == "Admitted"]
+
+    plain = admitted(_simulated(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS)))
+    simulated = _simulated(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS, FAIR_CONFIG))
+    live = _Live(tmp_path, kueue=parse_kueue_config(yaml.safe_dump(FAIR_CONFIG), "kueue.yaml"), ray=False)
+    try:
+        live.run(7200, FAIR_QUEUES, FAIR_JOBS)
+        status = live.store.get(Key("kueue.x-k8s.io", "localqueues", "default", "a"))["status"]["fairSharing"]
+        ledger = live.controller.plane.fair_usage
+        assert ledger is not None
+        consumed, last = ledger.consumed(("default", "a")) or ({}, 0.0)
+        scrape = render_kueue(live.controller.tally.kueue, kueue_state(live.controller.plane)).decode()
+        usage = {lq: ledger.usage(("default", lq), weight) for lq, weight in (("a", 1.0), ("b", 2.0))}
+    finally:
+        live.controller.stop()
+        live.store.close()
+    # Without it, a's jobs go first in the order they came (b3, small, fits beside a4).
+    assert plain == [(0, "a1"), (600, "a2"), (1200, "a3"), (1800, "a4"), (1800, "b3"), (2400, "b1"), (3000, "b2")]
+    # With it, the LocalQueue that used least goes next: b (weight 2) after a1, then a, then b...
+    assert admitted(simulated) == [(0, "a1"), (600, "b1"), (1200, "a2"), (1800, "b2"), (2400, "a3"), (3000, "b3"),
+                                   (3000, "a4")]
+    assert live.told == simulated
+    assert status["weightedShare"] == 0
+    assert status["admissionFairSharingStatus"] == {
+        "consumedResources": {"cpu": format_usage(consumed["cpu"])},
+        "lastUpdate": datetime.fromtimestamp(last, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    assert last > START + 3600 and 0 < consumed["cpu"] < 4  # sampled on, decaying since its last job ended
+    assert check_scrape(scrape, need_samples=False) == []
+    family = families(scrape)["kueue_local_queue_admission_fair_sharing_usage"]
+    assert {(s.labels["name"], s.labels["cluster_queue"]): s.value for s in family.samples} == {
+        ("a", "shared"): usage["a"], ("b", "shared"): usage["b"]}
+    assert usage["a"] > 0 and usage["b"] > 0

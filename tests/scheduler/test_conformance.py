@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
+from flexq.api import parse_kueue_config
 from flexq.api.quantity import parse_quantity
 from flexq.jobs import request_from_object
 from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec, taint, topology_levels
 from flexq.scheduler.events import EventKind
+from flexq.scheduler.fair_usage import UsageLedger
 from flexq.scheduler.model import (
     Admission,
     CheckState,
@@ -59,7 +61,25 @@ def _config(case: dict[str, Any]) -> Config:
     cohorts = {c["name"]: cohort_spec({"metadata": {"name": c["name"]},
                                        "spec": {k: v for k, v in c.items() if k != "name"}})
                for c in case.get("cohorts", [])}
-    return Config(flavors, queues, cohorts)
+    weights = {("default", lq["name"]): float(parse_quantity(lq["weight"]).value)
+               for lq in case.get("localQueues", []) if "weight" in lq}
+    return Config(flavors, queues, cohorts, queue_weights=weights)
+
+
+def _ledger(case: dict[str, Any]) -> UsageLedger | None:
+    """The case's ``admissionFairSharing`` read as Kueue's Configuration has it, with the LocalQueues' usage so far
+    (their ``consumedResources``, last updated at the first cycle's moment)."""
+    if "admissionFairSharing" not in case:
+        return None
+    config = parse_kueue_config(yaml.safe_dump({
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "integrations": {"frameworks": ["batch/job"]}, "admissionFairSharing": case["admissionFairSharing"]}), "case")
+    assert config.admission_fair_sharing is not None
+    ledger = UsageLedger(config.admission_fair_sharing)
+    for lq in case.get("localQueues", []):
+        consumed = {r: float(parse_quantity(q).value) for r, q in (lq.get("consumedResources") or {}).items()}
+        ledger.seed(("default", lq["name"]), consumed, 1000.0)
+    return ledger
 
 
 def _tolerations(raw: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
@@ -103,7 +123,7 @@ def _holder(raw: dict[str, Any]) -> Workload:
     created = float(raw.get("createdAt", 0))
     count = int(raw.get("count", 1))
     podset = PodSet("main", count, {r: _milli(q) for r, q in (raw.get("podRequests") or {}).items()})
-    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], (podset,),
+    wl = Workload("default", raw["name"], raw.get("localQueue", "lq"), raw["clusterQueue"], (podset,),
                   priority=int(raw.get("priority", 0)), created=created, uid=raw["name"],
                   state=WorkloadState.ADMITTED,
                   admission=Admission.of(raw["clusterQueue"], (PodSetAssignment(
@@ -121,7 +141,8 @@ def _incoming(raw: dict[str, Any]) -> Workload:
                      for term in p.get("affinity") or []),
                topology=request_from_object(p.get("topologyRequest")))
         for p in raw["podSets"])
-    wl = Workload("default", raw["name"], "lq", raw["clusterQueue"], podsets, priority=int(raw.get("priority", 0)),
+    wl = Workload("default", raw["name"], raw.get("localQueue", "lq"), raw["clusterQueue"], podsets,
+                  priority=int(raw.get("priority", 0)),
                   created=float(raw.get("createdAt", 0)), uid=raw["name"])
     wl.checks = {k: CheckState(v) for k, v in (raw.get("admissionChecks") or {}).items()}
     return wl
@@ -145,6 +166,7 @@ def test_case(case: dict[str, Any]) -> None:
     sched = Scheduler(_config(case))
     nodes = [_node(raw) for raw in case.get("nodes", [])]
     sched.nodes = lambda: nodes
+    sched.use_fair_sharing(_ledger(case))
     for raw in case.get("admitted", []):
         sched.add(_holder(raw), 0.0)
     incoming = [_incoming(raw) for raw in case.get("incoming", [])]
@@ -201,4 +223,8 @@ def test_case(case: dict[str, Any]) -> None:
         for key, value in got.items():
             if want[key] != value:
                 problems.append(f"{name}.{key}: expected {want[key]!r}, got {value!r}")
+    for cq, names in (case.get("line") or {}).items():
+        got_line = [wl.name for wl in sched.in_line(cq) or []]
+        if got_line != names:
+            problems.append(f"line of {cq}: expected {names!r}, got {got_line!r}")
     assert not problems, "\n".join(problems)

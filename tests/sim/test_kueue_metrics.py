@@ -79,9 +79,10 @@ def _scrape(tmp_path: Path) -> tuple[str, dict[tuple[str, tuple[tuple[str, str],
 
 def test_the_simulator_writes_every_kueue_metric_as_kueue_defines_it(tmp_path: Path) -> None:
     text, _ = _scrape(tmp_path)
-    # Slices are replaced only when an elastic job grows (tests/runtime/test_elastic*.py): none does here.
-    assert check_scrape(text, need_samples=True,
-                        samples_not_needed=frozenset({"kueue_replaced_workload_slices_total"})) == []
+    # Slices are replaced only when an elastic job grows (tests/runtime/test_elastic*.py): none does here. LocalQueues'
+    # admission fair sharing usage is there only with admissionFairSharing (tests/control/test_same_story.py).
+    assert check_scrape(text, need_samples=True, samples_not_needed=frozenset({
+        "kueue_replaced_workload_slices_total", "kueue_local_queue_admission_fair_sharing_usage"})) == []
     assert 'replica_role="standalone"' in text
 
 

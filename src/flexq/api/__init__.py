@@ -25,6 +25,7 @@ from flexq.api.jsoncopy import copy_json
 from flexq.api.kinds import KINDS, Column, KindInfo, UnknownKind, by_gvk, by_resource, resolve
 from flexq.api.kueue_config import (
     DEFAULT_KUEUE_CONFIG,
+    AdmissionFairSharing,
     KueueConfig,
     PodsReadyConfig,
     ResourceConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_KUEUE_CONFIG",
     "KINDS",
     "MAX_INPUT_BYTES",
+    "AdmissionFairSharing",
     "ApiError",
     "Column",
     "Document",

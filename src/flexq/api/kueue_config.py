@@ -3,8 +3,9 @@
 ``flexq server --kueue-config FILE`` and a scenario's ``spec.kueueConfig`` (the Configuration inline, or a path
 relative to the scenario) take the same document. What flexq does with each field:
 
-- served: ``waitForPodsReady`` (all of it), ``resources.excludeResourcePrefixes``, ``resources.transformations``,
-  ``integrations.frameworks``, ``featureGates`` (the gates whose behaviour flexq has, at the values it has);
+- served: ``waitForPodsReady`` (all of it), ``admissionFairSharing`` (all of it), ``resources.excludeResourcePrefixes``,
+  ``resources.transformations``, ``integrations.frameworks``, ``featureGates`` (the gates whose behaviour flexq has,
+  at the values it has);
   ``manageJobsWithoutQueueName: false`` (Kueue's default, and flexq's behaviour);
 - accepted with a warning naming the field, where it only configures Kueue's manager process (ports, leader
   election, certificates, client rate limits, ...) or where Kueue's behaviour with it is what flexq does anyway;
@@ -32,8 +33,9 @@ from flexq.api.object_errors import FieldError, InputError, InvalidObject
 from flexq.api.quantity import QuantityError, parse_quantity
 from flexq.durations import DurationError, parse_duration
 
-__all__ = ["DEFAULT_KUEUE_CONFIG", "FEATURE_GATES", "FRAMEWORKS", "KueueConfig", "PodsReadyConfig",
-           "ResourceConfig", "Transformation", "kueue_config_of", "load_kueue_config", "parse_kueue_config"]
+__all__ = ["DEFAULT_KUEUE_CONFIG", "FEATURE_GATES", "FRAMEWORKS", "AdmissionFairSharing", "KueueConfig",
+           "PodsReadyConfig", "ResourceConfig", "Transformation", "kueue_config_of", "load_kueue_config",
+           "parse_kueue_config"]
 
 GROUP: Final = "config.kueue.x-k8s.io"
 VERSIONS: Final = ("v1beta1", "v1beta2")
@@ -99,6 +101,7 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "VisibilityOnDemand": frozenset({True}),
     "TopologyAwareScheduling": frozenset({True}),  # Topology objects and topology-aware flavors are served
     "TASProfileMixed": frozenset({True}),  # unconstrained pod sets placed LeastFreeCapacity
+    "AdmissionFairSharing": frozenset({True, False}),  # honoured: false turns admissionFairSharing off
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
 
@@ -108,7 +111,6 @@ _MANAGER_FIELDS: Final = ("webhook", "leaderElection", "metrics", "health", "ppr
 its own, so these change nothing; accepted with a warning."""
 _REFUSED_FIELDS: Final[Mapping[str, str]] = {
     "fairSharing": "fair sharing is not implemented by flexq",
-    "admissionFairSharing": "admission fair sharing is not implemented by flexq",
     "multiKueue": "MultiKueue is not implemented by flexq",
     "objectRetentionPolicies": "flexq does not delete finished or deactivated Workloads by itself",
     "queueVisibility": "removed from Kueue (the visibility API replaced it)",
@@ -134,6 +136,19 @@ class PodsReadyConfig:
     def backoff(self, count: int) -> float:
         """The delay before the ``count``-th requeue (Kueue's ``base * 2^(count-1)``, capped; without its jitter)."""
         return float(min(self.base * 2 ** max(count - 1, 0), self.max_backoff))
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionFairSharing:
+    """Kueue's ``admissionFairSharing``: each LocalQueue's admitted usage is sampled every ``sampling`` seconds into a
+    decaying sum (halved every ``half_life`` seconds; 0: only the last sample counts), and a ClusterQueue whose
+    ``admissionScope.admissionMode`` is ``UsageBasedAdmissionFairSharing`` tries first the workloads of the
+    LocalQueue with the least of it (resources weighted by ``weights``, default 1, divided by the LocalQueue's
+    ``fairSharing.weight``)."""
+
+    half_life: float = 0.0
+    sampling: float = 300.0
+    weights: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +210,8 @@ class KueueConfig:
     frameworks: frozenset[str] = frozenset(FRAMEWORKS)
     """The integrations managed (Kueue's framework names)."""
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """admissionFairSharing (None: off, Kueue's default)."""
     warnings: tuple[str, ...] = ()
     """The fields accepted that change nothing in flexq, each named with why."""
     source: str = ""
@@ -268,8 +285,8 @@ class _Reader:
         for key, value in obj.items():
             if key in ("apiVersion", "kind"):
                 continue
-            if key == "waitForPodsReady":
-                continue  # read below, after the feature gates that may turn it off
+            if key in ("waitForPodsReady", "admissionFairSharing"):
+                continue  # read below, after the feature gates that may turn them off
             if key in _MANAGER_FIELDS:
                 self.warn(key, "configures Kueue's manager process; flexq serves its own: no effect")
             elif key in _REFUSED_FIELDS:
@@ -297,9 +314,13 @@ class _Reader:
             pods_ready = self._pods_ready(obj.get("waitForPodsReady"), version)
         elif "waitForPodsReady" in obj:
             self.warn("waitForPodsReady", "off: featureGates.DisableWaitForPodsReady is true")
+        fair = self._fair_sharing(obj["admissionFairSharing"]) if "admissionFairSharing" in obj else None
+        if fair is not None and not gates.get("AdmissionFairSharing", True):
+            self.warn("admissionFairSharing", "off: featureGates.AdmissionFairSharing is false")
+            fair = None
         if self.errors:
             raise self._invalid()
-        return KueueConfig(pods_ready, resources, frameworks, gates, tuple(self.warnings), self.doc.source)
+        return KueueConfig(pods_ready, resources, frameworks, gates, fair, tuple(self.warnings), self.doc.source)
 
     def _invalid(self) -> InvalidObject:
         return InvalidObject(self.doc.source, self.doc.index, "Configuration", "", self.errors)
@@ -381,6 +402,34 @@ class _Reader:
         most = self._int(strategy.get("backoffMaxSeconds", 3600), f"{where}.backoffMaxSeconds")
         return PodsReadyConfig(timeout, block, recovery, str(timestamp), 60 if base is None else base,
                                3600 if most is None else most, limit)
+
+    def _fair_sharing(self, value: Any) -> AdmissionFairSharing:
+        """Kueue's validation: the half-life not negative, the sampling interval above 0 (default 5m), weights not
+        negative."""
+        path = "admissionFairSharing"
+        raw = self._object(value, path, ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights"))
+        half_life = 0.0
+        if "usageHalfLifeTime" in raw:
+            half_life = self._duration(raw["usageHalfLifeTime"], f"{path}.usageHalfLifeTime") or 0.0
+        sampling: float | None = 300.0
+        if "usageSamplingInterval" in raw:
+            sampling = self._duration(raw["usageSamplingInterval"], f"{path}.usageSamplingInterval")
+            if sampling == 0:
+                self.fail(f"{path}.usageSamplingInterval", "must be greater than 0")
+        weights: dict[str, float] = {}
+        raw_weights = raw.get("resourceWeights") or {}
+        if not isinstance(raw_weights, dict):
+            self.fail(f"{path}.resourceWeights", "must be a map of resource names to numbers")
+            raw_weights = {}
+        for name, weight in raw_weights.items():
+            where = f"{path}.resourceWeights.{name}"
+            if isinstance(weight, bool) or not isinstance(weight, int | float):
+                self.fail(where, "must be a number")
+            elif weight < 0:
+                self.fail(where, "must be greater than or equal to 0")
+            else:
+                weights[str(name)] = float(weight)
+        return AdmissionFairSharing(half_life, sampling or 300.0, weights)
 
     def _integrations(self, value: Any) -> frozenset[str]:
         raw = self._object(value, "integrations", ("frameworks", "externalFrameworks", "labelKeysToCopy",

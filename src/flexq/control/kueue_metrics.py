@@ -274,6 +274,8 @@ class KueueState:
     """(cohort, flavor, resource) -> nominal quota of its subtree"""
     cohort_reservation: dict[tuple[str, str, str], int]
     cohort_admitted: dict[str, int]
+    lq_fair_usage: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """(name, namespace, ClusterQueue) -> the LocalQueue's admission fair sharing usage (where it is on)"""
 
 
 def kueue_state(plane: ControlPlane) -> KueueState:
@@ -300,7 +302,18 @@ def kueue_state(plane: ControlPlane) -> KueueState:
         counted.reserving, counted.admitted, counted.finished, counted.reservation, counted.usage,
         counted.pending_resources, nominal, borrowing, lending, local_queues, counted.lq_pending,
         counted.lq_reserving, counted.lq_admitted, counted.lq_finished, counted.lq_reservation, counted.lq_usage,
-        cohorts, subtree_quota, subtree_reservation, subtree_admitted)
+        cohorts, subtree_quota, subtree_reservation, subtree_admitted, _fair_usage(plane))
+
+
+def _fair_usage(plane: ControlPlane) -> dict[tuple[str, str, str], float]:
+    """Each LocalQueue's admission fair sharing usage, with the samples due by now taken (empty where it is off)."""
+    ledger = plane.fair_usage
+    if ledger is None:
+        return {}
+    plane.scheduler.fair_tick(plane.timers.now())
+    weights = plane.scheduler.config.queue_weights
+    return {(lq, ns, cq): ledger.usage((ns, lq), weights.get((ns, lq), 1.0))
+            for (ns, lq), cq in plane.local_queues.items()}
 
 
 @dataclass

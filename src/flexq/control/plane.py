@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
+from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig, QuantityError, parse_quantity
 from flexq.capacity import (
     COUNTDOWNS,
     NAMED_MOMENTS,
@@ -47,7 +47,17 @@ from flexq.control.vocabulary import (
     QueuesReconfigured,
 )
 from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
-from flexq.scheduler import Event, EventKind, PodSet, Scheduler, Workload, WorkloadState, build_config
+from flexq.objects import parse_time
+from flexq.scheduler import (
+    Event,
+    EventKind,
+    PodSet,
+    Scheduler,
+    UsageLedger,
+    Workload,
+    WorkloadState,
+    build_config,
+)
 from flexq.timers import TimerHeap
 
 __all__ = ["MAX_EXEC_CAUSE", "MAX_EXEC_MESSAGE", "SETTLE_PASSES", "ControlPlane"]
@@ -104,6 +114,15 @@ class ControlPlane:
         """Whether :meth:`workload_for` notes each workload's priority class (for Kueue's metrics' labels)."""
         self._attempt_listeners: list[Callable[[bool, float], None]] = []
         self.pods_ready = PodsReadyTimer(kueue.pods_ready, timers, lambda: self.scheduler, self.emit)
+        fair = kueue.admission_fair_sharing
+        self.fair_usage = UsageLedger(fair) if fair is not None else None
+        """Kueue's admission fair sharing: the LocalQueues' decaying usage (None: off). Kept across schedulers (the
+        live server's read back), as Kueue keeps it in its LocalQueues' status."""
+        self.scheduler.use_fair_sharing(self.fair_usage)
+        if self.fair_usage is not None and not virtual:
+            # The live server writes each LocalQueue's usage as it is sampled; the simulator reads it when it needs it
+            # (the samples due are taken then, in order), and so runs no timer that would outlive its jobs.
+            self._sample_due()
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -112,6 +131,9 @@ class ControlPlane:
         policy races workloads across their flavors where capacity is modelled; Kueue-compatible
         (``fallback: false``) does not."""
         self.local_queues = local_queues_of(objects)
+        if self.fair_usage is not None:
+            self._seed_fair_usage(objects.get("LocalQueue", []))
+            self.fair_usage.know(self.local_queues, self.timers.now())
         self.priorities = Priorities.of(objects)
         self.use_capacity(capacity, objects)
         race = capacity is not None and capacity.fallback
@@ -123,6 +145,24 @@ class ControlPlane:
             # Capacity modelled only now (the live server's first node pool), or a provisioning check new: the
             # workloads that wait on one with no request yet get theirs.
             self.driver.adopt()
+
+    def _seed_fair_usage(self, local_queues: Iterable[Mapping[str, Any]]) -> None:
+        """Admission fair sharing goes on from the usage the LocalQueues' statuses kept (a server started again), as
+        Kueue's LocalQueue controller seeds its ledger from ``status.fairSharing.admissionFairSharingStatus``."""
+        assert self.fair_usage is not None
+        for lq in local_queues:
+            kept = ((lq.get("status") or {}).get("fairSharing") or {}).get("admissionFairSharingStatus")
+            if not isinstance(kept, Mapping):
+                continue
+            try:
+                consumed = {str(name): float(parse_quantity(amount).value)
+                            for name, amount in (kept.get("consumedResources") or {}).items()}
+            except QuantityError:
+                continue  # not Kueue's: the LocalQueue starts afresh
+            moment = parse_time(kept.get("lastUpdate"))
+            meta = lq.get("metadata") or {}
+            self.fair_usage.seed((str(meta.get("namespace") or "default"), str(meta.get("name"))), consumed,
+                                 moment.timestamp() if moment is not None else self.timers.now())
 
     def use_capacity(self, capacity: CapacityConfig | None, objects: Objects | None = None) -> None:
         """Model ``capacity`` from now on: the driver is made the first time, and keeps its nodes, requests and
@@ -144,6 +184,7 @@ class ControlPlane:
         """A fresh scheduler, to be configured and filled again (the live server's state read back from the
         store); the driver drives it from the next :meth:`configure`."""
         self.scheduler = Scheduler(instant_eviction=True)
+        self.scheduler.use_fair_sharing(self.fair_usage)
 
     # --- job integration -------------------------------------------------------------------------------
 
@@ -313,6 +354,14 @@ class ControlPlane:
             self.answer_times.provisioned(note.request, note.pool, event.t)
         elif note.state in (ProvisioningState.PROVISIONED, ProvisioningState.FAILED, ProvisioningState.WITHDRAWN):
             self.answer_times.ended(note.request)
+
+    def _sample_due(self) -> None:
+        """Take the LocalQueues' usage samples due (admission fair sharing, live), and wake for the next."""
+        ledger = self.fair_usage
+        assert ledger is not None
+        now = self.timers.now()
+        self.scheduler.fair_tick(now)
+        self.timers.schedule(ledger.next_due(now), self._sample_due)
 
     def _time_limit(self, wl: Workload) -> None:
         """Kueue's maximum execution time: an admitted workload with ``spec.maximumExecutionTimeSeconds`` is

@@ -126,6 +126,7 @@ class QueueController:
         self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
         """The ClusterQueues and LocalQueues as last read (their specs: the statuses are the controller's)."""
         self._counts = QueueCounts(self.store, clock.now)
+        self._counts.fair = self.plane.fair_usage
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
         self._stepping = 0  # the thread in a step's batch (0: none)

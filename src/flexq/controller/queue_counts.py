@@ -7,16 +7,21 @@ Under load the figures change at every step: they are then written at most every
 Kueue batches its queues' status updates (:meth:`QueueCounts.due_in` says when the next write is due), and less
 often where writing them takes long (a thousand queues whose figures all change): they take at most ``SHARE`` of
 the controller's time.
+
+With Kueue's admission fair sharing on, each LocalQueue's ``status.fairSharing`` is written as Kueue writes it:
+``weightedShare`` (0: flexq's LocalQueues hold no quota of their own) and ``admissionFairSharingStatus`` with the
+decayed ``consumedResources`` and their ``lastUpdate``, whenever a sample or an admission changed them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from flexq.api import KindInfo, resolve
-from flexq.scheduler import FlavorResource, Scheduler, WorkloadState, format_amount
-from flexq.store import BaseStore, Key, NotFound
+from flexq.scheduler import FlavorResource, Scheduler, UsageLedger, WorkloadState, format_amount, format_usage
+from flexq.store import BaseStore, Key, NotFound, rfc3339
 
 __all__ = ["INTERVAL", "QueueCounts", "object_key"]
 
@@ -69,6 +74,9 @@ class QueueCounts:
         self._dirty: set[str] = set()
         self._dirty_local: set[tuple[str, str]] = set()
         self._recount = True
+        self.fair: UsageLedger | None = None
+        """Kueue's admission fair sharing, whose LocalQueue usage is written in their statuses (None: off)."""
+        self._fair_version = -1
 
     def recount(self) -> None:
         """Workloads may have moved between queues (the configuration changed): count them all again."""
@@ -122,6 +130,9 @@ class QueueCounts:
                                  for lq in local_queues}
         for key in changed:
             self._place(scheduler, key)
+        if self.fair is not None and self.fair.version != self._fair_version:
+            self._fair_version = self.fair.version
+            self._dirty_local |= set(self.fair.entries())
         if not (self._dirty or self._dirty_local) or self.due_in() > 0:
             return
         self._last = self._monotonic()
@@ -158,10 +169,21 @@ class QueueCounts:
                 pending, reserving, admitted = self._local.get(place, [0, 0, 0])
                 reserved, used = self._local_usage.get(place, ({}, {}))
                 spec = specs.get((lq.get("spec") or {}).get("clusterQueue", ""), {})
-                self._set(lq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                               "admittedWorkloads": admitted, "flavorsReservation": _by_flavor(spec, reserved),
-                               "flavorsUsage": _by_flavor(spec, used)})
+                fields = {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                          "admittedWorkloads": admitted, "flavorsReservation": _by_flavor(spec, reserved),
+                          "flavorsUsage": _by_flavor(spec, used)}
+                self._set(lq, {**fields, **self._fair_status(place)})
         self._dirty, self._dirty_local = set(), set()
+
+    def _fair_status(self, place: tuple[str, str]) -> dict[str, Any]:
+        """A LocalQueue's ``fairSharing`` status field, where admission fair sharing is on and it was sampled."""
+        consumed = self.fair.consumed(place) if self.fair is not None else None
+        if consumed is None:
+            return {}
+        amounts, last = consumed
+        return {"fairSharing": {"weightedShare": 0, "admissionFairSharingStatus": {
+            "consumedResources": {name: format_usage(amount) for name, amount in sorted(amounts.items())},
+            "lastUpdate": rfc3339(datetime.fromtimestamp(last, UTC))}}}
 
     def due_in(self) -> float:
         """Seconds until figures that changed may be written (0: now; ``inf``: nothing changed)."""

@@ -2,6 +2,7 @@
 
 from flexq.scheduler.build import build_config, milli, toleration
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.fair_usage import UsageLedger, format_usage
 from flexq.scheduler.flavorassigner import Assignment, format_amount
 from flexq.scheduler.model import (
     Admission,
@@ -52,10 +53,12 @@ __all__ = [
     "Toleration",
     "TopologyAssignment",
     "TopologyRequest",
+    "UsageLedger",
     "Workload",
     "WorkloadState",
     "build_config",
     "format_amount",
+    "format_usage",
     "milli",
     "toleration",
 ]

@@ -134,6 +134,7 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         concurrent=concurrent_policy(spec),
         namespace_selector=label_selector(spec.get("namespaceSelector")),
         stop_policy=str(spec.get("stopPolicy") or "None"),
+        fair_admission=(spec.get("admissionScope") or {}).get("admissionMode") == "UsageBasedAdmissionFairSharing",
     )
 
 
@@ -167,8 +168,14 @@ def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
         name = ns["metadata"]["name"]
         namespaces[name] = {**(ns["metadata"].get("labels") or {}), NAME_LABEL: name}
     stopped = {}
+    weights = {}
     for lq in objects.get("LocalQueue", []):
+        place = (str(lq["metadata"].get("namespace") or "default"), lq["metadata"]["name"])
         policy = (lq.get("spec") or {}).get("stopPolicy") or "None"
         if policy != "None":
-            stopped[(str(lq["metadata"].get("namespace") or "default"), lq["metadata"]["name"])] = str(policy)
-    return Config(flavors, queues, cohorts, delays, namespaces=namespaces, stopped_queues=stopped)
+            stopped[place] = str(policy)
+        weight = ((lq.get("spec") or {}).get("fairSharing") or {}).get("weight")
+        if weight is not None:
+            weights[place] = float(parse_quantity(weight).value)
+    return Config(flavors, queues, cohorts, delays, namespaces=namespaces, stopped_queues=stopped,
+                  queue_weights=weights)

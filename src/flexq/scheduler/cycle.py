@@ -74,10 +74,13 @@ class CycleRunner:
         events, state.deferred = state.deferred, []
         events += self.transitions.hold_stopped(now)
         events += self.transitions.requeue_due(now)
+        state.queues.fair_step(events, now, state.workloads, state.holding)
         state.cut_short = False
         for _ in range(max_cycles):
             cycle_events, progress = self.cycle(now)
-            events += self.racing.settle_admitted(cycle_events, now)
+            settled = self.racing.settle_admitted(cycle_events, now)
+            state.queues.fair_step(settled[len(cycle_events):], now, state.workloads, state.holding)
+            events += settled
             if not progress:
                 break
         else:
@@ -98,6 +101,7 @@ class CycleRunner:
         state = self.state
         aside = state.set_aside
         self._view = topology_view(state, now)
+        state.queues.fair_step((), now, state.workloads, state.holding)  # the usage sampled by now orders the heads
         heads, events = self._heads(now)
         cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
@@ -130,6 +134,7 @@ class CycleRunner:
         if state.instant_eviction:
             for victim in cycle.victims:
                 events += self.transitions.complete_eviction(victim.key, now)
+        state.queues.fair_step(events, now, state.workloads, state.holding)
         return events, cycle.progress or state.set_aside != aside
 
     def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
@@ -264,7 +269,7 @@ class CycleRunner:
             assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding)
             state.last_assignment[wl.key] = assignment
             return assignment, None
-        oracle = oracle_for(wl, cq, state.tree, state.holding)
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage())
         shared = self.holdings.shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
@@ -323,7 +328,8 @@ class CycleRunner:
         needed, requests = assignment.preempt_resources(), assignment.usage()
         targets = oracle.found(needed, requests) if oracle is not None else None
         if targets is None:
-            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests)
+            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests,
+                                   usage=state.queues.victim_usage())
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

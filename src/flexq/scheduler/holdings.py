@@ -27,6 +27,7 @@ class Holdings:
         assert wl.admission is not None
         state = self.state
         state.holding.setdefault(wl.cluster_queue, {})[wl.key] = wl
+        state.queues.moved(wl)
         if wl.cluster_queue in state.tree.queues:
             state.tree.add(wl.cluster_queue, wl.admission.usage())
 
@@ -36,6 +37,7 @@ class Holdings:
         assert wl.admission is not None
         state = self.state
         state.holding.get(wl.cluster_queue, {}).pop(wl.key, None)
+        state.queues.moved(wl)
         if wl.cluster_queue in state.tree.queues:
             state.tree.remove(wl.cluster_queue, wl.admission.usage())
         wl.admission = None
@@ -69,6 +71,7 @@ class Holdings:
         if wl.cluster_queue in state.tree.queues:
             state.tree.add(wl.cluster_queue, {fr: v for fr, v in extra.items() if v})
         wl.admission = full
+        state.queues.moved(wl)
 
     def take_shared(self, variant: Workload, parent: Workload) -> None:
         """The winner takes the shared pod sets' quota over from the sibling that held it."""

@@ -307,6 +307,9 @@ class ClusterQueueSpec:
     stop_policy: str = "None"
     """``spec.stopPolicy``: ``Hold`` admits nothing new (the queue is inactive), ``HoldAndDrain`` also evicts what
     it admitted."""
+    fair_admission: bool = False
+    """``spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing``: its pending workloads are tried in the
+    order of their LocalQueues' usage, where Kueue's Configuration has ``admissionFairSharing``."""
 
     def admits_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""

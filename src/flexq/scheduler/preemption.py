@@ -17,7 +17,8 @@ made, with and without allowing the incoming workload to borrow, in the order Ku
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -87,6 +88,29 @@ def _order(t: Target) -> tuple[int, float, str]:
     two keys, those being evicted and those of other queues first, are :func:`find_targets`'s partitions.)"""
     wl = t.workload
     return wl.priority, -(wl.reserved_at if wl.reserved_at is not None else 0.0), wl.uid or wl.key
+
+
+LocalQueueUsage = Callable[[Workload], float | None]
+"""Kueue's admission fair sharing: a workload's LocalQueue usage, where its ClusterQueue is ordered by it (None:
+not)."""
+
+
+def _ordered(group: list[Target], usage: LocalQueueUsage | None) -> list[Target]:
+    """A group in Kueue's candidate order; with admission fair sharing, of two workloads of one ClusterQueue from
+    different LocalQueues, that of the LocalQueue that used more first (Kueue's ``CandidatesOrdering``)."""
+    if usage is None:
+        return sorted(group, key=_order)
+
+    def compare(a: Target, b: Target) -> int:
+        x, y = a.workload, b.workload
+        if x.cluster_queue == y.cluster_queue and x.queue != y.queue:
+            ux, uy = usage(x), usage(y)
+            if ux is not None and uy is not None and ux != uy:
+                return -1 if ux > uy else 1
+        kx, ky = _order(a), _order(b)
+        return (kx > ky) - (kx < ky)
+
+    return sorted(group, key=functools.cmp_to_key(compare))
 
 
 def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: set[FlavorResource],
@@ -170,8 +194,10 @@ def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], bor
 def find_targets(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
     needed: set[FlavorResource], requests: Mapping[FlavorResource, int], exclude: set[str] | None = None,
+    usage: LocalQueueUsage | None = None,
 ) -> list[Target]:
-    """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice."""
+    """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice. ``usage``:
+    admission fair sharing's LocalQueue usage, which orders the candidates of a ClusterQueue that uses it."""
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
@@ -186,7 +212,7 @@ def find_targets(
     attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
     if not attempts:
         return []  # no eviction can make room: the candidates need no ordering
-    groups = [sorted(g, key=_order) for g in (hierarchy, by_priority, own)]  # other queues' first
+    groups = [_ordered(g, usage) for g in (hierarchy, by_priority, own)]  # other queues' first
     ordered = [t for g in groups for t in g if t.workload.evicting] + [
         t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
@@ -286,14 +312,15 @@ class PreemptionOracle:
     """
 
     def __init__(self, incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-                 exclude: set[str] | None = None) -> None:
+                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> None:
         self.incoming, self.cq, self.tree, self.holders, self.exclude = incoming, cq, tree, holders, exclude
+        self.usage = usage
         self._last: tuple[FlavorResource, int, int, list[Target]] | None = None
         """(fr, val, the tree's version after the answer, the victims) of the last answer that found victims."""
 
     def __call__(self, fr: FlavorResource, val: int) -> tuple[Granular, int]:
         cq, tree = self.cq, self.tree
-        targets = find_targets(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude)
+        targets = find_targets(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude, self.usage)
         if not targets:
             return Granular.NO_CANDIDATES, 0
         with tree.without([(t.workload.cluster_queue, _usage(t)) for t in targets]):
@@ -316,7 +343,7 @@ class PreemptionOracle:
 
 def oracle_for(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-    exclude: set[str] | None = None,
+    exclude: set[str] | None = None, usage: LocalQueueUsage | None = None,
 ) -> PreemptionOracle:
     """The flavor assigner's question: can preemption free ``val`` of ``fr``, and how?"""
-    return PreemptionOracle(incoming, cq, tree, holders, exclude)
+    return PreemptionOracle(incoming, cq, tree, holders, exclude, usage)

@@ -30,6 +30,8 @@ class Config:
     """The labels of each Namespace known (a namespace not listed has only ``kubernetes.io/metadata.name``)."""
     stopped_queues: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """LocalQueues with a ``stopPolicy`` (``Hold`` or ``HoldAndDrain``): (namespace, name) -> the policy."""
+    queue_weights: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """LocalQueues' ``spec.fairSharing.weight`` where given: (namespace, name) -> the weight (default 1)."""
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from flexq.scheduler.cycle import CycleRunner
 from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.fair_usage import UsageLedger
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.model import CheckState, FlavorResource, PendingReason, PodSet, Workload, WorkloadState
@@ -237,6 +238,30 @@ class Scheduler:
             self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
         state.queues.wake(list(config.cluster_queues), state.workloads)
         state.stops_due = _any_stopped(config)
+        self._fair_queues()
+
+    def use_fair_sharing(self, ledger: UsageLedger | None) -> None:
+        """Kueue's admission fair sharing with the LocalQueues' usage in ``ledger`` (None: off): the ClusterQueues
+        whose ``admissionScope`` asks for it order their lines by it, and their admissions charge it."""
+        self._state.queues.use(ledger, self._state.workloads)
+        self._fair_queues()
+
+    def _fair_queues(self) -> None:
+        state = self._state
+        state.queues.recount = True
+        state.queues.fair_queues = frozenset(name for name, cq in state.config.cluster_queues.items()
+                                             if cq.fair_admission)
+        state.queues.weights = state.config.queue_weights
+
+    def fair_tick(self, now: float) -> None:
+        """Take the LocalQueues' usage samples due by ``now`` (admission fair sharing)."""
+        self._heard([], now)
+
+    def _heard(self, events: list[Event], now: float) -> list[Event]:
+        """What changed outside a cycle, told to the LocalQueues' usage (admission fair sharing)."""
+        state = self._state
+        state.queues.fair_step(events, now, state.workloads, state.holding)
+        return events
 
     def enqueue(self, wl: Workload, now: float) -> None:
         """Queue a pending workload that is not queued, racing or waiting out a retry delay (its ClusterQueue
@@ -285,20 +310,23 @@ class Scheduler:
         state.last_assignment.pop(key, None)
         state.requeues.pop(key, None)
         state.requeue_order.pop(key, None)
+        if state.queues.fair is not None:
+            state.queues.fair.drop(wl)
         if wl.admission is not None:
             self._holdings.release(wl)
-        return self._racing.withdraw_all(wl, now, "Variant withdrawn: its workload was deleted")
+        return self._heard(self._racing.withdraw_all(wl, now, "Variant withdrawn: its workload was deleted"), now)
 
     def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "",
                   retry_after: float | None = None,
                   pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload (for a racing
         workload: for its variants that have the check)."""
-        return self._transitions.set_check(key, check, state, now, message, retry_after, pod_set_updates)
+        return self._heard(self._transitions.set_check(key, check, state, now, message, retry_after, pod_set_updates),
+                           now)
 
     def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
         """Evict from outside (a controller): release the quota and queue again."""
-        return self._transitions.evict(self._state.workloads[key], now, reason, cause)
+        return self._heard(self._transitions.evict(self._state.workloads[key], now, reason, cause), now)
 
     def evict_until(self, key: str, now: float, reason: str, cause: str, until: float,
                     ordering_time: float | None = None) -> list[Event]:
@@ -315,7 +343,7 @@ class Scheduler:
         state.requeues[key] = until
         if ordering_time is not None:
             state.requeue_order[key] = ordering_time
-        return events
+        return self._heard(events, now)
 
     def next_requeue(self) -> float | None:
         """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's
@@ -367,18 +395,18 @@ class Scheduler:
 
     def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
         """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
-        return self._transitions.finish(key, now, reason, outcome)
+        return self._heard(self._transitions.finish(key, now, reason, outcome), now)
 
     def complete_eviction(self, key: str, now: float) -> list[Event]:
         """A preempted workload has stopped: its quota is released and it queues again."""
-        return self._transitions.complete_eviction(key, now)
+        return self._heard(self._transitions.complete_eviction(key, now), now)
 
     def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated",
                    cause: str = "Deactivated") -> list[Event]:
         """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
         racing workload's variants are withdrawn. ``cause``: the eviction's reason (Kueue's ``Deactivated``, or
         ``DeactivatedDueTo<cause>`` where Kueue deactivated it itself)."""
-        return self._transitions.deactivate(key, now, reason, cause)
+        return self._heard(self._transitions.deactivate(key, now, reason, cause), now)
 
     def activate(self, key: str, now: float) -> list[Event]:
         """Reactivate a deactivated workload (``spec.active`` true again): it queues again, as Kueue requeues it
@@ -390,7 +418,7 @@ class Scheduler:
     def settle(self, key: str, now: float) -> list[Event]:
         """Variant ``key`` wins: its parent takes its admission (migrating from where it runs, if it runs); the
         other variants are withdrawn, except, under ``TryPreferredFlavors``, the more preferred ones."""
-        return self._racing.settle(key, now)
+        return self._heard(self._racing.settle(key, now), now)
 
     def refuse_migration(self, variant: Workload, now: float) -> list[Event]:
         """If ``variant`` would move its running workload and :attr:`migration_check` refuses, withdraw it."""

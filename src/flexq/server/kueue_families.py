@@ -125,6 +125,11 @@ _HELP: Final[dict[str, str]] = {
     ),
     "finished_workloads": "The number of finished workloads per 'cluster_queue'.",
     "finished_workloads_total": "The total number of finished workloads per 'cluster_queue'",
+    "local_queue_admission_fair_sharing_usage": (
+        "Reports a value representing the LocalQueue's Admission Fair Sharing usage,\n"
+        "calculated from the resource-weighted sum of consumed resources and pending\n"
+        "admission penalties, divided by the LocalQueue's fair sharing weight"
+    ),
     "local_queue_admission_checks_wait_time_seconds": (
         "The time from when a workload got the quota reservation until admission, per 'local_queue'"
     ),
@@ -293,6 +298,8 @@ def _local_queues(counts: KueueCounts, state: KueueState, role: str) -> Iterator
                      role)
     yield _counter("local_queue_evicted_workloads_total", [*lq, "reason", "underlying_cause", "priority_class"],
                    counts.lq_evicted.items(), role)
+    yield _gauge("local_queue_admission_fair_sharing_usage", [*lq, "cluster_queue"], state.lq_fair_usage.items(),
+                 role)
 
 
 def _cohorts(counts: KueueCounts, state: KueueState, role: str) -> Iterator[Metric]:

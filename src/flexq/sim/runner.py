@@ -354,6 +354,8 @@ class Simulation:
         self.result.config = self.scheduler.config
         self.result.end = self.scenario.until if self.scenario.until is not None else self.kernel.clock.now()
         if self.kueue is not None:
+            if self.plane.fair_usage is not None:  # the LocalQueues' usage as sampled up to the end
+                self.scheduler.fair_tick(self.result.end)
             self.result.kueue = (self.kueue, kueue_state(self.plane))
         if self.driver is not None:
             self.result.costs = {wl.key: self.driver.cost(wl.key) for wl in self.result.workloads}

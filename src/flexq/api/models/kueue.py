@@ -123,6 +123,10 @@ class FairSharing(K8sModel):
     weight: Quantity | None = None
 
 
+class AdmissionScope(K8sModel):
+    admissionMode: Literal["UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"] | None = None
+
+
 class ConcurrentAdmissionConstraints(K8sModel):
     lastAcceptableFlavorName: Name | None = None
 
@@ -151,8 +155,7 @@ class ClusterQueueSpec(K8sModel):
     stopPolicy: StopPolicy | None = None
     fairSharing: FairSharing | None = None
     concurrentAdmissionPolicy: ConcurrentAdmissionPolicy | None = None
-
-    more_fields: ClassVar[frozenset[str]] = frozenset({"admissionScope"})
+    admissionScope: AdmissionScope | None = None
 
 
 class ClusterQueue(TopLevel):

@@ -1,0 +1,111 @@
+"""Admission fair sharing's usage: Kueue's half-life decay, its sampling (the same read late as sampled on time), the
+entry penalty charged at reservation, folded in at admission, dropped for a workload never admitted."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from flexq.api import AdmissionFairSharing
+from flexq.scheduler import Event, EventKind, UsageLedger, Workload, format_usage
+from flexq.scheduler.fair_usage import decayed
+from flexq.scheduler.model import Admission, PodSet, PodSetAssignment, WorkloadState
+
+LQ = ("team", "lq")
+
+
+def test_one_half_life_halves_the_old_sum_and_the_new_sample_fills_the_rest() -> None:
+    assert decayed({"cpu": 8.0}, {}, 10.0, 10.0) == {"cpu": 4.0}
+    assert decayed({}, {"cpu": 4.0}, 10.0, 10.0) == {"cpu": 2.0}
+    assert decayed({"cpu": 8.0}, {"gpu": 2.0}, 20.0, 10.0) == {"cpu": 2.0, "gpu": 1.5}
+    assert decayed({"cpu": 8.0}, {"cpu": 8.0}, 3.0, 10.0) == pytest.approx({"cpu": 8.0})
+    assert decayed({"cpu": 8.0}, {"cpu": 1.0}, 5.0, 0.0) == {"cpu": 8.0}  # Kueue's alpha of a zero half-life: 0
+
+
+def test_samples_read_late_are_the_samples_taken_on_time() -> None:
+    config = AdmissionFairSharing(half_life=10.0, sampling=1.0)
+    on_time, late = UsageLedger(config), UsageLedger(config)
+    for ledger in (on_time, late):
+        ledger.seed(LQ, {"cpu": 8.0}, 0.0)
+        ledger.advance(0.0, {LQ: {"cpu": 2.0}})
+    for t in range(1, 8):
+        on_time.advance(float(t), {LQ: {"cpu": 2.0}})
+    late.advance(7.5, {LQ: {"cpu": 2.0}})
+    # Kueue's reconcile, step by step: seven samples of 2 cpu, one a second.
+    kueue = {"cpu": 8.0}
+    for _ in range(7):
+        kueue = decayed(kueue, {"cpu": 2.0}, 1.0, 10.0)
+    for ledger in (on_time, late):
+        consumed, last = ledger.consumed(LQ) or ({}, -1.0)
+        assert last == 7.0
+        assert consumed == pytest.approx(kueue)
+    assert late.usage(LQ) == pytest.approx(2.0 + 6.0 * 0.5 ** 0.7)
+
+
+def test_a_zero_half_life_keeps_no_history() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=0.0, sampling=60.0))
+    ledger.seed(LQ, {"cpu": 8.0}, 0.0)
+    ledger.advance(59.0, {})
+    assert ledger.usage(LQ) == 8.0
+    ledger.advance(60.0, {})
+    assert ledger.consumed(LQ) == ({}, 60.0)
+
+
+def _workload(name: str, cpu: int, state: WorkloadState) -> Workload:
+    usage = {("default", "cpu"): cpu * 1000}
+    return Workload("team", name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu * 1000}),), state=state,
+                    admission=Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, usage, 1),)))
+
+
+def test_the_entry_penalty_is_charged_at_reservation_folded_at_admission_and_dropped_unadmitted() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0, weights={"cpu": 2.0}))
+    alpha = 1 - 0.5 ** 0.1
+    a, b = _workload("a", 4, WorkloadState.QUOTA_RESERVED), _workload("b", 2, WorkloadState.QUOTA_RESERVED)
+    workloads = {w.key: w for w in (a, b)}
+    fair = frozenset({"cq"})
+    ledger.advance(0.0, {})
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, a.key, "cq"), Event(0.0, EventKind.QUOTA_RESERVED, b.key, "cq"),
+                 Event(0.0, EventKind.QUOTA_RESERVED, "team/other-queue", "elsewhere")], workloads, fair, 0.0)
+    assert ledger.usage(LQ) == pytest.approx(2 * 6 * alpha)
+    assert ledger.usage(LQ, weight=3.0) == pytest.approx(2 * 6 * alpha / 3)
+    assert ledger.usage(LQ, weight=0.0) == math.inf
+    a.state = WorkloadState.ADMITTED
+    ledger.advance(0.5, {LQ: {"cpu": 4.0}})
+    ledger.hear([Event(0.5, EventKind.ADMITTED, a.key, "cq")], workloads, fair, 0.5)
+    consumed, last = ledger.consumed(LQ) or ({}, -1.0)
+    assert (consumed, last) == (pytest.approx({"cpu": 4.0 * (1 - 0.5 ** 0.05) + 4 * alpha}), 0.5)
+    ledger.hear([Event(0.5, EventKind.FINISHED, b.key, "cq")], workloads, fair, 0.5)
+    assert ledger.usage(LQ) == pytest.approx(2 * consumed["cpu"])
+
+
+@pytest.mark.parametrize(("amount", "written"), [(4.0, "4"), (0.25, "250m"), (2.5e-5, "25u"),
+                                                  (0.267949192, "267949192n"), (2.0 ** 31, "2147483648"), (0.0, "0")])
+def test_usage_is_written_as_kueues_quantities_to_the_nano_unit(amount: float, written: str) -> None:
+    assert format_usage(amount) == written
+
+
+def test_a_racing_workload_is_charged_once_for_the_variant_that_wins() -> None:
+    from flexq.scheduler import Config, Scheduler
+    from flexq.scheduler.build import cluster_queue_spec, flavor_spec
+
+    flavors = {name: flavor_spec({"metadata": {"name": name}, "spec": {}}) for name in ("a", "b")}
+    cq = cluster_queue_spec({"metadata": {"name": "cq"}, "spec": {
+        "namespaceSelector": {}, "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": name, "resources": [{"name": "cpu", "nominalQuota": "4"}]} for name in ("a", "b")]}]}})
+    scheduler = Scheduler(Config(flavors, {"cq": cq}, {}, race=True), instant_eviction=True)
+    scheduler.start_decides = True  # as with a capacity driver: both variants reserve, the first to start wins
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    scheduler.use_fair_sharing(ledger)
+    scheduler.add(Workload("team", "w", "lq", "cq", (PodSet("main", 1, {"cpu": 4000}),)), 0.0)
+    reserved = [e.workload for e in scheduler.schedule(0.0) if e.kind is EventKind.QUOTA_RESERVED]
+    alpha = 1 - 0.5 ** 0.1
+    assert len(reserved) == 2 and ledger.usage(LQ) == pytest.approx(2 * 4 * alpha)  # each variant charged
+    scheduler.settle(reserved[0], 10.0)
+    consumed, _last = ledger.consumed(LQ) or ({}, -1.0)
+    # Both variants held quota admitted until the first started: both penalties were folded in then; the workload
+    # taking the winner's admission at 10 s is not charged again, its 4 cpu only sampled in.
+    keep = 0.5 ** (10 / 600)
+    assert consumed == pytest.approx({"cpu": 2 * 4 * alpha * keep + 4 * (1 - keep)})
+    assert ledger.usage(LQ) == pytest.approx(consumed["cpu"])  # nothing pending
