@@ -149,17 +149,64 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     return own, hierarchy, by_priority
 
 
-def _fits(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrow: bool) -> bool:
-    return all((borrow or not tree.borrowing(cq, fr, v)) and v <= tree.available(cq, fr)
-               for fr, v in requests.items())
+def _shortfall(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
+               borrowing: bool) -> dict[FlavorResource, int]:
+    """How much of each requested resource is missing for the request to fit (it fits when none is above 0): the
+    room it has in ``cq``, and, without borrowing, the queue's own quota.
+
+    Taking a victim out (putting one back) adds to (takes from) each of these at most the victim's usage, so the
+    victim searches below ask the tree again only once that bound could have changed the answer."""
+    short: dict[FlavorResource, int] = {}
+    for fr, wanted in requests.items():
+        missing = wanted - tree.available(cq, fr)
+        if not borrowing:
+            own = tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
+            missing = own if own > missing else missing
+        short[fr] = missing
+    return short
 
 
-def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool) -> bool:
-    if t.workload.cluster_queue == cq:
+class _Aside:
+    """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
+
+    __slots__ = ("_sign", "_trial", "by_cq")
+
+    def __init__(self, trial: Trial, sign: int) -> None:
+        self._trial, self._sign = trial, sign
+        self.by_cq: dict[str, dict[FlavorResource, int]] = {}
+
+    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        total = self.by_cq.setdefault(cq, {})
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
+
+    def flush(self) -> None:
+        for cq, total in self.by_cq.items():
+            if self._sign > 0:
+                self._trial.add(cq, total)
+            else:
+                self._trial.remove(cq, total)
+        self.by_cq = {}
+
+
+def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool, out: _Aside) -> bool:
+    """Whether ``t`` may still be a victim: its queue, and the cohorts between it and where it is reclaimed from, all
+    still above their nominal quota once the victims taken out before it (``out``) are gone."""
+    victim = t.workload.cluster_queue
+    if victim == cq:
         return True
     if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
         return False
-    node: Node | None = tree.queues[t.workload.cluster_queue]
+    node: Node | None = tree.queues[victim]
+    assert node is not None
+    if node.parent is t.lca:  # only the queue's own usage counts: the victims of that queue set aside are subtracted
+        taken = out.by_cq.get(victim)
+        if taken is None:
+            return not tree.within_nominal(node, needed)
+        subtree, usage = node.subtree, node.usage
+        return any(subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0) for fr in needed)
+    out.flush()
     while node is not None and node is not t.lca:
         if tree.within_nominal(node, needed):
             return False
@@ -199,14 +246,23 @@ def find_targets(
 
 def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
                       requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool) -> list[Target]:
-    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits)."""
+    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits; the
+    caller's trial is then undone, with the victims still set aside)."""
     removed: list[Target] = []
+    out = _Aside(trial, -1)
+    short = _shortfall(tree, cq, requests, borrowing)
     for t in ordered:
-        if not _valid(t, tree, cq, needed, borrowing):
+        if not _valid(t, tree, cq, needed, borrowing, out):
             continue
-        trial.remove(t.workload.cluster_queue, _usage(t))
+        usage = _usage(t)
+        out.take(t.workload.cluster_queue, usage)
         removed.append(t)
-        if _fits(tree, cq, requests, borrowing):
+        short = {fr: missing - usage.get(fr, 0) for fr, missing in short.items()}
+        if any(missing > 0 for missing in short.values()):
+            continue  # the victims taken since the tree was last read cannot have covered what was then missing
+        out.flush()
+        short = _shortfall(tree, cq, requests, borrowing)
+        if all(missing <= 0 for missing in short.values()):
             return removed
     return []
 
@@ -214,14 +270,24 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
 def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
              removed: list[Target], borrowing: bool) -> list[Target]:
     """Put back each victim but the last, latest first, where the request still fits without evicting it."""
+    back = _Aside(trial, 1)
+    short = _shortfall(tree, cq, requests, borrowing)  # at most what is missing: it fits while none is above 0
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
-        mark = trial.mark()
-        trial.add(t.workload.cluster_queue, _usage(t))
-        if _fits(tree, cq, requests, borrowing):
+        usage = _usage(t)
+        back.take(t.workload.cluster_queue, usage)
+        before, short = short, {fr: missing + usage.get(fr, 0) for fr, missing in short.items()}
+        if all(missing <= 0 for missing in short.values()):
+            removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
+            continue
+        back.flush()
+        short = _shortfall(tree, cq, requests, borrowing)
+        if all(missing <= 0 for missing in short.values()):
             removed.pop(i)
         else:
-            trial.undo(mark)
+            trial.remove(t.workload.cluster_queue, usage)
+            short = {fr: min(missing, before[fr]) for fr, missing in short.items()}
+    back.flush()
     return removed
 
 
