@@ -149,21 +149,29 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     return own, hierarchy, by_priority
 
 
-def _shortfall(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
-               borrowing: bool) -> dict[FlavorResource, int]:
-    """How much of each requested resource is missing for the request to fit (it fits when none is above 0): the
-    room it has in ``cq``, and, without borrowing, the queue's own quota.
+class _Missing:
+    """What a request lacks to fit in its ClusterQueue: room (what it may take, borrowing included) and, where it may
+    not borrow, the queue's own quota; it fits when nothing is missing.
 
-    Taking a victim out (putting one back) adds to (takes from) each of these at most the victim's usage, so the
-    victim searches below ask the tree again only once that bound could have changed the answer."""
-    short: dict[FlavorResource, int] = {}
-    for fr, wanted in requests.items():
-        missing = wanted - tree.available(cq, fr)
-        if not borrowing:
-            own = tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
-            missing = own if own > missing else missing
-        short[fr] = missing
-    return short
+    Taking a victim out (putting one back) adds to (takes from) the room at most the victim's usage, and changes the
+    queue's own usage by exactly that when the victim is its own: so the victim searches below can tell from these
+    bounds when the answer cannot have changed, and read the tree again only when it may have."""
+
+    __slots__ = ("own", "room")
+
+    def __init__(self, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
+        self.room = {fr: wanted - tree.available(cq, fr) for fr, wanted in requests.items()}
+        self.own = {} if borrowing else {fr: tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
+                                         for fr, wanted in requests.items()}
+
+    def none(self) -> bool:
+        return all(v <= 0 for v in self.room.values()) and all(v <= 0 for v in self.own.values())
+
+    def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> None:
+        """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly."""
+        for missing in (self.room, self.own) if own_queue else (self.room,):
+            for fr in missing:
+                missing[fr] += sign * usage.get(fr, 0)
 
 
 class _Aside:
@@ -247,46 +255,51 @@ def find_targets(
 def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
                       requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool) -> list[Target]:
     """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits; the
-    caller's trial is then undone, with the victims still set aside)."""
+    caller's trial is then undone, with the victims still set aside).
+
+    The tree is read again only once the victims taken since it was last read could have covered what was then
+    missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
     out = _Aside(trial, -1)
-    short = _shortfall(tree, cq, requests, borrowing)
+    missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
         if not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
         out.take(t.workload.cluster_queue, usage)
         removed.append(t)
-        short = {fr: missing - usage.get(fr, 0) for fr, missing in short.items()}
-        if any(missing > 0 for missing in short.values()):
-            continue  # the victims taken since the tree was last read cannot have covered what was then missing
+        missing.shift(usage, t.workload.cluster_queue == cq, -1)
+        if not missing.none():
+            continue
         out.flush()
-        short = _shortfall(tree, cq, requests, borrowing)
-        if all(missing <= 0 for missing in short.values()):
+        missing = _Missing(tree, cq, requests, borrowing)
+        if missing.none():
             return removed
     return []
 
 
 def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
              removed: list[Target], borrowing: bool) -> list[Target]:
-    """Put back each victim but the last, latest first, where the request still fits without evicting it."""
+    """Put back each victim but the last, latest first, where the request still fits without evicting it.
+
+    While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
+    reading the tree, and enter it together when it must be read."""
     back = _Aside(trial, 1)
-    short = _shortfall(tree, cq, requests, borrowing)  # at most what is missing: it fits while none is above 0
+    missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
-        usage = _usage(t)
-        back.take(t.workload.cluster_queue, usage)
-        before, short = short, {fr: missing + usage.get(fr, 0) for fr, missing in short.items()}
-        if all(missing <= 0 for missing in short.values()):
+        usage, victim = _usage(t), t.workload.cluster_queue
+        back.take(victim, usage)
+        missing.shift(usage, victim == cq, 1)
+        if missing.none():
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
         back.flush()
-        short = _shortfall(tree, cq, requests, borrowing)
-        if all(missing <= 0 for missing in short.values()):
+        missing = _Missing(tree, cq, requests, borrowing)  # with the victim back: at least as much as without it
+        if missing.none():
             removed.pop(i)
         else:
-            trial.remove(t.workload.cluster_queue, usage)
-            short = {fr: min(missing, before[fr]) for fr, missing in short.items()}
+            trial.remove(victim, usage)
     back.flush()
     return removed
 
