@@ -165,7 +165,13 @@ class _Missing:
                                          for fr, wanted in requests.items()}
 
     def none(self) -> bool:
-        return all(v <= 0 for v in self.room.values()) and all(v <= 0 for v in self.own.values())
+        for missing in self.room.values():  # loops: this is asked of every victim tried
+            if missing > 0:
+                return False
+        for missing in self.own.values():  # noqa: SIM110
+            if missing > 0:
+                return False
+        return True
 
     def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> None:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly."""
