@@ -173,11 +173,20 @@ class _Missing:
                 return False
         return True
 
-    def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> None:
-        """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly."""
+    def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> bool:
+        """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
+        nothing is missing after it."""
+        none = True
         for missing in (self.room, self.own) if own_queue else (self.room,):
-            for fr in missing:
-                missing[fr] += sign * usage.get(fr, 0)
+            for fr, before in missing.items():
+                after = missing[fr] = before + sign * usage.get(fr, 0)
+                if after > 0:
+                    none = False
+        if none and not own_queue:
+            for missing in self.own.values():
+                if missing > 0:
+                    return False
+        return none
 
 
 class _Aside:
@@ -274,8 +283,7 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
         usage = _usage(t)
         out.take(t.workload.cluster_queue, usage)
         removed.append(t)
-        missing.shift(usage, t.workload.cluster_queue == cq, -1)
-        if not missing.none():
+        if not missing.shift(usage, t.workload.cluster_queue == cq, -1):
             continue
         out.flush()
         missing = _Missing(tree, cq, requests, borrowing)
@@ -296,8 +304,7 @@ def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorRes
         t = removed[i]
         usage, victim = _usage(t), t.workload.cluster_queue
         back.take(victim, usage)
-        missing.shift(usage, victim == cq, 1)
-        if missing.none():
+        if missing.shift(usage, victim == cq, 1):
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
         back.flush()
