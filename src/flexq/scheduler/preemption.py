@@ -177,9 +177,9 @@ class _Missing:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
         nothing is missing after it."""
         none = True
-        for missing in (self.room, self.own) if own_queue else (self.room,):
-            for fr, before in missing.items():
-                after = missing[fr] = before + sign * usage.get(fr, 0)
+        for lacks in (self.room, self.own) if own_queue else (self.room,):
+            for fr, before in lacks.items():
+                after = lacks[fr] = before + sign * usage.get(fr, 0)
                 if after > 0:
                     none = False
         if none and not own_queue:
