@@ -173,17 +173,87 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     return own, hierarchy, by_priority
 
 
-def _fits(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrow: bool) -> bool:
-    return all((borrow or not tree.borrowing(cq, fr, v)) and v <= tree.available(cq, fr)
-               for fr, v in requests.items())
+class _Missing:
+    """What a request lacks to fit in its ClusterQueue: room (what it may take, borrowing included) and, where it may
+    not borrow, the queue's own quota; it fits when nothing is missing.
+
+    Taking a victim out (putting one back) adds to (takes from) the room at most the victim's usage, and changes the
+    queue's own usage by exactly that when the victim is its own: so the victim searches below can tell from these
+    bounds when the answer cannot have changed, and read the tree again only when it may have."""
+
+    __slots__ = ("own", "room")
+
+    def __init__(self, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
+        self.room = {fr: wanted - tree.available(cq, fr) for fr, wanted in requests.items()}
+        self.own = {} if borrowing else {fr: tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
+                                         for fr, wanted in requests.items()}
+
+    def none(self) -> bool:
+        for missing in self.room.values():  # loops: this is asked of every victim tried
+            if missing > 0:
+                return False
+        for missing in self.own.values():  # noqa: SIM110
+            if missing > 0:
+                return False
+        return True
+
+    def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> bool:
+        """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
+        nothing is missing after it."""
+        none = True
+        for lacks in (self.room, self.own) if own_queue else (self.room,):
+            for fr, before in lacks.items():
+                after = lacks[fr] = before + sign * usage.get(fr, 0)
+                if after > 0:
+                    none = False
+        if none and not own_queue:
+            for missing in self.own.values():
+                if missing > 0:
+                    return False
+        return none
 
 
-def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool) -> bool:
-    if t.workload.cluster_queue == cq:
+class _Aside:
+    """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
+
+    __slots__ = ("_sign", "_trial", "by_cq")
+
+    def __init__(self, trial: Trial, sign: int) -> None:
+        self._trial, self._sign = trial, sign
+        self.by_cq: dict[str, dict[FlavorResource, int]] = {}
+
+    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        total = self.by_cq.setdefault(cq, {})
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
+
+    def flush(self) -> None:
+        for cq, total in self.by_cq.items():
+            if self._sign > 0:
+                self._trial.add(cq, total)
+            else:
+                self._trial.remove(cq, total)
+        self.by_cq = {}
+
+
+def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool, out: _Aside) -> bool:
+    """Whether ``t`` may still be a victim: its queue, and the cohorts between it and where it is reclaimed from, all
+    still above their nominal quota once the victims taken out before it (``out``) are gone."""
+    victim = t.workload.cluster_queue
+    if victim == cq:
         return True
     if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
         return False
-    node: Node | None = tree.queues[t.workload.cluster_queue]
+    node: Node | None = tree.queues[victim]
+    assert node is not None
+    if node.parent is t.lca:  # only the queue's own usage counts: the victims of that queue set aside are subtracted
+        taken = out.by_cq.get(victim)
+        if taken is None:
+            return not tree.within_nominal(node, needed)
+        subtree, usage = node.subtree, node.usage
+        return any(subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0) for fr in needed)
+    out.flush()
     while node is not None and node is not t.lca:
         if tree.within_nominal(node, needed):
             return False
@@ -225,29 +295,51 @@ def find_targets(
 
 def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
                       requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool) -> list[Target]:
-    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits)."""
+    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits; the
+    caller's trial is then undone, with the victims still set aside).
+
+    The tree is read again only once the victims taken since it was last read could have covered what was then
+    missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
+    out = _Aside(trial, -1)
+    missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
-        if not _valid(t, tree, cq, needed, borrowing):
+        if not _valid(t, tree, cq, needed, borrowing, out):
             continue
-        trial.remove(t.workload.cluster_queue, _usage(t))
+        usage = _usage(t)
+        out.take(t.workload.cluster_queue, usage)
         removed.append(t)
-        if _fits(tree, cq, requests, borrowing):
+        if not missing.shift(usage, t.workload.cluster_queue == cq, -1):
+            continue
+        out.flush()
+        missing = _Missing(tree, cq, requests, borrowing)
+        if missing.none():
             return removed
     return []
 
 
 def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
              removed: list[Target], borrowing: bool) -> list[Target]:
-    """Put back each victim but the last, latest first, where the request still fits without evicting it."""
+    """Put back each victim but the last, latest first, where the request still fits without evicting it.
+
+    While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
+    reading the tree, and enter it together when it must be read."""
+    back = _Aside(trial, 1)
+    missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
-        mark = trial.mark()
-        trial.add(t.workload.cluster_queue, _usage(t))
-        if _fits(tree, cq, requests, borrowing):
+        usage, victim = _usage(t), t.workload.cluster_queue
+        back.take(victim, usage)
+        if missing.shift(usage, victim == cq, 1):
+            removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
+            continue
+        back.flush()
+        missing = _Missing(tree, cq, requests, borrowing)  # with the victim back: at least as much as without it
+        if missing.none():
             removed.pop(i)
         else:
-            trial.undo(mark)
+            trial.remove(victim, usage)
+    back.flush()
     return removed
 
 
