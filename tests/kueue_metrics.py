@@ -13,18 +13,10 @@ LIST: Final = Path(__file__).parent / "data/kueue-metrics/metrics.json"
 KUEUE: Final[dict[str, dict[str, Any]]] = {m["name"]: m for m in json.loads(LIST.read_text())["metrics"]}
 """Kueue's metrics by name: type, help, labels, buckets."""
 
-_WAIT_FOR_PODS_READY: Final = "waitForPodsReady is not there yet (its metrics come with it)"
-
 NO_MEANING: Final[dict[str, str]] = {
     # MultiKueue dispatches workloads to worker clusters; flexq has one cluster.
     "multikueue_workloads_admitted_total": "no MultiKueue: one cluster",
     "multikueue_workloads_dispatched_total": "no MultiKueue: one cluster",
-    # waitForPodsReady (pods ready, evicted for a PodsReady timeout).
-    "kueue_admitted_until_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
-    "kueue_local_queue_admitted_until_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
-    "kueue_local_queue_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
-    "kueue_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
-    "kueue_pods_ready_to_evicted_time_seconds": _WAIT_FOR_PODS_READY,
     # Fair Sharing: flexq orders and preempts without it (spec.fairSharing is accepted, not acted on).
     "kueue_cluster_queue_weighted_share": "no Fair Sharing",
     "kueue_cohort_weighted_share": "no Fair Sharing",

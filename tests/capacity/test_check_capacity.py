@@ -172,3 +172,24 @@ def test_a_check_that_waited_with_no_capacity_modelled_gets_its_request_once_a_p
     assert [_line(e, origin) for e in told] == ["60 ProvisioningRequest a Provisioned", "60 AdmissionCheck a Ready",
                                                 "60 Admitted a", "60 Started a"]
     assert started == [wl.key]
+
+
+@pytest.mark.parametrize("origin", [0.0, START], ids=["simulator", "live"])
+def test_the_requests_conditions_take_the_cluster_autoscalers_reasons(origin: float) -> None:
+    """What the autoscaler's check-capacity class sets on the request (``checkcapacity/provisioningclass.go``):
+    Provisioned False ``CapacityIsNotFound`` while it will look again, Provisioned True ``CapacityIsFound``, and with
+    ``noRetry`` Failed ``CapacityIsNotFound``."""
+    def said(case: str) -> list[tuple[str, str, str]]:
+        _story, events, _plane = run(CASES[case], origin)
+        return [(e.payload.state.value, e.payload.reason, e.payload.message) for e in events
+                if isinstance(e.payload, RequestNote) and e.workload.split("-")[1] == "b"]
+
+    later = ("Accepted", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")
+    found = ("Provisioned", "CapacityIsFound", "Capacity is found in the cluster")
+    failed = ("Failed", "CapacityIsNotFound", "CA could not find requested capacity")
+    got = {case: said(case) for case in CASES if "b" in {job[0] for job in CASES[case].jobs}}
+    assert got == {
+        "the node is taken: the second job's request waits, looked at again until the first job ends": [later, found],
+        "noRetry: capacity not found fails the request at once, and Kueue's backoff retries it": [
+            failed, failed, found],
+    }

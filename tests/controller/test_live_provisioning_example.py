@@ -121,3 +121,17 @@ def test_the_example_waits_saying_why_then_asks_once_a_cluster_has_pools(kubectl
     assert spec["provisioningClassName"] == "check-capacity.autoscaling.x-k8s.io"
     assert [p["count"] for p in spec["podSets"]] == [3]
     assert "no cluster has node pools" not in _check(server).get("message", "")
+
+    def not_found() -> dict[str, Any]:
+        (request,) = _items(server, requests)
+        conditions = {c["type"]: (c["status"], c["reason"], c["message"])
+                      for c in (request.get("status") or {}).get("conditions") or []}
+        assert conditions.get("Provisioned", ("",))[0] == "False", conditions
+        return conditions
+
+    # The pool has no node yet: capacity is not found, and the autoscaler says so as it does (kubectl shows it).
+    assert eventually(not_found) == {
+        "Accepted": ("True", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler"),
+        "Provisioned": ("False", "CapacityIsNotFound", "Capacity is not found, CA will try to find it later.")}
+    shown = kubectl("get", "provisioningrequests", "-o", "jsonpath={.items[0].status.conditions[*].reason}")
+    assert shown.code == 0 and shown.out.split() == ["Accepted", "CapacityIsNotFound"], shown.err

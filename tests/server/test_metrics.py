@@ -70,6 +70,7 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         assert _one(m, "kueue_admission_wait_time_seconds_count", cluster_queue="cluster-queue") == 1
         assert _one(m, "kueue_admission_wait_time_seconds_bucket", cluster_queue="cluster-queue", le="+Inf") == 1
         assert 0 < _one(m, "kueue_admission_wait_time_seconds_sum", cluster_queue="cluster-queue") < 30
+        eventually(lambda: _ready_timed(srv))
         # The controller's steps: counted, timed whole and by phase (the phases add up to the whole).
         steps = m[("flexq_controller_steps_total", ())]
         assert steps >= 1
@@ -89,6 +90,18 @@ def test_metrics_match_the_store(tmp_path: Path) -> None:
         _kueue_as_kueue_has_them(srv)
     finally:
         servers.close()
+
+
+def _ready_timed(srv: Server) -> None:
+    """waitForPodsReady (on by default): the admitted job's pods, placed, are ready, and Kueue's readiness waits
+    time it once, by ClusterQueue and by LocalQueue."""
+    m = _scrape(srv)
+    q, lq = {"cluster_queue": "cluster-queue"}, {"name": "user-queue", "namespace": "default"}
+    counted = {metric: _one(m, f"kueue_{metric}_count", **(lq if metric.startswith("local") else q))
+               for metric in ("ready_wait_time_seconds", "admitted_until_ready_wait_time_seconds",
+                              "local_queue_ready_wait_time_seconds",
+                              "local_queue_admitted_until_ready_wait_time_seconds")}
+    assert set(counted.values()) == {1}, counted
 
 
 def _kueue_as_kueue_has_them(srv: Server) -> None:

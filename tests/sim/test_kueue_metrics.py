@@ -55,7 +55,7 @@ spec:
                                                  kueue.x-k8s.io/priority-class: urgent}}}}
     - {at: 0s, runFor: 10h, object: {apiVersion: batch/v1, kind: Job, spec: *two, metadata: {name: capped,
        labels: {kueue.x-k8s.io/queue-name: qb, kueue.x-k8s.io/max-exec-time-seconds: "60"}}}}
-    - {at: 5m, runFor: 1h, object: {apiVersion: batch/v1, kind: Job, spec: *two,
+    - {at: 5m, runFor: 1h, podsReadyAfter: 30s, object: {apiVersion: batch/v1, kind: Job, spec: *two,
        metadata: {name: waits, labels: {kueue.x-k8s.io/queue-name: qb}}}}
     - {at: 1m, runFor: 1h, object: {apiVersion: batch/v1, kind: Job, metadata: {name: huge, labels:
        {kueue.x-k8s.io/queue-name: qb}}, spec: {parallelism: 1, template: {spec: {restartPolicy: Never,
@@ -122,6 +122,22 @@ def test_the_figures_tell_the_scenarios_story(tmp_path: Path) -> None:
         ("kueue_cohort_subtree_admitted_workloads_total", (("cohort", "org"), ("priority_class", ""))): 6,
         ("kueue_cohort_subtree_admitted_workloads_total", (("cohort", "team"), ("priority_class", "urgent"))): 2,
         ("kueue_local_queue_status", (("active", "True"), ("name", "qb"), ("namespace", "default"))): 1,
+        # waitForPodsReady (on by default): batch-1's pods are ready as it is admitted again, each time 600 s after
+        # its eviction; waits' pods 30 s after its admission (podsReadyAfter).
+        ("kueue_ready_wait_time_seconds_count", (("cluster_queue", "a"), ("priority_class", ""))): 4,
+        ("kueue_ready_wait_time_seconds_sum", (("cluster_queue", "a"), ("priority_class", ""))): 1200.0,
+        ("kueue_admitted_until_ready_wait_time_seconds_sum", (("cluster_queue", "a"), ("priority_class", ""))): 0.0,
+        ("kueue_admitted_until_ready_wait_time_seconds_sum", (("cluster_queue", "b"), ("priority_class", ""))): 30.0,
+        ("kueue_local_queue_admitted_until_ready_wait_time_seconds_count", (("name", "qb"), ("namespace", "default"),
+                                                                            ("priority_class", ""))): 2,
+        ("kueue_local_queue_ready_wait_time_seconds_sum", (("name", "qa"), ("namespace", "default"),
+                                                          ("priority_class", ""))): 1200.0,
+        # batch-1 ran 599 s (ready 1 s after 0) and 600 s before its two preemptions; capped 60 s before its
+        # deactivation.
+        ("kueue_pods_ready_to_evicted_time_seconds_sum", (("cluster_queue", "a"), ("reason", "Preempted"),
+                                                          ("underlying_cause", ""))): 1199.0,
+        ("kueue_pods_ready_to_evicted_time_seconds_count", (("cluster_queue", "b"), ("reason", "Deactivated"),
+                                                            ("underlying_cause", "MaximumExecutionTimeExceeded"))): 1,
         # huge asks for more than b and its cohort have: pending for good.
         ("kueue_cluster_queue_resource_pending", (("cluster_queue", "b"), ("resource", "cpu"))): 50.0,
         ("kueue_pending_workloads", (("cluster_queue", "b"), ("status", "inadmissible"))): 1,

@@ -104,6 +104,11 @@ class RequestNote:
     pool: str | None = None
     """Provisioned: the node pool its nodes are in (None: no pool modelled behind it)."""
     variant: str = ""
+    reason: str = ""
+    """The reason of the condition the autoscaler sets on the request (its ``Provisioned`` or ``Failed``), e.g.
+    ``CapacityIsNotFound``; "" for none in particular. Not in the event's fields (the object's business)."""
+    message: str = ""
+    """That condition's message as the autoscaler words it ("": the event's own words)."""
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"request": self.request, "state": self.state}

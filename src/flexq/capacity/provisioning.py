@@ -34,6 +34,8 @@ from flexq.scheduler import CheckState, EventKind, Scheduler, Workload
 
 __all__ = [
     "BOOKING",
+    "CAPACITY_IS_FOUND",
+    "CAPACITY_IS_NOT_FOUND",
     "CAPACITY_PRIORITY",
     "CHECK_CAPACITY",
     "PROVISIONING_EXPIRY",
@@ -53,6 +55,13 @@ CHECK_CAPACITY: Final = "check-capacity.autoscaling.x-k8s.io"
 """The class that provisions nothing: it answers whether the capacity is in the cluster now."""
 SCAN_INTERVAL: Final = 10.0
 """How often the cluster autoscaler looks again at a check-capacity request whose capacity was not found."""
+CAPACITY_IS_NOT_FOUND: Final = "CapacityIsNotFound"
+"""The cluster autoscaler's reason (check-capacity) for capacity not in the cluster: on ``Provisioned`` (False) while
+it will look again, on ``Failed`` with ``noRetry``."""
+CAPACITY_IS_FOUND: Final = "CapacityIsFound"
+_NOT_FOUND_LATER: Final = "Capacity is not found, CA will try to find it later."
+_NOT_FOUND_NO_RETRY: Final = "CA could not find requested capacity"
+_FOUND: Final = "Capacity is found in the cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +146,7 @@ class Provisioner:
         if unmatched:
             # No node group can ever hold these pods: the autoscaler does not provision the request, it fails (the
             # check goes to Retry, then Rejected, as Kueue's provisioning controller maps Failed).
-            self.failed(key, check, name, "CapacityIsNotFound", "no node pool matches: " + "; ".join(
+            self.failed(key, check, name, CAPACITY_IS_NOT_FOUND, "no node pool matches: " + "; ".join(
                 self.cluster.why_unmatched(g) for g in unmatched))
             return
         if pool is None:
@@ -208,7 +217,8 @@ class Provisioner:
             pools = sorted({self.cluster.nodes[n].pool for n in nodes})
             self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned: capacity "
                            f"is found in the cluster ({len(nodes)} node(s) booked)",
-                           RequestNote(name, ProvisioningState.PROVISIONED, pool=pools[0] if pools else None))
+                           RequestNote(name, ProvisioningState.PROVISIONED, pool=pools[0] if pools else None,
+                                       reason=CAPACITY_IS_FOUND, message=_FOUND))
             self.timeline.later(now + BOOKING, key, partial(self._check_booking, key, check, name, nodes))
             self._ready(key, wl, check, name)
             return
@@ -216,15 +226,18 @@ class Provisioner:
                          *placement.oversized.values(),
                          *(f"{count} more node(s) of node pool {pool} needed" for pool, count in
                            sorted(placement.missing.items()))])
-        if settings.no_retry or now >= since + PROVISIONING_EXPIRY:
-            reason, message = (("CapacityIsNotFound", f"capacity is not found in the cluster: {why}")
-                               if settings.no_retry else ("Expired", "capacity was not found within 7 days"))
-            self.failed(key, check, name, reason, message)
+        if settings.no_retry:
+            self.failed(key, check, name, CAPACITY_IS_NOT_FOUND, f"capacity is not found in the cluster: {why}",
+                        condition=_NOT_FOUND_NO_RETRY)
+            return
+        if now >= since + PROVISIONING_EXPIRY:
+            self.failed(key, check, name, "Expired", "capacity was not found within 7 days")
             return
         if not told:
             self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Accepted: capacity "
                            f"is not found in the cluster ({why}); the autoscaler will try to find it later",
-                           RequestNote(name, ProvisioningState.ACCEPTED))
+                           RequestNote(name, ProvisioningState.ACCEPTED, reason=CAPACITY_IS_NOT_FOUND,
+                                       message=_NOT_FOUND_LATER))
             self.scheduler.explain(wl.key, f"waiting for ProvisioningRequest {name}: capacity is not found in the "
                                    f"cluster ({why})")
         self.timeline.later(now + SCAN_INTERVAL, key, partial(self._check_capacity, key, check, name, since, True))
@@ -277,8 +290,10 @@ class Provisioner:
             self.teller.log(self.scheduler.evict(victim, self.timeline.now(),
                                                  f"ProvisioningRequest {name}: capacity revoked", "CapacityRevoked"))
 
-    def failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False) -> None:
-        """Request ``name`` failed for ``reason``: the check is retried after Kueue's backoff, or Rejected once the
+    def failed(self, key: str, check: str, name: str, reason: str, message: str, noted: bool = False,
+               condition: str = "") -> None:
+        """Request ``name`` failed for ``reason`` (its ``Failed`` condition's reason; ``condition``: that condition's
+        message where the autoscaler words it): the check is retried after Kueue's backoff, or Rejected once the
         retries are spent (``noted``: its event was told already)."""
         now = self.timeline.now()
         failures = self.records.of(key).failures
@@ -286,7 +301,8 @@ class Provisioner:
         settings = self.settings[check]
         if not noted:
             self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} Failed ({reason}): "
-                           f"{message}", RequestNote(name, ProvisioningState.FAILED))
+                           f"{message}", RequestNote(name, ProvisioningState.FAILED, reason=reason,
+                                                      message=condition))
         if failed > settings.backoff_limit:
             why = f"{name} failed ({reason}) after {settings.backoff_limit} retries"
             self.teller.log(self.scheduler.set_check(key, check, CheckState.REJECTED, now, why))

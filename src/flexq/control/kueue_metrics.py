@@ -13,6 +13,7 @@ from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from flexq.control.pods_ready import STARTED, TIMEOUT_REASON, WAIT_FOR_RECOVERY
 from flexq.scheduler import REPLACED, Event, EventKind, Scheduler, Workload, WorkloadState
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ ATTEMPT_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 _DEACTIVATED: Final = "Deactivated"
 _DUE_TO: Final = "DeactivatedDueTo"
+_WAIT_FOR_START: Final = "WaitForStart"
 
 
 @dataclass
@@ -109,15 +111,48 @@ class KueueCounts:
     attempt_seconds: dict[str, Histogram] = field(default_factory=dict)
     races_won: dict[tuple[str, str], int] = field(default_factory=dict)
     """flexq's own: (ClusterQueue, flavor) -> racing workloads that started on that flavor."""
+    ready_wait: dict[tuple[str, str], Histogram] = field(default_factory=dict)
+    """waitForPodsReady's, keyed as :attr:`quota_reserved`: from created or requeued until all pods ready (the
+    first time in an admission: Kueue's ``Started``, not ``Recovered``)."""
+    admitted_until_ready: dict[tuple[str, str], Histogram] = field(default_factory=dict)
+    lq_ready_wait: dict[tuple[str, str, str], Histogram] = field(default_factory=dict)
+    lq_admitted_until_ready: dict[tuple[str, str, str], Histogram] = field(default_factory=dict)
+    ready_to_evicted: dict[tuple[str, str, str], Histogram] = field(default_factory=dict)
+    """(ClusterQueue, reason, underlying cause): from all pods ready (last) until evicted, for the workloads whose
+    pods were ready when evicted."""
     _evicted_for: dict[str, set[tuple[str, str]]] = field(default_factory=dict, repr=False)
     """Workload -> the (reason, cause) it was counted for in :attr:`evicted_once` (dropped when it finishes)."""
+    _ready_since: dict[str, float] = field(default_factory=dict, repr=False)
+    """Workload -> when its pods last became all ready (Kueue's ``PodsReady`` True), while they are."""
+    _recovering: set[str] = field(default_factory=set, repr=False)
+    """Workloads whose pods were ready and some stopped (Kueue's ``WaitForRecovery``)."""
 
     def attach(self, plane: ControlPlane) -> KueueCounts:
         """Hear ``plane``'s events and scheduling passes from now on."""
         plane.names_priority_classes = True
         plane.listen(lambda event: self.hear(event, plane))
         plane.listen_attempts(self.attempt)
+        plane.pods_ready.listen(lambda wl, at, reason: self.pods_ready(wl, at, reason, plane.priority_class_name))
         return self
+
+    def pods_ready(self, wl: Workload, at: float, reason: str, priority_class: Callable[[str], str]) -> None:
+        """``wl``'s PodsReady condition changed at ``at`` (Kueue's ``reason``). Its first readiness in an admission
+        is timed, as Kueue's job reconciler times it: from its creation or requeue, and from its admission."""
+        key = wl.key
+        if reason == WAIT_FOR_RECOVERY:
+            self._ready_since.pop(key, None)
+            self._recovering.add(key)
+            return
+        self._ready_since[key] = at
+        self._recovering.discard(key)
+        if reason != STARTED or wl.admitted_at is None:
+            return
+        cq, pc, lq = wl.cluster_queue, priority_class(key), (wl.queue, wl.namespace)
+        queued, admitted = max(0.0, at - wl.queue_time), max(0.0, at - wl.admitted_at)
+        _observe(self.ready_wait, (cq, pc), SHORT_WAIT_BUCKETS, queued)
+        _observe(self.admitted_until_ready, (cq, pc), SHORT_WAIT_BUCKETS, admitted)
+        _observe(self.lq_ready_wait, (*lq, pc), SHORT_WAIT_BUCKETS, queued)
+        _observe(self.lq_admitted_until_ready, (*lq, pc), SHORT_WAIT_BUCKETS, admitted)
 
     def attempt(self, admitted: bool, seconds: float) -> None:
         """A scheduling pass that decided something: whether it reserved quota for any workload, and how long it
@@ -149,7 +184,7 @@ class KueueCounts:
         elif kind is EventKind.ADMITTED:
             self._admitted(event, wl, cq, pc, plane.scheduler)
         elif kind is EventKind.EVICTED:
-            reason, cause = eviction_labels(str(event.extra.get("cause", "Evicted")))
+            reason, cause = self._eviction(event)
             _add(self.evicted, (cq, reason, cause, pc))
             seen = self._evicted_for.setdefault(event.workload, set())
             if (reason, cause) not in seen:
@@ -168,6 +203,23 @@ class KueueCounts:
             if event.extra.get("finishedReason") == REPLACED:
                 _add(self.replaced_slices, cq)
             self._evicted_for.pop(event.workload, None)
+            self._ready_since.pop(event.workload, None)
+            self._recovering.discard(event.workload)
+
+    def _eviction(self, event: Event) -> tuple[str, str]:
+        """Kueue's ``reason`` and ``underlying_cause`` of an eviction (a PodsReady timeout's cause: whether the pods
+        never were ready in this admission, or were and some stopped); a workload whose pods were all ready times
+        how long they were."""
+        key = event.workload
+        reason, cause = eviction_labels(str(event.extra.get("cause", "Evicted")))
+        if reason == TIMEOUT_REASON:
+            cause = WAIT_FOR_RECOVERY if key in self._recovering else _WAIT_FOR_START
+        self._recovering.discard(key)
+        ready = self._ready_since.pop(key, None)
+        if ready is not None:
+            _observe(self.ready_to_evicted, (event.cluster_queue, reason, cause), SHORT_WAIT_BUCKETS,
+                     max(0.0, event.t - ready))
+        return reason, cause
 
     def _admitted(self, event: Event, wl: Workload | None, cq: str, pc: str, scheduler: Scheduler) -> None:
         _add(self.admitted, (cq, pc))
@@ -193,13 +245,14 @@ class KueueCounts:
         Kueue clears a deleted queue's metrics (one made again under the name starts from zero)."""
         by_cluster_queue: tuple[dict[Any, Any], ...] = (
             self.quota_reserved, self.quota_reserved_wait, self.admitted, self.admission_wait, self.checks_wait,
-            self.finished, self.evicted, self.evicted_once, self.preempted, self.races_won)
+            self.finished, self.evicted, self.evicted_once, self.preempted, self.races_won, self.ready_wait,
+            self.admitted_until_ready, self.ready_to_evicted)
         for by_cq in by_cluster_queue:
             _drop(by_cq, lambda key: key[0] in cluster_queues)
         _drop(self.replaced_slices, lambda key: key in cluster_queues)
         by_local_queue: tuple[dict[Any, Any], ...] = (
             self.lq_quota_reserved, self.lq_quota_reserved_wait, self.lq_admitted, self.lq_admission_wait,
-            self.lq_checks_wait, self.lq_finished, self.lq_evicted)
+            self.lq_checks_wait, self.lq_finished, self.lq_evicted, self.lq_ready_wait, self.lq_admitted_until_ready)
         for by_lq in by_local_queue:
             _drop(by_lq, lambda key: (key[0], key[1]) in local_queues)
         _drop(self.cohort_admitted, lambda key: key[0] in cohorts)

@@ -27,7 +27,8 @@ from flexq.api import PodsReadyConfig
 from flexq.scheduler import Event, Scheduler, Workload, WorkloadState
 from flexq.timers import TimerHeap
 
-__all__ = ["LIMIT_CAUSE", "LIMIT_MESSAGE", "TIMEOUT_REASON", "PodsReadyTimer"]
+__all__ = ["LIMIT_CAUSE", "LIMIT_MESSAGE", "RECOVERED", "STARTED", "TIMEOUT_REASON", "WAIT_FOR_RECOVERY",
+           "WAIT_FOR_START", "PodsReadyTimer"]
 
 _LAST: Final = 100
 """The timers' priority: after whatever else is due at the same instant (a node that comes up then, and the pods
@@ -36,6 +37,14 @@ it lets start), so that pods ready at the deadline count as ready in time."""
 TIMEOUT_REASON: Final = "PodsReadyTimeout"
 LIMIT_CAUSE: Final = "DeactivatedDueToRequeuingLimitExceeded"
 LIMIT_MESSAGE: Final = "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+STARTED: Final = "Started"
+"""Kueue's ``PodsReady`` reason: all pods ready for the first time in this admission."""
+RECOVERED: Final = "Recovered"
+"""Kueue's ``PodsReady`` reason: all pods ready again after some stopped being ready."""
+WAIT_FOR_RECOVERY: Final = "WaitForRecovery"
+"""Kueue's ``PodsReady`` reason (status False): pods were ready and some stopped being."""
+WAIT_FOR_START: Final = "WaitForStart"
+"""Kueue's ``PodsReady`` reason (status False): not admitted, or its pods not all ready yet in this admission."""
 
 
 class PodsReadyTimer:
@@ -50,10 +59,24 @@ class PodsReadyTimer:
         self._emit = emit
         self._lost: dict[str, float] = {}
         """Running workloads whose pods stopped being ready: key -> since when."""
+        self._recovered: set[str] = set()
+        """Admitted workloads whose pods are ready again after some stopped being (Kueue's ``Recovered``)."""
+        self._listeners: list[Callable[[Workload, float, str], None]] = []
+
+    def listen(self, listener: Callable[[Workload, float, str], None]) -> None:
+        """Hear each change of an admitted workload's ``PodsReady`` condition where waitForPodsReady is on: the
+        workload, when, and Kueue's reason (:data:`STARTED`, :data:`RECOVERED`, :data:`WAIT_FOR_RECOVERY`)."""
+        self._listeners.append(listener)
+
+    def _changed(self, wl: Workload, at: float, reason: str) -> None:
+        if self.config is not None:
+            for listener in self._listeners:
+                listener(wl, at, reason)
 
     def admitted(self, wl: Workload) -> None:
         """``wl`` was admitted (or restored admitted and not ready): its pods have ``timeout`` to be ready."""
         config, admitted = self.config, wl.admitted_at
+        self._recovered.discard(wl.key)
         if config is None or admitted is None or wl.parent or wl.pods_ready_at is not None:
             return
         self._lost.pop(wl.key, None)  # a new admission: what its pods did in the last one is past
@@ -69,14 +92,19 @@ class PodsReadyTimer:
             return
         key = wl.key
         if ready:
+            recovered = self._lost.pop(key, None) is not None
             if wl.pods_ready_at is None:
                 wl.pods_ready_at = at
-            self._lost.pop(key, None)
+                if recovered:
+                    self._recovered.add(key)
+                self._changed(wl, at, RECOVERED if recovered else STARTED)
             return
         if wl.pods_ready_at is None or key in self._lost:
             return  # never ready yet (its start timer runs), or already waiting for recovery
         wl.pods_ready_at = None
         self._lost[key] = at
+        self._recovered.discard(key)
+        self._changed(wl, at, WAIT_FOR_RECOVERY)
         if self.config is not None and self.config.recovery_timeout is not None:
             self._timers.schedule(at + self.config.recovery_timeout,
                                   functools.partial(self._due, key, wl.admitted_at, at), _LAST)
@@ -94,6 +122,15 @@ class PodsReadyTimer:
     def recovering(self, key: str) -> bool:
         """Whether ``key``'s pods were ready and some stopped (Kueue's ``WaitForRecovery``)."""
         return key in self._lost
+
+    def reason(self, wl: Workload) -> str:
+        """Kueue's ``PodsReady`` reason for ``wl`` as its job reconciler words it: ``Started`` or ``Recovered`` (all
+        pods ready, the first time in this admission or again), ``WaitForRecovery``, else ``WaitForStart``."""
+        if wl.state is not WorkloadState.ADMITTED:
+            return WAIT_FOR_START
+        if wl.pods_ready_at is not None:
+            return RECOVERED if wl.key in self._recovered else STARTED
+        return WAIT_FOR_RECOVERY if wl.key in self._lost else WAIT_FOR_START
 
     def _due(self, key: str, admitted: float | None, lost: float | None) -> None:
         scheduler, config = self._scheduler(), self.config

@@ -39,6 +39,8 @@ __all__ = ["LiveCapacity"]
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
 _POOL_EVENTS: Final = frozenset({EventKind.NODE_DELETED, EventKind.SLICE_REPAIRED, EventKind.SLICE_RELEASED})
+_ACCEPTED: Final = "ProvisioningRequest is accepted by ClusterAutoscaler"
+"""The cluster autoscaler's ``Accepted`` message, written with its other words (check-capacity's)."""
 """What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
 
 
@@ -165,12 +167,15 @@ class LiveCapacity:
         status = dict(obj.get("status") or {})
         match request.state:
             case ProvisioningState.ACCEPTED:
-                set_condition(status, "Accepted", True, "Accepted", message, now=now)
-                set_condition(status, "Provisioned", False, "Waiting", message, now=now)
+                set_condition(status, "Accepted", True, "Accepted", _ACCEPTED if request.message else message,
+                              now=now)
+                set_condition(status, "Provisioned", False, request.reason or "Waiting", request.message or message,
+                              now=now)
             case ProvisioningState.PROVISIONED:
-                set_condition(status, "Provisioned", True, "Provisioned", message, now=now)
+                set_condition(status, "Provisioned", True, request.reason or "Provisioned", request.message or message,
+                              now=now)
             case ProvisioningState.FAILED:
-                set_condition(status, "Failed", True, "Failed", message, now=now)
+                set_condition(status, "Failed", True, request.reason or "Failed", request.message or message, now=now)
             case _:
                 pass  # BookingExpired and CapacityRevoked: told on the workload, followed by Failed or an eviction
         self.store.update(key, {**obj, "status": status}, subresource="status")

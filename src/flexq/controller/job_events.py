@@ -49,6 +49,18 @@ def pods_ready(kind: str, job: Mapping[str, Any]) -> bool:
     return kind == "RayCluster" and status.get("state") == "ready"
 
 
+_UNREADY: Final = {"RayJob": ("jobDeploymentStatus", frozenset({"Initializing", "Retrying"})),
+                   "RayCluster": ("state", frozenset({"failed", "unhealthy"}))}
+"""What a running Ray job's status says when its pods are not all ready any more: a RayJob whose Ray cluster is made
+anew (KubeRay's ``Retrying`` after a failed attempt, then ``Initializing``), a RayCluster whose head is gone."""
+
+
+def pods_unready(kind: str, job: Mapping[str, Any]) -> bool:
+    """Whether a job whose pods were all ready says some are not any more (Kueue's ``WaitForRecovery``)."""
+    field, states = _UNREADY.get(kind, ("", frozenset()))
+    return bool(field) and (job.get("status") or {}).get(field) in states
+
+
 def _running(kind: str, job: Mapping[str, Any]) -> bool:
     """Whether a job's status says its own work runs: a RayJob's Ray job is RUNNING (its cluster is up and its
     entrypoint started), a Job has active pods."""
@@ -184,10 +196,8 @@ class JobEvents:
             self.state.touched.add(wl.key)
         if not outcome and wl is not None and wl.state is WorkloadState.ADMITTED and _running(info.kind, job):
             self.state.log(self.plane.feed(JobStarted(wl.key, self.clock.now())))  # the first report counts
-        if wl is not None and wl.state is WorkloadState.ADMITTED and wl.pods_ready_at is None \
-                and pods_ready(info.kind, job):
-            self.plane.feed(PodsReady(wl.key, self.clock.now()))
-            self.state.touched.add(wl.key)
+        if wl is not None and wl.state is WorkloadState.ADMITTED:
+            self._ready_or_not(info.kind, job, wl, bool(outcome))
         if outcome and wl is not None and wl.state is not WorkloadState.FINISHED:
             old = self.scheduler.workload(wl.replaces) if wl.replaces else None
             message = finish_message(info.kind, job, outcome)
@@ -196,6 +206,17 @@ class JobEvents:
             self.state.log(self.plane.feed(JobFinished(wl.key, self.clock.now(), message, outcome)))
         elif wl is not None and not outcome and info.kind in RAY_KINDS and is_elastic(job):
             self._job_resized(info, job, wl)
+
+    def _ready_or_not(self, kind: str, job: Mapping[str, Any], wl: Workload, finished: bool) -> None:
+        """An admitted workload's pods are all ready (the first time in its admission, or again), or, while it runs,
+        not any more: its recovery timeout (waitForPodsReady's ``recoveryTimeout``) runs from now."""
+        if wl.pods_ready_at is None and pods_ready(kind, job):
+            self.plane.feed(PodsReady(wl.key, self.clock.now()))
+        elif wl.pods_ready_at is not None and not finished and pods_unready(kind, job):
+            self.plane.feed(PodsReady(wl.key, self.clock.now(), ready=False))
+        else:
+            return
+        self.state.touched.add(wl.key)
 
     def _job_resized(self, info: KindInfo, job: dict[str, Any], wl: Workload) -> None:
         """An elastic job's pod counts changed (the autoscaler or a person patched its replicas). Growth of an

@@ -152,21 +152,23 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
 
 _PODS_READY_MESSAGES: Final = {"WaitForStart": "Not all pods are ready or succeeded",
                                "WaitForRecovery": "At least one pod has failed, waiting for recovery",
-                               "Started": "All pods reached readiness and the workload is running"}
+                               "Started": "All pods reached readiness and the workload is running",
+                               "Recovered": "All pods reached readiness and the workload is running"}
 """Kueue's PodsReady condition messages, by reason (``generatePodsReadyCondition``)."""
 
 
 def _pods_ready_status(wl: Workload, status: dict[str, Any], pods_ready: str | None, now: str,
                        generation: int | None) -> None:
-    """Kueue's ``PodsReady`` condition, written once the workload has been admitted where waitForPodsReady is on
-    (``pods_ready``, what its pods are doing: ``WaitForStart``, ``WaitForRecovery`` or ``Started``; None: off), and
-    its ``requeueState``."""
+    """Kueue's ``PodsReady`` condition where waitForPodsReady is on, as Kueue's job reconciler writes it on a job's
+    workload from the start (a Workload made by hand gets it once admitted): ``pods_ready`` says what its pods are
+    doing (``WaitForStart``, also while not admitted; ``WaitForRecovery``; ``Started`` or ``Recovered``; None: off).
+    And its ``requeueState``."""
     admitted = wl.state is WorkloadState.ADMITTED
     finished = wl.state is WorkloadState.FINISHED  # as Kueue: a finished workload's conditions stay as they were
-    if pods_ready is not None and not finished and (admitted or find_condition(status, "PodsReady")):
+    if pods_ready is not None and not finished and (admitted or wl.owner or find_condition(status, "PodsReady")):
         reason = pods_ready if admitted else "WaitForStart"
-        set_condition(status, "PodsReady", reason == "Started", reason, _PODS_READY_MESSAGES[reason], now=now,
-                      observed_generation=generation)
+        set_condition(status, "PodsReady", reason in ("Started", "Recovered"), reason, _PODS_READY_MESSAGES[reason],
+                      now=now, observed_generation=generation)
     if wl.requeue_count:
         status["requeueState"] = {"count": wl.requeue_count, **(
             {"requeueAt": _stamp(wl.requeue_at)} if wl.requeue_at is not None else {})}

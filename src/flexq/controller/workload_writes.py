@@ -192,9 +192,7 @@ class WorkloadWrites:
             return None
         if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._tells_ready(wl):
             self._placed_ready(wl, writing=True)  # it starts with this write: ready with it
-        if wl.pods_ready_at is not None:
-            return "Started"
-        return "WaitForRecovery" if plane.pods_ready.recovering(wl.key) else "WaitForStart"
+        return plane.pods_ready.reason(wl)
 
     def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
         """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone

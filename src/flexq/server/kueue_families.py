@@ -70,6 +70,9 @@ _HELP: Final[dict[str, str]] = {
     ),
     "admitted_active_workloads": "The number of admitted Workloads that are active, per 'cluster_queue'",
     "admitted_workloads_total": "The total number of admitted workloads per 'cluster_queue'",
+    "admitted_until_ready_wait_time_seconds": (
+        "The time between a workload was admitted until ready, per 'cluster_queue'"
+    ),
     "build_info": (
         "Kueue build information. 1 labeled by git version, git commit, build date, go version, compiler,"
         " platform"
@@ -138,6 +141,9 @@ _HELP: Final[dict[str, str]] = {
     ),
     "local_queue_admitted_active_workloads": "The number of admitted Workloads that are active, per 'localQueue'",
     "local_queue_admitted_workloads_total": "The total number of admitted workloads per 'local_queue'",
+    "local_queue_admitted_until_ready_wait_time_seconds": (
+        "The time between a workload was admitted until ready, per 'local_queue'"
+    ),
     "local_queue_evicted_workloads_total": (
         "The number of evicted workloads per 'local_queue',\n" + _EVICTION_REASONS + _EVICTION_CAUSES
     ),
@@ -155,6 +161,9 @@ _HELP: Final[dict[str, str]] = {
         "'local_queue'"
     ),
     "local_queue_quota_reserved_workloads_total": "The total number of quota reserved workloads per 'local_queue'",
+    "local_queue_ready_wait_time_seconds": (
+        "The time between a workload was created or requeued until ready, per 'local_queue'"
+    ),
     "local_queue_reserving_active_workloads": "The number of Workloads that are reserving quota, per 'localQueue'",
     "local_queue_resource_reservation": "Reports the localQueue's total resource reservation within all the flavors",
     "local_queue_resource_usage": "Reports the localQueue's total resource usage within all the flavors",
@@ -169,6 +178,10 @@ _HELP: Final[dict[str, str]] = {
         '- "active" means that the workloads are in the admission queue.\n'
         '- "inadmissible" means there was a failed admission attempt for these workloads and they won\'t '
         "be retried until cluster conditions, which could make this workload admissible, change"
+    ),
+    "pods_ready_to_evicted_time_seconds": (
+        "The number of seconds between a workload's pods being ready and eviction workloads per 'cluster_queue',\n"
+        + _EVICTION_REASONS + _EVICTION_CAUSES
     ),
     "preempted_workloads_total": (
         "The number of preempted workloads per 'preempting_cluster_queue',\n"
@@ -186,6 +199,7 @@ _HELP: Final[dict[str, str]] = {
         "'cluster_queue'"
     ),
     "quota_reserved_workloads_total": "The total number of quota reserved workloads per 'cluster_queue'",
+    "ready_wait_time_seconds": "The time between a workload was created or requeued until ready, per 'cluster_queue'",
     "replaced_workload_slices_total": "The number of replaced workload slices per 'cluster_queue'",
     "reserving_active_workloads": "The number of Workloads that are reserving quota, per 'cluster_queue'",
 }
@@ -242,6 +256,10 @@ def _cluster_queues(counts: KueueCounts, state: KueueState, role: str) -> Iterat
     yield _histogram("quota_reserved_wait_time_seconds", by_priority, counts.quota_reserved_wait.items(), role)
     yield _histogram("admission_wait_time_seconds", by_priority, counts.admission_wait.items(), role)
     yield _histogram("admission_checks_wait_time_seconds", by_priority, counts.checks_wait.items(), role)
+    yield _histogram("ready_wait_time_seconds", by_priority, counts.ready_wait.items(), role)
+    yield _histogram("admitted_until_ready_wait_time_seconds", by_priority, counts.admitted_until_ready.items(), role)
+    yield _histogram("pods_ready_to_evicted_time_seconds", ["cluster_queue", "reason", "underlying_cause"],
+                     counts.ready_to_evicted.items(), role)
     evicted = ["cluster_queue", "reason", "underlying_cause", "priority_class"]
     yield _counter("evicted_workloads_total", evicted, counts.evicted.items(), role)
     yield _counter("evicted_workloads_once_total", evicted, counts.evicted_once.items(), role)
@@ -296,6 +314,9 @@ def _local_queues(counts: KueueCounts, state: KueueState, role: str) -> Iterator
     yield _histogram("local_queue_admission_wait_time_seconds", by_priority, counts.lq_admission_wait.items(), role)
     yield _histogram("local_queue_admission_checks_wait_time_seconds", by_priority, counts.lq_checks_wait.items(),
                      role)
+    yield _histogram("local_queue_ready_wait_time_seconds", by_priority, counts.lq_ready_wait.items(), role)
+    yield _histogram("local_queue_admitted_until_ready_wait_time_seconds", by_priority,
+                     counts.lq_admitted_until_ready.items(), role)
     yield _counter("local_queue_evicted_workloads_total", [*lq, "reason", "underlying_cause", "priority_class"],
                    counts.lq_evicted.items(), role)
     yield _gauge("local_queue_admission_fair_sharing_usage", [*lq, "cluster_queue"], state.lq_fair_usage.items(),
