@@ -2,22 +2,24 @@
 
     python bench/live_baseline.py [--config large-scale] [--scale 0.1] [--profile] [--out DIR]
 
-As Kueue's own perf runner does it, against ``flexq server --runtime none`` started here in a process of its
-own (a fresh FLEXQ_HOME, a free loopback port):
+As Kueue's own perf runner does it, against ``flexq server --runtime none`` started here in a process of its own (a
+fresh FLEXQ_HOME, a free loopback port):
 
 - the queue objects of the generator config (bench/kueue/) are created through the API;
-- a load generator (this process, over keep-alive HTTP connections) creates the batch/v1 Jobs on the config's
-  schedule (each one its interval after the one before, every set of every queue at once from the start);
-- a runner watches Workloads and, ``runtimeMs`` after a workload is seen admitted, marks its Job finished by
-  patching the Job's status (its ``Complete`` condition, which is how flexq tells a finished Job); a workload
-  evicted before then has its timer cancelled, and runs its full time again once admitted again.
+- a load generator (``live_generator.py``, in a process of its own so that the watch stream does not hold up its
+  creates; over keep-alive HTTP connections) creates the batch/v1 Jobs on the config's schedule (each one its interval
+  after the one before, every set of every queue at once from the start);
+- a runner watches Workloads and, ``runtimeMs`` after a workload is seen admitted, marks its Job finished by patching
+  the Job's status (its ``Complete`` condition, which is how flexq tells a finished Job); a workload evicted before then
+  has its timer cancelled, and runs its full time again once admitted again.
 
 The run ends when every workload is seen Finished (or at ``--timeout``). The report (``bench/results/live-
-<config>.json`` and ``.md``) gives the wall time against the packing bound (per cohort, its cpu-seconds of work
-over its nominal cpu, and no job ends before its arrival plus its run time), the average and p99 time to admission
-per class (from the create request sent to the Admitted condition seen), creations per second achieved against
-scheduled (and how late the latest one was sent), the server's CPU seconds, peak RSS and store size, and the
-machine's load. ``--virtual`` adds the same config's averages in virtual time (``flexq simulate``) for comparison.
+<config>.json`` and ``.md``) gives the wall time against the packing bound (per cohort, its cpu-seconds of work over its
+nominal cpu, and no job ends before its arrival plus its run time), the average and p99 time to admission per class
+(from the create request sent to the Admitted condition seen), creations per second achieved against scheduled (how late
+the latest one was sent, and whether the generator kept the schedule: none over a second late), the CPU seconds of each
+process (the server's, the generator's, this one's) and the server's per Job, peak RSS and store size, and the machine's
+load. ``--virtual`` adds the same config's averages in virtual time (``flexq simulate``) for comparison.
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ class Server:
 
 
 class Run:
-    """The load generator and the runner, sharing one HTTP session."""
+    """The runner and the watcher (this process, one HTTP session), and the load generator's figures."""
 
     def __init__(self, base: str, jobs: list[tuple[float, dict[str, Any], float]], concurrency: int) -> None:
         self.base = base
@@ -226,6 +228,9 @@ class Run:
         self.release_sent: list[float] = []
         """When each of those patches was sent, in seconds from the first creation."""
         self.finish_errors: list[str] = []
+        self.generator_cpu: float | None = None
+        """The load generator's CPU seconds (its own process)."""
+        self.started = asyncio.Event()
         self.done = asyncio.Event()
         self.t0 = 0.0
         self.last_finished = 0.0
@@ -253,27 +258,27 @@ class Run:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def generate(self, session: aiohttp.ClientSession) -> None:
-        limit = asyncio.Semaphore(self.concurrency)
-
-        async def create(at: float, job: dict[str, Any]) -> None:
-            async with limit:
-                key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
-                now = time.monotonic()
-                self.sent[key] = now
-                self.late.append(now - self.t0 - at)
-                async with session.post(self.base + url_of(job), data=json.dumps(job),
-                                        headers={"content-type": "application/json"}) as r:
-                    text = await r.read()
-                    if r.status != 201:
-                        self.refused.append(f"{key}: {r.status} {text[:200]!r}")
-                self.answered.append(time.monotonic() - self.t0)
-
-        for at, job, _ in self.jobs:
-            delay = self.t0 + at - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self._spawn(create(at, job))
+    async def generate(self, token: str, into: Path) -> None:
+        """The creates, by ``live_generator.py`` in a process of its own; ``t0`` is its first creation's time."""
+        plan, result = into / "generator-plan.json", into / "generator-result.json"
+        plan.write_text(json.dumps({"base": self.base, "token": token, "concurrency": self.concurrency,
+                                    "jobs": [[at, job] for at, job, _ in self.jobs]}))
+        process = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "live_generator.py"), str(plan),
+                                                       str(result), stdout=asyncio.subprocess.PIPE)
+        assert process.stdout is not None
+        try:
+            self.t0 = float(await process.stdout.readline())
+            self.started.set()
+            await process.wait()
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                await process.wait()
+            self.started.set()
+            if result.exists():
+                found = json.loads(result.read_text())
+                self.sent, self.late, self.answered = found["sent"], found["late"], found["answered"]
+                self.refused, self.generator_cpu = found["refused"], found["cpu_s"]
 
     async def watch(self, session: aiohttp.ClientSession, rv: str) -> None:
         path = "/apis/kueue.x-k8s.io/v1beta2/workloads"
@@ -334,7 +339,7 @@ class Run:
 
 
 async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[float, dict[str, Any], float]],
-                concurrency: int, timeout: float) -> Run:
+                concurrency: int, timeout: float, into: Path) -> Run:
     run = Run(server.base, jobs, concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency + 8)
     async with aiohttp.ClientSession(connector=connector, read_bufsize=2**22) as session:
@@ -352,13 +357,16 @@ async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[
         session.headers["Authorization"] = f"Bearer {server.token()}"  # as flexq's CLI: the administrator's token
         rv = await run.setup(session, objects)
         watcher = asyncio.ensure_future(run.watch(session, rv))
-        run.t0 = time.monotonic()
-        generator = asyncio.ensure_future(run.generate(session))
+        generator = asyncio.ensure_future(run.generate(server.token(), into))
+        await run.started.wait()
+        if generator.done() and generator.exception() is not None:
+            raise RuntimeError("the load generator did not start") from generator.exception()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(run.done.wait(), timeout)
         run.done.set()
-        for task in (watcher, generator, *run.tasks):
+        for task in (watcher, *run.tasks):
             task.cancel()
+        generator.cancel()  # it stops the generator's process (at once if the run timed out) and reads its figures
         await asyncio.gather(watcher, generator, *run.tasks, return_exceptions=True)
     return run
 
@@ -400,8 +408,13 @@ def virtual_admission(path: Path) -> dict[str, float]:
     return {c: round(statistics.fmean(w), 3) for c, w in sorted(waits.items())}
 
 
-def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: float, store: float,
+ON_SCHEDULE_S = 1.0
+"""The generator reached the config's schedule when no create was sent later than this after its time."""
+
+
+def report(name: str, scale: float, run: Run, bound: float, cpu: dict[str, float], rss: float, store: float,
            load: tuple[float, float], virtual: dict[str, float] | None) -> dict[str, Any]:
+    """``cpu``: the CPU seconds of the server's process and of the benchmark's (the watcher and the runner)."""
     waits: dict[str, list[float]] = collections.defaultdict(list)
     for key, at in run.admitted.items():
         waits[class_of(key.rpartition("/")[2])].append(at - run.sent[key])
@@ -420,6 +433,8 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
         "creations": {"scheduled_per_s": round(len(run.jobs) / span, 1) if span else None,
                       "achieved_per_s": round(created / max(run.answered), 1) if run.answered else None,
                       "created": created, "refused": len(run.refused), "max_late_s": round(max(run.late, default=0), 3),
+                      "p99_late_s": round(percentile(run.late, .99), 3) if run.late else None,
+                      "on_schedule": bool(run.late) and max(run.late) <= ON_SCHEDULE_S,
                       "examples_refused": run.refused[:3]},
         "finish_errors": run.finish_errors[:3],
         "release_s": {"avg": round(statistics.fmean(run.release), 3) if run.release else None,
@@ -428,8 +443,11 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: float, rss: flo
                       "patch_answer_avg": round(statistics.fmean(run.finish_answered.values()), 3)
                       if run.finish_answered else None, **release_phases(run)},
         "timeline": timeline(run),
-        "server": {"cpu_s": round(cpu, 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
-        "client_cpu_s": round(sum(os.times()[:2]), 1),
+        "server": {"cpu_s": round(cpu["server"], 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
+        "cpu_s": {"server": round(cpu["server"], 1),
+                  "generator": round(run.generator_cpu, 1) if run.generator_cpu is not None else None,
+                  "runner": round(cpu["runner"], 1)},
+        "server_cpu_ms_per_job": round(cpu["server"] / len(run.jobs) * 1000, 2),
         "load": {"before": load[0], "after": load[1], "cores": os.cpu_count()},
     }
 
@@ -472,7 +490,9 @@ def main() -> None:
             wait_leading(leader)
         server = Server(Path(tmp) / "home", args.profile, leader.db if leader is not None else None)
         try:
-            run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout))
+            runner_before = sum(os.times()[:2])
+            run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout, Path(tmp)))
+            runner_cpu = sum(os.times()[:2]) - runner_before
             cpu, rss = server.usage()
             if leader is not None:
                 lead_cpu, lead_rss = leader.usage()
@@ -489,7 +509,7 @@ def main() -> None:
                     leader.stop()
         if args.keep_store is not None:
             keep_store(server.db, args.keep_store)
-        result = report(args.config, args.scale, run, bound, cpu, rss, store,
+        result = report(args.config, args.scale, run, bound, {"server": cpu, "runner": runner_cpu}, rss, store,
                         (load_before, round(os.getloadavg()[0], 2)), virtual)
         result["server"]["store_tables"] = tables
         result["server"]["store_files"] = files

@@ -77,9 +77,21 @@ def markdown(r: dict[str, Any]) -> str:
               "|---|---|---|---|---|---|",
               f"| | {q['avg']} | {q['p50']} | {q['p99']} | {q.get('avg_while_creating')} "
               f"| {q.get('avg_after_creating')} |"]
+    lines += cpu_markdown(r)
     lines += steps_markdown(r.get("controller_steps") or {})
     lines += timeline_markdown(r.get("timeline") or [])
     return "\n".join(lines) + "\n"
+
+
+def cpu_markdown(r: dict[str, Any]) -> list[str]:
+    """CPU seconds per process (the server, the load generator, the watcher and runner) and the generator's lag."""
+    cpu, c = r.get("cpu_s") or {}, r["creations"]
+    if not cpu:
+        return []
+    return ["", "| CPU s: server | per Job ms | load generator | watcher + runner | p99 late s | on schedule |",
+            "|---|---|---|---|---|---|",
+            f"| {cpu['server']} | {r.get('server_cpu_ms_per_job')} | {cpu['generator']} | {cpu['runner']} "
+            f"| {c.get('p99_late_s')} | {'yes' if c.get('on_schedule') else 'no'} |"]
 
 
 def timeline_markdown(spans: list[dict[str, float]]) -> list[str]:

@@ -58,6 +58,17 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
         assert sum(s[counted] for s in spans) == report["jobs"], counted
     assert all(0 <= s["release_avg_s"] <= report["wall_s"] for s in spans)
     assert all(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} |" in table for s in spans)
+    # CPU per process: the server's, the load generator's (a process of its own), the watcher's and runner's; the
+    # generator's lag against the schedule, and the verdict it gives.
+    cpu, creations = report["cpu_s"], report["creations"]
+    assert set(cpu) == {"server", "generator", "runner"} and all(v > 0 for v in cpu.values()), cpu
+    assert cpu["server"] == report["server"]["cpu_s"]
+    # (the per-Job figure from the unrounded seconds: within the rounding of the shown ones)
+    assert abs(report["server_cpu_ms_per_job"] - cpu["server"] / report["jobs"] * 1000) <= 50 / report["jobs"] + 0.01
+    assert 0 <= creations["p99_late_s"] <= creations["max_late_s"]
+    assert creations["on_schedule"] == (creations["max_late_s"] <= 1.0)
+    assert (f"| {cpu['server']} | {report['server_cpu_ms_per_job']} | {cpu['generator']} | {cpu['runner']} "
+            f"| {creations['p99_late_s']} | {'yes' if creations['on_schedule'] else 'no'} |") in table
     server = report["server"]
     assert server["cpu_s"] > 0 and server["peak_rss_mb"] > 10 and server["store_mb"] > 0
     assert f"| {report['wall_s']} | {report['bound_s']} |" in (tmp_path / f"live-baseline-{SCALE:g}.md").read_text()
