@@ -1,0 +1,70 @@
+"""The live server's forecasts run in a process forked for them: the same forecasts as on the server's own thread,
+the child's CPU counted, nothing left behind, and a forecasting thread stopped mid-run stops its child."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flexq.controller.forecasts import LiveForecasts, run_apart
+from flexq.forecast import Forecast, Lookahead, ensemble
+from flexq.sim import Simulation, load_scenario
+
+GUIDE = Path(__file__).resolve().parents[2] / "examples" / "guide"
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: forecasts run in-process")
+
+
+def _paused(at: float) -> Simulation:
+    sim = Simulation(load_scenario(GUIDE / "scenario-race.yaml"))
+    sim.run_to(at)
+    return sim
+
+
+def test_a_forecast_apart_is_the_forecast_made_in_process() -> None:
+    sim = _paused(150.0)
+    here = ensemble(Lookahead(sim.plane, 150.0))
+    apart, cpu = run_apart(Lookahead(sim.plane, 150.0))
+    assert here and apart == here
+    assert cpu > 0.0, "the child's CPU is counted"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the child was waited for: no zombie left
+
+
+def test_the_thread_publishes_what_the_child_foresaw() -> None:
+    sim = _paused(150.0)
+    got: list[dict[str, Forecast]] = []
+    forecasts = LiveForecasts(lambda: Lookahead(sim.plane, 150.0), got.append, apart=True)
+    forecasts.once(apart=True)
+    assert got == [ensemble(Lookahead(sim.plane, 150.0))]
+    assert forecasts.made == 1 and forecasts.cpu > 0.0
+
+
+def test_stopping_the_thread_kills_a_child_still_running() -> None:
+    sim = _paused(150.0)
+    pids: list[int] = []
+
+    def slow() -> Lookahead:
+        ahead = Lookahead(sim.plane, 150.0)
+        ahead.run = lambda: time.sleep(60) or {}  # type: ignore[method-assign,func-returns-value]
+        return ahead
+
+    forecasts = LiveForecasts(slow, lambda _f: None, apart=True)
+    runner = threading.Thread(target=forecasts.once, kwargs={"apart": True})
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not forecasts.child and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids.append(forecasts.child)
+    assert pids[0], "the child started"
+    began = time.monotonic()
+    forecasts.stop(timeout=0)
+    runner.join(timeout=30)
+    assert not runner.is_alive() and time.monotonic() - began < 30, "the child was killed, not waited out"
+    assert forecasts.made == 0, "a killed forecast publishes nothing"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
