@@ -178,9 +178,11 @@ def compatible(podset: PodSet, flavor: FlavorSpec) -> bool:
 
 
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
-          oracle: Oracle | None) -> tuple[Granular, int, str, PendingReason | None]:
+          oracle: Oracle | None, fair: bool = False) -> tuple[Granular, int, str, PendingReason | None]:
     """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason, and the reason's
-    kind: more than the maximum capacity is ExceedsMaxQuota, any other shortfall WaitingForQuota."""
+    kind: more than the maximum capacity is ExceedsMaxQuota, any other shortfall WaitingForQuota. Under fair
+    sharing a queue that reclaims within its cohort may preempt while borrowing (Kueue's
+    ``canPreemptWhileBorrowing``)."""
     flavor, resource = fr
     capacity = tree.potential(cq.name, fr)
     if val > capacity:
@@ -197,7 +199,8 @@ def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, p
               f"{format_amount(resource, val - available)} more needed")
     waiting = PendingReason.WAITING_FOR_QUOTA
     if (tree.nominal(cq.name, fr) >= val or may_reclaim
-            or cq.borrow_within_cohort is not PreemptionPolicy.NEVER):
+            or cq.borrow_within_cohort is not PreemptionPolicy.NEVER
+            or (fair and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER)):
         if oracle is None:
             return Granular.PREEMPT, level, reason, waiting
         granular, after = oracle(fr, val)
@@ -239,7 +242,7 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
 
 def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | None, podset: PodSet,
          wanted: list[str], per_pod: Mapping[str, int], assigned: Mapping[FlavorResource, int],
-         oracle: Oracle | None, unavailable: Mapping[str, str]) -> FlavorTry:
+         oracle: Oracle | None, unavailable: Mapping[str, str], fair: bool = False) -> FlavorTry:
     no_match = PendingReason.NO_MATCHING_FLAVOR
     if spec is None:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",), no_fit=no_match)
@@ -259,7 +262,7 @@ def _try(cq: ClusterQueueSpec, tree: QuotaTree, name: str, spec: FlavorSpec | No
         fr = (name, resource)
         previous = assigned.get(fr, 0)
         res_mode, res_borrow, reason, kind = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous,
-                                                   previous, oracle)
+                                                   previous, oracle, fair)
         granular = min(granular, res_mode)
         borrow = max(borrow, res_borrow)
         if reason:
@@ -280,15 +283,17 @@ class _Search:
     oracle: Oracle | None
     unavailable: Mapping[str, str]
     assigned: dict[FlavorResource, int]
+    fair: bool = False
+    """Kueue's fair sharing is on."""
 
 
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
-    oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None,
+    oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None, *, fair: bool = False,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
-    only among the flavors it may take)."""
-    search = _Search(cq, tree, flavors, oracle, unavailable or {}, {})
+    only among the flavors it may take); ``fair``: under Kueue's fair sharing."""
+    search = _Search(cq, tree, flavors, oracle, unavailable or {}, {}, fair)
     results: list[PodSetResult] = []
     for podset in workload.podsets:
         result = _assign_podset(search, podset, workload.allowed_for(podset.name))
@@ -358,7 +363,7 @@ def _search_group(
         if allowed is not None and name not in allowed:
             continue  # a variant's pod set takes its own flavor (or one that does not race)
         attempt = _try(search.cq, search.tree, name, search.flavors.get(name), podset, wanted, per_pod,
-                       search.assigned, search.oracle, search.unavailable)
+                       search.assigned, search.oracle, search.unavailable, search.fair)
         tried.append(attempt)
         if best is None or _preferred(attempt, best, prefer_preemption):
             best = attempt if attempt.granular is not Granular.NO_FIT else best

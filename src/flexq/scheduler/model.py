@@ -272,6 +272,9 @@ class ClusterQueueSpec:
     stop_policy: str = "None"
     """``spec.stopPolicy``: ``Hold`` admits nothing new (the queue is inactive), ``HoldAndDrain`` also evicts what
     it admitted."""
+    fair_weight: float = 1.0
+    """``spec.fairSharing.weight`` (Kueue's default 1; 0: an infinite share while borrowing), read under fair
+    sharing only."""
 
     def admits_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""
@@ -294,6 +297,8 @@ class CohortSpec:
     name: str
     parent: str | None = None
     groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0
+    """``spec.fairSharing.weight``, as a ClusterQueue's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,9 @@ class Config:
     """The labels of each Namespace known (a namespace not listed has only ``kubernetes.io/metadata.name``)."""
     stopped_queues: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """LocalQueues with a ``stopPolicy`` (``Hold`` or ``HoldAndDrain``): (namespace, name) -> the policy."""
+    fair_sharing: tuple[str, ...] | None = None
+    """Kueue's fair sharing (its Configuration's ``fairSharing``): the preemption strategies, in order
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``); None: off (Kueue's default)."""
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""
