@@ -51,7 +51,8 @@ def _config(case: dict[str, Any]) -> Config:
     cohorts = {c["name"]: cohort_spec({"metadata": {"name": c["name"]},
                                        "spec": {k: v for k, v in c.items() if k != "name"}})
                for c in case.get("cohorts", [])}
-    return Config(flavors, queues, cohorts)
+    fair = case.get("fairSharing")
+    return Config(flavors, queues, cohorts, fair_sharing=tuple(fair["preemptionStrategies"]) if fair else None)
 
 
 def _tolerations(raw: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
