@@ -4,7 +4,8 @@
 relative to the scenario) take the same document. What flexq does with each field:
 
 - served: ``waitForPodsReady`` (all of it), ``fairSharing``, ``resources.excludeResourcePrefixes``,
-  ``resources.transformations``, ``integrations.frameworks``, ``featureGates`` (the gates whose behaviour flexq has, at the values it has);
+  ``resources.transformations``, ``integrations.frameworks``, ``featureGates`` (the gates whose behaviour flexq
+  has, at the values it has);
   ``manageJobsWithoutQueueName: false`` (Kueue's default, and flexq's behaviour);
 - accepted with a warning naming the field, where it only configures Kueue's manager process (ports, leader
   election, certificates, client rate limits, ...) or where Kueue's behaviour with it is what flexq does anyway;
