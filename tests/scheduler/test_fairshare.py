@@ -9,10 +9,23 @@ from typing import Any
 import pytest
 
 from flexq.scheduler.build import cluster_queue_spec, cohort_spec
+from flexq.scheduler.events import EventKind
+from flexq.scheduler.fair_preemption import STRATEGIES
 from flexq.scheduler.fairshare import NEGATIVE, Share, compare, share_of
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Workload,
+)
 from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.scheduler import Config, Scheduler
 
 MAX = 2**63 - 1
+CPU = 1000
 
 
 def _groups(quotas: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,3 +129,42 @@ def test_shares_compare_as_kueue_orders_them() -> None:
     assert compare(high, infinite) < 0 < compare(infinite, high)
     assert compare(infinite, more_infinite) < 0 and compare(infinite, infinite) == 0
     assert Share(weight=0.0).weighted == 0.0, "weight 0 within nominal quota is a share of 0"
+
+
+def _racing_cohort() -> Scheduler:
+    """Two ClusterQueues in one cohort, each with 4 cpu of flavors f1 (preferred) and f2; flexq's racing on."""
+    def queue(name: str) -> ClusterQueueSpec:
+        group = ResourceGroup(("cpu",), ("f1", "f2"), {("f1", "cpu"): Quota(4 * CPU), ("f2", "cpu"): Quota(4 * CPU)})
+        return ClusterQueueSpec(name, "all", (group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
+                                reclaim_within_cohort=PreemptionPolicy.ANY)
+    queues = {q.name: q for q in (queue("a"), queue("b"))}
+    config = Config({f: FlavorSpec(f) for f in ("f1", "f2")}, queues, {}, race=True, fair_sharing=STRATEGIES)
+    return Scheduler(config)
+
+
+def _holder(s: Scheduler, name: str, flavor: str, cpus: int, at: float) -> Workload:
+    wl = Workload("default", name, "lq", "a", (PodSet("main", 1, {"cpu": cpus * CPU}),), uid=name)
+    s.add(wl, at)
+    s.schedule(at)
+    assert wl.admission is not None and wl.admission.podsets[0].flavors["cpu"] == flavor, name
+    return wl
+
+
+def test_racing_variants_under_fair_sharing_preemption_one_variant_preempts_its_own_flavor_only() -> None:
+    s = _racing_cohort()
+    # a takes all 16 cpu of the cohort: 4 of its own and 4 borrowed from b on each flavor.
+    held = [_holder(s, f"a{i}", "f1" if i < 4 else "f2", 2, float(i)) for i in range(8)]
+    incoming = Workload("default", "b-job", "lq", "b", (PodSet("main", 1, {"cpu": 2 * CPU}),), uid="b-job")
+    events = s.add(incoming, 10.0) + s.schedule(10.0)
+    # b is within its nominal quota: the variant on f1 (the preferred flavor, head first) reclaims what a borrows
+    # there, the most recently admitted first, as fair sharing does within nominal quota...
+    preempted = [(e.workload, e.extra["preemptionReason"]) for e in events if e.kind is EventKind.PREEMPTED]
+    assert preempted == [("default/a3", "InCohortReclamation")]
+    # ...and keeps the head of b's queue while it waits: the f2 variant behind it preempts nobody.
+    f2 = s.held(s.variants[incoming.key][1])
+    assert f2.allowed_flavors() == {"f2"} and f2.key not in s.last_targets
+    assert not any(wl.evicting for wl in held if wl.name != "a3")
+    events = s.complete_eviction("default/a3", 11.0) + s.schedule(11.0)
+    assert not [e for e in events if e.kind is EventKind.PREEMPTED]
+    assert incoming.admission is not None and incoming.admission.podsets[0].flavors["cpu"] == "f1"
+    assert all(wl.admission is not None for wl in held if wl.name != "a3"), "a's workloads on f2 are untouched"
