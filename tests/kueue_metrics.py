@@ -25,9 +25,7 @@ NO_MEANING: Final[dict[str, str]] = {
     "kueue_local_queue_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
     "kueue_ready_wait_time_seconds": _WAIT_FOR_PODS_READY,
     "kueue_pods_ready_to_evicted_time_seconds": _WAIT_FOR_PODS_READY,
-    # Fair Sharing: flexq orders and preempts without it (spec.fairSharing is accepted, not acted on).
-    "kueue_cluster_queue_weighted_share": "no Fair Sharing",
-    "kueue_cohort_weighted_share": "no Fair Sharing",
+    # Admission Fair Sharing (LocalQueue usage) is not there yet.
     "kueue_local_queue_admission_fair_sharing_usage": "no Admission Fair Sharing",
     # Kueue's scheduler skips a preemption another ClusterQueue's in the same cycle needs; flexq's settles each
     # preemption in the pass that decides it.

@@ -69,11 +69,13 @@ def _job(name: str, queue: str, cpus: int, urgent: bool) -> dict[str, Any]:
                 {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}
 
 
-def _scenario(tmp_path: Path) -> Path:
+def _scenario(tmp_path: Path, queues: str = QUEUES, jobs: list[tuple[int, str, str, int, int, bool]] = JOBS,
+              kueue: dict[str, Any] | None = None) -> Path:
     submit = [{"at": f"{at}s", "runFor": f"{run}s", "object": _job(name, queue, cpus, urgent)}
-              for at, name, queue, cpus, run, urgent in JOBS]
+              for at, name, queue, cpus, run, urgent in jobs]
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "same-story"},
-           "spec": {"objects": yaml.safe_load(QUEUES), "submit": submit, "until": "2h"}}
+           "spec": {"objects": yaml.safe_load(queues), "submit": submit, "until": "2h",
+                    **({"kueueConfig": kueue} if kueue else {})}}
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -95,16 +97,23 @@ def _simulated(path: Path) -> list[tuple[float, str, str]]:
 class _Live:
     """The real controller on a virtual clock: jobs created at their moments, finished when their run is up."""
 
-    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None) -> None:
+    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None, *, ray: bool = True, queues: str = QUEUES,
+                 jobs: list[tuple[int, str, str, int, int, bool]] = JOBS) -> None:
         self.clock = VirtualClock(START)
         self.store = Store(tmp_path / "flexq.db", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
         self.service = ObjectService(self.store, hooks=[job_webhook])
-        self.controller = QueueController(self.service, self.clock) if kueue is None else \
-            QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)), kueue=kueue)
+        if kueue is None:
+            self.controller = QueueController(self.service, self.clock)
+        elif ray:
+            self.controller = QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)),
+                                              kueue=kueue)
+        else:
+            self.controller = QueueController(self.service, self.clock, kueue=kueue)
+        self.queues, self.jobs = queues, jobs
         self.told: list[tuple[float, str, str]] = []
         self.due: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self.runs = {name: run for _at, name, _q, _c, run, _u in JOBS}
+        self.runs = {name: run for _at, name, _q, _c, run, _u in jobs}
         self.controller.plane.listen(self._heard)
 
     def at(self, t: float, action: Callable[[], None]) -> None:
@@ -128,12 +137,16 @@ class _Live:
         self.store.update(key, job, subresource="status")
 
     def run(self, until: float) -> None:
-        for doc in yaml.safe_load(QUEUES):
+        for doc in yaml.safe_load(self.queues):
             self._create(doc)
         self.controller.resync()
-        for at, name, queue, cpus, _run, urgent in JOBS:
+        for at, name, queue, cpus, _run, urgent in self.jobs:
             self.at(START + at,
                     lambda n=name, q=queue, c=cpus, u=urgent: self._create(_job(n, q, c, u)))  # type: ignore[misc]
+        self._loop(until)
+
+    def run_on(self, until: float) -> None:
+        """Go on after :meth:`run` stopped, up to ``until``."""
         self._loop(until)
 
     def run_ray_jobs(self, until: float) -> None:
@@ -294,3 +307,66 @@ def test_wait_for_pods_ready_evicts_requeues_and_deactivates_alike_on_both_clock
     assert (evicted["reason"], evicted["message"]) == (
         "DeactivatedDueToRequeuingLimitExceeded",
         "The workload is deactivated due to exceeding the maximum number of re-queuing retries")
+
+
+# --- fair sharing on both clocks ----------------------------------------------------------------------------------
+
+FAIR_QUEUES = "\n".join([
+    "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}",
+    *(f"""- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {{name: team-{t}}}
+  spec:
+    namespaceSelector: {{}}
+    cohort: shared
+    preemption: {{withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}}
+    resourceGroups:
+      - coveredResources: [cpu]
+        flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 4}}]}}]
+- {{apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {{name: {t}, namespace: default}},
+   spec: {{clusterQueue: team-{t}}}}}""" for t in "abc")])
+FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+               "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+# team-b borrows 6 of the cohort's 12 cpus; team-a, borrowing 1 with a2, has the lower share and takes from it.
+FAIR_JOBS = [(0, "b1", "b", 4, 3000, False), (1, "b2", "b", 2, 3000, False), (2, "b3", "b", 2, 3000, False),
+             (3, "b4", "b", 2, 3000, False), (0, "a1", "a", 2, 3000, False), (60, "a2", "a", 3, 600, False)]
+
+
+@pytest.mark.timeout(120)
+def test_fair_sharing_preempts_alike_on_both_clocks(tmp_path: Path) -> None:
+    from flexq.api import parse_kueue_config
+    from flexq.control import kueue_state
+
+    sim = Simulation(load_scenario(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS, FAIR_CONFIG)))
+    simulated: list[tuple[float, str, str]] = []
+    reasons: dict[str, str] = {}
+
+    def heard(e: Event) -> None:
+        if e.kind in TOLD:
+            simulated.append((e.t, e.kind.value, _owner(e.workload)))
+        if e.kind is EventKind.PREEMPTED:
+            reasons[_owner(e.workload)] = str(e.extra.get("preemptionReason"))
+
+    sim.plane.listen(heard)
+    sim.run_to(100)
+    sim_shares = kueue_state(sim.plane).weighted_share
+    sim.run()
+    live = _Live(tmp_path, parse_kueue_config(yaml.safe_dump(FAIR_CONFIG), "kueue.yaml"), ray=False,
+                 queues=FAIR_QUEUES, jobs=FAIR_JOBS)
+    try:
+        live.run(100)
+        live_shares = kueue_state(live.controller.plane).weighted_share
+        statuses = {t: live.store.get(Key("kueue.x-k8s.io", "clusterqueues", "", f"team-{t}"))["status"]
+                    for t in "abc"}
+        live.run_on(7200)
+    finally:
+        live.controller.stop()
+        live.store.close()
+    # Without fair sharing team-a, which must borrow for a2, may not reclaim at all (borrowWithinCohort: Never);
+    # with it, a2 takes the two most recently admitted of team-b's workloads, as much as it needs.
+    assert reasons == {"b4": "InCohortFairSharing", "b3": "InCohortFairSharing"}
+    assert live.told == simulated
+    # At 100 s: team-a holds 5 (1 borrowed), team-b 6 (2 borrowed), of a cohort that lends 12.
+    assert live_shares == sim_shares == pytest.approx({"team-a": 1000 / 12, "team-b": 2000 / 12, "team-c": 0.0})
+    assert {t: s.get("fairSharing") for t, s in statuses.items()} == {
+        "a": {"weightedShare": 84}, "b": {"weightedShare": 167}, "c": {"weightedShare": 0}}

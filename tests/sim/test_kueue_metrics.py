@@ -79,9 +79,11 @@ def _scrape(tmp_path: Path) -> tuple[str, dict[tuple[str, tuple[tuple[str, str],
 
 def test_the_simulator_writes_every_kueue_metric_as_kueue_defines_it(tmp_path: Path) -> None:
     text, _ = _scrape(tmp_path)
-    # Slices are replaced only when an elastic job grows (tests/runtime/test_elastic*.py): none does here.
-    assert check_scrape(text, need_samples=True,
-                        samples_not_needed=frozenset({"kueue_replaced_workload_slices_total"})) == []
+    # Slices are replaced only when an elastic job grows (tests/runtime/test_elastic*.py): none does here. The
+    # weighted shares are reported under fair sharing only (tests/sim/test_fair_sharing.py), as Kueue's.
+    assert check_scrape(text, need_samples=True, samples_not_needed=frozenset({
+        "kueue_replaced_workload_slices_total", "kueue_cluster_queue_weighted_share",
+        "kueue_cohort_weighted_share"})) == []
     assert 'replica_role="standalone"' in text
 
 

@@ -274,6 +274,9 @@ class KueueState:
     """(cohort, flavor, resource) -> nominal quota of its subtree"""
     cohort_reservation: dict[tuple[str, str, str], int]
     cohort_admitted: dict[str, int]
+    weighted_share: dict[str, float] = field(default_factory=dict)
+    """ClusterQueue -> its fair-sharing weighted share (+inf: weight 0 and borrowing); empty without fair sharing"""
+    cohort_weighted_share: dict[str, float] = field(default_factory=dict)
 
 
 def kueue_state(plane: ControlPlane) -> KueueState:
@@ -300,7 +303,8 @@ def kueue_state(plane: ControlPlane) -> KueueState:
         counted.reserving, counted.admitted, counted.finished, counted.reservation, counted.usage,
         counted.pending_resources, nominal, borrowing, lending, local_queues, counted.lq_pending,
         counted.lq_reserving, counted.lq_admitted, counted.lq_finished, counted.lq_reservation, counted.lq_usage,
-        cohorts, subtree_quota, subtree_reservation, subtree_admitted)
+        cohorts, subtree_quota, subtree_reservation, subtree_admitted,
+        *(plane.scheduler.weighted_shares() if config.fair_sharing is not None else ({}, {})))
 
 
 @dataclass

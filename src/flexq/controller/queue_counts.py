@@ -11,6 +11,7 @@ the controller's time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -31,6 +32,11 @@ Usage = dict[FlavorResource, int]
 Slot = tuple[str, tuple[str, str], int, Mapping[FlavorResource, int]]
 """Where a workload is counted: its ClusterQueue, its LocalQueue (namespace, name), its slot (0 pending, 1 quota
 reserved, 2 admitted) and the quota it holds."""
+
+
+def weighted_share(share: float) -> int:
+    """``status.fairSharing.weightedShare`` as Kueue writes it: the share rounded up (2^63-1 for an infinite one)."""
+    return 2**63 - 1 if math.isinf(share) else math.ceil(share)
 
 
 def _by_flavor(spec: Mapping[str, Any], totals: Mapping[FlavorResource, int]) -> list[dict[str, Any]]:
@@ -130,6 +136,7 @@ class QueueCounts:
 
     def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
                    local_queues: Iterable[Mapping[str, Any]]) -> None:
+        shares = scheduler.weighted_shares()[0] if scheduler.config.fair_sharing is not None else None
         with self.store.transaction():
             for cq in cluster_queues:
                 name = cq["metadata"]["name"]
@@ -147,9 +154,12 @@ class QueueCounts:
                             rows.append({"name": res["name"], "total": format_amount(res["name"], amount),
                                          "borrowed": format_amount(res["name"], max(0, amount - nominal))})
                 usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]
-                self._set(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                               "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
-                               "flavorsUsage": usage_rows})
+                fields: dict[str, Any] = {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                                          "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
+                                          "flavorsUsage": usage_rows}
+                if shares is not None and name in shares:
+                    fields["fairSharing"] = {"weightedShare": weighted_share(shares[name])}
+                self._set(cq, fields)
             specs = {cq["metadata"]["name"]: cq.get("spec") or {} for cq in cluster_queues}
             for lq in local_queues:
                 place = (lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 from flexq.scheduler.cycle import CycleRunner
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.fairshare import share_of
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.model import CheckState, FlavorResource, PendingReason, PodSet, Workload, WorkloadState
@@ -187,6 +188,13 @@ class Scheduler:
         """What the ClusterQueue's admitted workloads hold, by flavor and resource."""
         state = self._state
         return dict(state.tree.queues[cq].usage) if cq in state.tree.queues else {}
+
+    def weighted_shares(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Every ClusterQueue's and every cohort's fair-sharing weighted share (Kueue's ``PreciseWeightedShare``:
+        +inf where a node of weight 0 borrows), as (by ClusterQueue, by cohort)."""
+        tree = self._state.tree
+        return ({name: share_of(tree, node).weighted for name, node in tree.queues.items()},
+                {name: share_of(tree, node).weighted for name, node in tree.cohorts.items()})
 
     def cohort_root(self, cq: str) -> str | None:
         """The name of the top of the ClusterQueue's cohort tree (the queue itself when it has no cohort)."""
