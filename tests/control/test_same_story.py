@@ -329,7 +329,7 @@ FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configura
                "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 # team-b borrows 6 of the cohort's 12 cpus; team-a, borrowing 1 with a2, has the lower share and takes from it.
 FAIR_JOBS = [(0, "b1", "b", 4, 3000, False), (1, "b2", "b", 2, 3000, False), (2, "b3", "b", 2, 3000, False),
-             (3, "b4", "b", 2, 3000, False), (0, "a1", "a", 2, 3000, False), (60, "a2", "a", 3, 600, False)]
+             (3, "b4", "b", 2, 3000, False), (4, "a1", "a", 2, 3000, False), (60, "a2", "a", 3, 600, False)]
 
 
 @pytest.mark.timeout(120)

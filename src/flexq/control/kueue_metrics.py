@@ -304,7 +304,7 @@ def kueue_state(plane: ControlPlane) -> KueueState:
         counted.pending_resources, nominal, borrowing, lending, local_queues, counted.lq_pending,
         counted.lq_reserving, counted.lq_admitted, counted.lq_finished, counted.lq_reservation, counted.lq_usage,
         cohorts, subtree_quota, subtree_reservation, subtree_admitted,
-        *(plane.scheduler.weighted_shares() if config.fair_sharing is not None else ({}, {})))
+        *(plane.scheduler.weighted_shares() or ({}, {})))
 
 
 @dataclass

@@ -136,7 +136,8 @@ class QueueCounts:
 
     def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
                    local_queues: Iterable[Mapping[str, Any]]) -> None:
-        shares = scheduler.weighted_shares()[0] if scheduler.config.fair_sharing is not None else None
+        both = scheduler.weighted_shares()
+        shares = both[0] if both is not None else None
         with self.store.transaction():
             for cq in cluster_queues:
                 name = cq["metadata"]["name"]

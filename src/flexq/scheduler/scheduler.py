@@ -189,9 +189,11 @@ class Scheduler:
         state = self._state
         return dict(state.tree.queues[cq].usage) if cq in state.tree.queues else {}
 
-    def weighted_shares(self) -> tuple[dict[str, float], dict[str, float]]:
+    def weighted_shares(self) -> tuple[dict[str, float], dict[str, float]] | None:
         """Every ClusterQueue's and every cohort's fair-sharing weighted share (Kueue's ``PreciseWeightedShare``:
-        +inf where a node of weight 0 borrows), as (by ClusterQueue, by cohort)."""
+        +inf where a node of weight 0 borrows), as (by ClusterQueue, by cohort); None without fair sharing."""
+        if self._state.config.fair_sharing is None:
+            return None
         tree = self._state.tree
         return ({name: share_of(tree, node).weighted for name, node in tree.queues.items()},
                 {name: share_of(tree, node).weighted for name, node in tree.cohorts.items()})
