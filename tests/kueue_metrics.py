@@ -17,9 +17,6 @@ NO_MEANING: Final[dict[str, str]] = {
     # MultiKueue dispatches workloads to worker clusters; flexq has one cluster.
     "multikueue_workloads_admitted_total": "no MultiKueue: one cluster",
     "multikueue_workloads_dispatched_total": "no MultiKueue: one cluster",
-    # Fair Sharing: flexq orders and preempts without it (spec.fairSharing is accepted, not acted on).
-    "kueue_cluster_queue_weighted_share": "no Fair Sharing",
-    "kueue_cohort_weighted_share": "no Fair Sharing",
     # Kueue's scheduler skips a preemption another ClusterQueue's in the same cycle needs; flexq's settles each
     # preemption in the pass that decides it.
     "kueue_admission_cycle_preemption_skips": "no preemption is skipped for another ClusterQueue's in one cycle",

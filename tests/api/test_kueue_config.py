@@ -87,7 +87,7 @@ def test_transformations_retain_replace_multiply_and_exclusions_as_kueue_compute
 
 
 # name -> (text, admissionFairSharing expected)
-FAIR_SHARING: dict[str, tuple[str, AdmissionFairSharing | None]] = {
+ADMISSION_FAIR_SHARING: dict[str, tuple[str, AdmissionFairSharing | None]] = {
     "without the field: off (Kueue's default)": (V2, None),
     "empty: on, half-life 0, sampled every 5 minutes": (V2 + "admissionFairSharing: {}", AdmissionFairSharing()),
     "all set": (V2 + "admissionFairSharing:\n  usageHalfLifeTime: 168h\n  usageSamplingInterval: 1m\n"
@@ -100,9 +100,9 @@ FAIR_SHARING: dict[str, tuple[str, AdmissionFairSharing | None]] = {
 }
 
 
-@pytest.mark.parametrize("name", FAIR_SHARING)
+@pytest.mark.parametrize("name", ADMISSION_FAIR_SHARING)
 def test_admission_fair_sharing_as_kueue_v0_19_reads_it(name: str) -> None:
-    text, expected = FAIR_SHARING[name]
+    text, expected = ADMISSION_FAIR_SHARING[name]
     assert parse(text, "k.yaml").admission_fair_sharing == expected
 
 
@@ -111,8 +111,6 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
     "an unknown field": (V2 + "waitForPodReady: {}\n", ["line 3: waitForPodReady: unknown field"]),
     "an unknown nested field": (V2 + "waitForPodsReady:\n  timeout: 5m\n  enable: true\n",
                                 ["line 5: waitForPodsReady.enable: unknown field"]),
-    "fair sharing, not implemented": (V2 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}\n",
-                                      ["line 3: fairSharing: not supported: fair sharing is not implemented"]),
     "admission fair sharing out of Kueue's bounds": (
         V2 + "admissionFairSharing:\n  usageHalfLifeTime: -1h\n  usageSamplingInterval: 0s\n"
         "  resourceWeights: {cpu: -1, memory: lots}\n  usageWindow: 1h\n", [
@@ -121,6 +119,15 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
             "line 6: admissionFairSharing.resourceWeights.cpu: must be greater than or equal to 0",
             "line 6: admissionFairSharing.resourceWeights.memory: must be a number",
             "line 7: admissionFairSharing.usageWindow: unknown field"]),
+    "v1beta2 fair sharing without strategies": (V2 + "fairSharing: {}\n", [
+        "line 3: fairSharing.preemptionStrategies: Required value: must be specified"]),
+    "fair-sharing strategies Kueue refuses": (
+        V2 + "fairSharing:\n  preemptionStrategies: [LessThanInitialShare, LessThanOrEqualToFinalShare]\n", [
+            "line 4: fairSharing.preemptionStrategies: Unsupported value: ['LessThanInitialShare', "
+            "'LessThanOrEqualToFinalShare']: supported values: [LessThanOrEqualToFinalShare], [LessThanInitialShare], "
+            "[LessThanOrEqualToFinalShare, LessThanInitialShare]"]),
+    "v1beta1 fair sharing enable not a boolean": (V1 + "fairSharing: {enable: yes please}\n",
+                                                  ["line 3: fairSharing.enable: must be a boolean"]),
     "manageJobsWithoutQueueName true": (V2 + "manageJobsWithoutQueueName: true\n",
                                         ["line 3: manageJobsWithoutQueueName: not supported"]),
     "a bad timeout and strategy": (V2 + "waitForPodsReady:\n  timeout: 5\n  requeuingStrategy:\n"
@@ -148,6 +155,31 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
     "not a Configuration": ("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\n", [
         "line 1: apiVersion: must be config.kueue.x-k8s.io/v1beta2", "line 2: kind: must be Configuration"]),
 }
+
+
+# name -> (text, the fair-sharing strategies expected; None: fair sharing off)
+FAIR_SHARING: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "no fairSharing: off (Kueue's default)": (V2, None),
+    "v1beta2: on with the strategies given": (V2 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}",
+                                              ("LessThanInitialShare",)),
+    "v1beta2: both strategies in Kueue's order": (
+        V2 + "fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}",
+        ("LessThanOrEqualToFinalShare", "LessThanInitialShare")),
+    "v1beta1 enabled: the strategies default to both": (V1 + "fairSharing: {enable: true}",
+                                                        ("LessThanOrEqualToFinalShare", "LessThanInitialShare")),
+    "v1beta1 enabled with one strategy": (
+        V1 + "fairSharing: {enable: true, preemptionStrategies: [LessThanOrEqualToFinalShare]}",
+        ("LessThanOrEqualToFinalShare",)),
+    "v1beta1 without enable: off": (V1 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}", None),
+}
+
+
+@pytest.mark.parametrize("name", FAIR_SHARING)
+def test_fair_sharing_is_on_where_kueue_turns_it_on_with_its_strategies(name: str) -> None:
+    text, expected = FAIR_SHARING[name]
+    config = parse(text, "k.yaml")
+    assert config.fair_sharing == expected
+    assert any(w.startswith("fairSharing: off") for w in config.warnings) == (name == "v1beta1 without enable: off")
 
 
 @pytest.mark.parametrize("name", REFUSED)

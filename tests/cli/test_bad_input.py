@@ -120,5 +120,5 @@ def test_a_bad_kueue_configuration_stops_the_server_before_it_starts(tmp_path: P
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{bad}: document 1 (Configuration) is invalid" in proc.stderr
     assert "line 4: waitForPodsReady.timeout: invalid duration 'soon'" in proc.stderr
-    assert "line 5: fairSharing: not supported" in proc.stderr
+    assert "line 5: fairSharing.preemptionStrategies: Required value" in proc.stderr
     assert not (tmp_path / "home").exists(), "nothing is made of a server that does not start"

@@ -97,17 +97,23 @@ def _simulated(path: Path) -> list[tuple[float, str, str]]:
 class _Live:
     """The real controller on a virtual clock: jobs created at their moments, finished when their run is up."""
 
-    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None, ray: bool = True) -> None:
+    def __init__(self, tmp_path: Path, kueue: KueueConfig | None = None, *, ray: bool = True, queues: str = QUEUES,
+                 jobs: list[Job] = JOBS) -> None:
         self.clock = VirtualClock(START)
         self.store = Store(tmp_path / "flexq.db", now=lambda: datetime.fromtimestamp(self.clock.now(), UTC))
         self.service = ObjectService(self.store, hooks=[job_webhook])
-        self.controller = QueueController(self.service, self.clock) if kueue is None else \
-            QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)) if ray else None,
-                            kueue=kueue)
+        if kueue is None:
+            self.controller = QueueController(self.service, self.clock)
+        elif ray:
+            self.controller = QueueController(self.service, self.clock, runtime=cast(RayRuntime, _Runtime(self)),
+                                              kueue=kueue)
+        else:
+            self.controller = QueueController(self.service, self.clock, kueue=kueue)
+        self.queues, self.jobs = queues, jobs
         self.told: list[tuple[float, str, str]] = []
         self.due: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
-        self.runs = {name: run for _at, name, _q, _c, run, _u in JOBS}
+        self.runs = {name: run for _at, name, _q, _c, run, _u in jobs}
         self.controller.plane.listen(self._heard)
 
     def at(self, t: float, action: Callable[[], None]) -> None:
@@ -130,8 +136,10 @@ class _Live:
         job["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
         self.store.update(key, job, subresource="status")
 
-    def run(self, until: float, queues: str = QUEUES, jobs: list[Job] = JOBS) -> None:
-        """The queues, then the jobs at their moments; each finishes its run after its admission."""
+    def run(self, until: float, queues: str | None = None, jobs: list[Job] | None = None) -> None:
+        """The queues, then the jobs at their moments (those given, else the story's); each finishes its run after its
+        admission."""
+        queues, jobs = queues or self.queues, jobs or self.jobs
         self.runs = {name: run for _at, name, _q, _c, run, _u in jobs}
         for doc in yaml.safe_load(queues):
             self._create(doc)
@@ -139,6 +147,10 @@ class _Live:
         for at, name, queue, cpus, _run, urgent in jobs:
             self.at(START + at,
                     lambda n=name, q=queue, c=cpus, u=urgent: self._create(_job(n, q, c, u)))  # type: ignore[misc]
+        self._loop(until)
+
+    def run_on(self, until: float) -> None:
+        """Go on after :meth:`run` stopped, up to ``until``."""
         self._loop(until)
 
     def run_ray_jobs(self, until: float) -> None:
@@ -303,7 +315,7 @@ def test_wait_for_pods_ready_evicts_requeues_and_deactivates_alike_on_both_clock
 
 # --- admission fair sharing on both clocks -------------------------------------------------------------------------
 
-FAIR_QUEUES = """
+AFS_QUEUES = """
 - {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}
 - apiVersion: kueue.x-k8s.io/v1beta2
   kind: ClusterQueue
@@ -319,11 +331,11 @@ FAIR_QUEUES = """
 - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: b, namespace: default},
    spec: {clusterQueue: shared, fairSharing: {weight: "2"}}}
 """
-FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+AFS_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
                "integrations": {"frameworks": ["batch/job"]},
                "admissionFairSharing": {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1m"}}
 # LocalQueue a queues four jobs before b queues three; each job takes the whole 4 cpu but a4 and b3 (2 each).
-FAIR_JOBS: list[Job] = [(0, "a1", "a", 4, 600, False), (10, "a2", "a", 4, 600, False), (20, "a3", "a", 4, 600, False),
+AFS_JOBS: list[Job] = [(0, "a1", "a", 4, 600, False), (10, "a2", "a", 4, 600, False), (20, "a3", "a", 4, 600, False),
                         (30, "a4", "a", 2, 600, False), (40, "b1", "b", 4, 600, False), (50, "b2", "b", 4, 600, False),
                         (60, "b3", "b", 2, 600, False)]
 
@@ -335,11 +347,11 @@ def test_admission_fair_sharing_takes_turns_between_local_queues_alike_on_both_c
     def admitted(story: list[tuple[float, str, str]]) -> list[tuple[float, str]]:
         return [(t, name) for t, kind, name in story if kind == "Admitted"]
 
-    plain = admitted(_simulated(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS)))
-    simulated = _simulated(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS, FAIR_CONFIG))
-    live = _Live(tmp_path, kueue=parse_kueue_config(yaml.safe_dump(FAIR_CONFIG), "kueue.yaml"), ray=False)
+    plain = admitted(_simulated(_scenario(tmp_path, AFS_QUEUES, AFS_JOBS)))
+    simulated = _simulated(_scenario(tmp_path, AFS_QUEUES, AFS_JOBS, AFS_CONFIG))
+    live = _Live(tmp_path, kueue=parse_kueue_config(yaml.safe_dump(AFS_CONFIG), "kueue.yaml"), ray=False)
     try:
-        live.run(7200, FAIR_QUEUES, FAIR_JOBS)
+        live.run(7200, AFS_QUEUES, AFS_JOBS)
         status = live.store.get(Key("kueue.x-k8s.io", "localqueues", "default", "a"))["status"]["fairSharing"]
         ledger = live.controller.plane.fair_usage
         assert ledger is not None
@@ -365,3 +377,66 @@ def test_admission_fair_sharing_takes_turns_between_local_queues_alike_on_both_c
     assert {(s.labels["name"], s.labels["cluster_queue"]): s.value for s in family.samples} == {
         ("a", "shared"): usage["a"], ("b", "shared"): usage["b"]}
     assert usage["a"] > 0 and usage["b"] > 0
+
+
+# --- fair sharing on both clocks ----------------------------------------------------------------------------------
+
+FAIR_QUEUES = "\n".join([
+    "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}",
+    *(f"""- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {{name: team-{t}}}
+  spec:
+    namespaceSelector: {{}}
+    cohort: shared
+    preemption: {{withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}}
+    resourceGroups:
+      - coveredResources: [cpu]
+        flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 4}}]}}]
+- {{apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {{name: {t}, namespace: default}},
+   spec: {{clusterQueue: team-{t}}}}}""" for t in "abc")])
+FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+               "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+# team-b borrows 6 of the cohort's 12 cpus; team-a, borrowing 1 with a2, has the lower share and takes from it.
+FAIR_JOBS: list[Job] = [(0, "b1", "b", 4, 3000, False), (1, "b2", "b", 2, 3000, False), (2, "b3", "b", 2, 3000, False),
+             (3, "b4", "b", 2, 3000, False), (4, "a1", "a", 2, 3000, False), (60, "a2", "a", 3, 600, False)]
+
+
+@pytest.mark.timeout(120)
+def test_fair_sharing_preempts_alike_on_both_clocks(tmp_path: Path) -> None:
+    from flexq.api import parse_kueue_config
+    from flexq.control import kueue_state
+
+    sim = Simulation(load_scenario(_scenario(tmp_path, FAIR_QUEUES, FAIR_JOBS, FAIR_CONFIG)))
+    simulated: list[tuple[float, str, str]] = []
+    reasons: dict[str, str] = {}
+
+    def heard(e: Event) -> None:
+        if e.kind in TOLD:
+            simulated.append((e.t, e.kind.value, _owner(e.workload)))
+        if e.kind is EventKind.PREEMPTED:
+            reasons[_owner(e.workload)] = str(e.extra.get("preemptionReason"))
+
+    sim.plane.listen(heard)
+    sim.run_to(100)
+    sim_shares = kueue_state(sim.plane).weighted_share
+    sim.run()
+    live = _Live(tmp_path, parse_kueue_config(yaml.safe_dump(FAIR_CONFIG), "kueue.yaml"), ray=False,
+                 queues=FAIR_QUEUES, jobs=FAIR_JOBS)
+    try:
+        live.run(100)
+        live_shares = kueue_state(live.controller.plane).weighted_share
+        statuses = {t: live.store.get(Key("kueue.x-k8s.io", "clusterqueues", "", f"team-{t}"))["status"]
+                    for t in "abc"}
+        live.run_on(7200)
+    finally:
+        live.controller.stop()
+        live.store.close()
+    # Without fair sharing team-a, which must borrow for a2, may not reclaim at all (borrowWithinCohort: Never);
+    # with it, a2 takes the two most recently admitted of team-b's workloads, as much as it needs.
+    assert reasons == {"b4": "InCohortFairSharing", "b3": "InCohortFairSharing"}
+    assert live.told == simulated
+    # At 100 s: team-a holds 5 (1 borrowed), team-b 6 (2 borrowed), of a cohort that lends 12.
+    assert live_shares == sim_shares == pytest.approx({"team-a": 1000 / 12, "team-b": 2000 / 12, "team-c": 0.0})
+    assert {t: s.get("fairSharing") for t, s in statuses.items()} == {
+        "a": {"weightedShare": 84}, "b": {"weightedShare": 167}, "c": {"weightedShare": 0}}

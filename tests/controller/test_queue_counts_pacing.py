@@ -49,6 +49,9 @@ class _NoWorkloads:
     def nominal(self, name: str, fr: Any) -> int:
         return 0
 
+    def weighted_shares(self) -> None:
+        return None  # no fair sharing
+
 
 QUEUES = 30
 # seconds each queue's status takes to write → seconds from a write's start to the next one's

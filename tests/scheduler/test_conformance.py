@@ -63,7 +63,9 @@ def _config(case: dict[str, Any]) -> Config:
                for c in case.get("cohorts", [])}
     weights = {("default", lq["name"]): float(parse_quantity(lq["weight"]).value)
                for lq in case.get("localQueues", []) if "weight" in lq}
-    return Config(flavors, queues, cohorts, queue_weights=weights)
+    fair = case.get("fairSharing")
+    return Config(flavors, queues, cohorts, queue_weights=weights,
+                  fair_sharing=tuple(fair["preemptionStrategies"]) if fair else None)
 
 
 def _ledger(case: dict[str, Any]) -> UsageLedger | None:

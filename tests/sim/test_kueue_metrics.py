@@ -80,9 +80,11 @@ def _scrape(tmp_path: Path) -> tuple[str, dict[tuple[str, tuple[tuple[str, str],
 def test_the_simulator_writes_every_kueue_metric_as_kueue_defines_it(tmp_path: Path) -> None:
     text, _ = _scrape(tmp_path)
     # Slices are replaced only when an elastic job grows (tests/runtime/test_elastic*.py): none does here. LocalQueues'
-    # admission fair sharing usage is there only with admissionFairSharing (tests/control/test_same_story.py).
+    # admission fair sharing usage is there only with admissionFairSharing (tests/control/test_same_story.py), the
+    # weighted shares under fair sharing only (tests/control/test_same_story.py), as Kueue's.
     assert check_scrape(text, need_samples=True, samples_not_needed=frozenset({
-        "kueue_replaced_workload_slices_total", "kueue_local_queue_admission_fair_sharing_usage"})) == []
+        "kueue_replaced_workload_slices_total", "kueue_local_queue_admission_fair_sharing_usage",
+        "kueue_cluster_queue_weighted_share", "kueue_cohort_weighted_share"})) == []
     assert 'replica_role="standalone"' in text
 
 

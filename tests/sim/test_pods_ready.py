@@ -123,7 +123,7 @@ def test_a_scenarios_kueue_configuration_is_checked_with_its_lines(tmp_path: Pat
     with pytest.raises(InvalidObject) as caught:
         load_scenario(path)
     text = str(caught.value)
-    assert "spec.kueueConfig.fairSharing: not supported" in text and "line " in text
+    assert "spec.kueueConfig.fairSharing.preemptionStrategies: Required value" in text and "line " in text
     (tmp_path / "kueue.yaml").write_text(yaml.safe_dump({**CONFIG, "waitForPodsReady": {"timeout": "later"}}))
     with pytest.raises(InvalidObject, match=r"kueue.yaml: document 1 \(Configuration\) is invalid\n  line \d+: "
                                             r"waitForPodsReady.timeout: invalid duration 'later'"):

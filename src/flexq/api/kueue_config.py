@@ -3,20 +3,25 @@
 ``flexq server --kueue-config FILE`` and a scenario's ``spec.kueueConfig`` (the Configuration inline, or a path
 relative to the scenario) take the same document. What flexq does with each field:
 
-- served: ``waitForPodsReady`` (all of it), ``admissionFairSharing`` (all of it), ``resources.excludeResourcePrefixes``,
-  ``resources.transformations``, ``integrations.frameworks``, ``featureGates`` (the gates whose behaviour flexq has,
-  at the values it has);
+- served: ``waitForPodsReady`` (all of it), ``fairSharing``, ``admissionFairSharing`` (all of it),
+  ``resources.excludeResourcePrefixes``, ``resources.transformations``, ``integrations.frameworks``, ``featureGates``
+  (the gates whose behaviour flexq has, at the values it has);
   ``manageJobsWithoutQueueName: false`` (Kueue's default, and flexq's behaviour);
 - accepted with a warning naming the field, where it only configures Kueue's manager process (ports, leader
   election, certificates, client rate limits, ...) or where Kueue's behaviour with it is what flexq does anyway;
-- refused, naming the field, where flexq would silently behave otherwise (fair sharing, MultiKueue, object
-  retention, ``quotaCheckStrategy``, DRA mappings, external frameworks, an unknown field or gate).
+- refused, naming the field, where flexq would silently behave otherwise (admission fair sharing, MultiKueue,
+  object retention, ``quotaCheckStrategy``, DRA mappings, external frameworks, an unknown field or gate).
 
 Defaults are Kueue v0.19's: with no file, waitForPodsReady is on (timeout 30 min, no blocking, recovery timeout =
 timeout, requeue from the eviction with backoff 60 s doubling up to 3600 s, no limit) and every framework flexq
 serves is managed. In a v1beta2 file the same; in a v1beta1 file waitForPodsReady is off unless ``enable: true``
 (then timeout 5 min and ``blockAdmission`` true unless set), as Kueue's v1beta1 defaulting does. A file that
 lists no ``integrations.frameworks`` manages ``batch/job`` only, as Kueue's.
+
+Fair sharing is off unless the file has ``fairSharing``: in v1beta1 with ``enable: true`` (the strategies default
+to ``[LessThanOrEqualToFinalShare, LessThanInitialShare]``), in v1beta2 by its presence, with
+``preemptionStrategies`` required. The strategies must be one of Kueue's valid lists: either one alone, or both
+in that order.
 """
 
 from __future__ import annotations
@@ -33,8 +38,8 @@ from flexq.api.object_errors import FieldError, InputError, InvalidObject
 from flexq.api.quantity import QuantityError, parse_quantity
 from flexq.durations import DurationError, parse_duration
 
-__all__ = ["DEFAULT_KUEUE_CONFIG", "FEATURE_GATES", "FRAMEWORKS", "AdmissionFairSharing", "KueueConfig",
-           "PodsReadyConfig", "ResourceConfig", "Transformation", "kueue_config_of", "load_kueue_config",
+__all__ = ["DEFAULT_KUEUE_CONFIG", "FAIR_SHARING_STRATEGIES", "FEATURE_GATES", "FRAMEWORKS", "AdmissionFairSharing",
+           "KueueConfig", "PodsReadyConfig", "ResourceConfig", "Transformation", "kueue_config_of", "load_kueue_config",
            "parse_kueue_config"]
 
 GROUP: Final = "config.kueue.x-k8s.io"
@@ -102,15 +107,21 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "TopologyAwareScheduling": frozenset({True}),  # Topology objects and topology-aware flavors are served
     "TASProfileMixed": frozenset({True}),  # unconstrained pod sets placed LeastFreeCapacity
     "AdmissionFairSharing": frozenset({True, False}),  # honoured: false turns admissionFairSharing off
+    "FairSharingPreemptWithinNominal": frozenset({True}),  # fair sharing's preemption within nominal quota
+    "FairSharingPrioritizeNonBorrowing": frozenset({True}),  # its cycle order: not borrowing first
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
+
+FAIR_SHARING_STRATEGIES: Final = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+"""Kueue's fair-sharing preemption strategies, in its default order."""
+_VALID_STRATEGY_LISTS: Final = (("LessThanOrEqualToFinalShare",), ("LessThanInitialShare",), FAIR_SHARING_STRATEGIES)
+"""The strategy lists Kueue's validation accepts."""
 
 _MANAGER_FIELDS: Final = ("webhook", "leaderElection", "metrics", "health", "pprofBindAddress", "controller", "tls",
                           "internalCertManagement", "clientConnection", "visibilityServer", "namespace")
 """Fields that configure Kueue's manager process (its ports, certificates, leader election, client): flexq serves
 its own, so these change nothing; accepted with a warning."""
 _REFUSED_FIELDS: Final[Mapping[str, str]] = {
-    "fairSharing": "fair sharing is not implemented by flexq",
     "multiKueue": "MultiKueue is not implemented by flexq",
     "objectRetentionPolicies": "flexq does not delete finished or deactivated Workloads by itself",
     "queueVisibility": "removed from Kueue (the visibility API replaced it)",
@@ -215,6 +226,8 @@ class KueueConfig:
     warnings: tuple[str, ...] = ()
     """The fields accepted that change nothing in flexq, each named with why."""
     source: str = ""
+    fair_sharing: tuple[str, ...] | None = None
+    """Fair sharing's preemption strategies, in order (None: fair sharing off, Kueue's default)."""
 
     def manages(self, kind: str) -> bool:
         """Whether jobs of ``kind`` (Job, RayJob, RayCluster, Pod) are managed (their framework is enabled)."""
@@ -282,6 +295,7 @@ class _Reader:
         resources = ResourceConfig()
         frameworks = frozenset({"batch/job"})
         gates: dict[str, bool] = {}
+        fair: tuple[str, ...] | None = None
         for key, value in obj.items():
             if key in ("apiVersion", "kind"):
                 continue
@@ -305,6 +319,8 @@ class _Reader:
                 resources = self._resources(value)
             elif key == "featureGates":
                 gates = self._gates(value)
+            elif key == "fairSharing":
+                fair = self._fair_sharing(value, version)
             else:
                 self.fail(key, "unknown field")
         if "integrations" not in obj:
@@ -314,13 +330,14 @@ class _Reader:
             pods_ready = self._pods_ready(obj.get("waitForPodsReady"), version)
         elif "waitForPodsReady" in obj:
             self.warn("waitForPodsReady", "off: featureGates.DisableWaitForPodsReady is true")
-        fair = self._fair_sharing(obj["admissionFairSharing"]) if "admissionFairSharing" in obj else None
-        if fair is not None and not gates.get("AdmissionFairSharing", True):
+        admission = self._admission_fair_sharing(obj["admissionFairSharing"]) if "admissionFairSharing" in obj else None
+        if admission is not None and not gates.get("AdmissionFairSharing", True):
             self.warn("admissionFairSharing", "off: featureGates.AdmissionFairSharing is false")
-            fair = None
+            admission = None
         if self.errors:
             raise self._invalid()
-        return KueueConfig(pods_ready, resources, frameworks, gates, fair, tuple(self.warnings), self.doc.source)
+        return KueueConfig(pods_ready, resources, frameworks, gates, admission, tuple(self.warnings), self.doc.source,
+                           fair)
 
     def _invalid(self) -> InvalidObject:
         return InvalidObject(self.doc.source, self.doc.index, "Configuration", "", self.errors)
@@ -403,7 +420,7 @@ class _Reader:
         return PodsReadyConfig(timeout, block, recovery, str(timestamp), 60 if base is None else base,
                                3600 if most is None else most, limit)
 
-    def _fair_sharing(self, value: Any) -> AdmissionFairSharing:
+    def _admission_fair_sharing(self, value: Any) -> AdmissionFairSharing:
         """Kueue's validation: the half-life not negative, the sampling interval above 0 (default 5m), weights not
         negative."""
         path = "admissionFairSharing"
@@ -430,6 +447,33 @@ class _Reader:
             else:
                 weights[str(name)] = float(weight)
         return AdmissionFairSharing(half_life, sampling or 300.0, weights)
+
+    def _fair_sharing(self, value: Any, version: str) -> tuple[str, ...] | None:
+        """``fairSharing``: its preemption strategies, or None where it leaves fair sharing off."""
+        path = "fairSharing"
+        v1beta1 = version == "v1beta1"
+        raw = self._object(value, path, ("preemptionStrategies",) + (("enable",) if v1beta1 else ()))
+        if not isinstance(value, dict):
+            return None
+        if v1beta1:
+            enable = raw.get("enable", False)
+            if not isinstance(enable, bool):
+                self.fail(f"{path}.enable", "must be a boolean")
+            if enable is not True:
+                if set(raw) - {"enable"}:
+                    self.warn(path, "off: enable is not true (Kueue's v1beta1 default)")
+                return None
+        strategies = raw.get("preemptionStrategies")
+        if not strategies:
+            if v1beta1:
+                return FAIR_SHARING_STRATEGIES  # Kueue's v1beta1 defaulting
+            self.fail(f"{path}.preemptionStrategies", "Required value: must be specified")
+            return None
+        if not isinstance(strategies, list) or tuple(strategies) not in _VALID_STRATEGY_LISTS:
+            valid = ", ".join("[" + ", ".join(s) + "]" for s in _VALID_STRATEGY_LISTS)
+            self.fail(f"{path}.preemptionStrategies", f"Unsupported value: {strategies!r}: supported values: {valid}")
+            return None
+        return tuple(strategies)
 
     def _integrations(self, value: Any) -> frozenset[str]:
         raw = self._object(value, "integrations", ("frameworks", "externalFrameworks", "labelKeysToCopy",

@@ -329,6 +329,9 @@ class KueueState:
     cohort_admitted: dict[str, int]
     lq_fair_usage: dict[tuple[str, str, str], float] = field(default_factory=dict)
     """(name, namespace, ClusterQueue) -> the LocalQueue's admission fair sharing usage (where it is on)"""
+    weighted_share: dict[str, float] = field(default_factory=dict)
+    """ClusterQueue -> its fair-sharing weighted share (+inf: weight 0 and borrowing); empty without fair sharing"""
+    cohort_weighted_share: dict[str, float] = field(default_factory=dict)
 
 
 def kueue_state(plane: ControlPlane) -> KueueState:
@@ -355,7 +358,8 @@ def kueue_state(plane: ControlPlane) -> KueueState:
         counted.reserving, counted.admitted, counted.finished, counted.reservation, counted.usage,
         counted.pending_resources, nominal, borrowing, lending, local_queues, counted.lq_pending,
         counted.lq_reserving, counted.lq_admitted, counted.lq_finished, counted.lq_reservation, counted.lq_usage,
-        cohorts, subtree_quota, subtree_reservation, subtree_admitted, _fair_usage(plane))
+        cohorts, subtree_quota, subtree_reservation, subtree_admitted, _fair_usage(plane),
+        *(plane.scheduler.weighted_shares() or ({}, {})))
 
 
 def _fair_usage(plane: ControlPlane) -> dict[tuple[str, str, str], float]:

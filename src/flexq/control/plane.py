@@ -137,7 +137,8 @@ class ControlPlane:
         self.priorities = Priorities.of(objects)
         self.use_capacity(capacity, objects)
         race = capacity is not None and capacity.fallback
-        self.scheduler.configure(dataclasses.replace(build_config(objects), race=race))
+        self.scheduler.configure(dataclasses.replace(build_config(objects), race=race,
+                                                     fair_sharing=self.kueue.fair_sharing))
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check

@@ -15,6 +15,7 @@ decayed ``consumedResources`` and their ``lastUpdate``, whenever a sample or an 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -36,6 +37,11 @@ Usage = dict[FlavorResource, int]
 Slot = tuple[str, tuple[str, str], int, Mapping[FlavorResource, int]]
 """Where a workload is counted: its ClusterQueue, its LocalQueue (namespace, name), its slot (0 pending, 1 quota
 reserved, 2 admitted) and the quota it holds."""
+
+
+def weighted_share(share: float) -> int:
+    """``status.fairSharing.weightedShare`` as Kueue writes it: the share rounded up (2^63-1 for an infinite one)."""
+    return 2**63 - 1 if math.isinf(share) else math.ceil(share)
 
 
 def _by_flavor(spec: Mapping[str, Any], totals: Mapping[FlavorResource, int]) -> list[dict[str, Any]]:
@@ -141,6 +147,8 @@ class QueueCounts:
 
     def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
                    local_queues: Iterable[Mapping[str, Any]]) -> None:
+        both = scheduler.weighted_shares()
+        shares = both[0] if both is not None else None
         with self.store.transaction():
             for cq in cluster_queues:
                 name = cq["metadata"]["name"]
@@ -158,9 +166,12 @@ class QueueCounts:
                             rows.append({"name": res["name"], "total": format_amount(res["name"], amount),
                                          "borrowed": format_amount(res["name"], max(0, amount - nominal))})
                 usage_rows = [{"name": f, "resources": r} for f, r in flavors.items()]
-                self._set(cq, {"pendingWorkloads": pending, "reservingWorkloads": reserving,
-                               "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
-                               "flavorsUsage": usage_rows})
+                fields: dict[str, Any] = {"pendingWorkloads": pending, "reservingWorkloads": reserving,
+                                          "admittedWorkloads": admitted, "flavorsReservation": usage_rows,
+                                          "flavorsUsage": usage_rows}
+                if shares is not None and name in shares:
+                    fields["fairSharing"] = {"weightedShare": weighted_share(shares[name])}
+                self._set(cq, fields)
             specs = {cq["metadata"]["name"]: cq.get("spec") or {} for cq in cluster_queues}
             for lq in local_queues:
                 place = (lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])

@@ -135,13 +135,20 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         namespace_selector=label_selector(spec.get("namespaceSelector")),
         stop_policy=str(spec.get("stopPolicy") or "None"),
         fair_admission=(spec.get("admissionScope") or {}).get("admissionMode") == "UsageBasedAdmissionFairSharing",
+        fair_weight=fair_weight(spec),
     )
+
+
+def fair_weight(spec: Mapping[str, Any]) -> float:
+    """``spec.fairSharing.weight`` as a number (Kueue's ``AsFloat64Slow``; absent: 1)."""
+    weight = (spec.get("fairSharing") or {}).get("weight")
+    return 1.0 if weight is None else float(parse_quantity(weight).value)
 
 
 def cohort_spec(obj: Mapping[str, Any]) -> CohortSpec:
     spec = obj.get("spec") or {}
     return CohortSpec(obj["metadata"]["name"], spec.get("parentName") or spec.get("parent") or None,
-                      _groups(spec.get("resourceGroups") or []))
+                      _groups(spec.get("resourceGroups") or []), fair_weight(spec))
 
 
 def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:

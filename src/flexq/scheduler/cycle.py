@@ -16,6 +16,8 @@ from typing import Final
 
 from flexq.scheduler.domains import TopologyView
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.fair_preemption import search_for
+from flexq.scheduler.fairshare import fair_order
 from flexq.scheduler.flavorassigner import Assignment, assign_flavors
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.holdings import discount as shared_discount
@@ -30,7 +32,7 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
+from flexq.scheduler.preemption import PreemptionOracle, Target, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -129,7 +131,9 @@ class CycleRunner:
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with state.tree.trial() as trial:
             cycle = _Cycle(trial)
-            for wl, assignment, targets in nominated:
+            order = nominated if state.config.fair_sharing is None else fair_order(
+                state.tree, nominated, lambda e: e[0], lambda e: e[1].usage())
+            for wl, assignment, targets in order:
                 events += self._process(wl, assignment, targets, cycle, now)
         if state.instant_eviction:
             for victim in cycle.victims:
@@ -269,13 +273,15 @@ class CycleRunner:
             assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding)
             state.last_assignment[wl.key] = assignment
             return assignment, None
-        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage())
+        fair = state.config.fair_sharing
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                            search=search_for(fair))
         shared = self.holdings.shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with state.tree.without([(cq.name, shared)]):
                 assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
-                                            self._view)
+                                            self._view, fair=fair is not None)
             state.last_assignment[wl.key] = assignment
             return assignment, oracle
         shape = self._shape(wl, cq)
@@ -284,7 +290,8 @@ class CycleRunner:
         if cached is not None and cached[0] == version:
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
-        assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view)
+        assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view,
+                                    fair=fair is not None)
         state.last_assignment[wl.key] = assignment
         # Where pod sets are placed on nodes, the answer also depends on the nodes: it is not kept.
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:
@@ -328,8 +335,8 @@ class CycleRunner:
         needed, requests = assignment.preempt_resources(), assignment.usage()
         targets = oracle.found(needed, requests) if oracle is not None else None
         if targets is None:
-            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests,
-                                   usage=state.queues.victim_usage())
+            targets = search_for(state.config.fair_sharing)(wl, cq, state.tree, state.holding, needed, requests,
+                                                            None, state.queues.victim_usage())
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

@@ -186,9 +186,11 @@ def compatible(podset: PodSet, flavor: FlavorSpec, implied: bool = False) -> boo
 
 
 def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, previous: int,
-          oracle: Oracle | None) -> tuple[Granular, int, str, PendingReason | None]:
+          oracle: Oracle | None, fair: bool = False) -> tuple[Granular, int, str, PendingReason | None]:
     """Kueue's ``fitsResourceQuota`` for one (flavor, resource): mode, borrowing level, reason, and the reason's
-    kind: more than the maximum capacity is ExceedsMaxQuota, any other shortfall WaitingForQuota."""
+    kind: more than the maximum capacity is ExceedsMaxQuota, any other shortfall WaitingForQuota. Under fair
+    sharing a queue that reclaims within its cohort may preempt while borrowing (Kueue's
+    ``canPreemptWhileBorrowing``)."""
     flavor, resource = fr
     capacity = tree.potential(cq.name, fr)
     if val > capacity:
@@ -205,7 +207,8 @@ def _fits(cq: ClusterQueueSpec, tree: QuotaTree, fr: FlavorResource, val: int, p
               f"{format_amount(resource, val - available)} more needed")
     waiting = PendingReason.WAITING_FOR_QUOTA
     if (tree.nominal(cq.name, fr) >= val or may_reclaim
-            or cq.borrow_within_cohort is not PreemptionPolicy.NEVER):
+            or cq.borrow_within_cohort is not PreemptionPolicy.NEVER
+            or (fair and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER)):
         if oracle is None:
             return Granular.PREEMPT, level, reason, waiting
         granular, after = oracle(fr, val)
@@ -248,6 +251,7 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
 def _try(search: _Search, name: str, spec: FlavorSpec | None, podset: PodSet, wanted: list[str],
          per_pod: Mapping[str, int]) -> FlavorTry:
     cq, tree, assigned, oracle, unavailable = search.cq, search.tree, search.assigned, search.oracle, search.unavailable
+    fair = search.fair
     no_match = PendingReason.NO_MATCHING_FLAVOR
     if spec is None:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",), no_fit=no_match)
@@ -271,7 +275,7 @@ def _try(search: _Search, name: str, spec: FlavorSpec | None, podset: PodSet, wa
         fr = (name, resource)
         previous = assigned.get(fr, 0)
         res_mode, res_borrow, reason, kind = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous,
-                                                   previous, oracle)
+                                                   previous, oracle, fair)
         granular = min(granular, res_mode)
         borrow = max(borrow, res_borrow)
         if reason:
@@ -296,17 +300,21 @@ class _Search:
     """Some flavor of the ClusterQueue is topology-aware."""
     implied: bool = False
     """Every flavor of the ClusterQueue is: a pod set that asks no topology is placed unconstrained."""
+    fair: bool = False
+    """Kueue's fair sharing is on."""
 
 
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
     oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None, topology: TopologyView | None = None,
+    *, fair: bool = False,
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
-    only among the flavors it may take); pod sets on topology-aware flavors are then placed in ``topology``."""
+    only among the flavors it may take); pod sets on topology-aware flavors are then placed in ``topology``;
+    ``fair``: under Kueue's fair sharing."""
     has_tas = any(flavors[f].topology for g in cq.groups for f in g.flavors if f in flavors)
     search = _Search(cq, tree, flavors, oracle, unavailable or {}, {}, has_tas,
-                     has_tas and tas_implied(cq, flavors))
+                     has_tas and tas_implied(cq, flavors), fair)
     results: list[PodSetResult] = []
     for podset in workload.podsets:
         result = _assign_podset(search, podset, workload.allowed_for(podset.name))

@@ -310,6 +310,9 @@ class ClusterQueueSpec:
     fair_admission: bool = False
     """``spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing``: its pending workloads are tried in the
     order of their LocalQueues' usage, where Kueue's Configuration has ``admissionFairSharing``."""
+    fair_weight: float = 1.0
+    """``spec.fairSharing.weight`` (Kueue's default 1; 0: an infinite share while borrowing), read under fair
+    sharing only."""
 
     def admits_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""
@@ -332,6 +335,8 @@ class CohortSpec:
     name: str
     parent: str | None = None
     groups: tuple[ResourceGroup, ...] = ()
+    fair_weight: float = 1.0
+    """``spec.fairSharing.weight``, as a ClusterQueue's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,15 @@ from enum import Enum
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
-__all__ = ["Holders", "PreemptionOracle", "Target", "Variant", "find_targets", "oracle_for"]
+__all__ = ["Holders", "PreemptionOracle", "Search", "Target", "Variant", "find_targets", "fits_with_borrowing",
+           "minimal", "oracle_for", "policy_allows"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
+
+Search = Callable[..., "list[Target]"]
+"""How victims are chosen: :func:`find_targets` (Kueue's classical preemption), or fair sharing's, called as
+``search(incoming, cq, tree, holders, needed, requests, exclude, usage)``."""
 
 
 class Variant(Enum):
@@ -36,6 +41,7 @@ class Variant(Enum):
     HIERARCHICAL_RECLAIM = "HierarchicalReclaim"
     RECLAIM_WITHOUT_BORROWING = "ReclaimWithoutBorrowing"
     RECLAIM_WHILE_BORROWING = "ReclaimWhileBorrowing"
+    FAIR_SHARING = "FairSharing"
 
 
 _REASON = {
@@ -43,6 +49,7 @@ _REASON = {
     Variant.HIERARCHICAL_RECLAIM: "InCohortReclamation",
     Variant.RECLAIM_WITHOUT_BORROWING: "InCohortReclamation",
     Variant.RECLAIM_WHILE_BORROWING: "InCohortReclaimWhileBorrowing",
+    Variant.FAIR_SHARING: "InCohortFairSharing",
 }
 
 
@@ -51,6 +58,7 @@ _WHY = {
     Variant.HIERARCHICAL_RECLAIM: "reclamation within the cohort",
     Variant.RECLAIM_WITHOUT_BORROWING: "reclamation within the cohort",
     Variant.RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+    Variant.FAIR_SHARING: "Fair Sharing within the cohort",
 }
 
 
@@ -74,7 +82,8 @@ def _uses(wl: Workload, needed: set[FlavorResource]) -> bool:
     return wl.admission is not None and not needed.isdisjoint(wl.admission.usage())
 
 
-def _within_allowed(policy: PreemptionPolicy, incoming: Workload, other: Workload) -> bool:
+def policy_allows(policy: PreemptionPolicy, incoming: Workload, other: Workload) -> bool:
+    """Whether ``policy`` (LowerPriority, LowerOrNewerEqualPriority, Any) lets ``incoming`` preempt ``other``."""
     if policy is PreemptionPolicy.LOWER_PRIORITY:
         return other.priority < incoming.priority
     if policy is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
@@ -132,7 +141,7 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     if cq.within_cluster_queue is not PreemptionPolicy.NEVER:
         own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
                if w is not incoming and w.key not in exclude and _uses(w, needed)
-               and _within_allowed(cq.within_cluster_queue, incoming, w)]
+               and policy_allows(cq.within_cluster_queue, incoming, w)]
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
         return [], [], []  # no eviction anywhere can let the queue hold this much
@@ -154,7 +163,7 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
             found: list[Workload] = []
             _collect(tree, ancestor, child, cq.name, needed, holders, found)
             for w in found:
-                if w.key in exclude or not _within_allowed(
+                if w.key in exclude or not policy_allows(
                         PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY
                         else PreemptionPolicy.LOWER_PRIORITY, incoming, w):
                     continue
@@ -211,6 +220,11 @@ class _Missing:
                 if missing > 0:
                     return False
         return none
+
+
+def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int]) -> bool:
+    """Whether ``requests`` fit in ``cq`` now, borrowing where it may."""
+    return all(v <= tree.available(cq, fr) for fr, v in requests.items())
 
 
 class _Aside:
@@ -289,7 +303,7 @@ def find_targets(
         with tree.trial() as trial:
             removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing)
             if removed:
-                return _minimal(trial, tree, cq.name, requests, removed, borrowing)
+                return minimal(trial, tree, cq.name, requests, removed, borrowing)
     return []
 
 
@@ -318,7 +332,7 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     return []
 
 
-def _minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
+def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
              removed: list[Target], borrowing: bool) -> list[Target]:
     """Put back each victim but the last, latest first, where the request still fits without evicting it.
 
@@ -404,15 +418,17 @@ class PreemptionOracle:
     """
 
     def __init__(self, incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> None:
+                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None,
+                 search: Search | None = None) -> None:
         self.incoming, self.cq, self.tree, self.holders, self.exclude = incoming, cq, tree, holders, exclude
         self.usage = usage
+        self.search: Search = search or find_targets
         self._last: tuple[FlavorResource, int, int, list[Target]] | None = None
         """(fr, val, the tree's version after the answer, the victims) of the last answer that found victims."""
 
     def __call__(self, fr: FlavorResource, val: int) -> tuple[Granular, int]:
         cq, tree = self.cq, self.tree
-        targets = find_targets(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude, self.usage)
+        targets = self.search(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude, self.usage)
         if not targets:
             return Granular.NO_CANDIDATES, 0
         with tree.without([(t.workload.cluster_queue, _usage(t)) for t in targets]):
@@ -435,7 +451,7 @@ class PreemptionOracle:
 
 def oracle_for(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-    exclude: set[str] | None = None, usage: LocalQueueUsage | None = None,
+    exclude: set[str] | None = None, usage: LocalQueueUsage | None = None, search: Search | None = None,
 ) -> PreemptionOracle:
     """The flavor assigner's question: can preemption free ``val`` of ``fr``, and how?"""
-    return PreemptionOracle(incoming, cq, tree, holders, exclude, usage)
+    return PreemptionOracle(incoming, cq, tree, holders, exclude, usage, search)

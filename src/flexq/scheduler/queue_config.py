@@ -32,6 +32,9 @@ class Config:
     """LocalQueues with a ``stopPolicy`` (``Hold`` or ``HoldAndDrain``): (namespace, name) -> the policy."""
     queue_weights: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """LocalQueues' ``spec.fairSharing.weight`` where given: (namespace, name) -> the weight (default 1)."""
+    fair_sharing: tuple[str, ...] | None = None
+    """Kueue's fair sharing (its Configuration's ``fairSharing``): the preemption strategies, in order
+    (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``); None: off (Kueue's default)."""
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""

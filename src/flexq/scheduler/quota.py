@@ -35,6 +35,8 @@ class Node:
     """Bumped on the root at every usage change in its tree (for caches of decisions)."""
     guarantees: dict[FlavorResource, int] = field(default_factory=dict)
     """What the node keeps for itself (its subtree's quota less its lending limit), where it has a lending limit."""
+    weight: float = 1.0
+    """Its fair-sharing weight (``spec.fairSharing.weight``)."""
 
     def guaranteed(self, fr: FlavorResource) -> int:
         return self.guarantees.get(fr, 0)
@@ -59,11 +61,13 @@ class QuotaTree:
         self._heights: dict[Node, int] = {}
         """Each node's cohort height (the tree's shape is fixed once built)."""
         self.queues: dict[str, Node] = {}
+        self.lendable_cache: dict[Node, dict[str, int]] = {}
+        """What each cohort can lend per resource (fair sharing's denominator; quota only, so fixed)."""
         specs = {c.name: c for c in cohorts}
         for name, spec in specs.items():
-            self.cohorts[name] = Node(name, True, _quotas(spec.groups))
+            self.cohorts[name] = Node(name, True, _quotas(spec.groups), weight=spec.fair_weight)
         for cq in cluster_queues:
-            node = Node(cq.name, False, _quotas(cq.groups))
+            node = Node(cq.name, False, _quotas(cq.groups), weight=cq.fair_weight)
             self.queues[cq.name] = node
             if cq.cohort:
                 self._attach(node, self._cohort(cq.cohort))
@@ -136,7 +140,11 @@ class QuotaTree:
 
     def potential(self, cq: str, fr: FlavorResource) -> int:
         """The most ``cq`` could ever hold of ``fr`` (its maximum capacity), whatever the usage."""
-        return self._potential(self.queues[cq], fr)
+        return self.potential_of(self.queues[cq], fr)
+
+    def potential_of(self, node: Node, fr: FlavorResource) -> int:
+        """Kueue's ``potentialAvailable`` of any node (a ClusterQueue or a cohort)."""
+        return self._potential(node, fr)
 
     def _potential(self, node: Node, fr: FlavorResource) -> int:
         if node.parent is None:

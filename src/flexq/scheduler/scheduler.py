@@ -33,6 +33,7 @@ from flexq.scheduler.cycle import CycleRunner
 from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import UsageLedger
+from flexq.scheduler.fairshare import share_of
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.model import CheckState, FlavorResource, PendingReason, PodSet, Workload, WorkloadState
@@ -206,6 +207,15 @@ class Scheduler:
         """What the ClusterQueue's admitted workloads hold, by flavor and resource."""
         state = self._state
         return dict(state.tree.queues[cq].usage) if cq in state.tree.queues else {}
+
+    def weighted_shares(self) -> tuple[dict[str, float], dict[str, float]] | None:
+        """Every ClusterQueue's and every cohort's fair-sharing weighted share (Kueue's ``PreciseWeightedShare``:
+        +inf where a node of weight 0 borrows), as (by ClusterQueue, by cohort); None without fair sharing."""
+        if self._state.config.fair_sharing is None:
+            return None
+        tree = self._state.tree
+        return ({name: share_of(tree, node).weighted for name, node in tree.queues.items()},
+                {name: share_of(tree, node).weighted for name, node in tree.cohorts.items()})
 
     def cohort_root(self, cq: str) -> str | None:
         """The name of the top of the ClusterQueue's cohort tree (the queue itself when it has no cohort)."""

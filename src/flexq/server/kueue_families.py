@@ -5,6 +5,7 @@ writes them as a scrape at the simulation's end would find them."""
 
 from __future__ import annotations
 
+import math
 import platform
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
@@ -102,6 +103,20 @@ _HELP: Final[dict[str, str]] = {
         "Reports 'cluster_queue' with its 'status' (with possible values 'pending', 'active' or "
         "'terminated').\n"
         "For a ClusterQueue, the metric only reports a value of 1 for one of the statuses."
+    ),
+    "cluster_queue_weighted_share": (
+        "Reports a value that representing the maximum of the ratios of usage above nominal\n"
+        "quota to the lendable resources in the cohort, among all the resources provided by\n"
+        "the ClusterQueue, and divided by the weight.\n"
+        "If zero, it means that the usage of the ClusterQueue is below the nominal quota.\n"
+        "If the ClusterQueue has a weight of zero and is borrowing, this will return NaN."
+    ),
+    "cohort_weighted_share": (
+        "Reports a value that representing the maximum of the ratios of usage above nominal\n"
+        "quota to the lendable resources in the Cohort, among all the resources provided by\n"
+        "the Cohort, and divided by the weight.\n"
+        "If zero, it means that the usage of the Cohort is below the nominal quota.\n"
+        "If the Cohort has a weight of zero and is borrowing, this will return NaN."
     ),
     "cohort_info": "Reports Cohort hierarchy information. The metric has value 1 and can be joined using labels.",
     "cohort_subtree_admitted_active_workloads": (
@@ -267,6 +282,10 @@ def _cluster_queues(counts: KueueCounts, state: KueueState, role: str) -> Iterat
                    role)
     yield _counter("replaced_workload_slices_total", ["cluster_queue"],
                    (((cq,), n) for cq, n in counts.replaced_slices.items()), role)
+    # Under fair sharing only, as Kueue; a ClusterQueue of weight 0 that borrows reports NaN (a cohort, +Inf).
+    yield _gauge("cluster_queue_weighted_share", ["cluster_queue", "cohort"],
+                 (((cq, state.cohort_of.get(cq, "")), math.nan if math.isinf(share) else share)
+                  for cq, share in state.weighted_share.items() if cq in state.queue_status), role)
 
 
 def _quotas(state: KueueState, role: str) -> Iterator[Metric]:
@@ -335,6 +354,8 @@ def _cohorts(counts: KueueCounts, state: KueueState, role: str) -> Iterator[Metr
                  (((c,), state.cohort_admitted.get(c, 0)) for c in cohorts), role)
     yield _counter("cohort_subtree_admitted_workloads_total", ["cohort", "priority_class"],
                    counts.cohort_admitted.items(), role)
+    yield _gauge("cohort_weighted_share", ["cohort"],
+                 (((c,), share) for c, share in state.cohort_weighted_share.items()), role)
 
 
 def _amount(milli: int | None) -> float:
