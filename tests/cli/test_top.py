@@ -34,11 +34,12 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
             text = out.stdout
             assert "cluster-queue" in text and "on-demand-pool" in text and "dws-pool" in text
             lines = text.splitlines()
-            tpu = next(line for line in lines if "on-demand" in line and "google.com/tpu" in line)
-            assert "16/16" in tpu and "████████████" in tpu, tpu
-            pool = next(line for line in lines if line.split()[:1] == ["on-demand-pool"])
-            assert pool.split()[2:5] == ["4", "4", "0"], pool  # nodes, ready, booting
-            waiting = next(line for line in lines if "rayjob-rayjob-tpu-v6e-dws-2-" in line)
+            # (a line not there yet is an assertion too: eventually() asks again)
+            tpu = next((line for line in lines if "on-demand" in line and "google.com/tpu" in line), "")
+            assert "16/16" in tpu and "████████████" in tpu, text
+            pool = next((line for line in lines if line.split()[:1] == ["on-demand-pool"]), "")
+            assert pool.split()[2:5] == ["4", "4", "0"], text  # nodes, ready, booting
+            waiting = next((line for line in lines if "rayjob-rayjob-tpu-v6e-dws-2-" in line), "")
             assert "racing: dws: waiting for ProvisioningRequest" in waiting, waiting
             assert not any("-variant-" in line for line in lines), "variants are summed up in their workload's row"
             return text
