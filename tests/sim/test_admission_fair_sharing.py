@@ -10,6 +10,7 @@ import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests.support import job
 
 QUEUES = """
 - {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}
@@ -25,10 +26,7 @@ QUEUES = """
 - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: a, namespace: default},
    spec: {clusterQueue: shared, fairSharing: {weight: "0.5"}}}
 """
-JOB = {"apiVersion": "batch/v1", "kind": "Job",
-       "metadata": {"name": "a1", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "a"}},
-       "spec": {"parallelism": 4, "template": {"spec": {"restartPolicy": "Never", "containers": [
-           {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}}
+JOB = job("a1", queue="a", cpu=1, pods=4).image("x").object()
 
 
 def test_usage_is_sampled_to_the_end_with_the_entry_penalty_and_the_run_decaying(tmp_path: Path) -> None:
