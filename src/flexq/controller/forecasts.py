@@ -39,9 +39,10 @@ FORECAST_GAP: Final = 1.0
 pace, not at every step."""
 SHARE: Final = 0.05
 """The share of the time forecasts may take, at the most: after a forecast that took ``s`` seconds, the next waits
-``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower). A forecast runs
-Python on the server's interpreter, whose lock the API and the controller wait for meanwhile: at a fifth, Kueue's
-baseline through the API (``bench/live_baseline.py --scale 0.3``) took 48-55 s instead of 28 s."""
+``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower). A forecast run
+on the server's interpreter (where it cannot fork) holds the lock the API and the controller wait for: at a fifth,
+Kueue's baseline through the API (``bench/live_baseline.py --scale 0.3``) took 48-55 s instead of 28 s; run apart,
+it still takes CPU from them on a machine of few cores."""
 _SHIFT: Final = 30.0
 _SHARE: Final = 0.05
 
