@@ -189,8 +189,8 @@ def main() -> None:
             began = time.process_time()
             by_cause, unforeseen = accuracy(path, declared)
             _report(f"{label}: {time.process_time() - began:.1f} s CPU; {unforeseen} forecasts had no start or "
-                    "only a latest one (jobs of unknown run time running: none had finished yet)", by_cause, 0.05 if declared else 0.25,
-                    30.0 if declared else 0.0)
+                    "only a latest one (jobs of unknown run time running: none had finished yet)", by_cause,
+                    0.05 if declared else 0.25, 30.0 if declared else 0.0)
     seconds, n = cost(args.pending)
     print(f"\nforecast of {n} waiting workloads behind 100 admitted: {seconds:.3f} s CPU (target: under 1 s)")
 

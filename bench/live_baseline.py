@@ -331,11 +331,18 @@ class Run:
         patch = {"status": {"succeeded": 1, "conditions": [
             {"type": "Complete", "status": "True", "lastTransitionTime": stamp, "reason": "ByTest"}]}}
         self.finish_sent[key] = time.monotonic()
-        async with session.patch(f"{self.base}/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
-                                 data=json.dumps(patch), headers={"content-type": "application/merge-patch+json"}) as r:
-            self.finish_answered[key] = time.monotonic() - self.finish_sent[key]
-            if r.status != 200:
-                self.finish_errors.append(f"{key}: {r.status} {(await r.read())[:200]!r}")
+        for attempt in range(3):  # the patch says the same each time: a connection lost under it is tried again
+            try:
+                async with session.patch(f"{self.base}/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status",
+                                         data=json.dumps(patch),
+                                         headers={"content-type": "application/merge-patch+json"}) as r:
+                    self.finish_answered[key] = time.monotonic() - self.finish_sent[key]
+                    if r.status != 200:
+                        self.finish_errors.append(f"{key}: {r.status} {(await r.read())[:200]!r}")
+                    return
+            except aiohttp.ClientConnectionError as e:
+                if attempt == 2:
+                    self.finish_errors.append(f"{key}: {e!r}")
 
 
 async def drive(server: Server, objects: list[dict[str, Any]], jobs: list[tuple[float, dict[str, Any], float]],

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
+import time
 from typing import Any
 
 from tests import admin
@@ -166,3 +168,21 @@ def test_a_delete_whose_options_are_not_an_object_is_refused_and_deletes_nothing
     assert admin.get(f"{url}/kept").status_code == 200
     assert admin.request("DELETE", f"{url}/kept", content=b'{"preconditions": {}}',
                          headers={"content-type": "application/json"}).status_code == 200
+
+
+def test_an_idle_connection_stays_open_past_a_pause(server: Server) -> None:
+    """A client that pools its connections (client-go, aiohttp) reuses one after a pause: the server keeps it open as
+    the Kubernetes API server does (90 s), not closing it under the client's next request after five seconds."""
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("GET", "/healthz")
+        assert conn.getresponse().read() == b"ok"
+        sock = conn.sock
+        time.sleep(6)
+        conn.request("GET", "/healthz")
+        answer = conn.getresponse()
+        assert (answer.status, conn.sock) == (200, sock)
+        answer.read()
+    finally:
+        conn.close()

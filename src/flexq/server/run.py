@@ -40,6 +40,10 @@ __all__ = ["ListenError", "StoreOptionError", "serve"]
 FOLLOW_EVERY = 0.005
 """Seconds between two looks at a shared SQLite file for the other servers' commits."""
 _CLOSE_STREAMS = 3
+_KEEP_IDLE = 90
+"""Seconds an idle keep-alive connection stays open, as the Kubernetes API server keeps it (the keep-alive time of
+Go's default transport, which client-go uses): a client that reuses a pooled connection after a pause finds it open,
+where uvicorn's five seconds would close it under the client's next request."""
 """Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
 it closes them: they would otherwise keep it running as long as a browser tab stays open."""
 
@@ -181,7 +185,8 @@ def _servers(app: ASGIApp, sockets: list[socket.socket], tls: TlsFiles | None,
     """A uvicorn server for each socket: plain HTTP on the first, HTTPS on the second where there is one."""
     def server(**extra: str) -> _Server:
         return _Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                      timeout_graceful_shutdown=_CLOSE_STREAMS, **extra))  # type: ignore[arg-type]
+                                      timeout_graceful_shutdown=_CLOSE_STREAMS, timeout_keep_alive=_KEEP_IDLE,
+                                      **extra))  # type: ignore[arg-type]
 
     servers = [(server(), sockets[0])]
     if tls is not None:
