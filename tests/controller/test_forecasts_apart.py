@@ -68,3 +68,12 @@ def test_stopping_the_thread_kills_a_child_still_running() -> None:
     assert forecasts.made == 0, "a killed forecast publishes nothing"
     with pytest.raises(ProcessLookupError):
         os.kill(pids[0], 0)
+
+
+def test_the_forecasting_process_yields_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child runs at a lower priority than the server that forked it: a forecast is advice."""
+    import flexq.controller.forecasts as forecasts
+
+    monkeypatch.setattr(forecasts, "ensemble", lambda _ahead: {"niceness": os.nice(0)})
+    told, _ = run_apart(Lookahead(_paused(150.0).plane, 150.0))
+    assert told == {"niceness": min(19, os.nice(0) + 10)}
