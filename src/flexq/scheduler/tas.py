@@ -28,8 +28,10 @@ def topology_view(state: SchedulerState, now: float, without: frozenset[str] = f
     nodes = list(state.nodes()) if state.nodes is not None else []
 
     def held(key: str) -> bool:
+        # A workload that holds no quota any more (evicted, finished) counts for nothing: its pods are on their way
+        # out, as Kueue's cache no longer counts a workload once its admission is gone.
         wl = state.workloads.get(key)
-        return wl is not None and wl.admission is not None and any(ps.topology for ps in wl.admission.podsets)
+        return wl is not None and (wl.admission is None or any(ps.topology for ps in wl.admission.podsets))
 
     def usage(topology: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
         for queue in state.holding.values():
