@@ -92,8 +92,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",
         "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment", "PreemptionPolicy",
         "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration", "TopologyAssignment",
-        "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config", "format_amount", "format_usage",
-        "milli", "toleration",
+        "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config", "eviction_reason",
+        "format_amount", "format_usage", "milli", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

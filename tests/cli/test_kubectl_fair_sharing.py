@@ -77,3 +77,4 @@ def test_kubectl_shows_the_local_queues_admission_fair_sharing_status(kubectl: A
     kept = status["admissionFairSharingStatus"]
     assert set(kept) == {"consumedResources", "lastUpdate"} and kept["lastUpdate"].endswith("Z")
     assert 0 < parse_quantity(kept["consumedResources"]["cpu"]).value < 2  # decaying towards the 2 cpu admitted
+

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.support import eventually
+from tests.support import eventually, eventually_value
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
 
@@ -169,3 +169,49 @@ def test_kueue_tas_examples_with_real_kubectl(kubectl: Any) -> None:
 
     assert eventually(waiting)["message"] == ("couldn't assign flavors to pod set main: no topology domains at "
                                               "level: cloud.provider.com/topology-rack")
+
+
+def _hosts(wl: dict[str, Any]) -> list[str]:
+    assignment = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+    return list(assignment["slices"][0]["valuesPerLevel"][0]["individual"]["roots"])
+
+
+def _admitted(kubectl: Any, job: str) -> dict[str, Any] | None:
+    try:
+        wl = _workload(kubectl, job)
+    except ValueError:
+        return None  # not made yet
+    admitted = [c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == "Admitted"]
+    return wl if admitted and admitted[0]["status"] == "True" else None
+
+
+def test_a_higher_priority_job_preempts_to_free_a_sub_block_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_topology_scenario.py's preemption: two low-priority jobs hold the two
+    sub-blocks; an urgent one, whose quota fits, preempts the later of them and is placed on the hosts it freed; the
+    evicted workload's status counts the eviction."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    docs = list(yaml.safe_load_all((EXAMPLES / "tas-queue.yaml").read_text()))
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue":
+            doc["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    docs += [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+              "value": value} for name, value in (("low", 1), ("high", 100))]
+    applied = kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    assert applied.code == 0, applied.err
+    held: dict[str, list[str]] = {}
+    for name, priority in (("low-a", "low"), ("low-b", "low"), ("urgent", "high")):
+        job = yaml.safe_load(_job(name, 4))
+        job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+        job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+        made = kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+        assert made.code == 0, made.err
+        held[name] = _hosts(eventually_value(lambda n=name: _admitted(kubectl, n), timeout=60))  # type: ignore[misc]
+    assert held["urgent"] == held["low-b"] and set(held["low-a"]).isdisjoint(held["low-b"])
+    evicted = _workload(kubectl, "low-b")["status"]
+    assert evicted["schedulingStats"] == {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    assert [c["reason"] for c in evicted["conditions"] if c["type"] == "Preempted"] == ["InClusterQueue"]
+    assert _admitted(kubectl, "low-a") is not None, "the other sub-block's job runs on"

@@ -440,3 +440,77 @@ def test_fair_sharing_preempts_alike_on_both_clocks(tmp_path: Path) -> None:
     assert live_shares == sim_shares == pytest.approx({"team-a": 1000 / 12, "team-b": 2000 / 12, "team-c": 0.0})
     assert {t: s.get("fairSharing") for t, s in statuses.items()} == {
         "a": {"weightedShare": 84}, "b": {"weightedShare": 167}, "c": {"weightedShare": 0}}
+
+
+# --- what fair sharing writes on cohorts, and what evictions leave on workloads, on both clocks --------------------
+
+COHORT_QUEUES = "\n".join([
+    "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}",
+    "- {apiVersion: kueue.x-k8s.io/v1beta2, kind: Cohort, metadata: {name: org}}",
+    "- {apiVersion: kueue.x-k8s.io/v1beta2, kind: Cohort, metadata: {name: shared},"
+    " spec: {parentName: org, fairSharing: {weight: '2'}}}",
+    """- apiVersion: kueue.x-k8s.io/v1beta2
+  kind: Cohort
+  metadata: {name: other}
+  spec:
+    parentName: org
+    resourceGroups:
+      - coveredResources: [cpu]
+        flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]""",
+    *(f"""- apiVersion: kueue.x-k8s.io/v1beta1
+  kind: ClusterQueue
+  metadata: {{name: team-{t}}}
+  spec:
+    namespaceSelector: {{}}
+    cohort: shared
+    preemption: {{withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}}
+    resourceGroups:
+      - coveredResources: [cpu]
+        flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 4}}]}}]
+- {{apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {{name: {t}, namespace: default}},
+   spec: {{clusterQueue: team-{t}}}}}""" for t in "ab")])
+# team-b takes 10 of org's 12 cpus (cohort shared borrows 2 of other's 4); a1 then reclaims team-a's 4: b3, the
+# latest admitted, is preempted, and queues again until a1 is done.
+COHORT_JOBS: list[Job] = [(0, "b1", "b", 4, 3000, False), (1, "b2", "b", 4, 3000, False),
+                          (2, "b3", "b", 2, 3000, False), (60, "a1", "a", 4, 600, False)]
+
+
+def _cohort_shares(store: Store) -> dict[str, Any]:
+    return {name: (store.get(Key("kueue.x-k8s.io", "cohorts", "", name)).get("status") or {}).get("fairSharing")
+            for name in ("org", "shared", "other")}
+
+
+@pytest.mark.timeout(120)
+def test_cohort_shares_and_eviction_counts_alike_on_both_clocks(tmp_path: Path) -> None:
+    from flexq.api import parse_kueue_config
+
+    sim = Simulation(load_scenario(_scenario(tmp_path, COHORT_QUEUES, COHORT_JOBS, FAIR_CONFIG)))
+    simulated: list[tuple[float, str, str]] = []
+    sim.plane.listen(lambda e: simulated.append((e.t, e.kind.value, _owner(e.workload))) if e.kind in TOLD else None)
+    sim.run_to(30)
+    sim_before = kueue_state(sim.plane).cohort_weighted_share
+    sim.run_to(100)
+    sim_after = kueue_state(sim.plane).cohort_weighted_share
+    sim_stats = {_owner(wl.key): wl.scheduling_stats() for wl in sim.scheduler.workloads()}
+    live = _Live(tmp_path, parse_kueue_config(yaml.safe_dump(FAIR_CONFIG), "kueue.yaml"), ray=False,
+                 queues=COHORT_QUEUES, jobs=COHORT_JOBS)
+    try:
+        live.run(30)
+        before = _cohort_shares(live.store)
+        live.run_on(100)
+        after = _cohort_shares(live.store)
+        workloads = live.store.list_objects("kueue.x-k8s.io", "workloads")[0]
+        live_stats = {_owner(f"default/{w['metadata']['name']}"): (w.get("status") or {}).get("schedulingStats", {})
+                      for w in workloads}
+    finally:
+        live.controller.stop()
+        live.store.close()
+    assert live.told == [t for t in simulated if t[0] <= 100]
+    # At 30 s team-b holds 10: shared borrows 2 of the 12 org could lend, weight 2: 2000/12/2 = 83.3, written 84.
+    assert sim_before == pytest.approx({"org": 0.0, "shared": 2000 / 12 / 2, "other": 0.0})
+    assert before == {"org": {"weightedShare": 0}, "shared": {"weightedShare": 84}, "other": {"weightedShare": 0}}
+    # At 100 s team-a holds 4, team-b 8: shared borrows 4 of 12, weight 2: 166.7, written 167.
+    assert sim_after == pytest.approx({"org": 0.0, "shared": 4000 / 12 / 2, "other": 0.0})
+    assert after == {"org": {"weightedShare": 0}, "shared": {"weightedShare": 167}, "other": {"weightedShare": 0}}
+    preempted = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    assert live_stats == sim_stats == {"a1": {}, "b1": {}, "b2": {}, "b3": preempted}

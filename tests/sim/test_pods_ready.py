@@ -61,6 +61,20 @@ def test_a_job_never_ready_is_evicted_requeued_with_backoff_and_deactivated_past
         (1200, "Finished", "slow", "JobFinished")]
 
 
+def test_a_workloads_scheduling_stats_count_its_evictions_by_reason_and_underlying_cause(tmp_path: Path) -> None:
+    # Kueue's status.schedulingStats.evictions: PodsReadyTimeout's cause says its pods never started; the
+    # deactivation past the limit counts under Deactivated with the cause its condition names.
+    path = _scenario(tmp_path, [
+        {"at": "0s", "runFor": "1h", "podsReadyAfter": "never", "object": job("stuck", queue="q", cpu="2").object()},
+        {"at": "0s", "runFor": "1h", "object": job("fine", queue="q", cpu="2").object()}], CONFIG)
+    rows = {row["job"]: row for row in run_scenario(load_scenario(path)).summary()["workloads"]}
+    assert {job: row.get("schedulingStats") for job, row in rows.items()} == {
+        "Job default/fine": None,
+        "Job default/stuck": {"evictions": [
+            {"reason": "PodsReadyTimeout", "underlyingCause": "WaitForStart", "count": 2},
+            {"reason": "Deactivated", "underlyingCause": "RequeuingLimitExceeded", "count": 1}]}}
+
+
 def test_without_a_configuration_kueue_v0_19s_default_applies_30_minutes_and_endless_requeues(tmp_path: Path) -> None:
     path = _scenario(tmp_path, [
         {"at": "0s", "runFor": "2h", "podsReadyAfter": "never", "object": job("stuck", queue="q", cpu="2").object()},

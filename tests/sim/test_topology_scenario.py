@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 
@@ -31,3 +33,46 @@ def test_jobs_take_a_sub_block_each_and_wait_for_one_to_free() -> None:
     assert ("c", 2, 'couldn\'t assign flavors to pod set main: topology "gke-default" doesn\'t allow to fit any of '
                     '4 pod(s). Total nodes: 8; excluded: resource "cpu": 8 (quota frees next at t=30m)') in pending
     assert not any(e["event"] == "QuotaReserved" and _short(e["workload"]) == "d" for e in events)
+
+
+def _preempting_scenario(tmp_path: Path) -> Path:
+    """examples/tas's queue with preemption in it and two priorities: ``low-a`` and ``low-b`` take a sub-block
+    each; ``urgent`` then needs one."""
+    objects = list(yaml.safe_load_all((SCENARIO.parent / "tas-queue.yaml").read_text()))
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    objects += [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
+                 "metadata": {"name": name}, "value": value} for name, value in (("low", 1), ("high", 100))]
+    template = (SCENARIO.parent / "job-subblock.yaml").read_text()
+
+    def job(name: str, priority: str) -> dict[str, object]:
+        obj = yaml.safe_load(template.replace("${JOB_NAME}", name).replace("${PODS}", "4"))
+        obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
+        return dict(obj)
+
+    submit = [{"at": "0s", "runFor": "1h", "object": job("low-a", "low")},
+              {"at": "1s", "runFor": "1h", "object": job("low-b", "low")},
+              {"at": "60s", "runFor": "10m", "object": job("urgent", "high")}]
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-preemption"},
+           "spec": {"objects": objects, "submit": submit, "until": "2h",
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}]}}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_higher_priority_job_preempts_to_free_a_sub_block_and_takes_it(tmp_path: Path) -> None:
+    result = run_scenario(load_scenario(_preempting_scenario(tmp_path)))
+    story = [(e["t"], e["event"], _short(e["workload"])) for e in result.events
+             if e["event"] in ("QuotaReserved", "Preempted", "Evicted")]
+    hosts = {(_short(e["workload"]), e["t"]): [d["values"][0] for d in e["topologyAssignments"]["main"]["domains"]]
+             for e in result.events if e["event"] == "QuotaReserved"}
+    # The quota (256 cpus) holds all three; the sub-blocks do not: the latest admitted of the lower priority goes.
+    assert story[:4] == [(0, "QuotaReserved", "low-a"), (1, "QuotaReserved", "low-b"), (60, "Preempted", "low-b"),
+                         (60, "Evicted", "low-b")]
+    assert story[4][1:] == ("QuotaReserved", "urgent")
+    assert hosts[("urgent", story[4][0])] == hosts[("low-b", 1)], "it takes the sub-block low-b freed"
+    rows = {row["job"]: row.get("schedulingStats") for row in result.summary()["workloads"]}
+    assert rows["Job default/low-b"] == {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}

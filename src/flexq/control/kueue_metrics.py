@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from flexq.control.pods_ready import STARTED, TIMEOUT_REASON, WAIT_FOR_RECOVERY
-from flexq.scheduler import REPLACED, Event, EventKind, Scheduler, Workload, WorkloadState
+from flexq.scheduler import REPLACED, Event, EventKind, Scheduler, Workload, WorkloadState, eviction_reason
 
 if TYPE_CHECKING:
     from flexq.control.plane import ControlPlane
@@ -31,8 +31,6 @@ SHORT_WAIT_BUCKETS: Final = WAIT_BUCKETS[:14]
 ATTEMPT_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """The Prometheus client's default buckets, which Kueue's ``admission_attempt_duration_seconds`` takes."""
 
-_DEACTIVATED: Final = "Deactivated"
-_DUE_TO: Final = "DeactivatedDueTo"
 _WAIT_FOR_START: Final = "WaitForStart"
 
 
@@ -69,9 +67,7 @@ def _bound(b: float) -> str:
 def eviction_labels(cause: str) -> tuple[str, str]:
     """Kueue's ``reason`` and ``underlying_cause`` of an eviction from its Evicted condition's reason: a deactivation
     names its cause after ``DeactivatedDueTo`` (``DeactivatedDueToMaximumExecutionTimeExceeded``)."""
-    if cause.startswith(_DUE_TO):
-        return _DEACTIVATED, cause.removeprefix(_DUE_TO)
-    return cause, ""
+    return eviction_reason(cause)
 
 
 @dataclass

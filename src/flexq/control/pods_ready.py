@@ -147,4 +147,5 @@ class PodsReadyTimer:
         wl.requeue_count += 1
         ordering = wl.created if config.timestamp == "Creation" else now
         self._emit(scheduler.evict_until(key, now, f"Exceeded the PodsReady timeout {key}", TIMEOUT_REASON,
-                                         now + config.backoff(wl.requeue_count), ordering))
+                                         now + config.backoff(wl.requeue_count), ordering,
+                                         WAIT_FOR_START if lost is None else WAIT_FOR_RECOVERY))

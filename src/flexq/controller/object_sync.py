@@ -111,6 +111,7 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
         max_exec_seconds=_positive(spec.get("maximumExecutionTimeSeconds")),
         past_exec_seconds=_positive(status.get("accumulatedPastExecutionTimeSeconds")) or 0,
         requeue_count=_positive((status.get("requeueState") or {}).get("count")) or 0,
+        eviction_counts=_eviction_counts(status),
     )
     ready = find_condition(status, "PodsReady")
     if ready is not None and ready.get("status") == "True":
@@ -174,6 +175,27 @@ def _pods_ready_status(wl: Workload, status: dict[str, Any], pods_ready: str | N
             {"requeueAt": _stamp(wl.requeue_at)} if wl.requeue_at is not None else {})}
     else:
         status.pop("requeueState", None)
+
+
+def _counted(wl: Workload, status: dict[str, Any]) -> None:
+    """What a workload's status counts across its admissions: Kueue's ``accumulatedPastExecutionTimeSeconds`` and
+    ``schedulingStats.evictions`` (each reason and underlying cause with its count, in the order first seen)."""
+    if wl.past_exec_seconds:
+        status["accumulatedPastExecutionTimeSeconds"] = wl.past_exec_seconds
+    else:
+        status.pop("accumulatedPastExecutionTimeSeconds", None)
+    if wl.eviction_counts:
+        status["schedulingStats"] = wl.scheduling_stats()
+
+
+def _eviction_counts(status: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """The eviction counts a stored status keeps (``schedulingStats.evictions``), rows without a count left out."""
+    counts: dict[tuple[str, str], int] = {}
+    for row in (status.get("schedulingStats") or {}).get("evictions") or []:
+        count = _positive(row.get("count")) if isinstance(row, Mapping) else None
+        if count is not None:
+            counts[(str(row.get("reason", "")), str(row.get("underlyingCause", "")))] = count
+    return counts
 
 
 def _stamp(t: float) -> str:
@@ -240,10 +262,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
                   pods_ready: str | None = None) -> dict[str, Any]:
     """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
     status: dict[str, Any] = copy_json(dict(old))
-    if wl.past_exec_seconds:
-        status["accumulatedPastExecutionTimeSeconds"] = wl.past_exec_seconds
-    else:
-        status.pop("accumulatedPastExecutionTimeSeconds", None)
+    _counted(wl, status)
 
     def cond(type_: str, value: bool, reason: str, message: str) -> None:
         set_condition(status, type_, value, reason, message, now=now, observed_generation=generation)

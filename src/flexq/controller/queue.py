@@ -124,6 +124,7 @@ class QueueController:
         self._timer = StepTimer(self.tally.steps)
         self._config = ConfigView()
         self._queues: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+        self._cohorts: list[dict[str, Any]] = []
         """The ClusterQueues and LocalQueues as last read (their specs: the statuses are the controller's)."""
         self._counts = QueueCounts(self.store, clock.now)
         self._counts.fair = self.plane.fair_usage
@@ -206,7 +207,7 @@ class QueueController:
             self._config.reset((kind, object_key(resolve(kind), o), o) for kind, objects in by_kind.items()
                                for o in objects)
         by_kind = self._config.objects(_CONFIG_KINDS)
-        self._queues = (by_kind["ClusterQueue"], by_kind["LocalQueue"])
+        self._queues, self._cohorts = (by_kind["ClusterQueue"], by_kind["LocalQueue"]), by_kind["Cohort"]
         self._counts.recount()
         self._reconfigured, self._reconfigure_due = self.clock.now(), False
         capacity = self.capacity.modelled(by_kind)
@@ -349,7 +350,7 @@ class QueueController:
                     if info is None:
                         continue
                     if info.kind in _CONFIG_KINDS:
-                        if info.kind in ("ClusterQueue", "LocalQueue"):
+                        if info.kind in ("ClusterQueue", "LocalQueue", "Cohort"):
                             self._counts.forget(change.key)
                         self._reconfigure_due = self._config.changed(info.kind, change) or self._reconfigure_due
                     else:
@@ -481,7 +482,7 @@ class QueueController:
                 self.writes.write_variants(key, stamp)
         self.capacity.write()
         self._timer.lap("write")
-        self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched))
+        self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched), self._cohorts)
         self._timer.lap("queues")
 
     # --- the queues' lines (Kueue's visibility API) ------------------------------------------------------

@@ -11,6 +11,9 @@ the controller's time.
 With Kueue's admission fair sharing on, each LocalQueue's ``status.fairSharing`` is written as Kueue writes it:
 ``weightedShare`` (0: flexq's LocalQueues hold no quota of their own) and ``admissionFairSharingStatus`` with the
 decayed ``consumedResources`` and their ``lastUpdate``, whenever a sample or an admission changed them.
+
+With fair sharing on, each Cohort object's ``status.fairSharing.weightedShare`` is written as Kueue's cohort
+reconciler writes it (and taken out when fair sharing is off), whenever a ClusterQueue's figures changed.
 """
 
 from __future__ import annotations
@@ -83,15 +86,20 @@ class QueueCounts:
         self.fair: UsageLedger | None = None
         """Kueue's admission fair sharing, whose LocalQueue usage is written in their statuses (None: off)."""
         self._fair_version = -1
+        self._dirty_cohorts = True
+        """Whether the Cohort objects' statuses may differ from what was last written (any ClusterQueue's usage
+        changed, or a Cohort object did)."""
 
     def recount(self) -> None:
         """Workloads may have moved between queues (the configuration changed): count them all again."""
         self._recount = True
 
     def forget(self, key: Key) -> None:
-        """The queue ``key`` may have changed: read it before the next write."""
+        """The queue or cohort ``key`` may have changed: read it before the next write."""
         self._written.pop(key, None)
-        if key.resource == "clusterqueues":
+        if key.resource == "cohorts":
+            self._dirty_cohorts = True
+        elif key.resource == "clusterqueues":
             self._dirty.add(key.name)
         else:
             self._dirty_local.add((key.namespace, key.name))
@@ -124,10 +132,13 @@ class QueueCounts:
         self._dirty_local.add(lq)
 
     def write(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
-              local_queues: Iterable[Mapping[str, Any]], changed: Iterable[str]) -> None:
-        """Bring the queues' statuses up to date (their specs as last read: ``cluster_queues``, ``local_queues``),
-        ``changed`` naming the workloads that may have changed state, queue or existence since the last call."""
+              local_queues: Iterable[Mapping[str, Any]], changed: Iterable[str],
+              cohorts: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Bring the queues' and the Cohort objects' statuses up to date (their specs as last read:
+        ``cluster_queues``, ``local_queues``, ``cohorts``), ``changed`` naming the workloads that may have changed
+        state, queue or existence since the last call."""
         if self._recount:
+            self._dirty_cohorts = True
             self._recount = False
             self._slots, self._counts, self._local, self._local_usage = {}, {}, {}, {}
             changed = scheduler.workload_keys()
@@ -139,10 +150,14 @@ class QueueCounts:
         if self.fair is not None and self.fair.version != self._fair_version:
             self._fair_version = self.fair.version
             self._dirty_local |= set(self.fair.entries())
-        if not (self._dirty or self._dirty_local) or self.due_in() > 0:
+        self._dirty_cohorts = self._dirty_cohorts or bool(self._dirty)
+        if not (self._dirty or self._dirty_local or self._dirty_cohorts) or self.due_in() > 0:
             return
         self._last = self._monotonic()
         self._write_all(scheduler, cluster_queues, local_queues)
+        if self._dirty_cohorts:
+            self._dirty_cohorts = False
+            self._write_cohorts(scheduler, cohorts)
         self._gap = max(INTERVAL, (self._monotonic() - self._last) / SHARE)
 
     def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
@@ -186,6 +201,18 @@ class QueueCounts:
                 self._set(lq, {**fields, **self._fair_status(place)})
         self._dirty, self._dirty_local = set(), set()
 
+    def _write_cohorts(self, scheduler: Scheduler, cohorts: Iterable[Mapping[str, Any]]) -> None:
+        """Each Cohort object's ``status.fairSharing`` as Kueue's cohort reconciler writes it: its weighted share
+        rounded up while fair sharing is on, none while it is off (a cohort only named by ClusterQueues has no
+        object, and so no status)."""
+        both = scheduler.weighted_shares()
+        with self.store.transaction():
+            for cohort in cohorts:
+                name = cohort["metadata"]["name"]
+                share = both[1].get(name, 0.0) if both is not None else None
+                self._set(cohort, {"fairSharing": {"weightedShare": weighted_share(share)}} if share is not None
+                          else {}, drop=() if share is not None else ("fairSharing",))
+
     def _fair_status(self, place: tuple[str, str]) -> dict[str, Any]:
         """A LocalQueue's ``fairSharing`` status field, where admission fair sharing is on and it was sampled."""
         consumed = self.fair.consumed(place) if self.fair is not None else None
@@ -198,11 +225,12 @@ class QueueCounts:
 
     def due_in(self) -> float:
         """Seconds until figures that changed may be written (0: now; ``inf``: nothing changed)."""
-        if not (self._dirty or self._dirty_local):
+        if not (self._dirty or self._dirty_local or self._dirty_cohorts):
             return float("inf")
         return max(0.0, self._last + self._gap - self._monotonic())
 
-    def _set(self, obj: Mapping[str, Any], fields: dict[str, Any]) -> None:
+    def _set(self, obj: Mapping[str, Any], fields: dict[str, Any], drop: tuple[str, ...] = ()) -> None:
+        """Write ``fields`` into ``obj``'s stored status, and take the fields ``drop`` names out of it."""
         key = object_key(resolve(str(obj["kind"])), obj)
         if self._written.get(key) == fields:
             return
@@ -212,7 +240,9 @@ class QueueCounts:
             return
         self._written[key] = fields
         status = dict(fresh.get("status") or {})
-        if all(status.get(k) == v for k, v in fields.items()):
+        if all(status.get(k) == v for k, v in fields.items()) and not any(k in status for k in drop):
             return
         status.update(fields)
+        for k in drop:
+            status.pop(k, None)
         self.store.update(key, {**fresh, "status": status}, subresource="status", echo=False, current=fresh)

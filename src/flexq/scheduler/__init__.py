@@ -22,6 +22,7 @@ from flexq.scheduler.model import (
     TopologyRequest,
     Workload,
     WorkloadState,
+    eviction_reason,
 )
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
@@ -57,6 +58,7 @@ __all__ = [
     "Workload",
     "WorkloadState",
     "build_config",
+    "eviction_reason",
     "format_amount",
     "format_usage",
     "milli",

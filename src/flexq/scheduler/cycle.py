@@ -32,12 +32,12 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import PreemptionOracle, Target, oracle_for
+from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
 from flexq.scheduler.state import SchedulerState
-from flexq.scheduler.tas import topology_fits, topology_view
+from flexq.scheduler.tas import topology_check, topology_fits, topology_view
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
@@ -119,8 +119,10 @@ class CycleRunner:
                 continue
             assignment, oracle = self._assign(wl)
             targets: list[Target] = []
-            if assignment.mode is Mode.PREEMPT and assignment.granular is not Granular.NO_CANDIDATES:
-                # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state.
+            if assignment.mode is Mode.PREEMPT and (assignment.granular is not Granular.NO_CANDIDATES
+                                                    or assignment.topology_blocked):
+                # NO_CANDIDATES: the preemption oracle already found nobody to preempt, in this same state (it is not
+                # asked about topology: a placement only preemption frees is searched for here).
                 targets = self._targets(wl, assignment, oracle)
             if assignment.mode is not Mode.FIT and not targets and reducible(wl.podsets) and not wl.replaces:
                 partial = self._assign_partial(wl)
@@ -326,15 +328,21 @@ class CycleRunner:
 
     def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
-        question in the same state, else searched for."""
+        question in the same state, else searched for; where its pod sets are placed on a topology (and fair
+        sharing is off), searched for so that they free a placement too."""
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(state.workloads, wl)
         if old is not None:
             return slice_targets(wl, old, cq, state.tree, state.holding, assignment)
         needed, requests = assignment.preempt_resources(), assignment.usage()
-        targets = oracle.found(needed, requests) if oracle is not None else None
-        if targets is None:
+        placed = topology_check(state, self._view.now, wl, assignment) \
+            if self._view is not None and state.config.fair_sharing is None else None
+        targets = oracle.found(needed, requests) if oracle is not None and placed is None else None
+        if placed is not None:
+            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests, None,
+                                   state.queues.victim_usage(), topology=placed)
+        elif targets is None:
             targets = search_for(state.config.fair_sharing)(wl, cq, state.tree, state.holding, needed, requests,
                                                             None, state.queues.victim_usage())
         if targets and not self.racing.may_preempt(wl):

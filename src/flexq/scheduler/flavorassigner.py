@@ -98,6 +98,9 @@ class PodSetResult:
     alternatives), across groups the most severe (all are needed)."""
     topology: TopologyAssignment | None = None
     """Where its pods go on its topology-aware flavor (:mod:`flexq.scheduler.domains`)."""
+    topology_blocked: bool = False
+    """Its quota fits and its placement does not, but would on the flavor's nodes were others' pods gone: Kueue's
+    Preempt for topology, whose victims must free a placement (:func:`~flexq.scheduler.tas.topology_check`)."""
 
     @property
     def mode(self) -> Mode:
@@ -145,6 +148,11 @@ class Assignment:
     def message(self) -> str:
         """Why the workload does not simply fit (empty when it does), in Kueue's words."""
         return "; ".join(p.message() for p in self.podsets if p.granular is not Granular.FIT)
+
+    @property
+    def topology_blocked(self) -> bool:
+        """Some pod set waits only for a placement that preemption could free (see :class:`PodSetResult`)."""
+        return any(ps.topology_blocked for ps in self.podsets)
 
     def preempt_resources(self) -> set[FlavorResource]:
         """The (flavor, resource) pairs that need preemption."""
@@ -336,8 +344,9 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
                     view: TopologyView) -> list[PodSetResult]:
     """Kueue's topology phase of the flavor assigner: once every pod set has its flavors, those on a topology-aware
     flavor are placed. Where the quota fits and the placement does not, it could fit once others' pods are gone
-    (Preempt with nobody to preempt: flexq does not yet preempt for topology) or could never fit the flavor's nodes
-    (NoFit, ``TopologyPlacementFailed``); where the quota needs preemption, only the second is asked."""
+    (Preempt: its flavor's resources need preemption, and the victims must free a placement; under fair sharing
+    flexq does not yet preempt for topology) or could never fit the flavor's nodes (NoFit,
+    ``TopologyPlacementFailed``); where the quota needs preemption, only the second is asked."""
     out: list[PodSetResult] = []
     held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
     for podset, result in zip(workload.podsets, results, strict=True):
@@ -360,7 +369,9 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
                                            no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED))
         elif placed:
             out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
-                                           no_fit=PendingReason.WAITING_FOR_QUOTA))
+                                           no_fit=PendingReason.WAITING_FOR_QUOTA, topology_blocked=not search.fair,
+                                           preempt=frozenset() if search.fair else frozenset(
+                                               fr for fr in result.usage if fr[0] == flavor.name)))
         else:
             out.append(result)
     return out

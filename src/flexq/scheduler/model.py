@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
+from typing import Final
 
 __all__ = [
     "Admission",
@@ -37,6 +38,7 @@ __all__ = [
     "TopologyRequest",
     "Workload",
     "WorkloadState",
+    "eviction_reason",
     "most_severe",
 ]
 
@@ -120,6 +122,18 @@ def most_severe(a: PendingReason | None, b: PendingReason | None) -> PendingReas
 class Strategy(Enum):
     STRICT_FIFO = "StrictFIFO"
     BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+DEACTIVATED_DUE_TO: Final = "DeactivatedDueTo"
+
+
+def eviction_reason(cause: str) -> tuple[str, str]:
+    """Kueue's eviction ``reason`` and ``underlyingCause`` from its Evicted condition's reason: a deactivation Kueue
+    made itself names its cause after ``DeactivatedDueTo`` (``DeactivatedDueToMaximumExecutionTimeExceeded`` is
+    reason ``Deactivated``, cause ``MaximumExecutionTimeExceeded``); any other reason has no cause of its own."""
+    if cause.startswith(DEACTIVATED_DUE_TO):
+        return "Deactivated", cause.removeprefix(DEACTIVATED_DUE_TO)
+    return cause, ""
 
 
 class WorkloadState(Enum):
@@ -443,6 +457,9 @@ class Workload:
     (yet). Read by waitForPodsReady (:mod:`flexq.control.pods_ready`)."""
     requeue_count: int = 0
     """Kueue's ``status.requeueState.count``: how often it was requeued after its pods were not ready in time."""
+    eviction_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Kueue's ``status.schedulingStats.evictions``: how often it was evicted, by (reason, underlying cause), in the
+    order each pair was first seen (see :meth:`count_eviction`)."""
 
     key: str = field(init=False, repr=False, compare=False)
     """``namespace/name`` (both fixed once the workload exists)."""
@@ -466,6 +483,21 @@ class Workload:
             (p.name, p.count, tuple(sorted(p.requests.items())), tuple(sorted(p.node_selector.items())),
              p.tolerations, p.affinity, p.topology)
             for p in self.podsets)
+
+    def count_eviction(self, cause: str, underlying: str = "") -> None:
+        """One more eviction whose Evicted condition's reason is ``cause``, counted as Kueue's eviction stats count
+        it (:func:`eviction_reason`)."""
+        self.evictions += 1
+        reason, why = eviction_reason(cause)
+        pair = (reason, why or underlying)
+        self.eviction_counts[pair] = self.eviction_counts.get(pair, 0) + 1
+
+    def scheduling_stats(self) -> dict[str, list[dict[str, str | int]]]:
+        """Kueue's ``status.schedulingStats`` (empty where it was never evicted)."""
+        if not self.eviction_counts:
+            return {}
+        return {"evictions": [{"reason": reason, "underlyingCause": cause, "count": count}
+                              for (reason, cause), count in self.eviction_counts.items()]}
 
     @property
     def queue_time(self) -> float:

@@ -278,10 +278,12 @@ def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], bor
 def find_targets(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
     needed: set[FlavorResource], requests: Mapping[FlavorResource, int], exclude: set[str] | None = None,
-    usage: LocalQueueUsage | None = None,
+    usage: LocalQueueUsage | None = None, *, topology: Callable[[list[Target]], bool] | None = None,
 ) -> list[Target]:
     """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice. ``usage``:
-    admission fair sharing's LocalQueue usage, which orders the candidates of a ClusterQueue that uses it."""
+    admission fair sharing's LocalQueue usage, which orders the candidates of a ClusterQueue that uses it.
+    ``topology``: where ``incoming`` is placed on a topology, whether it is once the given victims are gone (Kueue's
+    ``workloadFits`` asks it with the quota, so the victims free a placement too)."""
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
@@ -301,16 +303,19 @@ def find_targets(
         t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
         with tree.trial() as trial:
-            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing)
+            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
+            if removed and topology is not None:
+                return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
                 return minimal(trial, tree, cq.name, requests, removed, borrowing)
     return []
 
 
 def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
-                      requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool) -> list[Target]:
-    """Take the valid candidates out, in order, until the request fits: those taken (empty if it never fits; the
-    caller's trial is then undone, with the victims still set aside).
+                      requests: Mapping[FlavorResource, int], ordered: list[Target], borrowing: bool,
+                      topology: Callable[[list[Target]], bool] | None = None) -> list[Target]:
+    """Take the valid candidates out, in order, until the request fits (and is placed, where ``topology`` asks):
+    those taken (empty if it never fits; the caller's trial is then undone, with the victims still set aside).
 
     The tree is read again only once the victims taken since it was last read could have covered what was then
     missing (a lower bound of what is missing, :class:`_Missing`)."""
@@ -327,9 +332,23 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
             continue
         out.flush()
         missing = _Missing(tree, cq, requests, borrowing)
-        if missing.none():
+        if missing.none() and (topology is None or topology(removed)):
             return removed
     return []
+
+
+def _minimal_placed(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
+                    removed: list[Target], borrowing: bool, topology: Callable[[list[Target]], bool]) -> list[Target]:
+    """:func:`minimal` where the request is also placed on a topology: each victim but the last, latest first, is
+    put back where the request still fits and is still placed without evicting it."""
+    for i in range(len(removed) - 2, -1, -1):
+        victim, usage = removed[i].workload.cluster_queue, _usage(removed[i])
+        trial.add(victim, usage)
+        if _Missing(tree, cq, requests, borrowing).none() and topology(removed[:i] + removed[i + 1:]):
+            removed.pop(i)
+        else:
+            trial.remove(victim, usage)
+    return removed
 
 
 def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],

@@ -145,7 +145,7 @@ class Racing:
         if variant.key in state.full:
             state.carrier[parent.key] = variant.key  # it takes the shared pod sets' quota over from the parent
         self.holdings.release(parent)
-        parent.evictions += 1
+        parent.count_eviction("FlavorMigration")
         self.holdings.make_full(variant)
         return [event]
 

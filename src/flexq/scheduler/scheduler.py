@@ -339,13 +339,13 @@ class Scheduler:
         return self._heard(self._transitions.evict(self._state.workloads[key], now, reason, cause), now)
 
     def evict_until(self, key: str, now: float, reason: str, cause: str, until: float,
-                    ordering_time: float | None = None) -> list[Event]:
+                    ordering_time: float | None = None, underlying: str = "") -> list[Event]:
         """Evict from outside and keep out of the queue until ``until`` (Kueue's requeue backoff, as after a
         PodsReady timeout); it then queues again (a racing workload races again) ordered by ``ordering_time``
-        (None: the moment it comes back)."""
+        (None: the moment it comes back). ``underlying``: the eviction's underlying cause in its scheduling stats."""
         state = self._state
         wl = state.workloads[key]
-        events = self._transitions.evict(wl, now, reason, cause, requeue=False)
+        events = self._transitions.evict(wl, now, reason, cause, requeue=False, underlying=underlying)
         if wl.state is not WorkloadState.PENDING:
             return events  # a slice whose replacement waits: that one carries the job on
         state.queues.discard(wl)

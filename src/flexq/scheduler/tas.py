@@ -8,31 +8,36 @@ the same cycle counts at once. With no topology-aware flavor configured there is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from flexq.scheduler.domains import TopologyView, fits
-from flexq.scheduler.flavorassigner import Assignment
-from flexq.scheduler.model import TopologyAssignment, Workload
+from flexq.scheduler.domains import TopologyView, fits, place, tas_implied
+from flexq.scheduler.flavorassigner import Assignment, topology_request
+from flexq.scheduler.model import FlavorSpec, TopologyAssignment, Workload
+from flexq.scheduler.preemption import Target
 from flexq.scheduler.state import SchedulerState
 
-__all__ = ["topology_fits", "topology_view"]
+__all__ = ["topology_check", "topology_fits", "topology_view"]
 
 
-def topology_view(state: SchedulerState, now: float) -> TopologyView | None:
-    """The nodes at ``now`` and what admitted workloads hold of them (None: no topology-aware flavor configured)."""
+def topology_view(state: SchedulerState, now: float, without: frozenset[str] = frozenset()) -> TopologyView | None:
+    """The nodes at ``now`` and what admitted workloads hold of them, but those ``without`` names (preemption's
+    victims, as if gone); None: no topology-aware flavor configured."""
     flavors = state.config.flavors
     if not any(f.topology for f in flavors.values()):
         return None
     nodes = list(state.nodes()) if state.nodes is not None else []
 
     def held(key: str) -> bool:
+        # A workload that holds no quota any more (evicted, finished) counts for nothing: its pods are on their way
+        # out, as Kueue's cache no longer counts a workload once its admission is gone.
         wl = state.workloads.get(key)
-        return wl is not None and wl.admission is not None and any(ps.topology for ps in wl.admission.podsets)
+        return wl is not None and (wl.admission is None or any(ps.topology for ps in wl.admission.podsets))
 
     def usage(topology: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
         for queue in state.holding.values():
             for wl in queue.values():
-                yield from _held(wl, topology, state)
+                if wl.key not in without:
+                    yield from _held(wl, topology, state)
 
     return TopologyView(nodes, now, held, usage)
 
@@ -62,3 +67,38 @@ def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload
         if flavor is not None and not fits(view, flavor, podsets[result.name], result.topology):
             return False
     return True
+
+
+def _tas_flavor(state: SchedulerState, flavors: Iterable[str]) -> FlavorSpec | None:
+    specs = state.config.flavors
+    return next((specs[f] for f in flavors if f in specs and specs[f].topology and specs[f].levels), None)
+
+
+def topology_check(state: SchedulerState, now: float, wl: Workload,
+                   assignment: Assignment) -> Callable[[Sequence[Target]], bool] | None:
+    """What Kueue's preemption asks of a set of victims besides quota, where ``wl``'s pod sets are placed on a
+    topology: that with the victims gone every such pod set is placed (the earlier ones held for the later ones),
+    on the nodes at ``now``. None where no pod set of ``wl`` is placed on a topology."""
+    cq = state.config.cluster_queues[wl.cluster_queue]
+    implied = tas_implied(cq, state.config.flavors)
+    asked = []
+    for podset, result in zip(wl.podsets, assignment.podsets, strict=False):
+        request, flavor = topology_request(podset, implied), _tas_flavor(state, result.flavors.values())
+        if request is not None and flavor is not None:
+            asked.append((podset, request, flavor))
+    if not asked:
+        return None
+
+    def placed(victims: Sequence[Target]) -> bool:
+        view = topology_view(state, now, frozenset(t.workload.key for t in victims))
+        assert view is not None
+        held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
+        for podset, request, flavor in asked:
+            where = place(view.plus(flavor.topology, held), flavor, podset, request,
+                          (*podset.tolerations, *flavor.tolerations))
+            if isinstance(where, str):
+                return False
+            held.append((where, {**podset.requests, "pods": 1000}))
+        return True
+
+    return placed

@@ -217,9 +217,11 @@ class Transitions:
         return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, "The workload is admitted",
                      podsets_of(wl.admission))
 
-    def evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True) -> list[Event]:
+    def evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True,
+              underlying: str = "") -> list[Event]:
         """``wl`` gives back its quota and (``requeue``) queues again, or races again; a slice whose replacement
-        waits is finished instead. Nothing happens to a workload that holds no quota."""
+        waits is finished instead. Nothing happens to a workload that holds no quota. ``underlying``: the
+        eviction's underlying cause in its scheduling stats, where its Evicted reason does not name one."""
         state = self.state
         if wl.admission is None:
             return []
@@ -233,7 +235,7 @@ class Transitions:
         wl.checks = {}
         wl.pod_set_updates = {}
         wl.pods_ready_at = None
-        wl.evictions += 1
+        wl.count_eviction(cause, underlying)
         wl.pending_reason = ""
         evicted = [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
         replacement = state.workloads.get(state.replaced_by.get(wl.key, ""))

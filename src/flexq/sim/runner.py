@@ -95,6 +95,7 @@ class SimResult:
                 "wait": _num(running - submitted) if running is not None else None,
                 "flavors": flavors, "class": self.classes.get(wl.key), "state": wl.state.value,
                 "pendingReason": wl.pending_reason or None,
+                **({"schedulingStats": wl.scheduling_stats()} if wl.eviction_counts else {}),
                 **({"cost": round(self.costs.get(wl.key, 0.0), 2), "waste": round(self.waste.get(wl.key, 0.0), 2)}
                    if self.costs is not None else {}),
             })
