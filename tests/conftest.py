@@ -163,6 +163,18 @@ def server(tmp_path: Path) -> Iterator[Server]:
         stop_server(srv)
 
 
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for a whole module, for tests that cannot see each other's objects (names of their own, or nothing
+    written): a module overrides ``server`` with it, and its ``flexq`` and ``kubectl`` then reach this one. A server's
+    start is most of what a short CLI test costs."""
+    srv = start_server(tmp_path_factory.mktemp("server") / "home")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
 @dataclass
 class Result:
     code: int
