@@ -28,25 +28,26 @@ GUIDE = ROOT / "examples" / "guide"
 GUIDE_ENV = {"ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
 
 
-_BYTECODE: list[Path] = []
+_BYTECODE: dict[str, str] = {}
+"""The session's bytecode cache and the PYTHONDONTWRITEBYTECODE it replaced, while there is one."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Where Python is told not to write bytecode (PYTHONDONTWRITEBYTECODE), the processes the tests start (servers,
-    the CLI, benchmarks: thousands) would each compile flexq's modules afresh, a fifth of a CLI call's time; they share
+    the CLI, benchmarks: thousands) would each compile flexq's modules afresh, a fifth of a server's imports; they share
     one bytecode cache of the session's own instead, removed when it ends."""
     if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-        _BYTECODE.append(Path(tempfile.mkdtemp(prefix="flexq-bytecode-")))
-        del os.environ["PYTHONDONTWRITEBYTECODE"]
-        os.environ["PYTHONPYCACHEPREFIX"] = str(_BYTECODE[0])
+        _BYTECODE["cache"] = tempfile.mkdtemp(prefix="flexq-bytecode-")
+        _BYTECODE["told"] = os.environ.pop("PYTHONDONTWRITEBYTECODE")
+        os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE["cache"]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for cache in _BYTECODE:
+    if _BYTECODE:
         os.environ.pop("PYTHONPYCACHEPREFIX", None)
-        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-        shutil.rmtree(cache, ignore_errors=True)
-    _BYTECODE.clear()
+        os.environ["PYTHONDONTWRITEBYTECODE"] = _BYTECODE["told"]
+        shutil.rmtree(_BYTECODE["cache"], ignore_errors=True)
+        _BYTECODE.clear()
 
 
 def guide_text(name: str, **env: str) -> str:
