@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,28 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "examples" / "guide"
 GUIDE_ENV = {"ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
+
+
+_BYTECODE: dict[str, str] = {}
+"""The session's bytecode cache and the PYTHONDONTWRITEBYTECODE it replaced, while there is one."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Where Python is told not to write bytecode (PYTHONDONTWRITEBYTECODE), the processes the tests start (servers,
+    the CLI, benchmarks: thousands) would each compile flexq's modules afresh, a fifth of a server's imports; they share
+    one bytecode cache of the session's own instead, removed when it ends."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        _BYTECODE["cache"] = tempfile.mkdtemp(prefix="flexq-bytecode-")
+        _BYTECODE["told"] = os.environ.pop("PYTHONDONTWRITEBYTECODE")
+        os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE["cache"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _BYTECODE:
+        os.environ.pop("PYTHONPYCACHEPREFIX", None)
+        os.environ["PYTHONDONTWRITEBYTECODE"] = _BYTECODE["told"]
+        shutil.rmtree(_BYTECODE["cache"], ignore_errors=True)
+        _BYTECODE.clear()
 
 
 def guide_text(name: str, **env: str) -> str:
@@ -135,6 +158,18 @@ def stop_server(server: Server) -> None:
 def server(tmp_path: Path) -> Iterator[Server]:
     """A fresh flexq server process with its own state directory."""
     srv = start_server(tmp_path / "home")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for a whole module, for tests that cannot see each other's objects (names of their own, or nothing
+    written): a module overrides ``server`` with it, and its ``flexq`` and ``kubectl`` then reach this one. A server's
+    start is most of what a short CLI test costs."""
+    srv = start_server(tmp_path_factory.mktemp("server") / "home")
     try:
         yield srv
     finally:

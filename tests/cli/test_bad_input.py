@@ -9,9 +9,16 @@ from typing import Any
 import pytest
 
 from tests.api.test_concurrent_admission import KUEUE_EXAMPLE
-from tests.conftest import GUIDE, guide_text
+from tests.conftest import GUIDE, Server, guide_text
 
 RF_MISSING_KIND = "apiVersion: kueue.x-k8s.io/v1beta1\nmetadata:\n  name: x\n"
+
+
+@pytest.fixture
+def server(module_server: Server) -> Server:
+    """Every test here is refused and writes nothing (each checks so): they share one server, each seeing it as the
+    others left it, empty."""
+    return module_server
 
 
 def _nothing_written(flexq: Any) -> None:

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests import admin
 from tests.conftest import Server
+
+
+@pytest.fixture
+def server(module_server: Server) -> Server:
+    """The tests here share one server: each writes under names of its own, or reads what every server serves."""
+    return module_server
 
 # A JobSet (not served: flexq has no jobset.x-k8s.io) beside a flavor.
 UNSERVED = """apiVersion: jobset.x-k8s.io/v1alpha2

@@ -25,6 +25,12 @@ JSON_BODY = {"Content-Type": "application/json"}
 YAML_BODY = {"Content-Type": "application/yaml"}
 
 
+@pytest.fixture
+def server(module_server: Server) -> Server:
+    """The tests here share one server: each writes under names of its own, and none counts what the others wrote."""
+    return module_server
+
+
 def _bomb(levels: int = 9) -> str:
     """A 400-byte ConfigMap whose anchors expand to ``9 ** levels`` strings."""
     lines = ['a0: &a0 "lol"']
@@ -54,13 +60,13 @@ def test_an_alias_bomb_gets_400_and_nothing_is_stored(server: Server, how: str) 
 
 
 def test_a_lone_surrogate_gets_400_and_every_list_still_answers(server: Server) -> None:
-    raw = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "\\ud800"}}'
+    raw = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "boom"}, "data": {"k": "\\ud800"}}'
     answer = admin.post(server.url + CONFIGMAPS, content=raw, headers={"Content-Type": "application/json"})
     assert answer.status_code == 400 and "surrogate" in answer.json()["message"], answer.text
     paired = raw.replace("\\ud800", "\\ud83d\\udca5")
     assert admin.post(server.url + CONFIGMAPS, content=paired,
                       headers={"Content-Type": "application/json"}).status_code == 201, "a pair is a character"
-    stored: dict[str, Any] = admin.get(server.url + CONFIGMAPS + "/x").json()
+    stored: dict[str, Any] = admin.get(server.url + CONFIGMAPS + "/boom").json()
     assert stored["data"]["k"] == "\U0001f4a5"
     for path in (CONFIGMAPS, "/api/v1/configmaps"):
         assert admin.get(server.url + path).status_code == 200
@@ -264,8 +270,8 @@ def test_a_list_and_a_watch_from_the_next_resource_version_wait_for_it(server: S
 # --- bodies past the limit ---------------------------------------------------------------------------------------
 
 
-def _chunks(total: int) -> Iterator[bytes]:
-    yield b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"k": "'
+def _chunks(total: int, name: str = "big") -> Iterator[bytes]:
+    yield b'{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "' + name.encode() + b'"}, "data": {"k": "'
     sent = 0
     while sent < total:
         yield b"x" * 65536
@@ -288,6 +294,7 @@ def test_a_body_over_the_limit_gets_413_with_or_without_a_length(server: Server,
         endless = client.post(server.url + path, content=_chunks(1 << 40))  # it stops reading at the limit
         assert endless.status_code == 413
     assert admin.get(server.url + CONFIGMAPS + "/big").status_code == 404
-    within = admin.post(server.url + CONFIGMAPS, content=b"".join(_chunks(MAX_REQUEST_BYTES - 2 * 65536)),
+    name = "within-" + path.rsplit("/", 1)[1]  # one for each path: the server is shared
+    within = admin.post(server.url + CONFIGMAPS, content=b"".join(_chunks(MAX_REQUEST_BYTES - 2 * 65536, name)),
                         headers=JSON_BODY)
     assert within.status_code == 201, within.text[:300]

@@ -58,18 +58,42 @@ def cli_ok(server: Server, *args: str, input: str | None = None) -> subprocess.C
     return proc
 
 
-def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4) -> None:
-    """The guide's cluster and pools (cluster.sh's flags, up to ``max_nodes`` nodes each), a queue, and jobs."""
-    assert cli(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16",
-               "--num-nodes=1").returncode == 0
+def guide_setup(srv: Server, queue: str, jobs: tuple[str, ...] = ("1", "2"), max_nodes: int = 4,
+                here: bool = True) -> None:
+    """The guide's cluster and pools (cluster.sh's flags, up to ``max_nodes`` nodes each), a queue, and jobs: made
+    with flexq's CLI run in this process (:func:`_setup_cli`), or with ``here=False`` each command in a process of
+    its own, as from a shell (a second or more apart on a loaded machine)."""
+    run = _setup_cli if here else _setup_cli_process
+    run(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")
     for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
-        made = cli(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster",
-                   "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--enable-autoscaling", *extra,
-                   "--num-nodes=0", "--min-nodes=0", f"--max-nodes={max_nodes}")
-        assert made.returncode == 0, made.stderr
-    assert cli(srv, "apply", "-f", "-", input=queue).returncode == 0
+        run(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster", "--machine-type=ct6e-standard-4t",
+            "--tpu-topology=4x4", "--enable-autoscaling", *extra, "--num-nodes=0", "--min-nodes=0",
+            f"--max-nodes={max_nodes}")
+    run(srv, "apply", "-f", "-", input=queue)
     for job_id in jobs:
-        assert cli(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id)).returncode == 0
+        run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+
+
+def _setup_cli_process(server: Server, *args: str, input: str | None = None) -> None:
+    cli_ok(server, *args, input=input)
+
+
+def _setup_cli(server: Server, *args: str, input: str | None = None) -> None:
+    """``flexq ARGS`` against ``server``, as the administrator, which must succeed: the same commands as
+    :func:`cli_ok` runs, in this process. A test's setup, where the CLI's own process is not what it shows, is spared
+    an interpreter's start and flexq's imports (most of a CLI call's second), and made before a server's real-clock
+    window (a stock-out from its start) runs out, even on a loaded machine."""
+    from typer.testing import CliRunner
+
+    from flexq.cli.main import app
+    from flexq.client import close_clients
+
+    try:
+        result = CliRunner().invoke(app, list(args), input=input,
+                                    env={"FLEXQ_SERVER": server.url, "FLEXQ_HOME": str(server.home)})
+    finally:
+        close_clients()
+    assert result.exit_code == 0 and result.exception is None, (args, result.output, result.exception)
 
 
 def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
