@@ -288,6 +288,8 @@ def find_targets(
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
+    if not own and not hierarchy and not by_priority:
+        return []  # (most searches: a queue that must borrow, with no workload of its own to preempt)
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
             tree.usage(cq.name, fr) < tree.nominal(cq.name, fr) for fr in needed)):
         attempts = [True]
