@@ -138,10 +138,13 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 requests: Mapping[FlavorResource, int], exclude: set[str]) -> tuple[list[Target], list[Target],
                                                                                     list[Target]]:
     own: list[Target] = []
-    if cq.within_cluster_queue is not PreemptionPolicy.NEVER:
+    policy = cq.within_cluster_queue
+    if policy is not PreemptionPolicy.NEVER:
+        # The policy first: under LowerPriority, a comparison that most of the queue's workloads fail.
+        lower, priority = policy is PreemptionPolicy.LOWER_PRIORITY, incoming.priority
         own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
-               if w is not incoming and w.key not in exclude and _uses(w, needed)
-               and policy_allows(cq.within_cluster_queue, incoming, w)]
+               if (w.priority < priority if lower else policy_allows(policy, incoming, w))
+               and w is not incoming and w.key not in exclude and _uses(w, needed)]
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
         return [], [], []  # no eviction anywhere can let the queue hold this much
@@ -287,6 +290,8 @@ def find_targets(
     if not needed:
         return []
     own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
+    if not own and not hierarchy and not by_priority:
+        return []  # (most searches: a queue that must borrow, with no workload of its own to preempt)
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
             tree.usage(cq.name, fr) < tree.nominal(cq.name, fr) for fr in needed)):
         attempts = [True]
@@ -323,12 +328,13 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     out = _Aside(trial, -1)
     missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
-        if not _valid(t, tree, cq, needed, borrowing, out):
+        victim = t.workload.cluster_queue
+        if victim != cq and not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
-        out.take(t.workload.cluster_queue, usage)
+        out.take(victim, usage)
         removed.append(t)
-        if not missing.shift(usage, t.workload.cluster_queue == cq, -1):
+        if not missing.shift(usage, victim == cq, -1):
             continue
         out.flush()
         missing = _Missing(tree, cq, requests, borrowing)

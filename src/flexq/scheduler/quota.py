@@ -221,17 +221,23 @@ class QuotaTree:
         """Add (``sign=1``) or remove (``-1``) a workload's usage, propagating to the cohorts."""
         leaf = self.queues[cq]
         for fr, amount in usage.items():
-            node: Node | None = leaf
+            node = leaf
             delta = sign * amount
-            while node is not None and delta:
+            while delta:  # loops and local names: this runs for every change of every trial
                 used = node.usage
                 before = used.get(fr, 0)
                 after = before + delta
                 used[fr] = after
-                guaranteed = node.guarantees.get(fr, 0)
-                over_after, over_before = after - guaranteed, before - guaranteed
-                delta = (over_after if over_after > 0 else 0) - (over_before if over_before > 0 else 0)
-                node = node.parent
+                parent = node.parent
+                if parent is None:
+                    break
+                guarantees = node.guarantees
+                if guarantees:
+                    guaranteed = guarantees.get(fr, 0)
+                    before -= guaranteed
+                    after -= guaranteed
+                delta = (after if after > 0 else 0) - (before if before > 0 else 0)
+                node = parent
         self._roots[cq].version += 1
 
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
@@ -286,10 +292,21 @@ class Trial:
         victim tried out, then put back) is left alone.
         """
         undo = self._undo
+        if len(undo) == mark + 1:  # one change (most trials): undone as it is
+            cq, usage, sign = undo.pop()
+            if any(usage.values()):
+                self._tree.add(cq, usage, sign)
+        else:
+            self._undo_net(mark)
+
+    def _undo_net(self, mark: int) -> None:
+        undo = self._undo
         net: dict[str, dict[FlavorResource, int]] = {}
         while len(undo) > mark:
             cq, usage, sign = undo.pop()
-            total = net.setdefault(cq, {})
+            total = net.get(cq)
+            if total is None:
+                total = net[cq] = {}
             for fr, amount in usage.items():
                 total[fr] = total.get(fr, 0) + sign * amount
         for cq, total in net.items():
