@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from flexq.errors import FlexqError
 
-__all__ = ["DurationError", "format_seconds", "parse_duration"]
+__all__ = ["WAIT", "DurationError", "dated", "format_seconds", "parse_duration"]
 
 _PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+WAIT: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)"
+                         r"(?: \(at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\))?")
+"""A wait a message names (``expected in 1h30m``), and the moment it ends where the message was :func:`dated`."""
+_MOMENT: Final = re.compile(r" \(at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)")
 
 
 class DurationError(FlexqError, ValueError):
@@ -47,3 +52,18 @@ def format_seconds(seconds: float) -> str:
             parts.append(f"{rest // size}{unit}")
             rest %= size
     return "".join(parts)
+
+
+def dated(message: str, now: datetime, before: str = "") -> str:
+    """``message`` with the moment each wait it names ends: ``expected in 1h30m`` said at 10:00 UTC reads
+    ``expected in 1h30m (at ...T11:30:00Z)``. A stored message outlives the moment it was said (a condition's
+    lastTransitionTime moves only with its status), so its reader needs the moment, not the distance. ``before``: the
+    message stored until now; where it says the same waits, it stands (its moments were those of the first saying)."""
+    if before and _MOMENT.sub("", before) == message:
+        return before
+
+    def at(match: re.Match[str]) -> str:
+        end = now + timedelta(seconds=parse_duration(match.group(1)))
+        return f"{match.group(0)} (at {end.strftime('%Y-%m-%dT%H:%M:%SZ')})"
+
+    return WAIT.sub(at, message)

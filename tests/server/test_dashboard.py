@@ -17,6 +17,7 @@ from typing import Any, get_args
 import httpx
 import pytest
 
+from flexq.durations import dated
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.ui import State
@@ -193,6 +194,14 @@ def test_eta_and_metrics_are_read_from_what_was_written() -> None:
     assert eta("waiting for 4 node(s) in dws-pool; expected in 1h30m", "2026-01-01T10:00:00Z") == "2026-01-01T11:30:00Z"
     assert eta("waits for room: a slice frees in 45s", "2026-01-01T10:00:00Z") == "2026-01-01T10:00:45Z"
     assert eta("Quota reserved", "2026-01-01T10:00:00Z") is None
+    said = dated("waiting for ProvisioningRequest pr-1; expected in 2m", datetime(2026, 1, 1, 10, 0, tzinfo=UTC))
+    assert said == "waiting for ProvisioningRequest pr-1; expected in 2m (at 2026-01-01T10:02:00Z)"
+    assert eta(said, "2026-01-01T09:00:00Z") == "2026-01-01T10:02:00Z", "the moment said, not the transition's"
+    later = datetime(2026, 1, 1, 10, 1, tzinfo=UTC)
+    assert dated("waiting for ProvisioningRequest pr-1; expected in 2m", later, said) == said, "the same wait stands"
+    assert dated("waiting for ProvisioningRequest pr-1; expected in 1m", later, said) == (
+        "waiting for ProvisioningRequest pr-1; expected in 1m (at 2026-01-01T10:02:00Z)")
+    assert dated("Quota reserved", later, said) == "Quota reserved"
     log = "".join(f"(RayTrainWorker pid=1) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="
                   f"{{'loss': {10.0 / n}, 'epoch': {10 * (n - 1)}}}, validation=False) from rank 0\n"
                   f"(RayTrainWorker pid=2) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from flexq.api import assignment_domains, copy_json, to_v1beta2
+from flexq.durations import dated
 from flexq.jobs import pod_requests, request_from_object, request_object
 from flexq.objects import find_condition, set_condition
 from flexq.scheduler import (
@@ -256,6 +257,13 @@ def _check_states(wl: Workload, before: list[dict[str, Any]], now: str) -> list[
     } for name, state in sorted(wl.checks.items())]
 
 
+def _dated(status: dict[str, Any], type_: str, message: str, now: str) -> str:
+    """``message`` for condition ``type_`` with the moments its waits end (:func:`~flexq.durations.dated`), said at
+    ``now``; the stored one stands where it says the same."""
+    before = str((find_condition(status, type_) or {}).get("message", ""))
+    return dated(message, datetime.fromisoformat(now), before)
+
+
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
                   generation: int | None, evicted: tuple[str, str] | None = None,
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None, *,
@@ -280,7 +288,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
                  "The workload is admitted")
         else:
             cond("Admitted", False, "UnsatisfiedAdmissionChecks",
-                 wl.pending_reason or "The workload has not all checks ready")
+                 _dated(status, "Admitted", wl.pending_reason or "The workload has not all checks ready", now))
         if find_condition(status, "Evicted") is not None:
             cond("Evicted", False, "QuotaReserved", "Previously: " + (find_condition(status, "Evicted") or {})
                  .get("reason", ""))
@@ -289,7 +297,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status.pop("admissionChecks", None)
         if wl.state is WorkloadState.PENDING:
             cond("QuotaReserved", False, wl.pending.value if wl.pending is not None else "Pending",
-                 wl.pending_reason or "Waiting in the ClusterQueue's queue")
+                 _dated(status, "QuotaReserved", wl.pending_reason or "Waiting in the ClusterQueue's queue", now))
         elif find_condition(status, "QuotaReserved") is not None:
             cond("QuotaReserved", False, "NoReservation", "The workload has no reservation")
         if find_condition(status, "Admitted") is not None:

@@ -16,7 +16,7 @@ from typing import Any, Final
 from flexq.api import parse_quantity
 from flexq.capacity import UnknownMachineType, machine_type
 from flexq.controller import Sample
-from flexq.durations import DurationError, parse_duration
+from flexq.durations import WAIT, DurationError, parse_duration
 from flexq.objects import parse_time, workload_flavors, workload_reason
 from flexq.runtime import parse_reports
 from flexq.server.ui_models import (
@@ -39,7 +39,6 @@ __all__ = ["STATES", "JobEntry", "cohorts", "considered", "eta", "is_variant", "
            "variant_prefix", "variants", "why"]
 
 STATES: Final = ("pending", "reserved", "admitted", "running", "succeeded", "failed", "inactive")
-_ETA: Final = re.compile(r"(?:expected in|frees in|may return in) ((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
 _POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _UNLIMITED: Final = 1e9
 """A quota of this many units or more (``1000000000``, ``1000000000Gi``) stands for no limit, as Kueue's examples
@@ -53,8 +52,11 @@ def _iso(moment: datetime) -> str:
 
 
 def eta(message: str, since: Any) -> str | None:
-    """When what a message says is awaited is expected: ``expected in 30s`` written at ``since`` (RFC 3339)."""
-    match = _ETA.search(message)
+    """When what a message says is awaited is expected: the moment a :func:`~flexq.durations.dated` message names,
+    else ``expected in 30s`` counted from ``since`` (RFC 3339: when the message was written, as far as is known)."""
+    match = WAIT.search(message)
+    if match is not None and match.group(2):
+        return match.group(2)
     start = parse_time(since)
     if match is None or start is None:
         return None
