@@ -1,14 +1,14 @@
 """The web dashboard in a real browser (Debian's chromium, driven by Playwright) against a real ``flexq server``
 running the guide's flow with real Ray and emulated capacity (DWS answers after a delay): job 1 on on-demand,
 job 2 waiting for its ProvisioningRequest with an ETA, then both running and succeeded; job 1's page with its log,
-its loss chart and its Ray dashboard through the server. A screenshot of each page is kept under
+its loss chart and its Ray dashboard through the server; then all that test_guide_end_to_end checks of the guide's
+run, from this same run (:mod:`tests.runtime.guide_run`). A screenshot of each page is kept under
 ``.pytest-artifacts/dashboard/``."""
 
 from __future__ import annotations
 
 import itertools
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GUIDE, ROOT, Server, guide_text, start_server, stop_server
+from tests.conftest import GUIDE, ROOT, Server, start_server, stop_server
+from tests.runtime import guide_run
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = guide_run.CHROMIUM
 playwright = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the dev extra)")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
 
@@ -76,6 +77,8 @@ def _ray_of(server: Server) -> dict[int, str]:
 
 @pytest.fixture
 def ray_server(tmp_path: Path) -> Any:
+    assert not guide_run.ray_processes(), "a Ray cluster was left running before this test"
+    before = guide_run.temp_dirs()
     capacity = tmp_path / "capacity.yaml"
     capacity.write_text(CAPACITY)
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(capacity))
@@ -90,6 +93,7 @@ def ray_server(tmp_path: Path) -> Any:
         assert not alive, "the server left Ray processes behind"
         left = sorted(d for d in set(seen.values()) if d and Path(d).exists())
         assert not left, f"temp dirs left behind: {left}"
+        assert guide_run.temp_dirs() <= before, f"temp dirs left behind: {sorted(guide_run.temp_dirs() - before)}"
 
 
 def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Server, dict[int, str]]) -> None:
@@ -97,12 +101,7 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     _cli(srv, "simulate", str(GUIDE / "scenario-capacity.yaml"), "--report", str(srv.home / "reports" / "guide"),
          "--no-progress")
-    _cli(srv, "container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")
-    for pool, extra in (("on-demand-pool", []), ("dws-pool", ["--enable-queued-provisioning", "--flex-start"])):
-        _cli(srv, "container", "node-pools", "create", pool, "--cluster=tpu-cluster", "--machine-type=ct6e-standard-4t",
-             "--tpu-topology=4x4", "--enable-autoscaling", *extra, "--num-nodes=0", "--min-nodes=0", "--max-nodes=4")
-    _cli(srv, "apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml"))
-    _cli(srv, "create", "configmap", "jax-train-script", f"--from-file={GUIDE / 'train.py'}")
+    guide_run.set_up(srv)
     errors: list[str] = []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -125,7 +124,7 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
             jobs = page("/ui/jobs")
             overview = page("/ui/")  # both open before the jobs come: they update themselves
             for job_id in ("1", "2"):
-                _cli(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+                guide_run.submit(srv, job_id)
             one = jobs.locator('#jobs tbody tr[data-job="rayjob-tpu-v6e-dws-1"]')
             two = jobs.locator('#jobs tbody tr[data-job="rayjob-tpu-v6e-dws-2"]')
             # First what lasts only until DWS answers: job 2 waits for its ProvisioningRequest, with an ETA.
@@ -190,3 +189,5 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
         finally:
             browser.close()
     assert errors == []
+    # The same run, as test_guide_end_to_end checks it where no browser runs (one run of the flow, not two).
+    guide_run.check_the_run(srv)
