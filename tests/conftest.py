@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,25 +28,24 @@ GUIDE_ENV = {"ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
 
 
 _BYTECODE: dict[str, str] = {}
-"""The session's bytecode cache and the PYTHONDONTWRITEBYTECODE it replaced, while there is one."""
+"""The PYTHONDONTWRITEBYTECODE the session lifted for the processes it starts, while it is lifted."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Where Python is told not to write bytecode (PYTHONDONTWRITEBYTECODE), the processes the tests start (servers,
-    the CLI, benchmarks: thousands) would each compile flexq's modules afresh, a fifth of a server's imports; they share
-    one bytecode cache of the session's own instead, removed when it ends."""
-    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-        _BYTECODE["cache"] = tempfile.mkdtemp(prefix="flexq-bytecode-")
-        _BYTECODE["told"] = os.environ.pop("PYTHONDONTWRITEBYTECODE")
-        os.environ["PYTHONPYCACHEPREFIX"] = _BYTECODE["cache"]
+    the CLI, benchmarks: thousands) would each compile flexq's modules afresh, a fifth of a server's imports: for
+    them it is lifted, so that flexq's modules are compiled once, beside their sources as Python keeps them (the
+    installed packages' are compiled at install). A cache of the session's own (PYTHONPYCACHEPREFIX) would hide the
+    installed packages' bytecode: jobs' Ray workers, another user who cannot read it, took twice the CPU to import
+    JAX."""
+    told = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if told is not None:
+        _BYTECODE["told"] = told
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _BYTECODE:
-        os.environ.pop("PYTHONPYCACHEPREFIX", None)
-        os.environ["PYTHONDONTWRITEBYTECODE"] = _BYTECODE["told"]
-        shutil.rmtree(_BYTECODE["cache"], ignore_errors=True)
-        _BYTECODE.clear()
+        os.environ["PYTHONDONTWRITEBYTECODE"] = _BYTECODE.pop("told")
 
 
 def guide_text(name: str, **env: str) -> str:
