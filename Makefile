@@ -54,6 +54,7 @@ typecheck: $(DEVSTAMP)
 
 clean:
 	rm -rf $(VENV) .flexq .pytest_cache .mypy_cache mutants docs/_build
+	find src tests -name __pycache__ -prune -exec rm -rf {} +
 
 # Mutation testing of src/flexq/scheduler against tests/scheduler and the fast tests of tests/sim (slow: half an hour on
 # two cores; MUTANTS narrows it, e.g. make mutate MUTANTS='flexq.scheduler.preemption*').
