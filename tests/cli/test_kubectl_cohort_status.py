@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Server, start_server, stop_server
-from tests.support import eventually_value
+from tests.conftest import Server
+from tests.support import eventually_value, serve_kueue_config
 
 COHORTS = """apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -65,12 +65,7 @@ fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitia
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     """A server with fair sharing on."""
-    (tmp_path / "kueue.yaml").write_text(FAIR)
-    srv = start_server(tmp_path / "home", "--kueue-config", str(tmp_path / "kueue.yaml"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
+    yield from serve_kueue_config(tmp_path, FAIR)
 
 
 def test_kubectl_shows_a_cohorts_weighted_share_and_a_workloads_evictions(kubectl: Any) -> None:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from flexq.api import parse_quantity
-from tests.conftest import Server, start_server, stop_server
-from tests.support import eventually_value
+from tests.conftest import Server
+from tests.support import eventually_value, serve_kueue_config
 
 CONFIG = """apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -53,12 +53,7 @@ spec:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     """A server reading the Configuration above."""
-    (tmp_path / "kueue.yaml").write_text(CONFIG)
-    srv = start_server(tmp_path / "home", "--kueue-config", str(tmp_path / "kueue.yaml"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
+    yield from serve_kueue_config(tmp_path, CONFIG)
 
 
 def test_kubectl_shows_the_local_queues_admission_fair_sharing_status(kubectl: Any) -> None:

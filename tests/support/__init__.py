@@ -15,10 +15,11 @@ from tests.support.live import (
     guide_setup,
     nodes,
     serve_capacity,
+    serve_kueue_config,
     workloads,
 )
 from tests.support.waiting import eventually, eventually_value, wait_until
 
 __all__ = ["JobBuilder", "assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually",
            "eventually_value", "flavors", "get_rayjob", "guide_setup", "job", "nodes", "queued_job", "serve_capacity",
-           "wait_until", "workloads"]
+           "serve_kueue_config", "wait_until", "workloads"]

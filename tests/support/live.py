@@ -106,3 +106,15 @@ def serve_capacity(tmp_path: Path, capacity: str) -> Iterator[Server]:
         yield srv
     finally:
         stop_server(srv)
+
+
+def serve_kueue_config(tmp_path: Path, config: str) -> Iterator[Server]:
+    """A server reading Kueue's Configuration ``config`` (``flexq server --kueue-config``); stopped when the generator
+    closes."""
+    path = tmp_path / "kueue.yaml"
+    path.write_text(config)
+    srv = start_server(tmp_path / "home", "--kueue-config", str(path))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
