@@ -500,11 +500,12 @@ def main() -> None:
             runner_before = sum(os.times()[:2])
             run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout, Path(tmp)))
             runner_cpu = sum(os.times()[:2]) - runner_before
+            # The threads' CPU is scraped before the process's is read, so that their sum is within the whole.
+            steps = controller_steps((leader or server).base, len(jobs), (leader or server).token())
             cpu, rss = server.usage()
             if leader is not None:
                 lead_cpu, lead_rss = leader.usage()
                 cpu, rss = cpu + lead_cpu, max(rss, lead_rss)
-            steps = controller_steps((leader or server).base, len(jobs), (leader or server).token())
             store = server.store_mb()
             tables = server.store_tables()
             files = server.store_files()
