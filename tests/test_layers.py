@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("objects",),
     ("api", "store", "auth"),
     ("config", "clock", "timers", "durations"),
-    ("errors",),
+    ("errors", "faces"),
 )
 """flexq's layers, top first: a package imports only packages of lower layers, or of its own where no circle
 forms. Every top-level package and module is in one."""

@@ -6,13 +6,14 @@ printing all read, so a kind added here is served everywhere.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
-from pydantic import BaseModel
-
-from flexq.api.models import core, flexq, kueue, ray
 from flexq.errors import FlexqError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["KINDS", "Column", "KindInfo", "UnknownKind", "by_gvk", "by_resource", "resolve"]
 
@@ -39,7 +40,9 @@ class KindInfo:
     plural: str
     singular: str
     namespaced: bool
-    model: type[BaseModel]
+    schema: str
+    """The pydantic model of the kind's objects, as ``module.Class`` under :mod:`flexq.api.models`: loaded when
+    first read (:attr:`model`), so that what only names kinds (the CLI) does not build every schema."""
     short_names: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()
     status_subresource: bool = True
@@ -47,6 +50,12 @@ class KindInfo:
     verbs: tuple[str, ...] = field(
         default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
     )
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """The pydantic model the kind's objects validate against."""
+        module, _, name = self.schema.rpartition(".")
+        return cast("type[BaseModel]", getattr(importlib.import_module(f"flexq.api.models.{module}"), name))
 
     @property
     def storage_version(self) -> str:
@@ -83,12 +92,12 @@ def _wl_cond(name: str, cond: str) -> Column:
 
 KINDS: Final[tuple[KindInfo, ...]] = (
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ResourceFlavor", "resourceflavors", "resourceflavor",
-             False, kueue.ResourceFlavor, ("flavor", "flavors", "rf"), (_AGE,), status_subresource=False,
+             False, "kueue.ResourceFlavor", ("flavor", "flavors", "rf"), (_AGE,), status_subresource=False,
              categories=("kueue",)),
-    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Topology", "topologies", "topology", False, kueue.Topology, ("topo",),
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Topology", "topologies", "topology", False, "kueue.Topology", ("topo",),
              (_AGE,), status_subresource=False, categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ClusterQueue", "clusterqueues", "clusterqueue", False,
-             kueue.ClusterQueue, ("cq",), (
+             "kueue.ClusterQueue", ("cq",), (
                  Column("Cohort", ".spec.cohortName", description="cohort that this ClusterQueue belongs to"),
                  Column("Strategy", ".spec.queueingStrategy", priority=1,
                         description="The queueing strategy used to prioritize workloads"),
@@ -98,10 +107,10 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                         description="Number of admitted workloads that haven't finished yet"),
                  *_ACTIVE,
              ), categories=("kueue",)),
-    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Cohort", "cohorts", "cohort", False, kueue.Cohort,
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Cohort", "cohorts", "cohort", False, "kueue.Cohort",
              ("co",), (_AGE,), categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "LocalQueue", "localqueues", "localqueue", True,
-             kueue.LocalQueue, ("queue", "queues", "lq"), (
+             "kueue.LocalQueue", ("queue", "queues", "lq"), (
                  Column("ClusterQueue", ".spec.clusterQueue", description="Backing ClusterQueue"),
                  Column("Pending Workloads", ".status.pendingWorkloads", "integer",
                         description="Number of pending workloads"),
@@ -110,30 +119,30 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                  *_ACTIVE,
              ), categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "AdmissionCheck", "admissionchecks", "admissioncheck", False,
-             kueue.AdmissionCheck, ("ac",), (
+             "kueue.AdmissionCheck", ("ac",), (
                  Column("Controller", ".spec.controllerName"),
                  *_ACTIVE,
                  _AGE,
              ), categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "ProvisioningRequestConfig", "provisioningrequestconfigs",
-             "provisioningrequestconfig", False, kueue.ProvisioningRequestConfig, ("prc",), (
+             "provisioningrequestconfig", False, "kueue.ProvisioningRequestConfig", ("prc",), (
                  Column("Class", ".spec.provisioningClassName"),
                  _AGE,
              ), status_subresource=False, categories=("kueue",)),
     KindInfo(KUEUE, ("v1beta2", "v1beta1"), "WorkloadPriorityClass", "workloadpriorityclasses",
-             "workloadpriorityclass", False, kueue.WorkloadPriorityClass, ("wpc",), (
+             "workloadpriorityclass", False, "kueue.WorkloadPriorityClass", ("wpc",), (
                  Column("Value", ".value", "integer",
                         description="Value of workloadPriorityClass's Priority"),
                  _AGE,
              ), status_subresource=False, categories=("kueue",)),
     KindInfo("scheduling.k8s.io", ("v1",), "PriorityClass", "priorityclasses", "priorityclass", False,
-             core.PriorityClass, ("pc",), (
+             "core.PriorityClass", ("pc",), (
                  Column("Value", ".value", "integer"),
                  Column("Global-Default", ".globalDefault", "boolean"),
                  Column("Preemption Policy", ".preemptionPolicy"),
                  _AGE,
              ), status_subresource=False),
-    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Workload", "workloads", "workload", True, kueue.Workload,
+    KindInfo(KUEUE, ("v1beta2", "v1beta1"), "Workload", "workloads", "workload", True, "kueue.Workload",
              ("wl", "kwl", "kueueworkload", "kueueworkloads"), (
                  Column("Queue", ".spec.queueName", description="Name of the queue this workload was submitted to"),
                  Column("Reserved in", ".status.admission.clusterQueue",
@@ -146,7 +155,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
                  Column("Reason", "#wl-reason", description="Why the workload is not admitted yet"),
                  _AGE,
              ), categories=("kueue",)),
-    KindInfo("ray.io", ("v1",), "RayJob", "rayjobs", "rayjob", True, ray.RayJob, (), (
+    KindInfo("ray.io", ("v1",), "RayJob", "rayjobs", "rayjob", True, "ray.RayJob", (), (
         Column("Job Status", ".status.jobStatus"),
         Column("Deployment Status", ".status.jobDeploymentStatus"),
         Column("Ray Cluster Name", ".status.rayClusterName"),
@@ -154,7 +163,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("End Time", ".status.endTime", "string"),
         _AGE,
     ), categories=("all",)),
-    KindInfo("ray.io", ("v1",), "RayCluster", "rayclusters", "raycluster", True, ray.RayCluster, (), (
+    KindInfo("ray.io", ("v1",), "RayCluster", "rayclusters", "raycluster", True, "ray.RayCluster", (), (
         Column("Desired Workers", ".status.desiredWorkerReplicas", "integer"),
         Column("Available Workers", ".status.availableWorkerReplicas", "integer"),
         Column("CPUs", ".status.desiredCPU"),
@@ -163,21 +172,21 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("Status", ".status.state"),
         _AGE,
     ), categories=("all",)),
-    KindInfo("batch", ("v1",), "Job", "jobs", "job", True, core.Job, (), (
+    KindInfo("batch", ("v1",), "Job", "jobs", "job", True, "core.Job", (), (
         Column("Status", "#job-status"),
         Column("Completions", "#completions"),
         Column("Duration", "#duration"),
         _AGE,
     ), categories=("all",)),
-    KindInfo("", ("v1",), "ConfigMap", "configmaps", "configmap", True, core.ConfigMap, ("cm",), (
+    KindInfo("", ("v1",), "ConfigMap", "configmaps", "configmap", True, "core.ConfigMap", ("cm",), (
         Column("Data", "#data", "integer"),
         _AGE,
     ), status_subresource=False),
-    KindInfo("", ("v1",), "Namespace", "namespaces", "namespace", False, core.Namespace, ("ns",), (
+    KindInfo("", ("v1",), "Namespace", "namespaces", "namespace", False, "core.Namespace", ("ns",), (
         Column("Status", ".status.phase"),
         _AGE,
     ), verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
-    KindInfo("", ("v1",), "Pod", "pods", "pod", True, core.Pod, ("po",), (
+    KindInfo("", ("v1",), "Pod", "pods", "pod", True, "core.Pod", ("po",), (
         Column("Ready", "#pod-ready"),
         Column("Status", "#pod-status"),
         Column("Restarts", "#pod-restarts", "integer"),
@@ -185,34 +194,34 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         Column("IP", ".status.podIP", priority=1),
         Column("Node", ".spec.nodeName", priority=1),
     ), categories=("all",)),
-    KindInfo("", ("v1",), "Service", "services", "service", True, core.Service, ("svc",), (
+    KindInfo("", ("v1",), "Service", "services", "service", True, "core.Service", ("svc",), (
         Column("Type", ".spec.type"),
         Column("Cluster-IP", ".spec.clusterIP"),
         Column("External-IP", "#svc-external"),
         Column("Port(s)", "#svc-ports"),
         _AGE,
     ), categories=("all",)),
-    KindInfo("", ("v1",), "Node", "nodes", "node", False, core.Node, ("no",), (
+    KindInfo("", ("v1",), "Node", "nodes", "node", False, "core.Node", ("no",), (
         Column("Status", "#node-status"),
         Column("Roles", "#node-roles"),
         _AGE,
         Column("Version", ".status.nodeInfo.kubeletVersion"),
         Column("Pool", "#node-pool", priority=1),
     )),
-    KindInfo("", ("v1",), "Event", "events", "event", True, core.Event, ("ev",), (
+    KindInfo("", ("v1",), "Event", "events", "event", True, "core.Event", ("ev",), (
         Column("Last Seen", ".lastTimestamp", "date"),
         Column("Type", ".type"),
         Column("Reason", ".reason"),
         Column("Object", "#involved"),
         Column("Message", ".message"),
     ), status_subresource=False),
-    KindInfo("flexq.dev", ("v1alpha1",), "Cluster", "clusters", "cluster", False, flexq.Cluster, (), (
+    KindInfo("flexq.dev", ("v1alpha1",), "Cluster", "clusters", "cluster", False, "flexq.Cluster", (), (
         Column("Location", ".spec.location"),
         Column("Machine Type", ".spec.machineType"),
         Column("Status", ".status.status"),
         _AGE,
     )),
-    KindInfo("flexq.dev", ("v1alpha1",), "NodePool", "nodepools", "nodepool", False, flexq.NodePool, ("np",), (
+    KindInfo("flexq.dev", ("v1alpha1",), "NodePool", "nodepools", "nodepool", False, "flexq.NodePool", ("np",), (
         Column("Cluster", ".spec.cluster"),
         Column("Machine Type", ".spec.machineType"),
         Column("Topology", ".spec.tpuTopology"),
@@ -225,7 +234,7 @@ KINDS: Final[tuple[KindInfo, ...]] = (
         _AGE,
     )),
     KindInfo("autoscaling.x-k8s.io", ("v1",), "ProvisioningRequest", "provisioningrequests",
-             "provisioningrequest", True, core.ProvisioningRequest, ("provreq", "provreqs"), (
+             "provisioningrequest", True, "core.ProvisioningRequest", ("provreq", "provreqs"), (
                  Column("Class", ".spec.provisioningClassName"),
                  Column("Accepted", ".status.conditions[?(@.type=='Accepted')].status"),
                  Column("Provisioned", ".status.conditions[?(@.type=='Provisioned')].status"),
