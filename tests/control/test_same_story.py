@@ -381,9 +381,10 @@ def test_admission_fair_sharing_takes_turns_between_local_queues_alike_on_both_c
 
 # --- fair sharing on both clocks ----------------------------------------------------------------------------------
 
-FAIR_QUEUES = "\n".join([
-    "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}",
-    *(f"""- apiVersion: kueue.x-k8s.io/v1beta1
+def _team_queues(teams: str) -> list[str]:
+    """A ClusterQueue ``team-T`` of 4 cpus in cohort ``shared`` (reclaiming from it, preempting lower priorities)
+    and its LocalQueue ``T``, for each team."""
+    return [f"""- apiVersion: kueue.x-k8s.io/v1beta1
   kind: ClusterQueue
   metadata: {{name: team-{t}}}
   spec:
@@ -394,7 +395,11 @@ FAIR_QUEUES = "\n".join([
       - coveredResources: [cpu]
         flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 4}}]}}]
 - {{apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {{name: {t}, namespace: default}},
-   spec: {{clusterQueue: team-{t}}}}}""" for t in "abc")])
+   spec: {{clusterQueue: team-{t}}}}}""" for t in teams]
+
+
+FLAVOR = "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}"
+FAIR_QUEUES = "\n".join([FLAVOR, *_team_queues("abc")])
 FAIR_CONFIG = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
                "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 # team-b borrows 6 of the cohort's 12 cpus; team-a, borrowing 1 with a2, has the lower share and takes from it.
@@ -445,7 +450,7 @@ def test_fair_sharing_preempts_alike_on_both_clocks(tmp_path: Path) -> None:
 # --- what fair sharing writes on cohorts, and what evictions leave on workloads, on both clocks --------------------
 
 COHORT_QUEUES = "\n".join([
-    "- {apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: default}}",
+    FLAVOR,
     "- {apiVersion: kueue.x-k8s.io/v1beta2, kind: Cohort, metadata: {name: org}}",
     "- {apiVersion: kueue.x-k8s.io/v1beta2, kind: Cohort, metadata: {name: shared},"
     " spec: {parentName: org, fairSharing: {weight: '2'}}}",
@@ -457,18 +462,7 @@ COHORT_QUEUES = "\n".join([
     resourceGroups:
       - coveredResources: [cpu]
         flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]""",
-    *(f"""- apiVersion: kueue.x-k8s.io/v1beta1
-  kind: ClusterQueue
-  metadata: {{name: team-{t}}}
-  spec:
-    namespaceSelector: {{}}
-    cohort: shared
-    preemption: {{withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}}
-    resourceGroups:
-      - coveredResources: [cpu]
-        flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: 4}}]}}]
-- {{apiVersion: kueue.x-k8s.io/v1beta1, kind: LocalQueue, metadata: {{name: {t}, namespace: default}},
-   spec: {{clusterQueue: team-{t}}}}}""" for t in "ab")])
+    *_team_queues("ab")])
 # team-b takes 10 of org's 12 cpus (cohort shared borrows 2 of other's 4); a1 then reclaims team-a's 4: b3, the
 # latest admitted, is preempted, and queues again until a1 is done.
 COHORT_JOBS: list[Job] = [(0, "b1", "b", 4, 3000, False), (1, "b2", "b", 4, 3000, False),
