@@ -63,8 +63,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.forecast": (
         "CONDITION", "CapacityChangeError", "Forecast", "Fork", "HORIZON", "Lookahead", "Step", "StepKind", "describe",
-        "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork", "reshape", "under_each_flavor",
-        "waiting", "waits",
+        "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork", "reshape", "samples_for",
+        "under_each_flavor", "waiting", "waits",
     ),
     "flexq.importer": (
         "ClusterReadError", "KubeconfigError", "build_scenario", "client", "load_target", "read_cluster",

@@ -8,7 +8,7 @@ import pytest
 
 from flexq.api import normalize
 from flexq.control import Basis, JobQueued
-from flexq.forecast import Forecast, Lookahead, StepKind, forecast, under_each_flavor, waiting
+from flexq.forecast import Forecast, Lookahead, StepKind, forecast, samples_for, under_each_flavor, waiting
 from flexq.scheduler import EventKind
 from flexq.sim import Simulation, load_scenario
 
@@ -160,6 +160,27 @@ def test_run_times_learned_from_finished_jobs_make_an_estimate(tmp_path: Path) -
     (median,) = forecast(sim.plane, 5.0).values()
     assert median.basis is Basis.ESTIMATED and median.start in (100.0, 200.0, 300.0), \
         "the median of the runs with run times drawn from the finished jobs'"
+
+
+@pytest.mark.parametrize(("waiting", "samples"), [(1, 4), (1000, 4), (1001, 2), (2000, 2), (2001, 0), (50_000, 0)])
+def test_a_deep_queue_draws_fewer_samples(waiting: int, samples: int) -> None:
+    assert samples_for(waiting) == samples
+
+
+def test_past_the_depth_for_samples_the_forecast_is_the_run_with_mean_run_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _quota_scenario(tmp_path, [("0s", None, 4), ("1s", "1h", 2)])
+    sim = Simulation(load_scenario(path))
+    sim.run_to(5.0)
+    for seconds in (100.0, 300.0, 1000.0):
+        sim.plane.run_times.finished("cq", seconds)
+    (point,) = Lookahead(sim.plane, 5.0).run().values()
+    assert point.start == pytest.approx(1400 / 3) and point.basis is Basis.ESTIMATED
+    (median,) = forecast(sim.plane, 5.0).values()
+    assert median.start in (100.0, 300.0, 1000.0), "one of the drawn runs: four samples and the point, the median"
+    monkeypatch.setattr("flexq.forecast.lookahead.DEEP", 0)  # one waiting workload is now past twice the depth
+    (deep,) = forecast(sim.plane, 5.0).values()
+    assert deep == point
 
 
 def test_what_if_a_job_were_submitted_now(tmp_path: Path) -> None:

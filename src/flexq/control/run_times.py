@@ -58,6 +58,11 @@ class RunTimes:
         if seconds >= 0 and cluster_queue:
             self._finished.setdefault(cluster_queue, deque(maxlen=HISTORY)).append(seconds)
 
+    @property
+    def learned(self) -> bool:
+        """Whether a job has finished in some queue: until one has, no run time is an estimate."""
+        return any(self._finished.values())
+
     def forget(self, key: str) -> None:
         self.declared.pop(key, None)
         self.limits.pop(key, None)

@@ -10,6 +10,7 @@ from flexq.forecast.lookahead import (
     ensemble,
     flavor_lookaheads,
     forecast,
+    samples_for,
     under_each_flavor,
     waiting,
     waits,
@@ -19,4 +20,4 @@ from flexq.forecast.text import CONDITION, describe, forecast_status
 
 __all__ = ["CONDITION", "HORIZON", "CapacityChangeError", "Forecast", "Fork", "Lookahead", "Step", "StepKind",
            "describe", "ensemble", "flavor_lookaheads", "forecast", "forecast_status", "fork", "reshape",
-           "under_each_flavor", "waiting", "waits"]
+           "samples_for", "under_each_flavor", "waiting", "waits"]

@@ -26,13 +26,15 @@ from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued,
 from flexq.forecast.snapshot import Fork, fork
 from flexq.scheduler import Event, EventKind, Workload, WorkloadState
 
-__all__ = ["HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast", "waiting",
-           "waits"]
+__all__ = ["DEEP", "HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast",
+           "samples_for", "waiting", "waits"]
 
 HORIZON: Final = 30 * 24 * 3600.0
 """How far ahead a forecast looks: a job not started by then is forecast as not starting within it."""
 SAMPLES: Final = 4
 """Runs with drawn run times besides the one with their means, where run times are estimated (:func:`ensemble`)."""
+DEEP: Final = 1000
+"""Waiting workloads up to which an ensemble draws all its samples (:func:`samples_for`)."""
 _MAX_INSTANTS: Final = 200_000
 """A bound on the instants one run visits, whatever the state (a run that reaches it says so)."""
 _FINISH, _WAKE = 0, 3
@@ -263,12 +265,24 @@ class Lookahead:
                         self.track.costs.get(key))
 
 
-def ensemble(ahead: Lookahead, samples: int = SAMPLES, seed: int = 0) -> dict[str, Forecast]:
-    """Run ``ahead``; where a forecast rests on estimated run times, run ``samples`` copies more with run times drawn
-    from the finished jobs', and take for each such workload the run whose start is the median. One point estimate
-    per job misjudges a start that is the sooner of two (Plan A freeing, DWS answering): the median of the starts
-    does not. ``ahead`` is copied before it runs; a copy runs only where an estimate was used."""
-    pristine = copy.deepcopy(ahead) if samples else None
+def samples_for(waiting: int) -> int:
+    """The samples an ensemble draws over ``waiting`` workloads: :data:`SAMPLES` up to :data:`DEEP`, half as many
+    up to twice that, none deeper (the run with the mean run times alone). Each sample is a whole run ahead, and
+    its CPU grows with the queue's depth: a forecast is advice, and the machine's CPU is the server's first."""
+    if waiting <= DEEP:
+        return SAMPLES
+    return SAMPLES // 2 if waiting <= 2 * DEEP else 0
+
+
+def ensemble(ahead: Lookahead, samples: int | None = None, seed: int = 0) -> dict[str, Forecast]:
+    """Run ``ahead``; where a forecast rests on estimated run times, run ``samples`` copies more (by default as many
+    as :func:`samples_for` the waiting workloads) with run times drawn from the finished jobs', and take for each
+    such workload the run whose start is the median. One point estimate per job misjudges a start that is the sooner
+    of two (Plan A freeing, DWS answering): the median of the starts does not. ``ahead`` is copied before it runs
+    where an estimate can be used (some job has finished in a queue); a copy runs only where one was."""
+    if samples is None:
+        samples = samples_for(len(ahead.targets))
+    pristine = copy.deepcopy(ahead) if samples and ahead.fork.run_times.learned else None
     point = ahead.run()
     if pristine is None or not any(f.basis is Basis.ESTIMATED for f in point.values()):
         return point
