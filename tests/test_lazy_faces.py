@@ -58,3 +58,12 @@ def test_the_command_line_does_not_build_the_object_schemas() -> None:
              "'flexq.objects.service') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["[]"], out.stderr
+
+
+def test_every_kind_names_the_schema_of_its_objects() -> None:
+    from pydantic import BaseModel
+
+    from flexq.api import KINDS
+
+    for info in KINDS:
+        assert issubclass(info.model, BaseModel) and info.model.__name__ == info.kind, info.schema
