@@ -183,6 +183,23 @@ def test_past_the_depth_for_samples_the_forecast_is_the_run_with_mean_run_times(
     assert deep == point
 
 
+def test_a_fork_shares_the_workloads_values_and_leaves_the_plane_as_it_was(tmp_path: Path) -> None:
+    """Pod sets and admissions are values, shared by the fork; the workloads themselves are copied, so running the
+    fork ahead (job 0 ends, job 1 is admitted) changes nothing of the plane's."""
+    path = _quota_scenario(tmp_path, [("0s", "1h", 4), ("1s", "1h", 2)])
+    sim = Simulation(load_scenario(path))
+    sim.run_to(5.0)
+    before = {wl.key: (wl.state, wl.admission) for wl in sim.plane.scheduler.workloads()}
+    ahead = Lookahead(sim.plane, 5.0)
+    for wl in sim.plane.scheduler.workloads():
+        copied = ahead.plane.scheduler.held(wl.key)
+        assert copied is not wl and copied.podsets is wl.podsets and copied.admission is wl.admission
+    (waiting_one,) = ahead.run().values()
+    assert waiting_one.start == 3600.0
+    assert {wl.key: (wl.state, wl.admission) for wl in sim.plane.scheduler.workloads()} == before
+    assert sum(wl.admission is None for wl in sim.plane.scheduler.workloads()) == 1
+
+
 def test_what_if_a_job_were_submitted_now(tmp_path: Path) -> None:
     path = _quota_scenario(tmp_path, [("0s", "1h", 4)])
     sim = Simulation(load_scenario(path))

@@ -161,6 +161,10 @@ class Assignment:
             out.update(ps.preempt)
         return out
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Assignment:
+        """A value (frozen, its mappings read-only): a copy of the plane (a forecast's fork) shares it."""
+        return self
+
 
 def _untolerated(podset: PodSet, flavor: FlavorSpec) -> Taint | None:
     tolerations = (*podset.tolerations, *flavor.tolerations)

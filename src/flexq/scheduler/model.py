@@ -371,6 +371,10 @@ class PodSet:
     def total(self, resource: str) -> int:
         return self.requests.get(resource, 0) * self.count
 
+    def __deepcopy__(self, memo: dict[int, object]) -> PodSet:
+        """A value (frozen, its mappings read-only): a copy of the plane (a forecast's fork) shares it."""
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class PodSetAssignment:
@@ -403,6 +407,10 @@ class Admission:
 
     def flavors(self) -> set[str]:
         return {f for ps in self.podsets for f in ps.flavors.values()}
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Admission:
+        """A value (frozen, its mappings read-only): a copy of the plane (a forecast's fork) shares it."""
+        return self
 
 
 @dataclass(slots=True)
