@@ -18,6 +18,7 @@ nominal quota on the contested resources reclaims from the borrowing queues what
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from typing import Final
 
@@ -25,6 +26,7 @@ from flexq.scheduler.fairshare import NEGATIVE, Share, compare, share_of
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, PreemptionPolicy, Workload
 from flexq.scheduler.preemption import (
     Holders,
+    LocalQueueUsage,
     Search,
     Target,
     Variant,
@@ -60,7 +62,7 @@ def _order(wl: Workload, cq: str) -> tuple[bool, bool, int, float, str]:
 
 
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-                needed: set[FlavorResource], exclude: set[str]) -> list[Workload]:
+                needed: set[FlavorResource], exclude: set[str], usage: LocalQueueUsage | None) -> list[Workload]:
     found: list[Workload] = []
     if cq.within_cluster_queue is not PreemptionPolicy.NEVER:
         found += [w for w in holders.get(cq.name, {}).values()
@@ -72,7 +74,23 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holde
             found += [w for w in holders.get(name, {}).values()
                       if policy_allows(cq.reclaim_within_cohort, incoming, w)]
     found = [w for w in found if w.key not in exclude and _uses(w, needed)]
-    return sorted(found, key=lambda w: _order(w, cq.name))
+    if usage is None:
+        return sorted(found, key=lambda w: _order(w, cq.name))
+    return sorted(found, key=functools.cmp_to_key(functools.partial(_compare, cq=cq.name, usage=usage)))
+
+
+def _compare(a: Workload, b: Workload, cq: str, usage: LocalQueueUsage) -> int:
+    """Kueue's ``CandidatesOrdering`` with admission fair sharing: after those being evicted and other queues'
+    first, of two workloads of one ClusterQueue from different LocalQueues, that of the LocalQueue that used more
+    first; then as :func:`_order`."""
+    ka, kb = _order(a, cq), _order(b, cq)
+    if ka[:2] != kb[:2]:
+        return -1 if ka[:2] < kb[:2] else 1
+    if a.cluster_queue == b.cluster_queue and a.queue != b.queue:
+        ua, ub = usage(a), usage(b)
+        if ua is not None and ub is not None and ua != ub:
+            return -1 if ua > ub else 1
+    return (ka > kb) - (ka < kb)
 
 
 class _Ordering:
@@ -160,12 +178,12 @@ def _below(node: Node, lca: Node) -> Node:
 
 def fair_targets(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
                  needed: set[FlavorResource], requests: Mapping[FlavorResource, int], strategies: tuple[str, ...],
-                 exclude: set[str] | None = None) -> list[Target]:
+                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> list[Target]:
     """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq`` under fair sharing; empty if none
-    suffice."""
+    suffice. ``usage``: admission fair sharing's LocalQueue usage, where it orders candidates."""
     if not needed:
         return []
-    candidates = _candidates(incoming, cq, tree, holders, needed, exclude or set())
+    candidates = _candidates(incoming, cq, tree, holders, needed, exclude or set(), usage)
     if not candidates:
         return []
     with tree.trial() as trial:
@@ -188,9 +206,8 @@ def search_for(strategies: tuple[str, ...] | None) -> Search:
 
     def search(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
                needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
-               exclude: set[str] | None = None, _usage: object = None) -> list[Target]:
-        # Fair sharing orders its candidates by share: admission fair sharing's LocalQueue usage does not reorder them.
-        return fair_targets(incoming, cq, tree, holders, needed, requests, strategies, exclude)
+               exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> list[Target]:
+        return fair_targets(incoming, cq, tree, holders, needed, requests, strategies, exclude, usage)
 
     return search
 

@@ -25,8 +25,8 @@ from enum import Enum
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
-__all__ = ["Holders", "PreemptionOracle", "Search", "Target", "Variant", "find_targets", "fits_with_borrowing",
-           "minimal", "oracle_for", "policy_allows"]
+__all__ = ["Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant", "find_targets",
+           "fits_with_borrowing", "minimal", "oracle_for", "policy_allows"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
