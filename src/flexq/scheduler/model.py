@@ -507,6 +507,21 @@ class Workload:
         return {"evictions": [{"reason": reason, "underlyingCause": cause, "count": count}
                               for (reason, cause), count in self.eviction_counts.items()]}
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Workload:
+        """A copy whose own state is its own: its three mutable mappings are copied, every other field is a value
+        (a string, a number, an enum, a frozen pod set or admission, a tuple of them) and is shared. A forecast forks
+        the plane (:mod:`flexq.forecast.snapshot`) with every workload in it; this is most of that copy's cost.
+        A field added to Workload must be one of the two kinds (tests/scheduler/test_workload_copy.py)."""
+        other = object.__new__(Workload)
+        memo[id(self)] = other
+        for name in Workload.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.checks = dict(self.checks)
+        other.pod_set_updates = {check: {podset: dict(notes) for podset, notes in by_podset.items()}
+                                 for check, by_podset in self.pod_set_updates.items()}
+        other.eviction_counts = dict(self.eviction_counts)
+        return other
+
     @property
     def queue_time(self) -> float:
         return self.created if self.ordering_time is None else self.ordering_time
