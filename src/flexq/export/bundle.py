@@ -222,7 +222,7 @@ def _script(client: Client, project: str | None, location: str | None, cluster: 
 
 
 def _topology_notes(queues: list[dict[str, Any]]) -> list[str]:
-    """A comment a Topology: GKE labels its nodes with their place itself (flexq's emulated nodes carry the same
+    """A comment for each Topology: GKE labels its nodes with their place itself (flexq's emulated nodes carry the same
     labels); a level of another label is the user's to put on the nodes."""
     lines = []
     for topology in (q for q in queues if q["kind"] == "Topology"):
