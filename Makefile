@@ -67,6 +67,8 @@ mutate: $(DEVSTAMP)
 # whole of Kueue's large-scale config through the API (about 5 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
+	$(BIN)/python bench/tas_preemption_bench.py
+	$(BIN)/python bench/tas_preemption_bench.py --fair
 	$(BIN)/python bench/sim_bench.py --repeat 2
 	$(BIN)/python bench/forecast_bench.py --hours 12
 	$(BIN)/python bench/ui_bench.py

@@ -73,8 +73,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "COMPLETIONS_EQUAL_PARALLELISM", "GATE", "JOB_KINDS", "JobError", "MAX_EXEC_LABEL", "MIN_PARALLELISM",
         "PRIORITY_LABEL", "Priorities", "QUEUE_LABEL", "RAY_KINDS", "TopologyRequestError", "group_of", "group_podsets",
         "group_total", "is_queued", "job_webhook", "job_webhook_for", "local_queues_of", "make_workload", "outcome",
-        "pod_requests", "podsets", "priority_class_ref", "request_from_object", "request_object", "role",
-        "selected_cluster", "template", "topology_request", "workload_name",
+        "pod_requests", "podsets", "priority_class_ref", "request_annotations", "request_from_object", "request_object",
+        "role", "selected_cluster", "template", "topology_request", "workload_name",
     ),
     "flexq.objects": (
         "BOOT_NAMESPACES", "BadRequest", "ContinueExpired", "ListPages", "ObjectService", "PROVISIONING_CONTROLLER",

@@ -40,3 +40,12 @@ def test_the_server_cpu_benchmark_finishes_every_job_and_counts_the_writes() -> 
     # finished, five Events (a workload admitted at once is stored admitted: fewer).
     assert 10 <= figures["writes_per_job"] < 13, figures
     assert figures["api_ms_per_job"] > 0 and figures["controller_ms_per_job"] > 0
+
+
+def test_the_topology_preemption_benchmark_finds_a_whole_sub_block() -> None:
+    for fair in ((), ("--fair",)):
+        out = _run("tas_preemption_bench.py", "--hosts", "32", "--repeat", "1", *fair)
+        # Every candidate of priority 0-1 before the first of priority 2, then the put-backs, each asks a placement.
+        found = re.search(r"^hosts=32 fair=(True|False): [\d.]+s \(best of 1\), (\d+) placements asked, (\d+) victims$",
+                          out, re.MULTILINE)
+        assert found and int(found.group(2)) > 32 and found.group(3) == "4", out

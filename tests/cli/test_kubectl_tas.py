@@ -4,14 +4,36 @@ of five pods that no sub-block holds pending with Kueue's TopologyPlacementFaile
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from tests.support import eventually, eventually_value
+from tests.conftest import Server, start_server, stop_server
+from tests.support import eventually, eventually_value, serve_kueue_config
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
+
+
+FAIR_SHARING = """apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
+"""
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """A fresh server; ``"fair sharing"`` as the test's parameter: one under Kueue's fair sharing."""
+    if getattr(request, "param", None) == "fair sharing":
+        yield from serve_kueue_config(tmp_path, FAIR_SHARING)
+        return
+    srv = start_server(tmp_path / "home")
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
 
 
 def _job(name: str, pods: int) -> str:
@@ -185,10 +207,11 @@ def _admitted(kubectl: Any, job: str) -> dict[str, Any] | None:
     return wl if admitted and admitted[0]["status"] == "True" else None
 
 
+@pytest.mark.parametrize("server", ["classical", "fair sharing"], indirect=True)
 def test_a_higher_priority_job_preempts_to_free_a_sub_block_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
     """The live half of tests/sim/test_topology_scenario.py's preemption: two low-priority jobs hold the two
     sub-blocks; an urgent one, whose quota fits, preempts the later of them and is placed on the hosts it freed; the
-    evicted workload's status counts the eviction."""
+    evicted workload's status counts the eviction. The same under fair sharing."""
     for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
                  ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
                   "--machine-type=n2-standard-16", "--num-nodes=8")):

@@ -155,3 +155,48 @@ value: 1000
     other = flexq("export", "gke", "--out", str(tmp_path / "x"), "--cluster", "nope")
     assert other.code == 1 and "--cluster nope: no such cluster" in other.err
     assert not (tmp_path / "x").exists()
+
+
+TAS = Path(__file__).parents[2] / "examples" / "tas"
+
+
+def test_export_carries_topologies(flexq: Any, tmp_path: Path) -> None:
+    for args in (("container", "clusters", "create", "tas-cluster", "--location=us-east5-b"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    custom = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: racks}
+spec:
+  levels: [{nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
+"""
+    for text in ((TAS / "tas-queue.yaml").read_text(), custom):
+        applied = flexq("apply", "-f", "-", input=text)
+        assert applied.code == 0, applied.err
+    out = tmp_path / "gke"
+    result = flexq("export", "gke", "--out", str(out))
+    assert result.code == 0, result.err
+
+    exported = list(yaml.safe_load_all((out / "kueue.yaml").read_text()))
+    written = [*yaml.safe_load_all((TAS / "tas-queue.yaml").read_text()), yaml.safe_load(custom)]
+    # Each as its author wrote it, in the version it was applied in; the Topology before the flavor naming it.
+    assert {_key(o): o for o in exported} == {_key(o): o for o in written}
+    kinds = [o["kind"] for o in exported]
+    assert kinds.index("Topology") < kinds.index("ResourceFlavor")
+    for obj in exported:
+        assert errors(obj) == [], _key(obj)
+    # Kueue v0.19's schema refuses what its API server would: a misspelt level field, no levels.
+    topology = next(o for o in exported if _key(o) == ("Topology", "", "gke-default"))
+    assert len(errors({**topology, "spec": {"levels": [{"nodelabel": "x"}]}})) == 2
+    assert len(errors({**topology, "spec": {"levels": []}})) == 1
+
+    script = (out / "cluster.sh").read_text()
+    assert "gcloud container node-pools create tas-pool" in script
+    assert ("# Topology gke-default places pods by the node labels cloud.google.com/gce-topology-block, "
+            "cloud.google.com/gce-topology-subblock, kubernetes.io/hostname: GKE sets them on each node") in script
+    assert "# label the nodes with example.com/rack yourself" in script
+    # TAS is on by default in Kueue v0.19: no feature gate to set.
+    assert "featureGates" not in script

@@ -214,3 +214,44 @@ def test_finished_workload_runs_as_long_as_it_ran() -> None:
     assert [(s["object"]["metadata"]["name"], s["at"], s["runFor"]) for s in submit] == \
         [("done", 0, 5400), ("late", 30, 600)]
     assert imported.finished == 1
+
+
+TAS = Path(__file__).parents[2] / "examples" / "tas"
+TAS_CAPACITY = "pools:\n  - {name: tas-pool, machineType: n2-standard-16, numNodes: 8, autoscaling: false}\n"
+
+
+def test_topology_round_trip(server: Server, tmp_path: Path) -> None:
+    """Export, then import of the same cluster: the same Topology, flavor and queues; the job's topology request
+    comes back as its pod template's annotation, and the replay places it by topology."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--location=us-east5-b"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = _flexq(server, *args)
+        assert made.code == 0, made.err
+    assert _flexq(server, "apply", "-f", str(TAS / "tas-queue.yaml")).code == 0
+    job = (TAS / "job-subblock.yaml").read_text().replace("${JOB_NAME}", "a").replace("${PODS}", "4")
+    assert _flexq(server, "apply", "-f", "-", input=job).code == 0
+    exported = _flexq(server, "export", "gke", "--out", str(tmp_path / "gke"), "--kueue-version", "v1beta2")
+    assert exported.code == 0, exported.err
+    capacity = tmp_path / "capacity.yaml"
+    capacity.write_text(TAS_CAPACITY)
+    config = _kubeconfig(tmp_path, server, free_port(), b"")
+    out = tmp_path / "whatif.yaml"
+    made = _flexq(server, "import", "--kubeconfig", str(config), "--capacity", str(capacity), "--out", str(out))
+    assert made.code == 0, made.err
+
+    scenario = yaml.safe_load(out.read_text())
+    kueue = [o for o in yaml.safe_load_all((tmp_path / "gke" / "kueue.yaml").read_text())
+             if o["apiVersion"].startswith("kueue.x-k8s.io/")]
+    imported = [o for o in scenario["spec"]["objects"] if o["apiVersion"].startswith("kueue.x-k8s.io/")]
+    assert sorted(o["kind"] for o in imported) == ["ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology"]
+    assert imported == kueue
+    [submit] = scenario["spec"]["submit"]
+    assert submit["object"]["spec"]["template"]["metadata"] == {
+        "annotations": {"kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-subblock"}}
+
+    events = tmp_path / "events.jsonl"
+    simulated = _flexq(server, "simulate", str(out), "--events", str(events))
+    assert simulated.code == 0, simulated.err
+    reserved = [e for e in map(json.loads, events.read_text().splitlines()) if e["event"] == "QuotaReserved"]
+    assert len(reserved) == 1 and reserved[0]["topologyAssignments"], reserved

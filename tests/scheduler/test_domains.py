@@ -3,12 +3,13 @@ tas_cache_test.go, v0.19): the same node trees, requests and expected assignment
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
 
-from flexq.scheduler.domains import HOSTNAME, TopologyView, fits, place, tas_implied, tas_match
+from flexq.scheduler.domains import HOSTNAME, TopologyView, domain_base, fits, place, tas_implied, tas_match
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorSpec,
@@ -168,6 +169,48 @@ def test_others_hold_what_their_assignments_name_and_pods_of_others_what_they_us
     # empty: as if no workload placed by topology held anything (the pod of one that is not still counts)
     assert place(_view(busy, held), flavor, PodSet("main", 4, {"cpu": CPU}), request, (), empty=True) == \
         _domains((HOSTNAME,), (("x2",), 1), (("x4",), 1), (("x7",), 1), (("x8",), 1))
+
+
+def _holding(nodes: list[FakeNode], held: list[tuple[TopologyAssignment, Mapping[str, int]]]) -> TopologyView:
+    return TopologyView(nodes, 0.0, lambda _key: False, lambda _name: held)
+
+
+def _request(rng: random.Random, levels: tuple[str, ...]) -> tuple[TopologyRequest, int]:
+    level = rng.choice(levels)
+    kind = rng.choice(["required", "preferred", "unconstrained", "slices"])
+    if kind == "unconstrained":
+        return TopologyRequest(unconstrained=True), rng.randint(1, 32)
+    if kind == "slices":
+        size = rng.randint(1, 3)
+        return TopologyRequest(levels[0], required=True, slice_level=level, slice_size=size), size * rng.randint(1, 8)
+    return TopologyRequest(level, required=kind == "required"), rng.randint(1, 32)
+
+
+def test_a_base_with_holders_put_back_places_as_a_tree_built_without_them() -> None:
+    """Preemption asks a placement with each set of victims gone: the leaves built once with every holder off, and
+    the victims' assignments put back, give the very answer (assignment, or message with its counts) of a tree built
+    from a view without them, for random trees, holders, requests and victims."""
+    rng = random.Random(19)
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    placed = 0
+    for trial in range(100):
+        nodes = [node(f"n{i:02d}", f"b{i // 8}", f"r{i // 4}", f"x{i:02d}", rng.choice([1, 2, 4]),
+                      pods={"ns/plain": {"cpu": CPU // 2}} if rng.random() < 0.2 else None) for i in range(16)]
+        nodes[rng.randrange(16)].taints = (Taint("key", "value", "NoSchedule"),)
+        holders = {f"h{i}": [(TopologyAssignment((HOSTNAME,), (((f"x{rng.randrange(16):02d}",), 1),)),
+                              {"cpu": rng.choice([CPU // 2, CPU]), "pods": 1000})] for i in range(12)}
+        request, count = _request(rng, THREE)
+        podset = PodSet("main", count, {"cpu": CPU}, topology=request)
+
+        base = domain_base(_holding(nodes, [h for hs in holders.values() for h in hs]), flavor, podset, ())
+        for _ in range(5):
+            gone = set(rng.sample(sorted(holders), rng.randint(0, len(holders))))
+            back = [(a, {r: -v for r, v in per_pod.items()}) for k in sorted(gone) for a, per_pod in holders[k]]
+            rest = [h for k, hs in holders.items() if k not in gone for h in hs]
+            got = place(_holding(nodes, back), flavor, podset, request, (), base=base)
+            assert got == place(_holding(nodes, rest), flavor, podset, request, ()), (trial, request, count, gone)
+            placed += isinstance(got, TopologyAssignment)
+    assert 150 < placed < 350, ("both placements and refusals are compared", placed)
 
 
 def test_fits_checks_each_domain_again() -> None:

@@ -1,7 +1,11 @@
 """Preemption for topology (Kueue's TAS preemption, restated from its ``scheduler_tas_test.go`` cases): a workload
 whose quota fits but whose required topology does not, because lower-priority workloads hold the domains, preempts
 the candidates Kueue's order tries first until its pod sets are placed (the quota and the placement both checked, as
-Kueue's ``workloadFits`` does), then the fewest of them; once they are gone it is placed where they were."""
+Kueue's ``workloadFits`` does), then the fewest of them; once they are gone it is placed where they were.
+
+Under fair sharing the same: Kueue's fair-sharing search asks the same ``workloadFits`` of each victim it takes and of
+each it puts back, so the cases hold with fair sharing on too; in a cohort, a queue within its nominal quota reclaims
+a placement from a borrowing queue, and a borrowing one takes it only where the fair-sharing strategies let it."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
+from flexq.scheduler.fair_preemption import STRATEGIES
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorSpec,
@@ -40,19 +45,20 @@ class _Node:
         return True
 
 
-def _scheduler(policy: PreemptionPolicy) -> Scheduler:
+def _scheduler(policy: PreemptionPolicy, fair: bool = False, hosts: tuple[str, ...] = ("x1", "y1")) -> Scheduler:
     flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(HOSTNAME,))}
     group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
     cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=policy)
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}), instant_eviction=True)
-    nodes = [_Node(name, {HOSTNAME: name}) for name in ("x1", "y1")]
+    s = Scheduler(Config(flavors, {cq.name: cq}, {}, fair_sharing=STRATEGIES if fair else None),
+                  instant_eviction=True)
+    nodes = [_Node(name, {HOSTNAME: name}) for name in hosts]
     s.nodes = lambda: nodes
     return s
 
 
-def _job(name: str, priority: int, pods: int, cpus: int) -> Workload:
+def _job(name: str, priority: int, pods: int, cpus: int, cq: str = "cq") -> Workload:
     podset = PodSet("one", pods, {"cpu": cpus * CPU}, topology=TopologyRequest(HOSTNAME, required=True))
-    return Workload("default", name, "lq", "cq", (podset,), priority=priority, uid=name)
+    return Workload("default", name, "lq", cq, (podset,), priority=priority, uid=name)
 
 
 def _hosts(wl: Workload) -> tuple[str, ...]:
@@ -80,30 +86,116 @@ def _story(s: Scheduler, incoming: Workload) -> dict[str, object]:
 CASES = {
     # Kueue: "low priority workload is preempted even though there is enough capacity, but fragmented": 2 free cpus
     # in all, one per host, and both pods must share a host: the lowest-priority candidate goes, mid survives.
-    "fragmented": (PreemptionPolicy.LOWER_PRIORITY, _job("foo", 3, 2, 1), {
+    "fragmented": (PreemptionPolicy.LOWER_PRIORITY, ("foo", 3, 2, 1), {
         "preempted": ["low"], "evictions": {"mid": 0, "low": 1}, "incoming": WorkloadState.ADMITTED,
         "hosts": ("y1",), "reason": ""}),
     # All 5 cpus of one host: freeing low's host is enough; mid, of higher priority than the incoming, is no
     # candidate at all.
-    "a whole host": (PreemptionPolicy.LOWER_PRIORITY, _job("big", 2, 1, 5), {
+    "a whole host": (PreemptionPolicy.LOWER_PRIORITY, ("big", 2, 1, 5), {
         "preempted": ["low"], "evictions": {"mid": 0, "low": 1}, "incoming": WorkloadState.ADMITTED,
         "hosts": ("y1",), "reason": ""}),
     # No holder is of lower priority: nobody is preempted, it waits for quota (Kueue's Preempt with no candidates).
-    "no lower-priority holder": (PreemptionPolicy.LOWER_PRIORITY, _job("wide", 1, 1, 5), {
+    "no lower-priority holder": (PreemptionPolicy.LOWER_PRIORITY, ("wide", 1, 1, 5), {
         "preempted": [], "evictions": {"mid": 0, "low": 0}, "incoming": WorkloadState.PENDING, "hosts": (),
         "reason": 'couldn\'t assign flavors to pod set one: topology "default" doesn\'t allow to fit any of 1 pod(s). '
                   'Total nodes: 2; excluded: resource "cpu": 2'}),
     # Without preemption in the ClusterQueue it waits, as before.
-    "never": (PreemptionPolicy.NEVER, _job("foo", 3, 2, 1), {
+    "never": (PreemptionPolicy.NEVER, ("foo", 3, 2, 1), {
         "preempted": [], "evictions": {"mid": 0, "low": 0}, "incoming": WorkloadState.PENDING, "hosts": (),
         "reason": 'couldn\'t assign flavors to pod set one: topology "default" allows to fit only 1 out of 2 '
                   "pod(s)"}),
 }
 
 
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
 @pytest.mark.parametrize("case", CASES)
-def test_preemption_frees_a_domain_where_the_required_topology_fits(case: str) -> None:
-    policy, incoming, expected = CASES[case]
-    got = _story(_scheduler(policy), incoming)
+def test_preemption_frees_a_domain_where_the_required_topology_fits(case: str, fair: bool) -> None:
+    policy, (name, priority, pods, cpus), expected = CASES[case]
+    got = _story(_scheduler(policy, fair), _job(name, priority, pods, cpus))
     assert set(got) == set(expected)
     assert {k: got[k] for k in expected} == expected
+
+
+FILL_BACK = {
+    # Kueue's order takes ``small`` first (lowest priority), which frees no host for the 5-cpu pod; ``big`` then
+    # frees y1, and ``small`` is put back. ``top`` is of higher priority than the incoming workload.
+    "put back": ([("top", 9, "x1", 3), ("small", 1, "x1", 2), ("big", 2, "y1", 4)], (1, True),
+                 ([("big", "InClusterQueue")], ("y1",))),
+    # Two 5-cpu pods anywhere need both hosts whole: putting ``small`` back would leave the quota fitting and the
+    # placement not, so it stays a victim (``fillBackWorkloads`` asks the placement too).
+    "kept": ([("small", 1, "x1", 4), ("big", 2, "y1", 4)], (2, False),
+             ([("big", "InClusterQueue"), ("small", "InClusterQueue")], ("x1", "y1"))),
+}
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
+@pytest.mark.parametrize("case", FILL_BACK)
+def test_victims_are_put_back_only_where_the_placement_stays(case: str, fair: bool) -> None:
+    held, (pods, one_host), expected = FILL_BACK[case]
+    s = _scheduler(PreemptionPolicy.LOWER_PRIORITY, fair)
+    for t, (name, priority, host, cpus) in enumerate(held):
+        wl = _job(name, priority, 1, cpus)
+        s.add(wl, float(t))
+        s.schedule(float(t))
+        assert _hosts(wl) == (host,), name
+    request = TopologyRequest(HOSTNAME, required=True) if one_host else TopologyRequest(unconstrained=True)
+    incoming = Workload("default", "whole", "lq", "cq", (PodSet("one", pods, {"cpu": 5 * CPU}, topology=request),),
+                        priority=5, uid="whole")
+    s.add(incoming, 10.0)
+    events = s.schedule(10.0)
+    preempted = sorted((e.workload.split("/")[1], e.extra["preemptionReason"]) for e in events
+                       if e.kind.value == "Preempted")
+    # All at once: the first search chose them all (a second search would preempt the rest a cycle later).
+    pending = [e.reason for e in events if e.kind.value == "Pending" and e.workload == incoming.key]
+    assert (preempted, incoming.state, _hosts(incoming)) == (*expected[:1], WorkloadState.ADMITTED, expected[1])
+    assert pending[0].endswith(f"Pending the preemption of {len(preempted)} workload(s)"), pending
+
+
+def _cohort(b_nominal: int, b_weight: float = 1.0) -> Scheduler:
+    """Three ClusterQueues of cohort ``co`` on one topology-aware flavor over hosts x1 and y1 (5 cpus each): ``a``
+    (nominal 2 cpus) and ``b``, which reclaim from borrowing queues, and ``lender`` (20 cpus), which runs nothing: the
+    quota is always there, the hosts are what is short."""
+    flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(HOSTNAME,))}
+
+    def queue(name: str, nominal: int, weight: float = 1.0) -> ClusterQueueSpec:
+        group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(nominal * CPU)})
+        return ClusterQueueSpec(name, cohort="co", groups=(group,), within_cluster_queue=PreemptionPolicy.NEVER,
+                                reclaim_within_cohort=PreemptionPolicy.ANY, fair_weight=weight)
+
+    queues = [queue("a", 2), queue("b", b_nominal, b_weight), queue("lender", 20)]
+    s = Scheduler(Config(flavors, {q.name: q for q in queues}, {}, fair_sharing=STRATEGIES), instant_eviction=True)
+    nodes = [_Node(name, {HOSTNAME: name}) for name in ("x1", "y1")]
+    s.nodes = lambda: nodes
+    return s
+
+
+COHORT_CASES: dict[str, tuple[int, float, dict[str, object]]] = {
+    # b stays within its nominal quota with the incoming workload: it reclaims from the borrowing a whatever the
+    # shares (FairSharingPreemptWithinNominal), the most recently admitted first.
+    "within nominal": (6, 1.0, {"preempted": [("a2", "InCohortReclamation")], "incoming": WorkloadState.ADMITTED,
+                                "hosts": ("y1",)}),
+    # b borrows 5 cpus where a borrows 6: no victim leaves a's share at or above b's (first strategy), but b's is
+    # below a's as it is (LessThanInitialShare): one victim of a.
+    "fair share": (0, 1.0, {"preempted": [("a2", "InCohortFairSharing")], "incoming": WorkloadState.ADMITTED,
+                            "hosts": ("y1",)}),
+    # At half the weight b's share is twice as high, above a's: no strategy lets it preempt; it waits.
+    "share too high": (0, 0.5, {"preempted": [], "incoming": WorkloadState.PENDING, "hosts": ()}),
+}
+
+
+@pytest.mark.parametrize("case", COHORT_CASES)
+def test_fair_sharing_reclaims_a_placement_in_the_cohort(case: str) -> None:
+    b_nominal, weight, expected = COHORT_CASES[case]
+    s = _cohort(b_nominal, weight)
+    held = [_job("a1", 1, 1, 4, "a"), _job("a2", 1, 1, 4, "a")]
+    for t, wl in enumerate(held):
+        s.add(wl, float(t))
+        s.schedule(float(t))
+    assert [_hosts(wl) for wl in held] == [("x1",), ("y1",)]
+    incoming = _job("whole", 1, 1, 5, "b")
+    s.add(incoming, 10.0)
+    events = s.schedule(10.0)
+    got = {"preempted": [(e.workload.split("/")[1], e.extra["preemptionReason"]) for e in events
+                         if e.kind.value == "Preempted"],
+           "incoming": incoming.state, "hosts": _hosts(incoming) if incoming.admission is not None else ()}
+    assert got == expected

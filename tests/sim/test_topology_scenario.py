@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
 
 SCENARIO = Path(__file__).parents[2] / "examples" / "tas" / "scenario-tas.yaml"
+FAIR_SHARING = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 
 
 def _short(workload: str) -> str:
@@ -35,9 +38,9 @@ def test_jobs_take_a_sub_block_each_and_wait_for_one_to_free() -> None:
     assert not any(e["event"] == "QuotaReserved" and _short(e["workload"]) == "d" for e in events)
 
 
-def _preempting_scenario(tmp_path: Path) -> Path:
+def _preempting_scenario(tmp_path: Path, fair: bool = False) -> Path:
     """examples/tas's queue with preemption in it and two priorities: ``low-a`` and ``low-b`` take a sub-block
-    each; ``urgent`` then needs one."""
+    each; ``urgent`` then needs one. ``fair``: under Kueue's fair sharing."""
     objects = list(yaml.safe_load_all((SCENARIO.parent / "tas-queue.yaml").read_text()))
     for obj in objects:
         if obj["kind"] == "ClusterQueue":
@@ -56,6 +59,7 @@ def _preempting_scenario(tmp_path: Path) -> Path:
               {"at": "60s", "runFor": "10m", "object": job("urgent", "high")}]
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-preemption"},
            "spec": {"objects": objects, "submit": submit, "until": "2h",
+                    **({"kueueConfig": FAIR_SHARING} if fair else {}),
                     "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
                                             "autoscaling": False}]}}}
     path = tmp_path / "scenario.yaml"
@@ -63,8 +67,11 @@ def _preempting_scenario(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_higher_priority_job_preempts_to_free_a_sub_block_and_takes_it(tmp_path: Path) -> None:
-    result = run_scenario(load_scenario(_preempting_scenario(tmp_path)))
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
+def test_a_higher_priority_job_preempts_to_free_a_sub_block_and_takes_it(tmp_path: Path, fair: bool) -> None:
+    """The same with fair sharing on: its search asks the placement of each victim set as the classical one does
+    (the live half: tests/cli/test_kubectl_tas.py)."""
+    result = run_scenario(load_scenario(_preempting_scenario(tmp_path, fair)))
     story = [(e["t"], e["event"], _short(e["workload"])) for e in result.events
              if e["event"] in ("QuotaReserved", "Preempted", "Evicted")]
     hosts = {(_short(e["workload"]), e["t"]): [d["values"][0] for d in e["topologyAssignments"]["main"]["domains"]]

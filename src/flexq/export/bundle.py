@@ -4,9 +4,9 @@ Three files, read from the server through its Kubernetes API as any client would
 
 - ``cluster.sh``: the gcloud commands for the cluster and its node pools (:mod:`flexq.export.gcloud`),
   Kueue's install (with the feature gates the objects need), then ``kubectl apply`` of the two files below;
-- ``kueue.yaml``: Namespaces, PriorityClasses, WorkloadPriorityClasses, ResourceFlavors, Cohorts,
-  AdmissionChecks, ProvisioningRequestConfigs, ClusterQueues (concurrent-admission policies included),
-  LocalQueues;
+- ``kueue.yaml``: Namespaces, PriorityClasses, WorkloadPriorityClasses, Topologies, ResourceFlavors (their
+  ``topologyName`` with them), Cohorts, AdmissionChecks, ProvisioningRequestConfigs, ClusterQueues
+  (concurrent-admission policies included), LocalQueues;
 - ``jobs.yaml``: ConfigMaps and the jobs not yet finished (RayJobs, RayClusters, batch/v1 Jobs), leaving
   out what a controller made (an owner reference: a RayJob's submitter Job, Workloads, pods).
 
@@ -37,11 +37,12 @@ from flexq.export.gcloud import DEFAULT_POOL, cluster_command, credentials_comma
 __all__ = ["ExportError", "GkeExport", "build", "write"]
 
 SYSTEM_NAMESPACES: Final = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"})
-QUEUE_KINDS: Final = ("namespace", "priorityclass", "workloadpriorityclass", "resourceflavor", "cohort",
+QUEUE_KINDS: Final = ("namespace", "priorityclass", "workloadpriorityclass", "topology", "resourceflavor", "cohort",
                       "admissioncheck", "provisioningrequestconfig", "clusterqueue", "localqueue")
 JOB_KINDS: Final = ("configmap", "rayjob", "raycluster", "jobs.batch")
 KUEUE_VERSIONS: Final = ("v1beta1", "v1beta2")
 ELASTIC_ANNOTATION: Final = "kueue.x-k8s.io/elastic-job"
+GKE_NODE_LABELS: Final = ("cloud.google.com/gce-topology-", "cloud.google.com/gke-", "kubernetes.io/hostname")
 
 
 class ExportError(FlexqError):
@@ -211,12 +212,28 @@ def _script(client: Client, project: str | None, location: str | None, cluster: 
              cluster_command({"metadata": {"name": cluster}, "spec": spec}, where), "",
              credentials_command(cluster, where), ""]
     lines += [pool_command(p, where) + "\n" for p in own if p["metadata"]["name"] != DEFAULT_POOL]
+    lines += _topology_notes(queues)
     lines += [_helm(queues, jobs), "",
               "kubectl wait deployment/kueue-controller-manager --namespace kueue-system --for=condition=Available "
               "--timeout=300s",
               "kubectl apply -f kueue.yaml",
               "kubectl apply -f jobs.yaml" if jobs else "# no jobs to submit (jobs.yaml is empty)"]
     return "\n".join(lines) + "\n"
+
+
+def _topology_notes(queues: list[dict[str, Any]]) -> list[str]:
+    """A comment for each Topology: GKE labels its nodes with their place itself (flexq's emulated nodes carry the same
+    labels); a level of another label is the user's to put on the nodes."""
+    lines = []
+    for topology in (q for q in queues if q["kind"] == "Topology"):
+        labels = [str(level.get("nodeLabel")) for level in (topology.get("spec") or {}).get("levels") or []]
+        own = [label for label in labels if not label.startswith(GKE_NODE_LABELS)]
+        lines.append(f"# Topology {topology['metadata']['name']} places pods by the node labels {', '.join(labels)}: "
+                     "GKE sets " + ("them" if not own else "its own") + " on each node (compactly placed capacity, "
+                     "as from a reservation, carries the topology ones)")
+        if own:
+            lines.append(f"# label the nodes with {', '.join(own)} yourself: kubectl label nodes NODE LABEL=VALUE")
+    return [*lines, ""] if lines else []
 
 
 def _helm(queues: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> str:

@@ -1,7 +1,8 @@
 """What a real cluster's Kueue holds, read through its Kubernetes API: the queues and the recent Workloads.
 
 Kueue objects are read in the newest version the cluster serves (v1beta2, else v1beta1, from the API
-group's discovery document); a kind the cluster does not serve (Cohorts before Kueue 0.11) is skipped.
+group's discovery document); a kind the cluster does not serve (Cohorts before Kueue 0.11, Topologies before
+0.14 in v1beta1) is skipped.
 PriorityClasses come along, except the cluster's own ``system-*`` ones. Nothing is written to the cluster.
 """
 
@@ -18,7 +19,8 @@ __all__ = ["QUEUE_KINDS", "ClusterReadError", "ClusterState", "read_cluster"]
 
 KUEUE: Final = "kueue.x-k8s.io"
 # (plural, kind), in the order a scenario lists them: what a queue refers to comes before it.
-QUEUE_KINDS: Final = (("workloadpriorityclasses", "WorkloadPriorityClass"), ("resourceflavors", "ResourceFlavor"),
+QUEUE_KINDS: Final = (("workloadpriorityclasses", "WorkloadPriorityClass"), ("topologies", "Topology"),
+                      ("resourceflavors", "ResourceFlavor"),
                       ("cohorts", "Cohort"), ("provisioningrequestconfigs", "ProvisioningRequestConfig"),
                       ("admissionchecks", "AdmissionCheck"), ("clusterqueues", "ClusterQueue"),
                       ("localqueues", "LocalQueue"))

@@ -8,7 +8,8 @@ The scenario (:mod:`flexq.sim.scenario`) holds, inline:
   pod set is called ``head`` (the head, then a worker group per other pod set, ``replicas`` its count),
   else a batch/v1 Job of ``count`` pods. The pod templates keep what placement reads (containers' images
   and resources, nodeSelector, tolerations, affinity, priorityClassName); the queue and a
-  WorkloadPriorityClass go in the job's labels, as Kueue read them. ``runFor``: the time from admission
+  WorkloadPriorityClass go in the job's labels, as Kueue read them; a pod set's ``topologyRequest`` goes back
+  to the ``kueue.x-k8s.io/podset-*-topology`` annotations that make it. ``runFor``: the time from admission
   to finish when the Workload finished, else ``--run-for``.
   Variants of a concurrently admitted workload (owned by a Workload) are left out: their parent stands
   for them.
@@ -26,6 +27,7 @@ import yaml
 
 from flexq.export import clean
 from flexq.importer.cluster_read import ClusterState
+from flexq.jobs import request_annotations, request_from_object
 
 __all__ = ["Imported", "build_scenario", "workload_job"]
 
@@ -63,15 +65,18 @@ def _condition(workload: Mapping[str, Any], kind: str) -> datetime.datetime | No
     return None
 
 
-def _template(template: Mapping[str, Any], restart: str | None) -> dict[str, Any]:
-    spec = template.get("spec") or {}
+def _template(podset: Mapping[str, Any], restart: str | None) -> dict[str, Any]:
+    spec = (podset.get("template") or {}).get("spec") or {}
     pod: dict[str, Any] = {k: spec[k] for k in POD_FIELDS if spec.get(k)}
     for key in ("initContainers", "containers"):
         if spec.get(key):
             pod[key] = [{k: c[k] for k in CONTAINER_FIELDS if k in c} for c in spec[key]]
     if restart:
         pod["restartPolicy"] = restart
-    return {"spec": pod}
+    request = request_from_object(podset.get("topologyRequest"))
+    if request is None:
+        return {"spec": pod}
+    return {"metadata": {"annotations": request_annotations(request)}, "spec": pod}
 
 
 def _priority_label(spec: Mapping[str, Any]) -> str | None:
@@ -102,10 +107,10 @@ def workload_job(workload: Mapping[str, Any]) -> dict[str, Any] | None:
         if head is None or int(head.get("count", 1)) != 1:
             return None
         workers = [{"groupName": str(p.get("name")), "replicas": int(p.get("count", 1)), "numOfHosts": 1,
-                    "rayStartParams": {}, "template": _template(p.get("template") or {}, None)}
+                    "rayStartParams": {}, "template": _template(p, None)}
                    for p in podsets if p is not head]
         cluster: dict[str, Any] = {"headGroupSpec": {"rayStartParams": {},
-                                                     "template": _template(head.get("template") or {}, None)}}
+                                                     "template": _template(head, None)}}
         if workers:
             cluster["workerGroupSpecs"] = workers
         return {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": job_meta,
@@ -115,7 +120,7 @@ def workload_job(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     count = int(podsets[0].get("count", 1))
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta,
             "spec": {"parallelism": count, "completions": count,
-                     "template": _template(podsets[0].get("template") or {}, "Never")}}
+                     "template": _template(podsets[0], "Never")}}
 
 
 def build_scenario(state: ClusterState, capacity: Mapping[str, Any], *, name: str, context: str,

@@ -1,7 +1,13 @@
 """Job integrations: RayJob, batch/v1 Job and plain Pods into Kueue Workloads, and admission back into the jobs."""
 
 from flexq.jobs.pods import GATE, group_of, group_podsets, group_total, is_queued, outcome, role, template
-from flexq.jobs.topology_annotations import TopologyRequestError, request_from_object, request_object, topology_request
+from flexq.jobs.topology_annotations import (
+    TopologyRequestError,
+    request_annotations,
+    request_from_object,
+    request_object,
+    topology_request,
+)
 from flexq.jobs.webhook import job_webhook, job_webhook_for
 from flexq.jobs.workload import (
     COMPLETIONS_EQUAL_PARALLELISM,
@@ -46,6 +52,7 @@ __all__ = [
     "pod_requests",
     "podsets",
     "priority_class_ref",
+    "request_annotations",
     "request_from_object",
     "request_object",
     "role",

@@ -10,7 +10,7 @@ from flexq.errors import FlexqError
 from flexq.scheduler import TopologyRequest
 
 __all__ = ["PREFERRED", "REQUIRED", "SLICE_REQUIRED", "SLICE_SIZE", "UNCONSTRAINED", "TopologyRequestError",
-           "request_from_object", "request_object", "topology_request"]
+           "request_annotations", "request_from_object", "request_object", "topology_request"]
 
 REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
@@ -47,6 +47,19 @@ def topology_request(annotations: Mapping[str, Any], where: str = "template") ->
         return None
     level = str(required or preferred or "")
     return TopologyRequest(level, bool(required), unconstrained and not level, str(slice_level or ""), size)
+
+
+def request_annotations(request: TopologyRequest) -> dict[str, str]:
+    """The pod template annotations that make ``request`` (the inverse of :func:`topology_request`)."""
+    out: dict[str, str] = {}
+    if request.level:
+        out[REQUIRED if request.required else PREFERRED] = request.level
+    if request.unconstrained:
+        out[UNCONSTRAINED] = "true"
+    if request.slice_level:
+        out[SLICE_REQUIRED] = request.slice_level
+        out[SLICE_SIZE] = str(request.slice_size)
+    return out
 
 
 def request_object(request: TopologyRequest) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
+from flexq.scheduler.preemption import PreemptionOracle, Target, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -328,23 +328,19 @@ class CycleRunner:
 
     def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
-        question in the same state, else searched for; where its pod sets are placed on a topology (and fair
-        sharing is off), searched for so that they free a placement too."""
+        question in the same state, else searched for; where its pod sets are placed on a topology (fair
+        sharing on or off), searched for so that they free a placement too."""
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(state.workloads, wl)
         if old is not None:
             return slice_targets(wl, old, cq, state.tree, state.holding, assignment)
         needed, requests = assignment.preempt_resources(), assignment.usage()
-        placed = topology_check(state, self._view.now, wl, assignment) \
-            if self._view is not None and state.config.fair_sharing is None else None
+        placed = topology_check(state, self._view.now, wl, assignment) if self._view is not None else None
         targets = oracle.found(needed, requests) if oracle is not None and placed is None else None
-        if placed is not None:
-            targets = find_targets(wl, cq, state.tree, state.holding, needed, requests, None,
-                                   state.queues.victim_usage(), topology=placed)
-        elif targets is None:
+        if targets is None:
             targets = search_for(state.config.fair_sharing)(wl, cq, state.tree, state.holding, needed, requests,
-                                                            None, state.queues.victim_usage())
+                                                            None, state.queues.victim_usage(), topology=placed)
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

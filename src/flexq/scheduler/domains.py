@@ -38,7 +38,8 @@ from flexq.scheduler.model import (
     TopologyRequest,
 )
 
-__all__ = ["HOSTNAME", "TopologyNode", "TopologyView", "by_node", "fits", "place", "tas_implied", "tas_match"]
+__all__ = ["HOSTNAME", "DomainBase", "TopologyNode", "TopologyView", "by_node", "domain_base", "fits", "place",
+           "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -144,15 +145,70 @@ def tas_match(podset: PodSet, flavor: FlavorSpec, implied: bool) -> str:
     return ""
 
 
+@dataclass(frozen=True, slots=True)
+class DomainBase:
+    """A flavor's domain tree for one pod set, as one view gives it with what every holder holds taken off: built
+    once for a search that places the same pod set again and again, each time with some holders set aside
+    (:func:`place`'s ``base``). Its domains are kept parents first, each child in its place among its siblings, so a
+    tree made again from them is the very tree."""
+
+    domains: tuple[tuple[tuple[str, ...], int, int, Mapping[str, int] | None], ...]
+    """(values, the parent's index or -1 for a root, nodes, free capacity or None above the leaves) of each domain."""
+    total: int
+    selector: int
+    taints: Mapping[str, int]
+
+    def tree(self) -> tuple[list[_Domain], dict[tuple[str, ...], _Domain], _Stats]:
+        """A fresh tree (each placement changes its domains' counts), its leaves, and the stats of its build."""
+        made: list[_Domain] = []
+        roots: list[_Domain] = []
+        leaves: dict[tuple[str, ...], _Domain] = {}
+        for values, parent, nodes, free in self.domains:
+            domain = _Domain(values)
+            (roots if parent < 0 else made[parent].children).append(domain)
+            made.append(domain)
+            if free is not None:
+                domain.nodes, domain.free = nodes, dict(free)
+                leaves[values] = domain
+        return roots, leaves, _Stats(self.total, self.selector, dict(self.taints))
+
+
+def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
+                tolerations: Sequence[Toleration]) -> DomainBase:
+    """The tree :func:`place` would build for ``podset`` on ``flavor`` in ``view``, with the view's holders'
+    assignments taken off its leaves."""
+    stats = _Stats()
+    roots, leaves = _tree(view, flavor, podset, tolerations, stats)
+    _subtract_held(view, flavor, leaves)
+    depth = len(flavor.levels)
+    out: list[tuple[tuple[str, ...], int, int, Mapping[str, int] | None]] = []
+
+    def walk(domain: _Domain, parent: int) -> None:
+        index = len(out)
+        out.append((domain.values, parent, domain.nodes, dict(domain.free) if len(domain.values) == depth else None))
+        for child in domain.children:
+            walk(child, index)
+
+    for root in roots:
+        walk(root, -1)
+    return DomainBase(tuple(out), stats.total, stats.selector, dict(stats.taints))
+
+
 def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: TopologyRequest,
-          tolerations: Sequence[Toleration], empty: bool = False) -> TopologyAssignment | str:
+          tolerations: Sequence[Toleration], empty: bool = False,
+          base: DomainBase | None = None) -> TopologyAssignment | str:
     """Where ``podset``'s pods go on ``flavor``'s nodes (or why they cannot: Kueue's message). ``empty``: as if no
-    other topology-aware workload held anything (Kueue's ``simulateEmpty``, asked before preempting)."""
+    other topology-aware workload held anything (Kueue's ``simulateEmpty``, asked before preempting). ``base``: the
+    leaves :func:`domain_base` built for this pod set and flavor; the view's usage is then what changed since (a
+    holder set aside: its assignment with negative requests)."""
     levels = flavor.levels
     per_pod = {r: v for r, v in podset.requests.items() if v > 0}
     per_pod["pods"] = 1000
-    stats = _Stats()
-    roots, leaves = _tree(view, flavor, podset, tolerations, stats)
+    if base is not None:
+        roots, leaves, stats = base.tree()
+    else:
+        stats = _Stats()
+        roots, leaves = _tree(view, flavor, podset, tolerations, stats)
     if not empty:
         _subtract_held(view, flavor, leaves)
     size = max(1, request.slice_size) if request.slice_level else 1

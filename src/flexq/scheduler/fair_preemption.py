@@ -14,12 +14,17 @@ queue's own candidates go at once; another queue's go while its share stays abov
 The second strategy only retries the candidates the first passed over. A preemptor queue that stays within its
 nominal quota on the contested resources reclaims from the borrowing queues whatever the shares (Kueue's
 ``FairSharingPreemptWithinNominal``, on by default). Victims not needed in the end are put back, latest first.
+
+Where the incoming workload's pod sets are placed on a topology, each "it fits now" also asks that they are placed
+with the victims gone, and so does putting a victim back (Kueue's ``workloadFitsForFairSharing`` and
+``fillBackWorkloads`` both go through its ``workloadFits``, which places them): fair sharing preempts for a
+placement as the classical search does.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final
 
 from flexq.scheduler.fairshare import NEGATIVE, Share, compare, share_of
@@ -176,11 +181,18 @@ def _below(node: Node, lca: Node) -> Node:
     return node
 
 
+Placed = Callable[[Sequence[Target]], bool]
+"""Whether the incoming workload's pod sets are placed on their topology with the given victims gone
+(:func:`flexq.scheduler.tas.topology_check`)."""
+
+
 def fair_targets(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
                  needed: set[FlavorResource], requests: Mapping[FlavorResource, int], strategies: tuple[str, ...],
-                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> list[Target]:
-    """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq`` under fair sharing; empty if none
-    suffice. ``usage``: admission fair sharing's LocalQueue usage, where it orders candidates."""
+                 exclude: set[str] | None = None, usage: LocalQueueUsage | None = None,
+                 topology: Placed | None = None) -> list[Target]:
+    """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq`` under fair sharing (and, with
+    ``topology``, be placed); empty if none suffice. ``usage``: admission fair sharing's LocalQueue usage, where it
+    orders candidates."""
     if not needed:
         return []
     candidates = _candidates(incoming, cq, tree, holders, needed, exclude or set(), usage)
@@ -188,14 +200,14 @@ def fair_targets(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, hold
         return []
     with tree.trial() as trial:
         trial.add(cq.name, requests)  # the shares count the incoming workload
-        run = _Run(tree, trial, cq.name, needed, requests)
+        run = _Run(tree, trial, cq.name, needed, requests, topology)
         fits, retry = run.first(candidates, strategies[0])
         if not fits and len(strategies) > 1:
             fits = run.second(retry)
         if not fits:
             return []
         trial.remove(cq.name, requests)
-        return minimal(trial, tree, cq.name, requests, run.targets, True)
+        return minimal(trial, tree, cq.name, requests, run.targets, True, topology=topology)
 
 
 def search_for(strategies: tuple[str, ...] | None) -> Search:
@@ -206,8 +218,9 @@ def search_for(strategies: tuple[str, ...] | None) -> Search:
 
     def search(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
                needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
-               exclude: set[str] | None = None, usage: LocalQueueUsage | None = None) -> list[Target]:
-        return fair_targets(incoming, cq, tree, holders, needed, requests, strategies, exclude, usage)
+               exclude: set[str] | None = None, usage: LocalQueueUsage | None = None, *,
+               topology: Placed | None = None) -> list[Target]:
+        return fair_targets(incoming, cq, tree, holders, needed, requests, strategies, exclude, usage, topology)
 
     return search
 
@@ -216,16 +229,18 @@ class _Run:
     """One search for victims: the targets taken so far, out of the tree (in ``trial``)."""
 
     def __init__(self, tree: QuotaTree, trial: Trial, cq: str, needed: set[FlavorResource],
-                 requests: Mapping[FlavorResource, int]) -> None:
+                 requests: Mapping[FlavorResource, int], topology: Placed | None = None) -> None:
         self.tree, self.trial, self.cq, self.needed, self.requests = tree, trial, cq, needed, requests
+        self.topology = topology
         self.targets: list[Target] = []
 
     def _take(self, wl: Workload, variant: Variant) -> bool:
-        """Evict ``wl``; whether the incoming workload fits now."""
+        """Evict ``wl``; whether the incoming workload fits now (and is placed, where it asks a topology)."""
         self.trial.remove(wl.cluster_queue, _usage(wl))
         self.targets.append(Target(wl, variant))
         with self.tree.without([(self.cq, self.requests)]):
-            return fits_with_borrowing(self.tree, self.cq, self.requests)
+            fits = fits_with_borrowing(self.tree, self.cq, self.requests)
+        return fits and (self.topology is None or self.topology(self.targets))
 
     def first(self, candidates: list[Workload], strategy: str) -> tuple[bool, list[Workload]]:
         ordering = _Ordering(self.tree, self.cq, candidates)

@@ -348,8 +348,8 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
                     view: TopologyView) -> list[PodSetResult]:
     """Kueue's topology phase of the flavor assigner: once every pod set has its flavors, those on a topology-aware
     flavor are placed. Where the quota fits and the placement does not, it could fit once others' pods are gone
-    (Preempt: its flavor's resources need preemption, and the victims must free a placement; under fair sharing
-    flexq does not yet preempt for topology) or could never fit the flavor's nodes (NoFit,
+    (Preempt: its flavor's resources need preemption, and the victims must free a placement, fair sharing on or
+    off) or could never fit the flavor's nodes (NoFit,
     ``TopologyPlacementFailed``); where the quota needs preemption, only the second is asked."""
     out: list[PodSetResult] = []
     held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
@@ -373,9 +373,8 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
                                            no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED))
         elif placed:
             out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
-                                           no_fit=PendingReason.WAITING_FOR_QUOTA, topology_blocked=not search.fair,
-                                           preempt=frozenset() if search.fair else frozenset(
-                                               fr for fr in result.usage if fr[0] == flavor.name)))
+                                           no_fit=PendingReason.WAITING_FOR_QUOTA, topology_blocked=True,
+                                           preempt=frozenset(fr for fr in result.usage if fr[0] == flavor.name)))
         else:
             out.append(result)
     return out

@@ -358,11 +358,15 @@ def _minimal_placed(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[Fl
 
 
 def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
-             removed: list[Target], borrowing: bool) -> list[Target]:
-    """Put back each victim but the last, latest first, where the request still fits without evicting it.
+            removed: list[Target], borrowing: bool, *,
+            topology: Callable[[list[Target]], bool] | None = None) -> list[Target]:
+    """Put back each victim but the last, latest first, where the request still fits without evicting it (and, with
+    ``topology``, is still placed).
 
     While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
     reading the tree, and enter it together when it must be read."""
+    if topology is not None:
+        return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
     back = _Aside(trial, 1)
     missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):

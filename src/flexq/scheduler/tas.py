@@ -8,9 +8,10 @@ the same cycle counts at once. With no topology-aware flavor configured there is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from flexq.scheduler.domains import TopologyView, fits, place, tas_implied
+from flexq.scheduler.domains import TopologyView, UsageOf, domain_base, fits, place, tas_implied
 from flexq.scheduler.flavorassigner import Assignment, topology_request
 from flexq.scheduler.model import FlavorSpec, TopologyAssignment, Workload
 from flexq.scheduler.preemption import Target
@@ -69,6 +70,20 @@ def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload
     return True
 
 
+Held = list[tuple[TopologyAssignment, Mapping[str, int]]]
+
+
+def _changed(back: Mapping[str, Held], topology: str, held: Held) -> UsageOf:
+    """What changed since a pod set's leaves were built: the victims' assignments back (``back``, by Topology) and
+    the earlier pod sets' ``held`` on ``topology``."""
+    extra = list(held)
+
+    def usage(name: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
+        return [*back.get(name, ()), *(extra if name == topology else ())]
+
+    return usage
+
+
 def _tas_flavor(state: SchedulerState, flavors: Iterable[str]) -> FlavorSpec | None:
     specs = state.config.flavors
     return next((specs[f] for f in flavors if f in specs and specs[f].topology and specs[f].levels), None)
@@ -89,13 +104,32 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
     if not asked:
         return None
 
+    view = topology_view(state, now)
+    assert view is not None
+    bases = [domain_base(view, flavor, podset, (*podset.tolerations, *flavor.tolerations))
+             for podset, _, flavor in asked]
+
+    memo: dict[tuple[str, str], Held] = {}
+
+    def negated(wl: Workload, topology: str) -> Held:
+        """What ``wl`` holds on ``topology``, with negative requests (put back, it frees its place)."""
+        key = (wl.key, topology)
+        if key not in memo:
+            memo[key] = [(where, {r: -v for r, v in per_pod.items()}) for where, per_pod in _held(wl, topology, state)]
+        return memo[key]
+
     def placed(victims: Sequence[Target]) -> bool:
-        view = topology_view(state, now, frozenset(t.workload.key for t in victims))
-        assert view is not None
-        held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
-        for podset, request, flavor in asked:
-            where = place(view.plus(flavor.topology, held), flavor, podset, request,
-                          (*podset.tolerations, *flavor.tolerations))
+        # Each pod set's leaves were built once, with every holder's assignment off: the victims' go back on (as
+        # negative usage), the earlier pod sets' come off, in whole numbers, so the free capacity is the same as a
+        # tree built without the victims.
+        gone = [wl for key, wl in {t.workload.key: t.workload for t in victims}.items()
+                if key in state.holding.get(wl.cluster_queue, {})]  # as the view without them leaves out
+        back: dict[str, Held] = {topology: [h for wl in gone for h in negated(wl, topology)]
+                                 for topology in {flavor.topology for _, _, flavor in asked}}
+        held: Held = []
+        for (podset, request, flavor), base in zip(asked, bases, strict=True):
+            changed = dataclasses.replace(view, usage=_changed(back, flavor.topology, held))
+            where = place(changed, flavor, podset, request, (*podset.tolerations, *flavor.tolerations), base=base)
             if isinstance(where, str):
                 return False
             held.append((where, {**podset.requests, "pods": 1000}))

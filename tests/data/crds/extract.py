@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 KUEUE = ("resourceflavors", "clusterqueues", "localqueues", "admissionchecks", "provisioningrequestconfigs",
-         "workloadpriorityclasses", "cohorts")
+         "workloadpriorityclasses", "cohorts", "topologies")
 KUBERAY = ("rayjobs", "rayclusters")
 
 
