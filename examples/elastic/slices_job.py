@@ -16,20 +16,25 @@ WANT = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 2
 HEAD = "TPU-v6e-16-head"
 
 
-@ray.remote(resources={HEAD: 1, "TPU": 4}, num_cpus=1)
-def on_slice(i):
-    time.sleep(20)  # long enough for the autoscaler to add the second slice while the first one is busy
-    return os.environ.get("TPU_NAME", "?")
-
-
 def slices():
     return int(ray.cluster_resources().get(HEAD, 0))
+
+
+@ray.remote(resources={HEAD: 1, "TPU": 4}, num_cpus=1)
+def on_slice(want):
+    # Hold this slice until the job has all its slices (the waiting tasks' demand makes the autoscaler add them),
+    # then a little longer, so that each waiting task starts on a new slice rather than on this one.
+    deadline = time.time() + 240
+    while slices() < want and time.time() < deadline:
+        time.sleep(1)
+    time.sleep(5)
+    return os.environ.get("TPU_NAME", "?")
 
 
 def main():
     ray.init()
     print(f"{slices()} slice(s); {WANT} tasks, a slice each", flush=True)
-    names = ray.get([on_slice.remote(i) for i in range(WANT)], timeout=300)
+    names = ray.get([on_slice.remote(WANT) for _ in range(WANT)], timeout=300)
     print(f"{WANT} tasks ran on slices: {', '.join(sorted(set(names)))}", flush=True)
     if "--shrink" in sys.argv:
         deadline = time.time() + 300
