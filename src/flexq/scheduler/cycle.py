@@ -10,6 +10,7 @@ tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cyc
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -32,7 +33,7 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import PreemptionOracle, Target, find_targets, oracle_for
+from flexq.scheduler.preemption import CohortScan, PreemptionOracle, Search, Target, find_targets, oracle_for
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -68,6 +69,8 @@ class CycleRunner:
         self.transitions = transitions
         self._view: TopologyView | None = None
         """The nodes this cycle places topology-aware pod sets on (None: no topology-aware flavor)."""
+        self._scan: CohortScan | None = None
+        """The cohorts' preemption candidates, while the heads of a cycle are nominated."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -107,6 +110,7 @@ class CycleRunner:
         heads, events = self._heads(now)
         cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
+        self._scan = CohortScan()
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
                 events += self.transitions.inadmissible(wl, "The workload has failed admission checks", now,
@@ -130,6 +134,7 @@ class CycleRunner:
                     assignment, targets = partial
                 state.last_assignment[wl.key] = assignment
             nominated.append((wl, assignment, targets))
+        self._scan = None
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with state.tree.trial() as trial:
             cycle = _Cycle(trial)
@@ -276,9 +281,10 @@ class CycleRunner:
             state.last_assignment[wl.key] = assignment
             return assignment, None
         fair = state.config.fair_sharing
-        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
-                            search=search_for(fair))
         shared = self.holdings.shared(wl)
+        # With a sibling's share set aside the tree is not the nomination phase's: its candidates are collected anew.
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                            search=search_for(fair) if shared else self._search())
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with state.tree.without([(cq.name, shared)]):
@@ -318,6 +324,13 @@ class CycleRunner:
 
         return largest_fit(wl.podsets, fits)
 
+    def _search(self) -> Search:
+        """How victims are searched for during the nomination phase: with its cohorts' candidates, collected once."""
+        search = search_for(self.state.config.fair_sharing)
+        if search is find_targets and self._scan is not None:
+            return functools.partial(find_targets, scan=self._scan)
+        return search
+
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.state.unavailable.items()}
 
@@ -341,10 +354,10 @@ class CycleRunner:
         targets = oracle.found(needed, requests) if oracle is not None and placed is None else None
         if placed is not None:
             targets = find_targets(wl, cq, state.tree, state.holding, needed, requests, None,
-                                   state.queues.victim_usage(), topology=placed)
+                                   state.queues.victim_usage(), topology=placed, scan=self._scan)
         elif targets is None:
-            targets = search_for(state.config.fair_sharing)(wl, cq, state.tree, state.holding, needed, requests,
-                                                            None, state.queues.victim_usage())
+            targets = self._search()(wl, cq, state.tree, state.holding, needed, requests, None,
+                                     state.queues.victim_usage())
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

@@ -25,8 +25,8 @@ from enum import Enum
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
-__all__ = ["Holders", "PreemptionOracle", "Search", "Target", "Variant", "find_targets", "fits_with_borrowing",
-           "minimal", "oracle_for", "policy_allows"]
+__all__ = ["CohortScan", "Holders", "PreemptionOracle", "Search", "Target", "Variant", "find_targets",
+           "fits_with_borrowing", "minimal", "oracle_for", "policy_allows"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -123,8 +123,8 @@ def _ordered(group: list[Target], usage: LocalQueueUsage | None) -> list[Target]
 
 
 def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: set[FlavorResource],
-             holders: Holders, out: list[Workload]) -> None:
-    for child in node.children:
+             holders: Holders, out: list[Workload], children: list[Node] | None = None) -> None:
+    for child in node.children if children is None else children:
         if child is skip or tree.within_nominal(child, needed):
             continue
         if child.is_cohort:
@@ -133,10 +133,82 @@ def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: s
             out.extend(w for w in holders.get(child.name, {}).values() if _uses(w, needed))
 
 
+class CohortScan:
+    """The victims the other queues of a cohort offer, collected once for all the searches of one nomination phase.
+
+    While a cycle nominates its heads the quota tree's usage and the workloads holding quota do not change (what a
+    search tries is undone before the next): which queues below a cohort use more than their nominal quota, and what
+    their workloads could give up, is the same for every preemptor of the cohort. Only the queue the preemptor comes
+    through (``skip``) and the workloads it excludes differ; they are left out when the collection is read."""
+
+    __slots__ = ("_found", "_targets")
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Node, frozenset[FlavorResource]], list[tuple[Node, list[Workload]]]] = {}
+        """(cohort, needed) -> each child above its nominal quota with the workloads below it that use ``needed``."""
+        self._targets: dict[tuple[object, ...], list[tuple[Node, Target]]] = {}
+        """The same as targets, for preemptors alike in what makes a workload a target and of which variant."""
+
+    def collected(self, tree: QuotaTree, ancestor: Node, needed: set[FlavorResource],
+                  holders: Holders) -> list[tuple[Node, list[Workload]]]:
+        key = (ancestor, frozenset(needed))
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = []
+            for child in ancestor.children:
+                workloads: list[Workload] = []
+                _collect(tree, ancestor, None, "", needed, holders, workloads, [child])
+                if workloads:
+                    found.append((child, workloads))
+        return found
+
+    def targets(self, key: tuple[object, ...], build: Callable[[], list[tuple[Node, Target]]]) -> list[
+            tuple[Node, Target]]:
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = build()
+        return found
+
+
+def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advantage: bool,
+                 found: Iterable[tuple[Node, Workload]]) -> list[tuple[Node, Target]]:
+    """The workloads ``found`` below ``ancestor`` that ``incoming`` may reclaim, as targets of their variant."""
+    policy = PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY \
+        else PreemptionPolicy.LOWER_PRIORITY
+    out: list[tuple[Node, Target]] = []
+    for child, w in found:
+        if not policy_allows(policy, incoming, w):
+            continue
+        if advantage:
+            out.append((child, Target(w, Variant.HIERARCHICAL_RECLAIM, ancestor)))
+        elif cq.borrow_within_cohort is PreemptionPolicy.NEVER or w.priority >= incoming.priority or (
+                cq.borrow_within_cohort_threshold is not None
+                and w.priority > cq.borrow_within_cohort_threshold):
+            out.append((child, Target(w, Variant.RECLAIM_WITHOUT_BORROWING, ancestor)))
+        else:
+            out.append((child, Target(w, Variant.RECLAIM_WHILE_BORROWING, ancestor)))
+    return out
+
+
+def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders, needed: set[FlavorResource],
+           ancestor: Node, child: Node, advantage: bool, scan: CohortScan | None) -> list[Target]:
+    """The targets ``incoming`` (coming through ``child``) may reclaim below ``ancestor``, not yet excluded."""
+    if scan is None:
+        found: list[Workload] = []
+        _collect(tree, ancestor, child, cq.name, needed, holders, found)
+        return [t for _, t in _reclaimable(incoming, cq, ancestor, advantage, ((child, w) for w in found))]
+    collected = scan.collected(tree, ancestor, needed, holders)
+    key = (ancestor, frozenset(needed), incoming.priority, cq.reclaim_within_cohort is PreemptionPolicy.ANY, advantage,
+           cq.borrow_within_cohort is PreemptionPolicy.NEVER, cq.borrow_within_cohort_threshold)
+    every = scan.targets(key, lambda: _reclaimable(incoming, cq, ancestor, advantage,
+                                                   ((c, w) for c, ws in collected for w in ws)))
+    return [t for c, t in every if c is not child]
+
+
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 holders: Holders, needed: set[FlavorResource],
-                requests: Mapping[FlavorResource, int], exclude: set[str]) -> tuple[list[Target], list[Target],
-                                                                                    list[Target]]:
+                requests: Mapping[FlavorResource, int], exclude: set[str],
+                scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target]]:
     own: list[Target] = []
     policy = cq.within_cluster_queue
     if policy is not PreemptionPolicy.NEVER:
@@ -156,28 +228,16 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
         return own, [], []
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
-    node = tree.queues[cq.name]
     if node.parent is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER:
         advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v for fr, v in requests.items())
         remaining = {fr: v - tree.local_available(node, fr) for fr, v in requests.items()}
         child: Node = node
         ancestor: Node | None = node.parent
         while ancestor is not None:
-            found: list[Workload] = []
-            _collect(tree, ancestor, child, cq.name, needed, holders, found)
-            for w in found:
-                if w.key in exclude or not policy_allows(
-                        PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY
-                        else PreemptionPolicy.LOWER_PRIORITY, incoming, w):
-                    continue
-                if advantage:
-                    hierarchy.append(Target(w, Variant.HIERARCHICAL_RECLAIM, ancestor))
-                elif cq.borrow_within_cohort is PreemptionPolicy.NEVER or w.priority >= incoming.priority or (
-                        cq.borrow_within_cohort_threshold is not None
-                        and w.priority > cq.borrow_within_cohort_threshold):
-                    by_priority.append(Target(w, Variant.RECLAIM_WITHOUT_BORROWING, ancestor))
-                else:
-                    by_priority.append(Target(w, Variant.RECLAIM_WHILE_BORROWING, ancestor))
+            found = _below(incoming, cq, tree, holders, needed, ancestor, child, advantage, scan)
+            if exclude:
+                found = [t for t in found if t.workload.key not in exclude]
+            (hierarchy if advantage else by_priority).extend(found)
             advantage = advantage or all(
                 ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining[fr] for fr in remaining)
             remaining = {fr: r - tree.local_available(ancestor, fr) for fr, r in remaining.items()}
@@ -282,14 +342,16 @@ def find_targets(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
     needed: set[FlavorResource], requests: Mapping[FlavorResource, int], exclude: set[str] | None = None,
     usage: LocalQueueUsage | None = None, *, topology: Callable[[list[Target]], bool] | None = None,
+    scan: CohortScan | None = None,
 ) -> list[Target]:
     """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice. ``usage``:
     admission fair sharing's LocalQueue usage, which orders the candidates of a ClusterQueue that uses it.
     ``topology``: where ``incoming`` is placed on a topology, whether it is once the given victims are gone (Kueue's
-    ``workloadFits`` asks it with the quota, so the victims free a placement too)."""
+    ``workloadFits`` asks it with the quota, so the victims free a placement too). ``scan``: the cohorts' candidates
+    of the nomination phase it is asked in (:class:`CohortScan`)."""
     if not needed:
         return []
-    own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
+    own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set(), scan)
     if not own and not hierarchy and not by_priority:
         return []  # (most searches: a queue that must borrow, with no workload of its own to preempt)
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
