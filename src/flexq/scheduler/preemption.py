@@ -273,13 +273,19 @@ class _Missing:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
         nothing is missing after it."""
         none = True
-        for lacks in (self.room, self.own) if own_queue else (self.room,):
-            for fr, before in lacks.items():
-                after = lacks[fr] = before + sign * usage.get(fr, 0)
+        room = self.room
+        for fr, before in room.items():  # loops and local names: this is asked of every victim tried
+            after = room[fr] = before + sign * usage.get(fr, 0)
+            if after > 0:
+                none = False
+        own = self.own
+        if own_queue:
+            for fr, before in own.items():
+                after = own[fr] = before + sign * usage.get(fr, 0)
                 if after > 0:
                     none = False
-        if none and not own_queue:
-            for missing in self.own.values():
+        elif none:
+            for missing in own.values():
                 if missing > 0:
                     return False
         return none
@@ -292,7 +298,8 @@ def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResour
 
 class _Aside:
     """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
-    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). ``by_cq`` stays
+    the same dict (the searches hold it), emptied by each flush."""
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
@@ -301,7 +308,9 @@ class _Aside:
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
 
     def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
-        total = self.by_cq.setdefault(cq, {})
+        total = self.by_cq.get(cq)
+        if total is None:
+            total = self.by_cq[cq] = {}
         for fr, amount in usage.items():
             total[fr] = total.get(fr, 0) + amount
 
@@ -311,7 +320,7 @@ class _Aside:
                 self._trial.add(cq, total)
             else:
                 self._trial.remove(cq, total)
-        self.by_cq = {}
+        self.by_cq.clear()  # (the trial keeps the sums it was given: each flush starts new ones)
 
 
 def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool, out: _Aside) -> bool:
@@ -329,7 +338,10 @@ def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], bor
         if taken is None:
             return not tree.within_nominal(node, needed)
         subtree, usage = node.subtree, node.usage
-        return any(subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0) for fr in needed)
+        for fr in needed:  # noqa: SIM110 - a loop: this is asked of every candidate tried
+            if subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0):
+                return True
+        return False
     out.flush()
     while node is not None and node is not t.lca:
         if tree.within_nominal(node, needed):
@@ -388,15 +400,21 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
     out = _Aside(trial, -1)
+    taken = out.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
         victim = t.workload.cluster_queue
-        if victim != cq and not _valid(t, tree, cq, needed, borrowing, out):
+        own = victim == cq
+        if not own and not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
-        out.take(victim, usage)
+        total = taken.get(victim)  # (the victim set aside: _Aside.take, inline in this loop over every candidate)
+        if total is None:
+            total = taken[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         removed.append(t)
-        if not missing.shift(usage, victim == cq, -1):
+        if not missing.shift(usage, own, -1):
             continue
         out.flush()
         missing = _Missing(tree, cq, requests, borrowing)
@@ -426,11 +444,16 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
     reading the tree, and enter it together when it must be read."""
     back = _Aside(trial, 1)
+    taken = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
         usage, victim = _usage(t), t.workload.cluster_queue
-        back.take(victim, usage)
+        total = taken.get(victim)  # (the victim put back: _Aside.take, inline in this loop over every victim)
+        if total is None:
+            total = taken[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         if missing.shift(usage, victim == cq, 1):
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
