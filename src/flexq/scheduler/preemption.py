@@ -164,9 +164,11 @@ class CohortScan:
 
     def targets(self, key: tuple[object, ...], build: Callable[[], list[tuple[Node, Target]]]) -> list[
             tuple[Node, Target]]:
+        """The targets ``build`` makes for ``key``, in Kueue's candidate order (:func:`_order`: what is left of them
+        once some are left out is still in that order)."""
         found = self._targets.get(key)
         if found is None:
-            found = self._targets[key] = build()
+            found = self._targets[key] = sorted(build(), key=lambda pair: _order(pair[1]))
         return found
 
 
@@ -208,7 +210,9 @@ def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: H
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 holders: Holders, needed: set[FlavorResource],
                 requests: Mapping[FlavorResource, int], exclude: set[str],
-                scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target]]:
+                scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target], tuple[bool, bool]]:
+    """The candidates of the queue's own, hierarchical reclaim and reclaim by priority; and whether the hierarchical
+    and by priority ones are already in Kueue's candidate order (each from one of ``scan``'s ordered lists)."""
     own: list[Target] = []
     policy = cq.within_cluster_queue
     if policy is not PreemptionPolicy.NEVER:
@@ -219,15 +223,17 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                and w is not incoming and w.key not in exclude and _uses(w, needed)]
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
-        return [], [], []  # no eviction anywhere can let the queue hold this much
+        return [], [], [], (True, True)  # no eviction anywhere can let the queue hold this much
     node = tree.queues[cq.name]
     if (node.parent is not None and node.parent.parent is None
             and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, after)):
         # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
         # workloads can never be its victims, so they are not even collected.
-        return own, [], []
+        return own, [], [], (True, True)
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
+    lists = [0, 0]
+    """How many lists went into each: one of the scan's is in order already."""
     if node.parent is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER:
         advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v for fr, v in requests.items())
         remaining = {fr: v - tree.local_available(node, fr) for fr, v in requests.items()}
@@ -238,11 +244,13 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
             if exclude:
                 found = [t for t in found if t.workload.key not in exclude]
             (hierarchy if advantage else by_priority).extend(found)
+            if found:
+                lists[0 if advantage else 1] += 1 if scan is not None else 2
             advantage = advantage or all(
                 ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining[fr] for fr in remaining)
             remaining = {fr: r - tree.local_available(ancestor, fr) for fr, r in remaining.items()}
             child, ancestor = ancestor, ancestor.parent
-    return own, hierarchy, by_priority
+    return own, hierarchy, by_priority, (lists[0] <= 1, lists[1] <= 1)
 
 
 class _Missing:
@@ -363,7 +371,8 @@ def find_targets(
     of the nomination phase it is asked in (:class:`CohortScan`)."""
     if not needed:
         return []
-    own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set(), scan)
+    own, hierarchy, by_priority, ordered_already = _candidates(incoming, cq, tree, holders, needed, requests,
+                                                              exclude or set(), scan)
     if not own and not hierarchy and not by_priority:
         return []  # (most searches: a queue that must borrow, with no workload of its own to preempt)
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
@@ -377,7 +386,10 @@ def find_targets(
     attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
     if not attempts:
         return []  # no eviction can make room: the candidates need no ordering
-    groups = [_ordered(g, usage) for g in (hierarchy, by_priority, own)]  # other queues' first
+    if usage is not None:
+        ordered_already = (False, False)  # admission fair sharing orders them otherwise
+    groups = [g if done else _ordered(g, usage)  # other queues' first
+              for g, done in ((hierarchy, ordered_already[0]), (by_priority, ordered_already[1]), (own, False))]
     ordered = [t for g in groups for t in g if t.workload.evicting] + [
         t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
