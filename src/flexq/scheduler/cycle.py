@@ -33,7 +33,15 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import CohortScan, PreemptionOracle, Search, Target, find_targets, oracle_for
+from flexq.scheduler.preemption import (
+    CohortScan,
+    PreemptionOracle,
+    Search,
+    Target,
+    find_targets,
+    fits_with_borrowing,
+    oracle_for,
+)
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -178,10 +186,12 @@ class CycleRunner:
             self._remove_for_cycle(victim, cycle)
         # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
         replaced = old.admission.usage() if old is not None and old.admission is not None else {}
-        with state.tree.without([(cq.name, replaced)] if replaced else []):
-            fits = all(v <= state.tree.available(cq.name, fr) for fr, v in usage.items())
         if replaced:
+            with state.tree.without([(cq.name, replaced)]):
+                fits = fits_with_borrowing(state.tree, cq.name, usage)
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
+        else:
+            fits = fits_with_borrowing(state.tree, cq.name, usage)
         if fits and assignment.mode is Mode.FIT:
             fits = topology_fits(state, self._view, wl, assignment)
         if not fits:

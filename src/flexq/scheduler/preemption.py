@@ -301,7 +301,10 @@ class _Missing:
 
 def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int]) -> bool:
     """Whether ``requests`` fit in ``cq`` now, borrowing where it may."""
-    return all(v <= tree.available(cq, fr) for fr, v in requests.items())
+    for fr, v in requests.items():  # noqa: SIM110 - a loop: asked of every workload a cycle processes
+        if v > tree.available(cq, fr):
+            return False
+    return True
 
 
 class _Aside:
