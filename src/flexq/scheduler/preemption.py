@@ -309,21 +309,14 @@ def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResour
 
 class _Aside:
     """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
-    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). ``by_cq`` stays
-    the same dict (the searches hold it), emptied by each flush."""
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). The searches add
+    to ``by_cq`` in their own loops; it stays the same dict, emptied by each flush."""
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
     def __init__(self, trial: Trial, sign: int) -> None:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
-
-    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
-        total = self.by_cq.get(cq)
-        if total is None:
-            total = self.by_cq[cq] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
 
     def flush(self) -> None:
         for cq, total in self.by_cq.items():
@@ -423,7 +416,7 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
         if not own and not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
-        total = taken.get(victim)  # (the victim set aside: _Aside.take, inline in this loop over every candidate)
+        total = taken.get(victim)  # (the victim set aside, summed by queue)
         if total is None:
             total = taken[victim] = {}
         for fr, amount in usage.items():
@@ -464,7 +457,7 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
         usage, victim = _usage(t), t.workload.cluster_queue
-        total = taken.get(victim)  # (the victim put back: _Aside.take, inline in this loop over every victim)
+        total = taken.get(victim)  # (the victim put back, summed by queue)
         if total is None:
             total = taken[victim] = {}
         for fr, amount in usage.items():
