@@ -21,7 +21,7 @@ from flexq.scheduler.model import (
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.preemption import find_targets, oracle_for
+from flexq.scheduler.preemption import CohortScan, find_targets, oracle_for
 from flexq.scheduler.quota import QuotaTree
 
 FR: FlavorResource = ("f", "cpu")
@@ -127,6 +127,10 @@ CASES = [
          want=[("x", "InClusterQueue")]),
     Case("reclaim from a borrowing queue", (Queue("a", 4, "co", reclaim=ANY), Queue("b", 4, "co")),
          (Holder("lent", "b", 8, 9),), 4, priority=0, want=[("lent", "InCohortReclamation")]),
+    Case("reclaim the lowest priority first",
+         (Queue("a", 12, "co", reclaim=ANY), Queue("b", 0, "co"), Queue("c", 0, "co")),
+         (Holder("b1", "b", 4, 5), Holder("c1", "c", 4, 1), Holder("b2", "b", 4, 1, reserved=1.0)), 4,
+         want=[("b2", "InCohortReclamation")]),
     Case("reclaim only lower priority", (Queue("a", 4, "co", reclaim=LOWER), Queue("b", 4, "co")),
          (Holder("lent", "b", 8, 0),), 4, priority=0, want=[]),
     Case("no reclaim from a queue within its quota", (Queue("a", 4, "co", reclaim=ANY), Queue("b", 4, "co")),
@@ -170,6 +174,36 @@ def test_find_targets(case: Case) -> None:
     targets = find_targets(incoming, specs["a"], tree, holders, {FR}, {FR: case.incoming}, set(case.exclude))
     assert sorted((t.workload.name, t.reason) for t in targets) == case.want
     assert {n: dict(node.usage) for n, node in {**tree.queues, **tree.cohorts}.items()} == before
+
+
+SCANNED = [*CASES,
+           Case("each reclaims from the other", (Queue("a", 0, "co", reclaim=ANY, borrow=LOWER),
+                                                 Queue("b", 4, "co", reclaim=ANY, borrow=LOWER), Queue("c", 8, "co")),
+                (Holder("a1", "a", 4, 0), Holder("b1", "b", 6, 0)), 4, priority=1),
+           Case("each reclaims across the tree", (Queue("a", 0, "left", reclaim=ANY, borrow=LOWER),
+                                                  Queue("b", 0, "right", reclaim=ANY, borrow=LOWER),
+                                                  Queue("c", 4, "right")),
+                (Holder("a1", "a", 6, 0), Holder("b1", "b", 6, 0)), 4, priority=1,
+                cohorts=(("left", "root", 4), ("right", "root", 0), ("root", None, 0)))]
+
+
+@pytest.mark.parametrize("case", SCANNED, ids=[c.name for c in SCANNED])
+def test_one_scan_serves_every_preemptor_of_a_phase(case: Case) -> None:
+    """The cohorts' candidates collected once for a nomination phase give each queue's preemptor the victims that a
+    search collecting its own finds, the second time round too (read from what the first collected)."""
+    specs, tree, holders = _setup(case)
+    scan = CohortScan()
+    found = 0
+    for name in [*specs, *specs]:
+        incoming = Workload("ns", "in", name, name, (PodSet("main", 1, {"cpu": case.incoming}),),
+                            priority=case.priority, created=case.queued, uid="in")
+        alone = find_targets(incoming, specs[name], tree, holders, {FR}, {FR: case.incoming}, set(case.exclude))
+        scanned = find_targets(incoming, specs[name], tree, holders, {FR}, {FR: case.incoming}, set(case.exclude),
+                               scan=scan)
+        assert [(t.workload.key, t.variant, t.lca) for t in scanned] == [
+            (t.workload.key, t.variant, t.lca) for t in alone]
+        found += len(alone)
+    assert found or not case.want
 
 
 def test_nothing_needed_preempts_nobody() -> None:

@@ -10,6 +10,7 @@ tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cyc
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -32,7 +33,15 @@ from flexq.scheduler.model import (
     Workload,
 )
 from flexq.scheduler.partial import largest_fit, reducible
-from flexq.scheduler.preemption import PreemptionOracle, Target, oracle_for
+from flexq.scheduler.preemption import (
+    CohortScan,
+    PreemptionOracle,
+    Search,
+    Target,
+    find_targets,
+    fits_with_borrowing,
+    oracle_for,
+)
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
@@ -68,6 +77,8 @@ class CycleRunner:
         self.transitions = transitions
         self._view: TopologyView | None = None
         """The nodes this cycle places topology-aware pod sets on (None: no topology-aware flavor)."""
+        self._scan: CohortScan | None = None
+        """The cohorts' preemption candidates, while the heads of a cycle are nominated."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -107,6 +118,7 @@ class CycleRunner:
         heads, events = self._heads(now)
         cq_of = state.config.cluster_queues
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
+        self._scan = CohortScan()
         for wl in heads:
             if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
                 events += self.transitions.inadmissible(wl, "The workload has failed admission checks", now,
@@ -130,6 +142,7 @@ class CycleRunner:
                     assignment, targets = partial
                 state.last_assignment[wl.key] = assignment
             nominated.append((wl, assignment, targets))
+        self._scan = None
         nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with state.tree.trial() as trial:
             cycle = _Cycle(trial)
@@ -173,10 +186,12 @@ class CycleRunner:
             self._remove_for_cycle(victim, cycle)
         # A growing slice preempts for what it adds: the slice it replaces is out of the tree for the check.
         replaced = old.admission.usage() if old is not None and old.admission is not None else {}
-        with state.tree.without([(cq.name, replaced)] if replaced else []):
-            fits = all(v <= state.tree.available(cq.name, fr) for fr, v in usage.items())
         if replaced:
+            with state.tree.without([(cq.name, replaced)]):
+                fits = fits_with_borrowing(state.tree, cq.name, usage)
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
+        else:
+            fits = fits_with_borrowing(state.tree, cq.name, usage)
         if fits and assignment.mode is Mode.FIT:
             fits = topology_fits(state, self._view, wl, assignment)
         if not fits:
@@ -276,9 +291,10 @@ class CycleRunner:
             state.last_assignment[wl.key] = assignment
             return assignment, None
         fair = state.config.fair_sharing
-        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
-                            search=search_for(fair))
         shared = self.holdings.shared(wl)
+        # With a sibling's share set aside the tree is not the nomination phase's: its candidates are collected anew.
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                            search=search_for(fair) if shared else self._search())
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with state.tree.without([(cq.name, shared)]):
@@ -318,6 +334,13 @@ class CycleRunner:
 
         return largest_fit(wl.podsets, fits)
 
+    def _search(self) -> Search:
+        """How victims are searched for during the nomination phase: with its cohorts' candidates, collected once."""
+        search = search_for(self.state.config.fair_sharing)
+        if search is find_targets and self._scan is not None:
+            return functools.partial(find_targets, scan=self._scan)
+        return search
+
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.state.unavailable.items()}
 
@@ -339,8 +362,8 @@ class CycleRunner:
         placed = topology_check(state, self._view.now, wl, assignment) if self._view is not None else None
         targets = oracle.found(needed, requests) if oracle is not None and placed is None else None
         if targets is None:
-            targets = search_for(state.config.fair_sharing)(wl, cq, state.tree, state.holding, needed, requests,
-                                                            None, state.queues.victim_usage(), topology=placed)
+            targets = self._search()(wl, cq, state.tree, state.holding, needed, requests, None,
+                                     state.queues.victim_usage(), topology=placed)
         if targets and not self.racing.may_preempt(wl):
             state.gated.add(wl.key)  # another variant of its workload holds quota or preempts
             return []

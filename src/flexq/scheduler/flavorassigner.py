@@ -298,7 +298,7 @@ def _try(search: _Search, name: str, spec: FlavorSpec | None, podset: PodSet, wa
     return FlavorTry(name, granular, borrow, tuple(why), tuple(preempt), no_fit)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Search:
     """What the search of one workload's flavors works with; ``assigned`` grows as pod sets get flavors."""
 

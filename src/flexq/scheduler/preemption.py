@@ -25,8 +25,8 @@ from enum import Enum
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
-__all__ = ["Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant", "find_targets",
-           "fits_with_borrowing", "minimal", "oracle_for", "policy_allows"]
+__all__ = ["CohortScan", "Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant",
+           "find_targets", "fits_with_borrowing", "minimal", "oracle_for", "policy_allows"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -123,8 +123,8 @@ def _ordered(group: list[Target], usage: LocalQueueUsage | None) -> list[Target]
 
 
 def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: set[FlavorResource],
-             holders: Holders, out: list[Workload]) -> None:
-    for child in node.children:
+             holders: Holders, out: list[Workload], children: list[Node] | None = None) -> None:
+    for child in node.children if children is None else children:
         if child is skip or tree.within_nominal(child, needed):
             continue
         if child.is_cohort:
@@ -133,10 +133,86 @@ def _collect(tree: QuotaTree, node: Node, skip: Node | None, own: str, needed: s
             out.extend(w for w in holders.get(child.name, {}).values() if _uses(w, needed))
 
 
+class CohortScan:
+    """The victims the other queues of a cohort offer, collected once for all the searches of one nomination phase.
+
+    While a cycle nominates its heads the quota tree's usage and the workloads holding quota do not change (what a
+    search tries is undone before the next): which queues below a cohort use more than their nominal quota, and what
+    their workloads could give up, is the same for every preemptor of the cohort. Only the queue the preemptor comes
+    through (``skip``) and the workloads it excludes differ; they are left out when the collection is read."""
+
+    __slots__ = ("_found", "_targets")
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Node, frozenset[FlavorResource]], list[tuple[Node, list[Workload]]]] = {}
+        """(cohort, needed) -> each child above its nominal quota with the workloads below it that use ``needed``."""
+        self._targets: dict[tuple[object, ...], list[tuple[Node, Target]]] = {}
+        """The same as targets, for preemptors alike in what makes a workload a target and of which variant."""
+
+    def collected(self, tree: QuotaTree, ancestor: Node, needed: set[FlavorResource],
+                  holders: Holders) -> list[tuple[Node, list[Workload]]]:
+        key = (ancestor, frozenset(needed))
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = []
+            for child in ancestor.children:
+                workloads: list[Workload] = []
+                _collect(tree, ancestor, None, "", needed, holders, workloads, [child])
+                if workloads:
+                    found.append((child, workloads))
+        return found
+
+    def targets(self, key: tuple[object, ...], build: Callable[[], list[tuple[Node, Target]]]) -> list[
+            tuple[Node, Target]]:
+        """The targets ``build`` makes for ``key``, in Kueue's candidate order (:func:`_order`: what is left of them
+        once some are left out is still in that order)."""
+        found = self._targets.get(key)
+        if found is None:
+            found = self._targets[key] = sorted(build(), key=lambda pair: _order(pair[1]))
+        return found
+
+
+def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advantage: bool,
+                 found: Iterable[tuple[Node, Workload]]) -> list[tuple[Node, Target]]:
+    """The workloads ``found`` below ``ancestor`` that ``incoming`` may reclaim, as targets of their variant."""
+    policy = PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY \
+        else PreemptionPolicy.LOWER_PRIORITY
+    out: list[tuple[Node, Target]] = []
+    for child, w in found:
+        if not policy_allows(policy, incoming, w):
+            continue
+        if advantage:
+            out.append((child, Target(w, Variant.HIERARCHICAL_RECLAIM, ancestor)))
+        elif cq.borrow_within_cohort is PreemptionPolicy.NEVER or w.priority >= incoming.priority or (
+                cq.borrow_within_cohort_threshold is not None
+                and w.priority > cq.borrow_within_cohort_threshold):
+            out.append((child, Target(w, Variant.RECLAIM_WITHOUT_BORROWING, ancestor)))
+        else:
+            out.append((child, Target(w, Variant.RECLAIM_WHILE_BORROWING, ancestor)))
+    return out
+
+
+def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders, needed: set[FlavorResource],
+           ancestor: Node, child: Node, advantage: bool, scan: CohortScan | None) -> list[Target]:
+    """The targets ``incoming`` (coming through ``child``) may reclaim below ``ancestor``, not yet excluded."""
+    if scan is None:
+        found: list[Workload] = []
+        _collect(tree, ancestor, child, cq.name, needed, holders, found)
+        return [t for _, t in _reclaimable(incoming, cq, ancestor, advantage, ((child, w) for w in found))]
+    collected = scan.collected(tree, ancestor, needed, holders)
+    key = (ancestor, frozenset(needed), incoming.priority, cq.reclaim_within_cohort is PreemptionPolicy.ANY, advantage,
+           cq.borrow_within_cohort is PreemptionPolicy.NEVER, cq.borrow_within_cohort_threshold)
+    every = scan.targets(key, lambda: _reclaimable(incoming, cq, ancestor, advantage,
+                                                   ((c, w) for c, ws in collected for w in ws)))
+    return [t for c, t in every if c is not child]
+
+
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 holders: Holders, needed: set[FlavorResource],
-                requests: Mapping[FlavorResource, int], exclude: set[str]) -> tuple[list[Target], list[Target],
-                                                                                    list[Target]]:
+                requests: Mapping[FlavorResource, int], exclude: set[str],
+                scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target], tuple[bool, bool]]:
+    """The candidates of the queue's own, hierarchical reclaim and reclaim by priority; and whether the hierarchical
+    and by priority ones are already in Kueue's candidate order (each from one of ``scan``'s ordered lists)."""
     own: list[Target] = []
     policy = cq.within_cluster_queue
     if policy is not PreemptionPolicy.NEVER:
@@ -147,42 +223,34 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                and w is not incoming and w.key not in exclude and _uses(w, needed)]
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
-        return [], [], []  # no eviction anywhere can let the queue hold this much
+        return [], [], [], (True, True)  # no eviction anywhere can let the queue hold this much
     node = tree.queues[cq.name]
     if (node.parent is not None and node.parent.parent is None
             and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, after)):
         # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
         # workloads can never be its victims, so they are not even collected.
-        return own, [], []
+        return own, [], [], (True, True)
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
-    node = tree.queues[cq.name]
+    lists = [0, 0]
+    """How many lists went into each: one of the scan's is in order already."""
     if node.parent is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER:
         advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v for fr, v in requests.items())
         remaining = {fr: v - tree.local_available(node, fr) for fr, v in requests.items()}
         child: Node = node
         ancestor: Node | None = node.parent
         while ancestor is not None:
-            found: list[Workload] = []
-            _collect(tree, ancestor, child, cq.name, needed, holders, found)
-            for w in found:
-                if w.key in exclude or not policy_allows(
-                        PreemptionPolicy.ANY if cq.reclaim_within_cohort is PreemptionPolicy.ANY
-                        else PreemptionPolicy.LOWER_PRIORITY, incoming, w):
-                    continue
-                if advantage:
-                    hierarchy.append(Target(w, Variant.HIERARCHICAL_RECLAIM, ancestor))
-                elif cq.borrow_within_cohort is PreemptionPolicy.NEVER or w.priority >= incoming.priority or (
-                        cq.borrow_within_cohort_threshold is not None
-                        and w.priority > cq.borrow_within_cohort_threshold):
-                    by_priority.append(Target(w, Variant.RECLAIM_WITHOUT_BORROWING, ancestor))
-                else:
-                    by_priority.append(Target(w, Variant.RECLAIM_WHILE_BORROWING, ancestor))
+            found = _below(incoming, cq, tree, holders, needed, ancestor, child, advantage, scan)
+            if exclude:
+                found = [t for t in found if t.workload.key not in exclude]
+            (hierarchy if advantage else by_priority).extend(found)
+            if found:
+                lists[0 if advantage else 1] += 1 if scan is not None else 2
             advantage = advantage or all(
                 ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining[fr] for fr in remaining)
             remaining = {fr: r - tree.local_available(ancestor, fr) for fr, r in remaining.items()}
             child, ancestor = ancestor, ancestor.parent
-    return own, hierarchy, by_priority
+    return own, hierarchy, by_priority, (lists[0] <= 1, lists[1] <= 1)
 
 
 class _Missing:
@@ -213,13 +281,19 @@ class _Missing:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
         nothing is missing after it."""
         none = True
-        for lacks in (self.room, self.own) if own_queue else (self.room,):
-            for fr, before in lacks.items():
-                after = lacks[fr] = before + sign * usage.get(fr, 0)
+        room = self.room
+        for fr, before in room.items():  # loops and local names: this is asked of every victim tried
+            after = room[fr] = before + sign * usage.get(fr, 0)
+            if after > 0:
+                none = False
+        own = self.own
+        if own_queue:
+            for fr, before in own.items():
+                after = own[fr] = before + sign * usage.get(fr, 0)
                 if after > 0:
                     none = False
-        if none and not own_queue:
-            for missing in self.own.values():
+        elif none:
+            for missing in own.values():
                 if missing > 0:
                     return False
         return none
@@ -227,12 +301,16 @@ class _Missing:
 
 def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int]) -> bool:
     """Whether ``requests`` fit in ``cq`` now, borrowing where it may."""
-    return all(v <= tree.available(cq, fr) for fr, v in requests.items())
+    for fr, v in requests.items():  # noqa: SIM110 - a loop: asked of every workload a cycle processes
+        if v > tree.available(cq, fr):
+            return False
+    return True
 
 
 class _Aside:
     """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
-    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). The searches add
+    to ``by_cq`` in their own loops; it stays the same dict, emptied by each flush."""
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
@@ -240,18 +318,13 @@ class _Aside:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
 
-    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
-        total = self.by_cq.setdefault(cq, {})
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
-
     def flush(self) -> None:
         for cq, total in self.by_cq.items():
             if self._sign > 0:
                 self._trial.add(cq, total)
             else:
                 self._trial.remove(cq, total)
-        self.by_cq = {}
+        self.by_cq.clear()  # (the trial keeps the sums it was given: each flush starts new ones)
 
 
 def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool, out: _Aside) -> bool:
@@ -269,7 +342,10 @@ def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], bor
         if taken is None:
             return not tree.within_nominal(node, needed)
         subtree, usage = node.subtree, node.usage
-        return any(subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0) for fr in needed)
+        for fr in needed:  # noqa: SIM110 - a loop: this is asked of every candidate tried
+            if subtree.get(fr, 0) < usage.get(fr, 0) - taken.get(fr, 0):
+                return True
+        return False
     out.flush()
     while node is not None and node is not t.lca:
         if tree.within_nominal(node, needed):
@@ -282,14 +358,17 @@ def find_targets(
     incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
     needed: set[FlavorResource], requests: Mapping[FlavorResource, int], exclude: set[str] | None = None,
     usage: LocalQueueUsage | None = None, *, topology: Callable[[list[Target]], bool] | None = None,
+    scan: CohortScan | None = None,
 ) -> list[Target]:
     """The victims whose eviction lets ``incoming`` take ``requests`` in ``cq``; empty if none suffice. ``usage``:
     admission fair sharing's LocalQueue usage, which orders the candidates of a ClusterQueue that uses it.
     ``topology``: where ``incoming`` is placed on a topology, whether it is once the given victims are gone (Kueue's
-    ``workloadFits`` asks it with the quota, so the victims free a placement too)."""
+    ``workloadFits`` asks it with the quota, so the victims free a placement too). ``scan``: the cohorts' candidates
+    of the nomination phase it is asked in (:class:`CohortScan`)."""
     if not needed:
         return []
-    own, hierarchy, by_priority = _candidates(incoming, cq, tree, holders, needed, requests, exclude or set())
+    own, hierarchy, by_priority, ordered_already = _candidates(incoming, cq, tree, holders, needed, requests,
+                                                              exclude or set(), scan)
     if not own and not hierarchy and not by_priority:
         return []  # (most searches: a queue that must borrow, with no workload of its own to preempt)
     if (not hierarchy and not by_priority) or (cq.borrow_within_cohort is PreemptionPolicy.NEVER and not all(
@@ -303,7 +382,10 @@ def find_targets(
     attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
     if not attempts:
         return []  # no eviction can make room: the candidates need no ordering
-    groups = [_ordered(g, usage) for g in (hierarchy, by_priority, own)]  # other queues' first
+    if usage is not None:
+        ordered_already = (False, False)  # admission fair sharing orders them otherwise
+    groups = [g if done else _ordered(g, usage)  # other queues' first
+              for g, done in ((hierarchy, ordered_already[0]), (by_priority, ordered_already[1]), (own, False))]
     ordered = [t for g in groups for t in g if t.workload.evicting] + [
         t for g in groups for t in g if not t.workload.evicting]
     for borrowing in attempts:
@@ -326,15 +408,21 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
     out = _Aside(trial, -1)
+    taken = out.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
         victim = t.workload.cluster_queue
-        if victim != cq and not _valid(t, tree, cq, needed, borrowing, out):
+        own = victim == cq
+        if not own and not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
-        out.take(victim, usage)
+        total = taken.get(victim)  # (the victim set aside, summed by queue)
+        if total is None:
+            total = taken[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         removed.append(t)
-        if not missing.shift(usage, victim == cq, -1):
+        if not missing.shift(usage, own, -1):
             continue
         out.flush()
         missing = _Missing(tree, cq, requests, borrowing)
@@ -368,11 +456,16 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
     back = _Aside(trial, 1)
+    taken = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
         usage, victim = _usage(t), t.workload.cluster_queue
-        back.take(victim, usage)
+        total = taken.get(victim)  # (the victim put back, summed by queue)
+        if total is None:
+            total = taken[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         if missing.shift(usage, victim == cq, 1):
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue

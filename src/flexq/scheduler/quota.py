@@ -125,13 +125,15 @@ class QuotaTree:
         return self._available(self.queues[cq], fr)
 
     def _available(self, node: Node, fr: FlavorResource) -> int:
-        if node.parent is None:
+        parent = node.parent
+        if parent is None:
             return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
-        guaranteed = node.guaranteed(fr)
+        guaranteed = node.guarantees.get(fr, 0) if node.guarantees else 0  # (Node.guaranteed, inline: a hot path)
         used = node.usage.get(fr, 0)
-        local = max(0, guaranteed - used)
-        from_parent = self._available(node.parent, fr)
-        limit = node.borrowing_limit(fr)
+        local = guaranteed - used if guaranteed > used else 0
+        from_parent = self._available(parent, fr)
+        quota = node.quotas.get(fr)
+        limit = None if quota is None else quota.borrowing_limit
         if limit is not None:
             stored = node.subtree.get(fr, 0) - guaranteed
             used_in_parent = max(0, used - guaranteed)
