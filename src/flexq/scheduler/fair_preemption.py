@@ -39,6 +39,7 @@ from flexq.scheduler.preemption import (
     fits_with_borrowing,
     minimal,
     policy_allows,
+    usage_first,
 )
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
@@ -91,11 +92,7 @@ def _compare(a: Workload, b: Workload, cq: str, usage: LocalQueueUsage) -> int:
     ka, kb = _order(a, cq), _order(b, cq)
     if ka[:2] != kb[:2]:
         return -1 if ka[:2] < kb[:2] else 1
-    if a.cluster_queue == b.cluster_queue and a.queue != b.queue:
-        ua, ub = usage(a), usage(b)
-        if ua is not None and ub is not None and ua != ub:
-            return -1 if ua > ub else 1
-    return (ka > kb) - (ka < kb)
+    return usage_first(a, b, usage) or (ka > kb) - (ka < kb)
 
 
 class _Ordering:

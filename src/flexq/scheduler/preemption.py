@@ -26,7 +26,7 @@ from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, Pr
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
 __all__ = ["CohortScan", "Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant",
-           "find_targets", "fits_with_borrowing", "minimal", "oracle_for", "policy_allows"]
+           "find_targets", "fits_with_borrowing", "minimal", "oracle_for", "policy_allows", "usage_first"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -104,6 +104,17 @@ LocalQueueUsage = Callable[[Workload], float | None]
 not)."""
 
 
+def usage_first(x: Workload, y: Workload, usage: LocalQueueUsage) -> int:
+    """Admission fair sharing's step of Kueue's ``CandidatesOrdering``: of two workloads of one ClusterQueue from
+    different LocalQueues, that of the LocalQueue that used more first (-1: ``x``; 1: ``y``; 0: this step does not
+    tell)."""
+    if x.cluster_queue == y.cluster_queue and x.queue != y.queue:
+        ux, uy = usage(x), usage(y)
+        if ux is not None and uy is not None and ux != uy:
+            return -1 if ux > uy else 1
+    return 0
+
+
 def _ordered(group: list[Target], usage: LocalQueueUsage | None) -> list[Target]:
     """A group in Kueue's candidate order; with admission fair sharing, of two workloads of one ClusterQueue from
     different LocalQueues, that of the LocalQueue that used more first (Kueue's ``CandidatesOrdering``)."""
@@ -111,11 +122,9 @@ def _ordered(group: list[Target], usage: LocalQueueUsage | None) -> list[Target]
         return sorted(group, key=_order)
 
     def compare(a: Target, b: Target) -> int:
-        x, y = a.workload, b.workload
-        if x.cluster_queue == y.cluster_queue and x.queue != y.queue:
-            ux, uy = usage(x), usage(y)
-            if ux is not None and uy is not None and ux != uy:
-                return -1 if ux > uy else 1
+        first = usage_first(a.workload, b.workload, usage)
+        if first:
+            return first
         kx, ky = _order(a), _order(b)
         return (kx > ky) - (kx < ky)
 
@@ -233,7 +242,7 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
     lists = [0, 0]
-    """How many lists went into each: one of the scan's is in order already."""
+    """How many non-empty lists went into each (one of the scan's is in Kueue's order already)."""
     if node.parent is not None and cq.reclaim_within_cohort is not PreemptionPolicy.NEVER:
         advantage = all(node.subtree.get(fr, 0) >= node.usage.get(fr, 0) + v for fr, v in requests.items())
         remaining = {fr: v - tree.local_available(node, fr) for fr, v in requests.items()}
@@ -245,12 +254,12 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 found = [t for t in found if t.workload.key not in exclude]
             (hierarchy if advantage else by_priority).extend(found)
             if found:
-                lists[0 if advantage else 1] += 1 if scan is not None else 2
+                lists[0 if advantage else 1] += 1
             advantage = advantage or all(
                 ancestor.subtree.get(fr, 0) >= ancestor.usage.get(fr, 0) + remaining[fr] for fr in remaining)
             remaining = {fr: r - tree.local_available(ancestor, fr) for fr, r in remaining.items()}
             child, ancestor = ancestor, ancestor.parent
-    return own, hierarchy, by_priority, (lists[0] <= 1, lists[1] <= 1)
+    return own, hierarchy, by_priority, (scan is not None and lists[0] <= 1, scan is not None and lists[1] <= 1)
 
 
 class _Missing:
@@ -309,14 +318,20 @@ def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResour
 
 class _Aside:
     """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
-    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). The searches add
-    to ``by_cq`` in their own loops; it stays the same dict, emptied by each flush."""
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
     def __init__(self, trial: Trial, sign: int) -> None:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
+
+    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        total = self.by_cq.get(cq)
+        if total is None:
+            total = self.by_cq[cq] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
 
     def flush(self) -> None:
         for cq, total in self.by_cq.items():
@@ -408,7 +423,6 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
     out = _Aside(trial, -1)
-    taken = out.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for t in ordered:
         victim = t.workload.cluster_queue
@@ -416,11 +430,7 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
         if not own and not _valid(t, tree, cq, needed, borrowing, out):
             continue
         usage = _usage(t)
-        total = taken.get(victim)  # (the victim set aside, summed by queue)
-        if total is None:
-            total = taken[victim] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
+        out.take(victim, usage)
         removed.append(t)
         if not missing.shift(usage, own, -1):
             continue
@@ -456,16 +466,11 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
     back = _Aside(trial, 1)
-    taken = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
     for i in range(len(removed) - 2, -1, -1):
         t = removed[i]
         usage, victim = _usage(t), t.workload.cluster_queue
-        total = taken.get(victim)  # (the victim put back, summed by queue)
-        if total is None:
-            total = taken[victim] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
+        back.take(victim, usage)
         if missing.shift(usage, victim == cq, 1):
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
