@@ -3,7 +3,9 @@ request survives the trip both ways (the importer makes a job's annotations from
 
 from __future__ import annotations
 
-from flexq.jobs import request_annotations, request_from_object, request_object, topology_request
+import pytest
+
+from flexq.jobs import JobError, podsets, request_annotations, request_from_object, request_object, topology_request
 
 LEVEL = "cloud.google.com/gce-topology-subblock"
 
@@ -15,6 +17,8 @@ CASES: dict[str, tuple[dict[str, str], dict[str, object]]] = {
                 "kueue.x-k8s.io/podset-slice-required-topology": LEVEL, "kueue.x-k8s.io/podset-slice-size": "4"},
                {"required": "cloud.google.com/gce-topology-block", "podSetSliceRequiredTopology": LEVEL,
                 "podSetSliceSize": 4}),
+    "group": ({"kueue.x-k8s.io/podset-required-topology": LEVEL, "kueue.x-k8s.io/podset-group-name": "lws"},
+              {"required": LEVEL, "podSetGroupName": "lws"}),
 }
 
 
@@ -27,3 +31,67 @@ def test_annotations_and_topology_request_both_ways() -> None:
         seen[name] = (request_object(request), back == request, request_annotations(request))
     assert seen == {name: (obj, True, written) for name, (written, obj) in CASES.items()}
     assert topology_request({}) is None and request_from_object({"podIndexLabel": "x"}) is None
+
+
+GROUP, REQUIRED = "kueue.x-k8s.io/podset-group-name", "kueue.x-k8s.io/podset-required-topology"
+PREFERRED, SLICE = "kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-slice-required-topology"
+
+
+def _ray_job(head: dict[str, str], *workers: tuple[str, int, dict[str, str]]) -> dict[str, object]:
+    def template(annotations: dict[str, str]) -> dict[str, object]:
+        return {"metadata": {"annotations": annotations}, "spec": {"containers": [{"name": "c"}]}}
+
+    return {"spec": {"rayClusterSpec": {
+        "headGroupSpec": {"template": template(head)},
+        "workerGroupSpecs": [{"groupName": name, "replicas": replicas, "template": template(annotations)}
+                             for name, replicas, annotations in workers]}}}
+
+
+# Kueue's webhook refusals of the annotation (jobframework/tas_validation.go, v0.19.2: ValidateTASPodSetRequest and
+# ValidatePodSetGroupingTopology), each named by the pod set and annotation at fault.
+REFUSED = {
+    "a number": (
+        _ray_job({REQUIRED: LEVEL, GROUP: "1"}, ("w", 2, {REQUIRED: LEVEL, GROUP: "1"})),
+        f"pod set head: metadata.annotations[{GROUP}]: must not be a number (got '1')"),
+    "beside a slice request": (
+        _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 2, {REQUIRED: LEVEL, GROUP: "g", SLICE: LEVEL,
+                                                          "kueue.x-k8s.io/podset-slice-size": "2"})),
+        f"pod set w: metadata.annotations[{GROUP}]: may not be set when 'kueue.x-k8s.io/podset-slice-size' is "
+        "specified"),
+    "without a required or preferred level": (
+        _ray_job({GROUP: "g"}, ("w", 2, {REQUIRED: LEVEL, GROUP: "g"})),
+        f"pod set head: metadata.annotations[{GROUP}]: may not be set when neither '{PREFERRED}' nor '{REQUIRED}' "
+        "is specified"),
+    "a group of one": (
+        _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 2, {REQUIRED: LEVEL})),
+        f"pod set head: metadata.annotations[{GROUP}]: can only define groups of exactly 2 pod sets, got: 1 pod "
+        "set(s) in group 'g'"),
+    "a group of three": (
+        _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 2, {REQUIRED: LEVEL, GROUP: "g"}),
+                 ("v", 2, {REQUIRED: LEVEL, GROUP: "g"})),
+        f"pod set head: metadata.annotations[{GROUP}]: can only define groups of exactly 2 pod sets, got: 3 pod "
+        "set(s) in group 'g'"),
+    "no pod set of a single pod": (
+        _ray_job({}, ("w", 2, {REQUIRED: LEVEL, GROUP: "g"}), ("v", 3, {REQUIRED: LEVEL, GROUP: "g"})),
+        f"pod set w: metadata.annotations[{GROUP}]: can only define groups where at least one pod set has only 1 "
+        "replica, got: 2 replica(s) and 3 replica(s) in group 'g'"),
+    "levels that differ": (
+        _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 2, {PREFERRED: LEVEL, GROUP: "g"})),
+        f"pod set head: metadata.annotations: must specify '{REQUIRED}' or '{PREFERRED}' topology consistent with "
+        "pod set w in group 'g'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_pod_set_group_kueue_refuses_is_refused_naming_the_field(name: str) -> None:
+    job, message = REFUSED[name]
+    with pytest.raises(JobError) as caught:
+        podsets("RayJob", job)
+    assert str(caught.value) == message
+
+
+def test_a_head_and_its_workers_form_a_group() -> None:
+    head, workers = podsets("RayJob", _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 4, {REQUIRED: LEVEL, GROUP: "g"}),
+                                               ("other", 2, {})))[:2]
+    assert (head.topology, workers.topology) == (topology_request({REQUIRED: LEVEL, GROUP: "g"}),) * 2
+    assert head.topology is not None and head.topology.group == "g"

@@ -3,20 +3,23 @@ and the ``topologyRequest`` of the Workload's pod set that Kueue makes of them."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from flexq.errors import FlexqError
 from flexq.scheduler import TopologyRequest
 
-__all__ = ["PREFERRED", "REQUIRED", "SLICE_REQUIRED", "SLICE_SIZE", "UNCONSTRAINED", "TopologyRequestError",
-           "request_annotations", "request_from_object", "request_object", "topology_request"]
+__all__ = ["GROUP", "PREFERRED", "REQUIRED", "SLICE_REQUIRED", "SLICE_SIZE", "UNCONSTRAINED", "TopologyRequestError",
+           "check_groups", "request_annotations", "request_from_object", "request_object", "topology_request"]
 
 REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED: Final = "kueue.x-k8s.io/podset-preferred-topology"
 UNCONSTRAINED: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_REQUIRED: Final = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE: Final = "kueue.x-k8s.io/podset-slice-size"
+GROUP: Final = "kueue.x-k8s.io/podset-group-name"
+"""Kueue's ``PodSetGroupName``: two pod sets that name the same group are placed together (a leader and its
+workers)."""
 
 
 class TopologyRequestError(FlexqError, ValueError):
@@ -26,7 +29,8 @@ class TopologyRequestError(FlexqError, ValueError):
 def topology_request(annotations: Mapping[str, Any], where: str = "template") -> TopologyRequest | None:
     """The request a pod template's annotations make (None: none). Raises :class:`TopologyRequestError` for what
     Kueue's webhook refuses: both a required and a preferred level, a slice level without a whole positive
-    ``podset-slice-size``, or a slice size without a slice level."""
+    ``podset-slice-size``, or a slice size without a slice level; a ``podset-group-name`` that is a number, or
+    beside a slice request, or without a required or preferred level."""
     required, preferred = annotations.get(REQUIRED), annotations.get(PREFERRED)
     unconstrained = str(annotations.get(UNCONSTRAINED, "")).lower() == "true"
     slice_level, slice_size = annotations.get(SLICE_REQUIRED), annotations.get(SLICE_SIZE)
@@ -43,10 +47,51 @@ def topology_request(annotations: Mapping[str, Any], where: str = "template") ->
         if size < 1:
             raise TopologyRequestError(f"{where}: metadata.annotations[{SLICE_SIZE}]: a whole number of pods above 0 "
                                        f"is required with {SLICE_REQUIRED} (got {slice_size!r})")
+    group = _group(annotations, where)
     if not (required or preferred or unconstrained or slice_level):
         return None
     level = str(required or preferred or "")
-    return TopologyRequest(level, bool(required), unconstrained and not level, str(slice_level or ""), size)
+    return TopologyRequest(level, bool(required), unconstrained and not level, str(slice_level or ""), size, group)
+
+
+def _group(annotations: Mapping[str, Any], where: str) -> str:
+    """The pod set group a template names, refused as Kueue's webhook refuses it: a number, or beside a slice
+    request, or without a required or preferred level."""
+    if GROUP not in annotations:
+        return ""
+    group, field = str(annotations[GROUP]), f"{where}: metadata.annotations[{GROUP}]"
+    if group.isascii() and group.isdigit():
+        raise TopologyRequestError(f"{field}: must not be a number (got {group!r})")
+    for other in (SLICE_SIZE, SLICE_REQUIRED):
+        if other in annotations:
+            raise TopologyRequestError(f"{field}: may not be set when '{other}' is specified")
+    if not (annotations.get(REQUIRED) or annotations.get(PREFERRED)):
+        raise TopologyRequestError(f"{field}: may not be set when neither '{PREFERRED}' nor '{REQUIRED}' is "
+                                   "specified")
+    return group
+
+
+def check_groups(podsets: Sequence[tuple[str, int, TopologyRequest | None]]) -> None:
+    """Kueue's ``ValidatePodSetGroupingTopology`` over a job's pod sets (name, pods, request): each group has
+    exactly two pod sets, one of them of a single pod, and both ask the same required or preferred level. Raises
+    :class:`TopologyRequestError` naming the first pod set at fault."""
+    groups: dict[str, list[tuple[str, int, TopologyRequest]]] = {}
+    for name, count, request in podsets:
+        if request is not None and request.group:
+            groups.setdefault(request.group, []).append((name, count, request))
+    for group, members in groups.items():
+        field = f"pod set {members[0][0]}: metadata.annotations[{GROUP}]"
+        if len(members) != 2:
+            raise TopologyRequestError(f"{field}: can only define groups of exactly 2 pod sets, got: "
+                                       f"{len(members)} pod set(s) in group {group!r}")
+        (first, one, a), (second, two, b) = members
+        if one != 1 and two != 1:
+            raise TopologyRequestError(f"{field}: can only define groups where at least one pod set has only 1 "
+                                       f"replica, got: {one} replica(s) and {two} replica(s) in group {group!r}")
+        if (a.level, a.required) != (b.level, b.required):
+            raise TopologyRequestError(
+                f"pod set {first}: metadata.annotations: must specify '{REQUIRED}' or '{PREFERRED}' topology "
+                f"consistent with pod set {second} in group {group!r}")
 
 
 def request_annotations(request: TopologyRequest) -> dict[str, str]:
@@ -59,6 +104,8 @@ def request_annotations(request: TopologyRequest) -> dict[str, str]:
     if request.slice_level:
         out[SLICE_REQUIRED] = request.slice_level
         out[SLICE_SIZE] = str(request.slice_size)
+    if request.group:
+        out[GROUP] = request.group
     return out
 
 
@@ -72,6 +119,8 @@ def request_object(request: TopologyRequest) -> dict[str, Any]:
     if request.slice_level:
         out["podSetSliceRequiredTopology"] = request.slice_level
         out["podSetSliceSize"] = request.slice_size
+    if request.group:
+        out["podSetGroupName"] = request.group
     return out
 
 
@@ -84,5 +133,7 @@ def request_from_object(raw: Any) -> TopologyRequest | None:
     size = raw.get("podSetSliceSize")
     if not (required or preferred or raw.get("unconstrained") or slice_level):
         return None
+    group = raw.get("podSetGroupName") if required or preferred else None
     return TopologyRequest(str(required or preferred or ""), bool(required), bool(raw.get("unconstrained")),
-                           str(slice_level or ""), size if isinstance(size, int) and size > 0 else 1)
+                           str(slice_level or ""), size if isinstance(size, int) and size > 0 else 1,
+                           group if isinstance(group, str) else "")

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from flexq.api import CLUSTER_SELECTOR_KEY
 from flexq.errors import FlexqError
-from flexq.jobs.topology_annotations import TopologyRequestError, topology_request
+from flexq.jobs.topology_annotations import TopologyRequestError, check_groups, topology_request
 from flexq.scheduler import PodSet, Workload, milli, toleration
 
 __all__ = [
@@ -153,6 +153,10 @@ def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
         for group in cluster.get("workerGroupSpecs") or []:
             count = int(group.get("replicas", 0)) * int(group.get("numOfHosts", 1))
             out.append(_podset(group["groupName"], count, group["template"]))
+        try:
+            check_groups([(ps.name, ps.count, ps.topology) for ps in out])
+        except TopologyRequestError as exc:
+            raise JobError(str(exc)) from None
         return tuple(out)
     if kind == "Job":
         count = job_pods(obj)

@@ -35,6 +35,7 @@ from flexq.scheduler.model import (
     most_severe,
 )
 from flexq.scheduler.quota import QuotaTree
+from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
 
 __all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "format_amount"]
 
@@ -347,37 +348,70 @@ def topology_request(podset: PodSet, implied: bool) -> TopologyRequest | None:
 def _place_topology(search: _Search, workload: Workload, results: list[PodSetResult],
                     view: TopologyView) -> list[PodSetResult]:
     """Kueue's topology phase of the flavor assigner: once every pod set has its flavors, those on a topology-aware
-    flavor are placed. Where the quota fits and the placement does not, it could fit once others' pods are gone
+    flavor are placed, a pod set group's two together (:mod:`flexq.scheduler.tas_groups`) where the first of them
+    comes. Where the quota fits and the placement does not, it could fit once others' pods are gone
     (Preempt: its flavor's resources need preemption, and the victims must free a placement, fair sharing on or
     off) or could never fit the flavor's nodes (NoFit,
     ``TopologyPlacementFailed``); where the quota needs preemption, only the second is asked."""
-    out: list[PodSetResult] = []
+    out: dict[int, PodSetResult] = {}
     held: list[tuple[TopologyAssignment, Mapping[str, int]]] = []
-    for podset, result in zip(workload.podsets, results, strict=True):
-        request = topology_request(podset, search.implied)
-        flavor = _tas_flavor(search, result)
+    flavors = [_tas_flavor(search, result) for result in results]
+    pairs = group_pairs(workload.podsets, lambda i: f.name if (f := flavors[i]) is not None else None)
+    for i, (podset, result) in enumerate(zip(workload.podsets, results, strict=True)):
+        request, flavor = topology_request(podset, search.implied), flavors[i]
+        if i in out:
+            continue
         if request is None or flavor is None:
-            out.append(result)
+            out[i] = result
+            continue
+        if i in pairs:
+            out.update(_place_group(view, held, flavor, workload, results, (i, pairs[i])))
             continue
         tolerations = (*podset.tolerations, *flavor.tolerations)
         placed: TopologyAssignment | str = "" if result.granular is not Granular.FIT else \
             place(view.plus(flavor.topology, held), flavor, podset, request, tolerations)
         if isinstance(placed, TopologyAssignment):
             held.append((placed, {**podset.requests, "pods": 1000}))
-            out.append(dataclasses.replace(result, topology=placed))
+            out[i] = dataclasses.replace(result, topology=placed)
             continue
         empty = place(view, flavor, podset, request, tolerations, empty=True)
-        reasons = (*result.reasons, placed) if placed else result.reasons  # Kueue tells the first placement's
-        if isinstance(empty, str):
-            out.append(dataclasses.replace(result, granular=Granular.NO_FIT, reasons=reasons,
-                                           no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED))
-        elif placed:
-            out.append(dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
-                                           no_fit=PendingReason.WAITING_FOR_QUOTA, topology_blocked=True,
-                                           preempt=frozenset(fr for fr in result.usage if fr[0] == flavor.name)))
-        else:
-            out.append(result)
-    return out
+        out[i] = _not_placed(result, placed, isinstance(empty, str), flavor)
+    return [out[i] for i in range(len(results))]
+
+
+def _place_group(view: TopologyView, held: list[tuple[TopologyAssignment, Mapping[str, int]]], flavor: FlavorSpec,
+                 workload: Workload, results: list[PodSetResult],
+                 pair: tuple[int, int]) -> dict[int, PodSetResult]:
+    """A pod set group's two pod sets placed together, as the workers' request asks (Kueue places them only
+    together: where they do not fit, neither does)."""
+    first, second = (workload.podsets[i] for i in pair)
+    leader, workers = leader_and_workers(first, second)
+    request = workers.topology
+    assert request is not None
+    tolerations = (*workers.tolerations, *flavor.tolerations)
+    fit = all(results[i].granular is Granular.FIT for i in pair)
+    placed = place_group(view.plus(flavor.topology, held), flavor, workers, leader, request, tolerations) \
+        if fit else ""
+    if not isinstance(placed, str):
+        where = {leader.name: placed[0], workers.name: placed[1]}
+        held.extend((where[ps.name], {**ps.requests, "pods": 1000}) for ps in (first, second))
+        return {i: dataclasses.replace(results[i], topology=where[results[i].name]) for i in pair}
+    empty = place_group(view, flavor, workers, leader, request, tolerations, empty=True)
+    return {i: _not_placed(results[i], placed, isinstance(empty, str), flavor) for i in pair}
+
+
+def _not_placed(result: PodSetResult, placed: str, never: bool, flavor: FlavorSpec) -> PodSetResult:
+    """A pod set on a topology-aware flavor not placed: why (``placed``: Kueue's message, empty where its quota
+    needs preemption first); ``never``: it would not fit the flavor's nodes were they empty."""
+    reasons = (*result.reasons, placed) if placed else result.reasons  # Kueue tells the first placement's
+    if never:
+        return dataclasses.replace(result, granular=Granular.NO_FIT, reasons=reasons,
+                                   no_fit=PendingReason.TOPOLOGY_PLACEMENT_FAILED)
+    if placed:
+        return dataclasses.replace(result, granular=Granular.NO_CANDIDATES, reasons=reasons,
+                                   no_fit=PendingReason.WAITING_FOR_QUOTA, topology_blocked=True,
+                                   preempt=frozenset(fr for fr in result.usage if fr[0] == flavor.name))
+    return result
 
 
 def _tas_flavor(search: _Search, result: PodSetResult) -> FlavorSpec | None:

@@ -194,13 +194,16 @@ class TopologyRequest:
     ``level``: the node label of the requested level (empty where only slices, or nothing, are asked);
     ``required``: all pods in one domain of that level, else they may spread (``preferred``);
     ``unconstrained``: anywhere with room (as a ClusterQueue of topology-aware flavors only implies it);
-    ``slice_level``/``slice_size``: each group of ``slice_size`` pods in one domain of ``slice_level``."""
+    ``slice_level``/``slice_size``: each group of ``slice_size`` pods in one domain of ``slice_level``;
+    ``group``: Kueue's ``podSetGroupName``: the two pod sets of a workload that name the same group are placed
+    together, the one of a single pod (the leader) in the domains of the other (its workers)."""
 
     level: str = ""
     required: bool = False
     unconstrained: bool = False
     slice_level: str = ""
     slice_size: int = 1
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from flexq.scheduler.domains import TopologyView, UsageOf, domain_base, fits, place, tas_implied
 from flexq.scheduler.flavorassigner import Assignment, topology_request
-from flexq.scheduler.model import FlavorSpec, TopologyAssignment, Workload
+from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, Workload
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.state import SchedulerState
+from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
 
 __all__ = ["topology_check", "topology_fits", "topology_view"]
 
@@ -60,13 +61,20 @@ def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload
     if view is None:
         return True
     podsets = {p.name: p for p in wl.podsets}
+    grouped: dict[str, Held] = {}  # a pod set group's first pod set holds its place for the second's check
     for result in assignment.podsets:
         if result.topology is None:
             continue
         flavor = next((state.config.flavors[f] for f in result.flavors.values()
                        if f in state.config.flavors and state.config.flavors[f].topology), None)
-        if flavor is not None and not fits(view, flavor, podsets[result.name], result.topology):
+        podset = podsets[result.name]
+        group = podset.topology.group if podset.topology is not None else ""
+        if flavor is None:
+            continue
+        if not fits(view.plus(flavor.topology, grouped.get(group, [])), flavor, podset, result.topology):
             return False
+        if group:
+            grouped.setdefault(group, []).append((result.topology, {**podset.requests, "pods": 1000}))
     return True
 
 
@@ -82,6 +90,26 @@ def _changed(back: Mapping[str, Held], topology: str, held: Held) -> UsageOf:
         return [*back.get(name, ()), *(extra if name == topology else ())]
 
     return usage
+
+
+def _place_pair(view: TopologyView, changed: UsageOf, flavor: FlavorSpec, pair: tuple[PodSet, PodSet],
+                held: Held) -> bool:
+    """Whether a pod set group is placed with ``changed`` (victims back, earlier pod sets held) on top of what the
+    view's holders hold; where it is, both its pod sets' places are added to ``held``."""
+    usage = view.usage
+
+    def more(name: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
+        return [*usage(name), *changed(name)]
+
+    leader, workers = leader_and_workers(*pair)
+    assert workers.topology is not None
+    where = place_group(dataclasses.replace(view, usage=more), flavor, workers, leader, workers.topology,
+                        (*workers.tolerations, *flavor.tolerations))
+    if isinstance(where, str):
+        return False
+    held.extend((placed, {**podset.requests, "pods": 1000}) for placed, podset in zip(where, (leader, workers),
+                                                                                     strict=True))
+    return True
 
 
 def _tas_flavor(state: SchedulerState, flavors: Iterable[str]) -> FlavorSpec | None:
@@ -106,8 +134,9 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
 
     view = topology_view(state, now)
     assert view is not None
-    bases = [domain_base(view, flavor, podset, (*podset.tolerations, *flavor.tolerations))
-             for podset, _, flavor in asked]
+    pairs = group_pairs([podset for podset, _, _ in asked], lambda i: asked[i][2].name)
+    bases = [None if i in pairs else domain_base(view, flavor, podset, (*podset.tolerations, *flavor.tolerations))
+             for i, (podset, _, flavor) in enumerate(asked)]
 
     memo: dict[tuple[str, str], Held] = {}
 
@@ -127,7 +156,12 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
         back: dict[str, Held] = {topology: [h for wl in gone for h in negated(wl, topology)]
                                  for topology in {flavor.topology for _, _, flavor in asked}}
         held: Held = []
-        for (podset, request, flavor), base in zip(asked, bases, strict=True):
+        for i, ((podset, request, flavor), base) in enumerate(zip(asked, bases, strict=True)):
+            if i in pairs:
+                if pairs[i] > i and not _place_pair(view, _changed(back, flavor.topology, held), flavor,
+                                                    (podset, asked[pairs[i]][0]), held):
+                    return False
+                continue
             changed = dataclasses.replace(view, usage=_changed(back, flavor.topology, held))
             where = place(changed, flavor, podset, request, (*podset.tolerations, *flavor.tolerations), base=base)
             if isinstance(where, str):

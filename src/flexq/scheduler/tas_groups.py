@@ -1,0 +1,332 @@
+"""Topology-aware placement of a pod set group: Kueue's ``podSetGroupName``, two pod sets of one workload placed
+together, the leader's single pod in the domains its workers take (a LeaderWorkerSet's leader, a RayJob's head).
+
+The placement is :mod:`flexq.scheduler.domains`' (Kueue's ``findTopologyAssignment``, BestFit profile) for the
+workers' request, with the leader counted along (Kueue's leader-aware path of the same function):
+
+- a leaf holds the leader where one leader pod fits its free capacity; its workers "with the leader" are then what
+  fits of them beside it; a domain above holds the leader where a child does, and its workers with the leader are
+  its workers less the smallest cost of the leader among the children that can hold it;
+- at the requested level the domains that can hold the leader come first, then most slices with the leader, fewest
+  pods with the leader, by values; the first that holds the leader and every slice beside it, by best fit, takes
+  all; else a ``required`` request fails (Kueue's message counts the workers alone), a ``preferred`` one tries the
+  level above, and at the top spreads: the leader's domain first, then the others by free slices;
+- going down, each chosen domain's pods and its leader go to its children the same way, a child that can hold the
+  leader without leaving too few for the workers taking it first.
+
+The leader's pod is placed where it fits by its own requests; which nodes may take the pods (taints, selectors) is
+the workers'. Nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from flexq.scheduler.domains import (
+    TopologyView,
+    _assignment,
+    _by_level,
+    _count_in,
+    _Domain,
+    _Goal,
+    _Stats,
+    _subtract_held,
+    _tree,
+    by_node,
+)
+from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
+
+__all__ = ["group_pairs", "leader_and_workers", "place_group"]
+
+
+def group_pairs(podsets: Sequence[PodSet], flavor_of: Callable[[int], str | None]) -> dict[int, int]:
+    """The pod sets placed as a group, each index to its partner's: two pod sets that name the same group in their
+    topology requests and took the same topology-aware flavor (``flavor_of``: by index, None where none). A group
+    name borne by one pod set only, or by more than two (which the webhook refuses), groups nothing."""
+    named: dict[str, list[int]] = {}
+    for i, podset in enumerate(podsets):
+        if podset.topology is not None and podset.topology.group and flavor_of(i) is not None:
+            named.setdefault(podset.topology.group, []).append(i)
+    pairs: dict[int, int] = {}
+    for first, *rest in named.values():
+        if len(rest) == 1 and flavor_of(first) == flavor_of(rest[0]):
+            pairs[first], pairs[rest[0]] = rest[0], first
+    return pairs
+
+
+def leader_and_workers(first: PodSet, second: PodSet) -> tuple[PodSet, PodSet]:
+    """Kueue's ``findLeaderAndWorkers``: the leader is the later pod set of the group unless it has more pods."""
+    return (first, second) if second.count > first.count else (second, first)
+
+
+@dataclass(slots=True)
+class _Counts:
+    """What one domain holds for the group: besides :class:`_Domain`'s pods and slices (the workers alone), whether
+    the leader fits (``leaders``: 0 or 1) and the workers that fit beside it."""
+
+    leaders: int = 0
+    pods_with: int = 0
+    slices_with: int = 0
+
+
+@dataclass(slots=True)
+class _Group:
+    counts: dict[int, _Counts] = field(default_factory=dict)
+
+    def of(self, domain: _Domain) -> _Counts:
+        return self.counts.setdefault(id(domain), _Counts())
+
+
+def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader: PodSet, request: TopologyRequest,
+                tolerations: Sequence[Toleration],
+                empty: bool = False) -> tuple[TopologyAssignment, TopologyAssignment] | str:
+    """Where the leader's pod and the workers' pods go (leader's, workers'), or why they cannot (Kueue's message,
+    which counts the workers' pods); ``request`` is the workers'; ``empty``: as
+    :func:`~flexq.scheduler.domains.place`'s."""
+    levels = flavor.levels
+    stats = _Stats()
+    roots, leaves = _tree(view, flavor, workers, tolerations, stats)
+    if not empty:
+        _subtract_held(view, flavor, leaves)
+    size = max(1, request.slice_size) if request.slice_level else 1
+    lowest = len(levels) - 1
+    slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
+    loose = request.unconstrained or not request.level
+    level_idx = levels.index(request.level) if request.level else (0 if request.slice_level else lowest)
+    if slice_idx < level_idx:
+        return f"podset slice topology {request.slice_level} is above the podset topology {request.level}"
+    group = _Group()
+    _fill_leaves(group, leaves.values(), _per_pod(workers), _per_pod(leader), stats)
+    if not by_node(levels):
+        stats.total = len(leaves)
+    for root in roots:
+        _fill(group, root, size, slice_idx, 0)
+    goal = _Goal(workers.count, size, request.required, loose, flavor.topology, levels)
+    chosen = _fit_level(group, _by_level(roots, len(levels)), level_idx, goal, stats)
+    if isinstance(chosen, str):
+        return chosen
+    idx, domains = chosen
+    down = _Down(group, loose)
+    domains = down.to_minimum(domains, workers.count, 1, size, True)
+    while idx < min(lowest, slice_idx):
+        domains = down.to_minimum(_sorted([c for d in domains for c in d.children], loose), workers.count, 1, size,
+                                  True)
+        idx += 1
+    while idx < lowest:
+        domains = [c for d in domains
+                   for c in down.to_minimum(_sorted(d.children, loose), d.pods, group.of(d).leaders, 1, False)]
+        idx += 1
+    start = lowest if by_node(levels) else 0
+    held = sorted((d.values[start:], group.of(d).leaders) for d in domains if group.of(d).leaders > 0)
+    return TopologyAssignment(levels[start:], tuple(held)), _assignment(levels, domains)
+
+
+def _per_pod(podset: PodSet) -> dict[str, int]:
+    per_pod = {r: v for r, v in podset.requests.items() if v > 0}
+    per_pod["pods"] = 1000
+    return per_pod
+
+
+def _fill_leaves(group: _Group, leaves: Iterable[_Domain], workers: Mapping[str, int],
+                 leader: Mapping[str, int], stats: _Stats) -> None:
+    """Kueue's ``fillLeafCounts`` with a leader: the workers that fit, then, with the leader's pod there if it
+    fits, the workers that fit beside it."""
+    for leaf in leaves:
+        leaf.pods = _count_in(workers, leaf.free, stats)
+        counts = group.of(leaf)
+        free = dict(leaf.free)
+        if _count_in(leader, free, _Stats()) > 0:
+            counts.leaders = 1
+            free = {r: free.get(r, 0) - leader.get(r, 0) for r in {*free, *leader}}
+        counts.pods_with = _count_in(workers, free, _Stats())
+
+
+def _fill(group: _Group, domain: _Domain, size: int, slice_idx: int, level: int) -> None:
+    """Kueue's ``fillInCountsHelper`` with a leader required."""
+    counts = group.of(domain)
+    if domain.children:
+        for child in domain.children:
+            _fill(group, child, size, slice_idx, level + 1)
+        domain.pods = sum(c.pods for c in domain.children)
+        domain.slices = sum(c.slices for c in domain.children)
+        holders = [c for c in domain.children if group.of(c).leaders > 0]
+        counts.leaders = 1 if holders else 0
+        counts.pods_with = domain.pods - min(c.pods - group.of(c).pods_with for c in holders) if holders else 0
+        counts.slices_with = domain.slices - min(c.slices - group.of(c).slices_with for c in holders) \
+            if holders else 0
+    if level == slice_idx:
+        domain.slices = domain.pods // size
+        counts.slices_with = counts.pods_with // size
+
+
+def _sorted(domains: Sequence[_Domain], loose: bool) -> list[_Domain]:
+    """Kueue's ``sortedDomains`` (BestFit: most slices first; unconstrained: fewest), then fewest pods, values."""
+    sign = 1 if loose else -1
+    return sorted(domains, key=lambda d: (sign * d.slices, d.pods, d.values))
+
+
+def _sorted_with_leader(group: _Group, domains: Sequence[_Domain], loose: bool) -> list[_Domain]:
+    """Kueue's ``sortedDomainsWithLeader``: those that can hold the leader first, then by what fits beside it."""
+    sign = 1 if loose else -1
+    return sorted(domains, key=lambda d: (-group.of(d).leaders, sign * group.of(d).slices_with,
+                                          group.of(d).pods_with, d.values))
+
+
+def _best_fit(group: _Group, domains: Sequence[_Domain], needed: int, count: Callable[[_Domain], int],
+              leaders: int) -> _Domain:
+    """Kueue's ``findBestFitDomainBy``: among those holding ``leaders``, the first holding ``needed`` with the
+    least to spare (the first domain where none holds it)."""
+    best, best_count = domains[0], None
+    for domain in domains:
+        if group.of(domain).leaders < leaders:
+            continue
+        have = count(domain)
+        if have >= needed and (best_count is None or have < best_count):
+            best, best_count = domain, have
+    return best
+
+
+def _fit_level(group: _Group, by_level: list[list[_Domain]], idx: int, goal: _Goal,
+               stats: _Stats) -> tuple[int, list[_Domain]] | str:
+    """Kueue's ``findLevelWithFitDomains`` with one leader."""
+    if not by_level[idx]:
+        return f"no topology domains at level: {goal.levels[idx]}"
+    ordered = _sorted_with_leader(group, by_level[idx], goal.loose)
+    needed = goal.needed
+
+    def with_leader(d: _Domain) -> int:
+        return group.of(d).slices_with
+
+    if goal.loose:
+        for domain in ordered:
+            if group.of(domain).leaders >= 1 and with_leader(domain) >= needed:
+                return idx, [domain]
+    top = ordered[0]
+    if not goal.loose and with_leader(top) >= needed and group.of(top).leaders >= 1:
+        top = _best_fit(group, ordered, needed, with_leader, 1)
+    if with_leader(top) >= needed and group.of(top).leaders >= 1:
+        return idx, [top]
+    if goal.required:
+        return goal.not_fit(top.slices, stats)
+    if idx > 0 and not goal.loose:
+        return _fit_level(group, by_level, idx - 1, goal, stats)
+    return _spread(group, idx, ordered, goal, stats)
+
+
+def _spread(group: _Group, idx: int, ordered: list[_Domain], goal: _Goal,
+            stats: _Stats) -> tuple[int, list[_Domain]] | str:
+    """A preferred request at the top level: the leader's domain first, then the others by their free slices."""
+    needed = remaining = goal.needed
+    ordered = _prioritize(group, ordered, goal.count, goal.size, True)
+    chosen: list[_Domain] = []
+    leaders, i = 1, 0
+    while leaders > 0 and i < len(ordered) and group.of(ordered[i]).leaders > 0:
+        domain = ordered[i]
+        if not goal.loose and group.of(domain).slices_with >= remaining:
+            domain = _best_fit(group, ordered[i:], remaining, lambda d: group.of(d).slices_with, leaders)
+        chosen.append(domain)
+        leaders -= group.of(domain).leaders
+        remaining -= group.of(domain).slices_with
+        i += 1
+    if leaders > 0:
+        return goal.not_fit(0, stats)
+    rest = _sorted(ordered[i:], goal.loose)
+    for j, domain in enumerate(rest):
+        if remaining <= 0:
+            break
+        if not goal.loose and domain.slices >= remaining:
+            domain = _best_fit(group, rest[j:], remaining, lambda d: d.slices, 0)
+        chosen.append(domain)
+        remaining -= domain.slices
+    if remaining > 0:
+        return goal.not_fit(needed - remaining, stats)
+    return idx, chosen
+
+
+def _prioritize(group: _Group, domains: list[_Domain], count: int, size: int, slices: bool) -> list[_Domain]:
+    """Kueue's ``prioritizeLeaderDomain``: the first domain that can hold the leader and, with the leader's cost
+    taken off, leaves room for every worker moves to the front."""
+    if len(domains) < 2:
+        return domains
+    needed = count // size if slices else count
+    available = sum(d.slices if slices else d.pods for d in domains)
+    for i, domain in enumerate(domains):
+        counts = group.of(domain)
+        if counts.leaders < 1:
+            continue
+        cost = domain.slices - counts.slices_with if slices else domain.pods - counts.pods_with
+        if available - cost < needed:
+            continue
+        return domains if i == 0 else [domain, *domains[:i], *domains[i + 1:]]
+    return domains
+
+
+@dataclass(frozen=True, slots=True)
+class _Down:
+    """Kueue's ``updateCountsToMinimumGeneric`` with leaders, for one placement."""
+
+    group: _Group
+    loose: bool
+
+    def to_minimum(self, domains: list[_Domain], count: int, leaders: int, size: int,
+                   slices: bool) -> list[_Domain]:
+        """``count`` pods (``slices``: in slices of ``size``) and ``leaders`` over ``domains`` in their order, the
+        leader's first; each chosen domain's pods and leaders set to what it takes."""
+        group = self.group
+        domains = _prioritize(group, domains, count, size, slices) if leaders > 0 else domains
+        remaining = count // size if slices else count
+        result: list[_Domain] = []
+        unit = size if slices else 1
+
+        def held(d: _Domain) -> int:
+            return d.slices if slices else d.pods
+
+        for i, domain in enumerate(domains):
+            if leaders > 0:
+                domain, done, leaders, remaining = self._with_leader(domains[i:], domain, leaders, remaining, unit,
+                                                                     slices)
+                result.append(domain)
+                if done:
+                    return result
+                continue
+            if not self.loose and held(domain) >= remaining:
+                domain = _best_fit(group, domains[i:], remaining, held, 0)
+            group.of(domain).leaders = 0
+            result.append(domain)
+            if held(domain) >= remaining:
+                domain.pods = remaining * unit
+                if slices:
+                    domain.slices = remaining
+                return result
+            taken = held(domain)
+            domain.pods = taken * unit
+            remaining -= taken
+        return result
+
+    def _with_leader(self, rest: list[_Domain], domain: _Domain, leaders: int, remaining: int, unit: int,
+                     slices: bool) -> tuple[_Domain, bool, int, int]:
+        """Kueue's ``consumeWithLeadersGeneric``: the domain taken, whether it completes the placement, and the
+        leaders and workers (slices or pods) still to place."""
+        group = self.group
+
+        def with_leader(d: _Domain) -> int:
+            return group.of(d).slices_with if slices else group.of(d).pods_with
+
+        if not self.loose and with_leader(domain) >= remaining and group.of(domain).leaders >= leaders:
+            domain = _best_fit(group, rest, remaining, with_leader, leaders)
+        counts = group.of(domain)
+        if with_leader(domain) >= remaining and counts.leaders >= leaders:
+            counts.leaders = leaders
+            domain.pods = remaining * unit
+            if slices:
+                domain.slices = remaining
+            return domain, True, 0, 0
+        taken = min(with_leader(domain), remaining)
+        counts.leaders = min(counts.leaders, leaders)
+        if slices:
+            domain.slices = counts.slices_with = taken
+        else:
+            counts.pods_with = taken
+        domain.pods = taken * unit
+        return domain, False, leaders - counts.leaders, remaining - taken
