@@ -183,6 +183,22 @@ def test_a_workload_has_at_most_eight_pod_sets() -> None:
     assert validate_object(obj).kind == "Workload"
 
 
+def test_a_workload_pod_sets_topology_request_names_its_group() -> None:
+    """Kueue's ``topologyRequest.podSetGroupName``: a string of at most 256 characters."""
+    template = _groups(1)[0]["template"]
+    podsets = [{"name": name, "count": count, "template": template,
+                "topologyRequest": {"required": "rack", "podSetGroupName": "g"}}
+               for name, count in (("l", 1), ("w", 4))]
+    obj = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
+           "spec": {"queueName": "q", "podSets": podsets}}
+    assert validate_object(obj).kind == "Workload"
+    podsets[1]["topologyRequest"] = {"required": "rack", "podSetGroupName": "g" * 257}
+    with pytest.raises(InvalidObject) as info:
+        validate_object(obj)
+    assert [e.path for e in info.value.errors] == ["spec.podSets[1].topologyRequest.podSetGroupName"]
+    assert "at most 256" in info.value.errors[0].message
+
+
 def test_unknown_fields_are_accepted() -> None:
     obj = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "f"},
            "spec": {"futureField": {"x": 1}}, "extra": True}

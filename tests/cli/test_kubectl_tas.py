@@ -238,3 +238,42 @@ def test_a_higher_priority_job_preempts_to_free_a_sub_block_with_real_kubectl(ku
     assert evicted["schedulingStats"] == {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
     assert [c["reason"] for c in evicted["conditions"] if c["type"] == "Preempted"] == ["InClusterQueue"]
     assert _admitted(kubectl, "low-a") is not None, "the other sub-block's job runs on"
+
+
+def _rayjob_admitted(kubectl: Any) -> dict[str, list[str]] | None:
+    """The hosts of the RayJob's pod sets, by pod set, once its workload is admitted."""
+    if _admitted(kubectl, "ray") is None:
+        return None
+    wl = _workload(kubectl, "ray", "v1beta1")  # its topology assignments by domain
+    return {ps["name"]: [d["values"][0] for d in ps["topologyAssignment"]["domains"]]
+            for ps in wl["status"]["admission"]["podSetAssignments"]}
+
+
+def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block_with_real_kubectl(
+        kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_topology_scenario.py's pod set group: job a holds three hosts of the first
+    sub-block, the RayJob's workers fit only the second, and its head, their group's pod set of one pod, goes with
+    them; the Workload's pod sets name the group (``topologyRequest.podSetGroupName``)."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
+    made = kubectl("apply", "-f", "-", input=_job("a", 3))
+    assert made.code == 0, made.err
+    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
+    ray = (EXAMPLES / "rayjob-grouped.yaml").read_text().replace("${JOB_NAME}", "ray")
+    made = kubectl("apply", "-f", "-", input=ray)
+    assert made.code == 0, made.err
+    hosts = eventually_value(lambda: _rayjob_admitted(kubectl), timeout=60)
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
+    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                 for n in nodes["items"]}
+    held = {subblocks[d["values"][0]] for d in _workload(kubectl, "a", "v1beta1")["status"]["admission"][
+        "podSetAssignments"][0]["topologyAssignment"]["domains"]}
+    second = sorted(host for host, subblock in subblocks.items() if subblock not in held)[:2]
+    assert len(held) == 1 and hosts == {"head": second[:1], "workers": second}
+    wl = _workload(kubectl, "ray", "v1beta2")
+    assert [ps["topologyRequest"] for ps in wl["spec"]["podSets"]] == [
+        {"required": "cloud.google.com/gce-topology-subblock", "podSetGroupName": "ray"}] * 2

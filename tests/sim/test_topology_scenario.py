@@ -83,3 +83,35 @@ def test_a_higher_priority_job_preempts_to_free_a_sub_block_and_takes_it(tmp_pat
     assert hosts[("urgent", story[4][0])] == hosts[("low-b", 1)], "it takes the sub-block low-b freed"
     rows = {row["job"]: row.get("schedulingStats") for row in result.summary()["workloads"]}
     assert rows["Job default/low-b"] == {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+
+
+GROUPED = SCENARIO.parent / "scenario-tas-groups.yaml"
+
+
+def _hosts_by_pod_set(tmp_path: Path, grouped: bool) -> dict[str, list[str]]:
+    """scenario-tas-groups.yaml's RayJob's hosts by pod set; ``grouped`` False: its group annotation taken off."""
+    path = GROUPED
+    if not grouped:
+        doc = yaml.safe_load(GROUPED.read_text())
+        job = yaml.safe_load((SCENARIO.parent / "rayjob-grouped.yaml").read_text().replace("${JOB_NAME}", "ray"))
+        cluster = job["spec"]["rayClusterSpec"]
+        for template in (cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]):
+            del template["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"]
+        doc["spec"]["submit"][1] = {"at": "1s", "runFor": "30m", "object": job}
+        doc["spec"]["submit"][0]["file"] = str(SCENARIO.parent / "job-subblock.yaml")
+        doc["spec"]["include"] = [str(SCENARIO.parent / "tas-queue.yaml")]
+        path = tmp_path / "ungrouped.yaml"
+        path.write_text(yaml.safe_dump(doc))
+    events = run_scenario(load_scenario(path)).events
+    (reserved,) = [e for e in events if e["event"] == "QuotaReserved" and _short(e["workload"]) == "rayjob-ray"]
+    return {name: [d["values"][0] for d in placed["domains"]]
+            for name, placed in reserved["topologyAssignments"].items()}
+
+
+def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block(tmp_path: Path) -> None:
+    """Kueue's pod set groups (the live half: tests/cli/test_kubectl_tas.py): job a holds three hosts of the first
+    sub-block; the RayJob's workers fit only the second. Grouped, the head goes with them (beside one of them);
+    ungrouped, it takes the tightest room, beside a's pods in the first sub-block."""
+    second = ["gke-tas-pool-5-0", "gke-tas-pool-6-0"]
+    assert _hosts_by_pod_set(tmp_path, grouped=True) == {"head": ["gke-tas-pool-5-0"], "workers": second}
+    assert _hosts_by_pod_set(tmp_path, grouped=False) == {"head": ["gke-tas-pool-1-0"], "workers": second}

@@ -232,13 +232,28 @@ class WorkloadPriorityClass(TopLevel):
     description: StrictStr | None = None
 
 
+class PodSetTopologyRequest(K8sModel):
+    """Kueue's ``PodSetTopologyRequest`` (v1beta2), made from a pod template's ``podset-*`` annotations."""
+
+    required: StrictStr | None = None
+    preferred: StrictStr | None = None
+    unconstrained: StrictBool | None = None
+    podIndexLabel: StrictStr | None = None
+    subGroupIndexLabel: StrictStr | None = None
+    subGroupCount: StrictInt | None = None
+    podSetGroupName: Annotated[StrictStr, Field(max_length=256)] | None = None
+    """Pod sets of the same group are placed together (``kueue.x-k8s.io/podset-group-name``)."""
+    podSetSliceRequiredTopology: StrictStr | None = None
+    podSetSliceSize: StrictInt | None = None
+    podsetSliceRequiredTopologyConstraints: Annotated[list[dict[str, Any]], Field(max_length=3)] | None = None
+
+
 class PodSet(K8sModel):
     name: Annotated[StrictStr, Field(min_length=1, max_length=63)]
     count: Annotated[StrictInt, Field(ge=0)]
     minCount: Annotated[StrictInt, Field(ge=0)] | None = None
     template: PodTemplateSpec
-
-    more_fields: ClassVar[frozenset[str]] = frozenset({"topologyRequest"})
+    topologyRequest: PodSetTopologyRequest | None = None
 
 
 class WorkloadSpec(K8sModel):
