@@ -1,0 +1,118 @@
+"""A pod set group through the scheduler: the flavor assigner places the group's two pod sets together, a group that
+no rack could ever hold is TopologyPlacementFailed for both, and one whose racks are held by lower-priority workloads
+preempts as Kueue's TAS preemption does, its victims checked by placing the group as one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pytest
+
+from flexq.scheduler.domains import HOSTNAME
+from flexq.scheduler.fair_preemption import STRATEGIES
+from flexq.scheduler.model import (
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    PreemptionPolicy,
+    Quota,
+    ResourceGroup,
+    Taint,
+    TopologyRequest,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+CPU = 1000
+RACK = "cloud.com/topology-rack"
+HOSTS = {"x1": "r1", "x2": "r1", "y1": "r2", "y2": "r2"}
+
+
+@dataclass
+class _Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": 5 * CPU, "pods": 110_000})
+    taints: tuple[Taint, ...] = ()
+    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def ready(self, now: float) -> bool:
+        return True
+
+
+def _scheduler(fair: bool = False) -> Scheduler:
+    flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(RACK, HOSTNAME))}
+    group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
+    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    s = Scheduler(Config(flavors, {cq.name: cq}, {}, fair_sharing=STRATEGIES if fair else None),
+                  instant_eviction=True)
+    nodes = [_Node(host, {RACK: rack, HOSTNAME: host}) for host, rack in HOSTS.items()]
+    s.nodes = lambda: nodes
+    return s
+
+
+def _rack_job(name: str, priority: int, pods: int, cpus: int) -> Workload:
+    podset = PodSet("main", pods, {"cpu": cpus * CPU}, topology=TopologyRequest(RACK, required=True))
+    return Workload("default", name, "lq", "cq", (podset,), priority=priority, uid=name)
+
+
+def _group(name: str, priority: int, leader_cpus: int, workers: int, worker_cpus: int,
+           grouped: bool = True) -> Workload:
+    request = TopologyRequest(RACK, required=True, group="lws" if grouped else "")
+    podsets = (PodSet("leader", 1, {"cpu": leader_cpus * CPU}, topology=request),
+               PodSet("workers", workers, {"cpu": worker_cpus * CPU}, topology=request))
+    return Workload("default", name, "lq", "cq", podsets, priority=priority, uid=name)
+
+
+def _hosts(wl: Workload) -> dict[str, tuple[str, ...]]:
+    assert wl.admission is not None
+    return {ps.name: tuple(values[-1] for values, _ in ps.topology.domains)
+            for ps in wl.admission.podsets if ps.topology is not None}
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "alone"])
+def test_the_leader_goes_to_its_workers_rack(grouped: bool) -> None:
+    """``small`` holds 4 of x1's 5 cpus, so r1 has room for one 4-cpu worker only; the workers take r2. The 1-cpu
+    leader alone fits tightest beside ``small`` on x1; grouped, it goes with its workers."""
+    s = _scheduler()
+    small = _rack_job("small", 1, 1, 4)
+    s.add(small, 0.0)
+    s.schedule(0.0)
+    wl = _group("lws", 1, 1, 2, 4, grouped)
+    s.add(wl, 1.0)
+    s.schedule(1.0)
+    assert _hosts(small) == {"main": ("x1",)}
+    assert _hosts(wl) == {"leader": ("y1",) if grouped else ("x1",), "workers": ("y1", "y2")}
+
+
+def test_a_group_no_rack_can_hold_is_topology_placement_failed() -> None:
+    """A 2-cpu leader beside two 4-cpu workers: each host holds one worker and no leader beside it, so no rack
+    holds the group (the message counts the workers, as Kueue's does)."""
+    s = _scheduler()
+    wl = _group("lws", 1, 2, 2, 4)
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert (wl.state, wl.pending_reason) == (
+        WorkloadState.PENDING,
+        'couldn\'t assign flavors to pod set leader: topology "default" allows to fit only 2 out of 2 pod(s); '
+        'couldn\'t assign flavors to pod set workers: topology "default" allows to fit only 2 out of 2 pod(s)')
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
+def test_a_group_preempts_to_free_a_rack_and_takes_it(fair: bool) -> None:
+    """``low-a`` and ``low-b`` hold 4 cpus of every host; the group's workers need a rack whole. The later
+    admitted goes, and the group (leader and workers) is placed on the rack it freed."""
+    s = _scheduler(fair)
+    low = [_rack_job("low-a", 1, 2, 4), _rack_job("low-b", 1, 2, 4)]
+    for t, wl in enumerate(low):
+        s.add(wl, float(t))
+        s.schedule(float(t))
+    assert [_hosts(wl)["main"] for wl in low] == [("x1", "x2"), ("y1", "y2")]
+    wl = _group("lws", 5, 1, 2, 4)
+    s.add(wl, 10.0)
+    preempted = [e.workload for e in s.schedule(10.0) if e.kind.value == "Preempted"]
+    s.schedule(11.0)
+    assert preempted == ["default/low-b"]
+    assert (wl.state, _hosts(wl)) == (WorkloadState.ADMITTED, {"leader": ("y1",), "workers": ("y1", "y2")})
