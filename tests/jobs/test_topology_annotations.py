@@ -3,9 +3,17 @@ request survives the trip both ways (the importer makes a job's annotations from
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from flexq.api.kinds import resolve
+from flexq.api.object_errors import InvalidObject
 from flexq.jobs import JobError, podsets, request_annotations, request_from_object, request_object, topology_request
+from flexq.jobs.webhook import job_webhook
+from flexq.jobs.workload import QUEUE_LABEL
+from flexq.objects.service import ObjectService
+from flexq.store import NotFound, Store
 
 LEVEL = "cloud.google.com/gce-topology-subblock"
 
@@ -95,3 +103,32 @@ def test_a_head_and_its_workers_form_a_group() -> None:
                                                ("other", 2, {})))[:2]
     assert (head.topology, workers.topology) == (topology_request({REQUIRED: LEVEL, GROUP: "g"}),) * 2
     assert head.topology is not None and head.topology.group == "g"
+
+
+@pytest.fixture
+def service() -> Iterator[ObjectService]:
+    store = Store()
+    try:
+        yield ObjectService(store, hooks=[job_webhook])
+    finally:
+        store.close()
+
+
+def test_the_webhook_refuses_a_job_kueue_refuses_naming_the_template_field(service: ObjectService) -> None:
+    """Kueue's webhooks refuse such a job on creation (the error's field is the template's, as Kueue names it);
+    nothing is stored. Fixed, it is created suspended."""
+    ray = _ray_job({REQUIRED: LEVEL, GROUP: "g"}, ("w", 2, {REQUIRED: LEVEL, GROUP: "g"}), ("v", 2, {PREFERRED: LEVEL}))
+    cluster = ray["spec"]["rayClusterSpec"]  # type: ignore[index]
+    cluster["workerGroupSpecs"][1]["template"]["metadata"]["annotations"][GROUP] = "7"
+    obj = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r", "namespace": "default",
+                                                                    "labels": {QUEUE_LABEL: "lq"}},
+           "spec": {"entrypoint": "python x.py", **ray["spec"]}}  # type: ignore[dict-item]
+    with pytest.raises(InvalidObject) as caught:
+        service.create(resolve("rayjob"), "default", obj)
+    assert [(e.path, e.message) for e in caught.value.errors] == [
+        (f"spec.rayClusterSpec.workerGroupSpecs[1].template.metadata.annotations[{GROUP}]",
+         "must not be a number (got '7')")]
+    with pytest.raises(NotFound):
+        service.store.get(service.key(resolve("rayjob"), "default", "r"))
+    del cluster["workerGroupSpecs"][1]["template"]["metadata"]["annotations"][GROUP]
+    assert service.create(resolve("rayjob"), "default", obj)["spec"]["suspend"] is True

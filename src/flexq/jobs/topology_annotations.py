@@ -23,7 +23,16 @@ workers)."""
 
 
 class TopologyRequestError(FlexqError, ValueError):
-    """A pod template's topology annotations that Kueue's webhook refuses."""
+    """A pod template's topology annotations that Kueue's webhook refuses: ``where`` the template is (``pod set
+    head``), the ``field`` of it at fault (``metadata.annotations[...]``) and what is wrong (``detail``)."""
+
+    def __init__(self, where: str, field: str, detail: str) -> None:
+        super().__init__(f"{where}: {field}: {detail}")
+        self.where, self.field, self.detail = where, field, detail
+
+
+def _key(annotation: str) -> str:
+    return f"metadata.annotations[{annotation}]"
 
 
 def topology_request(annotations: Mapping[str, Any], where: str = "template") -> TopologyRequest | None:
@@ -35,9 +44,9 @@ def topology_request(annotations: Mapping[str, Any], where: str = "template") ->
     unconstrained = str(annotations.get(UNCONSTRAINED, "")).lower() == "true"
     slice_level, slice_size = annotations.get(SLICE_REQUIRED), annotations.get(SLICE_SIZE)
     if required and preferred:
-        raise TopologyRequestError(f"{where}: metadata.annotations: {REQUIRED} and {PREFERRED} may not both be set")
+        raise TopologyRequestError(where, "metadata.annotations", f"{REQUIRED} and {PREFERRED} may not both be set")
     if slice_size is not None and not slice_level:
-        raise TopologyRequestError(f"{where}: metadata.annotations[{SLICE_SIZE}]: requires {SLICE_REQUIRED}")
+        raise TopologyRequestError(where, _key(SLICE_SIZE), f"requires {SLICE_REQUIRED}")
     size = 1
     if slice_level:
         try:
@@ -45,8 +54,8 @@ def topology_request(annotations: Mapping[str, Any], where: str = "template") ->
         except ValueError:
             size = 0
         if size < 1:
-            raise TopologyRequestError(f"{where}: metadata.annotations[{SLICE_SIZE}]: a whole number of pods above 0 "
-                                       f"is required with {SLICE_REQUIRED} (got {slice_size!r})")
+            raise TopologyRequestError(where, _key(SLICE_SIZE), f"a whole number of pods above 0 is required with "
+                                                                f"{SLICE_REQUIRED} (got {slice_size!r})")
     group = _group(annotations, where)
     if not (required or preferred or unconstrained or slice_level):
         return None
@@ -59,39 +68,40 @@ def _group(annotations: Mapping[str, Any], where: str) -> str:
     request, or without a required or preferred level."""
     if GROUP not in annotations:
         return ""
-    group, field = str(annotations[GROUP]), f"{where}: metadata.annotations[{GROUP}]"
+    group = str(annotations[GROUP])
     if group.isascii() and group.isdigit():
-        raise TopologyRequestError(f"{field}: must not be a number (got {group!r})")
+        raise TopologyRequestError(where, _key(GROUP), f"must not be a number (got {group!r})")
     for other in (SLICE_SIZE, SLICE_REQUIRED):
         if other in annotations:
-            raise TopologyRequestError(f"{field}: may not be set when '{other}' is specified")
+            raise TopologyRequestError(where, _key(GROUP), f"may not be set when '{other}' is specified")
     if not (annotations.get(REQUIRED) or annotations.get(PREFERRED)):
-        raise TopologyRequestError(f"{field}: may not be set when neither '{PREFERRED}' nor '{REQUIRED}' is "
-                                   "specified")
+        raise TopologyRequestError(where, _key(GROUP), f"may not be set when neither '{PREFERRED}' nor "
+                                                       f"'{REQUIRED}' is specified")
     return group
 
 
 def check_groups(podsets: Sequence[tuple[str, int, TopologyRequest | None]]) -> None:
     """Kueue's ``ValidatePodSetGroupingTopology`` over a job's pod sets (name, pods, request): each group has
     exactly two pod sets, one of them of a single pod, and both ask the same required or preferred level. Raises
-    :class:`TopologyRequestError` naming the first pod set at fault."""
+    :class:`TopologyRequestError` naming the first pod set at fault (``where``: ``pod set <name>``)."""
     groups: dict[str, list[tuple[str, int, TopologyRequest]]] = {}
     for name, count, request in podsets:
         if request is not None and request.group:
             groups.setdefault(request.group, []).append((name, count, request))
     for group, members in groups.items():
-        field = f"pod set {members[0][0]}: metadata.annotations[{GROUP}]"
+        where = f"pod set {members[0][0]}"
         if len(members) != 2:
-            raise TopologyRequestError(f"{field}: can only define groups of exactly 2 pod sets, got: "
-                                       f"{len(members)} pod set(s) in group {group!r}")
-        (first, one, a), (second, two, b) = members
+            raise TopologyRequestError(where, _key(GROUP), f"can only define groups of exactly 2 pod sets, got: "
+                                                           f"{len(members)} pod set(s) in group {group!r}")
+        (_, one, a), (second, two, b) = members
         if one != 1 and two != 1:
-            raise TopologyRequestError(f"{field}: can only define groups where at least one pod set has only 1 "
-                                       f"replica, got: {one} replica(s) and {two} replica(s) in group {group!r}")
+            raise TopologyRequestError(where, _key(GROUP), f"can only define groups where at least one pod set has "
+                                                           f"only 1 replica, got: {one} replica(s) and {two} "
+                                                           f"replica(s) in group {group!r}")
         if (a.level, a.required) != (b.level, b.required):
-            raise TopologyRequestError(
-                f"pod set {first}: metadata.annotations: must specify '{REQUIRED}' or '{PREFERRED}' topology "
-                f"consistent with pod set {second} in group {group!r}")
+            raise TopologyRequestError(where, "metadata.annotations", f"must specify '{REQUIRED}' or '{PREFERRED}' "
+                                                                      f"topology consistent with pod set {second} "
+                                                                      f"in group {group!r}")
 
 
 def request_annotations(request: TopologyRequest) -> dict[str, str]:

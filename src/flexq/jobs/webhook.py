@@ -6,7 +6,9 @@ created with ``spec.suspend: true`` and stays so until its workload is admitted.
 to its namespace's LocalQueue named ``default`` when there is one (the label is added), and is refused
 otherwise. A RayJob on an existing RayCluster (``spec.clusterSelector``) is not Kueue's either, as Kueue skips
 it: it runs at once on that cluster, whose own workload holds the quota. The queue label of a job that is not
-suspended (admitted: the queue started it) cannot change, as in Kueue; while it waits, it can.
+suspended (admitted: the queue started it) cannot change, as in Kueue; while it waits, it can. A job whose pod
+templates' topology annotations Kueue refuses (:mod:`flexq.jobs.topology_annotations`) is refused, the template's
+field named.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from typing import Any
 
 from flexq.api import FieldError, InvalidObject, KindInfo, resolve
 from flexq.jobs.pods import pod_webhook
+from flexq.jobs.topology_annotations import TopologyRequestError
 from flexq.jobs.workload import (
     DEFAULT_QUEUE,
     JOB_KINDS,
     MIN_PARALLELISM,
     QUEUE_LABEL,
+    JobError,
     job_pods,
+    podsets,
+    ray_cluster_spec,
     selected_cluster,
 )
 from flexq.objects import ObjectService
@@ -55,6 +61,7 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
         _queue_kept(info, obj, old)
     if info.kind == "Job":
         _partial_admission(info, obj, old)
+    _topology(info, obj)
     if QUEUE_LABEL not in labels:
         namespace = meta.get("namespace") or "default"
         try:
@@ -71,6 +78,33 @@ def job_webhook(service: ObjectService, info: KindInfo, obj: dict[str, Any], old
     else:
         # The queue decides when the job runs: keep the suspension the controller set.
         obj["spec"]["suspend"] = old.get("spec", {}).get("suspend", True)
+
+
+def _topology(info: KindInfo, obj: dict[str, Any]) -> None:
+    """Kueue's webhooks refuse a job whose pod templates' topology annotations they refuse (Kueue's
+    ``ValidateTASPodSetRequest`` and, for a Ray job, ``ValidatePodSetGroupingTopology``), naming the template's
+    field."""
+    try:
+        podsets(info.kind, obj)
+    except JobError as exc:
+        cause = exc.__cause__
+        if not isinstance(cause, TopologyRequestError):
+            return  # not a topology problem: the controller tells it (FailedToCreateWorkload), as before
+        path = _template_paths(info.kind, obj).get(cause.where, "")
+        raise InvalidObject("request", 0, info.kind, obj["metadata"].get("name", ""), [FieldError(
+            f"{path}.{cause.field}" if path else cause.field, cause.detail)]) from None
+    except (KeyError, TypeError, ValueError):
+        return  # a malformed spec: refused by its schema, or told by the controller
+
+
+def _template_paths(kind: str, obj: dict[str, Any]) -> dict[str, str]:
+    """Each pod set's template, by the ``pod set <name>`` its errors name, as a field path of the job."""
+    if kind == "Job":
+        return {"pod set main": "spec.template"}
+    base = "spec" if kind == "RayCluster" else "spec.rayClusterSpec"
+    groups = ray_cluster_spec(kind, obj).get("workerGroupSpecs") or []
+    return {"pod set head": f"{base}.headGroupSpec.template",
+            **{f"pod set {g.get('groupName')}": f"{base}.workerGroupSpecs[{i}].template" for i, g in enumerate(groups)}}
 
 
 def _queue_kept(info: KindInfo, obj: dict[str, Any], old: dict[str, Any]) -> None:

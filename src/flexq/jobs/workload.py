@@ -110,7 +110,7 @@ def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
     try:
         topology = topology_request(annotations, f"pod set {name}") if annotations else None
     except TopologyRequestError as exc:
-        raise JobError(str(exc)) from None
+        raise JobError(str(exc)) from exc
     return PodSet(
         name=name,
         count=count,
@@ -156,7 +156,7 @@ def podsets(kind: str, obj: Mapping[str, Any]) -> tuple[PodSet, ...]:
         try:
             check_groups([(ps.name, ps.count, ps.topology) for ps in out])
         except TopologyRequestError as exc:
-            raise JobError(str(exc)) from None
+            raise JobError(str(exc)) from exc
         return tuple(out)
     if kind == "Job":
         count = job_pods(obj)
