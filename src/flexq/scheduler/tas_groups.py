@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+# The tree, its free capacity and Kueue's messages are domains' own: this module is its leader-aware path, kept
+# apart so that the placement of a pod set alone stays as it is.
 from flexq.scheduler.domains import (
     TopologyView,
     _assignment,
