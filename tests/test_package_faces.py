@@ -89,11 +89,11 @@ FACES: dict[str, tuple[str, ...]] = {
         "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
     ),
     "flexq.scheduler": (
-        "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "Event", "EventKind",
-        "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment", "PreemptionPolicy",
-        "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration", "TopologyAssignment",
-        "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config", "eviction_reason",
-        "format_amount", "format_usage", "milli", "toleration",
+        "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "DelayedTopology",
+        "Event", "EventKind", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment",
+        "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration",
+        "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config",
+        "eviction_reason", "format_amount", "format_usage", "milli", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -192,6 +192,7 @@ def test_build_config() -> None:
          "bad": ClusterQueueSpec("bad", checks=(("broken", None),), active=False)},
         {"co": CohortSpec("co", "top")},
         {"manual": 120.0, "broken": 30.0},
+        frozenset({"prov", "broken"}),  # the ProvisioningRequest controller's: they delay topology placement
     )
 
 

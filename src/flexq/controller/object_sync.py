@@ -21,6 +21,7 @@ from flexq.scheduler import (
     Admission,
     Assignment,
     CheckState,
+    DelayedTopology,
     Granular,
     PodSet,
     PodSetAssignment,
@@ -36,6 +37,8 @@ __all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_o
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 REPLACEMENT_FOR: Final = "kueue.x-k8s.io/workload-slice-replacement-for"
 """On a workload slice: the key (namespace/name) of the slice it replaces."""
+_DELAYED: Final = frozenset(d.value for d in DelayedTopology)
+_PENDING_DELAYED: Final = "There are pending delayed topology requests"
 
 
 def _parse_time(text: Any) -> float:
@@ -129,8 +132,10 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
 
                 usage[(flavors.get(resource, ""), resource)] = parse_quantity(amount).milli()
             placed = assignment_domains(ps.get("topologyAssignment"))
+            delayed = ps.get("delayedTopologyRequest")
             podsets.append(PodSetAssignment(ps["name"], flavors, usage, int(ps.get("count", 1)),
-                                            TopologyAssignment(*placed) if placed is not None else None))
+                                            TopologyAssignment(*placed) if placed is not None else None,
+                                            DelayedTopology(delayed) if delayed in _DELAYED else None))
         wl.admission = Admission.of(str(admission.get("clusterQueue", wl.cluster_queue)), tuple(podsets))
         wl.cluster_queue = wl.admission.cluster_queue
         admitted = find_condition(status, "Admitted")
@@ -214,6 +219,7 @@ def _admission(admission: Admission) -> dict[str, Any]:
             "count": ps.count,
             **({"topologyAssignment": to_v1beta2(ps.topology.levels, ps.topology.domains)}
                if ps.topology is not None else {}),
+            **({"delayedTopologyRequest": ps.delayed.value} if ps.delayed is not None else {}),
         } for ps in admission.podsets],
     }
 
@@ -264,6 +270,19 @@ def _dated(status: dict[str, Any], type_: str, message: str, now: str) -> str:
     return dated(message, datetime.fromisoformat(now), before)
 
 
+def _admitted(wl: Workload, admission: Admission, status: dict[str, Any], now: str) -> tuple[bool, str, str]:
+    """The Admitted condition of a workload that holds quota (Kueue's ``SyncAdmittedCondition``)."""
+    if wl.state is WorkloadState.ADMITTED:
+        return True, "Admitted", f"The variant {wl.won} is admitted" if wl.won else "The workload is admitted"
+    if wl.checks and all(s is CheckState.READY for s in wl.checks.values()) and any(
+            ps.delayed is DelayedTopology.PENDING and ps.topology is None for ps in admission.podsets):
+        # Checks Ready, a delayed topology request not placed yet (the message: why its last second pass found no
+        # placement, where one failed).
+        return False, "PendingDelayedTopologyRequests", wl.pending_reason or _PENDING_DELAYED
+    return False, "UnsatisfiedAdmissionChecks", _dated(
+        status, "Admitted", wl.pending_reason or "The workload has not all checks ready", now)
+
+
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
                   generation: int | None, evicted: tuple[str, str] | None = None,
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None, *,
@@ -283,12 +302,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status["admissionChecks"] = _check_states(wl, status.get("admissionChecks") or [], now)
         if not status["admissionChecks"]:
             status.pop("admissionChecks")
-        if wl.state is WorkloadState.ADMITTED:
-            cond("Admitted", True, "Admitted", f"The variant {wl.won} is admitted" if wl.won else
-                 "The workload is admitted")
-        else:
-            cond("Admitted", False, "UnsatisfiedAdmissionChecks",
-                 _dated(status, "Admitted", wl.pending_reason or "The workload has not all checks ready", now))
+        cond("Admitted", *_admitted(wl, wl.admission, status, now))
         if find_condition(status, "Evicted") is not None:
             cond("Evicted", False, "QuotaReserved", "Previously: " + (find_condition(status, "Evicted") or {})
                  .get("reason", ""))

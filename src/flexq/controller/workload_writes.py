@@ -282,7 +282,8 @@ class WorkloadWrites:
         if event.kind is EventKind.CHECK:
             message = f"Admission check {event.extra.get('check')} is {event.extra.get('state')}" + (
                 f": {event.reason}" if event.reason not in ("", event.extra.get("state")) else "")
-        warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED)
+        warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED,
+                                 EventKind.SECOND_PASS_FAILED)
         self.state.note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
 
     def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any], dict[str, Any]] | None:

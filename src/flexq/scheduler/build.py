@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flexq.api import parse_quantity
-from flexq.objects import admission_check_state, cluster_queue_state
+from flexq.objects import PROVISIONING_CONTROLLER, admission_check_state, cluster_queue_state
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -159,9 +159,12 @@ def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
     configs = {o["metadata"]["name"] for o in objects.get("ProvisioningRequestConfig", [])}
     checks: dict[str, bool] = {}
     delays: dict[str, float] = {}
+    provisioning = set()
     for check in objects.get("AdmissionCheck", []):
         name = check["metadata"]["name"]
         checks[name] = admission_check_state(check, configs).active
+        if (check.get("spec") or {}).get("controllerName") == PROVISIONING_CONTROLLER:
+            provisioning.add(name)
         minutes = (check.get("spec") or {}).get("retryDelayMinutes")
         if minutes is not None:
             delays[name] = float(minutes) * 60
@@ -184,5 +187,5 @@ def build_config(objects: Mapping[str, list[dict[str, Any]]]) -> Config:
         weight = ((lq.get("spec") or {}).get("fairSharing") or {}).get("weight")
         if weight is not None:
             weights[place] = float(parse_quantity(weight).value)
-    return Config(flavors, queues, cohorts, delays, namespaces=namespaces, stopped_queues=stopped,
-                  queue_weights=weights)
+    return Config(flavors, queues, cohorts, delays, frozenset(provisioning), namespaces=namespaces,
+                  stopped_queues=stopped, queue_weights=weights)

@@ -44,9 +44,11 @@ from flexq.scheduler.preemption import (
 )
 from flexq.scheduler.quota import Trial
 from flexq.scheduler.racing import Racing
+from flexq.scheduler.second_pass import needs_second_pass, place_delayed
+from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
 from flexq.scheduler.state import SchedulerState
-from flexq.scheduler.tas import topology_check, topology_fits, topology_view
+from flexq.scheduler.tas import delayed_flavors, topology_check, topology_fits, topology_view
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
@@ -87,6 +89,7 @@ class CycleRunner:
         events, state.deferred = state.deferred, []
         events += self.transitions.hold_stopped(now)
         events += self.transitions.requeue_due(now)
+        events += self._second_passes(now)
         state.queues.fair_step(events, now, state.workloads, state.holding)
         state.cut_short = False
         for _ in range(max_cycles):
@@ -98,6 +101,26 @@ class CycleRunner:
                 break
         else:
             state.cut_short = True
+        return events
+
+    def _second_passes(self, now: float) -> list[Event]:
+        """Kueue's second pass for delayed topology requests due by ``now``, earliest first: placed on the nodes
+        now there, the workload is admitted; not placed, it keeps its quota and is tried again after a longer
+        backoff (:mod:`flexq.scheduler.second_pass`)."""
+        state = self.state
+        events: list[Event] = []
+        for _, key in sorted((at, key) for key, (at, _) in state.second_pass.items() if at <= now):
+            _, iteration = state.second_pass.pop(key)
+            wl = state.workloads.get(key)
+            if wl is None or not needs_second_pass(wl):
+                continue
+            placed = place_delayed(state, wl, now)
+            if not isinstance(placed, str):
+                events += self.transitions.admit_placed(wl, placed, now)
+                continue
+            wl.pending_reason = placed
+            queue_second_pass(state, key, now, iteration + 1)
+            events.append(Event(now, EventKind.SECOND_PASS_FAILED, key, wl.cluster_queue, placed))
         return events
 
     def _expire_unavailable(self, now: float) -> None:
@@ -299,7 +322,7 @@ class CycleRunner:
             # What a sibling variant already holds for the pod sets they share is this variant's too.
             with state.tree.without([(cq.name, shared)]):
                 assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
-                                            self._view, fair=fair is not None)
+                                            self._view, fair=fair is not None, delayed=delayed_flavors(state, cq))
             state.last_assignment[wl.key] = assignment
             return assignment, oracle
         shape = self._shape(wl, cq)
@@ -309,7 +332,7 @@ class CycleRunner:
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
         assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view,
-                                    fair=fair is not None)
+                                    fair=fair is not None, delayed=delayed_flavors(state, cq))
         state.last_assignment[wl.key] = assignment
         # Where pod sets are placed on nodes, the answer also depends on the nodes: it is not kept.
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:

@@ -21,6 +21,9 @@ class EventKind(Enum):
     DEACTIVATED = "Deactivated"
     FINISHED = "Finished"
     CHECK = "AdmissionCheck"
+    SECOND_PASS_FAILED = "SecondPassFailed"
+    """A delayed topology request found no placement on the nodes its ProvisioningRequest brought: it keeps its
+    quota and is tried again after a backoff (Kueue's Warning event of the same reason)."""
     # The capacity driver's (flexq.capacity.driver): what the nodes and the autoscaler did.
     STARTED = "Started"
     UNSCHEDULABLE = "Unschedulable"

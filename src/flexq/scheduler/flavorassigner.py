@@ -102,6 +102,9 @@ class PodSetResult:
     topology_blocked: bool = False
     """Its quota fits and its placement does not, but would on the flavor's nodes were others' pods gone: Kueue's
     Preempt for topology, whose victims must free a placement (:func:`~flexq.scheduler.tas.topology_check`)."""
+    delayed: bool = False
+    """Its topology-aware flavor has a ProvisioningRequest check: it is placed once the check is Ready, not now
+    (Kueue's ``delayedTopologyRequest: Pending``)."""
 
     @property
     def mode(self) -> Mode:
@@ -315,19 +318,22 @@ class _Search:
     """Every flavor of the ClusterQueue is: a pod set that asks no topology is placed unconstrained."""
     fair: bool = False
     """Kueue's fair sharing is on."""
+    delayed: frozenset[str] = frozenset()
+    """The topology-aware flavors whose pod sets are placed only once a ProvisioningRequest check is Ready."""
 
 
 def assign_flavors(
     workload: Workload, cq: ClusterQueueSpec, tree: QuotaTree, flavors: Mapping[str, FlavorSpec],
     oracle: Oracle | None = None, unavailable: Mapping[str, str] | None = None, topology: TopologyView | None = None,
-    *, fair: bool = False,
+    *, fair: bool = False, delayed: frozenset[str] = frozenset(),
 ) -> Assignment:
     """Choose a flavor for every resource group of every pod set of ``workload`` in ``cq`` (a variant's pod sets
-    only among the flavors it may take); pod sets on topology-aware flavors are then placed in ``topology``;
-    ``fair``: under Kueue's fair sharing."""
+    only among the flavors it may take); pod sets on topology-aware flavors are then placed in ``topology``, but
+    those on the ``delayed`` flavors (a ProvisioningRequest check applies: their nodes come later); ``fair``:
+    under Kueue's fair sharing."""
     has_tas = any(flavors[f].topology for g in cq.groups for f in g.flavors if f in flavors)
     search = _Search(cq, tree, flavors, oracle, unavailable or {}, {}, has_tas,
-                     has_tas and tas_implied(cq, flavors), fair)
+                     has_tas and tas_implied(cq, flavors), fair, delayed)
     results: list[PodSetResult] = []
     for podset in workload.podsets:
         result = _assign_podset(search, podset, workload.allowed_for(podset.name))
@@ -363,6 +369,9 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
             continue
         if request is None or flavor is None:
             out[i] = result
+            continue
+        if flavor.name in search.delayed:  # Kueue's first pass under a ProvisioningRequest: placed once it is Ready
+            out[i] = dataclasses.replace(result, delayed=True)
             continue
         if i in pairs:
             out.update(_place_group(view, held, flavor, workload, results, (i, pairs[i])))

@@ -18,6 +18,7 @@ __all__ = [
     "ClusterQueueSpec",
     "CohortSpec",
     "ConcurrentPolicy",
+    "DelayedTopology",
     "FlavorResource",
     "FlavorSpec",
     "Fungibility",
@@ -206,6 +207,15 @@ class TopologyRequest:
     group: str = ""
 
 
+class DelayedTopology(Enum):
+    """Kueue's ``delayedTopologyRequest`` of a pod set's assignment: a topology-aware flavor whose ClusterQueue has a
+    ProvisioningRequest check for it reserves quota unplaced (``Pending``); once every check is Ready the pod set is
+    placed on the nodes then there (``Ready``, with its ``topologyAssignment``), and only then is it admitted."""
+
+    PENDING = "Pending"
+    READY = "Ready"
+
+
 @dataclass(frozen=True, slots=True)
 class TopologyAssignment:
     """Where a pod set's pods go (Kueue's ``topologyAssignment``): the levels (node labels) the values name, and per
@@ -388,6 +398,9 @@ class PodSetAssignment:
     count: int
     topology: TopologyAssignment | None = None
     """Where its pods go on a topology-aware flavor (None: anywhere the flavor's nodes have room)."""
+    delayed: DelayedTopology | None = None
+    """Kueue's ``delayedTopologyRequest``: its placement waits for the nodes a ProvisioningRequest brings (None:
+    placed at once, or not topology-aware)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ class Config:
     cohorts: Mapping[str, CohortSpec]
     check_retry_delay: Mapping[str, float] = field(default_factory=dict)
     """Seconds a workload waits after a check's Retry before it queues again (default: none)."""
+    provisioning_checks: frozenset[str] = frozenset()
+    """The AdmissionChecks of Kueue's ProvisioningRequest controller: a topology-aware flavor they apply to places
+    its pod sets only once they are Ready (Kueue's delayed topology request)."""
     race: bool = False
     """flexq's policy: workloads race a variant per flavor even where no ClusterQueue asks for Concurrent
     Admission (:mod:`flexq.scheduler.race`). Off, the scheduler is Kueue's."""

@@ -41,6 +41,8 @@ from flexq.scheduler.preemption import Target
 from flexq.scheduler.queue_config import Config
 from flexq.scheduler.race import VariantPlan
 from flexq.scheduler.racing import Racing
+from flexq.scheduler.second_pass import needs_second_pass
+from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import shrunk
 from flexq.scheduler.state import MigrationCheck, SchedulerState
 from flexq.scheduler.transitions import Transitions
@@ -295,6 +297,8 @@ class Scheduler:
         events = [Event(now, EventKind.CREATED, wl.key, wl.cluster_queue, extra=_owner(wl))]
         if wl.admission is not None:
             self._holdings.hold(wl)
+            if needs_second_pass(wl):  # restored while its delayed topology request waited: tried again
+                queue_second_pass(state, wl.key, now)
             return events
         wl.state = WorkloadState.PENDING
         if wl.cluster_queue not in state.config.cluster_queues:
@@ -320,6 +324,7 @@ class Scheduler:
         state.last_assignment.pop(key, None)
         state.requeues.pop(key, None)
         state.requeue_order.pop(key, None)
+        state.second_pass.pop(key, None)
         if state.queues.fair is not None:
             state.queues.fair.drop(wl)
         if wl.admission is not None:
@@ -357,9 +362,10 @@ class Scheduler:
 
     def next_requeue(self) -> float | None:
         """The earliest moment the scheduler has something to do by itself: a retry delay or a flavor's
-        cool-down ending."""
+        cool-down ending, or a delayed topology request's second pass."""
         state = self._state
-        times = [*state.requeues.values(), *(until for until, _ in state.unavailable.values())]
+        times = [*state.requeues.values(), *(until for until, _ in state.unavailable.values()),
+                 *(at for at, _ in state.second_pass.values())]
         return min(times) if times else None
 
     def mark_unavailable(self, flavor: str, until: float, why: str) -> None:

@@ -49,6 +49,9 @@ class SchedulerState:
     """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
     requeues: dict[str, float] = field(default_factory=dict)
     """Workloads waiting out a retry delay: key -> when they queue again."""
+    second_pass: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Workloads whose delayed topology request waits for its second pass: key -> (when, which attempt)
+    (:mod:`flexq.scheduler.second_pass`)."""
     requeue_order: dict[str, float] = field(default_factory=dict)
     """Where a workload waiting out a delay takes its place in the queue when it comes back (default: then)."""
     unavailable: dict[str, tuple[float, str]] = field(default_factory=dict)

@@ -11,23 +11,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from flexq.scheduler.domains import TopologyView, UsageOf, domain_base, fits, place, tas_implied
+from flexq.scheduler.domains import TopologyNode, TopologyView, UsageOf, domain_base, fits, place, tas_implied
 from flexq.scheduler.flavorassigner import Assignment, topology_request
-from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, Workload
+from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, TopologyAssignment, Workload
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
 
-__all__ = ["topology_check", "topology_fits", "topology_view"]
+__all__ = ["delayed_flavors", "topology_check", "topology_fits", "topology_view"]
 
 
-def topology_view(state: SchedulerState, now: float, without: frozenset[str] = frozenset()) -> TopologyView | None:
+def topology_view(state: SchedulerState, now: float, without: frozenset[str] = frozenset(),
+                  owner: str = "") -> TopologyView | None:
     """The nodes at ``now`` and what admitted workloads hold of them, but those ``without`` names (preemption's
-    victims, as if gone); None: no topology-aware flavor configured."""
+    victims, as if gone); None: no topology-aware flavor configured. Nodes a ProvisioningRequest booked for a
+    workload other than ``owner`` are left out: their capacity is that workload's."""
     flavors = state.config.flavors
     if not any(f.topology for f in flavors.values()):
         return None
-    nodes = list(state.nodes()) if state.nodes is not None else []
+    nodes = [n for n in state.nodes() if _booked(n) in ("", owner)] if state.nodes is not None else []
 
     def held(key: str) -> bool:
         # A workload that holds no quota any more (evicted, finished) counts for nothing: its pods are on their way
@@ -42,6 +44,24 @@ def topology_view(state: SchedulerState, now: float, without: frozenset[str] = f
                     yield from _held(wl, topology, state)
 
     return TopologyView(nodes, now, held, usage)
+
+
+def _booked(node: TopologyNode) -> str:
+    """The workload a node is booked for (a capacity driver's node may say, as ``booked_for``); empty: none."""
+    owner = getattr(node, "booked_for", None)
+    return owner if isinstance(owner, str) else ""
+
+
+def delayed_flavors(state: SchedulerState, cq: ClusterQueueSpec) -> frozenset[str]:
+    """The topology-aware flavors of ``cq`` that one of its ProvisioningRequest checks applies to (Kueue's
+    ``HasProvRequestAdmissionCheck``): a pod set on one reserves quota unplaced, and is placed once the check is
+    Ready."""
+    provisioning = state.config.provisioning_checks
+    if not provisioning:
+        return frozenset()
+    flavors = state.config.flavors
+    return frozenset(f for g in cq.groups for f in g.flavors if f in flavors and flavors[f].topology and any(
+        name in provisioning and (only is None or f in only) for name, only in cq.checks))
 
 
 def _held(wl: Workload, topology: str, state: SchedulerState) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
@@ -127,7 +147,7 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
     asked = []
     for podset, result in zip(wl.podsets, assignment.podsets, strict=False):
         request, flavor = topology_request(podset, implied), _tas_flavor(state, result.flavors.values())
-        if request is not None and flavor is not None:
+        if request is not None and flavor is not None and not result.delayed:
             asked.append((podset, request, flavor))
     if not asked:
         return None

@@ -17,6 +17,7 @@ from flexq.scheduler.holdings import Holdings, podsets_of, without
 from flexq.scheduler.model import (
     Admission,
     CheckState,
+    DelayedTopology,
     FlavorResource,
     PendingReason,
     PodSetAssignment,
@@ -26,10 +27,19 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.racing import Racing
+from flexq.scheduler.second_pass import PENDING_MESSAGE, pending_delayed
+from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import REPLACED
 from flexq.scheduler.state import SchedulerState
 
-__all__ = ["Transitions"]
+__all__ = ["Transitions", "placements"]
+
+
+def placements(admission: Admission) -> dict[str, dict[str, object]]:
+    """The topology assignments of ``admission``'s pod sets, as the event log writes them."""
+    return {ps.name: {"levels": list(ps.topology.levels),
+                      "domains": [{"values": list(values), "count": count} for values, count in ps.topology.domains]}
+            for ps in admission.podsets if ps.topology is not None}
 
 
 class Transitions:
@@ -45,6 +55,7 @@ class Transitions:
         state = self.state
         wl = state.workloads[key]
         state.queues.discard(wl)
+        state.second_pass.pop(key, None)
         if wl.admission is not None:
             self.holdings.release(wl)
         withdrawn = self.racing.withdraw_all(wl, now, "Variant withdrawn: its workload finished")
@@ -118,10 +129,7 @@ class Transitions:
                         extra={"check": check, "state": reported.value})]
         if reported is CheckState.READY and wl.state is WorkloadState.QUOTA_RESERVED and all(
                 s is CheckState.READY for s in wl.checks.values()):
-            wl.state = WorkloadState.ADMITTED
-            wl.admitted_at = now
-            wl.pending_reason = ""
-            events.append(self.admitted_event(wl, now))
+            events += self._checks_ready(wl, now)
         elif reported is CheckState.RETRY:
             events += self.evict(wl, now, f'Evicted due to AdmissionCheck in Retry state: "{check}"',
                                  "AdmissionCheck")
@@ -177,7 +185,8 @@ class Transitions:
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         admission = Admission.of(cq.name, tuple(
-            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology) for p in assignment.podsets))
+            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology,
+                             DelayedTopology.PENDING if p.delayed else None) for p in assignment.podsets))
         state.queues.discard(wl)
         if discount:
             state.full[wl.key] = admission
@@ -195,21 +204,40 @@ class Transitions:
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
         asked = {ps.name: ps.count for ps in wl.podsets}
         fewer = {ps.name: ps.count for ps in admission.podsets if ps.count < asked.get(ps.name, ps.count)}
-        placed = {ps.name: {"levels": list(ps.topology.levels),
-                            "domains": [{"values": list(values), "count": count}
-                                        for values, count in ps.topology.domains]}
-                  for ps in admission.podsets if ps.topology is not None}
+        placed = placements(admission)
+        delayed = {ps.name: ps.delayed.value for ps in admission.podsets if ps.delayed is not None}
         events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
                         f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission),
                         {**({"podSetCounts": fewer} if fewer else {}),
-                         **({"topologyAssignments": placed} if placed else {})})]
+                         **({"topologyAssignments": placed} if placed else {}),
+                         **({"delayedTopologyRequests": delayed} if delayed else {})})]
         if all(s is CheckState.READY for s in wl.checks.values()):
-            wl.state = WorkloadState.ADMITTED
-            wl.admitted_at = now
-            events.append(self.admitted_event(wl, now))
+            events += self._checks_ready(wl, now)
         else:
             wl.pending_reason = "The workload has not all checks ready"
         return events
+
+    def _checks_ready(self, wl: Workload, now: float) -> list[Event]:
+        """Every admission check of ``wl`` is Ready: it is admitted, unless a delayed topology request waits for
+        its second pass (Kueue's ``PendingDelayedTopologyRequests``)."""
+        if pending_delayed(wl):
+            wl.pending_reason = PENDING_MESSAGE
+            queue_second_pass(self.state, wl.key, now)
+            return []
+        wl.state = WorkloadState.ADMITTED
+        wl.admitted_at = now
+        wl.pending_reason = ""
+        return [self.admitted_event(wl, now)]
+
+    def admit_placed(self, wl: Workload, admission: Admission, now: float) -> list[Event]:
+        """``wl``'s second pass placed its delayed pod sets (``admission``, its usage unchanged): it is admitted."""
+        self.state.second_pass.pop(wl.key, None)
+        wl.admission = admission
+        wl.state = WorkloadState.ADMITTED
+        wl.admitted_at = now
+        wl.pending_reason = ""
+        event = self.admitted_event(wl, now)
+        return [dataclasses.replace(event, extra={"topologyAssignments": placements(admission)})]
 
     def admitted_event(self, wl: Workload, now: float) -> Event:
         """The event of ``wl``'s admission (its admission's pod sets and flavors)."""
@@ -229,6 +257,7 @@ class Transitions:
             # Kueue's Admitted condition turning False: the whole seconds admitted count towards its maximum.
             wl.past_exec_seconds += int(now - wl.admitted_at)
         self.holdings.release(wl)
+        state.second_pass.pop(wl.key, None)
         wl.state = WorkloadState.PENDING
         wl.ordering_time = now
         wl.reserved_at = wl.admitted_at = None

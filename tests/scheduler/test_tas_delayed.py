@@ -1,0 +1,208 @@
+"""Kueue's delayed topology request, restated from its ``pkg/scheduler/scheduler_tas_test.go`` cases (and the
+integration test ``uses exponential second-pass backoff for the workload admission``): a topology-aware flavor that a
+ProvisioningRequest check applies to reserves quota with ``delayedTopologyRequest: Pending`` and no placement; once
+every check is Ready the second pass places it on the nodes then there (``Ready``) and only then admits it; a
+second pass that finds no placement keeps the quota, says so (``SecondPassFailed``) and is tried again after 1 s,
+2 s, 4 s..."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from flexq.scheduler.domains import HOSTNAME
+from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    DelayedTopology,
+    FlavorSpec,
+    PodSet,
+    Quota,
+    ResourceGroup,
+    Taint,
+    TopologyRequest,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.scheduler import Config, Scheduler
+
+CPU = 1000
+PROV = "prov-check"
+
+
+@dataclass
+class _Node:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": CPU, "pods": 10_000})
+    taints: tuple[Taint, ...] = ()
+    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    is_ready: bool = True
+    booked_for: str | None = None
+
+    def ready(self, now: float) -> bool:
+        return self.is_ready
+
+
+def _scheduler(nodes: list[_Node], *, check: str = PROV, on: frozenset[str] | None = None,
+               second: bool = False) -> Scheduler:
+    """Kueue's ``clusterQueueWithProvReq``: one flavor (``tas-default``, nodes labelled ``tas-node``) on a single
+    hostname level, 50 cpus, the check on every flavor (or ``on`` those); ``second``: ``tas-second`` too."""
+    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,))}
+    if second:
+        flavors["tas-second"] = FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single",
+                                           levels=(HOSTNAME,))
+    group = ResourceGroup(("cpu",), tuple(flavors), {(f, "cpu"): Quota(50 * CPU) for f in flavors})
+    cq = ClusterQueueSpec("tas-main", groups=(group,), checks=((check, on),))
+    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})))
+    s.nodes = lambda: nodes
+    return s
+
+
+def _node(name: str, label: str = "tas-node", ready: bool = True, booked: str | None = None) -> _Node:
+    return _Node(name, {label: "true", HOSTNAME: name}, is_ready=ready, booked_for=booked)
+
+
+def _job(*podsets: PodSet) -> Workload:
+    return Workload("default", "foo", "lq", "tas-main", podsets or (_podset("one"),), uid="foo")
+
+
+def _podset(name: str, topology: bool = True, cpus: int = 1) -> PodSet:
+    return PodSet(name, 1, {"cpu": cpus * CPU}, topology=TopologyRequest(HOSTNAME, required=True) if topology else None)
+
+
+def _assigned(wl: Workload) -> dict[str, tuple[str, str | None, tuple[str, ...] | None]]:
+    """Per pod set: its flavor, its ``delayedTopologyRequest`` and the hosts it is placed on."""
+    assert wl.admission is not None
+    return {ps.name: (ps.flavors["cpu"], ps.delayed.value if ps.delayed else None,
+                      tuple(v[-1] for v, _ in ps.topology.domains) if ps.topology else None)
+            for ps in wl.admission.podsets}
+
+
+def _kinds(events: list[Event]) -> list[str]:
+    return [e.kind.value for e in events if e.kind is not EventKind.CHECK]
+
+
+def test_gets_quota_reserved_only_with_its_topology_request_pending() -> None:
+    # "workload in CQ with ProvisioningRequest gets QuotaReserved only": no nodes yet, nothing is placed.
+    s = _scheduler([])
+    wl = _job()
+    s.add(wl, 0.0)
+    events = s.schedule(0.0)
+    assert _kinds(events) == ["QuotaReserved"]
+    assert wl.state is WorkloadState.QUOTA_RESERVED
+    assert _assigned(wl) == {"one": ("tas-default", "Pending", None)}
+    assert events[-1].extra == {"delayedTopologyRequests": {"one": "Pending"}}
+
+
+def test_implicit_topology_of_a_tas_only_queue_is_delayed_too() -> None:
+    # "workload in CQ with ProvisioningRequest gets QuotaReserved only; implicit defaulting"
+    s = _scheduler([])
+    wl = _job(_podset("one", topology=False))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert _assigned(wl) == {"one": ("tas-default", "Pending", None)}
+
+
+def test_a_check_that_is_not_a_provisioning_request_places_at_once() -> None:
+    # "workload with a custom AdmissionCheck gets TAS assigned"
+    s = _scheduler([_node("x1")], check="custom-check")
+    wl = _job()
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert wl.state is WorkloadState.QUOTA_RESERVED
+    assert _assigned(wl) == {"one": ("tas-default", None, ("x1",))}
+
+
+def test_second_pass_places_on_the_provisioned_nodes_then_admits() -> None:
+    # "workload in CQ with ProvisioningRequest; second pass; baseline scenario": the second pass comes a second after
+    # the check is Ready (Kueue's first backoff), places the pod set and admits; the quota is not counted twice
+    # ("large workload in CQ with ProvisioningRequest; second pass", "... multi-resource workload fully consumes
+    # quota": the workload takes all 50 cpus of the queue).
+    nodes: list[_Node] = []
+    s = _scheduler(nodes)
+    wl = _job(PodSet("one", 1, {"cpu": 50 * CPU}, topology=TopologyRequest(HOSTNAME, required=True)))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    nodes.append(_Node("x1", {"tas-node": "true", HOSTNAME: "x1"}, {"cpu": 50 * CPU, "pods": 50_000},
+                       booked_for=wl.key))
+    assert _kinds(s.set_check(wl.key, PROV, CheckState.READY, 60.0)) == []
+    assert wl.state is WorkloadState.QUOTA_RESERVED and wl.pending_reason == \
+        "There are pending delayed topology requests"
+    assert s.next_requeue() == 61.0
+    assert s.schedule(60.5) == []
+    events = s.schedule(61.0)
+    assert _kinds(events) == ["Admitted"]
+    assert wl.state is WorkloadState.ADMITTED and wl.admitted_at == 61.0
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",))}
+    assert events[0].extra["topologyAssignments"]["one"]["domains"] == [{"values": ["x1"], "count": 1}]
+    assert s.usage("tas-main", ("tas-default", "cpu")) == 50 * CPU
+    assert s.next_requeue() is None
+
+
+def test_only_the_flavor_the_check_applies_to_is_delayed() -> None:
+    # "workload in CQ with two TAS flavors, only the second is using Provisioning Admission Check" and "... one with
+    # ProvisioningRequest, one regular; second pass": pod set one on tas-default is placed at once, two (on
+    # tas-second, which the check's onFlavors names) once the check is Ready.
+    s = _scheduler([_node("x1"), _node("y1", "tas-node-second")], on=frozenset({"tas-second"}), second=True)
+    wl = _job(_podset("one"), _podset("two"))
+    wl.allowed = (("one", frozenset({"tas-default"})), ("two", frozenset({"tas-second"})))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert _assigned(wl) == {"one": ("tas-default", None, ("x1",)), "two": ("tas-second", "Pending", None)}
+    s.set_check(wl.key, PROV, CheckState.READY, 5.0)
+    s.schedule(6.0)
+    assert wl.state is WorkloadState.ADMITTED
+    assert _assigned(wl) == {"one": ("tas-default", None, ("x1",)), "two": ("tas-second", "Ready", ("y1",))}
+
+
+def test_no_placement_keeps_the_quota_and_retries_with_a_doubling_backoff() -> None:
+    # Kueue's integration test "uses exponential second-pass backoff for the workload admission": the provisioned
+    # node is not Ready; each second pass fails (SecondPassFailed), the quota stays reserved, the next is tried
+    # after 2 s, 4 s, ...; once the node is Ready the next pass admits.
+    node = _node("x1", ready=False)
+    s = _scheduler([node])
+    wl = _job()
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0)
+    tried = []
+    while (at := s.next_requeue()) is not None and at < 30.0:
+        events = s.schedule(at)
+        assert _kinds(events) == ["SecondPassFailed"]
+        tried.append(at)
+    assert tried == [11.0, 13.0, 17.0, 25.0]
+    assert events[0].reason == f"couldn't assign flavors to pod set one: no topology domains at level: {HOSTNAME}"
+    assert wl.state is WorkloadState.QUOTA_RESERVED and wl.pending_reason == events[0].reason
+    assert s.usage("tas-main", ("tas-default", "cpu")) == CPU
+    node.is_ready = True
+    assert s.next_requeue() == 41.0
+    assert _kinds(s.schedule(41.0)) == ["Admitted"]
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",))}
+
+
+def test_nodes_booked_for_another_workload_are_not_its_own() -> None:
+    # flexq's emulated capacity: a ProvisioningRequest's nodes are booked for the workload that asked; another
+    # workload's second pass (or first placement) does not take them.
+    s = _scheduler([_node("x1", booked="default/other")])
+    wl = _job()
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["SecondPassFailed"]
+
+
+def test_an_eviction_drops_its_second_pass() -> None:
+    # Kueue's NeedsSecondPass is false once the workload is evicted: a Retry of the check ends the wait.
+    s = _scheduler([_node("x1", ready=False)])
+    wl = _job()
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    s.schedule(1.0)
+    events = s.set_check(wl.key, PROV, CheckState.RETRY, 2.0)
+    assert EventKind.EVICTED in [e.kind for e in events]
+    assert wl.state is WorkloadState.PENDING and wl.admission is None
+    assert s.next_requeue() is None
+    assert DelayedTopology.PENDING.value == "Pending"
