@@ -1,6 +1,7 @@
 """Topology-aware scheduling through the real kubectl: the Topology of examples/tas applied and listed, a job of four
 pods that must share a sub-block admitted with its topologyAssignment (v1beta2's slices, v1beta1's domains), and one
-of five pods that no sub-block holds pending with Kueue's TopologyPlacementFailed."""
+of five pods that no sub-block holds pending with Kueue's TopologyPlacementFailed; on DWS's nodes, a job's topology
+request delayed until its ProvisioningRequest is provisioned."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ import pytest
 import yaml
 
 from tests.conftest import Server, start_server, stop_server
-from tests.support import eventually, eventually_value, serve_kueue_config
+from tests.support import eventually, eventually_value, serve_capacity, serve_kueue_config
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
 
 
+DWS_CAPACITY = """cloud:
+  dws-pool: {queuedDelay: 8s}
+"""
 FAIR_SHARING = """apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
@@ -28,6 +32,9 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     """A fresh server; ``"fair sharing"`` as the test's parameter: one under Kueue's fair sharing."""
     if getattr(request, "param", None) == "fair sharing":
         yield from serve_kueue_config(tmp_path, FAIR_SHARING)
+        return
+    if getattr(request, "param", None) == "dws":
+        yield from serve_capacity(tmp_path, DWS_CAPACITY)
         return
     srv = start_server(tmp_path / "home")
     try:
@@ -277,3 +284,46 @@ def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block_with_real_k
     wl = _workload(kubectl, "ray", "v1beta2")
     assert [ps["topologyRequest"] for ps in wl["spec"]["podSets"]] == [
         {"required": "cloud.google.com/gce-topology-subblock", "podSetGroupName": "ray"}] * 2
+
+
+@pytest.mark.parametrize("server", ["dws"], indirect=True)
+def test_topology_request_delayed_until_dws_provisions_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """examples/tas/scenario-tas-dws.yaml's job a on the live server (tests/sim/test_topology_scenario.py runs the
+    scenario): reserved with ``delayedTopologyRequest: Pending`` and no placement while its ProvisioningRequest waits;
+    once provisioned, placed in one sub-block of the new nodes (``Ready``) and admitted, its pods on those nodes."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "dws-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--enable-queued-provisioning", "--enable-autoscaling",
+                  "--num-nodes=0", "--min-nodes=0", "--max-nodes=16")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    applied = kubectl("apply", "-f", str(EXAMPLES / "tas-dws-queue.yaml"))
+    assert applied.code == 0, applied.err
+    made = kubectl("apply", "-f", "-", input=_job("a", 4))
+    assert made.code == 0, made.err
+
+    def reserved() -> dict[str, Any]:
+        wl = _workload(kubectl, "a")
+        (psa,) = wl["status"]["admission"]["podSetAssignments"]
+        return dict(psa)
+
+    pending = eventually(reserved)
+    assert pending["delayedTopologyRequest"] == "Pending" and "topologyAssignment" not in pending
+
+    def admitted() -> dict[str, Any]:
+        wl = _workload(kubectl, "a")
+        (cond,) = [c for c in wl["status"]["conditions"] if c["type"] == "Admitted"]
+        assert cond["status"] == "True"
+        return wl
+
+    wl = eventually(admitted, timeout=60)
+    (psa,) = wl["status"]["admission"]["podSetAssignments"]
+    assert psa["delayedTopologyRequest"] == "Ready"
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=dws-pool", "-o", "yaml").out)
+    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                 for n in nodes["items"]}
+    hosts = _hosts(wl)
+    assert sorted(hosts) == sorted(subblocks), "placed on the four nodes its request brought"
+    assert len(set(subblocks.values())) == 1
+    old = _workload(kubectl, "a", "v1beta1")["status"]["admission"]["podSetAssignments"][0]
+    assert old["delayedTopologyRequest"] == "Ready" and len(old["topologyAssignment"]["domains"]) == 4

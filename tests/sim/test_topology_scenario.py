@@ -115,3 +115,29 @@ def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block(tmp_path: P
     second = ["gke-tas-pool-5-0", "gke-tas-pool-6-0"]
     assert _hosts_by_pod_set(tmp_path, grouped=True) == {"head": ["gke-tas-pool-5-0"], "workers": second}
     assert _hosts_by_pod_set(tmp_path, grouped=False) == {"head": ["gke-tas-pool-1-0"], "workers": second}
+
+
+def test_dws_nodes_place_each_job_once_provisioned_and_a_job_they_cannot_hold_is_evicted() -> None:
+    """examples/tas/scenario-tas-dws.yaml (the live half: tests/cli/test_kubectl_tas.py): each job reserves quota
+    with its topology request Pending; a second after its ProvisioningRequest's nodes come it is placed in one
+    sub-block of them (Ready) and admitted; c's five nodes hold no five pods in one sub-block: its second passes fail
+    (1 s, then doubling up to 30 s) until the booking expires and the check's Retry evicts it."""
+    events = run_scenario(load_scenario(SCENARIO.parent / "scenario-tas-dws.yaml")).events
+    story = [(e["t"], e["event"], _short(e["workload"])) for e in events
+             if e["event"] in ("QuotaReserved", "Admitted", "Started", "Evicted")]
+    assert story == [(0, "QuotaReserved", "a"), (1, "QuotaReserved", "b"), (2, "QuotaReserved", "c"),
+                     (601, "Admitted", "a"), (601, "Started", "a"), (602, "Admitted", "b"), (602, "Started", "b"),
+                     (1202, "Evicted", "c")]
+    assert all(e["delayedTopologyRequests"] == {"main": "Pending"} and "topologyAssignments" not in e
+               for e in events if e["event"] == "QuotaReserved")
+    for e in events:
+        if e["event"] == "Admitted":
+            hosts = [d["values"][0] for d in e["topologyAssignments"]["main"]["domains"]]
+            (started,) = [s["nodes"] for s in events if s["event"] == "Started" and s["workload"] == e["workload"]]
+            assert hosts == started and len(hosts) == 4, "its pods run on the hosts of its topology assignment"
+    failed = [e for e in events if e["event"] == "SecondPassFailed"]
+    assert [e["t"] for e in failed[:7]] == [603, 605, 609, 617, 633, 663, 693]
+    assert {e["reason"] for e in failed} == {'couldn\'t assign flavors to pod set main: topology "gke-default" allows '
+                                             'to fit only 4 out of 5 pod(s). Total nodes: 13; excluded: resource '
+                                             '"cpu": 8'}
+    assert failed[-1]["t"] < 1202

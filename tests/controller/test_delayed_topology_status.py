@@ -1,0 +1,76 @@
+"""A delayed topology request in a Workload's status as the queue controller writes it (Kueue's
+``delayedTopologyRequest`` on the pod set's assignment, ``PendingDelayedTopologyRequests`` on ``Admitted``), and
+read back after a restart: a workload whose checks are Ready and whose placement still waits gets its second pass
+(Kueue's integration test ``should admit workload when nodes are provisioned; manager restart``)."""
+
+from __future__ import annotations
+
+from flexq.controller.object_sync import render_status, workload_from_object
+from flexq.scheduler import (
+    Admission,
+    CheckState,
+    ClusterQueueSpec,
+    Config,
+    DelayedTopology,
+    FlavorSpec,
+    PodSet,
+    PodSetAssignment,
+    Quota,
+    ResourceGroup,
+    Scheduler,
+    TopologyAssignment,
+    TopologyRequest,
+    Workload,
+    WorkloadState,
+)
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _reserved(delayed: DelayedTopology, placed: TopologyAssignment | None, checks: CheckState) -> Workload:
+    wl = Workload("default", "w", "q", "cq", (PodSet("main", 1, {"cpu": 1000}, topology=TopologyRequest(
+        HOSTNAME, required=True)),), state=WorkloadState.QUOTA_RESERVED, admission=Admission.of("cq", (
+            PodSetAssignment("main", {"cpu": "tas"}, {("tas", "cpu"): 1000}, 1, placed, delayed),)))
+    wl.checks = {"prov": checks}
+    return wl
+
+
+def _conditions(status: dict[str, object]) -> dict[str, tuple[str, str]]:
+    rows = status["conditions"]
+    assert isinstance(rows, list)
+    return {c["type"]: (c["status"], c["reason"]) for c in rows}
+
+
+def test_pending_then_ready_as_kueue_writes_them() -> None:
+    waiting = render_status(_reserved(DelayedTopology.PENDING, None, CheckState.PENDING), {}, None,
+                            "2026-01-01T00:00:00Z", 1)
+    (psa,) = waiting["admission"]["podSetAssignments"]
+    assert psa["delayedTopologyRequest"] == "Pending" and "topologyAssignment" not in psa
+    assert _conditions(waiting)["Admitted"] == ("False", "UnsatisfiedAdmissionChecks")
+    ready = render_status(_reserved(DelayedTopology.PENDING, None, CheckState.READY), waiting, None,
+                          "2026-01-01T00:01:00Z", 1)
+    assert _conditions(ready)["Admitted"] == ("False", "PendingDelayedTopologyRequests")
+    placed = _reserved(DelayedTopology.READY, TopologyAssignment((HOSTNAME,), ((("x1",), 1),)), CheckState.READY)
+    placed.state = WorkloadState.ADMITTED
+    done = render_status(placed, ready, None, "2026-01-01T00:01:01Z", 1)
+    (psa,) = done["admission"]["podSetAssignments"]
+    assert psa["delayedTopologyRequest"] == "Ready" and psa["topologyAssignment"]["levels"] == [HOSTNAME]
+    assert _conditions(done)["Admitted"] == ("True", "Admitted")
+
+
+def test_a_restart_reads_it_back_and_the_second_pass_follows() -> None:
+    status = render_status(_reserved(DelayedTopology.PENDING, None, CheckState.READY), {}, None,
+                           "2026-01-01T00:00:00Z", 1)
+    again = workload_from_object({"metadata": {"name": "w", "namespace": "default"}, "spec": {
+        "queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {
+            "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": HOSTNAME}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+        "status": status}, {("default", "q"): "cq"})
+    assert again.state is WorkloadState.QUOTA_RESERVED and again.admission is not None
+    assert [(ps.delayed, ps.topology) for ps in again.admission.podsets] == [(DelayedTopology.PENDING, None)]
+    flavor = FlavorSpec("tas", topology="single", levels=(HOSTNAME,))
+    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(8000)}),),
+                          checks=(("prov", None),))
+    s = Scheduler(Config({"tas": flavor}, {"cq": cq}, {}, provisioning_checks=frozenset({"prov"})))
+    s.add(again, 100.0)
+    assert s.next_requeue() == 101.0, "its second pass, a second after it is known again"
