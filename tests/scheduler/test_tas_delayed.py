@@ -15,6 +15,7 @@ from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
     ClusterQueueSpec,
+    ConcurrentPolicy,
     DelayedTopology,
     FlavorSpec,
     PodSet,
@@ -206,3 +207,33 @@ def test_an_eviction_drops_its_second_pass() -> None:
     assert wl.state is WorkloadState.PENDING and wl.admission is None
     assert s.next_requeue() is None
     assert DelayedTopology.PENDING.value == "Pending"
+
+
+def test_a_racing_variant_wins_once_its_delayed_placement_admits_it() -> None:
+    # Kueue's Concurrent Admission (flexq's racing): the variant on the flavor behind the check reserves unplaced;
+    # its second pass admits it, and the workload takes its admission with its placement.
+    nodes = [_node("x1")]
+    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,)),
+               "tas-second": FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single",
+                                        levels=(HOSTNAME,))}
+    group = ResourceGroup(("cpu",), tuple(flavors), {(f, "cpu"): Quota(50 * CPU) for f in flavors})
+    cq = ClusterQueueSpec("tas-main", groups=(group,), checks=((PROV, frozenset({"tas-second"})),),
+                          concurrent=ConcurrentPolicy())
+    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})), instant_eviction=True)
+    s.nodes = lambda: nodes
+    first, wl = _job(PodSet("one", 1, {"cpu": CPU}, topology=TopologyRequest(HOSTNAME, required=True))), \
+        Workload("default", "bar", "lq", "tas-main", (_podset("one"),), uid="bar")
+    for t, job in enumerate((first, wl)):
+        s.add(job, float(t))
+        s.schedule(float(t))
+    assert first.state is WorkloadState.ADMITTED  # x1 is taken: bar's tas-default variant waits
+    (variant,) = [s.held(k) for k in s.variants[wl.key] if s.held(k).flavor == "tas-second"]
+    assert _assigned(variant) == {"one": ("tas-second", "Pending", None)}
+    nodes.append(_node("y1", "tas-node-second", booked=variant.key))
+    s.set_check(variant.key, PROV, CheckState.READY, 5.0)
+    events = s.schedule(6.0)
+    assert [e.kind.value for e in events][:2] == ["Admitted", "Finished"]
+    # under TryPreferredFlavors the more preferred flavor's variant races on
+    assert [s.held(k).flavor for k in s.variants[wl.key]] == ["tas-default"]
+    assert wl.state is WorkloadState.ADMITTED
+    assert _assigned(wl) == {"one": ("tas-second", "Ready", ("y1",))}

@@ -89,7 +89,7 @@ class CycleRunner:
         events, state.deferred = state.deferred, []
         events += self.transitions.hold_stopped(now)
         events += self.transitions.requeue_due(now)
-        events += self._second_passes(now)
+        events += self.racing.settle_admitted(self._second_passes(now), now)
         state.queues.fair_step(events, now, state.workloads, state.holding)
         state.cut_short = False
         for _ in range(max_cycles):
