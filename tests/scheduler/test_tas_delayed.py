@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pytest
+
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
@@ -237,3 +239,31 @@ def test_a_racing_variant_wins_once_its_delayed_placement_admits_it() -> None:
     assert [s.held(k).flavor for k in s.variants[wl.key]] == ["tas-default"]
     assert wl.state is WorkloadState.ADMITTED
     assert _assigned(wl) == {"one": ("tas-second", "Ready", ("y1",))}
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "alone"])
+def test_a_delayed_pod_set_group_is_placed_together_by_the_second_pass(grouped: bool) -> None:
+    # Kueue's second pass takes a pod set group's podSetGroupName as its first pass does: other pods use 4 of x1's 5
+    # cpus (rack r1), so the two 4-cpu workers go to r2; the 1-cpu leader alone fits tightest on x1, grouped it goes
+    # with its workers.
+    rack = "rack"
+    nodes = [_Node("x1", {"tas-node": "true", rack: "r1", HOSTNAME: "x1"}, {"cpu": 5 * CPU, "pods": 10_000},
+                   pods={"default/other": {"cpu": 4 * CPU}}),
+             *(_Node(h, {"tas-node": "true", rack: "r2", HOSTNAME: h}, {"cpu": 5 * CPU, "pods": 10_000})
+               for h in ("y1", "y2"))]
+    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="two", levels=(rack, HOSTNAME))}
+    cq = ClusterQueueSpec("tas-main", groups=(ResourceGroup(("cpu",), ("tas-default",),
+                                                            {("tas-default", "cpu"): Quota(50 * CPU)}),),
+                          checks=((PROV, None),))
+    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})))
+    s.nodes = lambda: nodes
+    request = TopologyRequest(rack, required=True, group="lws" if grouped else "")
+    wl = _job(PodSet("leader", 1, {"cpu": CPU}, topology=request), PodSet("workers", 2, {"cpu": 4 * CPU},
+                                                                          topology=request))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert _assigned(wl) == {"leader": ("tas-default", "Pending", None), "workers": ("tas-default", "Pending", None)}
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["Admitted"]
+    assert _assigned(wl) == {"leader": ("tas-default", "Ready", ("y1",) if grouped else ("x1",)),
+                             "workers": ("tas-default", "Ready", ("y1", "y2"))}
