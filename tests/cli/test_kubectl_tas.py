@@ -288,9 +288,10 @@ def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block_with_real_k
 
 @pytest.mark.parametrize("server", ["dws"], indirect=True)
 def test_topology_request_delayed_until_dws_provisions_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
-    """examples/tas/scenario-tas-dws.yaml's job a on the live server (tests/sim/test_topology_scenario.py runs the
-    scenario): reserved with ``delayedTopologyRequest: Pending`` and no placement while its ProvisioningRequest waits;
-    once provisioned, placed in one sub-block of the new nodes (``Ready``) and admitted, its pods on those nodes."""
+    """examples/tas/scenario-tas-dws.yaml's jobs a and c on the live server (tests/sim/test_topology_scenario.py runs
+    the scenario): a is reserved with ``delayedTopologyRequest: Pending`` and no placement while its
+    ProvisioningRequest waits; once provisioned, placed in one sub-block of its new nodes (``Ready``) and admitted. c's
+    nodes hold no sub-block of five: it waits, PendingDelayedTopologyRequests, with SecondPassFailed events."""
     for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
                  ("container", "node-pools", "create", "dws-pool", "--cluster=tas-cluster",
                   "--machine-type=n2-standard-16", "--enable-queued-provisioning", "--enable-autoscaling",
@@ -299,8 +300,9 @@ def test_topology_request_delayed_until_dws_provisions_with_real_kubectl(kubectl
         assert made.code == 0, made.err
     applied = kubectl("apply", "-f", str(EXAMPLES / "tas-dws-queue.yaml"))
     assert applied.code == 0, applied.err
-    made = kubectl("apply", "-f", "-", input=_job("a", 4))
-    assert made.code == 0, made.err
+    for name, pods in (("a", 4), ("c", 5)):
+        made = kubectl("apply", "-f", "-", input=_job(name, pods))
+        assert made.code == 0, made.err
 
     def reserved() -> dict[str, Any]:
         wl = _workload(kubectl, "a")
@@ -323,7 +325,21 @@ def test_topology_request_delayed_until_dws_provisions_with_real_kubectl(kubectl
     subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
                  for n in nodes["items"]}
     hosts = _hosts(wl)
-    assert sorted(hosts) == sorted(subblocks), "placed on the four nodes its request brought"
-    assert len(set(subblocks.values())) == 1
+    mine = {h: subblocks[h] for h in hosts}
+    assert len(mine) == 4 and len(set(mine.values())) == 1, "placed in one sub-block of the nodes it brought"
     old = _workload(kubectl, "a", "v1beta1")["status"]["admission"]["podSetAssignments"][0]
     assert old["delayedTopologyRequest"] == "Ready" and len(old["topologyAssignment"]["domains"]) == 4
+
+    def second_pass_failed() -> dict[str, Any]:
+        # c's five nodes span two sub-blocks: it keeps its quota, waiting, and says why (Kueue's Warning event)
+        wl = _workload(kubectl, "c")
+        (cond,) = [c for c in wl["status"]["conditions"] if c["type"] == "Admitted"]
+        assert cond["reason"] == "PendingDelayedTopologyRequests" and "allows to fit only 4 out of 5" in cond["message"]
+        events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+        (event,) = {e["reason"]: e for e in events if e["reason"] == "SecondPassFailed"}.values()
+        return dict(event)
+
+    event = eventually(second_pass_failed, timeout=60)
+    assert event["type"] == "Warning" and "allows to fit only 4 out of 5 pod(s)" in event["message"]
+    assert _workload(kubectl, "c")["status"]["admission"]["podSetAssignments"][0]["delayedTopologyRequest"] == \
+        "Pending"

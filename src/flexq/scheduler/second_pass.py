@@ -3,9 +3,9 @@ reserves quota unplaced (``delayedTopologyRequest: Pending``), since its nodes d
 provisioned. Once every admission check is Ready, a second scheduling pass places it on the nodes then there
 (``Ready``, with its ``topologyAssignment``), and only then is the workload admitted.
 
-As Kueue's second-pass queue: the first pass is tried a second after the checks turned Ready, and a pass that finds
-no placement keeps the quota, says why (a ``SecondPassFailed`` Warning) and is tried again after a backoff that
-doubles (1 s, 2 s, 4 s ... at most 30 s). Nothing else gives up on it: a ProvisioningRequest's booking that expires
+As Kueue's second-pass queue: the second pass is first tried a second after the checks turned Ready, and one that
+finds no placement keeps the quota, says why (a ``SecondPassFailed`` Warning) and is tried again after a backoff
+that doubles (2 s, 4 s ... at most 30 s). Nothing else gives up on it: a ProvisioningRequest's booking that expires
 unused fails the check (Retry), which evicts the workload as any Retry does.
 
 Nodes a ProvisioningRequest booked for another workload are not the workload's to use
