@@ -93,7 +93,7 @@ FACES: dict[str, tuple[str, ...]] = {
         "Event", "EventKind", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment",
         "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration",
         "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config",
-        "eviction_reason", "format_amount", "format_usage", "milli", "toleration",
+        "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -142,6 +142,10 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
     "topology-aware scheduling off": (V2 + "featureGates:\n  TopologyAwareScheduling: false\n", [
         "line 4: featureGates.TopologyAwareScheduling: not supported: flexq does not implement "
         "TopologyAwareScheduling=false"]),
+    "failed node replacement waiting for a node (no fail fast)": (
+        V2 + "featureGates:\n  TASFailedNodeReplacementFailFast: false\n", [
+            "line 4: featureGates.TASFailedNodeReplacementFailFast: not supported: flexq does not implement "
+            "TASFailedNodeReplacementFailFast=false"]),
     "an unknown framework and a duplicate": (V2 + "integrations:\n  frameworks:\n  - pod\n  - pod\n  - kubeflow/x\n", [
         "line 6: integrations.frameworks[1]: Duplicate value: 'pod'",
         "line 7: integrations.frameworks[2]: Unsupported value: 'kubeflow/x'"]),
@@ -172,6 +176,21 @@ FAIR_SHARING: dict[str, tuple[str, tuple[str, ...] | None]] = {
         ("LessThanOrEqualToFinalShare",)),
     "v1beta1 without enable: off": (V1 + "fairSharing: {preemptionStrategies: [LessThanInitialShare]}", None),
 }
+
+
+# name -> (text, whether a lost node's topology-aware pods get a replacement)
+NODE_REPLACEMENT: dict[str, tuple[str, bool]] = {
+    "no gate: on (Kueue v0.19's default)": (V2, True),
+    "TASFailedNodeReplacement off": (V2 + "featureGates: {TASFailedNodeReplacement: false}", False),
+    "on, with pod termination's gate either way": (
+        V2 + "featureGates: {TASFailedNodeReplacement: true, TASReplaceNodeOnPodTermination: false}", True),
+}
+
+
+@pytest.mark.parametrize("name", NODE_REPLACEMENT)
+def test_failed_node_replacement_follows_its_gate(name: str) -> None:
+    text, expected = NODE_REPLACEMENT[name]
+    assert parse(text, "kueue.yaml").replace_failed_nodes is expected
 
 
 @pytest.mark.parametrize("name", FAIR_SHARING)

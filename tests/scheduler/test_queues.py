@@ -102,8 +102,8 @@ def test_event_kinds() -> None:
     capacity = {k.value for k in EventKind if k.capacity}
     warning = {k.value for k in EventKind if k.warning}
     assert capacity == {"Started", "Unschedulable", "ScaledUp", "ScaledDown", "NodesUnavailable", "NodesExpired",
-                        "NodeDeleted", "SliceReleased", "SliceRepaired", "Fallback", "ProvisioningRequest",
-                        "RaceWon"}
+                        "NodeDeleted", "NodeReplaced", "SliceReleased", "SliceRepaired", "Fallback",
+                        "ProvisioningRequest", "RaceWon"}
     assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted"}
 
 

@@ -109,6 +109,11 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "AdmissionFairSharing": frozenset({True, False}),  # honoured: false turns admissionFairSharing off
     "FairSharingPreemptWithinNominal": frozenset({True}),  # fair sharing's preemption within nominal quota
     "FairSharingPrioritizeNonBorrowing": frozenset({True}),  # its cycle order: not borrowing first
+    "TASFailedNodeReplacement": frozenset({True, False}),  # honoured: false evicts at once on a lost node
+    "TASFailedNodeReplacementFailFast": frozenset({True}),  # no replacement at once: evicted (no retries later)
+    # flexq's nodes fail by being deleted (a host failure, ``kubectl delete node``), never by going NotReady, which is
+    # all this gate changes: either value behaves the same.
+    "TASReplaceNodeOnPodTermination": frozenset({True, False}),
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
 
@@ -228,6 +233,12 @@ class KueueConfig:
     source: str = ""
     fair_sharing: tuple[str, ...] | None = None
     """Fair sharing's preemption strategies, in order (None: fair sharing off, Kueue's default)."""
+
+    @property
+    def replace_failed_nodes(self) -> bool:
+        """Kueue's ``TASFailedNodeReplacement`` (on by default): a lost node's pods of a topology-aware workload are
+        given a replacement node, where there is one, rather than the workload being evicted."""
+        return self.feature_gates.get("TASFailedNodeReplacement", FEATURE_GATES["TASFailedNodeReplacement"])
 
     def manages(self, kind: str) -> bool:
         """Whether jobs of ``kind`` (Job, RayJob, RayCluster, Pod) are managed (their framework is enabled)."""

@@ -9,20 +9,27 @@ atomic (its hosts are recovered together, never one by one), so a lost host cost
 - in a queued-provisioning (DWS) pool the capacity was the ProvisioningRequest's: the slice is released whole
   (``SliceReleased``) and the requeued job asks for a new one.
 
+A topology-aware workload whose assignment names a lost node (by its hostname) is not evicted where Kueue's
+``TASFailedNodeReplacement`` is on (its default): the pods of that node are placed on another node of their domain
+and bound there, its assignment rewritten (``NodeReplaced``), and its job runs on. Where there is no replacement it
+is evicted at once (``NodeFailures``: Kueue's ``TASFailedNodeReplacementFailFast``), as it is when more than one of
+its nodes is lost at once (a multi-host slice).
+
 The cloud's ``hostFailures`` (times from its origin) make a host of a pool fail, in the simulator and the live server
 alike: the first node (by name) of a slice in use, else of the pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
-from flexq.capacity.cluster import Cluster
-from flexq.capacity.notes import PoolNote, Teller
+from flexq.capacity.cluster import Cluster, Placement
+from flexq.capacity.notes import PoolNote, ReplacedNote, Teller
+from flexq.capacity.placement import pod_groups
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.record import Timeline
-from flexq.scheduler import EventKind, Scheduler
+from flexq.scheduler import EventKind, PodSetAssignment, Scheduler, Workload, names_node
 
 __all__ = ["NodeLoss"]
 
@@ -91,9 +98,50 @@ class NodeLoss:
         if pool is not None and multi_host:
             self._lose_slice(node, rest, pool, now)
         reason = why or f"Node {name} was deleted"
+        lost = {node.name, *(n.name for n in rest)} if multi_host else {node.name}
         for key in victims:
+            if self._hot_swap(key, lost, now):
+                continue
             self.teller.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
         self.make_room()
+
+    def _hot_swap(self, key: str, lost: set[str], now: float) -> bool:
+        """Kueue's failed node replacement for ``key``, whose pods were on the ``lost`` nodes: False where it does not
+        apply (the gate off, no topology assignment naming them); else the workload has a replacement or is
+        evicted."""
+        wl = self.scheduler.workload(key)
+        if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None:
+            return False
+        admission = wl.admission
+        named = sorted(n for n in lost if names_node(admission, n))
+        if not named:
+            return False
+        if len(named) > 1:
+            self.teller.log(self.scheduler.evict(key, now, "Workload eviction triggered due to multiple TAS assigned "
+                                                 f"node failures, including: {', '.join(named)}", "NodeFailures"))
+        elif not self.scheduler.replace_node(key, named[0], now):
+            self.teller.log(self.scheduler.evict(key, now, "Workload was evicted as there was no replacement for "
+                                                 f"unhealthy node(s): {named[0]}", "NodeFailures"))
+        else:
+            nodes = self._bind_replacement(wl, admission.podsets, now)
+            self.teller.on(EventKind.NODE_REPLACED, key, f"node {named[0]} was lost: its pods were placed on "
+                           f"{', '.join(nodes)} in the same topology domain", ReplacedNote(named[0], tuple(nodes)))
+        return True
+
+    def _bind_replacement(self, wl: Workload, before: Sequence[PodSetAssignment], now: float) -> list[str]:
+        """Bind ``wl``'s pods its rewritten assignment has on nodes beyond its assignment ``before``; the nodes."""
+        assert wl.admission is not None
+        was = {ps.name: dict(ps.topology.domains) for ps in before if ps.topology is not None}
+        placement = Placement()
+        for ps in wl.admission.podsets:
+            if ps.topology is None:
+                continue
+            for values, count in ps.topology.domains:
+                extra = count - was.get(ps.name, {}).get(values, 0)
+                if extra > 0 and values[-1] in self.cluster.nodes:
+                    placement.bindings.setdefault(ps.name, []).extend([values[-1]] * extra)
+        self.cluster.bind(wl.key, pod_groups(wl, self.scheduler.config.flavors), placement, now)
+        return sorted({n for names in placement.bindings.values() for n in names})
 
     def _lose_slice(self, lost: Node, rest: list[Node], pool: NodePoolSpec, now: float) -> None:
         """The other hosts of ``lost``'s slice go with it; the slice is recreated when the pool is not DWS's and

@@ -17,7 +17,8 @@ from flexq.capacity.reasons import TimeWords
 from flexq.capacity.record import Records
 from flexq.scheduler import Event, EventKind, Scheduler
 
-__all__ = ["FallbackNote", "PoolNote", "ProvisioningState", "RequestNote", "StartedNote", "Teller", "WorkloadNote"]
+__all__ = ["FallbackNote", "PoolNote", "ProvisioningState", "ReplacedNote", "RequestNote", "StartedNote", "Teller",
+           "WorkloadNote"]
 
 
 class ProvisioningState(StrEnum):
@@ -82,6 +83,18 @@ class StartedNote:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplacedNote:
+    """The workload's pods on ``node`` (lost) were placed on ``nodes`` instead (Kueue's failed node replacement)."""
+
+    node: str
+    nodes: tuple[str, ...]
+    variant: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        return _with_variant({"node": self.node, "nodes": list(self.nodes)}, self.variant)
+
+
+@dataclass(frozen=True, slots=True)
 class FallbackNote:
     """The workload was evicted to try the flavor after ``flavor``, whose ``pool`` could not deliver nodes."""
 
@@ -119,7 +132,7 @@ class RequestNote:
         return _with_variant(out, self.variant)
 
 
-Note: TypeAlias = WorkloadNote | PoolNote | StartedNote | FallbackNote | RequestNote
+Note: TypeAlias = WorkloadNote | PoolNote | StartedNote | ReplacedNote | FallbackNote | RequestNote
 
 
 class Teller:

@@ -138,7 +138,8 @@ class ControlPlane:
         self.use_capacity(capacity, objects)
         race = capacity is not None and capacity.fallback
         self.scheduler.configure(dataclasses.replace(build_config(objects), race=race,
-                                                     fair_sharing=self.kueue.fair_sharing))
+                                                     fair_sharing=self.kueue.fair_sharing,
+                                                     replace_failed_nodes=self.kueue.replace_failed_nodes))
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check

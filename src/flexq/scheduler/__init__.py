@@ -29,6 +29,7 @@ from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.scheduler.slices import REPLACED
+from flexq.scheduler.tas_replace import names_node
 
 __all__ = [
     "ALLOWED_FLAVORS",
@@ -64,5 +65,6 @@ __all__ = [
     "format_amount",
     "format_usage",
     "milli",
+    "names_node",
     "toleration",
 ]

@@ -32,6 +32,7 @@ class EventKind(Enum):
     NODES_UNAVAILABLE = "NodesUnavailable"
     NODES_EXPIRED = "NodesExpired"
     NODE_DELETED = "NodeDeleted"
+    NODE_REPLACED = "NodeReplaced"
     SLICE_RELEASED = "SliceReleased"
     SLICE_REPAIRED = "SliceRepaired"
     FALLBACK = "Fallback"
@@ -51,8 +52,9 @@ class EventKind(Enum):
 
 _CAPACITY = frozenset({
     EventKind.STARTED, EventKind.UNSCHEDULABLE, EventKind.SCALED_UP, EventKind.SCALED_DOWN,
-    EventKind.NODES_UNAVAILABLE, EventKind.NODES_EXPIRED, EventKind.NODE_DELETED, EventKind.SLICE_RELEASED,
-    EventKind.SLICE_REPAIRED, EventKind.FALLBACK, EventKind.PROVISIONING_REQUEST, EventKind.RACE_WON,
+    EventKind.NODES_UNAVAILABLE, EventKind.NODES_EXPIRED, EventKind.NODE_DELETED, EventKind.NODE_REPLACED,
+    EventKind.SLICE_RELEASED, EventKind.SLICE_REPAIRED, EventKind.FALLBACK, EventKind.PROVISIONING_REQUEST,
+    EventKind.RACE_WON,
 })
 _WARNING = frozenset({EventKind.NODES_UNAVAILABLE, EventKind.FALLBACK, EventKind.UNSCHEDULABLE,
                       EventKind.NODES_EXPIRED, EventKind.NODE_DELETED})

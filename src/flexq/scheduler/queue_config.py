@@ -38,6 +38,9 @@ class Config:
     fair_sharing: tuple[str, ...] | None = None
     """Kueue's fair sharing (its Configuration's ``fairSharing``): the preemption strategies, in order
     (``LessThanOrEqualToFinalShare``, ``LessThanInitialShare``); None: off (Kueue's default)."""
+    replace_failed_nodes: bool = True
+    """Kueue's ``TASFailedNodeReplacement`` feature gate (on by default): a topology-aware workload's pods on a lost
+    node get a replacement node in their domain (:mod:`flexq.scheduler.tas_replace`); off, the workload is evicted."""
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""

@@ -45,6 +45,7 @@ from flexq.scheduler.second_pass import needs_second_pass
 from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import shrunk
 from flexq.scheduler.state import MigrationCheck, SchedulerState
+from flexq.scheduler.tas_replace import names_node, replacement
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["Config", "Scheduler"]
@@ -338,6 +339,19 @@ class Scheduler:
         workload: for its variants that have the check)."""
         return self._heard(self._transitions.set_check(key, check, state, now, message, retry_after, pod_set_updates),
                            now)
+
+    def replace_node(self, key: str, node: str, now: float) -> bool:
+        """Kueue's failed node replacement: the pods ``key``'s topology assignment put on ``node`` (gone from the
+        nodes) are placed on others of their domain, its admission rewritten (:mod:`flexq.scheduler.tas_replace`).
+        False: its assignment does not name the node, or there is no replacement (nothing changed)."""
+        wl = self._state.workloads.get(key)
+        if wl is None or wl.admission is None or not names_node(wl.admission, node):
+            return False
+        admission = replacement(self._state, now, wl, node)
+        if admission is None:
+            return False
+        wl.admission = admission
+        return True
 
     def evict(self, key: str, now: float, reason: str, cause: str = "Evicted") -> list[Event]:
         """Evict from outside (a controller): release the quota and queue again."""

@@ -1,0 +1,141 @@
+"""Failed node replacement in virtual time (Kueue's TASFailedNodeReplacement; the live half:
+tests/cli/test_kubectl_tas.py): examples/tas's eight hosts in two sub-blocks, a job whose pods must share a
+sub-block, and the first of its hosts failing at 10m. With a free host left in its sub-block its pods there move to
+it and the job runs on; with none it is evicted at once (TASFailedNodeReplacementFailFast) and requeued; with the gate
+off it is evicted as any workload on a lost node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flexq.sim.runner import run_scenario
+from flexq.sim.scenario import load_scenario
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
+GATE_OFF = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "featureGates": {"TASFailedNodeReplacement": False}}
+
+
+def _run(tmp_path: Path, pods: int, gate_off: bool = False) -> list[dict[str, Any]]:
+    """Job a (``pods`` pods, 30m) on the first sub-block, job b (four, 1h) on the second; host 1 fails at 10m."""
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-hot-swap"},
+           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h",
+                    **({"kueueConfig": GATE_OFF} if gate_off else {}),
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}],
+                                 "cloud": {"tas-pool": {"hostFailures": ["10m"]}}},
+                    "submit": [{"at": f"{at}s", "file": str(EXAMPLES / "job-subblock.yaml"), "runFor": run_for,
+                                "env": {"JOB_NAME": name, "PODS": str(n)}}
+                               for at, name, n, run_for in ((0, "a", pods, "30m"), (1, "b", 4, "1h"))]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return [e for e in run_scenario(load_scenario(path)).events if e["workload"].startswith("default/job-a")]
+
+
+def _story(events: list[dict[str, Any]]) -> list[tuple[float, str, str]]:
+    return [(e["t"], e["event"], e.get("cause") or e["reason"]) for e in events
+            if e["event"] in ("NodeReplaced", "Evicted", "QuotaReserved", "Finished")]
+
+
+def test_the_lost_hosts_pod_moves_to_the_free_host_of_its_sub_block_and_the_job_runs_on(tmp_path: Path) -> None:
+    events = _run(tmp_path, pods=3)
+    started = next(e for e in events if e["event"] == "Started")
+    assert started["nodes"] == ["gke-tas-pool-1-0", "gke-tas-pool-2-0", "gke-tas-pool-3-0"]
+    (replaced,) = [e for e in events if e["event"] == "NodeReplaced"]
+    assert (replaced["t"], replaced["node"], replaced["nodes"]) == (600, "gke-tas-pool-1-0", ["gke-tas-pool-4-0"])
+    assert replaced["reason"] == ("node gke-tas-pool-1-0 was lost: its pods were placed on gke-tas-pool-4-0 in the "
+                                  "same topology domain")
+    assert _story(events) == [(0, "QuotaReserved", "Quota reserved in ClusterQueue tas-cluster-queue"),
+                              (600, "NodeReplaced", replaced["reason"]), (1800, "Finished", "JobFinished")]
+
+
+@pytest.mark.parametrize("gate_off", [False, True], ids=["fail fast", "gate off"])
+def test_with_no_free_host_in_its_sub_block_the_job_is_evicted_and_requeued(tmp_path: Path, gate_off: bool) -> None:
+    """Kueue's "workload with unhealthyNode annotation; second pass; required rack; no fit; FailFast": evicted with
+    NodeFailures; with the gate off, as a workload whose node is gone (NodeLost). Either way it waits for b's
+    sub-block (1h1s) and runs there."""
+    events = _run(tmp_path, pods=4, gate_off=gate_off)
+    assert not [e for e in events if e["event"] == "NodeReplaced"]
+    (evicted,) = [e for e in events if e["event"] == "Evicted"]
+    assert evicted["t"] == 600
+    if gate_off:
+        assert (evicted["cause"], evicted["reason"]) == (
+            "NodeLost", "host gke-tas-pool-1-0 of pool tas-pool failed: the workload's pods on it are gone")
+    else:
+        assert (evicted["cause"], evicted["reason"]) == (
+            "NodeFailures", "Workload was evicted as there was no replacement for unhealthy node(s): gke-tas-pool-1-0")
+    assert [(t, kind) for t, kind, _ in _story(events)] == [(0, "QuotaReserved"), (600, "Evicted"),
+                                                           (3601, "QuotaReserved"), (5401, "Finished")]
+
+
+TPU_OBJECTS = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: gke-default}
+spec:
+  levels:
+    - nodeLabel: cloud.google.com/gce-topology-block
+    - nodeLabel: cloud.google.com/gce-topology-subblock
+    - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tpu-tas}
+spec: {nodeLabels: {cloud.google.com/gke-nodepool: tpu-pool}, topologyName: gke-default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: tpu-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [google.com/tpu]
+      flavors: [{name: tpu-tas, resources: [{name: google.com/tpu, nominalQuota: 64}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: tpu-queue, namespace: default}
+spec: {clusterQueue: tpu-cq}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: slice, namespace: default, labels: {kueue.x-k8s.io/queue-name: tpu-queue}}
+spec:
+  parallelism: 4
+  completions: 4
+  suspend: true
+  template:
+    metadata:
+      annotations: {kueue.x-k8s.io/podset-required-topology: cloud.google.com/gce-topology-subblock}
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: google.com/tpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - {name: worker, image: busybox, resources: {requests: {google.com/tpu: 4}}}
+"""
+
+
+def test_a_lost_host_of_a_tpu_slice_loses_its_other_hosts_too_and_the_job_is_evicted(tmp_path: Path) -> None:
+    """A multi-host slice goes whole: more than one of the job's nodes at once, Kueue's "multiple TAS assigned node
+    failures" eviction, not a replacement."""
+    *objects, job = list(yaml.safe_load_all(TPU_OBJECTS))
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-slice-lost"},
+           "spec": {"objects": objects, "until": "3h",
+                    "capacity": {"pools": [{"name": "tpu-pool", "machineType": "ct6e-standard-4t",
+                                            "tpuTopology": "4x4", "numNodes": 4, "autoscaling": False}],
+                                 "cloud": {"tpu-pool": {"hostFailures": ["10m"], "bootTime": "5m"}}},
+                    "submit": [{"at": "0s", "runFor": "1h", "object": job}]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    events = run_scenario(load_scenario(path)).events
+    hosts = next(e for e in events if e["event"] == "Started")["nodes"]
+    assert len(hosts) == 4
+    (evicted,) = [e for e in events if e["event"] == "Evicted"]
+    assert (evicted["t"], evicted["cause"]) == (600, "NodeFailures")
+    assert evicted["reason"] == ("Workload eviction triggered due to multiple TAS assigned node failures, including: "
+                                 + ", ".join(sorted(hosts)))
+    assert not [e for e in events if e["event"] == "NodeReplaced"]
