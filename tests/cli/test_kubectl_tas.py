@@ -343,3 +343,45 @@ def test_topology_request_delayed_until_dws_provisions_with_real_kubectl(kubectl
     assert event["type"] == "Warning" and "allows to fit only 4 out of 5 pod(s)" in event["message"]
     assert _workload(kubectl, "c")["status"]["admission"]["podSetAssignments"][0]["delayedTopologyRequest"] == \
         "Pending"
+
+
+def _v1beta1_hosts(kubectl: Any, job: str) -> list[str]:
+    wl = _workload(kubectl, job, "v1beta1")
+    return [d["values"][0] for d in wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]["domains"]]
+
+
+def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_tas_node_replacement.py (Kueue's TASFailedNodeReplacement): job a's three pods
+    hold three hosts of a sub-block; one of them is deleted; its pod goes to the sub-block's fourth host, and the
+    workload stays admitted with its topologyAssignment rewritten."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
+    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                 for n in nodes["items"]}
+    job = yaml.safe_load(_job("a", 3))
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
+    hosts = _v1beta1_hosts(kubectl, "a")
+    (subblock,) = {subblocks[h] for h in hosts}
+    (spare,) = [h for h, s in subblocks.items() if s == subblock and h not in hosts]
+    deleted = kubectl("delete", "node", hosts[0])
+    assert deleted.code == 0, deleted.err
+
+    def moved() -> list[str]:
+        now = _v1beta1_hosts(kubectl, "a")
+        assert now == sorted([*hosts[1:], spare])
+        return now
+
+    eventually(moved)
+    assert _admitted(kubectl, "a") is not None, "admitted all along"
+    events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+    (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
+    assert replaced["message"] == (f"node {hosts[0]} was lost: its pods were placed on {spare} in the same topology "
+                                   "domain")
+    assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
