@@ -1,10 +1,12 @@
 """Failed node replacement (Kueue's ``TASFailedNodeReplacement``, restated from the "workload with unhealthyNode
 annotation; second pass" cases of its ``pkg/scheduler/scheduler_tas_test.go``): Kueue's nodes x1 (block b1, rack r1),
 x2-x4 (b1, r2), x5 (b2, r1) and x6 (b2, r2), one cpu each, plus x0, which the workload was placed on and which is then
-lost. The pods of x0 are placed again within the domain the rest keep to, or nowhere (the caller evicts)."""
+lost. Each case starts from Kueue's assignment; the pods of x0 are placed again within the domain the rest keep to,
+or nowhere (the caller evicts)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,6 +20,7 @@ from flexq.scheduler.model import (
     Quota,
     ResourceGroup,
     Taint,
+    TopologyAssignment,
     TopologyRequest,
     Workload,
     WorkloadState,
@@ -46,12 +49,14 @@ def _node(name: str, block: str, rack: str, cpus: int = 1) -> _Node:
     return _Node(name, {BLOCK: block, RACK: rack, HOSTNAME: name}, {"cpu": cpus * CPU, "pods": 110_000})
 
 
-def _scheduler(x0: tuple[str, str], x0_cpus: int) -> tuple[Scheduler, list[_Node]]:
+def _scheduler() -> tuple[Scheduler, list[_Node]]:
+    """Kueue's nodes, and x0 (8 cpus, its own rack) for the first placement, which each case then sets as Kueue's
+    case starts."""
     flavors = {"tas": FlavorSpec("tas", {}, topology="three-level", levels=(BLOCK, RACK, HOSTNAME))}
     group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
     cq = ClusterQueueSpec("cq", groups=(group,))
     s = Scheduler(Config(flavors, {cq.name: cq}, {}), instant_eviction=True)
-    nodes = [_node("x0", *x0, cpus=x0_cpus), *(_node(name, *where) for name, where in KUEUE_NODES.items())]
+    nodes = [_node("x0", "b0", "r0", cpus=8), *(_node(name, *where) for name, where in KUEUE_NODES.items())]
     s.nodes = lambda: nodes
     return s, nodes
 
@@ -65,66 +70,76 @@ def _hosts(wl: Workload) -> dict[str, dict[str, int]]:
 @dataclass(frozen=True)
 class Case:
     podsets: tuple[PodSet, ...]
-    x0: tuple[str, str] = ("b0", "r0")
-    """Where x0 sits, so that the first placement takes it as Kueue's case starts."""
-    x0_cpus: int = 1
-    placed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    placed: Mapping[str, Mapping[str, int]]
+    """The assignment Kueue's case starts from (hosts by pod set)."""
     replaced: Mapping[str, Mapping[str, int]] | None = None
     """The assignment after x0 is lost (None: no replacement)."""
+    also_lost: tuple[str, ...] = ()
+    """Other nodes gone too (their pods not yet replaced)."""
 
 
-def _ps(name: str, pods: int, request: TopologyRequest, cpus: int = 1) -> PodSet:
-    return PodSet(name, pods, {"cpu": cpus * CPU}, topology=request)
+def _ps(name: str, pods: int, request: TopologyRequest, milli: int = CPU) -> PodSet:
+    return PodSet(name, pods, {"cpu": milli}, topology=request)
 
 
 PREFERRED_HOST, REQUIRED_RACK = TopologyRequest(HOSTNAME), TopologyRequest(RACK, required=True)
 CASES = {
     # "baseline scenario": one pod, preferred hostname: the first free host by Kueue's order takes it.
-    "baseline": Case((_ps("one", 1, PREFERRED_HOST),), placed={"one": {"x0": 1}}, replaced={"one": {"x1": 1}}),
+    "baseline": Case((_ps("one", 1, PREFERRED_HOST),), {"one": {"x0": 1}}, {"one": {"x1": 1}}),
+    # "preferred; fit in different rack": two pods of half a cpu; x1 has room for the second.
+    "preferred; fit beside the other pod": Case((_ps("one", 2, TopologyRequest(RACK), milli=500),),
+                                                {"one": {"x0": 1, "x1": 1}}, {"one": {"x1": 2}}),
+    # "preferred; no fit; FailFast": three cpus fit no host: no replacement (FailFast evicts).
+    "preferred; no fit": Case((_ps("one", 1, TopologyRequest(RACK), milli=3 * CPU),), {"one": {"x0": 1}}),
     # "required rack; fit": x2's rack (b1/r2) keeps the pods; x3 takes x0's.
-    "required rack; fit": Case((_ps("one", 2, REQUIRED_RACK),), x0=("b1", "r2"), placed={"one": {"x0": 1, "x2": 1}},
-                               replaced={"one": {"x2": 1, "x3": 1}}),
+    "required rack; fit": Case((_ps("one", 2, REQUIRED_RACK),), {"one": {"x0": 1, "x2": 1}},
+                               {"one": {"x2": 1, "x3": 1}}),
     # "required rack for a single node; fit": x0 held every pod: placed afresh, in any rack.
-    "required rack, single node": Case((_ps("one", 1, REQUIRED_RACK),), placed={"one": {"x0": 1}},
-                                       replaced={"one": {"x1": 1}}),
-    # "required rack; no fit": x1's rack has no other host: no replacement (FailFast evicts).
-    "required rack; no fit": Case((_ps("one", 2, REQUIRED_RACK),), x0=("b1", "r1"),
-                                  placed={"one": {"x0": 1, "x1": 1}}),
-    # "preferred; no fit; FailFast": three cpus fit no other host.
-    "preferred; no fit": Case((_ps("one", 1, TopologyRequest(RACK), cpus=3),), x0_cpus=3,
-                              placed={"one": {"x0": 1}}),
+    "required rack, single node": Case((_ps("one", 1, REQUIRED_RACK),), {"one": {"x0": 1}}, {"one": {"x1": 1}}),
+    # "required rack; no fit": x1's rack has no other host.
+    "required rack; no fit": Case((_ps("one", 2, REQUIRED_RACK),), {"one": {"x0": 1, "x1": 1}}),
     # "two podsets": only the pod set on x0 moves, and not onto x1, which the other holds.
     "two podsets": Case((_ps("one", 1, PREFERRED_HOST), _ps("two", 1, PREFERRED_HOST)),
-                        placed={"one": {"x0": 1}, "two": {"x1": 1}}, replaced={"one": {"x2": 1}, "two": {"x1": 1}}),
+                        {"one": {"x0": 1}, "two": {"x1": 1}}, {"one": {"x2": 1}, "two": {"x1": 1}}),
+    # Kueue's IsTopologyAssignmentStale: another node of the assignment is gone too: no replacement.
+    "stale assignment": Case((_ps("one", 2, REQUIRED_RACK),), {"one": {"x0": 1, "x2": 1}}, also_lost=("x2",)),
     # A slice left incomplete (Kueue's findIncompleteSliceDomain): x0's pod goes back into its slice's rack (x3),
     # not to x1, the tightest fit in the block without slices.
     "slice left incomplete": Case((_ps("one", 2, TopologyRequest(BLOCK, required=True, slice_level=RACK,
                                                                  slice_size=2)),),
-                                  x0=("b1", "r2"), placed={"one": {"x0": 1, "x2": 1}},
-                                  replaced={"one": {"x2": 1, "x3": 1}}),
+                                  {"one": {"x0": 1, "x2": 1}}, {"one": {"x2": 1, "x3": 1}}),
 }
+
+
+def _set(wl: Workload, placed: Mapping[str, Mapping[str, int]]) -> None:
+    """``wl``'s admission with Kueue's starting assignment (hosts by pod set)."""
+    assert wl.admission is not None
+    wl.admission = dataclasses.replace(wl.admission, podsets=tuple(
+        dataclasses.replace(ps, topology=TopologyAssignment((HOSTNAME,), tuple(
+            ((host,), count) for host, count in sorted(placed[ps.name].items())))) for ps in wl.admission.podsets))
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_the_lost_nodes_pods_are_placed_again_in_their_domain(case: Case) -> None:
-    s, nodes = _scheduler(case.x0, case.x0_cpus)
+    s, nodes = _scheduler()
     wl = Workload("default", "foo", "lq", "cq", case.podsets, uid="foo")
     s.add(wl, 0.0)
     s.schedule(0.0)
-    assert (wl.state, _hosts(wl)) == (WorkloadState.ADMITTED, case.placed), "as Kueue's case starts"
+    assert wl.state is WorkloadState.ADMITTED and wl.admission is not None
+    _set(wl, case.placed)
     before = wl.admission
-    nodes.pop(0)  # x0 is lost
+    nodes[:] = [n for n in nodes if n.name not in ("x0", *case.also_lost)]
     replaced = s.replace_node(wl.key, "x0", 10.0)
     assert replaced is (case.replaced is not None)
     assert wl.state is WorkloadState.ADMITTED
     assert _hosts(wl) == (case.replaced if case.replaced is not None else case.placed)
-    assert wl.admission is not None and before is not None and wl.admission.total == before.total, "same quota"
+    assert wl.admission.total == before.total, "the same quota"
 
 
 def test_a_node_the_assignment_does_not_name_is_no_replacement() -> None:
-    s, _ = _scheduler(("b0", "r0"), 1)
+    s, _ = _scheduler()
     wl = Workload("default", "foo", "lq", "cq", (_ps("one", 1, PREFERRED_HOST),), uid="foo")
     s.add(wl, 0.0)
     s.schedule(0.0)
     assert not s.replace_node(wl.key, "x6", 10.0)
-    assert _hosts(wl) == {"one": {"x0": 1}}
+    assert _hosts(wl) == {"one": {"x1": 1}}, "as placed (the tightest host)"
