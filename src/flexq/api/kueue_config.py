@@ -114,6 +114,7 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     # flexq's nodes fail by being deleted (a host failure, ``kubectl delete node``), never by going NotReady, which is
     # all this gate changes: either value behaves the same.
     "TASReplaceNodeOnPodTermination": frozenset({True, False}),
+    "SkipReassignmentForPodOwnedWorkloads": frozenset({True}),  # a lost node's plain Pod is not moved
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
 

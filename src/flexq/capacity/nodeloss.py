@@ -13,7 +13,7 @@ A topology-aware workload whose assignment names a lost node (by its hostname) i
 ``TASFailedNodeReplacement`` is on (its default): the pods of that node are placed on another node of their domain
 and bound there, its assignment rewritten (``NodeReplaced``), and its job runs on. Where there is no replacement it
 is evicted at once (``NodeFailures``: Kueue's ``TASFailedNodeReplacementFailFast``), as it is when more than one of
-its nodes is lost at once (a multi-host slice).
+its nodes is lost at once (a multi-host slice). A plain Pod's own workload is not reassigned: its pod cannot move.
 
 The cloud's ``hostFailures`` (times from its origin) make a host of a pool fail, in the simulator and the live server
 alike: the first node (by name) of a slice in use, else of the pool.
@@ -32,6 +32,12 @@ from flexq.capacity.record import Timeline
 from flexq.scheduler import EventKind, PodSetAssignment, Scheduler, Workload, names_node
 
 __all__ = ["NodeLoss"]
+
+
+def _single_pod(wl: Workload) -> bool:
+    """A plain Pod's own workload: its pod cannot move, so Kueue does not reassign it
+    (``SkipReassignmentForPodOwnedWorkloads``, on in v0.19); it goes as the workloads of other lost pods do."""
+    return wl.owner.startswith("Pod ") and sum(ps.count for ps in wl.podsets) == 1
 
 
 class NodeLoss:
@@ -110,7 +116,7 @@ class NodeLoss:
         apply (the gate off, no topology assignment naming them); else the workload has a replacement or is
         evicted."""
         wl = self.scheduler.workload(key)
-        if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None:
+        if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None or _single_pod(wl):
             return False
         admission = wl.admission
         named = sorted(n for n in lost if names_node(admission, n))
@@ -123,13 +129,14 @@ class NodeLoss:
             self.teller.log(self.scheduler.evict(key, now, "Workload was evicted as there was no replacement for "
                                                  f"unhealthy node(s): {named[0]}", "NodeFailures"))
         else:
-            nodes = self._bind_replacement(wl, admission.podsets, now)
+            nodes = self._bind_replacement(wl, admission.podsets, named[0], now)
             self.teller.on(EventKind.NODE_REPLACED, key, f"node {named[0]} was lost: its pods were placed on "
                            f"{', '.join(nodes)} in the same topology domain", ReplacedNote(named[0], tuple(nodes)))
         return True
 
-    def _bind_replacement(self, wl: Workload, before: Sequence[PodSetAssignment], now: float) -> list[str]:
-        """Bind ``wl``'s pods its rewritten assignment has on nodes beyond its assignment ``before``; the nodes."""
+    def _bind_replacement(self, wl: Workload, before: Sequence[PodSetAssignment], lost: str, now: float) -> list[str]:
+        """Bind ``wl``'s pods its rewritten assignment has on nodes beyond its assignment ``before`` (those of the
+        ``lost`` node), where its record says its pods are too; the nodes."""
         assert wl.admission is not None
         was = {ps.name: dict(ps.topology.domains) for ps in before if ps.topology is not None}
         placement = Placement()
@@ -141,6 +148,10 @@ class NodeLoss:
                 if extra > 0 and values[-1] in self.cluster.nodes:
                     placement.bindings.setdefault(ps.name, []).extend([values[-1]] * extra)
         self.cluster.bind(wl.key, pod_groups(wl, self.scheduler.config.flavors), placement, now)
+        record = self.timeline.records.get(wl.key)
+        if record is not None and record.placement is not None:
+            for podset, names in record.placement.items():
+                names[:] = [n for n in names if n != lost] + placement.bindings.get(podset, [])
         return sorted({n for names in placement.bindings.values() for n in names})
 
     def _lose_slice(self, lost: Node, rest: list[Node], pool: NodePoolSpec, now: float) -> None:
