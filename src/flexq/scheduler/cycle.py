@@ -29,6 +29,7 @@ from flexq.scheduler.model import (
     Granular,
     Mode,
     PendingReason,
+    PodSet,
     PreemptionPolicy,
     Workload,
 )
@@ -50,6 +51,9 @@ from flexq.scheduler.tas import topology_check, topology_fits, topology_view
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
+
+_SHAPES_KEPT: Final = 10_000
+"""At most so many pod sets' shapes are kept (workloads generated alike share theirs; others each have their own)."""
 
 NAMESPACE_MISMATCH: Final = "workload namespace doesn't match ClusterQueue selector"
 """Kueue's message (``workload.ErrNamespaceMismatch``): the workload's namespace is not one its ClusterQueue selects."""
@@ -79,6 +83,8 @@ class CycleRunner:
         """The nodes this cycle places topology-aware pod sets on (None: no topology-aware flavor)."""
         self._scan: CohortScan | None = None
         """The cohorts' preemption candidates, while the heads of a cycle are nominated."""
+        self._shapes: dict[int, tuple[tuple[PodSet, ...], tuple[object, ...]]] = {}
+        """id of pod sets -> the pod sets (kept, so that the id is theirs) and their :meth:`Workload.shape`."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -344,10 +350,16 @@ class CycleRunner:
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.state.unavailable.items()}
 
-    @staticmethod
-    def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
+    def _shape(self, wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
         newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
-        return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
+        # Pod sets are values (frozen, never changed in place): workloads that share them share their shape.
+        podsets = wl.podsets
+        known = self._shapes.get(id(podsets))
+        if known is None or known[0] is not podsets:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            known = self._shapes[id(podsets)] = (podsets, wl.shape())
+        return (cq.name, wl.priority, newer, wl.allowed, known[1])
 
     def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
