@@ -126,7 +126,7 @@ class CycleRunner:
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         self._scan = CohortScan()
         for wl in heads:
-            if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
+            if wl.checks and any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
                 events += self.transitions.inadmissible(wl, "The workload has failed admission checks", now,
                                                         PendingReason.PENDING_EVALUATION)
                 continue
@@ -182,8 +182,7 @@ class CycleRunner:
         discount = shared_discount(usage, self.holdings.shared(wl))
         if discount:
             usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
-        issued = {v.key for v in cycle.removed}
-        if targets and issued.intersection(t.workload.key for t in targets):
+        if targets and {v.key for v in cycle.removed}.intersection(t.workload.key for t in targets):
             return self.transitions.skip(wl, "Workload has overlapping preemption targets with another workload",
                                          now, PendingReason.WAITING_FOR_QUOTA)
         own = [t.workload for t in targets]

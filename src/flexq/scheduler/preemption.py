@@ -409,7 +409,7 @@ def find_targets(
             if removed and topology is not None:
                 return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
-                return minimal(trial, tree, cq.name, requests, removed, borrowing)
+                return minimal(trial, tree, cq.name, requests, removed, borrowing, ending=True)
     return []
 
 
@@ -464,12 +464,13 @@ def _minimal_placed(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[Fl
 
 def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
             removed: list[Target], borrowing: bool, *,
-            topology: Callable[[list[Target]], bool] | None = None) -> list[Target]:
+            topology: Callable[[list[Target]], bool] | None = None, ending: bool = False) -> list[Target]:
     """Put back each victim but the last, latest first, where the request still fits without evicting it (and, with
     ``topology``, is still placed).
 
     While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
-    reading the tree, and enter it together when it must be read."""
+    reading the tree, and enter it together when it must be read. ``ending``: ``trial`` is undone right after, all of
+    it: the victims put back since the tree was last read need not enter it first."""
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
     back = _Aside(trial, 1)
@@ -494,7 +495,8 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
             removed.pop(i)
         else:
             trial.remove(victim, usage)
-    back.flush()
+    if not ending:
+        back.flush()
     return removed
 
 
