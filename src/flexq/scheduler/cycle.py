@@ -19,7 +19,7 @@ from flexq.scheduler.domains import TopologyView
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_preemption import search_for
 from flexq.scheduler.fairshare import fair_order
-from flexq.scheduler.flavorassigner import Assignment, assign_flavors
+from flexq.scheduler.flavorassigner import Assignment, assign_flavors, fits_again, reusable
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.holdings import discount as shared_discount
 from flexq.scheduler.model import (
@@ -113,6 +113,7 @@ class CycleRunner:
             del state.unavailable[flavor]
         if gone:
             state.failed.clear()
+            state.fitted.clear()
             state.queues.wake(list(state.config.cluster_queues), state.workloads)
 
     def cycle(self, now: float) -> tuple[list[Event], bool]:
@@ -297,11 +298,11 @@ class CycleRunner:
             return assignment, None
         fair = state.config.fair_sharing
         shared = self.holdings.shared(wl)
-        # With a sibling's share set aside the tree is not the nomination phase's: its candidates are collected anew.
-        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
-                            search=search_for(fair) if shared else self._search())
         if shared:
-            # What a sibling variant already holds for the pod sets they share is this variant's too.
+            # What a sibling variant already holds for the pod sets they share is this variant's too; with it set
+            # aside the tree is not the nomination phase's: its candidates are collected anew.
+            oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                                search=search_for(fair))
             with state.tree.without([(cq.name, shared)]):
                 assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
                                             self._view, fair=fair is not None)
@@ -313,12 +314,24 @@ class CycleRunner:
         if cached is not None and cached[0] == version:
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
+        # Where pod sets are placed on nodes (or a flavor is unavailable), the answer also depends on that: it is not
+        # kept.
+        keep = self._view is None and not state.unavailable
+        fitted = state.fitted.get((cq.name, wl.allowed, shape[-1])) if keep else None
+        if fitted is not None and fits_again(fitted, cq, state.tree):
+            state.last_assignment[wl.key] = fitted
+            return fitted, None
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                            search=self._search())
         assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view,
                                     fair=fair is not None)
         state.last_assignment[wl.key] = assignment
-        # Where pod sets are placed on nodes, the answer also depends on the nodes: it is not kept.
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:
             state.failed[shape] = (version, assignment)
+        elif keep and reusable(assignment):
+            if len(state.fitted) >= _SHAPES_KEPT:
+                state.fitted.clear()
+            state.fitted[(cq.name, wl.allowed, shape[-1])] = assignment
         return assignment, oracle
 
     def _assign_partial(self, wl: Workload) -> tuple[Assignment, list[Target]] | None:
