@@ -371,3 +371,13 @@ def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> No
     sched.resize(KEY, (PodSet("main", 1, {"cpu": 500}),), 2.1)
     assert sched.queued(wl) is False
     assert [e.kind for e in sched.schedule(2.5)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]
+
+
+def test_a_workload_resized_after_it_found_no_room_is_nominated_with_its_new_shape() -> None:
+    """Nomination keeps the shape of pod sets it has seen (and the answer for a shape that found no way in, while
+    the quota tree is unchanged): pod sets replaced by a resize are a new shape, looked at anew."""
+    sched = _scheduler()
+    sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 3, {"cpu": 1000}),), uid="w"), 0.0)
+    assert [e.kind for e in sched.schedule(1.0)] == [EventKind.PENDING]
+    assert sched.resize(KEY, (PodSet("main", 2, {"cpu": 1000}),), 2.0) == []
+    assert [e.kind for e in sched.schedule(3.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]

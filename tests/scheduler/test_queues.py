@@ -3,6 +3,8 @@ what an event looks like once written."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from flexq.scheduler.events import Event, EventKind
@@ -74,6 +76,36 @@ def test_blocked_until_woken() -> None:
     assert queues.blocked("cq")
     queues.wake(["cq"], {a.key: a})
     assert [queues.blocked("cq"), queues.queued(a)] == [False, True]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_waking_many_queues_at_once_is_waking_each(seed: int) -> None:
+    """A cohort tree's queues woken together (most of them holding nothing back: those that do are looked up) end as
+    woken one by one: the same workloads back in line, in the same order, the same heads unblocked."""
+    rng = random.Random(seed)
+    names = [f"q{i}" for i in range(12)]
+    made = [_wl(f"w{i}", cq=rng.choice(names), priority=rng.randrange(3), created=float(rng.randrange(4)))
+            for i in range(rng.randrange(1, 16))]
+    workloads = {w.key: w for w in made}
+    aside = {w.key for w in made if rng.random() < 0.6}
+    blocked = {q for q in names if rng.random() < 0.2}
+    named = rng.sample(names, rng.randrange(1, len(names) + 1))
+    together, each = QueueManager(), QueueManager()
+    for queues in (together, each):
+        for wl in made:
+            queues.push(wl)
+        for wl in made:
+            if wl.key in aside:
+                queues.set_aside(wl)
+        for q in blocked:
+            queues.block(q)
+    together.wake(named, workloads)
+    for q in named:
+        each.wake([q], workloads)
+    assert [(q, together.blocked(q), [w.key for w in together.in_line(q, workloads)],
+             sorted(w.key for w in made if w.cluster_queue == q and together.aside(w))) for q in names] == [
+        (q, each.blocked(q), [w.key for w in each.in_line(q, workloads)],
+         sorted(w.key for w in made if w.cluster_queue == q and each.aside(w))) for q in names]
 
 
 def test_the_same_workload_queued_again_counts_once() -> None:

@@ -19,7 +19,7 @@ from flexq.scheduler.domains import TopologyView
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_preemption import search_for
 from flexq.scheduler.fairshare import fair_order
-from flexq.scheduler.flavorassigner import Assignment, assign_flavors
+from flexq.scheduler.flavorassigner import Assignment, assign_flavors, fits_again, reusable
 from flexq.scheduler.holdings import Holdings
 from flexq.scheduler.holdings import discount as shared_discount
 from flexq.scheduler.model import (
@@ -29,6 +29,7 @@ from flexq.scheduler.model import (
     Granular,
     Mode,
     PendingReason,
+    PodSet,
     PreemptionPolicy,
     Workload,
 )
@@ -52,6 +53,9 @@ from flexq.scheduler.tas import delayed_flavors, topology_check, topology_fits, 
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
+
+_SHAPES_KEPT: Final = 10_000
+"""At most so many pod sets' shapes are kept (workloads generated alike share theirs; others each have their own)."""
 
 NAMESPACE_MISMATCH: Final = "workload namespace doesn't match ClusterQueue selector"
 """Kueue's message (``workload.ErrNamespaceMismatch``): the workload's namespace is not one its ClusterQueue selects."""
@@ -81,6 +85,8 @@ class CycleRunner:
         """The nodes this cycle places topology-aware pod sets on (None: no topology-aware flavor)."""
         self._scan: CohortScan | None = None
         """The cohorts' preemption candidates, while the heads of a cycle are nominated."""
+        self._shapes: dict[int, tuple[tuple[PodSet, ...], tuple[object, ...]]] = {}
+        """id of pod sets -> the pod sets (kept, so that the id is theirs) and their :meth:`Workload.shape`."""
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -130,6 +136,7 @@ class CycleRunner:
             del state.unavailable[flavor]
         if gone:
             state.failed.clear()
+            state.fitted.clear()
             state.queues.wake(list(state.config.cluster_queues), state.workloads)
 
     def cycle(self, now: float) -> tuple[list[Event], bool]:
@@ -143,7 +150,7 @@ class CycleRunner:
         nominated: list[tuple[Workload, Assignment, list[Target]]] = []
         self._scan = CohortScan()
         for wl in heads:
-            if any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
+            if wl.checks and any(s in (CheckState.RETRY, CheckState.REJECTED) for s in wl.checks.values()):
                 events += self.transitions.inadmissible(wl, "The workload has failed admission checks", now,
                                                         PendingReason.PENDING_EVALUATION)
                 continue
@@ -199,8 +206,7 @@ class CycleRunner:
         discount = shared_discount(usage, self.holdings.shared(wl))
         if discount:
             usage = {fr: v - discount.get(fr, 0) for fr, v in usage.items()}
-        issued = {v.key for v in cycle.removed}
-        if targets and issued.intersection(t.workload.key for t in targets):
+        if targets and {v.key for v in cycle.removed}.intersection(t.workload.key for t in targets):
             return self.transitions.skip(wl, "Workload has overlapping preemption targets with another workload",
                                          now, PendingReason.WAITING_FOR_QUOTA)
         own = [t.workload for t in targets]
@@ -315,11 +321,11 @@ class CycleRunner:
             return assignment, None
         fair = state.config.fair_sharing
         shared = self.holdings.shared(wl)
-        # With a sibling's share set aside the tree is not the nomination phase's: its candidates are collected anew.
-        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
-                            search=search_for(fair) if shared else self._search())
         if shared:
-            # What a sibling variant already holds for the pod sets they share is this variant's too.
+            # What a sibling variant already holds for the pod sets they share is this variant's too; with it set
+            # aside the tree is not the nomination phase's: its candidates are collected anew.
+            oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                                search=search_for(fair))
             with state.tree.without([(cq.name, shared)]):
                 assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
                                             self._view, fair=fair is not None, delayed=delayed_flavors(state, cq))
@@ -331,12 +337,24 @@ class CycleRunner:
         if cached is not None and cached[0] == version:
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
+        # Where pod sets are placed on nodes (or a flavor is unavailable), the answer also depends on that: it is not
+        # kept.
+        keep = self._view is None and not state.unavailable
+        fitted = state.fitted.get((cq.name, wl.allowed, shape[-1])) if keep else None
+        if fitted is not None and fits_again(fitted, cq, state.tree):
+            state.last_assignment[wl.key] = fitted
+            return fitted, None
+        oracle = oracle_for(wl, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                            search=self._search())
         assignment = assign_flavors(wl, cq, state.tree, state.config.flavors, oracle, self._unavailable(), self._view,
                                     fair=fair is not None, delayed=delayed_flavors(state, cq))
         state.last_assignment[wl.key] = assignment
-        # Where pod sets are placed on nodes, the answer also depends on the nodes: it is not kept.
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:
             state.failed[shape] = (version, assignment)
+        elif keep and reusable(assignment):
+            if len(state.fitted) >= _SHAPES_KEPT:
+                state.fitted.clear()
+            state.fitted[(cq.name, wl.allowed, shape[-1])] = assignment
         return assignment, oracle
 
     def _assign_partial(self, wl: Workload) -> tuple[Assignment, list[Target]] | None:
@@ -367,10 +385,16 @@ class CycleRunner:
     def _unavailable(self) -> dict[str, str]:
         return {f: why for f, (_, why) in self.state.unavailable.items()}
 
-    @staticmethod
-    def _shape(wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
+    def _shape(self, wl: Workload, cq: ClusterQueueSpec) -> tuple[object, ...]:
         newer = wl.queue_time if cq.within_cluster_queue is PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY else None
-        return (cq.name, wl.priority, newer, wl.allowed, wl.shape())
+        # Pod sets are values (frozen, never changed in place): workloads that share them share their shape.
+        podsets = wl.podsets
+        known = self._shapes.get(id(podsets))
+        if known is None or known[0] is not podsets:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            known = self._shapes[id(podsets)] = (podsets, wl.shape())
+        return (cq.name, wl.priority, newer, wl.allowed, known[1])
 
     def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same

@@ -37,7 +37,8 @@ from flexq.scheduler.model import (
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
 
-__all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "format_amount"]
+__all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "fits_again",
+           "format_amount", "reusable"]
 
 _BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 
@@ -343,6 +344,43 @@ def assign_flavors(
     if has_tas and topology is not None:
         results = _place_topology(search, workload, results, topology)
     return Assignment(tuple(results))
+
+
+def reusable(assignment: Assignment) -> bool:
+    """Whether ``assignment`` fits on the first flavor tried for each resource group of each pod set, none placed on
+    a topology: then all it read of the quota tree is whether each of those flavors fits, and at which borrowing
+    level (:func:`fits_again`); the rest is the workload's shape, its allowed flavors and the configuration."""
+    if assignment.granular is not Granular.FIT:
+        return False
+    for ps in assignment.podsets:
+        if ps.topology is not None or len(ps.tried) != len(set(ps.flavors.values())):
+            return False  # (a group that tried more than the flavor it took)
+        if any(attempt.granular is not Granular.FIT for attempt in ps.tried):
+            return False
+    return True
+
+
+def fits_again(assignment: Assignment, cq: ClusterQueueSpec, tree: QuotaTree) -> bool:
+    """Whether :func:`assign_flavors` would give a :func:`reusable` ``assignment`` again, for a workload of the same
+    shape and allowed flavors in ``cq``, with no flavor unavailable, placed on no topology: each flavor it took still
+    fits, at the borrowing level it fitted at (what each pod set asks of a flavor counts what the pod sets before it
+    took, as :func:`_fits` is asked)."""
+    assigned: dict[FlavorResource, int] = {}
+    for ps in assignment.podsets:
+        for attempt in ps.tried:
+            level = 0
+            for fr, amount in ps.usage.items():
+                if fr[0] != attempt.flavor:
+                    continue
+                val = assigned.get(fr, 0) + amount
+                if val > max(0, tree.available(cq.name, fr)):
+                    return False
+                level = max(level, tree.borrow_level(cq.name, fr, val)[0])
+            if level != attempt.borrow:
+                return False
+        for fr, amount in ps.usage.items():
+            assigned[fr] = assigned.get(fr, 0) + amount
+    return True
 
 
 def topology_request(podset: PodSet, implied: bool) -> TopologyRequest | None:

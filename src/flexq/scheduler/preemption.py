@@ -342,12 +342,11 @@ class _Aside:
         self.by_cq.clear()  # (the trial keeps the sums it was given: each flush starts new ones)
 
 
-def _valid(t: Target, tree: QuotaTree, cq: str, needed: set[FlavorResource], borrowing: bool, out: _Aside) -> bool:
-    """Whether ``t`` may still be a victim: its queue, and the cohorts between it and where it is reclaimed from, all
-    still above their nominal quota once the victims taken out before it (``out``) are gone."""
-    victim = t.workload.cluster_queue
-    if victim == cq:
-        return True
+def _valid(t: Target, victim: str, tree: QuotaTree, needed: set[FlavorResource], borrowing: bool,
+           out: _Aside) -> bool:
+    """Whether ``t`` (of another queue than the preemptor's: ``victim``) may still be a victim: its queue, and the
+    cohorts between it and where it is reclaimed from, all still above their nominal quota once the victims taken out
+    before it (``out``) are gone."""
     if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
         return False
     node: Node | None = tree.queues[victim]
@@ -394,7 +393,8 @@ def find_targets(
     else:
         attempts = [True, False]
     candidates = [*hierarchy, *by_priority, *own]
-    attempts = [borrowing for borrowing in attempts if _could_fit(tree, cq.name, requests, candidates, borrowing)]
+    attempts = [borrowing for borrowing in attempts
+                if _could_fit(tree, cq.name, requests, candidates, own, borrowing)]
     if not attempts:
         return []  # no eviction can make room: the candidates need no ordering
     if usage is not None:
@@ -409,7 +409,7 @@ def find_targets(
             if removed and topology is not None:
                 return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
-                return minimal(trial, tree, cq.name, requests, removed, borrowing)
+                return minimal(trial, tree, cq.name, requests, removed, borrowing, ending=True)
     return []
 
 
@@ -423,14 +423,21 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     missing (a lower bound of what is missing, :class:`_Missing`)."""
     removed: list[Target] = []
     out = _Aside(trial, -1)
+    taken = out.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
-    for t in ordered:
-        victim = t.workload.cluster_queue
+    for t in ordered:  # _usage and _Aside.take inline: this runs for every candidate of every search
+        wl = t.workload
+        victim = wl.cluster_queue
         own = victim == cq
-        if not own and not _valid(t, tree, cq, needed, borrowing, out):
+        if not own and not _valid(t, victim, tree, needed, borrowing, out):
             continue
-        usage = _usage(t)
-        out.take(victim, usage)
+        assert wl.admission is not None
+        usage = wl.admission.total
+        total = taken.get(victim)
+        if total is None:
+            total = taken[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         removed.append(t)
         if not missing.shift(usage, own, -1):
             continue
@@ -457,20 +464,28 @@ def _minimal_placed(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[Fl
 
 def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
             removed: list[Target], borrowing: bool, *,
-            topology: Callable[[list[Target]], bool] | None = None) -> list[Target]:
+            topology: Callable[[list[Target]], bool] | None = None, ending: bool = False) -> list[Target]:
     """Put back each victim but the last, latest first, where the request still fits without evicting it (and, with
     ``topology``, is still placed).
 
     While even an upper bound of what is missing (:class:`_Missing`) says it fits, victims are put back without
-    reading the tree, and enter it together when it must be read."""
+    reading the tree, and enter it together when it must be read. ``ending``: ``trial`` is undone right after, all of
+    it: the victims put back since the tree was last read need not enter it first."""
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
     back = _Aside(trial, 1)
+    returned = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
-    for i in range(len(removed) - 2, -1, -1):
+    for i in range(len(removed) - 2, -1, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
         t = removed[i]
-        usage, victim = _usage(t), t.workload.cluster_queue
-        back.take(victim, usage)
+        wl = t.workload
+        assert wl.admission is not None
+        usage, victim = wl.admission.total, wl.cluster_queue
+        total = returned.get(victim)
+        if total is None:
+            total = returned[victim] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
         if missing.shift(usage, victim == cq, 1):
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
@@ -480,7 +495,8 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
             removed.pop(i)
         else:
             trial.remove(victim, usage)
-    back.flush()
+    if not ending:
+        back.flush()
     return removed
 
 
@@ -506,16 +522,16 @@ def _must_borrow(tree: QuotaTree, cq: str, after: Mapping[FlavorResource, int]) 
 
 
 def _could_fit(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], candidates: list[Target],
-               borrowing: bool) -> bool:
+               own: list[Target], borrowing: bool) -> bool:
     """A necessary condition for an attempt to succeed, to spare the one-by-one search when it cannot (the
     order of ``candidates`` does not matter).
 
     Evicting a workload frees at most its usage; an attempt without borrowing must fit within the nominal
     quota once its own victims are gone; an attempt with borrowing cannot use victims that may only be
-    reclaimed without borrowing. (The borrowing limit was checked when the candidates were collected.)
+    reclaimed without borrowing. (The borrowing limit was checked when the candidates were collected.) ``own``: those
+    of ``candidates`` in the queue itself (the others are all of other queues).
     """
-    if not borrowing and _must_borrow(
-            tree, cq, _after_own(tree, cq, requests, (t for t in candidates if t.workload.cluster_queue == cq))):
+    if not borrowing and _must_borrow(tree, cq, _after_own(tree, cq, requests, own)):
         return False
     for fr, wanted in requests.items():
         room = tree.available(cq, fr)

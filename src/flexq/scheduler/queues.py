@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import LocalQueueRef, UsageLedger, admitted_usage
@@ -170,15 +170,21 @@ class QueueManager:
     def blocked(self, cq: str) -> bool:
         return cq in self._blocked
 
-    def wake(self, queues: Iterable[str], workloads: dict[str, Workload]) -> None:
+    def wake(self, queues: Collection[str], workloads: dict[str, Workload]) -> None:
         """Something changed for these queues: their set-aside workloads return, their heads unblock."""
-        if not self._inadmissible and not self._blocked:
+        inadmissible, blocked = self._inadmissible, self._blocked
+        if not inadmissible and not blocked:
             return
+        if len(queues) > len(inadmissible) + len(blocked):
+            # Fewer queues hold workloads back than were named (a cohort tree's): those are looked up instead. The
+            # order queues are woken in does not matter: each queue's heap orders only its own entries.
+            named = queues if isinstance(queues, (set, frozenset)) else set(queues)
+            queues = [cq for cq in (*inadmissible, *blocked) if cq in named]
         for cq in queues:
-            if cq not in self._inadmissible and cq not in self._blocked:
+            if cq not in inadmissible and cq not in blocked:
                 continue
-            self._blocked.discard(cq)
-            aside = self._inadmissible.pop(cq, None)
+            blocked.discard(cq)
+            aside = inadmissible.pop(cq, None)
             if not aside:
                 continue
             for key in sorted(aside):

@@ -303,15 +303,15 @@ class Trial:
 
     def _undo_net(self, mark: int) -> None:
         undo = self._undo
+        changes = undo[mark:]
+        del undo[mark:]
         net: dict[str, dict[FlavorResource, int]] = {}
-        while len(undo) > mark:
-            cq, usage, sign = undo.pop()
+        for cq, usage, sign in reversed(changes):  # (latest first: the order queues are changed in is kept)
             total = net.get(cq)
             if total is None:
                 total = net[cq] = {}
             for fr, amount in usage.items():
                 total[fr] = total.get(fr, 0) + sign * amount
         for cq, total in net.items():
-            change = {fr: amount for fr, amount in total.items() if amount}
-            if change:
-                self._tree.add(cq, change)
+            if any(total.values()):  # most queues' changes cancel out: victims tried, then put back
+                self._tree.add(cq, {fr: amount for fr, amount in total.items() if amount})

@@ -243,6 +243,7 @@ class Scheduler:
         state = self._state
         state.config = config
         state.failed.clear()
+        state.fitted.clear()
         state.tree = SchedulerState.tree_for(config)
         for wl in state.workloads.values():
             if wl.admission is not None and wl.cluster_queue in state.tree.queues:
@@ -388,6 +389,7 @@ class Scheduler:
         state = self._state
         state.unavailable[flavor] = (until, why)
         state.failed.clear()
+        state.fitted.clear()
 
     def resize(self, key: str, podsets: tuple[PodSet, ...], now: float) -> list[Event]:
         """The job's pod counts changed in place: an elastic job that scaled down (its quota shrinks at once), or

@@ -47,6 +47,10 @@ class SchedulerState:
     """The flavor assignment last found for each workload nominated."""
     failed: dict[tuple[object, ...], tuple[int, Assignment]] = field(default_factory=dict)
     """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
+    fitted: dict[tuple[object, ...], Assignment] = field(default_factory=dict)
+    """The last assignment that fitted, by (queue, allowed flavors, workload shape), where it is
+    :func:`~flexq.scheduler.flavorassigner.reusable`: given again while it :func:`fits again
+    <flexq.scheduler.flavorassigner.fits_again>`. Cleared with :attr:`failed`."""
     requeues: dict[str, float] = field(default_factory=dict)
     """Workloads waiting out a retry delay: key -> when they queue again."""
     second_pass: dict[str, tuple[float, int]] = field(default_factory=dict)

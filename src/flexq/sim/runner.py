@@ -12,6 +12,7 @@ import contextlib
 import gc
 import heapq
 import json
+import math
 import random
 import uuid
 from collections.abc import Callable, Iterator
@@ -122,6 +123,8 @@ class Simulation:
         self.kernel = Kernel()
         self.rng = random.Random(scenario.seed)
         self.result = SimResult()
+        self._instant: tuple[float, float | int | None] = (math.nan, None)
+        """The last event's time and its number as the log writes it (the events of an instant come together)."""
         objects = self._objects()
         self.jobs: dict[str, str] = {}  # "ns/jobname" -> workload key
         self.finish_at: dict[str, float] = {}
@@ -168,7 +171,10 @@ class Simulation:
     def _record(self, event: Event) -> None:
         """An event into the log (a pending one with when quota frees next in its cohort tree)."""
         line = event.to_json()
-        line["t"] = _num(event.t)
+        t = event.t
+        if t != self._instant[0]:
+            self._instant = (t, _num(t))
+        line["t"] = self._instant[1]
         if event.kind is EventKind.PENDING:
             eta = self._quota_eta(event.workload, event.t)
             if eta is not None:
