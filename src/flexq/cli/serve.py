@@ -23,7 +23,8 @@ def server(
     home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
     capacity: Annotated[Path | None, typer.Option(
-        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
+        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings); read again "
+             "on SIGHUP (kill -HUP), its times still counted from the server's start.")] = None,
     runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
     = "ray",
     tls_port: Annotated[int | None, typer.Option(
@@ -73,7 +74,8 @@ def server(
         config = load_capacity(capacity) if capacity is not None else None
         kueue = _kueue_config(kueue_config)
         serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue)
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue,
+              read_capacity=(lambda: load_capacity(capacity)) if capacity is not None else None)
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 
