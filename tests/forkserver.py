@@ -75,6 +75,9 @@ def _child(request: dict[str, Any], fds: list[int], keep_out: list[int]) -> None
     """Become the command (never returns)."""
     code = 1
     try:
+        current = threading.current_thread()  # its thread id is the child's own (Python 3.11 keeps the parent's)
+        if hasattr(current, "_set_native_id"):
+            current._set_native_id()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in keep_out:

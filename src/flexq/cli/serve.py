@@ -60,7 +60,7 @@ def server(
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.runtime.job_user import JobUserError
     from flexq.server.listen import ListenError, plan_listeners
-    from flexq.server.run import StoreOptionError, serve
+    from flexq.server.run import CapacityFile, StoreOptionError, serve
     from flexq.sim.scenario import load_capacity
     from flexq.store import StoreUnavailable
 
@@ -71,11 +71,9 @@ def server(
     ttl = _duration("--event-ttl", event_ttl)
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
-        config = load_capacity(capacity) if capacity is not None else None
-        kueue = _kueue_config(kueue_config)
-        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue,
-              read_capacity=(lambda: load_capacity(capacity)) if capacity is not None else None)
+        modelled = CapacityFile((lambda: load_capacity(capacity)) if capacity is not None else None)
+        serve(state, plan, log_level=log_level, capacity=modelled, runtime=runtime, store_spec=store,
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=_kueue_config(kueue_config))
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 
