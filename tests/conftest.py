@@ -7,7 +7,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests import admin
+from tests import admin, forks
 
 if TYPE_CHECKING:
     from tests.postgres import Postgres
@@ -44,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    forks.stop_fork_server()
     if _BYTECODE:
         os.environ["PYTHONDONTWRITEBYTECODE"] = _BYTECODE.pop("told")
 
@@ -67,7 +67,7 @@ def free_port() -> int:
 class Server:
     url: str
     home: Path
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | forks.Forked
 
     @property
     def token(self) -> str:
@@ -81,9 +81,8 @@ class Server:
     def cli(self, *args: str, token: str | None = None, input: str | None = None) -> Result:
         """``flexq ARGS`` against this server: as the administrator (the CLI reads the token under its home), or as
         the holder of ``token``."""
-        proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                              text=True, env=self.env(**({"FLEXQ_TOKEN": token} if token else {})), timeout=60,
-                              check=False)
+        proc = forks.run(args, input=input, text=True, env=self.env(**({"FLEXQ_TOKEN": token} if token else {})),
+                         timeout=60)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -92,8 +91,9 @@ class Server:
     def tools_env(self, home: Path) -> dict[str, str]:
         """The environment ``eval $(flexq env)`` makes, for the real gcloud and kubectl, with ``HOME`` at
         ``home`` (so nothing of the user's own configuration is read or written)."""
-        exports = subprocess.run([sys.executable, "-m", "flexq.cli.main", "env"], capture_output=True, text=True,
-                                 env=self.env(), check=True).stdout
+        exported = forks.run(["env"], text=True, env=self.env())
+        assert exported.returncode == 0, exported.stderr
+        exports = exported.stdout
         env = dict(self.env(), HOME=str(home))
         for line in exports.splitlines():
             key, _, value = line.removeprefix("export ").partition("=")
@@ -122,10 +122,8 @@ def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
         flags += ["--tls-port", "0"]
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(port), "--home", str(home), *flags],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    process = forks.popen(["server", "--port", str(port), "--home", str(home), *flags],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60  # both test runs, and their Ray clusters, may be loading the machine
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -186,11 +184,7 @@ def flexq(server: Server, tmp_path: Path):  # type: ignore[no-untyped-def]
     """Run the real ``flexq`` command against ``server``: ``flexq("get", "cq", input=...)``."""
 
     def run(*args: str, input: str | bytes | None = None, cwd: Path | None = None) -> Result:
-        data = input.encode() if isinstance(input, str) else input
-        proc = subprocess.run(
-            [sys.executable, "-m", "flexq.cli.main", *args], input=data, capture_output=True,
-            env=server.env(), cwd=cwd or tmp_path, timeout=60, check=False,
-        )
+        proc = forks.run(args, input=input, env=server.env(), cwd=cwd or tmp_path, timeout=60)
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
     return run
@@ -203,8 +197,8 @@ def kubectl(server: Server, tmp_path: Path):  # type: ignore[no-untyped-def]
     if binary is None:
         pytest.skip("kubectl is not installed")
     config = tmp_path / "kubeconfig"
-    subprocess.run([sys.executable, "-m", "flexq.cli.main", "kubeconfig", "--write", str(config)],
-                   env=server.env(), check=True, capture_output=True)
+    written = forks.run(["kubeconfig", "--write", str(config)], env=server.env())
+    assert written.returncode == 0, written.stderr
 
     def run(*args: str, input: str | None = None) -> Result:
         proc = subprocess.run(

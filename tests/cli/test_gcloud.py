@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests import forks
 from tests.conftest import Server, free_port, start_server, stop_server
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
@@ -30,8 +30,7 @@ def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None
     env = server.tools_env(tmp_path)
 
     def flexq(*args: str) -> Any:
-        return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], capture_output=True, text=True,
-                              env=server.env(), timeout=60, check=False)
+        return forks.run(args, text=True, env=server.env(), timeout=60)
     assert env["CLOUDSDK_CONFIG"].startswith(str(server.home))
 
     def gcloud(*args: str) -> subprocess.CompletedProcess[str]:

@@ -96,7 +96,7 @@ class _Watch:
     def stop(self) -> tuple[int, str]:
         self.process.send_signal(signal.SIGINT)
         try:
-            code = self.process.wait(timeout=10)
+            code = self.process.wait(timeout=30)  # a loaded machine: it may still be starting
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests import admin
+from tests import admin, forks
 from tests.conftest import Server, guide_text
 from tests.support import cli, condition, eventually, flavors, guide_setup, serve_capacity, workloads
 from tests.support import nodes as _nodes
@@ -91,8 +89,7 @@ def _assert_only_default(nodes: dict[str, dict[str, Any]]) -> None:
 def test_bad_capacity_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "capacity.yaml"
     path.write_text("cloud:\n  dws-pool: {queuedDelay: soon}\n")
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--port", "1", "--capacity", str(path)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = forks.run(["server", "--port", "1", "--capacity", str(path)], text=True, timeout=60)
     assert proc.returncode == 1 and "capacity.cloud.dws-pool.queuedDelay" in proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import time
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
-from tests.support import cli, condition, eventually, guide_setup, nodes, serve_capacity, workloads
+from tests.support import cli, condition, eventually, eventually_value, guide_setup, nodes, serve_capacity, workloads
 from tests.support import flavors as _flavors
 
 JOBS = "/apis/ray.io/v1/namespaces/default/rayjobs"
@@ -124,29 +125,59 @@ def test_three_jobs_on_one_slice_pools_none_is_deactivated_the_third_runs_when_a
         servers.close()
 
 
+def _restock(srv: Server, capacity: str) -> None:
+    """Plan A's stock-out ends now: the capacity file without it, read again (``kill -HUP``, as a user would)."""
+    (srv.home.parent / "capacity.yaml").write_text(capacity)
+    srv.process.send_signal(signal.SIGHUP)
+
+
+def _log_line(srv: Server, text: str) -> str | None:
+    """The first line of the server's log so far that holds ``text`` (None: none yet)."""
+    assert srv.process.stderr is not None
+    os.set_blocking(srv.process.stderr.fileno(), False)
+    lines = _LOGS.setdefault(srv.url, [])
+    lines += (srv.process.stderr.read() or b"").decode(errors="replace").splitlines()
+    return next((line for line in lines if text in line), None)
+
+
+_LOGS: dict[str, list[str]] = {}
+"""What each server's log has shown so far (read as it comes)."""
+
+
+STOCKED_OUT = "stockouts: [{from: 0s, to: 1000h}]"
+"""Plan A's stock-out, until the test ends it (:func:`_restock`)."""
+
+
 @pytest.mark.parametrize("fallback", [True, False], ids=["flexq", "kueue-compatible"])
 def test_plan_a_stocked_out_and_dws_never_answers_the_job_starts_when_plan_a_recovers(
         tmp_path: Path, fallback: bool) -> None:
     capacity = f"""cloud:
-  on-demand-pool: {{available: 4, bootTime: 1s, stockouts: [{{from: 0s, to: 75s}}]}}
+  on-demand-pool: {{available: 4, bootTime: 1s, {STOCKED_OUT}}}
   dws-pool: {{queuedDelay: never}}
   default-pool: {{bootTime: 1s}}
 fallback: {str(fallback).lower()}
 """
-    # The stock-out counts from the server's start; the job must come while it lasts, even on a loaded machine (a
-    # server's start and the guide's setup have taken 55 s there with both test runs going).
-    began = time.monotonic()
     servers = serve_capacity(tmp_path, capacity)
     srv = next(servers)
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
-        assert time.monotonic() - began < 75, "the setup outlasted Plan A's stock-out: the test cannot tell"
-        wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=130)
+
+        def waits_for_plan_a() -> None:
+            assert any("stock-out" in m for m in _messages(srv, workloads(srv)["rayjob-tpu-v6e-dws-1"]))
+
+        eventually(waits_for_plan_a, timeout=60)
+        assert "on-demand-pool" not in _pools(srv), "no node of Plan A while it is stocked out"
+        # A file that no longer reads is refused, in the server's log, and the last capacity stays.
+        _restock(srv, capacity.replace("bootTime: 1s", "bootTime: soon", 1))
+        assert "bootTime" in eventually_value(lambda: _log_line(srv, "capacity file was not read again"))
+        assert "on-demand-pool" not in _pools(srv)
+        _restock(srv, capacity.replace(f", {STOCKED_OUT}", ""))
+        wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=60)
         messages = _messages(srv, wl)
-        assert any("stock-out" in m for m in messages), "it did wait for Plan A"
         assert not any("cannot deliver nodes" in m for m in messages), "no fallback to a flavor that never delivers"
         if fallback:
             assert any("withdrawn before it was provisioned: no cost" in m for m in messages)
+        eventually_value(lambda: _pools(srv).count("on-demand-pool") == 4, timeout=60)  # the job's 4x4 slice
         assert admin.get(srv.url + REQUESTS).json()["items"] == []
     finally:
         servers.close()
@@ -161,12 +192,11 @@ def _kueue_policy(queue: str) -> str:
 
 @pytest.mark.parametrize("run_time", [None, "1h"], ids=["run-time-unknown", "finishes-sooner-where-it-runs"])
 def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_time: str | None) -> None:
-    capacity = """cloud:
-  on-demand-pool: {available: 4, bootTime: 1s, stockouts: [{from: 0s, to: 45s}]}
-  dws-pool: {queuedDelay: 1s}
-  default-pool: {bootTime: 1s}
+    capacity = f"""cloud:
+  on-demand-pool: {{available: 4, bootTime: 1s, {STOCKED_OUT}}}
+  dws-pool: {{queuedDelay: 1s}}
+  default-pool: {{bootTime: 1s}}
 """
-    # The stock-out counts from the server's start; the job must come while it lasts, even on a loaded machine.
     servers = serve_capacity(tmp_path, capacity)
     srv = next(servers)
     try:
@@ -177,8 +207,9 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
         made = cli(srv, "apply", "-f", "-", input=job)
         assert made.returncode == 0, made.stderr
         wl = eventually(lambda: _admitted_on(srv, "1", "dws"), timeout=30)
+        _restock(srv, capacity.replace(f", {STOCKED_OUT}", ""))
         if run_time is None:
-            wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=100)
+            wl = eventually(lambda: _admitted_on(srv, "1", "on-demand"), timeout=60)
             messages = _messages(srv, wl)
             assert any("due to migration to more favorable resource flavor on-demand" in m for m in messages)
             job_events = [e for e in admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"]
@@ -190,7 +221,7 @@ def test_try_preferred_flavors_migrates_a_running_job_live(tmp_path: Path, run_t
                 assert any("no migration to flavor on-demand: it finishes sooner where it runs" in m
                            for m in _messages(srv, wl))
 
-            eventually(refused, timeout=100)
+            eventually(refused, timeout=60)
             assert _flavors(workloads(srv)["rayjob-tpu-v6e-dws-1"])["tpu-group"] == {"dws"}
     finally:
         servers.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import yaml
 
 from flexq.importer.replay import workload_job
 from flexq.server.tls import ensure_certificates
-from tests import admin
+from tests import admin, forks
 from tests.conftest import Result, Server, free_port, guide_text, start_server, stop_server
 
 CAPACITY = """
@@ -65,8 +64,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[Server, int]]:
 
 
 def _flexq(server: Server, *args: str, input: str | None = None, cwd: Path | None = None) -> Result:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=server.env(), cwd=cwd, timeout=120, check=False)
+    proc = forks.run(args, input=input, text=True, env=server.env(), cwd=cwd, timeout=120)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

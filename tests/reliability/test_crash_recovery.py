@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +14,7 @@ from typing import TypeVar
 import httpx
 import pytest
 
-from tests import admin
+from tests import admin, forks
 from tests.conftest import free_port, guide_text
 from tests.reliability import invariants
 from tests.reliability.crashrun import Crashable, Creator, Follower, batch_job, running
@@ -50,8 +48,7 @@ def _setup(server: Crashable) -> None:
     env = {**os.environ, "FLEXQ_SERVER": server.url, "FLEXQ_HOME": str(server.home)}
 
     def flexq(*args: str, input: str | None = None) -> None:
-        done = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                              text=True, env=env, timeout=60, check=False)
+        done = forks.run(args, input=input, text=True, env=env, timeout=60)
         assert done.returncode == 0, done.stderr
 
     flexq("container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1")

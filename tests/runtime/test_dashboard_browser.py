@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import itertools
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import forks
 from tests.conftest import GUIDE, ROOT, Server, start_server, stop_server
 from tests.runtime import guide_run
 
@@ -45,8 +44,7 @@ new MutationObserver(() => {
 
 
 def _cli(server: Server, *args: str, input: str | None = None) -> str:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=server.env(), timeout=120, check=False)
+    proc = forks.run(args, input=input, text=True, env=server.env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from tests import admin
+from tests import admin, forks
 from tests.cli.test_kubectl_raycluster import SETUP, cluster
 from tests.conftest import free_port, start_server, stop_server
 from tests.runtime.ray_leaks import clusters_of
@@ -92,8 +91,7 @@ def test_a_raycluster_runs_jobs_through_a_port_forward(tmp_path: Path) -> None:
         return proc.stdout
 
     try:
-        subprocess.run([sys.executable, "-m", "flexq.cli.main", "kubeconfig", "--write", str(config)],
-                       env=srv.env(), check=True, capture_output=True)
+        assert forks.run(["kubeconfig", "--write", str(config)], env=srv.env()).returncode == 0
         kubectl("apply", "-f", "-", input=SETUP)
         kubectl("apply", "-f", "-", input=cluster("notebook", 1))
         kubectl("apply", "-f", "-", input=cluster("waiting", 3))  # 1 + 3 CPUs on top of 2: over the 4 there are

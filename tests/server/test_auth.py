@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import httpx
 import pytest
 
 from flexq.auth import read_token
-from tests import admin
+from tests import admin, forks
 from tests.conftest import Server, guide_text, start_server, stop_server
 
 CQ = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
@@ -184,7 +183,6 @@ def test_anonymous_mode_only_when_asked_and_on_loopback_only(tmp_path: Path) -> 
     for flags, fragment in [(["--host", "0.0.0.0", "--auth", "anonymous"], "refusing anonymous access on 0.0.0.0"),
                             (["--host", "0.0.0.0", "--no-tls"], "refusing to serve 0.0.0.0 without TLS"),
                             (["--allowed-host", "a/b"], "--allowed-host 'a/b'")]:
-        proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
-                               *flags], capture_output=True, text=True, timeout=60, check=False)
+        proc = forks.run(["server", "--home", str(tmp_path / "h"), *flags], text=True, timeout=60)
         assert proc.returncode != 0 and fragment in proc.stderr and "Traceback" not in proc.stderr
         assert not (tmp_path / "h" / "flexq.db").exists(), "nothing started, nothing written"

@@ -7,8 +7,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +25,7 @@ from flexq.server.ui_history import PoolHistory, history
 from flexq.server.ui_jobs import JobTable
 from flexq.server.ui_models import JobRow, Series
 from flexq.store import Key, Store
-from tests import admin
+from tests import admin, forks
 from tests.conftest import guide_text
 from tests.server.inprocess import serving
 from tests.support import cli, condition, eventually, guide_setup, serve_capacity, workloads
@@ -272,8 +270,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         browser.chmod(browser.stat().st_mode | stat.S_IEXEC)
         env = {**srv.env(), "BROWSER": str(browser)}
         env.pop("DISPLAY", None)
-        shown = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard"], capture_output=True, text=True,
-                               env=env, timeout=60, check=False)
+        shown = forks.run(["dashboard"], text=True, env=env, timeout=60)
         assert shown.returncode == 0 and opened.read_text().strip() == signed_in
         with admin.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             assert next(events.iter_lines()) == "retry: 2000"
@@ -282,8 +279,7 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert srv.process.stderr is not None and "Traceback" not in srv.process.stderr.read().decode()
     finally:
         servers.close()
-    gone = subprocess.run([sys.executable, "-m", "flexq.cli.main", "dashboard", "--no-open"], capture_output=True,
-                          text=True, env={**os.environ, "FLEXQ_SERVER": srv.url}, timeout=60, check=False)
+    gone = forks.run(["dashboard", "--no-open"], text=True, env={**os.environ, "FLEXQ_SERVER": srv.url}, timeout=60)
     assert gone.returncode == 1 and "cannot reach the flexq server" in gone.stderr and not gone.stdout
 
 

@@ -5,8 +5,6 @@ killed."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +15,7 @@ import orjson
 import pytest
 
 from flexq.store.url import StoreOptionError, open_store
-from tests import admin
+from tests import admin, forks
 from tests.conftest import Server, start_server, stop_server
 from tests.support import condition, eventually, job
 
@@ -142,9 +140,8 @@ def _roles(srv: Server) -> set[str]:
 
 def test_a_store_that_cannot_be_reached_is_named(tmp_path: Path) -> None:
     store = "postgresql://flexq:secret@127.0.0.1:1/none"
-    done = subprocess.run([sys.executable, "-m", "flexq.cli.main", "server", "--home", str(tmp_path / "h"),
-                           "--port", "0", "--no-tls", "--runtime", "none", "--store", store],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = forks.run(["server", "--home", str(tmp_path / "h"),
+                     "--port", "0", "--no-tls", "--runtime", "none", "--store", store], text=True, timeout=30)
     assert done.returncode == 1 and "Traceback" not in done.stderr and "secret" not in done.stderr
     assert done.stderr.startswith("error: --store postgresql://flexq:***@127.0.0.1:1/none: cannot use the database: "
                                   "connection failed"), done.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import pytest
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import ScenarioError, load_scenario
+from tests import forks
 from tests.conftest import GUIDE
 
 SCENARIO = GUIDE / "scenario.yaml"
@@ -50,8 +49,7 @@ def test_simulate_twice_gives_identical_logs(tmp_path: Path) -> None:
     outs = []
     for n in range(2):
         path = tmp_path / f"events{n}.jsonl"
-        proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(SCENARIO), "--events",
-                               str(path), "-o", "json"], capture_output=True, text=True, check=False, timeout=60)
+        proc = forks.run(["simulate", str(SCENARIO), "--events", str(path), "-o", "json"], text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         outs.append((path.read_bytes(), proc.stdout))
     assert outs[0] == outs[1]
@@ -92,6 +90,5 @@ def test_bad_scenarios_name_the_field(tmp_path: Path) -> None:
         load_scenario(path)
     assert "spec.submit[0].at" in str(info.value) and ":6:" in str(info.value)
     path.write_text("apiVersion: flexq.dev/v1alpha1\nkind: Scenario\nmetadata: {name: x}\nspec:\n  untill: 1d\n")
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(path)], capture_output=True,
-                          text=True, check=False, timeout=60)
+    proc = forks.run(["simulate", str(path)], text=True, timeout=60)
     assert proc.returncode == 1 and "spec.untill" in proc.stderr and "Traceback" not in proc.stderr

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 from flexq.api.object_errors import ApiError
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests import forks
 
 DATA = Path(__file__).parent / "data"
 SMALL = DATA / "kueue-generator-small.yaml"
@@ -92,8 +91,7 @@ spec:
 
 
 def test_simulate_takes_a_generator_config_directly(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(SMALL), "-o", "json"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = forks.run(["simulate", str(SMALL), "-o", "json"], text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)["workloads"]
     assert [(r["job"].split("/")[-1], r["state"], r["finished"]) for r in rows] == [

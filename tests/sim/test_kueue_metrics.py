@@ -4,12 +4,11 @@ scenario's story gives."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import forks
 from tests.kueue_metrics import check_scrape
 
 SCENARIO = """
@@ -68,8 +67,7 @@ def _scrape(tmp_path: Path) -> tuple[str, dict[tuple[str, tuple[tuple[str, str],
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     out = tmp_path / "metrics.txt"
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(path), "--metrics", str(out),
-                           "--no-progress"], capture_output=True, text=True, timeout=120, check=False)
+    proc = forks.run(["simulate", str(path), "--metrics", str(out), "--no-progress"], text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     samples = {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "replica_role"))): s.value
@@ -153,8 +151,7 @@ def test_metrics_into_a_directory_is_refused_before_the_run(tmp_path: Path) -> N
     path = tmp_path / "s.yaml"
     path.write_text(SCENARIO)
     events = tmp_path / "events.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(path), "--metrics", str(tmp_path),
-                           "--events", str(events), "--no-progress"], capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = forks.run(["simulate", str(path), "--metrics", str(tmp_path),
+                     "--events", str(events), "--no-progress"], text=True, timeout=60)
     assert proc.returncode == 1 and f"--metrics {tmp_path}: a directory" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not events.exists(), "nothing written"

@@ -12,6 +12,7 @@ import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests import forks
 from tests.support import job
 
 SHARED_QUOTA = """
@@ -77,13 +78,10 @@ def test_a_framework_not_listed_is_not_managed(tmp_path: Path) -> None:
 
 
 def test_simulate_names_each_field_that_changes_nothing_and_runs(tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     config = {**CREDITS, "webhook": {"port": 9443}, "integrations": {"frameworks": ["batch/job"]}}
     _run(tmp_path, config)  # writes the scenario
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(tmp_path / "s.yaml"),
-                           "--no-progress"], capture_output=True, text=True, check=False, timeout=120)
+    proc = forks.run(["simulate", str(tmp_path / "s.yaml"), "--no-progress"], text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [f"warning: {tmp_path / 's.yaml'}: spec.kueueConfig.webhook: configures "
                                         "Kueue's manager process; flexq serves its own: no effect"]

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from flexq.sim.report import percentile
+from tests import forks
 from tests.conftest import GUIDE
 
 
 def _simulate(scenario: Path, out: Path, *extra: str) -> dict[str, dict[str, object]]:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(scenario), "--report", str(out),
-                           *extra], capture_output=True, text=True, timeout=300, check=False)
+    proc = forks.run(["simulate", str(scenario), "--report", str(out), *extra], text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary: dict[str, dict[str, object]] = json.loads((out / "summary.json").read_text())
     return summary

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.store import Store
+from tests import forks
 from tests.conftest import GUIDE
 from tests.server.inprocess import serving
 
@@ -27,8 +26,7 @@ POOLS = ["default-pool", "dws-pool", "on-demand-pool"]
 
 
 def _simulate(scenario: Path, out: Path, *extra: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(scenario), "--report", str(out),
-                           "--no-progress", *extra], capture_output=True, text=True, timeout=300, check=False)
+    proc = forks.run(["simulate", str(scenario), "--report", str(out), "--no-progress", *extra], text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return proc.stderr
 

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from flexq.api.object_errors import InvalidObject
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import ScenarioError, load_scenario
+from tests import forks
 
 SCENARIO = """apiVersion: flexq.dev/v1alpha1
 kind: Scenario
@@ -96,8 +95,7 @@ def test_flexq_simulate_exits_non_zero_naming_the_field(tmp_path: Path) -> None:
     path = _write(tmp_path, CONCURRENT + "        resourceGroups:",
                   "        resourceGroupz:")
     env = {**os.environ, "FLEXQ_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "flexq.cli.main", "simulate", str(path)], capture_output=True,
-                          text=True, timeout=60, check=False, env=env)
+    proc = forks.run(["simulate", str(path)], text=True, timeout=60, env=env)
     assert proc.returncode != 0
     assert f'{path}: document 2 (ClusterQueue \'cq\') is invalid\n  line 12: spec.resourceGroupz: unknown field ' \
            '"spec.resourceGroupz" (strict decoding error)' in proc.stderr

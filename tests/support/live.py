@@ -4,12 +4,11 @@ against it, the guide's setup, and a server with a capacity file."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests import admin
+from tests import admin, forks
 from tests.conftest import Server, guide_text, start_server, stop_server
 
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
@@ -47,8 +46,7 @@ def assert_done(job: dict[str, Any]) -> None:
 
 def cli(server: Server, *args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``flexq ARGS`` against ``server``, as the administrator; its exit code is the caller's to check."""
-    return subprocess.run([sys.executable, "-m", "flexq.cli.main", *args], input=input, capture_output=True,
-                          text=True, env=server.env(), timeout=timeout, check=False)
+    return forks.run(args, input=input, text=True, env=server.env(), timeout=timeout)
 
 
 def cli_ok(server: Server, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

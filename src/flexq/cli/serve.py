@@ -23,7 +23,8 @@ def server(
     home: Annotated[Path | None, typer.Option(help="State directory (env FLEXQ_HOME).")] = None,
     log_level: Annotated[str, typer.Option(help="critical, error, warning, info or debug.")] = "warning",
     capacity: Annotated[Path | None, typer.Option(
-        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings).")] = None,
+        help="The emulated cloud's behaviour (the format of a scenario's spec.capacity: cloud, timings); read again "
+             "on SIGHUP (kill -HUP), its times still counted from the server's start.")] = None,
     runtime: Annotated[str, typer.Option(help="ray: run admitted RayJobs on local Ray clusters; none: do not.")]
     = "ray",
     tls_port: Annotated[int | None, typer.Option(
@@ -59,7 +60,7 @@ def server(
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.runtime.job_user import JobUserError
     from flexq.server.listen import ListenError, plan_listeners
-    from flexq.server.run import StoreOptionError, serve
+    from flexq.server.run import CapacityFile, StoreOptionError, serve
     from flexq.sim.scenario import load_capacity
     from flexq.store import StoreUnavailable
 
@@ -70,10 +71,9 @@ def server(
     ttl = _duration("--event-ttl", event_ttl)
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
-        config = load_capacity(capacity) if capacity is not None else None
-        kueue = _kueue_config(kueue_config)
-        serve(state, plan, log_level=log_level, capacity=config, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=kueue)
+        modelled = CapacityFile((lambda: load_capacity(capacity)) if capacity is not None else None)
+        serve(state, plan, log_level=log_level, capacity=modelled, runtime=runtime, store_spec=store,
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=_kueue_config(kueue_config))
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 

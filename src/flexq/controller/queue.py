@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -31,7 +32,16 @@ from typing import Any, Final
 from flexq.api import DEFAULT_KUEUE_CONFIG, KindInfo, KueueConfig, by_resource, resolve
 from flexq.capacity import CapacityConfig, EmulatedCloud
 from flexq.clock import Clock
-from flexq.control import CheckSet, ControlPlane, JobDeleted, JobHooks, JobQueued, QueuesReconfigured, RunTimes
+from flexq.control import (
+    CapacityChanged,
+    CheckSet,
+    ControlPlane,
+    JobDeleted,
+    JobHooks,
+    JobQueued,
+    QueuesReconfigured,
+    RunTimes,
+)
 from flexq.controller.capacity_sync import LiveCapacity
 from flexq.controller.forecasts import LiveForecasts, material
 from flexq.controller.job_events import JobEvents, declared_run_time
@@ -130,6 +140,8 @@ class QueueController:
         self._counts.fair = self.plane.fair_usage
         self._reconfigured = -RECONFIGURE_EVERY
         self._reconfigure_due = False
+        self._capacity_due: CapacityConfig | None = None
+        """A capacity file read again (:meth:`change_capacity`), modelled from the next step on."""
         self._stepping = 0  # the thread in a step's batch (0: none)
         self._own: set[int] = set()
         """Versions of workloads and jobs its steps wrote, not read back yet: passed over unparsed (its own)."""
@@ -359,11 +371,29 @@ class QueueController:
                         self._dispatch(info, change)
             if self._reconfigure_due and self.clock.now() >= self._reconfigured + RECONFIGURE_EVERY:
                 self._reconfigure()
+            if self._capacity_due is not None:
+                self._new_capacity(self._capacity_due)
             self._timer.lap("read")
             # The changes are read without holding the store (the change window has a lock of its own): the API's
             # writes go on meanwhile instead of waiting for, and then holding up, the step's hand-overs.
             with self.store.batch():
                 self._schedule_and_write()
+
+    def change_capacity(self, capacity: CapacityConfig) -> None:
+        """Model ``capacity`` (the capacity file read again: ``kill -HUP`` the server) from the next step on. Its
+        times still count from the server's start; the nodes, requests and timers of the pools it keeps are kept,
+        and what waits for capacity asks again."""
+        self._capacity_due = capacity
+        self._wake.set()
+
+    def _new_capacity(self, capacity: CapacityConfig) -> None:
+        self._capacity_due = None
+        origin = self.capacity.config.cloud.origin
+        self.capacity.config = dataclasses.replace(capacity, cloud=dataclasses.replace(capacity.cloud, origin=origin))
+        self._reconfigure()  # the file's pools, its fallback policy: a driver made where there was none
+        modelled = self.capacity.modelled(self._config.objects(_CONFIG_KINDS))
+        if modelled is not None:
+            self._log(self.plane.feed(CapacityChanged(modelled, self.clock.now())))
 
     def _dispatch(self, info: KindInfo, change: Change) -> None:
         if info.kind not in JOB_KINDS and info.kind not in ("Node", "Workload", "Pod"):

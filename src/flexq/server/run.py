@@ -20,6 +20,7 @@ from flexq.auth import TokenBook
 from flexq.capacity import CapacityConfig, node_pool_webhook
 from flexq.clock import RealClock
 from flexq.controller import DEFAULT_EVENT_TTL, EventExpiry, QueueController, RayRuntime
+from flexq.errors import FlexqError
 from flexq.jobs import job_webhook_for
 from flexq.objects import ObjectService
 from flexq.runtime import JobUser, reap_all
@@ -30,12 +31,14 @@ from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.tls import TlsFiles, ensure_certificates
-from flexq.store import SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
+from flexq.store import BaseStore, SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
 if TYPE_CHECKING:
     from flexq.store import LeaseLike
 
-__all__ = ["ListenError", "StoreOptionError", "serve"]
+log = logging.getLogger("flexq.server")
+
+__all__ = ["CapacityFile", "ListenError", "StoreOptionError", "serve"]
 
 FOLLOW_EVERY = 0.005
 """Seconds between two looks at a shared SQLite file for the other servers' commits."""
@@ -119,13 +122,15 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, 
 
 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
-          capacity: CapacityConfig | None = None, runtime: str = "ray", store_spec: str | None = None,
+          capacity: CapacityFile | None = None, runtime: str = "ray", store_spec: str | None = None,
           lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
           run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
-    """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store. ``store_spec`` is ``--store`` (see
-    :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of ``lease_duration`` seconds (see
-    :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each following the others' commits.
-    Events go ``event_ttl`` s after they were last seen (0: kept). ``kueue``: Kueue's Configuration.
+    """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store; the ``capacity`` file is read again on SIGHUP
+    (see :class:`CapacityFile`). ``store_spec`` is
+    ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
+    ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
+    following the others' commits. Events go ``event_ttl`` s after they were last seen (0: kept). ``kueue``: Kueue's
+    Configuration.
 
     Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
     077: files 0600, folders 0700).
@@ -133,15 +138,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
-    sockets = [_bind(plan.http_host, plan.http_port, "--port")]
-    try:
-        if plan.tls_host is not None and plan.tls_port is not None:
-            sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
-        store = open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
-    except (ListenError, StoreOptionError):
-        for sock in sockets:
-            sock.close()
-        raise
+    sockets, store = _open(plan, store_spec, home, shared)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
@@ -151,9 +148,11 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     endpoint = f"{plan.endpoint_host}:{tls_port}" if tls_port is not None else f"{plan.http_host}:{http_port}"
     service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])
     ray = RayRuntime(store, home) if runtime == "ray" else None
+    capacity_file = capacity or CapacityFile(None)
     identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
-    lease = _lease(store_spec, home, identity, lease_duration, shared)
-    leadership = Leadership(lease, lambda: QueueController(service, RealClock(), capacity, ray, kueue), identity)
+    capacity_file.leadership = leadership = Leadership(
+        _lease(store_spec, home, identity, lease_duration, shared),
+        lambda: QueueController(service, RealClock(), capacity_file.config, ray, kueue), identity)
     expiry = EventExpiry(store, event_ttl)
     try:
         if ray is not None:
@@ -171,13 +170,54 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         servers = _servers(app, sockets, tls, log_level)
         print(_banner(plan, http_port, tls_port, home, store_spec, user), file=sys.stderr, flush=True)
         with HeapPolicy(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(_serve_all(servers, app.state.hub.close))
+            runner.run(_serve_all(servers, app.state.hub.close, capacity_file.reload))
     finally:
         expiry.stop()
         leadership.stop()
         store.close()
         for sock in sockets:
             sock.close()
+
+
+def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool) -> tuple[list[socket.socket], BaseStore]:
+    """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
+    sockets = [_bind(plan.http_host, plan.http_port, "--port")]
+    try:
+        if plan.tls_host is not None and plan.tls_port is not None:
+            sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
+        return sockets, open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
+    except (ListenError, StoreOptionError):
+        for sock in sockets:
+            sock.close()
+        raise
+
+
+class CapacityFile:
+    """The ``--capacity`` file, read again on SIGHUP: the controller models what it says from its next step on, its
+    times still counted from the server's start (so a stock-out can be ended, or a pool given more machines, while
+    jobs wait). A file that no longer reads is refused, with its error in the server's log, and the last capacity
+    stays."""
+
+    def __init__(self, read: Callable[[], CapacityConfig] | None) -> None:
+        """``read`` reads the file (its errors: the user's to fix); None: no capacity modelled."""
+        self.read = read
+        self.config = read() if read is not None else None
+        """What a controller made from now on models (one that leads later, with PostgreSQL)."""
+        self.leadership: Leadership | None = None
+
+    def reload(self) -> None:
+        if self.read is None:
+            log.warning("SIGHUP: no --capacity file to read again")
+            return
+        try:
+            config = self.read()
+        except (FlexqError, OSError) as exc:
+            log.error("SIGHUP: the capacity file was not read again, the last one stays: %s", exc)
+            return
+        self.config = config
+        if self.leadership is not None and (controller := self.leadership.leader()) is not None:
+            controller.change_capacity(config)
+        log.warning("SIGHUP: the capacity file was read again")
 
 
 def _servers(app: ASGIApp, sockets: list[socket.socket], tls: TlsFiles | None,
@@ -215,8 +255,10 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-async def _serve_all(servers: list[tuple[_Server, socket.socket]], closing: Callable[[], None]) -> None:
+async def _serve_all(servers: list[tuple[_Server, socket.socket]], closing: Callable[[], None],
+                     reload: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, reload)
 
     def stop() -> None:
         closing()
