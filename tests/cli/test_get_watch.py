@@ -67,8 +67,11 @@ class _Watch:
     """``flexq get ARGS --watch`` running, its output lines read as they come."""
 
     def __init__(self, server: Server, *args: str) -> None:
+        # Stopped as a user stops it, with Ctrl-C (SIGINT): which a suite run in the background (a shell's `&`) would
+        # have its commands ignore.
         self.process = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "get", *args, "--watch"],
-                                        env=server.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                        env=server.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -96,7 +99,7 @@ class _Watch:
     def stop(self) -> tuple[int, str]:
         self.process.send_signal(signal.SIGINT)
         try:
-            code = self.process.wait(timeout=30)  # a loaded machine: it may still be starting
+            code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
