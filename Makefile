@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
-HEAVY_TESTS := tests/runtime tests/reliability tests/fuzz
+HEAVY_TESTS := tests/runtime tests/reliability
 # The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
 # rereads every page, so the reference pages generated from the code are always fresh.
 SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
@@ -30,9 +30,8 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(SPHINX)
-	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), with the
-	@# generated-input tests to even the two runs' lengths, and the rest of the suite; the first run's report follows
-	@# the second's.
+	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and the
+	@# rest of the suite; the first run's report follows the second's.
 	$(BIN)/pytest --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
 	$(BIN)/pytest --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
