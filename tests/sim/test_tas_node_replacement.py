@@ -139,3 +139,28 @@ def test_a_lost_host_of_a_tpu_slice_loses_its_other_hosts_too_and_the_job_is_evi
     assert evicted["reason"] == ("Workload eviction triggered due to multiple TAS assigned node failures, including: "
                                  + ", ".join(sorted(hosts)))
     assert not [e for e in events if e["event"] == "NodeReplaced"]
+
+
+@pytest.mark.parametrize("gate_off", [False, True], ids=["gate on", "gate off"])
+def test_a_job_evicted_with_its_slice_runs_again_once_the_repaired_slice_is_ready(tmp_path: Path,
+                                                                               gate_off: bool) -> None:
+    """The slice is recreated at 10m and boots for 5m; the evicted job, pending for want of a sub-block
+    (TopologyPlacementFailed), is tried again when the nodes are ready, as Kueue requeues a ClusterQueue's
+    inadmissible workloads on node events, with TASFailedNodeReplacement on or off."""
+    *objects, job = list(yaml.safe_load_all(TPU_OBJECTS))
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-slice-repaired"},
+           "spec": {"objects": objects, "until": "3h", **({"kueueConfig": GATE_OFF} if gate_off else {}),
+                    "capacity": {"pools": [{"name": "tpu-pool", "machineType": "ct6e-standard-4t",
+                                            "tpuTopology": "4x4", "numNodes": 4, "autoscaling": False}],
+                                 "cloud": {"tpu-pool": {"hostFailures": ["10m"], "bootTime": "5m"}}},
+                    "submit": [{"at": "0s", "runFor": "1h", "object": job}]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    events = [e for e in run_scenario(load_scenario(path)).events if e["event"] in
+              ("Evicted", "Pending", "QuotaReserved", "Started", "Finished")]
+    assert [(e["t"], e["event"]) for e in events] == [(0, "QuotaReserved"), (0, "Started"), (600, "Evicted"),
+                                                     (600, "Pending"), (900, "QuotaReserved"), (900, "Started"),
+                                                     (4500, "Finished")]
+    assert events[3]["reason"] == ("couldn't assign flavors to pod set main: no topology domains at level: "
+                                   "cloud.google.com/gce-topology-subblock")
+    assert len(events[5]["nodes"]) == 4

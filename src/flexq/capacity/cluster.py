@@ -69,6 +69,14 @@ class Cluster:
         self.cloud = cloud
         self.nodes: dict[str, Node] = {}
         self._ids = itertools.count(1)
+        self.on_created: Callable[[list[Node]], None] | None = None
+        """Told of the nodes each scaling step creates (the driver wakes the workloads waiting for topology
+        placement when they are ready)."""
+
+    def _created(self, nodes: list[Node]) -> list[Node]:
+        if nodes and self.on_created is not None:
+            self.on_created(nodes)
+        return nodes
 
     # --- placement ---------------------------------------------------------------------------------
 
@@ -258,7 +266,7 @@ class Cluster:
                                 idle_since=now, slot=base + i)
                     self.nodes[name] = node
                     created.append(node)
-        return created
+        return self._created(created)
 
     def _slots(self, pool: str) -> list[int]:
         """The topology slots the pool's nodes sit in (:mod:`flexq.capacity.node_topology`)."""
@@ -299,7 +307,7 @@ class Cluster:
                             booked_for=booked_for, idle_since=None, slot=base + i)
                 self.nodes[name] = node
                 created.append(node)
-        return created, ""
+        return self._created(created), ""
 
     def recreate(self, hosts: list[Node], now: float) -> list[Node]:
         """Recreate ``hosts`` (a slice's, lost), as GKE's auto-repair does: each comes back under its name, empty,
@@ -315,7 +323,7 @@ class Cluster:
                         idle_since=ready, slot=old.slot)
             self.nodes[node.name] = node
             fresh.append(node)
-        return fresh
+        return self._created(fresh)
 
     def scale_down(self, now: float, idle_after: float, pools: Iterable[str] | None = None) -> list[Node]:
         """Remove whole slices whose nodes have all been idle for ``idle_after`` seconds (not below min), of every

@@ -85,6 +85,7 @@ class CapacityDriver:
         self._scheduler = scheduler
         self._config = config
         self.attach(scheduler)
+        self.cluster.on_created = self._nodes_created
         self.cluster.start_with_initial_nodes(kernel.now())
         self.node_loss.plan_expiry()
         self.node_loss.plan_host_failures(list(config.pools))
@@ -97,6 +98,20 @@ class CapacityDriver:
     def _timer(self, action: Callable[[], None]) -> None:
         """Every timer the driver sets runs through here: a copy of the driver (a forecast) tells its timers by it."""
         action()
+
+    def _nodes_created(self, nodes: list[Node]) -> None:
+        """Nodes were added: workloads set aside for want of topology placement look again now, and again when the
+        nodes are ready (Kueue's TAS node reconciler requeues a ClusterQueue's inadmissible workloads on node events).
+        No timer is set where no flavor is topology-aware."""
+        if not any(f.topology for f in self._scheduler.config.flavors.values()):
+            return
+        self._scheduler.nodes_changed()
+        now = self.timeline.now()
+        for ready in sorted({n.ready_at for n in nodes if n.ready_at > now}):
+            self.timeline.at(ready, self._nodes_ready)
+
+    def _nodes_ready(self) -> None:
+        self._scheduler.nodes_changed()
 
     def _make_room(self) -> None:
         self.provisioner.room.make_room()
