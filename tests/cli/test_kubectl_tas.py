@@ -1,7 +1,8 @@
 """Topology-aware scheduling through the real kubectl: the Topology of examples/tas applied and listed, a job of four
 pods that must share a sub-block admitted with its topologyAssignment (v1beta2's slices, v1beta1's domains), and one
 of five pods that no sub-block holds pending with Kueue's TopologyPlacementFailed; on DWS's nodes, a job's topology
-request delayed until its ProvisioningRequest is provisioned."""
+request delayed until its ProvisioningRequest is provisioned; a job evicted with its TPU slice admitted again once
+the repaired slice is ready."""
 
 from __future__ import annotations
 
@@ -21,6 +22,53 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
 DWS_CAPACITY = """cloud:
   dws-pool: {queuedDelay: 8s}
 """
+TPU_SLICE = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: gke-default}
+spec:
+  levels:
+    - nodeLabel: cloud.google.com/gce-topology-block
+    - nodeLabel: cloud.google.com/gce-topology-subblock
+    - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tpu-tas}
+spec: {nodeLabels: {cloud.google.com/gke-nodepool: tpu-pool}, topologyName: gke-default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: tpu-cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+    - coveredResources: [google.com/tpu]
+      flavors: [{name: tpu-tas, resources: [{name: google.com/tpu, nominalQuota: 64}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: tpu-queue, namespace: default}
+spec: {clusterQueue: tpu-cq}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: slice, namespace: default, labels: {kueue.x-k8s.io/queue-name: tpu-queue}}
+spec:
+  parallelism: 4
+  completions: 4
+  suspend: true
+  template:
+    metadata:
+      annotations: {kueue.x-k8s.io/podset-required-topology: cloud.google.com/gce-topology-subblock}
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: google.com/tpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - {name: worker, image: busybox, resources: {requests: {google.com/tpu: 4}}}
+"""
+REPAIR_CAPACITY = """cloud:
+  tpu-pool: {bootTime: 5s}
+"""
 FAIR_SHARING = """apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
@@ -33,8 +81,8 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
     if getattr(request, "param", None) == "fair sharing":
         yield from serve_kueue_config(tmp_path, FAIR_SHARING)
         return
-    if getattr(request, "param", None) == "dws":
-        yield from serve_capacity(tmp_path, DWS_CAPACITY)
+    if getattr(request, "param", None) in ("dws", "repair"):
+        yield from serve_capacity(tmp_path, DWS_CAPACITY if request.param == "dws" else REPAIR_CAPACITY)
         return
     srv = start_server(tmp_path / "home")
     try:
@@ -385,3 +433,30 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     assert replaced["message"] == (f"node {hosts[0]} was lost: its pods were placed on {spare} in the same topology "
                                    "domain")
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
+
+
+@pytest.mark.parametrize("server", ["repair"], indirect=True)
+def test_a_job_evicted_with_its_slice_is_admitted_again_once_the_slice_is_ready_with_real_kubectl(
+        kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_tas_node_replacement.py's repaired slice: a job holding a 4x4 TPU slice's four
+    hosts loses one (deleted); the slice goes whole and is recreated, booting 5 s; the job, evicted and pending for
+    want of a sub-block, is admitted again once the new nodes are ready."""
+    for args in (("container", "clusters", "create", "tpu-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tpu-pool", "--cluster=tpu-cluster",
+                  "--machine-type=ct6e-standard-4t", "--tpu-topology=4x4", "--num-nodes=4")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    applied = kubectl("apply", "-f", "-", input=TPU_SLICE)
+    assert applied.code == 0, applied.err
+    eventually_value(lambda: _admitted(kubectl, "slice"), timeout=60)
+    hosts = _v1beta1_hosts(kubectl, "slice")
+    assert len(hosts) == 4
+    deleted = kubectl("delete", "node", hosts[0])
+    assert deleted.code == 0, deleted.err
+
+    def evicted() -> None:
+        assert "schedulingStats" in _workload(kubectl, "slice")["status"]
+
+    eventually(evicted)
+    eventually_value(lambda: _admitted(kubectl, "slice"), timeout=60)
+    assert sorted(_v1beta1_hosts(kubectl, "slice")) == sorted(hosts), "the recreated slice, under its names"
