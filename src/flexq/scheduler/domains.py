@@ -38,7 +38,8 @@ from flexq.scheduler.model import (
     TopologyRequest,
 )
 
-__all__ = ["HOSTNAME", "DomainBase", "TopologyNode", "TopologyView", "by_node", "domain_base", "fits", "place",
+__all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
+           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "place", "subtract_held",
            "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -94,9 +95,9 @@ class TopologyView:
 
 
 @dataclass(slots=True)
-class _Domain:
+class Domain:
     values: tuple[str, ...]
-    children: list[_Domain] = field(default_factory=list)
+    children: list[Domain] = field(default_factory=list)
     free: dict[str, int] = field(default_factory=dict)
     nodes: int = 0
     pods: int = 0
@@ -104,7 +105,7 @@ class _Domain:
 
 
 @dataclass(slots=True)
-class _Stats:
+class Stats:
     """Kueue's exclusion counts, told in the message when nothing fits."""
 
     total: int = 0
@@ -158,32 +159,32 @@ class DomainBase:
     selector: int
     taints: Mapping[str, int]
 
-    def tree(self) -> tuple[list[_Domain], dict[tuple[str, ...], _Domain], _Stats]:
+    def tree(self) -> tuple[list[Domain], dict[tuple[str, ...], Domain], Stats]:
         """A fresh tree (each placement changes its domains' counts), its leaves, and the stats of its build."""
-        made: list[_Domain] = []
-        roots: list[_Domain] = []
-        leaves: dict[tuple[str, ...], _Domain] = {}
+        made: list[Domain] = []
+        roots: list[Domain] = []
+        leaves: dict[tuple[str, ...], Domain] = {}
         for values, parent, nodes, free in self.domains:
-            domain = _Domain(values)
+            domain = Domain(values)
             (roots if parent < 0 else made[parent].children).append(domain)
             made.append(domain)
             if free is not None:
                 domain.nodes, domain.free = nodes, dict(free)
                 leaves[values] = domain
-        return roots, leaves, _Stats(self.total, self.selector, dict(self.taints))
+        return roots, leaves, Stats(self.total, self.selector, dict(self.taints))
 
 
 def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
                 tolerations: Sequence[Toleration]) -> DomainBase:
     """The tree :func:`place` would build for ``podset`` on ``flavor`` in ``view``, with the view's holders'
     assignments taken off its leaves."""
-    stats = _Stats()
-    roots, leaves = _tree(view, flavor, podset, tolerations, stats)
-    _subtract_held(view, flavor, leaves)
+    stats = Stats()
+    roots, leaves = domain_tree(view, flavor, podset, tolerations, stats)
+    subtract_held(view, flavor, leaves)
     depth = len(flavor.levels)
     out: list[tuple[tuple[str, ...], int, int, Mapping[str, int] | None]] = []
 
-    def walk(domain: _Domain, parent: int) -> None:
+    def walk(domain: Domain, parent: int) -> None:
         index = len(out)
         out.append((domain.values, parent, domain.nodes, dict(domain.free) if len(domain.values) == depth else None))
         for child in domain.children:
@@ -207,10 +208,10 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     if base is not None:
         roots, leaves, stats = base.tree()
     else:
-        stats = _Stats()
-        roots, leaves = _tree(view, flavor, podset, tolerations, stats)
+        stats = Stats()
+        roots, leaves = domain_tree(view, flavor, podset, tolerations, stats)
     if not empty:
-        _subtract_held(view, flavor, leaves)
+        subtract_held(view, flavor, leaves)
     size = max(1, request.slice_size) if request.slice_level else 1
     lowest = len(levels) - 1
     slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
@@ -220,13 +221,13 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     if slice_idx < level_idx:
         return f"podset slice topology {request.slice_level} is above the podset topology {request.level}"
     for leaf in leaves.values():
-        leaf.pods = _count_in(per_pod, leaf.free, stats)
+        leaf.pods = count_in(per_pod, leaf.free, stats)
     if not by_node(levels):
         stats.total = len(leaves)
     for root in roots:
         _fill(root, size, slice_idx, 0)
-    by_level = _by_level(roots, len(levels))
-    goal = _Goal(podset.count, size, request.required, loose, flavor.topology, levels)
+    by_level = domains_by_level(roots, len(levels))
+    goal = Goal(podset.count, size, request.required, loose, flavor.topology, levels)
     chosen = _fit_level(by_level, level_idx, goal, stats)
     if isinstance(chosen, str):
         return chosen
@@ -238,7 +239,7 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     while idx < lowest:
         domains = [c for d in domains for c in _to_minimum(_sorted(d.children, loose), d.pods, 1, loose)]
         idx += 1
-    return _assignment(levels, domains)
+    return assignment_of(levels, domains)
 
 
 def by_node(levels: Sequence[str]) -> bool:
@@ -247,7 +248,7 @@ def by_node(levels: Sequence[str]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Goal:
+class Goal:
     """What one placement looks for: ``count`` pods in slices of ``size``; ``loose``: Kueue's unconstrained."""
 
     count: int
@@ -261,7 +262,7 @@ class _Goal:
     def needed(self) -> int:
         return self.count // self.size
 
-    def not_fit(self, fit: int, stats: _Stats) -> str:
+    def not_fit(self, fit: int, stats: Stats) -> str:
         """Kueue's ``notFitMessage``."""
         unit = "pod" if self.size == 1 else "slice"
         if fit == 0:
@@ -274,23 +275,23 @@ def fits(view: TopologyView, flavor: FlavorSpec, podset: PodSet, assignment: Top
     topology usage again before admitting it)."""
     per_pod = {r: v for r, v in podset.requests.items() if v > 0}
     per_pod["pods"] = 1000
-    _roots, leaves = _tree(view, flavor, podset, (*podset.tolerations, *flavor.tolerations), _Stats())
-    _subtract_held(view, flavor, leaves)
+    _roots, leaves = domain_tree(view, flavor, podset, (*podset.tolerations, *flavor.tolerations), Stats())
+    subtract_held(view, flavor, leaves)
     by_host = {values[-1]: leaf for values, leaf in leaves.items()} if by_node(flavor.levels) else {}
     for values, count in assignment.domains:
         leaf = by_host.get(values[-1]) if by_host else leaves.get(values)
-        if leaf is None or _count_in(per_pod, leaf.free, _Stats()) < count:
+        if leaf is None or count_in(per_pod, leaf.free, Stats()) < count:
             return False
     return True
 
 
-def _tree(view: TopologyView, flavor: FlavorSpec, podset: PodSet, tolerations: Sequence[Toleration],
-          stats: _Stats) -> tuple[list[_Domain], dict[tuple[str, ...], _Domain]]:
+def domain_tree(view: TopologyView, flavor: FlavorSpec, podset: PodSet, tolerations: Sequence[Toleration],
+          stats: Stats) -> tuple[list[Domain], dict[tuple[str, ...], Domain]]:
     """The flavor's domain tree: its roots, and its leaves by their values (free capacity: allocatable less the pods
     of workloads not held by topology)."""
     levels = flavor.levels
-    domains: dict[tuple[str, ...], _Domain] = {}
-    roots: list[_Domain] = []
+    domains: dict[tuple[str, ...], Domain] = {}
+    roots: list[Domain] = []
     for node in sorted(view.nodes, key=lambda n: n.name):
         labels = node.labels
         if not node.ready(view.now) or any(labels.get(k) != v for k, v in flavor.node_labels.items()) or \
@@ -311,11 +312,11 @@ def _tree(view: TopologyView, flavor: FlavorSpec, podset: PodSet, tolerations: S
     return roots, {values: d for values, d in domains.items() if len(values) == len(levels)}
 
 
-def _domain(domains: dict[tuple[str, ...], _Domain], roots: list[_Domain], path: tuple[str, ...]) -> _Domain:
+def _domain(domains: dict[tuple[str, ...], Domain], roots: list[Domain], path: tuple[str, ...]) -> Domain:
     found = domains.get(path)
     if found is not None:
         return found
-    made = domains[path] = _Domain(path)
+    made = domains[path] = Domain(path)
     if len(path) == 1:
         roots.append(made)
     else:
@@ -323,7 +324,7 @@ def _domain(domains: dict[tuple[str, ...], _Domain], roots: list[_Domain], path:
     return made
 
 
-def _excluded(node: TopologyNode, podset: PodSet, tolerations: Sequence[Toleration], stats: _Stats) -> bool:
+def _excluded(node: TopologyNode, podset: PodSet, tolerations: Sequence[Toleration], stats: Stats) -> bool:
     """A node the pod set's pods could not go on (hostname-level topologies check each node, as Kueue does)."""
     for taint in node.taints:  # taints first, as Kueue's feasibility check
         if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in tolerations):
@@ -336,7 +337,7 @@ def _excluded(node: TopologyNode, podset: PodSet, tolerations: Sequence[Tolerati
     return False
 
 
-def _subtract_held(view: TopologyView, flavor: FlavorSpec, leaves: Mapping[tuple[str, ...], _Domain]) -> None:
+def subtract_held(view: TopologyView, flavor: FlavorSpec, leaves: Mapping[tuple[str, ...], Domain]) -> None:
     """What admitted workloads' topology assignments hold on the flavor's Topology comes off their leaves."""
     by_host = {values[-1]: leaf for values, leaf in leaves.items()} if by_node(flavor.levels) else {}
     for assignment, per_pod in view.usage(flavor.topology):
@@ -348,7 +349,7 @@ def _subtract_held(view: TopologyView, flavor: FlavorSpec, leaves: Mapping[tuple
                 leaf.free[resource] = leaf.free.get(resource, 0) - amount * count
 
 
-def _count_in(per_pod: Mapping[str, int], free: Mapping[str, int], stats: _Stats) -> int:
+def count_in(per_pod: Mapping[str, int], free: Mapping[str, int], stats: Stats) -> int:
     """How many pods fit in ``free``; a leaf that fits none counts against its most limiting resource."""
     counts = sorted((max(0, free.get(r, 0)) // v, r) for r, v in per_pod.items())
     count, limiting = counts[0]
@@ -357,7 +358,7 @@ def _count_in(per_pod: Mapping[str, int], free: Mapping[str, int], stats: _Stats
     return count
 
 
-def _fill(domain: _Domain, size: int, slice_idx: int, level: int) -> None:
+def _fill(domain: Domain, size: int, slice_idx: int, level: int) -> None:
     """Kueue's ``fillInCounts``: pods and whole slices a domain holds (slices counted at the slice level and summed
     above it)."""
     if domain.children:
@@ -369,20 +370,20 @@ def _fill(domain: _Domain, size: int, slice_idx: int, level: int) -> None:
         domain.slices = domain.pods // size
 
 
-def _by_level(roots: list[_Domain], depth: int) -> list[list[_Domain]]:
-    out: list[list[_Domain]] = [roots]
+def domains_by_level(roots: list[Domain], depth: int) -> list[list[Domain]]:
+    out: list[list[Domain]] = [roots]
     for _ in range(depth - 1):
         out.append([c for d in out[-1] for c in d.children])
     return out
 
 
-def _sorted(domains: Iterable[_Domain], unconstrained: bool) -> list[_Domain]:
+def _sorted(domains: Iterable[Domain], unconstrained: bool) -> list[Domain]:
     """BestFit: most free slices first; LeastFreeCapacity (unconstrained): fewest first; then fewest pods, values."""
     sign = 1 if unconstrained else -1
     return sorted(domains, key=lambda d: (sign * d.slices, d.pods, d.values))
 
 
-def _best_fit(domains: Sequence[_Domain], needed: int, slices: bool) -> _Domain:
+def _best_fit(domains: Sequence[Domain], needed: int, slices: bool) -> Domain:
     """The first domain holding ``needed`` with the least to spare (the first domain where none holds it)."""
     best, best_count = domains[0], None
     for domain in domains:
@@ -392,7 +393,7 @@ def _best_fit(domains: Sequence[_Domain], needed: int, slices: bool) -> _Domain:
     return best
 
 
-def _fit_level(by_level: list[list[_Domain]], idx: int, goal: _Goal, stats: _Stats) -> tuple[int, list[_Domain]] | str:
+def _fit_level(by_level: list[list[Domain]], idx: int, goal: Goal, stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains``: the level placed at and the domains there that take the pods."""
     if not by_level[idx]:
         return f"no topology domains at level: {goal.levels[idx]}"
@@ -408,7 +409,7 @@ def _fit_level(by_level: list[list[_Domain]], idx: int, goal: _Goal, stats: _Sta
         return goal.not_fit(ordered[0].slices, stats)
     if idx > 0 and not goal.loose:
         return _fit_level(by_level, idx - 1, goal, stats)
-    chosen: list[_Domain] = []
+    chosen: list[Domain] = []
     remaining = needed
     for i, domain in enumerate(ordered):
         if remaining <= 0:
@@ -422,10 +423,10 @@ def _fit_level(by_level: list[list[_Domain]], idx: int, goal: _Goal, stats: _Sta
     return idx, chosen
 
 
-def _to_minimum(domains: list[_Domain], count: int, size: int, unconstrained: bool) -> list[_Domain]:
+def _to_minimum(domains: list[Domain], count: int, size: int, unconstrained: bool) -> list[Domain]:
     """Kueue's ``updateCountsToMinimum``: ``count`` pods (in slices of ``size``) over ``domains`` in their order, the
     last one chosen by best fit; each chosen domain's pods set to what it takes."""
-    result: list[_Domain] = []
+    result: list[Domain] = []
     remaining = count // size
     for i, domain in enumerate(domains):
         held = domain.slices if size > 1 else domain.pods
@@ -442,7 +443,7 @@ def _to_minimum(domains: list[_Domain], count: int, size: int, unconstrained: bo
     return result
 
 
-def _assignment(levels: tuple[str, ...], domains: list[_Domain]) -> TopologyAssignment:
+def assignment_of(levels: tuple[str, ...], domains: list[Domain]) -> TopologyAssignment:
     """Kueue's ``buildAssignment``: by values; hosts only where the lowest level is ``kubernetes.io/hostname``."""
     start = len(levels) - 1 if by_node(levels) else 0
     ordered = sorted((d for d in domains if d.pods > 0), key=lambda d: d.values)

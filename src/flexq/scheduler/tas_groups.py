@@ -24,18 +24,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # The tree, its free capacity and Kueue's messages are domains' own: this module is its leader-aware path, kept
-# apart so that the placement of a pod set alone stays as it is.
+# apart so that the placement of a pod set alone stays as it is, on the parts domains offers for it.
 from flexq.scheduler.domains import (
+    Domain,
+    Goal,
+    Stats,
     TopologyView,
-    _assignment,
-    _by_level,
-    _count_in,
-    _Domain,
-    _Goal,
-    _Stats,
-    _subtract_held,
-    _tree,
+    assignment_of,
     by_node,
+    count_in,
+    domain_tree,
+    domains_by_level,
+    subtract_held,
 )
 from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
 
@@ -64,7 +64,7 @@ def leader_and_workers(first: PodSet, second: PodSet) -> tuple[PodSet, PodSet]:
 
 @dataclass(slots=True)
 class _Counts:
-    """What one domain holds for the group: besides :class:`_Domain`'s pods and slices (the workers alone), whether
+    """What one domain holds for the group: besides :class:`Domain`'s pods and slices (the workers alone), whether
     the leader fits (``leaders``: 0 or 1) and the workers that fit beside it."""
 
     leaders: int = 0
@@ -76,7 +76,7 @@ class _Counts:
 class _Group:
     counts: dict[int, _Counts] = field(default_factory=dict)
 
-    def of(self, domain: _Domain) -> _Counts:
+    def of(self, domain: Domain) -> _Counts:
         return self.counts.setdefault(id(domain), _Counts())
 
 
@@ -87,10 +87,10 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
     which counts the workers' pods); ``request`` is the workers'; ``empty``: as
     :func:`~flexq.scheduler.domains.place`'s."""
     levels = flavor.levels
-    stats = _Stats()
-    roots, leaves = _tree(view, flavor, workers, tolerations, stats)
+    stats = Stats()
+    roots, leaves = domain_tree(view, flavor, workers, tolerations, stats)
     if not empty:
-        _subtract_held(view, flavor, leaves)
+        subtract_held(view, flavor, leaves)
     size = max(1, request.slice_size) if request.slice_level else 1
     lowest = len(levels) - 1
     slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
@@ -104,8 +104,8 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
         stats.total = len(leaves)
     for root in roots:
         _fill(group, root, size, slice_idx, 0)
-    goal = _Goal(workers.count, size, request.required, loose, flavor.topology, levels)
-    chosen = _fit_level(group, _by_level(roots, len(levels)), level_idx, goal, stats)
+    goal = Goal(workers.count, size, request.required, loose, flavor.topology, levels)
+    chosen = _fit_level(group, domains_by_level(roots, len(levels)), level_idx, goal, stats)
     if isinstance(chosen, str):
         return chosen
     idx, domains = chosen
@@ -121,7 +121,7 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
         idx += 1
     start = lowest if by_node(levels) else 0
     held = sorted((d.values[start:], group.of(d).leaders) for d in domains if group.of(d).leaders > 0)
-    return TopologyAssignment(levels[start:], tuple(held)), _assignment(levels, domains)
+    return TopologyAssignment(levels[start:], tuple(held)), assignment_of(levels, domains)
 
 
 def _per_pod(podset: PodSet) -> dict[str, int]:
@@ -130,21 +130,21 @@ def _per_pod(podset: PodSet) -> dict[str, int]:
     return per_pod
 
 
-def _fill_leaves(group: _Group, leaves: Iterable[_Domain], workers: Mapping[str, int],
-                 leader: Mapping[str, int], stats: _Stats) -> None:
+def _fill_leaves(group: _Group, leaves: Iterable[Domain], workers: Mapping[str, int],
+                 leader: Mapping[str, int], stats: Stats) -> None:
     """Kueue's ``fillLeafCounts`` with a leader: the workers that fit, then, with the leader's pod there if it
     fits, the workers that fit beside it."""
     for leaf in leaves:
-        leaf.pods = _count_in(workers, leaf.free, stats)
+        leaf.pods = count_in(workers, leaf.free, stats)
         counts = group.of(leaf)
         free = dict(leaf.free)
-        if _count_in(leader, free, _Stats()) > 0:
+        if count_in(leader, free, Stats()) > 0:
             counts.leaders = 1
             free = {r: free.get(r, 0) - leader.get(r, 0) for r in {*free, *leader}}
-        counts.pods_with = _count_in(workers, free, _Stats())
+        counts.pods_with = count_in(workers, free, Stats())
 
 
-def _fill(group: _Group, domain: _Domain, size: int, slice_idx: int, level: int) -> None:
+def _fill(group: _Group, domain: Domain, size: int, slice_idx: int, level: int) -> None:
     """Kueue's ``fillInCountsHelper`` with a leader required."""
     counts = group.of(domain)
     if domain.children:
@@ -162,21 +162,21 @@ def _fill(group: _Group, domain: _Domain, size: int, slice_idx: int, level: int)
         counts.slices_with = counts.pods_with // size
 
 
-def _sorted(domains: Sequence[_Domain], loose: bool) -> list[_Domain]:
+def _sorted(domains: Sequence[Domain], loose: bool) -> list[Domain]:
     """Kueue's ``sortedDomains`` (BestFit: most slices first; unconstrained: fewest), then fewest pods, values."""
     sign = 1 if loose else -1
     return sorted(domains, key=lambda d: (sign * d.slices, d.pods, d.values))
 
 
-def _sorted_with_leader(group: _Group, domains: Sequence[_Domain], loose: bool) -> list[_Domain]:
+def _sorted_with_leader(group: _Group, domains: Sequence[Domain], loose: bool) -> list[Domain]:
     """Kueue's ``sortedDomainsWithLeader``: those that can hold the leader first, then by what fits beside it."""
     sign = 1 if loose else -1
     return sorted(domains, key=lambda d: (-group.of(d).leaders, sign * group.of(d).slices_with,
                                           group.of(d).pods_with, d.values))
 
 
-def _best_fit(group: _Group, domains: Sequence[_Domain], needed: int, count: Callable[[_Domain], int],
-              leaders: int) -> _Domain:
+def _best_fit(group: _Group, domains: Sequence[Domain], needed: int, count: Callable[[Domain], int],
+              leaders: int) -> Domain:
     """Kueue's ``findBestFitDomainBy``: among those holding ``leaders``, the first holding ``needed`` with the
     least to spare (the first domain where none holds it)."""
     best, best_count = domains[0], None
@@ -189,15 +189,15 @@ def _best_fit(group: _Group, domains: Sequence[_Domain], needed: int, count: Cal
     return best
 
 
-def _fit_level(group: _Group, by_level: list[list[_Domain]], idx: int, goal: _Goal,
-               stats: _Stats) -> tuple[int, list[_Domain]] | str:
+def _fit_level(group: _Group, by_level: list[list[Domain]], idx: int, goal: Goal,
+               stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains`` with one leader."""
     if not by_level[idx]:
         return f"no topology domains at level: {goal.levels[idx]}"
     ordered = _sorted_with_leader(group, by_level[idx], goal.loose)
     needed = goal.needed
 
-    def with_leader(d: _Domain) -> int:
+    def with_leader(d: Domain) -> int:
         return group.of(d).slices_with
 
     if goal.loose:
@@ -216,12 +216,12 @@ def _fit_level(group: _Group, by_level: list[list[_Domain]], idx: int, goal: _Go
     return _spread(group, idx, ordered, goal, stats)
 
 
-def _spread(group: _Group, idx: int, ordered: list[_Domain], goal: _Goal,
-            stats: _Stats) -> tuple[int, list[_Domain]] | str:
+def _spread(group: _Group, idx: int, ordered: list[Domain], goal: Goal,
+            stats: Stats) -> tuple[int, list[Domain]] | str:
     """A preferred request at the top level: the leader's domain first, then the others by their free slices."""
     needed = remaining = goal.needed
     ordered = _prioritize(group, ordered, goal.count, goal.size, True)
-    chosen: list[_Domain] = []
+    chosen: list[Domain] = []
     leaders, i = 1, 0
     while leaders > 0 and i < len(ordered) and group.of(ordered[i]).leaders > 0:
         domain = ordered[i]
@@ -246,7 +246,7 @@ def _spread(group: _Group, idx: int, ordered: list[_Domain], goal: _Goal,
     return idx, chosen
 
 
-def _prioritize(group: _Group, domains: list[_Domain], count: int, size: int, slices: bool) -> list[_Domain]:
+def _prioritize(group: _Group, domains: list[Domain], count: int, size: int, slices: bool) -> list[Domain]:
     """Kueue's ``prioritizeLeaderDomain``: the first domain that can hold the leader and, with the leader's cost
     taken off, leaves room for every worker moves to the front."""
     if len(domains) < 2:
@@ -271,17 +271,17 @@ class _Down:
     group: _Group
     loose: bool
 
-    def to_minimum(self, domains: list[_Domain], count: int, leaders: int, size: int,
-                   slices: bool) -> list[_Domain]:
+    def to_minimum(self, domains: list[Domain], count: int, leaders: int, size: int,
+                   slices: bool) -> list[Domain]:
         """``count`` pods (``slices``: in slices of ``size``) and ``leaders`` over ``domains`` in their order, the
         leader's first; each chosen domain's pods and leaders set to what it takes."""
         group = self.group
         domains = _prioritize(group, domains, count, size, slices) if leaders > 0 else domains
         remaining = count // size if slices else count
-        result: list[_Domain] = []
+        result: list[Domain] = []
         unit = size if slices else 1
 
-        def held(d: _Domain) -> int:
+        def held(d: Domain) -> int:
             return d.slices if slices else d.pods
 
         for i, domain in enumerate(domains):
@@ -306,13 +306,13 @@ class _Down:
             remaining -= taken
         return result
 
-    def _with_leader(self, rest: list[_Domain], domain: _Domain, leaders: int, remaining: int, unit: int,
-                     slices: bool) -> tuple[_Domain, bool, int, int]:
+    def _with_leader(self, rest: list[Domain], domain: Domain, leaders: int, remaining: int, unit: int,
+                     slices: bool) -> tuple[Domain, bool, int, int]:
         """Kueue's ``consumeWithLeadersGeneric``: the domain taken, whether it completes the placement, and the
         leaders and workers (slices or pods) still to place."""
         group = self.group
 
-        def with_leader(d: _Domain) -> int:
+        def with_leader(d: Domain) -> int:
             return group.of(d).slices_with if slices else group.of(d).pods_with
 
         if not self.loose and with_leader(domain) >= remaining and group.of(domain).leaders >= leaders:
