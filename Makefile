@@ -31,11 +31,14 @@ test: $(DEVSTAMP)
 	$(BIN)/mypy
 	$(SPHINX)
 	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and the
-	@# rest of the suite; the first run's report follows the second's.
-	$(BIN)/pytest --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
-	$(BIN)/pytest --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
+	@# rest of the suite; the first run's report follows the second's. Their temporary folders are their own: a
+	@# pytest session starting elsewhere resets the permissions of /tmp/pytest-of-USER, which jobs run as another user
+	@# must pass through.
+	tmp=$$(mktemp -d /tmp/flexq-test.XXXXXX); \
+	$(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
+	$(BIN)/pytest --basetemp=$$tmp/light --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
-	test $$light -eq 0 && test $$status -eq 0
+	rm -rf $$tmp; test $$light -eq 0 && test $$status -eq 0
 
 docs: $(DEVSTAMP)
 	$(SPHINX)
