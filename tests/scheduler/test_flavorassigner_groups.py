@@ -146,10 +146,20 @@ class _Node:
         return True
 
 
-@pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "alone"])
-def test_a_group_is_placed_together_on_the_flavor_its_sum_takes(grouped: bool) -> None:
+# (leader's cpus, grouped, the leader's flavors and hosts)
+PLACED = [
+    ("grouped", 1, True, ({"cpu": "big"}, ("b1",))),
+    ("alone", 1, False, ({"cpu": "small"}, ("s1",))),
+    ("grouped, the leader asks nothing", 0, True, ({"cpu": "big"}, ("b1",))),
+]
+
+
+@pytest.mark.parametrize(("leader_cpus", "grouped", "leader"), [c[1:] for c in PLACED], ids=[c[0] for c in PLACED])
+def test_a_group_is_placed_together_on_the_flavor_its_sum_takes(
+        leader_cpus: int, grouped: bool, leader: tuple[dict[str, str], tuple[str, ...]]) -> None:
     """Flavor ``small`` has quota for 2 cpus, ``big`` for 50: alone, the 1-cpu leader takes ``small`` and is
-    placed on its own nodes; grouped (9 cpus in all), both take ``big`` and the leader goes to its workers' rack."""
+    placed on its own nodes; grouped (9 cpus in all), both take ``big`` and the leader goes to its workers' rack.
+    A leader that asks nothing keeps the group's topology-aware flavor (Kueue's ``resolvePodSetFlavors``)."""
     levels = (RACK, HOSTNAME)
     flavors = {f: FlavorSpec(f, {POOL: f}, topology="default", levels=levels) for f in ("small", "big")}
     group = ResourceGroup(("cpu",), ("small", "big"),
@@ -160,12 +170,14 @@ def test_a_group_is_placed_together_on_the_flavor_its_sum_takes(grouped: bool) -
     nodes = [_Node(h, {POOL: pool, RACK: rack, HOSTNAME: h}) for h, (pool, rack) in hosts.items()]
     s.nodes = lambda: nodes
     request = TopologyRequest(RACK, required=True, group="lws" if grouped else "")
-    wl = Workload("default", "lws", "lq", "cq", (PodSet("leader", 1, {"cpu": CPU}, topology=request),
+    wl = Workload("default", "lws", "lq", "cq", (PodSet("leader", 1, {"cpu": leader_cpus * CPU}, topology=request),
                                                 PodSet("workers", 2, {"cpu": 4 * CPU}, topology=request)), uid="lws")
     s.add(wl, 0.0)
     s.schedule(0.0)
     assert wl.state is WorkloadState.ADMITTED and wl.admission is not None
     got = {ps.name: (dict(ps.flavors), tuple(values[-1] for values, _ in ps.topology.domains))
            for ps in wl.admission.podsets if ps.topology is not None}
-    assert got == {"leader": ({"cpu": "big"}, ("b1",)) if grouped else ({"cpu": "small"}, ("s1",)),
-                   "workers": ({"cpu": "big"}, ("b1", "b2"))}
+    assert got == {"leader": leader, "workers": ({"cpu": "big"}, ("b1", "b2"))}
+    want_usage = {("big", "cpu"): (8 + leader_cpus) * CPU} if grouped else \
+        {("big", "cpu"): 8 * CPU, ("small", "cpu"): CPU}
+    assert dict(wl.admission.usage()) == want_usage

@@ -2,7 +2,8 @@
 
 For each pod set, and within it each resource group the pod set asks of, the flavors are tried in the
 ClusterQueue's order. All resources of a group in one pod set share a flavor; different pod sets may
-get different flavors; quota taken by earlier pod sets of the same workload counts. A flavor is
+get different flavors, but for the pod sets of one pod set group (Kueue's ``podSetGroupName``), which take
+one for their summed requests; quota taken by earlier pod sets of the same workload counts. A flavor is
 refused for an untolerated taint, or a node selector or required node affinity that contradicts its
 labels (only the keys the flavor's own labels define are compared). Otherwise each resource gets a
 mode and the flavor's mode is the worst one: NoFit < Preempt < Fit, with Preempt split as Kueue splits
@@ -548,7 +549,11 @@ def _assign_podsets(search: _Search, podsets: Sequence[PodSet],
     results = []
     for podset, per_pod in zip(podsets, per_pods, strict=True):
         usage = {(chosen[r], r): podset.count * v for r, v in per_pod.items()}
-        results.append(PodSetResult(podset.name, podset.count, {r: chosen[r] for r in per_pod}, granular, borrow,
+        # a group's pod set that asks nothing (a leader with no requests) keeps the group's topology-aware flavors,
+        # to be placed with the others (Kueue's resolvePodSetFlavors)
+        mine = {r: chosen[r] for r in per_pod} if per_pod or len(podsets) == 1 else \
+            {r: f for r, f in chosen.items() if (spec := search.flavors.get(f)) is not None and spec.topology}
+        results.append(PodSetResult(podset.name, podset.count, mine, granular, borrow,
                                     usage, tuple(tried), tuple(reasons) if granular is not Granular.FIT else (),
                                     frozenset(fr for fr in preempt if fr in usage), grouped=len(podsets) > 1))
     return results
