@@ -2,7 +2,8 @@
 
 For each pod set, and within it each resource group the pod set asks of, the flavors are tried in the
 ClusterQueue's order. All resources of a group in one pod set share a flavor; different pod sets may
-get different flavors; quota taken by earlier pod sets of the same workload counts. A flavor is
+get different flavors, but for the pod sets of one pod set group (Kueue's ``podSetGroupName``), which take
+one for their summed requests; quota taken by earlier pod sets of the same workload counts. A flavor is
 refused for an untolerated taint, or a node selector or required node affinity that contradicts its
 labels (only the keys the flavor's own labels define are compared). Otherwise each resource gets a
 mode and the flavor's mode is the worst one: NoFit < Preempt < Fit, with Preempt split as Kueue splits
@@ -14,7 +15,7 @@ the best.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flexq.scheduler.domains import TopologyView, place, tas_implied, tas_match
@@ -106,6 +107,8 @@ class PodSetResult:
     delayed: bool = False
     """Its topology-aware flavor has a ProvisioningRequest check: it is placed once the check is Ready, not now
     (Kueue's ``delayedTopologyRequest: Pending``)."""
+    grouped: bool = False
+    """Its flavors were chosen with another pod set's, for their summed requests (Kueue's ``podSetGroupName``)."""
 
     @property
     def mode(self) -> Mode:
@@ -265,34 +268,46 @@ def _requests(podset: PodSet, cq: ClusterQueueSpec) -> dict[str, int]:
     return requests
 
 
-def _try(search: _Search, name: str, spec: FlavorSpec | None, podset: PodSet, wanted: list[str],
-         per_pod: Mapping[str, int]) -> FlavorTry:
-    cq, tree, assigned, oracle, unavailable = search.cq, search.tree, search.assigned, search.oracle, search.unavailable
-    fair = search.fair
+def _refused(search: _Search, name: str, spec: FlavorSpec | None, podsets: Sequence[PodSet]) -> FlavorTry | None:
+    """Why the flavor cannot take the pod sets whatever its quota (None where it could): each check asked of every
+    pod set in turn, as Kueue's ``findFlavorForPodSets`` asks them of a pod set group."""
     no_match = PendingReason.NO_MATCHING_FLAVOR
     if spec is None:
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} not found",), no_fit=no_match)
     if search.has_tas:
-        unmatched = tas_match(podset, spec, search.implied)
-        if unmatched:
-            return FlavorTry(name, Granular.NO_FIT, 0, (unmatched,), no_fit=no_match)
-    if name in unavailable:
-        return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} cannot deliver nodes: {unavailable[name]}",),
-                         no_fit=PendingReason.WAITING_FOR_QUOTA)
-    taint = _untolerated(podset, spec)
-    if taint is not None:
+        for podset in podsets:
+            unmatched = tas_match(podset, spec, search.implied)
+            if unmatched:
+                return FlavorTry(name, Granular.NO_FIT, 0, (unmatched,), no_fit=no_match)
+    if name in search.unavailable:
         return FlavorTry(name, Granular.NO_FIT, 0,
-                         (f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",),
-                         no_fit=no_match)
-    if not _node_matches(podset, spec):
+                         (f"flavor {name} cannot deliver nodes: {search.unavailable[name]}",),
+                         no_fit=PendingReason.WAITING_FOR_QUOTA)
+    for podset in podsets:
+        taint = _untolerated(podset, spec)
+        if taint is not None:
+            return FlavorTry(name, Granular.NO_FIT, 0, (
+                f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",),
+                no_fit=no_match)
+    if not all(_node_matches(podset, spec) for podset in podsets):
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} doesn't match node affinity",), no_fit=no_match)
+    return None
+
+
+def _try(search: _Search, name: str, spec: FlavorSpec | None, podsets: Sequence[PodSet], wanted: list[str],
+         amounts: Mapping[str, int]) -> FlavorTry:
+    """One flavor for ``wanted`` of the pod sets (one, or a pod set group's), ``amounts`` their summed requests."""
+    refused = _refused(search, name, spec, podsets)
+    if refused is not None:
+        return refused
+    cq, tree, assigned, oracle, fair = search.cq, search.tree, search.assigned, search.oracle, search.fair
     granular, borrow, why, preempt = Granular.FIT, 0, [], []
     no_fit: PendingReason | None = None
     for resource in wanted:
         fr = (name, resource)
         previous = assigned.get(fr, 0)
-        res_mode, res_borrow, reason, kind = _fits(cq, tree, fr, podset.count * per_pod[resource] + previous,
-                                                   previous, oracle, fair)
+        res_mode, res_borrow, reason, kind = _fits(cq, tree, fr, amounts[resource] + previous, previous, oracle,
+                                                   fair)
         granular = min(granular, res_mode)
         borrow = max(borrow, res_borrow)
         if reason:
@@ -335,15 +350,27 @@ def assign_flavors(
     has_tas = any(flavors[f].topology for g in cq.groups for f in g.flavors if f in flavors)
     search = _Search(cq, tree, flavors, oracle, unavailable or {}, {}, has_tas,
                      has_tas and tas_implied(cq, flavors), fair, delayed)
-    results: list[PodSetResult] = []
-    for podset in workload.podsets:
-        result = _assign_podset(search, podset, workload.allowed_for(podset.name))
-        results.append(result)
-        if result.granular is Granular.NO_FIT:  # only a pod set that found no flavor is NoFit
-            return Assignment(tuple(results), complete=False)
+    done: dict[int, PodSetResult] = {}
+    for members in _podset_groups(workload.podsets):
+        podsets = [workload.podsets[i] for i in members]
+        found = _assign_podsets(search, podsets, [workload.allowed_for(p.name) for p in podsets])
+        done.update(zip(members, found, strict=True))
+        if found[0].granular is Granular.NO_FIT:  # only a pod set (group) that found no flavor is NoFit
+            return Assignment(tuple(done[i] for i in sorted(done)), complete=False)
+    results = [done[i] for i in range(len(workload.podsets))]
     if has_tas and topology is not None:
         results = _place_topology(search, workload, results, topology)
     return Assignment(tuple(results))
+
+
+def _podset_groups(podsets: Sequence[PodSet]) -> list[list[int]]:
+    """The pod sets whose flavors are chosen together, by index, in the order each group first comes: those that
+    name one group in their topology requests (Kueue's ``podSetGroupName``), each other pod set alone."""
+    groups: dict[str | int, list[int]] = {}
+    for i, podset in enumerate(podsets):
+        name = podset.topology.group if podset.topology is not None else ""
+        groups.setdefault(name or i, []).append(i)
+    return list(groups.values())
 
 
 def reusable(assignment: Assignment) -> bool:
@@ -353,7 +380,7 @@ def reusable(assignment: Assignment) -> bool:
     if assignment.granular is not Granular.FIT:
         return False
     for ps in assignment.podsets:
-        if ps.topology is not None or len(ps.tried) != len(set(ps.flavors.values())):
+        if ps.topology is not None or ps.grouped or len(ps.tried) != len(set(ps.flavors.values())):
             return False  # (a group that tried more than the flavor it took)
         if any(attempt.granular is not Granular.FIT for attempt in ps.tried):
             return False
@@ -482,13 +509,20 @@ def _groups(per_pod: Mapping[str, int], cq: ClusterQueueSpec) -> tuple[list[Reso
     return groups, None
 
 
-def _assign_podset(search: _Search, podset: PodSet, allowed: frozenset[str] | None) -> PodSetResult:
-    per_pod = _requests(podset, search.cq)
-    groups, missing = _groups(per_pod, search.cq)
+def _assign_podsets(search: _Search, podsets: Sequence[PodSet],
+                    allowed: Sequence[frozenset[str] | None]) -> list[PodSetResult]:
+    """One pod set's flavors, or a pod set group's (Kueue's ``groupedRequests``): each resource group takes one
+    flavor for the group's summed requests, tried against every pod set of it; each pod set then keeps the flavors
+    of the resources it asks for, and the group shares the flavors tried and the outcome."""
+    per_pods = [_requests(podset, search.cq) for podset in podsets]
+    amounts: dict[str, int] = {}
+    for podset, per_pod in zip(podsets, per_pods, strict=True):
+        for resource, value in per_pod.items():
+            amounts[resource] = amounts.get(resource, 0) + podset.count * value
+    groups, missing = _groups(amounts, search.cq)
     if missing is not None:
-        return _no_fit(podset, [], [f"resource {missing} unavailable in ClusterQueue"], None)
+        return [_no_fit(podset, [], [f"resource {missing} unavailable in ClusterQueue"], None) for podset in podsets]
     chosen: dict[str, str] = {}
-    usage: dict[FlavorResource, int] = {}
     tried: list[FlavorTry] = []
     reasons: list[str] = []
     granular, borrow = Granular.FIT, 0
@@ -496,40 +530,47 @@ def _assign_podset(search: _Search, podset: PodSet, allowed: frozenset[str] | No
     no_fit: PendingReason | None = None
     """The most severe, across groups, of each group's least severe reason (Kueue's resolveNoFitReason)."""
     for group in groups:
-        wanted = [r for r in group.covered if r in per_pod]
-        best, attempts = _search_group(search, podset, group, wanted, per_pod, allowed)
+        wanted = [r for r in group.covered if r in amounts]
+        best, attempts = _search_group(search, podsets, group, wanted, amounts, allowed)
         tried += attempts
         group_reasons = [reason for attempt in attempts for reason in attempt.reasons]
         no_fit = most_severe(no_fit, _least_severe(attempts))
         if best is None:
-            return _no_fit(podset, tried, group_reasons, no_fit)
+            return [_no_fit(podset, tried, group_reasons, no_fit) for podset in podsets]
         if best.granular is not Granular.FIT:
             reasons.extend(group_reasons)
         granular = min(granular, best.granular)
         borrow = max(borrow, best.borrow)
         preempt.update((best.flavor, r) for r in best.needs_preemption)
         for resource in wanted:
-            fr = (best.flavor, resource)
             chosen[resource] = best.flavor
-            amount = podset.count * per_pod[resource]
-            usage[fr] = usage.get(fr, 0) + amount
-            search.assigned[fr] = search.assigned.get(fr, 0) + amount
-    return PodSetResult(podset.name, podset.count, chosen, granular, borrow, usage, tuple(tried),
-                        tuple(reasons) if granular is not Granular.FIT else (), frozenset(preempt))
+            search.assigned[(best.flavor, resource)] = search.assigned.get((best.flavor, resource), 0) + \
+                amounts[resource]
+    results = []
+    for podset, per_pod in zip(podsets, per_pods, strict=True):
+        usage = {(chosen[r], r): podset.count * v for r, v in per_pod.items()}
+        # a group's pod set that asks nothing (a leader with no requests) keeps the group's topology-aware flavors,
+        # to be placed with the others (Kueue's resolvePodSetFlavors)
+        mine = {r: chosen[r] for r in per_pod} if per_pod or len(podsets) == 1 else \
+            {r: f for r, f in chosen.items() if (spec := search.flavors.get(f)) is not None and spec.topology}
+        results.append(PodSetResult(podset.name, podset.count, mine, granular, borrow,
+                                    usage, tuple(tried), tuple(reasons) if granular is not Granular.FIT else (),
+                                    frozenset(fr for fr in preempt if fr in usage), grouped=len(podsets) > 1))
+    return results
 
 
 def _search_group(
-    search: _Search, podset: PodSet, group: ResourceGroup, wanted: list[str], per_pod: Mapping[str, int],
-    allowed: frozenset[str] | None,
+    search: _Search, podsets: Sequence[PodSet], group: ResourceGroup, wanted: list[str], amounts: Mapping[str, int],
+    allowed: Sequence[frozenset[str] | None],
 ) -> tuple[FlavorTry | None, list[FlavorTry]]:
     """Try the group's flavors in order: the best that fits in some way (None if none does), and those tried."""
     best: FlavorTry | None = None
     tried: list[FlavorTry] = []
     prefer_preemption = search.cq.fungibility.prefer_preemption_over_borrowing
     for name in group.flavors:
-        if allowed is not None and name not in allowed:
+        if any(a is not None and name not in a for a in allowed):
             continue  # a variant's pod set takes its own flavor (or one that does not race)
-        attempt = _try(search, name, search.flavors.get(name), podset, wanted, per_pod)
+        attempt = _try(search, name, search.flavors.get(name), podsets, wanted, amounts)
         tried.append(attempt)
         if best is None or _preferred(attempt, best, prefer_preemption):
             best = attempt if attempt.granular is not Granular.NO_FIT else best

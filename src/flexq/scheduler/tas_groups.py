@@ -44,7 +44,8 @@ __all__ = ["group_pairs", "leader_and_workers", "place_group"]
 
 def group_pairs(podsets: Sequence[PodSet], flavor_of: Callable[[int], str | None]) -> dict[int, int]:
     """The pod sets placed as a group, each index to its partner's: two pod sets that name the same group in their
-    topology requests and took the same topology-aware flavor (``flavor_of``: by index, None where none). A group
+    topology requests and took the same topology-aware flavor (``flavor_of``: by index, None where none; the flavor
+    assigner gives a group one flavor, so only a pod set of it that took none is left out). A group
     name borne by one pod set only, or by more than two (which the webhook refuses), groups nothing."""
     named: dict[str, list[int]] = {}
     for i, podset in enumerate(podsets):
