@@ -39,8 +39,8 @@ from flexq.scheduler.model import (
 )
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
-           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "place", "subtract_held",
-           "tas_implied", "tas_match"]
+           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "place", "request_levels",
+           "subtract_held", "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -195,6 +195,20 @@ def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
     return DomainBase(tuple(out), stats.total, stats.selector, dict(stats.taints))
 
 
+
+def request_levels(request: TopologyRequest, levels: tuple[str, ...]) -> tuple[int, int, int, int, bool] | str:
+    """How ``request`` reads on a topology of ``levels``: (the slice size, the lowest level's index, the slice
+    level's, the requested level's, whether placement is unconstrained), or why it cannot be placed (Kueue's
+    message). A request of slices only is placed from the highest level, unconstrained (Kueue's levelKey)."""
+    size = max(1, request.slice_size) if request.slice_level else 1
+    lowest = len(levels) - 1
+    slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
+    loose = request.unconstrained or not request.level
+    level_idx = levels.index(request.level) if request.level else (0 if request.slice_level else lowest)
+    if slice_idx < level_idx:
+        return f"podset slice topology {request.slice_level} is above the podset topology {request.level}"
+    return size, lowest, slice_idx, level_idx, loose
+
 def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: TopologyRequest,
           tolerations: Sequence[Toleration], empty: bool = False,
           base: DomainBase | None = None) -> TopologyAssignment | str:
@@ -212,14 +226,10 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
         roots, leaves = domain_tree(view, flavor, podset, tolerations, stats)
     if not empty:
         subtract_held(view, flavor, leaves)
-    size = max(1, request.slice_size) if request.slice_level else 1
-    lowest = len(levels) - 1
-    slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
-    # A request of slices only is placed from the highest level, unconstrained (Kueue's levelKey).
-    loose = request.unconstrained or not request.level
-    level_idx = levels.index(request.level) if request.level else (0 if request.slice_level else lowest)
-    if slice_idx < level_idx:
-        return f"podset slice topology {request.slice_level} is above the podset topology {request.level}"
+    read = request_levels(request, levels)
+    if isinstance(read, str):
+        return read
+    size, lowest, slice_idx, level_idx, loose = read
     for leaf in leaves.values():
         leaf.pods = count_in(per_pod, leaf.free, stats)
     if not by_node(levels):

@@ -35,6 +35,7 @@ from flexq.scheduler.domains import (
     count_in,
     domain_tree,
     domains_by_level,
+    request_levels,
     subtract_held,
 )
 from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
@@ -92,13 +93,10 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
     roots, leaves = domain_tree(view, flavor, workers, tolerations, stats)
     if not empty:
         subtract_held(view, flavor, leaves)
-    size = max(1, request.slice_size) if request.slice_level else 1
-    lowest = len(levels) - 1
-    slice_idx = levels.index(request.slice_level) if request.slice_level else lowest
-    loose = request.unconstrained or not request.level
-    level_idx = levels.index(request.level) if request.level else (0 if request.slice_level else lowest)
-    if slice_idx < level_idx:
-        return f"podset slice topology {request.slice_level} is above the podset topology {request.level}"
+    read = request_levels(request, levels)
+    if isinstance(read, str):
+        return read
+    size, lowest, slice_idx, level_idx, loose = read
     group = _Group()
     _fill_leaves(group, leaves.values(), _per_pod(workers), _per_pod(leader), stats)
     if not by_node(levels):
