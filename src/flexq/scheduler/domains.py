@@ -39,8 +39,8 @@ from flexq.scheduler.model import (
 )
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
-           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "place", "request_levels",
-           "subtract_held", "tas_implied", "tas_match"]
+           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "place",
+           "request_levels", "subtract_held", "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -195,6 +195,12 @@ def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
     return DomainBase(tuple(out), stats.total, stats.selector, dict(stats.taints))
 
 
+
+
+def holding(placed: TopologyAssignment, podset: PodSet) -> tuple[TopologyAssignment, Mapping[str, int]]:
+    """What ``podset`` placed at ``placed`` holds of its nodes, as a view's usage counts it (its requests per pod,
+    and a pod as 1000 of ``pods``)."""
+    return placed, {**podset.requests, "pods": 1000}
 
 def request_levels(request: TopologyRequest, levels: tuple[str, ...]) -> tuple[int, int, int, int, bool] | str:
     """How ``request`` reads on a topology of ``levels``: (the slice size, the lowest level's index, the slice

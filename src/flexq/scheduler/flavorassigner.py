@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from flexq.scheduler.domains import TopologyView, place, tas_implied, tas_match
+from flexq.scheduler.domains import TopologyView, holding, place, tas_implied, tas_match
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorResource,
@@ -36,7 +36,7 @@ from flexq.scheduler.model import (
     most_severe,
 )
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
+from flexq.scheduler.tas_groups import group_pairs, place_pair
 
 __all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "fits_again",
            "format_amount", "reusable"]
@@ -445,7 +445,7 @@ def _place_topology(search: _Search, workload: Workload, results: list[PodSetRes
         placed: TopologyAssignment | str = "" if result.granular is not Granular.FIT else \
             place(view.plus(flavor.topology, held), flavor, podset, request, tolerations)
         if isinstance(placed, TopologyAssignment):
-            held.append((placed, {**podset.requests, "pods": 1000}))
+            held.append(holding(placed, podset))
             out[i] = dataclasses.replace(result, topology=placed)
             continue
         empty = place(view, flavor, podset, request, tolerations, empty=True)
@@ -459,18 +459,12 @@ def _place_group(view: TopologyView, held: list[tuple[TopologyAssignment, Mappin
     """A pod set group's two pod sets placed together, as the workers' request asks (Kueue places them only
     together: where they do not fit, neither does)."""
     first, second = (workload.podsets[i] for i in pair)
-    leader, workers = leader_and_workers(first, second)
-    request = workers.topology
-    assert request is not None
-    tolerations = (*workers.tolerations, *flavor.tolerations)
     fit = all(results[i].granular is Granular.FIT for i in pair)
-    placed = place_group(view.plus(flavor.topology, held), flavor, workers, leader, request, tolerations) \
-        if fit else ""
+    placed = place_pair(view.plus(flavor.topology, held), flavor, first, second) if fit else ""
     if not isinstance(placed, str):
-        where = {leader.name: placed[0], workers.name: placed[1]}
-        held.extend((where[ps.name], {**ps.requests, "pods": 1000}) for ps in (first, second))
-        return {i: dataclasses.replace(results[i], topology=where[results[i].name]) for i in pair}
-    empty = place_group(view, flavor, workers, leader, request, tolerations, empty=True)
+        held.extend(holding(where, ps) for where, ps in zip(placed, (first, second), strict=True))
+        return {i: dataclasses.replace(results[i], topology=where) for i, where in zip(pair, placed, strict=True)}
+    empty = place_pair(view, flavor, first, second, empty=True)
     return {i: _not_placed(results[i], placed, isinstance(empty, str), flavor) for i in pair}
 
 

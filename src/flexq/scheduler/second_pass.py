@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Final
 
-from flexq.scheduler.domains import TopologyView, place, tas_implied
+from flexq.scheduler.domains import TopologyView, holding, place, tas_implied
 from flexq.scheduler.flavorassigner import topology_request
 from flexq.scheduler.model import (
     Admission,
@@ -34,7 +34,7 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas import topology_view
-from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
+from flexq.scheduler.tas_groups import group_pairs, place_pair
 
 __all__ = ["PENDING_MESSAGE", "backoff", "needs_second_pass", "pending_delayed", "place_delayed", "queue"]
 
@@ -104,7 +104,7 @@ def place_delayed(state: SchedulerState, wl: Workload, now: float) -> Admission 
         if isinstance(where, str):
             return f"couldn't assign flavors to pod set {out[i].name}: {where}"
         for k, placed in zip(pair, where, strict=True):
-            held.append((placed, {**asked[k].requests, "pods": 1000}))
+            held.append(holding(placed, asked[k]))
             out[k] = dataclasses.replace(out[k], topology=placed, delayed=DelayedTopology.READY)
     return Admission.of(wl.admission.cluster_queue, tuple(out))
 
@@ -116,10 +116,5 @@ def _place(view: TopologyView, flavor: FlavorSpec, podsets: list[PodSet],
         (podset,) = podsets
         where = place(view, flavor, podset, request, (*podset.tolerations, *flavor.tolerations))
         return where if isinstance(where, str) else (where,)
-    leader, workers = leader_and_workers(*podsets)
-    assert workers.topology is not None
-    placed = place_group(view, flavor, workers, leader, workers.topology, (*workers.tolerations, *flavor.tolerations))
-    if isinstance(placed, str):
-        return placed
-    by_name = {leader.name: placed[0], workers.name: placed[1]}
-    return tuple(by_name[p.name] for p in podsets)
+    first, second = podsets
+    return place_pair(view, flavor, first, second)

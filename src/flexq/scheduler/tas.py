@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from flexq.scheduler.domains import TopologyNode, TopologyView, UsageOf, domain_base, fits, place, tas_implied
+from flexq.scheduler.domains import TopologyNode, TopologyView, UsageOf, domain_base, fits, holding, place, tas_implied
 from flexq.scheduler.flavorassigner import Assignment, topology_request
 from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, TopologyAssignment, Workload
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.state import SchedulerState
-from flexq.scheduler.tas_groups import group_pairs, leader_and_workers, place_group
+from flexq.scheduler.tas_groups import group_pairs, place_pair
 
 __all__ = ["delayed_flavors", "topology_check", "topology_fits", "topology_view"]
 
@@ -94,7 +94,7 @@ def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload
         if not fits(view.plus(flavor.topology, grouped.get(group, [])), flavor, podset, result.topology):
             return False
         if group:
-            grouped.setdefault(group, []).append((result.topology, {**podset.requests, "pods": 1000}))
+            grouped.setdefault(group, []).append(holding(result.topology, podset))
     return True
 
 
@@ -121,14 +121,10 @@ def _place_pair(view: TopologyView, changed: UsageOf, flavor: FlavorSpec, pair: 
     def more(name: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
         return [*usage(name), *changed(name)]
 
-    leader, workers = leader_and_workers(*pair)
-    assert workers.topology is not None
-    where = place_group(dataclasses.replace(view, usage=more), flavor, workers, leader, workers.topology,
-                        (*workers.tolerations, *flavor.tolerations))
+    where = place_pair(dataclasses.replace(view, usage=more), flavor, *pair)
     if isinstance(where, str):
         return False
-    held.extend((placed, {**podset.requests, "pods": 1000}) for placed, podset in zip(where, (leader, workers),
-                                                                                     strict=True))
+    held.extend(holding(placed, podset) for placed, podset in zip(where, pair, strict=True))
     return True
 
 
@@ -186,7 +182,7 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
             where = place(changed, flavor, podset, request, (*podset.tolerations, *flavor.tolerations), base=base)
             if isinstance(where, str):
                 return False
-            held.append((where, {**podset.requests, "pods": 1000}))
+            held.append(holding(where, podset))
         return True
 
     return placed

@@ -40,7 +40,7 @@ from flexq.scheduler.domains import (
 )
 from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
 
-__all__ = ["group_pairs", "leader_and_workers", "place_group"]
+__all__ = ["group_pairs", "leader_and_workers", "place_group", "place_pair"]
 
 
 def group_pairs(podsets: Sequence[PodSet], flavor_of: Callable[[int], str | None]) -> dict[int, int]:
@@ -62,6 +62,19 @@ def group_pairs(podsets: Sequence[PodSet], flavor_of: Callable[[int], str | None
 def leader_and_workers(first: PodSet, second: PodSet) -> tuple[PodSet, PodSet]:
     """Kueue's ``findLeaderAndWorkers``: the leader is the later pod set of the group unless it has more pods."""
     return (first, second) if second.count > first.count else (second, first)
+
+
+def place_pair(view: TopologyView, flavor: FlavorSpec, first: PodSet, second: PodSet,
+               empty: bool = False) -> tuple[TopologyAssignment, TopologyAssignment] | str:
+    """A pod set group's two pod sets placed together, in their order, as its workers' request asks (Kueue places
+    them only together); or why they cannot be. ``empty``: as :func:`place_group`'s."""
+    leader, workers = leader_and_workers(first, second)
+    assert workers.topology is not None
+    placed = place_group(view, flavor, workers, leader, workers.topology, (*workers.tolerations, *flavor.tolerations),
+                         empty)
+    if isinstance(placed, str):
+        return placed
+    return placed if leader is first else (placed[1], placed[0])
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from flexq.scheduler.domains import TopologyView, by_node, place, tas_implied
+from flexq.scheduler.domains import TopologyView, by_node, holding, place, tas_implied
 from flexq.scheduler.flavorassigner import topology_request
 from flexq.scheduler.model import Admission, FlavorSpec, PodSet, TopologyAssignment, TopologyRequest, Workload
 from flexq.scheduler.state import SchedulerState
@@ -64,7 +64,7 @@ def replacement(state: SchedulerState, now: float, wl: Workload, node: str) -> A
         merged = _replace(view.plus(flavor.topology, held.get(flavor.topology, [])), flavor, podset, request, ta, node)
         if merged is None:
             return None
-        held.setdefault(flavor.topology, []).append((merged, {**podset.requests, "pods": 1000}))
+        held.setdefault(flavor.topology, []).append(holding(merged, podset))
         out.append(dataclasses.replace(assigned, topology=merged))
     return Admission.of(wl.admission.cluster_queue, tuple(out))
 
