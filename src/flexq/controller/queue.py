@@ -211,9 +211,9 @@ class QueueController:
         info = resolve(kind)
         return self.store.list_objects(info.group, info.plural)[0]
 
-    def _reconfigure(self, *, read: bool = False) -> None:
+    def _reconfigure(self, *, read: bool = False) -> CapacityConfig | None:
         """Configure the scheduler from the configuration objects followed since the last read of them (``read``:
-        read them from the store first)."""
+        read them from the store first); the capacity now modelled (None: none)."""
         if read:
             by_kind = {kind: self._objects(kind) for kind in _CONFIG_KINDS}
             self._config.reset((kind, object_key(resolve(kind), o), o) for kind, objects in by_kind.items()
@@ -232,6 +232,7 @@ class QueueController:
                 # One waiting out a retry delay queues again when the delay ends (Scheduler._requeue_due), not
                 # whenever a configuration object (or its status, which this controller writes) changes.
                 self.scheduler.enqueue(wl, now)
+        return capacity
 
     def _wrote(self, changes: list[Change]) -> None:
         if threading.get_ident() == self._stepping:
@@ -390,8 +391,7 @@ class QueueController:
         self._capacity_due = None
         origin = self.capacity.config.cloud.origin
         self.capacity.config = dataclasses.replace(capacity, cloud=dataclasses.replace(capacity.cloud, origin=origin))
-        self._reconfigure()  # the file's pools, its fallback policy: a driver made where there was none
-        modelled = self.capacity.modelled(self._config.objects(_CONFIG_KINDS))
+        modelled = self._reconfigure()  # the file's pools, its fallback policy: a driver made where there was none
         if modelled is not None:
             self._log(self.plane.feed(CapacityChanged(modelled, self.clock.now())))
 
