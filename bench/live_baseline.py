@@ -116,8 +116,9 @@ def free_port() -> int:
 class Server:
     """``flexq server --runtime none`` in a process of its own (under py-spy with ``profile``)."""
 
-    def __init__(self, home: Path, profile: Path | None, db: Path | None = None) -> None:
-        """``db``: a SQLite file shared with other servers (``--shared``); else the server's own."""
+    def __init__(self, home: Path, profile: Path | None, db: Path | None = None, workers: int = 0) -> None:
+        """``db``: a SQLite file shared with other servers (``--shared``); else the server's own. ``workers``: the
+        server's --workers."""
         self.port = free_port()
         self.home = home
         self.db = db or home / "flexq.db"
@@ -125,6 +126,8 @@ class Server:
                "--tls-port", "0", "--home", str(home)]  # HTTPS on any free port: not --port + 1, maybe taken
         if db is not None:
             cmd += ["--store", f"sqlite:///{db}", "--shared", "--lease-duration", "5s"]
+        if workers:
+            cmd += ["--workers", str(workers)]
         if profile is not None:
             spy = Path(sys.executable).parent / "py-spy"
             cmd = [str(spy) if spy.exists() else "py-spy", "record", "--format", "raw", "--rate", "200", "--gil",
@@ -157,13 +160,19 @@ class Server:
         return pid
 
     def usage(self) -> tuple[float, float]:
-        """CPU seconds and peak RSS (MiB) of the server process so far."""
+        """CPU seconds and peak RSS (MiB) of the server so far: its process and its API workers, all together."""
+        processes = self.processes()
+        return sum(cpu for cpu, _ in processes.values()), max(rss for _, rss in processes.values())
+
+    def processes(self) -> dict[str, tuple[float, float]]:
+        """CPU seconds and peak RSS (MiB) of each of the server's processes: the owner, then its API workers."""
         pid = self.pid()
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        cpu = (int(fields[11]) + int(fields[12])) / ticks
-        hwm = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
-        return cpu, int(hwm.split()[1]) / 1024
+        kids = [int(k) for task in Path(f"/proc/{pid}/task").iterdir() for k in (task / "children").read_text().split()]
+        found = {"server": _usage(pid)}
+        workers = [k for k in kids if b"flexq.server.worker" in Path(f"/proc/{k}/cmdline").read_bytes()]
+        for index, kid in enumerate(workers):
+            found[f"worker {index}"] = _usage(kid)
+        return found
 
     def store_mb(self) -> float:
         return sum(p.stat().st_size for p in self.db.parent.glob(self.db.name + "*")) / 2**20
@@ -469,6 +478,13 @@ def keep_store(db: Path, to: Path) -> None:
         source.close()
 
 
+def _usage(pid: int) -> tuple[float, float]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    hwm = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmHWM"))
+    return cpu, int(hwm.split()[1]) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", choices=["baseline", "large-scale"], default="baseline")
@@ -482,6 +498,7 @@ def main() -> None:
     parser.add_argument("--split", action="store_true",
                         help="two servers on one SQLite file (--shared): the client talks to one, the other leads "
                              "the controllers")
+    parser.add_argument("--workers", type=int, default=0, help="the server's API worker processes (--workers)")
     parser.add_argument("--keep-store", type=Path, help="copy the server's SQLite file here after the run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="flexq-live-") as tmp:
@@ -495,13 +512,14 @@ def main() -> None:
         leader = Server(Path(tmp) / "leader", None, Path(tmp) / "shared.db") if args.split else None
         if leader is not None:
             wait_leading(leader)
-        server = Server(Path(tmp) / "home", args.profile, leader.db if leader is not None else None)
+        server = Server(Path(tmp) / "home", args.profile, leader.db if leader is not None else None, args.workers)
         try:
             runner_before = sum(os.times()[:2])
             run = asyncio.run(drive(server, objects, jobs, args.concurrency, args.timeout, Path(tmp)))
             runner_cpu = sum(os.times()[:2]) - runner_before
             # The threads' CPU is scraped before the process's is read, so that their sum is within the whole.
             steps = controller_steps((leader or server).base, len(jobs), (leader or server).token())
+            processes = server.processes()
             cpu, rss = server.usage()
             if leader is not None:
                 lead_cpu, lead_rss = leader.usage()
@@ -523,8 +541,11 @@ def main() -> None:
         result["server"]["store_files"] = files
         result["controller_steps"] = steps
         result["split"] = args.split
+        result["workers"] = args.workers
+        result["cpu_s"]["server_processes"] = {name: round(c, 1) for name, (c, _) in processes.items()}
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"live-{args.config}" + ("-split" if args.split else "") + ("" if args.scale == 1 else f"-{args.scale:g}")
+    stem = (f"live-{args.config}" + ("-split" if args.split else "") + (f"-workers{args.workers}" if args.workers else "")
+            + ("" if args.scale == 1 else f"-{args.scale:g}"))
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))

@@ -91,7 +91,16 @@ def cpu_markdown(r: dict[str, Any]) -> list[str]:
     return ["", "| CPU s: server | per Job ms | load generator | watcher + runner | p99 late s | on schedule |",
             "|---|---|---|---|---|---|",
             f"| {cpu['server']} | {r.get('server_cpu_ms_per_job')} | {cpu['generator']} | {cpu['runner']} "
-            f"| {c.get('p99_late_s')} | {'yes' if c.get('on_schedule') else 'no'} |"]
+            f"| {c.get('p99_late_s')} | {'yes' if c.get('on_schedule') else 'no'} |", *_processes(cpu)]
+
+
+def _processes(cpu: dict[str, Any]) -> list[str]:
+    """The server's CPU by process, where it ran API workers."""
+    found: dict[str, float] = cpu.get("server_processes") or {}
+    if len(found) < 2:
+        return []
+    return ["", "| server CPU s by process | " + " | ".join(found) + " |", "|---|" + "---|" * len(found),
+            "| | " + " | ".join(str(v) for v in found.values()) + " |"]
 
 
 def timeline_markdown(spans: list[dict[str, float]]) -> list[str]:

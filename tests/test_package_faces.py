@@ -105,9 +105,10 @@ FACES: dict[str, tuple[str, ...]] = {
         "policy_run", "ratio", "read_text", "run_scenario", "summarize", "write_report",
     ),
     "flexq.store": (
-        "AlreadyExists", "BaseStore", "Change", "ChangeType", "Conflict", "Gone", "Key", "LeaseLike", "NotFound",
-        "SqliteLease", "Store", "StoreError", "StoreOptionError", "StoreUnavailable", "event_note", "is_postgres",
-        "loads", "open_store", "record_event", "record_events", "rfc3339", "shown", "sqlite_path",
+        "AlreadyExists", "BaseStore", "Change", "ChangeType", "Committer", "Conflict", "ForeignTx", "Gone", "Key",
+        "LeaseLike", "NotFound", "ReplicaStore", "SqliteLease", "Stale", "Store", "StoreError", "StoreOptionError",
+        "StoreUnavailable", "commit_foreign", "event_note", "is_postgres", "loads", "open_store", "record_event",
+        "record_events", "rfc3339", "shown", "sqlite_path",
     ),
     "flexq.ui": (),
 }

@@ -56,6 +56,7 @@ def server(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
     kueue_config: Annotated[Path | None, typer.Option(help=_KUEUE_CONFIG_HELP)] = None,
+    workers: Annotated[int, typer.Option(help=_WORKERS_HELP, min=0)] = 0,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
     from flexq.runtime.job_user import JobUserError
@@ -66,18 +67,19 @@ def server(
 
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
-    state = home or flexq_home()
-    lease = _lease(lease_duration)
-    ttl = _duration("--event-ttl", event_ttl)
+    state, lease, ttl = home or flexq_home(), _lease(lease_duration), _duration("--event-ttl", event_ttl)
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
         modelled = CapacityFile((lambda: load_capacity(capacity)) if capacity is not None else None)
         serve(state, plan, log_level=log_level, capacity=modelled, runtime=runtime, store_spec=store,
-              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=_kueue_config(kueue_config))
+              lease_duration=lease, event_ttl=ttl, shared=shared, run_as=run_as, kueue=_kueue_config(kueue_config),
+              workers=workers)
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
 
 
+_WORKERS_HELP = ("API worker processes that serve the ports (they parse, authenticate, validate, and serve reads and "
+                 "watches) while this one owns the store and runs the controllers; 0: this process serves everything.")
 _KUEUE_CONFIG_HELP = ("Kueue's Configuration file (config.kueue.x-k8s.io v1beta1 or v1beta2, as Kueue's manager "
                       "reads it): waitForPodsReady, resources.transformations and excludeResourcePrefixes, "
                       "integrations.frameworks, featureGates. Default: Kueue v0.19's defaults.")

@@ -9,10 +9,11 @@ call this class, so they behave alike.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from flexq.api import (
     KINDS,
@@ -35,7 +36,7 @@ from flexq.errors import FlexqError
 from flexq.objects.patch import PatchError, apply_json_patch, create_three_way_merge_patch, json_merge, strategic_merge
 from flexq.objects.queue_active import reconcile_all, reconcile_one
 from flexq.objects.selectors import field_labels, field_selector, label_selector
-from flexq.store import BaseStore, Gone, Key, NotFound
+from flexq.store import BaseStore, Gone, Key, NotFound, Stale
 
 __all__ = ["LAST_APPLIED", "AdmissionHook", "ApplyOutcome", "BadRequest", "ObjectService"]
 
@@ -79,6 +80,29 @@ AdmissionHook = Callable[["ObjectService", KindInfo, dict[str, Any], "dict[str, 
 """Called before a create (old is None) or an update of an object's main resource, after validation and
 defaulting; may change the object, or refuse it by raising InvalidObject or BadRequest (an admission
 webhook, in Kubernetes terms)."""
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+STALE_TRIES: Final = 50
+"""How many times a write is run when each try finds that another write changed what it read (an API worker's
+optimistic transaction, see :mod:`flexq.store.foreign`): the Kubernetes API server likewise runs a write again
+on a conflict it met itself, never on one the client caused (a stale resourceVersion the client sent)."""
+
+
+def _again_when_stale(method: Callable[Concatenate[ObjectService, P], R]) -> Callable[Concatenate[ObjectService, P], R]:
+    """``method``, run again on :class:`Stale` (never raised by a store that commits its own transactions)."""
+    @functools.wraps(method)
+    def run(self: ObjectService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        for _ in range(STALE_TRIES - 1):
+            try:
+                return method(self, *args, **kwargs)
+            except Stale:
+                continue
+        return method(self, *args, **kwargs)
+
+    return run
 
 
 class ObjectService:
@@ -208,6 +232,7 @@ class ObjectService:
 
     # --- writes ------------------------------------------------------------------------------------
 
+    @_again_when_stale
     def create(self, info: KindInfo, namespace: str | None, obj: dict[str, Any],
                version: str | None = None, *, dry_run: bool = False,
                fields: FieldCheck | None = None, trusted: bool = False) -> dict[str, Any]:
@@ -234,7 +259,7 @@ class ObjectService:
             self._after_write([info.kind], key)
             if info.kind in _QUEUE_KINDS:  # its Active condition was just written
                 stored = self.store.get(key)
-            return self._to(info, stored, version)
+        return self._to(info, stored, version)  # after the commit: with the resourceVersion it gave
 
     def _generate_name(self, info: KindInfo, namespace: str, prefix: str) -> str:
         import secrets
@@ -248,17 +273,19 @@ class ObjectService:
                 return name
         raise BadRequest("could not generate a unique name", 409, "AlreadyExists")
 
+    @_again_when_stale
     def replace(self, info: KindInfo, namespace: str | None, name: str, obj: dict[str, Any],
                 version: str | None = None, *, subresource: str | None = None,
                 dry_run: bool = False, fields: FieldCheck | None = None) -> dict[str, Any]:
         with self.store.transaction():
             key = self.key(info, namespace, name)
-            return self._replace(info, namespace, key, self.store.get(key), obj, version, subresource, dry_run, fields)
+            stored = self._replace(info, namespace, key, self.store.get(key), obj, subresource, dry_run, fields)
+        return self._to(info, stored, version)
 
     def _replace(self, info: KindInfo, namespace: str | None, key: Key, old: dict[str, Any], obj: dict[str, Any],
-                 version: str | None, subresource: str | None, dry_run: bool,
-                 fields: FieldCheck | None) -> dict[str, Any]:
-        """:meth:`replace` of ``old``, the object as stored, read in the transaction under way (not read again)."""
+                 subresource: str | None, dry_run: bool, fields: FieldCheck | None) -> dict[str, Any]:
+        """:meth:`replace` of ``old``, the object as stored, read in the transaction under way (not read again);
+        the object as stored (or as it would be, ``dry_run``), in the storage version."""
         name = key.name
         body = copy_json(obj)
         body.setdefault("metadata", {})
@@ -279,21 +306,23 @@ class ObjectService:
             for hook in self.hooks:
                 hook(self, info, prepared, old)
         if dry_run:
-            return self._to(info, prepared, version)
+            return prepared
         stored = self.store.update(key, prepared, subresource=subresource, keep_status=info.status_subresource,
                                    current=old)
         self._after_write([info.kind], key)
         if info.kind in _QUEUE_KINDS:  # its Active condition was just written
             stored = self.store.get(key)
-        return self._to(info, stored, version)
+        return stored
 
+    @_again_when_stale
     def patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
               version: str | None = None, *, subresource: str | None = None,
               dry_run: bool = False, fields: FieldCheck | None = None) -> dict[str, Any]:
         # Read and write in one transaction: a patch that names no resourceVersion applies to the object as it
         # is, never fails for a write that came in between (the API server retries such a patch itself).
         with self.store.transaction():
-            return self._patch(info, namespace, name, patch_type, body, version, subresource, dry_run, fields)
+            stored = self._patch(info, namespace, name, patch_type, body, version, subresource, dry_run, fields)
+        return self._to(info, stored, version)
 
     def _patch(self, info: KindInfo, namespace: str | None, name: str, patch_type: str, body: Any,
                version: str | None, subresource: str | None, dry_run: bool,
@@ -320,8 +349,9 @@ class ObjectService:
             raise BadRequest("the patch does not produce an object", 422, "Invalid")
         if not (isinstance(body, dict) and body.get("metadata", {}).get("resourceVersion")):
             patched.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
-        return self._replace(info, namespace, key, stored, patched, version, subresource, dry_run, fields)
+        return self._replace(info, namespace, key, stored, patched, subresource, dry_run, fields)
 
+    @_again_when_stale
     def delete(self, info: KindInfo, namespace: str | None, name: str, version: str | None = None,
                *, resource_version: str | None = None) -> dict[str, Any]:
         with self.store.transaction():
@@ -330,7 +360,7 @@ class ObjectService:
             if info.kind == "Namespace":
                 self._delete_namespace_contents(name)
             self._after_write([info.kind], key)
-            return self._to(info, old, version)
+        return self._to(info, old, version)
 
     def _delete_namespace_contents(self, namespace: str) -> None:
         for info in KINDS:
@@ -340,6 +370,7 @@ class ObjectService:
 
     # --- apply (flexq's own, all or nothing) ------------------------------------------------------
 
+    @_again_when_stale
     def apply(self, docs: list[Document], default_namespace: str = "default",
               fields: FieldCheck | None = None) -> list[ApplyOutcome]:
         """Apply every document, as ``kubectl apply`` would, in one transaction.

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import uvicorn
-from starlette.types import ASGIApp
+from fastapi import FastAPI
 
 from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig
 from flexq.auth import TokenBook
@@ -30,7 +29,10 @@ from flexq.server.authn import Authenticator
 from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
-from flexq.server.tls import TlsFiles, ensure_certificates
+from flexq.server.serving import Server, loop_factory
+from flexq.server.tls import ensure_certificates
+from flexq.server.worker import WorkerSpec
+from flexq.server.workers import Front
 from flexq.store import BaseStore, SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
 if TYPE_CHECKING:
@@ -42,20 +44,6 @@ __all__ = ["CapacityFile", "ListenError", "StoreOptionError", "serve"]
 
 FOLLOW_EVERY = 0.005
 """Seconds between two looks at a shared SQLite file for the other servers' commits."""
-_CLOSE_STREAMS = 3
-_KEEP_IDLE = 90
-"""Seconds an idle keep-alive connection stays open, as the Kubernetes API server keeps it (the keep-alive time of
-Go's default transport, which client-go uses): a client that reuses a pooled connection after a pause finds it open,
-where uvicorn's five seconds would close it under the client's next request."""
-"""Seconds a stopping server waits for open streams (the dashboard's change events, followed logs, watches) before
-it closes them: they would otherwise keep it running as long as a browser tab stays open."""
-
-
-class _Server(uvicorn.Server):
-    """A uvicorn server that leaves signal handling to :func:`serve` (two of them run in one process)."""
-
-    def install_signal_handlers(self) -> None:
-        return
 
 
 def _bind(host: str, port: int, option: str) -> socket.socket:
@@ -124,7 +112,7 @@ def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, 
 def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           capacity: CapacityFile | None = None, runtime: str = "ray", store_spec: str | None = None,
           lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
-          run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG) -> None:
+          run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG, workers: int = 0) -> None:
     """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store; the ``capacity`` file is read again on SIGHUP
     (see :class:`CapacityFile`). ``store_spec`` is
     ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
@@ -133,12 +121,13 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Configuration.
 
     Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
-    077: files 0600, folders 0700).
+    077: files 0600, folders 0700). With ``workers``, that many API worker processes serve the ports and this one
+    the store and the controllers (see :mod:`flexq.server.worker`).
 
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
-    sockets, store = _open(plan, store_spec, home, shared)
+    sockets, store = _open(plan, store_spec, home, shared, workers)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
@@ -167,10 +156,12 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
                          home, Authenticator(book, plan.anonymous), plan.host_names(), leadership.leader)
         app.include_router(leader_router(leadership))
         logging.getLogger("uvicorn.error").setLevel(log_level.upper())
-        servers = _servers(app, sockets, tls, log_level)
+        files = (str(tls.cert), str(tls.key)) if tls is not None else None
+        front = Front(home, store, sockets, files, workers, WorkerSpec(
+            str(home), str(sqlite_path(store_spec, home) or ""), [], files, plan.anonymous,
+            sorted(plan.host_names()), sorted(kueue.frameworks), log_level, FOLLOW_EVERY, os.getpid()))
         print(_banner(plan, http_port, tls_port, home, store_spec, user), file=sys.stderr, flush=True)
-        with HeapPolicy(), asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(_serve_all(servers, app.state.hub.close, capacity_file.reload))
+        _run(front, app, log_level, capacity_file.reload)
     finally:
         expiry.stop()
         leadership.stop()
@@ -179,8 +170,21 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             sock.close()
 
 
-def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool) -> tuple[list[socket.socket], BaseStore]:
+def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None]) -> None:
+    """Serve until SIGINT or SIGTERM: here, or (with API workers) on the owner's socket while the workers serve."""
+    try:
+        with HeapPolicy(), asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(_serve_all(front.servers(app, log_level), app.state.hub.close, reload))
+    finally:
+        front.stop()
+
+
+def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
+          workers: int) -> tuple[list[socket.socket], BaseStore]:
     """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
+    if workers and (is_postgres(store_spec) or shared):
+        raise StoreOptionError("--workers: API workers serve one server's own SQLite store (not yet PostgreSQL or "
+                               "--shared)")
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
@@ -220,20 +224,6 @@ class CapacityFile:
         log.warning("SIGHUP: the capacity file was read again")
 
 
-def _servers(app: ASGIApp, sockets: list[socket.socket], tls: TlsFiles | None,
-             log_level: str) -> list[tuple[_Server, socket.socket]]:
-    """A uvicorn server for each socket: plain HTTP on the first, HTTPS on the second where there is one."""
-    def server(**extra: str) -> _Server:
-        return _Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                      timeout_graceful_shutdown=_CLOSE_STREAMS, timeout_keep_alive=_KEEP_IDLE,
-                                      **extra))  # type: ignore[arg-type]
-
-    servers = [(server(), sockets[0])]
-    if tls is not None:
-        servers.append((server(ssl_certfile=str(tls.cert), ssl_keyfile=str(tls.key)), sockets[1]))
-    return servers
-
-
 def _lease(store_spec: str | None, home: Path, identity: str, duration: float, shared: bool) -> LeaseLike | None:
     """The controllers' lease where the store is shared (PostgreSQL, or a SQLite file with ``--shared``); None
     where this server is the only one."""
@@ -246,16 +236,7 @@ def _lease(store_spec: str | None, home: Path, identity: str, duration: float, s
     return Lease(store_spec, identity, duration=duration)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop where it is installed (its transports write to sockets in C), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-async def _serve_all(servers: list[tuple[_Server, socket.socket]], closing: Callable[[], None],
+async def _serve_all(servers: list[tuple[Server, socket.socket]], closing: Callable[[], None],
                      reload: Callable[[], None]) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reload)

@@ -5,9 +5,11 @@ Import Lease from flexq.store.lease and PostgresStore from flexq.store.postgres 
 
 from flexq.store.base import BaseStore
 from flexq.store.codec import loads
+from flexq.store.foreign import ForeignTx, commit_foreign
 from flexq.store.holder import LeaseLike
 from flexq.store.recorder import event_note, record_event, record_events
-from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, StoreError, StoreUnavailable
+from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, Stale, StoreError, StoreUnavailable
+from flexq.store.replica import Committer, ReplicaStore
 from flexq.store.sqlite import Change, ChangeType, Store, rfc3339
 from flexq.store.sqlite_lease import SqliteLease
 from flexq.store.url import StoreOptionError, is_postgres, open_store, shown, sqlite_path
@@ -17,16 +19,21 @@ __all__ = [
     "BaseStore",
     "Change",
     "ChangeType",
+    "Committer",
     "Conflict",
+    "ForeignTx",
     "Gone",
     "Key",
     "LeaseLike",
     "NotFound",
+    "ReplicaStore",
     "SqliteLease",
+    "Stale",
     "Store",
     "StoreError",
     "StoreOptionError",
     "StoreUnavailable",
+    "commit_foreign",
     "event_note",
     "is_postgres",
     "loads",

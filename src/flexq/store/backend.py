@@ -61,6 +61,10 @@ class Backend:
     def _exists(self, key: Key) -> bool:
         raise NotImplementedError
 
+    def _version(self, key: Key) -> int | None:
+        """The resourceVersion the object at ``key`` was last written at; None where there is none."""
+        raise NotImplementedError
+
     def _existing(self, keys: list[Key]) -> set[Key]:
         """Which of ``keys`` name a stored object (a back end may ask once for all)."""
         return {key for key in keys if self._exists(key)}

@@ -216,6 +216,11 @@ class PostgresStore(BaseStore):
                       (key.group, key.resource, key.namespace, key.name)).fetchone()
         return row is not None
 
+    def _version(self, key: Key) -> int | None:
+        row = self._x(f"SELECT rv FROM objects WHERE {_WHERE_KEY}",
+                      (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return None if row is None else int(row[0])
+
     def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
         # One statement, one snapshot: the counter and the objects as of the same moment.
         scope = "" if namespace is None else " AND o.namespace=%s"

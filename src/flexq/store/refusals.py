@@ -7,6 +7,7 @@
     ├── AlreadyExists   create of a key that is taken
     ├── Conflict        update with a stale resourceVersion
     ├── Gone            a watch asked to resume from a change that was compacted away
+    ├── Stale           an optimistic transaction read what another write has changed since: run it again
     └── StoreUnavailable  a write the database refused: the disk is full, or another process holds its lock
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from flexq.errors import FlexqError
 
-__all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "StoreError", "StoreUnavailable"]
+__all__ = ["AlreadyExists", "Conflict", "Gone", "Key", "NotFound", "Stale", "StoreError", "StoreUnavailable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,18 @@ class Gone(StoreError):
         self.since = since
         self.oldest = oldest
         super().__init__(f"too old resource version: {since} ({oldest})")
+
+
+class Stale(StoreError):
+    """An optimistic transaction (one an API worker prepared on its own replica, see :mod:`flexq.store.foreign`)
+    read an object or a listing that another write changed before it could commit: nothing of it was written; it is
+    run again on the newer state, as the Kubernetes API server runs an update again on a conflict it caused itself.
+    ``rv``: the store's resourceVersion when it was refused (the replica reads at least as far before trying again)."""
+
+    def __init__(self, key: Key | None, rv: int) -> None:
+        self.key = key
+        self.rv = rv
+        super().__init__(f"{key or 'a listing'} changed while the write was prepared (at {rv})")
 
 
 class StoreUnavailable(StoreError):

@@ -225,6 +225,11 @@ class Store(BaseStore):
                                (key.group, key.resource, key.namespace, key.name)).fetchone()
         return row is not None
 
+    def _version(self, key: Key) -> int | None:
+        row = self._db.execute(f"SELECT rv FROM objects WHERE {_WHERE_KEY}",
+                               (key.group, key.resource, key.namespace, key.name)).fetchone()
+        return None if row is None else int(row[0])
+
     def _existing(self, keys: list[Key]) -> set[Key]:
         found: set[Key] = set()
         by_place: dict[tuple[str, str, str], list[str]] = {}

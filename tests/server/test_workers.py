@@ -1,0 +1,164 @@
+"""``flexq server --workers N``: API worker processes serve the ports in front of the store's owner."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Server, guide_text, start_server, stop_server
+from tests.support import eventually
+
+WORKERS = 2
+
+
+def workers_of(pid: int) -> list[int]:
+    """The API worker processes under the server's process (started by any of its threads)."""
+    kids = [int(k) for task in Path(f"/proc/{pid}/task").iterdir() for k in (task / "children").read_text().split()]
+    return [k for k in kids if b"flexq.server.worker" in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = start_server(tmp_path_factory.mktemp("workers") / "home", "--workers", str(WORKERS))
+    try:
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def config_map(name: str, data: dict[str, str] | None = None) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+            "data": data or {}}
+
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def test_the_ports_are_served_by_the_workers(server: Server) -> None:
+    assert len(workers_of(server.process.pid)) == WORKERS
+    answer = httpx.get(f"{server.url}{CM}", headers=server.headers)
+    assert answer.status_code == 200
+
+
+def test_concurrent_patches_through_several_workers_lose_nothing(server: Server) -> None:
+    created = httpx.post(f"{server.url}{CM}", json=config_map("shared"), headers=server.headers)
+    assert created.status_code == 201, created.text
+
+    def patch(i: int) -> str:
+        with httpx.Client(headers=server.headers) as client:  # a connection of its own: any worker may take it
+            answer = client.patch(f"{server.url}{CM}/shared", json={"data": {f"k{i}": str(i)}},
+                                  headers={"Content-Type": "application/merge-patch+json"})
+            assert answer.status_code == 200, answer.text
+            return str(answer.json()["metadata"]["resourceVersion"])
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        versions = list(pool.map(patch, range(40)))
+    stored = httpx.get(f"{server.url}{CM}/shared", headers=server.headers).json()
+    assert stored["data"] == {f"k{i}": str(i) for i in range(40)}
+    assert len(set(versions)) == 40  # each answer names the version its own write was given
+    assert stored["metadata"]["resourceVersion"] == max(versions, key=int)
+
+
+def test_a_stale_resource_version_from_the_caller_is_a_conflict(server: Server) -> None:
+    first = httpx.post(f"{server.url}{CM}", json=config_map("conflict"), headers=server.headers).json()
+    httpx.patch(f"{server.url}{CM}/conflict", json={"data": {"a": "1"}}, headers={
+        **server.headers, "Content-Type": "application/merge-patch+json"})
+    stale = {**first, "data": {"b": "2"}}
+    answer = httpx.put(f"{server.url}{CM}/conflict", json=stale, headers=server.headers)
+    assert answer.status_code == 409
+    assert answer.json()["reason"] == "Conflict"
+    taken = httpx.post(f"{server.url}{CM}", json=config_map("conflict"), headers=server.headers)
+    assert taken.status_code == 409
+    assert taken.json()["reason"] == "AlreadyExists"
+
+
+def test_a_watch_through_a_worker_sees_writes_through_others_in_order(server: Server) -> None:
+    start = httpx.get(f"{server.url}{CM}", headers=server.headers).json()["metadata"]["resourceVersion"]
+    names = [f"w{i}" for i in range(10)]
+    for name in names:
+        with httpx.Client(headers=server.headers) as client:
+            assert client.post(f"{server.url}{CM}", json=config_map(name)).status_code == 201
+    seen: list[tuple[str, int]] = []
+    with httpx.stream("GET", f"{server.url}{CM}?watch=true&resourceVersion={start}", headers=server.headers,
+                      timeout=10) as stream:
+        for line in stream.iter_lines():
+            obj = httpx.Response(200, content=line).json()["object"]
+            seen.append((obj["metadata"]["name"], int(obj["metadata"]["resourceVersion"])))
+            if len([s for s in seen if s[0] in names]) == len(names):
+                break
+    assert [name for name, _ in seen if name in names] == names
+    assert [rv for _, rv in seen] == sorted(rv for _, rv in seen)
+
+
+def test_what_the_owner_answers_comes_through_a_worker(server: Server) -> None:
+    metrics = httpx.get(f"{server.url}/metrics", headers=server.headers)
+    assert metrics.status_code == 200 and "kueue_" in metrics.text
+    visibility = httpx.get(f"{server.url}/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/none/pendingworkloads",
+                           headers=server.headers)
+    assert visibility.status_code == 404  # the owner's answer: no such ClusterQueue (a worker alone would say 503)
+    assert "none" in visibility.text
+    unauthorized = httpx.get(f"{server.url}/metrics")
+    assert unauthorized.status_code == 401
+    result = server.cli("get", "configmaps")
+    assert result.code == 0 and "shared" in result.out
+
+
+def test_the_guide_flow_runs_through_workers(server: Server, tmp_path: Path) -> None:
+    result = server.cli("apply", "-f", "-", input=guide_text("dws-tpu-queue.yaml"))
+    assert result.code == 0, result.err
+    env = server.tools_env(tmp_path)
+    job = guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="w1")
+    applied = subprocess.run(["kubectl", "apply", "-f", "-"], input=job, env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert applied.returncode == 0, applied.stderr
+
+    def admitted() -> str:
+        out = subprocess.run(["kubectl", "get", "workloads", "-o",
+                              "jsonpath={.items[0].status.conditions[?(@.type=='Admitted')].status}"],
+                             env=env, capture_output=True, text=True, timeout=60).stdout
+        assert out == "True"
+        return out
+
+    eventually(admitted, timeout=30)
+
+
+def test_a_port_forward_is_answered_by_the_owner(server: Server, tmp_path: Path) -> None:
+    env = server.tools_env(tmp_path)
+    forward = subprocess.run(["kubectl", "port-forward", "pod/nothing-here", "9999:80"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert forward.returncode != 0
+    assert 'pods "nothing-here" not found' in forward.stderr
+
+
+def test_a_worker_that_dies_is_replaced(server: Server) -> None:
+    before = workers_of(server.process.pid)
+    os.kill(before[0], signal.SIGKILL)
+
+    def replaced() -> list[int]:
+        now = workers_of(server.process.pid)
+        assert len(now) == WORKERS and before[0] not in now
+        return now
+
+    eventually(replaced, timeout=30)
+    for _ in range(10):  # every connection is answered (the kernel gives it to a worker that accepts)
+        with httpx.Client(headers=server.headers) as client:
+            assert client.get(f"{server.url}{CM}").status_code == 200
+
+
+def test_the_server_stops_with_its_workers(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "home", "--workers", "1")
+    kids = workers_of(srv.process.pid)
+    assert len(kids) == 1
+    assert (srv.home / "owner.sock").exists()
+    stop_server(srv)
+    time.sleep(0.2)
+    assert not Path(f"/proc/{kids[0]}").exists() or b"zombie" in Path(f"/proc/{kids[0]}/status").read_bytes()
+    assert not (srv.home / "owner.sock").exists()
