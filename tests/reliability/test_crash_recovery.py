@@ -26,8 +26,9 @@ CAPACITY = """cloud:
 provisioningTimeout: 60s
 scaleDownAfter: 2s
 """
-RUNS = {"sqlite": (1000, 20), "postgresql": (300, 8)}
-"""Jobs and kill points per store (PostgreSQL's run is shorter: it shows the same on the other back end)."""
+RUNS = {"sqlite": (1000, 20), "postgresql": (300, 8), "sqlite-workers": (300, 8)}
+"""Jobs and kill points per store (PostgreSQL's run is shorter: it shows the same on the other back end; so is the run
+of a server with API workers, whose owner is killed and its workers with it)."""
 SEED = 20261201
 
 T = TypeVar("T")
@@ -84,6 +85,8 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
     flags = ["--capacity", str(tmp_path / "capacity.yaml")]
     if store == "postgresql":
         flags += ["--store", request.getfixturevalue("postgres_url"), "--lease-duration", "2s"]
+    if store == "sqlite-workers":
+        flags += ["--workers", "2"]
     server = Crashable(tmp_path / "home", free_port(), *flags)
     rng = random.Random(SEED)
     server.start()

@@ -107,8 +107,13 @@ def test_what_the_owner_answers_comes_through_a_worker(server: Server) -> None:
     assert "none" in visibility.text
     unauthorized = httpx.get(f"{server.url}/metrics")
     assert unauthorized.status_code == 401
-    result = server.cli("get", "configmaps")
-    assert result.code == 0 and "shared" in result.out
+    assert httpx.post(f"{server.url}{CM}", json=config_map("seen"), headers=server.headers).status_code == 201
+    result = server.cli("get", "configmaps")  # flexq's own API, the owner's: it reads what a worker wrote
+    assert result.code == 0 and "seen" in result.out
+    page = httpx.get(f"{server.url}/ui/", headers=server.headers)  # the dashboard
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    events = httpx.get(f"{server.url}/flexq/v1/leader", headers=server.headers).json()
+    assert events["leading"] is True and str(server.process.pid) in events["identity"]
 
 
 def test_the_guide_flow_runs_through_workers(server: Server, tmp_path: Path) -> None:

@@ -11,26 +11,93 @@ reaches it), and API workers serve the ports. A worker hands the owner:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import http.client
+import queue
 import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from flexq.server.offload import off_loop
 from flexq.store import BaseStore, ForeignTx, Stale, StoreUnavailable, commit_foreign
 
-__all__ = ["COMMIT_PATH", "CommitDesk", "OwnerLink", "owner_socket"]
+__all__ = ["COMMIT_PATH", "CommitDesk", "GroupCommit", "OwnerLink", "owner_socket"]
 
 COMMIT_PATH: Final = "/flexq/internal/commit"
+_GROUP: Final = 64
+"""Transactions committed together at the most."""
 
 
 def owner_socket(home: Path) -> Path:
     """Where the owner serves its workers."""
     return home / "owner.sock"
+
+
+class GroupCommit:
+    """Commits the workers' transactions in one thread, as many at a time as have come (a group commit): each in a
+    savepoint of its own (one that is stale is undone alone), all of them in one commit of the store, and every
+    worker answered once that commit is made."""
+
+    def __init__(self, store: BaseStore) -> None:
+        self.store = store
+        self._queue: queue.SimpleQueue[_Waiting | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="flexq-group-commit", daemon=True)
+        self._thread.start()
+
+    async def commit(self, tx: ForeignTx) -> list[int]:
+        """The resourceVersions given to ``tx``'s writes once they are committed; :class:`Stale` or
+        :class:`StoreUnavailable` as the store refused it."""
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(tx, loop, loop.create_future())
+        self._queue.put(waiting)
+        return await waiting.future
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while (first := self._queue.get()) is not None:
+            group = [first]
+            with contextlib.suppress(queue.Empty):
+                while len(group) < _GROUP and (more := self._queue.get_nowait()) is not None:
+                    group.append(more)
+            self._commit(group)
+
+    def _commit(self, group: list[_Waiting]) -> None:
+        answers: list[list[int] | BaseException] = []
+        try:
+            with self.store.batch():
+                for waiting in group:
+                    try:
+                        answers.append(commit_foreign(self.store, waiting.tx))
+                    except (Stale, StoreUnavailable) as exc:
+                        answers.append(exc)
+        except StoreUnavailable as exc:  # the commit itself: nothing of the group was kept
+            answers = [exc] * len(group)
+        for waiting, answer in zip(group, answers, strict=True):
+            waiting.loop.call_soon_threadsafe(_settle, waiting.future, answer)
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    tx: ForeignTx
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[list[int]]
+
+
+def _settle(future: asyncio.Future[list[int]], answer: list[int] | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(answer, BaseException):
+        future.set_exception(answer)
+    else:
+        future.set_result(answer)
 
 
 class CommitDesk:
@@ -39,6 +106,7 @@ class CommitDesk:
     def __init__(self, app: ASGIApp, store: BaseStore) -> None:
         self.app = app
         self.store = store
+        self.group = GroupCommit(store)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != COMMIT_PATH:
@@ -61,7 +129,7 @@ class CommitDesk:
         except (ValueError, KeyError, TypeError) as exc:
             return 400, orjson.dumps({"message": f"not a transaction: {exc}"})
         try:
-            return 200, orjson.dumps({"rvs": await off_loop(commit_foreign, self.store, tx)})
+            return 200, orjson.dumps({"rvs": await self.group.commit(tx)})
         except Stale as exc:
             return 409, orjson.dumps({"stale": exc.rv})
         except StoreUnavailable as exc:

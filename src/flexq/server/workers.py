@@ -52,6 +52,7 @@ class Front:
         self._stopping = threading.Event()
         self._guard: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self._desk: CommitDesk | None = None
 
     def servers(self, app: ASGIApp, log_level: str) -> list[tuple[Server, socket.socket]]:
         """The servers this process runs: on the ports, or (with workers, started here) on the owner's socket."""
@@ -63,7 +64,8 @@ class Front:
         self._processes = [self._start(i) for i in range(self.count)]
         self._guard = threading.Thread(target=self._keep, name="flexq-workers", daemon=True)
         self._guard.start()
-        return uvicorn_servers(CommitDesk(app, self.store), [self._socket], None, log_level)
+        self._desk = CommitDesk(app, self.store)
+        return uvicorn_servers(self._desk, [self._socket], None, log_level)
 
     def _start(self, index: int) -> subprocess.Popen[bytes]:
         env = {**os.environ, ENV: self.spec.to_env()}
@@ -96,6 +98,8 @@ class Front:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if self._desk is not None:
+            self._desk.group.close()
         if self._socket is not None:
             self._socket.close()
             with contextlib.suppress(FileNotFoundError):
