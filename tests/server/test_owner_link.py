@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from flexq.server.owner_link import GroupCommit
 from flexq.store import ChangeType, ForeignTx, Key, Stale, Store
-from flexq.store.foreign import PROVISIONAL, Put
 from flexq.store.codec import dumps
+from flexq.store.foreign import PROVISIONAL, Put
 
 
 def put(name: str, number: int) -> Put:
