@@ -544,8 +544,8 @@ def main() -> None:
         result["workers"] = args.workers
         result["cpu_s"]["server_processes"] = {name: round(c, 1) for name, (c, _) in processes.items()}
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = (f"live-{args.config}" + ("-split" if args.split else "") + (f"-workers{args.workers}" if args.workers else "")
-            + ("" if args.scale == 1 else f"-{args.scale:g}"))
+    stem = (f"live-{args.config}" + ("-split" if args.split else "")
+            + (f"-workers{args.workers}" if args.workers else "") + ("" if args.scale == 1 else f"-{args.scale:g}"))
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))
