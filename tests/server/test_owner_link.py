@@ -1,12 +1,16 @@
-"""The owner's commit desk: the workers' transactions committed in groups, each whole or refused alone."""
+"""The owner's commit link: the workers' transactions committed in groups, each whole or refused alone."""
 
 from __future__ import annotations
 
-import asyncio
+import socket
+import struct
+from concurrent.futures import Future
 from pathlib import Path
 
-from flexq.server.owner_link import GroupCommit
-from flexq.store import ChangeType, ForeignTx, Key, Stale, Store
+import pytest
+
+from flexq.server.owner_link import Answer, CommitServer, GroupCommit, OwnerLink
+from flexq.store import ChangeType, ForeignTx, Key, Stale, Store, StoreUnavailable
 from flexq.store.codec import dumps
 from flexq.store.foreign import PROVISIONAL, Put
 
@@ -27,22 +31,16 @@ def test_a_group_commits_each_transaction_whole_and_refuses_the_stale_alone(tmp_
     txs = [ForeignTx({Key("", "configmaps", "default", f"a{i}"): None}, [], [put(f"a{i}", i), put(f"b{i}", 100 + i)])
            for i in range(5)]
     stale = ForeignTx({taken: None}, [], [put("taken", 99)])  # read as absent: it was not
-
-    async def run() -> list[list[int] | BaseException]:
-        store._lock.acquire()  # the store busy (a controller's step): the transactions queue up meanwhile
-        answers = asyncio.gather(*(group.commit(tx) for tx in [*txs[:2], stale, *txs[2:]]), return_exceptions=True)
-        await asyncio.sleep(0.1)
-        store._lock.release()
-        return await answers
-
     try:
-        answers = asyncio.run(run())
+        with store._lock:  # the store busy (a controller's step): the transactions queue up meanwhile
+            futures: list[Future[Answer]] = [group.submit(tx) for tx in [*txs[:2], stale, *txs[2:]]]
+        answers = [f.result(timeout=10) for f in futures]
     finally:
         group.close()
     assert isinstance(answers[2], Stale)
     given = [a for i, a in enumerate(answers) if i != 2]
     assert all(isinstance(a, list) and len(a) == 2 for a in given)
-    flat = [rv for a in given for rv in a]  # type: ignore[union-attr]
+    flat = [rv for a in given if isinstance(a, list) for rv in a]
     assert flat == sorted(flat) and len(set(flat)) == 10
     for i in range(5):
         assert store.get(Key("", "configmaps", "default", f"b{i}"))["metadata"]["resourceVersion"] in map(str, flat)
@@ -51,17 +49,23 @@ def test_a_group_commits_each_transaction_whole_and_refuses_the_stale_alone(tmp_
     store.close()
 
 
-def test_a_transaction_that_is_not_one_is_refused_with_400() -> None:
-    from flexq.server.owner_link import CommitDesk
-
-    async def app(scope: object, receive: object, send: object) -> None:
-        raise AssertionError("the commit path is the desk's")
-
-    desk = CommitDesk(app, Store())  # type: ignore[arg-type]
+def test_a_worker_commits_through_the_socket_and_hears_refusals(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    server = CommitServer(tmp_path / "commit.sock", GroupCommit(store))
+    link = OwnerLink(tmp_path / "commit.sock")
     try:
-        code, body = asyncio.run(desk._commit(b"{}"))
+        rvs = link.commit(ForeignTx({Key("", "configmaps", "default", "x"): None}, [], [put("x", 1)]))
+        assert rvs == [store.current_rv()]
+        with pytest.raises(Stale):
+            link.commit(ForeignTx({Key("", "configmaps", "default", "x"): None}, [], [put("x", 2)]))
+        with socket.socket(socket.AF_UNIX) as raw:  # not a transaction: refused, the connection goes on
+            raw.connect(str(tmp_path / "commit.sock"))
+            raw.sendall(struct.pack(">I", 2) + b"{}")
+            size = struct.unpack(">I", raw.recv(4))[0]
+            assert b"not a transaction" in raw.recv(size)
     finally:
-        desk.group.close()
-    assert code == 400 and b"not a transaction" in body
-
-
+        server.close()
+        store.close()
+    with pytest.raises(StoreUnavailable, match="cannot be reached"):  # the owner is gone
+        link.commit(ForeignTx({}, [], [put("y", 3)]))
+    assert not (tmp_path / "commit.sock").exists()

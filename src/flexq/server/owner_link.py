@@ -1,41 +1,55 @@
-"""Between API workers and the owner: the owner's socket, the commit desk on it, and a worker's way to it.
+"""Between API workers and the owner: the owner's sockets, its group commit, and a worker's way to it.
 
-With ``flexq server --workers N`` the process that owns the store and runs the controllers (the owner) serves its
-whole application on a Unix socket in ``FLEXQ_HOME`` (0600, as the administrator's token: the server's user alone
-reaches it), and API workers serve the ports. A worker hands the owner:
+With ``flexq server --workers N`` the process that owns the store and runs the controllers (the owner) listens on two
+Unix sockets in ``FLEXQ_HOME``, both 0600 (as the administrator's token: the server's user alone reaches them), and
+API workers serve the ports. A worker hands the owner:
 
-- its writes, as transactions prepared on its replica of the store (:mod:`flexq.store.foreign`), to
-  ``POST /flexq/internal/commit`` on that socket, which the owner commits or refuses as stale;
-- every request it does not serve itself (see :mod:`flexq.server.worker`), as it came.
+- its writes, as transactions prepared on its replica of the store (:mod:`flexq.store.foreign`), on
+  ``commit.sock``: one message each way per transaction, a 4-byte length and the transaction (or the answer) after
+  it, over a connection the worker keeps; the owner serves each connection in a thread of its own and commits what
+  has come meanwhile in one group (:class:`GroupCommit`);
+- every request it does not serve itself (see :mod:`flexq.server.worker`), as it came, to the owner's whole
+  application on ``owner.sock``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import http.client
+import os
 import queue
 import socket
+import struct
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq.store import BaseStore, ForeignTx, Stale, StoreUnavailable, commit_foreign
 
-__all__ = ["COMMIT_PATH", "CommitDesk", "GroupCommit", "OwnerLink", "owner_socket"]
+__all__ = ["Answer", "CommitServer", "GroupCommit", "OwnerLink", "commit_socket", "decode_answer", "encode_answer",
+           "owner_socket", "unix_listener"]
 
-COMMIT_PATH: Final = "/flexq/internal/commit"
 _GROUP: Final = 64
 """Transactions committed together at the most."""
+_LENGTH: Final = struct.Struct(">I")
+_LARGEST: Final = 1 << 30
 
 
 def owner_socket(home: Path) -> Path:
-    """Where the owner serves its workers."""
+    """Where the owner serves its whole application to its workers."""
     return home / "owner.sock"
+
+
+def commit_socket(home: Path) -> Path:
+    """Where the owner takes its workers' transactions."""
+    return home / "commit.sock"
+
+
+Answer = list[int] | Stale | StoreUnavailable
 
 
 class GroupCommit:
@@ -49,13 +63,12 @@ class GroupCommit:
         self._thread = threading.Thread(target=self._run, name="flexq-group-commit", daemon=True)
         self._thread.start()
 
-    async def commit(self, tx: ForeignTx) -> list[int]:
-        """The resourceVersions given to ``tx``'s writes once they are committed; :class:`Stale` or
-        :class:`StoreUnavailable` as the store refused it."""
-        loop = asyncio.get_running_loop()
-        waiting = _Waiting(tx, loop, loop.create_future())
+    def submit(self, tx: ForeignTx) -> Future[Answer]:
+        """The resourceVersions given to ``tx``'s writes once they are committed, or the refusal (:class:`Stale`,
+        :class:`StoreUnavailable`), as a future."""
+        waiting = _Waiting(tx, Future())
         self._queue.put(waiting)
-        return await waiting.future
+        return waiting.future
 
     def close(self) -> None:
         self._queue.put(None)
@@ -70,7 +83,7 @@ class GroupCommit:
             self._commit(group)
 
     def _commit(self, group: list[_Waiting]) -> None:
-        answers: list[list[int] | BaseException] = []
+        answers: list[Answer] = []
         try:
             with self.store.batch():
                 for waiting in group:
@@ -81,111 +94,155 @@ class GroupCommit:
         except StoreUnavailable as exc:  # the commit itself: nothing of the group was kept
             answers = [exc] * len(group)
         for waiting, answer in zip(group, answers, strict=True):
-            waiting.loop.call_soon_threadsafe(_settle, waiting.future, answer)
+            waiting.future.set_result(answer)
 
 
 @dataclass(frozen=True, slots=True)
 class _Waiting:
     tx: ForeignTx
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[list[int]]
+    future: Future[Answer]
 
 
-def _settle(future: asyncio.Future[list[int]], answer: list[int] | BaseException) -> None:
-    if future.done():
-        return
-    if isinstance(answer, BaseException):
-        future.set_exception(answer)
-    else:
-        future.set_result(answer)
+def encode_answer(answer: Answer) -> bytes:
+    if isinstance(answer, Stale):
+        return orjson.dumps({"stale": answer.rv})
+    if isinstance(answer, StoreUnavailable):
+        return orjson.dumps({"message": str(answer), "reason": answer.reason})
+    return orjson.dumps({"rvs": answer})
 
 
-class CommitDesk:
-    """The owner's application on its socket, with the commit desk in front."""
-
-    def __init__(self, app: ASGIApp, store: BaseStore) -> None:
-        self.app = app
-        self.store = store
-        self.group = GroupCommit(store)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") != COMMIT_PATH:
-            await self.app(scope, receive, send)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        code, answer = await self._commit(bytes(body))
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode())]
-        await send({"type": "http.response.start", "status": code, "headers": headers})
-        await send({"type": "http.response.body", "body": answer})
-
-    async def _commit(self, body: bytes) -> tuple[int, bytes]:
-        try:
-            tx = ForeignTx.from_wire(body)
-        except (ValueError, KeyError, TypeError) as exc:
-            return 400, orjson.dumps({"message": f"not a transaction: {exc}"})
-        try:
-            return 200, orjson.dumps({"rvs": await self.group.commit(tx)})
-        except Stale as exc:
-            return 409, orjson.dumps({"stale": exc.rv})
-        except StoreUnavailable as exc:
-            return 503, orjson.dumps({"message": str(exc), "reason": exc.reason})
+def decode_answer(data: bytes) -> list[int]:
+    """The resourceVersions an answer gives; raises the refusal it carries."""
+    doc = orjson.loads(data)
+    if "rvs" in doc:
+        return [int(rv) for rv in doc["rvs"]]
+    if "stale" in doc:
+        raise Stale(None, int(doc["stale"]))
+    raise StoreUnavailable(str(doc.get("message", "the owner refused the write")),
+                           str(doc.get("reason", "WriteFailed")))
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path) -> None:
-        super().__init__("owner", timeout=60)
+class CommitServer:
+    """The owner's side of ``commit.sock``: a thread per worker connection, each transaction into the group commit."""
+
+    def __init__(self, path: Path, group: GroupCommit) -> None:
         self.path = path
+        self.group = group
+        self._socket = unix_listener(path)
+        self._closing = threading.Event()
+        self._connections: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name="flexq-commit-accept", daemon=True).start()
 
-    def connect(self) -> None:
+    def _accept(self) -> None:
+        while not self._closing.is_set():
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), name="flexq-commit", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while (data := _read_frame(conn)) is not None:
+                try:
+                    tx = ForeignTx.from_wire(data)
+                except (ValueError, KeyError, TypeError) as exc:
+                    answer = orjson.dumps({"message": f"not a transaction: {exc}", "reason": "BadRequest"})
+                else:
+                    answer = encode_answer(self.group.submit(tx).result())
+                try:
+                    conn.sendall(_LENGTH.pack(len(answer)) + answer)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self._closing.set()
+        self._socket.close()
+        with self._lock:
+            for conn in self._connections:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        self.group.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes | None:
+    parts, left = [], size
+    while left:
+        try:
+            chunk = conn.recv(min(left, 1 << 20))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _read_frame(conn: socket.socket) -> bytes | None:
+    """The next message on ``conn``; None when it closed (or sent something that is not one)."""
+    head = _read_exactly(conn, _LENGTH.size)
+    if head is None:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    return None if size > _LARGEST else _read_exactly(conn, size)
+
+
+def unix_listener(path: Path, backlog: int = 2048) -> socket.socket:
+    """A Unix socket listening at ``path``, its user's alone (a stale one from a server that died is replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(umask)
+    sock.listen(backlog)
+    return sock
+
+
+class OwnerLink:
+    """A worker's commits to the owner, over one kept connection per thread."""
+
+    def __init__(self, path: Path, connect: Callable[[], socket.socket] | None = None) -> None:
+        self.path = path
+        self._connect = connect or self._unix
+        self._local = threading.local()
+
+    def _unix(self) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(self.timeout)
             sock.connect(str(self.path))
         except OSError:
             sock.close()
             raise
-        self.sock = sock
-
-
-class OwnerLink:
-    """A worker's commits to the owner, over one kept-alive connection per thread."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
+        return sock
 
     def commit(self, tx: ForeignTx) -> list[int]:
         """The resourceVersions the owner gave ``tx``'s writes; :class:`Stale` or :class:`StoreUnavailable` as the
-        owner answered, :class:`StoreUnavailable` where it cannot be reached."""
+        owner answered, :class:`StoreUnavailable` where it cannot be reached (whether the write was committed is
+        then unknown: the owner is gone, and this worker with it)."""
         body = tx.to_wire()
-        for attempt in range(2):  # a kept-alive connection the owner closed meanwhile: once more on a new one
-            conn = self._connection()
-            try:
-                conn.request("POST", COMMIT_PATH, body, {"Content-Type": "application/json"})
-                response = conn.getresponse()
-                code, answer = response.status, response.read()
-                break
-            except (OSError, http.client.HTTPException) as exc:
+        conn: socket.socket | None = getattr(self._local, "conn", None)
+        try:
+            if conn is None:
+                conn = self._local.conn = self._connect()
+            conn.sendall(_LENGTH.pack(len(body)) + body)
+            answer = _read_frame(conn)
+        except OSError as exc:
+            answer, problem = None, str(exc)
+        else:
+            problem = "the connection closed"
+        if answer is None:
+            if conn is not None:
                 conn.close()
-                self._local.conn = None
-                if attempt == 1 or not isinstance(exc, (ConnectionError, http.client.RemoteDisconnected)):
-                    raise StoreUnavailable(f"the server's owner process cannot be reached ({self.path}): {exc}",
-                                           "OwnerUnavailable") from None
-        doc = orjson.loads(answer)
-        if code == 200:
-            return [int(rv) for rv in doc["rvs"]]
-        if code == 409:
-            raise Stale(None, int(doc["stale"]))
-        raise StoreUnavailable(str(doc.get("message", f"the owner answered {code}")),
-                               str(doc.get("reason", "WriteFailed")))
-
-    def _connection(self) -> _UnixConnection:
-        conn: _UnixConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = _UnixConnection(self.path)
-        return conn
+            self._local.conn = None
+            raise StoreUnavailable(f"the server's owner process cannot be reached ({self.path}): {problem}",
+                                   "OwnerUnavailable")
+        return decode_answer(answer)

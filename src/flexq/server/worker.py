@@ -43,7 +43,7 @@ from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.lane import VERBS
-from flexq.server.owner_link import OwnerLink, owner_socket
+from flexq.server.owner_link import OwnerLink, commit_socket, owner_socket
 from flexq.server.owner_proxy import OwnerProxy
 from flexq.server.serving import loop_factory, uvicorn_servers
 from flexq.store import ReplicaStore
@@ -159,7 +159,7 @@ def run(spec: WorkerSpec) -> None:
         return
     home = Path(spec.home)
     sockets = [socket.socket(fileno=fd) for fd in spec.fds]
-    store = ReplicaStore(Path(spec.database), OwnerLink(owner_socket(home)).commit, follow=spec.follow)
+    store = ReplicaStore(Path(spec.database), OwnerLink(commit_socket(home)).commit, follow=spec.follow)
     try:
         kueue = KueueConfig(frameworks=frozenset(spec.frameworks))
         service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])

@@ -22,7 +22,7 @@ from typing import Final
 
 from starlette.types import ASGIApp
 
-from flexq.server.owner_link import CommitDesk, owner_socket
+from flexq.server.owner_link import CommitServer, GroupCommit, commit_socket, owner_socket, unix_listener
 from flexq.server.serving import Server, uvicorn_servers
 from flexq.server.worker import ENV, WorkerSpec
 from flexq.store import BaseStore
@@ -52,7 +52,7 @@ class Front:
         self._stopping = threading.Event()
         self._guard: threading.Thread | None = None
         self._socket: socket.socket | None = None
-        self._desk: CommitDesk | None = None
+        self._commits: CommitServer | None = None
 
     def servers(self, app: ASGIApp, log_level: str) -> list[tuple[Server, socket.socket]]:
         """The servers this process runs: on the ports, or (with workers, started here) on the owner's socket."""
@@ -60,12 +60,12 @@ class Front:
             return uvicorn_servers(app, self.sockets, self.tls, log_level)
         for sock in self.sockets:
             sock.listen(_BACKLOG)
-        self._socket = _unix_socket(owner_socket(self.home))
+        self._commits = CommitServer(commit_socket(self.home), GroupCommit(self.store))
+        self._socket = unix_listener(owner_socket(self.home), _BACKLOG)
         self._processes = [self._start(i) for i in range(self.count)]
         self._guard = threading.Thread(target=self._keep, name="flexq-workers", daemon=True)
         self._guard.start()
-        self._desk = CommitDesk(app, self.store)
-        return uvicorn_servers(self._desk, [self._socket], None, log_level)
+        return uvicorn_servers(app, [self._socket], None, log_level)
 
     def _start(self, index: int) -> subprocess.Popen[bytes]:
         env = {**os.environ, ENV: self.spec.to_env()}
@@ -98,8 +98,8 @@ class Front:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self._desk is not None:
-            self._desk.group.close()
+        if self._commits is not None:
+            self._commits.close()
         if self._socket is not None:
             self._socket.close()
             with contextlib.suppress(FileNotFoundError):
@@ -109,16 +109,3 @@ class Front:
     def pids(self) -> list[int]:
         return [p.pid for p in self._processes if p is not None]
 
-
-def _unix_socket(path: Path) -> socket.socket:
-    """The owner's socket at ``path``, its user's alone (a stale one from a server that died is replaced)."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    umask = os.umask(0o177)
-    try:
-        sock.bind(str(path))
-    finally:
-        os.umask(umask)
-    sock.listen(_BACKLOG)
-    return sock
