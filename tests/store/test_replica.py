@@ -161,3 +161,35 @@ def test_a_deleted_object_is_answered_with_its_real_version(pair: Pair) -> None:
     gone = ObjectService(pair.replica).delete(CONFIG_MAP, "default", "a")
     assert int(gone["metadata"]["resourceVersion"]) == pair.owner.current_rv()
     assert not pair.owner.exists(Key("", "configmaps", "default", "a"))
+
+
+def test_threads_have_transactions_of_their_own_and_wait_for_the_owner_side_by_side(tmp_path: Path) -> None:
+    import threading
+
+    owner = Store(tmp_path / "flexq.db")
+    both = threading.Barrier(2, timeout=10)
+
+    def commit(tx: ForeignTx) -> list[int]:
+        both.wait()  # each thread's commit is under way while the other's is: none holds the store meanwhile
+        return commit_foreign(owner, tx)
+
+    replica = ReplicaStore(tmp_path / "flexq.db", commit)
+    service = ObjectService(replica)
+    made: dict[str, dict[str, Any]] = {}
+
+    def create(name: str) -> None:
+        made[name] = service.create(CONFIG_MAP, "default", config_map(name, {"by": name}))
+
+    try:
+        threads = [threading.Thread(target=create, args=(name,)) for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+        for name in ("a", "b"):  # each thread committed its own object alone, and was answered its own version
+            stored = owner.get(Key("", "configmaps", "default", name))
+            assert stored["data"] == {"by": name}
+            assert made[name]["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    finally:
+        replica.close()
+        owner.close()

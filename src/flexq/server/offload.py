@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
-__all__ = ["WORKERS", "off_loop"]
+__all__ = ["WORKERS", "off_loop", "set_threads"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -59,6 +59,15 @@ class _Pool:
 
 
 _POOL = _Pool(WORKERS)
+
+
+def set_threads(count: int) -> None:
+    """Run writes in ``count`` threads (before the first): an API worker's writes wait for the owner's commit, not
+    for the interpreter, so more of them go on at once there (see :mod:`flexq.server.worker`)."""
+    global _POOL
+    if _POOL._started:
+        raise RuntimeError("the write threads have started")
+    _POOL = _Pool(count)
 
 
 async def off_loop(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:

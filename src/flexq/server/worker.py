@@ -43,6 +43,7 @@ from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.lane import VERBS
+from flexq.server.offload import set_threads
 from flexq.server.owner_link import OwnerLink, commit_socket, owner_socket
 from flexq.server.owner_proxy import OwnerProxy
 from flexq.server.serving import loop_factory, uvicorn_servers
@@ -58,6 +59,9 @@ _OWNERS: Final = re.compile(
     r"|^/apis/visibility\.kueue\.x-k8s\.io(?:/|$)")
 """Paths of the Kubernetes API that the owner answers: what reads the controllers or the jobs' processes."""
 _PR_SET_PDEATHSIG: Final = 1
+WRITE_THREADS: Final = 16
+"""Writes a worker prepares and sends at once, at the most: each waits for the owner's commit (not for this
+interpreter), and the owner commits those that came meanwhile together."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +159,7 @@ async def _watch_owner(owner: int, stop: asyncio.Event) -> None:
 
 def run(spec: WorkerSpec) -> None:
     _die_with_owner()
+    set_threads(WRITE_THREADS)
     if os.getppid() != spec.owner:
         return
     home = Path(spec.home)

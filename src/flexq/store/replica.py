@@ -8,19 +8,25 @@ update and delete run here unchanged, on the file as read, with what this transa
 rows they would write get provisional resourceVersions; at the end the transaction goes to the owner in one
 message, which commits it or refuses it as :class:`~flexq.store.refusals.Stale`. The objects a committed
 transaction handed its caller have their real resourceVersion then (the API's answer names it).
+
+Each thread has a transaction of its own, and none holds the store while the owner commits: a worker's requests
+wait for the owner side by side, and the owner commits those that came meanwhile together.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flexq.store.bodies import unpack
 from flexq.store.changes import ChangeType
-from flexq.store.codec import loads
+from flexq.store.codec import dumps, loads
 from flexq.store.foreign import PROVISIONAL, ForeignTx, Put
 from flexq.store.refusals import Key
 from flexq.store.sqlite import Store
@@ -34,73 +40,84 @@ Committer = Callable[[ForeignTx], list[int]]
 _PATH = re.compile(r"^\$((?:\.[A-Za-z0-9_-]+)+)$")
 
 
+@dataclass
+class _Open:
+    """One thread's open transaction."""
+
+    depth: int = 0
+    tx: ForeignTx = field(default_factory=ForeignTx)
+    overlay: dict[Key, str | None] = field(default_factory=dict)
+    """What the transaction wrote, by key (None: deleted), in front of the file."""
+    issued: list[dict[str, Any]] = field(default_factory=list)
+    """Objects handed out in the transaction that carry a provisional resourceVersion."""
+
+
 class ReplicaStore(Store):
     """The store at ``path`` (the owner's file), read here and written through ``commit``. Reads outside a
     transaction see what the owner has committed; watches see it after ``follow`` seconds at most."""
 
     def __init__(self, path: Path, commit: Committer, *, follow: float = 0.005, history: int = 50_000) -> None:
         self._send = commit
-        self._tx: ForeignTx | None = None
-        self._overlay: dict[Key, str | None] = {}
-        """What the open transaction wrote, by key (None: deleted), in front of the file."""
-        self._issued: list[dict[str, Any]] = []
-        """Objects handed out in the open transaction that carry a provisional resourceVersion."""
-        self._marks: list[tuple[int, dict[Key, str | None]]] = []
+        self._local = threading.local()
         self._numbers = itertools.count(PROVISIONAL)
         super().__init__(path, history=history, follow=follow)
 
-    # --- transactions ------------------------------------------------------------------------------
+    def _open(self) -> _Open | None:
+        found: _Open | None = getattr(self._local, "open", None)
+        return found
 
-    def _begin(self) -> None:
-        self._tx, self._overlay, self._issued, self._marks = ForeignTx(), {}, [], []
+    # --- transactions: the thread's own, sent to the owner at the end -------------------------------
 
-    def _in_transaction(self) -> bool:
-        return self._tx is not None
-
-    def _end(self) -> None:
-        tx, issued = self._tx, self._issued
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        open_ = self._open()
+        if open_ is None:
+            open_ = self._local.open = _Open()
+        open_.depth += 1
         try:
-            if tx is None or not tx.puts:
-                return
-            given = dict(zip((p.provisional for p in tx.puts), self._send(tx), strict=True))
-            for obj in issued:
-                meta = obj["metadata"]
-                meta["resourceVersion"] = str(given[int(meta["resourceVersion"])])
-        finally:
-            self._tx, self._overlay, self._issued, self._marks = None, {}, [], []
-            self._pending = []  # the owner's commit reaches the window through the log, with its real versions
+            yield
+        except BaseException:
+            open_.depth -= 1
+            if open_.depth == 0:
+                self._local.open = None
+            raise
+        open_.depth -= 1
+        if open_.depth == 0:
+            self._local.open = None
+            self._send_open(open_)
 
-    def _undo(self) -> None:
-        self._tx, self._overlay, self._issued, self._marks = None, {}, [], []
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        with self.transaction():
+            yield
 
-    def _savepoint(self, step: str) -> None:
-        tx = self._tx
-        assert tx is not None
-        if step == "begin":
-            self._marks.append((len(tx.puts), dict(self._overlay)))
-        elif step == "undo":
-            count, self._overlay = self._marks.pop()
-            del tx.puts[count:]
-        else:
-            self._marks.pop()
+    def breathe(self, every: float | None = None, waited: float = 0.002) -> None:
+        return
 
-    def _refusal(self, exc: BaseException) -> None:
-        return None
+    def _send_open(self, open_: _Open) -> None:
+        if not open_.tx.puts:
+            return
+        given = dict(zip((p.provisional for p in open_.tx.puts), self._send(open_.tx), strict=True))
+        for obj in open_.issued:
+            meta = obj["metadata"]
+            meta["resourceVersion"] = str(given[int(meta["resourceVersion"])])
 
     # --- reads: the overlay first, then the file, noted ---------------------------------------------
 
     def _row(self, key: Key) -> tuple[int, str] | None:
-        row = self._db.execute("SELECT rv, body FROM objects WHERE grp=? AND resource=? AND namespace=? AND name=?",
-                               (key.group, key.resource, key.namespace, key.name)).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT rv, body FROM objects WHERE grp=? AND resource=? AND namespace=? AND name=?",
+                (key.group, key.resource, key.namespace, key.name)).fetchone()
         return None if row is None else (int(row[0]), unpack(row[1]))
 
     def _body(self, key: Key) -> str | None:
-        tx = self._tx
-        if tx is not None and key in self._overlay:
-            return self._overlay[key]
+        open_ = self._open()
+        if open_ is not None and key in open_.overlay:
+            return open_.overlay[key]
         row = self._row(key)
-        if tx is not None and key not in tx.reads:
-            tx.reads[key] = None if row is None else row[0]
+        if open_ is not None and key not in open_.tx.reads:
+            open_.tx.reads[key] = None if row is None else row[0]
         return None if row is None else row[1]
 
     def _exists(self, key: Key) -> bool:
@@ -110,21 +127,21 @@ class ReplicaStore(Store):
         return {key for key in keys if self._exists(key)}
 
     def _listing(self, group: str, resource: str, namespace: str | None) -> tuple[list[str], int]:
-        self._db.execute("BEGIN")  # one snapshot: the rows and the counter as of the same commit
-        try:
-            texts, rv = super()._listing(group, resource, namespace)
-        finally:
-            self._db.execute("COMMIT")
-        tx = self._tx
-        if tx is None:
+        with self._lock:
+            self._db.execute("BEGIN")  # one snapshot: the rows and the counter as of the same commit
+            try:
+                texts, rv = super()._listing(group, resource, namespace)
+            finally:
+                self._db.execute("COMMIT")
+        open_ = self._open()
+        if open_ is None:
             return texts, rv
-        tx.listings.append((group, resource, namespace, rv))
-        mine = {k: v for k, v in self._overlay.items()
+        open_.tx.listings.append((group, resource, namespace, rv))
+        mine = {k: v for k, v in open_.overlay.items()
                 if k.group == group and k.resource == resource and (namespace is None or k.namespace == namespace)}
         if not mine:
             return texts, rv
-        rows = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): t
-                for t in texts for o in (loads(t),)}
+        rows = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): t for t in texts for o in (loads(t),)}
         for key, text in mine.items():
             if text is None:
                 rows.pop((key.namespace, key.name), None)
@@ -134,35 +151,36 @@ class ReplicaStore(Store):
         return [rows[place] for place in order], rv
 
     def _found(self, group: str, resource: str, path: str, value: str) -> list[str]:
-        if self._tx is None:
+        if self._open() is None:
             return super()._found(group, resource, path, value)
         texts, _ = self._listing(group, resource, None)
         names = _path(path)
         return [t for t in texts if _at(loads(t), names) == value]
 
-    # --- writes: into the transaction, with provisional versions ------------------------------------
+    # --- writes: into the thread's transaction, with provisional versions ----------------------------
 
-    def _next_rv(self) -> int:
-        return next(self._numbers)
+    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any], echo: bool = True) -> dict[str, Any]:
+        open_ = self._open()
+        assert open_ is not None, "a write outside a transaction"
+        rv = next(self._numbers)
+        obj["metadata"]["resourceVersion"] = str(rv)
+        body = dumps(obj)
+        open_.tx.puts.append(Put(change, key, rv, body))
+        open_.overlay[key] = None if change is ChangeType.DELETED else body
+        return self._note(obj if not echo else loads(body))
 
-    def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
-        tx = self._tx
-        assert tx is not None, "a write outside a transaction"
-        tx.puts.append(Put(change, key, rv, body))
-        self._overlay[key] = None if change is ChangeType.DELETED else body
-
-    def _put_new(self, rows: list[tuple[Key, int, str]]) -> None:
-        for key, rv, body in rows:
-            self._put(ChangeType.ADDED, key, rv, body)
-
-    def _set_counter(self, name: str, value: int) -> None:
-        raise NotImplementedError("an API worker's store does not compact: the owner does")
+    def create_many(self, items: list[tuple[Key, dict[str, Any]]]) -> set[Key]:
+        with self.transaction():
+            existed: set[Key] = set()
+            for key, obj in items:
+                if key in existed or self._exists(key):
+                    existed.add(key)
+                    continue
+                self._write(ChangeType.ADDED, key, self._new_object(key, obj), echo=False)
+            return existed
 
     def compact(self, keep: int) -> int:
         return 0
-
-    def _write(self, change: ChangeType, key: Key, obj: dict[str, Any], echo: bool = True) -> dict[str, Any]:
-        return self._note(super()._write(change, key, obj, echo))
 
     def get(self, key: Key) -> dict[str, Any]:
         return self._note(super().get(key))
@@ -179,8 +197,9 @@ class ReplicaStore(Store):
 
     def _note(self, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj``, remembered where it carries a provisional resourceVersion (given its real one at the commit)."""
-        if self._tx is not None and int(obj.get("metadata", {}).get("resourceVersion") or 0) >= PROVISIONAL:
-            self._issued.append(obj)
+        open_ = self._open()
+        if open_ is not None and int(obj.get("metadata", {}).get("resourceVersion") or 0) >= PROVISIONAL:
+            open_.issued.append(obj)
         return obj
 
 
