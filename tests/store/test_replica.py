@@ -167,6 +167,7 @@ def test_threads_have_transactions_of_their_own_and_wait_for_the_owner_side_by_s
     import threading
 
     owner = Store(tmp_path / "flexq.db")
+    ObjectService(owner)  # the namespaces a server starts with
     both = threading.Barrier(2, timeout=10)
 
     def commit(tx: ForeignTx) -> list[int]:
