@@ -114,12 +114,22 @@ def free_port_pair() -> int:
     raise RuntimeError("no two free ports in a row")
 
 
+def _test_workers(flags: list[str]) -> list[str]:
+    """``--workers N`` where ``FLEXQ_TEST_WORKERS=N`` asks every server of a run to serve through API workers (not
+    for servers that cannot: a shared or PostgreSQL store, or a given --workers)."""
+    count = os.environ.get("FLEXQ_TEST_WORKERS", "")
+    if not count or any(flag in flags for flag in ("--workers", "--shared", "--store")):
+        return []
+    return ["--workers", count]
+
+
 def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
     """A server process; jobs are not executed unless ``extra`` says ``--runtime ray``. With ``port`` (from
     :func:`free_port_pair`), HTTPS is left at its default (``port`` + 1); else it takes any free port."""
     flags = list(extra) if "--runtime" in extra else ["--runtime", "none", *extra]
     if port is None and "--tls-port" not in flags and "--no-tls" not in flags:
         flags += ["--tls-port", "0"]
+    flags += _test_workers(flags)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     process = forks.popen(["server", "--port", str(port), "--home", str(home), *flags],
