@@ -167,3 +167,32 @@ def test_the_server_stops_with_its_workers(tmp_path: Path) -> None:
     time.sleep(0.2)
     assert not Path(f"/proc/{kids[0]}").exists() or b"zombie" in Path(f"/proc/{kids[0]}/status").read_bytes()
     assert not (srv.home / "owner.sock").exists()
+
+
+def test_pages_of_a_list_are_of_one_list_whichever_worker_takes_them(server: Server) -> None:
+    url = "/api/v1/namespaces/paged/configmaps"
+    assert httpx.post(f"{server.url}/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                               "metadata": {"name": "paged"}},
+                      headers=server.headers).status_code == 201
+    for i in range(12):
+        assert httpx.post(f"{server.url}{url}", json={**config_map(f"cm-{i:02d}"), "metadata": {
+            "name": f"cm-{i:02d}", "namespace": "paged"}}, headers=server.headers).status_code == 201
+    names: list[str] = []
+    token, first_rv = "", ""
+    while True:
+        with httpx.Client(headers=server.headers) as client:  # each page on a connection of its own
+            page = client.get(f"{server.url}{url}", params={"limit": 5, **({"continue": token} if token else {})})
+        assert page.status_code == 200, page.text
+        body = page.json()
+        first_rv = first_rv or body["metadata"]["resourceVersion"]
+        assert body["metadata"]["resourceVersion"] == first_rv
+        names += [o["metadata"]["name"] for o in body["items"]]
+        if not token:  # a write between the pages does not show in them
+            httpx.post(f"{server.url}{url}", json={**config_map("cm-05a"), "metadata": {
+                "name": "cm-05a", "namespace": "paged"}}, headers=server.headers)
+        token = body["metadata"].get("continue", "")
+        if not token:
+            break
+    assert names == [f"cm-{i:02d}" for i in range(12)]
+    whole = httpx.get(f"{server.url}{url}", params={"limit": 500}, headers=server.headers).json()
+    assert len(whole["items"]) == 13 and "continue" not in whole["metadata"]  # one page: served by a worker

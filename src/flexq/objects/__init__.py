@@ -9,7 +9,7 @@ from flexq.faces import lazy_face
 
 if TYPE_CHECKING:
     from flexq.objects.conditions import find_condition, set_condition
-    from flexq.objects.pages import ContinueExpired, ListPages, Page
+    from flexq.objects.pages import ContinueExpired, Lister, ListPages, Page, Unchanged
     from flexq.objects.queue_status import PROVISIONING_CONTROLLER, admission_check_state, cluster_queue_state
     from flexq.objects.selectors import SelectorError, field_labels, field_selector, label_selector
     from flexq.objects.service import BOOT_NAMESPACES, BadRequest, ObjectService
@@ -23,9 +23,11 @@ __all__ = [
     "BadRequest",
     "ContinueExpired",
     "ListPages",
+    "Lister",
     "ObjectService",
     "Page",
     "SelectorError",
+    "Unchanged",
     "admission_check_state",
     "cluster_queue_state",
     "field_labels",

@@ -17,6 +17,7 @@ from typing import Any, Final
 import orjson
 from fastapi import Request, Response, WebSocket
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq.api import (
     FieldCheck,
@@ -33,6 +34,7 @@ from flexq.api import (
     text_only,
 )
 from flexq.auth import resource_path
+from flexq.errors import FlexqError
 from flexq.objects import (
     BadRequest,
     ListPages,
@@ -66,7 +68,7 @@ from flexq.server.visibility import PendingWorkloads
 from flexq.server.watch import watch_stream
 from flexq.store import NotFound, loads
 
-__all__ = ["KubeApi"]
+__all__ = ["KubeApi", "PagedElsewhere"]
 
 _PATCH_TYPES: Final = (
     "application/json-patch+json",
@@ -100,6 +102,8 @@ class KubeApi:
         self.pages = ListPages()
         self.visibility = visibility or PendingWorkloads(service.store, None)
         """Kueue's visibility API (without a controller behind it: 503)."""
+        self.elsewhere: ASGIApp | None = None
+        """Who answers the lists this process does not page (:class:`PagedElsewhere`): an API worker's owner."""
 
     # --- routing -----------------------------------------------------------------------------------
 
@@ -318,9 +322,14 @@ class KubeApi:
             raise BadRequest("specifying resource version is not allowed when using continue")
         labels, fields = q.get("labelSelector") or "", q.get("fieldSelector") or ""
         what = (t.info.group, t.info.plural, t.namespace if t.info.namespaced else None, labels, fields)
-        page = self.pages.page(
-            what, limit, token, lambda: self.service.selected(t.info, t.namespace, labels=labels, fields=fields),
-            lambda rv: self.service.unchanged_since(t.info, rv), counted=not (labels or fields))
+        try:
+            page = self.pages.page(
+                what, limit, token, lambda: self.service.selected(t.info, t.namespace, labels=labels, fields=fields),
+                lambda rv: self.service.unchanged_since(t.info, rv), counted=not (labels or fields))
+        except PagedElsewhere:
+            if self.elsewhere is None:
+                raise
+            return _Passed(self.elsewhere)
         items = [self.service.served(t.info, o, t.version) for o in page.items]
         rv = str(page.resource_version)
         if _wants_table(request):
@@ -480,6 +489,22 @@ def _wants_table(request: Request) -> bool:
 def _address(request: Request) -> str:
     host = request.url.hostname or "127.0.0.1"
     return f"{host}:{request.url.port}" if request.url.port else host
+
+
+class PagedElsewhere(FlexqError):
+    """A list in more than one page, which this process does not keep between its pages: an API worker's (the
+    owner keeps it, so that every page is of the same list, whichever worker a client's next request reaches)."""
+
+
+class _Passed(Response):
+    """The answer of another application to the same request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__()
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 class _Json(JSONResponse):

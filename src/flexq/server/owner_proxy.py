@@ -12,19 +12,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import aiohttp
 from starlette.types import Receive, Scope, Send
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    RejectConnection,
+    RejectData,
+    TextMessage,
+)
+from wsproto.events import Request as WsRequest
+from wsproto.utilities import LocalProtocolError
 
 __all__ = ["OwnerProxy"]
 
 _HOP: Final = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b"te", b"trailer",
                          b"proxy-connection", b"content-length"})
 """Headers that belong to one connection, not to the request or answer passed on."""
+_OWN_HEADERS: Final = ("Content-Type", "User-Agent", "Accept", "Accept-Encoding")
+"""Headers the HTTP client would add of its own: only the caller's go on."""
+_ANSWERED: Final = _HOP | {b"date", b"server"}
+"""Headers of the owner's answer that this process's server writes itself."""
 _WS_OWN: Final = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
-                            "sec-websocket-protocol", "connection", "upgrade", "host", "content-length"})
+                            "sec-websocket-protocol", "connection", "upgrade", "content-length", "host"})
+"""Headers of an upgrade that belong to its own handshake (the one to the owner makes its own)."""
 
 
 class OwnerProxy:
@@ -55,10 +73,10 @@ class OwnerProxy:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k.lower() not in _HOP]
         body = await _body(receive)
         try:
-            async with self._client().request(scope["method"], _target(scope), headers=headers,
-                                              data=body or None, allow_redirects=False) as answer:
+            async with self._client().request(scope["method"], _target(scope), headers=headers, data=body or None,
+                                              allow_redirects=False, skip_auto_headers=_OWN_HEADERS) as answer:
                 await send({"type": "http.response.start", "status": answer.status,
-                            "headers": [(k, v) for k, v in answer.raw_headers if k.lower() not in _HOP]})
+                            "headers": [(k, v) for k, v in answer.raw_headers if k.lower() not in _ANSWERED]})
                 async for chunk in answer.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
@@ -71,57 +89,127 @@ class OwnerProxy:
                 await send({"type": "http.response.body", "body": body})
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]
-                   if k.decode("latin-1").lower() not in _WS_OWN}
         first = await receive()
         if first["type"] != "websocket.connect":
             return
         try:
-            upstream = await self._client().ws_connect(_target(scope), protocols=tuple(scope.get("subprotocols", ())),
-                                                       headers=headers, autoping=False, max_msg_size=0)
-        except aiohttp.WSServerHandshakeError as exc:
-            await send({"type": "websocket.http.response.start", "status": exc.status, "headers": []}
-                       if "websocket.http.response" in scope.get("extensions", {}) else
-                       {"type": "websocket.close", "code": 1008})
-            if "websocket.http.response" in scope.get("extensions", {}):
-                await send({"type": "websocket.http.response.body", "body": exc.message.encode()})
-            return
-        except aiohttp.ClientConnectionError:
+            reader, writer = await asyncio.open_unix_connection(str(self.path))
+        except OSError:
             await send({"type": "websocket.close", "code": 1011})
             return
-        async with upstream:
-            await send({"type": "websocket.accept", "subprotocol": upstream.protocol})
-            await _bridge(upstream, receive, send)
+        try:
+            link = _Upstream(reader, writer)
+            answer = await link.open(scope)
+            if isinstance(answer, Refusal):
+                await _refuse(scope, send, answer)
+                return
+            await send({"type": "websocket.accept", "subprotocol": answer})
+            await link.bridge(receive, send)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, ConnectionError):
+                await writer.wait_closed()
 
 
-async def _bridge(upstream: aiohttp.ClientWebSocketResponse, receive: Receive, send: Send) -> None:
-    async def down() -> None:
-        async for message in upstream:
-            if message.type is aiohttp.WSMsgType.BINARY:
-                await send({"type": "websocket.send", "bytes": message.data})
-            elif message.type is aiohttp.WSMsgType.TEXT:
-                await send({"type": "websocket.send", "text": message.data})
+@dataclass
+class Refusal:
+    """The owner's answer to an upgrade it refused: passed on to the caller whole."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    body: bytes = b""
+
+
+class _Upstream:
+    """A WebSocket to the owner over its socket (wsproto's client side), and its messages passed to and fro."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.ws = WSConnection(ConnectionType.CLIENT)
+
+    async def open(self, scope: Scope) -> str | Refusal | None:
+        """The subprotocol the owner accepted, or its refusal."""
+        headers = [(k, v) for k, v in scope["headers"] if k.decode("latin-1").lower() not in _WS_OWN]
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"host"), "owner")
+        target = _target(scope).removeprefix("http://owner")
+        self.writer.write(self.ws.send(WsRequest(host=host, target=target, extra_headers=headers,
+                                                 subprotocols=list(scope.get("subprotocols", ())))))
+        refusal: Refusal | None = None
+        while chunk := await self.reader.read(65536):
+            self.ws.receive_data(chunk)
+            for event in self.ws.events():
+                if isinstance(event, AcceptConnection):
+                    return event.subprotocol
+                if isinstance(event, RejectConnection):
+                    kept = [(k, v) for k, v in event.headers if k.lower() not in _ANSWERED]
+                    refusal = Refusal(event.status_code, kept)
+                    if not event.has_body:
+                        return refusal
+                elif isinstance(event, RejectData) and refusal is not None:
+                    refusal.body += event.data
+                    if event.body_finished:
+                        return refusal
+        return refusal or Refusal(502, [], b"the owner closed the connection")
+
+    async def bridge(self, receive: Receive, send: Send) -> None:
+        tasks = [asyncio.ensure_future(self._down(send)), asyncio.ensure_future(self._up(receive))]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _down(self, send: Send) -> None:
+        parts: list[bytes | bytearray | str] = []
+        code = 1000
+        while chunk := await self.reader.read(65536):
+            self.ws.receive_data(chunk)
+            for event in self.ws.events():
+                if isinstance(event, BytesMessage | TextMessage):
+                    parts.append(event.data)
+                    if event.message_finished:
+                        await send(_message(parts))
+                        parts = []
+                elif isinstance(event, Ping):
+                    self.writer.write(self.ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    code = event.code
+                    with contextlib.suppress(LocalProtocolError):
+                        self.writer.write(self.ws.send(event.response()))
+                    break
         with contextlib.suppress(RuntimeError, OSError):
-            await send({"type": "websocket.close", "code": upstream.close_code or 1000})
+            await send({"type": "websocket.close", "code": code})
 
-    async def up() -> None:
+    async def _up(self, receive: Receive) -> None:
         while True:
             message = await receive()
             if message["type"] == "websocket.disconnect":
-                await upstream.close(code=int(message.get("code", 1000)))
+                with contextlib.suppress(LocalProtocolError):
+                    self.writer.write(self.ws.send(CloseConnection(code=int(message.get("code", 1000)))))
                 return
             if message.get("bytes") is not None:
-                await upstream.send_bytes(message["bytes"])
+                self.writer.write(self.ws.send(BytesMessage(data=message["bytes"])))
             elif message.get("text") is not None:
-                await upstream.send_str(message["text"])
+                self.writer.write(self.ws.send(TextMessage(data=message["text"])))
+            await self.writer.drain()
 
-    tasks = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+
+def _message(parts: list[bytes | bytearray | str]) -> dict[str, object]:
+    """One message of the owner's, from its frames, as the caller's WebSocket sends it."""
+    if parts and isinstance(parts[0], str):
+        return {"type": "websocket.send", "text": "".join(p for p in parts if isinstance(p, str))}
+    return {"type": "websocket.send", "bytes": b"".join(bytes(p) for p in parts if not isinstance(p, str))}
+
+
+async def _refuse(scope: Scope, send: Send, refusal: Refusal) -> None:
+    """The owner's refusal of an upgrade, as the owner gave it (status, headers, body) where the server can answer
+    a WebSocket with a response; else the WebSocket closed."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await send({"type": "websocket.http.response.start", "status": refusal.status, "headers": refusal.headers})
+    await send({"type": "websocket.http.response.body", "body": refusal.body})
 
 
 def _target(scope: Scope) -> str:

@@ -27,7 +27,7 @@ import socket
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,12 +36,12 @@ from flexq.api import KueueConfig
 from flexq.auth import TokenBook
 from flexq.capacity import node_pool_webhook
 from flexq.jobs import job_webhook_for
-from flexq.objects import ObjectService
+from flexq.objects import Lister, ListPages, ObjectService, Page, Unchanged
 from flexq.server.authn import Authenticator, AuthMiddleware
 from flexq.server.bodylimit import BodyLimit
 from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
-from flexq.server.k8s import KubeApi
+from flexq.server.k8s import KubeApi, PagedElsewhere
 from flexq.server.lane import VERBS
 from flexq.server.offload import set_threads
 from flexq.server.owner_link import OwnerLink, commit_socket, owner_socket
@@ -126,13 +126,32 @@ class WorkerLane:
                 return
 
 
+class OwnerPages(ListPages):
+    """An API worker's lists: one page served here, a longer list by the owner (it keeps the list between its
+    pages, so that a client's next page, whichever worker takes it, continues the same list)."""
+
+    def page(self, what: tuple[Any, ...], limit: int, token: str, listed: Lister, unchanged: Unchanged,
+             counted: bool) -> Page:
+        if token:
+            raise PagedElsewhere(token)
+        found = super().page(what, limit, token, listed, unchanged, counted)
+        if found.continue_token:
+            raise PagedElsewhere(found.continue_token)
+        return found
+
+    def _keep(self, key: tuple[Any, ...], items: list[dict[str, Any]]) -> None:
+        return
+
+
 def worker_app(service: ObjectService, owner: OwnerProxy, auth: Authenticator,
                names: list[str] | None) -> tuple[ASGIApp, ChangeHub]:
     """A worker's application: the same checks in front as the owner's (Host, body size, authentication), the
     Kubernetes API behind them, the owner behind that."""
     hub = ChangeHub()
     service.store.subscribe(lambda _changes: hub.notify())
-    app: ASGIApp = WorkerLane(KubeApi(service, hub), owner, hub)
+    kube = KubeApi(service, hub)
+    kube.pages, kube.elsewhere = OwnerPages(), owner
+    app: ASGIApp = WorkerLane(kube, owner, hub)
     app = BodyLimit(AuthMiddleware(app, auth))
     if names is not None:
         app = RequestGuard(app, names)
