@@ -196,3 +196,15 @@ def test_pages_of_a_list_are_of_one_list_whichever_worker_takes_them(server: Ser
     assert names == [f"cm-{i:02d}" for i in range(12)]
     whole = httpx.get(f"{server.url}{url}", params={"limit": 500}, headers=server.headers).json()
     assert len(whole["items"]) == 13 and "continue" not in whole["metadata"]  # one page: served by a worker
+
+
+def test_a_stream_the_owner_answers_comes_through_as_it_is_written(server: Server) -> None:
+    """The dashboard's change events: each event reaches the client when the owner writes it, not at the end."""
+    with httpx.stream("GET", f"{server.url}/flexq/v1/dashboard/changes", headers=server.headers, timeout=10) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 2000"
+        first = next(line for line in lines if line.startswith("data: "))
+        httpx.post(f"{server.url}{CM}", json=config_map("streamed"), headers=server.headers)
+        later = next(line for line in lines if line.startswith("data: "))  # the write's event, while streaming
+    assert int(later.removeprefix("data: ")) > int(first.removeprefix("data: "))
