@@ -49,6 +49,8 @@ class Transitions:
         self.state = state
         self.holdings = holdings
         self.racing = racing
+        self._made: tuple[Assignment, str, Admission] | None = None
+        """The last assignment an admission was made of, in which ClusterQueue, and what was made of it."""
 
     def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
         """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
@@ -184,9 +186,7 @@ class Transitions:
         is admitted at once when no admission check applies."""
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
-        admission = Admission.of(cq.name, tuple(
-            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology,
-                             DelayedTopology.PENDING if p.delayed else None) for p in assignment.podsets))
+        admission = self._admission(cq.name, assignment)
         state.queues.discard(wl)
         if discount:
             state.full[wl.key] = admission
@@ -216,6 +216,19 @@ class Transitions:
         else:
             wl.pending_reason = "The workload has not all checks ready"
         return events
+
+    def _admission(self, cluster_queue: str, assignment: Assignment) -> Admission:
+        """The admission ``assignment`` makes in ``cluster_queue``. An admission is a value (frozen, its mappings
+        read-only): workloads admitted by one assignment (the nomination gives again the last one that fitted for a
+        queue and a shape) share it, made once."""
+        made = self._made
+        if made is not None and made[0] is assignment and made[1] == cluster_queue:
+            return made[2]
+        admission = Admission.of(cluster_queue, tuple(
+            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology,
+                             DelayedTopology.PENDING if p.delayed else None) for p in assignment.podsets))
+        self._made = (assignment, cluster_queue, admission)
+        return admission
 
     def _checks_ready(self, wl: Workload, now: float) -> list[Event]:
         """Every admission check of ``wl`` is Ready: it is admitted, unless a delayed topology request waits for
