@@ -24,7 +24,7 @@ from typing import Final
 from flexq.capacity import CapacityConfig, FallbackNote, PoolNote, ProvisioningState, RequestNote
 from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued, RunTime
 from flexq.forecast.snapshot import Fork, fork
-from flexq.scheduler import Event, EventKind, Workload, WorkloadState
+from flexq.scheduler import Admission, Event, EventKind, Workload, WorkloadState
 
 __all__ = ["DEEP", "HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast",
            "samples_for", "waiting", "waits"]
@@ -130,6 +130,9 @@ class Lookahead:
         self.rng: random.Random | None = None
         """Set: estimated run times are drawn from the finished jobs' (one sample of an ensemble)."""
         self._drawn: dict[str, RunTime] = {}
+        self._admission: Admission | None = None
+        self._sorted: tuple[str, ...] = ()
+        """The last admission whose flavors were sorted (:meth:`_flavors`), and them."""
         if capacity is not None:
             self.fork.reshape(capacity)
         for queued, run in extra:
@@ -172,7 +175,7 @@ class Lookahead:
         track, root = self.track, self._root_of(wl)
         root_basis = track.basis.get(root, Basis.DECLARED)
         if key in self.targets and key not in track.started:
-            flavors = tuple(sorted(wl.admission.flavors())) if wl.admission is not None else ()
+            flavors = self._flavors(wl.admission) if wl.admission is not None else ()
             track.started[key] = (t, flavors)
             freed = track.freed.get(root)
             reserved = wl.reserved_at if wl.reserved_at is not None else t
@@ -186,6 +189,12 @@ class Lookahead:
             if driver is not None and run is not None:
                 track.costs[key] = driver.cost(key) + driver.hourly(key) * run / 3600
         self._plan_finish(wl, t, track.start_basis.get(key, root_basis))
+
+    def _flavors(self, admission: Admission) -> tuple[str, ...]:
+        """The flavors of ``admission``, sorted: admissions are values, and workloads admitted alike share one."""
+        if admission is not self._admission:
+            self._admission, self._sorted = admission, tuple(sorted(admission.flavors()))
+        return self._sorted
 
     def _plan_finish(self, wl: Workload, started: float, basis: Basis) -> None:
         key, now = wl.key, self.fork.now
