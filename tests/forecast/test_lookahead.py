@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import copy
+import random
 from pathlib import Path
 
 import pytest
 
 from flexq.api import normalize
 from flexq.control import Basis, JobQueued
-from flexq.forecast import Forecast, Lookahead, StepKind, forecast, samples_for, under_each_flavor, waiting
+from flexq.forecast import (
+    Forecast,
+    Lookahead,
+    StepKind,
+    ensemble,
+    forecast,
+    samples_for,
+    under_each_flavor,
+    waiting,
+)
 from flexq.scheduler import EventKind
 from flexq.sim import Simulation, load_scenario
 
@@ -181,6 +192,29 @@ def test_past_the_depth_for_samples_the_forecast_is_the_run_with_mean_run_times(
     monkeypatch.setattr("flexq.forecast.lookahead.DEEP", 0)  # one waiting workload is now past twice the depth
     (deep,) = forecast(sim.plane, 5.0).values()
     assert deep == point
+
+
+def test_each_estimate_is_the_whole_forecast_of_the_run_whose_start_is_the_median(tmp_path: Path) -> None:
+    """The ensemble against its rule applied to whole runs: the point and four samples each run and forecast every
+    waiting job; a job's forecast is the one whose start is the median (none last, equal starts in the order of the
+    runs, the point's first), as that run made it."""
+    path = _quota_scenario(tmp_path, [("0s", None, 2), ("0s", None, 2), *[("1s", None, 1 + i % 3) for i in range(12)]])
+    sim = Simulation(load_scenario(path))
+    sim.run_to(5.0)
+    for seconds in (100.0, 300.0, 300.0, 1000.0):
+        sim.plane.run_times.finished("cq", seconds)
+    pristine = Lookahead(sim.plane, 5.0)
+    runs = [copy.deepcopy(pristine).run()]
+    for n in range(samples_for(len(pristine.targets))):
+        sample = copy.deepcopy(pristine)
+        sample.rng = random.Random(n)
+        runs.append(sample.run())
+    rule = {key: sorted((run[key] for run in runs), key=lambda f: (f.start is None, f.start or 0.0))[len(runs) // 2]
+            for key in runs[0]}
+    made = ensemble(pristine)
+    assert made == rule and len(made) == 12 and all(f.basis is Basis.ESTIMATED for f in made.values())
+    assert len({f.start for f in made.values()}) > 3 and any(made[k] != runs[0][k] for k in made), \
+        "starts spread, and some forecasts taken from a drawn run"
 
 
 def test_a_fork_shares_the_workloads_values_and_leaves_the_plane_as_it_was(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ what an event looks like once written."""
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -166,3 +167,28 @@ def test_the_line_is_the_order_heads_would_be_tried() -> None:
         heads.append(head.name)
         queues.discard(head)
     assert heads == line
+
+
+def test_a_copy_goes_on_as_the_queues_would_and_apart_from_them() -> None:
+    queues = QueueManager()
+    workloads = {wl.key: wl for wl in (_wl(n, created=float(i)) for i, n in enumerate("abcde"))}
+    for wl in workloads.values():
+        queues.push(wl)
+    queues.set_aside(workloads["ns/a"])
+    queues.push(workloads["ns/b"])  # queued again: its first entry is stale, in the copy too
+    queues.block("cq")
+    copied = copy.deepcopy(queues)
+    workloads["ns/f"] = _wl("f", created=9.0)
+
+    def drained(q: QueueManager) -> list[str]:
+        q.wake(["cq"], workloads)
+        q.push(workloads["ns/f"])
+        heads = []
+        while (head := q.head("cq", workloads)) is not None:
+            heads.append(head.name)
+            q.discard(head)
+        return heads
+
+    assert drained(copied) == ["a", "b", "c", "d", "e", "f"]
+    assert (queues.blocked("cq"), queues.aside(workloads["ns/a"]), queues.pending_count("cq")) == (True, True, 5)
+    assert drained(queues) == ["a", "b", "c", "d", "e", "f"]

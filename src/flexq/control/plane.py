@@ -71,6 +71,9 @@ SETTLE_PASSES: Final = 100
 """Scheduling passes in one step at the most: each pass acts on what the last admitted or evicted (a started job
 may free or take capacity that the next pass sees); a step that has not settled by then goes on at the next."""
 
+_CAPACITY: Final = frozenset(kind for kind in EventKind if kind.capacity)
+"""The capacity driver's event kinds (:attr:`EventKind.capacity`), looked up once per event told."""
+
 class ControlPlane:
     """The scheduler, the capacity driver (if any), the job integration and the timers, driven by one clock's loop.
 
@@ -332,7 +335,7 @@ class ControlPlane:
             self._tell(event)
             for listener in self._listeners:
                 listener(event)
-            if event.kind.capacity:
+            if event.kind in _CAPACITY:
                 self._learn_answer(event)
                 continue  # the driver's own account of what it did: nothing more to act on
             if event.kind is EventKind.ADMITTED:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import os
 import pickle
@@ -85,6 +86,9 @@ def run_apart(ahead: Lookahead,
             os.close(read)
             _die_with_parent()
             os.nice(_NICENESS)
+            # The child lives for one forecast: its garbage goes with it. The cyclic collector would only walk the
+            # server's objects it inherited (touching their pages, which the fork shared) and the forecast's own.
+            gc.disable()
             data = pickle.dumps(ensemble(ahead), protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(write, "wb") as out:
                 out.write(data)

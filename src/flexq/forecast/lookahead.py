@@ -24,7 +24,7 @@ from typing import Final
 from flexq.capacity import CapacityConfig, FallbackNote, PoolNote, ProvisioningState, RequestNote
 from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued, RunTime
 from flexq.forecast.snapshot import Fork, fork
-from flexq.scheduler import Event, EventKind, Workload, WorkloadState
+from flexq.scheduler import Admission, Event, EventKind, Workload, WorkloadState
 
 __all__ = ["DEEP", "HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast",
            "samples_for", "waiting", "waits"]
@@ -130,6 +130,9 @@ class Lookahead:
         self.rng: random.Random | None = None
         """Set: estimated run times are drawn from the finished jobs' (one sample of an ensemble)."""
         self._drawn: dict[str, RunTime] = {}
+        self._admission: Admission | None = None
+        self._sorted: tuple[str, ...] = ()
+        """The last admission whose flavors were sorted (:meth:`_flavors`), and them."""
         if capacity is not None:
             self.fork.reshape(capacity)
         for queued, run in extra:
@@ -160,38 +163,44 @@ class Lookahead:
 
     def _root(self, key: str) -> str:
         wl = self.plane.scheduler.workload(key)
-        root = self.plane.scheduler.cohort_root(wl.cluster_queue) if wl is not None else None
-        return root or ""
+        return self._root_of(wl) if wl is not None else ""
+
+    def _root_of(self, wl: Workload) -> str:
+        return self.plane.scheduler.cohort_root(wl.cluster_queue) or ""
 
     def _started(self, key: str, t: float) -> None:
         wl = self.plane.scheduler.workload(key)
         if wl is None:
             return
-        root_basis = self.track.basis.get(self._root(key), Basis.DECLARED)
-        if key in self.targets and key not in self.track.started:
-            flavors = tuple(sorted(wl.admission.flavors())) if wl.admission is not None else ()
-            self.track.started[key] = (t, flavors)
-            freed = self.track.freed.get(self._root(key))
+        track, root = self.track, self._root_of(wl)
+        root_basis = track.basis.get(root, Basis.DECLARED)
+        if key in self.targets and key not in track.started:
+            flavors = self._flavors(wl.admission) if wl.admission is not None else ()
+            track.started[key] = (t, flavors)
+            freed = track.freed.get(root)
             reserved = wl.reserved_at if wl.reserved_at is not None else t
             if freed is not None and reserved >= freed.at:  # the last end in its cohort tree before it got quota
-                steps = self.track.steps.setdefault(key, [])
+                steps = track.steps.setdefault(key, [])
                 steps.append(freed)
                 steps.sort(key=lambda step: step.at)
             # Behind a job whose run time nobody knows, a start is at the latest: that job may end any time.
-            self.track.start_basis[key] = Basis.UNKNOWN if self.unknown_running else root_basis
-            driver, run = self.plane.driver, self._run_time(key)
+            track.start_basis[key] = Basis.UNKNOWN if self.unknown_running else root_basis
+            driver, run = self.plane.driver, self._run(key, wl.cluster_queue, None).seconds
             if driver is not None and run is not None:
-                self.track.costs[key] = driver.cost(key) + driver.hourly(key) * run / 3600
-        self._plan_finish(key, t, self.track.start_basis.get(key, root_basis))
+                track.costs[key] = driver.cost(key) + driver.hourly(key) * run / 3600
+        self._plan_finish(wl, t, track.start_basis.get(key, root_basis))
 
-    def _plan_finish(self, key: str, started: float, basis: Basis) -> None:
-        wl = self.plane.scheduler.workload(key)
-        if wl is None:
-            return
-        now = self.fork.now
+    def _flavors(self, admission: Admission) -> tuple[str, ...]:
+        """The flavors of ``admission``, sorted: admissions are values, and workloads admitted alike share one."""
+        if admission is not self._admission:
+            self._admission, self._sorted = admission, tuple(sorted(admission.flavors()))
+        return self._sorted
+
+    def _plan_finish(self, wl: Workload, started: float, basis: Basis) -> None:
+        key, now = wl.key, self.fork.now
         run = self._run(key, wl.cluster_queue, None if started >= now else now - started)
         if run.seconds is None:
-            self.unknown_running.setdefault(self._root(key), wl.owner or key)
+            self.unknown_running.setdefault(self._root_of(wl), wl.owner or key)
             return
         at = max(now, started + run.seconds) if started >= now else now + run.seconds
         self.track.finish_at[key] = at
@@ -202,7 +211,7 @@ class Lookahead:
         wl = self.plane.scheduler.workload(key)
         if wl is None or self.track.finish_at.get(key) != at or wl.state is not WorkloadState.ADMITTED:
             return  # evicted since it started: this run does not end here
-        root = self._root(key)
+        root = self._root_of(wl)
         self.track.basis[root] = max(self.track.basis.get(root, Basis.DECLARED), basis)
         self.track.freed[root] = Step(StepKind.QUOTA, at, wl.owner or key)
         self.plane.emit(self.plane.feed(JobFinished(key, at)))
@@ -213,6 +222,8 @@ class Lookahead:
         self.track.steps.setdefault(key, []).append(step)
 
     def _told(self, event: Event) -> None:
+        if event.payload is None:
+            return  # a scheduler's event: what it says of a target is kept as the run goes (started, freed)
         key = event.workload
         wl = self.plane.scheduler.workload(key)
         if wl is not None and wl.parent:
@@ -232,11 +243,16 @@ class Lookahead:
     # --- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Forecast]:
+        self._advance()
+        return {key: self._forecast(key) for key in sorted(self.targets)}
+
+    def _advance(self) -> None:
+        """Run ahead until every target has started, or to the horizon."""
         plane, kernel = self.plane, self.fork.kernel
         for wl in plane.scheduler.workloads():
             started = plane.started_at(wl.key)
             if started is not None and not wl.parent and wl.key not in self.targets:
-                self._plan_finish(wl.key, started, Basis.DECLARED)
+                self._plan_finish(wl, started, Basis.DECLARED)
         plane.settle(self.fork.now)
         instants = 0
         woken: set[float] = set()
@@ -252,7 +268,11 @@ class Lookahead:
                 kernel.step()
             plane.settle(t)
             instants += 1
-        return {key: self._forecast(key) for key in sorted(self.targets)}
+
+    def _start(self, key: str) -> tuple[bool, float]:
+        """When target ``key`` started in the run, as an ensemble orders starts: none last."""
+        started = self.track.started.get(key)
+        return (True, 0.0) if started is None else (False, started[0])
 
     def _forecast(self, key: str) -> Forecast:
         wl = self.plane.scheduler.held(key)
@@ -286,18 +306,23 @@ def ensemble(ahead: Lookahead, samples: int | None = None, seed: int = 0) -> dic
     point = ahead.run()
     if pristine is None or not any(f.basis is Basis.ESTIMATED for f in point.values()):
         return point
-    runs = [point]
+    runs: list[Lookahead] = []
     for n in range(samples):
         sample = copy.deepcopy(pristine) if n < samples - 1 else pristine
         sample.rng = random.Random(seed + n)
-        runs.append(sample.run())
+        sample._advance()
+        runs.append(sample)
     out = {}
     for key, f in point.items():
         if f.basis is not Basis.ESTIMATED:
             out[key] = f
             continue
-        options = sorted((run[key] for run in runs if key in run), key=lambda g: (g.start is None, g.start or 0.0))
-        out[key] = options[(len(options) - 1) // 2]
+        # Starts in order, none last; equal ones in the order of the runs (the point's first). Only the run
+        # chosen says the rest of its forecast.
+        starts = sorted([(f.start is None, f.start or 0.0, 0)] + [(*run._start(key), n)
+                                                                 for n, run in enumerate(runs, 1)])
+        chosen = starts[(len(starts) - 1) // 2][2]
+        out[key] = f if chosen == 0 else runs[chosen - 1]._forecast(key)
     return out
 
 

@@ -9,6 +9,7 @@ tried in one :meth:`~flexq.scheduler.quota.QuotaTree.trial`, undone when the cyc
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Mapping
@@ -87,6 +88,15 @@ class CycleRunner:
         """The cohorts' preemption candidates, while the heads of a cycle are nominated."""
         self._shapes: dict[int, tuple[tuple[PodSet, ...], tuple[object, ...]]] = {}
         """id of pod sets -> the pod sets (kept, so that the id is theirs) and their :meth:`Workload.shape`."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> CycleRunner:
+        """A copy acting on the copied state; the shapes known (values, each with the pod sets it is of) are shared,
+        not copied over again."""
+        other = object.__new__(CycleRunner)
+        memo[id(self)] = other
+        for name, value in vars(self).items():
+            setattr(other, name, dict(value) if name == "_shapes" else copy.deepcopy(value, memo))
+        return other
 
     def schedule(self, now: float, max_cycles: int = 1_000_000) -> list[Event]:
         """Run cycles at ``now`` until one changes nothing; return what happened."""
@@ -173,7 +183,8 @@ class CycleRunner:
                 state.last_assignment[wl.key] = assignment
             nominated.append((wl, assignment, targets))
         self._scan = None
-        nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
+        if len(nominated) > 1:
+            nominated.sort(key=lambda e: (e[1].borrow, -e[0].priority, e[0].queue_time, e[0].uid or e[0].key))
         with state.tree.trial() as trial:
             cycle = _Cycle(trial)
             order = nominated if state.config.fair_sharing is None else fair_order(
@@ -189,10 +200,10 @@ class CycleRunner:
     def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
                  now: float) -> list[Event]:
         state = self.state
-        cq = state.config.cluster_queues[wl.cluster_queue]
-        usage = assignment.usage()
         if assignment.mode is Mode.NO_FIT:
             return self.transitions.inadmissible(wl, assignment.message(), now, assignment.no_fit)
+        cq = state.config.cluster_queues[wl.cluster_queue]
+        usage = assignment.usage()
         if assignment.mode is Mode.PREEMPT and not targets:
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, cycle)

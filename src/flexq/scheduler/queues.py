@@ -10,9 +10,11 @@ tries first the workloads of the LocalQueue that used least (:mod:`flexq.schedul
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Final
 
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import LocalQueueRef, UsageLedger, admitted_usage
@@ -23,6 +25,9 @@ __all__ = ["QueueManager"]
 
 Entry = tuple[int, float, int, str]
 """A workload's place in line: (-priority, queue time, push order, key)."""
+
+_OWN: Final = frozenset({"_heaps", "_entry", "_inadmissible", "_blocked", "_by_queue", "_moved"})
+"""What a copy of a :class:`QueueManager` makes its own of, without copying the entries in it."""
 
 
 class QueueManager:
@@ -46,6 +51,24 @@ class QueueManager:
         self._moved: dict[LocalQueueRef, str] = {}
         """LocalQueues whose workloads took or gave back quota since their admitted usage was last counted -> the
         ClusterQueue they did it in."""
+
+    def __deepcopy__(self, memo: dict[int, object]) -> QueueManager:
+        """A copy whose heaps and sets are its own. Entries are tuples of a number, a time, a number and a key: values,
+        shared by the copy (each heap's list is copied, not its entries; an entry's identity, which tells a live entry
+        from a stale one, is kept). Everything else is copied deeply. A forecast copies a plane with every waiting
+        workload's entry in it (:mod:`flexq.forecast.snapshot`), so this is on its path."""
+        other = object.__new__(QueueManager)
+        memo[id(self)] = other
+        for name, value in vars(self).items():
+            if name not in _OWN:
+                setattr(other, name, copy.deepcopy(value, memo))
+        other._heaps = {cq: list(heap) for cq, heap in self._heaps.items()}
+        other._entry = dict(self._entry)
+        other._inadmissible = {cq: set(keys) for cq, keys in self._inadmissible.items()}
+        other._blocked = set(self._blocked)
+        other._by_queue = {cq: {lq: list(heap) for lq, heap in heaps.items()} for cq, heaps in self._by_queue.items()}
+        other._moved = dict(self._moved)
+        return other
 
     def use(self, fair: UsageLedger | None, workloads: Mapping[str, Workload]) -> None:
         """Order fair ClusterQueues by the LocalQueue usage in ``fair`` from now on (None: Kueue's plain order)."""

@@ -49,6 +49,8 @@ class Transitions:
         self.state = state
         self.holdings = holdings
         self.racing = racing
+        self._made: tuple[Assignment, str, Admission] | None = None
+        """The last assignment an admission was made of, in which ClusterQueue, and what was made of it."""
 
     def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
         """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
@@ -184,9 +186,7 @@ class Transitions:
         is admitted at once when no admission check applies."""
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
-        admission = Admission.of(cq.name, tuple(
-            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology,
-                             DelayedTopology.PENDING if p.delayed else None) for p in assignment.podsets))
+        admission = self._admission(cq.name, assignment)
         state.queues.discard(wl)
         if discount:
             state.full[wl.key] = admission
@@ -206,18 +206,34 @@ class Transitions:
         fewer = {ps.name: ps.count for ps in admission.podsets if ps.count < asked.get(ps.name, ps.count)}
         placed = placements(admission)
         delayed = {ps.name: ps.delayed.value for ps in admission.podsets if ps.delayed is not None}
-        events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name,
-                        f"Quota reserved in ClusterQueue {cq.name}", podsets_of(admission),
+        podsets = podsets_of(admission)
+        events = [Event(now, EventKind.QUOTA_RESERVED, wl.key, cq.name, f"Quota reserved in ClusterQueue {cq.name}",
+                        podsets,
                         {**({"podSetCounts": fewer} if fewer else {}),
                          **({"topologyAssignments": placed} if placed else {}),
                          **({"delayedTopologyRequests": delayed} if delayed else {})})]
         if all(s is CheckState.READY for s in wl.checks.values()):
-            events += self._checks_ready(wl, now)
+            # Admitted as it reserved: both events name the same flavors (one mapping, which readers only read).
+            events += self._checks_ready(wl, now, podsets if wl.admission is admission else None)
         else:
             wl.pending_reason = "The workload has not all checks ready"
         return events
 
-    def _checks_ready(self, wl: Workload, now: float) -> list[Event]:
+    def _admission(self, cluster_queue: str, assignment: Assignment) -> Admission:
+        """The admission ``assignment`` makes in ``cluster_queue``. An admission is a value (frozen, its mappings
+        read-only): workloads admitted by one assignment (the nomination gives again the last one that fitted for a
+        queue and a shape) share it, made once."""
+        made = self._made
+        if made is not None and made[0] is assignment and made[1] == cluster_queue:
+            return made[2]
+        admission = Admission.of(cluster_queue, tuple(
+            PodSetAssignment(p.name, dict(p.flavors), dict(p.usage), p.count, p.topology,
+                             DelayedTopology.PENDING if p.delayed else None) for p in assignment.podsets))
+        self._made = (assignment, cluster_queue, admission)
+        return admission
+
+    def _checks_ready(self, wl: Workload, now: float, podsets: dict[str, dict[str, str]] | None = None
+                      ) -> list[Event]:
         """Every admission check of ``wl`` is Ready: it is admitted, unless a delayed topology request waits for
         its second pass (Kueue's ``PendingDelayedTopologyRequests``)."""
         if pending_delayed(wl):
@@ -227,7 +243,7 @@ class Transitions:
         wl.state = WorkloadState.ADMITTED
         wl.admitted_at = now
         wl.pending_reason = ""
-        return [self.admitted_event(wl, now)]
+        return [self.admitted_event(wl, now, podsets)]
 
     def admit_placed(self, wl: Workload, admission: Admission, now: float) -> list[Event]:
         """``wl``'s second pass placed its delayed pod sets (``admission``, its usage unchanged): it is admitted."""
@@ -239,11 +255,11 @@ class Transitions:
         event = self.admitted_event(wl, now)
         return [dataclasses.replace(event, extra={"topologyAssignments": placements(admission)})]
 
-    def admitted_event(self, wl: Workload, now: float) -> Event:
-        """The event of ``wl``'s admission (its admission's pod sets and flavors)."""
+    def admitted_event(self, wl: Workload, now: float, podsets: dict[str, dict[str, str]] | None = None) -> Event:
+        """The event of ``wl``'s admission (its admission's pod sets and flavors: ``podsets`` where already made)."""
         assert wl.admission is not None
         return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, "The workload is admitted",
-                     podsets_of(wl.admission))
+                     podsets if podsets is not None else podsets_of(wl.admission))
 
     def evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True,
               underlying: str = "") -> list[Event]:
