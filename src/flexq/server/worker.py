@@ -3,14 +3,15 @@
 ``flexq server --workers N`` runs the store and the controllers in one process (the owner) and the ports in N
 others, as the Kubernetes API server serves requests in front of etcd: each worker accepts connections on the
 ports the owner bound (it inherits the sockets), checks the Host, authenticates and authorizes every request, and
-serves the Kubernetes API's reads, lists and watches itself, from the owner's database file
-(:class:`~flexq.store.replica.ReplicaStore`). Its writes are parsed, validated, converted and defaulted here, then
-committed by the owner in one message each (:mod:`flexq.store.foreign`). What needs the controllers or the jobs'
-processes (the dashboard, flexq's API, the GKE API, ``/metrics``, Kueue's visibility API, pod logs,
-port-forwards) is passed to the owner as it came (:mod:`flexq.server.owner_proxy`).
+serves the Kubernetes API's reads, lists (one page; a longer list is the owner's, which keeps it between pages) and
+watches itself, from the owner's database file (:class:`~flexq.store.replica.ReplicaStore`). Its writes are parsed,
+validated, converted and defaulted here, then committed by the owner in one message each
+(:mod:`flexq.store.foreign`); with PostgreSQL a worker reads and writes the database itself. What needs the
+controllers or the jobs' processes (the dashboard, flexq's API, the GKE API, ``/metrics``, Kueue's visibility API,
+pod logs, port-forwards) is passed to the owner as it came (:mod:`flexq.server.owner_proxy`).
 
 The owner starts its workers with ``python -m flexq.server.worker`` and a :class:`WorkerSpec` in the environment,
-starts another where one dies, and stops them when it stops; a worker whose owner is gone stops too.
+starts another where one dies, and stops them when it stops; a worker ends at once when its owner dies.
 """
 
 from __future__ import annotations
