@@ -208,3 +208,27 @@ def test_a_stream_the_owner_answers_comes_through_as_it_is_written(server: Serve
         httpx.post(f"{server.url}{CM}", json=config_map("streamed"), headers=server.headers)
         later = next(line for line in lines if line.startswith("data: "))  # the write's event, while streaming
     assert int(later.removeprefix("data: ")) > int(first.removeprefix("data: "))
+
+
+def test_workers_in_front_of_postgresql_write_to_it_themselves(tmp_path: Path, postgres_url: str) -> None:
+    srv = start_server(tmp_path / "home", "--workers", "2", "--store", postgres_url)
+    try:
+        assert len(workers_of(srv.process.pid)) == 2
+        assert not (srv.home / "commit.sock").exists()  # no commits to hand over: PostgreSQL orders the writers
+        assert httpx.post(f"{srv.url}{CM}", json=config_map("pg"), headers=srv.headers).status_code == 201
+
+        def patch(i: int) -> int:
+            with httpx.Client(headers=srv.headers) as client:
+                answer = client.patch(f"{srv.url}{CM}/pg", json={"data": {f"k{i}": str(i)}},
+                                      headers={"Content-Type": "application/merge-patch+json"})
+                assert answer.status_code == 200, answer.text
+                return answer.status_code
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            list(pool.map(patch, range(24)))
+        stored = httpx.get(f"{srv.url}{CM}/pg", headers=srv.headers).json()
+        assert stored["data"] == {f"k{i}": str(i) for i in range(24)}
+        leader = httpx.get(f"{srv.url}/flexq/v1/leader", headers=srv.headers).json()
+        assert leader["leading"] is True and str(srv.process.pid) in leader["identity"]
+    finally:
+        stop_server(srv)

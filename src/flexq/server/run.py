@@ -159,7 +159,8 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
         files = (str(tls.cert), str(tls.key)) if tls is not None else None
         front = Front(home, store, sockets, files, workers, WorkerSpec(
             str(home), str(sqlite_path(store_spec, home) or ""), [], files, plan.anonymous,
-            sorted(plan.host_names()), sorted(kueue.frameworks), log_level, FOLLOW_EVERY, os.getpid()))
+            sorted(plan.host_names()), sorted(kueue.frameworks), log_level, FOLLOW_EVERY, os.getpid(),
+            store_spec if is_postgres(store_spec) else None))
         print(_banner(plan, http_port, tls_port, home, store_spec, user), file=sys.stderr, flush=True)
         _run(front, app, log_level, capacity_file.reload)
     finally:
@@ -182,9 +183,9 @@ def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None])
 def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
           workers: int) -> tuple[list[socket.socket], BaseStore]:
     """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
-    if workers and (is_postgres(store_spec) or shared):
-        raise StoreOptionError("--workers: API workers serve one server's own SQLite store (not yet PostgreSQL or "
-                               "--shared)")
+    if workers and shared:
+        raise StoreOptionError("--workers: API workers serve one server's own SQLite file or PostgreSQL (not yet a "
+                               "SQLite file --shared by several servers)")
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:

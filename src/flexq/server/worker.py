@@ -3,14 +3,15 @@
 ``flexq server --workers N`` runs the store and the controllers in one process (the owner) and the ports in N
 others, as the Kubernetes API server serves requests in front of etcd: each worker accepts connections on the
 ports the owner bound (it inherits the sockets), checks the Host, authenticates and authorizes every request, and
-serves the Kubernetes API's reads, lists and watches itself, from the owner's database file
-(:class:`~flexq.store.replica.ReplicaStore`). Its writes are parsed, validated, converted and defaulted here, then
-committed by the owner in one message each (:mod:`flexq.store.foreign`). What needs the controllers or the jobs'
-processes (the dashboard, flexq's API, the GKE API, ``/metrics``, Kueue's visibility API, pod logs,
-port-forwards) is passed to the owner as it came (:mod:`flexq.server.owner_proxy`).
+serves the Kubernetes API's reads, lists (one page; a longer list is the owner's, which keeps it between pages) and
+watches itself, from the owner's database file (:class:`~flexq.store.replica.ReplicaStore`). Its writes are parsed,
+validated, converted and defaulted here, then committed by the owner in one message each
+(:mod:`flexq.store.foreign`); with PostgreSQL a worker reads and writes the database itself. What needs the
+controllers or the jobs' processes (the dashboard, flexq's API, the GKE API, ``/metrics``, Kueue's visibility API,
+pod logs, port-forwards) is passed to the owner as it came (:mod:`flexq.server.owner_proxy`).
 
 The owner starts its workers with ``python -m flexq.server.worker`` and a :class:`WorkerSpec` in the environment,
-starts another where one dies, and stops them when it stops; a worker whose owner is gone stops too.
+starts another where one dies, and stops them when it stops; a worker ends at once when its owner dies.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from flexq.server.offload import set_threads
 from flexq.server.owner_link import OwnerLink, commit_socket, owner_socket
 from flexq.server.owner_proxy import OwnerProxy
 from flexq.server.serving import loop_factory, uvicorn_servers
-from flexq.store import ReplicaStore
+from flexq.store import BaseStore, ReplicaStore, open_store
 
 __all__ = ["ENV", "WorkerSpec", "worker_app"]
 
@@ -81,6 +82,9 @@ class WorkerSpec:
     follow: float
     owner: int
     """The owner's pid: a worker whose parent is another process stops."""
+    postgres: str | None = None
+    """The owner's PostgreSQL store, which a worker reads and writes itself (as another server would), where it
+    has one; else the worker reads the owner's SQLite file (``database``) and the owner commits its writes."""
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -176,6 +180,14 @@ async def _watch_owner(owner: int, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 1.0)
 
 
+def _store(spec: WorkerSpec, home: Path) -> BaseStore:
+    """The owner's PostgreSQL database (written directly: it keeps writers in order itself), or a replica of its
+    SQLite file whose writes the owner commits."""
+    if spec.postgres is not None:
+        return open_store(spec.postgres, home)
+    return ReplicaStore(Path(spec.database), OwnerLink(commit_socket(home)).commit, follow=spec.follow)
+
+
 def run(spec: WorkerSpec) -> None:
     _die_with_owner()
     set_threads(WRITE_THREADS)
@@ -183,7 +195,7 @@ def run(spec: WorkerSpec) -> None:
         return
     home = Path(spec.home)
     sockets = [socket.socket(fileno=fd) for fd in spec.fds]
-    store = ReplicaStore(Path(spec.database), OwnerLink(commit_socket(home)).commit, follow=spec.follow)
+    store = _store(spec, home)
     try:
         kueue = KueueConfig(frameworks=frozenset(spec.frameworks))
         service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])

@@ -60,7 +60,8 @@ class Front:
             return uvicorn_servers(app, self.sockets, self.tls, log_level)
         for sock in self.sockets:
             sock.listen(_BACKLOG)
-        self._commits = CommitServer(commit_socket(self.home), GroupCommit(self.store))
+        if self.spec.postgres is None:  # with PostgreSQL the workers write to the database themselves
+            self._commits = CommitServer(commit_socket(self.home), GroupCommit(self.store))
         self._socket = unix_listener(owner_socket(self.home), _BACKLOG)
         self._processes = [self._start(i) for i in range(self.count)]
         self._guard = threading.Thread(target=self._keep, name="flexq-workers", daemon=True)
