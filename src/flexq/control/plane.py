@@ -143,6 +143,7 @@ class ControlPlane:
                                                      replace_on_pod_termination=self.kueue.gate(
                                                          "TASReplaceNodeOnPodTermination"),
                                                      replace_on_taints=self.kueue.gate("TASReplaceNodeOnNodeTaints"),
+                                                     balanced_placement=self.kueue.gate("TASBalancedPlacement"),
                                                      not_ready_fixed_time=self.kueue.gate(
                                                          "TASReplaceNodeDueToNotReadyOverFixedTime")))
         if self.driver is None:

@@ -37,6 +37,7 @@ from flexq.scheduler.model import (
     TopologyAssignment,
     TopologyRequest,
 )
+from flexq.scheduler.tas_balanced import Domain, balanced_domains
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
            "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "place",
@@ -81,6 +82,8 @@ class TopologyView:
     now: float
     topology_held: Callable[[str], bool]
     usage: UsageOf
+    balanced: bool = False
+    """Kueue's ``TASBalancedPlacement`` (:mod:`flexq.scheduler.tas_balanced`)."""
 
     def plus(self, topology: str, held: Sequence[tuple[TopologyAssignment, Mapping[str, int]]]) -> TopologyView:
         """This view with ``held`` (the earlier pod sets of the workload being placed) held on ``topology`` too."""
@@ -92,16 +95,6 @@ class TopologyView:
             return [*usage(name), *held] if name == topology else usage(name)
 
         return replace(self, usage=more)
-
-
-@dataclass(slots=True)
-class Domain:
-    values: tuple[str, ...]
-    children: list[Domain] = field(default_factory=list)
-    free: dict[str, int] = field(default_factory=dict)
-    nodes: int = 0
-    pods: int = 0
-    slices: int = 0
 
 
 @dataclass(slots=True)
@@ -244,16 +237,23 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
         _fill(root, size, slice_idx, 0)
     by_level = domains_by_level(roots, len(levels))
     goal = Goal(podset.count, size, request.required, loose, flavor.topology, levels)
-    chosen = _fit_level(by_level, level_idx, goal, stats)
-    if isinstance(chosen, str):
-        return chosen
-    idx, domains = chosen
-    domains = _to_minimum(domains, podset.count, size, loose)
-    while idx < min(lowest, slice_idx):
-        domains = _to_minimum(_sorted([c for d in domains for c in d.children], loose), podset.count, size, loose)
-        idx += 1
+    balanced = balanced_domains(by_level, level_idx, slice_idx, podset.count, size) \
+        if view.balanced and not request.required and not loose else None
+    if balanced is not None:
+        idx, domains = balanced
+        domains = _to_minimum(domains, podset.count, size, loose)
+    else:
+        chosen = _fit_level(by_level, level_idx, goal, stats)
+        if isinstance(chosen, str):
+            return chosen
+        idx, domains = chosen
+        domains = _to_minimum(domains, podset.count, size, loose)
+        while idx < min(lowest, slice_idx):
+            domains = _to_minimum(_sorted([c for d in domains for c in d.children], loose), podset.count, size, loose)
+            idx += 1
     while idx < lowest:
-        domains = [c for d in domains for c in _to_minimum(_sorted(d.children, loose), d.pods, 1, loose)]
+        step = size if idx < slice_idx else 1  # slices above the slice level, pods below
+        domains = [c for d in domains for c in _to_minimum(_sorted(d.children, loose), d.pods, step, loose)]
         idx += 1
     return assignment_of(levels, domains)
 

@@ -47,6 +47,9 @@ class Config:
     replace_on_taints: bool = True
     """Kueue's ``TASReplaceNodeOnNodeTaints`` (on by default): a NoSchedule or NoExecute taint a workload does not
     tolerate makes its node a failed one for it."""
+    balanced_placement: bool = False
+    """Kueue's ``TASBalancedPlacement`` (alpha, off by default): a preferred topology request spread evenly over the
+    fewest domains (:mod:`flexq.scheduler.tas_balanced`)."""
     not_ready_fixed_time: bool = False
     """Kueue's ``TASReplaceNodeDueToNotReadyOverFixedTime`` (deprecated, off by default in v0.19): a node NotReady for
     30 s counts as failed whatever its pods do."""
