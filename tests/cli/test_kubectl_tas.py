@@ -534,3 +534,29 @@ def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: 
 
 def _is(part: str, text: str) -> None:
     assert part in text, text
+
+
+def test_multi_layer_slices_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """Kueue's multi-layer slices: eight pods of 5 cpus (three fit a 16-cpu host) required in a block, in slices of
+    four per sub-block, each in groups of two per host (``podset-slice-required-topology-constraints``). The
+    Workload's topologyRequest carries the layers, and every host takes one group of two: four hosts of one
+    sub-block, where slices of four alone would fill three hosts 3, 3 and 2."""
+    subblocks = _tas_pool(kubectl, flexq)
+    job = yaml.safe_load(_job("layers", 8))
+    template = job["spec"]["template"]
+    template["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block",
+        "kueue.x-k8s.io/podset-slice-required-topology-constraints":
+            '[{"topology": "cloud.google.com/gce-topology-subblock", "size": 4},'
+            ' {"topology": "kubernetes.io/hostname", "size": 2}]'}
+    template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    applied = kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    assert applied.code == 0, applied.err
+    wl = eventually_value(lambda: _admitted(kubectl, "layers"), timeout=60)
+    assert wl["spec"]["podSets"][0]["topologyRequest"]["podsetSliceRequiredTopologyConstraints"] == [
+        {"topology": "cloud.google.com/gce-topology-subblock", "size": 4},
+        {"topology": "kubernetes.io/hostname", "size": 2}]
+    domains = _workload(kubectl, "layers", "v1beta1")["status"]["admission"]["podSetAssignments"][0][
+        "topologyAssignment"]["domains"]
+    assert [d["count"] for d in domains] == [2, 2, 2, 2]
+    assert len({subblocks[d["values"][0]] for d in domains}) == 1

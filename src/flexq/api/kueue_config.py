@@ -116,6 +116,7 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "TASReplaceNodeOnNodeTaints": frozenset({True, False}),
     "TASReplaceNodeDueToNotReadyOverFixedTime": frozenset({True, False}),
     "TASBalancedPlacement": frozenset({True, False}),  # honoured: a preferred request spread evenly
+    "TASMultiLayerTopology": frozenset({True}),  # podset-slice-required-topology-constraints are placed
     "SkipReassignmentForPodOwnedWorkloads": frozenset({True}),  # a lost node's plain Pod is not moved
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""

@@ -40,8 +40,8 @@ from flexq.scheduler.model import (
 from flexq.scheduler.tas_balanced import Domain, balanced_domains
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
-           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "place",
-           "request_levels", "subtract_held", "tas_implied", "tas_match"]
+           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "inner_sizes",
+           "place", "request_levels", "subtract_held", "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -229,12 +229,15 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     if isinstance(read, str):
         return read
     size, lowest, slice_idx, level_idx, loose = read
+    inner = inner_sizes(request, levels, slice_idx)
+    if isinstance(inner, str):
+        return inner
     for leaf in leaves.values():
         leaf.pods = count_in(per_pod, leaf.free, stats)
     if not by_node(levels):
         stats.total = len(leaves)
     for root in roots:
-        _fill(root, size, slice_idx, 0)
+        _fill(root, size, slice_idx, 0, inner)
     by_level = domains_by_level(roots, len(levels))
     goal = Goal(podset.count, size, request.required, loose, flavor.topology, levels)
     balanced = balanced_domains(by_level, level_idx, slice_idx, podset.count, size) \
@@ -252,10 +255,40 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
             domains = _to_minimum(_sorted([c for d in domains for c in d.children], loose), podset.count, size, loose)
             idx += 1
     while idx < lowest:
-        step = size if idx < slice_idx else 1  # slices above the slice level, pods below
-        domains = [c for d in domains for c in _to_minimum(_sorted(d.children, loose), d.pods, step, loose)]
+        # slices above the slice level; below it, an inner slice layer's groups, else pods
+        step = size if idx < slice_idx else inner.get(idx + 1, 1)
+        domains = [c for d in domains for c in _to_minimum(_regroup(_sorted(d.children, loose), step), d.pods, step,
+                                                           loose)]
         idx += 1
     return assignment_of(levels, domains)
+
+
+def inner_sizes(request: TopologyRequest, levels: Sequence[str], slice_idx: int) -> dict[int, int] | str:
+    """Kueue's ``buildSliceSizeAtLevel``: the group size each level below the outermost slice layer places in (by
+    level index: every level down to an inner layer's takes that layer's size), or why the layers cannot be placed
+    on ``levels`` (Kueue's message)."""
+    out: dict[int, int] = {}
+    prev_idx, prev_size = slice_idx, max(1, request.slice_size)
+    for level, size in request.layers[1:]:
+        if level not in levels:
+            return f"no requested topology level for additional slice layer: {level}"
+        idx = levels.index(level)
+        if idx <= prev_idx:
+            return f"additional slice layer topology {level} must be at a lower level than {levels[prev_idx]}"
+        if prev_size % size:
+            return f"additional slice layer size {size} must evenly divide parent layer size {prev_size}"
+        for at in range(prev_idx + 1, idx + 1):
+            out[at] = size
+        prev_idx, prev_size = idx, size
+    return out
+
+
+def _regroup(domains: list[Domain], step: int) -> list[Domain]:
+    """Below the slice level, an inner layer's groups of ``step`` pods are what each domain holds."""
+    if step > 1:
+        for domain in domains:
+            domain.slices = domain.pods // step
+    return domains
 
 
 def by_node(levels: Sequence[str]) -> bool:
@@ -374,13 +407,14 @@ def count_in(per_pod: Mapping[str, int], free: Mapping[str, int], stats: Stats) 
     return count
 
 
-def _fill(domain: Domain, size: int, slice_idx: int, level: int) -> None:
+def _fill(domain: Domain, size: int, slice_idx: int, level: int, inner: Mapping[int, int]) -> None:
     """Kueue's ``fillInCounts``: pods and whole slices a domain holds (slices counted at the slice level and summed
-    above it)."""
+    above it; where an inner slice layer groups the pods of a level, a domain of it counts whole groups only)."""
     if domain.children:
+        group = inner.get(level + 1, 1)
         for child in domain.children:
-            _fill(child, size, slice_idx, level + 1)
-        domain.pods = sum(c.pods for c in domain.children)
+            _fill(child, size, slice_idx, level + 1, inner)
+        domain.pods = sum(c.pods // group * group for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
     if level == slice_idx:
         domain.slices = domain.pods // size
