@@ -248,6 +248,9 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     else:
         chosen = _fit_level(by_level, level_idx, goal, stats)
         if isinstance(chosen, str):
+            if request.layers and chosen.startswith("topology "):
+                return _layers_not_fit(by_level, level_idx if request.required or loose else 0, podset.count,
+                                       request, goal, stats)
             return chosen
         idx, domains = chosen
         domains = _to_minimum(domains, podset.count, size, loose)
@@ -281,6 +284,27 @@ def inner_sizes(request: TopologyRequest, levels: Sequence[str], slice_idx: int)
             out[at] = size
         prev_idx, prev_size = idx, size
     return out
+
+
+def _layers_not_fit(by_level: list[list[Domain]], idx: int, count: int, request: TopologyRequest, goal: Goal,
+                    stats: Stats) -> str:
+    """Kueue's ``multiLayerNotFitMessage``: how many slices of each layer the best domain of the level searched
+    holds."""
+    text = f'topology "{goal.topology}" doesn\'t allow to fit'
+    if not by_level[idx]:
+        return text
+    best = min(by_level[idx], key=lambda d: (-d.slices, ",".join(d.values)))
+    for level, size in request.layers:
+        if level in goal.levels:
+            fit = _slices_in(best, idx, goal.levels.index(level), size)
+            text += f"; {fit}/{count // size} slice(s) fit on level {level}"
+    return text + stats.text()
+
+
+def _slices_in(domain: Domain, level: int, target: int, size: int) -> int:
+    if level == target:
+        return domain.pods // size
+    return sum(_slices_in(c, level + 1, target, size) for c in domain.children)
 
 
 def _regroup(domains: list[Domain], step: int) -> list[Domain]:
