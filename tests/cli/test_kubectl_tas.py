@@ -460,3 +460,103 @@ def test_a_job_evicted_with_its_slice_is_admitted_again_once_the_slice_is_ready_
     eventually(evicted)
     eventually_value(lambda: _admitted(kubectl, "slice"), timeout=60)
     assert sorted(_v1beta1_hosts(kubectl, "slice")) == sorted(hosts), "the recreated slice, under its names"
+
+
+def _tas_pool(kubectl: Any, flexq: Any) -> dict[str, str]:
+    """examples/tas's eight hosts made and its queue applied: the hosts' sub-blocks, by host."""
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
+    return {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+            for n in nodes["items"]}
+
+
+def test_a_noexecute_taint_moves_the_pods_to_the_sub_blocks_free_host_with_real_kubectl(kubectl: Any,
+                                                                                         flexq: Any) -> None:
+    """The live half of tests/sim/test_tas_node_health.py's NoExecute taint (Kueue's TASReplaceNodeOnNodeTaints):
+    ``kubectl taint node`` on one of job a's three hosts evicts its pod there, which goes to the sub-block's fourth
+    host; the workload stays admitted. The taint removed, the node shows none again."""
+    subblocks = _tas_pool(kubectl, flexq)
+    job = yaml.safe_load(_job("a", 3))
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
+    hosts = _v1beta1_hosts(kubectl, "a")
+    (subblock,) = {subblocks[h] for h in hosts}
+    (spare,) = [h for h, s in subblocks.items() if s == subblock and h not in hosts]
+    tainted = kubectl("taint", "node", hosts[0], "maintenance=now:NoExecute")
+    assert tainted.code == 0, tainted.err
+
+    def moved() -> list[str]:
+        now = _v1beta1_hosts(kubectl, "a")
+        assert now == sorted([*hosts[1:], spare])
+        return now
+
+    eventually(moved)
+    assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
+    events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+    assert [e["message"] for e in events if e["reason"] == "NodeTainted"] == [
+        f"node {hosts[0]} of pool tas-pool: taints +maintenance=now:NoExecute"]
+    assert kubectl("taint", "node", hosts[0], "maintenance=now:NoExecute-").code == 0
+    node = yaml.safe_load(kubectl("get", "node", hosts[0], "-o", "yaml").out)
+    assert not node["spec"].get("taints")
+
+
+def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """A node's Ready condition patched False (as the node lifecycle controller does) shows NotReady, and a job of
+    four pods that must share a sub-block goes to the sub-block whose four hosts are all Ready; Ready again, the
+    node shows Ready."""
+    subblocks = _tas_pool(kubectl, flexq)
+    down = sorted(subblocks)[0]
+    patch = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                        "message": "PLEG is not healthy"}]}}
+    patched = kubectl("patch", "node", down, "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch))
+    assert patched.code == 0, patched.err
+
+    def not_ready() -> None:
+        listed = kubectl("get", "node", down)
+        assert listed.code == 0 and "NotReady" in listed.out, listed.out
+
+    eventually(not_ready)
+    assert kubectl("apply", "-f", "-", input=_job("b", 4)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "b"), timeout=60)
+    hosts = _v1beta1_hosts(kubectl, "b")
+    assert down not in hosts and len({subblocks[h] for h in hosts}) == 1
+    assert subblocks[down] not in {subblocks[h] for h in hosts}
+    patch["status"]["conditions"][0].update(status="True", reason="KubeletReady", message="kubelet is ready")
+    assert kubectl("patch", "node", down, "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch)).code == 0
+    eventually(lambda: _is(" Ready ", kubectl("get", "node", down).out))
+
+
+def _is(part: str, text: str) -> None:
+    assert part in text, text
+
+
+def test_multi_layer_slices_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """Kueue's multi-layer slices: eight pods of 5 cpus (three fit a 16-cpu host) required in a block, in slices of
+    four per sub-block, each in groups of two per host (``podset-slice-required-topology-constraints``). The
+    Workload's topologyRequest carries the layers, and every host takes one group of two: four hosts of one
+    sub-block, where slices of four alone would fill three hosts 3, 3 and 2."""
+    subblocks = _tas_pool(kubectl, flexq)
+    job = yaml.safe_load(_job("layers", 8))
+    template = job["spec"]["template"]
+    template["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block",
+        "kueue.x-k8s.io/podset-slice-required-topology-constraints":
+            '[{"topology": "cloud.google.com/gce-topology-subblock", "size": 4},'
+            ' {"topology": "kubernetes.io/hostname", "size": 2}]'}
+    template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    applied = kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    assert applied.code == 0, applied.err
+    wl = eventually_value(lambda: _admitted(kubectl, "layers"), timeout=60)
+    assert wl["spec"]["podSets"][0]["topologyRequest"]["podsetSliceRequiredTopologyConstraints"] == [
+        {"topology": "cloud.google.com/gce-topology-subblock", "size": 4},
+        {"topology": "kubernetes.io/hostname", "size": 2}]
+    domains = _workload(kubectl, "layers", "v1beta1")["status"]["admission"]["podSetAssignments"][0][
+        "topologyAssignment"]["domains"]
+    assert [d["count"] for d in domains] == [2, 2, 2, 2]
+    assert len({subblocks[d["values"][0]] for d in domains}) == 1

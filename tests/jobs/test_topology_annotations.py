@@ -9,7 +9,15 @@ import pytest
 
 from flexq.api.kinds import resolve
 from flexq.api.object_errors import InvalidObject
-from flexq.jobs import JobError, podsets, request_annotations, request_from_object, request_object, topology_request
+from flexq.jobs import (
+    JobError,
+    TopologyRequestError,
+    podsets,
+    request_annotations,
+    request_from_object,
+    request_object,
+    topology_request,
+)
 from flexq.jobs.webhook import job_webhook
 from flexq.jobs.workload import QUEUE_LABEL
 from flexq.objects.service import ObjectService
@@ -27,6 +35,14 @@ CASES: dict[str, tuple[dict[str, str], dict[str, object]]] = {
                 "podSetSliceSize": 4}),
     "group": ({"kueue.x-k8s.io/podset-required-topology": LEVEL, "kueue.x-k8s.io/podset-group-name": "lws"},
               {"required": LEVEL, "podSetGroupName": "lws"}),
+    "multi-layer slices": ({"kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block",
+                            "kueue.x-k8s.io/podset-slice-required-topology-constraints":
+                                '[{"topology": "cloud.google.com/gce-topology-subblock", "size": 8}, '
+                                '{"topology": "kubernetes.io/hostname", "size": 4}]'},
+                           {"required": "cloud.google.com/gce-topology-block",
+                            "podsetSliceRequiredTopologyConstraints": [{"topology": LEVEL, "size": 8},
+                                                                       {"topology": "kubernetes.io/hostname",
+                                                                        "size": 4}]}),
 }
 
 
@@ -88,6 +104,41 @@ REFUSED = {
         f"pod set head: metadata.annotations: must specify '{REQUIRED}' or '{PREFERRED}' topology consistent with "
         "pod set w in group 'g'"),
 }
+
+
+LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+# Kueue's validateSliceRequiredTopologyConstraintsAnnotation (jobframework/tas_validation.go, v0.19.2).
+LAYERS_REFUSED = {
+    "beside podset-slice-size": ({REQUIRED: LEVEL, LAYERS: '[{"topology": "a", "size": 2}]',
+                                  "kueue.x-k8s.io/podset-slice-size": "2", SLICE: LEVEL},
+                                 f"template: metadata.annotations[{LAYERS}]: may not be set when '{SLICE}' is "
+                                 "specified"),
+    "beside a group": ({REQUIRED: LEVEL, GROUP: "g", LAYERS: '[{"topology": "a", "size": 2}]'},
+                       f"template: metadata.annotations[{GROUP}]: may not be set when '{LAYERS}' is specified"),
+    "not JSON": ({LAYERS: "[{"}, f"template: metadata.annotations[{LAYERS}]: must be a valid JSON array: "
+                                 "Expecting property name enclosed in double quotes: line 1 column 3 (char 2)"),
+    "four layers": ({LAYERS: '[' + ", ".join(f'{{"topology": "l{i}", "size": 1}}' for i in range(4)) + ']'},
+                    f"template: metadata.annotations[{LAYERS}]: must have between 1 and 3 topology constraint "
+                    "layers"),
+    "a size of 0": ({LAYERS: '[{"topology": "a", "size": 0}]'},
+                    f"template: metadata.annotations[{LAYERS}][0].size: must be greater than or equal to 1"),
+    "a level twice": ({LAYERS: '[{"topology": "a", "size": 4}, {"topology": "a", "size": 2}]'},
+                      f"template: metadata.annotations[{LAYERS}][1].topology: Duplicate value: 'a'"),
+    "a size that does not divide": ({LAYERS: '[{"topology": "a", "size": 4}, {"topology": "b", "size": 3}]'},
+                                    f"template: metadata.annotations[{LAYERS}][1].size: must evenly divide the "
+                                    "parent layer size 4"),
+    "not a label": ({LAYERS: '[{"topology": "not a label", "size": 4}]'},
+                    f"template: metadata.annotations[{LAYERS}][0].topology: must be a label name (got 'not a "
+                    "label')"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS_REFUSED))
+def test_slice_layers_kueue_refuses_are_refused_naming_the_field(name: str) -> None:
+    annotations, message = LAYERS_REFUSED[name]
+    with pytest.raises(TopologyRequestError) as caught:
+        topology_request(annotations)
+    assert str(caught.value) == message
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

@@ -136,8 +136,9 @@ def test_event_kinds() -> None:
     warning = {k.value for k in EventKind if k.warning}
     assert capacity == {"Started", "Unschedulable", "ScaledUp", "ScaledDown", "NodesUnavailable", "NodesExpired",
                         "NodeDeleted", "NodeReplaced", "SliceReleased", "SliceRepaired", "Fallback",
-                        "ProvisioningRequest", "RaceWon"}
-    assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted"}
+                        "ProvisioningRequest", "RaceWon", "NodeNotReady", "NodeReady", "NodeTainted"}
+    assert warning == {"NodesUnavailable", "Fallback", "Unschedulable", "NodesExpired", "NodeDeleted", "NodeNotReady",
+                       "NodeTainted"}
 
 
 def test_the_line_is_the_order_heads_would_be_tried() -> None:

@@ -111,9 +111,12 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "FairSharingPrioritizeNonBorrowing": frozenset({True}),  # its cycle order: not borrowing first
     "TASFailedNodeReplacement": frozenset({True, False}),  # honoured: false evicts at once on a lost node
     "TASFailedNodeReplacementFailFast": frozenset({True}),  # no replacement at once: evicted (no retries later)
-    # flexq's nodes fail by being deleted (a host failure, ``kubectl delete node``), never by going NotReady, which is
-    # all this gate changes: either value behaves the same.
+    # honoured: when a NotReady or tainted node counts as failed (:mod:`flexq.capacity.nodehealth`)
     "TASReplaceNodeOnPodTermination": frozenset({True, False}),
+    "TASReplaceNodeOnNodeTaints": frozenset({True, False}),
+    "TASReplaceNodeDueToNotReadyOverFixedTime": frozenset({True, False}),
+    "TASBalancedPlacement": frozenset({True, False}),  # honoured: a preferred request spread evenly
+    "TASMultiLayerTopology": frozenset({True}),  # podset-slice-required-topology-constraints are placed
     "SkipReassignmentForPodOwnedWorkloads": frozenset({True}),  # a lost node's plain Pod is not moved
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
@@ -240,6 +243,10 @@ class KueueConfig:
         """Kueue's ``TASFailedNodeReplacement`` (on by default): a lost node's pods of a topology-aware workload are
         given a replacement node, where there is one, rather than the workload being evicted."""
         return self.feature_gates.get("TASFailedNodeReplacement", FEATURE_GATES["TASFailedNodeReplacement"])
+
+    def gate(self, name: str) -> bool:
+        """A feature gate's value: the Configuration's, else Kueue v0.19's default."""
+        return self.feature_gates.get(name, FEATURE_GATES[name])
 
     def manages(self, kind: str) -> bool:
         """Whether jobs of ``kind`` (Job, RayJob, RayCluster, Pod) are managed (their framework is enabled)."""

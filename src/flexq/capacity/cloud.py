@@ -13,6 +13,9 @@ Per node pool (or per machine type, for every pool of that type), a :class:`Capa
 - ``revoke_after``: queued-provisioning capacity is taken back this long after it was provisioned
   (CapacityRevoked), ``None`` for never;
 - ``host_failures``: moments at which a host of the pool fails (its node is lost, as with ``kubectl delete node``).
+- ``host_not_ready``: (moment, for how long or None: for good) a host of the pool is NotReady;
+  ``host_taints``: (moment, for how long or None, taint) a host of the pool gets a taint
+  (:mod:`flexq.capacity.nodehealth`).
 
 Everything is a pure function of time, the spec and the seed: the same scenario gets the same cloud.
 Times in the specs count from ``origin``: 0 in a simulation, the server's start on the live clock.
@@ -25,6 +28,8 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from flexq.scheduler import Taint
 
 __all__ = ["CapacitySpec", "EmulatedCloud", "random_outages"]
 
@@ -65,6 +70,8 @@ class CapacitySpec:
     queued_trace: tuple[tuple[float, float | None], ...] = ()
     revoke_after: float | None = None
     host_failures: tuple[float, ...] = ()
+    host_not_ready: tuple[tuple[float, float | None], ...] = ()
+    host_taints: tuple[tuple[float, float | None, Taint], ...] = ()
 
 
 @dataclass

@@ -223,6 +223,17 @@ class Cluster:
                 node.booked_for = None
                 node.idle_since = now
 
+    def unbind_from(self, workload: str, name: str, now: float) -> None:
+        """The workload's pods on node ``name`` are gone (the rest stay where they are)."""
+        node = self.nodes.get(name)
+        mine = node.pods.pop(workload, None) if node is not None else None
+        if node is None or mine is None:
+            return
+        for r, v in mine.items():
+            node.used[r] = max(0, node.used.get(r, 0) - v)
+        if not node.pods:
+            node.idle_since = now
+
     def census(self, now: float) -> dict[str, PoolNodes]:
         """Every pool's nodes by state at ``now`` (pools without nodes too), by pool name: what the simulator's
         results, ``/metrics`` and the dashboard all count."""

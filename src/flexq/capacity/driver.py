@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Set
 
 from flexq.capacity.cluster import Cluster, PodGroup
+from flexq.capacity.nodehealth import NodeHealth
 from flexq.capacity.nodeloss import NodeLoss
 from flexq.capacity.notes import Teller
 from flexq.capacity.placement import Placer, ScaleDown
@@ -46,7 +47,7 @@ from flexq.capacity.reasons import COUNTDOWNS, TimeWords
 from flexq.capacity.record import Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, Racing
-from flexq.scheduler import CheckState, Event, EventKind, Scheduler, Workload, WorkloadState
+from flexq.scheduler import CheckState, Event, EventKind, Scheduler, Taint, Workload, WorkloadState
 
 __all__ = ["BOOKING", "PROVISIONING_EXPIRY", "CapacityDriver", "ProvisioningSettings", "Timers",
            "provisioning_settings"]
@@ -77,6 +78,8 @@ class CapacityDriver:
         self.racing = Racing(self.cluster, self.records, self.teller, scheduler, self.expected)
         self.node_loss = NodeLoss(self.cluster, self.timeline, self.teller, scheduler,
                                   make_room=self._make_room, plan_scale_down=self.scaling.plan)
+        self.node_health = NodeHealth(self.cluster, self.timeline, self.teller, scheduler, self.node_loss,
+                                      changed=self._nodes_back)
         self.provisioner = Provisioner(self.cluster, self.records, self.timeline, self.teller, scheduler, config,
                                        provisioning, expected=self.expected, plan_expiry=self.node_loss.plan_expiry)
         self.placer = Placer(self.cluster, self.records, self.timeline, self.teller, scheduler, config,
@@ -89,6 +92,7 @@ class CapacityDriver:
         self.cluster.start_with_initial_nodes(kernel.now())
         self.node_loss.plan_expiry()
         self.node_loss.plan_host_failures(list(config.pools))
+        self.node_health.plan(list(config.pools))
 
     def nodes(self) -> Iterable[Node]:
         """The cluster's nodes, which the scheduler places topology-aware pod sets on. (A bound method, not a closure:
@@ -112,6 +116,11 @@ class CapacityDriver:
 
     def _nodes_ready(self) -> None:
         self._scheduler.nodes_changed()
+
+    def _nodes_back(self) -> None:
+        """A node may take pods again (Ready again, a taint removed), or pods left one."""
+        self._scheduler.nodes_changed()
+        self._make_room()
 
     def _make_room(self) -> None:
         self.provisioner.room.make_room()
@@ -177,6 +186,7 @@ class CapacityDriver:
             self.node_loss.plan_expiry()
             self.scaling.plan()
         self.node_loss.plan_host_failures([p for p in pools if p.name in added])
+        self.node_health.plan([p for p in pools if p.name in added])
         self._scheduler.nodes_changed()
 
     # --- the scheduler's events --------------------------------------------------------------------------------
@@ -259,6 +269,17 @@ class CapacityDriver:
     def node_deleted(self, name: str, why: str = "") -> None:
         """A node was deleted from outside or its host failed (:meth:`NodeLoss.node_deleted`)."""
         self.node_loss.node_deleted(name, why)
+
+    def node_not_ready(self, name: str, why: str = "") -> None:
+        """Node ``name`` went NotReady (:meth:`NodeHealth.not_ready`)."""
+        self.node_health.not_ready(name, why)
+
+    def node_ready(self, name: str, why: str = "") -> None:
+        self.node_health.ready_again(name, why)
+
+    def node_tainted(self, name: str, taints: tuple[Taint, ...], why: str = "") -> None:
+        """Node ``name``'s taints are now ``taints`` (:meth:`NodeHealth.tainted`)."""
+        self.node_health.tainted(name, taints, why)
 
     # --- what the driver knows, read-only --------------------------------------------------------------------
 

@@ -31,10 +31,10 @@ from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.record import Timeline
 from flexq.scheduler import EventKind, PodSetAssignment, Scheduler, Workload, names_node
 
-__all__ = ["NodeLoss"]
+__all__ = ["NodeLoss", "single_pod"]
 
 
-def _single_pod(wl: Workload) -> bool:
+def single_pod(wl: Workload) -> bool:
     """A plain Pod's own workload: its pod cannot move, so Kueue does not reassign it
     (``SkipReassignmentForPodOwnedWorkloads``, on in v0.19); it goes as the workloads of other lost pods do."""
     return wl.owner.startswith("Pod ") and sum(ps.count for ps in wl.podsets) == 1
@@ -82,9 +82,15 @@ class NodeLoss:
 
     def host_failure(self, pool: str) -> None:
         """A host of ``pool`` fails: the first node (by name) of a slice in use, else of the pool, is lost."""
+        name = self.host_of(pool)
+        if name:
+            self.node_deleted(name, f"host {name} of pool {pool} failed")
+
+    def host_of(self, pool: str) -> str:
+        """The host of ``pool`` a cloud's host event hits: the first node (by name) of a slice in use, else of the
+        pool ("": the pool has none)."""
         nodes = sorted((n for n in self.cluster.nodes.values() if n.pool == pool), key=lambda n: (not n.pods, n.name))
-        if nodes:
-            self.node_deleted(nodes[0].name, f"host {nodes[0].name} of pool {pool} failed")
+        return nodes[0].name if nodes else ""
 
     def node_deleted(self, name: str, why: str = "") -> None:
         """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM) or its host
@@ -106,17 +112,17 @@ class NodeLoss:
         reason = why or f"Node {name} was deleted"
         lost = {node.name, *(n.name for n in rest)} if multi_host else {node.name}
         for key in victims:
-            if self._hot_swap(key, lost, now):
+            if self.hot_swap(key, lost, now):
                 continue
             self.teller.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
         self.make_room()
 
-    def _hot_swap(self, key: str, lost: set[str], now: float) -> bool:
+    def hot_swap(self, key: str, lost: set[str], now: float) -> bool:
         """Kueue's failed node replacement for ``key``, whose pods were on the ``lost`` nodes: False where it does not
         apply (the gate off, no topology assignment naming them); else the workload has a replacement or is
         evicted."""
         wl = self.scheduler.workload(key)
-        if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None or _single_pod(wl):
+        if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None or single_pod(wl):
             return False
         admission = wl.admission
         named = sorted(n for n in lost if names_node(admission, n))

@@ -119,9 +119,11 @@ class Node:
     """A ProvisioningRequest's workload that these nodes were provisioned for."""
     slot: int = -1
     """Its place in its pool's topology (:mod:`flexq.capacity.node_topology`); -1: none (a Ray cluster's node)."""
+    down_since: float | None = None
+    """When it went NotReady after it was ready (:mod:`flexq.capacity.nodehealth`); None: not down."""
 
     def ready(self, now: float) -> bool:
-        return self.ready_at <= now
+        return self.ready_at <= now and self.down_since is None
 
     def fits(self, requests: Mapping[str, int]) -> bool:
         return all(self.used.get(r, 0) + v <= self.allocatable.get(r, 0) for r, v in requests.items() if v)

@@ -142,7 +142,13 @@ class ControlPlane:
         race = capacity is not None and capacity.fallback
         self.scheduler.configure(dataclasses.replace(build_config(objects), race=race,
                                                      fair_sharing=self.kueue.fair_sharing,
-                                                     replace_failed_nodes=self.kueue.replace_failed_nodes))
+                                                     replace_failed_nodes=self.kueue.replace_failed_nodes,
+                                                     replace_on_pod_termination=self.kueue.gate(
+                                                         "TASReplaceNodeOnPodTermination"),
+                                                     replace_on_taints=self.kueue.gate("TASReplaceNodeOnNodeTaints"),
+                                                     balanced_placement=self.kueue.gate("TASBalancedPlacement"),
+                                                     not_ready_fixed_time=self.kueue.gate(
+                                                         "TASReplaceNodeDueToNotReadyOverFixedTime")))
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check

@@ -28,7 +28,7 @@ from flexq.capacity import (
 )
 from flexq.clock import Clock
 from flexq.objects import set_condition
-from flexq.scheduler import Event, EventKind
+from flexq.scheduler import Event, EventKind, Taint
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
 if TYPE_CHECKING:
@@ -38,10 +38,29 @@ __all__ = ["LiveCapacity"]
 
 _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
-_POOL_EVENTS: Final = frozenset({EventKind.NODE_DELETED, EventKind.SLICE_REPAIRED, EventKind.SLICE_RELEASED})
+_POOL_EVENTS: Final = frozenset({EventKind.NODE_DELETED, EventKind.SLICE_REPAIRED, EventKind.SLICE_RELEASED,
+                                 EventKind.NODE_NOT_READY, EventKind.NODE_READY, EventKind.NODE_TAINTED})
+_BOOTING: Final = "NodeBooting"
+"""The reason of the Ready condition written for a node that has not booted yet."""
 _ACCEPTED: Final = "ProvisioningRequest is accepted by ClusterAutoscaler"
 """The cluster autoscaler's ``Accepted`` message, written with its other words (check-capacity's)."""
 """What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""
+
+
+def _taints_of(obj: Mapping[str, Any]) -> tuple[Taint, ...]:
+    return tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+                 for t in (obj.get("spec") or {}).get("taints") or [])
+
+
+def _ready_condition(created: float, ready_at: float, down_since: float | None, now: float) -> dict[str, str]:
+    """A node's Ready condition: booting, ready, or NotReady since it went down."""
+    if down_since is not None:
+        return {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "node is not ready",
+                "lastTransitionTime": rfc3339(datetime.fromtimestamp(down_since, UTC))}
+    ready = ready_at <= now
+    return {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady" if ready else _BOOTING,
+            "message": "node is ready" if ready else "the node is booting",
+            "lastTransitionTime": rfc3339(datetime.fromtimestamp(ready_at if ready else created, UTC))}
 
 
 def _quantity(resource: str, milli: int) -> str:
@@ -96,6 +115,27 @@ class LiveCapacity:
     def node_deleted(self, name: str) -> None:
         if self.driver is not None:
             self.driver.node_deleted(name)
+
+    def node_modified(self, obj: Mapping[str, Any]) -> None:
+        """A Node object changed (``kubectl taint node``, ``kubectl patch node --subresource=status``): its taints and
+        its Ready condition are the emulated node's (:mod:`flexq.capacity.nodehealth`). A Ready condition that is not
+        True counts as NotReady unless it is the one written for a node still booting."""
+        driver = self.driver
+        name = obj["metadata"]["name"]
+        node = driver.cluster.nodes.get(name) if driver is not None else None
+        if driver is None or node is None:
+            return
+        taints = _taints_of(obj)
+        if taints != node.taints:
+            driver.node_tainted(name, taints)
+        ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+        if ready is None:
+            return
+        if ready.get("status") != "True" and ready.get("reason") != _BOOTING and node.down_since is None:
+            driver.node_not_ready(name, f"node {name} of pool {node.pool} is NotReady: "
+                                  f"{ready.get('message') or ready.get('reason') or 'its Ready condition is False'}")
+        elif ready.get("status") == "True" and node.down_since is not None:
+            driver.node_ready(name)
 
     # --- writing what happened -----------------------------------------------------------------------
 
@@ -212,27 +252,24 @@ class LiveCapacity:
                   if (o["metadata"].get("labels") or {}).get(_MANAGED)}
         now = self.timers.now()
         for name, node in nodes.items():
-            ready = node.ready(now)
             status = {
                 "capacity": {r: _quantity(r, v) for r, v in node.allocatable.items()},
                 "allocatable": {r: _quantity(r, v) for r, v in node.allocatable.items()},
-                "conditions": [{"type": "Ready", "status": "True" if ready else "False",
-                                "reason": "KubeletReady" if ready else "NodeBooting",
-                                "message": "node is ready" if ready else "the node is booting",
-                                "lastTransitionTime": rfc3339(datetime.fromtimestamp(
-                                    node.ready_at if ready else node.created, UTC))}],
+                "conditions": [_ready_condition(node.created, node.ready_at, node.down_since, now)],
                 "nodeInfo": {"kubeletVersion": "v1.34.1-gke.1000", "architecture": "amd64",
                              "operatingSystem": "linux"},
             }
+            taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
             old = stored.pop(name, None)
             key = Key("", "nodes", "", name)
             if old is None:
                 self.store.create(key, {"apiVersion": "v1", "kind": "Node",
                                         "metadata": {"name": name, "labels": {**node.labels, _MANAGED: "true"}},
-                                        "spec": {"taints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                                                            for t in node.taints]},
-                                        "status": status})
-            elif old.get("status") != status:
+                                        "spec": {"taints": taints}, "status": status})
+                continue
+            if _taints_of(old) != node.taints:  # a cloud's hostTaints
+                old = self.store.update(key, {**old, "spec": {**(old.get("spec") or {}), "taints": taints}})
+            if old.get("status") != status:
                 self.store.update(key, {**old, "status": status}, subresource="status")
         for name in stored:
             self.store.delete(Key("", "nodes", "", name))

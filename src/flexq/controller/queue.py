@@ -410,6 +410,8 @@ class QueueController:
             self._log(self.pods.changed(change))
         elif info.kind == "Node" and change.type is ChangeType.DELETED:
             self.capacity.node_deleted(obj["metadata"]["name"])
+        elif info.kind == "Node":
+            self.capacity.node_modified(obj)
         elif info.kind == "Workload":
             key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
             if parent_of(obj) is not None:

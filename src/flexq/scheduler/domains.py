@@ -37,10 +37,11 @@ from flexq.scheduler.model import (
     TopologyAssignment,
     TopologyRequest,
 )
+from flexq.scheduler.tas_balanced import Domain, balanced_domains
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
-           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "place",
-           "request_levels", "subtract_held", "tas_implied", "tas_match"]
+           "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "inner_sizes",
+           "place", "request_levels", "subtract_held", "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -81,6 +82,8 @@ class TopologyView:
     now: float
     topology_held: Callable[[str], bool]
     usage: UsageOf
+    balanced: bool = False
+    """Kueue's ``TASBalancedPlacement`` (:mod:`flexq.scheduler.tas_balanced`)."""
 
     def plus(self, topology: str, held: Sequence[tuple[TopologyAssignment, Mapping[str, int]]]) -> TopologyView:
         """This view with ``held`` (the earlier pod sets of the workload being placed) held on ``topology`` too."""
@@ -92,16 +95,6 @@ class TopologyView:
             return [*usage(name), *held] if name == topology else usage(name)
 
         return replace(self, usage=more)
-
-
-@dataclass(slots=True)
-class Domain:
-    values: tuple[str, ...]
-    children: list[Domain] = field(default_factory=list)
-    free: dict[str, int] = field(default_factory=dict)
-    nodes: int = 0
-    pods: int = 0
-    slices: int = 0
 
 
 @dataclass(slots=True)
@@ -236,26 +229,90 @@ def place(view: TopologyView, flavor: FlavorSpec, podset: PodSet, request: Topol
     if isinstance(read, str):
         return read
     size, lowest, slice_idx, level_idx, loose = read
+    inner = inner_sizes(request, levels, slice_idx)
+    if isinstance(inner, str):
+        return inner
     for leaf in leaves.values():
         leaf.pods = count_in(per_pod, leaf.free, stats)
     if not by_node(levels):
         stats.total = len(leaves)
     for root in roots:
-        _fill(root, size, slice_idx, 0)
+        _fill(root, size, slice_idx, 0, inner)
     by_level = domains_by_level(roots, len(levels))
     goal = Goal(podset.count, size, request.required, loose, flavor.topology, levels)
-    chosen = _fit_level(by_level, level_idx, goal, stats)
-    if isinstance(chosen, str):
-        return chosen
-    idx, domains = chosen
-    domains = _to_minimum(domains, podset.count, size, loose)
-    while idx < min(lowest, slice_idx):
-        domains = _to_minimum(_sorted([c for d in domains for c in d.children], loose), podset.count, size, loose)
-        idx += 1
+    balanced = balanced_domains(by_level, level_idx, slice_idx, podset.count, size) \
+        if view.balanced and not request.required and not loose else None
+    if balanced is not None:
+        idx, domains = balanced
+        domains = _to_minimum(domains, podset.count, size, loose)
+    else:
+        chosen = _fit_level(by_level, level_idx, goal, stats)
+        if isinstance(chosen, str):
+            if request.layers and chosen.startswith("topology "):
+                return _layers_not_fit(by_level, level_idx if request.required or loose else 0, podset.count,
+                                       request, goal, stats)
+            return chosen
+        idx, domains = chosen
+        domains = _to_minimum(domains, podset.count, size, loose)
+        while idx < min(lowest, slice_idx):
+            domains = _to_minimum(_sorted([c for d in domains for c in d.children], loose), podset.count, size, loose)
+            idx += 1
     while idx < lowest:
-        domains = [c for d in domains for c in _to_minimum(_sorted(d.children, loose), d.pods, 1, loose)]
+        # slices above the slice level; below it, an inner slice layer's groups, else pods
+        step = size if idx < slice_idx else inner.get(idx + 1, 1)
+        domains = [c for d in domains for c in _to_minimum(_regroup(_sorted(d.children, loose), step), d.pods, step,
+                                                           loose)]
         idx += 1
     return assignment_of(levels, domains)
+
+
+def inner_sizes(request: TopologyRequest, levels: Sequence[str], slice_idx: int) -> dict[int, int] | str:
+    """Kueue's ``buildSliceSizeAtLevel``: the group size each level below the outermost slice layer places in (by
+    level index: every level down to an inner layer's takes that layer's size), or why the layers cannot be placed
+    on ``levels`` (Kueue's message)."""
+    out: dict[int, int] = {}
+    prev_idx, prev_size = slice_idx, max(1, request.slice_size)
+    for level, size in request.layers[1:]:
+        if level not in levels:
+            return f"no requested topology level for additional slice layer: {level}"
+        idx = levels.index(level)
+        if idx <= prev_idx:
+            return f"additional slice layer topology {level} must be at a lower level than {levels[prev_idx]}"
+        if prev_size % size:
+            return f"additional slice layer size {size} must evenly divide parent layer size {prev_size}"
+        for at in range(prev_idx + 1, idx + 1):
+            out[at] = size
+        prev_idx, prev_size = idx, size
+    return out
+
+
+def _layers_not_fit(by_level: list[list[Domain]], idx: int, count: int, request: TopologyRequest, goal: Goal,
+                    stats: Stats) -> str:
+    """Kueue's ``multiLayerNotFitMessage``: how many slices of each layer the best domain of the level searched
+    holds."""
+    text = f'topology "{goal.topology}" doesn\'t allow to fit'
+    if not by_level[idx]:
+        return text
+    best = min(by_level[idx], key=lambda d: (-d.slices, ",".join(d.values)))
+    for level, size in request.layers:
+        if level in goal.levels:
+            fit = _slices_in(best, idx, goal.levels.index(level), size)
+            text += f"; {fit}/{count // size} slice(s) fit on level {level}"
+    return text + stats.text()
+
+
+def _slices_in(domain: Domain, level: int, target: int, size: int) -> int:
+    if level == target:
+        return domain.pods // size
+    return sum(_slices_in(c, level + 1, target, size) for c in domain.children)
+
+
+def _regroup(domains: list[Domain], step: int) -> list[Domain]:
+    """Below the slice level, an inner layer's groups of ``step`` pods are what each domain holds."""
+    if step > 1:
+        for domain in domains:
+            domain.slices = domain.pods // step
+    return domains
 
 
 def by_node(levels: Sequence[str]) -> bool:
@@ -374,13 +431,14 @@ def count_in(per_pod: Mapping[str, int], free: Mapping[str, int], stats: Stats) 
     return count
 
 
-def _fill(domain: Domain, size: int, slice_idx: int, level: int) -> None:
+def _fill(domain: Domain, size: int, slice_idx: int, level: int, inner: Mapping[int, int]) -> None:
     """Kueue's ``fillInCounts``: pods and whole slices a domain holds (slices counted at the slice level and summed
-    above it)."""
+    above it; where an inner slice layer groups the pods of a level, a domain of it counts whole groups only)."""
     if domain.children:
+        group = inner.get(level + 1, 1)
         for child in domain.children:
-            _fill(child, size, slice_idx, level + 1)
-        domain.pods = sum(c.pods for c in domain.children)
+            _fill(child, size, slice_idx, level + 1, inner)
+        domain.pods = sum(c.pods // group * group for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
     if level == slice_idx:
         domain.slices = domain.pods // size

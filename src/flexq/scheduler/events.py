@@ -33,6 +33,9 @@ class EventKind(Enum):
     NODES_EXPIRED = "NodesExpired"
     NODE_DELETED = "NodeDeleted"
     NODE_REPLACED = "NodeReplaced"
+    NODE_NOT_READY = "NodeNotReady"
+    NODE_READY = "NodeReady"
+    NODE_TAINTED = "NodeTainted"
     SLICE_RELEASED = "SliceReleased"
     SLICE_REPAIRED = "SliceRepaired"
     FALLBACK = "Fallback"
@@ -54,10 +57,11 @@ _CAPACITY = frozenset({
     EventKind.STARTED, EventKind.UNSCHEDULABLE, EventKind.SCALED_UP, EventKind.SCALED_DOWN,
     EventKind.NODES_UNAVAILABLE, EventKind.NODES_EXPIRED, EventKind.NODE_DELETED, EventKind.NODE_REPLACED,
     EventKind.SLICE_RELEASED, EventKind.SLICE_REPAIRED, EventKind.FALLBACK, EventKind.PROVISIONING_REQUEST,
-    EventKind.RACE_WON,
+    EventKind.RACE_WON, EventKind.NODE_NOT_READY, EventKind.NODE_READY, EventKind.NODE_TAINTED,
 })
 _WARNING = frozenset({EventKind.NODES_UNAVAILABLE, EventKind.FALLBACK, EventKind.UNSCHEDULABLE,
-                      EventKind.NODES_EXPIRED, EventKind.NODE_DELETED})
+                      EventKind.NODES_EXPIRED, EventKind.NODE_DELETED,
+                      EventKind.NODE_NOT_READY, EventKind.NODE_TAINTED})
 
 
 class Payload(Protocol):

@@ -205,6 +205,10 @@ class TopologyRequest:
     slice_level: str = ""
     slice_size: int = 1
     group: str = ""
+    layers: tuple[tuple[str, int], ...] = ()
+    """Kueue's ``podsetSliceRequiredTopologyConstraints`` (``TASMultiLayerTopology``): every slice layer, outermost
+    first, as (level, size); the first is ``slice_level``/``slice_size``, each inner one groups the pods of the
+    layer above it again, lower down (empty: the request was not made so)."""
 
 
 class DelayedTopology(Enum):

@@ -41,6 +41,18 @@ class Config:
     replace_failed_nodes: bool = True
     """Kueue's ``TASFailedNodeReplacement`` feature gate (on by default): a topology-aware workload's pods on a lost
     node get a replacement node in their domain (:mod:`flexq.scheduler.tas_replace`); off, the workload is evicted."""
+    replace_on_pod_termination: bool = True
+    """Kueue's ``TASReplaceNodeOnPodTermination`` (on by default): a NotReady or tainted node counts as failed for a
+    workload once its pods there have terminated, not at once (:mod:`flexq.capacity.nodehealth`)."""
+    replace_on_taints: bool = True
+    """Kueue's ``TASReplaceNodeOnNodeTaints`` (on by default): a NoSchedule or NoExecute taint a workload does not
+    tolerate makes its node a failed one for it."""
+    balanced_placement: bool = False
+    """Kueue's ``TASBalancedPlacement`` (alpha, off by default): a preferred topology request spread evenly over the
+    fewest domains (:mod:`flexq.scheduler.tas_balanced`)."""
+    not_ready_fixed_time: bool = False
+    """Kueue's ``TASReplaceNodeDueToNotReadyOverFixedTime`` (deprecated, off by default in v0.19): a node NotReady for
+    30 s counts as failed whatever its pods do."""
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels, with the one the API server sets on every namespace."""

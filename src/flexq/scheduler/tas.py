@@ -43,7 +43,7 @@ def topology_view(state: SchedulerState, now: float, without: frozenset[str] = f
                 if wl.key not in without:
                     yield from _held(wl, topology, state)
 
-    return TopologyView(nodes, now, held, usage)
+    return TopologyView(nodes, now, held, usage, state.config.balanced_placement)
 
 
 def _booked(node: TopologyNode) -> str:

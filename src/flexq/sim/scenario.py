@@ -66,6 +66,7 @@ from flexq.capacity import (
     random_outages,
 )
 from flexq.durations import DurationError, parse_duration
+from flexq.scheduler import Taint
 from flexq.sim.arrivals import ScenarioError, Submission, read_text
 from flexq.sim.generator import is_generator, load_generator
 from flexq.sim.scenario_schema import (
@@ -213,6 +214,12 @@ def _capacity(raw: CapacitySection, doc: Document, base: str = "spec.capacity", 
                                for p in c.queuedDelayTrace or []),
             revoke_after=_duration(c.revokeAfter, doc, f"{where}.revokeAfter") if c.revokeAfter is not None else None,
             host_failures=tuple(_duration(t, doc, f"{where}.hostFailures") for t in c.hostFailures or []),
+            host_not_ready=tuple((_duration(d.at, doc, f"{where}.hostNotReady"),
+                                  None if d.for_ is None else _duration(d.for_, doc, f"{where}.hostNotReady"))
+                                 for d in c.hostNotReady or []),
+            host_taints=tuple((_duration(t.at, doc, f"{where}.hostTaints"),
+                               None if t.for_ is None else _duration(t.for_, doc, f"{where}.hostTaints"),
+                               Taint(t.key, t.value, t.effect)) for t in c.hostTaints or []),
         )
     return CapacityConfig(
         tuple(pools), EmulatedCloud(specs, raw.seed),

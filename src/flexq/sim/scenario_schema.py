@@ -83,6 +83,19 @@ class Outages(StrictModel):
     for_: Duration | None = Field(None, alias="for")
 
 
+class HostDown(StrictModel):
+    at: Duration
+    for_: Duration | None = Field(None, alias="for")
+
+
+class HostTaint(StrictModel):
+    at: Duration
+    for_: Duration | None = Field(None, alias="for")
+    key: StrictStr
+    value: StrictStr = ""
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
+
+
 class CloudEntry(StrictModel):
     available: StrictInt | Literal["unlimited"] = "unlimited"
     stockouts: list[Window] | None = None
@@ -94,6 +107,8 @@ class CloudEntry(StrictModel):
     queuedDelayTrace: list[DelayPoint] | None = None
     revokeAfter: Duration | None = None
     hostFailures: list[Duration] | None = None
+    hostNotReady: list[HostDown] | None = None
+    hostTaints: list[HostTaint] | None = None
 
 
 class CapacitySection(StrictModel):
