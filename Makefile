@@ -66,7 +66,7 @@ mutate: $(DEVSTAMP)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 
-# make bench: every benchmark, at sizes that take about 13 minutes on this 2-core machine; make bench-full adds the
+# make bench: every benchmark, at sizes that take about 16 minutes on this 2-core machine; make bench-full adds the
 # whole of Kueue's large-scale config through the API (about 5 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
@@ -78,6 +78,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/scale_bench.py --fraction 0.1
 	$(BIN)/python bench/server_cpu_bench.py --out bench/results/server-cpu.json
 	$(BIN)/python bench/live_baseline.py --virtual
+	$(BIN)/python bench/live_baseline.py --workers 2
+	$(BIN)/python bench/latency_bench.py
 	$(BIN)/python bench/live_baseline.py --config large-scale --scale 0.1
 	$(BIN)/python bench/execution_bench.py
 
