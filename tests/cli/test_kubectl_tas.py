@@ -15,56 +15,13 @@ import yaml
 
 from tests.conftest import Server, start_server, stop_server
 from tests.support import eventually, eventually_value, serve_capacity, serve_kueue_config
+from tests.support.tas import TPU_SLICE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
 
 
 DWS_CAPACITY = """cloud:
   dws-pool: {queuedDelay: 8s}
-"""
-TPU_SLICE = """apiVersion: kueue.x-k8s.io/v1beta1
-kind: Topology
-metadata: {name: gke-default}
-spec:
-  levels:
-    - nodeLabel: cloud.google.com/gce-topology-block
-    - nodeLabel: cloud.google.com/gce-topology-subblock
-    - nodeLabel: kubernetes.io/hostname
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: tpu-tas}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: tpu-pool}, topologyName: gke-default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: tpu-cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [google.com/tpu]
-      flavors: [{name: tpu-tas, resources: [{name: google.com/tpu, nominalQuota: 64}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: tpu-queue, namespace: default}
-spec: {clusterQueue: tpu-cq}
----
-apiVersion: batch/v1
-kind: Job
-metadata: {name: slice, namespace: default, labels: {kueue.x-k8s.io/queue-name: tpu-queue}}
-spec:
-  parallelism: 4
-  completions: 4
-  suspend: true
-  template:
-    metadata:
-      annotations: {kueue.x-k8s.io/podset-required-topology: cloud.google.com/gce-topology-subblock}
-    spec:
-      restartPolicy: Never
-      tolerations: [{key: google.com/tpu, operator: Exists, effect: NoSchedule}]
-      containers:
-        - {name: worker, image: busybox, resources: {requests: {google.com/tpu: 4}}}
 """
 REPAIR_CAPACITY = """cloud:
   tpu-pool: {bootTime: 5s}

@@ -7,64 +7,39 @@ second pass that finds no placement keeps the quota, says so (``SecondPassFailed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
-    ClusterQueueSpec,
     ConcurrentPolicy,
     DelayedTopology,
     FlavorSpec,
     PodSet,
-    Quota,
-    ResourceGroup,
-    Taint,
     TopologyRequest,
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support.tas import CPU, Node, node, tas_queue, tas_scheduler
 
-CPU = 1000
 PROV = "prov-check"
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": CPU, "pods": 10_000})
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    is_ready: bool = True
-    booked_for: str | None = None
-
-    def ready(self, now: float) -> bool:
-        return self.is_ready
-
-
-def _scheduler(nodes: list[_Node], *, check: str = PROV, on: frozenset[str] | None = None,
+def _scheduler(nodes: list[Node], *, check: str = PROV, on: frozenset[str] | None = None,
                second: bool = False) -> Scheduler:
     """Kueue's ``clusterQueueWithProvReq``: one flavor (``tas-default``, nodes labelled ``tas-node``) on a single
     hostname level, 50 cpus, the check on every flavor (or ``on`` those); ``second``: ``tas-second`` too."""
-    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,))}
+    flavors = [FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,))]
     if second:
-        flavors["tas-second"] = FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single",
-                                           levels=(HOSTNAME,))
-    group = ResourceGroup(("cpu",), tuple(flavors), {(f, "cpu"): Quota(50 * CPU) for f in flavors})
-    cq = ClusterQueueSpec("tas-main", groups=(group,), checks=((check, on),))
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})))
-    s.nodes = lambda: nodes
-    return s
+        flavors.append(FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single", levels=(HOSTNAME,)))
+    cq = tas_queue("tas-main", [f.name for f in flavors], 50, checks=((check, on),))
+    return tas_scheduler(nodes, flavors, [cq], instant_eviction=False, provisioning_checks=frozenset({PROV}))
 
 
-def _node(name: str, label: str = "tas-node", ready: bool = True, booked: str | None = None) -> _Node:
-    return _Node(name, {label: "true", HOSTNAME: name}, is_ready=ready, booked_for=booked)
+def _node(name: str, label: str = "tas-node", ready: bool = True, booked: str | None = None) -> Node:
+    return node(name, {label: "true", HOSTNAME: name}, ready=ready, booked_for=booked)
 
 
 def _job(*podsets: PodSet) -> Workload:
@@ -123,13 +98,12 @@ def test_second_pass_places_on_the_provisioned_nodes_then_admits() -> None:
     # the check is Ready (Kueue's first backoff), places the pod set and admits; the quota is not counted twice
     # ("large workload in CQ with ProvisioningRequest; second pass", "... multi-resource workload fully consumes
     # quota": the workload takes all 50 cpus of the queue).
-    nodes: list[_Node] = []
+    nodes: list[Node] = []
     s = _scheduler(nodes)
     wl = _job(PodSet("one", 1, {"cpu": 50 * CPU}, topology=TopologyRequest(HOSTNAME, required=True)))
     s.add(wl, 0.0)
     s.schedule(0.0)
-    nodes.append(_Node("x1", {"tas-node": "true", HOSTNAME: "x1"}, {"cpu": 50 * CPU, "pods": 50_000},
-                       booked_for=wl.key))
+    nodes.append(node("x1", {"tas-node": "true", HOSTNAME: "x1"}, 50, pods=50_000, booked_for=wl.key))
     assert _kinds(s.set_check(wl.key, PROV, CheckState.READY, 60.0)) == []
     assert wl.state is WorkloadState.QUOTA_RESERVED and wl.pending_reason == \
         "There are pending delayed topology requests"
@@ -215,14 +189,11 @@ def test_a_racing_variant_wins_once_its_delayed_placement_admits_it() -> None:
     # Kueue's Concurrent Admission (flexq's racing): the variant on the flavor behind the check reserves unplaced;
     # its second pass admits it, and the workload takes its admission with its placement.
     nodes = [_node("x1")]
-    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,)),
-               "tas-second": FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single",
-                                        levels=(HOSTNAME,))}
-    group = ResourceGroup(("cpu",), tuple(flavors), {(f, "cpu"): Quota(50 * CPU) for f in flavors})
-    cq = ClusterQueueSpec("tas-main", groups=(group,), checks=((PROV, frozenset({"tas-second"})),),
-                          concurrent=ConcurrentPolicy())
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})), instant_eviction=True)
-    s.nodes = lambda: nodes
+    flavors = [FlavorSpec("tas-default", {"tas-node": "true"}, topology="single", levels=(HOSTNAME,)),
+               FlavorSpec("tas-second", {"tas-node-second": "true"}, topology="single", levels=(HOSTNAME,))]
+    cq = tas_queue("tas-main", ["tas-default", "tas-second"], 50, checks=((PROV, frozenset({"tas-second"})),),
+                   concurrent=ConcurrentPolicy())
+    s = tas_scheduler(nodes, flavors, [cq], provisioning_checks=frozenset({PROV}))
     first, wl = _job(PodSet("one", 1, {"cpu": CPU}, topology=TopologyRequest(HOSTNAME, required=True))), \
         Workload("default", "bar", "lq", "tas-main", (_podset("one"),), uid="bar")
     for t, job in enumerate((first, wl)):
@@ -247,16 +218,11 @@ def test_a_delayed_pod_set_group_is_placed_together_by_the_second_pass(grouped: 
     # cpus (rack r1), so the two 4-cpu workers go to r2; the 1-cpu leader alone fits tightest on x1, grouped it goes
     # with its workers.
     rack = "rack"
-    nodes = [_Node("x1", {"tas-node": "true", rack: "r1", HOSTNAME: "x1"}, {"cpu": 5 * CPU, "pods": 10_000},
-                   pods={"default/other": {"cpu": 4 * CPU}}),
-             *(_Node(h, {"tas-node": "true", rack: "r2", HOSTNAME: h}, {"cpu": 5 * CPU, "pods": 10_000})
-               for h in ("y1", "y2"))]
-    flavors = {"tas-default": FlavorSpec("tas-default", {"tas-node": "true"}, topology="two", levels=(rack, HOSTNAME))}
-    cq = ClusterQueueSpec("tas-main", groups=(ResourceGroup(("cpu",), ("tas-default",),
-                                                            {("tas-default", "cpu"): Quota(50 * CPU)}),),
-                          checks=((PROV, None),))
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, provisioning_checks=frozenset({PROV})))
-    s.nodes = lambda: nodes
+    nodes = [node("x1", {"tas-node": "true", rack: "r1", HOSTNAME: "x1"}, 5, used={"cpu": 4 * CPU}),
+             *(node(h, {"tas-node": "true", rack: "r2", HOSTNAME: h}, 5) for h in ("y1", "y2"))]
+    flavor = FlavorSpec("tas-default", {"tas-node": "true"}, topology="two", levels=(rack, HOSTNAME))
+    cq = tas_queue("tas-main", ["tas-default"], 50, checks=((PROV, None),))
+    s = tas_scheduler(nodes, [flavor], [cq], instant_eviction=False, provisioning_checks=frozenset({PROV}))
     request = TopologyRequest(rack, required=True, group="lws" if grouped else "")
     wl = _job(PodSet("leader", 1, {"cpu": CPU}, topology=request), PodSet("workers", 2, {"cpu": 4 * CPU},
                                                                           topology=request))

@@ -4,58 +4,26 @@ preempts as Kueue's TAS preemption does, its victims checked by placing the grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.fair_preemption import STRATEGIES
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PreemptionPolicy,
-    Quota,
-    ResourceGroup,
-    Taint,
-    TopologyRequest,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.model import FlavorSpec, PodSet, PreemptionPolicy, TopologyRequest, Workload, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from tests.support.tas import CPU, RACK, hosts_of, node, tas_job, tas_queue, tas_scheduler
 
-CPU = 1000
-RACK = "cloud.com/topology-rack"
 HOSTS = {"x1": "r1", "x2": "r1", "y1": "r2", "y2": "r2"}
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": 5 * CPU, "pods": 110_000})
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
-
-
 def _scheduler(fair: bool = False) -> Scheduler:
-    flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(RACK, HOSTNAME))}
-    group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, fair_sharing=STRATEGIES if fair else None),
-                  instant_eviction=True)
-    nodes = [_Node(host, {RACK: rack, HOSTNAME: host}) for host, rack in HOSTS.items()]
-    s.nodes = lambda: nodes
-    return s
+    nodes = [node(host, {RACK: rack, HOSTNAME: host}, 5, pods=110_000) for host, rack in HOSTS.items()]
+    flavor = FlavorSpec("tas", {}, topology="default", levels=(RACK, HOSTNAME))
+    cq = tas_queue("cq", ["tas"], 50, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    return tas_scheduler(nodes, [flavor], [cq], fair_sharing=STRATEGIES if fair else None)
 
 
 def _rack_job(name: str, priority: int, pods: int, cpus: int) -> Workload:
-    podset = PodSet("main", pods, {"cpu": cpus * CPU}, topology=TopologyRequest(RACK, required=True))
-    return Workload("default", name, "lq", "cq", (podset,), priority=priority, uid=name)
+    return tas_job(name, pods, cpus, RACK, priority=priority)
 
 
 def _group(name: str, priority: int, leader_cpus: int, workers: int, worker_cpus: int,
@@ -64,12 +32,6 @@ def _group(name: str, priority: int, leader_cpus: int, workers: int, worker_cpus
     podsets = (PodSet("leader", 1, {"cpu": leader_cpus * CPU}, topology=request),
                PodSet("workers", workers, {"cpu": worker_cpus * CPU}, topology=request))
     return Workload("default", name, "lq", "cq", podsets, priority=priority, uid=name)
-
-
-def _hosts(wl: Workload) -> dict[str, tuple[str, ...]]:
-    assert wl.admission is not None
-    return {ps.name: tuple(values[-1] for values, _ in ps.topology.domains)
-            for ps in wl.admission.podsets if ps.topology is not None}
 
 
 @pytest.mark.parametrize("grouped", [True, False], ids=["grouped", "alone"])
@@ -83,8 +45,8 @@ def test_the_leader_goes_to_its_workers_rack(grouped: bool) -> None:
     wl = _group("lws", 1, 1, 2, 4, grouped)
     s.add(wl, 1.0)
     s.schedule(1.0)
-    assert _hosts(small) == {"main": ("x1",)}
-    assert _hosts(wl) == {"leader": ("y1",) if grouped else ("x1",), "workers": ("y1", "y2")}
+    assert hosts_of(small) == {"main": ("x1",)}
+    assert hosts_of(wl) == {"leader": ("y1",) if grouped else ("x1",), "workers": ("y1", "y2")}
 
 
 def test_a_group_no_rack_can_hold_is_topology_placement_failed() -> None:
@@ -109,10 +71,10 @@ def test_a_group_preempts_to_free_a_rack_and_takes_it(fair: bool) -> None:
     for t, wl in enumerate(low):
         s.add(wl, float(t))
         s.schedule(float(t))
-    assert [_hosts(wl)["main"] for wl in low] == [("x1", "x2"), ("y1", "y2")]
+    assert [hosts_of(wl)["main"] for wl in low] == [("x1", "x2"), ("y1", "y2")]
     wl = _group("lws", 5, 1, 2, 4)
     s.add(wl, 10.0)
     preempted = [e.workload for e in s.schedule(10.0) if e.kind.value == "Preempted"]
     s.schedule(11.0)
     assert preempted == ["default/low-b"]
-    assert (wl.state, _hosts(wl)) == (WorkloadState.ADMITTED, {"leader": ("y1",), "workers": ("y1", "y2")})
+    assert (wl.state, hosts_of(wl)) == (WorkloadState.ADMITTED, {"leader": ("y1",), "workers": ("y1", "y2")})

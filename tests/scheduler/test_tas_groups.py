@@ -5,36 +5,21 @@ same node trees, requests and expected assignments or messages."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
-from flexq.scheduler.model import FlavorSpec, PodSet, Taint, TopologyAssignment, TopologyRequest
+from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
 from flexq.scheduler.tas_groups import leader_and_workers, place_group
+from tests.support.tas import BLOCK, CPU, RACK, Node
+from tests.support.tas import node as tas_node
 
-BLOCK = "cloud.com/topology-block"
-RACK = "cloud.com/topology-rack"
 GPU = "example.com/gpu"
-CPU = 1000
 
 
-@dataclass
-class Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
-
-
-def node(name: str, path: Mapping[str, str], cpu: float, gpu: int = 0,
-         used: Mapping[str, int] | None = None) -> Node:
-    allocatable = {"cpu": int(cpu * CPU), "pods": 10_000, **({GPU: gpu * 1000} if gpu else {})}
-    return Node(name, dict(path), allocatable, pods={"filler": used} if used else {})
+def node(name: str, path: dict[str, str], cpu: float, gpu: int = 0, used: dict[str, int] | None = None) -> Node:
+    return tas_node(name, path, cpu, extra={GPU: gpu * 1000} if gpu else None, used=used)
 
 
 def blocks(*specs: tuple[str, float, int]) -> list[Node]:

@@ -9,9 +9,6 @@ a placement from a borrowing queue, and a borrowing one takes it only where the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
@@ -21,51 +18,31 @@ from flexq.scheduler.model import (
     FlavorSpec,
     PodSet,
     PreemptionPolicy,
-    Quota,
-    ResourceGroup,
-    Taint,
     TopologyRequest,
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support.tas import CPU, Node, hosts_of, node, tas_job, tas_queue, tas_scheduler
 
-CPU = 1000
+FLAVOR = FlavorSpec("tas", {}, topology="default", levels=(HOSTNAME,))
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": 5 * CPU, "pods": 110_000})
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
+def _hosts_5_cpus(names: tuple[str, ...]) -> list[Node]:
+    return [node(name, {HOSTNAME: name}, 5, pods=110_000) for name in names]
 
 
 def _scheduler(policy: PreemptionPolicy, fair: bool = False, hosts: tuple[str, ...] = ("x1", "y1")) -> Scheduler:
-    flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(HOSTNAME,))}
-    group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=policy)
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, fair_sharing=STRATEGIES if fair else None),
-                  instant_eviction=True)
-    nodes = [_Node(name, {HOSTNAME: name}) for name in hosts]
-    s.nodes = lambda: nodes
-    return s
+    return tas_scheduler(_hosts_5_cpus(hosts), [FLAVOR], [tas_queue("cq", ["tas"], 50, within_cluster_queue=policy)],
+                         fair_sharing=STRATEGIES if fair else None)
 
 
 def _job(name: str, priority: int, pods: int, cpus: int, cq: str = "cq") -> Workload:
-    podset = PodSet("one", pods, {"cpu": cpus * CPU}, topology=TopologyRequest(HOSTNAME, required=True))
-    return Workload("default", name, "lq", cq, (podset,), priority=priority, uid=name)
+    return tas_job(name, pods, cpus, HOSTNAME, priority=priority, cq=cq, podset="one")
 
 
 def _hosts(wl: Workload) -> tuple[str, ...]:
-    assert wl.admission is not None
-    (ps,) = wl.admission.podsets
-    assert ps.topology is not None
-    return tuple(values[-1] for values, _ in ps.topology.domains)
+    return hosts_of(wl)["one"]
 
 
 def _story(s: Scheduler, incoming: Workload) -> dict[str, object]:
@@ -155,18 +132,12 @@ def _cohort(b_nominal: int, b_weight: float = 1.0) -> Scheduler:
     """Three ClusterQueues of cohort ``co`` on one topology-aware flavor over hosts x1 and y1 (5 cpus each): ``a``
     (nominal 2 cpus) and ``b``, which reclaim from borrowing queues, and ``lender`` (20 cpus), which runs nothing: the
     quota is always there, the hosts are what is short."""
-    flavors = {"tas": FlavorSpec("tas", {}, topology="default", levels=(HOSTNAME,))}
-
     def queue(name: str, nominal: int, weight: float = 1.0) -> ClusterQueueSpec:
-        group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(nominal * CPU)})
-        return ClusterQueueSpec(name, cohort="co", groups=(group,), within_cluster_queue=PreemptionPolicy.NEVER,
-                                reclaim_within_cohort=PreemptionPolicy.ANY, fair_weight=weight)
+        return tas_queue(name, ["tas"], nominal, cohort="co", within_cluster_queue=PreemptionPolicy.NEVER,
+                         reclaim_within_cohort=PreemptionPolicy.ANY, fair_weight=weight)
 
     queues = [queue("a", 2), queue("b", b_nominal, b_weight), queue("lender", 20)]
-    s = Scheduler(Config(flavors, {q.name: q for q in queues}, {}, fair_sharing=STRATEGIES), instant_eviction=True)
-    nodes = [_Node(name, {HOSTNAME: name}) for name in ("x1", "y1")]
-    s.nodes = lambda: nodes
-    return s
+    return tas_scheduler(_hosts_5_cpus(("x1", "y1")), [FLAVOR], queues, fair_sharing=STRATEGIES)
 
 
 COHORT_CASES: dict[str, tuple[int, float, dict[str, object]]] = {

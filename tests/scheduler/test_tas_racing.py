@@ -4,61 +4,27 @@ hold there; the winner's assignment becomes the workload's, and a loser's placem
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    ConcurrentPolicy,
-    FlavorSpec,
-    PodSet,
-    Quota,
-    ResourceGroup,
-    Taint,
-    TopologyRequest,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.model import ConcurrentPolicy, FlavorSpec, Workload, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from tests.support.tas import RACK, node, tas_job, tas_queue, tas_scheduler
 
-RACK = "cloud.com/topology-rack"
 LEVELS = (RACK, HOSTNAME)
-CPU = 1000
-
-
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int] = field(default_factory=lambda: {"cpu": CPU, "pods": 10_000})
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
-
-
-NODES = [_Node(f"{pool}{i}", {"pool": pool, RACK: f"{pool}-r", HOSTNAME: f"{pool}{i}"})
+NODES = [node(f"{pool}{i}", {"pool": pool, RACK: f"{pool}-r", HOSTNAME: f"{pool}{i}"})
          for pool in ("a", "b") for i in range(1, 5)]
 
 
 def _scheduler(policy: ConcurrentPolicy | None, race: bool) -> Scheduler:
-    flavors = {"plain": FlavorSpec("plain"),
-               "tas-a": FlavorSpec("tas-a", {"pool": "a"}, topology="default", levels=LEVELS),
-               "tas-b": FlavorSpec("tas-b", {"pool": "b"}, topology="default", levels=LEVELS)}
-    group = ResourceGroup(("cpu",), tuple(flavors), {(f, "cpu"): Quota(8 * CPU) for f in flavors})
-    cq = ClusterQueueSpec("cq", groups=(group,), concurrent=policy)
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}, race=race), instant_eviction=True)
-    s.nodes = lambda: NODES
-    return s
+    flavors = [FlavorSpec("plain"), FlavorSpec("tas-a", {"pool": "a"}, topology="default", levels=LEVELS),
+               FlavorSpec("tas-b", {"pool": "b"}, topology="default", levels=LEVELS)]
+    cq = tas_queue("cq", [f.name for f in flavors], 8, concurrent=policy)
+    return tas_scheduler(NODES, flavors, [cq], race=race)
 
 
 def _job(name: str, pods: int) -> Workload:
-    podset = PodSet("main", pods, {"cpu": CPU}, topology=TopologyRequest(RACK, required=True))
-    return Workload("default", name, "lq", "cq", (podset,), uid=name)
+    return tas_job(name, pods, 1, RACK)
 
 
 def _placed(wl: Workload) -> tuple[str, tuple[str, ...]]:

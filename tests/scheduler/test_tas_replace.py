@@ -8,57 +8,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.model import (
-    ClusterQueueSpec,
     FlavorSpec,
     PodSet,
-    Quota,
-    ResourceGroup,
-    Taint,
     TopologyAssignment,
     TopologyRequest,
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support.tas import CPU, Node, node, tas_queue, tas_scheduler
 
-CPU = 1000
 BLOCK, RACK = "tas-block", "tas-rack"
 KUEUE_NODES = {"x1": ("b1", "r1"), "x2": ("b1", "r2"), "x3": ("b1", "r2"), "x4": ("b1", "r2"), "x5": ("b2", "r1"),
                "x6": ("b2", "r2")}
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
+def _node(name: str, block: str, rack: str, cpus: int = 1) -> Node:
+    return node(name, {BLOCK: block, RACK: rack, HOSTNAME: name}, cpus, pods=110_000)
 
 
-def _node(name: str, block: str, rack: str, cpus: int = 1) -> _Node:
-    return _Node(name, {BLOCK: block, RACK: rack, HOSTNAME: name}, {"cpu": cpus * CPU, "pods": 110_000})
-
-
-def _scheduler() -> tuple[Scheduler, list[_Node]]:
+def _scheduler() -> tuple[Scheduler, list[Node]]:
     """Kueue's nodes, and x0 (8 cpus, its own rack) for the first placement, which each case then sets as Kueue's
     case starts."""
-    flavors = {"tas": FlavorSpec("tas", {}, topology="three-level", levels=(BLOCK, RACK, HOSTNAME))}
-    group = ResourceGroup(("cpu",), ("tas",), {("tas", "cpu"): Quota(50 * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,))
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}), instant_eviction=True)
+    flavor = FlavorSpec("tas", {}, topology="three-level", levels=(BLOCK, RACK, HOSTNAME))
     nodes = [_node("x0", "b0", "r0", cpus=8), *(_node(name, *where) for name, where in KUEUE_NODES.items())]
-    s.nodes = lambda: nodes
-    return s, nodes
+    return tas_scheduler(nodes, [flavor], [tas_queue("cq", ["tas"], 50)]), nodes
 
 
 def _hosts(wl: Workload) -> dict[str, dict[str, int]]:

@@ -14,6 +14,7 @@ import yaml
 
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import load_scenario
+from tests.support.tas import TPU_SLICE
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tas"
 GATE_OFF = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
@@ -72,57 +73,10 @@ def test_with_no_free_host_in_its_sub_block_the_job_is_evicted_and_requeued(tmp_
                                                            (3601, "QuotaReserved"), (5401, "Finished")]
 
 
-TPU_OBJECTS = """
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Topology
-metadata: {name: gke-default}
-spec:
-  levels:
-    - nodeLabel: cloud.google.com/gce-topology-block
-    - nodeLabel: cloud.google.com/gce-topology-subblock
-    - nodeLabel: kubernetes.io/hostname
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: tpu-tas}
-spec: {nodeLabels: {cloud.google.com/gke-nodepool: tpu-pool}, topologyName: gke-default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: tpu-cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-    - coveredResources: [google.com/tpu]
-      flavors: [{name: tpu-tas, resources: [{name: google.com/tpu, nominalQuota: 64}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: tpu-queue, namespace: default}
-spec: {clusterQueue: tpu-cq}
----
-apiVersion: batch/v1
-kind: Job
-metadata: {name: slice, namespace: default, labels: {kueue.x-k8s.io/queue-name: tpu-queue}}
-spec:
-  parallelism: 4
-  completions: 4
-  suspend: true
-  template:
-    metadata:
-      annotations: {kueue.x-k8s.io/podset-required-topology: cloud.google.com/gce-topology-subblock}
-    spec:
-      restartPolicy: Never
-      tolerations: [{key: google.com/tpu, operator: Exists, effect: NoSchedule}]
-      containers:
-        - {name: worker, image: busybox, resources: {requests: {google.com/tpu: 4}}}
-"""
-
-
 def test_a_lost_host_of_a_tpu_slice_loses_its_other_hosts_too_and_the_job_is_evicted(tmp_path: Path) -> None:
     """A multi-host slice goes whole: more than one of the job's nodes at once, Kueue's "multiple TAS assigned node
     failures" eviction, not a replacement."""
-    *objects, job = list(yaml.safe_load_all(TPU_OBJECTS))
+    *objects, job = list(yaml.safe_load_all(TPU_SLICE))
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-slice-lost"},
            "spec": {"objects": objects, "until": "3h",
                     "capacity": {"pools": [{"name": "tpu-pool", "machineType": "ct6e-standard-4t",
@@ -147,7 +101,7 @@ def test_a_job_evicted_with_its_slice_runs_again_once_the_repaired_slice_is_read
     """The slice is recreated at 10m and boots for 5m; the evicted job, pending for want of a sub-block
     (TopologyPlacementFailed), is tried again when the nodes are ready, as Kueue requeues a ClusterQueue's
     inadmissible workloads on node events, with TASFailedNodeReplacement on or off."""
-    *objects, job = list(yaml.safe_load_all(TPU_OBJECTS))
+    *objects, job = list(yaml.safe_load_all(TPU_SLICE))
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-slice-repaired"},
            "spec": {"objects": objects, "until": "3h", **({"kueueConfig": GATE_OFF} if gate_off else {}),
                     "capacity": {"pools": [{"name": "tpu-pool", "machineType": "ct6e-standard-4t",
