@@ -6,32 +6,18 @@ least to spare, r2, and fills x3 first."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
-from flexq.scheduler.model import FlavorSpec, PodSet, Taint, TopologyAssignment, TopologyRequest
+from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
+from tests.support.tas import Node
 
 BLOCK, RACK = "tas-block", "tas-rack"
 GPU = "nvidia.com/gpu"
 FLAVOR = FlavorSpec("tas", {}, topology="default", levels=(BLOCK, RACK, HOSTNAME))
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
-
-
-NODES = [_Node(name, {BLOCK: "b1", RACK: rack, HOSTNAME: name}, {GPU: gpus * 1000, "pods": 20_000})
+NODES = [Node(name, {BLOCK: "b1", RACK: rack, HOSTNAME: name}, {GPU: gpus * 1000, "pods": 20_000})
          for name, rack, gpus in (("x1", "r1", 12), ("x2", "r1", 12), ("x3", "r2", 14), ("x4", "r2", 6))]
 
 

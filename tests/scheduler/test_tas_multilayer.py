@@ -6,38 +6,25 @@ them in groups of two per host."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
-from flexq.scheduler.model import FlavorSpec, PodSet, Taint, TopologyAssignment, TopologyRequest
+from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
+from tests.support.tas import BLOCK, RACK, Node
 
-BLOCK, RACK = "cloud.com/topology-block", "cloud.com/topology-rack"
 FLAVOR = FlavorSpec("tas", {}, topology="default", levels=(BLOCK, RACK, HOSTNAME))
 
 
-@dataclass
-class _Node:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    def ready(self, now: float) -> bool:
-        return True
-
-
-def _nodes(cpus: Mapping[str, tuple[str, int]]) -> list[_Node]:
-    return [_Node(name, {BLOCK: "b1", RACK: rack, HOSTNAME: name}, {"cpu": n * 1000, "pods": 10_000})
+def _nodes(cpus: Mapping[str, tuple[str, int]]) -> list[Node]:
+    return [Node(name, {BLOCK: "b1", RACK: rack, HOSTNAME: name}, {"cpu": n * 1000, "pods": 10_000})
             for name, (rack, n) in cpus.items()]
 
 
 KUEUE = {"x1": ("r1", 1), "x2": ("r1", 4), "x3": ("r2", 3), "x4": ("r2", 4)}
 
 
-def _place(nodes: list[_Node], count: int, layers: tuple[tuple[str, int], ...]) -> TopologyAssignment | str:
+def _place(nodes: list[Node], count: int, layers: tuple[tuple[str, int], ...]) -> TopologyAssignment | str:
     request = TopologyRequest(BLOCK, True, slice_level=layers[0][0], slice_size=layers[0][1], layers=layers)
     view = TopologyView(nodes, 0.0, lambda _key: True, lambda _name: ())
     return place(view, FLAVOR, PodSet("main", count, {"cpu": 1000}, topology=request), request, ())
