@@ -368,22 +368,10 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
     subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
                  for n in nodes["items"]}
-    job = yaml.safe_load(_job("a", 3))
-    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
-    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
-    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
-    hosts = _v1beta1_hosts(kubectl, "a")
-    (subblock,) = {subblocks[h] for h in hosts}
-    (spare,) = [h for h, s in subblocks.items() if s == subblock and h not in hosts]
+    hosts, spare = _running_beside_a_spare(kubectl, subblocks)
     deleted = kubectl("delete", "node", hosts[0])
     assert deleted.code == 0, deleted.err
-
-    def moved() -> list[str]:
-        now = _v1beta1_hosts(kubectl, "a")
-        assert now == sorted([*hosts[1:], spare])
-        return now
-
-    eventually(moved)
+    _moved_to_spare(kubectl, hosts, spare)
     assert _admitted(kubectl, "a") is not None, "admitted all along"
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
@@ -438,22 +426,10 @@ def test_a_noexecute_taint_moves_the_pods_to_the_sub_blocks_free_host_with_real_
     ``kubectl taint node`` on one of job a's three hosts evicts its pod there, which goes to the sub-block's fourth
     host; the workload stays admitted. The taint removed, the node shows none again."""
     subblocks = _tas_pool(kubectl, flexq)
-    job = yaml.safe_load(_job("a", 3))
-    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
-    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
-    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
-    hosts = _v1beta1_hosts(kubectl, "a")
-    (subblock,) = {subblocks[h] for h in hosts}
-    (spare,) = [h for h, s in subblocks.items() if s == subblock and h not in hosts]
+    hosts, spare = _running_beside_a_spare(kubectl, subblocks)
     tainted = kubectl("taint", "node", hosts[0], "maintenance=now:NoExecute")
     assert tainted.code == 0, tainted.err
-
-    def moved() -> list[str]:
-        now = _v1beta1_hosts(kubectl, "a")
-        assert now == sorted([*hosts[1:], spare])
-        return now
-
-    eventually(moved)
+    _moved_to_spare(kubectl, hosts, spare)
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     assert [e["message"] for e in events if e["reason"] == "NodeTainted"] == [
@@ -517,3 +493,25 @@ def test_multi_layer_slices_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
         "topologyAssignment"]["domains"]
     assert [d["count"] for d in domains] == [2, 2, 2, 2]
     assert len({subblocks[d["values"][0]] for d in domains}) == 1
+
+
+def _running_beside_a_spare(kubectl: Any, subblocks: dict[str, str]) -> tuple[list[str], str]:
+    """Job "a" (three pods, running) admitted on three hosts of a sub-block, and that sub-block's fourth host."""
+    job = yaml.safe_load(_job("a", 3))
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
+    hosts = _v1beta1_hosts(kubectl, "a")
+    (subblock,) = {subblocks[h] for h in hosts}
+    (spare,) = [h for h, s in subblocks.items() if s == subblock and h not in hosts]
+    return hosts, spare
+
+
+def _moved_to_spare(kubectl: Any, hosts: list[str], spare: str) -> None:
+    """Wait until job "a"'s pod on the first of ``hosts`` is on ``spare``, the others where they were."""
+    def moved() -> list[str]:
+        now = _v1beta1_hosts(kubectl, "a")
+        assert now == sorted([*hosts[1:], spare])
+        return now
+
+    eventually(moved)
