@@ -61,8 +61,10 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
     # CPU per process: the server's, the load generator's (a process of its own), the watcher's and runner's; the
     # generator's lag against the schedule, and the verdict it gives.
     cpu, creations = report["cpu_s"], report["creations"]
+    processes = cpu.pop("server_processes")
     assert set(cpu) == {"server", "generator", "runner"} and all(v > 0 for v in cpu.values()), cpu
     assert cpu["server"] == report["server"]["cpu_s"]
+    assert list(processes) == ["server"] and abs(processes["server"] - cpu["server"]) <= 0.1  # no API workers
     # (the per-Job figure from the unrounded seconds: within the rounding of the shown ones)
     assert abs(report["server_cpu_ms_per_job"] - cpu["server"] / report["jobs"] * 1000) <= 50 / report["jobs"] + 0.01
     assert 0 <= creations["p99_late_s"] <= creations["max_late_s"]
