@@ -69,3 +69,23 @@ def test_a_worker_commits_through_the_socket_and_hears_refusals(tmp_path: Path) 
     with pytest.raises(StoreUnavailable, match="cannot be reached"):  # the owner is gone
         link.commit(ForeignTx({}, [], [put("y", 3)]))
     assert not (tmp_path / "commit.sock").exists()
+
+
+def test_a_fault_in_a_group_reaches_every_waiting_worker(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    group = GroupCommit(store)
+    broken = Put(ChangeType.ADDED, Key("", "configmaps", "default", "x"), PROVISIONAL, "not json")
+    try:
+        fine = group.submit(ForeignTx({}, [], [put("fine", 1)]))
+        with pytest.raises(ValueError):  # heard, not waited for: the connection's thread ends, the worker sees it
+            group.submit(ForeignTx({}, [], [broken])).result(timeout=10)
+        fault = fine.exception(timeout=10)  # in the same group: the group's fault; in a group before it: committed
+        if fault is not None:
+            assert isinstance(fault, ValueError)
+        else:
+            stored = store.get(Key("", "configmaps", "default", "fine"))
+            assert fine.result() == [int(stored["metadata"]["resourceVersion"])]
+        assert group.submit(ForeignTx({}, [], [put("after", 2)])).result(timeout=10) == [store.current_rv()]
+    finally:
+        group.close()
+        store.close()

@@ -20,7 +20,6 @@ import queue
 import socket
 import struct
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +79,12 @@ class GroupCommit:
             with contextlib.suppress(queue.Empty):
                 while len(group) < _GROUP and (more := self._queue.get_nowait()) is not None:
                     group.append(more)
-            self._commit(group)
+            try:
+                self._commit(group)
+            except Exception as exc:  # a fault of the owner's: each waiting worker hears it, none waits for good
+                for waiting in group:
+                    if not waiting.future.done():
+                        waiting.future.set_exception(exc)
 
     def _commit(self, group: list[_Waiting]) -> None:
         answers: list[Answer] = []
@@ -145,6 +149,13 @@ class CommitServer:
             threading.Thread(target=self._serve, args=(conn,), name="flexq-commit", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._answer(conn)
+        finally:
+            with self._lock:
+                self._connections.remove(conn)
+
+    def _answer(self, conn: socket.socket) -> None:
         with conn:
             while (data := _read_frame(conn)) is not None:
                 try:
@@ -210,12 +221,11 @@ def unix_listener(path: Path, backlog: int = 2048) -> socket.socket:
 class OwnerLink:
     """A worker's commits to the owner, over one kept connection per thread."""
 
-    def __init__(self, path: Path, connect: Callable[[], socket.socket] | None = None) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._connect = connect or self._unix
         self._local = threading.local()
 
-    def _unix(self) -> socket.socket:
+    def _connect(self) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(self.path))

@@ -48,7 +48,7 @@ class Front:
         self.tls = tls
         self.count = workers
         self.spec = dataclasses.replace(spec, fds=[s.fileno() for s in sockets])
-        self._processes: list[subprocess.Popen[bytes] | None] = []
+        self._processes: list[subprocess.Popen[bytes]] = []
         self._stopping = threading.Event()
         self._guard: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -77,7 +77,7 @@ class Front:
         """Start a worker again where one stopped while the owner serves."""
         while not self._stopping.wait(_RESTART_PAUSE):
             for index, process in enumerate(self._processes):
-                if process is None or process.poll() is None or self._stopping.is_set():
+                if process.poll() is None or self._stopping.is_set():
                     continue
                 log.warning("API worker %d (pid %d) stopped (exit %s): starting another", index, process.pid,
                             process.returncode)
@@ -88,7 +88,7 @@ class Front:
         self._stopping.set()
         if self._guard is not None:
             self._guard.join(timeout=5)
-        running = [p for p in self._processes if p is not None]
+        running = list(self._processes)
         for process in running:
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
@@ -105,8 +105,3 @@ class Front:
             self._socket.close()
             with contextlib.suppress(FileNotFoundError):
                 owner_socket(self.home).unlink()
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self._processes if p is not None]
-
