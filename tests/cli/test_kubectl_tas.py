@@ -359,16 +359,7 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     """The live half of tests/sim/test_tas_node_replacement.py (Kueue's TASFailedNodeReplacement): job a's three pods
     hold three hosts of a sub-block; one of them is deleted; its pod goes to the sub-block's fourth host, and the
     workload stays admitted with its topologyAssignment rewritten."""
-    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
-                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
-                  "--machine-type=n2-standard-16", "--num-nodes=8")):
-        made = flexq(*args)
-        assert made.code == 0, made.err
-    assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
-    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
-    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
-                 for n in nodes["items"]}
-    hosts, spare = _running_beside_a_spare(kubectl, subblocks)
+    hosts, spare = _running_beside_a_spare(kubectl, _tas_pool(kubectl, flexq))
     deleted = kubectl("delete", "node", hosts[0])
     assert deleted.code == 0, deleted.err
     _moved_to_spare(kubectl, hosts, spare)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import pytest
 
@@ -20,30 +19,15 @@ from flexq.scheduler.model import (
     TopologyAssignment,
     TopologyRequest,
 )
+from tests.support.tas import BLOCK, CPU, RACK, Node
 
-BLOCK = "cloud.com/topology-block"
-RACK = "cloud.com/topology-rack"
-CPU = 1000
 GI = 1024**3 * 1000
 
 
-@dataclass
-class FakeNode:
-    name: str
-    labels: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    taints: tuple[Taint, ...] = ()
-    pods: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    is_ready: bool = True
-
-    def ready(self, now: float) -> bool:
-        return self.is_ready
-
-
 def node(name: str, block: str | None, rack: str | None, host: str, cpu: float, memory: int = 1,
-         max_pods: int = 10, pods: Mapping[str, Mapping[str, int]] | None = None, is_ready: bool = True) -> FakeNode:
+         max_pods: int = 10, pods: Mapping[str, Mapping[str, int]] | None = None, is_ready: bool = True) -> Node:
     labels = {k: v for k, v in ((BLOCK, block), (RACK, rack), (HOSTNAME, host)) if v is not None}
-    return FakeNode(name, labels, {"cpu": int(cpu * CPU), "memory": memory * GI, "pods": max_pods * 1000},
+    return Node(name, labels, {"cpu": int(cpu * CPU), "memory": memory * GI, "pods": max_pods * 1000},
                     pods=pods or {}, is_ready=is_ready)
 
 
@@ -59,19 +43,19 @@ BINARY = [node(f"{b}-{r}-{x}", b, r, x, 1) for b, r, x in (
 SCATTERED = [node(f"{b}-r1-{x}", b, "r1", x, cpu) for b, x, cpu in (
     ("b1", "x3", 4), ("b1", "x5", 1), ("b1", "x1", 1), ("b2", "x6", 2), ("b2", "x2", 1))]
 THREE_HOSTS = [node(f"b1-r1-{x}", "b1", "r1", x, 3) for x in ("x3", "x5", "x1")]
-BLOCKS = [FakeNode("b1", {BLOCK: "b1"}, {"cpu": 2 * CPU, "pods": 20_000}),
-          FakeNode("b2", {BLOCK: "b2"}, {"cpu": 1 * CPU, "pods": 10_000}),
-          FakeNode("b3", {BLOCK: "b3"}, {"cpu": 4 * CPU, "pods": 40_000})]
+BLOCKS = [Node("b1", {BLOCK: "b1"}, {"cpu": 2 * CPU, "pods": 20_000}),
+          Node("b2", {BLOCK: "b2"}, {"cpu": 1 * CPU, "pods": 10_000}),
+          Node("b3", {BLOCK: "b3"}, {"cpu": 4 * CPU, "pods": 40_000})]
 EXCLUDED = [
-    FakeNode("x1", {HOSTNAME: "x1"}, {"cpu": CPU, "pods": 10_000}, taints=(Taint("key", "value", "NoSchedule"),)),
-    FakeNode("x2", {HOSTNAME: "x2", "zone": "zone-b"}, {"cpu": CPU, "pods": 10_000}),
-    FakeNode("x3", {HOSTNAME: "x3", "zone": "zone-b"}, {"cpu": 2 * CPU, "pods": 10_000}),
-    FakeNode("x4", {HOSTNAME: "x4", "zone": "zone-a"}, {"cpu": 100, "pods": 10_000}),
+    Node("x1", {HOSTNAME: "x1"}, {"cpu": CPU, "pods": 10_000}, taints=(Taint("key", "value", "NoSchedule"),)),
+    Node("x2", {HOSTNAME: "x2", "zone": "zone-b"}, {"cpu": CPU, "pods": 10_000}),
+    Node("x3", {HOSTNAME: "x3", "zone": "zone-b"}, {"cpu": 2 * CPU, "pods": 10_000}),
+    Node("x4", {HOSTNAME: "x4", "zone": "zone-a"}, {"cpu": 100, "pods": 10_000}),
 ]
 TWO, THREE = (BLOCK, RACK), (BLOCK, RACK, HOSTNAME)
 
 
-def _view(nodes: list[FakeNode], held: list[tuple[TopologyAssignment, Mapping[str, int]]] | None = None,
+def _view(nodes: list[Node], held: list[tuple[TopologyAssignment, Mapping[str, int]]] | None = None,
           tas_keys: frozenset[str] = frozenset()) -> TopologyView:
     return TopologyView(nodes, 0.0, lambda key: key in tas_keys, lambda _name: list(held or []))
 
@@ -171,7 +155,7 @@ def test_others_hold_what_their_assignments_name_and_pods_of_others_what_they_us
         _domains((HOSTNAME,), (("x2",), 1), (("x4",), 1), (("x7",), 1), (("x8",), 1))
 
 
-def _holding(nodes: list[FakeNode], held: list[tuple[TopologyAssignment, Mapping[str, int]]]) -> TopologyView:
+def _holding(nodes: list[Node], held: list[tuple[TopologyAssignment, Mapping[str, int]]]) -> TopologyView:
     return TopologyView(nodes, 0.0, lambda _key: False, lambda _name: held)
 
 
