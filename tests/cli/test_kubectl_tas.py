@@ -366,7 +366,7 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     assert _admitted(kubectl, "a") is not None, "admitted all along"
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
-    assert replaced["message"] == (f"node {hosts[0]} was lost: its pods were placed on {spare} in the same topology "
+    assert replaced["message"] == (f"node {hosts[0]} was deleted: its pods were placed on {spare} in the same topology "
                                    "domain")
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
 

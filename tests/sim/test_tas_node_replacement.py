@@ -48,7 +48,7 @@ def test_the_lost_hosts_pod_moves_to_the_free_host_of_its_sub_block_and_the_job_
     assert started["nodes"] == ["gke-tas-pool-1-0", "gke-tas-pool-2-0", "gke-tas-pool-3-0"]
     (replaced,) = [e for e in events if e["event"] == "NodeReplaced"]
     assert (replaced["t"], replaced["node"], replaced["nodes"]) == (600, "gke-tas-pool-1-0", ["gke-tas-pool-4-0"])
-    assert replaced["reason"] == ("node gke-tas-pool-1-0 was lost: its pods were placed on gke-tas-pool-4-0 in the "
+    assert replaced["reason"] == ("node gke-tas-pool-1-0 failed: its pods were placed on gke-tas-pool-4-0 in the "
                                   "same topology domain")
     assert _story(events) == [(0, "QuotaReserved", "Quota reserved in ClusterQueue tas-cluster-queue"),
                               (600, "NodeReplaced", replaced["reason"]), (1800, "Finished", "JobFinished")]

@@ -4,21 +4,29 @@
 A NotReady node, or one with a NoSchedule or NoExecute taint, takes no new pods: topology-aware placement, its
 replacements and the capacity driver's placement all pass it by. What happens to the pods already on it:
 
-- **NotReady** (``kubectl patch node --subresource=status``, a cloud's ``hostNotReady``): Kubernetes evicts its pods
-  when their toleration of ``node.kubernetes.io/not-ready:NoExecute`` runs out (300 s, the default every pod gets).
-  With Kueue's defaults (``TASReplaceNodeOnPodTermination`` on) a topology-aware workload's node counts as failed
-  then, once its pods there have terminated; with that gate off, or ``TASReplaceNodeDueToNotReadyOverFixedTime`` on,
-  after Kueue's ``NodeFailureDelay`` (30 s), its pods still running. A node Ready again before then is kept.
+- **NotReady** (``kubectl patch node --subresource=status``, a cloud's ``hostNotReady``): Kubernetes taints it
+  ``node.kubernetes.io/not-ready:NoExecute`` and evicts each pod when its toleration of that taint runs out: 300 s for
+  a pod that does not tolerate it itself (the toleration Kubernetes' ``DefaultTolerationSeconds`` adds), its own
+  ``tolerationSeconds`` where it does, never where it tolerates it for good. With Kueue's defaults
+  (``TASReplaceNodeOnPodTermination`` on) a topology-aware workload's node counts as failed then, once its pods there
+  have terminated (a workload whose pods stay is healthy there, however long the node is NotReady); with that gate
+  off, or ``TASReplaceNodeDueToNotReadyOverFixedTime`` on, after Kueue's ``NodeFailureDelay`` (30 s), its pods still
+  running, whatever they tolerate. A node Ready again before then is kept.
 - **A taint** (``kubectl taint node``, a cloud's ``hostTaints``) that a workload's pod sets do not all tolerate (their
   tolerations and their flavors'): a ``NoExecute`` one evicts its pods at once, so its node fails for it at once; a
   ``NoSchedule`` one leaves its running pods be (with ``TASReplaceNodeOnPodTermination`` off, Kueue counts the node
-  failed at once). ``TASReplaceNodeOnNodeTaints`` off, Kueue does not look at taints: pods a ``NoExecute`` taint evicted
-  are gone and not replaced.
+  failed at once). A ``NoExecute`` taint tolerated for ``tolerationSeconds`` only (Kueue's "tolerated temporarily")
+  evicts the pods when that runs out (the shortest of the tolerations that match, as Kubernetes' taint manager
+  counts it, from when the taint was added); the node fails for the workload then, unless the taint was removed
+  first. ``TASReplaceNodeOnNodeTaints`` off, Kueue does not look at taints: pods a ``NoExecute`` taint evicted are
+  gone and not replaced.
+
+A workload's pods on a node are taken together: the first of its pod sets there to be evicted ends them all.
 
 A node failed for a topology-aware workload is what a lost node is (:meth:`NodeLoss.hot_swap`): its pods there are
-placed again in their domain (``NodeReplaced``), else the workload is evicted (``NodeFailures``). A workload whose
-pods were evicted and that has no replacement (not topology-aware, a plain Pod, ``TASFailedNodeReplacement`` off) is
-evicted and requeued, as when its node is deleted. A ``tolerationSeconds`` is not modelled: a toleration tolerates.
+placed again in their domain (``NodeReplaced``, its message naming the cause), else the workload is evicted
+(``NodeFailures``). A workload whose pods were evicted and that has no replacement (not topology-aware, a plain Pod,
+``TASFailedNodeReplacement`` off) is evicted and requeued, as when its node is deleted.
 """
 
 from __future__ import annotations
@@ -32,15 +40,20 @@ from flexq.capacity.nodeloss import NodeLoss, single_pod
 from flexq.capacity.notes import PoolNote, Teller
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.record import Timeline
-from flexq.scheduler import EventKind, Scheduler, Taint, Workload, names_node
+from flexq.scheduler import EventKind, Scheduler, Taint, Toleration, Workload, names_node
 
-__all__ = ["NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NodeHealth", "taint_text"]
+__all__ = ["NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NOT_READY_TAINT", "NodeHealth", "eviction_delay",
+           "taint_text"]
 
 NODE_FAILURE_DELAY: Final = 30.0
 """Kueue's ``NodeFailureDelay``: how long a node is NotReady before the gates that do not wait for pods fail it."""
 NOT_READY_EVICTION: Final = 300.0
 """Kubernetes' default ``tolerationSeconds`` of ``node.kubernetes.io/not-ready:NoExecute``: when a NotReady node's
 pods are evicted."""
+NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoExecute")
+"""The taint Kubernetes' node lifecycle controller puts on a NotReady node."""
+_DEFAULT_NOT_READY: Final = Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute",
+                                       int(NOT_READY_EVICTION))
 _SCHEDULING: Final = ("NoSchedule", "NoExecute")
 
 
@@ -61,6 +74,8 @@ class NodeHealth:
         self.scheduler = scheduler
         self.loss = loss
         self.changed = changed
+        self._tainted_at: dict[tuple[str, Taint], float] = {}
+        """When each taint of a node was added: a ``tolerationSeconds`` counts from then."""
 
     def plan(self, pools: Sequence[NodePoolSpec]) -> None:
         """Schedule the cloud's ``hostNotReady`` and ``hostTaints`` of ``pools`` (those still to come)."""
@@ -112,8 +127,9 @@ class NodeHealth:
                          PoolNote(node.pool))
         config = self.scheduler.config
         if not config.replace_on_pod_termination or config.not_ready_fixed_time:
-            self.timeline.at(now + NODE_FAILURE_DELAY, partial(self._still_down, name, now, False))
-        self.timeline.at(now + NOT_READY_EVICTION, partial(self._still_down, name, now, True))
+            self.timeline.at(now + NODE_FAILURE_DELAY, partial(self._still_down, name, now, NODE_FAILURE_DELAY, None))
+        for delay, keys in sorted(self._evictions(NOT_READY_TAINT, sorted(node.pods)).items()):
+            self.timeline.at(now + delay, partial(self._still_down, name, now, delay, keys))
 
     def ready_again(self, name: str, why: str = "") -> None:
         node = self.cluster.nodes.get(name)
@@ -124,41 +140,79 @@ class NodeHealth:
                          PoolNote(node.pool))
         self.changed()
 
-    def _still_down(self, name: str, since: float, pods_gone: bool) -> None:
+    def _evictions(self, taint: Taint, keys: Sequence[str]) -> dict[float, list[str]]:
+        """The workloads ``keys`` by how long after ``taint`` was added their pods are evicted (those it never
+        evicts left out)."""
+        out: dict[float, list[str]] = {}
+        for key in keys:
+            wl = self.scheduler.workload(key)
+            delay = 0.0 if wl is None else eviction_delay(self.scheduler, wl, taint)
+            if delay is not None:
+                out.setdefault(delay, []).append(key)
+        return out
+
+    def _still_down(self, name: str, since: float, delay: float, keys: list[str] | None) -> None:
+        """Node ``name``, NotReady since ``since`` (``delay`` ago), fails for the workloads ``keys`` still on it, their
+        pods evicted (None: for every workload there, Kueue's ``NodeFailureDelay`` over, their pods running)."""
         node = self.cluster.nodes.get(name)
         if node is None or node.down_since != since:
             return
-        why = f"Node {name} was NotReady for {int(self.timeline.now() - since)}s"
-        self.fail(name, sorted(node.pods), pods_gone=pods_gone, swap=True, why=why)
+        cause = f"was NotReady for {delay:g}s"
+        on_it = sorted(node.pods) if keys is None else [k for k in keys if k in node.pods]
+        self.fail(name, on_it, pods_gone=keys is not None, swap=True, cause=cause)
 
     def tainted(self, name: str, taints: tuple[Taint, ...], why: str = "") -> None:
         """Node ``name``'s taints are now ``taints``."""
         node = self.cluster.nodes.get(name)
         if node is None or node.taints == taints:
             return
+        now = self.timeline.now()
         added = [t for t in taints if t not in node.taints and t.effect in _SCHEDULING]
         removed = [t for t in node.taints if t not in taints]
         node.taints = taints
+        for taint in removed:
+            self._tainted_at.pop((name, taint), None)
+        for taint in added:
+            self._tainted_at[(name, taint)] = now
         if added or removed:
             words = [f"+{taint_text(t)}" for t in added] + [f"-{taint_text(t)}" for t in removed]
             self.teller.pool(EventKind.NODE_TAINTED, why or f"node {name} of pool {node.pool}: taints "
                              f"{' '.join(words)}", PoolNote(node.pool))
         if removed:
             self.changed()
-        config = self.scheduler.config
         for key in sorted(node.pods):
-            wl = self.scheduler.workload(key)
-            untolerated = [t for t in added if wl is None or not _tolerated(self.scheduler, wl, t)]
-            if any(t.effect == "NoExecute" for t in untolerated):
-                self.fail(name, [key], pods_gone=True, swap=config.replace_on_taints,
-                          why=f"Node {name} was tainted {taint_text(untolerated[0])}")
-            elif untolerated and config.replace_on_taints and not config.replace_on_pod_termination:
-                self.fail(name, [key], pods_gone=False, swap=True,
-                          why=f"Node {name} was tainted {taint_text(untolerated[0])}")
+            self._tainted_for(name, key, added, now)
 
-    def fail(self, name: str, keys: list[str], *, pods_gone: bool, swap: bool, why: str) -> None:
+    def _tainted_for(self, name: str, key: str, added: Sequence[Taint], now: float) -> None:
+        """The ``added`` taints of node ``name`` for workload ``key`` there (see the module's description)."""
+        config = self.scheduler.config
+        wl = self.scheduler.workload(key)
+        delays = [(t, 0.0 if wl is None else eviction_delay(self.scheduler, wl, t)) for t in added]
+        untolerated = [t for t, delay in delays if delay == 0.0]
+        if any(t.effect == "NoExecute" for t in untolerated):
+            evicting = next(t for t in untolerated if t.effect == "NoExecute")
+            self.fail(name, [key], pods_gone=True, swap=config.replace_on_taints,
+                      cause=f"was tainted {taint_text(evicting)}")
+        elif untolerated and config.replace_on_taints and not config.replace_on_pod_termination:
+            self.fail(name, [key], pods_gone=False, swap=True, cause=f"was tainted {taint_text(untolerated[0])}")
+        else:
+            for taint, delay in delays:
+                if taint.effect == "NoExecute" and delay is not None:
+                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, taint, now, delay))
+
+    def _toleration_over(self, name: str, key: str, taint: Taint, since: float, delay: float) -> None:
+        """Workload ``key``'s toleration of ``taint`` (added to node ``name`` at ``since``, ``delay`` ago) ran out: its
+        pods there are evicted, unless the taint was removed meanwhile."""
+        node = self.cluster.nodes.get(name)
+        if node is None or self._tainted_at.get((name, taint)) != since or key not in node.pods:
+            return
+        self.fail(name, [key], pods_gone=True, swap=self.scheduler.config.replace_on_taints,
+                  cause=f"was tainted {taint_text(taint)}, tolerated for {delay:g}s")
+
+    def fail(self, name: str, keys: list[str], *, pods_gone: bool, swap: bool, cause: str) -> None:
         """Node ``name`` failed for the workloads ``keys``: those whose pods are gone from it (``pods_gone``) or
-        that are topology-aware there get a replacement (where ``swap``) or are evicted."""
+        that are topology-aware there get a replacement (where ``swap``) or are evicted. ``cause``: what happened
+        to the node, worded after its name."""
         now = self.timeline.now()
         config = self.scheduler.config
         for key in keys:
@@ -169,22 +223,34 @@ class NodeHealth:
             if not pods_gone and not tas:
                 continue
             self.cluster.unbind_from(key, name, now)
-            if swap and self.loss.hot_swap(key, {name}, now):
+            if swap and self.loss.hot_swap(key, {name}, now, {name: cause}):
                 continue
-            self.teller.log(self.scheduler.evict(key, now, f"{why}: the workload's pods on it are gone", "NodeLost"))
+            self.teller.log(self.scheduler.evict(key, now, f"Node {name} {cause}: the workload's pods on it are gone",
+                                                 "NodeLost"))
         self.changed()
 
 
-def _tolerated(scheduler: Scheduler, wl: Workload, taint: Taint) -> bool:
-    """Whether every admitted pod set of ``wl`` tolerates ``taint`` (its tolerations and its flavors')."""
+def eviction_delay(scheduler: Scheduler, wl: Workload, taint: Taint) -> float | None:
+    """How long after ``taint`` was added to their node Kubernetes evicts ``wl``'s pods (those of its admitted pod
+    sets: their tolerations and their flavors'), as its taint manager counts it: 0 where a pod set does not tolerate
+    it, None where every one tolerates it for good, else the shortest time a pod set tolerates it for. A pod set that
+    does not tolerate ``node.kubernetes.io/not-ready`` itself gets Kubernetes' default toleration of it (300 s)."""
     if wl.admission is None:
-        return True
+        return None
     flavors = scheduler.config.flavors
     podsets = {p.name: p for p in wl.podsets}
+    delays: list[float] = []
     for assigned in wl.admission.podsets:
         podset = podsets.get(assigned.name)
         tolerations = (*(podset.tolerations if podset is not None else ()),
                        *(t for f in assigned.flavors.values() if f in flavors for t in flavors[f].tolerations))
-        if not any(t.tolerates(taint) for t in tolerations):
-            return False
-    return True
+        matching = [t for t in tolerations if t.tolerates(taint)]
+        if not matching and taint == NOT_READY_TAINT:
+            matching = [_DEFAULT_NOT_READY]
+        if not matching:
+            return 0.0
+        if taint.effect == "NoExecute":
+            timed = [t.seconds for t in matching if t.seconds is not None]
+            if timed:
+                delays.append(float(max(0, min(timed))))
+    return min(delays) if delays else None

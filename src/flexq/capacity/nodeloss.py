@@ -21,7 +21,7 @@ alike: the first node (by name) of a slice in use, else of the pool.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from flexq.capacity.cluster import Cluster, Placement
@@ -84,7 +84,7 @@ class NodeLoss:
         """A host of ``pool`` fails: the first node (by name) of a slice in use, else of the pool, is lost."""
         name = self.host_of(pool)
         if name:
-            self.node_deleted(name, f"host {name} of pool {pool} failed")
+            self.node_deleted(name, f"host {name} of pool {pool} failed", "failed")
 
     def host_of(self, pool: str) -> str:
         """The host of ``pool`` a cloud's host event hits: the first node (by name) of a slice in use, else of the
@@ -92,10 +92,11 @@ class NodeLoss:
         nodes = sorted((n for n in self.cluster.nodes.values() if n.pool == pool), key=lambda n: (not n.pods, n.name))
         return nodes[0].name if nodes else ""
 
-    def node_deleted(self, name: str, why: str = "") -> None:
+    def node_deleted(self, name: str, why: str = "", cause: str = "was deleted") -> None:
         """A node was deleted from outside (``kubectl delete node``, as when the cloud reclaims a VM) or its host
         failed: the pods on it are gone, so their workloads are evicted and requeued. A multi-host TPU slice is
-        repaired or released whole (see the module's description)."""
+        repaired or released whole (see the module's description). ``cause`` words what happened to it after its
+        name in a replacement's message."""
         removed = self.cluster.remove([name])
         if not removed:
             return
@@ -112,15 +113,16 @@ class NodeLoss:
         reason = why or f"Node {name} was deleted"
         lost = {node.name, *(n.name for n in rest)} if multi_host else {node.name}
         for key in victims:
-            if self.hot_swap(key, lost, now):
+            if self.hot_swap(key, lost, now, {name: cause}):
                 continue
             self.teller.log(self.scheduler.evict(key, now, f"{reason}: the workload's pods on it are gone", "NodeLost"))
         self.make_room()
 
-    def hot_swap(self, key: str, lost: set[str], now: float) -> bool:
+    def hot_swap(self, key: str, lost: set[str], now: float, causes: Mapping[str, str] | None = None) -> bool:
         """Kueue's failed node replacement for ``key``, whose pods were on the ``lost`` nodes: False where it does not
         apply (the gate off, no topology assignment naming them); else the workload has a replacement or is
-        evicted."""
+        evicted. ``causes``: what happened to a node, worded after its name ("was deleted", "was NotReady for 300s";
+        else "was lost")."""
         wl = self.scheduler.workload(key)
         if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None or single_pod(wl):
             return False
@@ -136,7 +138,8 @@ class NodeLoss:
                                                  f"unhealthy node(s): {named[0]}", "NodeFailures"))
         else:
             nodes = self._bind_replacement(wl, admission.podsets, named[0], now)
-            self.teller.on(EventKind.NODE_REPLACED, key, f"node {named[0]} was lost: its pods were placed on "
+            cause = (causes or {}).get(named[0], "was lost")
+            self.teller.on(EventKind.NODE_REPLACED, key, f"node {named[0]} {cause}: its pods were placed on "
                            f"{', '.join(nodes)} in the same topology domain", ReplacedNote(named[0], tuple(nodes)))
         return True
 

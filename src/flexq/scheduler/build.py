@@ -38,8 +38,9 @@ def taint(obj: Mapping[str, Any]) -> Taint:
 
 
 def toleration(obj: Mapping[str, Any]) -> Toleration:
+    seconds = obj.get("tolerationSeconds")
     return Toleration(str(obj.get("key") or ""), str(obj.get("operator") or "Equal"), str(obj.get("value") or ""),
-                      str(obj.get("effect") or ""))
+                      str(obj.get("effect") or ""), int(seconds) if isinstance(seconds, int) else None)
 
 
 def flavor_spec(obj: Mapping[str, Any], topologies: Mapping[str, tuple[str, ...]] | None = None) -> FlavorSpec:

@@ -165,6 +165,9 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    seconds: int | None = None
+    """``tolerationSeconds``: how long a ``NoExecute`` taint is tolerated before the pod is evicted (None: for
+    good; zero or less: not at all)."""
 
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes' rule: empty effect matches all; Exists with no key matches every taint."""
