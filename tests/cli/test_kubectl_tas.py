@@ -6,6 +6,7 @@ the repaired slice is ready."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -430,14 +431,42 @@ def test_a_noexecute_taint_moves_the_pods_to_the_sub_blocks_free_host_with_real_
     assert not node["spec"].get("taints")
 
 
+NOT_READY = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                        "message": "PLEG is not healthy"}]}}
+
+
+@pytest.mark.parametrize("down", ["tainted", "NotReady"])
+def test_pods_tolerating_for_two_seconds_move_to_the_spare_host_then_with_real_kubectl(kubectl: Any, flexq: Any,
+                                                                                      down: str) -> None:
+    """The live half of tests/sim/test_tas_node_health.py's tolerationSeconds: job a's pods tolerate a NoExecute
+    taint (``maintenance``, or the ``node.kubernetes.io/not-ready`` of a NotReady node) for 2 s; when one of its
+    hosts gets the taint (``kubectl taint node``) or goes NotReady (its Ready condition patched), its pod there is
+    evicted when the toleration runs out and goes to the sub-block's fourth host, the message naming the cause."""
+    key = "maintenance" if down == "tainted" else "node.kubernetes.io/not-ready"
+    tolerations = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]
+    hosts, spare = _running_beside_a_spare(kubectl, _tas_pool(kubectl, flexq), tolerations)
+    if down == "tainted":
+        done = kubectl("taint", "node", hosts[0], "maintenance=now:NoExecute")
+    else:
+        done = kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p",
+                       yaml.safe_dump(NOT_READY))
+    assert done.code == 0, done.err
+    _moved_to_spare(kubectl, hosts, spare)
+    assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
+    events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+    (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
+    cause = "was tainted maintenance=now:NoExecute, tolerated for 2s" if down == "tainted" else "was NotReady for 2s"
+    assert replaced["message"] == (f"node {hosts[0]} {cause}: its pods were placed on {spare} in the same topology "
+                                   "domain")
+
+
 def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
     """A node's Ready condition patched False (as the node lifecycle controller does) shows NotReady, and a job of
     four pods that must share a sub-block goes to the sub-block whose four hosts are all Ready; Ready again, the
     node shows Ready."""
     subblocks = _tas_pool(kubectl, flexq)
     down = sorted(subblocks)[0]
-    patch = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                                        "message": "PLEG is not healthy"}]}}
+    patch = copy.deepcopy(NOT_READY)
     patched = kubectl("patch", "node", down, "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch))
     assert patched.code == 0, patched.err
 
@@ -486,10 +515,13 @@ def test_multi_layer_slices_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
     assert len({subblocks[d["values"][0]] for d in domains}) == 1
 
 
-def _running_beside_a_spare(kubectl: Any, subblocks: dict[str, str]) -> tuple[list[str], str]:
-    """Job "a" (three pods, running) admitted on three hosts of a sub-block, and that sub-block's fourth host."""
+def _running_beside_a_spare(kubectl: Any, subblocks: dict[str, str],
+                            tolerations: list[dict[str, Any]] | None = None) -> tuple[list[str], str]:
+    """Job "a" (three pods, running, with ``tolerations``) admitted on three hosts of a sub-block, and that
+    sub-block's fourth host."""
     job = yaml.safe_load(_job("a", 3))
     job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    job["spec"]["template"]["spec"]["tolerations"] = tolerations or []
     assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
     eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)
     hosts = _v1beta1_hosts(kubectl, "a")
