@@ -133,6 +133,13 @@ def test_cluster_queue_rules(spec: str, expected: str) -> None:
          "spec.template.spec.containers[0].resources.requests.cpu", "must be greater than or equal to 0"),
         ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": 1}},
          "data.a", "must be a string"),
+        ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+          "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}], "tolerations": [
+              {"key": "a", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}]}}}},
+         "spec.template.spec.tolerations[0]", "effect must be 'NoExecute' when `tolerationSeconds` is set"),
+        ({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "f"},
+          "spec": {"tolerations": [{"key": "a", "operator": "Exists", "tolerationSeconds": 5}]}},
+         "spec.tolerations[0]", 'effect: Invalid value: "": effect must be \'NoExecute\''),
     ],
 )
 def test_objects(obj: dict[str, object], path: str, fragment: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from flexq.api.quantity import QuantityError, parse_quantity
 
@@ -158,6 +158,14 @@ class Toleration(K8sModel):
     value: StrictStr | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""] | None = None
     tolerationSeconds: StrictInt | None = None
+
+    @model_validator(mode="after")
+    def _seconds_for_no_execute(self) -> Toleration:
+        """Kubernetes' rule: only a ``NoExecute`` toleration is timed (the taint manager evicts for no other)."""
+        if self.tolerationSeconds is not None and self.effect != "NoExecute":
+            raise ValueError(f'effect: Invalid value: "{self.effect or ""}": effect must be \'NoExecute\' when '
+                             "`tolerationSeconds` is set")
+        return self
 
 
 class ResourceRequirements(K8sModel):
