@@ -77,10 +77,10 @@ FACES: dict[str, tuple[str, ...]] = {
         "role", "selected_cluster", "template", "topology_request", "workload_name",
     ),
     "flexq.objects": (
-        "BOOT_NAMESPACES", "BadRequest", "ContinueExpired", "ListPages", "Lister", "ObjectService",
+        "BOOT_NAMESPACES", "BadRequest", "ContinueExpired", "ListPages", "Lister", "NODE_BOOTING", "ObjectService",
         "PROVISIONING_CONTROLLER", "Page", "SelectorError", "Unchanged", "admission_check_state",
         "cluster_queue_state", "field_labels", "field_selector", "find_condition", "human_duration", "label_selector",
-        "parse_time", "set_condition", "table", "workload_eta", "workload_flavors", "workload_reason",
+        "node_state", "parse_time", "set_condition", "table", "workload_eta", "workload_flavors", "workload_reason",
     ),
     "flexq.runtime": (
         "BatchJobRun", "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "JobUser", "LOG_ANNOTATION", "LOST_REASON",

@@ -461,9 +461,9 @@ def test_pods_tolerating_for_two_seconds_move_to_the_spare_host_then_with_real_k
 
 
 def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
-    """A node's Ready condition patched False (as the node lifecycle controller does) shows NotReady, and a job of
-    four pods that must share a sub-block goes to the sub-block whose four hosts are all Ready; Ready again, the
-    node shows Ready."""
+    """A node's Ready condition patched False (as the node lifecycle controller does) shows NotReady (and flexq top
+    counts it not ready, not booting), and a job of four pods that must share a sub-block goes to the sub-block whose
+    four hosts are all Ready; Ready again, the node shows Ready."""
     subblocks = _tas_pool(kubectl, flexq)
     down = sorted(subblocks)[0]
     patch = copy.deepcopy(NOT_READY)
@@ -475,6 +475,13 @@ def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: 
         assert listed.code == 0 and "NotReady" in listed.out, listed.out
 
     eventually(not_ready)
+
+    def counted_not_ready() -> None:  # flexq top: nodes, ready, booting, not ready
+        top = flexq("top", "--once")
+        pool = next((line.split() for line in top.out.splitlines() if line.split()[:1] == ["tas-pool"]), [])
+        assert pool[2:6] == ["8", "7", "0", "1"], top.out
+
+    eventually(counted_not_ready)
     assert kubectl("apply", "-f", "-", input=_job("b", 4)).code == 0
     eventually_value(lambda: _admitted(kubectl, "b"), timeout=60)
     hosts = _v1beta1_hosts(kubectl, "b")

@@ -52,15 +52,17 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class PoolNodes:
-    """A pool's nodes by state: booting until ready, busy while a pod is bound to it, else idle."""
+    """A pool's nodes by state: booting until ready, not ready while down after it was ready (NotReady), busy while a
+    pod is bound to it, else idle."""
 
     booting: int = 0
     idle: int = 0
     busy: int = 0
+    not_ready: int = 0
 
     @property
     def total(self) -> int:
-        return self.booting + self.idle + self.busy
+        return self.booting + self.idle + self.busy + self.not_ready
 
 
 class Cluster:
@@ -237,10 +239,10 @@ class Cluster:
     def census(self, now: float) -> dict[str, PoolNodes]:
         """Every pool's nodes by state at ``now`` (pools without nodes too), by pool name: what the simulator's
         results, ``/metrics`` and the dashboard all count."""
-        counts = {name: [0, 0, 0] for name in self.pools}
+        counts = {name: [0, 0, 0, 0] for name in self.pools}
         for node in self.nodes.values():
-            state = 0 if not node.ready(now) else (2 if node.pods else 1)
-            counts.setdefault(node.pool, [0, 0, 0])[state] += 1
+            state = 3 if node.down_since is not None else 0 if not node.ready(now) else (2 if node.pods else 1)
+            counts.setdefault(node.pool, [0, 0, 0, 0])[state] += 1
         return {name: PoolNodes(*c) for name, c in sorted(counts.items())}
 
     def nodes_of(self, workload: str) -> list[Node]:

@@ -21,7 +21,7 @@ from flexq.api import parse_quantity, resolve
 from flexq.cli.printers import rich_table
 from flexq.client import Client
 from flexq.durations import format_seconds
-from flexq.objects import workload_eta
+from flexq.objects import node_state, workload_eta
 
 __all__ = ["overview", "run"]
 
@@ -77,21 +77,20 @@ def _queues(queues: list[dict[str, Any]]) -> Table:
 
 
 def _pools(pools: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> Table:
-    table = rich_table("node pool", "machine", "nodes", "ready", "booting", "max", "capacity", title="Node pools")
+    table = rich_table("node pool", "machine", "nodes", "ready", "booting", "not ready", "max", "capacity",
+                       title="Node pools")
     counts: dict[str, list[int]] = {}
     for node in nodes:
         pool = (node["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool", "")
-        up = any(c.get("type") == "Ready" and c.get("status") == "True"
-                 for c in (node.get("status") or {}).get("conditions") or [])
-        counts.setdefault(pool, [0, 0])[0 if up else 1] += 1
+        counts.setdefault(pool, [0, 0, 0])[("ready", "booting", "not_ready").index(node_state(node))] += 1
     for pool in sorted(pools, key=lambda o: o["metadata"]["name"]):
         name, spec = pool["metadata"]["name"], pool.get("spec") or {}
-        ready, booting = counts.get(name, [0, 0])
+        ready, booting, not_ready = counts.get(name, [0, 0, 0])
         autoscaling = spec.get("autoscaling") or {}
         kind = "flex-start" if spec.get("flexStart") else ("queued" if spec.get("queuedProvisioning") else
                                                            "on-demand")
-        table.add_row(name, str(spec.get("machineType", "")), str(ready + booting), str(ready), str(booting),
-                      str(autoscaling.get("maxNodeCount", "")), kind)
+        table.add_row(name, str(spec.get("machineType", "")), str(ready + booting + not_ready), str(ready),
+                      str(booting), str(not_ready), str(autoscaling.get("maxNodeCount", "")), kind)
     return _named(table, max((len(p["metadata"]["name"]) for p in pools), default=0))
 
 

@@ -27,7 +27,7 @@ from flexq.capacity import (
     node_pool_spec,
 )
 from flexq.clock import Clock
-from flexq.objects import set_condition
+from flexq.objects import NODE_BOOTING, set_condition
 from flexq.scheduler import Event, EventKind, Taint
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
 
@@ -40,8 +40,7 @@ _COMPONENT: Final = "flexq-autoscaler"
 _MANAGED: Final = "flexq.dev/managed-node"
 _POOL_EVENTS: Final = frozenset({EventKind.NODE_DELETED, EventKind.SLICE_REPAIRED, EventKind.SLICE_RELEASED,
                                  EventKind.NODE_NOT_READY, EventKind.NODE_READY, EventKind.NODE_TAINTED})
-_BOOTING: Final = "NodeBooting"
-"""The reason of the Ready condition written for a node that has not booted yet."""
+_BOOTING: Final = NODE_BOOTING
 _ACCEPTED: Final = "ProvisioningRequest is accepted by ClusterAutoscaler"
 """The cluster autoscaler's ``Accepted`` message, written with its other words (check-capacity's)."""
 """What happens to a pool's nodes: recorded on the NodePool (the workloads' evictions are on them)."""

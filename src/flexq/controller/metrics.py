@@ -39,7 +39,7 @@ class Sample:
     kueue: KueueState
     """Kueue's gauges."""
     nodes: dict[tuple[str, str], int]
-    """(node pool, "booting" | "idle" | "busy") -> nodes"""
+    """(node pool, "booting" | "idle" | "busy" | "not_ready") -> nodes"""
     pool_hourly: dict[str, float]
     provisioning: dict[str, int]
     """(node pool) -> ProvisioningRequests in flight"""
@@ -75,7 +75,7 @@ def sample(plane: ControlPlane, foreseen: Iterable[Forecast], forecasts: tuple[i
             hourly[pool.name] = pool.hourly
         for name, counted in driver.cluster.census(now).items():
             nodes.update({(name, "booting"): counted.booting, (name, "idle"): counted.idle,
-                          (name, "busy"): counted.busy})
+                          (name, "busy"): counted.busy, (name, "not_ready"): counted.not_ready})
         for key, (_check, _name, asked) in driver.requests.items():
             if asked and key not in driver.running:  # answered and started: no longer in flight
                 provisioning[asked] = provisioning.get(asked, 0) + 1

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from flexq.faces import lazy_face
 
 if TYPE_CHECKING:
-    from flexq.objects.conditions import find_condition, set_condition
+    from flexq.objects.conditions import NODE_BOOTING, find_condition, node_state, set_condition
     from flexq.objects.pages import ContinueExpired, Lister, ListPages, Page, Unchanged
     from flexq.objects.queue_status import PROVISIONING_CONTROLLER, admission_check_state, cluster_queue_state
     from flexq.objects.selectors import SelectorError, field_labels, field_selector, label_selector
@@ -19,6 +19,7 @@ else:
 
 __all__ = [
     "BOOT_NAMESPACES",
+    "NODE_BOOTING",
     "PROVISIONING_CONTROLLER",
     "BadRequest",
     "ContinueExpired",
@@ -35,6 +36,7 @@ __all__ = [
     "find_condition",
     "human_duration",
     "label_selector",
+    "node_state",
     "parse_time",
     "set_condition",
     "table",

@@ -1,10 +1,24 @@
-"""``metav1.Condition`` lists: set one, keeping lastTransitionTime unless the status flips."""
+"""``metav1.Condition`` lists: set one, keeping lastTransitionTime unless the status flips; a Node's state from its
+Ready condition."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
-__all__ = ["find_condition", "set_condition"]
+__all__ = ["NODE_BOOTING", "find_condition", "node_state", "set_condition"]
+
+NODE_BOOTING: Final = "NodeBooting"
+"""The reason of the Ready condition (False) flexq writes on a node still booting."""
+
+
+def node_state(node: Mapping[str, Any]) -> str:
+    """``ready``, ``booting`` (not ready yet, its Ready condition False for :data:`NODE_BOOTING`, or none written
+    yet) or ``not_ready`` (NotReady after it was ready: any other Ready condition not True)."""
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    if ready is None or (ready.get("status") != "True" and ready.get("reason") == NODE_BOOTING):
+        return "booting"
+    return "ready" if ready.get("status") == "True" else "not_ready"
 
 
 def find_condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ from flexq.api import parse_quantity
 from flexq.capacity import UnknownMachineType, machine_type
 from flexq.controller import Sample
 from flexq.durations import WAIT, DurationError, parse_duration
-from flexq.objects import parse_time, workload_flavors, workload_reason
+from flexq.objects import node_state, parse_time, workload_flavors, workload_reason
 from flexq.runtime import parse_reports
 from flexq.server.ui_models import (
     Cohort,
@@ -169,20 +169,21 @@ def _text(amount: float) -> str:
 def pools(node_pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]],
           sample: Sample | None) -> list[Pool]:
     """Each node pool with its nodes by state and what it costs an hour. The controller's sample (where the server
-    runs one) tells idle nodes from busy ones; the Node objects alone tell ready from booting."""
+    runs one) tells idle nodes from busy ones; the Node objects alone tell ready from booting and from NotReady."""
     counted: dict[str, list[int]] = {}
     for node in nodes:
         pool = str((node["metadata"].get("labels") or {}).get(_POOL_LABEL, ""))
-        counted.setdefault(pool, [0, 0])[0 if _true(_conditions(node), "Ready") else 1] += 1
+        counted.setdefault(pool, [0, 0, 0])[("ready", "booting", "not_ready").index(node_state(node))] += 1
     out = []
     for obj in sorted(node_pools, key=lambda o: str(o["metadata"]["name"])):
         name, spec = str(obj["metadata"]["name"]), obj.get("spec") or {}
         machine = str(spec.get("machineType", ""))
-        ready, booting = counted.get(name, [0, 0])
+        ready, booting, not_ready = counted.get(name, [0, 0, 0])
         idle = 0
         price: float | None = None
         if sample is not None:
             booting = sample.nodes.get((name, "booting"), booting)
+            not_ready = sample.nodes.get((name, "not_ready"), not_ready)
             idle = sample.nodes.get((name, "idle"), 0)
             ready = idle + sample.nodes.get((name, "busy"), max(0, ready - idle))
             price = sample.pool_hourly.get(name)
@@ -198,8 +199,9 @@ def pools(node_pools: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, 
         out.append(Pool(name=name, machineType=machine,
                         capacityType="flex-start" if flex else ("queued" if spec.get("queuedProvisioning")
                                                                 else "on-demand"),
-                        ready=ready, booting=booting, idle=idle, maxNodes=int(most) if most is not None else None,
-                        pricePerNodeHour=price, costPerHour=round((price or 0.0) * (ready + booting), 4)))
+                        ready=ready, booting=booting, notReady=not_ready, idle=idle,
+                        maxNodes=int(most) if most is not None else None, pricePerNodeHour=price,
+                        costPerHour=round((price or 0.0) * (ready + booting + not_ready), 4)))
     return out
 
 

@@ -54,6 +54,8 @@ class Pool(BaseModel):
     capacityType: str = Field(description="on-demand, flex-start or queued")
     ready: int
     booting: int
+    notReady: int = Field(default=0, description="nodes NotReady after they were ready (down, their pods not moved "
+                          "yet)")
     idle: int = Field(description="ready nodes no pod runs on (known where the server runs the capacity model)")
     maxNodes: int | None
     pricePerNodeHour: float | None

@@ -132,10 +132,11 @@
         }), "cohorts")
       : el("p", {class: "muted"}, "No cohorts: each ClusterQueue stands alone."));
     document.getElementById("pools").replaceChildren(data.pools.length ?
-      table(["node pool", "machine", "capacity type", "ready", "booting", "idle", "max", "$/node-hour", "$/hour now"],
+      table(["node pool", "machine", "capacity type", "ready", "booting", "not ready", "idle", "max", "$/node-hour",
+             "$/hour now"],
         data.pools.map(p => el("tr", {"data-pool": p.name}, el("th", {scope: "row"}, p.name),
           el("td", {}, p.machineType), el("td", {}, p.capacityType), el("td", {class: "num"}, p.ready),
-          el("td", {class: "num"}, p.booting), el("td", {class: "num"}, p.idle),
+          el("td", {class: "num"}, p.booting), el("td", {class: "num"}, p.notReady), el("td", {class: "num"}, p.idle),
           el("td", {class: "num"}, p.maxNodes ?? ""),
           el("td", {class: "num"}, p.pricePerNodeHour === null ? "" : p.pricePerNodeHour.toFixed(2)),
           el("td", {class: "num"}, p.costPerHour.toFixed(2)))), "node pools")
