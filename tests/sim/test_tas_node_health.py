@@ -33,8 +33,10 @@ NO_SCHEDULE = {"at": "10m", "key": "maintenance", "effect": "NoSchedule"}
 
 
 def _run(tmp_path: Path, cloud: dict[str, Any], gates: dict[str, bool] | None = None,
-         tolerate: bool = False, tolerations: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The scenario; ``tolerate``: the flavor tolerates the taint ``maintenance``; ``tolerations``: job a's pods'."""
+         tolerate: bool = False, tolerations: list[dict[str, Any]] | None = None,
+         a_at: int = 0) -> list[dict[str, Any]]:
+    """The scenario; ``tolerate``: the flavor tolerates the taint ``maintenance``; ``tolerations``: job a's pods';
+    ``a_at``: when job a is submitted (b a second after)."""
     job = yaml.safe_load((EXAMPLES / "job-subblock.yaml").read_text())
     job["spec"]["template"]["spec"]["tolerations"] = tolerations or []
     (tmp_path / "job-a.yaml").write_text(yaml.safe_dump(job))
@@ -47,7 +49,7 @@ def _run(tmp_path: Path, cloud: dict[str, Any], gates: dict[str, bool] | None = 
                                  "cloud": {"tas-pool": cloud}},
                     "submit": [{"at": f"{at}s", "runFor": run_for, "env": {"JOB_NAME": name, "PODS": str(n)},
                                 "file": str(tmp_path / "job-a.yaml" if name == "a" else EXAMPLES / "job-subblock.yaml")}
-                               for at, name, n, run_for in ((0, "a", 3, "30m"), (1, "b", 4, "1h"))]}}
+                               for at, name, n, run_for in ((a_at, "a", 3, "30m"), (a_at + 1, "b", 4, "1h"))]}}
     if tolerate:
         doc["spec"]["objects"] = [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
                                    "metadata": {"name": "tas-flavor"},
@@ -156,17 +158,28 @@ TOLERATION_CASES: dict[str, tuple[dict[str, Any], dict[str, bool] | None, list[d
                                                       (660, "NodeTainted",
                                                        "node gke-tas-pool-1-0 of pool tas-pool: taints "
                                                        "-maintenance:NoExecute"), FINISHED]),
+    # a pod scheduled onto a node with the taint already there: counted from when it was bound (job a at 1m)
+    "NoExecute there before, tolerated for 2m": ({"hostTaints": [{**NO_EXECUTE, "at": "0s"}]}, None,
+                                                 _tolerating("maintenance", 120),
+                                                 [(0, *NO_EXECUTE_TAINTED[1:]),
+                                                  (180, *_replaced("was tainted maintenance:NoExecute, tolerated "
+                                                                   "for 120s")), (1860, "Finished", "JobFinished")]),
     # Kubernetes counts the shortest of the tolerations that match the taint
     "NoExecute tolerated for good and for 2m": ({"hostTaints": [NO_EXECUTE]}, None,
                                                 [*_tolerating("maintenance", None), *_tolerating("", 120)],
                                                 [NO_EXECUTE_TAINTED,
                                                  (720, *_replaced("was tainted maintenance:NoExecute, tolerated "
                                                                   "for 120s")), FINISHED]),
-    "NoExecute tolerated for 2m, taints gate off": ({"hostTaints": [NO_EXECUTE]},
+    # TASReplaceNodeOnNodeTaints off: evicted and requeued; admitted again on the same hosts (the taint tolerated),
+    # evicted again 2m later, until the taint is gone (15m)
+    "NoExecute tolerated for 2m, taints gate off": ({"hostTaints": [{**NO_EXECUTE, "for": "5m"}]},
                                                     {"TASReplaceNodeOnNodeTaints": False},
                                                     _tolerating("maintenance", 120),
                                                     [NO_EXECUTE_TAINTED, (720, "Evicted", "NodeLost"),
-                                                     (720 + 1800, "Finished", "JobFinished")]),
+                                                     (840, "Evicted", "NodeLost"),
+                                                     (900, "NodeTainted", "node gke-tas-pool-1-0 of pool tas-pool: "
+                                                      "taints -maintenance:NoExecute"),
+                                                     (840 + 1800, "Finished", "JobFinished")]),
     "not-ready tolerated for 1m": ({"hostNotReady": [{"at": "10m"}]}, None, _tolerating(NOT_READY_KEY, 60),
                                    [NOT_READY, (660, *_replaced("was NotReady for 60s")), FINISHED]),
     "not-ready tolerated for 10m": ({"hostNotReady": [{"at": "10m"}]}, None, _tolerating(NOT_READY_KEY, 600),
@@ -190,4 +203,5 @@ TOLERATION_CASES: dict[str, tuple[dict[str, Any], dict[str, bool] | None, list[d
 @pytest.mark.parametrize("name", TOLERATION_CASES)
 def test_toleration_seconds_of_a_running_job(tmp_path: Path, name: str) -> None:
     cloud, gates, tolerations, story = TOLERATION_CASES[name]
-    assert _story(_run(tmp_path, cloud, gates, tolerations=tolerations)) == story
+    a_at = 60 if "there before" in name else 0
+    assert _story(_run(tmp_path, cloud, gates, tolerations=tolerations, a_at=a_at)) == story

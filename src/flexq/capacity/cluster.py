@@ -74,6 +74,8 @@ class Cluster:
         self.on_created: Callable[[list[Node]], None] | None = None
         """Told of the nodes each scaling step creates (the driver wakes the workloads waiting for topology
         placement when they are ready)."""
+        self.on_bound: Callable[[str, list[str]], None] | None = None
+        """Told of a workload's pods bound and the nodes they went to (a taint they tolerate for a while only)."""
 
     def _created(self, nodes: list[Node]) -> list[Node]:
         if nodes and self.on_created is not None:
@@ -211,6 +213,8 @@ class Cluster:
                     mine[r] = mine.get(r, 0) + v
                 node.idle_since = None
                 node.booked_for = None
+        if self.on_bound is not None:
+            self.on_bound(workload, sorted({n for names in placement.bindings.values() for n in names}))
 
     def unbind(self, workload: str, now: float) -> None:
         """The workload's pods are gone: free what they used; nodes left empty start their idle clock."""

@@ -89,6 +89,7 @@ class CapacityDriver:
         self._config = config
         self.attach(scheduler)
         self.cluster.on_created = self._nodes_created
+        self.cluster.on_bound = self.node_health.bound
         self.cluster.start_with_initial_nodes(kernel.now())
         self.node_loss.plan_expiry()
         self.node_loss.plan_host_failures(list(config.pools))

@@ -200,11 +200,29 @@ class NodeHealth:
                 if taint.effect == "NoExecute" and delay is not None:
                     self.timeline.at(now + delay, partial(self._toleration_over, name, key, taint, now, delay))
 
-    def _toleration_over(self, name: str, key: str, taint: Taint, since: float, delay: float) -> None:
-        """Workload ``key``'s toleration of ``taint`` (added to node ``name`` at ``since``, ``delay`` ago) ran out: its
-        pods there are evicted, unless the taint was removed meanwhile."""
+    def bound(self, key: str, names: list[str]) -> None:
+        """Workload ``key``'s pods were bound to the nodes ``names``: a ``NoExecute`` taint there that they tolerate for
+        a while only evicts them when that runs out, counted from now (as Kubernetes' taint manager does for a pod
+        scheduled onto a tainted node)."""
+        wl = self.scheduler.workload(key)
+        if wl is None:
+            return
+        now = self.timeline.now()
+        for name in names:
+            node = self.cluster.nodes.get(name)
+            for taint in node.taints if node is not None else ():
+                delay = eviction_delay(self.scheduler, wl, taint) if taint.effect == "NoExecute" else None
+                if delay is not None:
+                    since = self._tainted_at.get((name, taint))
+                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, taint, since, delay))
+
+    def _toleration_over(self, name: str, key: str, taint: Taint, since: float | None, delay: float) -> None:
+        """Workload ``key``'s toleration of ``taint`` (added to node ``name`` at ``since``; None: with the node) ran
+        out, ``delay`` after it was counted from: its pods there are evicted, unless the taint was removed
+        meanwhile."""
         node = self.cluster.nodes.get(name)
-        if node is None or self._tainted_at.get((name, taint)) != since or key not in node.pods:
+        if node is None or taint not in node.taints or self._tainted_at.get((name, taint)) != since or \
+                key not in node.pods:
             return
         self.fail(name, [key], pods_gone=True, swap=self.scheduler.config.replace_on_taints,
                   cause=f"was tainted {taint_text(taint)}, tolerated for {delay:g}s")
