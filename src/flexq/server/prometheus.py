@@ -47,7 +47,8 @@ class _Figures(Collector):
         s, t = self.sample, self.tally
         yield _counter("flexq_races_won", "Racing workloads that started on a flavor", ["cluster_queue", "flavor"],
                        t.kueue.races_won.items())
-        nodes = GaugeMetricFamily("flexq_node_pool_nodes", "Nodes of each node pool, by state",
+        nodes = GaugeMetricFamily("flexq_node_pool_nodes",
+                                  "Nodes of each node pool, by state: booting, idle, busy, not_ready",
                                   labels=["node_pool", "state"])
         for (pool, state), n in sorted(s.nodes.items()):
             nodes.add_metric([pool, state], n)
