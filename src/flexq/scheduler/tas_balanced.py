@@ -32,7 +32,8 @@ __all__ = ["Domain", "balanced_domains"]
 @dataclass(slots=True)
 class Domain:
     """A topology domain being placed on (:mod:`flexq.scheduler.domains`): what is free in it, and the pods and
-    whole slices it holds."""
+    whole slices it holds; for a pod set group (:mod:`flexq.scheduler.tas_groups`), whether its leader's pod fits
+    (``leaders``: 0 or 1) and the workers' pods and slices that fit beside it."""
 
     values: tuple[str, ...]
     children: list[Domain] = field(default_factory=list)
@@ -40,6 +41,9 @@ class Domain:
     nodes: int = 0
     pods: int = 0
     slices: int = 0
+    leaders: int = 0
+    pods_with: int = 0
+    slices_with: int = 0
 
 
 def balanced_domains(by_level: list[list[Domain]], level_idx: int, slice_idx: int, count: int,

@@ -21,7 +21,7 @@ the workers'. Nothing here reads a clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # The tree, its free capacity and Kueue's messages are domains' own: this module is its leader-aware path, kept
 # apart so that the placement of a pod set alone stays as it is, on the parts domains offers for it.
@@ -77,24 +77,6 @@ def place_pair(view: TopologyView, flavor: FlavorSpec, first: PodSet, second: Po
     return placed if leader is first else (placed[1], placed[0])
 
 
-@dataclass(slots=True)
-class _Counts:
-    """What one domain holds for the group: besides :class:`Domain`'s pods and slices (the workers alone), whether
-    the leader fits (``leaders``: 0 or 1) and the workers that fit beside it."""
-
-    leaders: int = 0
-    pods_with: int = 0
-    slices_with: int = 0
-
-
-@dataclass(slots=True)
-class _Group:
-    counts: dict[int, _Counts] = field(default_factory=dict)
-
-    def of(self, domain: Domain) -> _Counts:
-        return self.counts.setdefault(id(domain), _Counts())
-
-
 def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader: PodSet, request: TopologyRequest,
                 tolerations: Sequence[Toleration],
                 empty: bool = False) -> tuple[TopologyAssignment, TopologyAssignment] | str:
@@ -110,18 +92,17 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
     if isinstance(read, str):
         return read
     size, lowest, slice_idx, level_idx, loose = read
-    group = _Group()
-    _fill_leaves(group, leaves.values(), _per_pod(workers), _per_pod(leader), stats)
+    _fill_leaves(leaves.values(), _per_pod(workers), _per_pod(leader), stats)
     if not by_node(levels):
         stats.total = len(leaves)
     for root in roots:
-        _fill(group, root, size, slice_idx, 0)
+        _fill(root, size, slice_idx, 0)
     goal = Goal(workers.count, size, request.required, loose, flavor.topology, levels)
-    chosen = _fit_level(group, domains_by_level(roots, len(levels)), level_idx, goal, stats)
+    chosen = _fit_level(domains_by_level(roots, len(levels)), level_idx, goal, stats)
     if isinstance(chosen, str):
         return chosen
     idx, domains = chosen
-    down = _Down(group, loose)
+    down = _Down(loose)
     domains = down.to_minimum(domains, workers.count, 1, size, True)
     while idx < min(lowest, slice_idx):
         domains = down.to_minimum(_sorted([c for d in domains for c in d.children], loose), workers.count, 1, size,
@@ -129,10 +110,10 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
         idx += 1
     while idx < lowest:
         domains = [c for d in domains
-                   for c in down.to_minimum(_sorted(d.children, loose), d.pods, group.of(d).leaders, 1, False)]
+                   for c in down.to_minimum(_sorted(d.children, loose), d.pods, d.leaders, 1, False)]
         idx += 1
     start = lowest if by_node(levels) else 0
-    held = sorted((d.values[start:], group.of(d).leaders) for d in domains if group.of(d).leaders > 0)
+    held = sorted((d.values[start:], d.leaders) for d in domains if d.leaders > 0)
     return TopologyAssignment(levels[start:], tuple(held)), assignment_of(levels, domains)
 
 
@@ -142,36 +123,34 @@ def _per_pod(podset: PodSet) -> dict[str, int]:
     return per_pod
 
 
-def _fill_leaves(group: _Group, leaves: Iterable[Domain], workers: Mapping[str, int],
+def _fill_leaves(leaves: Iterable[Domain], workers: Mapping[str, int],
                  leader: Mapping[str, int], stats: Stats) -> None:
     """Kueue's ``fillLeafCounts`` with a leader: the workers that fit, then, with the leader's pod there if it
     fits, the workers that fit beside it."""
     for leaf in leaves:
         leaf.pods = count_in(workers, leaf.free, stats)
-        counts = group.of(leaf)
         free = dict(leaf.free)
         if count_in(leader, free, Stats()) > 0:
-            counts.leaders = 1
+            leaf.leaders = 1
             free = {r: free.get(r, 0) - leader.get(r, 0) for r in {*free, *leader}}
-        counts.pods_with = count_in(workers, free, Stats())
+        leaf.pods_with = count_in(workers, free, Stats())
 
 
-def _fill(group: _Group, domain: Domain, size: int, slice_idx: int, level: int) -> None:
+def _fill(domain: Domain, size: int, slice_idx: int, level: int) -> None:
     """Kueue's ``fillInCountsHelper`` with a leader required."""
-    counts = group.of(domain)
     if domain.children:
         for child in domain.children:
-            _fill(group, child, size, slice_idx, level + 1)
+            _fill(child, size, slice_idx, level + 1)
         domain.pods = sum(c.pods for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
-        holders = [c for c in domain.children if group.of(c).leaders > 0]
-        counts.leaders = 1 if holders else 0
-        counts.pods_with = domain.pods - min(c.pods - group.of(c).pods_with for c in holders) if holders else 0
-        counts.slices_with = domain.slices - min(c.slices - group.of(c).slices_with for c in holders) \
+        holders = [c for c in domain.children if c.leaders > 0]
+        domain.leaders = 1 if holders else 0
+        domain.pods_with = domain.pods - min(c.pods - c.pods_with for c in holders) if holders else 0
+        domain.slices_with = domain.slices - min(c.slices - c.slices_with for c in holders) \
             if holders else 0
     if level == slice_idx:
         domain.slices = domain.pods // size
-        counts.slices_with = counts.pods_with // size
+        domain.slices_with = domain.pods_with // size
 
 
 def _sorted(domains: Sequence[Domain], loose: bool) -> list[Domain]:
@@ -180,20 +159,20 @@ def _sorted(domains: Sequence[Domain], loose: bool) -> list[Domain]:
     return sorted(domains, key=lambda d: (sign * d.slices, d.pods, d.values))
 
 
-def _sorted_with_leader(group: _Group, domains: Sequence[Domain], loose: bool) -> list[Domain]:
+def _sorted_with_leader(domains: Sequence[Domain], loose: bool) -> list[Domain]:
     """Kueue's ``sortedDomainsWithLeader``: those that can hold the leader first, then by what fits beside it."""
     sign = 1 if loose else -1
-    return sorted(domains, key=lambda d: (-group.of(d).leaders, sign * group.of(d).slices_with,
-                                          group.of(d).pods_with, d.values))
+    return sorted(domains, key=lambda d: (-d.leaders, sign * d.slices_with,
+                                          d.pods_with, d.values))
 
 
-def _best_fit(group: _Group, domains: Sequence[Domain], needed: int, count: Callable[[Domain], int],
+def _best_fit(domains: Sequence[Domain], needed: int, count: Callable[[Domain], int],
               leaders: int) -> Domain:
     """Kueue's ``findBestFitDomainBy``: among those holding ``leaders``, the first holding ``needed`` with the
     least to spare (the first domain where none holds it)."""
     best, best_count = domains[0], None
     for domain in domains:
-        if group.of(domain).leaders < leaders:
+        if domain.leaders < leaders:
             continue
         have = count(domain)
         if have >= needed and (best_count is None or have < best_count):
@@ -201,47 +180,47 @@ def _best_fit(group: _Group, domains: Sequence[Domain], needed: int, count: Call
     return best
 
 
-def _fit_level(group: _Group, by_level: list[list[Domain]], idx: int, goal: Goal,
+def _fit_level(by_level: list[list[Domain]], idx: int, goal: Goal,
                stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains`` with one leader."""
     if not by_level[idx]:
         return f"no topology domains at level: {goal.levels[idx]}"
-    ordered = _sorted_with_leader(group, by_level[idx], goal.loose)
+    ordered = _sorted_with_leader(by_level[idx], goal.loose)
     needed = goal.needed
 
     def with_leader(d: Domain) -> int:
-        return group.of(d).slices_with
+        return d.slices_with
 
     if goal.loose:
         for domain in ordered:
-            if group.of(domain).leaders >= 1 and with_leader(domain) >= needed:
+            if domain.leaders >= 1 and with_leader(domain) >= needed:
                 return idx, [domain]
     top = ordered[0]
-    if not goal.loose and with_leader(top) >= needed and group.of(top).leaders >= 1:
-        top = _best_fit(group, ordered, needed, with_leader, 1)
-    if with_leader(top) >= needed and group.of(top).leaders >= 1:
+    if not goal.loose and with_leader(top) >= needed and top.leaders >= 1:
+        top = _best_fit(ordered, needed, with_leader, 1)
+    if with_leader(top) >= needed and top.leaders >= 1:
         return idx, [top]
     if goal.required:
         return goal.not_fit(top.slices, stats)
     if idx > 0 and not goal.loose:
-        return _fit_level(group, by_level, idx - 1, goal, stats)
-    return _spread(group, idx, ordered, goal, stats)
+        return _fit_level(by_level, idx - 1, goal, stats)
+    return _spread(idx, ordered, goal, stats)
 
 
-def _spread(group: _Group, idx: int, ordered: list[Domain], goal: Goal,
+def _spread(idx: int, ordered: list[Domain], goal: Goal,
             stats: Stats) -> tuple[int, list[Domain]] | str:
     """A preferred request at the top level: the leader's domain first, then the others by their free slices."""
     needed = remaining = goal.needed
-    ordered = _prioritize(group, ordered, goal.count, goal.size, True)
+    ordered = _prioritize(ordered, goal.count, goal.size, True)
     chosen: list[Domain] = []
     leaders, i = 1, 0
-    while leaders > 0 and i < len(ordered) and group.of(ordered[i]).leaders > 0:
+    while leaders > 0 and i < len(ordered) and ordered[i].leaders > 0:
         domain = ordered[i]
-        if not goal.loose and group.of(domain).slices_with >= remaining:
-            domain = _best_fit(group, ordered[i:], remaining, lambda d: group.of(d).slices_with, leaders)
+        if not goal.loose and domain.slices_with >= remaining:
+            domain = _best_fit(ordered[i:], remaining, lambda d: d.slices_with, leaders)
         chosen.append(domain)
-        leaders -= group.of(domain).leaders
-        remaining -= group.of(domain).slices_with
+        leaders -= domain.leaders
+        remaining -= domain.slices_with
         i += 1
     if leaders > 0:
         return goal.not_fit(0, stats)
@@ -250,7 +229,7 @@ def _spread(group: _Group, idx: int, ordered: list[Domain], goal: Goal,
         if remaining <= 0:
             break
         if not goal.loose and domain.slices >= remaining:
-            domain = _best_fit(group, rest[j:], remaining, lambda d: d.slices, 0)
+            domain = _best_fit(rest[j:], remaining, lambda d: d.slices, 0)
         chosen.append(domain)
         remaining -= domain.slices
     if remaining > 0:
@@ -258,7 +237,7 @@ def _spread(group: _Group, idx: int, ordered: list[Domain], goal: Goal,
     return idx, chosen
 
 
-def _prioritize(group: _Group, domains: list[Domain], count: int, size: int, slices: bool) -> list[Domain]:
+def _prioritize(domains: list[Domain], count: int, size: int, slices: bool) -> list[Domain]:
     """Kueue's ``prioritizeLeaderDomain``: the first domain that can hold the leader and, with the leader's cost
     taken off, leaves room for every worker moves to the front."""
     if len(domains) < 2:
@@ -266,10 +245,9 @@ def _prioritize(group: _Group, domains: list[Domain], count: int, size: int, sli
     needed = count // size if slices else count
     available = sum(d.slices if slices else d.pods for d in domains)
     for i, domain in enumerate(domains):
-        counts = group.of(domain)
-        if counts.leaders < 1:
+        if domain.leaders < 1:
             continue
-        cost = domain.slices - counts.slices_with if slices else domain.pods - counts.pods_with
+        cost = domain.slices - domain.slices_with if slices else domain.pods - domain.pods_with
         if available - cost < needed:
             continue
         return domains if i == 0 else [domain, *domains[:i], *domains[i + 1:]]
@@ -280,15 +258,13 @@ def _prioritize(group: _Group, domains: list[Domain], count: int, size: int, sli
 class _Down:
     """Kueue's ``updateCountsToMinimumGeneric`` with leaders, for one placement."""
 
-    group: _Group
     loose: bool
 
     def to_minimum(self, domains: list[Domain], count: int, leaders: int, size: int,
                    slices: bool) -> list[Domain]:
         """``count`` pods (``slices``: in slices of ``size``) and ``leaders`` over ``domains`` in their order, the
         leader's first; each chosen domain's pods and leaders set to what it takes."""
-        group = self.group
-        domains = _prioritize(group, domains, count, size, slices) if leaders > 0 else domains
+        domains = _prioritize(domains, count, size, slices) if leaders > 0 else domains
         remaining = count // size if slices else count
         result: list[Domain] = []
         unit = size if slices else 1
@@ -305,8 +281,8 @@ class _Down:
                     return result
                 continue
             if not self.loose and held(domain) >= remaining:
-                domain = _best_fit(group, domains[i:], remaining, held, 0)
-            group.of(domain).leaders = 0
+                domain = _best_fit(domains[i:], remaining, held, 0)
+            domain.leaders = 0
             result.append(domain)
             if held(domain) >= remaining:
                 domain.pods = remaining * unit
@@ -322,25 +298,23 @@ class _Down:
                      slices: bool) -> tuple[Domain, bool, int, int]:
         """Kueue's ``consumeWithLeadersGeneric``: the domain taken, whether it completes the placement, and the
         leaders and workers (slices or pods) still to place."""
-        group = self.group
 
         def with_leader(d: Domain) -> int:
-            return group.of(d).slices_with if slices else group.of(d).pods_with
+            return d.slices_with if slices else d.pods_with
 
-        if not self.loose and with_leader(domain) >= remaining and group.of(domain).leaders >= leaders:
-            domain = _best_fit(group, rest, remaining, with_leader, leaders)
-        counts = group.of(domain)
-        if with_leader(domain) >= remaining and counts.leaders >= leaders:
-            counts.leaders = leaders
+        if not self.loose and with_leader(domain) >= remaining and domain.leaders >= leaders:
+            domain = _best_fit(rest, remaining, with_leader, leaders)
+        if with_leader(domain) >= remaining and domain.leaders >= leaders:
+            domain.leaders = leaders
             domain.pods = remaining * unit
             if slices:
                 domain.slices = remaining
             return domain, True, 0, 0
         taken = min(with_leader(domain), remaining)
-        counts.leaders = min(counts.leaders, leaders)
+        domain.leaders = min(domain.leaders, leaders)
         if slices:
-            domain.slices = counts.slices_with = taken
+            domain.slices = domain.slices_with = taken
         else:
-            counts.pods_with = taken
+            domain.pods_with = taken
         domain.pods = taken * unit
-        return domain, False, leaders - counts.leaders, remaining - taken
+        return domain, False, leaders - domain.leaders, remaining - taken
