@@ -2,8 +2,11 @@
 pkg/cache/scheduler/tas_balanced_placement.go): a ``preferred`` topology request that one domain of its level cannot
 hold is spread evenly over the fewest domains, instead of filling the freest first.
 
-As Kueue's ``findBestDomainsForBalancedPlacement`` and ``applyBalancedPlacementAlgorithm``, for a pod set without a
-leader (a pod-set group is placed by BestFit):
+As Kueue's ``findBestDomainsForBalancedPlacement`` and ``applyBalancedPlacementAlgorithm``, for a pod set alone and
+for a pod set group's workers with their leader (Kueue's leader-aware variant of each step: a domain that can hold
+the leader counts the slices that fit beside it; the greedy fill takes the leader's domain first; a set pruned to a
+threshold that leaves no room for the leader is tried again at the threshold that does; the leader's domain takes
+the threshold, or more of what fits beside the leader):
 
 - each set of sibling domains at the requested level (the children of one domain a level up; at the top level, all
   of them) is tried: the fewest domains a level below (at the requested level, where it is the slice level) that a
@@ -26,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Domain", "balanced_domains"]
+__all__ = ["Domain", "balanced_domains", "optimal_set"]
 
 
 @dataclass(slots=True)
@@ -47,28 +50,30 @@ class Domain:
 
 
 def balanced_domains(by_level: list[list[Domain]], level_idx: int, slice_idx: int, count: int,
-                     size: int) -> tuple[int, list[Domain]] | None:
-    """The level placed at and its domains, each with the pods it takes (in ``pods`` and ``slices``); None: fall back
-    to BestFit. ``by_level``: the filled domain tree by level."""
+                     size: int, leaders: int = 0) -> tuple[int, list[Domain]] | None:
+    """The level placed at and its domains, each with the pods it takes (in ``pods`` and ``slices``; the leader's
+    domain with ``leaders`` 1); None: fall back to BestFit. ``by_level``: the filled domain tree by level;
+    ``leaders``: a pod set group's leader pods to place with the workers (0 or 1)."""
     needed = count // size
-    best = _best_set(by_level, level_idx, slice_idx, needed, size)
+    best = _best_set(by_level, level_idx, slice_idx, needed, size, leaders)
     if best is None:
         return None
     threshold, domains = best
     fit_idx = level_idx
     if level_idx < slice_idx:
-        chosen = _optimal_set(domains, needed, size, by_entropy=True)
+        chosen = optimal_set(domains, needed, size, True, leaders)
         if chosen is None:
             return None
         domains = [c for d in chosen for c in d.children]
         fit_idx = level_idx + 1
-    placed = _spread(domains, needed, size, threshold)
+    placed = _spread(domains, needed, size, threshold, leaders)
     return None if placed is None else (fit_idx, placed)
 
 
 def _best_set(by_level: list[list[Domain]], level_idx: int, slice_idx: int, needed: int,
-              size: int) -> tuple[int, list[Domain]] | None:
-    """The sibling set with the highest threshold, pruned to it, and the threshold; None: none fits."""
+              size: int, leaders: int) -> tuple[int, list[Domain]] | None:
+    """The sibling set with the highest threshold, pruned to it, and the threshold; None: none fits. With a leader,
+    a set that no longer fits once pruned is tried again at the lower threshold that keeps room for the leader."""
     if level_idx == 0:
         groups = [by_level[0]]
     else:
@@ -77,15 +82,23 @@ def _best_set(by_level: list[list[Domain]], level_idx: int, slice_idx: int, need
     for group in groups:
         candidates = [_clone(d) for d in group]
         lower = [c for d in candidates for c in d.children] if level_idx < slice_idx else candidates
-        greedy = _greedy(lower, needed)
+        greedy = _greedy(lower, needed, leaders)
         if greedy is None:
             continue
-        used, last = greedy
-        threshold = min(needed // used, last.slices)
+        used, last_with, last = greedy
+        threshold = min(needed // used, *(d.slices_with for d in (last_with,) if d is not None),
+                        *(d.slices for d in (last,) if d is not None))
+        reserving = min(threshold, last.slices_with) if leaders and last is not None else threshold
         if threshold <= 0 or (best is not None and threshold < best[0]):
             continue
-        _prune(candidates, threshold, size, slice_idx, level_idx)
-        after = _greedy(candidates, needed)
+        _prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
+        after = _greedy(candidates, needed, leaders)
+        if after is None and reserving < threshold:
+            if reserving <= 0 or (best is not None and reserving < best[0]):
+                continue
+            threshold, candidates = reserving, [_clone(d) for d in group]
+            _prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
+            after = _greedy(candidates, needed, leaders)
         if after is None:
             continue
         if best is None or threshold > best[0] or after[0] < best[1]:
@@ -97,15 +110,37 @@ def _sorted(domains: Sequence[Domain]) -> list[Domain]:
     return sorted(domains, key=lambda d: (-d.slices, d.pods, d.values))
 
 
-def _greedy(domains: Sequence[Domain], needed: int) -> tuple[int, Domain] | None:
-    """Kueue's ``evaluateGreedyAssignment``: how many domains, freest first, hold ``needed`` slices, and the last
-    one; None: they do not."""
-    used, remaining, last = 0, needed, None
-    for domain in _sorted(domains):
+def _sorted_with_leader(domains: Sequence[Domain]) -> list[Domain]:
+    """Kueue's ``sortedDomainsWithLeader`` (BestFit): those that can hold the leader first, then by what fits
+    beside it."""
+    return sorted(domains, key=lambda d: (-d.leaders, -d.slices_with, d.pods_with, d.values))
+
+
+Greedy = tuple[int, Domain | None, Domain | None]
+"""How many domains a greedy fill takes, the last one taken for a leader, and the last one taken without."""
+
+
+def _greedy(domains: Sequence[Domain], needed: int, leaders: int = 0) -> Greedy | None:
+    """Kueue's ``evaluateGreedyAssignment``: how many domains hold ``needed`` slices (the leaders' first, freest
+    beside a leader first, then the freest), the last one taken for a leader and the last one taken without; None:
+    they do not."""
+    used, remaining, left, last_with, last = 0, needed, leaders, None, None
+    rest: Sequence[Domain] = domains
+    if leaders > 0:
+        ordered = _sorted_with_leader(domains)
+        i = 0
+        while left > 0 and i < len(ordered) and ordered[i].leaders > 0:
+            last_with = ordered[i]
+            used, left, remaining = used + 1, left - last_with.leaders, remaining - last_with.slices_with
+            i += 1
+        if left > 0:
+            return None
+        rest = ordered[i:]
+    for domain in _sorted(rest):
         if remaining <= 0 or domain.slices <= 0:
             break
         used, remaining, last = used + 1, remaining - domain.slices, domain
-    return None if remaining > 0 or last is None else (used, last)
+    return None if remaining > 0 or used == 0 else (used, last_with, last)
 
 
 def _clone(domain: Domain) -> Domain:
@@ -113,32 +148,53 @@ def _clone(domain: Domain) -> Domain:
 
 
 def _clear(domain: Domain) -> None:
-    domain.pods = domain.slices = 0
+    domain.pods = domain.slices = domain.leaders = domain.pods_with = domain.slices_with = 0
     for child in domain.children:
         _clear(child)
 
 
-def _refill(domain: Domain, size: int, slice_idx: int, level: int) -> None:
+def _clear_leader(domain: Domain) -> None:
+    domain.leaders = domain.pods_with = domain.slices_with = 0
+    for child in domain.children:
+        _clear_leader(child)
+
+
+def _refill(domain: Domain, size: int, slice_idx: int, level: int, leader: bool) -> None:
+    """Kueue's ``fillInCountsHelper`` again after pruning (``leader``: with a leader required)."""
     if domain.children:
         for child in domain.children:
-            _refill(child, size, slice_idx, level + 1)
+            _refill(child, size, slice_idx, level + 1, leader)
         domain.pods = sum(c.pods for c in domain.children)
         domain.slices = sum(c.slices for c in domain.children)
+        if leader:
+            holders = [c for c in domain.children if c.leaders > 0]
+            domain.leaders = 1 if holders else 0
+            domain.pods_with = domain.pods - min(c.pods - c.pods_with for c in holders) if holders else 0
+            domain.slices_with = domain.slices - min(c.slices - c.slices_with for c in holders) if holders else 0
     if level == slice_idx:
         domain.slices = domain.pods // size
+        if leader:
+            domain.slices_with = domain.pods_with // size
 
 
-def _prune(domains: list[Domain], threshold: int, size: int, slice_idx: int, level: int) -> None:
+def _prune_one(domain: Domain, threshold: int, leader: bool) -> None:
+    """Kueue's ``pruneDomainNodeBelowThreshold``: a domain holding fewer slices than ``threshold`` is emptied; one
+    that holds too few beside the leader can still take workers, not the leader."""
+    if domain.slices < threshold:
+        _clear(domain)
+    elif leader and domain.leaders > 0 and domain.slices_with < threshold:
+        _clear_leader(domain)
+
+
+def _prune(domains: list[Domain], threshold: int, size: int, slice_idx: int, level: int, leader: bool) -> None:
     """Kueue's ``pruneDomainsBelowThreshold``: children, then the domains, holding fewer slices than ``threshold``
     are emptied."""
     for domain in domains:
         for child in domain.children:
-            if child.slices < threshold:
-                _clear(child)
+            _prune_one(child, threshold, leader)
     for domain in domains:
-        _refill(domain, size, slice_idx, level)
-        if domain.slices < threshold:
-            _clear(domain)
+        _refill(domain, size, slice_idx, level, leader)
+        _prune_one(domain, threshold, leader)
 
 
 def _entropy(domain: Domain) -> float:
@@ -148,43 +204,57 @@ def _entropy(domain: Domain) -> float:
     return -sum(c.pods / total * math.log2(c.pods / total) for c in domain.children if c.pods > 0)
 
 
-def _optimal_set(domains: Sequence[Domain], needed: int, size: int, by_entropy: bool) -> list[Domain] | None:
+def optimal_set(domains: Sequence[Domain], needed: int, size: int, by_entropy: bool,
+                 leaders: int = 0) -> list[Domain] | None:
     """Kueue's ``selectOptimalDomainSetToFit``: as many domains as a greedy fill needs, holding ``needed`` slices
-    with the least to spare; None: they cannot."""
-    greedy = _greedy(domains, needed)
+    (and the ``leaders``, a domain taking one with the workers that fit beside it) with the least to spare; None:
+    they cannot."""
+    greedy = _greedy(domains, needed, leaders)
     if greedy is None:
         return None
     many = greedy[0]
     if by_entropy:
-        ordered = sorted(domains, key=lambda d: (-d.slices, -_entropy(d), d.values))
+        ordered = sorted(domains, key=lambda d: (-d.leaders, -(d.slices_with if leaders else d.slices), -_entropy(d),
+                                                 d.values))
     else:
         ordered = sorted(domains, key=lambda d: d.values)
-    # placements[i][left]: the first combination found of i domains leaving ``left`` pods to place.
-    placements: list[dict[int, list[Domain]]] = [{} for _ in range(many + 1)]
-    placements[0][needed * size] = []
+    # placements[i][(leaders left, pods left)]: the first combination found of i domains leaving them to place.
+    placements: list[dict[tuple[int, int], list[Domain]]] = [{} for _ in range(many + 1)]
+    placements[0][(leaders, needed * size)] = []
     for domain in ordered:
-        if domain.slices <= 0:
-            continue
         for i in range(many, 0, -1):
-            for left in sorted(placements[i - 1]):
-                if left <= 0:
+            for before_leaders, before_pods in sorted(placements[i - 1]):
+                if before_leaders <= 0 and before_pods <= 0:
                     continue
-                placements[i].setdefault(left - domain.pods, [*placements[i - 1][left], domain])
-    fitting = [left for left in placements[many] if left <= 0]
-    return placements[many][max(fitting)] if fitting else None
+                taken = [*placements[i - 1][(before_leaders, before_pods)], domain]
+                if before_leaders > 0 and domain.leaders > 0:
+                    placements[i].setdefault((before_leaders - domain.leaders, before_pods - domain.pods_with), taken)
+                if domain.slices > 0:
+                    placements[i].setdefault((before_leaders, before_pods - domain.pods), taken)
+    fitting = [left for led, left in placements[many] if led == 0 and left <= 0]
+    return placements[many][(0, max(fitting))] if fitting else None
 
 
-def _spread(domains: Sequence[Domain], needed: int, size: int, threshold: int) -> list[Domain] | None:
-    """Kueue's ``placeSlicesOnDomainsBalanced``: the threshold on each chosen domain, the rest on the freest."""
-    chosen = _optimal_set(domains, needed, size, by_entropy=False)
+def _spread(domains: Sequence[Domain], needed: int, size: int, threshold: int, leaders: int = 0) -> list[Domain] | None:
+    """Kueue's ``placeSlicesOnDomainsBalanced``: the threshold on each chosen domain, the rest on the freest (the
+    leader's domain first, what fits beside the leader)."""
+    chosen = optimal_set(domains, needed, size, False, leaders)
     if chosen is None or needed < len(chosen) * threshold:
         return None
     extra = needed - len(chosen) * threshold
     out = []
-    for domain in _sorted(chosen):
-        take = min(domain.slices - threshold, extra)
+    left = leaders
+    for domain in _sorted_with_leader(chosen) if leaders else _sorted(chosen):
+        if left > 0:
+            take = min(domain.slices_with - threshold, extra)
+            domain.leaders, left = 1, left - 1
+        else:
+            take = min(domain.slices - threshold, extra)
+            domain.leaders = 0
         domain.slices = threshold + take
         domain.pods = domain.slices * size
+        if leaders:
+            domain.slices_with, domain.pods_with = domain.slices, domain.pods - domain.leaders
         extra -= take
         out.append(domain)
-    return None if extra > 0 else out
+    return None if extra > 0 or left > 0 else out

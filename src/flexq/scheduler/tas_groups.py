@@ -14,6 +14,9 @@ workers' request, with the leader counted along (Kueue's leader-aware path of th
 - going down, each chosen domain's pods and its leader go to its children the same way, a child that can hold the
   leader without leaving too few for the workers taking it first.
 
+With ``TASBalancedPlacement`` a ``preferred`` request is first placed as :mod:`flexq.scheduler.tas_balanced` does it,
+the leader with its workers; BestFit as above where that finds nothing.
+
 The leader's pod is placed where it fits by its own requests; which nodes may take the pods (taints, selectors) is
 the workers'. Nothing here reads a clock.
 """
@@ -39,6 +42,7 @@ from flexq.scheduler.domains import (
     subtract_held,
 )
 from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
+from flexq.scheduler.tas_balanced import balanced_domains
 
 __all__ = ["group_pairs", "leader_and_workers", "place_group", "place_pair"]
 
@@ -98,16 +102,23 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
     for root in roots:
         _fill(root, size, slice_idx, 0)
     goal = Goal(workers.count, size, request.required, loose, flavor.topology, levels)
-    chosen = _fit_level(domains_by_level(roots, len(levels)), level_idx, goal, stats)
-    if isinstance(chosen, str):
-        return chosen
-    idx, domains = chosen
+    by_level = domains_by_level(roots, len(levels))
     down = _Down(loose)
-    domains = down.to_minimum(domains, workers.count, 1, size, True)
-    while idx < min(lowest, slice_idx):
-        domains = down.to_minimum(_sorted([c for d in domains for c in d.children], loose), workers.count, 1, size,
-                                  True)
-        idx += 1
+    balanced = balanced_domains(by_level, level_idx, slice_idx, workers.count, size, leaders=1) \
+        if view.balanced and not request.required and not loose else None
+    if balanced is not None:
+        idx, domains = balanced
+        domains = down.to_minimum(domains, workers.count, 1, size, True)
+    else:
+        chosen = _fit_level(by_level, level_idx, goal, stats)
+        if isinstance(chosen, str):
+            return chosen
+        idx, domains = chosen
+        domains = down.to_minimum(domains, workers.count, 1, size, True)
+        while idx < min(lowest, slice_idx):
+            domains = down.to_minimum(_sorted([c for d in domains for c in d.children], loose), workers.count, 1,
+                                      size, True)
+            idx += 1
     while idx < lowest:
         domains = [c for d in domains
                    for c in down.to_minimum(_sorted(d.children, loose), d.pods, d.leaders, 1, False)]
