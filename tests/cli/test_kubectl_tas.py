@@ -435,21 +435,27 @@ NOT_READY = {"status": {"conditions": [{"type": "Ready", "status": "False", "rea
                                         "message": "PLEG is not healthy"}]}}
 
 
-@pytest.mark.parametrize("down", ["tainted", "NotReady"])
+TOLERATED_KEYS = {"tainted": "maintenance", "NotReady": "node.kubernetes.io/not-ready",
+                  "Unknown": "node.kubernetes.io/unreachable"}
+
+
+@pytest.mark.parametrize("down", TOLERATED_KEYS)
 def test_pods_tolerating_for_two_seconds_move_to_the_spare_host_then_with_real_kubectl(kubectl: Any, flexq: Any,
                                                                                       down: str) -> None:
     """The live half of tests/sim/test_tas_node_health.py's tolerationSeconds: job a's pods tolerate a NoExecute
-    taint (``maintenance``, or the ``node.kubernetes.io/not-ready`` of a NotReady node) for 2 s; when one of its
-    hosts gets the taint (``kubectl taint node``) or goes NotReady (its Ready condition patched), its pod there is
-    evicted when the toleration runs out and goes to the sub-block's fourth host, the message naming the cause."""
-    key = "maintenance" if down == "tainted" else "node.kubernetes.io/not-ready"
-    tolerations = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]
+    taint (``maintenance``; ``node.kubernetes.io/not-ready`` of a NotReady node; ``node.kubernetes.io/unreachable``
+    of one whose Ready condition is Unknown) for 2 s; when one of its hosts gets the taint (``kubectl taint node``)
+    or goes NotReady (its Ready condition patched False or Unknown), its pod there is evicted when the toleration
+    runs out and goes to the sub-block's fourth host, the message naming the cause. (Tolerating the other of
+    not-ready and unreachable would leave it there for Kubernetes' default 300 s.)"""
+    tolerations = [{"key": TOLERATED_KEYS[down], "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 2}]
     hosts, spare = _running_beside_a_spare(kubectl, _tas_pool(kubectl, flexq), tolerations)
     if down == "tainted":
         done = kubectl("taint", "node", hosts[0], "maintenance=now:NoExecute")
     else:
-        done = kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p",
-                       yaml.safe_dump(NOT_READY))
+        patch = copy.deepcopy(NOT_READY)
+        patch["status"]["conditions"][0]["status"] = "False" if down == "NotReady" else "Unknown"
+        done = kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch))
     assert done.code == 0, done.err
     _moved_to_spare(kubectl, hosts, spare)
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"

@@ -271,9 +271,9 @@ class CapacityDriver:
         """A node was deleted from outside or its host failed (:meth:`NodeLoss.node_deleted`)."""
         self.node_loss.node_deleted(name, why)
 
-    def node_not_ready(self, name: str, why: str = "") -> None:
+    def node_not_ready(self, name: str, why: str = "", unreachable: bool = False) -> None:
         """Node ``name`` went NotReady (:meth:`NodeHealth.not_ready`)."""
-        self.node_health.not_ready(name, why)
+        self.node_health.not_ready(name, why, unreachable)
 
     def node_ready(self, name: str, why: str = "") -> None:
         self.node_health.ready_again(name, why)

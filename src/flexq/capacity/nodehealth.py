@@ -7,7 +7,8 @@ replacements and the capacity driver's placement all pass it by. What happens to
 - **NotReady** (``kubectl patch node --subresource=status``, a cloud's ``hostNotReady``): Kubernetes taints it
   ``node.kubernetes.io/not-ready:NoExecute`` and evicts each pod when its toleration of that taint runs out: 300 s for
   a pod that does not tolerate it itself (the toleration Kubernetes' ``DefaultTolerationSeconds`` adds), its own
-  ``tolerationSeconds`` where it does, never where it tolerates it for good. With Kueue's defaults
+  ``tolerationSeconds`` where it does, never where it tolerates it for good (a node whose Ready condition is
+  ``Unknown``: the same with ``node.kubernetes.io/unreachable``). With Kueue's defaults
   (``TASReplaceNodeOnPodTermination`` on) a topology-aware workload's node counts as failed then, once its pods there
   have terminated (a workload whose pods stay is healthy there, however long the node is NotReady); with that gate
   off, or ``TASReplaceNodeDueToNotReadyOverFixedTime`` on, after Kueue's ``NodeFailureDelay`` (30 s), its pods still
@@ -42,8 +43,8 @@ from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.record import Timeline
 from flexq.scheduler import EventKind, Scheduler, Taint, Toleration, Workload, names_node
 
-__all__ = ["NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NOT_READY_TAINT", "NodeHealth", "eviction_delay",
-           "taint_text"]
+__all__ = ["NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "NodeHealth",
+           "eviction_delay", "taint_text"]
 
 NODE_FAILURE_DELAY: Final = 30.0
 """Kueue's ``NodeFailureDelay``: how long a node is NotReady before the gates that do not wait for pods fail it."""
@@ -51,9 +52,12 @@ NOT_READY_EVICTION: Final = 300.0
 """Kubernetes' default ``tolerationSeconds`` of ``node.kubernetes.io/not-ready:NoExecute``: when a NotReady node's
 pods are evicted."""
 NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoExecute")
-"""The taint Kubernetes' node lifecycle controller puts on a NotReady node."""
-_DEFAULT_NOT_READY: Final = Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute",
-                                       int(NOT_READY_EVICTION))
+"""The taint Kubernetes' node lifecycle controller puts on a NotReady node (its Ready condition False)."""
+UNREACHABLE_TAINT: Final = Taint("node.kubernetes.io/unreachable", "", "NoExecute")
+"""The one it puts on a node whose Ready condition is Unknown (its kubelet no longer heard from)."""
+_DEFAULTS: Final = {t: Toleration(t.key, "Exists", "", "NoExecute", int(NOT_READY_EVICTION))
+                    for t in (NOT_READY_TAINT, UNREACHABLE_TAINT)}
+"""The tolerations Kubernetes' ``DefaultTolerationSeconds`` gives a pod that does not tolerate these taints."""
 _SCHEDULING: Final = ("NoSchedule", "NoExecute")
 
 
@@ -117,7 +121,9 @@ class NodeHealth:
         if node is not None and taint in node.taints:
             self.tainted(name, tuple(t for t in node.taints if t != taint))
 
-    def not_ready(self, name: str, why: str = "") -> None:
+    def not_ready(self, name: str, why: str = "", unreachable: bool = False) -> None:
+        """Node ``name`` went NotReady (``unreachable``: its Ready condition Unknown, so Kubernetes taints it
+        ``node.kubernetes.io/unreachable`` rather than ``not-ready``)."""
         node = self.cluster.nodes.get(name)
         now = self.timeline.now()
         if node is None or node.down_since is not None or node.ready_at > now:
@@ -128,7 +134,8 @@ class NodeHealth:
         config = self.scheduler.config
         if not config.replace_on_pod_termination or config.not_ready_fixed_time:
             self.timeline.at(now + NODE_FAILURE_DELAY, partial(self._still_down, name, now, NODE_FAILURE_DELAY, None))
-        for delay, keys in sorted(self._evictions(NOT_READY_TAINT, sorted(node.pods)).items()):
+        taint = UNREACHABLE_TAINT if unreachable else NOT_READY_TAINT
+        for delay, keys in sorted(self._evictions(taint, sorted(node.pods)).items()):
             self.timeline.at(now + delay, partial(self._still_down, name, now, delay, keys))
 
     def ready_again(self, name: str, why: str = "") -> None:
@@ -263,8 +270,8 @@ def eviction_delay(scheduler: Scheduler, wl: Workload, taint: Taint) -> float | 
         tolerations = (*(podset.tolerations if podset is not None else ()),
                        *(t for f in assigned.flavors.values() if f in flavors for t in flavors[f].tolerations))
         matching = [t for t in tolerations if t.tolerates(taint)]
-        if not matching and taint == NOT_READY_TAINT:
-            matching = [_DEFAULT_NOT_READY]
+        if not matching and taint in _DEFAULTS:
+            matching = [_DEFAULTS[taint]]
         if not matching:
             return 0.0
         if taint.effect == "NoExecute":

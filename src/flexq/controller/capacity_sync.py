@@ -132,7 +132,8 @@ class LiveCapacity:
             return
         if ready.get("status") != "True" and ready.get("reason") != _BOOTING and node.down_since is None:
             driver.node_not_ready(name, f"node {name} of pool {node.pool} is NotReady: "
-                                  f"{ready.get('message') or ready.get('reason') or 'its Ready condition is False'}")
+                                  f"{ready.get('message') or ready.get('reason') or 'its Ready condition is False'}",
+                                  unreachable=ready.get("status") == "Unknown")
         elif ready.get("status") == "True" and node.down_since is not None:
             driver.node_ready(name)
 
