@@ -203,9 +203,10 @@ class NodeHealth:
         elif untolerated and config.replace_on_taints and not config.replace_on_pod_termination:
             self.fail(name, [key], pods_gone=False, swap=True, cause=f"was tainted {taint_text(untolerated[0])}")
         else:
+            held = self.cluster.nodes[name].pods.get(key)
             for taint, delay in delays:
                 if taint.effect == "NoExecute" and delay is not None:
-                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, taint, now, delay))
+                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, held, taint, now, delay))
 
     def bound(self, key: str, names: list[str]) -> None:
         """Workload ``key``'s pods were bound to the nodes ``names``: a ``NoExecute`` taint there that they tolerate for
@@ -217,19 +218,22 @@ class NodeHealth:
         now = self.timeline.now()
         for name in names:
             node = self.cluster.nodes.get(name)
+            held = node.pods.get(key) if node is not None else None
             for taint in node.taints if node is not None else ():
                 delay = eviction_delay(self.scheduler, wl, taint) if taint.effect == "NoExecute" else None
                 if delay is not None:
                     since = self._tainted_at.get((name, taint))
-                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, taint, since, delay))
+                    self.timeline.at(now + delay, partial(self._toleration_over, name, key, held, taint, since, delay))
 
-    def _toleration_over(self, name: str, key: str, taint: Taint, since: float | None, delay: float) -> None:
+    def _toleration_over(self, name: str, key: str, held: object, taint: Taint, since: float | None,
+                         delay: float) -> None:
         """Workload ``key``'s toleration of ``taint`` (added to node ``name`` at ``since``; None: with the node) ran
         out, ``delay`` after it was counted from: its pods there are evicted, unless the taint was removed
-        meanwhile."""
+        meanwhile or those pods are gone (``held``: what they held on the node; pods bound there again since count
+        from their own binding)."""
         node = self.cluster.nodes.get(name)
         if node is None or taint not in node.taints or self._tainted_at.get((name, taint)) != since or \
-                key not in node.pods:
+                held is None or node.pods.get(key) is not held:
             return
         self.fail(name, [key], pods_gone=True, swap=self.scheduler.config.replace_on_taints,
                   cause=f"was tainted {taint_text(taint)}, tolerated for {delay:g}s")
