@@ -52,6 +52,19 @@ def test_a_cluster_stopped_while_it_starts_leaves_nothing(how: str, ray_processe
     # ray_processes fails the test if any process of the cluster outlives it
 
 
+def test_a_stop_while_another_thread_stops_the_cluster_returns_once_it_is_gone(ray_processes: RayProcesses) -> None:
+    """A job's run stops its cluster on its way out while the server stops it too: the server's stop must not
+    return (and the server exit) before the processes are gone."""
+    cluster = LocalRayCluster(Accelerators(description="CPU only", num_cpus=1))
+    cluster.start()
+    assert ray_processes.count() > 0
+    first = threading.Thread(target=cluster.stop, daemon=True)
+    first.start()
+    cluster.stop()
+    assert ray_processes.running() == {}, "the second stop returned while the first was still killing"
+    first.join(timeout=30)
+
+
 def test_a_cluster_stopped_before_it_spawns_starts_nothing(ray_processes: RayProcesses) -> None:
     cluster = LocalRayCluster(Accelerators(description="CPU only", num_cpus=1))
     cluster.stop()

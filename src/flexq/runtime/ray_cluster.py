@@ -168,8 +168,9 @@ class LocalRayCluster:
     """What the cluster's user keeps in the record besides the cluster's own fields."""
     _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by :meth:`stop`: a :meth:`start` under way (in another thread) stops where it is, its processes killed."""
-    _spawn: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Held while the head's process is started and while it is stopped: a stop never misses a head starting."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Held while the head's process is started and while the cluster stops: a stop never misses a head starting,
+    and a stop called while another thread stops the cluster returns only once its processes are gone."""
 
     @classmethod
     def from_record(cls, record: dict[str, Any], record_path: Path | None = None) -> LocalRayCluster:
@@ -251,7 +252,7 @@ class LocalRayCluster:
                 continue
             command = [c for c in command if not c.startswith(f"--{key}=")]
             command.append(f"--{key}={value}")
-        with self._spawn:
+        with self._lock:
             if self._stopped.is_set():
                 shutil.rmtree(temp, ignore_errors=True)
                 self.temp_dir = None
@@ -328,15 +329,15 @@ class LocalRayCluster:
         """Stop this cluster's processes (and only them), its workers' too; remove the temp dirs and the record.
         Idempotent; a :meth:`start` under way in another thread stops too."""
         self._stopped.set()
-        for name in list(self.workers):
-            self.remove_worker(name)
-        with self._spawn:
-            process, temp, self.process = self.process, self.temp_dir, None
-            self.temp_dir = None
-        if process is not None and temp is not None:
-            _kill_session(process, temp, grace)
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
+        with self._lock:
+            for name in list(self.workers):
+                self.remove_worker(name)
+            if self.process is not None and self.temp_dir is not None:
+                _kill_session(self.process, self.temp_dir, grace)
+            self.process = None
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+                self.temp_dir = None
         if self.record_path is not None:
             self.record_path.unlink(missing_ok=True)
 
