@@ -53,7 +53,12 @@ def headers_for(url: str, given: Any = None) -> dict[str, str]:
     return headers
 
 
+TIMEOUT = 30.0
+"""Seconds a request waits for an answer unless it says otherwise (httpx's 5 s is short on a loaded machine)."""
+
+
 def request(method: str, url: str, **kw: Any) -> httpx.Response:
+    kw.setdefault("timeout", TIMEOUT)
     if "cookies" not in kw:
         kw["headers"] = headers_for(url, kw.get("headers"))
     return httpx.request(method, url, **kw)
@@ -80,6 +85,7 @@ def delete(url: str, **kw: Any) -> httpx.Response:
 
 
 def stream(method: str, url: str, **kw: Any) -> AbstractContextManager[httpx.Response]:
+    kw.setdefault("timeout", TIMEOUT)
     if "cookies" not in kw:
         kw["headers"] = headers_for(url, kw.get("headers"))
     return httpx.stream(method, url, **kw)
@@ -87,4 +93,5 @@ def stream(method: str, url: str, **kw: Any) -> AbstractContextManager[httpx.Res
 
 def client(base_url: str, **kw: Any) -> httpx.Client:
     """An ``httpx.Client`` for ``base_url`` that presents the administrator's token."""
+    kw.setdefault("timeout", TIMEOUT)
     return httpx.Client(base_url=base_url, headers=headers_for(base_url, kw.pop("headers", None)), **kw)

@@ -152,7 +152,7 @@ def stop_server(server: Server) -> None:
     admin.unregister(server.url)
     server.process.terminate()
     try:
-        server.process.wait(timeout=10)
+        server.process.wait(timeout=30)  # a server on Ray stops its clusters first
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait()

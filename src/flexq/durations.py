@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from flexq.errors import FlexqError
 
-__all__ = ["WAIT", "DurationError", "dated", "format_seconds", "parse_duration"]
+__all__ = ["WAIT", "DurationError", "dated", "ends_at", "format_seconds", "parse_duration"]
 
 _PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -67,3 +67,11 @@ def dated(message: str, now: datetime, before: str = "") -> str:
         return f"{match.group(0)} (at {end.strftime('%Y-%m-%dT%H:%M:%SZ')})"
 
     return WAIT.sub(at, message)
+
+
+def ends_at(message: str, end: datetime) -> str:
+    """``message`` with the moment its (first) wait ends where that moment is known exactly: ``expected in 1h``
+    reads ``expected in 1h (at ...T11:30:00Z)`` with ``end`` to the second, not counted from when it is written
+    (a write a moment later would move it). A message already :func:`dated` stands."""
+    return WAIT.sub(lambda m: m.group(0) if m.group(2) else f"{m.group(0)} (at {end.strftime('%Y-%m-%dT%H:%M:%SZ')})",
+                    message, count=1)

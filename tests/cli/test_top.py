@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests import forks
 from tests.conftest import Server, guide_text
 from tests.support import cli, condition, eventually, guide_setup, serve_capacity, workloads
 
@@ -28,8 +29,11 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
         eventually(lambda: _assert(condition(workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
+        # Into a pipe with no COLUMNS set (pytest-xdist's workers set one), the overview is as wide as it needs.
+        wide = {k: v for k, v in srv.env().items() if k not in ("COLUMNS", "LINES")}
+
         def shown() -> str:
-            out = cli(srv, "top", "--once")
+            out = forks.run(["top", "--once"], text=True, env=wide, timeout=60)
             assert out.returncode == 0, out.stderr
             text = out.stdout
             assert "cluster-queue" in text and "on-demand-pool" in text and "dws-pool" in text

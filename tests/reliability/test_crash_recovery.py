@@ -77,6 +77,7 @@ def _all_finished(follower: Follower, jobs: int) -> None:
     assert follower.finished() == jobs, f"{follower.finished()} of {jobs} finished"
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("store", sorted(RUNS))
 def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path: Path,
                                                            request: pytest.FixtureRequest) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
-from pathlib import Path
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
+from tests.runtime.ray_leaks import RayProcesses
 from tests.support import cli_ok, eventually, get_rayjob
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -36,32 +36,11 @@ def submit(srv: Server, job_id: str) -> None:
     cli_ok(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
 
 
-def ray_processes() -> list[str]:
-    """Every raylet and GCS server on the machine (the heavy tests start their clusters one at a time)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and ("raylet" in cmd or "gcs_server" in cmd):
-            found.append(cmd[:120])
-    return found
+def assert_no_ray(procs: RayProcesses) -> None:
+    assert not (left := procs.running()), f"Ray processes still running: {left}"
 
 
-def assert_no_ray() -> None:
-    assert not ray_processes()
-
-
-def temp_dirs() -> set[str]:
-    """Ray clusters' and workers' temp dirs, and what multiprocessing in their processes makes, in /tmp."""
-    return {p.name for pattern in ("fqr-*", "fqw-*", "pymp-*") for p in Path("/tmp").glob(pattern)}
-
-
-def check_the_run(srv: Server) -> None:
+def check_the_run(srv: Server, procs: RayProcesses) -> None:
     """Both jobs trained for real and succeeded, job 1 on Plan A (on-demand) and job 2 on DWS; the pools scaled back
     down, every Ray cluster is gone, and what kubectl sees is what KubeRay leaves."""
     def finished() -> None:
@@ -79,7 +58,7 @@ def check_the_run(srv: Server) -> None:
 
     eventually(scaled_down, timeout=60)
     # shutdownAfterJobFinishes: each job's cluster goes once its end is written (its teardown may take a moment).
-    eventually(assert_no_ray, timeout=30)
+    eventually(lambda: assert_no_ray(procs), timeout=30)
     _check_races(srv)
     _check_what_kubectl_sees(srv)
 

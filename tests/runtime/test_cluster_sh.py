@@ -9,13 +9,11 @@ reading the log and deleting the cluster.
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -26,12 +24,12 @@ import pytest
 
 from tests import admin
 from tests.conftest import GUIDE, Server, free_port, free_port_pair, start_server, stop_server
+from tests.runtime.ray_leaks import RayProcesses
 
 TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                                 reason=f"needs {', '.join(TOOLS)}")
 
-MARK = "FLEXQ_TEST_RUN"
 SKIPPED = ("helm install kueue",)
 """Commands of cluster.sh that cannot run here: helm needs the internet, and Kueue is built into flexq."""
 
@@ -77,23 +75,6 @@ def _state(server: Server) -> str:
     return f"rayjobs: {jobs}\nworkloads: {workloads}\nnodes: {nodes}"
 
 
-def _ray_processes() -> list[str]:
-    """The live Ray processes (head, raylet, GCS, workers, actors) of this test's server."""
-    mark = f"{MARK}={os.environ[MARK]}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if mark not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and ("ray" in cmd.split(" ", 1)[0] or "ray.scripts" in cmd or cmd.startswith("ray::")):
-            found.append(cmd[:100])
-    return found
-
-
 def _port_is_free(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -104,21 +85,20 @@ def _port_is_free(port: int) -> bool:
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    # The server's Ray processes inherit its environment: a mark of this test's own tells them from other runs'.
-    monkeypatch.setenv(MARK, uuid.uuid4().hex)
-    # As a user starts it: no TLS or auth flags (HTTPS on --port + 1, its CA under FLEXQ_HOME, anonymous mode).
+def server(tmp_path: Path, ray_processes: RayProcesses) -> Iterator[Server]:
+    # As a user starts it: no TLS or auth flags (HTTPS on --port + 1, its CA under FLEXQ_HOME, anonymous mode). The
+    # server's Ray processes carry ray_processes' tag: any left behind fail the test (and are killed with it).
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(GUIDE / "capacity-demo.yaml"),
                        port=free_port_pair())
     try:
         yield srv
     finally:
         stop_server(srv)
-        assert not (left := _ray_processes()), f"the server left Ray processes behind: {left}"
 
 
 @pytest.mark.timeout(1200)
-def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, tmp_path: Path) -> None:
+def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, tmp_path: Path,
+                                                                ray_processes: RayProcesses) -> None:
     env = server.tools_env(tmp_path)
     sourced = subprocess.run(["bash", "-c", f"set -e; source {GUIDE / 'env.sh'}; env -0"], capture_output=True,
                              text=True, env=env, cwd=GUIDE, timeout=120, check=False)
@@ -179,7 +159,8 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
                 lambda: _state(server))
     pools = sh("gcloud container node-pools list --cluster=tpu-cluster --location=us-east5-b")
     assert pools.returncode != 0 and "404" in pools.stderr, "the cluster is gone"
-    _eventually(lambda: not _ray_processes(), 60, "every Ray process to stop", lambda: str(_ray_processes()))
+    _eventually(lambda: not ray_processes.count(), 60, "every Ray process to stop",
+                lambda: str(ray_processes.running()))
 
 
 def _flexq_port_forward(env: dict[str, str], about: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ import pytest
 from tests import forks
 from tests.conftest import GUIDE, ROOT, Server, start_server, stop_server
 from tests.runtime import guide_run
+from tests.runtime.ray_leaks import RayProcesses
 
 CHROMIUM = guide_run.CHROMIUM
 playwright = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (the dev extra)")
@@ -74,9 +75,8 @@ def _ray_of(server: Server) -> dict[int, str]:
 
 
 @pytest.fixture
-def ray_server(tmp_path: Path) -> Any:
-    assert not guide_run.ray_processes(), "a Ray cluster was left running before this test"
-    before = guide_run.temp_dirs()
+def ray_server(tmp_path: Path, ray_processes: RayProcesses) -> Any:
+    """A server on real Ray; ray_processes fails the test if any of its Ray processes or their temp dirs is left."""
     capacity = tmp_path / "capacity.yaml"
     capacity.write_text(CAPACITY)
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(capacity))
@@ -91,10 +91,10 @@ def ray_server(tmp_path: Path) -> Any:
         assert not alive, "the server left Ray processes behind"
         left = sorted(d for d in set(seen.values()) if d and Path(d).exists())
         assert not left, f"temp dirs left behind: {left}"
-        assert guide_run.temp_dirs() <= before, f"temp dirs left behind: {sorted(guide_run.temp_dirs() - before)}"
 
 
-def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Server, dict[int, str]]) -> None:
+def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Server, dict[int, str]],
+                                                           ray_processes: RayProcesses) -> None:
     srv, ray_seen = ray_server
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     _cli(srv, "simulate", str(GUIDE / "scenario-capacity.yaml"), "--report", str(srv.home / "reports" / "guide"),
@@ -188,4 +188,4 @@ def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Ser
             browser.close()
     assert errors == []
     # The same run, as test_guide_end_to_end checks it where no browser runs (one run of the flow, not two).
-    guide_run.check_the_run(srv)
+    guide_run.check_the_run(srv, ray_processes)

@@ -11,6 +11,7 @@ from tests import admin
 from tests.conftest import GUIDE, Server, guide_text, start_server, stop_server
 from tests.queues import queue_yaml
 from tests.runtime import guide_run
+from tests.runtime.ray_leaks import RayProcesses
 from tests.support import assert_done, cli_ok, eventually, get_rayjob
 
 CAPACITY = """cloud:
@@ -22,9 +23,8 @@ scaleDownAfter: 3s
 
 
 @pytest.fixture
-def ray_server(tmp_path: Path) -> Any:
-    assert not guide_run.ray_processes(), "a Ray cluster was left running before this test"
-    before = guide_run.temp_dirs()
+def ray_server(tmp_path: Path, ray_processes: RayProcesses) -> Any:
+    """A server on real Ray; ray_processes fails the test if any of its Ray processes or their temp dirs is left."""
     capacity = tmp_path / "capacity.yaml"
     capacity.write_text(CAPACITY)
     srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(capacity))
@@ -32,16 +32,14 @@ def ray_server(tmp_path: Path) -> Any:
         yield srv
     finally:
         stop_server(srv)
-        assert not guide_run.ray_processes(), "the server left Ray processes behind"
-        assert guide_run.temp_dirs() <= before, f"temp dirs left behind: {sorted(guide_run.temp_dirs() - before)}"
 
 
 @pytest.mark.skipif(guide_run.BROWSER, reason="test_dashboard_browser runs the guide's flow and checks all this")
-def test_two_rayjobs_train_for_real(ray_server: Server) -> None:
+def test_two_rayjobs_train_for_real(ray_server: Server, ray_processes: RayProcesses) -> None:
     guide_run.set_up(ray_server)
     for job_id in ("1", "2"):
         guide_run.submit(ray_server, job_id)
-    guide_run.check_the_run(ray_server)
+    guide_run.check_the_run(ray_server, ray_processes)
 
 
 FAILING = queue_yaml(("default", None)) + """---
@@ -128,7 +126,7 @@ spec:
 LOSSY_POOLS = dws_pools(4, "  maxRunDurationSeconds: 12\n")
 
 
-def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> None:
+def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server, ray_processes: RayProcesses) -> None:
     srv = ray_server
     cli_ok(srv, "apply", "-f", "-", input=LOSSY_POOLS)
     # Plan A has no TPU quota here, so the job goes to dws, whose flex-start nodes live 12 seconds.
@@ -153,6 +151,6 @@ def test_nodes_lost_mid_run_stop_the_cluster_and_requeue(ray_server: Server) -> 
     log = cli_ok(srv, "logs", f"rayjob/{name}").stdout
     assert "starting a Ray cluster" in log
     cli_ok(srv, "delete", "rayjob", name)
-    eventually(guide_run.assert_no_ray, timeout=60)
+    eventually(lambda: guide_run.assert_no_ray(ray_processes), timeout=60)
 
 

@@ -121,8 +121,9 @@ def test_a_job_survives_a_killed_server_and_runs_once(tmp_path: Path, ray_proces
             "the cluster outlives its server"
         again = start_server(srv.home, *flags)
         assert _record(again, "ticker")["pid"] == head
-        proxied = admin.get(f"{again.url}/ui/ray/default/ticker/api/version", timeout=30)
-        assert proxied.status_code == 200, "the dashboard proxy reaches the cluster found again"
+        # The new server finds the cluster again once its runtime has started (a moment after the API answers).
+        eventually(lambda: _assert_in_status(admin.get(f"{again.url}/ui/ray/default/ticker/api/version"), 200,
+                                             "the dashboard proxy reaches the cluster found again"), timeout=60)
         follow = subprocess.Popen([sys.executable, "-m", "flexq.cli.main", "logs", "-f", "rayjob/ticker"],
                                   stdout=subprocess.PIPE, text=True, env=again.env())
         status = _finished(again, "ticker")
@@ -344,3 +345,7 @@ def _assert_answers(url: str) -> str:
         raise AssertionError(str(exc)) from None
     assert response.status_code == 200, response.text
     return response.text
+
+
+def _assert_in_status(response: httpx.Response, code: int, what: str) -> None:
+    assert response.status_code == code, f"{what}: {response.status_code} {response.text[:200]}"

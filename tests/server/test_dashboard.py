@@ -15,7 +15,7 @@ from typing import Any, get_args
 import httpx
 import pytest
 
-from flexq.durations import dated
+from flexq.durations import dated, ends_at
 from flexq.objects.service import ObjectService
 from flexq.server.app import create_app
 from flexq.server.ui import State
@@ -200,6 +200,11 @@ def test_eta_and_metrics_are_read_from_what_was_written() -> None:
     assert dated("waiting for ProvisioningRequest pr-1; expected in 1m", later, said) == (
         "waiting for ProvisioningRequest pr-1; expected in 1m (at 2026-01-01T10:02:00Z)")
     assert dated("Quota reserved", later, said) == "Quota reserved"
+    # A moment known exactly (the cloud's answer at 10:01:59.7) is named as it is, whenever the message is written.
+    exact = datetime(2026, 1, 1, 10, 1, 59, 700000, tzinfo=UTC)
+    assert ends_at("waiting for 4 node(s) in dws-pool; expected in 2m", exact) == (
+        "waiting for 4 node(s) in dws-pool; expected in 2m (at 2026-01-01T10:01:59Z)")
+    assert ends_at(said, exact) == said and ends_at("Quota reserved", exact) == "Quota reserved"
     log = "".join(f"(RayTrainWorker pid=1) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="
                   f"{{'loss': {10.0 / n}, 'epoch': {10 * (n - 1)}}}, validation=False) from rank 0\n"
                   f"(RayTrainWorker pid=2) Reporting training result {n}: TrainingReport(checkpoint=None, metrics="

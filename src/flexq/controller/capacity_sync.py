@@ -27,6 +27,7 @@ from flexq.capacity import (
     node_pool_spec,
 )
 from flexq.clock import Clock
+from flexq.durations import ends_at
 from flexq.objects import NODE_BOOTING, set_condition
 from flexq.scheduler import Event, EventKind, Taint
 from flexq.store import BaseStore, Key, NotFound, record_event, rfc3339
@@ -205,6 +206,8 @@ class LiveCapacity:
                 "spec": self._request_spec(workload, name),
             })
         status = dict(obj.get("status") or {})
+        if request.eta is not None:  # the cloud's answer is expected at a known moment: the message names it
+            message = ends_at(message, datetime.fromtimestamp(request.eta, UTC))
         match request.state:
             case ProvisioningState.ACCEPTED:
                 set_condition(status, "Accepted", True, "Accepted", _ACCEPTED if request.message else message,

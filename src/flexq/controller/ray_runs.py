@@ -8,6 +8,7 @@ follow them once the controllers run."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.controller.batch_runs import BatchJobRuntime
-from flexq.controller.rayclusters import RayClusterRuntime
+from flexq.controller.rayclusters import RayClusterRuntime, side_by_side
 from flexq.jobs import selected_cluster
 from flexq.runtime import (
     LOST_REASON,
@@ -287,7 +288,7 @@ class RayRuntime:
             # written (the job is not over: the next server runs it again).
             run.suspended = True
             run.detach = isinstance(run.cluster, RemoteRayCluster)  # an existing cluster's job runs on
-            run.stop(wait=2.0)
+        side_by_side([functools.partial(run.stop, wait=2.0) for run in runs])
         self.clusters.stop_all()
         self.batch.stop_all()
 

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -129,6 +130,9 @@ main()
 (Ray's one-machine switch) or, switched back on, swap 127.0.0.1 for the machine's address."""
 
 
+_STOPPED_WHILE_STARTING: Final = "the Ray cluster was stopped while it started"
+
+
 def _free_port(avoid: set[int]) -> int:
     for _ in range(50):
         with socket.socket() as sock:
@@ -162,6 +166,11 @@ class LocalRayCluster:
     """Where the cluster's record is kept while it runs (None: no record)."""
     record: dict[str, Any] = field(default_factory=dict)
     """What the cluster's user keeps in the record besides the cluster's own fields."""
+    _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set by :meth:`stop`: a :meth:`start` under way (in another thread) stops where it is, its processes killed."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Held while the head's process is started and while the cluster stops: a stop never misses a head starting,
+    and a stop called while another thread stops the cluster returns only once its processes are gone."""
 
     @classmethod
     def from_record(cls, record: dict[str, Any], record_path: Path | None = None) -> LocalRayCluster:
@@ -205,7 +214,10 @@ class LocalRayCluster:
             return {}
         return {"gcs-server": self.gcs_port, "dashboard": self.dashboard_port, "client": self.client_port}
 
-    def start(self, timeout: float = 120.0) -> None:
+    def start(self, timeout: float = 120.0, cancel: threading.Event | None = None) -> None:
+        """Start the head and wait for its dashboard to answer. Refused (:class:`RayStartError`, nothing left
+        running) where the head exits first, does not answer within ``timeout``, or the cluster is stopped (or
+        ``cancel`` set) meanwhile."""
         used: set[int] = set()
         self.gcs_port = _free_port(used)
         used.add(self.gcs_port)
@@ -216,9 +228,9 @@ class LocalRayCluster:
         agent_port = _free_port(used)
         used.add(agent_port)
         loopback = _loopback_only(used)
-        self.temp_dir = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
+        self.temp_dir = temp = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
         user = job_user()
-        user.give(self.temp_dir)
+        user.give(temp)
         env = {**job_environment(os.environ), **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **loopback,
@@ -240,16 +252,31 @@ class LocalRayCluster:
                 continue
             command = [c for c in command if not c.startswith(f"--{key}=")]
             command.append(f"--{key}={value}")
-        log = (self.temp_dir / "ray-start.log").open("wb")
-        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, **user.spawn_options())
-        log.close()
-        self.save_record()
+        with self._lock:
+            if self._stopped.is_set():
+                shutil.rmtree(temp, ignore_errors=True)
+                self.temp_dir = None
+                raise RayStartError(_STOPPED_WHILE_STARTING)
+            log = (temp / "ray-start.log").open("wb")
+            self.process = process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                      start_new_session=True, **user.spawn_options())
+            log.close()
+            self.save_record()
+        self._await_dashboard(process, temp, timeout, cancel)
+
+    def _await_dashboard(self, process: SessionProcess, temp: Path, timeout: float,
+                         cancel: threading.Event | None) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            code = self.process.poll()
+            if self._stopped.is_set() or (cancel is not None and cancel.is_set()):
+                self.stop()
+                raise RayStartError(_STOPPED_WHILE_STARTING)
+            code = process.poll()
             if code is not None:
-                tail = (self.temp_dir / "ray-start.log").read_text(errors="replace")[-2000:]
+                try:
+                    tail = (temp / "ray-start.log").read_text(errors="replace")[-2000:]
+                except OSError:
+                    tail = ""
                 self.stop()
                 raise RayStartError(f"ray start exited with code {code}: {tail.strip()}")
             try:
@@ -300,15 +327,17 @@ class LocalRayCluster:
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop this cluster's processes (and only them), its workers' too; remove the temp dirs and the record.
-        Idempotent."""
-        for name in list(self.workers):
-            self.remove_worker(name)
-        if self.process is not None and self.temp_dir is not None:
-            _kill_session(self.process, self.temp_dir, grace)
-        self.process = None
-        if self.temp_dir is not None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
-            self.temp_dir = None
+        Idempotent; a :meth:`start` under way in another thread stops too."""
+        self._stopped.set()
+        with self._lock:
+            for name in list(self.workers):
+                self.remove_worker(name)
+            if self.process is not None and self.temp_dir is not None:
+                _kill_session(self.process, self.temp_dir, grace)
+            self.process = None
+            if self.temp_dir is not None:
+                shutil.rmtree(self.temp_dir, ignore_errors=True)
+                self.temp_dir = None
         if self.record_path is not None:
             self.record_path.unlink(missing_ok=True)
 

@@ -146,8 +146,10 @@ class RayClusterRun:
                                            "kind": "RayCluster", "namespace": meta.get("namespace", "default"),
                                            "name": meta["name"], "uid": str(meta.get("uid", ""))})
         try:
-            self.cluster.start()
+            self.cluster.start(cancel=self._stop)
         except RayStartError as exc:
+            if self._stop.is_set():
+                return False  # stopped while it started: no failure to tell
             self._append(f"{exc}\n")
             self.on_status({"state": "failed", "reason": str(exc)[:500]})
             return False

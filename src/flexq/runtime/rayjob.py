@@ -67,10 +67,17 @@ class Borrowed:
     """What the log calls the cluster (default: the RayCluster the job names)."""
 
 
-def _submit(url: str, body: Mapping[str, Any], stop: threading.Event) -> httpx.Response:
+def _submit(url: str, body: Mapping[str, Any], stop: threading.Event, alive: Callable[[], bool]) -> httpx.Response:
+    """Submit the job to the cluster's Jobs API, asking again while the head runs but its dashboard refuses the
+    connection or has no agent to take the job yet (a loaded machine starts them late), up to a deadline."""
     deadline = time.monotonic() + _AGENT_WAIT
     while True:
-        response = httpx.post(f"{url}/api/jobs/", json=dict(body), timeout=30)
+        try:
+            response = httpx.post(f"{url}/api/jobs/", json=dict(body), timeout=30)
+        except httpx.ConnectError:  # nothing was sent: asking again cannot submit twice
+            if time.monotonic() > deadline or not alive() or stop.wait(1.0):
+                raise
+            continue
         if not any(m in response.text for m in AGENT_NOT_READY) or time.monotonic() > deadline or stop.wait(1.0):
             return response
 
@@ -285,7 +292,11 @@ class RayJobRun:
         for warning in env.warnings:
             self._append(f"flexq: warning: {warning}\n")
         if self.borrow is None:
-            self._start_cluster(spec)
+            try:
+                self._start_cluster(spec)
+            except RayStartError:
+                if not self._stop.is_set():
+                    raise
         if self._stop.is_set():
             return {"jobStatus": "STOPPED", "jobDeploymentStatus": "Failed", "reason": "Stopped",
                     "message": "stopped before it started"}
@@ -304,7 +315,7 @@ class RayJobRun:
             body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
                     "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
                                                  **env.env_vars}}}
-            response = _submit(url, body, self._stop)
+            response = _submit(url, body, self._stop, self.cluster.alive)
             if response.status_code >= 400:
                 raise RuntimeError(f"the Ray Jobs API refused the job: {response.text[:500]}")
         self.on_status({"jobDeploymentStatus": "Running", "jobStatus": "PENDING", "dashboardURL": url.removeprefix(
@@ -323,7 +334,7 @@ class RayJobRun:
                                       "kind": "RayJob", "namespace": meta.get("namespace", "default"),
                                       "name": meta["name"], "uid": str(meta.get("uid", ""))})
         self.cluster = cluster
-        cluster.start()
+        cluster.start(cancel=self._stop)
         if self.elastic is not None:
             self.elastic.reconcile(cluster)
             self._append("".join(self._notes))
