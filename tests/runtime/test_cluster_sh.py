@@ -197,7 +197,7 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
                                stderr=subprocess.PIPE, text=True, env=env, cwd=GUIDE)
     try:
         def answered() -> dict[str, Any] | None:
-            assert forward.poll() is None, forward.communicate()
+            assert forward.poll() is None, f"{forward.communicate()}\n{state()}"
             try:
                 response = admin.get(f"http://127.0.0.1:{local}/api/version", timeout=10)
             except httpx.HTTPError:
