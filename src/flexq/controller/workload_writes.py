@@ -292,9 +292,9 @@ class WorkloadWrites:
         ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
         if ref is None:
             return None
-        group = ref["apiVersion"].rpartition("/")[0]
-        info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
-        if info is None:
+        group, kind = ref["apiVersion"].rpartition("/")[0], ref["kind"]
+        info = resolve(kind) if kind in JOB_KINDS else None
+        if info is None or info.group != group:
             return None
         key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
         try:
