@@ -325,6 +325,7 @@ class QueueController:
             else:
                 log.exception("queue controller sync failed: it reads its state back from the store")
             self.state.after_write.clear()
+            self.state.event_notes.clear()  # of writes the database undid (those of the rest went with them)
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
@@ -340,7 +341,7 @@ class QueueController:
         self._stepping = threading.get_ident()
         try:
             if batch:
-                with self.store.batch():
+                with self.store.batch(held=self.state.write_events):
                     yield
             else:
                 yield
@@ -377,7 +378,7 @@ class QueueController:
             self._timer.lap("read")
             # The changes are read without holding the store (the change window has a lock of its own): the API's
             # writes go on meanwhile instead of waiting for, and then holding up, the step's hand-overs.
-            with self.store.batch():
+            with self.store.batch(held=self.state.write_events):  # the Events noted: written before it commits
                 self._schedule_and_write()
 
     def change_capacity(self, capacity: CapacityConfig) -> None:
@@ -512,6 +513,7 @@ class QueueController:
                 self.state.unborn.pop(key, None)  # gone before it was stored
             if key in self.scheduler.variants or key in self.state.stored_variants:
                 self.writes.write_variants(key, stamp)
+        self.state.write_events()
         self.capacity.write()
         self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched), self._cohorts)

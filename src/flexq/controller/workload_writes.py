@@ -116,12 +116,23 @@ class WorkloadWrites:
             status["trainingMetrics"] = self.state.metrics[wl.key]
         self._show_forecast(wl, status, stamp)
         self._show_cost(wl, status)
-        with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
-            self.state.event_notes = []
+        held = len(self.state.event_notes)
+        try:
+            self._write(wl, stored, status, events, variants, unborn)
+        except BaseException:
+            del self.state.event_notes[held:]  # its write undone: its Events with it
+            raise
+
+    def _write(self, wl: Workload, stored: dict[str, Any], status: dict[str, Any], events: list[Event],
+               variants: list[dict[str, Any]], unborn: bool) -> None:
+        """The workload's status, its job and its Events noted, whole or not at all (the step writes the Events it
+        noted together, before it commits: :meth:`ControllerState.write_events`)."""
+        with self.store.transaction():
             if unborn:
-                stored = self.state.born(wl, status)
-                if stored is None:
+                born = self.state.born(wl, status)
+                if born is None:
                     return
+                stored = born
             elif status != stored.get("status"):
                 self.store.update(self.state.wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
                                   current=stored)  # read above, in this step's hold of the store
@@ -143,7 +154,6 @@ class WorkloadWrites:
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
-            self.state.write_events()
 
     def _show_cost(self, wl: Workload, status: dict[str, Any]) -> None:
         """What the workload's run has cost so far, where capacity is modelled and it used nodes."""
