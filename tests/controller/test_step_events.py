@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flexq.api.kinds import resolve
 from flexq.store import ChangeType
 from tests.support import controller_on_store, queued_job
 
 
-def test_each_commit_of_a_step_holds_the_events_of_its_workloads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["sync", "start"])
+def test_each_commit_of_a_step_holds_the_events_of_its_workloads(tmp_path: Path, how: str) -> None:
+    """``sync``: a step in a batch that breathes at every workload; ``start``: the first step of a controller
+    starting, which reads everything afresh and writes without a batch (each workload's write commits alone)."""
     store, service, controller = controller_on_store(tmp_path, cpu=3)
     commits: list[list[tuple[ChangeType, str, str, str]]] = []
     try:
@@ -20,7 +25,7 @@ def test_each_commit_of_a_step_holds_the_events_of_its_workloads(tmp_path: Path)
         store.subscribe(lambda changes: commits.append(
             [(c.type, c.key.resource, c.key.name, str(c.obj.get("reason", ""))) for c in changes]))
         store.breathe_every = 0.0  # every breathe commits: one a workload
-        controller.sync()
+        controller.sync() if how == "sync" else controller.resync()
         step = [row for commit in commits for row in commit]
         born = [name for kind, resource, name, _ in step if resource == "workloads" and kind is ChangeType.ADDED]
         assert len(born) == 8 and len(commits) >= 8, "the step did not commit at each breathe"

@@ -341,12 +341,23 @@ class QueueController:
         self._stepping = threading.get_ident()
         try:
             if batch:
-                with self.store.batch(held=self.state.write_events):
+                with self._batch():
                     yield
             else:
                 yield
         finally:
             self._stepping = 0
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """The store's batch, the Events its workload writes note held back and written before each of its commits
+        (outside one, each write records its own)."""
+        with self.store.batch(held=self.state.write_events):
+            holding, self.state.holding_events = self.state.holding_events, True
+            try:
+                yield
+            finally:
+                self.state.holding_events = holding
 
     def _sync(self) -> None:
         with self._lock:
@@ -378,7 +389,7 @@ class QueueController:
             self._timer.lap("read")
             # The changes are read without holding the store (the change window has a lock of its own): the API's
             # writes go on meanwhile instead of waiting for, and then holding up, the step's hand-overs.
-            with self.store.batch(held=self.state.write_events):  # the Events noted: written before it commits
+            with self._batch():
                 self._schedule_and_write()
 
     def change_capacity(self, capacity: CapacityConfig) -> None:

@@ -65,6 +65,8 @@ class ControllerState:
         self.event_notes: list[tuple[Key, dict[str, Any]]] = []
         """The Events the step's workload writes noted, recorded together before the step commits (its batch
         calls :meth:`write_events`): each workload's are noted in its write's transaction, and dropped with it."""
+        self.holding_events = False
+        """Whether the step's batch holds the noted Events back (else each workload write records its own)."""
         self.forecast: dict[str, Forecast] = {}
         """The last forecast of every waiting workload (made on the forecaster's thread)."""
         self.forecast_due: set[str] = set()

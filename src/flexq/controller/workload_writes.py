@@ -128,8 +128,8 @@ class WorkloadWrites:
 
     def _write(self, wl: Workload, stored: dict[str, Any], status: dict[str, Any], events: list[Event],
                variants: list[dict[str, Any]], unborn: bool) -> None:
-        """The workload's status, its job and its Events noted, whole or not at all (the step writes the Events it
-        noted together, before it commits: :meth:`ControllerState.write_events`)."""
+        """The workload's status, its job and its Events noted, whole or not at all (in a step's batch the Events
+        noted are written together, before it commits: :meth:`ControllerState.write_events`)."""
         with self.store.transaction():
             if unborn:
                 born = self.state.born(wl, status)
@@ -157,6 +157,8 @@ class WorkloadWrites:
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
+            if not self.state.holding_events:
+                self.state.write_events()  # no batch to hold them back: with this write
 
     def _show_cost(self, wl: Workload, status: dict[str, Any]) -> None:
         """What the workload's run has cost so far, where capacity is modelled and it used nodes."""
