@@ -10,6 +10,7 @@ import pytest
 
 from flexq.store import AlreadyExists, ChangeType, Conflict, Gone, Key, NotFound, record_event
 from tests.store.conftest import OpenStore
+from tests.support import eventually
 
 KEY = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
 
@@ -259,6 +260,43 @@ def test_what_a_batch_holds_back_is_committed_with_the_transactions_before_it(op
     for names in commits:
         made = {name for name in names if not name.endswith("-note")}
         assert {name.removesuffix("-note") for name in names if name.endswith("-note")} == made, names
+
+
+def test_what_a_batch_holds_back_outlives_another_batch_let_in_by_a_breathe(open_store: OpenStore,
+                                                                             backend: str) -> None:
+    if backend == "postgresql":
+        pytest.skip("on PostgreSQL a batch lets the store go while it waits for the database (Gate.aside): the other "
+                    "batch need not wait for the breathe")
+    store = open_store()
+    notes: list[str] = []
+
+    def held() -> None:
+        with store.transaction():
+            for name in notes:
+                store.create(*_configmap(f"{name}-note"))
+        notes.clear()
+
+    with store.batch(held=held):
+        store.create(*_configmap("first"))
+        notes.append("first")
+
+        def other_batch() -> None:
+            with store.batch():
+                store.create(*_configmap("other"))
+
+        other = threading.Thread(target=other_batch)
+        other.start()
+
+        def waits() -> None:
+            assert store._lock.waiting, "the other batch does not wait for the store yet"
+
+        eventually(waits, every=0.01)
+        store.breathe(every=0)  # the other batch comes in, and ends, while this one hands over
+        other.join(timeout=10)
+        store.create(*_configmap("second"))
+        notes.append("second")
+    names = {c.key.name for c in store.changes(0)}
+    assert {"first", "first-note", "other", "second", "second-note"} <= names, names
 
 
 def test_written_objects_share_nothing_with_the_input(open_store: OpenStore) -> None:
