@@ -11,7 +11,9 @@ runner sends (a merge patch of the Job's status), and the controller steps again
 is finished. It reports the CPU seconds of each side (the API's creates and patches, the controller's steps) per
 Job, and the writes the store made per Job; ``--profile`` adds that side's top functions (cProfile, cumulative).
 Unlike ``live_baseline.py`` the figures do not depend on the load generator or on how the two share the machine:
-use them to compare one change against another.
+use them to compare one change against another. One count does follow the machine's speed: the queues' status
+writes (``queue_status_writes_per_job``, part of ``writes_per_job``), as the controller writes changed counts at
+most every 0.1 s of the clock, so a run that takes longer writes them more often; ``wall_s`` says how long it took.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ from flexq.controller.queue import QueueController
 from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
 from flexq.sim.generator import load_generator_file
-from flexq.store import Store
+from flexq.store import Change, ChangeType, Store
 
 HERE = Path(__file__).parent
 JOB = resolve("job.batch")
+_QUEUES = ("clusterqueues", "localqueues")
 
 
 def _kind(obj: dict[str, Any]) -> str:
@@ -72,6 +75,14 @@ def run(jobs_wanted: int, batch: int, profile: str | None, config: str = "baseli
         controller = QueueController(service, RealClock())
         controller.resync()
         rv0 = store.current_rv()
+        queue_writes = 0
+
+        def count(changes: list[Change]) -> None:
+            nonlocal queue_writes
+            queue_writes += sum(1 for c in changes if c.type is ChangeType.MODIFIED and c.key.resource in _QUEUES)
+
+        store.subscribe(count)
+        began = time.monotonic()
         spent = {"api": 0.0, "controller": 0.0}
         profiler = cProfile.Profile() if profile else None
         finished: set[str] = set()
@@ -110,12 +121,15 @@ def run(jobs_wanted: int, batch: int, profile: str | None, config: str = "baseli
             with side("controller"):
                 _settle(controller)
         writes = store.current_rv() - rv0
+        wall = time.monotonic() - began
         store.close()
     result: dict[str, Any] = {
         "config": config, "jobs": len(jobs), "batch": batch,
         "api_ms_per_job": round(1000 * spent["api"] / len(jobs), 3),
         "controller_ms_per_job": round(1000 * spent["controller"] / len(jobs), 3),
         "writes_per_job": round(writes / len(jobs), 2),
+        "queue_status_writes_per_job": round(queue_writes / len(jobs), 2),
+        "wall_s": round(wall, 2),
     }
     if profiler is not None:
         out = io.StringIO()

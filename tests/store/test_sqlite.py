@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from flexq.store import AlreadyExists, ChangeType, Conflict, Gone, Key, NotFound, record_event
 from tests.store.conftest import OpenStore
+from tests.support import eventually
 
 KEY = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
 
@@ -215,6 +217,86 @@ def test_batch_commits_once_and_undoes_a_failed_transaction_alone(open_store: Op
     assert len(seen) == 1 and len(seen[0]) == 2
     with pytest.raises(NotFound):
         store.get(_flavor(2)[0])
+
+
+def _configmap(name: str) -> tuple[Key, dict[str, Any]]:
+    return Key("", "configmaps", "default", name), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+
+
+@pytest.mark.parametrize("ending", ["returns", "raises"])
+def test_what_a_batch_holds_back_is_committed_with_the_transactions_before_it(open_store: OpenStore,
+                                                                               ending: str) -> None:
+    """Each commit of a batch (a breathe, the back end's own after many savepoints on PostgreSQL, the end, an
+    exception leaving it) has ``held`` write what was held back so far first, and nothing held for a transaction
+    that was undone."""
+    store = open_store()
+    commits: list[list[str]] = []
+    store.subscribe(lambda changes: commits.append([c.key.name for c in changes]))
+    notes: list[str] = []
+
+    def held() -> None:
+        with store.transaction():
+            for name in notes:
+                store.create(*_configmap(f"{name}-note"))
+        notes.clear()
+
+    with pytest.raises(RuntimeError) if ending == "raises" else contextlib.nullcontext(), store.batch(held=held):
+        for n in range(120):
+            mark = len(notes)
+            try:
+                with store.transaction():
+                    store.create(*_configmap(f"cm{n}"))
+                    notes.append(f"cm{n}")
+                    if n % 7 == 3:
+                        raise ValueError("undone, with what it held back")
+            except ValueError:
+                del notes[mark:]
+            if n == 30:
+                store.breathe(every=0)
+        if ending == "raises":
+            raise RuntimeError("the batch ends with an exception")
+    written = [name for names in commits for name in names]
+    assert len(written) == 2 * len([n for n in range(120) if n % 7 != 3]) and len(commits) >= 2
+    for names in commits:
+        made = {name for name in names if not name.endswith("-note")}
+        assert {name.removesuffix("-note") for name in names if name.endswith("-note")} == made, names
+
+
+def test_what_a_batch_holds_back_outlives_another_batch_let_in_by_a_breathe(open_store: OpenStore,
+                                                                             backend: str) -> None:
+    if backend == "postgresql":
+        pytest.skip("on PostgreSQL a batch lets the store go while it waits for the database (Gate.aside): the other "
+                    "batch need not wait for the breathe")
+    store = open_store()
+    notes: list[str] = []
+
+    def held() -> None:
+        with store.transaction():
+            for name in notes:
+                store.create(*_configmap(f"{name}-note"))
+        notes.clear()
+
+    with store.batch(held=held):
+        store.create(*_configmap("first"))
+        notes.append("first")
+
+        def other_batch() -> None:
+            with store.batch():
+                store.create(*_configmap("other"))
+
+        other = threading.Thread(target=other_batch)
+        other.start()
+
+        def waits() -> None:
+            assert store._lock.waiting, "the other batch does not wait for the store yet"
+
+        eventually(waits, every=0.01)
+        store.breathe(every=0)  # the other batch comes in, and ends, while this one hands over
+        other.join(timeout=10)
+        store.create(*_configmap("second"))
+        notes.append("second")
+    names = {c.key.name for c in store.changes(0)}
+    assert {"first", "first-note", "other", "second", "second-note"} <= names, names
 
 
 def test_written_objects_share_nothing_with_the_input(open_store: OpenStore) -> None:

@@ -272,13 +272,30 @@ def by_resource(group: str, plural: str) -> KindInfo | None:
     return _BY_GR.get((group, plural))
 
 
+_RESOLVED: dict[str, KindInfo] = {}
+"""The names :func:`resolve` was asked, lower case, and the kind each means: the controller resolves a kind for
+every object it writes, and the search is a walk over every kind's names. Finite, as the names that resolve are
+(each kind's names, with a prefix of its group)."""
+
+
 def resolve(name: str) -> KindInfo:
     """The kind a user means by ``name``: ``cq``, ``clusterqueues``, ``rayjob``, ``jobs.batch``."""
-    wanted = name.lower()
+    lowered = name.lower()
+    known = _RESOLVED.get(lowered)
+    if known is not None:
+        return known
+    info = _search(lowered)
+    if info is None:
+        raise UnknownKind(f'the server doesn\'t have a resource type "{name}"')
+    _RESOLVED[lowered] = info
+    return info
+
+
+def _search(wanted: str) -> KindInfo | None:
     group: str | None = None
     if "." in wanted:
         wanted, _, group = wanted.partition(".")
     for info in KINDS:
         if wanted in info.names and (group is None or info.group == group or info.group.startswith(group)):
             return info
-    raise UnknownKind(f'the server doesn\'t have a resource type "{name}"')
+    return None

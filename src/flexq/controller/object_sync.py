@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.api import assignment_domains, copy_json, to_v1beta2
+from flexq.api import assignment_domains, to_v1beta2
 from flexq.durations import dated
 from flexq.jobs import pod_requests, request_from_object, request_object
 from flexq.objects import find_condition, set_condition
@@ -287,8 +287,10 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
                   generation: int | None, evicted: tuple[str, str] | None = None,
                   preempted: tuple[str, str] | None = None, finished: tuple[str, str] | None = None, *,
                   pods_ready: str | None = None) -> dict[str, Any]:
-    """The Workload status that says where ``wl`` stands, keeping transition times that did not change."""
-    status: dict[str, Any] = copy_json(dict(old))
+    """The Workload status that says where ``wl`` stands, keeping transition times that did not change. A copy of
+    ``old`` at its top level: what it changes below that it puts in anew (conditions, admission, checks), the rest
+    it shares with ``old``, for the caller to compare and write, not to change in place."""
+    status: dict[str, Any] = dict(old)
     _counted(wl, status)
 
     def cond(type_: str, value: bool, reason: str, message: str) -> None:

@@ -325,6 +325,7 @@ class QueueController:
             else:
                 log.exception("queue controller sync failed: it reads its state back from the store")
             self.state.after_write.clear()
+            self.state.event_notes.clear()  # of writes the database undid (those of the rest went with them)
             self.capacity.unwritten()
             self._unwritten = self.clock.now() + FORGET_RETRY
         finally:
@@ -340,12 +341,23 @@ class QueueController:
         self._stepping = threading.get_ident()
         try:
             if batch:
-                with self.store.batch():
+                with self._batch():
                     yield
             else:
                 yield
         finally:
             self._stepping = 0
+
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """The store's batch, the Events its workload writes note held back and written before each of its commits
+        (outside one, each write records its own)."""
+        with self.store.batch(held=self.state.write_events):
+            holding, self.state.holding_events = self.state.holding_events, True
+            try:
+                yield
+            finally:
+                self.state.holding_events = holding
 
     def _sync(self) -> None:
         with self._lock:
@@ -377,7 +389,7 @@ class QueueController:
             self._timer.lap("read")
             # The changes are read without holding the store (the change window has a lock of its own): the API's
             # writes go on meanwhile instead of waiting for, and then holding up, the step's hand-overs.
-            with self.store.batch():
+            with self._batch():
                 self._schedule_and_write()
 
     def change_capacity(self, capacity: CapacityConfig) -> None:
@@ -512,6 +524,7 @@ class QueueController:
                 self.state.unborn.pop(key, None)  # gone before it was stored
             if key in self.scheduler.variants or key in self.state.stored_variants:
                 self.writes.write_variants(key, stamp)
+        self.state.write_events()
         self.capacity.write()
         self._timer.lap("write")
         self._counts.write(self.scheduler, *self._queues, {e.workload for e in events} | set(touched), self._cohorts)

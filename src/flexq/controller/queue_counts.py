@@ -19,7 +19,7 @@ reconciler writes it (and taken out when fair sharing is off), whenever a Cluste
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -89,6 +89,13 @@ class QueueCounts:
         self._dirty_cohorts = True
         """Whether the Cohort objects' statuses may differ from what was last written (any ClusterQueue's usage
         changed, or a Cohort object did)."""
+        self._indexed: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]] | None = None
+        """The queues :attr:`_cq_at`, :attr:`_lq_at` and :attr:`_specs` were made from (None: none yet, or the
+        configuration changed since)."""
+        self._cq_at: dict[str, int] = {}
+        """Each ClusterQueue's place in the list of them: the dirty ones are written in its order."""
+        self._lq_at: dict[tuple[str, str], int] = {}
+        self._specs: dict[str, Mapping[str, Any]] = {}
 
     def recount(self) -> None:
         """Workloads may have moved between queues (the configuration changed): count them all again."""
@@ -131,15 +138,15 @@ class QueueCounts:
         self._dirty.add(cq)
         self._dirty_local.add(lq)
 
-    def write(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
-              local_queues: Iterable[Mapping[str, Any]], changed: Iterable[str],
+    def write(self, scheduler: Scheduler, cluster_queues: Sequence[Mapping[str, Any]],
+              local_queues: Sequence[Mapping[str, Any]], changed: Iterable[str],
               cohorts: Iterable[Mapping[str, Any]] = ()) -> None:
         """Bring the queues' and the Cohort objects' statuses up to date (their specs as last read:
         ``cluster_queues``, ``local_queues``, ``cohorts``), ``changed`` naming the workloads that may have changed
         state, queue or existence since the last call."""
         if self._recount:
             self._dirty_cohorts = True
-            self._recount = False
+            self._recount, self._indexed = False, None
             self._slots, self._counts, self._local, self._local_usage = {}, {}, {}, {}
             changed = scheduler.workload_keys()
             self._dirty = {cq["metadata"]["name"] for cq in cluster_queues}
@@ -160,15 +167,26 @@ class QueueCounts:
             self._write_cohorts(scheduler, cohorts)
         self._gap = max(INTERVAL, (self._monotonic() - self._last) / SHARE)
 
-    def _write_all(self, scheduler: Scheduler, cluster_queues: Iterable[Mapping[str, Any]],
-                   local_queues: Iterable[Mapping[str, Any]]) -> None:
+    def _index(self, cluster_queues: Sequence[Mapping[str, Any]], local_queues: Sequence[Mapping[str, Any]]) -> None:
+        """Where each queue is in ``cluster_queues`` and ``local_queues``, and the ClusterQueues' specs: made again
+        when the configuration changed (a thousand queues are not walked at every write for the few that changed)."""
+        if self._indexed is not None and self._indexed[0] is cluster_queues and self._indexed[1] is local_queues:
+            return
+        self._indexed = (cluster_queues, local_queues)
+        self._cq_at = {cq["metadata"]["name"]: n for n, cq in reversed(list(enumerate(cluster_queues)))}
+        self._lq_at = {(lq["metadata"].get("namespace", "default"), lq["metadata"]["name"]): n
+                       for n, lq in reversed(list(enumerate(local_queues)))}
+        self._specs = {cq["metadata"]["name"]: cq.get("spec") or {} for cq in cluster_queues}
+
+    def _write_all(self, scheduler: Scheduler, cluster_queues: Sequence[Mapping[str, Any]],
+                   local_queues: Sequence[Mapping[str, Any]]) -> None:
+        self._index(cluster_queues, local_queues)
         both = scheduler.weighted_shares()
         shares = both[0] if both is not None else None
         with self.store.transaction():
-            for cq in cluster_queues:
+            for at in sorted(self._cq_at[name] for name in self._dirty if name in self._cq_at):
+                cq = cluster_queues[at]
                 name = cq["metadata"]["name"]
-                if name not in self._dirty:
-                    continue
                 pending, reserving, admitted = self._counts.get(name, [0, 0, 0])
                 usage = scheduler.queue_usage(name)
                 flavors: dict[str, list[dict[str, Any]]] = {}
@@ -187,14 +205,12 @@ class QueueCounts:
                 if shares is not None and name in shares:
                     fields["fairSharing"] = {"weightedShare": weighted_share(shares[name])}
                 self._set(cq, fields)
-            specs = {cq["metadata"]["name"]: cq.get("spec") or {} for cq in cluster_queues}
-            for lq in local_queues:
+            for at in sorted(self._lq_at[place] for place in self._dirty_local if place in self._lq_at):
+                lq = local_queues[at]
                 place = (lq["metadata"].get("namespace", "default"), lq["metadata"]["name"])
-                if place not in self._dirty_local:
-                    continue
                 pending, reserving, admitted = self._local.get(place, [0, 0, 0])
                 reserved, used = self._local_usage.get(place, ({}, {}))
-                spec = specs.get((lq.get("spec") or {}).get("clusterQueue", ""), {})
+                spec = self._specs.get((lq.get("spec") or {}).get("clusterQueue", ""), {})
                 fields = {"pendingWorkloads": pending, "reservingWorkloads": reserving,
                           "admittedWorkloads": admitted, "flavorsReservation": _by_flavor(spec, reserved),
                           "flavorsUsage": _by_flavor(spec, used)}

@@ -63,7 +63,10 @@ class ControllerState:
         stored with its first status when the step writes it (one write, not a create and then a status), or as it
         is when anything reads it before then."""
         self.event_notes: list[tuple[Key, dict[str, Any]]] = []
-        """The Events of the write under way (a workload's), recorded together at its end."""
+        """The Events the step's workload writes noted, recorded together before the step commits (its batch
+        calls :meth:`write_events`): each workload's are noted in its write's transaction, and dropped with it."""
+        self.holding_events = False
+        """Whether the step's batch holds the noted Events back (else each workload write records its own)."""
         self.forecast: dict[str, Forecast] = {}
         """The last forecast of every waiting workload (made on the forecaster's thread)."""
         self.forecast_due: set[str] = set()
@@ -85,8 +88,8 @@ class ControllerState:
         self.plane.emit(events)
 
     def note_event(self, involved: dict[str, Any], reason: str, message: str, *, type: str = "Normal") -> None:
-        """An Event to record with the others of the same write, together (:meth:`write_events`, in its
-        transaction: a workload's status and its Events are stored whole or not at all)."""
+        """An Event to record with the others of the step, together (:meth:`write_events`, before the step's batch
+        commits: a workload's status and its Events are committed together or not at all)."""
         self.event_notes.append(event_note(involved, reason, message, self.store.timestamp(), type=type,
                                             component=COMPONENT))
 

@@ -9,12 +9,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from flexq.api import ApiError, KindInfo, resolve
+from flexq.api import ApiError, KindInfo, copy_json, resolve
 from flexq.control import PodsReady
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
-from flexq.forecast import CONDITION, describe, forecast_status
+from flexq.forecast import CONDITION, Forecast, forecast_status
 from flexq.jobs import JOB_KINDS, RAY_KINDS
 from flexq.objects import BadRequest, find_condition, set_condition
 from flexq.scheduler import ALLOWED_FLAVORS, PARENT_LABEL, Event, EventKind, Workload, WorkloadState
@@ -50,6 +50,9 @@ class WorkloadWrites:
         self.service, self.store, self.clock = state.service, state.store, state.clock
         self.capacity, self.runtime = state.capacity, state.runtime
         self.pods = pods
+        self._shown: tuple[dict[str, Forecast], dict[str, tuple[Forecast, dict[str, Any]]]] = ({}, {})
+        """The round of forecasts last shown (:attr:`ControllerState.forecast`), and each workload's forecast of it
+        as its status shows it: a waiting workload is written again and again with the same one."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -116,12 +119,23 @@ class WorkloadWrites:
             status["trainingMetrics"] = self.state.metrics[wl.key]
         self._show_forecast(wl, status, stamp)
         self._show_cost(wl, status)
-        with self.store.transaction():  # its status, its job and its Events are written whole, or not at all
-            self.state.event_notes = []
+        held = len(self.state.event_notes)
+        try:
+            self._write(wl, stored, status, events, variants, unborn)
+        except BaseException:
+            del self.state.event_notes[held:]  # its write undone: its Events with it
+            raise
+
+    def _write(self, wl: Workload, stored: dict[str, Any], status: dict[str, Any], events: list[Event],
+               variants: list[dict[str, Any]], unborn: bool) -> None:
+        """The workload's status, its job and its Events noted, whole or not at all (in a step's batch the Events
+        noted are written together, before it commits: :meth:`ControllerState.write_events`)."""
+        with self.store.transaction():
             if unborn:
-                stored = self.state.born(wl, status)
-                if stored is None:
+                born = self.state.born(wl, status)
+                if born is None:
                     return
+                stored = born
             elif status != stored.get("status"):
                 self.store.update(self.state.wl_key(wl), {**stored, "status": status}, subresource="status", echo=False,
                                   current=stored)  # read above, in this step's hold of the store
@@ -143,7 +157,8 @@ class WorkloadWrites:
                 self._stop_job(stored)
             if EventKind.ADMITTED in kinds and wl.state is WorkloadState.ADMITTED and wl.admission is not None:
                 self._start_job(stored, wl)
-            self.state.write_events()
+            if not self.state.holding_events:
+                self.state.write_events()  # no batch to hold them back: with this write
 
     def _show_cost(self, wl: Workload, status: dict[str, Any]) -> None:
         """What the workload's run has cost so far, where capacity is modelled and it used nodes."""
@@ -156,13 +171,17 @@ class WorkloadWrites:
         """``status``, where a provisioning check waits with no node pool to provision from, saying so (no
         ProvisioningRequest is made until a cluster has one; then it is, and the check goes on)."""
         pools = self.capacity.driver is not None
-        for check in status.get("admissionChecks") or []:
+        checks = status.get("admissionChecks") or []
+        for n, check in enumerate(checks):
             if check.get("name") not in self.state.plane.provisioning_checks or check.get("state") != "Pending":
                 continue
             if not pools and not check.get("message"):
-                check["message"] = NO_POOLS
+                message = NO_POOLS
             elif pools and check.get("message") == NO_POOLS:
-                check["message"] = ""  # its request is made now
+                message = ""  # its request is made now
+            else:
+                continue
+            checks = status["admissionChecks"] = [*checks[:n], {**check, "message": message}, *checks[n + 1:]]
         return status
 
     def _runs(self, wl: Workload) -> bool:
@@ -198,15 +217,20 @@ class WorkloadWrites:
         """A waiting workload's last forecast in its status (``status.forecast`` and the Forecast condition); gone
         once its job has started."""
         with self.state.forecast_lock:
-            made = self.state.forecast.get(wl.key)
+            made, made_with = self.state.forecast.get(wl.key), self.state.forecast
         if made is None or not shows_forecast(wl):
             status.pop("forecast", None)
             if find_condition(status, CONDITION) is not None:
                 status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != CONDITION]
             return
-        status["forecast"] = forecast_status(made)
-        set_condition(status, CONDITION, made.start is not None, made.basis.word, describe(made, relative=False),
-                      now=stamp)
+        if self._shown[0] is not made_with:  # a new round of forecasts: those shown of the last one go
+            self._shown = (made_with, {})
+        shown = self._shown[1].get(wl.key)
+        if shown is None or shown[0] is not made:
+            shown = (made, forecast_status(made))  # its message: describe(made, relative=False)
+            self._shown[1][wl.key] = shown
+        status["forecast"] = copy_json(shown[1])
+        set_condition(status, CONDITION, made.start is not None, made.basis.word, shown[1]["message"], now=stamp)
 
     def _if_admitted(self, key: Key, start: Callable[[], None]) -> None:
         """Start a job only on an admission the store holds (one whose write failed is forgotten, not run)."""
@@ -292,9 +316,9 @@ class WorkloadWrites:
         ref = next(iter(workload["metadata"].get("ownerReferences") or []), None)
         if ref is None:
             return None
-        group = ref["apiVersion"].rpartition("/")[0]
-        info = next((resolve(k) for k in JOB_KINDS if resolve(k).group == group and k == ref["kind"]), None)
-        if info is None:
+        group, kind = ref["apiVersion"].rpartition("/")[0], ref["kind"]
+        info = resolve(kind) if kind in JOB_KINDS else None
+        if info is None or info.group != group:
             return None
         key = Key(info.group, info.plural, workload["metadata"].get("namespace", "default"), ref["name"])
         try:

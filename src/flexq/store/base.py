@@ -58,6 +58,10 @@ class BaseStore(Backend):
         self._batching = False
         self._batch_began = 0.0
         self._batch_thread = 0
+        self._held: Callable[[], None] | None = None
+        """What the open batch writes before each of its commits (:meth:`batch`'s ``held``), None where nothing."""
+        self._writing_held = False
+        """:attr:`_held` is being written: no commit of the batch until it is done."""
         self._window = ChangeWindow(10_000)
         self._known = self._counter("rv") or 0
         """The newest resourceVersion in the window and given to the listeners: they have seen every change before
@@ -158,22 +162,39 @@ class BaseStore(Backend):
         del self._pending[mark:]
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, held: Callable[[], None] | None = None) -> Iterator[None]:
         """Group commit: the transactions made inside are committed together at the end, once, each still
         whole or not at all (one that fails is undone alone; those that finished are committed even when an
         exception leaves the batch). Readers in other threads wait until it ends. Inside a transaction, a
-        batch is part of it."""
+        batch is part of it.
+
+        ``held``: the caller holds writes back to make them together (the Events of a controller's step); it is
+        called, in the batch, before each commit of it (at its end, at :meth:`breathe`, where a back end commits
+        finished transactions), so that what it writes is committed with the transactions it belongs to. An
+        exception that leaves the batch still has it called, unless the database undid the batch. Inside a
+        transaction, it is called at the batch's end."""
         with self._lock:
             if self._depth > 0:
                 yield
+                if held is not None:
+                    held()
                 return
             self._begin()
             self._depth, self._batching = 1, True
             self._batch_began = time.monotonic()
             self._batch_thread = threading.get_ident()
+            self._held = held
             try:
                 yield
+            except BaseException:
+                if not self._lost and self._in_transaction():
+                    with contextlib.suppress(Exception):  # the exception that left the batch is the one to tell
+                        self._write_held()
+                raise
+            else:
+                self._write_held()
             finally:
+                self._held = None
                 self._depth, self._batching = 0, False
                 lost, self._lost = self._lost, False
                 self._commit()
@@ -195,8 +216,10 @@ class BaseStore(Backend):
         every = self.breathe_every if every is None else every
         if age < every and (age < waited or not self._lock.waiting):
             return
+        self._write_held()
         self._depth, self._batching = 0, False
         self._commit()
+        held = self._held  # another thread's batch may come in meanwhile, with its own
         self._lock.release()  # held once, by batch(), in this thread
         try:
             handover = time.monotonic() + 0.005
@@ -205,9 +228,21 @@ class BaseStore(Backend):
                 time.sleep(0.0002)
         finally:
             self._lock.acquire()
+        self._held = held
         self._begin()
         self._depth, self._batching = 1, True
         self._batch_began = time.monotonic()
+
+    def _write_held(self) -> None:
+        """Before a commit of the open batch: what its caller held back, written (in the batch, once: a back end
+        does not commit again for the transactions this makes)."""
+        if self._held is None or self._writing_held:
+            return
+        self._writing_held = True
+        try:
+            self._held()
+        finally:
+            self._writing_held = False
 
     def _commit(self) -> None:
         """Commit the open transaction (if the database has not rolled it back) and publish its changes; a

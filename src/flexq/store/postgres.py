@@ -179,7 +179,9 @@ class PostgresStore(BaseStore):
     def _savepoint(self, step: str) -> None:
         if step == "begin":
             self._savepoints += 1
-            if self._savepoints > _SAVEPOINTS:  # the batch goes on in a new transaction, as after breathe()
+            if self._savepoints > _SAVEPOINTS and not self._writing_held:
+                # The batch goes on in a new transaction, as after breathe(), what it held back committed first.
+                self._write_held()
                 depth, self._depth, self._batching = self._depth, 0, False
                 self._commit()
                 self._begin()

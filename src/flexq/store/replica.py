@@ -87,9 +87,11 @@ class ReplicaStore(Store):
             self._send_open(open_)
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, held: Callable[[], None] | None = None) -> Iterator[None]:
         with self.transaction():
             yield
+            if held is not None:
+                held()
 
     def breathe(self, every: float | None = None, waited: float = 0.002) -> None:
         return
