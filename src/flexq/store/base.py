@@ -219,7 +219,7 @@ class BaseStore(Backend):
         self._write_held()
         self._depth, self._batching = 0, False
         self._commit()
-        held = self._held  # another thread's batch may come in meanwhile, with its own
+        held, thread = self._held, self._batch_thread  # another thread's batch may come in meanwhile, with its own
         self._lock.release()  # held once, by batch(), in this thread
         try:
             handover = time.monotonic() + 0.005
@@ -228,7 +228,7 @@ class BaseStore(Backend):
                 time.sleep(0.0002)
         finally:
             self._lock.acquire()
-        self._held = held
+        self._held, self._batch_thread = held, thread
         self._begin()
         self._depth, self._batching = 1, True
         self._batch_began = time.monotonic()
