@@ -286,6 +286,13 @@ class _Missing:
                 return False
         return True
 
+    def over_nominal(self) -> bool:
+        """Whether the queue's own quota, where it may not borrow, is short (exact, unlike the room)."""
+        for missing in self.own.values():  # noqa: SIM110 - a loop, as in none()
+            if missing > 0:
+                return True
+        return False
+
     def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> bool:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
         nothing is missing after it."""
@@ -481,20 +488,27 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
         wl = t.workload
         assert wl.admission is not None
         usage, victim = wl.admission.total, wl.cluster_queue
+        own = victim == cq
+        fits = missing.shift(usage, own, 1)
+        if not fits and own and missing.over_nominal():
+            missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
+            continue
         total = returned.get(victim)
         if total is None:
             total = returned[victim] = {}
         for fr, amount in usage.items():
             total[fr] = total.get(fr, 0) + amount
-        if missing.shift(usage, victim == cq, 1):
+        if fits:
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
         back.flush()
-        missing = _Missing(tree, cq, requests, borrowing)  # with the victim back: at least as much as without it
-        if missing.none():
+        fresh = _Missing(tree, cq, requests, borrowing)
+        if fresh.none():
             removed.pop(i)
+            missing = fresh
         else:
             trial.remove(victim, usage)
+            missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
     if not ending:
         back.flush()
     return removed
