@@ -184,7 +184,32 @@ SCANNED = [*CASES,
                                                   Queue("b", 0, "right", reclaim=ANY, borrow=LOWER),
                                                   Queue("c", 4, "right")),
                 (Holder("a1", "a", 6, 0), Holder("b1", "b", 6, 0)), 4, priority=1,
-                cohorts=(("left", "root", 4), ("right", "root", 0), ("root", None, 0)))]
+                cohorts=(("left", "root", 4), ("right", "root", 0), ("root", None, 0))),
+           # Its own quota short: the other queues' victims are taken as a whole, each queue's only down to its
+           # nominal quota, then its own in turn.
+           Case("its own quota short: the cohort's victims as a whole",
+                (Queue("a", 4, "co", within=LOWER, reclaim=ANY), Queue("b", 2, "co", within=LOWER, reclaim=ANY),
+                 Queue("c", 2, "co", within=LOWER, reclaim=ANY)),
+                (Holder("a1", "a", 1, 0), Holder("a2", "a", 1, 1), Holder("b1", "b", 1, 0, reserved=1.0),
+                 Holder("b2", "b", 1, 0, reserved=2.0), Holder("b3", "b", 2, 3), Holder("c1", "c", 3, 9)), 4,
+                priority=5),
+           # The same with priority ties: reclaim under LowerPriority leaves equal priority alone.
+           Case("its own quota short: equal priority is no candidate",
+                (Queue("a", 4, "co", within=LOWER, reclaim=LOWER), Queue("b", 2, "co", within=LOWER, reclaim=LOWER)),
+                (Holder("a1", "a", 2, 0), Holder("b1", "b", 2, 5), Holder("b2", "b", 2, 1)), 4, priority=5),
+           # A victim being evicted already is taken first, its own queue's too: no victims taken as a whole.
+           Case("its own quota short, a victim being evicted",
+                (Queue("a", 4, "co", within=LOWER, reclaim=ANY), Queue("b", 2, "co", within=LOWER, reclaim=ANY)),
+                (Holder("a1", "a", 2, 0, evicting=True), Holder("b1", "b", 2, 0), Holder("b2", "b", 2, 1)), 4,
+                priority=5),
+           # Its own quota not short: a victim of another queue may be the one that makes it fit.
+           Case("its own quota not short: the cohort's victims one by one",
+                (Queue("a", 6, "co", within=LOWER, reclaim=ANY), Queue("b", 0, "co", within=LOWER, reclaim=ANY)),
+                (Holder("a1", "a", 1, 0), Holder("b1", "b", 2, 0), Holder("b2", "b", 3, 1)), 4, priority=5),
+           # Borrowing within the cohort: the attempt that may borrow takes no victim reclaimed without borrowing.
+           Case("its own quota short, reclaim while borrowing",
+                (Queue("a", 4, "co", within=LOWER, reclaim=ANY, borrow=LOWER), Queue("b", 2, "co")),
+                (Holder("a1", "a", 2, 0), Holder("b1", "b", 2, 0), Holder("b2", "b", 2, 9)), 4, priority=5)]
 
 
 @pytest.mark.parametrize("case", SCANNED, ids=[c.name for c in SCANNED])

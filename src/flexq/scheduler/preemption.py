@@ -150,9 +150,11 @@ class CohortScan:
     their workloads could give up, is the same for every preemptor of the cohort. Only the queue the preemptor comes
     through (``skip``) and the workloads it excludes differ; they are left out when the collection is read."""
 
-    __slots__ = ("_found", "_targets")
+    __slots__ = ("_found", "_segments", "_targets")
 
     def __init__(self) -> None:
+        self._segments: dict[tuple[tuple[object, ...], bool], _Segment | None] = {}
+        """(targets' key, borrowing) -> the victims a search takes of them in turn (:meth:`segment`)."""
         self._found: dict[tuple[Node, frozenset[FlavorResource]], list[tuple[Node, list[Workload]]]] = {}
         """(cohort, needed) -> each child above its nominal quota with the workloads below it that use ``needed``."""
         self._targets: dict[tuple[object, ...], list[tuple[Node, Target]]] = {}
@@ -180,6 +182,72 @@ class CohortScan:
             found = self._targets[key] = sorted(build(), key=lambda pair: _order(pair[1]))
         return found
 
+    def segment(self, key: tuple[object, ...], borrowing: bool, tree: QuotaTree,
+                needed: set[FlavorResource]) -> _Segment | None:
+        """The targets of ``key`` (of a cohort of ClusterQueues) that a search takes out in turn, with or without
+        ``borrowing``, while nothing it takes can make the request fit (see :func:`_remove_until_fit`); None where
+        some are being evicted already (a search takes those first, its own queue's among them)."""
+        found = self._segments.get((key, borrowing), self)
+        if found is self:
+            found = self._segments[(key, borrowing)] = _segment(self._targets[key], borrowing, tree, needed)
+        return found if not isinstance(found, CohortScan) else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """The victims a search takes out of a cohort's other queues before its own queue's, when its own quota is short
+    all along (:meth:`CohortScan.segment`). Whether a victim may be taken depends only on its queue's usage and the
+    victims of that queue taken before it: what one preemptor's queue leaves out (its own workloads) changes nothing
+    for the others."""
+
+    valid: list[tuple[Node, Target]]
+    """Each victim, with the queue it is taken from, in order."""
+    sums: dict[str, dict[FlavorResource, int]]
+    """What the victims of each queue use."""
+    total: dict[FlavorResource, int]
+    """What they all use."""
+
+    def without(self, queue: Node) -> tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[
+            FlavorResource, int]]:
+        """The victims, their sums by queue and their total, less those of ``queue`` (the preemptor's)."""
+        mine = self.sums.get(queue.name)
+        if mine is None:
+            return [t for _, t in self.valid], dict(self.sums), self.total
+        sums = {name: usage for name, usage in self.sums.items() if name != queue.name}
+        return ([t for c, t in self.valid if c is not queue], sums,
+                {fr: amount - mine.get(fr, 0) for fr, amount in self.total.items()})
+
+
+def _segment(every: list[tuple[Node, Target]], borrowing: bool, tree: QuotaTree,
+             needed: set[FlavorResource]) -> _Segment | None:
+    """:meth:`CohortScan.segment`: :func:`_valid` asked of each target in turn, where each is a ClusterQueue's
+    workload in a cohort of ClusterQueues (only the victims of its own queue taken before it count)."""
+    valid: list[tuple[Node, Target]] = []
+    sums: dict[str, dict[FlavorResource, int]] = {}
+    total: dict[FlavorResource, int] = {}
+    for child, t in every:
+        wl = t.workload
+        if wl.evicting:
+            return None
+        if borrowing and t.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+            continue
+        node = tree.queues[wl.cluster_queue]
+        if node is not child or node.parent is not t.lca:
+            return None  # (a cohort below the cohort: the victims of its other queues count too)
+        taken = sums.get(node.name)
+        if taken is None:
+            if tree.within_nominal(node, needed):
+                continue
+            taken = sums[node.name] = {}
+        elif not any(node.subtree.get(fr, 0) < node.usage.get(fr, 0) - taken.get(fr, 0) for fr in needed):
+            continue
+        assert wl.admission is not None
+        for fr, amount in wl.admission.total.items():
+            taken[fr] = taken.get(fr, 0) + amount
+            total[fr] = total.get(fr, 0) + amount
+        valid.append((child, t))
+    return _Segment(valid, sums, total)
+
 
 def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advantage: bool,
                  found: Iterable[tuple[Node, Workload]]) -> list[tuple[Node, Target]]:
@@ -201,6 +269,14 @@ def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advan
     return out
 
 
+def _scan_key(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, needed: set[FlavorResource],
+              advantage: bool) -> tuple[object, ...]:
+    """What makes a workload below ``ancestor`` a target of ``incoming``, and of which variant
+    (:meth:`CohortScan.targets` keeps the targets of preemptors alike in it once)."""
+    return (ancestor, frozenset(needed), incoming.priority, cq.reclaim_within_cohort is PreemptionPolicy.ANY,
+            advantage, cq.borrow_within_cohort is PreemptionPolicy.NEVER, cq.borrow_within_cohort_threshold)
+
+
 def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders, needed: set[FlavorResource],
            ancestor: Node, child: Node, advantage: bool, scan: CohortScan | None) -> list[Target]:
     """The targets ``incoming`` (coming through ``child``) may reclaim below ``ancestor``, not yet excluded."""
@@ -209,8 +285,7 @@ def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: H
         _collect(tree, ancestor, child, cq.name, needed, holders, found)
         return [t for _, t in _reclaimable(incoming, cq, ancestor, advantage, ((child, w) for w in found))]
     collected = scan.collected(tree, ancestor, needed, holders)
-    key = (ancestor, frozenset(needed), incoming.priority, cq.reclaim_within_cohort is PreemptionPolicy.ANY, advantage,
-           cq.borrow_within_cohort is PreemptionPolicy.NEVER, cq.borrow_within_cohort_threshold)
+    key = _scan_key(incoming, cq, ancestor, needed, advantage)
     every = scan.targets(key, lambda: _reclaimable(incoming, cq, ancestor, advantage,
                                                    ((c, w) for c, ws in collected for w in ws)))
     return [t for c, t in every if c is not child]
@@ -285,6 +360,13 @@ class _Missing:
             if missing > 0:
                 return False
         return True
+
+    def over_nominal(self) -> bool:
+        """Whether the queue's own quota, where it may not borrow, is short (exact, unlike the room)."""
+        for missing in self.own.values():  # noqa: SIM110 - a loop, as in none()
+            if missing > 0:
+                return True
+        return False
 
     def shift(self, usage: Mapping[FlavorResource, int], own_queue: bool, sign: int) -> bool:
         """A victim taken out (``sign`` -1) or put back (1): the room by its bound, the own quota exactly. Whether
@@ -403,9 +485,18 @@ def find_targets(
               for g, done in ((hierarchy, ordered_already[0]), (by_priority, ordered_already[1]), (own, False))]
     ordered = [t for g in groups for t in g if t.workload.evicting] + [
         t for g in groups for t in g if not t.workload.evicting]
+    node = tree.queues[cq.name]
+    shared = scan is not None and usage is None and topology is None and not exclude and (hierarchy or by_priority) \
+        and node.parent is not None and node.parent.parent is None and not any(t.workload.evicting for t in own)
     for borrowing in attempts:
         with tree.trial() as trial:
-            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
+            segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
+                                   needed) if shared and scan is not None and node.parent is not None else None
+            if segment is not None:
+                removed = _remove_after(trial, tree, cq.name, needed, requests, segment.without(node), groups[2],
+                                        borrowing)
+            else:
+                removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
             if removed and topology is not None:
                 return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
@@ -448,6 +539,50 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     return []
 
 
+def _remove_after(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
+                  requests: Mapping[FlavorResource, int],
+                  segment: tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[FlavorResource, int]],
+                  own: list[Target], borrowing: bool) -> list[Target]:
+    """:func:`_remove_until_fit` of a cohort's other queues' victims (``segment``: :meth:`_Segment.without`, in
+    order, none being evicted) and then the queue's ``own`` (in order, none being evicted): where the queue's own
+    quota is short, no victim of another queue can make the request fit, and the search takes all of the segment's
+    as a whole (the cohort scan found them once for every preemptor of the cohort)."""
+    cohort, sums, total = segment
+    missing = _Missing(tree, cq, requests, borrowing)
+    if not missing.over_nominal():
+        return _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
+    out = _Aside(trial, -1)
+    out.by_cq.update(sums)  # (its sums are read, never added to: no victim of theirs comes after)
+    room = missing.room
+    for fr in room:
+        room[fr] -= total.get(fr, 0)
+    return _take_own(tree, cq, requests, own, borrowing, out, missing, list(cohort))
+
+
+def _take_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
+              out: _Aside, missing: _Missing, removed: list[Target]) -> list[Target]:
+    """The rest of :func:`_remove_until_fit` once only the queue's own victims are left (each a victim: nothing
+    taken out of the tree changes whether its own workloads may be)."""
+    taken = out.by_cq
+    for t in own:
+        wl = t.workload
+        assert wl.admission is not None
+        usage = wl.admission.total
+        total = taken.get(cq)
+        if total is None:
+            total = taken[cq] = {}
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
+        removed.append(t)
+        if not missing.shift(usage, True, -1):
+            continue
+        out.flush()
+        missing = _Missing(tree, cq, requests, borrowing)
+        if missing.none():
+            return removed
+    return []
+
+
 def _minimal_placed(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
                     removed: list[Target], borrowing: bool, topology: Callable[[list[Target]], bool]) -> list[Target]:
     """:func:`minimal` where the request is also placed on a topology: each victim but the last, latest first, is
@@ -481,20 +616,27 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
         wl = t.workload
         assert wl.admission is not None
         usage, victim = wl.admission.total, wl.cluster_queue
+        own = victim == cq
+        fits = missing.shift(usage, own, 1)
+        if not fits and own and missing.over_nominal():
+            missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
+            continue
         total = returned.get(victim)
         if total is None:
             total = returned[victim] = {}
         for fr, amount in usage.items():
             total[fr] = total.get(fr, 0) + amount
-        if missing.shift(usage, victim == cq, 1):
+        if fits:
             removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
             continue
         back.flush()
-        missing = _Missing(tree, cq, requests, borrowing)  # with the victim back: at least as much as without it
-        if missing.none():
+        fresh = _Missing(tree, cq, requests, borrowing)
+        if fresh.none():
             removed.pop(i)
+            missing = fresh
         else:
             trial.remove(victim, usage)
+            missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
     if not ending:
         back.flush()
     return removed

@@ -1,0 +1,130 @@
+"""The minimal set of victims: victims put back, latest first, where the request still fits without them.
+
+The search reads the quota tree only where a bound of what is missing cannot tell (a victim of the queue's own
+changes its own quota exactly; one that does not fit back leaves the tree as it was). These tests compare it with a
+put-back that reads the tree at every step, and name the cases where the bounds must not decide alone."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from flexq.scheduler.model import (
+    Admission,
+    ClusterQueueSpec,
+    FlavorResource,
+    PodSet,
+    PodSetAssignment,
+    Quota,
+    ResourceGroup,
+    Workload,
+    WorkloadState,
+)
+from flexq.scheduler.preemption import Target, Variant, minimal
+from flexq.scheduler.quota import QuotaTree
+
+FR: FlavorResource = ("f", "cpu")
+
+
+def _workload(name: str, cq: str, cpu: int) -> Workload:
+    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {"cpu": cpu}),), uid=name, state=WorkloadState.ADMITTED,
+                    admission=Admission.of(cq, (PodSetAssignment("main", {"cpu": "f"}, {FR: cpu}, 1),)))
+
+
+def _tree(queues: dict[str, tuple[int, int | None]]) -> QuotaTree:
+    """Queues of one cohort: name -> (nominal, borrowing limit)."""
+    return QuotaTree([ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("f",), {FR: Quota(nominal, limit)}),))
+                      for name, (nominal, limit) in queues.items()])
+
+
+def _fits(tree: QuotaTree, cq: str, want: int, borrowing: bool) -> bool:
+    return tree.available(cq, FR) >= want and (borrowing or tree.usage(cq, FR) + want <= tree.nominal(cq, FR))
+
+
+def _reference(tree: QuotaTree, cq: str, want: int, removed: list[Workload], borrowing: bool) -> list[str]:
+    """Kueue's fill back, reading the tree at every step (the victims are out of the tree when it is called)."""
+    kept = list(removed)
+    for i in range(len(kept) - 2, -1, -1):
+        wl = kept[i]
+        tree.add(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+        if _fits(tree, cq, want, borrowing):
+            kept.pop(i)
+        else:
+            tree.remove(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+    for wl in kept:
+        tree.add(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+    return [wl.name for wl in kept]
+
+
+def _minimal(tree: QuotaTree, cq: str, want: int, removed: list[Workload], borrowing: bool) -> list[str]:
+    with tree.trial() as trial:
+        for wl in removed:
+            trial.remove(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+        assert _fits(tree, cq, want, borrowing)
+        targets = [Target(wl, Variant.WITHIN_CLUSTER_QUEUE if wl.cluster_queue == cq
+                          else Variant.RECLAIM_WITHOUT_BORROWING) for wl in removed]
+        return [t.workload.name for t in minimal(trial, tree, cq, {FR: want}, targets, borrowing)]
+
+
+def _compare(queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]], victims: list[int], want: int,
+             borrowing: bool) -> list[str]:
+    tree = _tree(queues)
+    workloads = [_workload(f"w{i}", cq, cpu) for i, (cq, cpu) in enumerate(held)]
+    for wl in workloads:
+        tree.add(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+    before = {name: dict(node.usage) for name, node in tree.queues.items()}
+    removed = [workloads[i] for i in victims]
+    got = _minimal(tree, "a", want, removed, borrowing)
+    assert {name: dict(node.usage) for name, node in tree.queues.items()} == before
+    for wl in removed:
+        tree.remove(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+    assert got == _reference(tree, "a", want, removed, borrowing)
+    return got
+
+
+@pytest.mark.parametrize(("name", "queues", "held", "victims", "want", "borrowing", "expected"), [
+    # Its own victim put back while it may borrow: its own quota does not count, the room decides.
+    ("own victim back while borrowing", {"a": (2, None), "b": (6, None)}, [("a", 2), ("a", 2), ("b", 4)], [0, 1],
+     2, True, ["w1"]),
+    # Without borrowing, its own victim goes back where its own quota still has room for it.
+    ("own victim back within its quota", {"a": (6, None), "b": (2, None)}, [("a", 1), ("a", 3), ("b", 4)], [0, 1],
+     2, False, ["w1"]),
+    # A victim that does not fit back leaves the tree as it was: a smaller one before it still goes back.
+    ("smaller one back after a bigger one stays out", {"a": (6, None), "b": (0, None)},
+     [("b", 1), ("b", 3), ("b", 4)], [0, 1, 2], 4, True, ["w1", "w2"]),
+    # Its own victim that its own quota cannot take back stays out; the cohort's before it still go back.
+    ("own victim stays out, the cohort's go back", {"a": (3, None), "b": (0, None), "c": (4, None)},
+     [("b", 2), ("a", 2), ("a", 2)], [0, 1, 2], 2, False, ["w1", "w2"]),
+    # A borrowing limit, not the cohort, bounds the room: the bound is not exact, the tree decides.
+    ("a borrowing limit bounds the room", {"a": (2, 1), "b": (12, None)},
+     [("b", 10), ("b", 1), ("b", 1), ("b", 1)], [1, 2, 3], 3, True, ["w1", "w3"]),
+])
+def test_put_back(name: str, queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]],
+                  victims: list[int], want: int, borrowing: bool, expected: list[str]) -> None:
+    assert _compare(queues, held, victims, want, borrowing) == expected, name
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_put_back_agrees_with_reading_the_tree_every_step(seed: int) -> None:
+    rng = random.Random(seed)
+    queues = {name: (rng.randint(0, 6), rng.choice([None, None, rng.randint(0, 6)])) for name in "abcd"}
+    held = [(rng.choice("aabcd"), rng.choice([1, 1, 2, 3, 5])) for _ in range(rng.randint(2, 14))]
+    borrowing = rng.random() < 0.5
+    tree = _tree(queues)
+    for cq, cpu in held:
+        tree.add(cq, {FR: cpu})
+    order = list(range(len(held)))
+    rng.shuffle(order)
+    want = rng.randint(1, 8)
+    with tree.trial() as trial:  # Kueue's first step: victims taken out, in order, until the request fits
+        victims = []
+        for i in order:
+            trial.remove(held[i][0], {FR: held[i][1]})
+            victims.append(i)
+            if _fits(tree, "a", want, borrowing):
+                break
+        else:
+            victims = []
+    if victims:
+        _compare(queues, held, victims, want, borrowing)
