@@ -5,7 +5,6 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 HEAVY_TESTS := tests/runtime tests/reliability
-TEST_WORKERS ?= 2
 # The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
 # rereads every page, so the reference pages generated from the code are always fresh.
 SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
@@ -31,16 +30,13 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(SPHINX)
-	@# Two pytest runs side by side, each on TEST_WORKERS processes: the tests that start real Ray clusters or kill
-	@# servers (spread test by test: most of their time is waiting on real clocks), and the rest of the suite (module
-	@# by module: a module's tests share its servers); the first run's report follows the second's. Their temporary
-	@# folders are their own: a pytest session starting elsewhere resets the permissions of /tmp/pytest-of-USER, which
-	@# jobs run as another user must pass through.
+	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and the
+	@# rest of the suite; the first run's report follows the second's. Their temporary folders are their own: a
+	@# pytest session starting elsewhere resets the permissions of /tmp/pytest-of-USER, which jobs run as another user
+	@# must pass through.
 	tmp=$$(mktemp -d /tmp/flexq-test.XXXXXX); \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) \
-	  > .pytest-heavy.log 2>&1 & heavy=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --basetemp=$$tmp/light --durations=25 \
-	  $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
+	$(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
+	$(BIN)/pytest --basetemp=$$tmp/light --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
 	rm -rf $$tmp; test $$light -eq 0 && test $$status -eq 0
 
