@@ -29,7 +29,8 @@ def test_top_shows_queues_pools_and_why_each_job_waits(tmp_path: Path) -> None:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
         eventually(lambda: _assert(condition(workloads(srv)["rayjob-tpu-v6e-dws-1"], "Admitted") == "True"))
 
-        # Into a pipe with no COLUMNS set (a shell or a test runner may export one), the overview is as wide as it needs.
+        # Into a pipe with no COLUMNS set (a shell or a test runner may export one), the overview is as wide
+        # as it needs.
         wide = {k: v for k, v in srv.env().items() if k not in ("COLUMNS", "LINES")}
 
         def shown() -> str:
