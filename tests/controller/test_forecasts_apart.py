@@ -4,6 +4,7 @@ the child's CPU counted, nothing left behind, and a forecasting thread stopped m
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -78,3 +79,17 @@ def test_the_forecasting_process_yields_to_the_server(monkeypatch: pytest.Monkey
     monkeypatch.setattr(forecasts, "ensemble", lambda _ahead: {"niceness": os.nice(0)})
     told, _ = run_apart(Lookahead(_paused(150.0).plane, 150.0))
     assert told == {"niceness": min(19, os.nice(0) + 10)}
+
+
+def test_the_forecasting_process_holds_none_of_the_servers_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server killed mid-forecast must be able to listen on its port again at once: the child it forked holds no
+    descriptor of the server's (here a listening socket and a file), only the standard streams and its answer."""
+    import flexq.controller.forecasts as forecasts
+
+    monkeypatch.setattr(forecasts, "ensemble",
+                        lambda _ahead: {"fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd"))})
+    with socket.create_server(("127.0.0.1", 0)) as listening, open(__file__, "rb") as held:
+        told, _ = run_apart(Lookahead(_paused(150.0).plane, 150.0))
+        fds = told["fds"]
+        assert listening.fileno() not in fds and held.fileno() not in fds
+    assert len([fd for fd in fds if fd > 2]) <= 2, f"the answer and the listing's own, no more: {fds}"

@@ -21,6 +21,7 @@ import gc
 import logging
 import os
 import pickle
+import resource
 import signal
 import threading
 import time
@@ -68,10 +69,21 @@ _NICENESS: Final = 10
 on a machine of few cores is the API's and the controller's first."""
 
 
-def _die_with_parent() -> None:
-    """Linux: this process gets SIGKILL when the one that forked it ends (a server killed leaves no forecast behind)."""
+def _die_with_parent(parent: int) -> None:
+    """Linux: this process gets SIGKILL when ``parent``, the one that forked it, ends (a server killed leaves no
+    forecast behind); it ends at once if ``parent`` ended before it could ask."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _let_go(keep: int) -> None:
+    """Close every descriptor the child inherited but the standard streams and ``keep`` (its answer): it holds none
+    of the server's sockets, files or database. A server killed while it forecasts can listen on its port again at
+    once, though its child, at a lower priority on a busy machine, may not have run yet to die of it."""
+    os.closerange(3, keep)
+    os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def run_apart(ahead: Lookahead,
@@ -79,12 +91,13 @@ def run_apart(ahead: Lookahead,
     """``ensemble(ahead)`` in a child process forked for it, and the CPU seconds the child took. ``started`` is told
     the child's pid (to stop it early). Raises ``RuntimeError`` when the child does not answer."""
     read, write = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: compute, answer, exit (no cleanup of the server's state: it is the parent's)
         code = 1
         try:
-            os.close(read)
-            _die_with_parent()
+            _die_with_parent(parent)
+            _let_go(write)
             os.nice(_NICENESS)
             # The child lives for one forecast: its garbage goes with it. The cyclic collector would only walk the
             # server's objects it inherited (touching their pages, which the fork shared) and the forecast's own.
