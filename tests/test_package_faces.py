@@ -41,11 +41,12 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.capacity": (
         "CATALOG", "COUNTDOWNS", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
-        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "MachineType", "NAMED_MOMENTS", "NodePoolSpec",
+        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "LIFECYCLE_TAINT_KEYS", "MachineType", "NAMED_MOMENTS", "Node",
+        "NodePoolSpec",
         "PROVISIONING_EXPIRY", "PodGroup", "PoolNote", "ProvisioningSettings", "ProvisioningState", "RayAddressError",
         "RayPoolSync", "RequestNote", "StartedNote", "TimeWords", "UnknownMachineType", "WorkloadNote", "answer_timer",
-        "dashboard_address", "finishes_sooner_here", "gke_node_pool", "machine_type", "node_pool_spec",
-        "node_pool_webhook", "provisioning_settings", "random_outages",
+        "dashboard_address", "finishes_sooner_here", "gke_node_pool", "lifecycle_taints", "machine_type",
+        "node_pool_spec", "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
     "flexq.cli": (),
     "flexq.control": (

@@ -488,6 +488,11 @@ def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: 
         assert pool[2:6] == ["8", "7", "0", "1"], top.out
 
     eventually(counted_not_ready)
+    node = yaml.safe_load(kubectl("get", "node", down, "-o", "yaml").out)
+    (ready,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["message"]) == ("False", "PLEG is not healthy"), "the condition as written"
+    assert _lifecycle_taints(node) == [("node.kubernetes.io/not-ready", "NoSchedule", False),
+                                       ("node.kubernetes.io/not-ready", "NoExecute", True)]
     assert kubectl("apply", "-f", "-", input=_job("b", 4)).code == 0
     eventually_value(lambda: _admitted(kubectl, "b"), timeout=60)
     hosts = _v1beta1_hosts(kubectl, "b")
@@ -496,6 +501,45 @@ def test_a_notready_node_is_not_offered_to_a_new_job_with_real_kubectl(kubectl: 
     patch["status"]["conditions"][0].update(status="True", reason="KubeletReady", message="kubelet is ready")
     assert kubectl("patch", "node", down, "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch)).code == 0
     eventually(lambda: _is(" Ready ", kubectl("get", "node", down).out))
+    eventually_value(lambda: not yaml.safe_load(kubectl("get", "node", down, "-o", "yaml").out)["spec"].get("taints"))
+
+
+def test_a_node_whose_kubelet_is_not_heard_from_shows_unknown_and_the_unreachable_taints_with_real_kubectl(
+        kubectl: Any, flexq: Any) -> None:
+    """The node lifecycle controller's view of a node: its Ready condition patched Unknown stays Unknown (not written
+    back as False) and the node is tainted ``node.kubernetes.io/unreachable`` (NoSchedule, and NoExecute with the
+    time it was added); False then, ``not-ready`` instead; True, no taint left, those it was given kept."""
+    host = sorted(_tas_pool(kubectl, flexq))[0]
+    assert kubectl("taint", "node", host, "maintenance=soon:NoSchedule").code == 0
+    patch = copy.deepcopy(NOT_READY)
+
+    def becomes(status: str, reason: str, taints: list[tuple[str, str, bool]]) -> None:
+        patch["status"]["conditions"][0].update(status=status, reason=reason)
+        done = kubectl("patch", "node", host, "--subresource=status", "--type=merge", "-p", yaml.safe_dump(patch))
+        assert done.code == 0, done.err
+
+        def shown() -> None:
+            node = yaml.safe_load(kubectl("get", "node", host, "-o", "yaml").out)
+            (ready,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+            assert ready["status"] == status and ready["reason"] == reason, ready
+            given = [t for t in node["spec"].get("taints") or [] if not t["key"].startswith("node.kubernetes.io/")]
+            assert given == [{"key": "maintenance", "value": "soon", "effect": "NoSchedule"}], node["spec"]
+            assert _lifecycle_taints(node) == taints, node["spec"]
+
+        eventually(shown)
+
+    becomes("Unknown", "NodeStatusUnknown", [("node.kubernetes.io/unreachable", "NoSchedule", False),
+                                             ("node.kubernetes.io/unreachable", "NoExecute", True)])
+    becomes("False", "KubeletNotReady", [("node.kubernetes.io/not-ready", "NoSchedule", False),
+                                         ("node.kubernetes.io/not-ready", "NoExecute", True)])
+    becomes("True", "KubeletReady", [])
+    assert " Ready " in kubectl("get", "node", host).out
+
+
+def _lifecycle_taints(node: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The node lifecycle controller's taints of a Node object: key, effect, and whether it has its timeAdded."""
+    return [(t["key"], t["effect"], "timeAdded" in t) for t in node["spec"].get("taints") or []
+            if t["key"].startswith("node.kubernetes.io/")]
 
 
 def _is(part: str, text: str) -> None:

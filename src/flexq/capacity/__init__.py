@@ -5,8 +5,9 @@ from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
 from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
+from flexq.capacity.nodehealth import LIFECYCLE_TAINT_KEYS, lifecycle_taints
 from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, RequestNote, StartedNote, WorkloadNote
-from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.provisioning import ProvisioningSettings, answer_timer
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
 from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS, TimeWords
@@ -18,6 +19,7 @@ __all__ = [
     "CATALOG",
     "COUNTDOWNS",
     "GKE_VERSION",
+    "LIFECYCLE_TAINT_KEYS",
     "NAMED_MOMENTS",
     "PROVISIONING_EXPIRY",
     "CapacityConfig",
@@ -28,6 +30,7 @@ __all__ = [
     "EmulatedCloud",
     "FallbackNote",
     "MachineType",
+    "Node",
     "NodePoolSpec",
     "PodGroup",
     "PoolNote",
@@ -44,6 +47,7 @@ __all__ = [
     "dashboard_address",
     "finishes_sooner_here",
     "gke_node_pool",
+    "lifecycle_taints",
     "machine_type",
     "node_pool_spec",
     "node_pool_webhook",

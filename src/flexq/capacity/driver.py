@@ -275,6 +275,10 @@ class CapacityDriver:
         """Node ``name`` went NotReady (:meth:`NodeHealth.not_ready`)."""
         self.node_health.not_ready(name, why, unreachable)
 
+    def node_still_down(self, name: str, unreachable: bool) -> None:
+        """A down node's Ready condition is now Unknown (``unreachable``) or False (:meth:`NodeHealth.still_down`)."""
+        self.node_health.still_down(name, unreachable)
+
     def node_ready(self, name: str, why: str = "") -> None:
         self.node_health.ready_again(name, why)
 

@@ -39,12 +39,12 @@ from typing import Final
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.nodeloss import NodeLoss, single_pod
 from flexq.capacity.notes import PoolNote, Teller
-from flexq.capacity.pools import NodePoolSpec
+from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.record import Timeline
 from flexq.scheduler import EventKind, Scheduler, Taint, Toleration, Workload, names_node
 
-__all__ = ["NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NOT_READY_TAINT", "UNREACHABLE_TAINT", "NodeHealth",
-           "eviction_delay", "taint_text"]
+__all__ = ["LIFECYCLE_TAINT_KEYS", "NODE_FAILURE_DELAY", "NOT_READY_EVICTION", "NOT_READY_TAINT", "UNREACHABLE_TAINT",
+           "NodeHealth", "condition_taint", "eviction_delay", "lifecycle_taints", "taint_text"]
 
 NODE_FAILURE_DELAY: Final = 30.0
 """Kueue's ``NodeFailureDelay``: how long a node is NotReady before the gates that do not wait for pods fail it."""
@@ -55,10 +55,27 @@ NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoExecute")
 """The taint Kubernetes' node lifecycle controller puts on a NotReady node (its Ready condition False)."""
 UNREACHABLE_TAINT: Final = Taint("node.kubernetes.io/unreachable", "", "NoExecute")
 """The one it puts on a node whose Ready condition is Unknown (its kubelet no longer heard from)."""
+LIFECYCLE_TAINT_KEYS: Final = frozenset({NOT_READY_TAINT.key, UNREACHABLE_TAINT.key})
+"""The taints the node lifecycle controller keeps on a node by its Ready condition (added and removed by it alone)."""
 _DEFAULTS: Final = {t: Toleration(t.key, "Exists", "", "NoExecute", int(NOT_READY_EVICTION))
                     for t in (NOT_READY_TAINT, UNREACHABLE_TAINT)}
 """The tolerations Kubernetes' ``DefaultTolerationSeconds`` gives a pod that does not tolerate these taints."""
 _SCHEDULING: Final = ("NoSchedule", "NoExecute")
+
+
+def condition_taint(node: Node) -> Taint:
+    """The ``NoExecute`` taint of ``node``'s Ready condition while it is down: ``not-ready`` where the condition is
+    False, ``unreachable`` where it is Unknown."""
+    return UNREACHABLE_TAINT if node.unreachable else NOT_READY_TAINT
+
+
+def lifecycle_taints(node: Node) -> tuple[Taint, ...]:
+    """What Kubernetes' node lifecycle controller keeps on ``node`` while it is down: its :func:`condition_taint`,
+    ``NoSchedule`` (by condition) and ``NoExecute`` (for evictions); none while it is Ready or booting."""
+    if node.down_since is None:
+        return ()
+    key = condition_taint(node).key
+    return Taint(key, "", "NoSchedule"), Taint(key, "", "NoExecute")
 
 
 def taint_text(taint: Taint) -> str:
@@ -128,21 +145,27 @@ class NodeHealth:
         now = self.timeline.now()
         if node is None or node.down_since is not None or node.ready_at > now:
             return
-        node.down_since = now
+        node.down_since, node.unreachable = now, unreachable
         self.teller.pool(EventKind.NODE_NOT_READY, why or f"node {name} of pool {node.pool} is NotReady",
                          PoolNote(node.pool))
         config = self.scheduler.config
         if not config.replace_on_pod_termination or config.not_ready_fixed_time:
             self.timeline.at(now + NODE_FAILURE_DELAY, partial(self._still_down, name, now, NODE_FAILURE_DELAY, None))
-        taint = UNREACHABLE_TAINT if unreachable else NOT_READY_TAINT
-        for delay, keys in sorted(self._evictions(taint, sorted(node.pods)).items()):
+        for delay, keys in sorted(self._evictions(condition_taint(node), sorted(node.pods)).items()):
             self.timeline.at(now + delay, partial(self._still_down, name, now, delay, keys))
+
+    def still_down(self, name: str, unreachable: bool) -> None:
+        """A down node's Ready condition went from False to Unknown or back: the lifecycle taint it shows follows;
+        the evictions already counted keep their times (Kubernetes' taint manager keeps a pod's earlier one)."""
+        node = self.cluster.nodes.get(name)
+        if node is not None and node.down_since is not None:
+            node.unreachable = unreachable
 
     def ready_again(self, name: str, why: str = "") -> None:
         node = self.cluster.nodes.get(name)
         if node is None or node.down_since is None:
             return
-        node.down_since = None
+        node.down_since, node.unreachable = None, False
         self.teller.pool(EventKind.NODE_READY, why or f"node {name} of pool {node.pool} is Ready again",
                          PoolNote(node.pool))
         self.changed()

@@ -121,6 +121,8 @@ class Node:
     """Its place in its pool's topology (:mod:`flexq.capacity.node_topology`); -1: none (a Ray cluster's node)."""
     down_since: float | None = None
     """When it went NotReady after it was ready (:mod:`flexq.capacity.nodehealth`); None: not down."""
+    unreachable: bool = False
+    """Down with its Ready condition Unknown (its kubelet no longer heard from), not False."""
 
     def ready(self, now: float) -> bool:
         return self.ready_at <= now and self.down_since is None

@@ -17,13 +17,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api import Quantity
 from flexq.capacity import (
+    LIFECYCLE_TAINT_KEYS,
     CapacityConfig,
     CapacityDriver,
+    Node,
     PoolNote,
     ProvisioningSettings,
     ProvisioningState,
     RayPoolSync,
     RequestNote,
+    lifecycle_taints,
     node_pool_spec,
 )
 from flexq.clock import Clock
@@ -48,19 +51,43 @@ _ACCEPTED: Final = "ProvisioningRequest is accepted by ClusterAutoscaler"
 
 
 def _taints_of(obj: Mapping[str, Any]) -> tuple[Taint, ...]:
+    """A Node object's taints but those the node lifecycle controller keeps by its Ready condition (they are the
+    emulated node's state, not taints it was given: :func:`flexq.capacity.lifecycle_taints`)."""
     return tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
-                 for t in (obj.get("spec") or {}).get("taints") or [])
+                 for t in (obj.get("spec") or {}).get("taints") or [] if t.get("key") not in LIFECYCLE_TAINT_KEYS)
 
 
-def _ready_condition(created: float, ready_at: float, down_since: float | None, now: float) -> dict[str, str]:
-    """A node's Ready condition: booting, ready, or NotReady since it went down."""
-    if down_since is not None:
-        return {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "node is not ready",
-                "lastTransitionTime": rfc3339(datetime.fromtimestamp(down_since, UTC))}
-    ready = ready_at <= now
+def _node_taints(node: Node) -> list[dict[str, str]]:
+    """What a Node object's ``spec.taints`` shows: the taints it was given, then the lifecycle controller's while it
+    is down (a ``NoExecute`` one with the time it was added, from which tolerations count)."""
+    given = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
+    added = rfc3339(datetime.fromtimestamp(node.down_since, UTC)) if node.down_since is not None else ""
+    return given + [{"key": t.key, "effect": t.effect, **({"timeAdded": added} if t.effect == "NoExecute" else {})}
+                    for t in lifecycle_taints(node)]
+
+
+def _ready_condition(node: Node, stored: Mapping[str, Any] | None, now: float) -> dict[str, str]:
+    """A node's Ready condition: booting, ready, or not since it went down: False, or Unknown where it was written
+    Unknown (a kubelet no longer heard from); a down node's condition as written (its reason and message) is kept."""
+    if node.down_since is not None:
+        status = "Unknown" if node.unreachable else "False"
+        if stored is not None and stored.get("status") == status and stored.get("reason") != _BOOTING:
+            return dict(stored)
+        if node.unreachable:
+            reason, message = "NodeStatusUnknown", "Kubelet stopped posting node status."
+        else:
+            reason, message = "KubeletNotReady", "node is not ready"
+        return {"type": "Ready", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": rfc3339(datetime.fromtimestamp(node.down_since, UTC))}
+    ready = node.ready_at <= now
     return {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady" if ready else _BOOTING,
             "message": "node is ready" if ready else "the node is booting",
-            "lastTransitionTime": rfc3339(datetime.fromtimestamp(ready_at if ready else created, UTC))}
+            "lastTransitionTime": rfc3339(datetime.fromtimestamp(node.ready_at if ready else node.created, UTC))}
+
+
+def _stored_ready(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), None)
 
 
 def _quantity(resource: str, milli: int) -> str:
@@ -137,6 +164,8 @@ class LiveCapacity:
                                   unreachable=ready.get("status") == "Unknown")
         elif ready.get("status") == "True" and node.down_since is not None:
             driver.node_ready(name)
+        elif ready.get("status") in ("False", "Unknown") and node.down_since is not None:
+            driver.node_still_down(name, unreachable=ready.get("status") == "Unknown")
 
     # --- writing what happened -----------------------------------------------------------------------
 
@@ -255,22 +284,22 @@ class LiveCapacity:
                   if (o["metadata"].get("labels") or {}).get(_MANAGED)}
         now = self.timers.now()
         for name, node in nodes.items():
+            old = stored.pop(name, None)
             status = {
                 "capacity": {r: _quantity(r, v) for r, v in node.allocatable.items()},
                 "allocatable": {r: _quantity(r, v) for r, v in node.allocatable.items()},
-                "conditions": [_ready_condition(node.created, node.ready_at, node.down_since, now)],
+                "conditions": [_ready_condition(node, _stored_ready(old), now)],
                 "nodeInfo": {"kubeletVersion": "v1.34.1-gke.1000", "architecture": "amd64",
                              "operatingSystem": "linux"},
             }
-            taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
-            old = stored.pop(name, None)
+            taints = _node_taints(node)
             key = Key("", "nodes", "", name)
             if old is None:
                 self.store.create(key, {"apiVersion": "v1", "kind": "Node",
                                         "metadata": {"name": name, "labels": {**node.labels, _MANAGED: "true"}},
                                         "spec": {"taints": taints}, "status": status})
                 continue
-            if _taints_of(old) != node.taints:  # a cloud's hostTaints
+            if ((old.get("spec") or {}).get("taints") or []) != taints:  # a cloud's hostTaints, NotReady, Ready
                 old = self.store.update(key, {**old, "spec": {**(old.get("spec") or {}), "taints": taints}})
             if old.get("status") != status:
                 self.store.update(key, {**old, "status": status}, subresource="status")
