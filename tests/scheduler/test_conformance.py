@@ -64,8 +64,20 @@ def _config(case: dict[str, Any]) -> Config:
     weights = {("default", lq["name"]): float(parse_quantity(lq["weight"]).value)
                for lq in case.get("localQueues", []) if "weight" in lq}
     fair = case.get("fairSharing")
+    gates = case.get("featureGates") or {}
+    unknown = set(gates) - set(GATES)
+    assert not unknown, f"{case['name']}: feature gates this test does not know how to set: {sorted(unknown)}"
     return Config(flavors, queues, cohorts, queue_weights=weights,
-                  fair_sharing=tuple(fair["preemptionStrategies"]) if fair else None)
+                  fair_sharing=tuple(fair["preemptionStrategies"]) if fair else None,
+                  **{GATES[gate]: bool(on) for gate, on in gates.items()})
+
+
+GATES = {"TASBalancedPlacement": "balanced_placement", "TASFailedNodeReplacement": "replace_failed_nodes",
+         "TASReplaceNodeOnPodTermination": "replace_on_pod_termination",
+         "TASReplaceNodeOnNodeTaints": "replace_on_taints",
+         "TASReplaceNodeDueToNotReadyOverFixedTime": "not_ready_fixed_time"}
+"""Kueue's feature gates a case may set (its ``featureGates``) -> the scheduler's Config field of each; a gate not
+here fails the case."""
 
 
 def _ledger(case: dict[str, Any]) -> UsageLedger | None:

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from flexq.scheduler.events import Event, EventKind
+from flexq.scheduler.fair_preemption import STRATEGIES
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import (
     Admission,
@@ -350,3 +351,41 @@ def test_a_slice_that_takes_exactly_what_is_left_replaces_the_old_one() -> None:
         Event(2.0, EventKind.ADMITTED, grown.key, "cq1", "The workload is admitted", on_f)]
     assert (progress, old.finished_at, grown.reserved_at, grown.replaces, s.usage("cq1", ("f", "cpu"))) == (
         True, 2.0, 2.0, "", 4 * CPU)
+
+
+def _cohort(fair: bool) -> Scheduler:
+    """ClusterQueues a, b and c of 4 cpu each in one cohort, reclaiming within it; fair sharing on or off."""
+    def queue(name: str) -> ClusterQueueSpec:
+        group = ResourceGroup(("cpu",), ("f",), {("f", "cpu"): Quota(4 * CPU)})
+        return ClusterQueueSpec(name, "all", (group,), reclaim_within_cohort=PreemptionPolicy.ANY,
+                                borrow_within_cohort=PreemptionPolicy.LOWER_PRIORITY)
+    config = Config({"f": FlavorSpec("f")}, {q: queue(q) for q in "abc"}, {}, fair_sharing=STRATEGIES if fair else None)
+    return Scheduler(config, instant_eviction=True)
+
+
+@pytest.mark.parametrize(("fair", "preempted"), [(False, ["ns/b2"]), (True, [])])
+def test_a_growing_slice_preempts_as_its_cohort_preempts_under_fair_sharing_or_not(fair: bool,
+                                                                                  preempted: list[str]) -> None:
+    """b borrows 2 of the cohort's 12 cpu (three jobs of 2, of a lower priority), a's elastic job holds its own 4
+    and grows by 4: 2 are free, 2 must come from b. Kueue's classical preemption takes them from b (a borrows after
+    the growth, and borrowWithinCohort lets it preempt lower priorities); under fair sharing a would borrow 4 after
+    the growth against b's 2 (a share of 333 against b's 167, 0 once preempted): neither of Kueue's strategies lets
+    it preempt b, and the growth waits while a's old slice runs on."""
+    s = _cohort(fair)
+    for i in range(3):
+        job = Workload("ns", f"b{i}", "q", "b", (PodSet("main", 1, {"cpu": 2 * CPU}),), uid=f"b{i}", priority=-1)
+        s.add(job, float(i))
+        s.schedule(float(i))
+        assert job.state is WorkloadState.ADMITTED
+    old = Workload("ns", "a", "q", "a", (PodSet("head", 1, {"cpu": CPU}), PodSet("workers", 3, {"cpu": CPU})),
+                   uid="a")
+    _admit(s, old, 5)
+    grown = Workload("ns", "a-2", "q", "a", (PodSet("head", 1, {"cpu": CPU}), PodSet("workers", 7, {"cpu": CPU})),
+                     uid="a-2", replaces=old.key)
+    events = s.add(grown, 6) + s.schedule(6)
+    assert [e.workload for e in events if e.kind is EventKind.PREEMPTED] == preempted
+    if preempted:
+        events = s.complete_eviction(preempted[0], 7) + s.schedule(7)
+        assert grown.state is WorkloadState.ADMITTED and old.state is WorkloadState.FINISHED, "grown once b2 is out"
+    else:
+        assert old.state is WorkloadState.ADMITTED and grown.state is WorkloadState.PENDING

@@ -326,11 +326,12 @@ class CycleRunner:
         state = self.state
         cq = state.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(state.workloads, wl)
+        fair = state.config.fair_sharing
         if old is not None:
-            assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding)
+            assignment = assign_slice(wl, old, cq, state.tree, state.config.flavors, state.holding, search_for(fair),
+                                      state.queues.victim_usage(), fair=fair is not None)
             state.last_assignment[wl.key] = assignment
             return assignment, None
-        fair = state.config.fair_sharing
         shared = self.holdings.shared(wl)
         if shared:
             # What a sibling variant already holds for the pod sets they share is this variant's too; with it set
@@ -415,7 +416,8 @@ class CycleRunner:
         cq = state.config.cluster_queues[wl.cluster_queue]
         old = replaced_slice(state.workloads, wl)
         if old is not None:
-            return slice_targets(wl, old, cq, state.tree, state.holding, assignment)
+            return slice_targets(wl, old, cq, state.tree, state.holding, assignment,
+                                 search_for(state.config.fair_sharing), state.queues.victim_usage())
         needed, requests = assignment.preempt_resources(), assignment.usage()
         placed = topology_check(state, self._view.now, wl, assignment) if self._view is not None else None
         targets = oracle.found(needed, requests) if oracle is not None and placed is None else None

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from flexq.scheduler.flavorassigner import Assignment, PodSetResult, assign_flavors
 from flexq.scheduler.model import Admission, ClusterQueueSpec, FlavorSpec, Granular, Mode, Workload
-from flexq.scheduler.preemption import Holders, Target, find_targets, oracle_for
+from flexq.scheduler.preemption import Holders, LocalQueueUsage, Search, Target, find_targets, oracle_for
 from flexq.scheduler.quota import QuotaTree
 
 __all__ = ["REPLACED", "assign_slice", "replaced_slice", "shrunk", "slice_targets"]
@@ -51,17 +51,18 @@ def _sticky(cq: ClusterQueueSpec, admission: Admission) -> ClusterQueueSpec:
 
 
 def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
-                 flavors: Mapping[str, FlavorSpec], holders: Holders) -> Assignment:
+                 flavors: Mapping[str, FlavorSpec], holders: Holders, search: Search = find_targets,
+                 usage: LocalQueueUsage | None = None, *, fair: bool = False) -> Assignment:
     """Flavors for slice ``wl`` on ``old``'s flavors, with ``old``'s usage out of the tree (restored after).
 
     The slice may preempt others of ``holders`` (the workloads holding quota, per ClusterQueue) as the
-    ClusterQueue's policy allows, never ``old``. A flavor change is never a fit: the slice waits for room on
-    its flavors.
+    ClusterQueue's policy allows, never ``old``: found by ``search`` (Kueue's classical one, or fair sharing's with
+    ``fair``, as for any workload). A flavor change is never a fit: the slice waits for room on its flavors.
     """
     assert old.admission is not None
     with tree.without([(old.admission.cluster_queue, old.admission.usage())]):
-        oracle = oracle_for(wl, cq, tree, holders, exclude={old.key})
-        assignment = assign_flavors(wl, _sticky(cq, old.admission), tree, flavors, oracle)
+        oracle = oracle_for(wl, cq, tree, holders, exclude={old.key}, usage=usage, search=search)
+        assignment = assign_flavors(wl, _sticky(cq, old.admission), tree, flavors, oracle, fair=fair)
     before = {ps.name: ps.flavors for ps in old.admission.podsets}
     results = []
     for ps in assignment.podsets:
@@ -78,13 +79,13 @@ def assign_slice(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaT
 
 
 def slice_targets(wl: Workload, old: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
-                  assignment: Assignment) -> list[Target]:
-    """The workloads slice ``wl`` would preempt for ``assignment``: found with ``old``'s usage out of the tree,
-    and never ``old`` itself (its usage is the slice's own)."""
+                  assignment: Assignment, search: Search = find_targets,
+                  usage: LocalQueueUsage | None = None) -> list[Target]:
+    """The workloads slice ``wl`` would preempt for ``assignment``: found by ``search`` with ``old``'s usage out of
+    the tree, and never ``old`` itself (its usage is the slice's own)."""
     assert old.admission is not None
     with tree.without([(old.admission.cluster_queue, old.admission.usage())]):
-        return find_targets(wl, cq, tree, holders, assignment.preempt_resources(), assignment.usage(),
-                            exclude={old.key})
+        return search(wl, cq, tree, holders, assignment.preempt_resources(), assignment.usage(), {old.key}, usage)
 
 
 def shrunk(admission: Admission, counts: Mapping[str, int]) -> Admission:
