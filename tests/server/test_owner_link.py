@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from flexq.server.owner_link import Answer, CommitServer, GroupCommit, OwnerLink
+from flexq.server.owner_proxy import OwnerProxy
 from flexq.store import ChangeType, ForeignTx, Key, Stale, Store, StoreUnavailable
 from flexq.store.codec import dumps
 from flexq.store.foreign import PROVISIONAL, Put
@@ -89,3 +92,65 @@ def test_a_fault_in_a_group_reaches_every_waiting_worker(tmp_path: Path) -> None
     finally:
         group.close()
         store.close()
+
+
+def test_a_commit_cut_off_by_the_owner_calls_lost_before_it_fails(tmp_path: Path) -> None:
+    """The owner takes the transaction and its socket closes before it answers (it was killed): the worker's
+    ``lost`` is told first, then the commit fails; a worker whose owner lives keeps serving."""
+    path = tmp_path / "commit.sock"
+    heard: list[str] = []
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen()
+
+        def take_and_close() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                size = struct.unpack(">I", conn.recv(4))[0]
+                heard.append(f"owner took {len(conn.recv(size))} bytes")
+
+        taker = threading.Thread(target=take_and_close)
+        taker.start()
+        link = OwnerLink(path, lost=lambda: heard.append("lost"))
+        with pytest.raises(StoreUnavailable, match="cannot be reached") as failed:
+            link.commit(ForeignTx({}, [], [put("x", 1)]))
+        heard.append(f"failed: {failed.value.reason}")
+        taker.join(10)
+    assert heard[0].startswith("owner took") and heard[1:] == ["lost", "failed: OwnerUnavailable"]
+
+
+def test_a_request_cut_off_by_the_owner_calls_lost_before_it_is_answered(tmp_path: Path) -> None:
+    """A request passed on to the owner, whose socket closes without an answer: ``lost`` is told before the ``503``
+    goes out (a worker whose owner is exiting ends there; one whose owner lives answers)."""
+    path = tmp_path / "owner.sock"
+    heard: list[str] = []
+
+    async def scenario() -> None:
+        async def cut_off(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            heard.append("owner took the request")
+            writer.close()
+
+        server = await asyncio.start_unix_server(cut_off, str(path))
+        proxy = OwnerProxy(path, lost=lambda: heard.append("lost"))
+        scope = {"type": "http", "method": "PATCH", "path": "/apis/batch/v1/namespaces/default/jobs/j/status",
+                 "raw_path": b"/apis/batch/v1/namespaces/default/jobs/j/status", "query_string": b"",
+                 "headers": [(b"content-type", b"application/merge-patch+json")]}
+        bodies = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+        async def receive() -> dict[str, object]:
+            return bodies.pop(0) if bodies else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                heard.append(f"answered {message['status']}")
+
+        try:
+            await proxy(scope, receive, send)
+        finally:
+            await proxy.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(scenario())
+    assert heard == ["owner took the request", "lost", "answered 503"]

@@ -6,6 +6,7 @@ import concurrent.futures
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -232,3 +233,41 @@ def test_workers_in_front_of_postgresql_write_to_it_themselves(tmp_path: Path, p
         assert leader["leading"] is True and str(srv.process.pid) in leader["identity"]
     finally:
         stop_server(srv)
+
+
+@pytest.mark.parametrize(("owner", "ends"), [("dies", "killed"), ("lives", "answers")])
+def test_a_worker_whose_owner_exits_under_a_request_ends_without_answering(owner: str, ends: str) -> None:
+    """An exiting owner's sockets close before its workers are signalled: a worker that lost them under a request
+    ends at once (SIGKILL) if the owner is exiting, and answers (returns) if the owner lives."""
+    script = """
+import ctypes, os, signal, sys, time
+from flexq.server.worker import end_with_owner
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: the orphaned worker comes back here
+r, w = os.pipe()
+owner = os.fork()
+if owner == 0:
+    if os.fork() == 0:  # the worker, its request cut off: it waits to see whether the owner is exiting
+        os.write(w, b"%d " % os.getpid())
+        end_with_owner(os.getppid(), wait=float(sys.argv[2]))
+        os.write(w, b"answers")
+        os._exit(0)
+    time.sleep(30)
+    os._exit(0)
+worker = int(os.read(r, 16))
+time.sleep(0.2)
+if sys.argv[1] == "dies":
+    os.kill(owner, signal.SIGKILL)
+else:
+    print(os.read(r, 16).decode())
+    os.kill(owner, signal.SIGKILL)
+while True:
+    pid, status = os.wait()
+    if pid == worker:
+        break
+if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+    print("killed")
+"""
+    done = subprocess.run([sys.executable, "-c", script, owner, "5" if owner == "dies" else "0.3"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [ends]

@@ -231,6 +231,8 @@ def _kube_routes(app: FastAPI, kube: KubeApi) -> None:
 
 def _flexq_routes(app: FastAPI, service: ObjectService, runtime: RayRuntime | None) -> None:
     """flexq's own API: a RayJob's driver log, and apply as a whole."""
+    hub: ChangeHub = app.state.hub
+
     @app.get("/flexq/v1/namespaces/{namespace}/rayjobs/{name}/logs", tags=["jobs"],
              responses={404: {"description": "no such RayJob, or it has not run"}})
     async def rayjob_logs(namespace: str, name: str, follow: bool = False) -> Response:
@@ -246,7 +248,7 @@ def _flexq_routes(app: FastAPI, service: ObjectService, runtime: RayRuntime | No
             if not path.exists():
                 return JSONResponse(status_body(404, "NotFound", f"RayJob {name} has not started yet"), 404)
             return PlainTextResponse(path.read_text(encoding="utf-8", errors="replace").replace(END_MARKER, ""))
-        return StreamingResponse(follow_log(path), media_type="text/plain")
+        return StreamingResponse(follow_log(path, lambda: hub.closed), media_type="text/plain")
 
     @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],
               responses={400: {"description": "unreadable input"}, 422: {"description": "an invalid object"}})

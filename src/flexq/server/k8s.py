@@ -247,7 +247,7 @@ class KubeApi:
             return PlainTextResponse("")
         log = Path(path)
         if request.query_params.get("follow") in ("true", "1"):
-            return StreamingResponse(follow_log(log), media_type="text/plain")
+            return StreamingResponse(follow_log(log, lambda: self.hub.closed), media_type="text/plain")
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
         text = text.replace(END_MARKER, "")
         tail = request.query_params.get("tailLines")

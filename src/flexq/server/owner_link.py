@@ -20,6 +20,7 @@ import queue
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,10 +220,13 @@ def unix_listener(path: Path, backlog: int = 2048) -> socket.socket:
 
 
 class OwnerLink:
-    """A worker's commits to the owner, over one kept connection per thread."""
+    """A worker's commits to the owner, over one kept connection per thread. ``lost`` is called when the owner
+    cannot be reached, before the commit fails: a worker whose owner is gone ends there, without an answer (see
+    :func:`flexq.server.worker.end_with_owner`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lost: Callable[[], None] = lambda: None) -> None:
         self.path = path
+        self.lost = lost
         self._local = threading.local()
 
     def _connect(self) -> socket.socket:
@@ -236,8 +240,8 @@ class OwnerLink:
 
     def commit(self, tx: ForeignTx) -> list[int]:
         """The resourceVersions the owner gave ``tx``'s writes; :class:`Stale` or :class:`StoreUnavailable` as the
-        owner answered, :class:`StoreUnavailable` where it cannot be reached (whether the write was committed is
-        then unknown: the owner is gone, and this worker with it)."""
+        owner answered; :class:`StoreUnavailable` where it cannot be reached and still lives (``lost`` returned:
+        whether the write was committed is unknown)."""
         body = tx.to_wire()
         conn: socket.socket | None = getattr(self._local, "conn", None)
         try:
@@ -253,6 +257,7 @@ class OwnerLink:
             if conn is not None:
                 conn.close()
             self._local.conn = None
+            self.lost()
             raise StoreUnavailable(f"the server's owner process cannot be reached ({self.path}): {problem}",
                                    "OwnerUnavailable")
         return decode_answer(answer)

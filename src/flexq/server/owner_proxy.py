@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -46,10 +47,13 @@ _WS_OWN: Final = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-w
 
 
 class OwnerProxy:
-    """An ASGI application that answers every request with the owner's answer to it."""
+    """An ASGI application that answers every request with the owner's answer to it. ``lost`` is called (in a
+    thread) when the owner cannot be reached, before the request is answered: a worker whose owner is gone ends
+    there, and its client sees the connection lost (see :func:`flexq.server.worker.end_with_owner`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lost: Callable[[], None] = lambda: None) -> None:
         self.path = path
+        self.lost = lost
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
@@ -81,6 +85,7 @@ class OwnerProxy:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
         except aiohttp.ClientConnectionError as exc:
+            await asyncio.to_thread(self.lost)
             body = f'{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server\'s owner process ' \
                    f'cannot be reached: {_plain(str(exc))}","reason":"ServiceUnavailable","code":503}}'.encode()
             with contextlib.suppress(RuntimeError, OSError):  # the answer had begun: the connection just ends

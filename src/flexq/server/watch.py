@@ -62,7 +62,7 @@ def watch_stream(request: Request, service: ObjectService, hub: ChangeHub, info:
             since = int(start)
         deadline = time.monotonic() + timeout
         asked = -ASK_EVERY
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not hub.closed:  # a stopping server ends its watches: clients watch again
             try:
                 changes, reached = service.store.changes_of(since, resources)
             except Gone as exc:

@@ -26,6 +26,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -50,7 +51,7 @@ from flexq.server.owner_proxy import OwnerProxy
 from flexq.server.serving import loop_factory, uvicorn_servers
 from flexq.store import BaseStore, ReplicaStore, open_store
 
-__all__ = ["ENV", "WorkerSpec", "worker_app"]
+__all__ = ["ENV", "OWNER_EXIT", "WorkerSpec", "end_with_owner", "worker_app"]
 
 ENV: Final = "FLEXQ_WORKER"
 """The environment variable that carries a worker's :class:`WorkerSpec` (JSON)."""
@@ -60,6 +61,9 @@ _OWNERS: Final = re.compile(
     r"|^/apis/visibility\.kueue\.x-k8s\.io(?:/|$)")
 """Paths of the Kubernetes API that the owner answers: what reads the controllers or the jobs' processes."""
 _PR_SET_PDEATHSIG: Final = 1
+OWNER_EXIT: Final = 1.0
+"""Seconds a worker that lost its owner's sockets waits to see whether the owner is exiting (this process handed
+to another parent) before it answers that the owner cannot be reached."""
 WRITE_THREADS: Final = 16
 """Writes a worker prepares and sends at once, at the most: each waits for the owner's commit (not for this
 interpreter), and the owner commits those that came meanwhile together."""
@@ -171,6 +175,20 @@ def _die_with_owner() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def end_with_owner(owner: int, wait: float = OWNER_EXIT) -> None:
+    """Where the owner's sockets failed under a request: if the owner is exiting (this process is handed to another
+    parent within ``wait`` seconds), end now, by SIGKILL, as its death ends this worker anyway. The kernel closes an
+    exiting owner's sockets before it signals its workers, and a worker answering in between would tell its client
+    that a write whose commit it cannot know failed (``503``); ended, its client sees the connection lost, as when
+    a server without workers is killed, and tries again. An owner that lives gets the answer it earned."""
+    deadline = time.monotonic() + wait
+    while os.getppid() == owner:
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 async def _watch_owner(owner: int, stop: asyncio.Event) -> None:
     while not stop.is_set():
         if os.getppid() != owner:
@@ -185,7 +203,8 @@ def _store(spec: WorkerSpec, home: Path) -> BaseStore:
     SQLite file whose writes the owner commits."""
     if spec.postgres is not None:
         return open_store(spec.postgres, home)
-    return ReplicaStore(Path(spec.database), OwnerLink(commit_socket(home)).commit, follow=spec.follow)
+    link = OwnerLink(commit_socket(home), lambda: end_with_owner(spec.owner))
+    return ReplicaStore(Path(spec.database), link.commit, follow=spec.follow)
 
 
 def run(spec: WorkerSpec) -> None:
@@ -199,7 +218,7 @@ def run(spec: WorkerSpec) -> None:
     try:
         kueue = KueueConfig(frameworks=frozenset(spec.frameworks))
         service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])
-        owner = OwnerProxy(owner_socket(home))
+        owner = OwnerProxy(owner_socket(home), lambda: end_with_owner(spec.owner))
         app, hub = worker_app(service, owner, Authenticator(TokenBook(home), spec.anonymous), spec.names)
         logging.getLogger("uvicorn.error").setLevel(spec.log_level.upper())
         servers = uvicorn_servers(app, sockets, spec.tls, spec.log_level)
