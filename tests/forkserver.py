@@ -136,6 +136,9 @@ def serve(path: str) -> None:
     _die_with_parent()
     for name in PRELOAD:
         __import__(name)
+    import flexq.cli.main as cli
+
+    list(cli.click_app().commands.values())  # the CLI's commands, all built once here rather than in every child
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)

@@ -13,9 +13,12 @@ assembles them into one app and turns errors into messages and exit codes.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import sys
-from typing import Annotated
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -35,7 +38,10 @@ from flexq.cli.stop import resume_app, stop_app
 from flexq.cli.token_commands import token_app
 from flexq.client import CliError, close_clients
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["LazyCommands", "app", "click_app", "main"]
 
 app = typer.Typer(
     name="flexq", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -82,10 +88,68 @@ def version() -> None:
     typer.echo(f"flexq {__version__}")
 
 
+@functools.cache
+def click_app() -> Callable[..., object]:
+    """The app as one click command, built once a process, and each of its commands only when it is asked for:
+    typer builds a command from its function's signature, and building all forty (32 ms of CPU) for the one a call
+    runs was an eighth of a ``flexq`` call's CPU. ``--help`` and a mistyped command's suggestions build them all.
+    Calling it is calling ``app``."""
+    shell = copy.copy(app)  # the root alone: its callback (the global options) and settings
+    shell.registered_commands, shell.registered_groups = [], []
+    root = typer.main.get_group(shell)
+    root.commands = LazyCommands(_makers(app))
+    return root
+
+
+def _makers(typer_app: typer.Typer) -> dict[str, Callable[[], Any]]:
+    """How to build each command and command group of ``typer_app``, by name, in the order they were added."""
+    short, markup = typer_app.pretty_exceptions_short, typer_app.rich_markup_mode
+    makers: dict[str, Callable[[], Any]] = {}
+    for command in typer_app.registered_commands:
+        assert command.callback is not None
+        name = command.name or typer.main.get_command_name(command.callback.__name__)
+        makers[name] = functools.partial(typer.main.get_command_from_info, command, pretty_exceptions_short=short,
+                                         rich_markup_mode=markup)
+    for group in typer_app.registered_groups:
+        assert group.name, "every command group is added with its name"
+        makers[group.name] = functools.partial(typer.main.get_group_from_info, group, pretty_exceptions_short=short,
+                                               suggest_commands=typer_app.suggest_commands, rich_markup_mode=markup)
+    return makers
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """A click group's commands, each built the first time it is looked up (click and typer read a group's commands
+    through ``get``, ``items`` and ``keys``)."""
+
+    def __init__(self, makers: dict[str, Callable[[], Any]]) -> None:
+        self._makers = makers
+        self.built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        built = self.built.get(name)
+        if built is None:
+            built = self.built[name] = self._makers[name]()
+        return built
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._makers[name] = lambda: command
+        self.built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._makers[name]
+        self.built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._makers)
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+
 def main() -> None:
     """Entry point: run the app; user errors become a message on stderr and exit 1, never a traceback."""
     try:
-        code = app(standalone_mode=False)  # a command's typer.Exit(N) comes back as N here
+        code = click_app()(standalone_mode=False)  # a command's typer.Exit(N) comes back as N here
     except CliError as exc:
         typer.echo(exc.message, err=True)
         sys.exit(exc.code)
