@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from flexq.api import InvalidObject
 from flexq.sim.runner import SimResult
-from flexq.sim.scenario import ScenarioError, load_scenario
+from flexq.sim.scenario import ScenarioError, load_capacity, load_scenario
 from tests.conftest import GUIDE
 from tests.sim.guide_setup import first_event, job, job_events, run_guide
 
@@ -205,3 +206,16 @@ def test_capacity_from_a_trace_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"plan-a\.csv:1: capacity trace"):
         run_guide(tmp_path, """    cloud:
       on-demand-pool: {traceFile: plan-a.csv}""", job("1"))
+
+
+def test_a_negative_available_count_is_refused_naming_its_field_and_line(tmp_path: Path) -> None:
+    """A capacity file's pool with fewer than no machines is refused (the server does not start on it), not read as
+    unlimited or as none."""
+    path = tmp_path / "capacity.yaml"
+    path.write_text("cloud:\n  on-demand-pool:\n    available: -1\n")
+    with pytest.raises(InvalidObject) as info:
+        load_capacity(path)
+    assert [(e.line, e.path) for e in info.value.errors] == [(3, "capacity.cloud.on-demand-pool.available")]
+    assert "greater than or equal to 0" in info.value.errors[0].message
+    path.write_text("cloud:\n  on-demand-pool:\n    available: 0\n")
+    assert load_capacity(path).cloud.spec("on-demand-pool", "ct6e-standard-4t").available == 0

@@ -100,3 +100,9 @@ def test_flexq_simulate_exits_non_zero_naming_the_field(tmp_path: Path) -> None:
     assert f'{path}: document 2 (ClusterQueue \'cq\') is invalid\n  line 12: spec.resourceGroupz: unknown field ' \
            '"spec.resourceGroupz" (strict decoding error)' in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_missing_scenario_file_is_named_once(tmp_path: Path) -> None:
+    env = {**os.environ, "FLEXQ_HOME": str(tmp_path / "home")}
+    proc = forks.run(["simulate", str(tmp_path / "missing.yaml")], text=True, timeout=60, env=env)
+    assert (proc.returncode, proc.stderr) == (1, f"error: {tmp_path / 'missing.yaml'}: no such file\n")

@@ -29,13 +29,15 @@ class Submission:
 
 
 def read_text(path: Path, source: str) -> str:
-    """The text of ``path``; a missing or unreadable file is a :class:`ScenarioError` of ``source``."""
+    """The text of ``path``; a missing or unreadable file is a :class:`ScenarioError` of ``source`` (the file that
+    names it, or the file itself)."""
+    named = "" if source == str(path) else f"{path}: "
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ScenarioError(source, f"{path}: no such file") from None
+        raise ScenarioError(source, f"{named}no such file") from None
     except OSError as exc:
-        raise ScenarioError(source, f"{path}: cannot read: {exc.strerror}") from None
+        raise ScenarioError(source, f"{named}cannot read: {exc.strerror}") from None
     return decode_input(data, str(path))
 
 

@@ -97,7 +97,7 @@ class HostTaint(StrictModel):
 
 
 class CloudEntry(StrictModel):
-    available: StrictInt | Literal["unlimited"] = "unlimited"
+    available: Annotated[StrictInt, Field(ge=0)] | Literal["unlimited"] = "unlimited"
     stockouts: list[Window] | None = None
     outages: Outages | None = None
     trace: list[TracePoint] | None = None
