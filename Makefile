@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
-HEAVY_TESTS := tests/runtime tests/reliability
+HEAVY_TESTS := tests/runtime
 # The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
 # rereads every page, so the reference pages generated from the code are always fresh.
 SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
@@ -28,17 +28,19 @@ demo: $(STAMP)
 
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
-	$(BIN)/mypy
-	$(SPHINX)
-	@# Two pytest runs side by side: the tests that start real Ray clusters or kill servers (one at a time), and the
-	@# rest of the suite; the first run's report follows the second's. Their temporary folders are their own: a
-	@# pytest session starting elsewhere resets the permissions of /tmp/pytest-of-USER, which jobs run as another user
-	@# must pass through.
+	@# Two pytest runs side by side: the tests that start real Ray clusters, one at a time (two at once on two cores
+	@# made their real-clock windows miss), and the rest of the suite on two workers (pytest-xdist, a file to a
+	@# worker, the files with tests marked long first; the crash runs, which kill servers, among them); the first
+	@# run's report follows the second's. The type check and the docs build run beside them too, from the start,
+	@# their report after the tests'. Their temporary folders are their own: a pytest session starting elsewhere
+	@# resets the permissions of /tmp/pytest-of-USER, which jobs run as another user must pass through.
 	tmp=$$(mktemp -d /tmp/flexq-test.XXXXXX); \
-	$(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) > .pytest-heavy.log 2>&1 & heavy=$$!; \
-	$(BIN)/pytest --basetemp=$$tmp/light --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
-	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat .pytest-heavy.log; rm -f .pytest-heavy.log; \
-	rm -rf $$tmp; test $$light -eq 0 && test $$status -eq 0
+	{ $(BIN)/mypy && $(SPHINX); } > $$tmp/checks.log 2>&1 & checks=$$!; \
+	$(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) > $$tmp/heavy.log 2>&1 & heavy=$$!; \
+	$(BIN)/pytest -n 2 --dist loadfile --basetemp=$$tmp/light --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
+	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat $$tmp/heavy.log; \
+	wait $$checks; checked=$$?; echo "--- mypy, docs:"; cat $$tmp/checks.log; \
+	rm -rf $$tmp; test $$light -eq 0 && test $$status -eq 0 && test $$checked -eq 0
 
 docs: $(DEVSTAMP)
 	$(SPHINX)

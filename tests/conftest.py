@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
     told = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if told is not None:
         _BYTECODE["told"] = told
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files that hold tests marked ``long`` first, those with the most first, each kept whole and in its order:
+    make test hands files to its workers in this order (pytest-xdist's ``--dist loadfile``), and a long file
+    started last would leave the other workers idle while it ends."""
+    long = Counter(item.path for item in items if item.get_closest_marker("long") is not None)
+    items.sort(key=lambda item: -long[item.path])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

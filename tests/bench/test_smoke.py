@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,6 +29,7 @@ def test_the_scheduler_benchmark_admits_and_reports() -> None:
     assert first and int(first.group(1)) > 0 and steady and int(steady.group(1)) > 0, out
 
 
+@pytest.mark.long
 def test_the_simulator_benchmark_runs_kueues_baseline() -> None:
     out = _run("sim_bench.py", "--only", "baseline", "--repeat", "1")
     assert re.search(r"^baseline\s+15,000\s+[\d,]+\s.*\(15,000 finished, 1 run\(s\)\)$", out, re.MULTILINE), out

@@ -34,6 +34,7 @@ def _ok(server: Server) -> None:
         raise AssertionError(str(exc)) from None
 
 
+@pytest.mark.long
 def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     srv = capacity_server
     guide_setup(srv, guide_text("dws-tpu-queue.yaml"))

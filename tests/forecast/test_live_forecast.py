@@ -157,7 +157,7 @@ pools:
   - {name: a-pool, machineType: n2-standard-16, minNodes: 0, maxNodes: 1}
   - {name: b-pool, machineType: n2-standard-16, minNodes: 0, maxNodes: 1}
 cloud:
-  a-pool: {bootTime: 20s}
+  a-pool: {bootTime: 1s}
   b-pool: {bootTime: 10m}
 """
 

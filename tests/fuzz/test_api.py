@@ -134,6 +134,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
         store.close()
 
 
+@pytest.mark.long
 @settings(max_examples=4000, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(method=st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]), path=PATHS,

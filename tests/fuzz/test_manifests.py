@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,12 +36,14 @@ def _read(text: str) -> None:
         unknown_fields(info.model, doc.obj)
 
 
+@pytest.mark.long
 @FUZZ
 @given(manifests())
 def test_generated_objects(obj: dict[str, Any]) -> None:
     _read(json.dumps(obj))
 
 
+@pytest.mark.long
 @FUZZ
 @given(st.one_of(st.text(max_size=300), JSON.map(lambda v: yaml.safe_dump(v, allow_unicode=True)),
                  st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
@@ -51,6 +54,7 @@ def test_generated_text(text: str) -> None:
         raise AssertionError("refusals are InputError or InvalidObject") from None
 
 
+@pytest.mark.long
 @FUZZ
 @given(manifests(), st.lists(KEYS.filter(bool), min_size=1, max_size=3),
        st.sampled_from(["9223372036854775808", "-9223372036854775809", ".inf", "-.inf", ".nan", "1.0e+400"]))

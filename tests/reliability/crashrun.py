@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -53,12 +54,17 @@ class Crashable:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.process.returncode}: see {log.name}")
+                raise RuntimeError(f"the server exited with {self.process.returncode}; {self.log_tail()}")
             with contextlib.suppress(httpx.HTTPError):
                 if admin.get(self.url + "/healthz", timeout=1).status_code == 200:
                     return
             time.sleep(0.1)
         raise RuntimeError("the server did not answer within its start time")
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the running (or last) server's log, for a failure's message."""
+        log = self.home.parent / f"server-{self.starts - 1}.log"
+        return f"the end of {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -158,16 +164,25 @@ class Follower:
     paused: threading.Event = field(default_factory=threading.Event)
     """While set, no Job is finished (their workloads keep their quota)."""
     _due: dict[str, float] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     rv: str = ""
+    _socket: socket.socket | None = field(default=None, repr=False)
 
     def threads(self) -> list[threading.Thread]:
         return [threading.Thread(target=self._watch, name="follower", daemon=True),
                 threading.Thread(target=self._finish, name="finisher", daemon=True)]
 
     def finished(self) -> int:
-        with self._lock:
+        with self.lock:
             return sum(1 for s in self.workloads.values() if s.finished)
+
+    def close(self) -> None:
+        """Stop following now: the watch's connection is shut under it (an idle watch would wait for its next event,
+        or for the end of a join's patience: 15 s of every run)."""
+        self.stop.set()
+        with contextlib.suppress(OSError):
+            if self._socket is not None:
+                self._socket.shutdown(socket.SHUT_RDWR)
 
     def _watch(self) -> None:
         with admin.client(self.url, timeout=httpx.Timeout(10, read=None)) as client:
@@ -188,6 +203,9 @@ class Follower:
     def _stream(self, client: httpx.Client) -> None:
         params = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true"}
         with client.stream("GET", WORKLOADS, params=params) as answer:
+            self._socket = answer.extensions["network_stream"].get_extra_info("socket")
+            if self.stop.is_set():
+                return
             for line in answer.iter_lines():
                 if self.stop.is_set():
                     return
@@ -209,7 +227,7 @@ class Follower:
             return  # the variants racing for a workload are followed through their parent
         name = wl["metadata"]["name"]
         conditions = {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions") or []}
-        with self._lock:
+        with self.lock:
             seen = self.workloads.setdefault(name, Seen(job=owner["name"]))
             seen.rv = str(wl["metadata"]["resourceVersion"])
             admitted = conditions.get("Admitted") == "True"
@@ -227,7 +245,7 @@ class Follower:
         with admin.client(self.url, timeout=10) as client:
             while not self.stop.is_set():
                 now = time.monotonic()
-                with self._lock:
+                with self.lock:
                     due = [] if self.paused.is_set() else [job for job, at in self._due.items() if at <= now]
                 for job in due:
                     answer = _retrying(lambda job=job: client.patch(  # type: ignore[misc]
@@ -237,7 +255,7 @@ class Follower:
                         return
                     if answer.status_code != 200:
                         self.finish_errors.append(f"{job}: {answer.status_code} {answer.text[:200]}")
-                    with self._lock:
+                    with self.lock:
                         self._due.pop(job, None)
                 self.stop.wait(0.05)
 

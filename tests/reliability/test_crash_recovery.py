@@ -17,7 +17,8 @@ import pytest
 from tests import admin, forks
 from tests.conftest import free_port, guide_text
 from tests.reliability import invariants
-from tests.reliability.crashrun import Crashable, Creator, Follower, batch_job, running
+from tests.reliability.crashrun import JOBS, Crashable, Creator, Follower, batch_job, running
+from tests.support import eventually
 
 CAPACITY = """cloud:
   on-demand-pool: {available: 4, bootTime: 500ms}
@@ -35,14 +36,7 @@ T = TypeVar("T")
 
 
 def _eventually(check: Callable[[], T], timeout: float = 60, every: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except (AssertionError, httpx.HTTPError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(every)
+    return eventually(check, timeout, every, also=(httpx.HTTPError,))
 
 
 def _setup(server: Crashable) -> None:
@@ -74,9 +68,35 @@ def _holds(check: Callable[[httpx.Client], list[str]], client: httpx.Client) -> 
 
 
 def _all_finished(follower: Follower, jobs: int) -> None:
+    if follower.finish_errors:  # a Job the follower could not finish never will be: no use waiting
+        pytest.fail(f"Jobs not finished: {follower.finish_errors}")
     assert follower.finished() == jobs, f"{follower.finished()} of {jobs} finished"
 
 
+def _unfinished(follower: Follower, creator: Creator, client: httpx.Client) -> list[str]:
+    """What the server holds of each Job the follower has not seen finished: its workload's conditions and story,
+    and the Job's own conditions (a failure message to act on, not a count)."""
+    with follower.lock:
+        seen = {s.job: (name, s) for name, s in follower.workloads.items()}
+    jobs = {j["metadata"]["name"]: j for j in client.get(JOBS).json()["items"]}
+    workloads = {wl["metadata"]["name"]: wl for wl in client.get(invariants.WORKLOADS).json()["items"]}
+    lines = []
+    for job in creator.created:
+        name, followed = seen.get(job, ("", None))
+        if followed is not None and followed.finished:
+            continue
+        job_conditions = invariants.condition_states(jobs.get(job, {}))
+        if not name:
+            lines.append(f"{job}: no workload seen by the watch; the Job's conditions {job_conditions}")
+            continue
+        held = invariants.condition_states(workloads.get(name, {}))
+        lines.append(f"{job}: seen {followed}; workload {name} {held} (rv "
+                     f"{workloads.get(name, {}).get('metadata', {}).get('resourceVersion')}); the Job's conditions "
+                     f"{job_conditions}; its story {invariants.story(client, name)}")
+    return lines
+
+
+@pytest.mark.long
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("store", sorted(RUNS))
 def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path: Path,
@@ -107,11 +127,18 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
                 if point == kills_wanted // 2:  # a quiet moment: none created or finished, the quota held
                     follower.paused.set()
                     creator.paused.set()
-                    _eventually(lambda: _holds(invariants.usage_mismatches, client), 30)
+                    try:
+                        _eventually(lambda: _holds(invariants.usage_mismatches, client), 30)
+                    except AssertionError as exc:  # what the server says of its leading, and did
+                        leader = client.get("/flexq/v1/leader").text
+                        raise AssertionError(f"{exc}\nleader: {leader}\n{server.log_tail()}") from None
                     follower.paused.clear()
                     creator.paused.clear()
-            _eventually(lambda: _all_finished(follower, jobs), timeout=240, every=1)
-            follower.stop.set()
+            try:
+                _eventually(lambda: _all_finished(follower, jobs), timeout=240, every=1)
+            except AssertionError as unfinished:
+                raise AssertionError(f"{unfinished}: {_unfinished(follower, creator, client)}") from None
+            follower.close()
             creator.stop.set()
 
             assert sorted(creator.created) == [f"job-{i:04d}" for i in range(jobs)] and not creator.refused

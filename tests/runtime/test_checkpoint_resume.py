@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
 from tests.runtime.test_guide_end_to_end import dws_pools, ray_server
@@ -20,6 +22,7 @@ def _events(srv: Server) -> list[dict[str, Any]]:
     return list(admin.get(srv.url + "/api/v1/namespaces/default/events").json()["items"])
 
 
+@pytest.mark.long
 def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -> None:
     srv = ray_server
     cli_ok(srv, "apply", "-f", "-", input=POOLS)

@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from tests import admin
 from tests.conftest import GUIDE, Server, free_port, free_port_pair, start_server, stop_server
 from tests.runtime.ray_leaks import RayProcesses
+from tests.support import eventually_value
 
 TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
@@ -49,16 +49,6 @@ def shell_commands(path: Path) -> list[str]:
         pending = []
     assert not pending, f"{path} ends inside a command"
     return commands
-
-
-def _eventually(check: Callable[[], Any], timeout: float, what: str, state: Callable[[], str] = str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}; {state()}"
-        time.sleep(1.0)
 
 
 def _state(server: Server) -> str:
@@ -96,6 +86,7 @@ def server(tmp_path: Path, ray_processes: RayProcesses) -> Iterator[Server]:
         stop_server(srv)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1200)
 def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, tmp_path: Path,
                                                                 ray_processes: RayProcesses) -> None:
@@ -127,7 +118,8 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
             _port_forward(command, env, job, finished, lambda: _state(server))
         elif command.startswith("kubectl logs"):
             for name in ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"):
-                _eventually(lambda n=name: finished(n), 600, f"{name} to finish", lambda: _state(server))
+                eventually_value(lambda n=name: finished(n), 600, 1.0, what=f"{name} to finish",
+                                 state=lambda: _state(server))
                 log = sh(f"kubectl logs job/{name}").stdout
                 assert job(name)["jobStatus"] == "SUCCEEDED", f"{job(name).get('message')}\n{log[-4000:]}"
             logged = sh(command)
@@ -155,12 +147,12 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
     # The cluster delete took everything with it.
     listed = sh("gcloud container clusters list --format='value(name)'")
     assert listed.returncode == 0 and listed.stdout == "", listed.stderr
-    _eventually(lambda: sh("kubectl get nodes,nodepools -o name").stdout == "", 120, "the nodes to go",
-                lambda: _state(server))
+    eventually_value(lambda: sh("kubectl get nodes,nodepools -o name").stdout == "", 120, 1.0, what="the nodes to go",
+                     state=lambda: _state(server))
     pools = sh("gcloud container node-pools list --cluster=tpu-cluster --location=us-east5-b")
     assert pools.returncode != 0 and "404" in pools.stderr, "the cluster is gone"
-    _eventually(lambda: not ray_processes.count(), 60, "every Ray process to stop",
-                lambda: str(ray_processes.running()))
+    eventually_value(lambda: not ray_processes.count(), 60, 1.0, what="every Ray process to stop",
+                     state=lambda: str(ray_processes.running()))
 
 
 def _flexq_port_forward(env: dict[str, str], about: dict[str, Any]) -> None:
@@ -185,10 +177,11 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
     assert command.endswith(" &"), "cluster.sh runs it in the background"
 
     def running() -> bool:
-        assert not finished("rayjob-tpu-v6e-dws-1"), f"job 1 ended before it was seen running; {state()}"
+        if finished("rayjob-tpu-v6e-dws-1"):  # no use waiting: a failure at once (not retried, as an assert is)
+            pytest.fail(f"job 1 ended before it was seen running; {state()}")
         return job("rayjob-tpu-v6e-dws-1").get("jobDeploymentStatus") == "Running"
 
-    _eventually(running, 600, "rayjob-tpu-v6e-dws-1 to run", state)
+    eventually_value(running, 600, 1.0, what="rayjob-tpu-v6e-dws-1 to run", state=state)
     local = 8265
     if not _port_is_free(local):  # someone else's on this machine: only then is the local port changed
         local = free_port()
@@ -204,7 +197,7 @@ def _port_forward(command: str, env: dict[str, str], job: Callable[[str], dict[s
                 return None
             return dict(response.json()) if response.status_code == 200 else None
 
-        about = _eventually(answered, 60, "the dashboard through the port-forward")
+        about = eventually_value(answered, 60, 1.0, what="the dashboard through the port-forward")
         assert about["ray_version"] == version("ray")
         submissions = [j.get("submission_id") for j in
                        admin.get(f"http://127.0.0.1:{local}/api/jobs/", timeout=30).json()]

@@ -93,6 +93,7 @@ def ray_server(tmp_path: Path, ray_processes: RayProcesses) -> Any:
         assert not left, f"temp dirs left behind: {left}"
 
 
+@pytest.mark.long
 def test_the_dashboard_follows_the_guides_jobs_in_chromium(ray_server: tuple[Server, dict[int, str]],
                                                            ray_processes: RayProcesses) -> None:
     srv, ray_seen = ray_server

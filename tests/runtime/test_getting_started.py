@@ -46,6 +46,7 @@ def test_page_commands_are_found() -> None:
     assert page_commands("```sh\na\n```\n```bash\nb\n```\n```sh\nc\nd\n```\n") == ["a", "c\nd"]
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_getting_started_page_runs(tmp_path: Path) -> None:
     work = tmp_path / "checkout"

@@ -13,6 +13,7 @@ import pytest
 
 from flexq.runtime.local_pods import LocalPod, container_env, image_name, local_argv, runs_locally
 from flexq.runtime.rayjob import END_MARKER
+from tests.support import eventually_value
 
 
 @pytest.mark.parametrize(("image", "name"), [
@@ -120,11 +121,11 @@ def test_stopping_kills_exactly_the_pods_processes(tmp_path: Path) -> None:
     run, seen = _run(_pod({"containers": [{"name": "main", "image": "busybox",
                                            "command": ["sh", "-c", "echo $$ > pid; sleep 60"]}]}), tmp_path / "p")
     pid_file = tmp_path / "p" / "pid"
-    deadline = time.monotonic() + 10
-    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = int(pid_file.read_text())
+    pid = int(eventually_value(lambda: (pid_file.exists() and pid_file.read_text().strip()) or None, timeout=10,
+                               every=0.05, what="the pod's shell writes its pid"))
     assert os.getsid(pid) == pid, "the pod's processes are a session of their own"
+    eventually_value(lambda: seen[-1]["phase"] == "Running", timeout=10,  # its run may tell it after the shell ran
+                     what="the run reports the pod Running")
     run.stop()
     assert run.done.is_set()
     with pytest.raises(ProcessLookupError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster
@@ -131,6 +132,7 @@ def _ray_node_ids(url: str) -> dict[bool, str]:
     return {bool(r["is_head_node"]): r["node_id"] for r in rows if r["state"] == "ALIVE"}
 
 
+@pytest.mark.long
 def test_a_pool_of_an_existing_ray_cluster_runs_its_jobs_and_loses_its_nodes(
         tmp_path: Path, ray_processes: RayProcesses) -> None:
     remote = LocalRayCluster(Accelerators(num_cpus=1, description="the remote cluster's head"))

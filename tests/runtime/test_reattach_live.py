@@ -254,6 +254,7 @@ print(ray.get(Trainer.remote().train.remote(6)))
 """
 
 
+@pytest.mark.long
 def test_a_worker_or_raylet_killed_mid_job_fails_the_attempt_and_the_job_is_retried(
         tmp_path: Path, ray_processes: RayProcesses) -> None:
     script = tmp_path / "trainer.py"

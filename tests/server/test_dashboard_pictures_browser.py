@@ -65,6 +65,7 @@ def _page(browser: Any, srv: Server, width: int, errors: list[str]) -> Any:
     return page
 
 
+@pytest.mark.long
 def test_a_job_page_by_the_jobs_name_says_it_is_not_executed(guide: Server, browser: Any) -> None:
     errors: list[str] = []
     page = _page(browser, guide, 1400, errors)

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flexq.store import AlreadyExists, ChangeType, Conflict, Gone, Key, NotFound, record_event
+from flexq.store import AlreadyExists, BaseStore, ChangeType, Conflict, Gone, Key, NotFound, record_event
 from tests.store.conftest import OpenStore
 from tests.support import eventually
 
@@ -223,6 +224,18 @@ def _configmap(name: str) -> tuple[Key, dict[str, Any]]:
     return Key("", "configmaps", "default", name), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
 
 
+def _note_writer(store: BaseStore, notes: list[str]) -> Callable[[], None]:
+    """What a batch holds back in these tests: a note (a ConfigMap ``NAME-note``) per object it made, written by
+    ``held`` in a transaction of its own, then forgotten."""
+    def held() -> None:
+        with store.transaction():
+            for name in notes:
+                store.create(*_configmap(f"{name}-note"))
+        notes.clear()
+
+    return held
+
+
 @pytest.mark.parametrize("ending", ["returns", "raises"])
 def test_what_a_batch_holds_back_is_committed_with_the_transactions_before_it(open_store: OpenStore,
                                                                                ending: str) -> None:
@@ -233,12 +246,7 @@ def test_what_a_batch_holds_back_is_committed_with_the_transactions_before_it(op
     commits: list[list[str]] = []
     store.subscribe(lambda changes: commits.append([c.key.name for c in changes]))
     notes: list[str] = []
-
-    def held() -> None:
-        with store.transaction():
-            for name in notes:
-                store.create(*_configmap(f"{name}-note"))
-        notes.clear()
+    held = _note_writer(store, notes)
 
     with pytest.raises(RuntimeError) if ending == "raises" else contextlib.nullcontext(), store.batch(held=held):
         for n in range(120):
@@ -269,12 +277,7 @@ def test_what_a_batch_holds_back_outlives_another_batch_let_in_by_a_breathe(open
                     "batch need not wait for the breathe")
     store = open_store()
     notes: list[str] = []
-
-    def held() -> None:
-        with store.transaction():
-            for name in notes:
-                store.create(*_configmap(f"{name}-note"))
-        notes.clear()
+    held = _note_writer(store, notes)
 
     with store.batch(held=held):
         store.create(*_configmap("first"))

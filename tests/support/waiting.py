@@ -8,25 +8,31 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-NOT_YET: tuple[type[BaseException], ...] = (AssertionError, KeyError, StopIteration)
-"""What a check raises while what it looks for has not happened (or is not there) yet."""
+NOT_YET: tuple[type[BaseException], ...] = (AssertionError, KeyError, StopIteration, ValueError)
+"""What a check raises while what it looks for has not happened (or is not there) yet: ValueError too, for a check
+that unpacks what it expects (``(request,) = items``) before all of it is there."""
 
 
-def eventually(check: Callable[[], T], timeout: float = 20.0, every: float = 0.2) -> T:
-    """What ``check`` returns once it stops raising :data:`NOT_YET`; its last error after ``timeout`` seconds."""
+def eventually(check: Callable[[], T], timeout: float = 20.0, every: float = 0.2, *,
+               also: tuple[type[BaseException], ...] = ()) -> T:
+    """What ``check`` returns once it stops raising :data:`NOT_YET` (or what ``also`` names: a client's connection
+    errors while a server restarts); its last error after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
+    retried = NOT_YET + also
     while True:
         try:
             return check()
-        except NOT_YET:
+        except retried:
             if time.monotonic() > deadline:
                 raise
             time.sleep(every)
 
 
-def eventually_value(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.3) -> T:
+def eventually_value(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.3, *, what: str = "",
+                     state: Callable[[], str] | None = None) -> T:
     """What ``check`` returns once it returns something (not None, not False) without raising :data:`NOT_YET`;
-    ``AssertionError`` after ``timeout`` seconds."""
+    ``AssertionError`` after ``timeout`` seconds, naming ``what`` it waited for and ``state()`` (what the test sees
+    then) where given."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -38,7 +44,8 @@ def eventually_value(check: Callable[[], T | None], timeout: float = 20.0, every
             if result is not None and result is not False:
                 return result
             if time.monotonic() > deadline:
-                raise AssertionError(f"nothing came within {timeout:g}s")
+                waited = f"waited {timeout:g}s for {what}" if what else f"nothing came within {timeout:g}s"
+                raise AssertionError(f"{waited}; {state()}" if state is not None else waited)
         time.sleep(every)
 
 
