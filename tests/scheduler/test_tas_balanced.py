@@ -13,7 +13,7 @@ import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
 from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
-from flexq.scheduler.tas_balanced import Domain, optimal_set
+from flexq.scheduler.tas_balanced import Domain, best_set, greedy, optimal_set, prune, spread
 from flexq.scheduler.tas_groups import place_group
 from tests.support.tas import Node
 
@@ -54,6 +54,36 @@ def test_balanced_placement(name: str) -> None:
     assert placed.levels == (HOSTNAME,)
     assert {values[0]: n for values, n in placed.domains} == expected
 
+
+
+# Three levels, the slice level below the requested one: blocks b1 (racks r1: hosts of 4 and 4 GPUs, r2: 4 and 2)
+# and b2 (r3: 6 and 6, r4: 1). Balanced, sixteen pods in slices of four per rack go two slices to r1 and two to r3
+# (the threshold two slices a rack; r2 and r4 hold fewer and are left out), where BestFit fills r3 and takes r2's one
+# slice; eight go to r1 whole (the block that holds them with least to spare), BestFit to r3.
+THREE_LEVELS = [Node(name, {BLOCK: block, RACK: rack, HOSTNAME: name}, {GPU: gpus * 1000, "pods": 20_000})
+                for name, block, rack, gpus in (("h1", "b1", "r1", 4), ("h2", "b1", "r1", 4), ("h3", "b1", "r2", 4),
+                                                ("h4", "b1", "r2", 2), ("h5", "b2", "r3", 6), ("h6", "b2", "r3", 6),
+                                                ("h7", "b2", "r4", 1))]
+BY_RACK = TopologyRequest(level=BLOCK, slice_level=RACK, slice_size=4)
+THREE_LEVEL_CASES: dict[str, tuple[bool, TopologyRequest, int, dict[str, int]]] = {
+    "balanced: two slices on r1, two on r3": (True, BY_RACK, 16, {"h1": 4, "h2": 4, "h5": 6, "h6": 2}),
+    "gate off: r3 filled, r2's slice": (False, BY_RACK, 16, {"h3": 2, "h4": 2, "h5": 6, "h6": 6}),
+    "balanced: two slices, the block with least to spare": (True, BY_RACK, 8, {"h1": 4, "h2": 4}),
+    "gate off: two slices on the freest rack": (False, BY_RACK, 8, {"h5": 6, "h6": 2}),
+    "balanced: one rack holds them": (True, TopologyRequest(level=RACK, slice_level=HOSTNAME, slice_size=2), 12,
+                                      {"h5": 6, "h6": 6}),
+    # twenty pods, no slices: r3 and r1 take eight each (the threshold), r3 the four left as the freer
+    "balanced: pods over two racks": (True, TopologyRequest(level=BLOCK), 20, {"h1": 4, "h2": 4, "h5": 6, "h6": 6}),
+}
+
+
+@pytest.mark.parametrize("name", THREE_LEVEL_CASES)
+def test_balanced_placement_above_the_slice_level(name: str) -> None:
+    balanced, request, count, expected = THREE_LEVEL_CASES[name]
+    view = TopologyView(THREE_LEVELS, 0.0, lambda _key: True, lambda _name: (), balanced)
+    placed = place(view, FLAVOR, PodSet("worker", count, {GPU: 1000}, topology=request), request, ())
+    assert isinstance(placed, TopologyAssignment), placed
+    assert {values[0]: n for values, n in placed.domains} == expected
 
 # Kueue's "balanced placement; leader worker set" (pkg/cache/scheduler/tas_cache_test.go): hosts x1 (20 GPUs), x2
 # (15) and x3 (12) in rack r1 of block b1; a pod set group of a leader (one pod of one GPU) and 25 workers (one GPU
@@ -104,3 +134,174 @@ def test_the_optimal_domain_set_with_a_leader(name: str) -> None:
     workers, leaders, expected = OPTIMAL_CASES[name]
     chosen = optimal_set(copy.deepcopy(OPTIMAL_DOMAINS), workers, 1, True, leaders)
     assert (sorted(d.values[0] for d in chosen) if chosen is not None else None) == expected
+
+
+def _leaf(values: tuple[str, ...], pods: int, with_leader: int = -1, leaders: int = 0) -> Domain:
+    """A domain of slices of one pod (Kueue's state = sliceState): ``pods`` free, ``with_leader`` beside a leader."""
+    with_leader = pods if with_leader < 0 else with_leader
+    return Domain(values, pods=pods, slices=pods, leaders=leaders, pods_with=with_leader, slices_with=with_leader)
+
+
+# Kueue's TestSelectOptimalDomainSetToFitStableTieBreak: four hosts that hold the one slice equally well; the one
+# whose level values sort first is taken, by entropy or not.
+@pytest.mark.parametrize("by_entropy", [False, True])
+def test_an_optimal_set_breaks_ties_by_level_values(by_entropy: bool) -> None:
+    domains = [_leaf(("block-b", "host-a"), 3), _leaf(("block-b", "host-m"), 3), _leaf(("block-a", "host-z"), 3),
+               _leaf(("block-a", "host-zz"), 3)]
+    chosen = optimal_set(domains, 1, 1, by_entropy)
+    assert chosen is not None and [d.values for d in chosen] == [("block-a", "host-z")]
+
+
+def _with_children(name: str, leaders: int, with_leader: int, children: tuple[int, ...]) -> Domain:
+    kids = [Domain((name, str(i)), pods=pods, slices=pods) for i, pods in enumerate(children)]
+    return Domain((name,), kids, pods=sum(children), slices=sum(children), leaders=leaders, pods_with=with_leader,
+                  slices_with=with_leader)
+
+
+# Kueue's TestCompareDomainCapacityAndEntropy, seen through the set it chooses: among domains that would hold a
+# leader and one worker with as much to spare, a domain that can hold the leader comes first, then the one whose
+# children's free pods are spread more evenly (higher entropy), then the level values.
+ENTROPY_CASES: dict[str, tuple[list[Domain], str]] = {
+    "equal capacity and entropy: level values": (
+        [_with_children("leaf-m", 1, 5, (2, 2)), _with_children("leaf-z", 1, 5, (2, 2)),
+         _with_children("leaf-a", 1, 5, (2, 2))], "leaf-a"),
+    "higher entropy first": (
+        [_with_children("a-low", 1, 5, (4, 0)), _with_children("b-high", 1, 5, (2, 2))], "b-high"),
+    "the leader's domain first": (
+        [_with_children("a-no-leader", 0, 5, (2, 2)), _with_children("b-leader", 1, 5, (4, 0))], "b-leader"),
+}
+
+
+@pytest.mark.parametrize("name", ENTROPY_CASES)
+def test_an_optimal_set_orders_equal_fits_by_leader_then_entropy(name: str) -> None:
+    domains, expected = ENTROPY_CASES[name]
+    chosen = optimal_set(copy.deepcopy(domains), 1, 1, True, 1)
+    assert chosen is not None and [d.values[0] for d in chosen] == [expected]
+
+
+# Kueue's TestPlaceSlicesOnDomainsBalanced: each domain of the optimal set takes the threshold; the slices left go
+# to the freest first.
+D18 = [_leaf((f"d{i}",), 18) for i in (1, 2, 3)]
+D_ALL = [*D18, _leaf(("d4",), 10), _leaf(("d5",), 2)]
+SPREAD_CASES: dict[str, tuple[list[Domain], int, int, dict[str, int]]] = {
+    "simple balanced placement on two domains": (D18, 20, 10, {"d1": 10, "d2": 10}),
+    "simple placement on three domains": (D18, 40, 13, {"d1": 14, "d2": 13, "d3": 13}),
+    "find smallest domain that fits": (D_ALL, 2, 2, {"d5": 2}),
+    "correctly select domains": (D_ALL, 25, 10, {"d1": 15, "d4": 10}),
+    # a threshold the set cannot give every domain: none
+    "threshold above what fits": (D18, 20, 11, {}),
+}
+
+
+@pytest.mark.parametrize("name", SPREAD_CASES)
+def test_slices_spread_over_the_optimal_set(name: str) -> None:
+    domains, slices, threshold, expected = SPREAD_CASES[name]
+    placed = spread(copy.deepcopy(domains), slices, 1, threshold)
+    assert {d.values[0]: (d.slices, d.pods) for d in placed or []} == {k: (n, n) for k, n in expected.items()}
+
+
+def test_slices_of_several_pods_spread_with_their_pods() -> None:
+    """Slices of two pods: a domain's pods are its slices times two (Kueue's state after placement)."""
+    domains = [Domain(("d1",), pods=20, slices=10), Domain(("d2",), pods=12, slices=6)]
+    placed = spread(domains, 14, 2, 6)
+    assert placed is not None and {d.values[0]: (d.slices, d.pods) for d in placed} == {"d1": (8, 16), "d2": (6, 12)}
+
+
+def test_a_leaders_domain_takes_the_threshold_and_what_fits_beside_the_leader() -> None:
+    """With a leader: its domain is the one that can hold it, with the slices that fit beside it; the other takes
+    the rest (Kueue's leader-aware placeSlicesOnDomainsBalanced)."""
+    domains = [_leaf(("d1",), 8, 7, leaders=1), _leaf(("d2",), 8)]
+    placed = spread(domains, 12, 1, 5, leaders=1)
+    assert placed is not None
+    assert [(d.values[0], d.leaders, d.slices, d.slices_with, d.pods_with) for d in placed] == \
+        [("d1", 1, 7, 7, 6), ("d2", 0, 5, 5, 5)]
+
+
+def test_pruning_keeps_a_domain_too_small_beside_the_leader_for_workers() -> None:
+    """Kueue's TestPruneDomainsBelowThreshold, "keeps worker only domain": a rack that holds the threshold but not
+    beside the leader keeps its workers' room and loses the leader's (down to its hosts); its parent's figures are
+    summed again from what is left."""
+    leader_leaf = _leaf(("r1", "h1"), 6, 5, leaders=1)
+    leader_rack = Domain(("r1",), [leader_leaf], pods=6, slices=6, leaders=1, pods_with=5, slices_with=5)
+    worker_leaf = _leaf(("r2", "h1"), 5, 4, leaders=1)
+    worker_rack = Domain(("r2",), [worker_leaf], pods=5, slices=5, leaders=1, pods_with=4, slices_with=4)
+    top = Domain(("b1",), [leader_rack, worker_rack])
+    prune([top], 5, 1, 2, 0, True)
+
+    def state(d: Domain) -> tuple[int, int, int, int, int]:
+        return d.pods, d.slices, d.pods_with, d.slices_with, d.leaders
+
+    assert {name: state(d) for name, d in (("leader rack", leader_rack), ("top", top), ("worker rack", worker_rack),
+                                           ("worker host", worker_leaf))} == {
+        "leader rack": (6, 6, 5, 5, 1), "top": (11, 11, 10, 10, 1), "worker rack": (5, 5, 0, 0, 0),
+        "worker host": (5, 5, 0, 0, 0)}
+
+
+def test_pruning_empties_a_domain_below_the_threshold() -> None:
+    """Below the threshold a domain holds nothing, its children too, and its parent counts without it; a slice level
+    above the hosts counts slices from its pods (slices of two pods)."""
+    small = Domain(("b1", "r1"), [Domain(("b1", "r1", "h1"), pods=3, slices=1)], pods=3, slices=1)
+    big = Domain(("b1", "r2"), [Domain(("b1", "r2", "h1"), pods=5, slices=2), Domain(("b1", "r2", "h2"), pods=3,
+                                                                                      slices=1)], pods=8, slices=3)
+    top = Domain(("b1",), [small, big], pods=11, slices=4)
+    prune([top], 2, 2, 1, 0, False)
+    assert (small.pods, small.slices, small.children[0].pods) == (0, 0, 0)
+    assert (big.pods, big.slices) == (8, 4), "a rack's slices counted from its pods at the slice level"
+    assert (top.pods, top.slices) == (8, 4)
+
+
+def _tree(racks: dict[str, tuple[int, int]]) -> list[list[Domain]]:
+    """Blocks (not filled) over racks ``"b/r": (pods, pods beside the leader)``, each rack able to hold the leader."""
+    blocks: dict[str, Domain] = {}
+    for name, (pods, with_leader) in racks.items():
+        block, rack = name.split("/")
+        parent = blocks.setdefault(block, Domain((block,)))
+        parent.children.append(_leaf((block, rack), pods, with_leader, leaders=1))
+    return [list(blocks.values()), [c for b in blocks.values() for c in b.children]]
+
+
+# Kueue's TestFindBestDomainsForBalancedPlacement (requested level: blocks, slice level: racks; one leader).
+BEST_SET_CASES: dict[str, tuple[dict[str, tuple[int, int]], int, tuple[int, int] | None]] = {
+    # at threshold 2 the pruned set cannot hold the leader with the rest: tried again at 1, which keeps its room
+    "falls back after pruning": ({"b1/r1": (3, 2), "b2/r1": (2, 1), "b2/r2": (4, 2)}, 8, (1, 2)),
+    "rejects after fallback": ({"b1/r1": (2, 1), "b2/r1": (3, 1), "b2/r2": (4, 2), "b3/r1": (4, 3)}, 12, None),
+    # room enough at the first threshold (two racks of four): b2's racks hold all eight, the leader beside four
+    "fits at its threshold": ({"b1/r1": (4, 3), "b2/r1": (4, 4), "b2/r2": (4, 3)}, 8, (4, 2)),
+}
+
+
+@pytest.mark.parametrize("name", BEST_SET_CASES)
+def test_the_best_sibling_set_and_its_threshold(name: str) -> None:
+    racks, needed, expected = BEST_SET_CASES[name]
+    found = best_set(_tree(racks), 0, 1, needed, 1, 1)
+    assert (None if found is None else (found[0], len(found[1]))) == expected
+
+
+def test_the_set_with_the_highest_threshold_wins() -> None:
+    """Sibling sets a level up: the racks of block b2 hold the six slices three and three, those of b1 five and
+    one; b2's set wins with its threshold 3."""
+    blocks = [Domain(("b1",), [_leaf(("b1", "r1"), 5), _leaf(("b1", "r2"), 1)]),
+              Domain(("b2",), [_leaf(("b2", "r1"), 3), _leaf(("b2", "r2"), 3)])]
+    found = best_set([blocks, [c for b in blocks for c in b.children]], 1, 1, 6, 1, 0)
+    assert found is not None and found[0] == 3
+    assert [d.values for d in found[1]] == [("b2", "r1"), ("b2", "r2")]
+
+
+GREEDY_CASES: dict[str, tuple[list[Domain], int, int, tuple[int, str | None, str | None] | None]] = {
+    "the freest first": ([_leaf(("a",), 2), _leaf(("b",), 5), _leaf(("c",), 3)], 7, 0, (2, None, "c")),
+    "ties by fewer pods then values": ([Domain(("b",), pods=4, slices=2), Domain(("a",), pods=5, slices=2)], 2, 0,
+                                       (1, None, "b")),
+    "not enough": ([_leaf(("a",), 2), _leaf(("b",), 3)], 6, 0, None),
+    "nothing asked": ([_leaf(("a",), 2)], 0, 0, None),
+    "the leader's domain first": ([_leaf(("a",), 6), _leaf(("b",), 3, 2, leaders=1)], 5, 1, (2, "b", "a")),
+    "beside the leader only": ([_leaf(("a",), 3, 3, leaders=1)], 3, 1, (1, "a", None)),
+    "no domain for the leader": ([_leaf(("a",), 6)], 2, 1, None),
+}
+
+
+@pytest.mark.parametrize("name", GREEDY_CASES)
+def test_a_greedy_fill(name: str) -> None:
+    domains, needed, leaders, expected = GREEDY_CASES[name]
+    fill = greedy(domains, needed, leaders)
+    got = None if fill is None else (fill[0], *(None if d is None else d.values[0] for d in fill[1:]))
+    assert got == expected

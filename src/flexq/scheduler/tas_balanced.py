@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Domain", "balanced_domains", "optimal_set"]
+__all__ = ["Domain", "Greedy", "balanced_domains", "best_set", "greedy", "optimal_set", "prune", "spread"]
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ def balanced_domains(by_level: list[list[Domain]], level_idx: int, slice_idx: in
     domain with ``leaders`` 1); None: fall back to BestFit. ``by_level``: the filled domain tree by level;
     ``leaders``: a pod set group's leader pods to place with the workers (0 or 1)."""
     needed = count // size
-    best = _best_set(by_level, level_idx, slice_idx, needed, size, leaders)
+    best = best_set(by_level, level_idx, slice_idx, needed, size, leaders)
     if best is None:
         return None
     threshold, domains = best
@@ -66,11 +66,11 @@ def balanced_domains(by_level: list[list[Domain]], level_idx: int, slice_idx: in
             return None
         domains = [c for d in chosen for c in d.children]
         fit_idx = level_idx + 1
-    placed = _spread(domains, needed, size, threshold, leaders)
+    placed = spread(domains, needed, size, threshold, leaders)
     return None if placed is None else (fit_idx, placed)
 
 
-def _best_set(by_level: list[list[Domain]], level_idx: int, slice_idx: int, needed: int,
+def best_set(by_level: list[list[Domain]], level_idx: int, slice_idx: int, needed: int,
               size: int, leaders: int) -> tuple[int, list[Domain]] | None:
     """The sibling set with the highest threshold, pruned to it, and the threshold; None: none fits. With a leader,
     a set that no longer fits once pruned is tried again at the lower threshold that keeps room for the leader."""
@@ -82,23 +82,23 @@ def _best_set(by_level: list[list[Domain]], level_idx: int, slice_idx: int, need
     for group in groups:
         candidates = [_clone(d) for d in group]
         lower = [c for d in candidates for c in d.children] if level_idx < slice_idx else candidates
-        greedy = _greedy(lower, needed, leaders)
-        if greedy is None:
+        fill = greedy(lower, needed, leaders)
+        if fill is None:
             continue
-        used, last_with, last = greedy
+        used, last_with, last = fill
         threshold = min(needed // used, *(d.slices_with for d in (last_with,) if d is not None),
                         *(d.slices for d in (last,) if d is not None))
         reserving = min(threshold, last.slices_with) if leaders and last is not None else threshold
         if threshold <= 0 or (best is not None and threshold < best[0]):
             continue
-        _prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
-        after = _greedy(candidates, needed, leaders)
+        prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
+        after = greedy(candidates, needed, leaders)
         if after is None and reserving < threshold:
             if reserving <= 0 or (best is not None and reserving < best[0]):
                 continue
             threshold, candidates = reserving, [_clone(d) for d in group]
-            _prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
-            after = _greedy(candidates, needed, leaders)
+            prune(candidates, threshold, size, slice_idx, level_idx, leaders > 0)
+            after = greedy(candidates, needed, leaders)
         if after is None:
             continue
         if best is None or threshold > best[0] or after[0] < best[1]:
@@ -120,7 +120,7 @@ Greedy = tuple[int, Domain | None, Domain | None]
 """How many domains a greedy fill takes, the last one taken for a leader, and the last one taken without."""
 
 
-def _greedy(domains: Sequence[Domain], needed: int, leaders: int = 0) -> Greedy | None:
+def greedy(domains: Sequence[Domain], needed: int, leaders: int = 0) -> Greedy | None:
     """Kueue's ``evaluateGreedyAssignment``: how many domains hold ``needed`` slices (the leaders' first, freest
     beside a leader first, then the freest), the last one taken for a leader and the last one taken without; None:
     they do not."""
@@ -186,7 +186,7 @@ def _prune_one(domain: Domain, threshold: int, leader: bool) -> None:
         _clear_leader(domain)
 
 
-def _prune(domains: list[Domain], threshold: int, size: int, slice_idx: int, level: int, leader: bool) -> None:
+def prune(domains: list[Domain], threshold: int, size: int, slice_idx: int, level: int, leader: bool) -> None:
     """Kueue's ``pruneDomainsBelowThreshold``: children, then the domains, holding fewer slices than ``threshold``
     are emptied."""
     for domain in domains:
@@ -209,10 +209,10 @@ def optimal_set(domains: Sequence[Domain], needed: int, size: int, by_entropy: b
     """Kueue's ``selectOptimalDomainSetToFit``: as many domains as a greedy fill needs, holding ``needed`` slices
     (and the ``leaders``, a domain taking one with the workers that fit beside it) with the least to spare; None:
     they cannot."""
-    greedy = _greedy(domains, needed, leaders)
-    if greedy is None:
+    fill = greedy(domains, needed, leaders)
+    if fill is None:
         return None
-    many = greedy[0]
+    many = fill[0]
     if by_entropy:
         ordered = sorted(domains, key=lambda d: (-d.leaders, -(d.slices_with if leaders else d.slices), -_entropy(d),
                                                  d.values))
@@ -235,7 +235,7 @@ def optimal_set(domains: Sequence[Domain], needed: int, size: int, by_entropy: b
     return placements[many][(0, max(fitting))] if fitting else None
 
 
-def _spread(domains: Sequence[Domain], needed: int, size: int, threshold: int, leaders: int = 0) -> list[Domain] | None:
+def spread(domains: Sequence[Domain], needed: int, size: int, threshold: int, leaders: int = 0) -> list[Domain] | None:
     """Kueue's ``placeSlicesOnDomainsBalanced``: the threshold on each chosen domain, the rest on the freest (the
     leader's domain first, what fits beside the leader)."""
     chosen = optimal_set(domains, needed, size, False, leaders)
