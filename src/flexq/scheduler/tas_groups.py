@@ -44,7 +44,7 @@ from flexq.scheduler.domains import (
 from flexq.scheduler.model import FlavorSpec, PodSet, Toleration, TopologyAssignment, TopologyRequest
 from flexq.scheduler.tas_balanced import balanced_domains
 
-__all__ = ["group_pairs", "leader_and_workers", "place_group", "place_pair"]
+__all__ = ["Down", "fit_level", "group_pairs", "leader_and_workers", "place_group", "place_pair"]
 
 
 def group_pairs(podsets: Sequence[PodSet], flavor_of: Callable[[int], str | None]) -> dict[int, int]:
@@ -103,14 +103,14 @@ def place_group(view: TopologyView, flavor: FlavorSpec, workers: PodSet, leader:
         _fill(root, size, slice_idx, 0)
     goal = Goal(workers.count, size, request.required, loose, flavor.topology, levels)
     by_level = domains_by_level(roots, len(levels))
-    down = _Down(loose)
+    down = Down(loose)
     balanced = balanced_domains(by_level, level_idx, slice_idx, workers.count, size, leaders=1) \
         if view.balanced and not request.required and not loose else None
     if balanced is not None:
         idx, domains = balanced
         domains = down.to_minimum(domains, workers.count, 1, size, True)
     else:
-        chosen = _fit_level(by_level, level_idx, goal, stats)
+        chosen = fit_level(by_level, level_idx, goal, stats)
         if isinstance(chosen, str):
             return chosen
         idx, domains = chosen
@@ -191,7 +191,7 @@ def _best_fit(domains: Sequence[Domain], needed: int, count: Callable[[Domain], 
     return best
 
 
-def _fit_level(by_level: list[list[Domain]], idx: int, goal: Goal,
+def fit_level(by_level: list[list[Domain]], idx: int, goal: Goal,
                stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains`` with one leader."""
     if not by_level[idx]:
@@ -214,7 +214,7 @@ def _fit_level(by_level: list[list[Domain]], idx: int, goal: Goal,
     if goal.required:
         return goal.not_fit(top.slices, stats)
     if idx > 0 and not goal.loose:
-        return _fit_level(by_level, idx - 1, goal, stats)
+        return fit_level(by_level, idx - 1, goal, stats)
     return _spread(idx, ordered, goal, stats)
 
 
@@ -266,7 +266,7 @@ def _prioritize(domains: list[Domain], count: int, size: int, slices: bool) -> l
 
 
 @dataclass(frozen=True, slots=True)
-class _Down:
+class Down:
     """Kueue's ``updateCountsToMinimumGeneric`` with leaders, for one placement."""
 
     loose: bool
