@@ -38,7 +38,7 @@ def test_a_requeued_job_resumes_from_its_latest_checkpoint(ray_server: Server) -
         metrics = get_rayjob(srv, name).get("status", {}).get("trainingMetrics") or {}
         assert metrics.get("epoch", 0) >= 5, "a checkpoint beyond the first epoch"
 
-    eventually(checkpointed, timeout=150)
+    eventually(checkpointed, timeout=300)  # a Ray cluster's start and JAX's first steps, on a busy machine
     # The cloud takes a flex-start node away mid-run (as when it reclaims a VM).
     nodes = [n["metadata"]["name"] for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]
              if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "dws-pool"]
