@@ -98,8 +98,11 @@ class QueueCounts:
         self._specs: dict[str, Mapping[str, Any]] = {}
 
     def recount(self) -> None:
-        """Workloads may have moved between queues (the configuration changed): count them all again."""
+        """Workloads may have moved between queues (the configuration changed, or everything was read again after a
+        step whose writes failed): count them all again, and compare each queue's figures with its stored status
+        rather than with what was last written (a failed step's writes, these among them, may have been undone)."""
         self._recount = True
+        self._written.clear()
 
     def forget(self, key: Key) -> None:
         """The queue or cohort ``key`` may have changed: read it before the next write."""
@@ -254,11 +257,10 @@ class QueueCounts:
             fresh = self.store.get(key)
         except NotFound:
             return
-        self._written[key] = fields
         status = dict(fresh.get("status") or {})
-        if all(status.get(k) == v for k, v in fields.items()) and not any(k in status for k in drop):
-            return
-        status.update(fields)
-        for k in drop:
-            status.pop(k, None)
-        self.store.update(key, {**fresh, "status": status}, subresource="status", echo=False, current=fresh)
+        if not all(status.get(k) == v for k, v in fields.items()) or any(k in status for k in drop):
+            status.update(fields)
+            for k in drop:
+                status.pop(k, None)
+            self.store.update(key, {**fresh, "status": status}, subresource="status", echo=False, current=fresh)
+        self._written[key] = fields
