@@ -129,6 +129,42 @@ CASES = {
 }
 
 
+def two_blocks() -> list[Node]:
+    """Racks r1 (hosts of 2 and 2 cpu) and r2 (2) in block b1, r3 (1) in b2."""
+    return hosts(("b1", "r1", "x1", 2, 0), ("b1", "r1", "x2", 2, 0), ("b1", "r2", "x3", 2, 0), ("b2", "r3", "x4", 1, 0))
+
+
+def unconstrained(level: str) -> TopologyRequest:
+    return TopologyRequest(level, unconstrained=True, group="sameGroup")
+
+
+# Beyond Kueue's table: where no domain of the requested level holds the group.
+CASES.update({
+    # preferred: the level above is tried, and its block b1 holds the leader and the five workers
+    "a preferred rack too small: the block above": Case(
+        two_blocks(), THREE, preferred(RACK), C1, C1, 5,
+        (on(THREE, ("x1", 1)), on(THREE, ("x1", 1), ("x2", 2), ("x3", 2)))),
+    "a preferred rack too small, in slices of one host: the block above": Case(
+        two_blocks(), THREE, preferred(RACK, slice_level=HOSTNAME, slice_size=1), C1, C1, 5,
+        (on(THREE, ("x1", 1)), on(THREE, ("x1", 1), ("x2", 2), ("x3", 2)))),
+    # required: Kueue's message counts the workers the best rack holds without the leader (four in r1)
+    "a required rack too small": Case(two_blocks(), THREE, required(RACK), C1, C1, 5,
+                                      'topology "default" allows to fit only 4 out of 5 pod(s)'),
+    # preferred at the top level: the leader where most workers fit beside it (b3), the rest by free slices
+    "a preferred block too small: spread, the leader's block first": Case(
+        blocks(("b1", 3, 0), ("b2", 2, 0), ("b3", 5, 0)), ONE, preferred(BLOCK), C1, C1, 8,
+        (on(ONE, ("b3", 1)), on(ONE, ("b1", 3), ("b2", 1), ("b3", 4)))),
+    "spread: one worker short": Case(blocks(("b1", 3, 0), ("b2", 2, 0), ("b3", 5, 0)), ONE, preferred(BLOCK), C1, C1,
+                                     10, 'topology "default" allows to fit only 9 out of 10 pod(s)'),
+    # unconstrained (Kueue's LeastFreeCapacity): the tightest block that holds the group, else spread tightest first
+    "unconstrained: the tightest block that holds them": Case(
+        blocks(("b1", 3, 0), ("b2", 2, 0), ("b3", 5, 0)), ONE, unconstrained(BLOCK), C1, C1, 2,
+        (on(ONE, ("b1", 1)), on(ONE, ("b1", 2)))),
+    "unconstrained: spread, tightest first": Case(
+        blocks(("b1", 3, 0), ("b2", 2, 0), ("b3", 5, 0)), ONE, unconstrained(BLOCK), C1, C1, 6,
+        (on(ONE, ("b2", 1)), on(ONE, ("b1", 3), ("b2", 1), ("b3", 2)))),
+})
+
 def _view(nodes: list[Node]) -> TopologyView:
     return TopologyView(nodes, 0.0, lambda _key: False, lambda _name: [])
 
