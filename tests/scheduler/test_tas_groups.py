@@ -4,13 +4,14 @@ same node trees, requests and expected assignments or messages."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
-from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
+from flexq.scheduler.model import FlavorSpec, PodSet, Taint, Toleration, TopologyAssignment, TopologyRequest
 from flexq.scheduler.tas_groups import leader_and_workers, place_group
 from tests.support.tas import BLOCK, CPU, RACK, Node
 from tests.support.tas import node as tas_node
@@ -164,6 +165,45 @@ CASES.update({
         blocks(("b1", 3, 0), ("b2", 2, 0), ("b3", 5, 0)), ONE, unconstrained(BLOCK), C1, C1, 6,
         (on(ONE, ("b2", 1)), on(ONE, ("b1", 3), ("b2", 1), ("b3", 2)))),
 })
+
+
+def six_hosts() -> list[Node]:
+    """Block b1: rack r1 (hosts of 3 and 2 cpu), r2 (4 and 1); block b2: r3 (2 and 2)."""
+    return hosts(("b1", "r1", "x1", 3, 0), ("b1", "r1", "x2", 2, 0), ("b1", "r2", "x3", 4, 0), ("b1", "r2", "x4", 1, 0),
+                 ("b2", "r3", "x5", 2, 0), ("b2", "r3", "x6", 2, 0))
+
+
+# Placed down through the levels below the one chosen: slices of a rack, then hosts, as Kueue's
+# updateCountsToMinimum does level by level (each level's domains chosen among all the children of the last).
+CASES.update({
+    "slices of two per rack in a required block": Case(
+        six_hosts(), THREE, required(BLOCK, slice_level=RACK, slice_size=2), C1, C1, 6,
+        (on(THREE, ("x2", 1)), on(THREE, ("x1", 3), ("x2", 1), ("x3", 1), ("x4", 1)))),
+    "slices of two per rack in a preferred block": Case(
+        six_hosts(), THREE, preferred(BLOCK, slice_level=RACK, slice_size=2), C1, C1, 8,
+        (on(THREE, ("x2", 1)), on(THREE, ("x1", 3), ("x2", 1), ("x3", 3), ("x4", 1)))),
+    "slices of two per host in a required block": Case(
+        six_hosts(), THREE, required(BLOCK, slice_level=HOSTNAME, slice_size=2), C1, C1, 6,
+        (on(THREE, ("x3", 1)), on(THREE, ("x1", 2), ("x2", 2), ("x3", 2)))),
+    "unconstrained slices of two per rack: the tightest block": Case(
+        six_hosts(), THREE, TopologyRequest(BLOCK, unconstrained=True, group="sameGroup", slice_level=RACK,
+                                            slice_size=2), C1, C1, 2,
+        (on(THREE, ("x5", 1)), on(THREE, ("x5", 1), ("x6", 1)))),
+})
+
+
+@pytest.mark.parametrize("tolerated", [False, True])
+def test_a_tainted_host_holds_the_group_only_where_the_workers_tolerate_it(tolerated: bool) -> None:
+    taint = Taint("gpu", "", "NoSchedule")
+    nodes = [dataclasses.replace(n, taints=(taint,)) if n.name.endswith("t1") else n
+             for n in hosts(("b1", "r1", "t1", 5, 0), ("b1", "r2", "t2", 2, 0))]
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    tolerations = (Toleration("gpu", "Exists", "", "NoSchedule"),) if tolerated else ()
+    placed = place_group(_view(nodes), flavor, PodSet("workers", 3, C1, topology=required(RACK)),
+                         PodSet("leader", 1, C1, topology=required(RACK)), required(RACK), tolerations)
+    assert placed == ((on(THREE, ("t1", 1)), on(THREE, ("t1", 3))) if tolerated else
+                      'topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 2; excluded: taint '
+                      '"gpu:NoSchedule": 1')
 
 def _view(nodes: list[Node]) -> TopologyView:
     return TopologyView(nodes, 0.0, lambda _key: False, lambda _name: [])
