@@ -127,6 +127,39 @@ CASES = {
 }
 
 
+# Beyond Kueue's table: requests placed down through three levels from the one chosen.
+CASES.update({
+    "unconstrained at the block level: the tightest block, its hosts tightest first": (
+        SCATTERED, THREE, TopologyRequest(BLOCK, unconstrained=True), {"cpu": CPU}, 3,
+        _domains((HOSTNAME,), (("x2",), 1), (("x6",), 2))),
+    "unconstrained at the rack level: the tightest rack that holds them": (
+        SCATTERED, THREE, TopologyRequest(RACK, unconstrained=True), {"cpu": CPU}, 5,
+        _domains((HOSTNAME,), (("x1",), 1), (("x3",), 3), (("x5",), 1))),
+    "rack preferred over three levels; the block above holds them": (
+        DEFAULT, THREE, TopologyRequest(RACK), {"cpu": CPU}, 4,
+        _domains((HOSTNAME,), (("x3",), 1), (("x1",), 1), (("x5",), 1), (("x6",), 1))),
+    "block required; slices of two per rack": (
+        BINARY, THREE, TopologyRequest(BLOCK, required=True, slice_level=RACK, slice_size=2), {"cpu": CPU}, 4,
+        _domains((HOSTNAME,), (("x3",), 1), (("x5",), 1), (("x1",), 1), (("x6",), 1))),
+    "block preferred; slices of two per rack over two blocks": (
+        BINARY, THREE, TopologyRequest(BLOCK, slice_level=RACK, slice_size=2), {"cpu": CPU}, 6,
+        _domains((HOSTNAME,), (("x3",), 1), (("x5",), 1), (("x1",), 1), (("x6",), 1), (("x2",), 1), (("x4",), 1))),
+})
+
+
+def test_assignments_held_on_a_topology_without_hosts_are_taken_by_their_domains() -> None:
+    """On a topology of blocks and racks, a holder's assignment names racks: its pods are taken from them."""
+    racks = [Node(f"{b}-{r}", {BLOCK: b, RACK: r}, {"cpu": 2 * CPU, "pods": 20_000})
+             for b, r in (("b1", "r1"), ("b1", "r2"), ("b2", "r1"))]
+    flavor = FlavorSpec("tas", topology="default", levels=TWO)
+    request = TopologyRequest(BLOCK, required=True)
+    podset = PodSet("main", 3, {"cpu": CPU}, topology=request)
+    held = [(TopologyAssignment(TWO, ((("b1", "r1"), 2),)), {"cpu": CPU, "pods": 1000})]
+    assert place(_view(racks), flavor, podset, request, ()) == _domains(TWO, (("b1", "r1"), 2), (("b1", "r2"), 1))
+    assert place(_view(racks, held), flavor, podset, request, ()) == \
+        'topology "default" allows to fit only 2 out of 3 pod(s). Total nodes: 3; excluded: resource "cpu": 1'
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_placement(name: str) -> None:
     nodes, levels, request, per_pod, count, want = CASES[name]
