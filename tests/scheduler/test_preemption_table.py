@@ -8,7 +8,7 @@ time; the quota tree is left as it was."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -63,6 +63,8 @@ class Q:
     reclaim: PreemptionPolicy = NEVER
     borrow: PreemptionPolicy = NEVER
     threshold: int | None = None
+    sparse: bool = False
+    """Only the flavors and resources named have a quota (no entry at all for the others)."""
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,21 @@ class Case:
     exclude: frozenset[str] = frozenset()
     lq_usage: Mapping[str, float] | None = None
     """Admission fair sharing: each LocalQueue's usage (None: the ClusterQueue is not ordered by it)."""
+    needed: frozenset[FlavorResource] | None = None
+    """The resources to free (None: all of the request's)."""
 
 
 def _quota(q: QuotaOf) -> Quota:
     return Quota(q) if isinstance(q, int) else Quota(*q)
 
 
-def _groups(quota: Mapping[FlavorResource, QuotaOf], cohort: bool = False) -> tuple[ResourceGroup, ...]:
+def _groups(quota: Mapping[FlavorResource, QuotaOf], cohort: bool = False,
+            sparse: bool = False) -> tuple[ResourceGroup, ...]:
     if cohort and not quota:
         return ()
+    if sparse:
+        return (ResourceGroup(tuple(sorted({r for _, r in quota})), tuple(sorted({f for f, _ in quota})),
+                              {fr: _quota(q) for fr, q in quota.items()}),)
     quotas = {(f, r): _quota(quota.get((f, r), 0)) for f in FLAVORS for r in RESOURCES}
     return (ResourceGroup(RESOURCES, FLAVORS, quotas),)
 
@@ -127,9 +135,10 @@ def _holder(w: W) -> Workload:
 
 
 def _setup(case: Case) -> tuple[dict[str, ClusterQueueSpec], QuotaTree, dict[str, dict[str, Workload]]]:
-    specs = {q.name: ClusterQueueSpec(q.name, q.cohort, _groups(q.quota), within_cluster_queue=q.within,
-                                      reclaim_within_cohort=q.reclaim, borrow_within_cohort=q.borrow,
-                                      borrow_within_cohort_threshold=q.threshold) for q in case.queues}
+    specs = {q.name: ClusterQueueSpec(q.name, q.cohort, _groups(q.quota, sparse=q.sparse),
+                                      within_cluster_queue=q.within, reclaim_within_cohort=q.reclaim,
+                                      borrow_within_cohort=q.borrow, borrow_within_cohort_threshold=q.threshold)
+             for q in case.queues}
     tree = QuotaTree(specs.values(), [CohortSpec(c.name, c.parent, _groups(c.quota, True)) for c in case.cohorts])
     holders: dict[str, dict[str, Workload]] = {}
     for w in case.holders:
@@ -325,6 +334,16 @@ CASES = [
          (W("b1", "b", {CPU: 2}, priority=2), W("c1", "c", {CPU: 2}, priority=1)), {CPU: 4},
          (("c1", R_BORROW, "root"), ("b1", R_BORROW, "root")), priority=5,
          cohorts=(C("root", None, {CPU: 4}), C("left", "root"), C("mid", "root"), C("right", "root"))),
+    # --- several resources ---
+    Case("its own quota short: the cohort's victims as a whole, a requested resource they do not use",
+         (Q("a", {CPU: 4, MEM: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co", sparse=True)),
+         (W("a1", "a", {CPU: 2, MEM: 1}), W("b1", "b", {CPU: 2}), W("b2", "b", {CPU: 2})), {CPU: 4, MEM: 2},
+         (("b1", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=1, needed=frozenset({CPU})),
+    Case("a queue without quota for one of the resources needed, at its nominal quota for the other",
+         (Q("a", {CPU: 4, MEM: 4}, "co", reclaim=ANY, borrow=LOWER), Q("b", {CPU: 2}, "co", sparse=True),
+          Q("c", {CPU: 0, MEM: 0}, "co")),
+         (W("b1", "b", {CPU: 2}, reserved=1.0), W("b2", "b", {CPU: 2}, reserved=2.0), W("c1", "c", {MEM: 4})),
+         {CPU: 4, MEM: 4}, (("b2", R_RECLAIM, "co"), ("c1", R_RECLAIM, "co")), priority=1),
     # --- admission fair sharing ---
     Case("admission fair sharing: the LocalQueue that used more first", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, reserved=2.0, lq="light"), W("y", "a", {CPU: 2}, reserved=1.0, lq="heavy")),
@@ -356,7 +375,7 @@ def test_victims(case: Case) -> None:
     incoming = _incoming(case)
     lq_usage = case.lq_usage
     usage: LocalQueueUsage | None = None if lq_usage is None else (lambda wl: lq_usage.get(wl.queue))
-    needed = set(case.request)
+    needed = set(case.request if case.needed is None else case.needed)
 
     def search(scan: CohortScan | None) -> tuple[tuple[str, str, str | None], ...]:
         return _got(find_targets(incoming, specs[case.cq], tree, holders, needed, case.request,
@@ -368,7 +387,11 @@ def test_victims(case: Case) -> None:
     assert search(scan) == case.want
     assert search(scan) == case.want  # read from what the scan collected
     assert _usages(tree) == before
-    if len(case.request) == 1:
+    placed = find_targets(incoming, specs[case.cq], tree, holders, needed, case.request, set(case.exclude), usage,
+                          topology=lambda _: True)
+    assert _got(placed) == case.want  # a topology that places it anywhere changes nothing
+    assert _usages(tree) == before
+    if len(case.request) == 1 and case.needed is None:
         [(fr, val)] = case.request.items()
         oracle = oracle_for(incoming, specs[case.cq], tree, holders, set(case.exclude), usage)
         mode, _ = oracle(fr, val)
@@ -485,4 +508,52 @@ def test_the_oracle_tells_how_high_the_request_borrows_once_the_victims_are_gone
     before = _usages(tree)
     incoming = Workload("ns", "in", "lq", "a", (PodSet("main", 1, {"cpu": request_}),), priority=1)
     assert oracle_for(incoming, specs["a"], tree, holders)(CPU, request_) == want
+    assert _usages(tree) == before
+
+
+def _freed(least: int) -> Callable[[list[Target]], bool]:
+    """A topology on which the incoming workload is placed once its victims free ``least`` CPUs (on one node)."""
+    def placed(victims: list[Target]) -> bool:
+        return sum(t.workload.podsets[0].requests.get("cpu", 0) for t in victims) >= least
+    return placed
+
+
+def _without(*names: str) -> Callable[[list[Target]], bool]:
+    """A topology on which the incoming workload is placed only where ``names`` are all among its victims."""
+    def placed(victims: list[Target]) -> bool:
+        return set(names) <= {t.workload.name for t in victims}
+    return placed
+
+
+@pytest.mark.parametrize(("name", "case", "topology"), [
+    ("each victim put back where the quota and the placement allow it",
+     Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 1}), W("y", "a", {CPU: 1}, priority=1),
+                                                  W("z", "a", {CPU: 2}, priority=2)), {CPU: 1},
+          (("x", R_CQ, None), ("z", R_CQ, None)), priority=3), _freed(3)),
+    ("no victim put back where the placement needs them all",
+     Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 1}), W("y", "a", {CPU: 1}, priority=1),
+                                                  W("z", "a", {CPU: 2}, priority=2)), {CPU: 1},
+          (("x", R_CQ, None), ("y", R_CQ, None), ("z", R_CQ, None)), priority=3), _freed(4)),
+    ("the first victim put back too",
+     Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 1}), W("y", "a", {CPU: 1}, priority=1),
+                                                  W("z", "a", {CPU: 2}, priority=2)), {CPU: 1},
+          (("y", R_CQ, None), ("z", R_CQ, None)), priority=3), _without("y", "z")),
+    ("a victim the quota does not need, taken for the placement",
+     Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 2}), W("y", "a", {CPU: 2}, priority=1)),
+          {CPU: 2}, (("y", R_CQ, None),), priority=3), _without("y")),
+    ("put back while borrowing: its own quota does not count",
+     Case("", (Q("a", {CPU: 2}, "co", within=LOWER), Q("b", {CPU: 4}, "co")),
+          (W("x", "a", {CPU: 2}), W("y", "a", {CPU: 2}, priority=1)), {CPU: 3}, (("y", R_CQ, None),), priority=3),
+     _without("y")),
+    ("never placed: nobody", Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 4}),), {CPU: 2}, (),
+                                  priority=3), _without("nobody")),
+])
+def test_victims_on_a_topology(name: str, case: Case, topology: Callable[[list[Target]], bool]) -> None:
+    """Where the incoming workload is placed on a topology, victims are taken until it fits and is placed, and put
+    back, latest first, where it still fits and is still placed without them."""
+    specs, tree, holders = _setup(case)
+    before = _usages(tree)
+    got = find_targets(_incoming(case), specs[case.cq], tree, holders, set(case.request), case.request,
+                       topology=topology)
+    assert _got(got) == case.want, name
     assert _usages(tree) == before
