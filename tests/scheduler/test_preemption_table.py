@@ -88,6 +88,8 @@ class W:
     queued: float = 0.0
     evicting: bool = False
     lq: str = "lq"
+    uid: str = ""
+    """Its UID (its name unless told)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _groups(quota: Mapping[FlavorResource, QuotaOf], cohort: bool = False,
 def _holder(w: W) -> Workload:
     flavors = {r: f for f, r in w.usage}
     wl = Workload("ns", w.name, w.lq, w.cq, (PodSet("main", 1, {r: v for (_, r), v in w.usage.items()}),),
-                  priority=w.priority, uid=w.name, created=w.queued, state=WorkloadState.ADMITTED,
+                  priority=w.priority, uid=w.uid or w.name, created=w.queued, state=WorkloadState.ADMITTED,
                   reserved_at=w.reserved,
                   admission=Admission.of(w.cq, (PodSetAssignment("main", flavors, dict(w.usage), 1),)))
     wl.evicting = w.evicting
@@ -205,7 +207,16 @@ CASES = [
     Case("excluded, with room for the rest", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, reserved=2.0), W("y", "a", {CPU: 2}, reserved=1.0)), {CPU: 2},
          (("y", R_CQ, None),), priority=1, exclude=frozenset({"ns/x"})),
+    Case("equal priority and admission time: by uid, not by name", (Q("a", {CPU: 4}, within=LOWER),),
+         (W("x", "a", {CPU: 2}, reserved=1.0, uid="2"), W("y", "a", {CPU: 2}, reserved=1.0, uid="1")), {CPU: 2},
+         (("y", R_CQ, None),), priority=1),
     # --- reclaim within the cohort (a flat cohort) ---
+    Case("reclaimWithinCohort Never: another queue's borrowed quota is not reclaimed",
+         (Q("a", {CPU: 4}, "co", within=LOWER), Q("b", {CPU: 0}, "co")), (W("b1", "b", {CPU: 4}),), {CPU: 4}, (),
+         priority=1),
+    Case("a lender's victim frees only what it lent: one short",
+         (Q("a", {CPU: 3}, "co", reclaim=ANY, borrow=LOWER), Q("b", {CPU: (4, None, 2)}, "co")),
+         (W("b1", "b", {CPU: 5}, reserved=2.0), W("b2", "b", {CPU: 1}, reserved=1.0)), {CPU: 6}, (), priority=1),
     Case("other queues' victims before its own", (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY),
                                                  Q("b", {CPU: 4}, "co")),
          (W("a1", "a", {CPU: 2}), W("b1", "b", {CPU: 3}, reserved=1.0), W("b2", "b", {CPU: 3}, reserved=2.0)),
@@ -265,6 +276,29 @@ CASES = [
     Case("the borrowing limit reached exactly", (Q("a", {CPU: (2, 2, None)}, "co", reclaim=ANY, borrow=LOWER),
                                                  Q("b", {CPU: 4}, "co")),
          (W("b1", "b", {CPU: 6}),), {CPU: 4}, (("b1", R_BORROW, "co"),), priority=3),
+    # --- the attempts with and without borrowing, and their order ---
+    Case("no other queue's victims: only the attempt that may borrow", (Q("a", {CPU: 4}, "co", within=LOWER),
+                                                                        Q("b", {CPU: 4}, "co"), Q("c", {CPU: 2}, "co")),
+         (W("x", "a", {CPU: 1}), W("y", "a", {CPU: 2}, priority=1), W("b1", "b", {CPU: 4})), {CPU: 4},
+         (("x", R_CQ, None),), priority=2),
+    Case("at its nominal quota, borrowWithinCohort Never: its own victims only",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co"), Q("c", {CPU: 2}, "co")),
+         (W("a1", "a", {CPU: 4}), W("b1", "b", {CPU: 4})), {CPU: 2}, (("a1", R_CQ, None),), priority=5),
+    Case("below its nominal quota, borrowWithinCohort Never: first without borrowing, reclaiming",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co"), Q("c", {CPU: 1}, "co")),
+         (W("a1", "a", {CPU: 1}), W("a2", "a", {CPU: 1}), W("b1", "b", {CPU: 4})), {CPU: 3},
+         (("b1", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=5),
+    Case("below its nominal quota, borrowWithinCohort allowed: first while borrowing",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY, borrow=LOWER), Q("b", {CPU: 2}, "co")),
+         (W("a1", "a", {CPU: 2}), W("b1", "b", {CPU: 4})), {CPU: 4}, (("b1", R_BORROW, "co"),), priority=5),
+    Case("while borrowing nothing suffices: without borrowing, above the threshold",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY, borrow=LOWER, threshold=0), Q("b", {CPU: 2}, "co")),
+         (W("a1", "a", {CPU: 2}), W("b1", "b", {CPU: 4}, priority=1)), {CPU: 4},
+         (("b1", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=5),
+    Case("its own being evicted first, then the cohort's that makes it fit exactly in its quota",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co")),
+         (W("a1", "a", {CPU: 1}, evicting=True), W("a2", "a", {CPU: 2}, priority=9), W("b1", "b", {CPU: 3})),
+         {CPU: 2}, (("a1", R_CQ, None), ("b1", R_RECLAIM, "co")), priority=5),
     # --- lending limits ---
     Case("a lender's kept quota is not lent: nobody to reclaim",
          (Q("a", {CPU: 2}, "co", reclaim=ANY), Q("b", {CPU: (6, None, 2)}, "co")),
@@ -344,12 +378,33 @@ CASES = [
           Q("c", {CPU: 0, MEM: 0}, "co")),
          (W("b1", "b", {CPU: 2}, reserved=1.0), W("b2", "b", {CPU: 2}, reserved=2.0), W("c1", "c", {MEM: 4})),
          {CPU: 4, MEM: 4}, (("b2", R_RECLAIM, "co"), ("c1", R_RECLAIM, "co")), priority=1),
+    Case("a sibling's workload reclaimed once, through the cohort both queues are in",
+         (Q("a", {CPU: 0}, "left", reclaim=LOWER, borrow=LOWER), Q("s", {CPU: 0}, "left")),
+         (W("s1", "s", {CPU: 2}), W("s2", "s", {CPU: 2}, priority=9)), {CPU: 4}, (), priority=5,
+         cohorts=(C("root", None, {CPU: 4}), C("left", "root"))),
+    Case("the room a lender keeps for itself counts before its cohort's",
+         (Q("a", {CPU: (4, None, 2)}, "left", reclaim=ANY, borrow=LOWER), Q("b", {CPU: 0}, "right")),
+         (W("b1", "b", {CPU: 2}),), {CPU: 6}, (("b1", R_RECLAIM, "root"),), priority=5,
+         cohorts=(C("root"), C("left", "root", {CPU: 2}), C("right", "root"))),
+    Case("a cohort's usage counts before reclaiming above it",
+         (Q("a", {CPU: 0}, "left", reclaim=ANY, borrow=LOWER), Q("s", {CPU: 2}, "left"), Q("b", {CPU: 0}, "right")),
+         (W("s1", "s", {CPU: 2}), W("b1", "b", {CPU: 4})), {CPU: 4}, (("b1", R_BORROW, "root"),), priority=5,
+         cohorts=(C("root", None, {CPU: 2}), C("left", "root", {CPU: 2}), C("right", "root"))),
+    Case("a second victim of a queue above its quota in the other resource",
+         (Q("a", {CPU: 4, MEM: 4}, "co", within=LOWER, reclaim=ANY, borrow=LOWER), Q("b", {CPU: 2, MEM: 0}, "co")),
+         (W("a9", "a", {CPU: 4, MEM: 3}, priority=9), W("b1", "b", {CPU: 2}, reserved=2.0),
+          W("b2", "b", {MEM: 1}, reserved=1.0)), {CPU: 2, MEM: 1},
+         (("b1", R_BORROW, "co"), ("b2", R_BORROW, "co")), priority=5),
+    Case("its own victim using one of the requested resources only",
+         (Q("a", {CPU: 4, MEM: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co")),
+         (W("a1", "a", {CPU: 2}), W("b1", "b", {CPU: 2}), W("b2", "b", {CPU: 2})), {CPU: 4, MEM: 1},
+         (("b1", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=1, needed=frozenset({CPU})),
     # --- admission fair sharing ---
     Case("admission fair sharing: the LocalQueue that used more first", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, reserved=2.0, lq="light"), W("y", "a", {CPU: 2}, reserved=1.0, lq="heavy")),
          {CPU: 2}, (("y", R_CQ, None),), priority=1, lq_usage={"light": 1.0, "heavy": 5.0}),
     Case("admission fair sharing: equal usage, Kueue's order", (Q("a", {CPU: 4}, within=LOWER),),
-         (W("x", "a", {CPU: 2}, reserved=2.0, lq="one"), W("y", "a", {CPU: 2}, reserved=1.0, lq="two")),
+         (W("y", "a", {CPU: 2}, reserved=1.0, lq="two"), W("x", "a", {CPU: 2}, reserved=2.0, lq="one")),
          {CPU: 2}, (("x", R_CQ, None),), priority=1, lq_usage={"one": 3.0, "two": 3.0}),
     Case("admission fair sharing: priority after usage", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, priority=0, lq="light"), W("y", "a", {CPU: 2}, priority=1, lq="heavy")),
