@@ -416,6 +416,14 @@ CASES = [
          (Q("a", {CPU: 4}, "co", reclaim=ANY), Q("b", {CPU: 0}, "co"), Q("c", {CPU: 0}, "co")),
          (W("b1", "b", {CPU: 2}, reserved=2.0, lq="light"), W("c1", "c", {CPU: 2}, reserved=1.0, lq="heavy")),
          {CPU: 2}, (("b1", R_RECLAIM, "co"),), lq_usage={"light": 1.0, "heavy": 5.0}),
+    Case("admission fair sharing: another queue's workloads reclaimed by their LocalQueues' usage",
+         (Q("a", {CPU: 4}, "co", reclaim=ANY), Q("b", {CPU: 0}, "co")),
+         (W("b1", "b", {CPU: 2}, reserved=2.0, lq="light"), W("b2", "b", {CPU: 2}, reserved=1.0, lq="heavy")),
+         {CPU: 2}, (("b2", R_RECLAIM, "co"),), lq_usage={"light": 1.0, "heavy": 5.0}),
+    Case("admission fair sharing: another queue's workloads reclaimed while borrowing, by their LocalQueues' usage",
+         (Q("a", {CPU: 2}, "co", reclaim=ANY, borrow=LOWER), Q("b", {CPU: 2}, "co"), Q("c", {CPU: 2}, "co")),
+         (W("b1", "b", {CPU: 2}, reserved=2.0, lq="light"), W("b2", "b", {CPU: 2}, reserved=1.0, lq="heavy")),
+         {CPU: 4}, (("b2", R_BORROW, "co"),), priority=5, lq_usage={"light": 1.0, "heavy": 5.0}),
     Case("admission fair sharing: the other queues' first still", (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY),
                                                                    Q("b", {CPU: 2}, "co")),
          (W("a1", "a", {CPU: 2}, lq="heavy"), W("b1", "b", {CPU: 2}, lq="light"), W("b2", "b", {CPU: 2}, lq="light")),
@@ -602,13 +610,18 @@ def _without(*names: str) -> Callable[[list[Target]], bool]:
      _without("y")),
     ("never placed: nobody", Case("", (Q("a", {CPU: 4}, within=LOWER),), (W("x", "a", {CPU: 4}),), {CPU: 2}, (),
                                   priority=3), _without("nobody")),
+    ("another queue's victim taken for the placement",
+     Case("", (Q("a", {CPU: 4}, "co", reclaim=ANY), Q("b", {CPU: 0}, "co")),
+          (W("b1", "b", {CPU: 2}, reserved=1.0), W("b2", "b", {CPU: 2}, reserved=2.0)), {CPU: 2},
+          (("b1", R_RECLAIM, "co"),)), _without("b1")),
 ])
 def test_victims_on_a_topology(name: str, case: Case, topology: Callable[[list[Target]], bool]) -> None:
     """Where the incoming workload is placed on a topology, victims are taken until it fits and is placed, and put
     back, latest first, where it still fits and is still placed without them."""
     specs, tree, holders = _setup(case)
     before = _usages(tree)
-    got = find_targets(_incoming(case), specs[case.cq], tree, holders, set(case.request), case.request,
-                       topology=topology)
-    assert _got(got) == case.want, name
-    assert _usages(tree) == before
+    for scan in (None, CohortScan()):
+        got = find_targets(_incoming(case), specs[case.cq], tree, holders, set(case.request), case.request,
+                           topology=topology, scan=scan)
+        assert _got(got) == case.want, name
+        assert _usages(tree) == before
