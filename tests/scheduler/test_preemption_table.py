@@ -299,6 +299,11 @@ CASES = [
          (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co")),
          (W("a1", "a", {CPU: 1}, evicting=True), W("a2", "a", {CPU: 2}, priority=9), W("b1", "b", {CPU: 3})),
          {CPU: 2}, (("a1", R_CQ, None), ("b1", R_RECLAIM, "co")), priority=5),
+    Case("its own quota short: two of another queue's, then its own until it fits in its quota",
+         (Q("a", {CPU: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 0}, "co")),
+         (W("a1", "a", {CPU: 1}, reserved=2.0), W("a2", "a", {CPU: 1}, reserved=1.0),
+          W("b1", "b", {CPU: 1}, reserved=2.0), W("b2", "b", {CPU: 1}, reserved=1.0)), {CPU: 3},
+         (("b1", R_RECLAIM, "co"), ("b2", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=5),
     # --- lending limits ---
     Case("a lender's kept quota is not lent: nobody to reclaim",
          (Q("a", {CPU: 2}, "co", reclaim=ANY), Q("b", {CPU: (6, None, 2)}, "co")),
@@ -399,6 +404,10 @@ CASES = [
          (Q("a", {CPU: 4, MEM: 4}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2}, "co")),
          (W("a1", "a", {CPU: 2}), W("b1", "b", {CPU: 2}), W("b2", "b", {CPU: 2})), {CPU: 4, MEM: 1},
          (("b1", R_RECLAIM, "co"), ("a1", R_CQ, None)), priority=1, needed=frozenset({CPU})),
+    Case("its own victim put back, its quota of a requested resource it does not use exactly enough",
+         (Q("a", {CPU: 4, MEM: 1}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2, MEM: 0}, "co")),
+         (W("a1", "a", {CPU: 1}, reserved=2.0), W("a2", "a", {CPU: 2}, reserved=1.0), W("b1", "b", {CPU: 3})),
+         {CPU: 3, MEM: 1}, (("b1", R_RECLAIM, "co"), ("a2", R_CQ, None)), priority=5, needed=frozenset({CPU})),
     # --- admission fair sharing ---
     Case("admission fair sharing: the LocalQueue that used more first", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, reserved=2.0, lq="light"), W("y", "a", {CPU: 2}, reserved=1.0, lq="heavy")),
