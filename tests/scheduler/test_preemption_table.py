@@ -408,6 +408,11 @@ CASES = [
          (Q("a", {CPU: 4, MEM: 1}, "co", within=LOWER, reclaim=ANY), Q("b", {CPU: 2, MEM: 0}, "co")),
          (W("a1", "a", {CPU: 1}, reserved=2.0), W("a2", "a", {CPU: 2}, reserved=1.0), W("b1", "b", {CPU: 3})),
          {CPU: 3, MEM: 1}, (("b1", R_RECLAIM, "co"), ("a2", R_CQ, None)), priority=5, needed=frozenset({CPU})),
+    Case("a queue at its nominal quota of one resource, with a quota of none of the other it never used",
+         (Q("a", {CPU: 4, MEM: 4}, "co", reclaim=ANY, borrow=LOWER), Q("b", {CPU: 2, MEM: 0}, "co"),
+          Q("c", {CPU: 0, MEM: 0}, "co")),
+         (W("a9", "a", {CPU: 2, MEM: 2}, priority=9), W("b1", "b", {CPU: 2}, reserved=2.0),
+          W("b2", "b", {CPU: 2}, reserved=1.0), W("c1", "c", {MEM: 2})), {CPU: 4, MEM: 2}, (), priority=5),
     # --- admission fair sharing ---
     Case("admission fair sharing: the LocalQueue that used more first", (Q("a", {CPU: 4}, within=LOWER),),
          (W("x", "a", {CPU: 2}, reserved=2.0, lq="light"), W("y", "a", {CPU: 2}, reserved=1.0, lq="heavy")),
