@@ -2,9 +2,10 @@
 
 Cases restated from Kueue's preemption tests (``preemption_test.go``, ``preemption_hierarchical_test.go``): several
 resources and flavors, lending limits, borrowing within the cohort, cohorts of cohorts, admission fair sharing's
-LocalQueue usage. Each case is asked three ways (alone, through a nomination phase's :class:`CohortScan` twice, and,
-for one resource, through the flavor assigner's oracle) and must give the same victims, in the same order, each
-time; the quota tree is left as it was."""
+LocalQueue usage, topologies. Each case is asked alone, through a nomination phase's :class:`CohortScan` (twice:
+the second reads what the first collected), with a topology that places the workload anywhere, and, for one
+resource, through the flavor assigner's oracle; each must give the same victims in the same order, and the quota
+tree is left as it was."""
 
 from __future__ import annotations
 
