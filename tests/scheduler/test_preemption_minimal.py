@@ -58,13 +58,25 @@ def _reference(tree: QuotaTree, cq: str, want: int, removed: list[Workload], bor
 
 
 def _minimal(tree: QuotaTree, cq: str, want: int, removed: list[Workload], borrowing: bool) -> list[str]:
-    with tree.trial() as trial:
-        for wl in removed:
-            trial.remove(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
-        assert _fits(tree, cq, want, borrowing)
-        targets = [Target(wl, Variant.WITHIN_CLUSTER_QUEUE if wl.cluster_queue == cq
-                          else Variant.RECLAIM_WITHOUT_BORROWING) for wl in removed]
-        return [t.workload.name for t in minimal(trial, tree, cq, {FR: want}, targets, borrowing)]
+    """The victims :func:`minimal` keeps, asked with and without a topology that places the request anywhere (both
+    must agree); the trial holds the victims put back (only those kept are out of the tree)."""
+    before = {name: dict(node.usage) for name, node in tree.queues.items()}
+    got = []
+    for topology in (None, lambda _: True):
+        with tree.trial() as trial:
+            for wl in removed:
+                trial.remove(wl.cluster_queue, {FR: wl.podsets[0].requests["cpu"]})
+            assert _fits(tree, cq, want, borrowing)
+            targets = [Target(wl, Variant.WITHIN_CLUSTER_QUEUE if wl.cluster_queue == cq
+                              else Variant.RECLAIM_WITHOUT_BORROWING) for wl in removed]
+            kept = [t.workload for t in minimal(trial, tree, cq, {FR: want}, targets, borrowing, topology=topology)]
+            out = {name: dict(usage) for name, usage in before.items()}
+            for wl in kept:
+                out[wl.cluster_queue][FR] -= wl.podsets[0].requests["cpu"]
+            assert {name: dict(node.usage) for name, node in tree.queues.items()} == out
+            got.append([wl.name for wl in kept])
+    assert got[0] == got[1]
+    return got[0]
 
 
 def _compare(queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]], victims: list[int], want: int,
@@ -99,6 +111,17 @@ def _compare(queues: dict[str, tuple[int, int | None]], held: list[tuple[str, in
     # A borrowing limit, not the cohort, bounds the room: the bound is not exact, the tree decides.
     ("a borrowing limit bounds the room", {"a": (2, 1), "b": (12, None)},
      [("b", 10), ("b", 1), ("b", 1), ("b", 1)], [1, 2, 3], 3, True, ["w1", "w3"]),
+    # Its own victim goes back where its own quota has room for it (once: its usage counts once).
+    ("own victim back into exactly its own quota", {"a": (4, None)}, [("a", 2), ("a", 2)], [0, 1], 2, False,
+     ["w1"]),
+    # Its own victim that its own quota cannot take back stays out, and its quota is as before: a smaller one of
+    # its own before it still goes back.
+    ("own victim stays out, a smaller own one goes back", {"a": (4, None), "b": (4, None)},
+     [("a", 1), ("a", 3), ("a", 2)], [0, 1, 2], 3, False, ["w1", "w2"]),
+    # Its own victim that the cohort has no room for stays out, its own quota as before: a smaller one of its own
+    # before it still goes back.
+    ("own victim stays out for want of room, a smaller own one goes back", {"a": (6, None), "b": (0, None)},
+     [("b", 1), ("a", 1), ("a", 3), ("a", 1)], [1, 2, 3], 3, False, ["w2", "w3"]),
 ])
 def test_put_back(name: str, queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]],
                   victims: list[int], want: int, borrowing: bool, expected: list[str]) -> None:
