@@ -18,6 +18,7 @@ import json
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from tests import admin, forks
+from tests import admin
 
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/workloads"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
@@ -40,16 +41,14 @@ class Crashable:
         self.home, self.port, self.flags = home, port, flags
         self.url = f"http://127.0.0.1:{port}"
         admin.register(self.url, home)
-        self.process: forks.Forked | subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self, timeout: float = 60) -> None:
         log = (self.home.parent / f"server-{self.starts}.log").open("wb")
-        # Forked from the tests' process that has imported flexq (tests/forks.py): each start is still a process of
-        # its own, killed by its pid, for a third of a fresh interpreter's CPU.
-        self.process = forks.popen(
-            ["server", "--port", str(self.port), "--home", str(self.home), "--runtime", "none", "--tls-port", "0",
-             *self.flags], stdout=log, stderr=log)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "flexq.cli.main", "server", "--port", str(self.port), "--home", str(self.home),
+             "--runtime", "none", "--tls-port", "0", *self.flags], stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.starts += 1
         deadline = time.monotonic() + timeout
