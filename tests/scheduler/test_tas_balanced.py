@@ -112,14 +112,16 @@ def test_balanced_placement_of_a_pod_set_group(name: str) -> None:
     assert [{values[0]: n for values, n in ta.domains} for ta in placed] == [leader_on, workers_on]
 
 
-def _domain(name: str, slices: int, leaders: int, with_leader: int) -> Domain:
-    return Domain((name,), pods=slices, slices=slices, leaders=leaders, pods_with=with_leader,
-                  slices_with=with_leader)
+def _leaf(values: tuple[str, ...], pods: int, with_leader: int = -1, leaders: int = 0) -> Domain:
+    """A domain of slices of one pod (Kueue's state = sliceState): ``pods`` free, ``with_leader`` beside a leader."""
+    with_leader = pods if with_leader < 0 else with_leader
+    return Domain(values, pods=pods, slices=pods, leaders=leaders, pods_with=with_leader, slices_with=with_leader)
 
 
 # Kueue's TestSelectOptimalDomainSetToFit (pkg/cache/scheduler/tas_balanced_placement_test.go): the fewest domains
 # that hold the workers and the leaders, with the least to spare (slices of one pod, by entropy).
-OPTIMAL_DOMAINS = [_domain("d1", 9, 1, 8), _domain("d2", 6, 0, 6), _domain("d3", 4, 1, 3), _domain("d4", 2, 0, 2)]
+OPTIMAL_DOMAINS = [_leaf(("d1",), 9, 8, leaders=1), _leaf(("d2",), 6), _leaf(("d3",), 4, 3, leaders=1),
+                   _leaf(("d4",), 2)]
 OPTIMAL_CASES: dict[str, tuple[int, int, list[str] | None]] = {
     "no fit": (22, 0, None),
     "simple fit one domain": (5, 1, ["d1"]),
@@ -134,12 +136,6 @@ def test_the_optimal_domain_set_with_a_leader(name: str) -> None:
     workers, leaders, expected = OPTIMAL_CASES[name]
     chosen = optimal_set(copy.deepcopy(OPTIMAL_DOMAINS), workers, 1, True, leaders)
     assert (sorted(d.values[0] for d in chosen) if chosen is not None else None) == expected
-
-
-def _leaf(values: tuple[str, ...], pods: int, with_leader: int = -1, leaders: int = 0) -> Domain:
-    """A domain of slices of one pod (Kueue's state = sliceState): ``pods`` free, ``with_leader`` beside a leader."""
-    with_leader = pods if with_leader < 0 else with_leader
-    return Domain(values, pods=pods, slices=pods, leaders=leaders, pods_with=with_leader, slices_with=with_leader)
 
 
 # Kueue's TestSelectOptimalDomainSetToFitStableTieBreak: four hosts that hold the one slice equally well; the one

@@ -135,8 +135,8 @@ def two_blocks() -> list[Node]:
     return hosts(("b1", "r1", "x1", 2, 0), ("b1", "r1", "x2", 2, 0), ("b1", "r2", "x3", 2, 0), ("b2", "r3", "x4", 1, 0))
 
 
-def unconstrained(level: str) -> TopologyRequest:
-    return TopologyRequest(level, unconstrained=True, group="sameGroup")
+def unconstrained(level: str, **kw: object) -> TopologyRequest:
+    return TopologyRequest(level, unconstrained=True, group="sameGroup", **kw)  # type: ignore[arg-type]
 
 
 # Beyond Kueue's table: where no domain of the requested level holds the group.
@@ -186,8 +186,7 @@ CASES.update({
         six_hosts(), THREE, required(BLOCK, slice_level=HOSTNAME, slice_size=2), C1, C1, 6,
         (on(THREE, ("x3", 1)), on(THREE, ("x1", 2), ("x2", 2), ("x3", 2)))),
     "unconstrained slices of two per rack: the tightest block": Case(
-        six_hosts(), THREE, TopologyRequest(BLOCK, unconstrained=True, group="sameGroup", slice_level=RACK,
-                                            slice_size=2), C1, C1, 2,
+        six_hosts(), THREE, unconstrained(BLOCK, slice_level=RACK, slice_size=2), C1, C1, 2,
         (on(THREE, ("x5", 1)), on(THREE, ("x5", 1), ("x6", 1)))),
 })
 
