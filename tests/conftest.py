@@ -146,7 +146,11 @@ def start_server(home: Path, *extra: str, port: int | None = None) -> Server:
     deadline = time.monotonic() + 60  # both test runs, and their Ray clusters, may be loading the machine
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            said = b""
+            if process.stderr is not None:
+                said = process.stderr.read()
+                process.stderr.close()
+            raise RuntimeError(f"server exited: {said.decode()}")
         try:
             if admin.get(f"{url}/healthz", timeout=1).status_code == 200:
                 admin.register(url, home)

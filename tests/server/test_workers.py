@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import Server, guide_text, start_server, stop_server
+from flexq.server.worker_record import identify
+from tests.conftest import Server, free_port_pair, guide_text, start_server, stop_server
 from tests.support import eventually
 
 WORKERS = 2
@@ -271,3 +273,81 @@ if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [ends]
+
+
+def _record(home: Path) -> dict[str, list[int] | list[list[int]]]:
+    return dict(json.loads((home / "workers.json").read_text()))
+
+
+def test_the_server_records_its_workers_and_forgets_them_when_it_stops(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "home", "--workers", str(WORKERS))
+    try:
+        kids = workers_of(srv.process.pid)
+        recorded = _record(srv.home)
+        assert recorded["owner"] == list(identify(srv.process.pid))
+        assert sorted(w[0] for w in recorded["workers"]) == sorted(kids)  # type: ignore[index]
+        before = kids[0]
+        os.kill(before, signal.SIGKILL)  # a worker started again is recorded again
+        eventually(lambda: _assert_recorded_anew(srv, before), timeout=30)
+    finally:
+        stop_server(srv)
+    assert not (srv.home / "workers.json").exists()
+
+
+def _assert_recorded_anew(srv: Server, gone: int) -> None:
+    now = workers_of(srv.process.pid)
+    assert len(now) == WORKERS and gone not in now
+    assert sorted(w[0] for w in _record(srv.home)["workers"]) == sorted(now)  # type: ignore[index]
+
+
+_HOLDER = """
+import socket, sys, time
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", int(sys.argv[1])))
+sock.listen(8)
+print("listening", flush=True)
+time.sleep(120)
+"""
+
+
+def _dead_process() -> tuple[int, int]:
+    """A process that has ended (as a server killed with -9), named as the record names it."""
+    gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    named = identify(gone.pid)
+    gone.kill()
+    gone.wait()
+    return named
+
+
+@pytest.mark.parametrize("owner", ["gone", "running"])
+def test_a_server_started_again_waits_for_the_last_ones_workers_only_if_their_owner_is_gone(
+        tmp_path: Path, owner: str) -> None:
+    """A server killed with -9 takes its workers with it, but they may still hold the ports a moment: the next server
+    of that home waits for them, and ends those that outlive the wait. A worker still holding the port stands here
+    for one slow to die; where its owner still runs (another server of this home), it is left alone."""
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port_pair()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(port)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"listening\n"
+        owner_named = _dead_process() if owner == "gone" else identify(os.getpid())
+        (home / "workers.json").write_text(json.dumps({"owner": list(owner_named),
+                                                       "workers": [list(identify(holder.pid))]}))
+        if owner == "gone":
+            srv = start_server(home, port=port)
+            try:
+                assert holder.wait(timeout=10) == -signal.SIGKILL  # it outlived the wait: ended by the new server
+                assert httpx.get(f"{srv.url}/healthz").status_code == 200
+            finally:
+                stop_server(srv)
+        else:
+            with pytest.raises(RuntimeError, match="Address already in use"):
+                start_server(home, port=port)
+            assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()

@@ -32,6 +32,7 @@ from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.serving import Server, loop_factory
 from flexq.server.tls import ensure_certificates
 from flexq.server.worker import WorkerSpec
+from flexq.server.worker_record import await_leftovers
 from flexq.server.workers import Front
 from flexq.store import BaseStore, SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
@@ -127,6 +128,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
+    await_leftovers(home)  # the API workers of a server of this home that was killed may still hold its ports
     sockets, store = _open(plan, store_spec, home, shared, workers)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from flexq.server.owner_link import CommitServer, GroupCommit, commit_socket, owner_socket, unix_listener
 from flexq.server.serving import Server, uvicorn_servers
 from flexq.server.worker import ENV, WorkerSpec
+from flexq.server.worker_record import forget, identify, record
 from flexq.store import BaseStore
 
 __all__ = ["Front"]
@@ -64,6 +65,7 @@ class Front:
             self._commits = CommitServer(commit_socket(self.home), GroupCommit(self.store))
         self._socket = unix_listener(owner_socket(self.home), _BACKLOG)
         self._processes = [self._start(i) for i in range(self.count)]
+        self._record()
         self._guard = threading.Thread(target=self._keep, name="flexq-workers", daemon=True)
         self._guard.start()
         return uvicorn_servers(app, [self._socket], None, log_level)
@@ -82,6 +84,12 @@ class Front:
                 log.warning("API worker %d (pid %d) stopped (exit %s): starting another", index, process.pid,
                             process.returncode)
                 self._processes[index] = self._start(index)
+                self._record()
+
+    def _record(self) -> None:
+        """Who runs on this home, for a server started after this one is killed (see
+        :mod:`flexq.server.worker_record`)."""
+        record(self.home, identify(os.getpid()), [identify(p.pid) for p in self._processes])
 
     def stop(self) -> None:
         """Stop the workers (they finish their open requests first), and remove the owner's socket."""
@@ -99,6 +107,8 @@ class Front:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if running:
+            forget(self.home)
         if self._commits is not None:
             self._commits.close()
         if self._socket is not None:
