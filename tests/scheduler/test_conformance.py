@@ -75,7 +75,8 @@ def _config(case: dict[str, Any]) -> Config:
 GATES = {"TASBalancedPlacement": "balanced_placement", "TASFailedNodeReplacement": "replace_failed_nodes",
          "TASReplaceNodeOnPodTermination": "replace_on_pod_termination",
          "TASReplaceNodeOnNodeTaints": "replace_on_taints",
-         "TASReplaceNodeDueToNotReadyOverFixedTime": "not_ready_fixed_time"}
+         "TASReplaceNodeDueToNotReadyOverFixedTime": "not_ready_fixed_time",
+         "TASRecomputeAssignmentWithinSchedulingCycle": "recompute_tas"}
 """Kueue's feature gates a case may set (its ``featureGates``) -> the scheduler's Config field of each; a gate not
 here fails the case."""
 

@@ -141,3 +141,55 @@ def test_dws_nodes_place_each_job_once_provisioned_and_a_job_they_cannot_hold_is
                                              'to fit only 4 out of 5 pod(s). Total nodes: 13; excluded: resource '
                                              '"cpu": 8'}
     assert failed[-1]["t"] < 1202
+
+
+def _reserving_scenario(tmp_path: Path, recompute: bool) -> Path:
+    """:func:`_preempting_scenario`'s queue, with ``low-b`` of three pods (host 8 of the second sub-block stays free),
+    and a second ClusterQueue on the same flavor, in a cohort with the first, where ``small`` (one pod, low priority)
+    comes with ``urgent``; ``recompute``: Kueue's ``TASRecomputeAssignmentWithinSchedulingCycle``."""
+    path = _preempting_scenario(tmp_path)
+    doc = yaml.safe_load(path.read_text())
+    objects = doc["spec"]["objects"]
+    queue = next(obj for obj in objects if obj["kind"] == "ClusterQueue")
+    queue["spec"]["cohort"] = "tas"
+    side = {**queue, "metadata": {"name": "side-queue"}, "spec": {**queue["spec"], "preemption": {}}}
+    local = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+             "metadata": {"name": "side-user-queue", "namespace": "default"}, "spec": {"clusterQueue": "side-queue"}}
+    objects += [side, local]
+    submit = doc["spec"]["submit"]
+    submit[1]["object"]["spec"].update(parallelism=3, completions=3)
+    small = yaml.safe_load(yaml.safe_dump(submit[0]["object"]))
+    small["metadata"].update(name="small", labels={"kueue.x-k8s.io/queue-name": "side-user-queue",
+                                                   "kueue.x-k8s.io/priority-class": "low"})
+    small["spec"].update(parallelism=1, completions=1)
+    submit.append({"at": "60s", "runFor": "10m", "object": small})
+    doc["spec"]["kueueConfig"] = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                                  "featureGates": {"TASRecomputeAssignmentWithinSchedulingCycle": recompute}}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("recompute", [True, False], ids=["recompute", "no recompute"])
+def test_a_preempting_job_keeps_the_sub_block_it_frees_from_a_lower_priority_job(tmp_path: Path,
+                                                                                   recompute: bool) -> None:
+    """``urgent`` preempts ``low-b`` for the second sub-block, whose free host 8 ``small`` (another queue, lower
+    priority, nominated in the same cycle) would take: the preemptor keeps the sub-block for the cycle, so ``small``
+    waits and ``low-a`` is never preempted (without the reservation ``small`` took host 8 and ``urgent`` went on to
+    preempt ``low-a`` too). With the gate on ``small`` is assigned again and finds no host (Kueue's message); off, it
+    is skipped (tests/scheduler/test_tas_recompute.py has Kueue's cases). Once ``urgent`` ends, ``low-b`` is back on
+    its three hosts and ``small`` on host 8."""
+    result = run_scenario(load_scenario(_reserving_scenario(tmp_path, recompute)))
+    story = [(e["t"], e["event"], _short(e["workload"])) for e in result.events
+             if e["event"] in ("QuotaReserved", "Preempted")]
+    hosts = {(_short(e["workload"]), e["t"]): [d["values"][0] for d in e["topologyAssignments"]["main"]["domains"]]
+             for e in result.events if e["event"] == "QuotaReserved"}
+    assert story[:3] == [(0, "QuotaReserved", "low-a"), (1, "QuotaReserved", "low-b"), (60, "Preempted", "low-b")]
+    assert story[3][1:] == ("QuotaReserved", "urgent")
+    assert hosts[("urgent", story[3][0])] == [f"gke-tas-pool-{n}-0" for n in (5, 6, 7, 8)]
+    assert not any(event == "Preempted" and name == "low-a" for _, event, name in story)
+    small = [e["reason"] for e in result.events if e["event"] == "Pending" and _short(e["workload"]) == "small"]
+    assert small[0].startswith('couldn\'t assign flavors to pod set main: topology "gke-default" doesn\'t allow to fit '
+                               'any of 1 pod(s). Total nodes: 8; excluded: resource "cpu": 8' if recompute
+                               else "Workload no longer fits after processing another workload")
+    assert hosts[("low-b", 660)] == [f"gke-tas-pool-{n}-0" for n in (5, 6, 7)]
+    assert hosts[("small", 660)] == ["gke-tas-pool-8-0"]

@@ -116,6 +116,8 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "TASReplaceNodeOnNodeTaints": frozenset({True, False}),
     "TASReplaceNodeDueToNotReadyOverFixedTime": frozenset({True, False}),
     "TASBalancedPlacement": frozenset({True, False}),  # honoured: a preferred request spread evenly
+    # honoured: a head whose placement an earlier one of the cycle took is assigned again (off: skipped)
+    "TASRecomputeAssignmentWithinSchedulingCycle": frozenset({True, False}),
     "TASMultiLayerTopology": frozenset({True}),  # podset-slice-required-topology-constraints are placed
     "SkipReassignmentForPodOwnedWorkloads": frozenset({True}),  # a lost node's plain Pod is not moved
 }

@@ -147,6 +147,8 @@ class ControlPlane:
                                                          "TASReplaceNodeOnPodTermination"),
                                                      replace_on_taints=self.kueue.gate("TASReplaceNodeOnNodeTaints"),
                                                      balanced_placement=self.kueue.gate("TASBalancedPlacement"),
+                                                     recompute_tas=self.kueue.gate(
+                                                         "TASRecomputeAssignmentWithinSchedulingCycle"),
                                                      not_ready_fixed_time=self.kueue.gate(
                                                          "TASReplaceNodeDueToNotReadyOverFixedTime")))
         if self.driver is None:

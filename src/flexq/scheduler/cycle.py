@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from flexq.scheduler.domains import TopologyView
+from flexq.scheduler.domains import TopologyView, holding
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_preemption import search_for
 from flexq.scheduler.fairshare import fair_order
@@ -50,7 +50,16 @@ from flexq.scheduler.second_pass import needs_second_pass, place_delayed
 from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
 from flexq.scheduler.state import SchedulerState
-from flexq.scheduler.tas import delayed_flavors, topology_check, topology_fits, topology_view
+from flexq.scheduler.tas import (
+    Held,
+    delayed_flavors,
+    placed_empty,
+    placed_without,
+    reserving,
+    topology_check,
+    topology_fits,
+    topology_view,
+)
 from flexq.scheduler.transitions import Transitions
 
 __all__ = ["NAMESPACE_MISMATCH", "CycleRunner"]
@@ -72,6 +81,9 @@ class _Cycle:
     """The victims of preemptions issued this cycle, out of the tree until it ends."""
     victims: list[Workload] = field(default_factory=list)
     progress: bool = False
+    reserved: dict[str, Held] = field(default_factory=dict)
+    """By Topology: the placements preempting workloads keep until the cycle ends (Kueue adds a preempting
+    workload's topology usage to the cycle's snapshot, as it does its quota)."""
 
 
 class CycleRunner:
@@ -181,6 +193,8 @@ class CycleRunner:
                 if partial is not None:
                     assignment, targets = partial
                 state.last_assignment[wl.key] = assignment
+            if targets and self._view is not None and assignment.mode is Mode.PREEMPT:
+                assignment = placed_without(state, now, wl, assignment, targets)
             nominated.append((wl, assignment, targets))
         self._scan = None
         if len(nominated) > 1:
@@ -198,15 +212,22 @@ class CycleRunner:
         return events, cycle.progress or state.set_aside != aside
 
     def _process(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
-                 now: float) -> list[Event]:
+                 now: float, recomputed: bool = False) -> list[Event]:
         state = self.state
         if assignment.mode is Mode.NO_FIT:
             return self.transitions.inadmissible(wl, assignment.message(), now, assignment.no_fit)
         cq = state.config.cluster_queues[wl.cluster_queue]
         usage = assignment.usage()
         if assignment.mode is Mode.PREEMPT and not targets:
+            if self._view is not None and assignment.topology_blocked:
+                if not recomputed and self._recomputes(wl) and fits_with_borrowing(state.tree, cq.name, usage) \
+                        and not self._tas_fits(wl, placed_empty(state, self._view, wl, assignment), cycle):
+                    again = self._recompute(wl, assignment, cycle)
+                    return self._process(wl, *again, cycle, now, recomputed=True)
             if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
                 self._reserve_capacity(cq, usage, assignment.borrow > 0, cycle)
+                if self._view is not None:
+                    self._reserve_placement(wl, placed_empty(state, self._view, wl, assignment), cycle)
             gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
                 if wl.key in state.gated else ""
             state.gated.discard(wl.key)
@@ -232,17 +253,21 @@ class CycleRunner:
             usage = {fr: v - replaced.get(fr, 0) for fr, v in usage.items()}
         else:
             fits = fits_with_borrowing(state.tree, cq.name, usage)
-        if fits and assignment.mode is Mode.FIT:
-            fits = topology_fits(state, self._view, wl, assignment)
-        if not fits:
+        placed = fits and self._tas_fits(wl, assignment, cycle)
+        if not placed:
             cycle.trial.undo(mark)
             del cycle.removed[len(cycle.removed) - len(own):]
+            if fits and not recomputed and self._recomputes(wl):
+                # Kueue's TASRecomputeAssignmentWithinSchedulingCycle: the quota still fits, the placement was taken
+                again = self._recompute(wl, assignment, cycle)
+                return self._process(wl, *again, cycle, now, recomputed=True)
             return self.transitions.skip(wl, "Workload no longer fits after processing another workload", now,
                                          PendingReason.WAITING_FOR_QUOTA)
         if assignment.mode is Mode.FIT:
             cycle.progress = True
             return self.transitions.reserve(wl, assignment, now, discount)
         cycle.trial.add(cq.name, usage)
+        self._reserve_placement(wl, assignment, cycle)
         events: list[Event] = []
         state.last_targets[wl.key] = list(targets)
         new = [t for t in targets if not t.workload.evicting]
@@ -255,6 +280,66 @@ class CycleRunner:
         if self.transitions.note_pending(wl, message, PendingReason.WAITING_FOR_PREEMPTED_WORKLOADS):
             events.append(Event(now, EventKind.PENDING, wl.key, wl.cluster_queue, message))
         return events
+
+    def _tas_fits(self, wl: Workload, assignment: Assignment, cycle: _Cycle) -> bool:
+        """Whether the places ``assignment`` gives ``wl``'s topology-aware pod sets are still free: what workloads
+        admitted this cycle hold counts, and what preempting ones keep; the cycle's victims are gone (Kueue's
+        ``fits`` with the preempted workloads' removal simulated)."""
+        view = self._view
+        if view is None:
+            return True
+        if cycle.removed or cycle.reserved:
+            without = topology_view(self.state, view.now, frozenset(v.key for v in cycle.removed))
+            assert without is not None
+            view = reserving(without, cycle.reserved)
+        return topology_fits(self.state, view, wl, assignment)
+
+    def _reserve_placement(self, wl: Workload, assignment: Assignment, cycle: _Cycle) -> None:
+        """A preempting workload keeps the places its topology-aware pod sets will take, this cycle."""
+        flavors = self.state.config.flavors
+        podsets = {p.name: p for p in wl.podsets}
+        for result in assignment.podsets:
+            flavor = next((flavors[f] for f in result.flavors.values() if f in flavors and flavors[f].topology), None)
+            if result.topology is not None and flavor is not None:
+                cycle.reserved.setdefault(flavor.topology, []).append(holding(result.topology, podsets[result.name]))
+
+    def _recomputes(self, wl: Workload) -> bool:
+        """Whether ``wl``'s assignment is computed again when its placement is taken during the cycle (Kueue's
+        ``TASRecomputeAssignmentWithinSchedulingCycle``); a variant sharing another's quota, or a growing slice,
+        is not."""
+        state = self.state
+        return state.config.recompute_tas and self._view is not None and \
+            replaced_slice(state.workloads, wl) is None and not self.holdings.shared(wl)
+
+    def _recompute(self, wl: Workload, nominated: Assignment, cycle: _Cycle) -> tuple[Assignment, list[Target]]:
+        """``wl`` assigned again against what the cycle took so far, on the flavors it was nominated on (Kueue's
+        nomination mapping: the quota checked for the cycle's earlier heads stays right): the workloads admitted and
+        the placements kept count; the cycle's victims count too, as they do in Kueue's snapshot, until the check."""
+        state = self.state
+        cq = state.config.cluster_queues[wl.cluster_queue]
+        assert self._view is not None
+        everywhere = frozenset(f for g in cq.groups for f in g.flavors)
+        sticky = dataclasses.replace(wl, allowed=tuple(
+            (ps.name, frozenset(result.flavors.values()) or (wl.allowed_for(ps.name) or everywhere))
+            for ps, result in zip(wl.podsets, nominated.podsets, strict=True)))
+        view = reserving(self._view, cycle.reserved)
+        fair = state.config.fair_sharing
+        with Trial(state.tree) as back:
+            for victim in cycle.removed:
+                assert victim.admission is not None
+                back.add(victim.cluster_queue, victim.admission.usage())
+            oracle = oracle_for(sticky, cq, state.tree, state.holding, usage=state.queues.victim_usage(),
+                                search=search_for(fair))
+            assignment = assign_flavors(sticky, cq, state.tree, state.config.flavors, oracle, self._unavailable(),
+                                        view, fair=fair is not None, delayed=delayed_flavors(state, cq))
+            state.last_assignment[wl.key] = assignment
+            targets: list[Target] = []
+            if assignment.mode is Mode.PREEMPT and (assignment.granular is not Granular.NO_CANDIDATES
+                                                    or assignment.topology_blocked):
+                targets = self._targets(sticky, assignment, oracle, cycle.reserved)
+            if targets:
+                assignment = placed_without(state, view.now, sticky, assignment, targets, cycle.reserved)
+        return assignment, targets
 
     def _remove_for_cycle(self, victim: Workload, cycle: _Cycle) -> None:
         assert victim.admission is not None
@@ -408,7 +493,8 @@ class CycleRunner:
             known = self._shapes[id(podsets)] = (podsets, wl.shape())
         return (cq.name, wl.priority, newer, wl.allowed, known[1])
 
-    def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None) -> list[Target]:
+    def _targets(self, wl: Workload, assignment: Assignment, oracle: PreemptionOracle | None,
+                 reserved: Mapping[str, Held] | None = None) -> list[Target]:
         """The victims of the nominated ``wl``: those its preemption oracle found, when it was asked the same
         question in the same state, else searched for; where its pod sets are placed on a topology (fair
         sharing on or off), searched for so that they free a placement too."""
@@ -419,7 +505,7 @@ class CycleRunner:
             return slice_targets(wl, old, cq, state.tree, state.holding, assignment,
                                  search_for(state.config.fair_sharing), state.queues.victim_usage())
         needed, requests = assignment.preempt_resources(), assignment.usage()
-        placed = topology_check(state, self._view.now, wl, assignment) if self._view is not None else None
+        placed = topology_check(state, self._view.now, wl, assignment, reserved) if self._view is not None else None
         targets = oracle.found(needed, requests) if oracle is not None and placed is None else None
         if targets is None:
             targets = self._search()(wl, cq, state.tree, state.holding, needed, requests, None,

@@ -50,6 +50,10 @@ class Config:
     balanced_placement: bool = False
     """Kueue's ``TASBalancedPlacement`` (alpha, off by default): a preferred topology request spread evenly over the
     fewest domains (:mod:`flexq.scheduler.tas_balanced`)."""
+    recompute_tas: bool = True
+    """Kueue's ``TASRecomputeAssignmentWithinSchedulingCycle`` (beta, on by default in v0.19): a workload whose quota
+    still fits when its turn in the cycle comes, but whose topology placement was taken by one admitted or preempting
+    before it, is assigned again (its flavors kept) against what the cycle took; off, it is skipped."""
     not_ready_fixed_time: bool = False
     """Kueue's ``TASReplaceNodeDueToNotReadyOverFixedTime`` (deprecated, off by default in v0.19): a node NotReady for
     30 s counts as failed whatever its pods do."""

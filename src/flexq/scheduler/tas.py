@@ -3,7 +3,9 @@ nominated workload is admitted, that what it was placed on is still free (:mod:`
 
 The nodes come from the capacity (:attr:`~flexq.scheduler.state.SchedulerState.nodes`, set by a capacity driver);
 what admitted workloads hold is read from their admissions' topology assignments, so a workload reserved earlier in
-the same cycle counts at once. With no topology-aware flavor configured there is no view, and nothing changes.
+the same cycle counts at once; what a preempting workload keeps for the cycle is added to a view
+(:func:`reserving`), where it goes computed by :func:`placed_without` (its victims gone) or :func:`placed_empty` (it
+found none). With no topology-aware flavor configured there is no view, and nothing changes.
 """
 
 from __future__ import annotations
@@ -13,12 +15,29 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from flexq.scheduler.domains import TopologyNode, TopologyView, UsageOf, domain_base, fits, holding, place, tas_implied
 from flexq.scheduler.flavorassigner import Assignment, topology_request
-from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, TopologyAssignment, Workload
+from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, TopologyAssignment, TopologyRequest, Workload
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas_groups import group_pairs, place_pair
 
-__all__ = ["delayed_flavors", "topology_check", "topology_fits", "topology_view"]
+__all__ = ["Held", "delayed_flavors", "placed_empty", "placed_without", "reserving", "topology_check", "topology_fits",
+           "topology_view"]
+
+
+Held = list[tuple[TopologyAssignment, Mapping[str, int]]]
+"""Topology assignments held, each with what one of its pods holds (a view's usage)."""
+
+
+def reserving(view: TopologyView, reserved: Mapping[str, Held]) -> TopologyView:
+    """``view`` with ``reserved`` (by Topology: the placements preempting workloads keep during a cycle) held too."""
+    if not any(reserved.values()):
+        return view
+    usage = view.usage
+
+    def more(name: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
+        return [*usage(name), *reserved.get(name, ())]
+
+    return dataclasses.replace(view, usage=more)
 
 
 def topology_view(state: SchedulerState, now: float, without: frozenset[str] = frozenset(),
@@ -98,8 +117,6 @@ def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload
     return True
 
 
-Held = list[tuple[TopologyAssignment, Mapping[str, int]]]
-
 
 def _changed(back: Mapping[str, Held], topology: str, held: Held) -> UsageOf:
     """What changed since a pod set's leaves were built: the victims' assignments back (``back``, by Topology) and
@@ -113,9 +130,9 @@ def _changed(back: Mapping[str, Held], topology: str, held: Held) -> UsageOf:
 
 
 def _place_pair(view: TopologyView, changed: UsageOf, flavor: FlavorSpec, pair: tuple[PodSet, PodSet],
-                held: Held) -> bool:
-    """Whether a pod set group is placed with ``changed`` (victims back, earlier pod sets held) on top of what the
-    view's holders hold; where it is, both its pod sets' places are added to ``held``."""
+                held: Held) -> tuple[TopologyAssignment, TopologyAssignment] | None:
+    """Where a pod set group is placed with ``changed`` (victims back, earlier pod sets held) on top of what the
+    view's holders hold (None: it is not); where it is, both its pod sets' places are added to ``held``."""
     usage = view.usage
 
     def more(name: str) -> Iterable[tuple[TopologyAssignment, Mapping[str, int]]]:
@@ -123,9 +140,9 @@ def _place_pair(view: TopologyView, changed: UsageOf, flavor: FlavorSpec, pair: 
 
     where = place_pair(dataclasses.replace(view, usage=more), flavor, *pair)
     if isinstance(where, str):
-        return False
+        return None
     held.extend(holding(placed, podset) for placed, podset in zip(where, pair, strict=True))
-    return True
+    return where
 
 
 def _tas_flavor(state: SchedulerState, flavors: Iterable[str]) -> FlavorSpec | None:
@@ -133,23 +150,93 @@ def _tas_flavor(state: SchedulerState, flavors: Iterable[str]) -> FlavorSpec | N
     return next((specs[f] for f in flavors if f in specs and specs[f].topology and specs[f].levels), None)
 
 
-def topology_check(state: SchedulerState, now: float, wl: Workload,
-                   assignment: Assignment) -> Callable[[Sequence[Target]], bool] | None:
-    """What Kueue's preemption asks of a set of victims besides quota, where ``wl``'s pod sets are placed on a
-    topology: that with the victims gone every such pod set is placed (the earlier ones held for the later ones),
-    on the nodes at ``now``. None where no pod set of ``wl`` is placed on a topology."""
+Asked = list[tuple[PodSet, TopologyRequest, FlavorSpec]]
+Placer = Callable[[Sequence[Target]], dict[str, TopologyAssignment] | None]
+
+
+def _asked(state: SchedulerState, wl: Workload, assignment: Assignment) -> Asked:
+    """``wl``'s pod sets placed on a topology by ``assignment``'s flavors (but those whose placement is delayed),
+    with their requests and flavors."""
     cq = state.config.cluster_queues[wl.cluster_queue]
     implied = tas_implied(cq, state.config.flavors)
     asked = []
     for podset, result in zip(wl.podsets, assignment.podsets, strict=False):
         request, flavor = topology_request(podset, implied), _tas_flavor(state, result.flavors.values())
         if request is not None and flavor is not None and not result.delayed:
-            asked.append((podset, request, flavor))
+            # (a partial admission's pod set as many pods as it was assigned)
+            asked.append((podset if result.count == podset.count else dataclasses.replace(podset, count=result.count),
+                          request, flavor))
+    return asked
+
+
+def topology_check(state: SchedulerState, now: float, wl: Workload, assignment: Assignment,
+                   reserved: Mapping[str, Held] | None = None) -> Callable[[Sequence[Target]], bool] | None:
+    """What Kueue's preemption asks of a set of victims besides quota, where ``wl``'s pod sets are placed on a
+    topology: that with the victims gone every such pod set is placed (the earlier ones held for the later ones),
+    on the nodes at ``now`` (``reserved``: what preempting workloads keep this cycle, held too). None where no pod
+    set of ``wl`` is placed on a topology."""
+    placer = _placer(state, now, wl, assignment, reserved or {})
+    if placer is None:
+        return None
+    return lambda victims: placer(victims) is not None
+
+
+def placed_without(state: SchedulerState, now: float, wl: Workload, assignment: Assignment, victims: Sequence[Target],
+                   reserved: Mapping[str, Held] | None = None) -> Assignment:
+    """``assignment`` of a preempting ``wl`` with its topology-aware pod sets placed where they go once ``victims``
+    are gone (Kueue computes this placement for a preempting workload and keeps it for the rest of the cycle); as it
+    is where they are not placed, or none is topology-aware."""
+    placer = _placer(state, now, wl, assignment, reserved or {})
+    where = placer(victims) if placer is not None else None
+    return _with_placements(assignment, where) if where else assignment
+
+
+def placed_empty(state: SchedulerState, view: TopologyView, wl: Workload, assignment: Assignment) -> Assignment:
+    """``assignment`` of a preempting ``wl`` that found nobody to preempt, its topology-aware pod sets placed as if
+    no other workload held the nodes (Kueue's ``simulateEmpty``: the placement it keeps for the cycle so that a
+    lower-priority workload does not take what it waits for); as it is where they are not placed."""
+    asked = _asked(state, wl, assignment)
+    if not asked:
+        return assignment
+    pairs = group_pairs([podset for podset, _, _ in asked], lambda i: asked[i][2].name)
+    held: Held = []
+    where: dict[str, TopologyAssignment] = {}
+    for i, (podset, request, flavor) in enumerate(asked):
+        mine = dataclasses.replace(view, usage=_changed({}, flavor.topology, held))  # only its earlier pod sets held
+        if i in pairs:
+            if pairs[i] > i:
+                both = place_pair(mine, flavor, podset, asked[pairs[i]][0])
+                if isinstance(both, str):
+                    return assignment
+                pair = (podset, asked[pairs[i]][0])
+                held.extend(holding(placed, ps) for placed, ps in zip(both, pair, strict=True))
+                where.update({ps.name: placed for placed, ps in zip(both, pair, strict=True)})
+            continue
+        placed = place(mine, flavor, podset, request, (*podset.tolerations, *flavor.tolerations))
+        if isinstance(placed, str):
+            return assignment
+        held.append(holding(placed, podset))
+        where[podset.name] = placed
+    return _with_placements(assignment, where)
+
+
+def _with_placements(assignment: Assignment, where: Mapping[str, TopologyAssignment]) -> Assignment:
+    return dataclasses.replace(assignment, podsets=tuple(
+        dataclasses.replace(result, topology=where[result.name]) if result.name in where else result
+        for result in assignment.podsets))
+
+
+def _placer(state: SchedulerState, now: float, wl: Workload, assignment: Assignment,
+            reserved: Mapping[str, Held]) -> Placer | None:
+    """Where ``wl``'s topology-aware pod sets are placed once a set of victims is gone, by pod set (None: not all of
+    them are), on the nodes at ``now`` with ``reserved`` held too; None where none is topology-aware."""
+    asked = _asked(state, wl, assignment)
     if not asked:
         return None
 
     view = topology_view(state, now)
     assert view is not None
+    view = reserving(view, reserved)
     pairs = group_pairs([podset for podset, _, _ in asked], lambda i: asked[i][2].name)
     bases = [None if i in pairs else domain_base(view, flavor, podset, (*podset.tolerations, *flavor.tolerations))
              for i, (podset, _, flavor) in enumerate(asked)]
@@ -163,7 +250,7 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
             memo[key] = [(where, {r: -v for r, v in per_pod.items()}) for where, per_pod in _held(wl, topology, state)]
         return memo[key]
 
-    def placed(victims: Sequence[Target]) -> bool:
+    def placed(victims: Sequence[Target]) -> dict[str, TopologyAssignment] | None:
         # Each pod set's leaves were built once, with every holder's assignment off: the victims' go back on (as
         # negative usage), the earlier pod sets' come off, in whole numbers, so the free capacity is the same as a
         # tree built without the victims.
@@ -172,17 +259,22 @@ def topology_check(state: SchedulerState, now: float, wl: Workload,
         back: dict[str, Held] = {topology: [h for wl in gone for h in negated(wl, topology)]
                                  for topology in {flavor.topology for _, _, flavor in asked}}
         held: Held = []
+        out: dict[str, TopologyAssignment] = {}
         for i, ((podset, request, flavor), base) in enumerate(zip(asked, bases, strict=True)):
             if i in pairs:
-                if pairs[i] > i and not _place_pair(view, _changed(back, flavor.topology, held), flavor,
-                                                    (podset, asked[pairs[i]][0]), held):
-                    return False
+                if pairs[i] > i:
+                    pair = (podset, asked[pairs[i]][0])
+                    both = _place_pair(view, _changed(back, flavor.topology, held), flavor, pair, held)
+                    if both is None:
+                        return None
+                    out.update({ps.name: where for where, ps in zip(both, pair, strict=True)})
                 continue
             changed = dataclasses.replace(view, usage=_changed(back, flavor.topology, held))
             where = place(changed, flavor, podset, request, (*podset.tolerations, *flavor.tolerations), base=base)
             if isinstance(where, str):
-                return False
+                return None
             held.append(holding(where, podset))
-        return True
+            out[podset.name] = where
+        return out
 
     return placed
