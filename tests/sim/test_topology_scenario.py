@@ -193,3 +193,46 @@ def test_a_preempting_job_keeps_the_sub_block_it_frees_from_a_lower_priority_job
                                else "Workload no longer fits after processing another workload")
     assert hosts[("low-b", 660)] == [f"gke-tas-pool-{n}-0" for n in (5, 6, 7)]
     assert hosts[("small", 660)] == ["gke-tas-pool-8-0"]
+
+
+def _queues_apart_scenario(tmp_path: Path) -> Path:
+    """examples/tas's queue holds a sub-block with ``hold-a`` (30m) and the other with ``hold-b`` (1h); two more
+    ClusterQueues on the same flavor, neither in a cohort, each get a job of a sub-block at 60s: ``strict`` (StrictFIFO)
+    and ``best`` (BestEffortFIFO)."""
+    objects = list(yaml.safe_load_all((SCENARIO.parent / "tas-queue.yaml").read_text()))
+    (cq,) = [obj for obj in objects if obj["kind"] == "ClusterQueue"]
+    for name, strategy in (("strict", "StrictFIFO"), ("best", "BestEffortFIFO")):
+        objects.append({**cq, "metadata": {"name": f"{name}-cq"}, "spec": {**cq["spec"], "queueingStrategy": strategy}})
+        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                        "metadata": {"name": f"{name}-queue", "namespace": "default"},
+                        "spec": {"clusterQueue": f"{name}-cq"}})
+    template = (SCENARIO.parent / "job-subblock.yaml").read_text()
+
+    def job(name: str, queue: str = "tas-user-queue") -> dict[str, object]:
+        obj = yaml.safe_load(template.replace("${JOB_NAME}", name).replace("${PODS}", "4"))
+        obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
+        return dict(obj)
+
+    submit = [{"at": "0s", "runFor": "30m", "object": job("hold-a")},
+              {"at": "1s", "runFor": "1h", "object": job("hold-b")},
+              {"at": "60s", "runFor": "10m", "object": job("strict", "strict-queue")},
+              {"at": "61s", "runFor": "10m", "object": job("best", "best-queue")}]
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-queues-apart"},
+           "spec": {"objects": objects, "submit": submit, "until": "2h",
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}]}}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_nodes_freed_in_another_cluster_queue_reach_a_strict_fifo_head_only(tmp_path: Path) -> None:
+    """hold-a ends at 30m in examples/tas's queue: the StrictFIFO queue's head, tried every cycle as Kueue tries it,
+    takes the sub-block; the BestEffortFIFO queue's job, set aside for its placement, is not looked at again when
+    hold-b ends at 1h either: Kueue requeues inadmissible workloads of the finished workload's ClusterQueue and cohort
+    tree only (tests/scheduler/test_tas_requeue.py)."""
+    events = run_scenario(load_scenario(_queues_apart_scenario(tmp_path))).events
+    reserved = [(e["t"], _short(e["workload"])) for e in events if e["event"] == "QuotaReserved"]
+    assert reserved == [(0, "hold-a"), (1, "hold-b"), (1800, "strict")]
+    pending = [(e["t"], _short(e["workload"])) for e in events if e["event"] == "Pending"]
+    assert (61, "best") in pending

@@ -33,9 +33,11 @@ class Holdings:
 
     def release(self, wl: Workload) -> None:
         """``wl`` gives back its quota (another holder takes over the shared pod sets' part if it carried them);
-        its cohort tree's set-aside workloads are looked at again."""
+        its cohort tree's set-aside workloads are looked at again, and so are the StrictFIFO heads waiting for the
+        nodes it gives back (:meth:`nodes_freed`)."""
         assert wl.admission is not None
         state = self.state
+        freed = wl.admission
         state.holding.get(wl.cluster_queue, {}).pop(wl.key, None)
         state.queues.moved(wl)
         if wl.cluster_queue in state.tree.queues:
@@ -53,6 +55,7 @@ class Holdings:
                     state.carrier[parent] = key
                     break
         self.wake_tree(wl.cluster_queue)
+        self.nodes_freed(freed)
 
     def wake_tree(self, cq: str) -> None:
         """Something changed in ``cq``'s cohort tree: its queues' set-aside workloads return, their heads unblock."""
@@ -60,6 +63,25 @@ class Holdings:
         if cq not in state.tree.queues:
             return
         state.queues.wake(state.tree.members(cq), state.workloads)
+
+    def nodes_freed(self, admission: Admission) -> None:
+        """The pods of ``admission`` leave the nodes a topology-aware flavor placed them on: a blocked StrictFIFO
+        queue with a flavor of the same topology tries its head again, whatever its cohort tree. Kueue requeues a
+        StrictFIFO head at once and tries it every cycle, so it sees nodes that another tree's workload gave back; a
+        BestEffortFIFO workload set aside stays aside until its own tree or the nodes change (Kueue's
+        ``QueueAssociatedInadmissibleWorkloadsAfter`` requeues the freeing workload's ClusterQueue and cohort tree
+        only)."""
+        state = self.state
+        if not state.queues.any_blocked():
+            return
+        flavors = state.config.flavors
+        topologies = {flavors[f].topology for ps in admission.podsets if ps.topology is not None
+                      for f in ps.flavors.values() if f in flavors and flavors[f].topology}
+        if not topologies:
+            return
+        state.queues.unblock([cq.name for cq in state.config.cluster_queues.values() if state.queues.blocked(cq.name)
+                              and any(f in flavors and flavors[f].topology in topologies
+                                      for group in cq.groups for f in group.flavors)])
 
     def make_full(self, wl: Workload) -> None:
         """A variant that reserved without the shared pod sets' quota takes it on."""

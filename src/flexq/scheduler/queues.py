@@ -193,6 +193,13 @@ class QueueManager:
     def blocked(self, cq: str) -> bool:
         return cq in self._blocked
 
+    def any_blocked(self) -> bool:
+        return bool(self._blocked)
+
+    def unblock(self, queues: Iterable[str]) -> None:
+        """These StrictFIFO queues try their heads again (their set-aside workloads, if any, stay aside)."""
+        self._blocked.difference_update(queues)
+
     def wake(self, queues: Collection[str], workloads: dict[str, Workload]) -> None:
         """Something changed for these queues: their set-aside workloads return, their heads unblock."""
         inadmissible, blocked = self._inadmissible, self._blocked

@@ -402,8 +402,9 @@ class Scheduler:
             if wl.cluster_queue in state.tree.queues:
                 state.tree.remove(wl.cluster_queue, wl.admission.usage())
                 state.tree.add(wl.cluster_queue, admission.usage())
-            wl.admission = admission
+            freed, wl.admission = wl.admission, admission
             self._holdings.wake_tree(wl.cluster_queue)
+            self._holdings.nodes_freed(freed)
         wl.podsets = podsets
         if wl.key in state.variants:  # racing: the variants race anew with the new shape
             events = self._racing.withdraw_all(wl, now, "Variant withdrawn: its workload was resized")
