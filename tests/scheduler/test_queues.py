@@ -79,6 +79,25 @@ def test_blocked_until_woken() -> None:
     assert [queues.blocked("cq"), queues.queued(a)] == [False, True]
 
 
+@pytest.mark.parametrize(("arrival", "unblocks"), [
+    (("higher", 5, 9.0), True),     # a higher priority: the new head
+    (("earlier", 0, 0.5), True),    # queued before the head (a workload requeued with its first queue time)
+    (("later", 0, 2.0), False),     # behind the head: the queue stays blocked on it
+    (("lower", -1, 0.0), False),
+])
+def test_a_workload_that_comes_before_a_blocked_head_unblocks_its_queue(arrival: tuple[str, int, float],
+                                                                       unblocks: bool) -> None:
+    queues = QueueManager()
+    head = _wl("head", created=1.0)
+    queues.push(head)
+    queues.block("cq")
+    name, priority, created = arrival
+    new = _wl(name, priority=priority, created=created)
+    queues.push(new)
+    assert queues.blocked("cq") is not unblocks
+    assert queues.head("cq", {w.key: w for w in (head, new)}) is (new if unblocks else head)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_waking_many_queues_at_once_is_waking_each(seed: int) -> None:
     """A cohort tree's queues woken together (most of them holding nothing back: those that do are looked up) end as

@@ -123,11 +123,18 @@ class QueueManager:
         return fair.usage(lq, self.weights.get(lq, 1.0))
 
     def push(self, wl: Workload) -> None:
-        """Put a pending workload (back) into its ClusterQueue's heap."""
+        """Put a pending workload (back) into its ClusterQueue's heap. In a blocked StrictFIFO queue, one that comes
+        before the head it is blocked on (a higher priority, or queued earlier) is the new head, and is tried: Kueue
+        keeps a StrictFIFO head in its heap, so the next cycle takes whichever is first."""
         entry = (-wl.priority, wl.queue_time, next(self._seq), wl.key)
         self._entry[wl.key] = entry
         self._inadmissible.get(wl.cluster_queue, set()).discard(wl.key)
-        heapq.heappush(self._heaps.setdefault(wl.cluster_queue, []), entry)
+        heap = self._heaps.setdefault(wl.cluster_queue, [])
+        if wl.cluster_queue in self._blocked and (
+                not heap or entry < heap[0] or self._entry.get(heap[0][3]) is not heap[0]
+                or (self.fair is not None and wl.cluster_queue in self.fair_queues)):
+            self._blocked.discard(wl.cluster_queue)
+        heapq.heappush(heap, entry)
         if self.fair is not None:
             self._file(wl, entry)
 
