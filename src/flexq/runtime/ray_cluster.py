@@ -236,7 +236,10 @@ class LocalRayCluster:
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **loopback,
                # What the cluster's processes (and the job) put in temp files goes with the cluster's temp dir:
                # a worker killed at the end leaves nothing of its own in /tmp (multiprocessing's pymp-* dirs).
-               "TMPDIR": str(self.temp_dir), **({"HOME": str(self.temp_dir)} if user.separate else {})}
+               "TMPDIR": str(self.temp_dir), **({"HOME": str(self.temp_dir)} if user.separate else {}),
+               # Its processes find this cluster, not any other on the machine: Ray's own code that looks for "the"
+               # local cluster (Ray Train's placement group cleaner) fails where two clusters run at once.
+               "RAY_ADDRESS": f"127.0.0.1:{self.gcs_port}"}
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
             f"--port={self.gcs_port}", "--node-ip-address=127.0.0.1",
@@ -303,7 +306,7 @@ class LocalRayCluster:
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
                "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TMPDIR": str(temp),
                **_loopback_only({self.gcs_port, self.dashboard_port, self.client_port}),
-               **({"HOME": str(temp)} if user.separate else {})}
+               **({"HOME": str(temp)} if user.separate else {}), "RAY_ADDRESS": f"127.0.0.1:{self.gcs_port}"}
         command = [sys.executable, "-c", _JOIN, "start", "--block",
                    f"--address=127.0.0.1:{self.gcs_port}", "--node-ip-address=127.0.0.1",
                    f"--dashboard-agent-listen-port={_free_port(set())}", f"--num-cpus={num_cpus}",
