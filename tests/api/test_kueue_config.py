@@ -193,6 +193,21 @@ def test_failed_node_replacement_follows_its_gate(name: str) -> None:
     assert parse(text, "kueue.yaml").replace_failed_nodes is expected
 
 
+# name -> (text, ClusterQueueMaxExecutionTime's value)
+ALPHA: dict[str, tuple[str, bool]] = {
+    "no gate: off, as its proposal has it": (V2, False),
+    "on": (V2 + "featureGates: {ClusterQueueMaxExecutionTime: true}", True),
+    "off, beside a Kueue gate at its default that flexq serves": (
+        V2 + "featureGates: {ClusterQueueMaxExecutionTime: false, PartialAdmission: true}", False),
+}
+
+
+@pytest.mark.parametrize("name", ALPHA)
+def test_a_proposed_gate_flexq_serves_as_an_alpha_is_off_unless_turned_on(name: str) -> None:
+    text, expected = ALPHA[name]
+    assert parse(text, "kueue.yaml").gate("ClusterQueueMaxExecutionTime") is expected
+
+
 @pytest.mark.parametrize("name", FAIR_SHARING)
 def test_fair_sharing_is_on_where_kueue_turns_it_on_with_its_strategies(name: str) -> None:
     text, expected = FAIR_SHARING[name]

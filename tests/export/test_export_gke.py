@@ -18,6 +18,7 @@ import yaml
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
 from tests.export.crds import errors, has_schema
+from tests.queues import queue_yaml
 
 GUIDE_ENV = {"CLUSTER_NAME": "tpu-cluster", "GKE_VERSION": "1.34", "ZONE": "us-east5-b", "PROJECT_ID": "demo",
              "ONDEMAND_NODEPOOL": "on-demand-pool", "DWS_NODEPOOL": "dws-pool"}
@@ -200,3 +201,20 @@ spec:
     assert "# label the nodes with example.com/rack yourself" in script
     # TAS is on by default in Kueue v0.19: no feature gate to set.
     assert "featureGates" not in script
+
+
+def test_export_keeps_a_cluster_queues_workload_defaults_and_says_kueue_drops_them(flexq: Any, tmp_path: Path) -> None:
+    """KEP-7029's ``spec.workloadDefaults`` (an alpha here, not in Kueue's releases): kept as written, and cluster.sh
+    says a released Kueue drops it."""
+    assert flexq("container", "clusters", "create", "c", "--location=us-east5-b").code == 0
+    docs = list(yaml.safe_load_all(queue_yaml(("default-flavor", None))))
+    next(d for d in docs if d["kind"] == "ClusterQueue")["spec"]["workloadDefaults"] = {
+        "maximumExecutionTimeSeconds": 600}
+    assert flexq("apply", "-f", "-", input=yaml.safe_dump_all(docs)).code == 0
+    out = tmp_path / "gke"
+    result = flexq("export", "gke", "--out", str(out))
+    assert result.code == 0, result.err
+    queue = next(o for o in yaml.safe_load_all((out / "kueue.yaml").read_text()) if o["kind"] == "ClusterQueue")
+    assert queue["spec"]["workloadDefaults"] == {"maximumExecutionTimeSeconds": 600}
+    assert ("# ClusterQueue cq: spec.workloadDefaults (a default maximum execution time, KEP-7029) is not in Kueue's "
+            "releases yet") in (out / "cluster.sh").read_text()

@@ -38,9 +38,9 @@ from flexq.api.object_errors import FieldError, InputError, InvalidObject
 from flexq.api.quantity import QuantityError, parse_quantity
 from flexq.durations import DurationError, parse_duration
 
-__all__ = ["DEFAULT_KUEUE_CONFIG", "FAIR_SHARING_STRATEGIES", "FEATURE_GATES", "FRAMEWORKS", "AdmissionFairSharing",
-           "KueueConfig", "PodsReadyConfig", "ResourceConfig", "Transformation", "kueue_config_of", "load_kueue_config",
-           "parse_kueue_config"]
+__all__ = ["ALPHA_GATES", "DEFAULT_KUEUE_CONFIG", "FAIR_SHARING_STRATEGIES", "FEATURE_GATES", "FRAMEWORKS",
+           "AdmissionFairSharing", "KueueConfig", "PodsReadyConfig", "ResourceConfig", "Transformation",
+           "kueue_config_of", "load_kueue_config", "parse_kueue_config"]
 
 GROUP: Final = "config.kueue.x-k8s.io"
 VERSIONS: Final = ("v1beta1", "v1beta2")
@@ -97,6 +97,14 @@ FEATURE_GATES: Final[Mapping[str, bool]] = {
 }
 """Kueue v0.19's feature gates and their defaults."""
 
+ALPHA_GATES: Final[Mapping[str, bool]] = {
+    # KEP-7029 (kubernetes-sigs/kueue#7029, proposed, not in a release): a ClusterQueue's default maximum execution
+    # time, ``spec.workloadDefaults.maximumExecutionTimeSeconds``, under the gate its implementation proposes.
+    "ClusterQueueMaxExecutionTime": False,
+}
+"""Gates of features Kueue has proposed but not released, which flexq serves as alphas under the proposals' names
+and defaults (off)."""
+
 _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "DisableWaitForPodsReady": frozenset({True, False}),  # honoured: true turns waitForPodsReady off
     "ConcurrentAdmission": frozenset({True}),  # flexq serves ClusterQueues' concurrentAdmissionPolicy
@@ -120,6 +128,7 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "TASRecomputeAssignmentWithinSchedulingCycle": frozenset({True, False}),
     "TASMultiLayerTopology": frozenset({True}),  # podset-slice-required-topology-constraints are placed
     "SkipReassignmentForPodOwnedWorkloads": frozenset({True}),  # a lost node's plain Pod is not moved
+    "PartialAdmission": frozenset({True}),  # kueue.x-k8s.io/job-min-parallelism is honoured
 }
 """The gates whose behaviour flexq has, at the values where it has it; any other gate or value is refused."""
 
@@ -248,7 +257,7 @@ class KueueConfig:
 
     def gate(self, name: str) -> bool:
         """A feature gate's value: the Configuration's, else Kueue v0.19's default."""
-        return self.feature_gates.get(name, FEATURE_GATES[name])
+        return self.feature_gates.get(name, FEATURE_GATES[name] if name in FEATURE_GATES else ALPHA_GATES[name])
 
     def manages(self, kind: str) -> bool:
         """Whether jobs of ``kind`` (Job, RayJob, RayCluster, Pod) are managed (their framework is enabled)."""
@@ -578,9 +587,9 @@ class _Reader:
             where = f"featureGates.{name}"
             if not isinstance(on, bool):
                 self.fail(where, "must be a boolean")
-            elif name not in FEATURE_GATES:
+            elif name not in FEATURE_GATES and name not in ALPHA_GATES:
                 self.fail(where, f"unrecognized feature gate: {name}")
-            elif on not in _SERVED_GATES.get(name, frozenset()):
+            elif on not in _SERVED_GATES.get(name, frozenset()) and name not in ALPHA_GATES:
                 self.fail(where, f"not supported: flexq does not implement {name}={str(on).lower()} (Kueue's default: "
                           f"{str(FEATURE_GATES[name]).lower()})")
             else:

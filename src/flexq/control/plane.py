@@ -213,6 +213,10 @@ class ControlPlane:
                            f"integrations.frameworks does not list {self.kueue.framework_of(kind)}")
         wl = make_workload(kind, group, job, local_queues=self.local_queues, priorities=self.priorities,
                            created=created, pod_sets=pod_sets)
+        if wl.max_exec_seconds is None and self.kueue.gate("ClusterQueueMaxExecutionTime"):
+            # KEP-7029: the ClusterQueue's default, where the job's label gives none (read once, at creation)
+            cq = self.scheduler.config.cluster_queues.get(wl.cluster_queue)
+            wl.max_exec_seconds = cq.default_max_exec_seconds if cq is not None else None
         if pod_sets is None and self.kueue.resources:
             wl.podsets = self.counted(wl.podsets)
         if self.names_priority_classes:

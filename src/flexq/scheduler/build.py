@@ -137,6 +137,7 @@ def cluster_queue_spec(obj: Mapping[str, Any], active: bool = True) -> ClusterQu
         stop_policy=str(spec.get("stopPolicy") or "None"),
         fair_admission=(spec.get("admissionScope") or {}).get("admissionMode") == "UsageBasedAdmissionFairSharing",
         fair_weight=fair_weight(spec),
+        default_max_exec_seconds=(spec.get("workloadDefaults") or {}).get("maximumExecutionTimeSeconds"),
     )
 
 

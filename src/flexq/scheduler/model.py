@@ -347,6 +347,9 @@ class ClusterQueueSpec:
     fair_weight: float = 1.0
     """``spec.fairSharing.weight`` (Kueue's default 1; 0: an infinite share while borrowing), read under fair
     sharing only."""
+    default_max_exec_seconds: int | None = None
+    """``spec.workloadDefaults.maximumExecutionTimeSeconds`` (KEP-7029, under the ``ClusterQueueMaxExecutionTime``
+    gate): the maximum execution time its workloads are made with where their job gives none."""
 
     def admits_namespace(self, labels: Mapping[str, str]) -> bool:
         """Whether a workload from a namespace labelled ``labels`` may be admitted (Kueue's namespace check)."""

@@ -142,6 +142,12 @@ class ConcurrentAdmissionPolicy(K8sModel):
     migration: ConcurrentAdmissionMigration
 
 
+class ClusterQueueWorkloadDefaults(K8sModel):
+    """KEP-7029 (proposed, served as an alpha under ``ClusterQueueMaxExecutionTime``): what the ClusterQueue's
+    workloads get where their job does not say."""
+    maximumExecutionTimeSeconds: Annotated[StrictInt, Field(ge=1)] | None = None
+
+
 class ClusterQueueSpec(K8sModel):
     resourceGroups: Annotated[list[ResourceGroup], Field(max_length=16)] | None = None
     cohort: Name | None = None
@@ -156,6 +162,7 @@ class ClusterQueueSpec(K8sModel):
     fairSharing: FairSharing | None = None
     concurrentAdmissionPolicy: ConcurrentAdmissionPolicy | None = None
     admissionScope: AdmissionScope | None = None
+    workloadDefaults: ClusterQueueWorkloadDefaults | None = None
 
 
 class ClusterQueue(TopLevel):
