@@ -111,6 +111,36 @@ def test_topology_assignment_with_real_kubectl(kubectl: Any, flexq: Any) -> None
         'couldn\'t assign flavors to pod set main: topology "gke-default" allows to fit only 4 out of 5 pod(s)')
 
 
+def test_required_node_affinity_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    # The job's template leaves two hosts of the first sub-block out by name (matchFields on metadata.name, as
+    # Kueue's per-node check reads the required node affinity): its four pods take the other sub-block.
+    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
+                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
+                  "--machine-type=n2-standard-16", "--num-nodes=8")):
+        made = flexq(*args)
+        assert made.code == 0, made.err
+    applied = kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
+    assert applied.code == 0, applied.err
+    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
+    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                 for n in nodes["items"]}
+    out = sorted(h for h, sub in subblocks.items() if sub == "tas-pool-b0-s0")[:2]
+    job = yaml.safe_load(_job("a", 4))
+    job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "NotIn", "values": [h]} for h in out]}]}}}
+    made = kubectl("apply", "-f", "-", input=yaml.safe_dump(job))
+    assert made.code == 0, made.err
+
+    def placed() -> list[str]:
+        wl = _workload(kubectl, "a", "v1beta1")
+        assignment = wl["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"]
+        return [d["values"][0] for d in assignment["domains"]]
+
+    hosts = eventually(placed)
+    assert len(hosts) == 4 and {subblocks[h] for h in hosts} == {"tas-pool-b0-s1"}
+
+
 # Kueue's site/static/examples/tas/sample-queues.yaml (v0.19) and sample-job-required.yaml, as they are written.
 SAMPLE_QUEUES = """apiVersion: kueue.x-k8s.io/v1beta2
 kind: Topology

@@ -18,12 +18,13 @@ import yaml
 from flexq.api import parse_kueue_config
 from flexq.api.quantity import parse_quantity
 from flexq.jobs import request_from_object
-from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec, taint, topology_levels
+from flexq.scheduler.build import cluster_queue_spec, cohort_spec, flavor_spec, node_affinity, taint, topology_levels
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.fair_usage import UsageLedger
 from flexq.scheduler.model import (
     Admission,
     CheckState,
+    NodeSelectorTerm,
     PodSet,
     PodSetAssignment,
     Requirement,
@@ -148,12 +149,22 @@ def _holder(raw: dict[str, Any]) -> Workload:
     return wl
 
 
+def _affinity(raw: dict[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """A pod set's ``affinity`` (terms of expressions), or its ``nodeAffinity`` as a pod template writes it, read as
+    flexq reads a job's pod template."""
+    if "nodeAffinity" in raw:
+        return node_affinity({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": raw["nodeAffinity"]}}})
+    return tuple(NodeSelectorTerm(tuple(Requirement(e["key"], e["operator"], tuple(e.get("values") or ()))
+                                        for e in term))
+                 for term in raw.get("affinity") or [])
+
+
 def _incoming(raw: dict[str, Any]) -> Workload:
     podsets = tuple(
         PodSet(p["name"], int(p.get("count", 1)), {r: _milli(q) for r, q in p.get("requests", {}).items()},
                dict(p.get("nodeSelector") or {}), _tolerations(p.get("tolerations")),
-               tuple(tuple(Requirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in term)
-                     for term in p.get("affinity") or []),
+               _affinity(p),
                topology=request_from_object(p.get("topologyRequest")))
         for p in raw["podSets"])
     wl = Workload("default", raw["name"], raw.get("localQueue", "lq"), raw["clusterQueue"], podsets,

@@ -21,6 +21,7 @@ from flexq.scheduler.model import (
     Fungibility,
     Granular,
     Mode,
+    NodeSelectorTerm,
     PendingReason,
     PodSet,
     PreemptionPolicy,
@@ -98,6 +99,15 @@ NOSCHED = Taint("gpu", "yes", "NoSchedule")
 FLAVOR = FlavorSpec("f", {"zone": "a", "gen": "5"}, (NOSCHED, Taint("soft", "x", "PreferNoSchedule")))
 TOLERATE = (Toleration("gpu", "Exists"),)
 
+
+
+def T(*expressions: Requirement, fields: tuple[Requirement, ...] = ()) -> NodeSelectorTerm:
+    """A required node affinity term."""
+    return NodeSelectorTerm(expressions, fields)
+
+
+ON_X1 = Requirement("metadata.name", "In", ("x1",))
+
 # (pod set, compatible with FLAVOR)
 COMPATIBLE = [
     (PodSet("p", 1, {}), False),  # its NoSchedule taint is not tolerated (PreferNoSchedule does not count)
@@ -105,14 +115,18 @@ COMPATIBLE = [
     (PodSet("p", 1, {}, {"zone": "a"}, TOLERATE), True),
     (PodSet("p", 1, {}, {"zone": "b"}, TOLERATE), False),
     (PodSet("p", 1, {}, {"other": "b"}, TOLERATE), True),  # keys the flavor does not set are not checked
-    (PodSet("p", 1, {}, {}, TOLERATE, ((Requirement("gen", "Gt", ("4",)),),)), True),
-    (PodSet("p", 1, {}, {}, TOLERATE, ((Requirement("gen", "Gt", ("5",)),),)), False),
-    (PodSet("p", 1, {}, {}, TOLERATE, ((Requirement("gen", "Gt", ("5",)),), (Requirement("zone", "In", ("a",)),))),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("gen", "Gt", ("4",))),)), True),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("gen", "Gt", ("5",))),)), False),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("gen", "Gt", ("5",))), T(Requirement("zone", "In", ("a",))))),
      True),  # terms are ORed
-    (PodSet("p", 1, {}, {}, TOLERATE, ((Requirement("gen", "Gt", ("4",)), Requirement("zone", "In", ("b",))),)),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("gen", "Gt", ("4",)), Requirement("zone", "In", ("b",))),)),
      False),  # a term's expressions are ANDed
-    (PodSet("p", 1, {}, {}, TOLERATE, ((Requirement("gen", "Gt", ("5",)),), (Requirement("other", "In", ("x",)),))),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("gen", "Gt", ("5",))), T(Requirement("other", "In", ("x",))))),
      True),  # a term with nothing the flavor sets matches any node of it
+    # Kueue's flavorSelector keeps only matchExpressions: matchFields (the node's name) say nothing of a flavor
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(fields=(ON_X1,)),)), True),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("zone", "In", ("b",)), fields=(ON_X1,)),)), False),
+    (PodSet("p", 1, {}, {}, TOLERATE, (T(Requirement("zone", "NotIn", ("b",)), fields=(ON_X1,)),)), True),
 ]
 
 

@@ -29,6 +29,7 @@ from flexq.scheduler import (
     Workload,
     WorkloadState,
     format_amount,
+    node_affinity,
     toleration,
 )
 
@@ -88,7 +89,7 @@ def _podset(raw: Mapping[str, Any]) -> PodSet:
     least = raw.get("minCount")
     return PodSet(str(raw.get("name", "main")), int(raw.get("count", 1)), pod_requests(spec),
                   dict(spec.get("nodeSelector") or {}),
-                  tuple(toleration(t) for t in spec.get("tolerations") or []),
+                  tuple(toleration(t) for t in spec.get("tolerations") or []), node_affinity(spec),
                   min_count=least if isinstance(least, int) and not isinstance(least, bool) else None,
                   topology=request_from_object(raw.get("topologyRequest")))
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from flexq.api import FieldError, InvalidObject
 from flexq.jobs.workload import QUEUE_LABEL, pod_requests
-from flexq.scheduler import PodSet, toleration
+from flexq.scheduler import PodSet, node_affinity, toleration
 
 __all__ = [
     "GATE",
@@ -112,9 +112,13 @@ def _shape(pod: Mapping[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     containers = [{k: c.get(k) for k in ("image", "command", "args", "resources", "ports")}
                   for c in spec.get("containers") or []]
-    return {"containers": containers, "init": [c.get("resources") for c in spec.get("initContainers") or []],
-            "nodeSelector": spec.get("nodeSelector"), "tolerations": spec.get("tolerations"),
-            "priorityClassName": spec.get("priorityClassName")}
+    shape: dict[str, Any] = {
+        "containers": containers, "init": [c.get("resources") for c in spec.get("initContainers") or []],
+        "nodeSelector": spec.get("nodeSelector"), "tolerations": spec.get("tolerations"),
+        "priorityClassName": spec.get("priorityClassName")}
+    if spec.get("affinity") is not None:  # pods of different affinities are different roles (as Kueue's role hash)
+        shape["affinity"] = spec["affinity"]
+    return shape
 
 
 def role(pod: Mapping[str, Any]) -> str:
@@ -139,7 +143,8 @@ def group_podsets(pods: Sequence[Mapping[str, Any]]) -> tuple[tuple[PodSet, ...]
         spec = templates[name]["spec"]
         sets.append(PodSet(name=name, count=count, requests=pod_requests(spec),
                            node_selector=dict(spec.get("nodeSelector") or {}),
-                           tolerations=tuple(toleration(t) for t in spec.get("tolerations") or [])))
+                           tolerations=tuple(toleration(t) for t in spec.get("tolerations") or []),
+                           affinity=node_affinity(spec)))
     return tuple(sets), templates
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 from flexq.api import CLUSTER_SELECTOR_KEY
 from flexq.errors import FlexqError
 from flexq.jobs.topology_annotations import TopologyRequestError, check_groups, topology_request
-from flexq.scheduler import PodSet, Workload, milli, toleration
+from flexq.scheduler import PodSet, Workload, milli, node_affinity, toleration
 
 __all__ = [
     "COMPLETIONS_EQUAL_PARALLELISM",
@@ -117,6 +117,7 @@ def _podset(name: str, count: int, template: Mapping[str, Any]) -> PodSet:
         requests=pod_requests(spec),
         node_selector=dict(spec.get("nodeSelector") or {}),
         tolerations=tuple(toleration(t) for t in spec.get("tolerations") or []),
+        affinity=node_affinity(spec),
         topology=topology,
     )
 

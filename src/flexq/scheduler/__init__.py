@@ -1,9 +1,9 @@
 """The scheduling core: Kueue's queues, quota, flavor assignment and preemption, in real and virtual time."""
 
-from flexq.scheduler.build import build_config, milli, toleration
+from flexq.scheduler.build import build_config, milli, node_affinity, toleration
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import UsageLedger, format_usage
-from flexq.scheduler.flavorassigner import Assignment, format_amount
+from flexq.scheduler.flavorassigner import Assignment, format_amount, node_matches
 from flexq.scheduler.model import (
     Admission,
     CheckState,
@@ -66,5 +66,7 @@ __all__ = [
     "format_usage",
     "milli",
     "names_node",
+    "node_affinity",
+    "node_matches",
     "toleration",
 ]

@@ -15,6 +15,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Fungibility,
     LabelSelector,
+    NodeSelectorTerm,
     PreemptionPolicy,
     Quota,
     Requirement,
@@ -26,7 +27,7 @@ from flexq.scheduler.model import (
 from flexq.scheduler.queue_config import NAME_LABEL
 from flexq.scheduler.scheduler import Config
 
-__all__ = ["build_config", "label_selector", "milli", "taint", "toleration"]
+__all__ = ["build_config", "label_selector", "milli", "node_affinity", "taint", "toleration"]
 
 
 def milli(value: Any) -> int:
@@ -41,6 +42,27 @@ def toleration(obj: Mapping[str, Any]) -> Toleration:
     seconds = obj.get("tolerationSeconds")
     return Toleration(str(obj.get("key") or ""), str(obj.get("operator") or "Equal"), str(obj.get("value") or ""),
                       str(obj.get("effect") or ""), int(seconds) if isinstance(seconds, int) else None)
+
+
+def node_affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    """A pod spec's required node affinity (``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``):
+    its ``nodeSelectorTerms``, each with its ``matchExpressions`` and ``matchFields`` (empty: none)."""
+    affinity = spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, Mapping) else None
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list):
+        return ()
+    return tuple(NodeSelectorTerm(_requirements(term.get("matchExpressions")), _requirements(term.get("matchFields")))
+                 if isinstance(term, Mapping) else NodeSelectorTerm() for term in terms)
+
+
+def _requirements(raw: Any) -> tuple[Requirement, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(Requirement(str(e.get("key", "")), str(e.get("operator", "")),
+                             tuple(str(v) for v in e.get("values") or ()))
+                 for e in raw if isinstance(e, Mapping))
 
 
 def flavor_spec(obj: Mapping[str, Any], topologies: Mapping[str, tuple[str, ...]] | None = None) -> FlavorSpec:

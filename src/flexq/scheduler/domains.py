@@ -36,6 +36,7 @@ from flexq.scheduler.model import (
     Toleration,
     TopologyAssignment,
     TopologyRequest,
+    affinity_matches,
 )
 from flexq.scheduler.tas_balanced import Domain, balanced_domains
 
@@ -105,9 +106,11 @@ class Stats:
     selector: int = 0
     taints: dict[str, int] = field(default_factory=dict)
     resources: dict[str, int] = field(default_factory=dict)
+    affinity: int = 0
 
     def text(self) -> str:
         reasons = ([f"nodeSelector: {self.selector}"] if self.selector else []) + \
+            ([f"affinity: {self.affinity}"] if self.affinity else []) + \
             [f'taint "{t}": {n}' for t, n in self.taints.items()] + \
             [f'resource "{r}": {n}' for r, n in self.resources.items()]
         return f". Total nodes: {self.total}; excluded: {', '.join(sorted(reasons))}" if reasons else ""
@@ -151,6 +154,7 @@ class DomainBase:
     total: int
     selector: int
     taints: Mapping[str, int]
+    affinity: int = 0
 
     def tree(self) -> tuple[list[Domain], dict[tuple[str, ...], Domain], Stats]:
         """A fresh tree (each placement changes its domains' counts), its leaves, and the stats of its build."""
@@ -164,7 +168,7 @@ class DomainBase:
             if free is not None:
                 domain.nodes, domain.free = nodes, dict(free)
                 leaves[values] = domain
-        return roots, leaves, Stats(self.total, self.selector, dict(self.taints))
+        return roots, leaves, Stats(self.total, self.selector, dict(self.taints), affinity=self.affinity)
 
 
 def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
@@ -185,7 +189,7 @@ def domain_base(view: TopologyView, flavor: FlavorSpec, podset: PodSet,
 
     for root in roots:
         walk(root, -1)
-    return DomainBase(tuple(out), stats.total, stats.selector, dict(stats.taints))
+    return DomainBase(tuple(out), stats.total, stats.selector, dict(stats.taints), stats.affinity)
 
 
 
@@ -406,6 +410,9 @@ def _excluded(node: TopologyNode, podset: PodSet, tolerations: Sequence[Tolerati
             return True
     if any(node.labels.get(k) != v for k, v in podset.node_selector.items()):
         stats.selector += 1
+        return True
+    if podset.affinity and not affinity_matches(podset.affinity, node.name, node.labels):
+        stats.affinity += 1  # the pod's whole required node affinity, its matchFields on the node's name too
         return True
     return False
 

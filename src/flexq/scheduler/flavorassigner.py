@@ -25,6 +25,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Granular,
     Mode,
+    NodeSelectorTerm,
     PendingReason,
     PodSet,
     PreemptionPolicy,
@@ -33,13 +34,14 @@ from flexq.scheduler.model import (
     TopologyAssignment,
     TopologyRequest,
     Workload,
+    affinity_matches,
     most_severe,
 )
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.tas_groups import group_pairs, place_pair
 
 __all__ = ["Assignment", "FlavorTry", "Oracle", "PodSetResult", "assign_flavors", "compatible", "fits_again",
-           "format_amount", "reusable"]
+           "format_amount", "node_matches", "reusable"]
 
 _BINARY_RESOURCES = frozenset({"memory", "ephemeral-storage"})
 
@@ -184,24 +186,24 @@ def _untolerated(podset: PodSet, flavor: FlavorSpec) -> Taint | None:
     return None
 
 
-def _node_matches(podset: PodSet, flavor: FlavorSpec) -> bool:
+def node_matches(podset: PodSet, flavor: FlavorSpec) -> bool:
     """nodeSelector and required affinity against the flavor's labels, on the flavor's own label keys."""
     labels = flavor.node_labels
     for key, value in podset.node_selector.items():
         if key in labels and labels[key] != value:
             return False
-    if podset.affinity:
-        terms = [[r for r in term if r.key in labels] for term in podset.affinity]
-        if any(not term for term in terms):
+    if podset.affinity:  # Kueue's flavorSelector: only matchExpressions on the flavor's keys, matchFields dropped
+        terms = [NodeSelectorTerm(tuple(r for r in term.expressions if r.key in labels)) for term in podset.affinity]
+        if any(not term.expressions for term in terms):
             return True  # a term with nothing left to check matches any node of the flavor
-        return any(all(r.matches(labels) for r in term) for term in terms)
+        return affinity_matches(tuple(terms), "", labels)
     return True
 
 
 def compatible(podset: PodSet, flavor: FlavorSpec, implied: bool = False) -> bool:
     """Could the pod set's pods go on the flavor's nodes at all (taints tolerated, selectors and affinity, a topology
     request met by a topology-aware flavor; ``implied``: the ClusterQueue's flavors are all topology-aware)?"""
-    return _untolerated(podset, flavor) is None and _node_matches(podset, flavor) and \
+    return _untolerated(podset, flavor) is None and node_matches(podset, flavor) and \
         not tas_match(podset, flavor, implied)
 
 
@@ -289,7 +291,7 @@ def _refused(search: _Search, name: str, spec: FlavorSpec | None, podsets: Seque
             return FlavorTry(name, Granular.NO_FIT, 0, (
                 f"untolerated taint {{{taint.key} {taint.value} {taint.effect} <nil>}} in flavor {name}",),
                 no_fit=no_match)
-    if not all(_node_matches(podset, spec) for podset in podsets):
+    if not all(node_matches(podset, spec) for podset in podsets):
         return FlavorTry(name, Granular.NO_FIT, 0, (f"flavor {name} doesn't match node affinity",), no_fit=no_match)
     return None
 

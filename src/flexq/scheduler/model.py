@@ -7,6 +7,7 @@ state that only the scheduler and the controllers change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
@@ -25,6 +26,7 @@ __all__ = [
     "Granular",
     "LabelSelector",
     "Mode",
+    "NodeSelectorTerm",
     "PendingReason",
     "PodSet",
     "PodSetAssignment",
@@ -39,6 +41,7 @@ __all__ = [
     "TopologyRequest",
     "Workload",
     "WorkloadState",
+    "affinity_matches",
     "eviction_reason",
     "most_severe",
 ]
@@ -295,12 +298,66 @@ class Requirement:
         if self.operator == "DoesNotExist":
             return value is None
         if self.operator in ("Gt", "Lt") and value is not None and self.values:
-            try:
-                a, b = int(value), int(self.values[0])
-            except ValueError:
+            a, b = _int64(value), _int64(self.values[0])
+            if a is None or b is None:
                 return False
             return a > b if self.operator == "Gt" else a < b
         return False
+
+
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_INT64: Final = range(-(2**63), 2**63)
+
+
+def _int64(text: str) -> int | None:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it (None: not a 64-bit whole number)."""
+    if not _INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value in _INT64 else None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One term of a pod's required node affinity (Kubernetes' ``NodeSelectorTerm``): its ``matchExpressions``
+    on the node's labels and its ``matchFields`` on the node's fields (only ``metadata.name``), all ANDed; the terms
+    of an affinity are ORed."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Kubernetes' ``nodeaffinity`` rule: a term with nothing in it matches no node, nor does one with an
+        expression Kubernetes cannot read (In or NotIn with no values, Exists or DoesNotExist with some, Gt or
+        Lt without one whole number; a field other than In or NotIn of one value)."""
+        if not self.expressions and not self.fields:
+            return False
+        for r in self.expressions:
+            if not _well_formed(r) or not r.matches(labels):
+                return False
+        for r in self.fields:
+            if r.operator not in ("In", "NotIn") or len(r.values) != 1:
+                return False
+            value = name if r.key == "metadata.name" else ""
+            if (value == r.values[0]) != (r.operator == "In"):
+                return False
+        return True
+
+
+def _well_formed(r: Requirement) -> bool:
+    if r.operator in ("In", "NotIn"):
+        return bool(r.values)
+    if r.operator in ("Exists", "DoesNotExist"):
+        return not r.values
+    if r.operator in ("Gt", "Lt"):
+        return len(r.values) == 1 and _int64(r.values[0]) is not None
+    return False
+
+
+def affinity_matches(affinity: tuple[NodeSelectorTerm, ...], name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a node (its name and labels) meets a required node affinity: some term matches it (no terms: no
+    affinity, every node)."""
+    return not affinity or any(term.matches(name, labels) for term in affinity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,8 +441,9 @@ class PodSet:
     """Per pod, thousandths."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
-    affinity: tuple[tuple[Requirement, ...], ...] = ()
-    """Required node affinity: terms ORed, each term's expressions ANDed."""
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    """The pod template's required node affinity (``affinity.nodeAffinity``'s
+    ``requiredDuringSchedulingIgnoredDuringExecution``): its terms, ORed (empty: none)."""
     min_count: int | None = None
     """Kueue's ``minCount``: the fewest pods it may be admitted with (partial admission); None: all of them."""
     topology: TopologyRequest | None = None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flexq.capacity import PROVISIONING_EXPIRY, CapacityConfig, Cluster, EmulatedCloud, NodePoolSpec, PodGroup
-from flexq.scheduler import Config, PodSet, QuotaTree, Workload
+from flexq.scheduler import Config, PodSet, QuotaTree, Workload, node_matches
 
 __all__ = ["Earliest", "candidate_flavors", "lower_bound", "nodes_needed", "obtainable_from"]
 
@@ -96,13 +96,8 @@ def _selectable(config: Config, flavor: str, podset: PodSet) -> bool:
     spec = config.flavors.get(flavor)
     if spec is None:
         return False
-    labels = spec.node_labels
-    if any(k in labels and labels[k] != v for k, v in podset.node_selector.items()):
+    if not node_matches(podset, spec):
         return False
-    if podset.affinity:
-        keys = set(labels)
-        if not any(all(req.key not in keys or req.matches(labels) for req in term) for term in podset.affinity):
-            return False
     return all(any(t.tolerates(taint) for t in podset.tolerations) for taint in spec.node_taints)
 
 
