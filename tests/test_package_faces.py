@@ -94,7 +94,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "Event", "EventKind", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment",
         "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration",
         "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config",
-        "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "toleration",
+        "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "node_affinity", "node_matches",
+        "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

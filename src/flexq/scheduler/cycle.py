@@ -219,19 +219,7 @@ class CycleRunner:
         cq = state.config.cluster_queues[wl.cluster_queue]
         usage = assignment.usage()
         if assignment.mode is Mode.PREEMPT and not targets:
-            if self._view is not None and assignment.topology_blocked:
-                if not recomputed and self._recomputes(wl) and fits_with_borrowing(state.tree, cq.name, usage) \
-                        and not self._tas_fits(wl, placed_empty(state, self._view, wl, assignment), cycle):
-                    again = self._recompute(wl, assignment, cycle)
-                    return self._process(wl, *again, cycle, now, recomputed=True)
-            if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
-                self._reserve_capacity(cq, usage, assignment.borrow > 0, cycle)
-                if self._view is not None:
-                    self._reserve_placement(wl, placed_empty(state, self._view, wl, assignment), cycle)
-            gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
-                if wl.key in state.gated else ""
-            state.gated.discard(wl.key)
-            return self.transitions.inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
+            return self._preempts_nobody(wl, assignment, cq, usage, cycle, now, recomputed)
         old = replaced_slice(state.workloads, wl)
         if old is not None and assignment.mode is Mode.FIT:
             return self._replace_slice(wl, old, assignment, cycle, now)
@@ -267,6 +255,34 @@ class CycleRunner:
             cycle.progress = True
             return self.transitions.reserve(wl, assignment, now, discount)
         cycle.trial.add(cq.name, usage)
+        return self._preempting(wl, assignment, targets, cycle, now)
+
+    def _preempts_nobody(self, wl: Workload, assignment: Assignment, cq: ClusterQueueSpec,
+                         usage: dict[FlavorResource, int], cycle: _Cycle, now: float,
+                         recomputed: bool) -> list[Event]:
+        """A head that needs preemption and found nobody to preempt: assigned again where its placement (not its
+        quota) was taken this cycle; else it waits, keeping its quota and its placement for the cycle where its
+        ClusterQueue cannot always reclaim (Kueue's reservation for an unreclaimable preemptor)."""
+        state = self.state
+        if self._view is not None and assignment.topology_blocked:
+            if not recomputed and self._recomputes(wl) and fits_with_borrowing(state.tree, cq.name, usage) \
+                    and not self._tas_fits(wl, placed_empty(state, self._view, wl, assignment), cycle):
+                again = self._recompute(wl, assignment, cycle)
+                return self._process(wl, *again, cycle, now, recomputed=True)
+        if cq.reclaim_within_cohort is not PreemptionPolicy.ANY:
+            self._reserve_capacity(cq, usage, assignment.borrow > 0, cycle)
+            if self._view is not None:
+                self._reserve_placement(wl, placed_empty(state, self._view, wl, assignment), cycle)
+        gated = ". It preempts nobody: another variant of its workload holds quota or is preempting" \
+            if wl.key in state.gated else ""
+        state.gated.discard(wl.key)
+        return self.transitions.inadmissible(wl, assignment.message() + gated, now, PendingReason.WAITING_FOR_QUOTA)
+
+    def _preempting(self, wl: Workload, assignment: Assignment, targets: list[Target], cycle: _Cycle,
+                    now: float) -> list[Event]:
+        """A head whose victims free what it needs (its quota taken for the cycle): it keeps its placement for the
+        cycle and its victims are preempted; it waits for them."""
+        state = self.state
         self._reserve_placement(wl, assignment, cycle)
         events: list[Event] = []
         state.last_targets[wl.key] = list(targets)

@@ -128,7 +128,6 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
-    await_leftovers(home)  # the API workers of a server of this home that was killed may still hold its ports
     sockets, store = _open(plan, store_spec, home, shared, workers)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
@@ -188,6 +187,7 @@ def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
     if workers and shared:
         raise StoreOptionError("--workers: API workers serve one server's own SQLite file or PostgreSQL (not yet a "
                                "SQLite file --shared by several servers)")
+    await_leftovers(home)  # the API workers of a server of this home that was killed may still hold its ports
     sockets = [_bind(plan.http_host, plan.http_port, "--port")]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
