@@ -14,6 +14,7 @@ from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
 from flexq.control import (
     CapacityChanged,
+    CheckSet,
     ControlPlane,
     Input,
     JobDeleted,
@@ -26,7 +27,18 @@ from flexq.control import (
     QueuesReconfigured,
 )
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import ClusterQueueSpec, FlavorSpec, PodSet, Quota, ResourceGroup, Workload
+from flexq.scheduler.model import (
+    CheckState,
+    ClusterQueueSpec,
+    FlavorSpec,
+    PodSet,
+    PodSetUpdate,
+    Quota,
+    ResourceGroup,
+    Toleration,
+    Workload,
+    WorkloadState,
+)
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.timers import Kernel, TimerHeap
 from tests.support import job
@@ -348,3 +360,20 @@ def test_admission_fair_sharing_goes_on_from_the_usage_the_local_queues_kept() -
     assert ledger.consumed(("team", "fresh")) == ({}, START)
     assert ledger.consumed(("team", "garbled")) == ({}, START)
     assert ControlPlane(TimerHeap(VirtualClock(START)), [].append).fair_usage is None
+
+
+def test_a_checks_pod_set_updates_reach_the_workload() -> None:
+    # Both clocks feed an admission check's state as CheckSet (a scenario's spec.checks, a Workload's status on the
+    # live server): a Ready one's podSetUpdates are the workload's, for the second pass to place by.
+    flavor = FlavorSpec("od", {"cloud.google.com/gke-nodepool": "od-pool"})
+    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("od",), {("od", "cpu"): Quota(20_000)}),),
+                          checks=(("prov", None),))
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None,
+                         scheduler=Scheduler(Config({"od": flavor}, {"cq": cq}, {}), instant_eviction=True))
+    plane.emit(plane.feed(JobQueued(_workload("a"), START)))
+    plane.settle(START)
+    update = PodSetUpdate(node_selector={"pool": "dedicated"},
+                          tolerations=(Toleration("cloud.google.com/gke-queued", "Exists", effect="NoSchedule"),))
+    plane.emit(plane.feed(CheckSet("default/a", "prov", CheckState.READY, START + 1, "", {"main": update})))
+    wl = plane.scheduler.held("default/a")
+    assert wl.state is WorkloadState.ADMITTED and wl.pod_set_updates == {"prov": {"main": update}}

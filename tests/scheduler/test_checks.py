@@ -13,6 +13,7 @@ from flexq.scheduler.model import (
     ClusterQueueSpec,
     FlavorSpec,
     PodSet,
+    PodSetUpdate,
     Quota,
     ResourceGroup,
     Workload,
@@ -89,10 +90,10 @@ def test_check_reports(case: Case) -> None:
 def test_admitted_when_the_last_check_is_ready() -> None:
     sched = _reserved()
     sched.set_check(KEY, "a", R, 10.0)
-    sched.set_check(KEY, "b", R, 12.0, message="b provisioned", pod_set_updates={"main": {"x": "y"}})
+    sched.set_check(KEY, "b", R, 12.0, message="b provisioned", pod_set_updates={"main": PodSetUpdate({"x": "y"})})
     wl = sched.held(KEY)
     assert (wl.admitted_at, wl.reserved_at, wl.pending_reason, wl.pod_set_updates) == (
-        12.0, 1.0, "", {"b": {"main": {"x": "y"}}})
+        12.0, 1.0, "", {"b": {"main": PodSetUpdate({"x": "y"})}})
 
 
 def test_a_report_about_a_workload_without_quota_changes_nothing() -> None:
@@ -105,7 +106,7 @@ def test_a_report_about_a_workload_without_quota_changes_nothing() -> None:
 
 def test_pod_set_updates_are_kept_only_from_ready_checks() -> None:
     sched = _reserved()
-    sched.set_check(KEY, "a", P, 10.0, pod_set_updates={"main": {"x": "1"}})
+    sched.set_check(KEY, "a", P, 10.0, pod_set_updates={"main": PodSetUpdate({"x": "1"})})
     sched.set_check(KEY, "a", R, 11.0)
     assert sched.held(KEY).pod_set_updates == {}
 

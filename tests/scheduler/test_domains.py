@@ -19,6 +19,7 @@ from flexq.scheduler.model import (
     TopologyAssignment,
     TopologyRequest,
 )
+from flexq.scheduler.tas_groups import place_pair
 from tests.support.tas import BLOCK, CPU, RACK, Node
 
 GI = 1024**3 * 1000
@@ -271,3 +272,67 @@ def test_flavor_and_pod_set_must_agree_on_topology() -> None:
     mixed = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("tas", "plain"), quota),))
     flavors = {"tas": tas, "plain": plain}
     assert (tas_implied(only_tas, flavors), tas_implied(mixed, flavors)) == (True, False)
+
+
+ZONE_A_X3 = [Node("x3", {"zone": "zone-a", HOSTNAME: "x3"}, {"cpu": CPU, "memory": GI, "pods": 10_000},
+                  taints=(Taint("example.com/gpu", "present", "NoSchedule"),)),
+             Node("x3", {"zone": "zone-a", HOSTNAME: "x3"}, {"cpu": CPU, "memory": GI, "pods": 10_000}),
+             Node("x3", {"zone": "zone-a", HOSTNAME: "x3", "custom-label-1": "value-1"},
+                  {"cpu": CPU, "memory": GI, "pods": 10_000})]
+
+
+@pytest.mark.parametrize(("name", "node", "selector", "want"), [
+    ("skip node which has untolerated taint; BestFit", ZONE_A_X3[0], {},
+     'taint "example.com/gpu=present:NoSchedule": 1'),
+    ("skip node which doesn't match node selector, missing label; BestFit", ZONE_A_X3[1],
+     {"custom-label-1": "custom-value-1"}, "nodeSelector: 1"),
+    ("skip node which doesn't match node selector, label exists, value doesn't match; BestFit", ZONE_A_X3[2],
+     {"custom-label-1": "value-2"}, "nodeSelector: 1"),
+])
+def test_every_node_left_out_counts_them(name: str, node: Node, selector: dict[str, str], want: str) -> None:
+    # Kueue's TestFindTopologyAssignments cases of one node the per-node check leaves out: Kueue's tree keeps the
+    # node (with room for no pod), so the message is its notFitMessage with the nodes left out counted, not "no
+    # topology domains at level".
+    flavor = FlavorSpec("tas", {"zone": "zone-a"}, topology="default", levels=(HOSTNAME,))
+    request = TopologyRequest(HOSTNAME, required=True)
+    podset = PodSet("main", 1, {"cpu": 300}, node_selector=selector, topology=request)
+    assert place(_view([node]), flavor, podset, request, ()) == \
+        f'topology "default" doesn\'t allow to fit any of 1 pod(s). Total nodes: 1; excluded: {want}'
+
+
+@pytest.mark.parametrize("request_", [TopologyRequest(RACK), TopologyRequest(unconstrained=True),
+                                      TopologyRequest(RACK, required=True, slice_level=HOSTNAME, slice_size=2)],
+                         ids=["preferred", "unconstrained", "slices"])
+def test_every_node_left_out_says_so_for_any_request(request_: TopologyRequest) -> None:
+    # Kueue's findLevelWithFitDomains on a tree of nodes that hold no pod: every kind of request ends in its
+    # notFitMessage with nothing fitting (preferred: after the levels above; unconstrained: after its spread).
+    nodes = [Node(x, {BLOCK: "b1", RACK: "r1", HOSTNAME: x}, {"cpu": CPU, "pods": 10_000}) for x in ("x1", "x2")]
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    podset = PodSet("main", 2, {"cpu": CPU}, node_selector={"gpu": "a100"}, topology=request_)
+    unit = "slice" if request_.slice_size > 1 else "pod"
+    count = 1 if request_.slice_size > 1 else 2
+    assert place(_view(nodes), flavor, podset, request_, ()) == \
+        f'topology "default" doesn\'t allow to fit any of {count} {unit}(s). Total nodes: 2; excluded: nodeSelector: 2'
+
+
+def test_every_node_left_out_under_slice_layers_counts_no_slice_of_any_layer() -> None:
+    # Kueue's multiLayerNotFitMessage: its best domain is one of the nodes left out, holding no slice of any layer.
+    nodes = [Node(x, {BLOCK: "b1", RACK: "r1", HOSTNAME: x}, {"cpu": CPU, "pods": 10_000}) for x in ("x1", "x2")]
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    request = TopologyRequest(BLOCK, required=True, slice_level=RACK, slice_size=4,
+                              layers=((RACK, 4), (HOSTNAME, 2)))
+    podset = PodSet("main", 4, {"cpu": CPU}, node_selector={"gpu": "a100"}, topology=request)
+    assert place(_view(nodes), flavor, podset, request, ()) == (
+        f'topology "default" doesn\'t allow to fit; 0/1 slice(s) fit on level {RACK}; 0/2 slice(s) fit on level '
+        f"{HOSTNAME}. Total nodes: 2; excluded: nodeSelector: 2")
+
+
+def test_every_node_left_out_of_a_pod_set_group_counts_them() -> None:
+    # The leader-aware path (Kueue places a group's leader with its workers): nothing fits, counted as the workers'.
+    nodes = [Node(x, {BLOCK: "b1", RACK: "r1", HOSTNAME: x}, {"cpu": CPU, "pods": 10_000}) for x in ("x1", "x2")]
+    flavor = FlavorSpec("tas", topology="default", levels=THREE)
+    request = TopologyRequest(RACK, required=True, group="lws")
+    leader = PodSet("leader", 1, {"cpu": CPU}, node_selector={"gpu": "a100"}, topology=request)
+    workers = PodSet("workers", 3, {"cpu": CPU}, node_selector={"gpu": "a100"}, topology=request)
+    assert place_pair(_view(nodes), flavor, leader, workers) == \
+        'topology "default" doesn\'t allow to fit any of 3 pod(s). Total nodes: 2; excluded: nodeSelector: 2'

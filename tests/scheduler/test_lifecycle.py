@@ -15,6 +15,7 @@ from flexq.scheduler.model import (
     ConcurrentPolicy,
     FlavorSpec,
     PodSet,
+    PodSetUpdate,
     Quota,
     ResourceGroup,
     Workload,
@@ -350,7 +351,7 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     assert sched.race_reason(KEY) == f"racing: b: {waits}; a: {waits}", "the nearest to starting first"
     sched.held(vb).state = WorkloadState.QUOTA_RESERVED
     events = sched.set_check(KEY, "prov", CheckState.READY, 2.0, "ok", retry_after=None,
-                             pod_set_updates={"main": {"k": "v"}})
+                             pod_set_updates={"main": PodSetUpdate({"k": "v"})})
     on_a = {"main": {"cpu": "a"}}
     assert events[:2] == [
         Event(2.0, EventKind.CHECK, va, "cq", "ok", extra={"check": "prov", "state": "Ready"}),
@@ -358,7 +359,7 @@ def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
     assert [(e.kind, e.workload) for e in events[2:]] == [
         (EventKind.FINISHED, vb), (EventKind.FINISHED, va), (EventKind.QUOTA_RESERVED, KEY),
         (EventKind.ADMITTED, KEY)]
-    assert sched.held(KEY).pod_set_updates == {"prov": {"main": {"k": "v"}}}
+    assert sched.held(KEY).pod_set_updates == {"prov": {"main": PodSetUpdate({"k": "v"})}}
 
 
 def test_resizing_a_workload_waiting_out_a_retry_delay_leaves_it_waiting() -> None:

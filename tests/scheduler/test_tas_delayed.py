@@ -7,6 +7,8 @@ second pass that finds no placement keeps the quota, says so (``SecondPassFailed
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME
@@ -17,12 +19,15 @@ from flexq.scheduler.model import (
     DelayedTopology,
     FlavorSpec,
     PodSet,
+    PodSetUpdate,
+    Taint,
+    Toleration,
     TopologyRequest,
     Workload,
     WorkloadState,
 )
 from flexq.scheduler.scheduler import Scheduler
-from tests.support.tas import CPU, Node, node, tas_queue, tas_scheduler
+from tests.support.tas import BLOCK, CPU, RACK, Node, node, tas_queue, tas_scheduler
 
 PROV = "prov-check"
 
@@ -233,3 +238,88 @@ def test_a_delayed_pod_set_group_is_placed_together_by_the_second_pass(grouped: 
     assert _kinds(s.schedule(1.0)) == ["Admitted"]
     assert _assigned(wl) == {"leader": ("tas-default", "Ready", ("y1",) if grouped else ("x1",)),
                              "workers": ("tas-default", "Ready", ("y1", "y2"))}
+
+
+def _dedicated() -> tuple[Scheduler, Workload]:
+    """Kueue's integration test "should admit workload targeting the dedicated newly provisioned nodes"
+    (test/integration/singlecluster/tas/tas_test.go): a three-level topology, ``tas-flavor`` (nodes labelled
+    ``node-group: tas``), 5 cpus behind the ProvisioningRequest check; one pod of 1 cpu prefers a rack. Provisioned:
+    x2 (rack r1, 1 cpu, ``dedicated-selector-key: dedicated-selector-value-abc``) and x1 (rack r2, 2 cpus, ``...-xyz``).
+    """
+    nodes = [node("x2", {"node-group": "tas", "dedicated-selector-key": "dedicated-selector-value-abc", BLOCK: "b1",
+                         RACK: "r1", HOSTNAME: "x2"}, 1),
+             node("x1", {"node-group": "tas", "dedicated-selector-key": "dedicated-selector-value-xyz", BLOCK: "b1",
+                         RACK: "r2", HOSTNAME: "x1"}, 2)]
+    flavor = FlavorSpec("tas-flavor", {"node-group": "tas"}, topology="default", levels=(BLOCK, RACK, HOSTNAME))
+    cq = tas_queue("cq", ["tas-flavor"], 5, checks=((PROV, None),))
+    s = tas_scheduler(nodes, [flavor], [cq], instant_eviction=False, provisioning_checks=frozenset({PROV}))
+    wl = Workload("default", "wl1", "lq", "cq", (PodSet("main", 1, {"cpu": CPU}, topology=TopologyRequest(RACK)),),
+                  uid="wl1")
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert _assigned(wl) == {"main": ("tas-flavor", "Pending", None)}
+    return s, wl
+
+
+def _hosts(wl: Workload) -> tuple[str, ...] | None:
+    return _assigned(wl)["main"][2]
+
+
+def test_second_pass_places_on_the_nodes_the_checks_pod_set_updates_select() -> None:
+    # The ProvisioningRequestConfig's podSetUpdates.nodeSelector (dedicated-selector-key, from the request's
+    # provisioningClassDetails) is the check's podSetUpdate: the pod goes to x1, the node it selects, not to x2 (the
+    # tighter fit of the two racks, where it goes with no podSetUpdates: the next test).
+    s, wl = _dedicated()
+    update = PodSetUpdate({"autoscaling.x-k8s.io/consume-provisioning-request": "wl1-provisioning-1"},
+                          node_selector={"dedicated-selector-key": "dedicated-selector-value-xyz"})
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0, pod_set_updates={"main": update})
+    assert _kinds(s.schedule(11.0)) == ["Admitted"]
+    assert _hosts(wl) == ("x1",)
+
+
+def test_without_pod_set_updates_the_second_pass_takes_the_tightest_fit() -> None:
+    s, wl = _dedicated()
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0,
+                pod_set_updates={"main": PodSetUpdate({"autoscaling.x-k8s.io/consume-provisioning-request": "p"})})
+    assert _kinds(s.schedule(11.0)) == ["Admitted"]
+    assert _hosts(wl) == ("x2",)
+
+
+def test_a_selector_no_node_matches_leaves_the_second_pass_failing() -> None:
+    s, wl = _dedicated()
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0,
+                pod_set_updates={"main": PodSetUpdate(node_selector={"dedicated-selector-key": "other"})})
+    (failed,) = s.schedule(11.0)
+    assert failed.kind is EventKind.SECOND_PASS_FAILED and wl.state is WorkloadState.QUOTA_RESERVED
+
+
+def test_second_pass_tolerates_the_taints_the_checks_pod_set_updates_tolerate() -> None:
+    # Kueue merges an update's tolerations into the pod set's (PodSetInfo.Merge): a node tainted NoSchedule (as
+    # GKE's queued provisioning taints its nodes) is the pods' once the check's update tolerates it.
+    taint = Taint("cloud.google.com/gke-queued", "true", "NoSchedule")
+    tainted = dataclasses.replace(_node("x1"), taints=(taint,))
+    for updates, kinds in (({}, ["SecondPassFailed"]),
+                           ({"one": PodSetUpdate(tolerations=(Toleration("cloud.google.com/gke-queued", "Exists",
+                                                                         effect="NoSchedule"),))}, ["Admitted"])):
+        s = _scheduler([tainted])
+        wl = _job()
+        s.add(wl, 0.0)
+        s.schedule(0.0)
+        s.set_check(wl.key, PROV, CheckState.READY, 10.0, pod_set_updates=updates)
+        assert _kinds(s.schedule(11.0)) == kinds
+
+
+def test_a_pod_set_update_that_contradicts_the_template_says_so() -> None:
+    # Kueue's findTopologyAssignment: "invalid podSetUpdate for PodSet ..." where a check's nodeSelector gives a key
+    # of the template's nodeSelector another value.
+    s = _scheduler([_node("x1")])
+    wl = _job(dataclasses.replace(_podset("one"), node_selector={"tas-node": "true"}))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0,
+                pod_set_updates={"one": PodSetUpdate(node_selector={"tas-node": "false"})})
+    (failed,) = s.schedule(11.0)
+    assert failed.kind is EventKind.SECOND_PASS_FAILED
+    assert failed.reason == ("couldn't assign flavors to pod set one: invalid podSetUpdate for PodSet one, error: "
+                             "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for "
+                             "key=tas-node, value1=true, value2=false")

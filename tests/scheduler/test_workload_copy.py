@@ -7,6 +7,7 @@ import copy
 import dataclasses
 
 from flexq.scheduler import Admission, CheckState, FlavorResource, PodSet, PodSetAssignment, Workload, WorkloadState
+from flexq.scheduler.model import PodSetUpdate
 
 FIELDS: dict[str, str] = {
     **{name: "value" for name in (
@@ -30,7 +31,7 @@ def _workload() -> Workload:
                   state=WorkloadState.ADMITTED,
                   admission=Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, {fr: 2000}, 2),)))
     wl.checks["prov"] = CheckState.READY
-    wl.pod_set_updates["prov"] = {"main": {"cloud.google.com/gke-nodepool": "dws-pool"}}
+    wl.pod_set_updates["prov"] = {"main": PodSetUpdate(node_selector={"cloud.google.com/gke-nodepool": "dws-pool"})}
     wl.count_eviction("Preempted")
     return wl
 
@@ -46,10 +47,10 @@ def test_a_copy_owns_its_mappings_and_shares_its_values() -> None:
         elif not isinstance(mine, (int, float, str, bool)) and mine is not None:
             assert mine is theirs, name
     other.checks["prov"] = CheckState.RETRY
-    other.pod_set_updates["prov"]["main"]["extra"] = "x"
+    other.pod_set_updates["prov"]["extra"] = PodSetUpdate()
     other.count_eviction("Preempted")
     other.state = WorkloadState.FINISHED
-    assert wl.checks == {"prov": CheckState.READY} and "extra" not in wl.pod_set_updates["prov"]["main"]
+    assert wl.checks == {"prov": CheckState.READY} and "extra" not in wl.pod_set_updates["prov"]
     assert sum(wl.eviction_counts.values()) == 1 and wl.state is WorkloadState.ADMITTED
 
 

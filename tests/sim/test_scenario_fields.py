@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flexq.api.object_errors import InvalidObject
+from flexq.scheduler.model import PodSetUpdate, Toleration
 from flexq.sim.runner import run_scenario
 from flexq.sim.scenario import ScenarioError, load_scenario
 from tests import forks
@@ -106,3 +107,24 @@ def test_a_missing_scenario_file_is_named_once(tmp_path: Path) -> None:
     env = {**os.environ, "FLEXQ_HOME": str(tmp_path / "home")}
     proc = forks.run(["simulate", str(tmp_path / "missing.yaml")], text=True, timeout=60, env=env)
     assert (proc.returncode, proc.stderr) == (1, f"error: {tmp_path / 'missing.yaml'}: no such file\n")
+
+
+def test_a_ready_check_carries_its_pod_set_updates(tmp_path: Path) -> None:
+    # spec.checks[].podSetUpdates, as a Workload's status lists a check's (Kueue's PodSetUpdate): the second pass
+    # places the pod set by them (tests/scheduler/test_tas_delayed.py).
+    checks = """  checks:
+    - at: 5s
+      workload: default/j
+      check: prov
+      state: Ready
+      podSetUpdates:
+        - name: main
+          annotations: {autoscaling.x-k8s.io/consume-provisioning-request: j-prov-1}
+          nodeSelector: {cloud.google.com/gke-nodepool: dws-pool}
+          tolerations: [{key: cloud.google.com/gke-queued, operator: Exists, effect: NoSchedule}]
+  submit:"""
+    (check,) = load_scenario(_write(tmp_path, "  submit:", checks)).checks
+    assert check.pod_set_updates == {"main": PodSetUpdate(
+        {"autoscaling.x-k8s.io/consume-provisioning-request": "j-prov-1"},
+        node_selector={"cloud.google.com/gke-nodepool": "dws-pool"},
+        tolerations=(Toleration("cloud.google.com/gke-queued", "Exists", effect="NoSchedule"),))}

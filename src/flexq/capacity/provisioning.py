@@ -31,6 +31,7 @@ from flexq.capacity.variants import Expected, WaitingRoom
 from flexq.durations import format_seconds
 from flexq.objects import PROVISIONING_CONTROLLER
 from flexq.scheduler import CheckState, EventKind, Scheduler, Workload
+from flexq.scheduler.model import PodSetUpdate
 
 __all__ = [
     "BOOKING",
@@ -259,8 +260,8 @@ class Provisioner:
     def _ready(self, key: str, wl: Workload, check: str, name: str) -> None:
         """Request ``name`` is provisioned: ``key``'s check is Ready, its pod sets told to consume the request."""
         settings = self.settings[check]
-        updates = {g.name: {"autoscaling.x-k8s.io/consume-provisioning-request": name,
-                            "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class}
+        updates = {g.name: PodSetUpdate({"autoscaling.x-k8s.io/consume-provisioning-request": name,
+                                         "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class})
                    for g in pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)}
         self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, self.timeline.now(),
                                                  f"{name} provisioned", pod_set_updates=updates))

@@ -273,8 +273,8 @@ class ControlPlane:
             case PodsReady(key, at, ready):
                 self.pods_ready.ready(key, at, ready)
                 return []
-            case CheckSet(key, check, state, at, message):
-                return self.scheduler.set_check(key, check, state, at, message)
+            case CheckSet(key, check, state, at, message, updates):
+                return self.scheduler.set_check(key, check, state, at, message, pod_set_updates=updates)
             case JobStarted(key, at):
                 if self._began_now(key) is None:  # the first word of this admission's run counts
                     self._began[key] = at

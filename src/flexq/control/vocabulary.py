@@ -15,6 +15,7 @@ from typing import Any
 
 from flexq.capacity import CapacityConfig
 from flexq.scheduler import CheckState, PodSet, Workload
+from flexq.scheduler.model import PodSetUpdate
 
 __all__ = ["CapacityChanged", "CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized",
            "JobStarted", "Objects", "PodsReady", "QueuesReconfigured"]
@@ -49,6 +50,8 @@ class CheckSet:
     state: CheckState
     at: float
     message: str = ""
+    pod_set_updates: Mapping[str, PodSetUpdate] | None = None
+    """Kueue's ``podSetUpdates`` of a Ready check, by pod set."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from flexq.scheduler import (
     node_affinity,
     toleration,
 )
+from flexq.scheduler.build import pod_set_update_objects, pod_set_updates
 
 __all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_object", "workload_object"]
 
@@ -147,7 +148,7 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
             # When it was admitted, as its condition says: its maximum execution time and its run count from there.
             wl.admitted_at = _parse_time(admitted.get("lastTransitionTime"))
         wl.checks = {c["name"]: CheckState(c.get("state", "Pending")) for c in status.get("admissionChecks") or []}
-        wl.pod_set_updates = {c["name"]: {u["name"]: dict(u.get("annotations") or {}) for u in c["podSetUpdates"]}
+        wl.pod_set_updates = {c["name"]: pod_set_updates(c["podSetUpdates"])
                               for c in status.get("admissionChecks") or [] if c.get("podSetUpdates")}
     finished = find_condition(status, "Finished")
     if finished and finished.get("status") == "True":
@@ -254,9 +255,7 @@ def _check_states(wl: Workload, before: list[dict[str, Any]], now: str) -> list[
     previous = {c["name"]: c for c in before}
     return [{
         "name": name, "state": state.value,
-        **({"podSetUpdates": [{"name": ps, "annotations": annotations}
-                              for ps, annotations in sorted(wl.pod_set_updates[name].items())]}
-           if name in wl.pod_set_updates else {}),
+        **({"podSetUpdates": pod_set_update_objects(wl.pod_set_updates[name])} if name in wl.pod_set_updates else {}),
         "message": previous.get(name, {}).get("message", "") if previous.get(name, {}).get("state") ==
         state.value else "",
         "lastTransitionTime": previous[name]["lastTransitionTime"]

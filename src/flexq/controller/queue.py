@@ -62,6 +62,7 @@ from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, f
 from flexq.jobs import JOB_KINDS
 from flexq.objects import ObjectService
 from flexq.scheduler import CheckState, Event, Scheduler, Workload, WorkloadState
+from flexq.scheduler.build import pod_set_updates
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 
@@ -477,7 +478,8 @@ class QueueController:
                     new = CheckState(state)
                 except ValueError:
                     continue
-                self._log(self.plane.feed(CheckSet(key, name, new, now, str(check.get("message") or ""))))
+                updates = pod_set_updates(check.get("podSetUpdates")) or None
+                self._log(self.plane.feed(CheckSet(key, name, new, now, str(check.get("message") or ""), updates)))
                 if not wl.holds_quota and key not in self.scheduler.variants:
                     break
 

@@ -338,8 +338,8 @@ class WorkloadWrites:
         info, key, job, stored = owned
         annotations: dict[str, dict[str, str]] = {}
         for updates in wl.pod_set_updates.values():
-            for podset, values in updates.items():
-                annotations.setdefault(podset, {}).update(values)
+            for podset, update in updates.items():
+                annotations.setdefault(podset, {}).update(update.annotations)
         inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
         self.store.update(key, job, echo=False, current=stored)
         self.state.note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")

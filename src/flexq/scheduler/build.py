@@ -16,6 +16,7 @@ from flexq.scheduler.model import (
     Fungibility,
     LabelSelector,
     NodeSelectorTerm,
+    PodSetUpdate,
     PreemptionPolicy,
     Quota,
     Requirement,
@@ -27,7 +28,8 @@ from flexq.scheduler.model import (
 from flexq.scheduler.queue_config import NAME_LABEL
 from flexq.scheduler.scheduler import Config
 
-__all__ = ["build_config", "label_selector", "milli", "node_affinity", "taint", "toleration"]
+__all__ = ["build_config", "label_selector", "milli", "node_affinity", "pod_set_update_objects", "pod_set_updates",
+           "taint", "toleration"]
 
 
 def milli(value: Any) -> int:
@@ -42,6 +44,33 @@ def toleration(obj: Mapping[str, Any]) -> Toleration:
     seconds = obj.get("tolerationSeconds")
     return Toleration(str(obj.get("key") or ""), str(obj.get("operator") or "Equal"), str(obj.get("value") or ""),
                       str(obj.get("effect") or ""), int(seconds) if isinstance(seconds, int) else None)
+
+
+def pod_set_updates(raw: Any) -> dict[str, PodSetUpdate]:
+    """An admission check's ``podSetUpdates`` (as a Workload's status lists them), by pod set."""
+    def strings(value: Any) -> dict[str, str]:
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+    return {str(u["name"]): PodSetUpdate(strings(u.get("annotations")), strings(u.get("labels")),
+                                         strings(u.get("nodeSelector")),
+                                         tuple(toleration(t) for t in u.get("tolerations") or []
+                                               if isinstance(t, Mapping)))
+            for u in raw or [] if isinstance(u, Mapping) and u.get("name")}
+
+
+def pod_set_update_objects(updates: Mapping[str, PodSetUpdate]) -> list[dict[str, Any]]:
+    """``updates`` as a Workload's status lists them (by pod set name; fields left empty are left out)."""
+    return [{"name": name, **({"labels": dict(u.labels)} if u.labels else {}),
+             **({"annotations": dict(u.annotations)} if u.annotations else {}),
+             **({"nodeSelector": dict(u.node_selector)} if u.node_selector else {}),
+             **({"tolerations": [_toleration_object(t) for t in u.tolerations]} if u.tolerations else {})}
+            for name, u in sorted(updates.items())]
+
+
+def _toleration_object(t: Toleration) -> dict[str, Any]:
+    return {**({"key": t.key} if t.key else {}), "operator": t.operator, **({"value": t.value} if t.value else {}),
+            **({"effect": t.effect} if t.effect else {}),
+            **({"tolerationSeconds": t.seconds} if t.seconds is not None else {})}
 
 
 def node_affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:

@@ -42,6 +42,7 @@ from flexq.scheduler.tas_balanced import Domain, balanced_domains
 
 __all__ = ["HOSTNAME", "Domain", "DomainBase", "Goal", "Stats", "TopologyNode", "TopologyView", "assignment_of",
            "by_node", "count_in", "domain_base", "domain_tree", "domains_by_level", "fits", "holding", "inner_sizes",
+           "no_domains",
            "place", "request_levels", "subtract_held", "tas_implied", "tas_match"]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -290,13 +291,26 @@ def inner_sizes(request: TopologyRequest, levels: Sequence[str], slice_idx: int)
     return out
 
 
+def no_domains(goal: Goal, idx: int, stats: Stats) -> str:
+    """Why no domain of level ``idx`` takes the pods where the tree has none: the flavor has no node (Kueue's "no
+    topology domains"), or the per-node check left out every one it has. Kueue's tree keeps a node left out, with room
+    for no pod, so it then says that none fits and counts the nodes left out."""
+    if stats.total:
+        return goal.not_fit(0, stats)
+    return f"no topology domains at level: {goal.levels[idx]}"
+
+
 def _layers_not_fit(by_level: list[list[Domain]], idx: int, count: int, request: TopologyRequest, goal: Goal,
                     stats: Stats) -> str:
     """Kueue's ``multiLayerNotFitMessage``: how many slices of each layer the best domain of the level searched
     holds."""
     text = f'topology "{goal.topology}" doesn\'t allow to fit'
     if not by_level[idx]:
-        return text
+        if not stats.total:
+            return text
+        # every node left out: Kueue's best domain is one of theirs, with room for no slice of any layer
+        return text + "".join(f"; 0/{count // size} slice(s) fit on level {level}" for level, size in request.layers
+                              if level in goal.levels) + stats.text()
     best = min(by_level[idx], key=lambda d: (-d.slices, ",".join(d.values)))
     for level, size in request.layers:
         if level in goal.levels:
@@ -477,7 +491,7 @@ def _best_fit(domains: Sequence[Domain], needed: int, slices: bool) -> Domain:
 def _fit_level(by_level: list[list[Domain]], idx: int, goal: Goal, stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains``: the level placed at and the domains there that take the pods."""
     if not by_level[idx]:
-        return f"no topology domains at level: {goal.levels[idx]}"
+        return no_domains(goal, idx, stats)
     ordered = _sorted(by_level[idx], goal.loose)
     needed = goal.needed
     if goal.loose:

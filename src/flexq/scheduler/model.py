@@ -30,6 +30,7 @@ __all__ = [
     "PendingReason",
     "PodSet",
     "PodSetAssignment",
+    "PodSetUpdate",
     "PreemptionPolicy",
     "Quota",
     "Requirement",
@@ -458,6 +459,18 @@ class PodSet:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSetUpdate:
+    """Kueue's ``PodSetUpdate``: what a Ready admission check asks of one pod set's pods (the ProvisioningRequest
+    check: to consume its request). The second pass places the pod set as if its template carried them
+    (:func:`~flexq.scheduler.second_pass.updated`); the job's pods are given its annotations."""
+
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodSetAssignment:
     name: str
     flavors: Mapping[str, str]
@@ -526,8 +539,8 @@ class Workload:
     evictions: int = 0
     evicting: bool = False
     """Preempted: eviction is issued, the quota stays held until the job has stopped."""
-    pod_set_updates: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
-    """What Ready admission checks ask of the pods: check -> pod set -> annotations."""
+    pod_set_updates: dict[str, dict[str, PodSetUpdate]] = field(default_factory=dict)
+    """What Ready admission checks ask of the pods (Kueue's ``podSetUpdates``): check -> pod set -> update."""
     replaces: str = ""
     """The key of the workload slice this one replaces (Kueue's ``workload-slice-replacement-for``): an elastic
     job that grew. See :mod:`flexq.scheduler.slices`."""
@@ -599,8 +612,7 @@ class Workload:
         other = _copy_fields(self)
         memo[id(self)] = other
         other.checks = dict(self.checks)
-        other.pod_set_updates = {check: {podset: dict(notes) for podset, notes in by_podset.items()}
-                                 for check, by_podset in self.pod_set_updates.items()}
+        other.pod_set_updates = {check: dict(by_podset) for check, by_podset in self.pod_set_updates.items()}
         other.eviction_counts = dict(self.eviction_counts)
         return other
 

@@ -36,7 +36,15 @@ from flexq.scheduler.fair_usage import UsageLedger
 from flexq.scheduler.fairshare import share_of
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.holdings import Holdings
-from flexq.scheduler.model import CheckState, FlavorResource, PendingReason, PodSet, Workload, WorkloadState
+from flexq.scheduler.model import (
+    CheckState,
+    FlavorResource,
+    PendingReason,
+    PodSet,
+    PodSetUpdate,
+    Workload,
+    WorkloadState,
+)
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.queue_config import Config
 from flexq.scheduler.race import VariantPlan
@@ -335,7 +343,7 @@ class Scheduler:
 
     def set_check(self, key: str, check: str, state: CheckState, now: float, message: str = "",
                   retry_after: float | None = None,
-                  pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
+                  pod_set_updates: Mapping[str, PodSetUpdate] | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload (for a racing
         workload: for its variants that have the check)."""
         return self._heard(self._transitions.set_check(key, check, state, now, message, retry_after, pod_set_updates),

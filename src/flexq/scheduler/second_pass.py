@@ -10,6 +10,11 @@ unused fails the check (Retry), which evicts the workload as any Retry does.
 
 Nodes a ProvisioningRequest booked for another workload are not the workload's to use
 (:func:`~flexq.scheduler.tas.topology_view`); those booked for it are.
+
+As Kueue's ``findTopologyAssignment``, the pods placed are those the Ready checks' ``podSetUpdates`` made of the
+template (:func:`updated`): their node selectors are matched and their tolerations tolerate the nodes' taints, so a
+check that names the nodes it provisioned (a ``nodeSelector`` from a ProvisioningRequestConfig's
+``podSetUpdates``) puts the pods on those nodes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     PodSet,
     PodSetAssignment,
+    Toleration,
     TopologyAssignment,
     TopologyRequest,
     Workload,
@@ -36,7 +42,7 @@ from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas import topology_view
 from flexq.scheduler.tas_groups import group_pairs, place_pair
 
-__all__ = ["PENDING_MESSAGE", "backoff", "needs_second_pass", "pending_delayed", "place_delayed", "queue"]
+__all__ = ["PENDING_MESSAGE", "backoff", "needs_second_pass", "pending_delayed", "place_delayed", "queue", "updated"]
 
 PENDING_MESSAGE: Final = "There are pending delayed topology requests"
 """Kueue's Admitted condition message (reason ``PendingDelayedTopologyRequests``) while checks are Ready and a pod
@@ -68,6 +74,35 @@ def queue(state: SchedulerState, key: str, now: float, iteration: int = 1) -> No
     state.second_pass[key] = (now + backoff(iteration), iteration)
 
 
+def updated(wl: Workload, podset: PodSet) -> PodSet | str:
+    """``podset`` as the ``podSetUpdates`` of ``wl``'s Ready checks make it (Kueue's ``PodSetInfo.Merge`` of each,
+    in the checks' order): their node selectors added to its own, their tolerations to its own (each once); or
+    Kueue's message where two disagree on a key."""
+    ours = [update for check, state in wl.checks.items() if state is CheckState.READY
+            if (update := wl.pod_set_updates.get(check, {}).get(podset.name)) is not None]
+    if not ours:
+        return podset
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    selector = dict(podset.node_selector)
+    tolerations = list(podset.tolerations)
+    for update in ours:
+        for what, have, more in (("annotations", annotations, update.annotations), ("labels", labels, update.labels),
+                                 ("nodeSelector", selector, update.node_selector)):
+            clash = next(((k, v) for k, v in have.items() if k in more and more[k] != v), None)
+            if clash is not None:
+                return (f"invalid podSetUpdate for PodSet {podset.name}, error: invalid admission check PodSetUpdate: "
+                        f"conflict for {what}: conflict for key={clash[0]}, value1={clash[1]}, value2={more[clash[0]]}")
+            have.update(more)
+        tolerations += [t for t in update.tolerations if not any(_same(t, e) for e in tolerations)]
+    return dataclasses.replace(podset, node_selector=selector, tolerations=tuple(tolerations))
+
+
+def _same(a: Toleration, b: Toleration) -> bool:
+    """Kubernetes' ``MatchToleration`` (an empty operator is ``Equal``): the same key, operator, value and effect."""
+    return (a.key, a.operator or "Equal", a.value, a.effect) == (b.key, b.operator or "Equal", b.value, b.effect)
+
+
 def _flavor(state: SchedulerState, ps: PodSetAssignment) -> FlavorSpec | None:
     specs = state.config.flavors
     return next((specs[f] for f in ps.flavors.values() if f in specs and specs[f].topology and specs[f].levels),
@@ -83,9 +118,15 @@ def place_delayed(state: SchedulerState, wl: Workload, now: float) -> Admission 
     implied = cq is not None and tas_implied(cq, state.config.flavors)
     podsets = {p.name: p for p in wl.podsets}
     out = list(wl.admission.podsets)
-    # what it asks of each delayed pod set: its pod set, with as many pods as it reserved (partial admission)
-    asked = {i: dataclasses.replace(podsets[ps.name], count=ps.count) for i, ps in enumerate(out)
-             if ps.delayed is DelayedTopology.PENDING and ps.topology is None and ps.name in podsets}
+    # what it asks of each delayed pod set: its pod set as the checks updated it, with as many pods as it reserved
+    # (partial admission)
+    asked: dict[int, PodSet] = {}
+    for i, ps in enumerate(out):
+        if ps.delayed is DelayedTopology.PENDING and ps.topology is None and ps.name in podsets:
+            podset = updated(wl, dataclasses.replace(podsets[ps.name], count=ps.count))
+            if isinstance(podset, str):
+                return f"couldn't assign flavors to pod set {ps.name}: {podset}"
+            asked[i] = podset
     flavors = {i: _flavor(state, out[i]) for i in asked}
     indexed = list(asked)
     names = [f.name if (f := flavors[i]) is not None else None for i in indexed]

@@ -38,6 +38,7 @@ from flexq.scheduler.domains import (
     count_in,
     domain_tree,
     domains_by_level,
+    no_domains,
     request_levels,
     subtract_held,
 )
@@ -195,7 +196,7 @@ def fit_level(by_level: list[list[Domain]], idx: int, goal: Goal,
                stats: Stats) -> tuple[int, list[Domain]] | str:
     """Kueue's ``findLevelWithFitDomains`` with one leader."""
     if not by_level[idx]:
-        return f"no topology domains at level: {goal.levels[idx]}"
+        return no_domains(goal, idx, stats)
     ordered = _sorted_with_leader(by_level[idx], goal.loose)
     needed = goal.needed
 

@@ -10,6 +10,7 @@ As Kueue's ``findReplacementAssignment`` (pkg/cache/scheduler/tas_flavor_snapsho
 - the replacement keeps to one domain: where slices are asked and the pods lost leave a slice incomplete, the
   slice-level domain of that slice (all of them there); else, for a ``required`` request, the domain at its level
   where the rest are; else (``preferred``, unconstrained, or no pod left) anywhere the request allows;
+- the pods placed are those the Ready checks' ``podSetUpdates`` made of the template (node selectors, tolerations);
 - the pods placed there are merged into what is left of the assignment.
 
 Each pod set on the node is replaced in turn, the earlier replacements held for the later ones; one that has no
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from flexq.scheduler.domains import TopologyView, by_node, holding, place, tas_implied
 from flexq.scheduler.flavorassigner import topology_request
 from flexq.scheduler.model import Admission, FlavorSpec, PodSet, TopologyAssignment, TopologyRequest, Workload
+from flexq.scheduler.second_pass import updated
 from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas import topology_view
 
@@ -55,7 +57,9 @@ def replacement(state: SchedulerState, now: float, wl: Workload, node: str) -> A
         if ta is None or not by_node(ta.levels) or not any(values[-1] == node for values, _ in ta.domains):
             out.append(assigned)
             continue
-        podset = podsets[assigned.name]
+        podset = updated(wl, podsets[assigned.name])  # as the Ready checks' podSetUpdates make it, as Kueue's
+        if isinstance(podset, str):
+            return None
         request = topology_request(podset, implied)
         flavor = next((state.config.flavors[f] for f in assigned.flavors.values()
                        if f in state.config.flavors and state.config.flavors[f].topology), None)

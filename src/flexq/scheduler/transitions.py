@@ -21,6 +21,7 @@ from flexq.scheduler.model import (
     FlavorResource,
     PendingReason,
     PodSetAssignment,
+    PodSetUpdate,
     Strategy,
     Workload,
     WorkloadState,
@@ -111,7 +112,7 @@ class Transitions:
 
     def set_check(self, key: str, check: str, reported: CheckState, now: float, message: str = "",
                   retry_after: float | None = None,
-                  pod_set_updates: dict[str, dict[str, str]] | None = None) -> list[Event]:
+                  pod_set_updates: Mapping[str, PodSetUpdate] | None = None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload (for a racing
         workload: for its variants that have the check)."""
         state = self.state
@@ -126,7 +127,7 @@ class Transitions:
             return []
         wl.checks[check] = reported
         if reported is CheckState.READY and pod_set_updates:
-            wl.pod_set_updates[check] = pod_set_updates
+            wl.pod_set_updates[check] = dict(pod_set_updates)
         events = [Event(now, EventKind.CHECK, wl.key, wl.cluster_queue, message or reported.value,
                         extra={"check": check, "state": reported.value})]
         if reported is CheckState.READY and wl.state is WorkloadState.QUOTA_RESERVED and all(

@@ -318,7 +318,8 @@ class Simulation:
             raise ScenarioError(self.scenario.source, f"checks: no workload or job {check.workload!r} at "
                                 f"t={_num(check.at)}s")
         now = self.kernel.clock.now()
-        self.log(self.plane.feed(CheckSet(key, check.check, CheckState(check.state), now, check.message)))
+        self.log(self.plane.feed(CheckSet(key, check.check, CheckState(check.state), now, check.message,
+                                          check.pod_set_updates)))
 
     def after(self, t: float) -> None:
         self.plane.settle(t)

@@ -30,7 +30,9 @@
       until: 1d                                  # stop then (default: when nothing is left to happen)
       seed: 0                                    # extension: seeds the uids of created objects
 
-A check's ``workload`` names the workload or the job that made it (``namespace/name``).
+A check's ``workload`` names the workload or the job that made it (``namespace/name``). A Ready one may carry
+Kueue's ``podSetUpdates`` (``[{name: POD_SET, nodeSelector: {...}, tolerations: [...], annotations: {...}}]``): a
+delayed topology placement (the second pass) puts the pod set on the nodes they select and tolerate.
 
 Random ``outages`` become stock-out windows: from ``from`` (default 0) on, alternately an up time
 (exponential, mean ``meanTimeBetween``) and an outage (exponential, mean ``meanDuration``), until ``for``

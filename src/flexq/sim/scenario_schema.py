@@ -44,6 +44,7 @@ class CheckEntry(StrictModel):
     check: StrictStr
     state: Literal["Ready", "Retry", "Rejected", "Pending"]
     message: StrictStr | None = None
+    podSetUpdates: list[dict[str, Any]] | None = None
 
 
 class PoolEntry(StrictModel):

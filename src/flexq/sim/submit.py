@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flexq.api import Document, load_documents, substitute
 from flexq.durations import DurationError, parse_duration
+from flexq.scheduler.build import pod_set_updates
+from flexq.scheduler.model import PodSetUpdate
 from flexq.sim.arrivals import ScenarioError, Submission, fill, read_text
 from flexq.sim.generator import load_generator_file
 from flexq.sim.traces import load_trace
@@ -31,6 +33,8 @@ class Check:
     check: str
     state: str
     message: str
+    pod_set_updates: Mapping[str, PodSetUpdate] | None = None
+    """Kueue's ``podSetUpdates`` of a Ready check, by pod set (``spec.checks[].podSetUpdates``)."""
 
 
 def duration(value: Any, doc: Document, path: str) -> float:
@@ -165,7 +169,8 @@ class Reader:
     def checks(self, spec: ScenarioSpec) -> tuple[Check, ...]:
         """``spec.checks``: admission check states to set at given times."""
         checks = tuple(
-            Check(duration(c.at, self.doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "")
+            Check(duration(c.at, self.doc, f"spec.checks[{i}].at"), c.workload, c.check, c.state, c.message or "",
+                  pod_set_updates(c.podSetUpdates) if c.podSetUpdates else None)
             for i, c in enumerate(spec.checks or []))
         for i, c in enumerate(checks):
             if "/" not in c.workload:
