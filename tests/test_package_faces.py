@@ -92,10 +92,10 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "DelayedTopology",
         "Event", "EventKind", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment",
-        "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint", "Toleration",
-        "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState", "build_config",
-        "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "node_affinity", "node_matches",
-        "toleration",
+        "PodSetUpdate", "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint",
+        "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState",
+        "build_config", "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "node_affinity",
+        "node_matches", "pod_set_update_objects", "pod_set_updates", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -30,8 +30,7 @@ from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, WaitingRoom
 from flexq.durations import format_seconds
 from flexq.objects import PROVISIONING_CONTROLLER
-from flexq.scheduler import CheckState, EventKind, Scheduler, Workload
-from flexq.scheduler.model import PodSetUpdate
+from flexq.scheduler import CheckState, EventKind, PodSetUpdate, Scheduler, Workload
 
 __all__ = [
     "BOOKING",

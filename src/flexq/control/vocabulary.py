@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flexq.capacity import CapacityConfig
-from flexq.scheduler import CheckState, PodSet, Workload
-from flexq.scheduler.model import PodSetUpdate
+from flexq.scheduler import CheckState, PodSet, PodSetUpdate, Workload
 
 __all__ = ["CapacityChanged", "CheckSet", "Input", "JobDeleted", "JobFinished", "JobHooks", "JobQueued", "JobResized",
            "JobStarted", "Objects", "PodsReady", "QueuesReconfigured"]

@@ -30,9 +30,10 @@ from flexq.scheduler import (
     WorkloadState,
     format_amount,
     node_affinity,
+    pod_set_update_objects,
+    pod_set_updates,
     toleration,
 )
-from flexq.scheduler.build import pod_set_update_objects, pod_set_updates
 
 __all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_object", "workload_object"]
 

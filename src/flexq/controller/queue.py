@@ -61,8 +61,7 @@ from flexq.controller.workload_writes import WorkloadWrites, parent_of, shows_fo
 from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, flavor_lookaheads, waits
 from flexq.jobs import JOB_KINDS
 from flexq.objects import ObjectService
-from flexq.scheduler import CheckState, Event, Scheduler, Workload, WorkloadState
-from flexq.scheduler.build import pod_set_updates
+from flexq.scheduler import CheckState, Event, Scheduler, Workload, WorkloadState, pod_set_updates
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 

@@ -1,6 +1,13 @@
 """The scheduling core: Kueue's queues, quota, flavor assignment and preemption, in real and virtual time."""
 
-from flexq.scheduler.build import build_config, milli, node_affinity, toleration
+from flexq.scheduler.build import (
+    build_config,
+    milli,
+    node_affinity,
+    pod_set_update_objects,
+    pod_set_updates,
+    toleration,
+)
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import UsageLedger, format_usage
 from flexq.scheduler.flavorassigner import Assignment, format_amount, node_matches
@@ -14,6 +21,7 @@ from flexq.scheduler.model import (
     Granular,
     PodSet,
     PodSetAssignment,
+    PodSetUpdate,
     PreemptionPolicy,
     Quota,
     ResourceGroup,
@@ -48,6 +56,7 @@ __all__ = [
     "Granular",
     "PodSet",
     "PodSetAssignment",
+    "PodSetUpdate",
     "PreemptionPolicy",
     "Quota",
     "QuotaTree",
@@ -68,5 +77,7 @@ __all__ = [
     "names_node",
     "node_affinity",
     "node_matches",
+    "pod_set_update_objects",
+    "pod_set_updates",
     "toleration",
 ]

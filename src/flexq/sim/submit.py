@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from flexq.api import Document, load_documents, substitute
 from flexq.durations import DurationError, parse_duration
-from flexq.scheduler.build import pod_set_updates
-from flexq.scheduler.model import PodSetUpdate
+from flexq.scheduler import PodSetUpdate, pod_set_updates
 from flexq.sim.arrivals import ScenarioError, Submission, fill, read_text
 from flexq.sim.generator import load_generator_file
 from flexq.sim.traces import load_trace
