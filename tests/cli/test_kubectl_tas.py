@@ -114,16 +114,7 @@ def test_topology_assignment_with_real_kubectl(kubectl: Any, flexq: Any) -> None
 def test_required_node_affinity_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
     # The job's template leaves two hosts of the first sub-block out by name (matchFields on metadata.name, as
     # Kueue's per-node check reads the required node affinity): its four pods take the other sub-block.
-    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
-                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
-                  "--machine-type=n2-standard-16", "--num-nodes=8")):
-        made = flexq(*args)
-        assert made.code == 0, made.err
-    applied = kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml"))
-    assert applied.code == 0, applied.err
-    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
-    subblocks = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
-                 for n in nodes["items"]}
+    subblocks = _tas_pool(kubectl, flexq)
     out = sorted(h for h, sub in subblocks.items() if sub == "tas-pool-b0-s0")[:2]
     job = yaml.safe_load(_job("a", 4))
     job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
@@ -297,12 +288,7 @@ def test_a_ray_head_grouped_with_its_workers_goes_to_their_sub_block_with_real_k
     """The live half of tests/sim/test_topology_scenario.py's pod set group: job a holds three hosts of the first
     sub-block, the RayJob's workers fit only the second, and its head, their group's pod set of one pod, goes with
     them; the Workload's pod sets name the group (``topologyRequest.podSetGroupName``)."""
-    for args in (("container", "clusters", "create", "tas-cluster", "--machine-type=n2-standard-16", "--num-nodes=1"),
-                 ("container", "node-pools", "create", "tas-pool", "--cluster=tas-cluster",
-                  "--machine-type=n2-standard-16", "--num-nodes=8")):
-        made = flexq(*args)
-        assert made.code == 0, made.err
-    assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
+    _tas_pool(kubectl, flexq)
     made = kubectl("apply", "-f", "-", input=_job("a", 3))
     assert made.code == 0, made.err
     eventually_value(lambda: _admitted(kubectl, "a"), timeout=60)

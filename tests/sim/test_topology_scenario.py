@@ -38,6 +38,26 @@ def test_jobs_take_a_sub_block_each_and_wait_for_one_to_free() -> None:
     assert not any(e["event"] == "QuotaReserved" and _short(e["workload"]) == "d" for e in events)
 
 
+def _subblock_job(name: str, **labels: str) -> dict[str, object]:
+    """examples/tas's job of four pods that must share a sub-block, named ``name``, with ``labels`` added."""
+    obj = yaml.safe_load((SCENARIO.parent / "job-subblock.yaml").read_text().replace("${JOB_NAME}", name)
+                         .replace("${PODS}", "4"))
+    obj["metadata"]["labels"].update(labels)
+    return dict(obj)
+
+
+def _write_scenario(tmp_path: Path, name: str, objects: list[dict[str, object]], submit: list[dict[str, object]],
+                    **spec: object) -> Path:
+    """A scenario of ``objects`` and ``submit`` on examples/tas's eight hosts (no autoscaling), for two hours."""
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": name},
+           "spec": {"objects": objects, "submit": submit, "until": "2h", **spec,
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}]}}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def _preempting_scenario(tmp_path: Path, fair: bool = False) -> Path:
     """examples/tas's queue with preemption in it and two priorities: ``low-a`` and ``low-b`` take a sub-block
     each; ``urgent`` then needs one. ``fair``: under Kueue's fair sharing."""
@@ -47,24 +67,13 @@ def _preempting_scenario(tmp_path: Path, fair: bool = False) -> Path:
             obj["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
     objects += [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
                  "metadata": {"name": name}, "value": value} for name, value in (("low", 1), ("high", 100))]
-    template = (SCENARIO.parent / "job-subblock.yaml").read_text()
-
-    def job(name: str, priority: str) -> dict[str, object]:
-        obj = yaml.safe_load(template.replace("${JOB_NAME}", name).replace("${PODS}", "4"))
-        obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority
-        return dict(obj)
-
-    submit = [{"at": "0s", "runFor": "1h", "object": job("low-a", "low")},
-              {"at": "1s", "runFor": "1h", "object": job("low-b", "low")},
-              {"at": "60s", "runFor": "10m", "object": job("urgent", "high")}]
-    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-preemption"},
-           "spec": {"objects": objects, "submit": submit, "until": "2h",
-                    **({"kueueConfig": FAIR_SHARING} if fair else {}),
-                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
-                                            "autoscaling": False}]}}}
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    priority = "kueue.x-k8s.io/priority-class"
+    submit: list[dict[str, object]] = [
+        {"at": "0s", "runFor": "1h", "object": _subblock_job("low-a", **{priority: "low"})},
+        {"at": "1s", "runFor": "1h", "object": _subblock_job("low-b", **{priority: "low"})},
+        {"at": "60s", "runFor": "10m", "object": _subblock_job("urgent", **{priority: "high"})}]
+    fairness: dict[str, object] = {"kueueConfig": FAIR_SHARING} if fair else {}
+    return _write_scenario(tmp_path, "tas-preemption", objects, submit, **fairness)
 
 
 @pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
@@ -206,24 +215,13 @@ def _queues_apart_scenario(tmp_path: Path) -> Path:
         objects.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
                         "metadata": {"name": f"{name}-queue", "namespace": "default"},
                         "spec": {"clusterQueue": f"{name}-cq"}})
-    template = (SCENARIO.parent / "job-subblock.yaml").read_text()
-
-    def job(name: str, queue: str = "tas-user-queue") -> dict[str, object]:
-        obj = yaml.safe_load(template.replace("${JOB_NAME}", name).replace("${PODS}", "4"))
-        obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
-        return dict(obj)
-
-    submit = [{"at": "0s", "runFor": "30m", "object": job("hold-a")},
-              {"at": "1s", "runFor": "1h", "object": job("hold-b")},
-              {"at": "60s", "runFor": "10m", "object": job("strict", "strict-queue")},
-              {"at": "61s", "runFor": "10m", "object": job("best", "best-queue")}]
-    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-queues-apart"},
-           "spec": {"objects": objects, "submit": submit, "until": "2h",
-                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
-                                            "autoscaling": False}]}}}
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    queue = "kueue.x-k8s.io/queue-name"
+    submit: list[dict[str, object]] = [
+        {"at": "0s", "runFor": "30m", "object": _subblock_job("hold-a")},
+        {"at": "1s", "runFor": "1h", "object": _subblock_job("hold-b")},
+        {"at": "60s", "runFor": "10m", "object": _subblock_job("strict", **{queue: "strict-queue"})},
+        {"at": "61s", "runFor": "10m", "object": _subblock_job("best", **{queue: "best-queue"})}]
+    return _write_scenario(tmp_path, "tas-queues-apart", objects, submit)
 
 
 def test_nodes_freed_in_another_cluster_queue_reach_a_strict_fifo_head_only(tmp_path: Path) -> None:
