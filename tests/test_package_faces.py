@@ -95,7 +95,7 @@ FACES: dict[str, tuple[str, ...]] = {
         "PodSetUpdate", "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint",
         "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState",
         "build_config", "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "node_affinity",
-        "node_matches", "pod_set_update_objects", "pod_set_updates", "toleration",
+        "node_matches", "pod_set_update_objects", "pod_set_updates", "second_pass_backoff", "toleration",
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -142,10 +142,6 @@ REFUSED: dict[str, tuple[str, list[str]]] = {
     "topology-aware scheduling off": (V2 + "featureGates:\n  TopologyAwareScheduling: false\n", [
         "line 4: featureGates.TopologyAwareScheduling: not supported: flexq does not implement "
         "TopologyAwareScheduling=false"]),
-    "failed node replacement waiting for a node (no fail fast)": (
-        V2 + "featureGates:\n  TASFailedNodeReplacementFailFast: false\n", [
-            "line 4: featureGates.TASFailedNodeReplacementFailFast: not supported: flexq does not implement "
-            "TASFailedNodeReplacementFailFast=false"]),
     "an unknown framework and a duplicate": (V2 + "integrations:\n  frameworks:\n  - pod\n  - pod\n  - kubeflow/x\n", [
         "line 6: integrations.frameworks[1]: Duplicate value: 'pod'",
         "line 7: integrations.frameworks[2]: Unsupported value: 'kubeflow/x'"]),
@@ -191,6 +187,15 @@ NODE_REPLACEMENT: dict[str, tuple[str, bool]] = {
 def test_failed_node_replacement_follows_its_gate(name: str) -> None:
     text, expected = NODE_REPLACEMENT[name]
     assert parse(text, "kueue.yaml").replace_failed_nodes is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [(V2, True), (
+    V2 + "featureGates: {TASFailedNodeReplacementFailFast: false}", False)], ids=["default: on", "off"])
+def test_failed_node_replacement_fail_fast_is_accepted_either_way(text: str, expected: bool) -> None:
+    """Kueue v0.19's TASFailedNodeReplacementFailFast (beta, on): off, a workload with no replacement at once waits
+    for one (flexq.capacity.nodeloss) rather than being evicted."""
+    config = parse(text, "kueue.yaml")
+    assert config.gate("TASFailedNodeReplacementFailFast") is expected
 
 
 # name -> (text, ClusterQueueMaxExecutionTime's value)

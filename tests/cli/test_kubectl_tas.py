@@ -31,13 +31,18 @@ FAIR_SHARING = """apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]}
 """
+NO_FAIL_FAST = """apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+featureGates: {TASFailedNodeReplacementFailFast: false}
+"""
 
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
-    """A fresh server; ``"fair sharing"`` as the test's parameter: one under Kueue's fair sharing."""
-    if getattr(request, "param", None) == "fair sharing":
-        yield from serve_kueue_config(tmp_path, FAIR_SHARING)
+    """A fresh server; ``"fair sharing"`` as the test's parameter: one under Kueue's fair sharing; ``"no fail fast"``:
+    one with TASFailedNodeReplacementFailFast off."""
+    if getattr(request, "param", None) in ("fair sharing", "no fail fast"):
+        yield from serve_kueue_config(tmp_path, FAIR_SHARING if request.param == "fair sharing" else NO_FAIL_FAST)
         return
     if getattr(request, "param", None) in ("dws", "repair"):
         yield from serve_capacity(tmp_path, DWS_CAPACITY if request.param == "dws" else REPAIR_CAPACITY)
@@ -381,6 +386,36 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     assert deleted.code == 0, deleted.err
     _moved_to_spare(kubectl, hosts, spare)
     assert _admitted(kubectl, "a") is not None, "admitted all along"
+    events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+    (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
+    assert replaced["message"] == (f"node {hosts[0]} was deleted: its pods were placed on {spare} in the same topology "
+                                   "domain")
+    assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
+
+
+@pytest.mark.parametrize("server", ["no fail fast"], indirect=True)
+def test_without_fail_fast_a_workload_waits_for_a_free_host_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_tas_node_replacement.py's TASFailedNodeReplacementFailFast off: job b holds the
+    sub-block's fourth host when one of job a's hosts is deleted; a stays admitted, a SecondPassFailed Warning on
+    it, and once b is deleted its pod goes to the host b left."""
+    hosts, spare = _running_beside_a_spare(kubectl, _tas_pool(kubectl, flexq))
+    job = yaml.safe_load(_job("b", 1))
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "b"), timeout=60)
+    assert _v1beta1_hosts(kubectl, "b") == [spare]
+    deleted = kubectl("delete", "node", hosts[0])
+    assert deleted.code == 0, deleted.err
+
+    def waiting() -> None:
+        events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
+        assert any(e["reason"] == "SecondPassFailed" and e["message"] == "cannot find replacement assignment for "
+                   f"unhealthy node: {hosts[0]}" for e in events)
+
+    eventually(waiting)
+    assert _admitted(kubectl, "a") is not None, "admitted all along"
+    assert kubectl("delete", "job", "b").code == 0
+    _moved_to_spare(kubectl, hosts, spare)
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
     assert replaced["message"] == (f"node {hosts[0]} was deleted: its pods were placed on {spare} in the same topology "

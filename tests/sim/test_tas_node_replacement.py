@@ -2,7 +2,8 @@
 tests/cli/test_kubectl_tas.py): examples/tas's eight hosts in two sub-blocks, a job whose pods must share a
 sub-block, and the first of its hosts failing at 10m. With a free host left in its sub-block its pods there move to
 it and the job runs on; with none it is evicted at once (TASFailedNodeReplacementFailFast) and requeued; with the gate
-off it is evicted as any workload on a lost node."""
+off it is evicted as any workload on a lost node. With TASFailedNodeReplacementFailFast off it keeps its quota and
+waits for a replacement, tried again after Kueue's second-pass backoff."""
 
 from __future__ import annotations
 
@@ -118,3 +119,69 @@ def test_a_job_evicted_with_its_slice_runs_again_once_the_repaired_slice_is_read
     assert events[3]["reason"] == ("couldn't assign flavors to pod set main: no topology domains at level: "
                                    "cloud.google.com/gce-topology-subblock")
     assert len(events[5]["nodes"]) == 4
+
+
+NO_FAIL_FAST = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "featureGates": {"TASFailedNodeReplacementFailFast": False}}
+RETRIES = [600, 601, 603, 607, 615, 631, *range(661, 1202, 30)]
+"""A failed node at 10m: tried at once, then after 1 s doubling to 30 s (Kueue's second-pass queue)."""
+
+
+def _waiting(tmp_path: Path, cloud: dict[str, Any], b_runs: str) -> list[dict[str, Any]]:
+    """Job a (three pods, 1h) on hosts 1-3 of the first sub-block and job b (one pod, ``b_runs``) on its host 4,
+    TASFailedNodeReplacementFailFast off; host 1 fails as ``cloud`` says."""
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-no-fail-fast"},
+           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h", "kueueConfig": NO_FAIL_FAST,
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}], "cloud": {"tas-pool": cloud}},
+                    "submit": [{"at": f"{at}s", "file": str(EXAMPLES / "job-subblock.yaml"), "runFor": run_for,
+                                "env": {"JOB_NAME": name, "PODS": str(n)}}
+                               for at, name, n, run_for in ((0, "a", 3, "1h"), (1, "b", 1, b_runs))]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    events = [e for e in run_scenario(load_scenario(path)).events if e["workload"].startswith("default/job-a")]
+    started = next(e for e in events if e["event"] == "Started")
+    assert started["nodes"] == ["gke-tas-pool-1-0", "gke-tas-pool-2-0", "gke-tas-pool-3-0"]
+    return events
+
+
+def _retried(events: list[dict[str, Any]]) -> list[float]:
+    failed = [e for e in events if e["event"] == "SecondPassFailed"]
+    assert {e["reason"] for e in failed} <= {"cannot find replacement assignment for unhealthy node: gke-tas-pool-1-0"}
+    return [e["t"] for e in failed]
+
+
+def test_without_fail_fast_the_workload_keeps_its_quota_until_a_node_of_its_domain_is_free(tmp_path: Path) -> None:
+    """Kueue's "should update workload TopologyAssignment after a node becomes available" (test/integration/
+    singlecluster/tas/tas_test.go, TASFailedNodeReplacementFailFast off): no free host in a's sub-block when host 1
+    fails, so a keeps its assignment and quota (no eviction); b finishes at 1211 and the next try (1231) moves a's
+    pod to b's host."""
+    events = _waiting(tmp_path, {"hostFailures": ["10m"]}, "1210s")
+    assert _retried(events) == RETRIES
+    assert not [e for e in events if e["event"] == "Evicted"]
+    (replaced,) = [e for e in events if e["event"] == "NodeReplaced"]
+    assert (replaced["t"], replaced["node"], replaced["nodes"]) == (1231, "gke-tas-pool-1-0", ["gke-tas-pool-4-0"])
+    assert _story(events) == [(0, "QuotaReserved", "Quota reserved in ClusterQueue tas-cluster-queue"),
+                              (1231, "NodeReplaced", replaced["reason"]), (3600, "Finished", "JobFinished")]
+
+
+def test_without_fail_fast_a_node_ready_again_ends_the_wait(tmp_path: Path) -> None:
+    """Kueue's "node reappears" (tas_test.go: the UnhealthyNodes cleared): host 1 NotReady at 10m fails for a when
+    its pods there terminate (5m later); it waits, and the node Ready again at 20m is no longer unhealthy: the tries
+    end, a keeps its assignment and runs on."""
+    events = _waiting(tmp_path, {"hostNotReady": [{"at": "10m", "for": "10m"}]}, "2h")
+    assert _retried(events) == [900, 901, 903, 907, 915, 931, *range(961, 1200, 30)]
+    assert _story(events) == [(0, "QuotaReserved", "Quota reserved in ClusterQueue tas-cluster-queue"),
+                              (3600, "Finished", "JobFinished")]
+
+
+def test_without_fail_fast_a_second_lost_node_while_waiting_evicts(tmp_path: Path) -> None:
+    """Kueue's node controller (pkg/controller/tas/node_controller.go, evictWorkloadIfNeeded): a workload with an
+    unhealthy node that loses another is evicted for multiple node failures, the unhealthy one named first."""
+    events = _waiting(tmp_path, {"hostFailures": ["10m", "15m"]}, "2h")
+    assert _retried(events) == [t for t in RETRIES if t < 900]
+    (evicted,) = [e for e in events if e["event"] == "Evicted"]
+    assert (evicted["t"], evicted["cause"], evicted["reason"]) == (
+        900, "NodeFailures", "Workload eviction triggered due to multiple TAS assigned node failures, including: "
+        "gke-tas-pool-1-0, gke-tas-pool-2-0")
+    assert not [e for e in events if e["event"] == "NodeReplaced"]

@@ -118,7 +118,8 @@ _SERVED_GATES: Final[Mapping[str, frozenset[bool]]] = {
     "FairSharingPreemptWithinNominal": frozenset({True}),  # fair sharing's preemption within nominal quota
     "FairSharingPrioritizeNonBorrowing": frozenset({True}),  # its cycle order: not borrowing first
     "TASFailedNodeReplacement": frozenset({True, False}),  # honoured: false evicts at once on a lost node
-    "TASFailedNodeReplacementFailFast": frozenset({True}),  # no replacement at once: evicted (no retries later)
+    # honoured: false keeps a workload with no replacement at once and tries again (:mod:`flexq.capacity.nodeloss`)
+    "TASFailedNodeReplacementFailFast": frozenset({True, False}),
     # honoured: when a NotReady or tainted node counts as failed (:mod:`flexq.capacity.nodehealth`)
     "TASReplaceNodeOnPodTermination": frozenset({True, False}),
     "TASReplaceNodeOnNodeTaints": frozenset({True, False}),

@@ -26,8 +26,9 @@ A workload's pods on a node are taken together: the first of its pod sets there 
 
 A node failed for a topology-aware workload is what a lost node is (:meth:`NodeLoss.hot_swap`): its pods there are
 placed again in their domain (``NodeReplaced``, its message naming the cause), else the workload is evicted
-(``NodeFailures``). A workload whose pods were evicted and that has no replacement (not topology-aware, a plain Pod,
-``TASFailedNodeReplacement`` off) is evicted and requeued, as when its node is deleted.
+(``NodeFailures``) or, ``TASFailedNodeReplacementFailFast`` off, waits for a replacement; a node Ready again ends
+that wait (:meth:`NodeLoss.node_back`). A workload whose pods were evicted and that has no replacement (not
+topology-aware, a plain Pod, ``TASFailedNodeReplacement`` off) is evicted and requeued, as when its node is deleted.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ class NodeHealth:
         node.down_since, node.unreachable = None, False
         self.teller.pool(EventKind.NODE_READY, why or f"node {name} of pool {node.pool} is Ready again",
                          PoolNote(node.pool))
+        self.loss.node_back(name)
         self.changed()
 
     def _evictions(self, taint: Taint, keys: Sequence[str]) -> dict[float, list[str]]:

@@ -12,8 +12,16 @@ atomic (its hosts are recovered together, never one by one), so a lost host cost
 A topology-aware workload whose assignment names a lost node (by its hostname) is not evicted where Kueue's
 ``TASFailedNodeReplacement`` is on (its default): the pods of that node are placed on another node of their domain
 and bound there, its assignment rewritten (``NodeReplaced``), and its job runs on. Where there is no replacement it
-is evicted at once (``NodeFailures``: Kueue's ``TASFailedNodeReplacementFailFast``), as it is when more than one of
-its nodes is lost at once (a multi-host slice). A plain Pod's own workload is not reassigned: its pod cannot move.
+is evicted at once (``NodeFailures``: Kueue's ``TASFailedNodeReplacementFailFast``, on by default), as it is when
+more than one of its nodes is lost (a multi-host slice, or a second node while it waits for a replacement). A plain
+Pod's own workload is not reassigned: its pod cannot move.
+
+With ``TASFailedNodeReplacementFailFast`` off, a workload with no replacement at once keeps its quota and its
+assignment, the lost node its unhealthy node, and is tried again as Kueue's second-pass queue tries it: after 1 s, then
+a backoff that doubles (at most 30 s), a ``SecondPassFailed`` Warning each time none is found. A replacement found
+later is bound as one found at once (``NodeReplaced``). The node Ready again, it is no longer unhealthy: the
+workload's pods go back to it and the retries end. Nothing else gives up on it here (waitForPodsReady's
+``recoveryTimeout`` does, where the pods are reported not ready).
 
 The cloud's ``hostFailures`` (times from its origin) make a host of a pool fail, in the simulator and the live server
 alike: the first node (by name) of a slice in use, else of the pool.
@@ -29,7 +37,16 @@ from flexq.capacity.notes import PoolNote, ReplacedNote, Teller
 from flexq.capacity.placement import pod_groups
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.record import Timeline
-from flexq.scheduler import EventKind, PodSetAssignment, Scheduler, Workload, names_node
+from flexq.scheduler import (
+    Admission,
+    Event,
+    EventKind,
+    PodSetAssignment,
+    Scheduler,
+    Workload,
+    names_node,
+    second_pass_backoff,
+)
 
 __all__ = ["NodeLoss", "single_pod"]
 
@@ -54,6 +71,9 @@ class NodeLoss:
         self.scheduler = scheduler
         self.make_room = make_room
         self.plan_scale_down = plan_scale_down
+        self.unhealthy: dict[str, tuple[str, Admission]] = {}
+        """Workloads waiting for a replacement (``TASFailedNodeReplacementFailFast`` off): key -> (its unhealthy
+        node, the admission that names it)."""
 
     def plan_expiry(self) -> None:
         expiry = self.cluster.next_expiry()
@@ -120,9 +140,9 @@ class NodeLoss:
 
     def hot_swap(self, key: str, lost: set[str], now: float, causes: Mapping[str, str] | None = None) -> bool:
         """Kueue's failed node replacement for ``key``, whose pods were on the ``lost`` nodes: False where it does not
-        apply (the gate off, no topology assignment naming them); else the workload has a replacement or is
-        evicted. ``causes``: what happened to a node, worded after its name ("was deleted", "was NotReady for 300s";
-        else "was lost")."""
+        apply (the gate off, no topology assignment naming them); else the workload has a replacement, waits for one
+        (``TASFailedNodeReplacementFailFast`` off) or is evicted. ``causes``: what happened to a node, worded after
+        its name ("was deleted", "was NotReady for 300s"; else "was lost")."""
         wl = self.scheduler.workload(key)
         if not self.scheduler.config.replace_failed_nodes or wl is None or wl.admission is None or single_pod(wl):
             return False
@@ -130,24 +150,86 @@ class NodeLoss:
         named = sorted(n for n in lost if names_node(admission, n))
         if not named:
             return False
+        waiting = self.waiting_on(key)
+        if waiting in named:
+            return True  # already unhealthy for it: it waits on
+        if waiting:
+            named = [waiting, *named]  # Kueue's message: the unhealthy node first
         if len(named) > 1:
+            self.unhealthy.pop(key, None)
             self.teller.log(self.scheduler.evict(key, now, "Workload eviction triggered due to multiple TAS assigned "
                                                  f"node failures, including: {', '.join(named)}", "NodeFailures"))
-        elif not self.scheduler.replace_node(key, named[0], now):
+        elif self._replaced(wl, named[0], now, (causes or {}).get(named[0], "was lost")):
+            return True
+        elif self.scheduler.config.replace_fail_fast:
             self.teller.log(self.scheduler.evict(key, now, "Workload was evicted as there was no replacement for "
                                                  f"unhealthy node(s): {named[0]}", "NodeFailures"))
         else:
-            nodes = self._bind_replacement(wl, admission.podsets, named[0], now)
-            cause = (causes or {}).get(named[0], "was lost")
-            self.teller.on(EventKind.NODE_REPLACED, key, f"node {named[0]} {cause}: its pods were placed on "
-                           f"{', '.join(nodes)} in the same topology domain", ReplacedNote(named[0], tuple(nodes)))
+            self._wait(wl, named[0], now, 1, (causes or {}).get(named[0], "was lost"))
         return True
+
+    def waiting_on(self, key: str) -> str:
+        """The node ``key`` waits for a replacement of ("": none), its admission still the one that names it."""
+        wl = self.scheduler.workload(key)
+        entry = self.unhealthy.get(key)
+        if entry is None or wl is None or wl.admission is not entry[1]:
+            self.unhealthy.pop(key, None)
+            return ""
+        return entry[0]
+
+    def _replaced(self, wl: Workload, node: str, now: float, cause: str) -> bool:
+        """Place ``wl``'s pods on the lost ``node`` on others and bind them there; False: no replacement."""
+        admission = wl.admission
+        assert admission is not None
+        if not self.scheduler.replace_node(wl.key, node, now):
+            return False
+        self.unhealthy.pop(wl.key, None)
+        nodes = self._bind_replacement(wl, admission.podsets, node, now)
+        self.teller.on(EventKind.NODE_REPLACED, wl.key, f"node {node} {cause}: its pods were placed on "
+                       f"{', '.join(nodes)} in the same topology domain", ReplacedNote(node, tuple(nodes)))
+        return True
+
+    def _wait(self, wl: Workload, node: str, now: float, iteration: int, cause: str) -> None:
+        """No replacement for ``wl``'s pods on ``node`` (that ``cause``) yet: it keeps its quota and is tried again
+        after Kueue's second-pass backoff (``SecondPassFailed``)."""
+        assert wl.admission is not None
+        self.unhealthy[wl.key] = (node, wl.admission)
+        self.teller.log([Event(now, EventKind.SECOND_PASS_FAILED, wl.key, wl.cluster_queue,
+                               f"cannot find replacement assignment for unhealthy node: {node}")])
+        retry = partial(self._retry, wl.key, node, iteration + 1, cause)
+        self.timeline.at(now + second_pass_backoff(iteration), retry)
+
+    def _retry(self, key: str, node: str, iteration: int, cause: str) -> None:
+        """The ``iteration``-th try at a replacement for ``key``'s pods on ``node`` (while it still waits for one)."""
+        wl = self.scheduler.workload(key)
+        if wl is None or self.waiting_on(key) != node:
+            return
+        now = self.timeline.now()
+        if not self._replaced(wl, node, now, cause):
+            self._wait(wl, node, now, iteration, cause)
+
+    def node_back(self, name: str) -> None:
+        """Node ``name`` is healthy again: the workloads waiting for a replacement of it no longer do (Kueue takes
+        it off their unhealthy nodes); their pods there are bound to it again."""
+        now = self.timeline.now()
+        for key in sorted(k for k, (node, _) in self.unhealthy.items() if node == name):
+            wl = self.scheduler.workload(key)
+            if wl is None or self.waiting_on(key) != name or wl.admission is None:
+                continue
+            del self.unhealthy[key]
+            placement = Placement()
+            for ps in wl.admission.podsets:
+                for values, count in ps.topology.domains if ps.topology is not None else ():
+                    if values[-1] == name:
+                        placement.bindings.setdefault(ps.name, []).extend([name] * count)
+            self.cluster.bind(key, pod_groups(wl, self.scheduler.config.flavors), placement, now)
 
     def _bind_replacement(self, wl: Workload, before: Sequence[PodSetAssignment], lost: str, now: float) -> list[str]:
         """Bind ``wl``'s pods its rewritten assignment has on nodes beyond its assignment ``before`` (those of the
         ``lost`` node), where its record says its pods are too; the nodes."""
         assert wl.admission is not None
-        was = {ps.name: dict(ps.topology.domains) for ps in before if ps.topology is not None}
+        was = {ps.name: {v: c for v, c in ps.topology.domains if v[-1] != lost} for ps in before
+               if ps.topology is not None}
         placement = Placement()
         for ps in wl.admission.podsets:
             if ps.topology is None:

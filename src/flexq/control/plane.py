@@ -143,6 +143,8 @@ class ControlPlane:
         self.scheduler.configure(dataclasses.replace(build_config(objects), race=race,
                                                      fair_sharing=self.kueue.fair_sharing,
                                                      replace_failed_nodes=self.kueue.replace_failed_nodes,
+                                                     replace_fail_fast=self.kueue.gate(
+                                                         "TASFailedNodeReplacementFailFast"),
                                                      replace_on_pod_termination=self.kueue.gate(
                                                          "TASReplaceNodeOnPodTermination"),
                                                      replace_on_taints=self.kueue.gate("TASReplaceNodeOnNodeTaints"),

@@ -36,6 +36,7 @@ from flexq.scheduler.model import (
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.second_pass import backoff as second_pass_backoff
 from flexq.scheduler.slices import REPLACED
 from flexq.scheduler.tas_replace import names_node
 
@@ -79,5 +80,6 @@ __all__ = [
     "node_matches",
     "pod_set_update_objects",
     "pod_set_updates",
+    "second_pass_backoff",
     "toleration",
 ]

@@ -41,6 +41,9 @@ class Config:
     replace_failed_nodes: bool = True
     """Kueue's ``TASFailedNodeReplacement`` feature gate (on by default): a topology-aware workload's pods on a lost
     node get a replacement node in their domain (:mod:`flexq.scheduler.tas_replace`); off, the workload is evicted."""
+    replace_fail_fast: bool = True
+    """Kueue's ``TASFailedNodeReplacementFailFast`` (on by default): a workload with no replacement at once is evicted;
+    off, it keeps its quota and is tried again after a backoff (:mod:`flexq.capacity.nodeloss`)."""
     replace_on_pod_termination: bool = True
     """Kueue's ``TASReplaceNodeOnPodTermination`` (on by default): a NotReady or tainted node counts as failed for a
     workload once its pods there have terminated, not at once (:mod:`flexq.capacity.nodehealth`)."""

@@ -14,7 +14,8 @@ As Kueue's ``findReplacementAssignment`` (pkg/cache/scheduler/tas_flavor_snapsho
 - the pods placed there are merged into what is left of the assignment.
 
 Each pod set on the node is replaced in turn, the earlier replacements held for the later ones; one that has no
-replacement leaves the workload none (the caller evicts it: Kueue's ``TASFailedNodeReplacementFailFast``).
+replacement leaves the workload none (the caller evicts it: Kueue's ``TASFailedNodeReplacementFailFast``; with that
+gate off, it tries again later).
 """
 
 from __future__ import annotations
