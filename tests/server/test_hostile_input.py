@@ -16,6 +16,7 @@ import pytest
 from flexq.api import InputError, load_documents
 from flexq.objects.selectors import SelectorError, field_labels, field_selector
 from flexq.server.bodylimit import MAX_MANIFEST_REQUEST_BYTES, MAX_REQUEST_BYTES
+from flexq.server.k8s import FRESH_WAIT
 from tests import admin
 from tests.conftest import Server
 
@@ -240,8 +241,23 @@ def test_a_resource_version_the_store_has_not_reached_gets_504_after_a_wait(serv
 
 
 def test_a_list_and_a_watch_from_the_next_resource_version_wait_for_it(server: Server) -> None:
+    for _ in range(3):
+        answers, late = _ask_ahead_then_create(server)
+        if not late:
+            break
+    assert answers["list"].status_code == 200, answers["list"].text
+    assert int(answers["list"].json()["metadata"]["resourceVersion"]) >= answers["wanted"]
+    assert answers["watch"] == 200
+    assert ("ADDED", "second") in [(e["type"], e["object"]["metadata"]["name"]) for e in answers["events"]]
+
+
+def _ask_ahead_then_create(server: Server) -> tuple[dict[str, Any], bool]:
+    """A list and a watch from the next resourceVersion, then two creations; the answers, and whether the creations
+    came too late to count (after the server's wait for that version ended: on a machine too busy to make them in
+    time, the 504 that follows is the right answer, and the case is asked again)."""
     wanted = _current(server) + 1
-    answers: dict[str, Any] = {}
+    answers: dict[str, Any] = {"wanted": wanted}
+    began = time.monotonic()
 
     def listing() -> None:
         answers["list"] = admin.get(f"{server.url}{CONFIGMAPS}?resourceVersion={wanted}", timeout=20)
@@ -259,12 +275,10 @@ def test_a_list_and_a_watch_from_the_next_resource_version_wait_for_it(server: S
     for name in ("next", "second"):
         assert admin.post(server.url + CONFIGMAPS, json={"apiVersion": "v1", "kind": "ConfigMap",
                                                          "metadata": {"name": name}}).status_code == 201
+    created = time.monotonic() - began
     for thread in threads:
         thread.join(timeout=20)
-    assert answers["list"].status_code == 200, answers["list"].text
-    assert int(answers["list"].json()["metadata"]["resourceVersion"]) >= wanted
-    assert answers["watch"] == 200
-    assert ("ADDED", "second") in [(e["type"], e["object"]["metadata"]["name"]) for e in answers["events"]]
+    return answers, answers["list"].status_code == 504 and created > FRESH_WAIT - 0.5
 
 
 # --- bodies past the limit ---------------------------------------------------------------------------------------
