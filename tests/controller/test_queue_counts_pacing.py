@@ -12,6 +12,7 @@ import pytest
 from flexq.controller.queue_counts import INTERVAL, SHARE, QueueCounts
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Key, Store
+from tests.support import CountedScheduler
 
 
 class _Clock:
@@ -37,25 +38,6 @@ class _SlowStore(Store):
         return super().update(key, obj, **kwargs)
 
 
-class _NoWorkloads:
-    """The scheduler as the counts see it, with no workloads and nothing in use."""
-
-    def workload(self, key: str) -> None:
-        return None
-
-    def workload_keys(self) -> list[str]:
-        return []
-
-    def queue_usage(self, name: str) -> dict[Any, int]:
-        return {}
-
-    def nominal(self, name: str, fr: Any) -> int:
-        return 0
-
-    def weighted_shares(self) -> None:
-        return None  # no fair sharing
-
-
 QUEUES = 30
 # seconds each queue's status takes to write → seconds from a write's start to the next one's
 CASES: dict[float, float] = {0.0001: INTERVAL, 0.001: 0.03 / SHARE, 0.01: 0.3 / SHARE}
@@ -70,7 +52,7 @@ def test_the_next_write_waits_in_proportion_to_the_last_ones_length(tmp_path: Pa
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": f"cq-{i}"},
             "spec": {"resourceGroups": []}}) for i in range(QUEUES)]
         counts = QueueCounts(store, clock)
-        scheduler = cast(Scheduler, _NoWorkloads())
+        scheduler = cast(Scheduler, CountedScheduler())
         began = clock.now
         counts.write(scheduler, queues, [], [])  # every queue counted and written once
         assert store.writes == QUEUES
@@ -101,7 +83,7 @@ def test_changed_queues_are_written_in_the_configurations_order(tmp_path: Path) 
         cqs = [_queue(store, "ClusterQueue", f"cq-{i}") for i in range(6)]
         lqs = [_queue(store, "LocalQueue", f"lq-{i}") for i in range(3)]
         counts = QueueCounts(store, clock)
-        scheduler = cast(Scheduler, _NoWorkloads())
+        scheduler = cast(Scheduler, CountedScheduler())
         counts.write(scheduler, cqs, lqs, [])
         assert store.written == [f"cq-{i}" for i in range(6)] + [f"lq-{i}" for i in range(3)]
 

@@ -12,30 +12,9 @@ import pytest
 from flexq.controller.queue_counts import QueueCounts
 from flexq.scheduler.scheduler import Scheduler
 from flexq.store import Key, Store
+from tests.support import CountedScheduler
 
 CQ = Key("kueue.x-k8s.io", "clusterqueues", "", "cq")
-
-
-class _Using:
-    """The scheduler as the counts see it: no workloads, ``cpu`` millicores of the flavor in use."""
-
-    def __init__(self, cpu: int) -> None:
-        self.cpu = cpu
-
-    def workload(self, key: str) -> None:
-        return None
-
-    def workload_keys(self) -> list[str]:
-        return []
-
-    def queue_usage(self, name: str) -> dict[Any, int]:
-        return {("default", "cpu"): self.cpu}
-
-    def nominal(self, name: str, fr: Any) -> int:
-        return 100_000
-
-    def weighted_shares(self) -> None:
-        return None
 
 
 def _reserved(store: Store) -> str:
@@ -52,14 +31,14 @@ def test_figures_of_an_undone_write_are_written_again_after_a_recount(tmp_path: 
                                       "coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
                                           {"name": "cpu", "nominalQuota": "100"}]}]}]}})
         counts = QueueCounts(store, lambda: now[0])
-        counts.write(cast(Scheduler, _Using(23_000)), [queue], [], [])
+        counts.write(cast(Scheduler, CountedScheduler(23_000, nominal=100_000)), [queue], [], [])
         assert _reserved(store) == "23"
         now[0] += 1
         counts.recount()  # its figures changed: 34 cpu in use, written in a step that fails
         with pytest.raises(RuntimeError):
             if undone == "in the transaction":
                 with store.transaction():
-                    counts.write(cast(Scheduler, _Using(34_000)), [queue], [], [])
+                    counts.write(cast(Scheduler, CountedScheduler(34_000, nominal=100_000)), [queue], [], [])
                     raise RuntimeError("a later write of the step failed")
             else:
                 original = store.update
@@ -69,13 +48,13 @@ def test_figures_of_an_undone_write_are_written_again_after_a_recount(tmp_path: 
 
                 store.update = failing  # type: ignore[method-assign]
                 try:
-                    counts.write(cast(Scheduler, _Using(34_000)), [queue], [], [])
+                    counts.write(cast(Scheduler, CountedScheduler(34_000, nominal=100_000)), [queue], [], [])
                 finally:
                     store.update = original  # type: ignore[method-assign]
         assert _reserved(store) == "23", "the step's writes were undone"
         now[0] += 1
         counts.recount()  # the controller reads everything back and counts again
-        counts.write(cast(Scheduler, _Using(34_000)), [queue], [], [])
+        counts.write(cast(Scheduler, CountedScheduler(34_000, nominal=100_000)), [queue], [], [])
         assert _reserved(store) == "34"
     finally:
         store.close()

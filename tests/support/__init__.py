@@ -4,7 +4,7 @@ its own, and the guide's jobs in scenarios. A test module imports these from her
 helpers (``tests/test_support_use.py``)."""
 
 from tests.support.builders import JobBuilder, job
-from tests.support.controllers import controller_on_store, queued_job
+from tests.support.controllers import CountedScheduler, controller_on_store, queued_job
 from tests.support.live import (
     assert_done,
     cli,
@@ -20,6 +20,6 @@ from tests.support.live import (
 )
 from tests.support.waiting import eventually, eventually_value, wait_until
 
-__all__ = ["JobBuilder", "assert_done", "cli", "cli_ok", "condition", "controller_on_store", "eventually",
-           "eventually_value", "flavors", "get_rayjob", "guide_setup", "job", "nodes", "queued_job", "serve_capacity",
-           "serve_kueue_config", "wait_until", "workloads"]
+__all__ = ["CountedScheduler", "JobBuilder", "assert_done", "cli", "cli_ok", "condition", "controller_on_store",
+           "eventually", "eventually_value", "flavors", "get_rayjob", "guide_setup", "job", "nodes", "queued_job",
+           "serve_capacity", "serve_kueue_config", "wait_until", "workloads"]

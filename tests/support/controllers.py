@@ -35,3 +35,26 @@ def controller_on_store(tmp_path: Path, cpu: int = 4) -> tuple[Store, ObjectServ
     controller = QueueController(service, RealClock())
     controller.resync()
     return store, service, controller
+
+
+class CountedScheduler:
+    """The scheduler as the queue-status writer (``flexq.controller.queue_counts``) sees it: no workloads, ``cpu``
+    millicores of flavor ``default`` in use and ``nominal`` of it in every queue, no fair sharing."""
+
+    def __init__(self, cpu: int = 0, nominal: int = 0) -> None:
+        self.cpu, self.quota = cpu, nominal
+
+    def workload(self, key: str) -> None:
+        return None
+
+    def workload_keys(self) -> list[str]:
+        return []
+
+    def queue_usage(self, name: str) -> dict[Any, int]:
+        return {("default", "cpu"): self.cpu} if self.cpu else {}
+
+    def nominal(self, name: str, fr: Any) -> int:
+        return self.quota
+
+    def weighted_shares(self) -> None:
+        return None
