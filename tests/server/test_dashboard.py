@@ -35,8 +35,9 @@ STATES = ("pending", "reserved", "admitted", "succeeded")
 
 def _workload(i: int, state: str, now: datetime) -> dict[str, Any]:
     """A Job's workload as the controller writes it, in one of :data:`STATES`."""
-    created = now  # the store stamps creation itself
+    created = now  # the store stamps creation itself, a moment later (another second, on a busy machine)
     stamp = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    reserved = (created + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")  # after the store's creation stamp
     conditions: list[dict[str, Any]] = []
     status: dict[str, Any] = {"conditions": conditions, "cost": {"usd": i / 100}}
     flavor = "spot" if i % 2 else "on-demand"
@@ -47,7 +48,7 @@ def _workload(i: int, state: str, now: datetime) -> dict[str, Any]:
         status["admission"] = {"clusterQueue": "cq", "podSetAssignments": [
             {"name": "main", "flavors": {"cpu": flavor}, "count": 1}]}
         conditions.append({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
-                           "message": "Quota reserved in ClusterQueue cq", "lastTransitionTime": stamp})
+                           "message": "Quota reserved in ClusterQueue cq", "lastTransitionTime": reserved})
         admitted = state in ("admitted", "succeeded")
         conditions.append({"type": "Admitted", "status": "True" if admitted else "False",
                            "reason": "Admitted" if admitted else "UnsatisfiedAdmissionChecks",
