@@ -155,17 +155,18 @@ class NodeLoss:
             return True  # already unhealthy for it: it waits on
         if waiting:
             named = [waiting, *named]  # Kueue's message: the unhealthy node first
+        cause = (causes or {}).get(named[0], "was lost")
         if len(named) > 1:
             self.unhealthy.pop(key, None)
             self.teller.log(self.scheduler.evict(key, now, "Workload eviction triggered due to multiple TAS assigned "
                                                  f"node failures, including: {', '.join(named)}", "NodeFailures"))
-        elif self._replaced(wl, named[0], now, (causes or {}).get(named[0], "was lost")):
+        elif self._replaced(wl, named[0], now, cause):
             return True
         elif self.scheduler.config.replace_fail_fast:
             self.teller.log(self.scheduler.evict(key, now, "Workload was evicted as there was no replacement for "
                                                  f"unhealthy node(s): {named[0]}", "NodeFailures"))
         else:
-            self._wait(wl, named[0], now, 1, (causes or {}).get(named[0], "was lost"))
+            self._wait(wl, named[0], now, 1, cause)
         return True
 
     def waiting_on(self, key: str) -> str:

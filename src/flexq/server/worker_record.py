@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["LEFTOVER_WAIT", "Process", "await_leftovers", "forget", "record", "record_path"]
+__all__ = ["LEFTOVER_WAIT", "Process", "await_leftovers", "forget", "identify", "record", "record_path"]
 
 log = logging.getLogger("flexq.server")
 
@@ -105,18 +105,20 @@ def await_leftovers(home: Path, wait: float = LEFTOVER_WAIT) -> list[Process]:
     if alive(owner) and owner[0] != os.getpid():
         return []
     left = [w for w in workers if alive(w)]
-    deadline = time.monotonic() + wait
-    running = left
-    while running and time.monotonic() < deadline:
-        time.sleep(0.02)
-        running = [w for w in running if alive(w)]
+    running = _still_running(left, wait)
     for pid, _ in running:
         log.warning("API worker %d of the last server on %s still runs after %.0f s: killing it", pid, home, wait)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait
-    while running and time.monotonic() < deadline:
-        time.sleep(0.02)
-        running = [w for w in running if alive(w)]
+    _still_running(running, wait)
     forget(home)
     return left
+
+
+def _still_running(processes: list[Process], wait: float) -> list[Process]:
+    """Those of ``processes`` still running after up to ``wait`` seconds (it returns once none is)."""
+    deadline = time.monotonic() + wait
+    while processes and time.monotonic() < deadline:
+        time.sleep(0.02)
+        processes = [p for p in processes if alive(p)]
+    return processes
