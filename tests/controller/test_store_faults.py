@@ -137,6 +137,7 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
     capacity.write_text(CAPACITY.replace("bootTime: 8s", "bootTime: 0s"))
     home = tmp_path / "home"
     srv = start_server(home, "--capacity", str(capacity))
+    holder: subprocess.Popen[str] | None = None
     try:
         guide_setup(srv, guide_text("dws-tpu-queue.yaml"), jobs=("1",))
         eventually(lambda: _started(srv))
@@ -154,20 +155,21 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
 
         waiting = threading.Thread(target=refuse)
         waiting.start()  # its writes wait for the lock (5 s each), then are refused
-        slowest, reads = 0.0, 0
+        took: list[float] = []
         while waiting.is_alive():
             t = time.monotonic()
             assert admin.get(srv.url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", timeout=5).status_code == 200
-            slowest, reads = max(slowest, time.monotonic() - t), reads + 1
+            took.append(time.monotonic() - t)
             time.sleep(0.05)
         waiting.join()
         assert not errors, errors
-        assert time.monotonic() - began >= 10 and reads > 20, "each write waited for the lock (5 s), then was refused"
-        assert slowest < 2.5, "reads are served while writes wait for the lock"
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=20)
-        holder.stdout.close()
+        assert time.monotonic() - began >= 10, "each write waited for the lock (5 s), then was refused"
+        # A read that waited behind a write would take most of its 5 s wait, and few would fit in those 10 s; on a
+        # busy machine one read can still take a few seconds, so the count and the median tell, the slowest less so.
+        assert len(took) > 20 and sorted(took)[len(took) // 2] < 0.5, "reads are served while writes wait for the lock"
+        assert max(took) < 4.5, "no read waited for a whole lock wait"
+        _release(holder)
+        holder = None
         applied = _run(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID="2"))
         assert applied.returncode == 0, applied.stderr
 
@@ -176,9 +178,23 @@ def test_a_database_locked_by_another_process_refuses_writes_and_reads_go_on(tmp
 
         eventually(queued)
     finally:
+        if holder is not None:
+            _release(holder)
         log = _stop(srv)
     assert "Traceback" not in log
     _intact(home)
+
+
+def _release(holder: subprocess.Popen[str]) -> None:
+    """Let the process holding the database's lock roll back and end, and close its pipes."""
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.close()
+    try:
+        holder.wait(timeout=20)
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
 
 
 def test_a_job_status_the_store_refuses_is_written_once_it_takes_writes(tmp_path: Path,
