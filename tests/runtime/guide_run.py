@@ -1,13 +1,17 @@
-"""The guide's flow with real Ray, set up and checked: the pools (gcloud's commands through the CLI), the queue, the
-configmap of the unmodified train.py, the two RayJobs; then what the finished run must show. One run of it costs
-minutes of both cores, so it runs once: in the dashboard's test, which follows it in Chromium and then checks all
-of this, or, where no browser can run, in ``test_guide_end_to_end`` on its own."""
+"""The guide's flow with real Ray, set up, run and checked: the pools (gcloud's commands through the CLI), the queue,
+the configmap of the unmodified train.py, the two RayJobs; then what the finished run must show. One run of it costs
+minutes of both cores, so it runs once: in test_cluster_sh, from the guide's own cluster.sh with the real gcloud and
+kubectl, or, where those are missing, in ``test_guide_end_to_end`` from flexq's CLI; either way, where a browser
+runs, the dashboard follows the jobs in it meanwhile (:mod:`tests.runtime.dashboard_follow`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from tests import admin
 from tests.conftest import GUIDE, Server, guide_text
@@ -16,9 +20,22 @@ from tests.support import cli_ok, eventually, get_rayjob
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER = CHROMIUM is not None and importlib.util.find_spec("playwright") is not None
-"""Whether the dashboard's test runs here (Debian's chromium and the playwright package): it runs the guide's flow."""
+"""Whether the dashboard follows the run here (Debian's chromium and the playwright package)."""
+CLIENTS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
+"""What cluster.sh runs; where all are installed, test_cluster_sh makes the guide's run."""
+CLUSTER_SH = all(shutil.which(tool) for tool in CLIENTS)
 
 JOBS = ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2")
+
+
+def capacity(folder: Path) -> Path:
+    """The demo's emulated cloud (examples/guide/capacity-demo.yaml), with DWS answering after 15 s rather than 8: long
+    enough for a browser on a busy machine to see job 2 wait for its ProvisioningRequest."""
+    text = (GUIDE / "capacity-demo.yaml").read_text()
+    assert "queuedDelay: 8s" in text, "the demo's DWS delay"
+    path = folder / "capacity.yaml"
+    path.write_text(text.replace("queuedDelay: 8s", "queuedDelay: 15s"))
+    return path
 
 
 def set_up(srv: Server) -> None:
@@ -34,6 +51,25 @@ def set_up(srv: Server) -> None:
 
 def submit(srv: Server, job_id: str) -> None:
     cli_ok(srv, "apply", "-f", "-", input=guide_text("rayjob-tpu-v6e-dws.yaml", JOB_ID=job_id))
+
+
+def run(srv: Server, procs: RayProcesses, submit: Callable[[], None]) -> None:
+    """The guide's run on a set-up server: ``submit`` sends the two jobs (in a thread of its own: it may follow them
+    to their end, as cluster.sh does), the dashboard follows them in a browser where one runs, then
+    :func:`check_the_run`."""
+    with ThreadPoolExecutor(1, thread_name_prefix="guide-submit") as pool:
+        submitted: list[Future[None]] = []
+
+        def start() -> None:
+            submitted.append(pool.submit(submit))
+
+        if BROWSER and CHROMIUM is not None:
+            from tests.runtime.dashboard_follow import follow
+            follow(srv, CHROMIUM, start, procs)
+        else:
+            start()
+        submitted[0].result()
+    check_the_run(srv, procs)
 
 
 def assert_no_ray(procs: RayProcesses) -> None:
@@ -54,7 +90,7 @@ def check_the_run(srv: Server, procs: RayProcesses) -> None:
     def scaled_down() -> None:
         pools = [n["metadata"]["labels"]["cloud.google.com/gke-nodepool"]
                  for n in admin.get(srv.url + "/api/v1/nodes").json()["items"]]
-        assert pools == ["default-pool"]
+        assert pools and set(pools) == {"default-pool"}, pools  # the TPU pools back to 0 (gcloud's default: 3 nodes)
 
     eventually(scaled_down, timeout=60)
     # shutdownAfterJobFinishes: each job's cluster goes once its end is written (its teardown may take a moment).

@@ -1,15 +1,16 @@
 """The guide's cluster.sh, command by command as the file writes them, with the real gcloud and kubectl.
 
 The environment is what `flexq env` prints plus the guide's env.sh (run as written); the server runs the jobs on
-real Ray with the emulated capacity of examples/guide/capacity-demo.yaml, and serves HTTPS so that kubectl uses the
-verified context `get-credentials` writes. Between two commands the test waits as a person would: for job 1 to run
-before the port-forward (the RayJobs shut their Ray clusters down when they finish), for both jobs to finish before
-reading the log and deleting the cluster.
+real Ray with the emulated capacity of examples/guide/capacity-demo.yaml (DWS a little slower), and serves HTTPS so
+that kubectl uses the verified context `get-credentials` writes. Between two commands the test waits as a person
+would: for job 1 to run before the port-forward (the RayJobs shut their Ray clusters down when they finish), for
+both jobs to finish before reading the log. This is the guide's run of the suite (:mod:`tests.runtime.guide_run`):
+from the two-job loop to the log, the dashboard follows the jobs in a browser where one runs; before the cluster is
+deleted, the run is checked as the guide's run is everywhere.
 """
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,12 +24,11 @@ import pytest
 
 from tests import admin
 from tests.conftest import GUIDE, Server, free_port, free_port_pair, start_server, stop_server
+from tests.runtime import guide_run
 from tests.runtime.ray_leaks import RayProcesses
 from tests.support import eventually_value
 
-TOOLS = ("gcloud", "kubectl", "gke-gcloud-auth-plugin", "envsubst")
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
-                                reason=f"needs {', '.join(TOOLS)}")
+pytestmark = pytest.mark.skipif(not guide_run.CLUSTER_SH, reason=f"needs {', '.join(guide_run.CLIENTS)}")
 
 SKIPPED = ("helm install kueue",)
 """Commands of cluster.sh that cannot run here: helm needs the internet, and Kueue is built into flexq."""
@@ -78,7 +78,7 @@ def _port_is_free(port: int) -> bool:
 def server(tmp_path: Path, ray_processes: RayProcesses) -> Iterator[Server]:
     # As a user starts it: no TLS or auth flags (HTTPS on --port + 1, its CA under FLEXQ_HOME, anonymous mode). The
     # server's Ray processes carry ray_processes' tag: any left behind fail the test (and are killed with it).
-    srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(GUIDE / "capacity-demo.yaml"),
+    srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(guide_run.capacity(tmp_path)),
                        port=free_port_pair())
     try:
         yield srv
@@ -108,16 +108,18 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
     def finished(name: str) -> bool:
         return job(name).get("jobDeploymentStatus") in ("Complete", "Failed")
 
-    commands = shell_commands(GUIDE / "cluster.sh")
-    assert [c for c in commands if c.startswith(SKIPPED)] == [c for c in commands if c.startswith("helm ")]
+    script = shell_commands(GUIDE / "cluster.sh")
+    assert [c for c in script if c.startswith(SKIPPED)] == [c for c in script if c.startswith("helm ")]
+    commands = [c for c in script if not c.startswith(SKIPPED)]
+    loop = next(i for i, c in enumerate(commands) if c.startswith("for i in 1 2"))
+    delete = next(i for i, c in enumerate(commands) if c.startswith("gcloud container clusters delete"))
     done: list[str] = []
-    for command in commands:
-        if command.startswith(SKIPPED):
-            continue
+
+    def run(command: str) -> None:
         if command.startswith("kubectl port-forward"):
             _port_forward(command, env, job, finished, lambda: _state(server))
         elif command.startswith("kubectl logs"):
-            for name in ("rayjob-tpu-v6e-dws-1", "rayjob-tpu-v6e-dws-2"):
+            for name in guide_run.JOBS:
                 eventually_value(lambda n=name: finished(n), 600, 1.0, what=f"{name} to finish",
                                  state=lambda: _state(server))
                 log = sh(f"kubectl logs job/{name}").stdout
@@ -138,6 +140,16 @@ def test_cluster_sh_runs_unchanged_with_real_gcloud_and_kubectl(server: Server, 
                     'rayjob.ray.io/rayjob-tpu-v6e-dws-1 created', "Submitted Job 1",
                     'rayjob.ray.io/rayjob-tpu-v6e-dws-2 created', "Submitted Job 2"]
         done.append(" ".join(command.split()[:4]))
+
+    def jobs_to_their_log() -> None:  # the two-job loop, the port-forward, the logs
+        for command in commands[loop:delete]:
+            run(command)
+
+    for command in commands[:loop]:
+        run(command)
+    guide_run.run(server, ray_processes, jobs_to_their_log)
+    for command in commands[delete:]:
+        run(command)
     assert done == ["gcloud container clusters create", "gcloud container clusters get-credentials",
                     "gcloud container node-pools create", "gcloud container node-pools create",
                     "gcloud container node-pools describe", "envsubst < dws-tpu-queue.yaml |",

@@ -34,12 +34,19 @@ def ray_server(tmp_path: Path, ray_processes: RayProcesses) -> Any:
         stop_server(srv)
 
 
-@pytest.mark.skipif(guide_run.BROWSER, reason="test_dashboard_browser runs the guide's flow and checks all this")
-def test_two_rayjobs_train_for_real(ray_server: Server, ray_processes: RayProcesses) -> None:
-    guide_run.set_up(ray_server)
-    for job_id in ("1", "2"):
-        guide_run.submit(ray_server, job_id)
-    guide_run.check_the_run(ray_server, ray_processes)
+@pytest.mark.skipif(guide_run.CLUSTER_SH, reason="test_cluster_sh runs the guide's flow and checks all this")
+def test_two_rayjobs_train_for_real(tmp_path: Path, ray_processes: RayProcesses) -> None:
+    srv = start_server(tmp_path / "home", "--runtime", "ray", "--capacity", str(guide_run.capacity(tmp_path)))
+    try:
+        guide_run.set_up(srv)
+
+        def submit() -> None:
+            for job_id in ("1", "2"):
+                guide_run.submit(srv, job_id)
+
+        guide_run.run(srv, ray_processes, submit)
+    finally:
+        stop_server(srv)
 
 
 FAILING = queue_yaml(("default", None)) + """---
