@@ -91,11 +91,12 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "DelayedTopology",
-        "Event", "EventKind", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet", "PodSetAssignment",
-        "PodSetUpdate", "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "Taint",
-        "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload", "WorkloadState",
-        "build_config", "eviction_reason", "format_amount", "format_usage", "milli", "names_node", "node_affinity",
-        "node_matches", "pod_set_update_objects", "pod_set_updates", "second_pass_backoff", "toleration",
+        "Event", "EventKind", "FAILED_TO_START", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet",
+        "PodSetAssignment", "PodSetUpdate", "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup",
+        "Scheduler", "Taint", "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload",
+        "WorkloadState", "build_config", "check_updates", "eviction_reason", "format_amount", "format_usage", "milli",
+        "names_node", "node_affinity", "node_matches", "pod_set_update_objects", "pod_set_updates",
+        "second_pass_backoff", "start_conflict", "toleration", "toleration_object", "with_updates"
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -377,3 +377,40 @@ def test_a_checks_pod_set_updates_reach_the_workload() -> None:
     plane.emit(plane.feed(CheckSet("default/a", "prov", CheckState.READY, START + 1, "", {"main": update})))
     wl = plane.scheduler.held("default/a")
     assert wl.state is WorkloadState.ADMITTED and wl.pod_set_updates == {"prov": {"main": update}}
+
+
+@pytest.mark.parametrize(("updates", "message"), [
+    ({"prov": PodSetUpdate(node_selector={"rack": "r1"}), "other": PodSetUpdate(node_selector={"rack": "r2"})},
+     'in admission check "prov": invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for '
+     "key=rack, value1=r2, value2=r1"),  # the workload's checks in their order (by name, as Kueue lists them)
+    ({"prov": PodSetUpdate(node_selector={"cloud.google.com/gke-nodepool": "dws-pool"})},
+     'in admission check "prov": invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for '
+     "key=cloud.google.com/gke-nodepool, value1=od-pool, value2=dws-pool"),
+    ({"prov": PodSetUpdate(node_selector={"rack": "r1"}), "other": PodSetUpdate(labels={"rack": "r2"})}, None),
+])
+def test_checks_whose_pod_set_updates_disagree_finish_the_workload_failed_to_start(
+        updates: dict[str, PodSetUpdate], message: str | None) -> None:
+    # Kueue's job reconciler merges the Ready checks' podSetUpdates, in order, into what the pods get from their
+    # template and flavors; a key two of them set differently is a permanent error: the job never starts and its
+    # workload finishes, FailedToStart. On both clocks: the plane decides it on the admission.
+    told: list[Event] = []
+    started: list[str] = []
+    flavor = FlavorSpec("od", {"cloud.google.com/gke-nodepool": "od-pool"})
+    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("od",), {("od", "cpu"): Quota(20_000)}),),
+                          checks=(("prov", None), ("other", None)))
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, JobHooks(lambda key, t: started.append(key)),
+                         scheduler=Scheduler(Config({"od": flavor}, {"cq": cq}, {}), instant_eviction=True))
+    plane.emit(plane.feed(JobQueued(_workload("a"), START)))
+    plane.settle(START)
+    for check in ("prov", "other"):
+        update = updates.get(check)
+        plane.emit(plane.feed(CheckSet("default/a", check, CheckState.READY, START + 1, "",
+                                       {"main": update} if update else None)))
+        plane.settle(START + 1)
+    ends = [(e.kind, e.reason, e.extra.get("finishedReason")) for e in told if e.kind is EventKind.FINISHED]
+    if message is None:
+        assert started == ["default/a"] and ends == []
+    else:
+        assert started == [] and ends == [(EventKind.FINISHED, message, "FailedToStart")]
+        assert plane.scheduler.held("default/a").state is WorkloadState.FINISHED
+        assert not any(plane.scheduler.queue_usage("cq").values()), "its quota is free"

@@ -49,6 +49,7 @@ from flexq.control.vocabulary import (
 from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
 from flexq.objects import parse_time
 from flexq.scheduler import (
+    FAILED_TO_START,
     Event,
     EventKind,
     PodSet,
@@ -57,6 +58,7 @@ from flexq.scheduler import (
     Workload,
     WorkloadState,
     build_config,
+    start_conflict,
 )
 from flexq.timers import TimerHeap
 
@@ -354,6 +356,11 @@ class ControlPlane:
                 continue  # the driver's own account of what it did: nothing more to act on
             if event.kind is EventKind.ADMITTED:
                 wl = self.scheduler.workload(event.workload)
+                conflict = start_conflict(wl, self.scheduler.config.flavors) if wl is not None and not wl.parent \
+                    else None
+                if conflict is not None:  # its job cannot start: it finishes, as Kueue's job reconciler does
+                    self.emit(self.scheduler.finish(event.workload, event.t, conflict, FAILED_TO_START))
+                    continue
                 if wl is not None:
                     self._time_limit(wl)
                     self.pods_ready.admitted(wl)

@@ -1,8 +1,10 @@
 """Jobs under the queue: their pod templates by pod set, started on admission, stopped on eviction.
 
 On admission Kueue un-suspends the job and adds, to each pod set's template, the nodeSelector of the
-flavors it was given (their ``nodeLabels``) and their tolerations. On eviction it suspends the job again
-and puts the templates back as they were (the Workload keeps the originals).
+flavors it was given (their ``nodeLabels``) and their tolerations, then what its Ready admission checks'
+``podSetUpdates`` ask (labels, annotations, nodeSelector, tolerations; a key they set that the template holds with
+another value is a conflict, and the job is not started). On eviction it suspends the job again and puts the
+templates back as they were (the Workload keeps the originals).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Any
 
 from flexq.api import copy_json
 from flexq.jobs import COMPLETIONS_EQUAL_PARALLELISM, MIN_PARALLELISM
-from flexq.scheduler import Admission, FlavorSpec
+from flexq.scheduler import Admission, FlavorSpec, PodSetUpdate, toleration, toleration_object, with_updates
 
-__all__ = ["finish_message", "finished", "inject", "place", "restore", "templates"]
+__all__ = ["finish_message", "finished", "inject", "place", "restore", "templates", "update_pods"]
 
 
 def _slots(kind: str, job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
@@ -35,21 +37,51 @@ def templates(kind: str, job: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mapping[str, FlavorSpec],
-           annotations: Mapping[str, Mapping[str, str]] | None = None) -> None:
-    """Start the job on its flavors: un-suspend, add the flavors' node labels and tolerations, and the
-    annotations admission checks asked for (a ProvisioningRequest's consume-provisioning-request)."""
+           updates: Mapping[str, list[tuple[str, PodSetUpdate]]] | None = None) -> str | None:
+    """Start the job on its flavors: un-suspend, add the flavors' node labels and tolerations, and what the
+    admission checks' ``updates`` (by pod set) ask of its pods (a ProvisioningRequest's consume-provisioning-request
+    annotation, the node selector of the nodes it brought). Or say why it cannot start (an update conflicting with
+    its template): ``job`` is then half changed, not to be written."""
     by_podset = {ps.name: ps for ps in admission.podsets}
     for name, holder, key in _slots(kind, job):
         assignment = by_podset.get(name)
         if assignment is None:
             continue
-        if annotations and annotations.get(name):
-            meta = holder.setdefault(key, {}).setdefault("metadata", {})
-            meta.setdefault("annotations", {}).update(annotations[name])
-        place(holder.setdefault(key, {}).setdefault("spec", {}), assignment.flavors.values(), flavors)
+        template = holder.setdefault(key, {})
+        place(template.setdefault("spec", {}), assignment.flavors.values(), flavors)
+        conflict = update_pods(template.setdefault("metadata", {}), template["spec"], (updates or {}).get(name, []))
+        if conflict is not None:
+            return conflict
         if kind == "Job":
             _run_with(job, assignment.count)
     job["spec"]["suspend"] = False
+    return None
+
+
+def update_pods(meta: dict[str, Any], spec: dict[str, Any], updates: list[tuple[str, PodSetUpdate]]) -> str | None:
+    """Give a pod (or a pod template) what ``updates`` ask (Kueue's ``podset.Merge``): their labels, annotations and
+    node selector added to its own, their tolerations appended (each once). Or, changing nothing, Kueue's message
+    where one sets a key the pod holds, or another update set, with another value."""
+    if not updates:
+        return None
+
+    def strings(field: str, where: Mapping[str, Any]) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (where.get(field) or {}).items()}
+
+    own = [t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)]
+    base = PodSetUpdate(strings("annotations", meta), strings("labels", meta), strings("nodeSelector", spec),
+                        tuple(toleration(t) for t in own))
+    info = with_updates(base, updates)
+    if isinstance(info, tuple):
+        return f'in admission check "{info[0]}": {info[1]}'
+    for field, value, where in (("annotations", info.annotations, meta), ("labels", info.labels, meta),
+                                ("nodeSelector", info.node_selector, spec)):
+        if value:
+            where[field] = dict(value)
+    added = [toleration_object(t) for t in info.tolerations[len(base.tolerations):]]
+    if added:
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *added]
+    return None
 
 
 def _run_with(job: dict[str, Any], pods: int) -> None:
@@ -72,9 +104,7 @@ def place(spec: dict[str, Any], given: Iterable[str], flavors: Mapping[str, Flav
         if flavor is None:
             continue
         selector.update(flavor.node_labels)
-        for tol in flavor.tolerations:
-            entry = {k: v for k, v in (("key", tol.key), ("operator", tol.operator), ("value", tol.value),
-                                        ("effect", tol.effect)) if v}
+        for entry in map(toleration_object, flavor.tolerations):
             if entry not in tolerations:
                 tolerations.append(entry)
     for field, value in (("nodeSelector", selector), ("tolerations", tolerations)):

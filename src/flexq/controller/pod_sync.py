@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api import ApiError, resolve
 from flexq.control import JobDeleted, JobFinished, JobQueued, PodsReady
-from flexq.controller.job_sync import place
+from flexq.controller.job_sync import place, update_pods
 from flexq.controller.object_sync import workload_object
 from flexq.controller.queue_state import COMPONENT
 from flexq.jobs import (
@@ -39,7 +39,16 @@ from flexq.jobs import (
 )
 from flexq.objects import BadRequest
 from flexq.runtime import LOG_ANNOTATION, LocalPod, RemotePod, RemoteRayCluster, ray_pool_of_pod
-from flexq.scheduler import Admission, Event, FlavorSpec, Workload, WorkloadState
+from flexq.scheduler import (
+    FAILED_TO_START,
+    Admission,
+    Event,
+    FlavorSpec,
+    PodSetUpdate,
+    Workload,
+    WorkloadState,
+    check_updates,
+)
 from flexq.store import Change, ChangeType, Key, NotFound, StoreError, record_event
 
 if TYPE_CHECKING:
@@ -202,15 +211,21 @@ class PodIntegration:
         if wl.admission is None:
             return
         state = self.state
+        admitted = []
         for pod in self._pods(wl.key):
             status = pod.get("status") or {}
             if status.get("phase") in ("Succeeded", "Failed"):
                 continue
             podset = "main" if group_of(pod) is None else role(pod)
-            _admit(pod, podset, wl.admission, state.scheduler.config.flavors)
+            conflict = _admit(pod, podset, wl.admission, state.scheduler.config.flavors, check_updates(wl, podset))
+            if conflict is not None:  # no pod is changed; the workload finishes (Kueue: a permanent error)
+                state.log(state.plane.feed(JobFinished(wl.key, state.clock.now(), conflict, FAILED_TO_START)))
+                return
             if state.runtime is not None:
                 pod["metadata"].setdefault("annotations", {})[LOG_ANNOTATION] = str(self._workdir(pod) / "pod.log")
             pod["status"] = {**status, "conditions": [{"type": "PodScheduled", "status": "True"}]}
+            admitted.append(pod)
+        for pod in admitted:
             state.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod, keep_status=False)
             record_event(state.store, pod, "Started", f"Admitted by clusterQueue {wl.cluster_queue}",
                          component=_COMPONENT)
@@ -293,8 +308,10 @@ def _compose_problem(group: str, members: list[dict[str, Any]], total: int) -> s
     return None
 
 
-def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapping[str, FlavorSpec]) -> None:
-    """Lift Kueue's gate and add the node labels and tolerations of the flavors ``podset`` was given."""
+def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapping[str, FlavorSpec],
+           updates: list[tuple[str, PodSetUpdate]]) -> str | None:
+    """Lift Kueue's gate and add the node labels and tolerations of the flavors ``podset`` was given, and what the
+    admission checks' ``updates`` ask of its pods; or, the pod (a copy) half changed, say why it cannot start."""
     spec = pod.setdefault("spec", {})
     gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != GATE]
     if gates:
@@ -303,5 +320,6 @@ def _admit(pod: dict[str, Any], podset: str, admission: Admission, flavors: Mapp
         spec.pop("schedulingGates", None)
     assignment = next((ps for ps in admission.podsets if ps.name == podset), None)
     if assignment is None:
-        return
+        return None
     place(spec, assignment.flavors.values(), flavors)
+    return update_pods(pod.setdefault("metadata", {}), spec, updates)

@@ -194,8 +194,8 @@ class QueueController:
                 timeout = min(timeout, max(0.02, self._reconfigured + RECONFIGURE_EVERY - self.clock.now()))
             if self._unwritten:
                 timeout = min(timeout, max(0.02, self._unwritten - self.clock.now()))
-            if self._more:  # the last step left scheduling to do: the next one goes on at once
-                self._wake.set()
+            if self._more or self._pending_events:  # scheduling left to do, or what its writes decided (a job that
+                self._wake.set()                       # could not start, its workload finished): at once
             # Changes that came in during the last step are handled at once; the first change after a quiet
             # spell waits a moment for those that follow it.
             if not self._wake.is_set() and self._wake.wait(timeout):

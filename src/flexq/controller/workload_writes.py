@@ -10,14 +10,23 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from flexq.api import ApiError, KindInfo, copy_json, resolve
-from flexq.control import PodsReady
+from flexq.control import JobFinished, PodsReady
 from flexq.controller.job_sync import inject, restore
 from flexq.controller.object_sync import JOB_UID_LABEL, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.forecast import CONDITION, Forecast, forecast_status
 from flexq.jobs import JOB_KINDS, RAY_KINDS
 from flexq.objects import BadRequest, find_condition, set_condition
-from flexq.scheduler import ALLOWED_FLAVORS, PARENT_LABEL, Event, EventKind, Workload, WorkloadState
+from flexq.scheduler import (
+    ALLOWED_FLAVORS,
+    FAILED_TO_START,
+    PARENT_LABEL,
+    Event,
+    EventKind,
+    Workload,
+    WorkloadState,
+    check_updates,
+)
 from flexq.store import Key, NotFound, StoreError, record_event
 
 if TYPE_CHECKING:
@@ -336,11 +345,11 @@ class WorkloadWrites:
         if owned is None or wl.admission is None:
             return
         info, key, job, stored = owned
-        annotations: dict[str, dict[str, str]] = {}
-        for updates in wl.pod_set_updates.values():
-            for podset, update in updates.items():
-                annotations.setdefault(podset, {}).update(update.annotations)
-        inject(info.kind, job, wl.admission, self.scheduler.config.flavors, annotations)
+        updates = {ps.name: check_updates(wl, ps.name) for ps in wl.admission.podsets}
+        conflict = inject(info.kind, job, wl.admission, self.scheduler.config.flavors, updates)
+        if conflict is not None:  # the job stays as it is; its workload finishes (Kueue: a permanent error)
+            self.state.log(self.state.plane.feed(JobFinished(wl.key, self.clock.now(), conflict, FAILED_TO_START)))
+            return
         self.store.update(key, job, echo=False, current=stored)
         self.state.note_event(job, "Started", f"Admitted by clusterQueue {wl.cluster_queue}")
         if self.capacity.driver is None:

@@ -7,6 +7,7 @@ from flexq.scheduler.build import (
     pod_set_update_objects,
     pod_set_updates,
     toleration,
+    toleration_object,
 )
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.fair_usage import UsageLedger, format_usage
@@ -36,12 +37,14 @@ from flexq.scheduler.model import (
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.second_pass import FAILED_TO_START, check_updates, start_conflict, with_updates
 from flexq.scheduler.second_pass import backoff as second_pass_backoff
 from flexq.scheduler.slices import REPLACED
 from flexq.scheduler.tas_replace import names_node
 
 __all__ = [
     "ALLOWED_FLAVORS",
+    "FAILED_TO_START",
     "PARENT_LABEL",
     "REPLACED",
     "Admission",
@@ -71,6 +74,7 @@ __all__ = [
     "Workload",
     "WorkloadState",
     "build_config",
+    "check_updates",
     "eviction_reason",
     "format_amount",
     "format_usage",
@@ -81,5 +85,8 @@ __all__ = [
     "pod_set_update_objects",
     "pod_set_updates",
     "second_pass_backoff",
+    "start_conflict",
     "toleration",
+    "toleration_object",
+    "with_updates",
 ]

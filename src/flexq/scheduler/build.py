@@ -29,7 +29,7 @@ from flexq.scheduler.queue_config import NAME_LABEL
 from flexq.scheduler.scheduler import Config
 
 __all__ = ["build_config", "label_selector", "milli", "node_affinity", "pod_set_update_objects", "pod_set_updates",
-           "taint", "toleration"]
+           "taint", "toleration", "toleration_object"]
 
 
 def milli(value: Any) -> int:
@@ -63,11 +63,12 @@ def pod_set_update_objects(updates: Mapping[str, PodSetUpdate]) -> list[dict[str
     return [{"name": name, **({"labels": dict(u.labels)} if u.labels else {}),
              **({"annotations": dict(u.annotations)} if u.annotations else {}),
              **({"nodeSelector": dict(u.node_selector)} if u.node_selector else {}),
-             **({"tolerations": [_toleration_object(t) for t in u.tolerations]} if u.tolerations else {})}
+             **({"tolerations": [toleration_object(t) for t in u.tolerations]} if u.tolerations else {})}
             for name, u in sorted(updates.items())]
 
 
-def _toleration_object(t: Toleration) -> dict[str, Any]:
+def toleration_object(t: Toleration) -> dict[str, Any]:
+    """``t`` as a pod spec lists it."""
     return {**({"key": t.key} if t.key else {}), "operator": t.operator, **({"value": t.value} if t.value else {}),
             **({"effect": t.effect} if t.effect else {}),
             **({"tolerationSeconds": t.seconds} if t.seconds is not None else {})}

@@ -173,6 +173,12 @@ class Toleration:
     """``tolerationSeconds``: how long a ``NoExecute`` taint is tolerated before the pod is evicted (None: for
     good; zero or less: not at all)."""
 
+    def same(self, other: Toleration) -> bool:
+        """Kubernetes' ``MatchToleration`` (an empty operator is ``Equal``): the same key, operator, value and
+        effect."""
+        return (self.key, self.operator or "Equal", self.value, self.effect) == (
+            other.key, other.operator or "Equal", other.value, other.effect)
+
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes' rule: empty effect matches all; Exists with no key matches every taint."""
         if self.effect and self.effect != taint.effect:
@@ -462,12 +468,28 @@ class PodSet:
 class PodSetUpdate:
     """Kueue's ``PodSetUpdate``: what a Ready admission check asks of one pod set's pods (the ProvisioningRequest
     check: to consume its request). The second pass places the pod set as if its template carried them
-    (:func:`~flexq.scheduler.second_pass.updated`); the job's pods are given its annotations."""
+    (:func:`~flexq.scheduler.second_pass.updated`); the job's pod templates are given all of it when it starts.
+    Also what a pod set's pods carry, to merge into (Kueue's ``PodSetInfo``)."""
 
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+
+    def merged(self, more: PodSetUpdate) -> PodSetUpdate | str:
+        """Kueue's ``PodSetInfo.Merge``: ``more``'s annotations, labels and node selector added to these, its
+        tolerations appended (each once); or Kueue's message where both hold a key with different values."""
+        for what, have, extra in (("annotations", self.annotations, more.annotations),
+                                  ("labels", self.labels, more.labels),
+                                  ("nodeSelector", self.node_selector, more.node_selector)):
+            clash = next((k for k, v in have.items() if k in extra and extra[k] != v), None)
+            if clash is not None:
+                return (f"invalid admission check PodSetUpdate: conflict for {what}: conflict for key={clash}, "
+                        f"value1={have[clash]}, value2={extra[clash]}")
+        return PodSetUpdate({**self.annotations, **more.annotations}, {**self.labels, **more.labels},
+                            {**self.node_selector, **more.node_selector},
+                            self.tolerations + tuple(t for t in more.tolerations
+                                                     if not any(t.same(e) for e in self.tolerations)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     PodSet,
     PodSetAssignment,
-    Toleration,
+    PodSetUpdate,
     TopologyAssignment,
     TopologyRequest,
     Workload,
@@ -42,7 +42,12 @@ from flexq.scheduler.state import SchedulerState
 from flexq.scheduler.tas import topology_view
 from flexq.scheduler.tas_groups import group_pairs, place_pair
 
-__all__ = ["PENDING_MESSAGE", "backoff", "needs_second_pass", "pending_delayed", "place_delayed", "queue", "updated"]
+__all__ = ["FAILED_TO_START", "PENDING_MESSAGE", "backoff", "check_updates", "needs_second_pass", "pending_delayed",
+           "place_delayed", "queue", "start_conflict", "updated", "with_updates"]
+
+FAILED_TO_START: Final = "FailedToStart"
+"""The Finished reason of a workload whose job could not be started on its admission (Kueue's
+``FailedToStartFinishedReason``): the checks' ``podSetUpdates`` conflict."""
 
 PENDING_MESSAGE: Final = "There are pending delayed topology requests"
 """Kueue's Admitted condition message (reason ``PendingDelayedTopologyRequests``) while checks are Ready and a pod
@@ -74,33 +79,54 @@ def queue(state: SchedulerState, key: str, now: float, iteration: int = 1) -> No
     state.second_pass[key] = (now + backoff(iteration), iteration)
 
 
+def check_updates(wl: Workload, podset: str) -> list[tuple[str, PodSetUpdate]]:
+    """The ``podSetUpdates`` ``wl``'s Ready checks ask of pod set ``podset``: (check, update), in the checks' order."""
+    return [(check, update) for check, state in wl.checks.items() if state is CheckState.READY
+            if (update := wl.pod_set_updates.get(check, {}).get(podset)) is not None]
+
+
+def with_updates(base: PodSetUpdate, updates: list[tuple[str, PodSetUpdate]]) -> PodSetUpdate | tuple[str, str]:
+    """``base`` with each of ``updates`` merged in, in order; or the check whose update conflicts, and why."""
+    for check, update in updates:
+        merged = base.merged(update)
+        if isinstance(merged, str):
+            return check, merged
+        base = merged
+    return base
+
+
 def updated(wl: Workload, podset: PodSet) -> PodSet | str:
     """``podset`` as the ``podSetUpdates`` of ``wl``'s Ready checks make it (Kueue's ``PodSetInfo.Merge`` of each,
     in the checks' order): their node selectors added to its own, their tolerations to its own (each once); or
     Kueue's message where two disagree on a key."""
-    ours = [update for check, state in wl.checks.items() if state is CheckState.READY
-            if (update := wl.pod_set_updates.get(check, {}).get(podset.name)) is not None]
+    ours = check_updates(wl, podset.name)
     if not ours:
         return podset
-    annotations: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    selector = dict(podset.node_selector)
-    tolerations = list(podset.tolerations)
-    for update in ours:
-        for what, have, more in (("annotations", annotations, update.annotations), ("labels", labels, update.labels),
-                                 ("nodeSelector", selector, update.node_selector)):
-            clash = next(((k, v) for k, v in have.items() if k in more and more[k] != v), None)
-            if clash is not None:
-                return (f"invalid podSetUpdate for PodSet {podset.name}, error: invalid admission check PodSetUpdate: "
-                        f"conflict for {what}: conflict for key={clash[0]}, value1={clash[1]}, value2={more[clash[0]]}")
-            have.update(more)
-        tolerations += [t for t in update.tolerations if not any(_same(t, e) for e in tolerations)]
-    return dataclasses.replace(podset, node_selector=selector, tolerations=tuple(tolerations))
+    info = with_updates(PodSetUpdate(node_selector=podset.node_selector, tolerations=podset.tolerations), ours)
+    if isinstance(info, tuple):
+        return f"invalid podSetUpdate for PodSet {podset.name}, error: {info[1]}"
+    return dataclasses.replace(podset, node_selector=info.node_selector, tolerations=info.tolerations)
 
 
-def _same(a: Toleration, b: Toleration) -> bool:
-    """Kubernetes' ``MatchToleration`` (an empty operator is ``Equal``): the same key, operator, value and effect."""
-    return (a.key, a.operator or "Equal", a.value, a.effect) == (b.key, b.operator or "Equal", b.value, b.effect)
+def start_conflict(wl: Workload, flavors: Mapping[str, FlavorSpec]) -> str | None:
+    """Why ``wl``'s job cannot start on its admission (Kueue's job reconciler: a permanent error, and the workload
+    finishes ``FailedToStart``): a Ready check's ``podSetUpdates`` disagree, on a key, with another check's or with
+    what the pod set's pods get from their template and flavors. None: it can start."""
+    if wl.admission is None:
+        return None
+    podsets = {p.name: p for p in wl.podsets}
+    for assigned in wl.admission.podsets:
+        ours, podset = check_updates(wl, assigned.name), podsets.get(assigned.name)
+        if not ours or podset is None:
+            continue
+        given = [flavors[f] for f in sorted(set(assigned.flavors.values())) if f in flavors]
+        selector = {k: v for f in given for k, v in f.node_labels.items()}
+        base = PodSetUpdate(node_selector={**podset.node_selector, **selector},
+                            tolerations=podset.tolerations + tuple(t for f in given for t in f.tolerations))
+        info = with_updates(base, ours)
+        if isinstance(info, tuple):
+            return f'in admission check "{info[0]}": {info[1]}'
+    return None
 
 
 def _flavor(state: SchedulerState, ps: PodSetAssignment) -> FlavorSpec | None:
