@@ -133,9 +133,14 @@ def test_the_jobs_table_shows_eta_and_cost_without_scrolling(guide: Server, brow
     expect(rows).to_have_count(2)
     expect(page.locator('tr[data-job="rayjob-tpu-v6e-dws-2"] td.eta')).to_contain_text("(in ")
     assert page.evaluate("document.documentElement.scrollWidth") <= width, "no sideways scrolling"
-    for cell in ("th.eta", 'th[data-sort="cost"]', 'tr[data-job="rayjob-tpu-v6e-dws-2"] td.eta',
-                 'tr[data-job="rayjob-tpu-v6e-dws-2"] td.cost'):
-        box = page.locator(f"#jobs {cell}").bounding_box()
+    cells = ["th.eta", 'th[data-sort="cost"]', 'tr[data-job="rayjob-tpu-v6e-dws-2"] td.eta',
+             'tr[data-job="rayjob-tpu-v6e-dws-2"] td.cost']
+    # Measured together in the page, between two of its updates (a row is drawn anew on each: measured one at a time,
+    # a cell could be gone between finding it and measuring it).
+    boxes = page.evaluate("""cells => cells.map(c => {
+        const e = document.querySelector("#jobs " + c); if (!e) return null;
+        const r = e.getBoundingClientRect(); return {x: r.x, width: r.width}; })""", cells)
+    for cell, box in zip(cells, boxes, strict=True):
         assert box is not None and box["width"] > 20 and box["x"] + box["width"] <= width, (cell, box)
     page.screenshot(path=str(ARTIFACTS / f"jobs-{width}.png"), full_page=True)
     assert errors == []

@@ -241,18 +241,19 @@ def test_a_resource_version_the_store_has_not_reached_gets_504_after_a_wait(serv
 
 
 def test_a_list_and_a_watch_from_the_next_resource_version_wait_for_it(server: Server) -> None:
-    for _ in range(3):
-        answers, late = _ask_ahead_then_create(server)
+    for attempt in range(3):
+        answers, late = _ask_ahead_then_create(server, f"-{attempt}")
         if not late:
             break
     assert answers["list"].status_code == 200, answers["list"].text
     assert int(answers["list"].json()["metadata"]["resourceVersion"]) >= answers["wanted"]
     assert answers["watch"] == 200
-    assert ("ADDED", "second") in [(e["type"], e["object"]["metadata"]["name"]) for e in answers["events"]]
+    assert ("ADDED", f"second-{attempt}") in [(e["type"], e["object"]["metadata"]["name"]) for e in answers["events"]]
 
 
-def _ask_ahead_then_create(server: Server) -> tuple[dict[str, Any], bool]:
-    """A list and a watch from the next resourceVersion, then two creations; the answers, and whether the creations
+def _ask_ahead_then_create(server: Server, suffix: str) -> tuple[dict[str, Any], bool]:
+    """A list and a watch from the next resourceVersion, then two creations (``next`` and ``second``, with
+    ``suffix``: each attempt makes its own); the answers, and whether the creations
     came too late to count (after the server's wait for that version ended: on a machine too busy to make them in
     time, the 504 that follows is the right answer, and the case is asked again)."""
     wanted = _current(server) + 1
@@ -274,7 +275,7 @@ def _ask_ahead_then_create(server: Server) -> tuple[dict[str, Any], bool]:
     time.sleep(0.5)
     for name in ("next", "second"):
         assert admin.post(server.url + CONFIGMAPS, json={"apiVersion": "v1", "kind": "ConfigMap",
-                                                         "metadata": {"name": name}}).status_code == 201
+                                                         "metadata": {"name": name + suffix}}).status_code == 201
     created = time.monotonic() - began
     for thread in threads:
         thread.join(timeout=20)
