@@ -1,6 +1,6 @@
 """The docs: the README's opening commands and links, and the reference pages generated from the code (every
 command, scenario field and metric there). The site's own links are checked by its strict build (`make docs`, run by
-`make test`); the getting-started page is run by tests/runtime/test_getting_started.py."""
+`make test`); the getting-started page is run by tests/docs/test_getting_started.py."""
 
 from __future__ import annotations
 
