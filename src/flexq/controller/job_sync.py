@@ -43,13 +43,17 @@ def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mappin
     annotation, the node selector of the nodes it brought). Or say why it cannot start (an update conflicting with
     its template): ``job`` is then half changed, not to be written."""
     by_podset = {ps.name: ps for ps in admission.podsets}
+    # A job that runs already (an elastic job's new slice) carries what its last admission gave it: the new one's
+    # updates replace that, where a suspended job's template is its own and an update may not change it.
+    own = job.get("spec", {}).get("suspend") is not False
     for name, holder, key in _slots(kind, job):
         assignment = by_podset.get(name)
         if assignment is None:
             continue
         template = holder.setdefault(key, {})
         place(template.setdefault("spec", {}), assignment.flavors.values(), flavors)
-        conflict = update_pods(template.setdefault("metadata", {}), template["spec"], (updates or {}).get(name, []))
+        conflict = update_pods(template.setdefault("metadata", {}), template["spec"], (updates or {}).get(name, []),
+                               own=own)
         if conflict is not None:
             return conflict
         if kind == "Job":
@@ -58,27 +62,30 @@ def inject(kind: str, job: dict[str, Any], admission: Admission, flavors: Mappin
     return None
 
 
-def update_pods(meta: dict[str, Any], spec: dict[str, Any], updates: list[tuple[str, PodSetUpdate]]) -> str | None:
+def update_pods(meta: dict[str, Any], spec: dict[str, Any], updates: list[tuple[str, PodSetUpdate]], *,
+                own: bool = True) -> str | None:
     """Give a pod (or a pod template) what ``updates`` ask (Kueue's ``podset.Merge``): their labels, annotations and
     node selector added to its own, their tolerations appended (each once). Or, changing nothing, Kueue's message
-    where one sets a key the pod holds, or another update set, with another value."""
+    where one sets a key another update set with another value, or (``own``: what it holds is its own, not what an
+    earlier admission gave it) a key it holds."""
     if not updates:
         return None
 
     def strings(field: str, where: Mapping[str, Any]) -> dict[str, str]:
         return {str(k): str(v) for k, v in (where.get(field) or {}).items()}
 
-    own = [t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)]
+    held = tuple(toleration(t) for t in spec.get("tolerations") or [] if isinstance(t, Mapping))
     base = PodSetUpdate(strings("annotations", meta), strings("labels", meta), strings("nodeSelector", spec),
-                        tuple(toleration(t) for t in own))
+                        held) if own else PodSetUpdate(tolerations=held)
     info = with_updates(base, updates)
     if isinstance(info, tuple):
         return f'in admission check "{info[0]}": {info[1]}'
     for field, value, where in (("annotations", info.annotations, meta), ("labels", info.labels, meta),
                                 ("nodeSelector", info.node_selector, spec)):
-        if value:
-            where[field] = dict(value)
-    added = [toleration_object(t) for t in info.tolerations[len(base.tolerations):]]
+        merged = {**strings(field, where), **value}
+        if merged:
+            where[field] = merged
+    added = [toleration_object(t) for t in info.tolerations[len(held):]]
     if added:
         spec["tolerations"] = [*(spec.get("tolerations") or []), *added]
     return None
