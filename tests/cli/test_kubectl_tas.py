@@ -414,12 +414,45 @@ def test_without_fail_fast_a_workload_waits_for_a_free_host_with_real_kubectl(ku
 
     eventually(waiting)
     assert _admitted(kubectl, "a") is not None, "admitted all along"
+    for version in ("", "v1beta1"):  # Kueue's status.unhealthyNodes, in both versions
+        assert _workload(kubectl, "a", version)["status"]["unhealthyNodes"] == [{"name": hosts[0]}]
     assert kubectl("delete", "job", "b").code == 0
     _moved_to_spare(kubectl, hosts, spare)
+    eventually(lambda: _is_not_in("unhealthyNodes", _workload(kubectl, "a")["status"]))
     events = yaml.safe_load(kubectl("get", "events", "-o", "yaml").out)["items"]
     (replaced,) = [e for e in events if e["reason"] == "NodeReplaced"]
     assert replaced["message"] == (f"node {hosts[0]} was deleted: its pods were placed on {spare} in the same topology "
                                    "domain")
+    assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
+
+
+@pytest.mark.parametrize("server", ["no fail fast"], indirect=True)
+def test_without_fail_fast_a_node_ready_again_ends_the_wait_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
+    """The live half of tests/sim/test_tas_node_replacement.py's node back: job a's pods tolerate a NotReady node for
+    2 s, job b holds the sub-block's fourth host; one of a's hosts goes NotReady, and a waits for a replacement, the
+    host its unhealthy node (``status.unhealthyNodes``); the host Ready again, the wait ends there: a's pods stay
+    where they were, unevicted, and its status names no unhealthy node."""
+    tolerations = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                    "tolerationSeconds": 2}]
+    hosts, spare = _running_beside_a_spare(kubectl, _tas_pool(kubectl, flexq), tolerations)
+    job = yaml.safe_load(_job("b", 1))
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    assert kubectl("apply", "-f", "-", input=yaml.safe_dump(job)).code == 0
+    eventually_value(lambda: _admitted(kubectl, "b"), timeout=60)
+    assert _v1beta1_hosts(kubectl, "b") == [spare], "no host of the sub-block is free"
+    patch = copy.deepcopy(NOT_READY)
+    assert kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p",
+                   yaml.safe_dump(patch)).code == 0
+
+    def unhealthy() -> None:
+        assert _workload(kubectl, "a")["status"].get("unhealthyNodes") == [{"name": hosts[0]}]
+
+    eventually(unhealthy)
+    patch["status"]["conditions"][0].update(status="True", reason="KubeletReady", message="kubelet is ready")
+    assert kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p",
+                   yaml.safe_dump(patch)).code == 0
+    eventually(lambda: _is_not_in("unhealthyNodes", _workload(kubectl, "a")["status"]))
+    assert _v1beta1_hosts(kubectl, "a") == hosts and _admitted(kubectl, "a") is not None
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
 
 
@@ -591,6 +624,10 @@ def _lifecycle_taints(node: dict[str, Any]) -> list[tuple[str, str, bool]]:
     """The node lifecycle controller's taints of a Node object: key, effect, and whether it has its timeAdded."""
     return [(t["key"], t["effect"], "timeAdded" in t) for t in node["spec"].get("taints") or []
             if t["key"].startswith("node.kubernetes.io/")]
+
+
+def _is_not_in(key: str, where: dict[str, Any]) -> None:
+    assert key not in where, where[key]
 
 
 def _is(part: str, text: str) -> None:

@@ -288,6 +288,15 @@ class CapacityDriver:
 
     # --- what the driver knows, read-only --------------------------------------------------------------------
 
+    def unhealthy_node(self, key: str) -> str:
+        """The node whose pods workload ``key`` waits to have placed again (Kueue's ``status.unhealthyNodes``;
+        ``TASFailedNodeReplacementFailFast`` off); "": none."""
+        return self.node_loss.waiting_on(key)
+
+    def waiting_for(self, node: str) -> set[str]:
+        """The workloads waiting for a replacement of ``node`` (:meth:`unhealthy_node`)."""
+        return self.node_loss.waiting_for(node)
+
     @property
     def running(self) -> Set[str]:
         """The workloads whose pods are bound."""

@@ -169,6 +169,10 @@ class NodeLoss:
             self._wait(wl, named[0], now, 1, cause)
         return True
 
+    def waiting_for(self, node: str) -> set[str]:
+        """The workloads waiting for a replacement of ``node``."""
+        return {key for key, (waited, _) in self.unhealthy.items() if waited == node}
+
     def waiting_on(self, key: str) -> str:
         """The node ``key`` waits for a replacement of ("": none), its admission still the one that names it."""
         wl = self.scheduler.workload(key)

@@ -108,6 +108,8 @@ class LiveCapacity:
         self.timers = plane.timers
         self.notes: list[Event] = []
         """The driver's events since the last write (the control plane tells them here)."""
+        self._back: set[str] = set()
+        """Workloads whose unhealthy node is Ready again since the last write."""
         self._sent: list[Event] = []
         """Notes written but not committed yet: told again if the store refuses the step (:meth:`unwritten`)."""
         store.subscribe(lambda _changes: self._sent.clear())
@@ -163,6 +165,7 @@ class LiveCapacity:
                                   f"{ready.get('message') or ready.get('reason') or 'its Ready condition is False'}",
                                   unreachable=ready.get("status") == "Unknown")
         elif ready.get("status") == "True" and node.down_since is not None:
+            self._back |= driver.waiting_for(name)  # they wait no more: their status loses the unhealthy node
             driver.node_ready(name)
         elif ready.get("status") in ("False", "Unknown") and node.down_since is not None:
             driver.node_still_down(name, unreachable=ready.get("status") == "Unknown")
@@ -170,8 +173,10 @@ class LiveCapacity:
     # --- writing what happened -----------------------------------------------------------------------
 
     def touched(self) -> set[str]:
-        """Workloads whose story the notes since the last write changed."""
-        return {n.workload for n in self.notes if n.workload}
+        """Workloads whose story the notes since the last write changed, and those whose unhealthy node is back
+        (told once)."""
+        back, self._back = self._back, set()
+        return {n.workload for n in self.notes if n.workload} | back
 
     def unwritten(self) -> None:
         """The store refused the step that wrote the last notes: they are written with the next."""

@@ -108,6 +108,11 @@ class WorkloadWrites:
         status = self._why_unprovisioned(render_status(
             wl, stored.get("status") or {}, self.scheduler.last_assignment.get(wl.key), stamp,
             stored["metadata"].get("generation", 1), *_endings(events), pods_ready=self._ready(wl)))
+        unhealthy = self.capacity.driver.unhealthy_node(wl.key) if self.capacity.driver is not None else ""
+        if unhealthy:  # Kueue's: the node whose pods wait to be placed again (TASFailedNodeReplacementFailFast off)
+            status["unhealthyNodes"] = [{"name": unhealthy}]
+        else:
+            status.pop("unhealthyNodes", None)
         variants = self._variant_rows(wl)
         if variants:
             status["variants"] = variants
