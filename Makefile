@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
-HEAVY_TESTS := tests/runtime
+HEAVY_TESTS := tests/runtime tests/docs/test_getting_started.py
 # The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
 # rereads every page, so the reference pages generated from the code are always fresh.
 SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
@@ -29,7 +29,8 @@ demo: $(STAMP)
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests
 	@# Two pytest runs side by side: the tests that start real Ray clusters, one at a time (two at once on two cores
-	@# made their real-clock windows miss), and the rest of the suite on two workers (pytest-xdist, a file to a
+	@# made their real-clock windows miss; so did the getting-started page's run of the guide beside them), and the
+	@# rest of the suite on two workers (pytest-xdist, a file to a
 	@# worker, the files with tests marked long first; the crash runs, which kill servers, among them); the first
 	@# run's report follows the second's. The type check and the docs build run beside them too, from the start,
 	@# their report after the tests'. Their temporary folders are their own: a pytest session starting elsewhere
