@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flexq.controller.forecasts import LiveForecasts, run_apart
+from flexq.controller.forecasts import FORECAST_GAP, SHARE, LiveForecasts, pause, run_apart
 from flexq.forecast import Forecast, Lookahead, ensemble
 from flexq.sim import Simulation, load_scenario
 
@@ -93,3 +93,18 @@ def test_the_forecasting_process_holds_none_of_the_servers_sockets(monkeypatch: 
         fds = told["fds"]
         assert listening.fileno() not in fds and held.fileno() not in fds
     assert len([fd for fd in fds if fd > 2]) <= 2, f"the answer and the listing's own, no more: {fds}"
+
+
+PAUSES: dict[tuple[float, float, bool], float] = {
+    (0.2, 0.2, True): 0.2 / SHARE - 0.2,  # a quiet machine: its wall time is its CPU
+    (3.0, 0.2, True): FORECAST_GAP,  # a busy one: the niced child waited for a core, which cost the server nothing
+    (2.0, 0.5, True): 0.5 / SHARE - 2.0,
+    (3.0, 0.2, False): 3.0 / SHARE - 3.0,  # in process, all of its time held the server's interpreter
+    (0.01, 0.01, True): FORECAST_GAP,
+}
+
+
+@pytest.mark.parametrize(("took", "cpu", "apart"), list(PAUSES))
+def test_the_pause_after_a_forecast_keeps_its_share_of_the_cpu_or_of_the_interpreter(took: float, cpu: float,
+                                                                                     apart: bool) -> None:
+    assert pause(took, cpu, apart=apart) == pytest.approx(PAUSES[took, cpu, apart])

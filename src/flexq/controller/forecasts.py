@@ -30,7 +30,7 @@ from typing import Final
 
 from flexq.forecast import Forecast, Lookahead, ensemble
 
-__all__ = ["FORECAST_EVERY", "FORECAST_GAP", "SHARE", "LiveForecasts", "material", "run_apart"]
+__all__ = ["FORECAST_EVERY", "FORECAST_GAP", "SHARE", "LiveForecasts", "material", "pause", "run_apart"]
 
 log = logging.getLogger("flexq.controller")
 
@@ -41,12 +41,25 @@ FORECAST_GAP: Final = 1.0
 pace, not at every step."""
 SHARE: Final = 0.05
 """The share of the time forecasts may take, at the most: after a forecast that took ``s`` seconds, the next waits
-``s / SHARE - s`` (a server holding tens of thousands of workloads forecasts less often, not slower). A forecast run
-on the server's interpreter (where it cannot fork) holds the lock the API and the controller wait for: at a fifth,
-Kueue's baseline through the API (``bench/live_baseline.py --scale 0.3``) took 48-55 s instead of 28 s. Run apart,
-the same run took 30.8-32.2 s against 41.9 s on the server's interpreter (a quiet 2-core machine; server CPU 4.8-5.1
-ms a Job against 6.9), but a forecast over thousands of waiting workloads still takes a core for seconds: the child
-runs at a lower priority (:data:`_NICENESS`)."""
+``s / SHARE - s`` (:func:`pause`; a server holding tens of thousands of workloads forecasts less often, not slower). A
+forecast run on the server's interpreter (where it cannot fork) holds the lock the API and the controller wait for: at a
+fifth, Kueue's baseline through the API (``bench/live_baseline.py --scale 0.3``) took 48-55 s instead of 28 s. Run
+apart, the same run took 30.8-32.2 s against 41.9 s on the server's interpreter (a quiet 2-core machine; server CPU
+4.8-5.1 ms a Job against 6.9), but a forecast over thousands of waiting workloads still takes a core for seconds: the
+child runs at a lower priority (:data:`_NICENESS`)."""
+
+
+def pause(took: float, cpu: float, *, apart: bool) -> float:
+    """Seconds from the end of a forecast that took ``took`` seconds (``cpu`` of them on a processor) to the start of
+    the next, so that forecasts take :data:`SHARE` of the time at the most (:data:`FORECAST_GAP` at the least). Run
+    ``apart``, what counts is the CPU it took: the child, at a lower priority, waits for a core the server does not
+    need, and that wait takes nothing from the server (on a busy machine a new job's first forecast is not held back
+    for it). On the server's interpreter all of its time counts: it holds the lock the API and the controller wait
+    for, whether it runs or waits for a core."""
+    spent = cpu if apart else took
+    return max(FORECAST_GAP, spent / SHARE - took)
+
+
 _SHIFT: Final = 30.0
 _SHARE: Final = 0.05
 
@@ -169,8 +182,7 @@ class LiveForecasts:
                 return
             began = time.monotonic()
             self.once(apart=self.apart)
-            took = time.monotonic() - began
-            self._stop.wait(max(FORECAST_GAP, took / SHARE - took))
+            self._stop.wait(pause(time.monotonic() - began, self.cpu, apart=self.apart))
 
     def once(self, apart: bool = False) -> None:
         """Fork the plane, run ahead (on the calling thread, or ``apart`` in a process of its own), publish."""
