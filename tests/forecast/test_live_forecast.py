@@ -229,3 +229,27 @@ def test_a_job_holding_quota_while_dws_answers_carries_its_forecast(tmp_path: Pa
         assert table["rows"][0]["cells"][eta] not in ("", None), "kubectl get workloads shows it"
     finally:
         servers.close()
+
+
+def test_a_racing_job_waiting_for_dws_carries_its_forecast(tmp_path: Path) -> None:
+    """The guide's default (racing): job 1 takes Plan A; job 2 races, its Plan A variant waiting for quota, its Plan B
+    variant holding quota and waiting for its ProvisioningRequest, answered in an hour. Job 2's own Workload, which
+    shows its variants, carries when it will start, as a workload of Kueue's policy does."""
+    servers = serve_capacity(tmp_path, "cloud:\n  on-demand-pool: {available: 4, bootTime: 1s}\n"
+                                       "  dws-pool: {queuedDelay: 1h}\n")
+    server = next(servers)
+    try:
+        guide_setup(server, guide_text("dws-tpu-queue.yaml"), jobs=("1", "2"))
+
+        def waiting() -> dict[str, Any]:
+            wl = workloads(server)["rayjob-tpu-v6e-dws-2"]
+            assert wl["status"].get("variants"), "it races"
+            assert "forecast" in wl["status"], wl["status"]
+            return wl
+
+        wl = eventually(waiting, timeout=60)
+        start = _at(wl["status"]["forecast"]["start"])
+        assert 3300 < start - time.time() <= 3600 + 60, "when DWS answers and the slice's nodes are up"
+        assert "ProvisioningRequest" in _condition(wl, "Forecast")["message"]
+    finally:
+        servers.close()
