@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests import admin
 from tests.conftest import Server, guide_text, start_server, stop_server
 from tests.queues import queue_yaml
@@ -204,19 +206,33 @@ fallback: false
 """
 
 
-def test_a_job_holding_quota_while_dws_answers_carries_its_forecast(tmp_path: Path) -> None:
-    """Kueue's policy (no racing): Plan A has no quota left, so the guide's job reserves Plan B's and waits for its
-    ProvisioningRequest, answered in an hour. Its status carries when it will start until it does."""
-    servers = serve_capacity(tmp_path, KUEUE_DWS)
+RACING_DWS = "cloud:\n  on-demand-pool: {available: 4, bootTime: 1s}\n  dws-pool: {queuedDelay: 1h}\n"
+
+
+@pytest.mark.parametrize("racing", [False, True], ids=["kueue-policy", "racing"])
+def test_a_job_waiting_for_dws_carries_its_forecast(tmp_path: Path, racing: bool) -> None:
+    """A job waits for its ProvisioningRequest, answered in an hour; its status carries when it will start until it
+    does. Kueue's policy (no racing): Plan A has no quota left, so the guide's job reserves Plan B's and waits. The
+    guide's default (racing): job 1 takes Plan A; job 2 races, its Plan A variant waiting for quota, its Plan B variant
+    holding quota and waiting; job 2's own Workload, which shows its variants, carries the forecast."""
+    servers = serve_capacity(tmp_path, RACING_DWS if racing else KUEUE_DWS)
     server = next(servers)
     try:
-        plan_a_taken = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0")
-        guide_setup(server, plan_a_taken, jobs=("1",))
+        if racing:
+            guide_setup(server, guide_text("dws-tpu-queue.yaml"), jobs=("1", "2"))
+        else:
+            plan_a_taken = guide_text("dws-tpu-queue.yaml").replace("nominalQuota: 16", "nominalQuota: 0")
+            guide_setup(server, plan_a_taken, jobs=("1",))
+        name = "rayjob-tpu-v6e-dws-2" if racing else "rayjob-tpu-v6e-dws-1"
 
         def waiting() -> dict[str, Any]:
-            (wl,) = workloads(server).values()
-            assert condition(wl, "QuotaReserved") == "True" and condition(wl, "Admitted") == "False"
-            assert "dws" in {f for ps in wl["status"]["admission"]["podSetAssignments"] for f in ps["flavors"].values()}
+            wl = workloads(server)[name]
+            if racing:
+                assert wl["status"].get("variants"), "it races"
+            else:
+                assert condition(wl, "QuotaReserved") == "True" and condition(wl, "Admitted") == "False"
+                assert "dws" in {f for ps in wl["status"]["admission"]["podSetAssignments"]
+                                 for f in ps["flavors"].values()}
             assert "forecast" in wl["status"], wl["status"]
             return wl
 
@@ -226,30 +242,7 @@ def test_a_job_holding_quota_while_dws_answers_carries_its_forecast(tmp_path: Pa
         assert "ProvisioningRequest" in _condition(wl, "Forecast")["message"]
         table = admin.get(server.url + WL, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
         eta = [c["name"] for c in table["columnDefinitions"]].index("ETA")
-        assert table["rows"][0]["cells"][eta] not in ("", None), "kubectl get workloads shows it"
-    finally:
-        servers.close()
-
-
-def test_a_racing_job_waiting_for_dws_carries_its_forecast(tmp_path: Path) -> None:
-    """The guide's default (racing): job 1 takes Plan A; job 2 races, its Plan A variant waiting for quota, its Plan B
-    variant holding quota and waiting for its ProvisioningRequest, answered in an hour. Job 2's own Workload, which
-    shows its variants, carries when it will start, as a workload of Kueue's policy does."""
-    servers = serve_capacity(tmp_path, "cloud:\n  on-demand-pool: {available: 4, bootTime: 1s}\n"
-                                       "  dws-pool: {queuedDelay: 1h}\n")
-    server = next(servers)
-    try:
-        guide_setup(server, guide_text("dws-tpu-queue.yaml"), jobs=("1", "2"))
-
-        def waiting() -> dict[str, Any]:
-            wl = workloads(server)["rayjob-tpu-v6e-dws-2"]
-            assert wl["status"].get("variants"), "it races"
-            assert "forecast" in wl["status"], wl["status"]
-            return wl
-
-        wl = eventually(waiting, timeout=60)
-        start = _at(wl["status"]["forecast"]["start"])
-        assert 3300 < start - time.time() <= 3600 + 60, "when DWS answers and the slice's nodes are up"
-        assert "ProvisioningRequest" in _condition(wl, "Forecast")["message"]
+        (row,) = [r for r in table["rows"] if r["object"]["metadata"]["name"] == wl["metadata"]["name"]]
+        assert row["cells"][eta] not in ("", None), "kubectl get workloads shows it"
     finally:
         servers.close()
