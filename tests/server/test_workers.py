@@ -23,9 +23,17 @@ WORKERS = 2
 
 
 def workers_of(pid: int) -> list[int]:
-    """The API worker processes under the server's process (started by any of its threads)."""
-    kids = [int(k) for task in Path(f"/proc/{pid}/task").iterdir() for k in (task / "children").read_text().split()]
-    return [k for k in kids if b"flexq.server.worker" in Path(f"/proc/{k}/cmdline").read_bytes()]
+    """The API worker processes under the server's process (started by any of its threads); a child that is gone
+    between being listed and being read (a worker just killed) is not one."""
+    kids = [int(k) for task in Path(f"/proc/{pid}/task").iterdir() for k in _read(task / "children").split()]
+    return [k for k in kids if "flexq.server.worker" in _read(Path(f"/proc/{k}/cmdline"))]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
 
 
 @pytest.fixture(scope="module")
