@@ -119,11 +119,10 @@ def start_conflict(wl: Workload, flavors: Mapping[str, FlavorSpec]) -> str | Non
         ours, podset = check_updates(wl, assigned.name), podsets.get(assigned.name)
         if not ours or podset is None:
             continue
-        given = [flavors[f] for f in sorted(set(assigned.flavors.values())) if f in flavors]
-        selector = {k: v for f in given for k, v in f.node_labels.items()}
-        base = PodSetUpdate(node_selector={**podset.node_selector, **selector},
-                            tolerations=podset.tolerations + tuple(t for f in given for t in f.tolerations))
-        info = with_updates(base, ours)
+        # (tolerations are appended, never in conflict: the node selector is what may clash)
+        selector = {k: v for f in sorted(set(assigned.flavors.values())) if f in flavors
+                    for k, v in flavors[f].node_labels.items()}
+        info = with_updates(PodSetUpdate(node_selector={**podset.node_selector, **selector}), ours)
         if isinstance(info, tuple):
             return f'in admission check "{info[0]}": {info[1]}'
     return None
