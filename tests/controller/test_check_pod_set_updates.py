@@ -9,16 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flexq.api.kinds import resolve
-from flexq.clock import RealClock
 from flexq.controller import QueueController
-from flexq.jobs.webhook import job_webhook
 from flexq.objects.service import ObjectService
-from flexq.store import Store
 from tests.queues import queue_yaml
-from tests.support import queued_job
+from tests.support import controller_on_store, queued_job
 
 CHECK = """apiVersion: kueue.x-k8s.io/v1beta2
 kind: AdmissionCheck
@@ -33,14 +29,9 @@ UPDATE = {"name": "main", "labels": {"team": "ml"}, "annotations": {"example.com
 
 
 def _setup(tmp_path: Path) -> tuple[ObjectService, QueueController]:
-    service = ObjectService(Store(tmp_path / "flexq.db"), hooks=[job_webhook])
     queues = queue_yaml(("default", "pool-a")).replace(
         "  namespaceSelector: {}\n", "  namespaceSelector: {}\n  admissionChecks: [custom]\n")
-    for doc in yaml.safe_load_all(CHECK + "---\n" + queues):
-        info = resolve(doc["kind"])
-        service.create(info, "default" if info.namespaced else "", doc)
-    controller = QueueController(service, RealClock())
-    controller.resync()
+    _, service, controller = controller_on_store(tmp_path, objects=CHECK + "---\n" + queues)
     return service, controller
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from tests import forks
 from tests.conftest import GUIDE, ROOT, Server
-from tests.runtime.ray_leaks import RayProcesses
+from tests.runtime.ray_leaks import RayProcesses, clusters_of
+from tests.support import cli_ok
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-sync"]
@@ -31,44 +30,14 @@ new MutationObserver(() => {
 """
 
 
-def _cli(server: Server, *args: str) -> str:
-    proc = forks.run(args, text=True, env=server.env(), timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return str(proc.stdout)
-
-
-def _ray_of(server: Server) -> dict[int, str]:
-    """The server's Ray processes (its descendants: other servers may run Ray clusters on the machine meanwhile),
-    with the temp dir each was started with."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[-1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = {}, [server.process.pid]
-    while frontier:
-        pid = frontier.pop()
-        for child in (c for c, parent in parents.items() if parent == pid):
-            frontier.append(child)
-            try:
-                cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            temp = re.search(r"--temp[-_]dir=(\S+)", cmd)
-            found[child] = temp.group(1) if temp else ""
-    return found
-
-
 def follow(srv: Server, chromium: str, start: Callable[[], None], procs: RayProcesses) -> None:
     """Open the dashboard's pages, call ``start`` (which submits the guide's two jobs), and follow the jobs in the
     browser to their end. Fails on what a page shows wrong and on any error a page's scripts raise."""
     from playwright import sync_api as playwright
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    _cli(srv, "simulate", str(GUIDE / "scenario-capacity.yaml"), "--report", str(srv.home / "reports" / "guide"),
-         "--no-progress")
+    cli_ok(srv, "simulate", str(GUIDE / "scenario-capacity.yaml"), "--report", str(srv.home / "reports" / "guide"),
+           "--no-progress")
     errors: list[str] = []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=ARGS)
@@ -128,7 +97,7 @@ def _job_one(playwright: Any, srv: Server, context: Any, job: Any, procs: RayPro
     job.get_by_role("link", name="rayjob-tpu-v6e-dws-1").click()
     link = job.locator("#ray-link")
     playwright.expect(link).to_be_visible(timeout=180_000)
-    assert any(_ray_of(srv).values()), "job 1's Ray cluster runs under the server"
+    assert clusters_of(srv.process.pid), "job 1's Ray cluster runs under the server"
     assert procs.count(), "and carries the test's tag"
     ray = context.new_page()
     answer = ray.goto(srv.url + str(link.get_attribute("href")))
@@ -143,7 +112,7 @@ def _job_one(playwright: Any, srv: Server, context: Any, job: Any, procs: RayPro
     ray.close()
     playwright.expect(job.locator("#state")).to_have_text("succeeded", timeout=240_000)
     playwright.expect(job.locator("#log")).to_contain_text("Training Complete!", timeout=30_000)
-    log = _cli(srv, "logs", "job/rayjob-tpu-v6e-dws-1")
+    log = cli_ok(srv, "logs", "job/rayjob-tpu-v6e-dws-1").stdout
     epochs = sorted({int(e) for e in re.findall(r"'epoch': (\d+)\}, validation", log)})
     assert epochs == [0, 10, 20, 30, 40], "train.py reports every tenth epoch"
     points = job.locator("#chart svg circle")

@@ -24,12 +24,13 @@ def queued_job(name: str) -> dict[str, Any]:
                 {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}}}}
 
 
-def controller_on_store(tmp_path: Path, cpu: int = 4) -> tuple[Store, ObjectService, QueueController]:
-    """A store with the queue objects (``cq`` with ``cpu`` of quota, ``q``), its object service, and a queue
-    controller that has read it (not running: each test steps it with ``sync``)."""
+def controller_on_store(tmp_path: Path, cpu: int = 4, objects: str | None = None) -> tuple[
+        Store, ObjectService, QueueController]:
+    """A store with the queue objects (``cq`` with ``cpu`` of quota, ``q``; or the YAML ``objects``), its object
+    service, and a queue controller that has read it (not running: each test steps it with ``sync``)."""
     store = Store(tmp_path / "flexq.db")
     service = ObjectService(store, hooks=[job_webhook])
-    for doc in yaml.safe_load_all(queue_yaml(("default", None), cpu=cpu)):
+    for doc in yaml.safe_load_all(objects if objects is not None else queue_yaml(("default", None), cpu=cpu)):
         info = resolve(doc["kind"])
         service.create(info, "default" if info.namespaced else "", doc)
     controller = QueueController(service, RealClock())
