@@ -595,7 +595,8 @@ class QueueController:
             due, self.state.forecast_due = self.state.forecast_due, set()
         if changed or self.state.touched or self.state.unborn:
             self.forecasts.request()
-        return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)}
+        return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)
+                and key not in self.scheduler.variants}
 
     def foreseen(self) -> list[Forecast]:
         """The last forecast of every waiting workload."""
