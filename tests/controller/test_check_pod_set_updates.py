@@ -80,7 +80,9 @@ def test_a_ready_checks_pod_set_updates_are_in_the_started_jobs_template(tmp_pat
     assert template["metadata"]["annotations"] == {"example.com/reserved": "r-1"}
     assert template["spec"]["nodeSelector"] == {"cloud.google.com/gke-nodepool": "pool-a", "example.com/rack": "r7"}
     assert template["spec"]["tolerations"] == [{"key": "own", "operator": "Exists"}, UPDATE["tolerations"][0]]
-    assert {c["type"]: c["status"] for c in wl["status"]["conditions"]}["Admitted"] == "True"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in wl["status"]["conditions"]}
+    assert conditions["Admitted"] == ("True", "Admitted")
+    assert conditions["PodsReady"] == ("True", "Started"), "its job started (no runtime: its pods count as ready)"
 
 
 @pytest.mark.parametrize(("meta", "field", "held", "asked"), [
@@ -92,6 +94,8 @@ def test_an_update_the_template_disagrees_with_finishes_the_workload_and_the_job
     before, job, wl = _started_with(tmp_path, meta, UPDATE)
     assert job["spec"]["suspend"] is True and job["spec"]["template"] == before, "the job is untouched"
     finished = next(c for c in wl["status"]["conditions"] if c["type"] == "Finished")
+    ready = next(c for c in wl["status"]["conditions"] if c["type"] == "PodsReady")
+    assert (ready["status"], ready["reason"]) == ("False", "WaitForStart"), "its job never started"
     key = next(iter(meta[field]))
     assert (finished["status"], finished["reason"], finished["message"]) == (
         "True", "FailedToStart", f'in admission check "custom": invalid admission check PodSetUpdate: conflict for '
@@ -127,3 +131,4 @@ def test_a_plain_pod_that_disagrees_keeps_its_gate_and_its_workload_finishes(tmp
     assert got["metadata"]["labels"]["team"] == "infra" and "nodeSelector" not in got["spec"]
     finished = next(c for c in wl["status"]["conditions"] if c["type"] == "Finished")
     assert finished["reason"] == "FailedToStart" and "conflict for labels: conflict for key=team" in finished["message"]
+

@@ -223,8 +223,11 @@ class WorkloadWrites:
         plane = self.state.plane
         if plane.kueue.pods_ready is None or wl.parent:
             return None
-        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._tells_ready(wl):
-            self._placed_ready(wl, writing=True)  # it starts with this write: ready with it
+        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._tells_ready(wl) \
+                and not any(check_updates(wl, ps.name) for ps in wl.podsets):
+            # It starts with this write: ready with it. One whose checks ask something of its pods may not start (an
+            # update its template disagrees with): it is ready once its job has started (run_workload).
+            self._placed_ready(wl, writing=True)
         return plane.pods_ready.reason(wl)
 
     def _show_forecast(self, wl: Workload, status: dict[str, Any], stamp: str) -> None:
