@@ -37,7 +37,11 @@ def _ok(server: Server) -> None:
 @pytest.mark.long
 def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     srv = capacity_server
-    guide_setup(srv, guide_text("dws-tpu-queue.yaml"))
+    # The config names a node selector from the provisioned request's class details (Kueue's podSetUpdates).
+    guide_setup(srv, guide_text("dws-tpu-queue.yaml").replace("  managedResources:\n    - google.com/tpu\n", (
+        "  managedResources:\n    - google.com/tpu\n  podSetUpdates:\n    nodeSelector:\n"
+        "    - {key: cloud.google.com/gke-nodepool, valueFromProvisioningClassDetail: NodePoolName}\n"
+        "    - {key: example.com/group, valueFromProvisioningClassDetail: NodeGroupName}\n")))
 
     def both_placed() -> dict[str, dict[str, Any]]:
         nodes = _nodes(srv)
@@ -57,9 +61,11 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
     (update,) = check["podSetUpdates"]
     consume = update["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"]
     assert update["name"] == "tpu-group" and consume.endswith("-dws-prov-1"), "the Ray head asks no TPU: no update"
+    assert update["nodeSelector"] == {"cloud.google.com/gke-nodepool": "dws-pool"}, "NodeGroupName: not a detail here"
     job2 = admin.get(srv.url + "/apis/ray.io/v1/namespaces/default/rayjobs/rayjob-tpu-v6e-dws-2").json()
     worker = job2["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]
     assert worker["metadata"]["annotations"]["autoscaling.x-k8s.io/consume-provisioning-request"] == consume
+    assert worker["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"] == "dws-pool"
     requests = admin.get(srv.url + "/apis/autoscaling.x-k8s.io/v1/namespaces/default/provisioningrequests").json()
     (request,) = requests["items"]
     assert request["metadata"]["name"].endswith("-dws-prov-1")
@@ -68,6 +74,8 @@ def test_pools_scale_and_dws_provisions(capacity_server: Server) -> None:
         "the class dws-config names; only the pod set asking for TPUs (its managed resource), with its count"
     assert {c["type"]: c["status"] for c in request["status"]["conditions"]} == {"Accepted": "True",
                                                                                  "Provisioned": "True"}
+    details = request["status"]["provisioningClassDetails"]
+    assert (details["NodePoolName"], details["AcceleratorType"]) == ("dws-pool", "tpu-v6e-slice")
     listed = admin.get(srv.url + "/apis/flexq.dev/v1alpha1/nodepools").json()["items"]
     pools = {p["metadata"]["name"]: p for p in listed}
     assert pools["dws-pool"]["status"]["nodeCount"] == 4

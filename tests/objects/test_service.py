@@ -269,3 +269,21 @@ def test_queues_written_one_by_one_follow_their_references(svc: ObjectService) -
     assert _active(svc.get(LQ, "default", "b"))[1] == "ClusterQueueIsInactive"
     svc.create(RF, None, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "g"}})
     assert _active(svc.get(CQ, None, "y"))[0] == "True" and _active(svc.get(LQ, "default", "b"))[0] == "True"
+
+
+@pytest.mark.parametrize(("rows", "path", "words"), [
+    ("[{key: a/b, valueFromProvisioningClassDetail: X}, {key: a/b, valueFromProvisioningClassDetail: Y}]",
+     "spec.podSetUpdates.nodeSelector", "each key may appear once"),
+    ("[{key: a/b}]", "spec.podSetUpdates.nodeSelector[0].valueFromProvisioningClassDetail", "Required value"),
+    ("[{key: 'not a key', valueFromProvisioningClassDetail: X}]", "spec.podSetUpdates.nodeSelector[0].key", ""),
+])
+def test_a_provisioning_configs_node_selector_updates_are_checked(svc: ObjectService, rows: str, path: str,
+                                                                   words: str) -> None:
+    text = guide_text("dws-tpu-queue.yaml").replace(
+        "  managedResources:\n    - google.com/tpu\n",
+        f"  managedResources:\n    - google.com/tpu\n  podSetUpdates:\n    nodeSelector: {rows}\n")
+    with pytest.raises(InvalidObject) as info:
+        _apply(svc, text)
+    (error,) = info.value.errors
+    assert (info.value.kind, error.path) == ("ProvisioningRequestConfig", path)
+    assert words in str(error)

@@ -122,6 +122,9 @@ class RequestNote:
     ``CapacityIsNotFound``; "" for none in particular. Not in the event's fields (the object's business)."""
     message: str = ""
     """That condition's message as the autoscaler words it ("": the event's own words)."""
+    details: tuple[tuple[str, str], ...] = ()
+    """Provisioned: the request's ``status.provisioningClassDetails``, (key, value) pairs (the object's business, as
+    ``reason``)."""
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"request": self.request, "state": self.state}

@@ -25,6 +25,7 @@ from typing import Any, Final
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.notes import ProvisioningState, RequestNote, Teller
 from flexq.capacity.placement import pod_groups
+from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.record import CAPACITY_PRIORITY, Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, WaitingRoom
@@ -45,6 +46,7 @@ __all__ = [
     "ProvisioningState",
     "Timers",
     "answer_timer",
+    "class_details",
     "provisioning_settings",
 ]
 
@@ -75,6 +77,10 @@ class ProvisioningSettings:
     backoff_max: float = 1800.0
     no_retry: bool = False
     """``parameters.noRetry: "true"`` (check-capacity): capacity not found fails the request instead of waiting."""
+    node_selector: tuple[tuple[str, str], ...] = ()
+    """``podSetUpdates.nodeSelector``: each (key, detail) puts the node selector ``key`` on the pods, its value the
+    provisioned request's ``status.provisioningClassDetails[detail]`` (left out where the request has no such
+    detail, as Kueue skips it)."""
 
     @property
     def check_only(self) -> bool:
@@ -94,12 +100,28 @@ def provisioning_settings(objects: Mapping[str, list[dict[str, Any]]]) -> dict[s
             continue
         config = configs.get((spec.get("parameters") or {}).get("name", ""), {})
         retry = config.get("retryStrategy") or {}
+        selector = ((config.get("podSetUpdates") or {}).get("nodeSelector")) or []
         out[check["metadata"]["name"]] = ProvisioningSettings(
             str(config.get("provisioningClassName", "")), frozenset(config.get("managedResources") or []),
             int(retry.get("backoffLimitCount", 3)), float(retry.get("backoffBaseSeconds", 60)),
             float(retry.get("backoffMaxSeconds", 1800)),
-            str((config.get("parameters") or {}).get("noRetry", "")).lower() == "true")
+            str((config.get("parameters") or {}).get("noRetry", "")).lower() == "true",
+            tuple((str(row["key"]), str(row["valueFromProvisioningClassDetail"])) for row in selector))
     return out
+
+
+def class_details(pool: NodePoolSpec) -> dict[str, str]:
+    """What GKE's queued provisioning writes in a provisioned request's ``status.provisioningClassDetails``, as far
+    as the emulated cloud knows it: the node pool, its accelerator, its zone, and how the nodes were made (a resize
+    request of a node pool flexq did not auto-provision)."""
+    details = {"NodePoolName": pool.name, "NodePoolAutoProvisioned": "false", "ProvisioningMode": "resize_request"}
+    accelerator = pool.machine.tpu_accelerator if pool.machine.tpu_chips else (
+        pool.machine.gpu_accelerator if pool.machine.gpus else "")
+    if accelerator:
+        details["AcceleratorType"] = accelerator
+    if pool.location:
+        details["SelectedZone"] = pool.location
+    return details
 
 
 class Provisioner:
@@ -191,14 +213,17 @@ class Provisioner:
             self.failed(key, check, name, "CapacityNotFound", why)
             return
         self.plan_expiry()
+        details = class_details(spec)
         self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} is Provisioned: "
-                       f"{len(created)} node(s) in {pool}", RequestNote(name, ProvisioningState.PROVISIONED, pool=pool))
+                       f"{len(created)} node(s) in {pool}",
+                       RequestNote(name, ProvisioningState.PROVISIONED, pool=pool,
+                                   details=tuple(sorted(details.items()))))
         slices = {n.slice_id for n in created}
         self.timeline.later(now + BOOKING, key, partial(self._booking_check, key, check, name, slices))
         revoke = self.cluster.cloud.revoke_after(pool, spec.machine.name)
         if revoke is not None:
             self.timeline.at(now + revoke, partial(self._revoke, key, name, slices))
-        self._ready(key, wl, check, name)
+        self._ready(key, wl, check, name, details)
 
     def _check_capacity(self, key: str, check: str, name: str, since: float, told: bool) -> None:
         """check-capacity: whether ``key``'s pods fit on the nodes there now (ready, free, not booked for another).
@@ -220,7 +245,7 @@ class Provisioner:
                            RequestNote(name, ProvisioningState.PROVISIONED, pool=pools[0] if pools else None,
                                        reason=CAPACITY_IS_FOUND, message=_FOUND))
             self.timeline.later(now + BOOKING, key, partial(self._check_booking, key, check, name, nodes))
-            self._ready(key, wl, check, name)
+            self._ready(key, wl, check, name, {})
             return
         why = "; ".join([*(f"no node pool matches pod set {g}" for g in placement.unplaceable),
                          *placement.oversized.values(),
@@ -256,11 +281,14 @@ class Provisioner:
                        RequestNote(name, ProvisioningState.BOOKING_EXPIRED))
         self.failed(key, check, name, "BookingExpired", "the booking expired before the pods started", noted=True)
 
-    def _ready(self, key: str, wl: Workload, check: str, name: str) -> None:
-        """Request ``name`` is provisioned: ``key``'s check is Ready, its pod sets told to consume the request."""
+    def _ready(self, key: str, wl: Workload, check: str, name: str, details: Mapping[str, str]) -> None:
+        """Request ``name`` is provisioned: ``key``'s check is Ready, its pod sets told to consume the request, and
+        given the node selector its config's ``podSetUpdates`` makes of the request's class ``details``."""
         settings = self.settings[check]
+        selector = {label: details[detail] for label, detail in settings.node_selector if detail in details}
         updates = {g.name: PodSetUpdate({"autoscaling.x-k8s.io/consume-provisioning-request": name,
-                                         "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class})
+                                         "autoscaling.x-k8s.io/provisioning-class-name": settings.provisioning_class},
+                                        node_selector=selector)
                    for g in pod_groups(wl, self.scheduler.config.flavors, settings.managed or None)}
         self.teller.log(self.scheduler.set_check(key, check, CheckState.READY, self.timeline.now(),
                                                  f"{name} provisioned", pod_set_updates=updates))

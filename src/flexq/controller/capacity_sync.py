@@ -251,6 +251,8 @@ class LiveCapacity:
             case ProvisioningState.PROVISIONED:
                 set_condition(status, "Provisioned", True, request.reason or "Provisioned", request.message or message,
                               now=now)
+                if request.details:
+                    status["provisioningClassDetails"] = dict(request.details)
             case ProvisioningState.FAILED:
                 set_condition(status, "Failed", True, request.reason or "Failed", request.message or message, now=now)
             case _:

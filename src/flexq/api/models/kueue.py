@@ -218,12 +218,31 @@ class ProvisioningRequestRetryStrategy(K8sModel):
     backoffMaxSeconds: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
+class ProvisioningRequestPodSetUpdatesNodeSelector(K8sModel):
+    key: Annotated[LabelKey, Field(min_length=1, max_length=317)]
+    valueFromProvisioningClassDetail: Annotated[StrictStr, Field(min_length=1, max_length=32768)]
+
+
+def _check_selector_keys(rows: list[ProvisioningRequestPodSetUpdatesNodeSelector]) -> list[
+        ProvisioningRequestPodSetUpdatesNodeSelector]:
+    """``nodeSelector`` is a list map keyed by ``key``: each key once."""
+    keys = [row.key for row in rows]
+    if len(set(keys)) != len(keys):
+        raise ValueError("each key may appear once")
+    return rows
+
+
+class ProvisioningRequestPodSetUpdates(K8sModel):
+    nodeSelector: Annotated[list[ProvisioningRequestPodSetUpdatesNodeSelector], Field(max_length=8),
+                            AfterValidator(_check_selector_keys)] | None = None
+
+
 class ProvisioningRequestConfigSpec(K8sModel):
     provisioningClassName: Annotated[StrictStr, Field(min_length=1, max_length=253)]
     parameters: Annotated[dict[StrictStr, StrictStr], Field(max_length=100)] | None = None
     managedResources: Annotated[list[ResourceName], Field(max_length=100)] | None = None
     retryStrategy: ProvisioningRequestRetryStrategy | None = None
-    podSetUpdates: dict[str, Any] | None = None
+    podSetUpdates: ProvisioningRequestPodSetUpdates | None = None
     podSetMergePolicy: Literal["IdenticalPodTemplates", "IdenticalWorkloadSchedulingRequirements"] | None = None
 
 
