@@ -393,6 +393,11 @@ def test_a_deleted_node_is_replaced_in_the_sub_block_with_real_kubectl(kubectl: 
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
 
 
+def _pods_ready(status: dict[str, Any]) -> tuple[str, str]:
+    (ready,) = [c for c in status.get("conditions") or [] if c["type"] == "PodsReady"]
+    return ready["status"], ready["reason"]
+
+
 @pytest.mark.parametrize("server", ["no fail fast"], indirect=True)
 def test_without_fail_fast_a_workload_waits_for_a_free_host_with_real_kubectl(kubectl: Any, flexq: Any) -> None:
     """The live half of tests/sim/test_tas_node_replacement.py's TASFailedNodeReplacementFailFast off: job b holds the
@@ -445,13 +450,17 @@ def test_without_fail_fast_a_node_ready_again_ends_the_wait_with_real_kubectl(ku
                    yaml.safe_dump(patch)).code == 0
 
     def unhealthy() -> None:
-        assert _workload(kubectl, "a")["status"].get("unhealthyNodes") == [{"name": hosts[0]}]
+        status = _workload(kubectl, "a")["status"]
+        assert status.get("unhealthyNodes") == [{"name": hosts[0]}]
+        # Its pods there are gone until bound again (nothing here runs a batch Job's pods to say otherwise).
+        assert _pods_ready(status) == ("False", "WaitForRecovery")
 
     eventually(unhealthy)
     patch["status"]["conditions"][0].update(status="True", reason="KubeletReady", message="kubelet is ready")
     assert kubectl("patch", "node", hosts[0], "--subresource=status", "--type=merge", "-p",
                    yaml.safe_dump(patch)).code == 0
     eventually(lambda: _is_not_in("unhealthyNodes", _workload(kubectl, "a")["status"]))
+    assert _pods_ready(_workload(kubectl, "a")["status"]) == ("True", "Recovered")
     assert _v1beta1_hosts(kubectl, "a") == hosts and _admitted(kubectl, "a") is not None
     assert "schedulingStats" not in _workload(kubectl, "a")["status"], "no eviction"
 

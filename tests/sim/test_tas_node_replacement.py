@@ -185,3 +185,39 @@ def test_without_fail_fast_a_second_lost_node_while_waiting_evicts(tmp_path: Pat
         900, "NodeFailures", "Workload eviction triggered due to multiple TAS assigned node failures, including: "
         "gke-tas-pool-1-0, gke-tas-pool-2-0")
     assert not [e for e in events if e["event"] == "NodeReplaced"]
+
+
+def _recovering(tmp_path: Path, cloud: dict[str, Any], recovery: str) -> list[dict[str, Any]]:
+    """:func:`_waiting`'s run with waitForPodsReady on (``recoveryTimeout``): a's pods on the lost host are not ready
+    while it waits for a replacement."""
+    config = {**NO_FAIL_FAST, "waitForPodsReady": {"timeout": "10m", "recoveryTimeout": recovery}}
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-recovery"},
+           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h", "kueueConfig": config,
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
+                                            "autoscaling": False}], "cloud": {"tas-pool": cloud}},
+                    "submit": [{"at": f"{at}s", "file": str(EXAMPLES / "job-subblock.yaml"), "runFor": run_for,
+                                "env": {"JOB_NAME": name, "PODS": str(n)}}
+                               for at, name, n, run_for in ((0, "a", 3, "1h"), (1, "b", 1, "2h"))]}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return [e for e in run_scenario(load_scenario(path)).events if e["workload"].startswith("default/job-a")]
+
+
+def test_without_fail_fast_pods_waiting_for_a_replacement_are_not_ready_and_recovery_times_out(
+        tmp_path: Path) -> None:
+    """Kueue's waitForPodsReady ``recoveryTimeout`` (the live half: tests/cli/test_kubectl_tas.py): a's pods on the
+    failed host wait for a replacement that does not come; not ready from 10m, a is evicted 3m later
+    (PodsReadyTimeout, its pods waiting for recovery) and requeued."""
+    events = _recovering(tmp_path, {"hostFailures": ["10m"]}, "3m")
+    evicted = next(e for e in events if e["event"] == "Evicted")
+    assert (evicted["t"], evicted["cause"]) == (780, "PodsReadyTimeout")
+    assert evicted["reason"].startswith("Exceeded the PodsReady timeout default/job-a")
+    assert _retried(events)[:3] == [600, 601, 603]
+
+
+def test_without_fail_fast_pods_bound_again_to_their_node_are_ready_again(tmp_path: Path) -> None:
+    """The host NotReady at 10m, its pods failed for a at 15m and back when it is Ready at 20m: within a 15m
+    recoveryTimeout, a runs on to its end."""
+    events = _recovering(tmp_path, {"hostNotReady": [{"at": "10m", "for": "10m"}]}, "15m")
+    assert not [e for e in events if e["event"] == "Evicted"]
+    assert [(t, kind) for t, kind, _ in _story(events)] == [(0, "QuotaReserved"), (3600, "Finished")]

@@ -66,7 +66,8 @@ class CapacityDriver:
                  log: Callable[[list[Event]], None], start: Callable[[str, float], None],
                  provisioning: dict[str, ProvisioningSettings], *, words: TimeWords = COUNTDOWNS,
                  run_time: Callable[[str], float | None] | None = None,
-                 finish_eta: Callable[[str], float | None] | None = None) -> None:
+                 finish_eta: Callable[[str], float | None] | None = None,
+                 pods_ready: Callable[[str, float, bool], None] | None = None) -> None:
         self.cluster = Cluster(config.pools, config.cloud)
         self.kernel = kernel
         self.log = log
@@ -77,7 +78,8 @@ class CapacityDriver:
         self.scaling = ScaleDown(self.cluster, self.timeline, self.teller, config)
         self.racing = Racing(self.cluster, self.records, self.teller, scheduler, self.expected)
         self.node_loss = NodeLoss(self.cluster, self.timeline, self.teller, scheduler,
-                                  make_room=self._make_room, plan_scale_down=self.scaling.plan)
+                                  make_room=self._make_room, plan_scale_down=self.scaling.plan,
+                                  pods_ready=pods_ready)
         self.node_health = NodeHealth(self.cluster, self.timeline, self.teller, scheduler, self.node_loss,
                                       changed=self._nodes_back)
         self.provisioner = Provisioner(self.cluster, self.records, self.timeline, self.teller, scheduler, config,

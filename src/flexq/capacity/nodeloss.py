@@ -20,8 +20,9 @@ With ``TASFailedNodeReplacementFailFast`` off, a workload with no replacement at
 assignment, the lost node its unhealthy node, and is tried again as Kueue's second-pass queue tries it: after 1 s, then
 a backoff that doubles (at most 30 s), a ``SecondPassFailed`` Warning each time none is found. A replacement found
 later is bound as one found at once (``NodeReplaced``). The node Ready again, it is no longer unhealthy: the
-workload's pods go back to it and the retries end. Nothing else gives up on it here (waitForPodsReady's
-``recoveryTimeout`` does, where the pods are reported not ready).
+workload's pods go back to it and the retries end. Nothing else gives up on it here: its pods on the lost node are
+not ready from the first failed try until they are bound again (``pods_ready``; the plane's user may say so itself,
+a job whose runtime reports its pods), so waitForPodsReady's ``recoveryTimeout`` evicts it if that takes too long.
 
 The cloud's ``hostFailures`` (times from its origin) make a host of a pool fail, in the simulator and the live server
 alike: the first node (by name) of a slice in use, else of the pool.
@@ -61,16 +62,19 @@ class NodeLoss:
     """Nodes lost: flex-start nodes at their maximum run duration, a node deleted, a host failed.
 
     ``make_room`` is told when nodes went (requests waiting for room may fit), ``plan_scale_down`` when a slice was
-    recreated (its nodes start idle)."""
+    recreated (its nodes start idle), ``pods_ready`` when a workload's pods on a lost node wait for its replacement
+    (False: not ready) and when they are bound again (True)."""
 
     def __init__(self, cluster: Cluster, timeline: Timeline, teller: Teller, scheduler: Scheduler, *,
-                 make_room: Callable[[], None], plan_scale_down: Callable[[], None]) -> None:
+                 make_room: Callable[[], None], plan_scale_down: Callable[[], None],
+                 pods_ready: Callable[[str, float, bool], None] | None = None) -> None:
         self.cluster = cluster
         self.timeline = timeline
         self.teller = teller
         self.scheduler = scheduler
         self.make_room = make_room
         self.plan_scale_down = plan_scale_down
+        self.pods_ready = pods_ready
         self.unhealthy: dict[str, tuple[str, Admission]] = {}
         """Workloads waiting for a replacement (``TASFailedNodeReplacementFailFast`` off): key -> (its unhealthy
         node, the admission that names it)."""
@@ -188,10 +192,12 @@ class NodeLoss:
         assert admission is not None
         if not self.scheduler.replace_node(wl.key, node, now):
             return False
-        self.unhealthy.pop(wl.key, None)
+        waited = self.unhealthy.pop(wl.key, None) is not None
         nodes = self._bind_replacement(wl, admission.podsets, node, now)
         self.teller.on(EventKind.NODE_REPLACED, wl.key, f"node {node} {cause}: its pods were placed on "
                        f"{', '.join(nodes)} in the same topology domain", ReplacedNote(node, tuple(nodes)))
+        if waited and self.pods_ready is not None:
+            self.pods_ready(wl.key, now, True)
         return True
 
     def _wait(self, wl: Workload, node: str, now: float, iteration: int, cause: str) -> None:
@@ -201,6 +207,8 @@ class NodeLoss:
         self.unhealthy[wl.key] = (node, wl.admission)
         self.teller.log([Event(now, EventKind.SECOND_PASS_FAILED, wl.key, wl.cluster_queue,
                                f"cannot find replacement assignment for unhealthy node: {node}")])
+        if iteration == 1 and self.pods_ready is not None:  # its pods there are gone: not ready until bound again
+            self.pods_ready(wl.key, now, False)
         retry = partial(self._retry, wl.key, node, iteration + 1, cause)
         self.timeline.at(now + second_pass_backoff(iteration), retry)
 
@@ -228,6 +236,8 @@ class NodeLoss:
                     if values[-1] == name:
                         placement.bindings.setdefault(ps.name, []).extend([name] * count)
             self.cluster.bind(key, pod_groups(wl, self.scheduler.config.flavors), placement, now)
+            if self.pods_ready is not None:
+                self.pods_ready(key, now, True)
 
     def _bind_replacement(self, wl: Workload, before: Sequence[PodSetAssignment], lost: str, now: float) -> list[str]:
         """Bind ``wl``'s pods its rewritten assignment has on nodes beyond its assignment ``before`` (those of the

@@ -191,7 +191,7 @@ class ControlPlane:
         elif self.driver is None:
             self.driver = CapacityDriver(capacity, self.scheduler, self.timers, self.emit, self._started,
                                          provisioning, words=self._words, run_time=self.hooks.run_time,
-                                         finish_eta=self.hooks.finish_eta)
+                                         finish_eta=self.hooks.finish_eta, pods_ready=self._pods_bound)
         else:
             self.driver.attach(self.scheduler)
             self.driver.provisioning = provisioning
@@ -255,6 +255,12 @@ class ControlPlane:
         where it runs (its declared run time, counted from when it started)."""
         return finishes_sooner_here(self.hooks.run_time(parent.key), self.started_at(parent.key), now,
                                     words=self._words)
+
+    def _pods_bound(self, key: str, t: float, ready: bool) -> None:
+        """The driver's word on a workload's pods: those of a lost node wait unbound for its replacement (not ready),
+        or are bound again (ready). Where the plane's user watches the pods itself, its word counts instead."""
+        if not self.hooks.watches_pods(key):
+            self.pods_ready.ready(key, t, ready)
 
     def _started(self, key: str, t: float) -> None:
         if self.hooks.start is not None:

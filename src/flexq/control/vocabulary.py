@@ -119,6 +119,10 @@ def _unknown(_key: str) -> float | None:
     return None
 
 
+def _unwatched(_key: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class JobHooks:
     """What the plane's user does and knows about jobs, given when the plane is made.
@@ -126,8 +130,12 @@ class JobHooks:
     ``start``: run a workload's job (its pods placed; without capacity modelled, on its admission where the plane is
     told to). ``run_time``: how long a workload runs once started, when known (the simulator's ``runFor``; live, the
     job's ``flexq.dev/expected-run-time``). ``finish_eta``: when a running workload will finish, where the user
-    knows (the simulator); None: the capacity driver estimates it from the run time."""
+    knows (the simulator); None: the capacity driver estimates it from the run time. ``watches_pods``: whether the
+    user sees a workload's pods stop and start being ready itself (a live job whose runtime reports them); where it
+    does not (the simulator, a live job nothing here runs), the pods on a node lost while the workload waits for its
+    replacement are not ready until they are bound again, as the capacity driver says."""
 
     start: Callable[[str, float], None] | None = None
     run_time: Callable[[str], float | None] = _unknown
     finish_eta: Callable[[str], float | None] | None = None
+    watches_pods: Callable[[str], bool] = _unwatched

@@ -115,7 +115,8 @@ class QueueController:
         run_times = RunTimes()
         """Run times that jobs declare (``flexq.dev/expected-run-time``) or are bounded by, and those of finished
         jobs."""
-        self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.declared.get),
+        self.plane = ControlPlane(TimerHeap(clock), self._told, JobHooks(self._run_workload, run_times.declared.get,
+                                                                    watches_pods=self._watches_pods),
                                   start_on_admission=False, run_times=run_times, kueue=kueue)
         """The scheduler, the capacity driver and the job integration, stepped as the simulator steps them. Without
         a driver, an admitted job starts when its admission is written (:meth:`_write_workload`), not on the event."""
@@ -486,6 +487,11 @@ class QueueController:
 
     def _log(self, events: list[Event]) -> None:
         self.plane.emit(events)
+
+    def _watches_pods(self, key: str) -> bool:
+        """Whether the workload's job reports its pods' readiness itself (run by a runtime that says so)."""
+        wl = self.scheduler.workload(key)
+        return wl is not None and self.writes.tells_ready(wl)
 
     def _run_workload(self, key: str, now: float) -> None:
         """The plane's job starter: an admitted workload's job runs (once its pods are placed)."""

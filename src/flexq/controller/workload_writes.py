@@ -75,7 +75,7 @@ class WorkloadWrites:
             return
         kind, _, owner = wl.owner.partition(" ")
         runtime = self.runtime
-        if not self._tells_ready(wl):
+        if not self.tells_ready(wl):
             self._placed_ready(wl)
         if runtime is None or not self._runs(wl):
             return
@@ -203,7 +203,7 @@ class WorkloadWrites:
         local processes)."""
         return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod", "Job")
 
-    def _tells_ready(self, wl: Workload) -> bool:
+    def tells_ready(self, wl: Workload) -> bool:
         """Whether the job says itself when its pods are ready (a RayJob's Ray cluster up, a RayCluster ready, a Pod's
         process started); else they count as ready once placed (a batch/v1 Job's too: nothing reports its pods')."""
         return self.runtime is not None and wl.owner.partition(" ")[0] in ("RayJob", "RayCluster", "Pod")
@@ -223,7 +223,7 @@ class WorkloadWrites:
         plane = self.state.plane
         if plane.kueue.pods_ready is None or wl.parent:
             return None
-        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self._tells_ready(wl) \
+        if self.capacity.driver is None and wl.state is WorkloadState.ADMITTED and not self.tells_ready(wl) \
                 and not any(check_updates(wl, ps.name) for ps in wl.podsets):
             # It starts with this write: ready with it. One whose checks ask something of its pods may not start (an
             # update its template disagrees with): it is ready once its job has started (run_workload).
