@@ -234,3 +234,23 @@ def test_nodes_freed_in_another_cluster_queue_reach_a_strict_fifo_head_only(tmp_
     assert reserved == [(0, "hold-a"), (1, "hold-b"), (1800, "strict")]
     pending = [(e["t"], _short(e["workload"])) for e in events if e["event"] == "Pending"]
     assert (61, "best") in pending
+
+
+def test_an_autoscaling_pool_is_not_scaled_up_for_a_topology_request_without_a_provisioning_check(
+        tmp_path: Path) -> None:
+    """Kueue's TAS meets the cluster autoscaler only through a ProvisioningRequest check (its docs' "ClusterAutoscaler
+    X: with none, a job whose sub-block has no nodes yet stays pending
+    with TopologyPlacementFailed, its pods never made, and the pool at 0 nodes is never scaled up for it."""
+    objects = list(yaml.safe_load_all((SCENARIO.parent / "tas-queue.yaml").read_text()))
+    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-autoscaling"},
+           "spec": {"objects": objects, "until": "1h",
+                    "submit": [{"at": "0s", "runFor": "10m", "object": _subblock_job("a")}],
+                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "minNodes": 0,
+                                            "maxNodes": 8}]}}}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    events = run_scenario(load_scenario(path)).events
+    assert {e["event"] for e in events} == {"Created", "Pending"}, "never admitted, nothing scaled up"
+    (pending,) = [e for e in events if e["event"] == "Pending"]
+    assert pending["reason"] == ("couldn't assign flavors to pod set main: no topology domains at level: "
+                                 "cloud.google.com/gce-topology-subblock")
