@@ -209,7 +209,7 @@ fallback: false
 RACING_DWS = "cloud:\n  on-demand-pool: {available: 4, bootTime: 1s}\n  dws-pool: {queuedDelay: 1h}\n"
 
 
-@pytest.mark.parametrize("racing", [False], ids=["kueue-policy"])  # racing: see the note on issue #33
+@pytest.mark.parametrize("racing", [False, True], ids=["kueue-policy", "racing"])
 def test_a_job_waiting_for_dws_carries_its_forecast(tmp_path: Path, racing: bool) -> None:
     """A job waits for its ProvisioningRequest, answered in an hour; its status carries when it will start until it
     does. Kueue's policy (no racing): Plan A has no quota left, so the guide's job reserves Plan B's and waits. The

@@ -59,11 +59,25 @@ def story(client: httpx.Client, workload: str) -> list[str]:
     return [f"{e.get('firstTimestamp')} {e['reason']} x{e.get('count', 1)}: {e['message']}" for e in events]
 
 
+def _listed(client: httpx.Client, path: str) -> tuple[list[dict[str, Any]], str]:
+    answer = client.get(path)
+    answer.raise_for_status()
+    body = answer.json()
+    return body["items"], str(body["metadata"]["resourceVersion"])
+
+
 def usage_mismatches(client: httpx.Client) -> list[str]:
-    """Where a ClusterQueue's reserved quota differs from the sum of its workloads' (those holding quota)."""
+    """Where a ClusterQueue's reserved quota differs from the sum of its workloads' (those holding quota), compared
+    only where both lists were read at the same resourceVersion: two reads are not one snapshot, and a server that
+    reserves quota for one workload after another (as after a restart, when the races start again) moves between
+    them at every try, workloads first and their queue's status after."""
+    workloads, at = _listed(client, f"{_KUEUE}/namespaces/default/workloads")
+    queues, then = _listed(client, f"{_KUEUE}/clusterqueues")
+    if at != then:
+        return [f"not compared: the store moved between the two reads (resourceVersion {at}, then {then})"]
     held: dict[str, dict[tuple[str, str], Quantity]] = collections.defaultdict(
         lambda: collections.defaultdict(lambda: Quantity(0)))
-    for wl in _items(client, f"{_KUEUE}/namespaces/default/workloads"):
+    for wl in workloads:
         conditions = condition_states(wl)
         admission = (wl.get("status") or {}).get("admission")
         if conditions.get("QuotaReserved") != "True" or conditions.get("Finished") == "True" or not admission:
@@ -73,7 +87,7 @@ def usage_mismatches(client: httpx.Client) -> list[str]:
                 flavor = podset["flavors"][resource]
                 held[admission["clusterQueue"]][(flavor, resource)] += Quantity.parse(amount)
     wrong = []
-    for cq in _items(client, f"{_KUEUE}/clusterqueues"):
+    for cq in queues:
         name = cq["metadata"]["name"]
         for flavor in (cq.get("status") or {}).get("flavorsReservation") or []:
             for resource in flavor["resources"]:

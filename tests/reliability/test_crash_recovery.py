@@ -128,7 +128,7 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(store: str, tmp_path:
                     follower.paused.set()
                     creator.paused.set()
                     try:
-                        _eventually(lambda: _holds(invariants.usage_mismatches, client), 30)
+                        _eventually(lambda: _holds(invariants.usage_mismatches, client), 60)
                     except AssertionError as exc:  # what the server says of its leading, and did
                         leader = client.get("/flexq/v1/leader").text
                         raise AssertionError(f"{exc}\nleader: {leader}\n{server.log_tail()}") from None

@@ -513,8 +513,8 @@ class QueueController:
         # Variants racing now, and those whose race ended in this step (their last events name their workload).
         parents = {v: p for p, vs in self.scheduler.variants.items() for v in vs}
         parents.update((e.workload, str(e.extra["parent"])) for e in events if e.extra.get("parent"))
-        touched: dict[str, list[Event]] = {key: [] for key in self.capacity.touched() | self.state.touched
-                                           | {*self.state.unborn} | self._forecasts_due(bool(events))}
+        changed = self.capacity.touched() | self.state.touched | {*self.state.unborn}
+        touched: dict[str, list[Event]] = {key: [] for key in changed | self._forecasts_due(bool(events))}
         self.state.touched = set()
         for event in events:
             # A variant is the scheduler's own: its story is told on the workload it races for.
@@ -529,7 +529,8 @@ class QueueController:
                 self._timer.writes += 1
             else:
                 self.state.unborn.pop(key, None)  # gone before it was stored
-            if key in self.scheduler.variants or key in self.state.stored_variants:
+            # A racing workload written for its forecast alone: its variants are as they were.
+            if (key in self.scheduler.variants or key in self.state.stored_variants) and (evs or key in changed):
                 self.writes.write_variants(key, stamp)
         self.state.write_events()
         self.capacity.write()
@@ -601,8 +602,7 @@ class QueueController:
             due, self.state.forecast_due = self.state.forecast_due, set()
         if changed or self.state.touched or self.state.unborn:
             self.forecasts.request()
-        return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)
-                and key not in self.scheduler.variants}
+        return {key for key in due if (wl := self.scheduler.workload(key)) is not None and shows_forecast(wl)}
 
     def foreseen(self) -> list[Forecast]:
         """The last forecast of every waiting workload."""
