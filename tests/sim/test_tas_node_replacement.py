@@ -127,11 +127,14 @@ RETRIES = [600, 601, 603, 607, 615, 631, *range(661, 1202, 30)]
 """A failed node at 10m: tried at once, then after 1 s doubling to 30 s (Kueue's second-pass queue)."""
 
 
-def _waiting(tmp_path: Path, cloud: dict[str, Any], b_runs: str) -> list[dict[str, Any]]:
+def _waiting(tmp_path: Path, cloud: dict[str, Any], b_runs: str, recovery: str = "") -> list[dict[str, Any]]:
     """Job a (three pods, 1h) on hosts 1-3 of the first sub-block and job b (one pod, ``b_runs``) on its host 4,
-    TASFailedNodeReplacementFailFast off; host 1 fails as ``cloud`` says."""
+    TASFailedNodeReplacementFailFast off; host 1 fails as ``cloud`` says. ``recovery``: waitForPodsReady's
+    ``recoveryTimeout`` (a's pods on the lost host are not ready while it waits for a replacement)."""
+    config = {**NO_FAIL_FAST, **({"waitForPodsReady": {"timeout": "10m", "recoveryTimeout": recovery}}
+                                 if recovery else {})}
     doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-no-fail-fast"},
-           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h", "kueueConfig": NO_FAIL_FAST,
+           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h", "kueueConfig": config,
                     "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
                                             "autoscaling": False}], "cloud": {"tas-pool": cloud}},
                     "submit": [{"at": f"{at}s", "file": str(EXAMPLES / "job-subblock.yaml"), "runFor": run_for,
@@ -187,28 +190,12 @@ def test_without_fail_fast_a_second_lost_node_while_waiting_evicts(tmp_path: Pat
     assert not [e for e in events if e["event"] == "NodeReplaced"]
 
 
-def _recovering(tmp_path: Path, cloud: dict[str, Any], recovery: str) -> list[dict[str, Any]]:
-    """:func:`_waiting`'s run with waitForPodsReady on (``recoveryTimeout``): a's pods on the lost host are not ready
-    while it waits for a replacement."""
-    config = {**NO_FAIL_FAST, "waitForPodsReady": {"timeout": "10m", "recoveryTimeout": recovery}}
-    doc = {"apiVersion": "flexq.dev/v1alpha1", "kind": "Scenario", "metadata": {"name": "tas-recovery"},
-           "spec": {"include": [str(EXAMPLES / "tas-queue.yaml")], "until": "3h", "kueueConfig": config,
-                    "capacity": {"pools": [{"name": "tas-pool", "machineType": "n2-standard-16", "numNodes": 8,
-                                            "autoscaling": False}], "cloud": {"tas-pool": cloud}},
-                    "submit": [{"at": f"{at}s", "file": str(EXAMPLES / "job-subblock.yaml"), "runFor": run_for,
-                                "env": {"JOB_NAME": name, "PODS": str(n)}}
-                               for at, name, n, run_for in ((0, "a", 3, "1h"), (1, "b", 1, "2h"))]}}
-    path = tmp_path / "scenario.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return [e for e in run_scenario(load_scenario(path)).events if e["workload"].startswith("default/job-a")]
-
-
 def test_without_fail_fast_pods_waiting_for_a_replacement_are_not_ready_and_recovery_times_out(
         tmp_path: Path) -> None:
     """Kueue's waitForPodsReady ``recoveryTimeout`` (the live half: tests/cli/test_kubectl_tas.py): a's pods on the
     failed host wait for a replacement that does not come; not ready from 10m, a is evicted 3m later
     (PodsReadyTimeout, its pods waiting for recovery) and requeued."""
-    events = _recovering(tmp_path, {"hostFailures": ["10m"]}, "3m")
+    events = _waiting(tmp_path, {"hostFailures": ["10m"]}, "2h", recovery="3m")
     evicted = next(e for e in events if e["event"] == "Evicted")
     assert (evicted["t"], evicted["cause"]) == (780, "PodsReadyTimeout")
     assert evicted["reason"].startswith("Exceeded the PodsReady timeout default/job-a")
@@ -218,6 +205,6 @@ def test_without_fail_fast_pods_waiting_for_a_replacement_are_not_ready_and_reco
 def test_without_fail_fast_pods_bound_again_to_their_node_are_ready_again(tmp_path: Path) -> None:
     """The host NotReady at 10m, its pods failed for a at 15m and back when it is Ready at 20m: within a 15m
     recoveryTimeout, a runs on to its end."""
-    events = _recovering(tmp_path, {"hostNotReady": [{"at": "10m", "for": "10m"}]}, "15m")
+    events = _waiting(tmp_path, {"hostNotReady": [{"at": "10m", "for": "10m"}]}, "2h", recovery="15m")
     assert not [e for e in events if e["event"] == "Evicted"]
     assert [(t, kind) for t, kind, _ in _story(events)] == [(0, "QuotaReserved"), (3600, "Finished")]

@@ -46,7 +46,6 @@ __all__ = [
     "ProvisioningState",
     "Timers",
     "answer_timer",
-    "class_details",
     "provisioning_settings",
 ]
 
