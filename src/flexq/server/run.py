@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +34,7 @@ from flexq.server.listen import ListenError, ListenPlan
 from flexq.server.serving import Server, loop_factory
 from flexq.server.tls import ensure_certificates
 from flexq.server.worker import WorkerSpec
-from flexq.server.worker_record import await_leftovers
+from flexq.server.worker_record import LEFTOVER_WAIT, await_leftovers
 from flexq.server.workers import Front
 from flexq.store import BaseStore, SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
 
@@ -47,15 +49,23 @@ FOLLOW_EVERY = 0.005
 """Seconds between two looks at a shared SQLite file for the other servers' commits."""
 
 
-def _bind(host: str, port: int, option: str) -> socket.socket:
+def _bind(host: str, port: int, option: str, patience: float = 0.0) -> socket.socket:
+    """A socket bound to ``host:port``; one in use is tried again for ``patience`` seconds (the last server of this
+    home was killed: what it left may still hold the port a moment)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"cannot listen on {host}:{port} ({option}): {exc.strerror or exc}") from None
+    deadline = time.monotonic() + patience
+    while True:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE and time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise ListenError(f"cannot listen on {host}:{port} ({option}): {exc.strerror or exc}") from None
     return sock
 
 
@@ -187,11 +197,13 @@ def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
     if workers and shared:
         raise StoreOptionError("--workers: API workers serve one server's own SQLite file or PostgreSQL (not yet a "
                                "SQLite file --shared by several servers)")
-    await_leftovers(home)  # the API workers of a server of this home that was killed may still hold its ports
-    sockets = [_bind(plan.http_host, plan.http_port, "--port")]
+    # The API workers of a server of this home that was killed may still hold its ports: waited for (and what else
+    # it left, a moment longer).
+    patience = LEFTOVER_WAIT if await_leftovers(home) else 0.0
+    sockets = [_bind(plan.http_host, plan.http_port, "--port", patience)]
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
-            sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port"))
+            sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port", patience))
         return sockets, open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
     except (ListenError, StoreOptionError):
         for sock in sockets:

@@ -94,16 +94,17 @@ def _read(home: Path) -> tuple[Process, list[Process]] | None:
         return None
 
 
-def await_leftovers(home: Path, wait: float = LEFTOVER_WAIT) -> list[Process]:
+def await_leftovers(home: Path, wait: float = LEFTOVER_WAIT) -> bool:
     """Wait (up to ``wait`` seconds) for the API workers of this home's last server, if that server is gone and they
-    are not yet, then kill those still there. Returns the workers that were still running when it began. An owner
+    are not yet, then kill those still there. Returns whether that server was gone without stopping its workers
+    (killed): a process it forked a moment before it died (a forecast) may hold its ports a moment longer. An owner
     that still runs is left alone (another server of this home: its ports will say so)."""
     found = _read(home)
     if found is None:
-        return []
+        return False
     owner, workers = found
     if alive(owner) and owner[0] != os.getpid():
-        return []
+        return False
     left = [w for w in workers if alive(w)]
     running = _still_running(left, wait)
     for pid, _ in running:
@@ -112,7 +113,7 @@ def await_leftovers(home: Path, wait: float = LEFTOVER_WAIT) -> list[Process]:
             os.kill(pid, signal.SIGKILL)
     _still_running(running, wait)
     forget(home)
-    return left
+    return True
 
 
 def _still_running(processes: list[Process], wait: float) -> list[Process]:
