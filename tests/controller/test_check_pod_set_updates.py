@@ -131,4 +131,3 @@ def test_a_plain_pod_that_disagrees_keeps_its_gate_and_its_workload_finishes(tmp
     assert got["metadata"]["labels"]["team"] == "infra" and "nodeSelector" not in got["spec"]
     finished = next(c for c in wl["status"]["conditions"] if c["type"] == "Finished")
     assert finished["reason"] == "FailedToStart" and "conflict for labels: conflict for key=team" in finished["message"]
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -315,8 +316,22 @@ sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 sock.bind(("127.0.0.1", int(sys.argv[1])))
 sock.listen(8)
 print("listening", flush=True)
-time.sleep(120)
+time.sleep(float(sys.argv[2]))
 """
+
+
+@contextlib.contextmanager
+def _holding(port: int, seconds: float = 120) -> Iterator[subprocess.Popen[bytes]]:
+    """A process listening on ``port`` for ``seconds`` (then it ends by itself), killed on the way out."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(port), str(seconds)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"listening\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
 
 
 def _dead_process() -> tuple[int, int]:
@@ -337,9 +352,7 @@ def test_a_server_started_again_waits_for_the_last_ones_workers_only_if_their_ow
     home = tmp_path / "home"
     home.mkdir()
     port = free_port_pair()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(port)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"listening\n"
+    with _holding(port) as holder:
         owner_named = _dead_process() if owner == "gone" else identify(os.getpid())
         (home / "workers.json").write_text(json.dumps({"owner": list(owner_named),
                                                        "workers": [list(identify(holder.pid))]}))
@@ -354,11 +367,6 @@ def test_a_server_started_again_waits_for_the_last_ones_workers_only_if_their_ow
             with pytest.raises(RuntimeError, match="Address already in use"):
                 start_server(home, port=port)
             assert holder.poll() is None
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
 
 
 def test_a_server_killed_a_moment_after_it_forked_leaves_its_port_to_the_next_once_its_child_is_gone(
@@ -369,10 +377,7 @@ def test_a_server_killed_a_moment_after_it_forked_leaves_its_port_to_the_next_on
     home = tmp_path / "home"
     home.mkdir()
     port = free_port_pair()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER.replace("time.sleep(120)", "time.sleep(1.5)"), str(port)],
-                              stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"listening\n"
+    with _holding(port, 1.5) as holder:
         (home / "workers.json").write_text(json.dumps({"owner": list(_dead_process()), "workers": []}))
         srv = start_server(home, port=port)
         try:
@@ -380,8 +385,3 @@ def test_a_server_killed_a_moment_after_it_forked_leaves_its_port_to_the_next_on
             assert httpx.get(f"{srv.url}/healthz").status_code == 200
         finally:
             stop_server(srv)
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()

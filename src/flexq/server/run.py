@@ -66,7 +66,6 @@ def _bind(host: str, port: int, option: str, patience: float = 0.0) -> socket.so
                 time.sleep(0.05)
                 continue
             raise ListenError(f"cannot listen on {host}:{port} ({option}): {exc.strerror or exc}") from None
-    return sock
 
 
 def _settle(home: Path, runtime: str, run_as: str | None) -> JobUser | None:
