@@ -5,8 +5,6 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 HEAVY_TESTS := tests/runtime tests/docs/test_getting_started.py
-# Ray tests that run once the light run is done, on the core it leaves, beside the end of the Ray run.
-TAIL_TESTS := tests/runtime/test_elastic.py tests/runtime/test_guide_end_to_end.py
 # The docs site, built strictly: any warning (a broken link or anchor, a page in no table of contents) fails it; -E
 # rereads every page, so the reference pages generated from the code are always fresh.
 SPHINX := $(BIN)/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
@@ -33,21 +31,22 @@ test: $(DEVSTAMP)
 	@# Two pytest runs side by side: the tests that start real Ray clusters, one at a time (two at once beside the
 	@# light run, on two cores, made their real-clock windows miss; so did the getting-started page's run of the guide
 	@# beside them), and the rest of the suite on two workers (pytest-xdist, a file to a worker, the files with tests
-	@# marked long first; the crash runs, which kill servers, among them). When the light run is done, the Ray tests
-	@# of TAIL_TESTS run on the core it leaves, beside the rest of the Ray run (two Ray runs, nothing else). The
-	@# reports follow the light run's. The type check and the docs build run beside them too, from the start, their
-	@# report last. Their temporary folders are their own: a pytest session starting elsewhere resets the permissions
-	@# of /tmp/pytest-of-USER, which jobs run as another user must pass through.
-	tmp=$$(mktemp -d /tmp/flexq-test.XXXXXX); \
+	@# marked long first; the crash runs, which kill servers, among them). When the light run is done, a second run of
+	@# the Ray tests starts on the core it leaves, from the other end of their list: the two share the files, each
+	@# run by whichever claims it first (tests/claims.py). The Ray runs' reports follow the light run's. The type
+	@# check and the docs build run beside them too, from the start, their report last. Their temporary folders are
+	@# their own: a pytest session starting elsewhere resets the permissions of /tmp/pytest-of-USER, which jobs run as
+	@# another user must pass through.
+	tmp=$$(mktemp -d /tmp/flexq-test.XXXXXX); claims=FLEXQ_TEST_CLAIMS=$$tmp/claims; \
 	{ $(BIN)/mypy && $(SPHINX); } > $$tmp/checks.log 2>&1 & checks=$$!; \
-	$(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(addprefix --ignore=,$(TAIL_TESTS)) $(HEAVY_TESTS) \
-		> $$tmp/heavy.log 2>&1 & heavy=$$!; \
+	env $$claims $(BIN)/pytest --basetemp=$$tmp/heavy --durations=15 $(HEAVY_TESTS) > $$tmp/heavy.log 2>&1 & heavy=$$!; \
 	$(BIN)/pytest -n 2 --dist loadfile --basetemp=$$tmp/light --durations=25 $(addprefix --ignore=,$(HEAVY_TESTS)); light=$$?; \
-	$(BIN)/pytest --basetemp=$$tmp/tail --durations=5 $(TAIL_TESTS) > $$tmp/tail.log 2>&1; tail=$$?; \
-	echo "--- $(TAIL_TESTS):"; cat $$tmp/tail.log; \
+	env $$claims FLEXQ_TEST_FROM_END=1 $(BIN)/pytest --basetemp=$$tmp/heavy2 --durations=5 $(HEAVY_TESTS) \
+		> $$tmp/heavy2.log 2>&1; second=$$?; \
 	wait $$heavy; status=$$?; echo "--- $(HEAVY_TESTS):"; cat $$tmp/heavy.log; \
+	echo "--- $(HEAVY_TESTS), from the end, once the rest was done:"; cat $$tmp/heavy2.log; \
 	wait $$checks; checked=$$?; echo "--- mypy, docs:"; cat $$tmp/checks.log; \
-	rm -rf $$tmp; test $$light -eq 0 && test $$tail -eq 0 && test $$status -eq 0 && test $$checked -eq 0
+	rm -rf $$tmp; test $$light -eq 0 && test $$second -eq 0 && test $$status -eq 0 && test $$checked -eq 0
 
 docs: $(DEVSTAMP)
 	$(SPHINX)

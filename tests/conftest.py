@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from tests import admin, forks
+from tests import admin, claims, forks
 
 if TYPE_CHECKING:
     from tests.postgres import Postgres
@@ -41,6 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     told = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if told is not None:
         _BYTECODE["told"] = told
+    if os.environ.get(claims.CLAIMS) and not config.pluginmanager.is_registered(claims):
+        config.pluginmanager.register(claims, "tests.claims")  # two runs sharing their files: see tests/claims.py
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
