@@ -32,10 +32,14 @@ def _workload(name: str, cq: str, cpu: int) -> Workload:
                     admission=Admission.of(cq, (PodSetAssignment("main", {"cpu": "f"}, {FR: cpu}, 1),)))
 
 
-def _tree(queues: dict[str, tuple[int, int | None]]) -> QuotaTree:
-    """Queues of one cohort: name -> (nominal, borrowing limit)."""
-    return QuotaTree([ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("f",), {FR: Quota(nominal, limit)}),))
-                      for name, (nominal, limit) in queues.items()])
+Limits = tuple[int, int | None] | tuple[int, int | None, int | None]
+"""A queue's nominal quota, borrowing limit and (optionally) lending limit."""
+
+
+def _tree(queues: dict[str, Limits]) -> QuotaTree:
+    """Queues of one cohort: name -> (nominal, borrowing limit[, lending limit])."""
+    return QuotaTree([ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("f",), {FR: Quota(*limits)}),))
+                      for name, limits in queues.items()])
 
 
 def _fits(tree: QuotaTree, cq: str, want: int, borrowing: bool) -> bool:
@@ -79,7 +83,7 @@ def _minimal(tree: QuotaTree, cq: str, want: int, removed: list[Workload], borro
     return got[0]
 
 
-def _compare(queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]], victims: list[int], want: int,
+def _compare(queues: dict[str, Limits], held: list[tuple[str, int]], victims: list[int], want: int,
              borrowing: bool) -> list[str]:
     tree = _tree(queues)
     workloads = [_workload(f"w{i}", cq, cpu) for i, (cq, cpu) in enumerate(held)]
@@ -122,8 +126,20 @@ def _compare(queues: dict[str, tuple[int, int | None]], held: list[tuple[str, in
     # before it still goes back.
     ("own victim stays out for want of room, a smaller own one goes back", {"a": (6, None), "b": (0, None)},
      [("b", 1), ("a", 1), ("a", 3), ("a", 1)], [1, 2, 3], 3, False, ["w2", "w3"]),
+    # Where a victim of one queue did not fit back, one as large of a queue that passes all its usage to the cohort
+    # does not either: all of a queue's quota lent, the others' victims stay out without asking the tree again.
+    ("victims as large of queues that lend all stay out together", {"a": (0, None), "b": (2, None), "c": (2, None)},
+     [("b", 2), ("c", 1), ("b", 1), ("c", 2), ("b", 1)], [0, 1, 2, 3, 4], 4, True, ["w0", "w1", "w2", "w3", "w4"]),
+    # But a queue that keeps part of its quota (a lending limit) passes up only what it uses above that: a victim of
+    # it goes back where one as large of another queue did not.
+    ("a queue below its guaranteed quota takes its victim back", {"a": (0, None), "b": (4, None, 2),
+                                                                 "c": (4, None, 2)},
+     [("b", 2), ("b", 1), ("b", 1), ("c", 1)], [3, 1, 2], 4, True, ["w1", "w2"]),
+    # Nor does its own victim that its borrowing limit keeps out keep out one as large of the cohort's.
+    ("own victim kept out by its borrowing limit, the cohort's goes back", {"a": (2, 1), "b": (6, None)},
+     [("a", 1), ("a", 2), ("b", 1), ("b", 4)], [2, 0, 1], 3, True, ["w0", "w1"]),
 ])
-def test_put_back(name: str, queues: dict[str, tuple[int, int | None]], held: list[tuple[str, int]],
+def test_put_back(name: str, queues: dict[str, Limits], held: list[tuple[str, int]],
                   victims: list[int], want: int, borrowing: bool, expected: list[str]) -> None:
     assert _compare(queues, held, victims, want, borrowing) == expected, name
 
@@ -131,7 +147,8 @@ def test_put_back(name: str, queues: dict[str, tuple[int, int | None]], held: li
 @pytest.mark.parametrize("seed", range(40))
 def test_put_back_agrees_with_reading_the_tree_every_step(seed: int) -> None:
     rng = random.Random(seed)
-    queues = {name: (rng.randint(0, 6), rng.choice([None, None, rng.randint(0, 6)])) for name in "abcd"}
+    queues: dict[str, Limits] = {name: (rng.randint(0, 6), rng.choice([None, None, rng.randint(0, 6)]),
+                                        rng.choice([None, None, rng.randint(0, 6)])) for name in "abcd"}
     held = [(rng.choice("aabcd"), rng.choice([1, 1, 2, 3, 5])) for _ in range(rng.randint(2, 14))]
     borrowing = rng.random() < 0.5
     tree = _tree(queues)

@@ -611,11 +611,21 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     back = _Aside(trial, 1)
     returned = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
+    refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
+    """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back, so
+    the room only shrinks: what did not fit never will in this search."""
+    into: dict[str, object] = {}
     for i in range(len(removed) - 2, -1, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
         t = removed[i]
         wl = t.workload
         assert wl.admission is not None
         usage, victim = wl.admission.total, wl.cluster_queue
+        if refused:
+            where = into.get(victim)
+            if where is None:
+                where = into[victim] = _into(tree, cq, victim)
+            if _at_least_one_of(usage, refused.get(where)):
+                continue  # no more room than when a smaller usage did not fit there: the victim stays out
         own = victim == cq
         fits = missing.shift(usage, own, 1)
         if not fits and own and missing.over_nominal():
@@ -637,9 +647,40 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
         else:
             trial.remove(victim, usage)
             missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
+            where = into.get(victim)
+            if where is None:
+                where = into[victim] = _into(tree, cq, victim)
+            refused.setdefault(where, []).append(usage)
     if not ending:
         back.flush()
     return removed
+
+
+def _into(tree: QuotaTree, cq: str, victim: str) -> object:
+    """Where a victim of ``victim`` put back takes room from, as ``cq``'s request sees it: a queue other than ``cq``
+    that keeps no guaranteed quota passes all of its usage up to its parent, and the request's room depends on the
+    parent's usage alone, whichever child it came from (the parent, then); else the queue itself.
+
+    The room is never more for more usage put back anywhere (every quantity of :meth:`QuotaTree.available` and of the
+    own quota falls or stays as usage grows), so once a usage did not fit somewhere, one at least as large does not fit
+    there either, as long as usage is only ever added (as :func:`minimal` adds it)."""
+    node = tree.queues[victim]
+    if victim != cq and not node.guarantees and node.parent is not None:
+        return node.parent
+    return victim
+
+
+def _at_least_one_of(usage: Mapping[FlavorResource, int], smaller: list[Mapping[FlavorResource, int]] | None) -> bool:
+    """Whether ``usage`` is at least as large as one of ``smaller``, resource by resource."""
+    if not smaller:
+        return False
+    for other in smaller:
+        for fr, amount in other.items():
+            if usage.get(fr, 0) < amount:
+                break
+        else:
+            return True
+    return False
 
 
 def _after_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int],
