@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from flexq.api.quantity import parse_quantity
@@ -135,3 +137,30 @@ def test_the_borrow_level_counts_what_a_queue_still_has_of_its_guarantee() -> No
     tree.remove("a", {FR: 3})  # a holds 2 of its guaranteed 4: 2 more are its own before it borrows from left
     assert QuotaTree.local_available(tree.queues["a"], FR) == 2
     assert [tree.borrow_level("a", FR, v) for v in (4, 5, 6, 12)] == [(0, True), (1, True), (2, False), (2, False)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_changes_made_together_leave_the_tree_as_one_at_a_time(seed: int) -> None:
+    """add_all: queues' usages added or removed together, walked up once per cohort; the same tree as one add per
+    queue, in cohorts of cohorts with lending limits, and every root touched gets a new version."""
+    rng = random.Random(seed)
+    def lending(nominal: int, limit: int) -> tuple[ResourceGroup, ...]:
+        return (ResourceGroup(("cpu",), ("f",), {FR: Quota(nominal, None, limit)}),)
+
+    cohorts = [CohortSpec("top"), CohortSpec("mid", "top", lending(2, rng.randint(0, 4))),
+               CohortSpec("low", "mid", lending(rng.randint(0, 3), 1)), CohortSpec("side")]
+    queues = [_cq(f"q{i}", rng.randint(0, 6), rng.choice(["top", "mid", "low", "side", None]),
+                  rng.choice([None, rng.randint(0, 4)]), rng.choice([None, None, rng.randint(0, 6)]))
+              for i in range(8)]
+    together, one_by_one = QuotaTree(queues, cohorts), QuotaTree(queues, cohorts)
+    for _ in range(6):
+        changes = {q.name: {FR: rng.randint(0, 5), ("f", "mem"): rng.randint(0, 3)}
+                   for q in rng.sample(queues, rng.randint(0, 5))}
+        sign = rng.choice([1, -1])
+        roots = {q: together.root(q).version for q in changes}
+        together.add_all(changes, sign)
+        for cq, usage in changes.items():
+            one_by_one.add(cq, usage, sign)
+        assert {name: dict(node.usage) for name, node in {**together.queues, **together.cohorts}.items()} == {
+            name: dict(node.usage) for name, node in {**one_by_one.queues, **one_by_one.cohorts}.items()}
+        assert all(together.root(q).version > version for q, version in roots.items())

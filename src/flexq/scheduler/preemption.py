@@ -416,11 +416,7 @@ class _Aside:
             total[fr] = total.get(fr, 0) + amount
 
     def flush(self) -> None:
-        for cq, total in self.by_cq.items():
-            if self._sign > 0:
-                self._trial.add(cq, total)
-            else:
-                self._trial.remove(cq, total)
+        self._trial.add_all(self.by_cq, self._sign)
         self.by_cq.clear()  # (the trial keeps the sums it was given: each flush starts new ones)
 
 

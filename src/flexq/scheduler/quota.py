@@ -242,6 +242,23 @@ class QuotaTree:
                 node = parent
         self._roots[cq].version += 1
 
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None:
+        """:meth:`add` of several queues' usages at once: each queue's own changed, and what each passes up summed at
+        its parent before it goes further, so that a cohort is walked up from once, not once per queue. The tree
+        ends as it would after one :meth:`add` per queue: its usage is a function of its queues' usage alone."""
+        if len(changes) < 2:
+            for cq, usage in changes.items():
+                self.add(cq, usage, sign)
+            return
+        pending: dict[Node, dict[FlavorResource, int]] = {}
+        queues = self.queues
+        _pass_up([(queues[cq], usage) for cq, usage in changes.items()], sign, pending)
+        for root in {self._roots[cq] for cq in changes}:
+            root.version += 1
+        while pending:  # (a node may come round again, where a queue lower down passes it more: all of it counts)
+            node = next(iter(pending))
+            _pass_up([(node, pending.pop(node))], 1, pending)
+
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self.add(cq, usage, -1)
 
@@ -256,6 +273,31 @@ class QuotaTree:
         for cq, usage in removals:
             trial.remove(cq, usage)
         return trial
+
+
+def _pass_up(changes: list[tuple[Node, Mapping[FlavorResource, int]]], sign: int,
+             pending: dict[Node, dict[FlavorResource, int]]) -> None:
+    """Change each node's usage by ``sign`` times its amounts and add what it passes up to its parent (the part above
+    its guaranteed quota) to the parent's entry of ``pending``."""
+    for node, delta in changes:  # loops and local names: this runs for every queue of every trial's flush
+        used, parent, guarantees = node.usage, node.parent, node.guarantees
+        up = None if parent is None else pending.get(parent)
+        for fr, amount in delta.items():
+            if not amount:
+                continue
+            before = used.get(fr, 0)
+            after = used[fr] = before + sign * amount
+            if parent is None:
+                continue
+            if guarantees:
+                guaranteed = guarantees.get(fr, 0)
+                before -= guaranteed
+                after -= guaranteed
+            passed = (after if after > 0 else 0) - (before if before > 0 else 0)
+            if passed:
+                if up is None:
+                    up = pending[parent] = {}
+                up[fr] = up.get(fr, 0) + passed
 
 
 class Trial:
@@ -281,6 +323,13 @@ class Trial:
     def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
         self._tree.add(cq, usage, -1)
         self._undo.append((cq, usage, 1))
+
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None:
+        """Several queues' usages added (``sign`` 1) or removed (-1) at once (:meth:`QuotaTree.add_all`)."""
+        self._tree.add_all(changes, sign)
+        undo = self._undo
+        for cq, usage in changes.items():
+            undo.append((cq, usage, -sign))
 
     def mark(self) -> int:
         """A point to :meth:`undo` back to."""
@@ -312,6 +361,5 @@ class Trial:
                 total = net[cq] = {}
             for fr, amount in usage.items():
                 total[fr] = total.get(fr, 0) + sign * amount
-        for cq, total in net.items():
-            if any(total.values()):  # most queues' changes cancel out: victims tried, then put back
-                self._tree.add(cq, {fr: amount for fr, amount in total.items() if amount})
+        # Most queues' changes cancel out (victims tried, then put back): the rest are undone together.
+        self._tree.add_all({cq: total for cq, total in net.items() if any(total.values())})
