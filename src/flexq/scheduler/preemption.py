@@ -610,18 +610,13 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
     """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back, so
     the room only shrinks: what did not fit never will in this search."""
-    into: dict[str, object] = {}
     for i in range(len(removed) - 2, -1, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
         t = removed[i]
         wl = t.workload
         assert wl.admission is not None
         usage, victim = wl.admission.total, wl.cluster_queue
-        if refused:
-            where = into.get(victim)
-            if where is None:
-                where = into[victim] = _into(tree, cq, victim)
-            if _at_least_one_of(usage, refused.get(where)):
-                continue  # no more room than when a smaller usage did not fit there: the victim stays out
+        if refused and _at_least_one_of(usage, refused.get(_into(tree, cq, victim))):
+            continue  # no more room than when a smaller usage did not fit there: the victim stays out
         own = victim == cq
         fits = missing.shift(usage, own, 1)
         if not fits and own and missing.over_nominal():
@@ -643,10 +638,7 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
         else:
             trial.remove(victim, usage)
             missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
-            where = into.get(victim)
-            if where is None:
-                where = into[victim] = _into(tree, cq, victim)
-            refused.setdefault(where, []).append(usage)
+            refused.setdefault(_into(tree, cq, victim), []).append(usage)
     if not ending:
         back.flush()
     return removed

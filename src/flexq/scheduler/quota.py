@@ -355,7 +355,7 @@ class Trial:
         changes = undo[mark:]
         del undo[mark:]
         net: dict[str, dict[FlavorResource, int]] = {}
-        for cq, usage, sign in reversed(changes):  # (latest first: the order queues are changed in is kept)
+        for cq, usage, sign in changes:
             total = net.get(cq)
             if total is None:
                 total = net[cq] = {}
