@@ -208,8 +208,8 @@ class BaseStore(Backend):
     def breathe(self, every: float | None = None, waited: float = 0.002) -> None:
         """In a long batch, between its transactions: commit what the batch holds and let other threads in
         (the API's requests wait on the store while a batch is open), once the batch is ``waited`` seconds
-        old and someone waits, or ``every`` seconds old. The batch goes on once those waiting got the store
-        (or after 5 ms)."""
+        old and someone waits, or ``every`` seconds old. The batch goes on once those waiting then got the store
+        (or after 5 ms: :meth:`Gate.hand_over`)."""
         if not self._batching or self._depth != 1 or self._batch_thread != threading.get_ident():
             return
         age = time.monotonic() - self._batch_began
@@ -220,14 +220,7 @@ class BaseStore(Backend):
         self._depth, self._batching = 0, False
         self._commit()
         held, thread = self._held, self._batch_thread  # another thread's batch may come in meanwhile, with its own
-        self._lock.release()  # held once, by batch(), in this thread
-        try:
-            handover = time.monotonic() + 0.005
-            time.sleep(0)
-            while self._lock.waiting and time.monotonic() < handover:
-                time.sleep(0.0002)
-        finally:
-            self._lock.acquire()
+        self._lock.hand_over()  # held once, by batch(), in this thread
         self._held, self._batch_thread = held, thread
         self._begin()
         self._depth, self._batching = 1, True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -84,6 +85,8 @@ class Gate:
         self.waiting = 0
         self.held = 0
         """How many times its owner holds it (meaningful to the owner alone)."""
+        self.entries = 0
+        """How many times a thread has taken it (re-entries by its owner not counted)."""
 
     def __enter__(self) -> None:
         self.acquire()
@@ -98,11 +101,28 @@ class Gate:
                 self._lock.acquire()
             finally:
                 self.waiting -= 1
+        if not self.held:
+            self.entries += 1
         self.held += 1
 
     def release(self) -> None:
         self.held -= 1
         self._lock.release()
+
+    def hand_over(self, most: float = 0.005) -> None:
+        """Let the threads waiting for the gate now have it, each once, and take it back (its owner holds it once):
+        as soon as each of them got in, or after ``most`` seconds. Threads that come to wait meanwhile (or one that
+        came in and waits again) are let in at the next hand-over: a writer that keeps asking does not hold its owner
+        up for the whole of ``most``."""
+        waiting, entered = self.waiting, self.entries
+        self.release()
+        try:
+            deadline = time.monotonic() + most
+            time.sleep(0)
+            while self.entries < entered + waiting and time.monotonic() < deadline:
+                time.sleep(0.0002)
+        finally:
+            self.acquire()
 
     @contextmanager
     def aside(self) -> Iterator[None]:
