@@ -46,3 +46,24 @@ def test_each_commit_of_a_step_holds_the_events_of_its_workloads(tmp_path: Path,
         assert reasons == sorted(["CreatedWorkload"] * 8 + ["QuotaReserved", "Admitted", "Started"] * 2)
     finally:
         store.close()
+
+
+def test_a_step_commits_the_quota_it_takes_before_the_statuses_of_those_waiting(tmp_path: Path) -> None:
+    """The workloads a step admits are written and committed first (a watcher sees the admission, the job starts),
+    then the rest of the step's writes: here the workloads made for the other jobs, waiting for quota."""
+    store, service, controller = controller_on_store(tmp_path, cpu=3)
+    commits: list[list[tuple[ChangeType, str, str]]] = []
+    try:
+        for n in range(8):
+            service.create(resolve("job.batch"), "default", queued_job(f"j{n}"))
+        store.subscribe(lambda changes: commits.append([(c.type, c.key.resource, c.key.name) for c in changes]))
+        controller.sync()
+        admitted = sorted(wl.name for wl in controller.scheduler.workloads() if wl.admission is not None)
+        waiting = sorted(wl.name for wl in controller.scheduler.workloads() if wl.admission is None)
+        assert len(admitted) == 2 and len(waiting) == 6
+        written = [sorted(name for _, resource, name in commit if resource == "workloads") for commit in commits]
+        written = [names for names in written if names]
+        assert written[0] == admitted, f"the step's first commit of workloads: {written}"
+        assert sorted(name for names in written[1:] for name in names) == waiting, written
+    finally:
+        store.close()

@@ -61,7 +61,7 @@ from flexq.controller.workload_writes import WorkloadWrites, parent_of, shows_fo
 from flexq.forecast import CapacityChangeError, Forecast, Lookahead, ensemble, flavor_lookaheads, waits
 from flexq.jobs import JOB_KINDS
 from flexq.objects import ObjectService
-from flexq.scheduler import CheckState, Event, Scheduler, Workload, WorkloadState, pod_set_updates
+from flexq.scheduler import CheckState, Event, EventKind, Scheduler, Workload, WorkloadState, pod_set_updates
 from flexq.store import Change, ChangeType, Gone, StoreUnavailable, rfc3339
 from flexq.timers import TimerHeap
 
@@ -78,6 +78,11 @@ _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
                                   for kind in (*JOB_KINDS, "Workload", "ClusterQueue", "LocalQueue"))
 """Where the controller's own writes are passed over when read back (a queue's status it wrote itself: what it
 wrote is remembered, and is not read again before its next write)."""
+
+
+_PROMPT: Final = frozenset({EventKind.QUOTA_RESERVED, EventKind.ADMITTED, EventKind.FINISHED, EventKind.EVICTED,
+                            EventKind.PREEMPTED, EventKind.DEACTIVATED})
+"""What a step writes and commits before the rest: a workload's quota taken or freed, its job started or stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,8 +526,12 @@ class QueueController:
             key = parents.get(event.workload, event.workload)
             touched.setdefault(key, []).append(event)
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
-        for key, evs in touched.items():
-            self.store.breathe()
+        # What takes or frees quota is written first and committed at once (the watchers see an admission or an end
+        # then, a job starts on it): not after the step's other writes, the messages and forecasts of those waiting.
+        ordered = sorted(touched.items(), key=lambda item: not any(e.kind in _PROMPT for e in item[1]))
+        prompt = sum(1 for _, evs in ordered if any(e.kind in _PROMPT for e in evs))
+        for n, (key, evs) in enumerate(ordered):
+            self.store.breathe(every=0 if n == prompt and 0 < n < len(ordered) else None)
             wl = self.scheduler.workload(key)
             if wl is not None:
                 self.writes.write_workload(wl, evs, stamp)
