@@ -60,13 +60,13 @@ from flexq.server.discovery import (
 )
 from flexq.server.hub import ChangeHub
 from flexq.server.logs import follow_log
-from flexq.server.offload import off_loop
+from flexq.server.offload import off_loop, write_off_loop
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
 from flexq.server.status import error_response, status_body
 from flexq.server.visibility import PendingWorkloads
 from flexq.server.watch import watch_stream
-from flexq.store import NotFound, loads
+from flexq.store import BaseStore, NotFound, loads
 
 __all__ = ["KubeApi", "PagedElsewhere"]
 
@@ -198,13 +198,14 @@ class KubeApi:
         if method == "POST" and t.name is None:
             body = _typed(t, _object(await _body(request, fields=fields)))
             # Writes run off the event loop: one waiting for the database (locked by another process) holds no reads.
-            obj = await off_loop(self.service.create, t.info, t.namespace, body, t.version, dry_run=dry_run,
-                                 fields=fields)
+            obj = await write_off_loop(self._grouped(), False, self.service.create, t.info, t.namespace, body,
+                                       t.version, dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj, 201)
         if method == "PUT" and t.name is not None:
             body = _typed(t, _object(await _body(request, fields=fields)))
-            obj = await off_loop(self.service.replace, t.info, t.namespace, t.name, body, t.version,
-                                 subresource=t.subresource, dry_run=dry_run, fields=fields)
+            obj = await write_off_loop(self._grouped(), t.subresource == "status", self.service.replace, t.info,
+                                       t.namespace, t.name, body, t.version, subresource=t.subresource,
+                                       dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "PATCH" and t.name is not None:
             kind = request.headers.get("content-type", "").split(";")[0].strip()
@@ -214,8 +215,9 @@ class KubeApi:
             if kind == "application/apply-patch+yaml":
                 return await self._server_side_apply(request, t, fields)
             body = await _body(request)
-            obj = await off_loop(self.service.patch, t.info, t.namespace, t.name, kind, body, t.version,
-                                 subresource=t.subresource, dry_run=dry_run, fields=fields)
+            obj = await write_off_loop(self._grouped(), t.subresource == "status", self.service.patch, t.info,
+                                       t.namespace, t.name, kind, body, t.version, subresource=t.subresource,
+                                       dry_run=dry_run, fields=fields)
             return self._respond(request, t, obj)
         if method == "DELETE":
             if t.name is None:
@@ -230,11 +232,17 @@ class KubeApi:
                 raise BadRequest("the body of a delete must be DeleteOptions: an object, whose preconditions (if "
                                  "any) are an object")
             rv = (options.get("preconditions") or {}).get("resourceVersion")
-            obj = await off_loop(self.service.delete, t.info, t.namespace, t.name, t.version,
-                                 resource_version=rv)
+            obj = await write_off_loop(self._grouped(), False, self.service.delete, t.info, t.namespace, t.name,
+                                       t.version, resource_version=rv)
             return self._respond(request, t, obj)
         return JSONResponse(status_body(405, "MethodNotAllowed", f"{method} is not supported here"),
                             status_code=405)
+
+    def _grouped(self) -> BaseStore | None:
+        """The store a write is committed in with the other writes waiting for it (:func:`write_off_loop`), where
+        it may be (None: a replica, whose owner commits its workers' writes in groups)."""
+        store = self.service.store
+        return store if store.shares_batches else None
 
     async def _pod_log(self, request: Request, info: KindInfo, namespace: str, name: str) -> Response:
         """A pod's log: for the pods of a RayJob, the job's driver log (followed with ``follow=true``)."""

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from flexq.store.backend import Backend
 from flexq.store.changes import CHANGE_TYPES, Change, ChangeType, LogRow, from_rows
@@ -43,6 +43,10 @@ __all__ = ["BaseStore", "Change", "ChangeType", "LogRow", "rfc3339"]
 
 class BaseStore(Backend):
     """Objects by :class:`Key`, with optimistic concurrency and a change log. Thread-safe."""
+
+    shares_batches: ClassVar[bool] = True
+    """Whether the writes of several requests may share one :meth:`batch` (each a transaction of its own in it, undone
+    alone when it fails, all committed together): a database of its own, not a replica whose writes go elsewhere."""
 
     def __init__(self, *, now: Callable[[], datetime] = utcnow, new_uid: Callable[[], str] = new_uid,
                  history: int = 50_000) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from flexq.store.bodies import unpack
 from flexq.store.changes import ChangeType
@@ -55,6 +55,9 @@ class _Open:
 class ReplicaStore(Store):
     """The store at ``path`` (the owner's file), read here and written through ``commit``. Reads outside a
     transaction see what the owner has committed; watches see it after ``follow`` seconds at most."""
+
+    shares_batches: ClassVar[bool] = False
+    """A batch here is one transaction sent to the owner (which commits its workers' in groups itself)."""
 
     def __init__(self, path: Path, commit: Committer, *, follow: float = 0.005, history: int = 50_000) -> None:
         self._send = commit
