@@ -76,7 +76,7 @@ class WritePool:
         self._started = False
         self._lock = threading.Lock()
 
-    def put(self, job: Write, ahead: bool = False) -> None:
+    def put(self, write: Write, ahead: bool = False) -> None:
         if not self._started:
             with self._lock:
                 if not self._started:
@@ -84,7 +84,7 @@ class WritePool:
                         threading.Thread(target=self._work, name=f"flexq-write-{n}", daemon=True).start()
                     self._started = True
         with self._ready:
-            (self._ahead if ahead else self._rest).append(job)
+            (self._ahead if ahead else self._rest).append(write)
             self._ready.notify()
 
     def take(self) -> list[Write]:
@@ -115,22 +115,22 @@ class WritePool:
     def _work(self) -> None:
         take = self.take
         while True:
-            jobs = take()
-            group = jobs[0].group
+            writes = take()
+            group = writes[0].group
             answers: list[tuple[bool, Any]] = []
             try:
                 with group.batch() if group is not None else contextlib.nullcontext():
-                    for job in jobs:
+                    for write in writes:
                         try:
-                            answers.append((True, job.fn()))
+                            answers.append((True, write.fn()))
                         except BaseException as exc:  # handed to the awaiting request, as to_thread does
                             answers.append((False, exc))
             except BaseException as exc:  # the group's batch (its commit): none of its writes was kept
                 answers = [(False, exc if ok else answer) for ok, answer in answers]
-                answers += [(False, exc)] * (len(jobs) - len(answers))
-            for job, (ok, answer) in zip(jobs, answers, strict=True):
-                _call_back(job.loop, _done if ok else _fail, job.future, answer)
-            del jobs, answers  # nothing held while waiting for the next
+                answers += [(False, exc)] * (len(writes) - len(answers))
+            for write, (ok, answer) in zip(writes, answers, strict=True):
+                _call_back(write.loop, _done if ok else _fail, write.future, answer)
+            del writes, write, answers  # nothing held while waiting for the next
 
 
 _POOL = WritePool(WORKERS)
