@@ -168,3 +168,31 @@ def test_put_back_agrees_with_reading_the_tree_every_step(seed: int) -> None:
             victims = []
     if victims:
         _compare(queues, held, victims, want, borrowing)
+
+
+GPU: FlavorResource = ("f", "gpu")
+
+
+def test_a_victim_without_a_resource_another_did_not_fit_back_on_is_still_put_back() -> None:
+    """Two resources: a victim that did not fit back for want of gpu keeps out no victim that holds no gpu (not "at
+    least as large" there), and that one fits back."""
+    quotas = {FR: Quota(4, None), GPU: Quota(2, None)}
+    tree = QuotaTree([ClusterQueueSpec("a", "co", (ResourceGroup(("cpu", "gpu"), ("f",),
+                                                                 {FR: Quota(0, None), GPU: Quota(0, None)}),)),
+                      ClusterQueueSpec("b", "co", (ResourceGroup(("cpu", "gpu"), ("f",), quotas),))])
+
+    def holder(name: str, usage: dict[FlavorResource, int]) -> Workload:
+        requests = {fr[1]: n for fr, n in usage.items()}
+        return Workload("ns", name, "lq", "b", (PodSet("main", 1, requests),), uid=name, state=WorkloadState.ADMITTED,
+                        admission=Admission.of("b", (PodSetAssignment("main", dict.fromkeys(requests, "f"), usage,
+                                                                       1),)))
+
+    removed = [holder("cpu-only", {FR: 2}), holder("both", {FR: 1, GPU: 1}), holder("last", {FR: 1, GPU: 1})]
+    for wl in removed:  # b's whole quota held
+        tree.add("b", wl.admission.usage() if wl.admission is not None else {})
+    with tree.trial() as trial:
+        for wl in removed:
+            trial.remove("b", wl.admission.usage() if wl.admission is not None else {})
+        targets = [Target(wl, Variant.RECLAIM_WITHOUT_BORROWING) for wl in removed]
+        kept = minimal(trial, tree, "a", {FR: 2, GPU: 2}, targets, True)
+        assert [t.workload.name for t in kept] == ["both", "last"]
