@@ -528,10 +528,12 @@ class QueueController:
         stamp = rfc3339(datetime.fromtimestamp(now, UTC))
         # What takes or frees quota is written first and committed at once (the watchers see an admission or an end
         # then, a job starts on it): not after the step's other writes, the messages and forecasts of those waiting.
-        ordered = sorted(touched.items(), key=lambda item: not any(e.kind in _PROMPT for e in item[1]))
-        prompt = sum(1 for _, evs in ordered if any(e.kind in _PROMPT for e in evs))
-        for n, (key, evs) in enumerate(ordered):
-            self.store.breathe(every=0 if n == prompt and 0 < n < len(ordered) else None)
+        first: list[tuple[str, list[Event]]] = []
+        rest: list[tuple[str, list[Event]]] = []
+        for item in touched.items():
+            (first if any(e.kind in _PROMPT for e in item[1]) else rest).append(item)
+        for n, (key, evs) in enumerate([*first, *rest]):
+            self.store.breathe(every=0 if n == len(first) and first and rest else None)
             wl = self.scheduler.workload(key)
             if wl is not None:
                 self.writes.write_workload(wl, evs, stamp)
