@@ -40,11 +40,11 @@ FACES: dict[str, tuple[str, ...]] = {
         "rules_in",
     ),
     "flexq.capacity": (
-        "CATALOG", "COUNTDOWNS", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
-        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "LIFECYCLE_TAINT_KEYS", "MachineType", "NAMED_MOMENTS", "Node",
+        "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
+        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "LIFECYCLE_TAINT_KEYS", "MachineType", "Node",
         "NodePoolSpec",
         "PROVISIONING_EXPIRY", "PodGroup", "PoolNote", "ProvisioningSettings", "ProvisioningState", "RayAddressError",
-        "RayPoolSync", "RequestNote", "StartedNote", "TimeWords", "UnknownMachineType", "WorkloadNote", "answer_timer",
+        "RayPoolSync", "RequestNote", "StartedNote", "UnknownMachineType", "WorkloadNote", "answer_timer",
         "dashboard_address", "finishes_sooner_here", "gke_node_pool", "lifecycle_taints", "machine_type",
         "node_pool_spec", "node_pool_webhook", "provisioning_settings", "random_outages",
     ),
@@ -90,13 +90,14 @@ FACES: dict[str, tuple[str, ...]] = {
         "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
     ),
     "flexq.scheduler": (
-        "ALLOWED_FLAVORS", "Admission", "Assignment", "CheckState", "ClusterQueueSpec", "Config", "DelayedTopology",
-        "Event", "EventKind", "FAILED_TO_START", "FlavorResource", "FlavorSpec", "Granular", "PARENT_LABEL", "PodSet",
-        "PodSetAssignment", "PodSetUpdate", "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup",
-        "Scheduler", "Taint", "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload",
+        "ALLOWED_FLAVORS", "Admission", "Assignment", "COUNTDOWNS", "CheckState", "ClusterQueueSpec", "Config",
+        "DelayedTopology", "Event", "EventKind", "FAILED_TO_START", "FlavorResource", "FlavorSpec", "Granular",
+        "Moment", "MomentForm", "NAMED_MOMENTS", "PARENT_LABEL", "Phrase", "PodSet", "PodSetAssignment", "PodSetUpdate",
+        "PreemptionPolicy", "Quota", "QuotaTree", "REPLACED", "ResourceGroup", "Scheduler", "TIMES_OF_DAY", "Taint",
+        "Text", "TimeWords", "Toleration", "TopologyAssignment", "TopologyRequest", "UsageLedger", "Workload",
         "WorkloadState", "build_config", "check_updates", "eviction_reason", "format_amount", "format_usage", "milli",
         "names_node", "node_affinity", "node_matches", "pod_set_update_objects", "pod_set_updates",
-        "second_pass_backoff", "start_conflict", "toleration", "toleration_object", "with_updates"
+        "second_pass_backoff", "start_conflict", "toleration", "toleration_object", "with_updates", "worded"
     ),
     "flexq.server": (
         "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",

@@ -26,6 +26,8 @@ from flexq.control import (
     PodsReady,
     QueuesReconfigured,
 )
+from flexq.durations import format_seconds
+from flexq.scheduler import COUNTDOWNS, NAMED_MOMENTS, Moment, MomentForm, Phrase, worded
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
@@ -414,3 +416,25 @@ def test_checks_whose_pod_set_updates_disagree_finish_the_workload_failed_to_sta
         assert started == [] and ends == [(EventKind.FINISHED, message, "FailedToStart")]
         assert plane.scheduler.held("default/a").state is WorkloadState.FINISHED
         assert not any(plane.scheduler.queue_usage("cq").values()), "its quota is free"
+
+
+@pytest.mark.parametrize("virtual", [True, False])
+def test_a_reason_that_names_a_moment_is_kept_as_a_time_and_worded_as_it_leaves_the_plane(virtual: bool) -> None:
+    # The driver asks for a node that boots in 8 s: the workload's pending reason keeps the moment it will be ready as
+    # a time (worded by whoever shows it); an event whose reason names a moment leaves the plane worded by its clock.
+    told: list[Event] = []
+    timers = TimerHeap(VirtualClock(START))
+    plane = ControlPlane(timers, told.append, scheduler=_scheduler(), virtual=virtual)
+    plane.use_capacity(CapacityConfig((POOL,), EmulatedCloud({"od-pool": CapacitySpec(boot=8.0)})))
+    plane.emit(plane.feed(JobQueued(_workload("a"), START)))
+    plane.settle(START)
+    reason = plane.scheduler.held("default/a").pending_reason
+    assert isinstance(reason, Phrase) and reason.moments == (START + 8,)
+    assert worded(reason, COUNTDOWNS, START) == "waiting for 1 node(s) of od-pool to boot"
+    assert worded(reason, NAMED_MOMENTS, START) == (f"waiting for 1 node(s) of od-pool to boot (ready at "
+                                                    f"t={format_seconds(START + 8)})")
+    frees = Phrase(("a slice frees ", Moment(START + 90, MomentForm.AFTER_VERB)))
+    plane.emit([Event.told(START, EventKind.PROVISIONING_REQUEST, "default/a", "cq", frees)])
+    assert told[-1].phrase is None and told[-1].reason == (
+        f"a slice frees at t={format_seconds(START + 90)}" if virtual else "a slice frees in 1m30s")
+    assert all(e.phrase is None for e in told), "every event leaves the plane in words"

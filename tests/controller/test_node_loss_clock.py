@@ -11,6 +11,7 @@ from flexq.capacity.driver import CapacityDriver
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.settings import CapacityConfig
 from flexq.clock import VirtualClock
+from flexq.scheduler import COUNTDOWNS
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.timers import Kernel
 from tests.controller.test_capacity_clock import START
@@ -24,7 +25,7 @@ def test_a_scripted_host_failure_on_the_live_clock_gets_the_slice_repaired() -> 
     timers = Kernel(VirtualClock(START))
     log: list[dict[str, Any]] = []
     driver = CapacityDriver(CapacityConfig((pool,), cloud), Scheduler(Config({}, {}, {})), timers,
-                            lambda events: log.extend(e.to_json() for e in events),
+                            lambda events: log.extend(e.worded(COUNTDOWNS).to_json() for e in events),  # as live
                             lambda _key, _t: None, {})
     before = dict(driver.cluster.nodes)
     timers.advance(START + 59)

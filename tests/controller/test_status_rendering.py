@@ -4,12 +4,13 @@ and writes the new one, and what it read may be shared with what it wrote before
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from flexq.controller.object_sync import render_status, workload_from_object
-from flexq.scheduler import PodSet, Workload, WorkloadState
+from flexq.controller.object_sync import in_status, render_status, workload_from_object
+from flexq.scheduler import Moment, MomentForm, Phrase, PodSet, Workload, WorkloadState
 
 NOW = "2026-01-01T00:00:10Z"
 BEFORE = "2026-01-01T00:00:00Z"
@@ -69,3 +70,18 @@ def test_rendering_leaves_the_stored_status_as_it_was(case: str) -> None:
     written = copy.deepcopy(new)
     render_status(wl, new, None, "2026-01-01T00:00:20Z", 2, preempted=("InClusterQueue", "preempted"))
     assert new == written, "a status rendered from the one written before changed it"
+
+
+def test_a_reason_that_names_a_moment_is_counted_down_in_the_status_with_the_moment_it_ends() -> None:
+    # The scheduler keeps the moment as a time; the status says it as the live server's events do, and adds when the
+    # wait ends (a status is read long after it is written). An aside (nodes ready at) adds nothing to the words.
+    said = datetime.fromisoformat(NOW).timestamp()
+    wl = Workload("default", "w", "q", "cq", (PodSet("main", 1, {"cpu": 1000}),))
+    wl.pending_reason = Phrase(("ProvisioningRequest r waits for room; a slice frees ",
+                                Moment(said + 90, MomentForm.AFTER_VERB)))
+    status = render_status(wl, {}, None, NOW, 1)
+    (quota,) = [c for c in status["conditions"] if c["type"] == "QuotaReserved"]
+    assert quota["message"] == ("ProvisioningRequest r waits for room; a slice frees in 1m30s "
+                                "(at 2026-01-01T00:01:40Z)")
+    booting = Phrase(("waiting for 1 node(s) of od-pool to boot", Moment(said + 8, MomentForm.ASIDE, "ready")))
+    assert in_status(booting, NOW) == "waiting for 1 node(s) of od-pool to boot"

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from flexq.capacity import NAMED_MOMENTS
 from flexq.capacity.driver import CapacityDriver, provisioning_settings
 from flexq.capacity.record import Request
 from flexq.scheduler.events import Event, EventKind
@@ -169,7 +168,7 @@ def test_capacity_provisioned_for_a_losing_variant_is_released_and_billed_as_was
     kernel = Kernel()
     notes: list[Any] = []
     driver = CapacityDriver(scenario.capacity, Scheduler(), kernel, notes.extend, lambda _k, _t: None,
-                            provisioning_settings({}), words=NAMED_MOMENTS)
+                            provisioning_settings({}))
     driver.records.of("default/job-variant-dws-1").request = Request("dws-prov", "job-abc12-dws-prov-1", "dws-pool")
     created, _why = driver.cluster.scale_up("dws-pool", 4, 0.0, booked_for="default/job-variant-dws-1", ready_at=0.0)
     assert len(created) == 4

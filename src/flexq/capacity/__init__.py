@@ -10,17 +10,14 @@ from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, Requ
 from flexq.capacity.pools import Node, NodePoolSpec
 from flexq.capacity.provisioning import ProvisioningSettings, answer_timer
 from flexq.capacity.raypool import RayAddressError, RayPoolSync, dashboard_address
-from flexq.capacity.reasons import COUNTDOWNS, NAMED_MOMENTS, TimeWords
 from flexq.capacity.record import CapacityState
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import finishes_sooner_here
 
 __all__ = [
     "CATALOG",
-    "COUNTDOWNS",
     "GKE_VERSION",
     "LIFECYCLE_TAINT_KEYS",
-    "NAMED_MOMENTS",
     "PROVISIONING_EXPIRY",
     "CapacityConfig",
     "CapacityDriver",
@@ -40,7 +37,6 @@ __all__ = [
     "RayPoolSync",
     "RequestNote",
     "StartedNote",
-    "TimeWords",
     "UnknownMachineType",
     "WorkloadNote",
     "answer_timer",

@@ -22,8 +22,8 @@ The driver reacts to the scheduler's events:
 
 The driver is the composition of those parts: each owns what it acts on and is given its collaborators. Every
 workload has one :class:`~flexq.capacity.record.WorkloadCapacity` record (its state, nodes, request and bill); what
-the driver tells leaves it through one :class:`~flexq.capacity.notes.Teller`, with typed payloads, its reasons'
-moments worded by the clock's :class:`~flexq.capacity.reasons.TimeWords`.
+the driver tells leaves it through one :class:`~flexq.capacity.notes.Teller`, with typed payloads; a reason that
+names a moment is a :class:`~flexq.scheduler.phrases.Phrase`, which the clock telling it words.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from flexq.capacity.provisioning import (
     ProvisioningSettings,
     provisioning_settings,
 )
-from flexq.capacity.reasons import COUNTDOWNS, TimeWords
 from flexq.capacity.record import Records, Request, Timeline, Timers
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Expected, Racing
@@ -57,14 +56,13 @@ class CapacityDriver:
     """The capacity behind a scheduler's admitted workloads, on ``kernel``'s clock.
 
     ``log`` hears what the driver did (its events, and the scheduler's events it caused); ``start`` starts a workload's
-    job once its pods are bound; ``provisioning``: the provisioning checks' settings, by check. ``words``: how the
-    clock that tells the reasons names a moment (the simulator names it, the live server counts down to it).
+    job once its pods are bound; ``provisioning``: the provisioning checks' settings, by check.
     ``run_time`` says how long a workload runs once started, when known; ``finish_eta`` when a running one finishes
     (the simulator knows; by default, from its run time)."""
 
     def __init__(self, config: CapacityConfig, scheduler: Scheduler, kernel: Timers,
                  log: Callable[[list[Event]], None], start: Callable[[str, float], None],
-                 provisioning: dict[str, ProvisioningSettings], *, words: TimeWords = COUNTDOWNS,
+                 provisioning: dict[str, ProvisioningSettings], *,
                  run_time: Callable[[str], float | None] | None = None,
                  finish_eta: Callable[[str], float | None] | None = None,
                  pods_ready: Callable[[str, float, bool], None] | None = None) -> None:
@@ -73,7 +71,7 @@ class CapacityDriver:
         self.log = log
         self.records = Records()
         self.timeline = Timeline(kernel, self.records, self._timer)
-        self.teller = Teller(log, kernel.now, self.records, scheduler, words)
+        self.teller = Teller(log, kernel.now, self.records, scheduler)
         self.expected = Expected(self.records, run_time or (lambda _key: None), finish_eta)
         self.scaling = ScaleDown(self.cluster, self.timeline, self.teller, config)
         self.racing = Racing(self.cluster, self.records, self.teller, scheduler, self.expected)

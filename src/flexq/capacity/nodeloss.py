@@ -42,6 +42,8 @@ from flexq.scheduler import (
     Admission,
     Event,
     EventKind,
+    Moment,
+    Phrase,
     PodSetAssignment,
     Scheduler,
     Workload,
@@ -269,8 +271,9 @@ class NodeLoss:
         if not pool.queued_provisioning and self.cluster.pool_size(pool.name) + hosts <= obtainable:
             fresh = self.cluster.recreate([lost, *rest], now)
             ready = max(n.ready_at for n in fresh)
-            self.teller.pool(EventKind.SLICE_REPAIRED, f"node pool {pool.name}: the TPU slice of node {lost.name} lost "
-                             f"a host; its {hosts} node(s) are recreated, ready {self.teller.moment(ready)}",
+            self.teller.pool(EventKind.SLICE_REPAIRED, Phrase((f"node pool {pool.name}: the TPU slice of node "
+                                                               f"{lost.name} lost a host; its {hosts} node(s) are "
+                                                               "recreated, ready ", Moment(ready))),
                              PoolNote(pool.name, self.cluster.pool_size(pool.name)))
             self.plan_expiry()
             self.plan_scale_down()

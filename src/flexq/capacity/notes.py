@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-from flexq.capacity.reasons import TimeWords
 from flexq.capacity.record import Records
-from flexq.scheduler import Event, EventKind, Scheduler
+from flexq.scheduler import Event, EventKind, Scheduler, Text
 
 __all__ = ["FallbackNote", "PoolNote", "ProvisioningState", "ReplacedNote", "RequestNote", "StartedNote", "Teller",
            "WorkloadNote"]
@@ -139,20 +138,20 @@ Note: TypeAlias = WorkloadNote | PoolNote | StartedNote | ReplacedNote | Fallbac
 
 
 class Teller:
-    """Where the driver's events leave it, through ``log``, with the reasons worded by ``words`` (the clock's).
+    """Where the driver's events leave it, through ``log``. A reason that names a moment is a
+    :class:`~flexq.scheduler.phrases.Phrase`, worded by the clock that tells the event, not here.
 
     A variant's capacity story is told on the workload it races for (recorded on its record, so that what happens
     after its race ended is told there too), with ``variant`` set on the payload."""
 
     def __init__(self, log: Callable[[list[Event]], None], now: Callable[[], float], records: Records,
-                 scheduler: Scheduler, words: TimeWords) -> None:
+                 scheduler: Scheduler) -> None:
         self.log = log
         self.now = now
         self.records = records
         self.scheduler = scheduler
-        self.words = words
 
-    def on(self, kind: EventKind, workload: str, reason: str, note: Note) -> None:
+    def on(self, kind: EventKind, workload: str, reason: Text, note: Note) -> None:
         """Tell what happened to ``workload`` (or to the workload a variant races for)."""
         wl = self.scheduler.workload(workload)
         if wl is not None and wl.parent:
@@ -163,11 +162,8 @@ class Teller:
             note = dataclasses.replace(note, variant=workload)
             workload = parent
         owner = self.scheduler.workload(workload)
-        self.log([Event.carrying(self.now(), kind, workload, owner.cluster_queue if owner else "", reason, note)])
+        self.log([Event.told(self.now(), kind, workload, owner.cluster_queue if owner else "", reason, payload=note)])
 
-    def pool(self, kind: EventKind, reason: str, note: PoolNote) -> None:
+    def pool(self, kind: EventKind, reason: Text, note: PoolNote) -> None:
         """Tell what happened to a node pool, on no workload."""
-        self.log([Event.carrying(self.now(), kind, "", "", reason, note)])
-
-    def moment(self, at: float) -> str:
-        return self.words.moment(at, self.now())
+        self.log([Event.told(self.now(), kind, "", "", reason, payload=note)])

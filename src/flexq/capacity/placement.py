@@ -19,7 +19,7 @@ from flexq.capacity.record import Billing, Records, Timeline
 from flexq.capacity.settings import CapacityConfig
 from flexq.capacity.variants import Racing, WaitingRoom
 from flexq.durations import format_seconds
-from flexq.scheduler import EventKind, FlavorSpec, Scheduler, Workload, WorkloadState
+from flexq.scheduler import EventKind, FlavorSpec, Moment, MomentForm, Phrase, Scheduler, Workload, WorkloadState
 
 __all__ = ["Placer", "ScaleDown", "billing_of", "pod_groups"]
 
@@ -169,8 +169,8 @@ class Placer:
                 booting.append(ready)
                 self.teller.on(EventKind.SCALED_UP, key, f"node pool {pool_name}: {len(created)} node(s) requested, "
                                f"ready in {format_seconds(ready - now)}", PoolNote(pool_name, len(created)))
-                self.scheduler.explain(wl.key, f"waiting for {len(created)} node(s) of {pool_name} to boot"
-                                       + self.teller.words.aside("ready", ready, now))
+                self.scheduler.explain(wl.key, Phrase((f"waiting for {len(created)} node(s) of {pool_name} to boot",
+                                                       Moment(ready, MomentForm.ASIDE, "ready"))))
                 continue
             self._unavailable(key, wl, pool_name, why)
             return

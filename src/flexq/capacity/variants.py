@@ -14,9 +14,8 @@ from functools import partial
 
 from flexq.capacity.cluster import Cluster
 from flexq.capacity.notes import PoolNote, ProvisioningState, RequestNote, Teller, WorkloadNote
-from flexq.capacity.reasons import TimeWords
 from flexq.capacity.record import Records, Timeline
-from flexq.scheduler import EventKind, Scheduler, Workload
+from flexq.scheduler import EventKind, Moment, MomentForm, Phrase, Scheduler, Workload
 
 __all__ = ["Expected", "Racing", "WaitingRoom", "finishes_sooner_here"]
 
@@ -49,14 +48,14 @@ class Racing:
         self.scheduler = scheduler
         self.expected = expected
 
-    def migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
+    def migration_check(self, parent: Workload, variant: Workload, now: float) -> Phrase | None:
         """Refuse to move a running job that would finish sooner where it runs (:func:`finishes_sooner_here`); one
         whose nodes go before it would finish may move."""
         expiry = min((n.expires_at for n in self.cluster.nodes_of(parent.key) if n.expires_at is not None),
                      default=None)
         record = self.records.get(parent.key)
         return finishes_sooner_here(self.expected.run_time(parent.key), record.started_at if record else None, now,
-                                    words=self.teller.words, cut_off=expiry)
+                                    cut_off=expiry)
 
     def win(self, key: str, wl: Workload) -> None:
         """Variant ``key`` can start first: its parent takes its admission and the capacity it booked, and starts
@@ -117,13 +116,12 @@ class WaitingRoom:
         self.waiting.setdefault(pool, []).append((key, check, name, count))
         holders = sorted({w for n in self.cluster.nodes.values() if n.pool == pool for w in n.pods})
         etas = [t for t in (self.expected.finish_at(h) for h in holders) if t is not None]
-        now = self.timeline.now()
-        eta = f"; a slice frees {self.teller.words.at(min(etas), now)}" if etas else ""
-        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} waits for room: {why}{eta}",
+        eta = Phrase(("; a slice frees ", Moment(min(etas), MomentForm.AFTER_VERB))) if etas else ""
+        self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} waits for room: {why}" + eta,
                        RequestNote(name, ProvisioningState.ACCEPTED, eta=min(etas) if etas else None))
         wl = self.scheduler.workload(key)
         if wl is not None:
-            self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}{eta}")
+            self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}" + eta)
         self.make_room()
 
     def make_room(self) -> None:
@@ -146,12 +144,11 @@ class WaitingRoom:
                 self.timeline.later(now, key, partial(self.provision, key, check, name, pool_name, count))
 
 
-def finishes_sooner_here(run: float | None, since: float | None, now: float, *, words: TimeWords,
-                         cut_off: float | None = None) -> str | None:
+def finishes_sooner_here(run: float | None, since: float | None, now: float, *,
+                         cut_off: float | None = None) -> Phrase | None:
     """Why a job running for ``run`` seconds since ``since`` is not moved at ``now`` (None: it may move): moved, it
     restarts from the beginning (or its last checkpoint) on the new flavor, so it stays where it would finish sooner.
-    A run time nobody knows lets it move, as in Kueue; so does a ``cut_off`` (its nodes go) before it would finish.
-    ``words``: how the clock telling it names a moment."""
+    A run time nobody knows lets it move, as in Kueue; so does a ``cut_off`` (its nodes go) before it would finish."""
     if run is None or since is None:
         return None
     here = since + run
@@ -160,4 +157,4 @@ def finishes_sooner_here(run: float | None, since: float | None, now: float, *, 
     there = now + run
     if there < here:
         return None
-    return f"it finishes sooner where it runs ({words.moment(here, now)}) than moved ({words.moment(there, now)})"
+    return Phrase(("it finishes sooner where it runs (", Moment(here), ") than moved (", Moment(there), ")"))

@@ -20,8 +20,6 @@ from typing import Any, Final
 
 from flexq.api import DEFAULT_KUEUE_CONFIG, KueueConfig, QuantityError, parse_quantity
 from flexq.capacity import (
-    COUNTDOWNS,
-    NAMED_MOMENTS,
     CapacityConfig,
     CapacityDriver,
     ProvisioningState,
@@ -49,11 +47,14 @@ from flexq.control.vocabulary import (
 from flexq.jobs import JobError, Priorities, local_queues_of, make_workload, priority_class_ref
 from flexq.objects import parse_time
 from flexq.scheduler import (
+    COUNTDOWNS,
     FAILED_TO_START,
+    NAMED_MOMENTS,
     Event,
     EventKind,
     PodSet,
     Scheduler,
+    Text,
     UsageLedger,
     Workload,
     WorkloadState,
@@ -82,7 +83,8 @@ class ControlPlane:
     ``tell`` hears every event as it happens, capacity events included. ``hooks`` start a workload's job (called
     by the driver once its pods are placed, and, without a driver, on its admission when ``start_on_admission``:
     the live server starts a job when its admission is written instead) and say what is known of its run time.
-    ``virtual``: the driver's reasons name moments (``t=...``) rather than durations. What happens to jobs comes in
+    ``virtual``: the reasons of the events told name moments (``t=...``) rather than count down to them (each event
+    leaves the plane worded by its clock: :meth:`emit`). What happens to jobs comes in
     through :meth:`feed`, in the words of :mod:`flexq.control.vocabulary`.
     """
 
@@ -109,7 +111,8 @@ class ControlPlane:
         self._listeners: list[Callable[[Event], None]] = []
         self._start_on_admission = start_on_admission
         self._words = NAMED_MOMENTS if virtual else COUNTDOWNS
-        """How reasons name a moment: the simulator's log names it (t=...), the live server counts down to it."""
+        """How events' reasons name a moment: the simulator's log names it (t=...), the live server's events count
+        down to it."""
         self._began: dict[str, float] = {}
         """When running workloads' jobs reported they began (:class:`JobStarted`)."""
         self._priority_classes: dict[str, str] = {}
@@ -190,7 +193,7 @@ class ControlPlane:
             self.driver = None
         elif self.driver is None:
             self.driver = CapacityDriver(capacity, self.scheduler, self.timers, self.emit, self._started,
-                                         provisioning, words=self._words, run_time=self.hooks.run_time,
+                                         provisioning, run_time=self.hooks.run_time,
                                          finish_eta=self.hooks.finish_eta, pods_ready=self._pods_bound)
         else:
             self.driver.attach(self.scheduler)
@@ -250,11 +253,10 @@ class ControlPlane:
         """The class the job's workload takes its priority from (Kueue's ``spec.priorityClassRef``), or None."""
         return priority_class_ref(kind, job, self.priorities)
 
-    def _migration_check(self, parent: Workload, variant: Workload, now: float) -> str | None:
+    def _migration_check(self, parent: Workload, variant: Workload, now: float) -> Text | None:
         """Beyond Kueue: a running workload is not moved to a more preferred flavor when it would finish sooner
         where it runs (its declared run time, counted from when it started)."""
-        return finishes_sooner_here(self.hooks.run_time(parent.key), self.started_at(parent.key), now,
-                                    words=self._words)
+        return finishes_sooner_here(self.hooks.run_time(parent.key), self.started_at(parent.key), now)
 
     def _pods_bound(self, key: str, t: float, ready: bool) -> None:
         """The driver's word on a workload's pods: those of a lost node wait unbound for its replacement (not ready),
@@ -352,8 +354,11 @@ class ControlPlane:
         self._attempt_listeners.append(listener)
 
     def emit(self, events: Iterable[Event]) -> None:
-        """What the scheduler or the driver decided: each told, then acted on, in order."""
+        """What the scheduler or the driver decided: each told (its reason worded by this clock), then acted on, in
+        order."""
         for event in events:
+            if event.phrase is not None:
+                event = event.worded(self._words)
             self._tell(event)
             for listener in self._listeners:
                 listener(event)

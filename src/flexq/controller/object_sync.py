@@ -18,6 +18,7 @@ from flexq.durations import dated
 from flexq.jobs import pod_requests, request_from_object, request_object
 from flexq.objects import find_condition, set_condition
 from flexq.scheduler import (
+    COUNTDOWNS,
     Admission,
     Assignment,
     CheckState,
@@ -25,6 +26,7 @@ from flexq.scheduler import (
     Granular,
     PodSet,
     PodSetAssignment,
+    Text,
     TopologyAssignment,
     Workload,
     WorkloadState,
@@ -33,9 +35,11 @@ from flexq.scheduler import (
     pod_set_update_objects,
     pod_set_updates,
     toleration,
+    worded,
 )
 
-__all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "render_status", "workload_from_object", "workload_object"]
+__all__ = ["JOB_UID_LABEL", "REPLACEMENT_FOR", "in_status", "render_status", "workload_from_object",
+           "workload_object"]
 
 JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 REPLACEMENT_FOR: Final = "kueue.x-k8s.io/workload-slice-replacement-for"
@@ -271,6 +275,12 @@ def _dated(status: dict[str, Any], type_: str, message: str, now: str) -> str:
     return dated(message, datetime.fromisoformat(now), before)
 
 
+def in_status(text: Text, now: str) -> str:
+    """A workload's reason as its status says it at ``now`` (RFC 3339): a moment it names counted down to, as its
+    events say it (:func:`_dated` then adds the moment a wait ends, which a status read later needs)."""
+    return worded(text, COUNTDOWNS, datetime.fromisoformat(now).timestamp()) if text else ""
+
+
 def _admitted(wl: Workload, admission: Admission, status: dict[str, Any], now: str) -> tuple[bool, str, str]:
     """The Admitted condition of a workload that holds quota (Kueue's ``SyncAdmittedCondition``)."""
     if wl.state is WorkloadState.ADMITTED:
@@ -279,9 +289,9 @@ def _admitted(wl: Workload, admission: Admission, status: dict[str, Any], now: s
             ps.delayed is DelayedTopology.PENDING and ps.topology is None for ps in admission.podsets):
         # Checks Ready, a delayed topology request not placed yet (the message: why its last second pass found no
         # placement, where one failed).
-        return False, "PendingDelayedTopologyRequests", wl.pending_reason or _PENDING_DELAYED
+        return False, "PendingDelayedTopologyRequests", in_status(wl.pending_reason, now) or _PENDING_DELAYED
     return False, "UnsatisfiedAdmissionChecks", _dated(
-        status, "Admitted", wl.pending_reason or "The workload has not all checks ready", now)
+        status, "Admitted", in_status(wl.pending_reason, now) or "The workload has not all checks ready", now)
 
 
 def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment | None, now: str,
@@ -313,8 +323,9 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status.pop("admission", None)
         status.pop("admissionChecks", None)
         if wl.state is WorkloadState.PENDING:
+            waiting = in_status(wl.pending_reason, now) or "Waiting in the ClusterQueue's queue"
             cond("QuotaReserved", False, wl.pending.value if wl.pending is not None else "Pending",
-                 _dated(status, "QuotaReserved", wl.pending_reason or "Waiting in the ClusterQueue's queue", now))
+                 _dated(status, "QuotaReserved", waiting, now))
         elif find_condition(status, "QuotaReserved") is not None:
             cond("QuotaReserved", False, "NoReservation", "The workload has no reservation")
         if find_condition(status, "Admitted") is not None:
@@ -334,7 +345,7 @@ def render_status(wl: Workload, old: Mapping[str, Any], assignment: Assignment |
         status.pop("flavorsConsidered", None)
     _pods_ready_status(wl, status, pods_ready, now, generation)
     if wl.state is WorkloadState.ADMITTED and wl.pending_reason:
-        status["waitingFor"] = wl.pending_reason
+        status["waitingFor"] = in_status(wl.pending_reason, now)
     else:
         status.pop("waitingFor", None)
     return status

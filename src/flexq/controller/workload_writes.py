@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from flexq.api import ApiError, KindInfo, copy_json, resolve
 from flexq.control import JobFinished, PodsReady
 from flexq.controller.job_sync import inject, restore
-from flexq.controller.object_sync import JOB_UID_LABEL, render_status
+from flexq.controller.object_sync import JOB_UID_LABEL, in_status, render_status
 from flexq.controller.queue_state import COMPONENT, ControllerState
 from flexq.forecast import CONDITION, Forecast, forecast_status
 from flexq.jobs import JOB_KINDS, RAY_KINDS
@@ -113,7 +113,7 @@ class WorkloadWrites:
             status["unhealthyNodes"] = [{"name": unhealthy}]
         else:
             status.pop("unhealthyNodes", None)
-        variants = self._variant_rows(wl)
+        variants = self._variant_rows(wl, stamp)
         if variants:
             status["variants"] = variants
         else:
@@ -296,8 +296,9 @@ class WorkloadWrites:
         if not names:
             del self.state.stored_variants[parent_key]
 
-    def _variant_rows(self, wl: Workload) -> list[dict[str, Any]]:
-        """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own)."""
+    def _variant_rows(self, wl: Workload, stamp: str) -> list[dict[str, Any]]:
+        """What the parent's status shows of its racing variants (Kueue keeps them as Workloads of their own), said
+        at ``stamp``."""
         rows = []
         for key in self.scheduler.variants.get(wl.key, ()):
             variant = self.scheduler.workload(key)
@@ -305,7 +306,7 @@ class WorkloadWrites:
                 continue
             row: dict[str, Any] = {"name": variant.name, "flavor": variant.flavor, "state": variant.state.value}
             if variant.pending_reason:
-                row["message"] = variant.pending_reason
+                row["message"] = in_status(variant.pending_reason, stamp)
             if variant.checks:
                 row["admissionChecks"] = [{"name": c, "state": s.value} for c, s in sorted(variant.checks.items())]
             rows.append(row)

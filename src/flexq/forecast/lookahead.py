@@ -24,7 +24,7 @@ from typing import Final
 from flexq.capacity import CapacityConfig, FallbackNote, PoolNote, ProvisioningState, RequestNote
 from flexq.control import Basis, ControlPlane, JobFinished, JobHooks, JobQueued, RunTime
 from flexq.forecast.snapshot import Fork, fork
-from flexq.scheduler import Admission, Event, EventKind, Workload, WorkloadState
+from flexq.scheduler import Admission, Event, EventKind, Text, Workload, WorkloadState
 
 __all__ = ["DEEP", "HORIZON", "SAMPLES", "Forecast", "Lookahead", "Step", "StepKind", "ensemble", "forecast",
            "samples_for", "waiting", "waits"]
@@ -75,8 +75,8 @@ class Forecast:
     """USD its run is expected to cost, where capacity is modelled and its run time is known."""
     blocked_by: str = ""
     """Without a start: the running job of unknown run time it waits behind, where one is."""
-    why: str = ""
-    """Without a start: why it still waited when the run ended (its pending reason then)."""
+    why: Text = ""
+    """Without a start: why it still waited when the run ended (its pending reason then, worded where shown)."""
 
     @property
     def wait(self) -> float | None:

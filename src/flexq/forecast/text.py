@@ -8,6 +8,7 @@ from typing import Any
 from flexq.control import Basis
 from flexq.durations import format_seconds
 from flexq.forecast.lookahead import HORIZON, Forecast, Step, StepKind
+from flexq.scheduler import TIMES_OF_DAY, worded
 
 __all__ = ["CONDITION", "describe", "forecast_status"]
 
@@ -51,7 +52,7 @@ def describe(forecast: Forecast, *, relative: bool = True) -> str:
         if forecast.blocked_by:
             return (f"no start foreseen: it waits behind {forecast.blocked_by}, whose run time is unknown "
                     "(its job can say it with the flexq.dev/expected-run-time annotation)")
-        why = f": {forecast.why}" if forecast.why else ""
+        why = f": {worded(forecast.why, TIMES_OF_DAY, forecast.made)}" if forecast.why else ""
         return f"no start foreseen within {format_seconds(HORIZON)}{why}" + (f" ({steps})" if steps else "")
     wait = forecast.start - forecast.made
     where = f" on {', '.join(forecast.flavors)}" if forecast.flavors else ""

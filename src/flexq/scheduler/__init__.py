@@ -34,6 +34,17 @@ from flexq.scheduler.model import (
     WorkloadState,
     eviction_reason,
 )
+from flexq.scheduler.phrases import (
+    COUNTDOWNS,
+    NAMED_MOMENTS,
+    TIMES_OF_DAY,
+    Moment,
+    MomentForm,
+    Phrase,
+    Text,
+    TimeWords,
+    worded,
+)
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.race import ALLOWED_FLAVORS, PARENT_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
@@ -44,9 +55,12 @@ from flexq.scheduler.tas_replace import names_node
 
 __all__ = [
     "ALLOWED_FLAVORS",
+    "COUNTDOWNS",
     "FAILED_TO_START",
+    "NAMED_MOMENTS",
     "PARENT_LABEL",
     "REPLACED",
+    "TIMES_OF_DAY",
     "Admission",
     "Assignment",
     "CheckState",
@@ -58,6 +72,9 @@ __all__ = [
     "FlavorResource",
     "FlavorSpec",
     "Granular",
+    "Moment",
+    "MomentForm",
+    "Phrase",
     "PodSet",
     "PodSetAssignment",
     "PodSetUpdate",
@@ -67,6 +84,8 @@ __all__ = [
     "ResourceGroup",
     "Scheduler",
     "Taint",
+    "Text",
+    "TimeWords",
     "Toleration",
     "TopologyAssignment",
     "TopologyRequest",
@@ -89,4 +108,5 @@ __all__ = [
     "toleration",
     "toleration_object",
     "with_updates",
+    "worded",
 ]

@@ -3,9 +3,12 @@ capacity behind it (the capacity driver's: nodes, node pools, ProvisioningReques
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
+
+from flexq.scheduler.phrases import Phrase, Text, TimeWords
 
 __all__ = ["Event", "EventKind", "Payload"]
 
@@ -86,12 +89,25 @@ class Event:
     """The event's own fields as the event log writes them (for an event with a :attr:`payload`, its fields)."""
     payload: Payload | None = None
     """What the event says, typed (None: only ``extra``, as the scheduler's events say it)."""
+    phrase: Phrase | None = None
+    """A reason that names moments, until the clock telling the event words it (:meth:`worded`); ``reason`` is
+    empty until then."""
 
     @classmethod
-    def carrying(cls, t: float, kind: EventKind, workload: str, cluster_queue: str, reason: str,
-                 payload: Payload) -> Event:
-        """An event whose fields are ``payload``'s (kept in ``extra`` too, for the log and for readers of ``extra``)."""
-        return cls(t, kind, workload, cluster_queue, reason, extra=payload.fields(), payload=payload)
+    def told(cls, t: float, kind: EventKind, workload: str, cluster_queue: str, reason: Text, *,
+             extra: dict[str, Any] | None = None, payload: Payload | None = None) -> Event:
+        """An event whose reason may name moments (a :class:`~flexq.scheduler.phrases.Phrase`: kept as it is, to be
+        worded where the event leaves the core), with ``payload``'s fields or ``extra``."""
+        fields = payload.fields() if payload is not None else (extra or {})
+        if isinstance(reason, Phrase):
+            return cls(t, kind, workload, cluster_queue, "", extra=fields, payload=payload, phrase=reason)
+        return cls(t, kind, workload, cluster_queue, reason, extra=fields, payload=payload)
+
+    def worded(self, words: TimeWords) -> Event:
+        """The event with its reason in ``words`` (itself when its reason names no moment)."""
+        if self.phrase is None:
+            return self
+        return dataclasses.replace(self, reason=self.phrase.words(words, self.t), phrase=None)
 
     def to_json(self) -> dict[str, Any]:
         # ``_value_`` is the member's own attribute: ``value`` goes through Enum's (slow) descriptor.

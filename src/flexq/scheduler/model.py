@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Final, cast
 
+from flexq.scheduler.phrases import Text
+
 __all__ = [
     "Admission",
     "CheckState",
@@ -555,7 +557,11 @@ class Workload:
     finished_at: float | None = None
     checks: dict[str, CheckState] = field(default_factory=dict)
     requeue_at: float | None = None
-    pending_reason: str = ""
+    pending_reason: Text = ""
+    """What it waits for, in words: the message of its QuotaReserved condition while pending (beside
+    :attr:`pending`, Kueue's reason), of its Admitted condition while it holds quota and waits for checks, nodes or
+    a placement. A :class:`~flexq.scheduler.phrases.Phrase` where it names a moment (nodes ready at), worded by
+    whoever shows it."""
     pending: PendingReason | None = None
     """Why it holds no quota, as Kueue names it (None while it holds quota or has not been looked at)."""
     evictions: int = 0

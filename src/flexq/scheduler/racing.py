@@ -13,6 +13,7 @@ from __future__ import annotations
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.holdings import Holdings, podsets_of
 from flexq.scheduler.model import ClusterQueueSpec, ConcurrentPolicy, Workload, WorkloadState
+from flexq.scheduler.phrases import Text
 from flexq.scheduler.race import IMPLICIT, VariantPlan, plan_variants, rank, variant_name
 from flexq.scheduler.state import SchedulerState
 
@@ -84,16 +85,17 @@ class Racing:
         wl.pending_reason = self.race_reason(wl.key)
         return events
 
-    def race_reason(self, key: str) -> str:
+    def race_reason(self, key: str) -> Text:
         """Why a racing workload waits: each variant's reason, those nearest to starting first (admitted, then
         holding quota, then pending; by preference within each). Empty if it is not racing."""
         state = self.state
         order = {WorkloadState.ADMITTED: 0, WorkloadState.QUOTA_RESERVED: 1}
         variants = [v for k in state.variants.get(key, ()) if (v := state.workloads.get(k)) is not None]
-        parts = []
-        for _i, variant in sorted(enumerate(variants), key=lambda e: (order.get(e[1].state, 2), e[0])):
-            parts.append(f"{variant.flavor}: {variant.pending_reason or variant.state.value}")
-        return "racing: " + "; ".join(parts) if parts else ""
+        told: Text = ""
+        for i, variant in enumerate(sorted(enumerate(variants), key=lambda e: (order.get(e[1].state, 2), e[0]))):
+            told = told + ("racing: " if i == 0 else "; ") + f"{variant[1].flavor}: " + (
+                variant[1].pending_reason or variant[1].state.value)
+        return told
 
     def settle(self, key: str, now: float) -> list[Event]:
         """Variant ``key`` wins: its parent takes its admission (migrating from where it runs, if it runs); the
@@ -186,7 +188,7 @@ class Racing:
             remaining.remove(variant.key)
         if not remaining:
             state.variants.pop(parent.key, None)
-        return self.withdraw(variant, now, f"Variant withdrawn: no migration to flavor {variant.flavor}: {why}")
+        return self.withdraw(variant, now, f"Variant withdrawn: no migration to flavor {variant.flavor}: " + why)
 
     def settle_admitted(self, events: list[Event], now: float) -> list[Event]:
         """Without a capacity driver deciding, a variant wins when it is admitted (Kueue's rule)."""
@@ -201,7 +203,7 @@ class Racing:
                     out += self.settle(variant.key, now)
         return out
 
-    def withdraw(self, variant: Workload, now: float, reason: str) -> list[Event]:
+    def withdraw(self, variant: Workload, now: float, reason: Text) -> list[Event]:
         """``variant`` leaves the race: its quota is released and it is gone."""
         state = self.state
         if variant.admission is not None:
@@ -211,8 +213,8 @@ class Racing:
         variant.state = WorkloadState.FINISHED
         state.workloads.pop(variant.key, None)
         state.last_assignment.pop(variant.key, None)
-        return [Event(now, EventKind.FINISHED, variant.key, variant.cluster_queue, reason,
-                      extra={"finishedReason": "VariantWithdrawn", "parent": variant.parent})]
+        return [Event.told(now, EventKind.FINISHED, variant.key, variant.cluster_queue, reason,
+                           extra={"finishedReason": "VariantWithdrawn", "parent": variant.parent})]
 
     def withdraw_all(self, wl: Workload, now: float, reason: str) -> list[Event]:
         """``wl`` stops racing: every variant of it is withdrawn."""

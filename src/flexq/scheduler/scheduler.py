@@ -45,6 +45,7 @@ from flexq.scheduler.model import (
     Workload,
     WorkloadState,
 )
+from flexq.scheduler.phrases import Text
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.queue_config import Config
 from flexq.scheduler.race import VariantPlan
@@ -233,7 +234,7 @@ class Scheduler:
         state = self._state
         return state.tree.root(cq).name if cq in state.tree.queues else None
 
-    def explain(self, key: str, reason: str) -> None:
+    def explain(self, key: str, reason: Text) -> None:
         """Why the workload waits, as its driver knows it (nodes booting, a ProvisioningRequest, an unplaceable
         pod): its pending reason, shown in its status."""
         wl = self._state.workloads.get(key)
@@ -465,7 +466,7 @@ class Scheduler:
         """If ``variant`` would move its running workload and :attr:`migration_check` refuses, withdraw it."""
         return self._racing.refuse_migration(variant, now)
 
-    def race_reason(self, key: str) -> str:
+    def race_reason(self, key: str) -> Text:
         """Why a racing workload waits: each variant's reason, those nearest to starting first. Empty if it is not
         racing."""
         return self._racing.race_reason(key)

@@ -15,6 +15,7 @@ from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event
 from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import Admission, Workload
+from flexq.scheduler.phrases import Text
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.queue_config import Config
 from flexq.scheduler.queues import QueueManager
@@ -22,7 +23,7 @@ from flexq.scheduler.quota import QuotaTree
 
 __all__ = ["MigrationCheck", "SchedulerState"]
 
-MigrationCheck = Callable[[Workload, Workload, float], str | None]
+MigrationCheck = Callable[[Workload, Workload, float], Text | None]
 """Asked before a running workload migrates to a variant's flavor (parent, variant, now); a reason refuses it."""
 
 

@@ -26,6 +26,7 @@ from flexq.scheduler.model import (
     Workload,
     WorkloadState,
 )
+from flexq.scheduler.phrases import Text
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.second_pass import PENDING_MESSAGE, pending_delayed
@@ -262,7 +263,7 @@ class Transitions:
         return Event(now, EventKind.ADMITTED, wl.key, wl.cluster_queue, "The workload is admitted",
                      podsets if podsets is not None else podsets_of(wl.admission))
 
-    def evict(self, wl: Workload, now: float, reason: str, cause: str, requeue: bool = True,
+    def evict(self, wl: Workload, now: float, reason: Text, cause: str, requeue: bool = True,
               underlying: str = "") -> list[Event]:
         """``wl`` gives back its quota and (``requeue``) queues again, or races again; a slice whose replacement
         waits is finished instead. Nothing happens to a workload that holds no quota. ``underlying``: the
@@ -283,7 +284,7 @@ class Transitions:
         wl.pods_ready_at = None
         wl.count_eviction(cause, underlying)
         wl.pending_reason = ""
-        evicted = [Event(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
+        evicted = [Event.told(now, EventKind.EVICTED, wl.key, wl.cluster_queue, reason, extra={"cause": cause})]
         replacement = state.workloads.get(state.replaced_by.get(wl.key, ""))
         if replacement is not None and replacement.state is WorkloadState.PENDING:
             # A slice evicted while its replacement waits is not queued again: the job's next admission is the

@@ -36,7 +36,17 @@ from flexq.control import (
 )
 from flexq.durations import format_seconds
 from flexq.jobs import JOB_KINDS, PRIORITY_LABEL, JobError
-from flexq.scheduler import CheckState, Config, Event, EventKind, Scheduler, Workload, WorkloadState
+from flexq.scheduler import (
+    NAMED_MOMENTS,
+    CheckState,
+    Config,
+    Event,
+    EventKind,
+    Scheduler,
+    Workload,
+    WorkloadState,
+    worded,
+)
 from flexq.sim.generator import CLASS_LABEL
 from flexq.sim.scenario import Check, Scenario, ScenarioError, Submission
 from flexq.timers import Kernel
@@ -95,7 +105,7 @@ class SimResult:
                 "started": _num(running), "finished": _num(finished),
                 "wait": _num(running - submitted) if running is not None else None,
                 "flavors": flavors, "class": self.classes.get(wl.key), "state": wl.state.value,
-                "pendingReason": wl.pending_reason or None,
+                "pendingReason": worded(wl.pending_reason, NAMED_MOMENTS, 0.0) or None,  # names moments: no "now"
                 **({"schedulingStats": wl.scheduling_stats()} if wl.eviction_counts else {}),
                 **({"cost": round(self.costs.get(wl.key, 0.0), 2), "waste": round(self.waste.get(wl.key, 0.0), 2)}
                    if self.costs is not None else {}),
