@@ -14,7 +14,7 @@ import pytest
 
 from flexq.faces import lazy_face
 
-LAZY = ("flexq.api", "flexq.objects")
+LAZY = ("flexq.api", "flexq.objects", "flexq.server")
 
 
 @pytest.mark.parametrize("name", LAZY)

@@ -84,10 +84,11 @@ FACES: dict[str, tuple[str, ...]] = {
         "node_state", "parse_time", "set_condition", "table", "workload_eta", "workload_flavors", "workload_reason",
     ),
     "flexq.runtime": (
-        "BatchJobRun", "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "JobUser", "LOG_ANNOTATION", "LOST_REASON",
-        "LocalPod", "RayClusterRun", "RayJobRun", "RemotePod", "RemoteRayCluster", "Resume", "attach", "cluster_status",
-        "configure", "head_port_map", "is_elastic", "job_of_pod", "kuberay_objects", "parse_reports", "ray_pool_of",
-        "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path", "same_object",
+        "BatchJobRun", "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "JobUser", "JobUserError", "LOG_ANNOTATION",
+        "LOST_REASON", "LocalPod", "RayClusterRun", "RayJobRun", "RemotePod", "RemoteRayCluster", "Resume", "attach",
+        "cluster_status", "configure", "head_port_map", "is_elastic", "job_of_pod", "kuberay_objects", "parse_reports",
+        "ray_pool_of", "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path",
+        "same_object",
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "COUNTDOWNS", "CheckState", "ClusterQueueSpec", "Config",
@@ -100,8 +101,8 @@ FACES: dict[str, tuple[str, ...]] = {
         "second_pass_backoff", "start_conflict", "toleration", "toleration_object", "with_updates", "worded"
     ),
     "flexq.server": (
-        "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream", "TUNNEL_PROTOCOL",
-        "plan_listeners",
+        "CapacityFile", "Data", "Decoder", "Encoder", "GoAway", "ListenError", "MAX_LENGTH", "Ping", "RstStream",
+        "TUNNEL_PROTOCOL", "plan_listeners", "render_kueue", "serve",
     ),
     "flexq.sim": (
         "LOWER_BOUND", "ORACLE", "PolicyRun", "Scenario", "SimProgress", "SimResult", "Simulation", "Submission",
@@ -111,8 +112,8 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.store": (
         "AlreadyExists", "BaseStore", "Change", "ChangeType", "Committer", "Conflict", "ForeignTx", "Gone", "Key",
         "LeaseLike", "NotFound", "ReplicaStore", "SqliteLease", "Stale", "Store", "StoreError", "StoreOptionError",
-        "StoreUnavailable", "commit_foreign", "event_note", "is_postgres", "loads", "open_store", "record_event",
-        "record_events", "rfc3339", "shown", "sqlite_path",
+        "StoreUnavailable", "commit_foreign", "event_note", "is_postgres", "loads", "open_lease", "open_store",
+        "record_event", "record_events", "rfc3339", "shown", "sqlite_path",
     ),
     "flexq.ui": (),
 }

@@ -170,7 +170,7 @@ def pools_create(
 ) -> None:
     """Create a node pool (the flags of `gcloud container node-pools create`)."""
     if ray_address is not None:
-        from flexq.capacity.raypool import RayAddressError, dashboard_address
+        from flexq.capacity import RayAddressError, dashboard_address
 
         try:
             ray_address = dashboard_address(ray_address)
@@ -214,7 +214,7 @@ def pools_describe(
     format: FormatOpt = None,
 ) -> None:
     """Describe a node pool as GKE does (`--format="get(config.flexStart)"` prints True)."""
-    from flexq.capacity.gke_pools import gke_node_pool
+    from flexq.capacity import gke_node_pool
     from flexq.cli.gformat import FormatError, render
 
     client = options.client()

@@ -33,7 +33,7 @@ def gke(
     = False,
 ) -> None:
     """Write the gcloud commands (cluster, node pools), Kueue's manifests and the jobs, for real GKE."""
-    from flexq.export.bundle import ExportError, build, write
+    from flexq.export import ExportError, build, write
 
     client = options.client()
     try:

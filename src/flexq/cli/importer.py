@@ -36,13 +36,10 @@ def import_cluster(
     Then `flexq simulate FILE` replays them in virtual time under the capacity file: what if the
     cluster had these pools, this cloud, these queues?
     """
-    from flexq.api.documents import load_documents
+    from flexq.api import load_documents
     from flexq.durations import DurationError, parse_duration
-    from flexq.importer.cluster_read import ClusterReadError, read_cluster
-    from flexq.importer.kubeconfig import KubeconfigError, client, load_target
-    from flexq.importer.replay import build_scenario
-    from flexq.sim.arrivals import read_text
-    from flexq.sim.scenario import load_capacity
+    from flexq.importer import ClusterReadError, KubeconfigError, build_scenario, client, load_target, read_cluster
+    from flexq.sim import load_capacity, read_text
 
     try:
         window = None if since == "all" else parse_duration(since)

@@ -201,8 +201,7 @@ def delete(
 
 def _manifest_targets(filename: list[str], values: dict[str, str], ns: str) -> list[tuple[KindInfo, str, str]]:
     """The (kind, namespace, name) of every document of the manifests ``filename`` names."""
-    from flexq.api.documents import load_documents
-    from flexq.api.kinds import by_gvk
+    from flexq.api import by_gvk, load_documents
 
     targets: list[tuple[KindInfo, str, str]] = []
     for manifest in read_manifests(filename, values):

@@ -59,11 +59,10 @@ def server(
     workers: Annotated[int, typer.Option(help=_WORKERS_HELP, min=0)] = 0,
 ) -> None:
     """Serve the Kubernetes API, the GKE API and flexq's API until interrupted."""
-    from flexq.runtime.job_user import JobUserError
-    from flexq.server.listen import ListenError, plan_listeners
-    from flexq.server.run import CapacityFile, StoreOptionError, serve
-    from flexq.sim.scenario import load_capacity
-    from flexq.store import StoreUnavailable
+    from flexq.runtime import JobUserError
+    from flexq.server import CapacityFile, ListenError, plan_listeners, serve
+    from flexq.sim import load_capacity
+    from flexq.store import StoreOptionError, StoreUnavailable
 
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")

@@ -54,10 +54,7 @@ def simulate(
     if capacity is not None or max_nodes or available:
         raise CliError("error: --capacity, --max-nodes and --available change the server's capacity: use them with "
                        "--from-server (a scenario says its own capacity)")
-    from flexq.sim.policies import compare_policies
-    from flexq.sim.progress import SimProgress
-    from flexq.sim.runner import run_scenario
-    from flexq.sim.scenario import load_scenario
+    from flexq.sim import SimProgress, compare_policies, load_scenario, run_scenario
 
     _check_outputs(output, metrics)
     loaded = load_scenario(scenario)
@@ -133,8 +130,7 @@ def _from_server(capacity: Path | None, max_nodes: dict[str, int], available: di
 
 def _report(loaded: Scenario, result: SimResult, runs: dict[str, PolicyRun] | None, report: Path | None) -> None:
     """Write the report (``--report``), and print each policy's numbers on stderr."""
-    from flexq.sim.policies import policy_name, policy_run
-    from flexq.sim.report import summarize, write_report
+    from flexq.sim import policy_name, policy_run, summarize, write_report
 
     if runs is None:
         runs = {policy_name(loaded): policy_run(result)}
@@ -156,7 +152,7 @@ def _check_outputs(output: str | None, metrics: Path | None) -> None:
 def _write_metrics(result: SimResult, path: Path | None) -> None:
     """Kueue's metrics as a scrape at the end of the run would find them, in Prometheus' text format (to ``path``,
     if any)."""
-    from flexq.server.kueue_families import render_kueue
+    from flexq.server import render_kueue
 
     if path is None or result.kueue is None:
         return
@@ -183,8 +179,8 @@ def _policy_table(summary: dict[str, Any]) -> None:
     from rich.console import Console
 
     from flexq.durations import format_seconds
-    from flexq.sim.policies import LOWER_BOUND, ORACLE
-    from flexq.sim.report import ratio as _ratio
+    from flexq.sim import LOWER_BOUND, ORACLE
+    from flexq.sim import ratio as _ratio
 
     def t(value: float | None) -> str:
         return "-" if value is None else format_seconds(value)

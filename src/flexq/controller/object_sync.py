@@ -135,7 +135,7 @@ def workload_from_object(obj: Mapping[str, Any], local_queues: Mapping[tuple[str
             flavors = dict(ps.get("flavors") or {})
             usage = {}
             for resource, amount in (ps.get("resourceUsage") or {}).items():
-                from flexq.api.quantity import parse_quantity
+                from flexq.api import parse_quantity
 
                 usage[(flavors.get(resource, ""), resource)] = parse_quantity(amount).milli()
             placed = assignment_domains(ps.get("topologyAssignment"))

@@ -4,7 +4,7 @@ and plain Pods' commands as local processes; what KubeRay would show for a runni
 from flexq.runtime.batch_job import BatchJobRun
 from flexq.runtime.cluster_objects import cluster_status, raycluster_objects
 from flexq.runtime.elastic import ELASTIC_ANNOTATION, is_elastic
-from flexq.runtime.job_user import JobUser, configure
+from flexq.runtime.job_user import JobUser, JobUserError, configure
 from flexq.runtime.kuberay_view import LOG_ANNOTATION, head_port_map, job_of_pod, kuberay_objects
 from flexq.runtime.local_pods import LocalPod
 from flexq.runtime.raycluster import RayClusterRun
@@ -21,6 +21,7 @@ __all__ = [
     "BatchJobRun",
     "Borrowed",
     "JobUser",
+    "JobUserError",
     "LocalPod",
     "RayClusterRun",
     "RayJobRun",

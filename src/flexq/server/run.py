@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -36,10 +35,7 @@ from flexq.server.tls import ensure_certificates
 from flexq.server.worker import WorkerSpec
 from flexq.server.worker_record import LEFTOVER_WAIT, await_leftovers
 from flexq.server.workers import Front
-from flexq.store import BaseStore, SqliteLease, StoreOptionError, is_postgres, open_store, shown, sqlite_path
-
-if TYPE_CHECKING:
-    from flexq.store import LeaseLike
+from flexq.store import BaseStore, StoreOptionError, is_postgres, open_lease, open_store, shown, sqlite_path
 
 log = logging.getLogger("flexq.server")
 
@@ -150,7 +146,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     capacity_file = capacity or CapacityFile(None)
     identity = f"{socket.gethostname()}_{os.getpid()}_{http_port}"
     capacity_file.leadership = leadership = Leadership(
-        _lease(store_spec, home, identity, lease_duration, shared),
+        open_lease(store_spec, home, identity, duration=lease_duration, shared=shared),
         lambda: QueueController(service, RealClock(), capacity_file.config, ray, kueue), identity)
     expiry = EventExpiry(store, event_ttl)
     try:
@@ -236,18 +232,6 @@ class CapacityFile:
         if self.leadership is not None and (controller := self.leadership.leader()) is not None:
             controller.change_capacity(config)
         log.warning("SIGHUP: the capacity file was read again")
-
-
-def _lease(store_spec: str | None, home: Path, identity: str, duration: float, shared: bool) -> LeaseLike | None:
-    """The controllers' lease where the store is shared (PostgreSQL, or a SQLite file with ``--shared``); None
-    where this server is the only one."""
-    if not is_postgres(store_spec):
-        path = sqlite_path(store_spec, home)
-        return SqliteLease(path, identity, duration=duration) if shared and path is not None else None
-    from flexq.store.lease import Lease
-
-    assert store_spec is not None
-    return Lease(store_spec, identity, duration=duration)
 
 
 async def _serve_all(servers: list[tuple[Server, socket.socket]], closing: Callable[[], None],

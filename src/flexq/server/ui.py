@@ -23,10 +23,11 @@ from typing import Annotated, Any, Final, Literal, Protocol
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 
+import flexq.server.ui_data as ui_data
+import flexq.server.ui_history as ui_history
 from flexq.auth import Attributes, Role, authorize
 from flexq.controller import RayRuntime, Sample, Tally
 from flexq.objects import ObjectService
-from flexq.server import ui_data, ui_history
 from flexq.server.authn import caller
 from flexq.server.hub import ChangeHub
 from flexq.server.offload import off_loop

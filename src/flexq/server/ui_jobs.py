@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from flexq.server import ui_data
+import flexq.server.ui_data as ui_data
 from flexq.server.ui_data import JobEntry
 from flexq.server.ui_models import JobPage, JobRow
 from flexq.store import BaseStore, Change, ChangeType, Gone, Key, NotFound

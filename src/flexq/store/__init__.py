@@ -1,6 +1,7 @@
 """Durable state: objects, resourceVersions, the change log that watches and controllers read, Events.
 
-Import Lease from flexq.store.lease and PostgresStore from flexq.store.postgres (they load psycopg).
+PostgreSQL's store and lease load psycopg (an extra): :func:`open_store` and :func:`open_lease` open them from a
+``--store`` URL.
 """
 
 from flexq.store.base import BaseStore
@@ -12,7 +13,7 @@ from flexq.store.refusals import AlreadyExists, Conflict, Gone, Key, NotFound, S
 from flexq.store.replica import Committer, ReplicaStore
 from flexq.store.sqlite import Change, ChangeType, Store, rfc3339
 from flexq.store.sqlite_lease import SqliteLease
-from flexq.store.url import StoreOptionError, is_postgres, open_store, shown, sqlite_path
+from flexq.store.url import StoreOptionError, is_postgres, open_lease, open_store, shown, sqlite_path
 
 __all__ = [
     "AlreadyExists",
@@ -37,6 +38,7 @@ __all__ = [
     "event_note",
     "is_postgres",
     "loads",
+    "open_lease",
     "open_store",
     "record_event",
     "record_events",

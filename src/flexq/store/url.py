@@ -13,10 +13,12 @@ import sqlite3
 from pathlib import Path
 
 from flexq.store.base import BaseStore
+from flexq.store.holder import LeaseLike
 from flexq.store.refusals import StoreError
 from flexq.store.sqlite import Store
+from flexq.store.sqlite_lease import SqliteLease
 
-__all__ = ["StoreOptionError", "is_postgres", "open_store", "shown"]
+__all__ = ["StoreOptionError", "is_postgres", "open_lease", "open_store", "shown"]
 
 _POSTGRES = ("postgresql://", "postgres://")
 
@@ -59,6 +61,18 @@ def open_store(spec: str | None, home: Path, *, follow: float = 0.0) -> BaseStor
         return Store(Path(path).expanduser(), follow=follow)
     except (OSError, sqlite3.Error) as exc:
         raise StoreOptionError(f"--store {spec}: cannot open the SQLite file: {exc}") from None
+
+
+def open_lease(spec: str | None, home: Path, identity: str, *, duration: float, shared: bool) -> LeaseLike | None:
+    """The controllers' lease where the store ``spec`` names is shared (PostgreSQL, or a SQLite file with
+    ``shared``: ``--shared``); None where one server is alone on it. PostgreSQL's lease loads psycopg only here."""
+    if not is_postgres(spec):
+        path = sqlite_path(spec, home)
+        return SqliteLease(path, identity, duration=duration) if shared and path is not None else None
+    from flexq.store.lease import Lease
+
+    assert spec is not None
+    return Lease(spec, identity, duration=duration)
 
 
 def _postgres(spec: str) -> BaseStore:
