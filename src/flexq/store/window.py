@@ -14,6 +14,7 @@ served in the event loop would hold every other request up meanwhile).
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -85,8 +86,10 @@ class Gate:
         self.waiting = 0
         self.held = 0
         """How many times its owner holds it (meaningful to the owner alone)."""
-        self.entries = 0
-        """How many times a thread has taken it (re-entries by its owner not counted)."""
+        self._tickets: set[int] = set()
+        """One for each wait in progress: a thread that comes to wait again draws a new one (see :meth:`hand_over`).
+        Added to and copied without the lock: each is one operation of the interpreter's."""
+        self._drawn = itertools.count()
 
     def __enter__(self) -> None:
         self.acquire()
@@ -96,13 +99,14 @@ class Gate:
 
     def acquire(self) -> None:
         if not self._lock.acquire(blocking=False):
+            ticket = next(self._drawn)
+            self._tickets.add(ticket)
             self.waiting += 1
             try:
                 self._lock.acquire()
             finally:
                 self.waiting -= 1
-        if not self.held:
-            self.entries += 1
+                self._tickets.discard(ticket)
         self.held += 1
 
     def release(self) -> None:
@@ -112,15 +116,16 @@ class Gate:
     def hand_over(self, most: float = 0.005) -> None:
         """Let the threads waiting for the gate now have it, each once, and take it back (its owner holds it once):
         as soon as each of them got in, or after ``most`` seconds. Threads that come to wait meanwhile (or one that
-        came in and waits again) are let in at the next hand-over: a writer that keeps asking does not hold its owner
-        up for the whole of ``most``."""
-        waiting, entered = self.waiting, self.entries
+        came in and waits again, with a ticket of its own) are let in at the next hand-over: a writer that keeps
+        asking neither holds its owner up for the whole of ``most`` nor stands in for another that waits."""
+        waiting = set(self._tickets)
         self.release()
         try:
-            deadline = time.monotonic() + most
-            time.sleep(0)
-            while self.entries < entered + waiting and time.monotonic() < deadline:
-                time.sleep(0.0002)
+            if waiting:
+                deadline = time.monotonic() + most
+                time.sleep(0)
+                while not waiting.isdisjoint(self._tickets) and time.monotonic() < deadline:
+                    time.sleep(0.0002)
         finally:
             self.acquire()
 
