@@ -26,7 +26,8 @@ from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, Pr
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
 __all__ = ["CohortScan", "Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant",
-           "find_targets", "fits_with_borrowing", "minimal", "oracle_for", "policy_allows", "usage_first"]
+           "find_targets", "fits_with_borrowing", "minimal", "nobody_locally", "oracle_for", "policy_allows",
+           "usage_first"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -291,29 +292,55 @@ def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: H
     return [t for c, t in every if c is not child]
 
 
+def _own(incoming: Workload, cq: ClusterQueueSpec, holders: Holders, needed: set[FlavorResource],
+         exclude: set[str]) -> list[Target]:
+    """The candidates of the queue's own, under its ``withinClusterQueue`` policy."""
+    policy = cq.within_cluster_queue
+    if policy is PreemptionPolicy.NEVER:
+        return []
+    # The policy first: under LowerPriority, a comparison that most of the queue's workloads fail.
+    lower, priority = policy is PreemptionPolicy.LOWER_PRIORITY, incoming.priority
+    return [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
+            if (w.priority < priority if lower else policy_allows(policy, incoming, w))
+            and w is not incoming and w.key not in exclude and _uses(w, needed)]
+
+
+def _only_own(tree: QuotaTree, cq: ClusterQueueSpec, after: Mapping[FlavorResource, int]) -> bool:
+    """In a flat cohort, a queue that must borrow (with usage ``after``, see :func:`_after_own`) may only reclaim
+    without borrowing: the cohort's workloads can never be its victims, so they are not even collected."""
+    parent = tree.queues[cq.name].parent
+    return parent is not None and parent.parent is None and cq.borrow_within_cohort is PreemptionPolicy.NEVER \
+        and _must_borrow(tree, cq.name, after)
+
+
+def nobody_locally(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+                   needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
+                   exclude: set[str] | None = None) -> bool:
+    """Whether :func:`find_targets` finds nobody, as told from ``cq`` alone: none of its own workloads is a
+    candidate and none of its cohort's may be one (the request passes its borrowing limit, or it must borrow in a
+    flat cohort it may not borrow from while reclaiming); or the request passes its borrowing limit even with its
+    own candidates evicted. The answer then rests on the queue's own workloads and its usage only, not on the rest
+    of its cohort: a caller may keep it while those have not changed."""
+    if not needed:
+        return True
+    own = _own(incoming, cq, holders, needed, exclude or set())
+    after = _after_own(tree, cq.name, requests, own)
+    return _over_limit(tree, cq.name, after) or (not own and _only_own(tree, cq, after))
+
+
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 holders: Holders, needed: set[FlavorResource],
                 requests: Mapping[FlavorResource, int], exclude: set[str],
                 scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target], tuple[bool, bool]]:
     """The candidates of the queue's own, hierarchical reclaim and reclaim by priority; and whether the hierarchical
     and by priority ones are already in Kueue's candidate order (each from one of ``scan``'s ordered lists)."""
-    own: list[Target] = []
-    policy = cq.within_cluster_queue
-    if policy is not PreemptionPolicy.NEVER:
-        # The policy first: under LowerPriority, a comparison that most of the queue's workloads fail.
-        lower, priority = policy is PreemptionPolicy.LOWER_PRIORITY, incoming.priority
-        own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
-               if (w.priority < priority if lower else policy_allows(policy, incoming, w))
-               and w is not incoming and w.key not in exclude and _uses(w, needed)]
+    own = _own(incoming, cq, holders, needed, exclude)
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
         return [], [], [], (True, True)  # no eviction anywhere can let the queue hold this much
-    node = tree.queues[cq.name]
-    if (node.parent is not None and node.parent.parent is None
-            and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, after)):
-        # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
-        # workloads can never be its victims, so they are not even collected.
+    if _only_own(tree, cq, after):
         return own, [], [], (True, True)
+    node = tree.queues[cq.name]
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
     lists = [0, 0]
@@ -739,9 +766,19 @@ class PreemptionOracle:
         self.search: Search = search or find_targets
         self._last: tuple[FlavorResource, int, int, list[Target]] | None = None
         """(fr, val, the tree's version after the answer, the victims) of the last answer that found victims."""
+        classical = self.search is find_targets or (
+            isinstance(self.search, functools.partial) and self.search.func is find_targets)
+        self.asked: list[tuple[FlavorResource, int]] | None = [] if classical else None
+        """The questions asked so far, while each was answered from the incoming workload's queue alone
+        (:func:`nobody_locally`); None once one was not, or where the search is not Kueue's classical one."""
 
     def __call__(self, fr: FlavorResource, val: int) -> tuple[Granular, int]:
         cq, tree = self.cq, self.tree
+        if self.asked is not None:
+            if nobody_locally(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude):
+                self.asked.append((fr, val))
+                return Granular.NO_CANDIDATES, 0
+            self.asked = None
         targets = self.search(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude, self.usage)
         if not targets:
             return Granular.NO_CANDIDATES, 0
