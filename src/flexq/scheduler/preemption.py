@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
@@ -364,6 +365,91 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     return own, hierarchy, by_priority, (scan is not None and lists[0] <= 1, scan is not None and lists[1] <= 1)
 
 
+class _Reads(Protocol):
+    """What a victim search reads of usage: the quota tree, or a flat cohort's usage apart from it (:class:`_Flat`)."""
+
+    queues: dict[str, Node]
+
+    def available(self, cq: str, fr: FlavorResource) -> int: ...
+
+    def usage(self, cq: str, fr: FlavorResource) -> int: ...
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int: ...
+
+
+class _Changes(Protocol):
+    """Where a victim search takes victims out and puts them back: a :class:`Trial` of the quota tree, or a
+    :class:`_Flat`."""
+
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None: ...
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None: ...
+
+
+class _Flat:
+    """The usage of a flat cohort (ClusterQueues right under their root) with victims taken out and put back, kept
+    apart from the quota tree: a search that takes out all of a cohort's victims at once and puts nearly all of them
+    back (:func:`_from_segment`) reads it as it would read the tree, without walking the tree with each change and back
+    again when the search ends. A queue passes its root the part of its usage above its guaranteed quota, as in
+    :meth:`QuotaTree.add`, and what is available to a queue is :meth:`QuotaTree.available`'s for a queue whose parent
+    is the root."""
+
+    __slots__ = ("_root", "_tree", "_used", "queues")
+
+    def __init__(self, tree: QuotaTree) -> None:
+        self._tree = tree
+        self.queues: dict[str, Node] = tree.queues
+        self._used: dict[str, dict[FlavorResource, int]] = {}
+        """Each queue's usage, where it changed (all of it, as the tree would hold it)."""
+        self._root: dict[FlavorResource, int] = {}
+        """What the changes add to the root's usage."""
+
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None:
+        for cq, usage in changes.items():
+            self._add(cq, usage, sign)
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        self._add(cq, usage, -1)
+
+    def _add(self, cq: str, usage: Mapping[FlavorResource, int], sign: int) -> None:
+        used = self._used.get(cq)
+        node = self.queues[cq]
+        if used is None:
+            used = self._used[cq] = dict(node.usage)
+        guarantees, root = node.guarantees, self._root
+        for fr, amount in usage.items():  # as QuotaTree.add, one level up
+            before = used.get(fr, 0)
+            after = used[fr] = before + sign * amount
+            if guarantees:
+                guaranteed = guarantees.get(fr, 0)
+                before -= guaranteed
+                after -= guaranteed
+            passed = (after if after > 0 else 0) - (before if before > 0 else 0)
+            if passed:
+                root[fr] = root.get(fr, 0) + passed
+
+    def usage(self, cq: str, fr: FlavorResource) -> int:
+        used = self._used.get(cq)
+        return (self.queues[cq].usage if used is None else used).get(fr, 0)
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        return self._tree.nominal(cq, fr)
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        node = self.queues[cq]
+        root = node.parent
+        assert root is not None and root.parent is None
+        from_parent = root.subtree.get(fr, 0) - root.usage.get(fr, 0) - self._root.get(fr, 0)
+        guaranteed = node.guarantees.get(fr, 0) if node.guarantees else 0
+        used = self.usage(cq, fr)
+        local = guaranteed - used if guaranteed > used else 0
+        quota = node.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            stored = node.subtree.get(fr, 0) - guaranteed
+            from_parent = min(stored - max(0, used - guaranteed) + quota.borrowing_limit, from_parent)
+        return local + from_parent
+
+
 class _Missing:
     """What a request lacks to fit in its ClusterQueue: room (what it may take, borrowing included) and, where it may
     not borrow, the queue's own quota; it fits when nothing is missing.
@@ -374,7 +460,7 @@ class _Missing:
 
     __slots__ = ("own", "room")
 
-    def __init__(self, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
+    def __init__(self, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
         self.room = {fr: wanted - tree.available(cq, fr) for fr, wanted in requests.items()}
         self.own = {} if borrowing else {fr: tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
                                          for fr, wanted in requests.items()}
@@ -431,7 +517,7 @@ class _Aside:
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
-    def __init__(self, trial: Trial, sign: int) -> None:
+    def __init__(self, trial: _Changes, sign: int) -> None:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
 
@@ -512,14 +598,15 @@ def find_targets(
     shared = scan is not None and usage is None and topology is None and not exclude and (hierarchy or by_priority) \
         and node.parent is not None and node.parent.parent is None and not any(t.workload.evicting for t in own)
     for borrowing in attempts:
+        segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
+                               needed) if shared and scan is not None and node.parent is not None else None
+        if segment is not None:
+            found = _from_segment(tree, cq.name, needed, requests, segment.without(node), groups[2], borrowing)
+            if found:
+                return found
+            continue
         with tree.trial() as trial:
-            segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
-                                   needed) if shared and scan is not None and node.parent is not None else None
-            if segment is not None:
-                removed = _remove_after(trial, tree, cq.name, needed, requests, segment.without(node), groups[2],
-                                        borrowing)
-            else:
-                removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
+            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
             if removed and topology is not None:
                 return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
@@ -562,27 +649,31 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     return []
 
 
-def _remove_after(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
-                  requests: Mapping[FlavorResource, int],
+def _from_segment(tree: QuotaTree, cq: str, needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
                   segment: tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[FlavorResource, int]],
                   own: list[Target], borrowing: bool) -> list[Target]:
     """:func:`_remove_until_fit` of a cohort's other queues' victims (``segment``: :meth:`_Segment.without`, in
-    order, none being evicted) and then the queue's ``own`` (in order, none being evicted): where the queue's own
-    quota is short, no victim of another queue can make the request fit, and the search takes all of the segment's
-    as a whole (the cohort scan found them once for every preemptor of the cohort)."""
+    order, none being evicted) and then the queue's ``own`` (in order, none being evicted), and :func:`minimal` of
+    those taken: where the queue's own quota is short, no victim of another queue can make the request fit, and the
+    search takes all of the segment's as a whole (the cohort scan found them once for every preemptor of the
+    cohort), in a :class:`_Flat` rather than in the tree (the cohort is flat: the segment is of one)."""
     cohort, sums, total = segment
     missing = _Missing(tree, cq, requests, borrowing)
     if not missing.over_nominal():
-        return _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
-    out = _Aside(trial, -1)
+        with tree.trial() as trial:
+            removed = _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
+            return _put_back(trial, tree, cq, requests, removed, borrowing, True) if removed else []
+    flat = _Flat(tree)
+    out = _Aside(flat, -1)
     out.by_cq.update(sums)  # (its sums are read, never added to: no victim of theirs comes after)
     room = missing.room
     for fr in room:
         room[fr] -= total.get(fr, 0)
-    return _take_own(tree, cq, requests, own, borrowing, out, missing, list(cohort))
+    removed = _take_own(flat, cq, requests, own, borrowing, out, missing, list(cohort))
+    return _put_back(flat, flat, cq, requests, removed, borrowing, True) if removed else []
 
 
-def _take_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
+def _take_own(tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
               out: _Aside, missing: _Missing, removed: list[Target]) -> list[Target]:
     """The rest of :func:`_remove_until_fit` once only the queue's own victims are left (each a victim: nothing
     taken out of the tree changes whether its own workloads may be)."""
@@ -631,6 +722,12 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     it: the victims put back since the tree was last read need not enter it first."""
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
+    return _put_back(trial, tree, cq, requests, removed, borrowing, ending)
+
+
+def _put_back(trial: _Changes, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], removed: list[Target],
+              borrowing: bool, ending: bool) -> list[Target]:
+    """:func:`minimal` without a topology, in a :class:`Trial` of the tree or in a :class:`_Flat`."""
     back = _Aside(trial, 1)
     returned = back.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
@@ -671,7 +768,7 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     return removed
 
 
-def _into(tree: QuotaTree, cq: str, victim: str) -> object:
+def _into(tree: _Reads, cq: str, victim: str) -> object:
     """Where a victim of ``victim`` put back takes room from, as ``cq``'s request sees it: a queue other than ``cq``
     that keeps no guaranteed quota passes all of its usage up to its parent, and the request's room depends on the
     parent's usage alone, whichever child it came from (the parent, then); else the queue itself.
