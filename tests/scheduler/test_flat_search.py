@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from flexq.scheduler.model import (
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.preemption import CohortScan, _Flat, find_targets
+from flexq.scheduler.preemption import CohortScan, Target, _Flat, find_targets
 from flexq.scheduler.quota import QuotaTree
 
 FRS: tuple[FlavorResource, ...] = (("f", "cpu"), ("f", "memory"))
@@ -57,9 +58,16 @@ def test_a_flat_cohorts_usage_apart_reads_as_the_tree_with_the_same_changes() ->
         for _ in range(rng.randrange(0, 12)):
             tree.add(rng.choice(QUEUES), _usage(rng))
         changed = copy.deepcopy(tree)  # the same changes made in the tree itself
-        flat = _Flat(tree)
         before = _reads(tree)
+        flat = _Flat(tree)
         assert _reads(flat) == before
+        if rng.random() < 0.5:  # some usage taken out from the start, as a segment's victims are
+            apart = {cq: _usage(rng) for cq in rng.sample(QUEUES, rng.randrange(1, 4))}
+            probe = _Flat(tree)
+            probe.add_all(apart, -1)
+            changed.add_all(apart, -1)
+            flat = _Flat(tree, apart, probe.root_change())
+            assert _reads(flat) == _reads(probe) == _reads(changed), seed
         for _ in range(rng.randrange(1, 10)):
             cq, usage = rng.choice(QUEUES), _usage(rng)
             if rng.random() < 0.5:
@@ -85,16 +93,14 @@ def test_a_phases_preemptors_find_through_the_scan_what_they_find_through_the_tr
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each queue's preemptor, with a random request, gets from a search that reads the phase's cohort scan (and
     takes the cohort's victims as a whole, apart from the tree) the victims a search of its own finds."""
-    apart: list[_Flat] = []
+    apart: list[object] = []
+    take_own = preemption._take_own
 
-    class Counted(_Flat):
-        __slots__ = ()
+    def counted(tree: Any, *args: Any) -> list[Target]:
+        apart.append(tree)
+        return take_own(tree, *args)
 
-        def __init__(self, tree: QuotaTree) -> None:
-            super().__init__(tree)
-            apart.append(self)
-
-    monkeypatch.setattr(preemption, "_Flat", Counted)
+    monkeypatch.setattr(preemption, "_take_own", counted)
     whole = 0
     for seed in range(600):
         rng = random.Random(seed)
@@ -113,7 +119,7 @@ def test_a_phases_preemptors_find_through_the_scan_what_they_find_through_the_tr
             alone = find_targets(incoming, specs[name], tree, holders, set(requests), requests)
             scanned = find_targets(incoming, specs[name], tree, holders, set(requests), requests, scan=scan)
             assert [(t.workload.key, t.variant) for t in scanned] == [(t.workload.key, t.variant) for t in alone], seed
-            whole += bool(apart) and len(alone) > 1
+            whole += any(isinstance(flat, _Flat) for flat in apart) and len(alone) > 1
             apart.clear()
         assert {name: dict(node.usage) for name, node in tree.queues.items()} == before
     assert whole > 100, whole  # the cohort's victims taken as a whole, apart from the tree, many times

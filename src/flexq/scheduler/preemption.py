@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
@@ -208,16 +208,70 @@ class _Segment:
     """What the victims of each queue use."""
     total: dict[FlavorResource, int]
     """What they all use."""
+    root: dict[FlavorResource, int]
+    """What taking them all out takes off the root's usage (see :class:`_Flat`)."""
+    suffixes: dict[FlavorResource, list[int] | None] = field(default_factory=dict)
+    """By (flavor, resource): what the victims from each on to the last use of it (None where one uses less than
+    nothing), worked out once asked for."""
 
-    def without(self, queue: Node) -> tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[
-            FlavorResource, int]]:
-        """The victims, their sums by queue and their total, less those of ``queue`` (the preemptor's)."""
+    def put_back_at_once(self, short: Mapping[FlavorResource, int], top: int) -> int:
+        """How far :func:`minimal`'s walk, at victim ``top`` (each before it out of the tree, the request fitting),
+        surely puts the victims back: the lowest ``i`` such that the request fits with each of the victims from
+        ``top`` down to ``i`` back, were the root's usage to grow by all they use (``top + 1``: not even ``top``).
+        ``short``: what the request would miss of each (flavor, resource) if its queue had no borrowing limit (at
+        most 0: see :meth:`_Flat.uncapped`).
+
+        None of them is of the request's queue: its usage, its own quota and what its borrowing limit leaves it are
+        as they were, and the request still fits while the root has room for it (the borrowing limit did let it in).
+        A queue passes its root at most what a victim put back uses (all of it, where it holds its guaranteed quota
+        already), so each of these victims does go back; the walk decides the next as ever. Usages are never less
+        than nothing: once one does not fit on this reckoning, none further does."""
+        bounds = []
+        for fr, missing in short.items():
+            suffix = self._suffix(fr)
+            if suffix is None:
+                return top + 1
+            bounds.append((missing - suffix[top + 1], suffix))
+        low, high = 0, top + 1  # the answer is in [low, high]; high fits (nothing put back)
+        while low < high:
+            mid = (low + high) // 2
+            if all(missing + suffix[mid] <= 0 for missing, suffix in bounds):
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _suffix(self, fr: FlavorResource) -> list[int] | None:
+        """What the victims from each on to the last use of ``fr``; None where one uses less than nothing (see
+        :meth:`put_back_at_once`)."""
+        if fr in self.suffixes:
+            return self.suffixes[fr]
+        self.suffixes[fr] = None
+        suffix = [0] * (len(self.valid) + 1)
+        for i in range(len(self.valid) - 1, -1, -1):
+            admission = self.valid[i][1].workload.admission
+            assert admission is not None
+            amount = admission.total.get(fr, 0)
+            if amount < 0:
+                return None
+            suffix[i] = suffix[i + 1] + amount
+        self.suffixes[fr] = suffix
+        return suffix
+
+    def without(self, queue: Node) -> _Taken:
+        """The victims, their sums by queue and their total, less those of ``queue`` (the preemptor's); and what
+        taking them out takes off the root's usage, where that is :attr:`root` (None: to be worked out)."""
         mine = self.sums.get(queue.name)
         if mine is None:
-            return [t for _, t in self.valid], dict(self.sums), self.total
+            return [t for _, t in self.valid], self.sums, self.total, self.root
         sums = {name: usage for name, usage in self.sums.items() if name != queue.name}
         return ([t for c, t in self.valid if c is not queue], sums,
-                {fr: amount - mine.get(fr, 0) for fr, amount in self.total.items()})
+                {fr: amount - mine.get(fr, 0) for fr, amount in self.total.items()}, None)
+
+
+_Taken = tuple[list[Target], Mapping[str, Mapping[FlavorResource, int]], Mapping[FlavorResource, int],
+               Mapping[FlavorResource, int] | None]
+"""What :meth:`_Segment.without` gives a preemptor's search."""
 
 
 def _segment(every: list[tuple[Node, Target]], borrowing: bool, tree: QuotaTree,
@@ -248,7 +302,9 @@ def _segment(every: list[tuple[Node, Target]], borrowing: bool, tree: QuotaTree,
             taken[fr] = taken.get(fr, 0) + amount
             total[fr] = total.get(fr, 0) + amount
         valid.append((child, t))
-    return _Segment(valid, sums, total)
+    apart = _Flat(tree)
+    apart.add_all(sums, -1)
+    return _Segment(valid, sums, total, apart.root_change())
 
 
 def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advantage: bool,
@@ -394,15 +450,24 @@ class _Flat:
     :meth:`QuotaTree.add`, and what is available to a queue is :meth:`QuotaTree.available`'s for a queue whose parent
     is the root."""
 
-    __slots__ = ("_root", "_tree", "_used", "queues")
+    __slots__ = ("_apart", "_root", "_tree", "_used", "queues")
 
-    def __init__(self, tree: QuotaTree) -> None:
+    def __init__(self, tree: QuotaTree, apart: Mapping[str, Mapping[FlavorResource, int]] | None = None,
+                 root: Mapping[FlavorResource, int] | None = None) -> None:
+        """``apart``: usage of each queue taken out from the start, ``root`` what that takes off the root's usage
+        (:meth:`root_change` of a :class:`_Flat` that took it out: a :class:`_Segment` works it out once for all the
+        searches of a phase)."""
         self._tree = tree
         self.queues: dict[str, Node] = tree.queues
+        self._apart: Mapping[str, Mapping[FlavorResource, int]] = apart or {}
         self._used: dict[str, dict[FlavorResource, int]] = {}
         """Each queue's usage, where it changed (all of it, as the tree would hold it)."""
-        self._root: dict[FlavorResource, int] = {}
+        self._root: dict[FlavorResource, int] = {fr: -amount for fr, amount in root.items()} if root else {}
         """What the changes add to the root's usage."""
+
+    def root_change(self) -> dict[FlavorResource, int]:
+        """What the changes so far take off the root's usage."""
+        return {fr: -amount for fr, amount in self._root.items()}
 
     def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None:
         for cq, usage in changes.items():
@@ -415,7 +480,7 @@ class _Flat:
         used = self._used.get(cq)
         node = self.queues[cq]
         if used is None:
-            used = self._used[cq] = dict(node.usage)
+            used = self._used[cq] = self._usage_of(node)
         guarantees, root = node.guarantees, self._root
         for fr, amount in usage.items():  # as QuotaTree.add, one level up
             before = used.get(fr, 0)
@@ -428,9 +493,28 @@ class _Flat:
             if passed:
                 root[fr] = root.get(fr, 0) + passed
 
+    def _usage_of(self, node: Node) -> dict[FlavorResource, int]:
+        used = dict(node.usage)
+        for fr, amount in self._apart.get(node.name, {}).items():
+            used[fr] = used.get(fr, 0) - amount
+        return used
+
+    def uncapped(self, cq: str, fr: FlavorResource) -> int:
+        """:meth:`available` as if ``cq`` had no borrowing limit: its own unused guaranteed quota and what the root
+        has free. What the queue may take is the least of this and what its borrowing limit leaves it."""
+        node = self.queues[cq]
+        root = node.parent
+        assert root is not None and root.parent is None
+        guaranteed = node.guarantees.get(fr, 0) if node.guarantees else 0
+        used = self.usage(cq, fr)
+        return (guaranteed - used if guaranteed > used else 0) + \
+            root.subtree.get(fr, 0) - root.usage.get(fr, 0) - self._root.get(fr, 0)
+
     def usage(self, cq: str, fr: FlavorResource) -> int:
         used = self._used.get(cq)
-        return (self.queues[cq].usage if used is None else used).get(fr, 0)
+        if used is None:
+            used = self._used[cq] = self._usage_of(self.queues[cq])
+        return used.get(fr, 0)
 
     def nominal(self, cq: str, fr: FlavorResource) -> int:
         return self._tree.nominal(cq, fr)
@@ -592,8 +676,7 @@ def find_targets(
         ordered_already = (False, False)  # admission fair sharing orders them otherwise
     groups = [g if done else _ordered(g, usage)  # other queues' first
               for g, done in ((hierarchy, ordered_already[0]), (by_priority, ordered_already[1]), (own, False))]
-    ordered = [t for g in groups for t in g if t.workload.evicting] + [
-        t for g in groups for t in g if not t.workload.evicting]
+    ordered: list[Target] | None = None
     node = tree.queues[cq.name]
     shared = scan is not None and usage is None and topology is None and not exclude and (hierarchy or by_priority) \
         and node.parent is not None and node.parent.parent is None and not any(t.workload.evicting for t in own)
@@ -601,10 +684,13 @@ def find_targets(
         segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
                                needed) if shared and scan is not None and node.parent is not None else None
         if segment is not None:
-            found = _from_segment(tree, cq.name, needed, requests, segment.without(node), groups[2], borrowing)
+            found = _from_segment(tree, cq.name, needed, requests, segment, node, groups[2], borrowing)
             if found:
                 return found
             continue
+        if ordered is None:  # (the segment's searches take the groups as they are)
+            ordered = [t for g in groups for t in g if t.workload.evicting] + [
+                t for g in groups for t in g if not t.workload.evicting]
         with tree.trial() as trial:
             removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
             if removed and topology is not None:
@@ -650,27 +736,61 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
 
 
 def _from_segment(tree: QuotaTree, cq: str, needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
-                  segment: tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[FlavorResource, int]],
-                  own: list[Target], borrowing: bool) -> list[Target]:
+                  segment: _Segment, node: Node, own: list[Target], borrowing: bool) -> list[Target]:
     """:func:`_remove_until_fit` of a cohort's other queues' victims (``segment``: :meth:`_Segment.without`, in
     order, none being evicted) and then the queue's ``own`` (in order, none being evicted), and :func:`minimal` of
     those taken: where the queue's own quota is short, no victim of another queue can make the request fit, and the
     search takes all of the segment's as a whole (the cohort scan found them once for every preemptor of the
     cohort), in a :class:`_Flat` rather than in the tree (the cohort is flat: the segment is of one)."""
-    cohort, sums, total = segment
+    cohort, sums, total, root = segment.without(node)
     missing = _Missing(tree, cq, requests, borrowing)
     if not missing.over_nominal():
         with tree.trial() as trial:
             removed = _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
             return _put_back(trial, tree, cq, requests, removed, borrowing, True) if removed else []
-    flat = _Flat(tree)
+    if root is None:
+        flat = _Flat(tree)
+        flat.add_all(sums, -1)
+    else:
+        flat = _Flat(tree, sums, root)  # the segment's victims out from the start
     out = _Aside(flat, -1)
-    out.by_cq.update(sums)  # (its sums are read, never added to: no victim of theirs comes after)
     room = missing.room
     for fr in room:
         room[fr] -= total.get(fr, 0)
     removed = _take_own(flat, cq, requests, own, borrowing, out, missing, list(cohort))
-    return _put_back(flat, flat, cq, requests, removed, borrowing, True) if removed else []
+    if not removed:
+        return []
+    if root is None:  # (some of the segment's victims are the request's queue's: walked one by one)
+        return _put_back(flat, flat, cq, requests, removed, borrowing, True)
+    return _put_back_segment(tree, flat, cq, requests, removed, borrowing, segment)
+
+
+def _put_back_segment(tree: QuotaTree, flat: _Flat, cq: str, requests: Mapping[FlavorResource, int],
+                      removed: list[Target], borrowing: bool, segment: _Segment) -> list[Target]:
+    """:func:`minimal` of a segment's victims (all of them, none of the request's queue) and then the queue's own
+    (at least one): the walk back over the queue's own, then over the run of the segment's that surely go back
+    (:meth:`_Segment.put_back_at_once`) at once, the cohort's usage then worked out anew from the few victims still
+    out, then one by one again. The walk puts back each victim with which the request still fits (the bound of
+    :class:`_Missing` only spares reading the tree), so it would put back the run's too."""
+    walk = _Walk(flat, flat, cq, requests, removed, borrowing)
+    top = min(len(segment.valid), len(removed) - 1) - 1  # the last of the segment's walked back over
+    walk.back_to(len(removed) - 2, top)
+    walk.back.flush()  # (the queue's own put back so far: the usage apart is as the walk stands)
+    first = segment.put_back_at_once({fr: wanted - flat.uncapped(cq, fr) for fr, wanted in requests.items()}, top)
+    if first <= top:
+        del removed[first:top + 1]
+        still: dict[str, dict[FlavorResource, int]] = {}
+        for t in removed:
+            assert t.workload.admission is not None
+            total = still.setdefault(t.workload.cluster_queue, {})
+            for fr, amount in t.workload.admission.total.items():
+                total[fr] = total.get(fr, 0) + amount
+        walk.trial = walk.tree = anew = _Flat(tree)
+        anew.add_all(still, -1)
+        walk.back = _Aside(anew, 1)
+        walk.missing = _Missing(anew, cq, requests, borrowing)
+    walk.back_to(first - 1, -1)
+    return removed
 
 
 def _take_own(tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
@@ -728,44 +848,65 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
 def _put_back(trial: _Changes, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], removed: list[Target],
               borrowing: bool, ending: bool) -> list[Target]:
     """:func:`minimal` without a topology, in a :class:`Trial` of the tree or in a :class:`_Flat`."""
-    back = _Aside(trial, 1)
-    returned = back.by_cq
-    missing = _Missing(tree, cq, requests, borrowing)
-    refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
-    """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back, so
-    the room only shrinks: what did not fit never will in this search."""
-    for i in range(len(removed) - 2, -1, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
-        t = removed[i]
-        wl = t.workload
-        assert wl.admission is not None
-        usage, victim = wl.admission.total, wl.cluster_queue
-        if refused and _at_least_one_of(usage, refused.get(_into(tree, cq, victim))):
-            continue  # no more room than when a smaller usage did not fit there: the victim stays out
-        own = victim == cq
-        fits = missing.shift(usage, own, 1)
-        if not fits and own and missing.over_nominal():
-            missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
-            continue
-        total = returned.get(victim)
-        if total is None:
-            total = returned[victim] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
-        if fits:
-            removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
-            continue
-        back.flush()
-        fresh = _Missing(tree, cq, requests, borrowing)
-        if fresh.none():
-            removed.pop(i)
-            missing = fresh
-        else:
-            trial.remove(victim, usage)
-            missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
-            refused.setdefault(_into(tree, cq, victim), []).append(usage)
+    walk = _Walk(trial, tree, cq, requests, removed, borrowing)
+    walk.back_to(len(removed) - 2, -1)
     if not ending:
-        back.flush()
+        walk.back.flush()
     return removed
+
+
+class _Walk:
+    """:func:`minimal`'s walk back over the victims taken: where it stands (what is missing, the usages refused, the
+    victims put back since the tree was last read), so that it can go on from any victim."""
+
+    __slots__ = ("back", "borrowing", "cq", "missing", "refused", "removed", "requests", "tree", "trial")
+
+    def __init__(self, trial: _Changes, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int],
+                 removed: list[Target], borrowing: bool) -> None:
+        self.trial, self.tree, self.cq, self.requests, self.removed = trial, tree, cq, requests, removed
+        self.borrowing = borrowing
+        self.back = _Aside(trial, 1)
+        self.missing = _Missing(tree, cq, requests, borrowing)
+        self.refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
+        """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back,
+        so the room only shrinks: what did not fit never will in this search."""
+
+    def back_to(self, start: int, stop: int) -> None:
+        """Walk from victim ``start`` down to the one after ``stop``, each put back where the request still fits."""
+        trial, tree, cq, requests, removed, borrowing = \
+            self.trial, self.tree, self.cq, self.requests, self.removed, self.borrowing
+        back, missing, refused = self.back, self.missing, self.refused
+        returned = back.by_cq
+        for i in range(start, stop, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
+            t = removed[i]
+            wl = t.workload
+            assert wl.admission is not None
+            usage, victim = wl.admission.total, wl.cluster_queue
+            if refused and _at_least_one_of(usage, refused.get(_into(tree, cq, victim))):
+                continue  # no more room than when a smaller usage did not fit there: the victim stays out
+            own = victim == cq
+            fits = missing.shift(usage, own, 1)
+            if not fits and own and missing.over_nominal():
+                missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
+                continue
+            total = returned.get(victim)
+            if total is None:
+                total = returned[victim] = {}
+            for fr, amount in usage.items():
+                total[fr] = total.get(fr, 0) + amount
+            if fits:
+                removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
+                continue
+            back.flush()
+            fresh = _Missing(tree, cq, requests, borrowing)
+            if fresh.none():
+                removed.pop(i)
+                missing = fresh
+            else:
+                trial.remove(victim, usage)
+                missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
+                refused.setdefault(_into(tree, cq, victim), []).append(usage)
+        self.missing = missing
 
 
 def _into(tree: _Reads, cq: str, victim: str) -> object:
