@@ -42,14 +42,15 @@ from flexq.scheduler.preemption import (
     Target,
     find_targets,
     fits_with_borrowing,
+    nobody_locally,
     oracle_for,
 )
-from flexq.scheduler.quota import Trial
+from flexq.scheduler.quota import Node, Trial
 from flexq.scheduler.racing import Racing
 from flexq.scheduler.second_pass import needs_second_pass, place_delayed
 from flexq.scheduler.second_pass import queue as queue_second_pass
 from flexq.scheduler.slices import assign_slice, replaced_slice, slice_targets
-from flexq.scheduler.state import SchedulerState
+from flexq.scheduler.state import SchedulerState, Stuck
 from flexq.scheduler.tas import (
     Held,
     delayed_flavors,
@@ -447,7 +448,9 @@ class CycleRunner:
         shape = self._shape(wl, cq)
         version = state.tree.root(cq.name).version
         cached = state.failed.get(shape)
-        if cached is not None and cached[0] == version:
+        if cached is not None and (cached[0] == version or self._still_stuck(wl, cq, cached[2])):
+            if cached[0] != version:
+                state.failed[shape] = (version, cached[1], cached[2])
             state.last_assignment[wl.key] = cached[1]
             return cached[1], None
         # Where pod sets are placed on nodes (or a flavor is unavailable), the answer also depends on that: it is not
@@ -463,12 +466,41 @@ class CycleRunner:
                                     fair=fair is not None, delayed=delayed_flavors(state, cq))
         state.last_assignment[wl.key] = assignment
         if assignment.granular in (Granular.NO_FIT, Granular.NO_CANDIDATES) and self._view is None:
-            state.failed[shape] = (version, assignment)
+            stuck = self._stuck(cq, oracle.asked) if keep and oracle.asked is not None else None
+            state.failed[shape] = (version, assignment, stuck)
         elif keep and reusable(assignment):
             if len(state.fitted) >= _SHAPES_KEPT:
                 state.fitted.clear()
             state.fitted[(cq.name, wl.allowed, shape[-1])] = assignment
         return assignment, oracle
+
+    def _stuck(self, cq: ClusterQueueSpec, asked: list[tuple[FlavorResource, int]]) -> Stuck:
+        """What an assignment of ``cq``'s that found no way in read, where each preemption question it ``asked`` was
+        answered from the queue alone: all else it read of the tree was the usage of the queue and of its ancestors
+        (what :func:`~flexq.scheduler.flavorassigner.assign_flavors` asks of each flavor: whether it fits, and at
+        which borrowing level)."""
+        usages: list[dict[FlavorResource, int]] = []
+        node: Node | None = self.state.tree.queues[cq.name]
+        while node is not None:
+            usages.append(dict(node.usage))
+            node = node.parent
+        return tuple(usages), tuple(asked)
+
+    def _still_stuck(self, wl: Workload, cq: ClusterQueueSpec, stuck: Stuck | None) -> bool:
+        """Whether a failed assignment kept with ``stuck`` (see :meth:`_stuck`) is what ``wl`` would get now: the
+        usage along its queue's path is as it was, and each preemption question is still answered from the queue
+        alone (whose own workloads may have changed)."""
+        if stuck is None:
+            return False
+        state = self.state
+        usages, asked = stuck
+        node: Node | None = state.tree.queues[cq.name]
+        for usage in usages:
+            assert node is not None
+            if node.usage != usage:
+                return False
+            node = node.parent
+        return all(nobody_locally(wl, cq, state.tree, state.holding, {fr}, {fr: val}) for fr, val in asked)
 
     def _assign_partial(self, wl: Workload) -> tuple[Assignment, list[Target]] | None:
         """Partial admission (:mod:`flexq.scheduler.partial`): ``wl`` with the most pods, down to its pod sets'

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from flexq.scheduler.model import ClusterQueueSpec, FlavorResource, Granular, PreemptionPolicy, Workload
 from flexq.scheduler.quota import Node, QuotaTree, Trial
 
 __all__ = ["CohortScan", "Holders", "LocalQueueUsage", "PreemptionOracle", "Search", "Target", "Variant",
-           "find_targets", "fits_with_borrowing", "minimal", "oracle_for", "policy_allows", "usage_first"]
+           "find_targets", "fits_with_borrowing", "minimal", "nobody_locally", "oracle_for", "policy_allows",
+           "usage_first"]
 
 Holders = Mapping[str, Mapping[str, Workload]]
 """ClusterQueue -> workload key -> the workloads holding quota there."""
@@ -206,16 +208,70 @@ class _Segment:
     """What the victims of each queue use."""
     total: dict[FlavorResource, int]
     """What they all use."""
+    root: dict[FlavorResource, int]
+    """What taking them all out takes off the root's usage (see :class:`_Flat`)."""
+    suffixes: dict[FlavorResource, list[int] | None] = field(default_factory=dict)
+    """By (flavor, resource): what the victims from each on to the last use of it (None where one uses less than
+    nothing), worked out once asked for."""
 
-    def without(self, queue: Node) -> tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[
-            FlavorResource, int]]:
-        """The victims, their sums by queue and their total, less those of ``queue`` (the preemptor's)."""
+    def put_back_at_once(self, short: Mapping[FlavorResource, int], top: int) -> int:
+        """How far :func:`minimal`'s walk, at victim ``top`` (each before it out of the tree, the request fitting),
+        surely puts the victims back: the lowest ``i`` such that the request fits with each of the victims from
+        ``top`` down to ``i`` back, were the root's usage to grow by all they use (``top + 1``: not even ``top``).
+        ``short``: what the request would miss of each (flavor, resource) if its queue had no borrowing limit (at
+        most 0: see :meth:`_Flat.uncapped`).
+
+        None of them is of the request's queue: its usage, its own quota and what its borrowing limit leaves it are
+        as they were, and the request still fits while the root has room for it (the borrowing limit did let it in).
+        A queue passes its root at most what a victim put back uses (all of it, where it holds its guaranteed quota
+        already), so each of these victims does go back; the walk decides the next as ever. Usages are never less
+        than nothing: once one does not fit on this reckoning, none further does."""
+        bounds = []
+        for fr, missing in short.items():
+            suffix = self._suffix(fr)
+            if suffix is None:
+                return top + 1
+            bounds.append((missing - suffix[top + 1], suffix))
+        low, high = 0, top + 1  # the answer is in [low, high]; high fits (nothing put back)
+        while low < high:
+            mid = (low + high) // 2
+            if all(missing + suffix[mid] <= 0 for missing, suffix in bounds):
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _suffix(self, fr: FlavorResource) -> list[int] | None:
+        """What the victims from each on to the last use of ``fr``; None where one uses less than nothing (see
+        :meth:`put_back_at_once`)."""
+        if fr in self.suffixes:
+            return self.suffixes[fr]
+        self.suffixes[fr] = None
+        suffix = [0] * (len(self.valid) + 1)
+        for i in range(len(self.valid) - 1, -1, -1):
+            admission = self.valid[i][1].workload.admission
+            assert admission is not None
+            amount = admission.total.get(fr, 0)
+            if amount < 0:
+                return None
+            suffix[i] = suffix[i + 1] + amount
+        self.suffixes[fr] = suffix
+        return suffix
+
+    def without(self, queue: Node) -> _Taken:
+        """The victims, their sums by queue and their total, less those of ``queue`` (the preemptor's); and what
+        taking them out takes off the root's usage, where that is :attr:`root` (None: to be worked out)."""
         mine = self.sums.get(queue.name)
         if mine is None:
-            return [t for _, t in self.valid], dict(self.sums), self.total
+            return [t for _, t in self.valid], self.sums, self.total, self.root
         sums = {name: usage for name, usage in self.sums.items() if name != queue.name}
         return ([t for c, t in self.valid if c is not queue], sums,
-                {fr: amount - mine.get(fr, 0) for fr, amount in self.total.items()})
+                {fr: amount - mine.get(fr, 0) for fr, amount in self.total.items()}, None)
+
+
+_Taken = tuple[list[Target], Mapping[str, Mapping[FlavorResource, int]], Mapping[FlavorResource, int],
+               Mapping[FlavorResource, int] | None]
+"""What :meth:`_Segment.without` gives a preemptor's search."""
 
 
 def _segment(every: list[tuple[Node, Target]], borrowing: bool, tree: QuotaTree,
@@ -246,7 +302,9 @@ def _segment(every: list[tuple[Node, Target]], borrowing: bool, tree: QuotaTree,
             taken[fr] = taken.get(fr, 0) + amount
             total[fr] = total.get(fr, 0) + amount
         valid.append((child, t))
-    return _Segment(valid, sums, total)
+    apart = _Flat(tree)
+    apart.add_all(sums, -1)
+    return _Segment(valid, sums, total, apart.root_change())
 
 
 def _reclaimable(incoming: Workload, cq: ClusterQueueSpec, ancestor: Node, advantage: bool,
@@ -291,29 +349,55 @@ def _below(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: H
     return [t for c, t in every if c is not child]
 
 
+def _own(incoming: Workload, cq: ClusterQueueSpec, holders: Holders, needed: set[FlavorResource],
+         exclude: set[str]) -> list[Target]:
+    """The candidates of the queue's own, under its ``withinClusterQueue`` policy."""
+    policy = cq.within_cluster_queue
+    if policy is PreemptionPolicy.NEVER:
+        return []
+    # The policy first: under LowerPriority, a comparison that most of the queue's workloads fail.
+    lower, priority = policy is PreemptionPolicy.LOWER_PRIORITY, incoming.priority
+    return [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
+            if (w.priority < priority if lower else policy_allows(policy, incoming, w))
+            and w is not incoming and w.key not in exclude and _uses(w, needed)]
+
+
+def _only_own(tree: QuotaTree, cq: ClusterQueueSpec, after: Mapping[FlavorResource, int]) -> bool:
+    """In a flat cohort, a queue that must borrow (with usage ``after``, see :func:`_after_own`) may only reclaim
+    without borrowing: the cohort's workloads can never be its victims, so they are not even collected."""
+    parent = tree.queues[cq.name].parent
+    return parent is not None and parent.parent is None and cq.borrow_within_cohort is PreemptionPolicy.NEVER \
+        and _must_borrow(tree, cq.name, after)
+
+
+def nobody_locally(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree, holders: Holders,
+                   needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
+                   exclude: set[str] | None = None) -> bool:
+    """Whether :func:`find_targets` finds nobody, as told from ``cq`` alone: none of its own workloads is a
+    candidate and none of its cohort's may be one (the request passes its borrowing limit, or it must borrow in a
+    flat cohort it may not borrow from while reclaiming); or the request passes its borrowing limit even with its
+    own candidates evicted. The answer then rests on the queue's own workloads and its usage only, not on the rest
+    of its cohort: a caller may keep it while those have not changed."""
+    if not needed:
+        return True
+    own = _own(incoming, cq, holders, needed, exclude or set())
+    after = _after_own(tree, cq.name, requests, own)
+    return _over_limit(tree, cq.name, after) or (not own and _only_own(tree, cq, after))
+
+
 def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
                 holders: Holders, needed: set[FlavorResource],
                 requests: Mapping[FlavorResource, int], exclude: set[str],
                 scan: CohortScan | None = None) -> tuple[list[Target], list[Target], list[Target], tuple[bool, bool]]:
     """The candidates of the queue's own, hierarchical reclaim and reclaim by priority; and whether the hierarchical
     and by priority ones are already in Kueue's candidate order (each from one of ``scan``'s ordered lists)."""
-    own: list[Target] = []
-    policy = cq.within_cluster_queue
-    if policy is not PreemptionPolicy.NEVER:
-        # The policy first: under LowerPriority, a comparison that most of the queue's workloads fail.
-        lower, priority = policy is PreemptionPolicy.LOWER_PRIORITY, incoming.priority
-        own = [Target(w, Variant.WITHIN_CLUSTER_QUEUE) for w in holders.get(cq.name, {}).values()
-               if (w.priority < priority if lower else policy_allows(policy, incoming, w))
-               and w is not incoming and w.key not in exclude and _uses(w, needed)]
+    own = _own(incoming, cq, holders, needed, exclude)
     after = _after_own(tree, cq.name, requests, own)
     if _over_limit(tree, cq.name, after):
         return [], [], [], (True, True)  # no eviction anywhere can let the queue hold this much
-    node = tree.queues[cq.name]
-    if (node.parent is not None and node.parent.parent is None
-            and cq.borrow_within_cohort is PreemptionPolicy.NEVER and _must_borrow(tree, cq.name, after)):
-        # In a flat cohort, a queue that must borrow may only reclaim without borrowing: the cohort's
-        # workloads can never be its victims, so they are not even collected.
+    if _only_own(tree, cq, after):
         return own, [], [], (True, True)
+    node = tree.queues[cq.name]
     hierarchy: list[Target] = []
     by_priority: list[Target] = []
     lists = [0, 0]
@@ -337,6 +421,119 @@ def _candidates(incoming: Workload, cq: ClusterQueueSpec, tree: QuotaTree,
     return own, hierarchy, by_priority, (scan is not None and lists[0] <= 1, scan is not None and lists[1] <= 1)
 
 
+class _Reads(Protocol):
+    """What a victim search reads of usage: the quota tree, or a flat cohort's usage apart from it (:class:`_Flat`)."""
+
+    queues: dict[str, Node]
+
+    def available(self, cq: str, fr: FlavorResource) -> int: ...
+
+    def usage(self, cq: str, fr: FlavorResource) -> int: ...
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int: ...
+
+
+class _Changes(Protocol):
+    """Where a victim search takes victims out and puts them back: a :class:`Trial` of the quota tree, or a
+    :class:`_Flat`."""
+
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None: ...
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None: ...
+
+
+class _Flat:
+    """The usage of a flat cohort (ClusterQueues right under their root) with victims taken out and put back, kept
+    apart from the quota tree: a search that takes out all of a cohort's victims at once and puts nearly all of them
+    back (:func:`_from_segment`) reads it as it would read the tree, without walking the tree with each change and back
+    again when the search ends. A queue passes its root the part of its usage above its guaranteed quota, as in
+    :meth:`QuotaTree.add`, and what is available to a queue is :meth:`QuotaTree.available`'s for a queue whose parent
+    is the root."""
+
+    __slots__ = ("_apart", "_root", "_tree", "_used", "queues")
+
+    def __init__(self, tree: QuotaTree, apart: Mapping[str, Mapping[FlavorResource, int]] | None = None,
+                 root: Mapping[FlavorResource, int] | None = None) -> None:
+        """``apart``: usage of each queue taken out from the start, ``root`` what that takes off the root's usage
+        (:meth:`root_change` of a :class:`_Flat` that took it out: a :class:`_Segment` works it out once for all the
+        searches of a phase)."""
+        self._tree = tree
+        self.queues: dict[str, Node] = tree.queues
+        self._apart: Mapping[str, Mapping[FlavorResource, int]] = apart or {}
+        self._used: dict[str, dict[FlavorResource, int]] = {}
+        """Each queue's usage, where it changed (all of it, as the tree would hold it)."""
+        self._root: dict[FlavorResource, int] = {fr: -amount for fr, amount in root.items()} if root else {}
+        """What the changes add to the root's usage."""
+
+    def root_change(self) -> dict[FlavorResource, int]:
+        """What the changes so far take off the root's usage."""
+        return {fr: -amount for fr, amount in self._root.items()}
+
+    def add_all(self, changes: Mapping[str, Mapping[FlavorResource, int]], sign: int = 1) -> None:
+        for cq, usage in changes.items():
+            self._add(cq, usage, sign)
+
+    def remove(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
+        self._add(cq, usage, -1)
+
+    def _add(self, cq: str, usage: Mapping[FlavorResource, int], sign: int) -> None:
+        used = self._used.get(cq)
+        node = self.queues[cq]
+        if used is None:
+            used = self._used[cq] = self._usage_of(node)
+        guarantees, root = node.guarantees, self._root
+        for fr, amount in usage.items():  # as QuotaTree.add, one level up
+            before = used.get(fr, 0)
+            after = used[fr] = before + sign * amount
+            if guarantees:
+                guaranteed = guarantees.get(fr, 0)
+                before -= guaranteed
+                after -= guaranteed
+            passed = (after if after > 0 else 0) - (before if before > 0 else 0)
+            if passed:
+                root[fr] = root.get(fr, 0) + passed
+
+    def _usage_of(self, node: Node) -> dict[FlavorResource, int]:
+        used = dict(node.usage)
+        for fr, amount in self._apart.get(node.name, {}).items():
+            used[fr] = used.get(fr, 0) - amount
+        return used
+
+    def uncapped(self, cq: str, fr: FlavorResource) -> int:
+        """:meth:`available` as if ``cq`` had no borrowing limit: its own unused guaranteed quota and what the root
+        has free. What the queue may take is the least of this and what its borrowing limit leaves it."""
+        node = self.queues[cq]
+        root = node.parent
+        assert root is not None and root.parent is None
+        guaranteed = node.guarantees.get(fr, 0) if node.guarantees else 0
+        used = self.usage(cq, fr)
+        return (guaranteed - used if guaranteed > used else 0) + \
+            root.subtree.get(fr, 0) - root.usage.get(fr, 0) - self._root.get(fr, 0)
+
+    def usage(self, cq: str, fr: FlavorResource) -> int:
+        used = self._used.get(cq)
+        if used is None:
+            used = self._used[cq] = self._usage_of(self.queues[cq])
+        return used.get(fr, 0)
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        return self._tree.nominal(cq, fr)
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        node = self.queues[cq]
+        root = node.parent
+        assert root is not None and root.parent is None
+        from_parent = root.subtree.get(fr, 0) - root.usage.get(fr, 0) - self._root.get(fr, 0)
+        guaranteed = node.guarantees.get(fr, 0) if node.guarantees else 0
+        used = self.usage(cq, fr)
+        local = guaranteed - used if guaranteed > used else 0
+        quota = node.quotas.get(fr)
+        if quota is not None and quota.borrowing_limit is not None:
+            stored = node.subtree.get(fr, 0) - guaranteed
+            from_parent = min(stored - max(0, used - guaranteed) + quota.borrowing_limit, from_parent)
+        return local + from_parent
+
+
 class _Missing:
     """What a request lacks to fit in its ClusterQueue: room (what it may take, borrowing included) and, where it may
     not borrow, the queue's own quota; it fits when nothing is missing.
@@ -347,7 +544,7 @@ class _Missing:
 
     __slots__ = ("own", "room")
 
-    def __init__(self, tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
+    def __init__(self, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], borrowing: bool) -> None:
         self.room = {fr: wanted - tree.available(cq, fr) for fr, wanted in requests.items()}
         self.own = {} if borrowing else {fr: tree.usage(cq, fr) + wanted - tree.nominal(cq, fr)
                                          for fr, wanted in requests.items()}
@@ -404,7 +601,7 @@ class _Aside:
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
-    def __init__(self, trial: Trial, sign: int) -> None:
+    def __init__(self, trial: _Changes, sign: int) -> None:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
 
@@ -479,20 +676,23 @@ def find_targets(
         ordered_already = (False, False)  # admission fair sharing orders them otherwise
     groups = [g if done else _ordered(g, usage)  # other queues' first
               for g, done in ((hierarchy, ordered_already[0]), (by_priority, ordered_already[1]), (own, False))]
-    ordered = [t for g in groups for t in g if t.workload.evicting] + [
-        t for g in groups for t in g if not t.workload.evicting]
+    ordered: list[Target] | None = None
     node = tree.queues[cq.name]
     shared = scan is not None and usage is None and topology is None and not exclude and (hierarchy or by_priority) \
         and node.parent is not None and node.parent.parent is None and not any(t.workload.evicting for t in own)
     for borrowing in attempts:
+        segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
+                               needed) if shared and scan is not None and node.parent is not None else None
+        if segment is not None:
+            found = _from_segment(tree, cq.name, needed, requests, segment, node, groups[2], borrowing)
+            if found:
+                return found
+            continue
+        if ordered is None:  # (the segment's searches take the groups as they are)
+            ordered = [t for g in groups for t in g if t.workload.evicting] + [
+                t for g in groups for t in g if not t.workload.evicting]
         with tree.trial() as trial:
-            segment = scan.segment(_scan_key(incoming, cq, node.parent, needed, bool(hierarchy)), borrowing, tree,
-                                   needed) if shared and scan is not None and node.parent is not None else None
-            if segment is not None:
-                removed = _remove_after(trial, tree, cq.name, needed, requests, segment.without(node), groups[2],
-                                        borrowing)
-            else:
-                removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
+            removed = _remove_until_fit(trial, tree, cq.name, needed, requests, ordered, borrowing, topology)
             if removed and topology is not None:
                 return _minimal_placed(trial, tree, cq.name, requests, removed, borrowing, topology)
             if removed:
@@ -535,27 +735,65 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     return []
 
 
-def _remove_after(trial: Trial, tree: QuotaTree, cq: str, needed: set[FlavorResource],
-                  requests: Mapping[FlavorResource, int],
-                  segment: tuple[list[Target], dict[str, dict[FlavorResource, int]], dict[FlavorResource, int]],
-                  own: list[Target], borrowing: bool) -> list[Target]:
+def _from_segment(tree: QuotaTree, cq: str, needed: set[FlavorResource], requests: Mapping[FlavorResource, int],
+                  segment: _Segment, node: Node, own: list[Target], borrowing: bool) -> list[Target]:
     """:func:`_remove_until_fit` of a cohort's other queues' victims (``segment``: :meth:`_Segment.without`, in
-    order, none being evicted) and then the queue's ``own`` (in order, none being evicted): where the queue's own
-    quota is short, no victim of another queue can make the request fit, and the search takes all of the segment's
-    as a whole (the cohort scan found them once for every preemptor of the cohort)."""
-    cohort, sums, total = segment
+    order, none being evicted) and then the queue's ``own`` (in order, none being evicted), and :func:`minimal` of
+    those taken: where the queue's own quota is short, no victim of another queue can make the request fit, and the
+    search takes all of the segment's as a whole (the cohort scan found them once for every preemptor of the
+    cohort), in a :class:`_Flat` rather than in the tree (the cohort is flat: the segment is of one)."""
+    cohort, sums, total, root = segment.without(node)
     missing = _Missing(tree, cq, requests, borrowing)
     if not missing.over_nominal():
-        return _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
-    out = _Aside(trial, -1)
-    out.by_cq.update(sums)  # (its sums are read, never added to: no victim of theirs comes after)
+        with tree.trial() as trial:
+            removed = _remove_until_fit(trial, tree, cq, needed, requests, [*cohort, *own], borrowing)
+            return _put_back(trial, tree, cq, requests, removed, borrowing, True) if removed else []
+    if root is None:
+        flat = _Flat(tree)
+        flat.add_all(sums, -1)
+    else:
+        flat = _Flat(tree, sums, root)  # the segment's victims out from the start
+    out = _Aside(flat, -1)
     room = missing.room
     for fr in room:
         room[fr] -= total.get(fr, 0)
-    return _take_own(tree, cq, requests, own, borrowing, out, missing, list(cohort))
+    removed = _take_own(flat, cq, requests, own, borrowing, out, missing, list(cohort))
+    if not removed:
+        return []
+    if root is None:  # (some of the segment's victims are the request's queue's: walked one by one)
+        return _put_back(flat, flat, cq, requests, removed, borrowing, True)
+    return _put_back_segment(tree, flat, cq, requests, removed, borrowing, segment)
 
 
-def _take_own(tree: QuotaTree, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
+def _put_back_segment(tree: QuotaTree, flat: _Flat, cq: str, requests: Mapping[FlavorResource, int],
+                      removed: list[Target], borrowing: bool, segment: _Segment) -> list[Target]:
+    """:func:`minimal` of a segment's victims (all of them, none of the request's queue) and then the queue's own
+    (at least one): the walk back over the queue's own, then over the run of the segment's that surely go back
+    (:meth:`_Segment.put_back_at_once`) at once, the cohort's usage then worked out anew from the few victims still
+    out, then one by one again. The walk puts back each victim with which the request still fits (the bound of
+    :class:`_Missing` only spares reading the tree), so it would put back the run's too."""
+    walk = _Walk(flat, flat, cq, requests, removed, borrowing)
+    top = min(len(segment.valid), len(removed) - 1) - 1  # the last of the segment's walked back over
+    walk.back_to(len(removed) - 2, top)
+    walk.back.flush()  # (the queue's own put back so far: the usage apart is as the walk stands)
+    first = segment.put_back_at_once({fr: wanted - flat.uncapped(cq, fr) for fr, wanted in requests.items()}, top)
+    if first <= top:
+        del removed[first:top + 1]
+        still: dict[str, dict[FlavorResource, int]] = {}
+        for t in removed:
+            assert t.workload.admission is not None
+            total = still.setdefault(t.workload.cluster_queue, {})
+            for fr, amount in t.workload.admission.total.items():
+                total[fr] = total.get(fr, 0) + amount
+        walk.trial = walk.tree = anew = _Flat(tree)
+        anew.add_all(still, -1)
+        walk.back = _Aside(anew, 1)
+        walk.missing = _Missing(anew, cq, requests, borrowing)
+    walk.back_to(first - 1, -1)
+    return removed
+
+
+def _take_own(tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], own: list[Target], borrowing: bool,
               out: _Aside, missing: _Missing, removed: list[Target]) -> list[Target]:
     """The rest of :func:`_remove_until_fit` once only the queue's own victims are left (each a victim: nothing
     taken out of the tree changes whether its own workloads may be)."""
@@ -604,47 +842,74 @@ def minimal(trial: Trial, tree: QuotaTree, cq: str, requests: Mapping[FlavorReso
     it: the victims put back since the tree was last read need not enter it first."""
     if topology is not None:
         return _minimal_placed(trial, tree, cq, requests, removed, borrowing, topology)
-    back = _Aside(trial, 1)
-    returned = back.by_cq
-    missing = _Missing(tree, cq, requests, borrowing)
-    refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
-    """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back, so
-    the room only shrinks: what did not fit never will in this search."""
-    for i in range(len(removed) - 2, -1, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
-        t = removed[i]
-        wl = t.workload
-        assert wl.admission is not None
-        usage, victim = wl.admission.total, wl.cluster_queue
-        if refused and _at_least_one_of(usage, refused.get(_into(tree, cq, victim))):
-            continue  # no more room than when a smaller usage did not fit there: the victim stays out
-        own = victim == cq
-        fits = missing.shift(usage, own, 1)
-        if not fits and own and missing.over_nominal():
-            missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
-            continue
-        total = returned.get(victim)
-        if total is None:
-            total = returned[victim] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
-        if fits:
-            removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
-            continue
-        back.flush()
-        fresh = _Missing(tree, cq, requests, borrowing)
-        if fresh.none():
-            removed.pop(i)
-            missing = fresh
-        else:
-            trial.remove(victim, usage)
-            missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
-            refused.setdefault(_into(tree, cq, victim), []).append(usage)
+    return _put_back(trial, tree, cq, requests, removed, borrowing, ending)
+
+
+def _put_back(trial: _Changes, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int], removed: list[Target],
+              borrowing: bool, ending: bool) -> list[Target]:
+    """:func:`minimal` without a topology, in a :class:`Trial` of the tree or in a :class:`_Flat`."""
+    walk = _Walk(trial, tree, cq, requests, removed, borrowing)
+    walk.back_to(len(removed) - 2, -1)
     if not ending:
-        back.flush()
+        walk.back.flush()
     return removed
 
 
-def _into(tree: QuotaTree, cq: str, victim: str) -> object:
+class _Walk:
+    """:func:`minimal`'s walk back over the victims taken: where it stands (what is missing, the usages refused, the
+    victims put back since the tree was last read), so that it can go on from any victim."""
+
+    __slots__ = ("back", "borrowing", "cq", "missing", "refused", "removed", "requests", "tree", "trial")
+
+    def __init__(self, trial: _Changes, tree: _Reads, cq: str, requests: Mapping[FlavorResource, int],
+                 removed: list[Target], borrowing: bool) -> None:
+        self.trial, self.tree, self.cq, self.requests, self.removed = trial, tree, cq, requests, removed
+        self.borrowing = borrowing
+        self.back = _Aside(trial, 1)
+        self.missing = _Missing(tree, cq, requests, borrowing)
+        self.refused: dict[object, list[Mapping[FlavorResource, int]]] = {}
+        """The usages found not to fit, by where they would have gone (:func:`_into`). Victims are only ever put back,
+        so the room only shrinks: what did not fit never will in this search."""
+
+    def back_to(self, start: int, stop: int) -> None:
+        """Walk from victim ``start`` down to the one after ``stop``, each put back where the request still fits."""
+        trial, tree, cq, requests, removed, borrowing = \
+            self.trial, self.tree, self.cq, self.requests, self.removed, self.borrowing
+        back, missing, refused = self.back, self.missing, self.refused
+        returned = back.by_cq
+        for i in range(start, stop, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
+            t = removed[i]
+            wl = t.workload
+            assert wl.admission is not None
+            usage, victim = wl.admission.total, wl.cluster_queue
+            if refused and _at_least_one_of(usage, refused.get(_into(tree, cq, victim))):
+                continue  # no more room than when a smaller usage did not fit there: the victim stays out
+            own = victim == cq
+            fits = missing.shift(usage, own, 1)
+            if not fits and own and missing.over_nominal():
+                missing.shift(usage, own, -1)  # the queue's own quota is exact: it does not fit, the victim stays out
+                continue
+            total = returned.get(victim)
+            if total is None:
+                total = returned[victim] = {}
+            for fr, amount in usage.items():
+                total[fr] = total.get(fr, 0) + amount
+            if fits:
+                removed.pop(i)  # it fits even if putting the victim back took all its usage from the request's room
+                continue
+            back.flush()
+            fresh = _Missing(tree, cq, requests, borrowing)
+            if fresh.none():
+                removed.pop(i)
+                missing = fresh
+            else:
+                trial.remove(victim, usage)
+                missing.shift(usage, own, -1)  # the tree is as it was: the bound it had still holds
+                refused.setdefault(_into(tree, cq, victim), []).append(usage)
+        self.missing = missing
+
+
+def _into(tree: _Reads, cq: str, victim: str) -> object:
     """Where a victim of ``victim`` put back takes room from, as ``cq``'s request sees it: a queue other than ``cq``
     that keeps no guaranteed quota passes all of its usage up to its parent, and the request's room depends on the
     parent's usage alone, whichever child it came from (the parent, then); else the queue itself.
@@ -739,9 +1004,19 @@ class PreemptionOracle:
         self.search: Search = search or find_targets
         self._last: tuple[FlavorResource, int, int, list[Target]] | None = None
         """(fr, val, the tree's version after the answer, the victims) of the last answer that found victims."""
+        classical = self.search is find_targets or (
+            isinstance(self.search, functools.partial) and self.search.func is find_targets)
+        self.asked: list[tuple[FlavorResource, int]] | None = [] if classical else None
+        """The questions asked so far, while each was answered from the incoming workload's queue alone
+        (:func:`nobody_locally`); None once one was not, or where the search is not Kueue's classical one."""
 
     def __call__(self, fr: FlavorResource, val: int) -> tuple[Granular, int]:
         cq, tree = self.cq, self.tree
+        if self.asked is not None:
+            if nobody_locally(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude):
+                self.asked.append((fr, val))
+                return Granular.NO_CANDIDATES, 0
+            self.asked = None
         targets = self.search(self.incoming, cq, tree, self.holders, {fr}, {fr: val}, self.exclude, self.usage)
         if not targets:
             return Granular.NO_CANDIDATES, 0

@@ -14,17 +14,22 @@ from dataclasses import dataclass, field
 from flexq.scheduler.domains import TopologyNode
 from flexq.scheduler.events import Event
 from flexq.scheduler.flavorassigner import Assignment
-from flexq.scheduler.model import Admission, Workload
+from flexq.scheduler.model import Admission, FlavorResource, Workload
 from flexq.scheduler.phrases import Text
 from flexq.scheduler.preemption import Target
 from flexq.scheduler.queue_config import Config
 from flexq.scheduler.queues import QueueManager
 from flexq.scheduler.quota import QuotaTree
 
-__all__ = ["MigrationCheck", "SchedulerState"]
+__all__ = ["MigrationCheck", "SchedulerState", "Stuck"]
 
 MigrationCheck = Callable[[Workload, Workload, float], Text | None]
 """Asked before a running workload migrates to a variant's flavor (parent, variant, now); a reason refuses it."""
+
+Stuck = tuple[tuple[dict[FlavorResource, int], ...], tuple[tuple[FlavorResource, int], ...]]
+"""What an assignment that found no way in read, where it read of its cohort tree only the nodes from its queue up to
+the root: their usage then, from the queue up, and the preemption questions it asked ((flavor, resource), amount),
+each answered from the queue alone (:func:`~flexq.scheduler.preemption.nobody_locally`)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -46,8 +51,10 @@ class SchedulerState:
     """The workloads holding quota, by ClusterQueue (what preemption chooses victims from)."""
     last_assignment: dict[str, Assignment] = field(default_factory=dict)
     """The flavor assignment last found for each workload nominated."""
-    failed: dict[tuple[object, ...], tuple[int, Assignment]] = field(default_factory=dict)
-    """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged."""
+    failed: dict[tuple[object, ...], tuple[int, Assignment, Stuck | None]] = field(default_factory=dict)
+    """Assignments that found no way in, by (queue, workload shape), valid while their tree is unchanged, or, where
+    they read only their queue's path to the root (:data:`Stuck`), while that path's usage is unchanged and each
+    question asked is still answered from the queue alone."""
     fitted: dict[tuple[object, ...], Assignment] = field(default_factory=dict)
     """The last assignment that fitted, by (queue, allowed flavors, workload shape), where it is
     :func:`~flexq.scheduler.flavorassigner.reusable`: given again while it :func:`fits again
