@@ -35,6 +35,7 @@ from flexq.scheduler.preemption import find_targets, nobody_locally
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.scheduler.state import Stuck
+from tests.support.scheduler_walks import QueueSpec, WorkloadSpec, random_config, walk
 
 FR: FlavorResource = ("f", "cpu")
 QUEUES = ("a", "b", "c", "d")
@@ -120,47 +121,12 @@ workloads = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.integers
                      min_size=4, max_size=24)
 steps = st.lists(st.sampled_from(("cycle", "cycle", "complete", "finish", "finish", "arrive", "arrive")), min_size=1,
                  max_size=20)
-QueueSpec = tuple[str | None, list[Quota], PreemptionPolicy, PreemptionPolicy, PreemptionPolicy]
 
 
-def _config(queues: list[QueueSpec], nested: bool) -> Config:
-    cqs = {}
-    for i, (cohort, qs, within, reclaim, borrow) in enumerate(queues):
-        group = ResourceGroup(("cpu",), FLAVORS, {(f, "cpu"): q for f, q in zip(FLAVORS, qs, strict=True)})
-        cqs[f"q{i}"] = ClusterQueueSpec(f"q{i}", cohort, (group,), within_cluster_queue=within,
-                                        reclaim_within_cohort=reclaim, borrow_within_cohort=borrow)
-    return Config({f: FlavorSpec(f) for f in FLAVORS}, cqs, {"c2": CohortSpec("c2", "c1" if nested else None)})
-
-
-def _run(queues: list[QueueSpec], nested: bool, wls: list[tuple[int, int, int, int]], plan: list[str]) -> list[str]:
+def _run(queues: list[QueueSpec], nested: bool, wls: list[WorkloadSpec], plan: list[str]) -> list[str]:
     """The events of a scheduler taking ``wls`` and going through ``plan``."""
-    sched = Scheduler(_config(queues, nested))
-    events = []
-    half = len(wls) // 2
-    for n, (queue, cpu, priority, count) in enumerate(wls):
-        wl = Workload("default", f"w{n}", "lq", f"q{queue % len(queues)}", (PodSet("main", count, {"cpu": cpu}),),
-                      priority=priority if n < half else priority + 2, created=float(n), uid=f"w{n}")
-        events += sched.add(wl, float(n))
-    events += sched.schedule(50.0)
-    now = 100.0
-    for step in plan:
-        now += 1
-        if step == "arrive":  # a higher priority newcomer, to preempt for
-            queue, cpu, priority, count = wls[int(now) % len(wls)]
-            name = f"x{int(now)}"
-            events += sched.add(Workload("default", name, "lq", f"q{queue % len(queues)}",
-                                         (PodSet("main", count + 1, {"cpu": cpu + 1}),), priority=priority + 4,
-                                         created=now, uid=name), now)
-        elif step == "cycle":
-            events += sched.schedule(now)
-        elif step == "complete":
-            for key in [w.key for w in sched.workloads() if w.evicting]:
-                events += sched.complete_eviction(key, now)
-        else:
-            holders = sorted(w.key for w in sched.workloads() if w.admission is not None and not w.evicting)
-            if holders:
-                events += sched.finish(holders[0], now)
-    return [repr(e) for e in events]
+    sched = Scheduler(random_config(queues, nested, FLAVORS))
+    return [repr(e) for events in walk(sched, len(queues), wls, plan, Scheduler.schedule) for e in events]
 
 
 HITS = {"given again": 0}

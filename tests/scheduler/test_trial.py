@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import (
     ClusterQueueSpec,
-    CohortSpec,
     FlavorSpec,
     PendingReason,
     PodSet,
@@ -21,6 +20,7 @@ from flexq.scheduler.model import (
 )
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config, Scheduler
+from tests.support.scheduler_walks import QueueSpec, WorkloadSpec, random_config, walk
 
 FLAVORS = ("a", "b")
 POLICIES = tuple(PreemptionPolicy)
@@ -33,17 +33,6 @@ queue_specs = st.tuples(st.sampled_from(("c1", "c2", None)), st.lists(quotas, mi
 workloads = st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(0, 3), st.integers(1, 2)),
                      min_size=4, max_size=20)
 steps = st.lists(st.sampled_from(("cycle", "cycle", "complete", "finish", "arrive")), min_size=1, max_size=12)
-
-
-def _config(queues: list[tuple[str | None, list[Quota], PreemptionPolicy, PreemptionPolicy, PreemptionPolicy]],
-            nested: bool) -> Config:
-    cqs = {}
-    for i, (cohort, qs, within, reclaim, borrow) in enumerate(queues):
-        group = ResourceGroup(("cpu",), FLAVORS, {(f, "cpu"): q for f, q in zip(FLAVORS, qs, strict=True)})
-        cqs[f"q{i}"] = ClusterQueueSpec(f"q{i}", cohort, (group,), within_cluster_queue=within,
-                                        reclaim_within_cohort=reclaim, borrow_within_cohort=borrow)
-    cohorts = {"c2": CohortSpec("c2", "c1" if nested else None)}
-    return Config({f: FlavorSpec(f) for f in FLAVORS}, cqs, cohorts)
 
 
 def _expected(sched: Scheduler) -> QuotaTree:
@@ -62,34 +51,10 @@ def _usages(tree: QuotaTree) -> dict[str, dict[tuple[str, str], int]]:
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(queue_specs, min_size=1, max_size=3), st.booleans(), workloads, steps)
 def test_the_quota_tree_is_unchanged_by_a_cycles_trials(
-    queues: list[tuple[str | None, list[Quota], PreemptionPolicy, PreemptionPolicy, PreemptionPolicy]],
-    nested: bool, wls: list[tuple[int, int, int, int]], plan: list[str],
+    queues: list[QueueSpec], nested: bool, wls: list[WorkloadSpec], plan: list[str],
 ) -> None:
-    sched = Scheduler(_config(queues, nested))
-    half = len(wls) // 2
-    for n, (queue, cpu, priority, count) in enumerate(wls):
-        wl = Workload("default", f"w{n}", "lq", f"q{queue % len(queues)}", (PodSet("main", count, {"cpu": cpu}),),
-                      priority=priority if n < half else priority + 2, created=float(n), uid=f"w{n}")
-        sched.add(wl, float(n))
-    sched.schedule(50.0)
-    now = 100.0
-    for step in plan:
-        now += 1
-        if step == "arrive":  # a higher priority newcomer, to preempt for
-            queue, cpu, priority, count = wls[int(now) % len(wls)]
-            name = f"x{int(now)}"
-            sched.add(Workload("default", name, "lq", f"q{queue % len(queues)}",
-                               (PodSet("main", count + 1, {"cpu": cpu + 1}),), priority=priority + 4, created=now,
-                               uid=name), now)
-        elif step == "cycle":
-            sched.cycle(now)
-        elif step == "complete":
-            for key in [w.key for w in sched.workloads() if w.evicting]:
-                sched.complete_eviction(key, now)
-        else:
-            holders = sorted(w.key for w in sched.workloads() if w.admission is not None and not w.evicting)
-            if holders:
-                sched.finish(holders[0], now)
+    sched = Scheduler(random_config(queues, nested, FLAVORS))
+    for _events in walk(sched, len(queues), wls, plan, lambda s, now: s.cycle(now)[0]):
         assert sched.tree_usage() == _usages(_expected(sched))
 
 
