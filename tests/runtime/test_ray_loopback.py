@@ -10,8 +10,10 @@ import httpx
 
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster
+from flexq.runtime.remote import AGENT_NOT_READY
 from tests.runtime.ray_leaks import RayProcesses
 from tests.runtime.ray_ports import _address, beyond_loopback, listening
+from tests.support.waiting import eventually_value
 
 ACTOR = ("python -c \"import ray, time; ray.init(); "
          "a = ray.remote(num_cpus=0, resources={'on_w0': 1})(type('A', (), {'ping': lambda self: 'pong'})).remote(); "
@@ -33,7 +35,12 @@ def test_no_port_of_a_cluster_or_its_job_listens_beyond_loopback(ray_processes: 
     cluster.start()
     try:
         cluster.add_worker("w0", num_cpus=1, resources={"on_w0": 1.0})
-        submitted = httpx.post(f"{cluster.dashboard_url}/api/jobs/", json={"entrypoint": ACTOR}, timeout=30)
+
+        def submit() -> httpx.Response | None:  # the head's job agent starts after its dashboard, late when loaded
+            response = httpx.post(f"{cluster.dashboard_url}/api/jobs/", json={"entrypoint": ACTOR}, timeout=30)
+            return None if any(m in response.text for m in AGENT_NOT_READY) else response
+
+        submitted = eventually_value(submit, timeout=120, every=1.0, what="the head's job agent to take the job")
         assert submitted.status_code == 200, submitted.text
         job = submitted.json()["submission_id"]
         deadline = time.monotonic() + 120
