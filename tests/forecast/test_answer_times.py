@@ -24,18 +24,18 @@ def test_answers_learned_by_pool_and_expected_for_what_has_waited_so_long() -> N
     times = AnswerTimes()
     for i, (asked, answered) in enumerate([(0, 600), (10, 1210), (20, 3020), (30, 90)]):
         times.accepted(f"r{i}", asked)
-        times.provisioned(f"r{i}", "dws", answered)
+        times.answered(f"r{i}", "dws", answered)
     times.accepted("lost", 5)
     times.ended("lost")
-    times.provisioned("lost", "dws", 50)  # ended before: nothing to learn
-    times.provisioned("never-asked", "dws", 70)
+    times.answered("lost", "dws", 50)  # ended before: nothing to learn
+    times.answered("never-asked", "dws", 70)
     assert times.answers("dws") == 4 and times.answers("other") == 0
     assert times.typical("dws") == statistics.median([600, 1200, 3000, 60])
     assert times.remaining("dws", 0) == statistics.median([600, 1200, 3000, 60])
     assert times.remaining("dws", 1000) == statistics.median([1200, 3000]) - 1000
     assert times.remaining("dws", 5000) == times.typical("dws"), "past every answer: as a new request"
     copied = times.copy()
-    copied.provisioned("r9", "dws", 1)
+    copied.answered("r9", "dws", 1)
     copied.accepted("r9", 0)
     assert times.asked_at("r9") is None and copied.asked_at("r9") == 0
 
@@ -44,7 +44,7 @@ def test_too_few_answers_say_nothing() -> None:
     times = AnswerTimes()
     for i in range(2):
         times.accepted(f"r{i}", 0)
-        times.provisioned(f"r{i}", "dws", 100)
+        times.answered(f"r{i}", "dws", 100)
     assert times.typical("dws") is None and times.remaining("dws", 10) is None
 
 
@@ -125,3 +125,50 @@ def test_after_three_answers_a_pool_is_expected_as_it_answered(tmp_path: Path) -
     longer = [p for p in past if p > age]
     want = asked + (statistics.median(longer) if longer else age + statistics.median(past))
     assert len(past) == 3 and [f.start for f in made.values()] == [pytest.approx(want)]
+
+
+ROOM = """
+apiVersion: flexq.dev/v1alpha1
+kind: Scenario
+metadata: {{name: room}}
+spec:
+  env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
+  include: [{guide}/dws-tpu-queue.yaml]
+  capacity:
+    pools:
+      - {{name: default-pool, machineType: n2-standard-32, numNodes: 2, autoscaling: false}}
+      - {{name: on-demand-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4}}
+      - {{name: dws-pool, machineType: ct6e-standard-4t, tpuTopology: 4x4, maxNodes: 4, flexStart: true,
+         queuedProvisioning: true}}
+    cloud:
+      on-demand-pool: {{available: 0}}
+      dws-pool: {{queuedDelay: 20m}}
+  submit:
+{submits}
+"""
+
+
+def test_a_wait_for_room_in_the_pool_is_not_the_clouds_answer(tmp_path: Path) -> None:
+    """Room for one DWS slice, answers after 20 minutes: the cloud answers four requests at once, and three of them
+    then wait for room in the pool, one slice's run after another. What the forecast learns is the cloud's 20
+    minutes: the wait for room is the queue's, which the forecast runs forward itself. Counted twice (the room's
+    wait learned as the cloud's, then run forward again), a later job's start is foreseen hours late."""
+    jobs = [(f"{i}", f"{i}s") for i in range(4)] + [("late", "3h")]
+    submits = "".join(f"    - at: {at}\n      file: {GUIDE}/rayjob-tpu-v6e-dws.yaml\n"
+                      f"      env: {{JOB_ID: \"{name}\"}}\n      runFor: 30m\n" for name, at in jobs)
+    path = tmp_path / "room.yaml"
+    path.write_text(ROOM.format(guide=GUIDE, submits=submits))
+    pause = 3 * 3600.0 + 60
+    sim = Simulation(load_scenario(path))
+    sim.run_to(pause)
+    learned = sim.plane.answer_times.copy()
+    made = forecast(sim.plane, pause)
+    sim.run_to(None)
+    sim.finish()
+    rooms = [e for e in sim.result.events if "waits for room" in e.get("reason", "")]
+    assert len(rooms) >= 3, "requests waited for room in the pool"
+    assert learned.answers("dws-pool") >= 3 and learned.typical("dws-pool") == pytest.approx(1200)
+    starts = {e["workload"]: float(e["t"]) for e in sim.result.events if e["event"] == "Started"}
+    late = next(k for k in made if "-late-" in k)
+    assert made[late].start == pytest.approx(starts[late], abs=1e-3)
+    assert any(s.kind is StepKind.PROVISIONING for s in made[late].steps)

@@ -115,6 +115,9 @@ class RequestNote:
     """Accepted: when the cloud is expected to answer (None: not known)."""
     pool: str | None = None
     """Provisioned: the node pool its nodes are in (None: no pool modelled behind it)."""
+    room: str = ""
+    """Accepted again: the cloud has answered, but the node pool named has no room for the nodes yet, and the request
+    waits there for room (the control plane's own business, not the cloud's: not in the event's fields)."""
     variant: str = ""
     reason: str = ""
     """The reason of the condition the autoscaler sets on the request (its ``Provisioned`` or ``Failed``), e.g.

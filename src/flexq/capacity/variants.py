@@ -118,7 +118,7 @@ class WaitingRoom:
         etas = [t for t in (self.expected.finish_at(h) for h in holders) if t is not None]
         eta = Phrase(("; a slice frees ", Moment(min(etas), MomentForm.AFTER_VERB))) if etas else ""
         self.teller.on(EventKind.PROVISIONING_REQUEST, key, f"ProvisioningRequest {name} waits for room: {why}" + eta,
-                       RequestNote(name, ProvisioningState.ACCEPTED, eta=min(etas) if etas else None))
+                       RequestNote(name, ProvisioningState.ACCEPTED, eta=min(etas) if etas else None, room=pool))
         wl = self.scheduler.workload(key)
         if wl is not None:
             self.scheduler.explain(wl.key, f"ProvisioningRequest {name} waits for room in node pool {pool}" + eta)

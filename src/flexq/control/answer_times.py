@@ -31,8 +31,9 @@ class AnswerTimes:
     def accepted(self, request: str, at: float) -> None:
         self._asked.setdefault(request, at)
 
-    def provisioned(self, request: str, pool: str, at: float) -> None:
-        """``request`` was answered in ``pool`` at ``at``: its wait is learned."""
+    def answered(self, request: str, pool: str, at: float) -> None:
+        """The cloud answered ``request`` for ``pool`` at ``at`` (its nodes provisioned, or room for them awaited in
+        the pool): its wait is learned; a later answer of the same request is not."""
         asked = self._asked.pop(request, None)
         if asked is not None and at >= asked:
             self._answers.setdefault(pool, deque(maxlen=ANSWERS_KEPT)).append(at - asked)

@@ -381,14 +381,18 @@ class ControlPlane:
                 self._started(event.workload, event.t)
 
     def _learn_answer(self, event: Event) -> None:
-        """Keep the time of every ProvisioningRequest's acceptance, and learn how long its pool took to answer."""
+        """Keep the time of every ProvisioningRequest's acceptance, and learn how long its pool's cloud took to answer:
+        until it provisioned the nodes, or until it answered where the request then waits for room in the pool (that
+        wait is the queue's, which a forecast runs forward itself)."""
         note = event.payload
         if not isinstance(note, RequestNote):
             return
-        if note.state is ProvisioningState.ACCEPTED:
+        if note.state is ProvisioningState.ACCEPTED and note.room:
+            self.answer_times.answered(note.request, note.room, event.t)
+        elif note.state is ProvisioningState.ACCEPTED:
             self.answer_times.accepted(note.request, event.t)
         elif note.state is ProvisioningState.PROVISIONED and note.pool is not None:
-            self.answer_times.provisioned(note.request, note.pool, event.t)
+            self.answer_times.answered(note.request, note.pool, event.t)
         elif note.state in (ProvisioningState.PROVISIONED, ProvisioningState.FAILED, ProvisioningState.WITHDRAWN):
             self.answer_times.ended(note.request)
 
