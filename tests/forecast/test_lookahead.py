@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from pathlib import Path
 
@@ -194,6 +195,13 @@ def test_past_the_depth_for_samples_the_forecast_is_the_run_with_mean_run_times(
     assert deep == point
 
 
+def _median_run(ordered: list[Forecast]) -> Forecast:
+    """The forecast of the run whose start is the median, with the range of the runs' starts where all foresaw one."""
+    chosen = ordered[len(ordered) // 2]
+    likely = None if ordered[-1].start is None or ordered[0].start is None else (ordered[0].start, ordered[-1].start)
+    return dataclasses.replace(chosen, likely=likely)
+
+
 def test_each_estimate_is_the_whole_forecast_of_the_run_whose_start_is_the_median(tmp_path: Path) -> None:
     """The ensemble against its rule applied to whole runs: the point and four samples each run and forecast every
     waiting job; a job's forecast is the one whose start is the median (none last, equal starts in the order of the
@@ -209,10 +217,12 @@ def test_each_estimate_is_the_whole_forecast_of_the_run_whose_start_is_the_media
         sample = copy.deepcopy(pristine)
         sample.rng = random.Random(n)
         runs.append(sample.run())
-    rule = {key: sorted((run[key] for run in runs), key=lambda f: (f.start is None, f.start or 0.0))[len(runs) // 2]
+    rule = {key: _median_run(sorted((run[key] for run in runs), key=lambda f: (f.start is None, f.start or 0.0)))
             for key in runs[0]}
     made = ensemble(pristine)
     assert made == rule and len(made) == 12 and all(f.basis is Basis.ESTIMATED for f in made.values())
+    assert all(f.likely is not None and f.likely[0] <= (f.start or 0.0) <= f.likely[1] for f in made.values())
+    assert any(f.likely is not None and f.likely[0] < f.likely[1] for f in made.values()), "the runs disagree"
     assert len({f.start for f in made.values()}) > 3 and any(made[k] != runs[0][k] for k in made), \
         "starts spread, and some forecasts taken from a drawn run"
 

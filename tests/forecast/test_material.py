@@ -20,6 +20,7 @@ CASES = {
     "another flavor": (dataclasses.replace(LAST, flavors=("dws",)), True),
     "an estimate now": (dataclasses.replace(LAST, basis=Basis.ESTIMATED), True),
     "no start any more": (dataclasses.replace(LAST, start=None, basis=Basis.UNKNOWN), True),
+    "only its likely range moved": (dataclasses.replace(LAST, likely=(4000.0, 5200.0)), False),
 }
 
 

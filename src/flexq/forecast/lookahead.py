@@ -77,6 +77,10 @@ class Forecast:
     """Without a start: the running job of unknown run time it waits behind, where one is."""
     why: Text = ""
     """Without a start: why it still waited when the run ended (its pending reason then, worded where shown)."""
+    likely: tuple[float, float] | None = None
+    """Where run times are estimated (:func:`ensemble`): the earliest and the latest start of the ensemble's runs; the
+    start falls between about three times in five (``bench/forecast_bench.py`` measures it). None where the start
+    rests on no estimate, or some run foresaw none."""
 
     @property
     def wait(self) -> float | None:
@@ -322,7 +326,9 @@ def ensemble(ahead: Lookahead, samples: int | None = None, seed: int = 0) -> dic
         starts = sorted([(f.start is None, f.start or 0.0, 0)] + [(*run._start(key), n)
                                                                  for n, run in enumerate(runs, 1)])
         chosen = starts[(len(starts) - 1) // 2][2]
-        out[key] = f if chosen == 0 else runs[chosen - 1]._forecast(key)
+        made = f if chosen == 0 else runs[chosen - 1]._forecast(key)
+        likely = None if starts[-1][0] or made.start is None else (starts[0][1], starts[-1][1])
+        out[key] = dataclasses.replace(made, likely=likely)
     return out
 
 

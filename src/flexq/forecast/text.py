@@ -59,16 +59,27 @@ def describe(forecast: Forecast, *, relative: bool = True) -> str:
     after = f" (in {format_seconds(wait)})" if relative else ""
     when = "at the next scheduling pass" if wait < 1 else f"at {_clock(forecast.start)}{after}"
     then = f"{steps}; then starts" if steps else "expected to start"
-    return f"{then} {when}{where}{_SURE[forecast.basis]}"
+    return f"{then} {when}{where}{_likely(forecast)}{_SURE[forecast.basis]}"
+
+
+def _likely(forecast: Forecast) -> str:
+    """Where the start is likely to fall, where an ensemble says it and the range spans a minute or more."""
+    if forecast.likely is None or forecast.likely[1] - forecast.likely[0] < 60:
+        return ""
+    earliest, latest = forecast.likely
+    return f"; likely between {_clock(earliest)} and {_clock(latest)}"
 
 
 def forecast_status(forecast: Forecast) -> dict[str, Any]:
-    """``status.forecast`` of a waiting Workload: its expected start (absent when none is foreseen), where, how sure,
-    what it waits for, and what its run would cost."""
+    """``status.forecast`` of a waiting Workload: its expected start (absent when none is foreseen), where, how sure
+    (with estimated run times, the range its start likely falls in), what it waits for, and what its run would
+    cost."""
     out: dict[str, Any] = {"madeAt": _rfc3339(forecast.made), "basis": forecast.basis.word}
     if forecast.start is not None:
         out["start"] = _rfc3339(forecast.start)
         out["waitSeconds"] = round(max(0.0, forecast.start - forecast.made))
+    if forecast.likely is not None:
+        out["earliestStart"], out["latestStart"] = (_rfc3339(t) for t in forecast.likely)
     if forecast.flavors:
         out["flavors"] = list(forecast.flavors)
     out["message"] = describe(forecast, relative=False)

@@ -58,6 +58,11 @@ class JobForecast(BaseModel):
     waitSeconds: float | None
     flavors: list[str]
     basis: str = Field(description="Declared, Limit, Estimated or Unknown: what the run times it rests on are")
+    earliestStart: float | None = Field(default=None, description="with estimated run times: the earliest start of "
+                                                                  "the forecast's runs (Unix time)")
+    latestStart: float | None = Field(default=None, description="with estimated run times: the latest start of its "
+                                                                "runs (the start falls between about three times "
+                                                                "in five)")
     message: str
     costUsd: float | None = Field(description="what its run would cost, where capacity is modelled and its run "
                                               "time is declared")
@@ -179,7 +184,8 @@ def _forecast(what_if: WhatIf | None,
         return JSONResponse(status_body(code, "Invalid" if code == 422 else "BadRequest", str(exc), causes), code)
     items = [JobForecast(kind=info.kind, namespace=obj["metadata"]["namespace"], name=obj["metadata"]["name"],
                          clusterQueue=f.cluster_queue, start=f.start, waitSeconds=f.wait, flavors=list(f.flavors),
-                         basis=f.basis.word, message=describe(f), costUsd=_cost(f),
+                         basis=f.basis.word, earliestStart=f.likely[0] if f.likely else None,
+                         latestStart=f.likely[1] if f.likely else None, message=describe(f), costUsd=_cost(f),
                          byFlavor=[FlavorForecast(flavor=flavor, start=g.start, waitSeconds=g.wait,
                                                   flavors=list(g.flavors), basis=g.basis.word, message=describe(g),
                                                   costUsd=_cost(g)) for flavor, g in held.items()])
