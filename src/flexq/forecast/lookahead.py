@@ -79,8 +79,8 @@ class Forecast:
     """Without a start: why it still waited when the run ended (its pending reason then, worded where shown)."""
     likely: tuple[float, float] | None = None
     """Where run times are estimated (:func:`ensemble`): the earliest and the latest start of the ensemble's runs; the
-    start falls between about three times in five (``bench/forecast_bench.py`` measures it). None where the start
-    rests on no estimate, or some run foresaw none."""
+    start falls in that range a little over half the time (``bench/forecast_bench.py`` measures it). None where the
+    start rests on no estimate, or some run foresaw none."""
 
     @property
     def wait(self) -> float | None:

@@ -61,8 +61,8 @@ class JobForecast(BaseModel):
     earliestStart: float | None = Field(default=None, description="with estimated run times: the earliest start of "
                                                                   "the forecast's runs (Unix time)")
     latestStart: float | None = Field(default=None, description="with estimated run times: the latest start of its "
-                                                                "runs (the start falls between about three times "
-                                                                "in five)")
+                                                                "runs (the start falls in that range a little "
+                                                                "over half the time)")
     message: str
     costUsd: float | None = Field(description="what its run would cost, where capacity is modelled and its run "
                                               "time is declared")
