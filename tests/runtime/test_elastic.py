@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests import admin
 from tests.conftest import ROOT, Server
 from tests.runtime.test_guide_end_to_end import ray_server
@@ -88,6 +90,7 @@ def test_pending_demand_makes_the_autoscaler_ask_for_workers_and_idle_ones_are_g
     assert len(_workloads(srv)) == 2, "the growth was admitted as a new workload slice, the shrink made none"
 
 
+@pytest.mark.long
 def test_an_elastic_tpu_job_grows_by_an_emulated_slice_and_gives_it_back(ray_server: Server) -> None:
     srv = ray_server
     cli_ok(srv, "apply", "-f", str(EXAMPLE / "queue-tpu.yaml"))

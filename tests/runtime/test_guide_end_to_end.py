@@ -68,6 +68,7 @@ spec:
 """
 
 
+@pytest.mark.long
 def test_a_failing_script_fails_the_job_and_frees_the_quota(ray_server: Server) -> None:
     srv = ray_server
     cli_ok(srv, "apply", "-f", "-", input=FAILING)
