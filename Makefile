@@ -74,7 +74,7 @@ mutate: $(DEVSTAMP)
 	$(BIN)/mutmut run $(MUTANTS)
 	$(BIN)/mutmut results
 
-# make bench: every benchmark, at sizes that take about 16 minutes on this 2-core machine; make bench-full adds the
+# make bench: every benchmark, at sizes that take about 20 minutes on this 2-core machine; make bench-full adds the
 # whole of Kueue's large-scale config through the API (about 5 minutes) and the simulator at full scale (about 30).
 bench: $(STAMP)
 	$(BIN)/python bench/scheduler_bench.py --rounds 10
@@ -82,6 +82,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tas_preemption_bench.py --fair
 	$(BIN)/python bench/sim_bench.py --repeat 2
 	$(BIN)/python bench/forecast_bench.py --hours 12
+	$(BIN)/python bench/forecast_bench.py --case uniform --seeds 11,12,13,14
 	$(BIN)/python bench/ui_bench.py
 	$(BIN)/python bench/scale_bench.py --fraction 0.1
 	$(BIN)/python bench/server_cpu_bench.py --out bench/results/server-cpu.json

@@ -1,6 +1,6 @@
 """How good and how cheap the forecast is.
 
-    python bench/forecast_bench.py [--hours 24] [--pending 1000] [--floor]
+    python bench/forecast_bench.py [--hours 24] [--pending 1000] [--case NAME ...] [--seeds 11,12,...]
 
 Accuracy: the guide's pools (Plan A one 4x4 slice, DWS answering after 20 minutes, room for two DWS slices)
 with RayJobs arriving at random for ``--hours``, each running about an hour, replayed on the control plane in
@@ -45,7 +45,7 @@ apiVersion: flexq.dev/v1alpha1
 kind: Scenario
 metadata: {{name: forecast-accuracy}}
 spec:
-  seed: 11
+  seed: {seed}
   env: {{ONDEMAND_NODEPOOL: on-demand-pool, DWS_NODEPOOL: dws-pool}}
   include: [{guide}/dws-tpu-queue.yaml]
   capacity:
@@ -104,7 +104,7 @@ class KnownRunTimes(RunTimes):
     """Run times as a forecast would know them if it knew their true distribution (uniform between ``low`` and
     ``high`` seconds) instead of the finished jobs': its mean for the point run, a draw for a sample, and for a job
     running ``elapsed`` the same conditioned on its having run that long. What no forecast of unsaid run times can
-    beat by knowing them better (``--floor``)."""
+    beat by knowing them better (``--case floor``)."""
 
     def __init__(self, low: float, high: float) -> None:
         super().__init__()
@@ -254,32 +254,56 @@ def cost(pending: int, learned: bool = False, apart: bool = False) -> tuple[floa
         return time.thread_time() - began, len(made)
 
 
+def _share(pairs: list[Sample]) -> float:
+    """The median error as a share of the wait still to come."""
+    shares = [p.error / p.to_come for p in pairs if p.to_come > 60]
+    return statistics.median(shares) if shares else 0.0
+
+
+CASES: dict[str, tuple[str, str, bool, RunTimes | None]] = {
+    "declared": ("declared run times (exponential, mean 1h)", "{exponential: 1h}", True, None),
+    "uniform": ("no run time declared, run times 40m to 80m (estimated from finished jobs)", "{uniform: [40m, 80m]}",
+                False, None),
+    "exponential": ("no run time declared, exponential run times, mean 1h (memoryless: the hardest to foresee)",
+                    "{exponential: 1h}", False, None),
+    "floor": ("no run time declared, run times 40m to 80m, the forecast knowing their true distribution (the floor "
+              "of the estimated case)", "{uniform: [40m, 80m]}", False, KnownRunTimes(2400, 4800)),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hours", type=float, default=24, help="hours of arrivals (virtual time)")
     parser.add_argument("--pending", type=int, default=1000, help="waiting workloads for the cost figure")
-    parser.add_argument("--floor", action="store_true",
-                        help="also the 40m-80m case forecast knowing the run times' true distribution")
+    parser.add_argument("--case", action="append", choices=sorted(CASES),
+                        help="the cases to run (repeatable; default: declared, uniform, exponential; floor: the "
+                             "uniform case forecast knowing the run times' true distribution)")
+    parser.add_argument("--seeds", default="11", help="the traffic's seeds, comma-separated: each case runs once a "
+                                                      "seed, its figures pooled (each seed's median share shown)")
     args = parser.parse_args()
-    cases: list[tuple[str, str, bool, RunTimes | None]] = [
-        ("declared run times (exponential, mean 1h)", "{exponential: 1h}", True, None),
-        ("no run time declared, run times 40m to 80m (estimated from finished jobs)", "{uniform: [40m, 80m]}",
-         False, None),
-        ("no run time declared, exponential run times, mean 1h (memoryless: the hardest to foresee)",
-         "{exponential: 1h}", False, None)]
-    if args.floor:
-        cases.append(("no run time declared, run times 40m to 80m, the forecast knowing their true distribution "
-                      "(the floor of the estimated case)", "{uniform: [40m, 80m]}", False, KnownRunTimes(2400, 4800)))
+    seeds = [int(seed) for seed in args.seeds.split(",")]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "accuracy.yaml"
-        for label, run, declared, known in cases:
-            path.write_text(SCENARIO.format(guide=GUIDE, hours=args.hours, until=args.hours + 48, run=run))
+        for name in args.case or ["declared", "uniform", "exponential"]:
+            label, run, declared, known = CASES[name]
             began = time.process_time()
-            by_cause, unforeseen = accuracy(path, declared, known)
+            by_cause: dict[str, list[Sample]] = {}
+            unforeseen = 0
+            apart: list[str] = []
+            for seed in seeds:
+                path.write_text(SCENARIO.format(guide=GUIDE, hours=args.hours, until=args.hours + 48, run=run,
+                                                seed=seed))
+                made, missed = accuracy(path, declared, known.copy() if known is not None else None)
+                unforeseen += missed
+                for cause, pairs in made.items():
+                    by_cause.setdefault(cause, []).extend(pairs)
+                apart.append(f"seed {seed}: {100 * _share([p for ps in made.values() for p in ps]):.1f}%")
             share, slack = (0.05, 30.0) if declared else (0.25, 0.0)
             _report(f"{label}: {time.process_time() - began:.1f} s CPU; {unforeseen} forecasts had no start or "
                     "only a latest one (jobs of unknown run time running: none had finished yet)", by_cause,
                     share, slack)
+            if len(seeds) > 1:
+                print("  median error % of the wait to come, all causes, by seed: " + "; ".join(apart))
             if declared:  # the target's condition: nothing new arrives before the job starts
                 print("  of them, the forecasts after which no job arrived before the start:")
                 _table({cause: [p for p in pairs if p.quiet] for cause, pairs in by_cause.items()}, share, slack)
