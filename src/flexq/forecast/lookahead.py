@@ -327,7 +327,7 @@ def ensemble(ahead: Lookahead, samples: int | None = None, seed: int = 0) -> dic
                                                                  for n, run in enumerate(runs, 1)])
         chosen = starts[(len(starts) - 1) // 2][2]
         made = f if chosen == 0 else runs[chosen - 1]._forecast(key)
-        likely = None if starts[-1][0] or made.start is None else (starts[0][1], starts[-1][1])
+        likely = None if starts[-1][0] else (starts[0][1], starts[-1][1])  # where every run foresaw a start
         out[key] = dataclasses.replace(made, likely=likely)
     return out
 
