@@ -82,7 +82,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/tas_preemption_bench.py --fair
 	$(BIN)/python bench/sim_bench.py --repeat 2
 	$(BIN)/python bench/forecast_bench.py --hours 12
-	$(BIN)/python bench/forecast_bench.py --case uniform --seeds 11,12,13,14
+	$(BIN)/python bench/forecast_bench.py --case uniform --seeds 11,12,13,14 --no-cost
 	$(BIN)/python bench/ui_bench.py
 	$(BIN)/python bench/scale_bench.py --fraction 0.1
 	$(BIN)/python bench/server_cpu_bench.py --out bench/results/server-cpu.json

@@ -1,6 +1,6 @@
 """How good and how cheap the forecast is.
 
-    python bench/forecast_bench.py [--hours 24] [--pending 1000] [--case NAME ...] [--seeds 11,12,...]
+    python bench/forecast_bench.py [--hours 24] [--pending 1000] [--case NAME ...] [--seeds 11,12,...] [--no-cost]
 
 Accuracy: the guide's pools (Plan A one 4x4 slice, DWS answering after 20 minutes, room for two DWS slices)
 with RayJobs arriving at random for ``--hours``, each running about an hour, replayed on the control plane in
@@ -280,6 +280,8 @@ def main() -> None:
                              "uniform case forecast knowing the run times' true distribution)")
     parser.add_argument("--seeds", default="11", help="the traffic's seeds, comma-separated: each case runs once a "
                                                       "seed, its figures pooled (each seed's median share shown)")
+    parser.add_argument("--cost", action=argparse.BooleanOptionalAction, default=True,
+                        help="the forecast's CPU cost at --pending waiting workloads (--no-cost: accuracy alone)")
     args = parser.parse_args()
     seeds = [int(seed) for seed in args.seeds.split(",")]
     with tempfile.TemporaryDirectory() as folder:
@@ -307,14 +309,19 @@ def main() -> None:
             if declared:  # the target's condition: nothing new arrives before the job starts
                 print("  of them, the forecasts after which no job arrived before the start:")
                 _table({cause: [p for p in pairs if p.quiet] for cause, pairs in by_cause.items()}, share, slack)
-    seconds, n = cost(args.pending)
+    if args.cost:
+        _costs(args.pending)
+
+
+def _costs(pending: int) -> None:
+    seconds, n = cost(pending)
     print(f"\nforecast of {n} waiting workloads behind 100 admitted: {seconds:.3f} s CPU (target: under 1 s)")
-    for pending in (args.pending, 4 * args.pending):
-        seconds, n = cost(pending, learned=True)
+    for depth in (pending, 4 * pending):
+        seconds, n = cost(depth, learned=True)
         print(f"the same, {n} waiting, run times estimated from finished jobs (an ensemble of "
               f"{samples_for(n)} samples and the point): {seconds:.3f} s CPU")
     if hasattr(os, "fork"):
-        seconds, n = cost(args.pending, learned=True, apart=True)
+        seconds, n = cost(pending, learned=True, apart=True)
         print(f"the same, {n} waiting, estimated, as the live server makes it (the run in a child process of its "
               f"own): {seconds:.3f} s CPU")
 
