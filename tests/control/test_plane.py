@@ -29,21 +29,10 @@ from flexq.control import (
 from flexq.durations import format_seconds
 from flexq.scheduler import COUNTDOWNS, NAMED_MOMENTS, Moment, MomentForm, Phrase, worded
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import (
-    CheckState,
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PodSetUpdate,
-    Quota,
-    ResourceGroup,
-    Toleration,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.model import CheckState, FlavorSpec, PodSet, PodSetUpdate, Toleration, Workload, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
 from flexq.timers import Kernel, TimerHeap
-from tests.support import job
+from tests.support import cluster_queue, job, scheduler, workload
 
 START = 1_764_000_000.0
 POOL = NodePoolSpec("od-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)
@@ -52,14 +41,14 @@ POOL = NodePoolSpec("od-pool", machine_type("n2-standard-16"), min_nodes=0, max_
 _TRAIN = job("train", queue="team", cpu=8, pods=1).namespace("ml").uid("train").priority_class("urgent")
 
 
-def _scheduler(quota: int = 20_000) -> Scheduler:
+def _scheduler(*checks: str) -> Scheduler:
+    """ClusterQueue ``cq`` of 20 cpu in flavor ``od`` (the nodes of ``od-pool``), with these admission checks."""
     flavor = FlavorSpec("od", {"cloud.google.com/gke-nodepool": "od-pool"})
-    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("od",), {("od", "cpu"): Quota(quota)}),))
-    return Scheduler(Config({"od": flavor}, {"cq": cq}, {}), instant_eviction=True)
+    return scheduler(cluster_queue().flavor("od", cpu=20).checks(*checks), flavors=[flavor], instant_eviction=True)
 
 
-def _workload(name: str, cpu: int = 8000) -> Workload:
-    return Workload("default", name, "q", "cq", (PodSet("main", 1, {"cpu": cpu}),))
+def _workload(name: str, cpu: float = 8) -> Workload:
+    return workload(name, cpu=cpu).namespace("default").queue("q").build()
 
 
 def _plane(timers: TimerHeap, boot: float = 8.0) -> tuple[ControlPlane, list[Event]]:
@@ -110,14 +99,14 @@ def _live(plane: ControlPlane, timers: TimerHeap, until: float) -> None:
         plane.settle(clock.now())
 
 
-def _feed(plane: ControlPlane, at: float, name: str, cpu: int) -> None:
+def _feed(plane: ControlPlane, at: float, name: str, cpu: float) -> None:
     plane.emit(plane.feed(JobQueued(_workload(name, cpu), at)))
 
 
 def _run(live: bool) -> list[tuple[float, str, str]]:
     timers: TimerHeap = TimerHeap(VirtualClock(START)) if live else Kernel(VirtualClock(START))
     plane, told = _plane(timers)
-    for at, name, cpu in ((0.0, "a", 8000), (1.0, "b", 12_000), (2.0, "c", 8000)):
+    for at, name, cpu in ((0.0, "a", 8), (1.0, "b", 12), (2.0, "c", 8)):
         timers.schedule(START + at, lambda n=name, c=cpu, t=START + at: _feed(plane, t, n, c))  # type: ignore[misc]
     timers.schedule(START + 20, lambda: plane.emit(plane.scheduler.finish("default/a", START + 20, "JobFinished")))
     if isinstance(timers, Kernel):
@@ -207,7 +196,7 @@ def test_a_step_with_a_cycle_budget_decides_what_an_unbounded_one_decides_over_s
         told: list[Event] = []
         plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, scheduler=_scheduler())
         for i in range(30):
-            plane.emit(plane.feed(JobQueued(_workload(f"w{i:02d}", cpu=1000 + (i % 3) * 500), START)))
+            plane.emit(plane.feed(JobQueued(_workload(f"w{i:02d}", cpu=1 + (i % 3) * 0.5), START)))
         steps = 1
         while plane.settle(START, cycles):
             admitted = sum(1 for e in told if e.kind is EventKind.ADMITTED)
@@ -230,14 +219,14 @@ def test_what_happened_to_jobs_is_told_in_one_vocabulary() -> None:
     told: list[Event] = []
     plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, scheduler=_scheduler())
     inputs: list[tuple[Input, list[tuple[str, str]]]] = [
-        (JobQueued(_workload("a", 12_000), START),
+        (JobQueued(_workload("a", 12), START),
          [("Created", "default/a"), ("QuotaReserved", "default/a"), ("Admitted", "default/a")]),
-        (JobQueued(_workload("b", 12_000), START + 1), [("Created", "default/b"), ("Pending", "default/b")]),
+        (JobQueued(_workload("b", 12), START + 1), [("Created", "default/b"), ("Pending", "default/b")]),
         (JobResized("default/b", (PodSet("main", 1, {"cpu": 8000}),), START + 2),
          [("QuotaReserved", "default/b"), ("Admitted", "default/b")]),
         (JobFinished("default/a", START + 3, "JobFinished", "Succeeded"), [("Finished", "default/a")]),
         (JobDeleted("default/b", START + 4), []),
-        (JobQueued(_workload("c", 20_000), START + 5),
+        (JobQueued(_workload("c", 20), START + 5),
          [("Created", "default/c"), ("QuotaReserved", "default/c"), ("Admitted", "default/c")]),
     ]
     stories = []
@@ -367,11 +356,7 @@ def test_admission_fair_sharing_goes_on_from_the_usage_the_local_queues_kept() -
 def test_a_checks_pod_set_updates_reach_the_workload() -> None:
     # Both clocks feed an admission check's state as CheckSet (a scenario's spec.checks, a Workload's status on the
     # live server): a Ready one's podSetUpdates are the workload's, for the second pass to place by.
-    flavor = FlavorSpec("od", {"cloud.google.com/gke-nodepool": "od-pool"})
-    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("od",), {("od", "cpu"): Quota(20_000)}),),
-                          checks=(("prov", None),))
-    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None,
-                         scheduler=Scheduler(Config({"od": flavor}, {"cq": cq}, {}), instant_eviction=True))
+    plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None, scheduler=_scheduler("prov"))
     plane.emit(plane.feed(JobQueued(_workload("a"), START)))
     plane.settle(START)
     update = PodSetUpdate(node_selector={"pool": "dedicated"},
@@ -397,11 +382,8 @@ def test_checks_whose_pod_set_updates_disagree_finish_the_workload_failed_to_sta
     # workload finishes, FailedToStart. On both clocks: the plane decides it on the admission.
     told: list[Event] = []
     started: list[str] = []
-    flavor = FlavorSpec("od", {"cloud.google.com/gke-nodepool": "od-pool"})
-    cq = ClusterQueueSpec("cq", groups=(ResourceGroup(("cpu",), ("od",), {("od", "cpu"): Quota(20_000)}),),
-                          checks=(("prov", None), ("other", None)))
     plane = ControlPlane(TimerHeap(VirtualClock(START)), told.append, JobHooks(lambda key, t: started.append(key)),
-                         scheduler=Scheduler(Config({"od": flavor}, {"cq": cq}, {}), instant_eviction=True))
+                         scheduler=_scheduler("prov", "other"))
     plane.emit(plane.feed(JobQueued(_workload("a"), START)))
     plane.settle(START)
     for check in ("prov", "other"):

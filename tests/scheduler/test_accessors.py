@@ -8,31 +8,24 @@ import dataclasses
 import pytest
 
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorSpec,
-    PodSet,
-    Quota,
-    ResourceGroup,
-    Workload,
-    WorkloadState,
-)
+from flexq.scheduler.model import CohortSpec, FlavorSpec, Quota, ResourceGroup, Workload, WorkloadState
 from flexq.scheduler.scheduler import Config, Scheduler
+from tests.support import cluster_queue, milli, workload
 
 
-def _group(cpu: int) -> ResourceGroup:
-    return ResourceGroup(("cpu",), ("a",), {("a", "cpu"): Quota(cpu)})
+def _config(cpu: float = 2, cohort_cpu: float = 0, race: bool = False) -> Config:
+    """ClusterQueue ``cq`` of ``cpu`` cpus in flavor ``a``; with ``cohort_cpu``, in cohort ``co`` that has as many
+    cpus of its own."""
+    cq = cluster_queue().flavor("a", cpu=cpu)
+    if not cohort_cpu:
+        return Config({"a": FlavorSpec("a")}, {"cq": cq.spec()}, {}, race=race)
+    group = ResourceGroup(("cpu",), ("a",), {("a", "cpu"): Quota(milli(cohort_cpu))})
+    cohorts = {"co": CohortSpec("co", groups=(group,))}
+    return Config({"a": FlavorSpec("a")}, {"cq": cq.cohort("co").spec()}, cohorts, race=race)
 
 
-def _config(cpu: int = 2000, cohort_cpu: int = 0, race: bool = False) -> Config:
-    cohorts = {"co": CohortSpec("co", groups=(_group(cohort_cpu),))} if cohort_cpu else {}
-    cq = ClusterQueueSpec("cq", "co" if cohort_cpu else None, (_group(cpu),))
-    return Config({"a": FlavorSpec("a")}, {"cq": cq}, cohorts, race=race)
-
-
-def _wl(name: str, cpu: int = 1000, cq: str = "cq") -> Workload:
-    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {"cpu": cpu}),), uid=name)
+def _wl(name: str, cpu: float = 1, cq: str = "cq") -> Workload:
+    return workload(name, cpu=cpu, on=cq).uid(name).build()
 
 
 def _states(sched: Scheduler) -> dict[str, str]:
@@ -41,7 +34,7 @@ def _states(sched: Scheduler) -> dict[str, str]:
 
 def test_usage_quota_and_waiting_for_a_known_queue_and_an_unknown_one() -> None:
     sched = Scheduler(_config())
-    admitted, waiting, too_big = _wl("admitted", 1500), _wl("waiting", 1000), _wl("big", 5000)
+    admitted, waiting, too_big = _wl("admitted", 1.5), _wl("waiting", 1), _wl("big", 5)
     for wl in (admitted, waiting, too_big):
         sched.add(wl, 0.0)
     sched.schedule(1.0)
@@ -54,7 +47,7 @@ def test_usage_quota_and_waiting_for_a_known_queue_and_an_unknown_one() -> None:
     assert sched.queue_usage("nowhere") == {}
     assert {wl.name: sched.waiting(wl) for wl in (admitted, waiting, too_big)} == {
         "admitted": False, "waiting": False, "big": False}, "both pending ones were tried and set aside"
-    late = _wl("late", 100)
+    late = _wl("late", 0.1)
     sched.add(late, 2.0)
     assert sched.waiting(late), "queued, not tried yet"
     assert (sched.has_cluster_queue("cq"), sched.has_cluster_queue("nowhere")) == (True, False)
@@ -62,16 +55,16 @@ def test_usage_quota_and_waiting_for_a_known_queue_and_an_unknown_one() -> None:
 
 
 def test_a_new_configuration_keeps_usage_wakes_workloads_set_aside_and_keeps_the_cohorts_quota() -> None:
-    sched = Scheduler(_config(cpu=1000, cohort_cpu=2000))
-    sched.add(_wl("first", 2500), 0.0)
-    sched.add(_wl("second", 2000), 0.5)
+    sched = Scheduler(_config(cpu=1, cohort_cpu=2))
+    sched.add(_wl("first", 2.5), 0.0)
+    sched.add(_wl("second", 2), 0.5)
     sched.schedule(1.0)
     assert _states(sched) == {"first": "Admitted", "second": "Pending"}, "first borrows the cohort's own quota"
-    sched.configure(_config(cpu=1000, cohort_cpu=2000))
+    sched.configure(_config(cpu=1, cohort_cpu=2))
     assert sched.usage("cq", ("a", "cpu")) == 2500, "usage carried over"
     sched.schedule(2.0)
     assert _states(sched)["second"] == "Pending", "still no room"
-    sched.configure(_config(cpu=3000, cohort_cpu=2000))
+    sched.configure(_config(cpu=3, cohort_cpu=2))
     assert sched.waiting(sched.held("ns/second")), "the set-aside workload queues again"
     sched.schedule(3.0)
     assert _states(sched) == {"first": "Admitted", "second": "Admitted"}, "5 cpu of nominal and cohort quota"
@@ -80,11 +73,11 @@ def test_a_new_configuration_keeps_usage_wakes_workloads_set_aside_and_keeps_the
 
 @pytest.mark.parametrize("guard", ["admitted", "retry delay", "variant", "unknown queue", "already queued"])
 def test_enqueue_queues_only_a_pending_workload_not_queued_in_a_known_queue(guard: str) -> None:
-    sched = Scheduler(_config(cpu=1000))
-    blocker = _wl("blocker", 1000)
+    sched = Scheduler(_config(cpu=1))
+    blocker = _wl("blocker", 1)
     sched.add(blocker, 0.0)
     sched.schedule(0.5)
-    wl = _wl("w", 500, cq="nowhere" if guard == "unknown queue" else "cq")
+    wl = _wl("w", 0.5, cq="nowhere" if guard == "unknown queue" else "cq")
     sched.add(wl, 1.0)
     sched.schedule(1.5)  # set aside: no room while blocker runs
     if guard != "unknown queue":
@@ -96,7 +89,7 @@ def test_enqueue_queues_only_a_pending_workload_not_queued_in_a_known_queue(guar
     elif guard == "variant":
         sched.variants[wl.key] = []
     elif guard == "already queued":
-        sched.configure(_config(cpu=1000))  # woken: queued again, not twice
+        sched.configure(_config(cpu=1))  # woken: queued again, not twice
     sched.enqueue(wl, 2.0)
     if guard == "already queued":
         assert sched.waiting(wl)
@@ -112,8 +105,7 @@ def test_a_queue_configured_under_racing_starts_a_race_for_each_workload_waiting
     for name in ("x", "y"):
         sched.add(_wl(name, cq="later"), 0.0)
     assert sched.schedule(1.0) == [] and sched.variants == {}, "no such ClusterQueue yet"
-    later = ClusterQueueSpec("later", None, (ResourceGroup(("cpu",), ("a", "b"),
-                                                           {("a", "cpu"): Quota(4000), ("b", "cpu"): Quota(4000)}),))
+    later = cluster_queue("later").flavor("a", cpu=4).flavor("b", cpu=4).spec()
     config = _config(race=True)
     sched.configure(dataclasses.replace(config, flavors={"a": FlavorSpec("a"), "b": FlavorSpec("b")},
                                         cluster_queues={**config.cluster_queues, "later": later}))
@@ -126,7 +118,7 @@ def test_a_queue_configured_under_racing_starts_a_race_for_each_workload_waiting
 
 
 def test_a_reason_explained_from_outside_and_the_root_of_a_queues_cohort_tree() -> None:
-    sched = Scheduler(_config(cpu=1000, cohort_cpu=2000))
+    sched = Scheduler(_config(cpu=1, cohort_cpu=2))
     wl = _wl("w")
     sched.add(wl, 0.0)
     sched.explain("ns/w", "waiting for its nodes")
@@ -137,7 +129,7 @@ def test_a_reason_explained_from_outside_and_the_root_of_a_queues_cohort_tree() 
 
 
 def test_a_flavor_marked_unavailable_is_skipped_until_the_moment_it_expires() -> None:
-    sched = Scheduler(_config(cpu=4000))
+    sched = Scheduler(_config(cpu=4))
     sched.mark_unavailable("a", 5.0, "stocked out")
     wl = _wl("w")
     sched.add(wl, 0.0)
@@ -152,7 +144,7 @@ def test_a_flavor_marked_unavailable_is_skipped_until_the_moment_it_expires() ->
 
 
 def test_a_reservation_clears_the_reason_and_stamps_both_times() -> None:
-    sched = Scheduler(_config(cpu=1000))
+    sched = Scheduler(_config(cpu=1))
     first, second = _wl("first"), _wl("second")
     sched.add(first, 0.0)
     sched.add(second, 0.0)

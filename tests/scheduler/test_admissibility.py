@@ -13,8 +13,9 @@ import pytest
 
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import PendingReason, PodSet, Workload, WorkloadState
+from flexq.scheduler.model import PendingReason, Workload, WorkloadState
 from flexq.scheduler.scheduler import Config, Scheduler
+from tests.support import workload
 
 
 def _objects(selector: dict[str, Any] | None, strategy: str = "BestEffortFIFO",
@@ -35,8 +36,8 @@ def _objects(selector: dict[str, Any] | None, strategy: str = "BestEffortFIFO",
     }
 
 
-def _wl(namespace: str, name: str, created: float, cpu: int = 1) -> Workload:
-    return Workload(namespace, name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu * 1000}),), created=created)
+def _wl(namespace: str, name: str, created: float, cpu: float = 1) -> Workload:
+    return workload(name, cpu=cpu).namespace(namespace).created(created).build()
 
 
 def _scheduler(config: Config, *workloads: Workload) -> Scheduler:

@@ -8,18 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import (
-    CheckState,
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PodSetUpdate,
-    Quota,
-    ResourceGroup,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.model import CheckState, PodSetUpdate, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
 KEY = "default/w"
 RESERVED = "Quota reserved in ClusterQueue cq"
@@ -27,15 +18,13 @@ PODSETS = {"main": {"cpu": "f"}}
 
 
 def _scheduler(checks: tuple[str, ...], retry_delay: float = 0.0) -> Scheduler:
-    group = ResourceGroup(("cpu",), ("f",), {("f", "cpu"): Quota(4000)})
-    cq = ClusterQueueSpec("cq", None, (group,), checks=tuple((c, None) for c in checks))
-    return Scheduler(Config({"f": FlavorSpec("f")}, {"cq": cq}, {},
-                            check_retry_delay={c: retry_delay for c in checks}))
+    return scheduler(cluster_queue().flavor("f", cpu=4).checks(*checks),
+                     check_retry_delay={c: retry_delay for c in checks})
 
 
 def _reserved(checks: tuple[str, ...] = ("a", "b"), retry_delay: float = 0.0) -> Scheduler:
     sched = _scheduler(checks, retry_delay)
-    sched.add(Workload("default", "w", "lq", "cq", (PodSet("main", 1, {"cpu": 1000}),), uid="w"), 0.0)
+    sched.add(workload("w").namespace("default").uid("w").build(), 0.0)
     assert [e.kind for e in sched.schedule(1.0)] == [EventKind.QUOTA_RESERVED]
     return sched
 
@@ -98,7 +87,8 @@ def test_admitted_when_the_last_check_is_ready() -> None:
 
 def test_a_report_about_a_workload_without_quota_changes_nothing() -> None:
     sched = _scheduler(("a",))
-    wl = Workload("default", "w", "lq", "missing", (PodSet("main", 1, {"cpu": 1000}),), checks={"a": P})
+    wl = workload("w", on="missing").namespace("default").build()
+    wl.checks = {"a": P}
     sched.add(wl, 0.0)
     assert sched.set_check(KEY, "a", R, 1.0) == []
     assert (wl.state, wl.checks) == (WorkloadState.PENDING, {"a": P})

@@ -10,7 +10,8 @@ import pytest
 from flexq.api import AdmissionFairSharing
 from flexq.scheduler import Event, EventKind, UsageLedger, Workload, format_usage
 from flexq.scheduler.fair_usage import decayed
-from flexq.scheduler.model import Admission, PodSet, PodSetAssignment, WorkloadState
+from flexq.scheduler.model import Admission, PodSetAssignment, WorkloadState
+from tests.support import workload
 
 LQ = ("team", "lq")
 
@@ -54,8 +55,10 @@ def test_a_zero_half_life_keeps_no_history() -> None:
 
 def _workload(name: str, cpu: int, state: WorkloadState) -> Workload:
     usage = {("default", "cpu"): cpu * 1000}
-    return Workload("team", name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu * 1000}),), state=state,
-                    admission=Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, usage, 1),)))
+    wl = workload(name, cpu=cpu).namespace("team").build()
+    wl.state = state
+    wl.admission = Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, usage, 1),))
+    return wl
 
 
 def test_the_entry_penalty_is_charged_at_reservation_folded_at_admission_and_dropped_unadmitted() -> None:
@@ -98,7 +101,7 @@ def test_a_racing_workload_is_charged_once_for_the_variant_that_wins() -> None:
     scheduler.start_decides = True  # as with a capacity driver: both variants reserve, the first to start wins
     ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
     scheduler.use_fair_sharing(ledger)
-    scheduler.add(Workload("team", "w", "lq", "cq", (PodSet("main", 1, {"cpu": 4000}),)), 0.0)
+    scheduler.add(workload("w", cpu=4).namespace("team").build(), 0.0)
     reserved = [e.workload for e in scheduler.schedule(0.0) if e.kind is EventKind.QUOTA_RESERVED]
     alpha = 1 - 0.5 ** 0.1
     assert len(reserved) == 2 and ledger.usage(LQ) == pytest.approx(2 * 4 * alpha)  # each variant charged

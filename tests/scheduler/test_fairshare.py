@@ -12,20 +12,12 @@ from flexq.scheduler.build import cluster_queue_spec, cohort_spec
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.fair_preemption import STRATEGIES
 from flexq.scheduler.fairshare import NEGATIVE, Share, compare, share_of
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PreemptionPolicy,
-    Quota,
-    ResourceGroup,
-    Workload,
-)
+from flexq.scheduler.model import PreemptionPolicy, Workload
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
 MAX = 2**63 - 1
-CPU = 1000
 
 
 def _groups(quotas: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -133,17 +125,13 @@ def test_shares_compare_as_kueue_orders_them() -> None:
 
 def _racing_cohort() -> Scheduler:
     """Two ClusterQueues in one cohort, each with 4 cpu of flavors f1 (preferred) and f2; flexq's racing on."""
-    def queue(name: str) -> ClusterQueueSpec:
-        group = ResourceGroup(("cpu",), ("f1", "f2"), {("f1", "cpu"): Quota(4 * CPU), ("f2", "cpu"): Quota(4 * CPU)})
-        return ClusterQueueSpec(name, "all", (group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
-                                reclaim_within_cohort=PreemptionPolicy.ANY)
-    queues = {q.name: q for q in (queue("a"), queue("b"))}
-    config = Config({f: FlavorSpec(f) for f in ("f1", "f2")}, queues, {}, race=True, fair_sharing=STRATEGIES)
-    return Scheduler(config)
+    queues = (cluster_queue(name).flavor("f1", cpu=4).flavor("f2", cpu=4).cohort("all")
+              .preempt(within=PreemptionPolicy.LOWER_PRIORITY, reclaim=PreemptionPolicy.ANY) for name in ("a", "b"))
+    return scheduler(*queues, race=True, fair_sharing=STRATEGIES)
 
 
 def _holder(s: Scheduler, name: str, flavor: str, cpus: int, at: float) -> Workload:
-    wl = Workload("default", name, "lq", "a", (PodSet("main", 1, {"cpu": cpus * CPU}),), uid=name)
+    wl = workload(name, cpu=cpus, on="a").namespace("default").uid(name).build()
     s.add(wl, at)
     s.schedule(at)
     assert wl.admission is not None and wl.admission.podsets[0].flavors["cpu"] == flavor, name
@@ -154,7 +142,7 @@ def test_racing_variants_under_fair_sharing_preemption_one_variant_preempts_its_
     s = _racing_cohort()
     # a takes all 16 cpu of the cohort: 4 of its own and 4 borrowed from b on each flavor.
     held = [_holder(s, f"a{i}", "f1" if i < 4 else "f2", 2, float(i)) for i in range(8)]
-    incoming = Workload("default", "b-job", "lq", "b", (PodSet("main", 1, {"cpu": 2 * CPU}),), uid="b-job")
+    incoming = workload("b-job", cpu=2, on="b").namespace("default").uid("b-job").build()
     events = s.add(incoming, 10.0) + s.schedule(10.0)
     # b is within its nominal quota: the variant on f1 (the preferred flavor, head first) reclaims what a borrows
     # there, the most recently admitted first, as fair sharing does within nominal quota...

@@ -11,13 +11,13 @@ from flexq.scheduler.model import (
     CohortSpec,
     FlavorSpec,
     Fungibility,
-    PodSet,
     Quota,
     ResourceGroup,
     Taint,
     Workload,
 )
 from flexq.scheduler.quota import QuotaTree
+from tests.support import cluster_queue, workload
 
 QUEUES = ("a", "b", "c")
 FLAVORS = {"f1": FlavorSpec("f1"), "f2": FlavorSpec("f2"), "g": FlavorSpec("g"),
@@ -57,9 +57,11 @@ def _use(rng: random.Random, tree: QuotaTree, specs: dict[str, ClusterQueueSpec]
 
 
 def _workload(rng: random.Random, cq: str) -> Workload:
-    podsets = tuple(PodSet(f"p{i}", rng.randrange(0, 3), {r: rng.randrange(1, 3) * 1000 for r in rng.sample(
-        ["cpu", "memory", "gpu"], rng.randrange(1, 4))}, tolerations=()) for i in range(rng.randrange(1, 3)))
-    return Workload("ns", "w", "lq", cq, podsets)
+    made = workload("w", on=cq)
+    for i in range(rng.randrange(1, 3)):
+        made.podset(f"p{i}", rng.randrange(0, 3),
+                    **{r: rng.randrange(1, 3) for r in rng.sample(["cpu", "memory", "gpu"], rng.randrange(1, 4))})
+    return made.build()
 
 
 def _assign(wl: Workload, cq: ClusterQueueSpec, tree: QuotaTree) -> Assignment:
@@ -89,9 +91,8 @@ def test_an_assignment_that_fitted_fits_again_exactly_when_it_is_found_again() -
 def test_an_assignment_that_tried_another_flavor_first_is_not_reused() -> None:
     """A group that tried a flavor before the one it took (here one whose taint the pods do not tolerate) read more
     than whether that one fits: it is not given again."""
-    group = ResourceGroup(("cpu",), ("tainted", "f1"), {("tainted", "cpu"): Quota(4000), ("f1", "cpu"): Quota(4000)})
-    cq = ClusterQueueSpec("a", None, (group,))
-    first = _assign(Workload("ns", "w", "lq", "a", (PodSet("p", 1, {"cpu": 1000}),)), cq, QuotaTree([cq]))
+    cq = cluster_queue("a").flavor("tainted", cpu=4).flavor("f1", cpu=4).spec()
+    first = _assign(workload("w", on="a").podset("p", 1, cpu=1).build(), cq, QuotaTree([cq]))
     assert [(t.flavor, t.granular.name) for ps in first.podsets for t in ps.tried] == [
         ("tainted", "NO_FIT"), ("f1", "FIT")]
     assert not reusable(first)

@@ -26,7 +26,7 @@ from flexq.scheduler.model import (
     WorkloadState,
 )
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.scheduler import Config, Scheduler
+from tests.support import cluster_queue, scheduler
 
 G = Granular
 CPU = 1000
@@ -161,11 +161,8 @@ def test_a_group_is_placed_together_on_the_flavor_its_sum_takes(
     placed on its own nodes; grouped (9 cpus in all), both take ``big`` and the leader goes to its workers' rack.
     A leader that asks nothing keeps the group's topology-aware flavor (Kueue's ``resolvePodSetFlavors``)."""
     levels = (RACK, HOSTNAME)
-    flavors = {f: FlavorSpec(f, {POOL: f}, topology="default", levels=levels) for f in ("small", "big")}
-    group = ResourceGroup(("cpu",), ("small", "big"),
-                          {("small", "cpu"): Quota(2 * CPU), ("big", "cpu"): Quota(50 * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,))
-    s = Scheduler(Config(flavors, {cq.name: cq}, {}), instant_eviction=True)
+    flavors = [FlavorSpec(f, {POOL: f}, topology="default", levels=levels) for f in ("small", "big")]
+    s = scheduler(cluster_queue().flavor("small", cpu=2).flavor("big", cpu=50), flavors=flavors, instant_eviction=True)
     hosts = {"s1": ("small", "r0"), "b1": ("big", "r1"), "b2": ("big", "r1"), "b3": ("big", "r2")}
     nodes = [_Node(h, {POOL: pool, RACK: rack, HOSTNAME: h}) for h, (pool, rack) in hosts.items()]
     s.nodes = lambda: nodes

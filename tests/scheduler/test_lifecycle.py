@@ -11,32 +11,34 @@ import pytest
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
-    ClusterQueueSpec,
     ConcurrentPolicy,
     FlavorSpec,
     PodSet,
     PodSetUpdate,
-    Quota,
-    ResourceGroup,
     Workload,
     WorkloadState,
 )
 from flexq.scheduler.race import variant_name
 from flexq.scheduler.scheduler import Config, Scheduler
+from tests.support import QueueBuilder, cluster_queue, scheduler, workload
 
 KEY = "ns/w"
 PODSETS = {"main": {"cpu": "a"}}
 
 
+def _queue(name: str = "cq") -> QueueBuilder:
+    """A ClusterQueue of flavors a and b, 2 cpus each."""
+    return cluster_queue(name).flavor("a", cpu=2).flavor("b", cpu=2)
+
+
 def _scheduler(race: bool = False, checks: tuple[str, ...] = ()) -> Scheduler:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    cq = ClusterQueueSpec("cq", None, (group,), checks=tuple((c, None) for c in checks))
-    return Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, {"prov": 60.0},
-                            race=race))
+    return scheduler(_queue().checks(*checks), check_retry_delay={"prov": 60.0}, race=race)
 
 
-def _workload(name: str = "w", cpu: int = 1000) -> Workload:
-    return Workload("ns", name, "lq", "cq", (PodSet("main", 1, {"cpu": cpu}),), uid=name, owner="RayJob ns/w")
+def _workload(name: str = "w", cpu: float = 1) -> Workload:
+    wl = workload(name, cpu=cpu).uid(name).build()
+    wl.owner = "RayJob ns/w"
+    return wl
 
 
 def _admitted(race: bool = False) -> Scheduler:
@@ -76,7 +78,7 @@ def test_adding_a_workload() -> None:
     ("lq", "", "LocalQueue lq doesn't exist"), ("lq", "gone", "ClusterQueue gone doesn't exist")])
 def test_a_workload_whose_queue_does_not_exist_says_so(queue: str, cq: str, reason: str) -> None:
     sched = _scheduler()
-    wl = Workload("ns", "w", queue, cq, (PodSet("main", 1, {"cpu": 1000}),))
+    wl = workload("w", on=cq).queue(queue).build()
     assert sched.add(wl, 0.0) == [Event(0.0, EventKind.CREATED, KEY, cq),
                                   Event(0.0, EventKind.PENDING, KEY, cq, reason)]
     assert (wl.state, wl.pending_reason, sched.queued(wl)) == (WorkloadState.PENDING, reason, False)
@@ -178,7 +180,7 @@ def test_resizing_a_racing_workload_races_anew() -> None:
 
 def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
     sched = _scheduler()
-    sched.add(_workload(cpu=1000), 0.0)
+    sched.add(_workload(cpu=1), 0.0)
     podsets = (PodSet("main", 3, {"cpu": 1000}),)
     assert sched.resize(KEY, podsets, 1.0) == []
     wl = sched.held(KEY)
@@ -189,7 +191,7 @@ def test_resizing_a_pending_workload_queues_it_with_its_new_shape() -> None:
 
 def test_resizing_an_admitted_workload_shrinks_its_quota() -> None:
     sched = _scheduler()
-    sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 2, {"cpu": 1000}),)), 0.0)
+    sched.add(workload("w", pods=2).build(), 0.0)
     sched.schedule(1.0)
     assert sched.resize(KEY, (PodSet("main", 1, {"cpu": 1000}),), 2.0) == []
     wl = sched.held(KEY)
@@ -206,10 +208,9 @@ def _race_state(sched: Scheduler) -> tuple[Any, ...]:
 
 
 def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> None:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    cq = ClusterQueueSpec("cq", None, (group,), concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))
-    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}), instant_eviction=True)
-    sched.add(Workload("ns", "blocker", "lq", "cq", (PodSet("main", 1, {"cpu": 2000}),), uid="blocker"), 0.0)
+    sched = scheduler(_queue().with_(concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None)),
+                      instant_eviction=True)
+    sched.add(workload("blocker", cpu=2).uid("blocker").build(), 0.0)
     sched.schedule(0.0)
     sched.add(_workload(), 1.0)
     va, vb = sched.variants[KEY]
@@ -244,9 +245,7 @@ def test_a_race_is_won_then_the_workload_migrates_to_its_preferred_flavor() -> N
 
 
 def test_a_racing_workload_whose_every_variant_is_rejected_is_deactivated() -> None:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov", None),))
-    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
+    sched = scheduler(_queue().checks("prov"), race=True)
     sched.add(_workload(), 0.0)
     sched.schedule(1.0)
     va, vb = sched.variants[KEY]
@@ -269,9 +268,8 @@ def test_a_racing_workload_whose_every_variant_is_rejected_is_deactivated() -> N
 
 
 def test_a_migration_refused_withdraws_the_variant() -> None:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    cq = ClusterQueueSpec("cq", None, (group,), concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None))
-    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}), instant_eviction=True)
+    sched = scheduler(_queue().with_(concurrent=ConcurrentPolicy(migrate=True, last_acceptable=None)),
+                      instant_eviction=True)
     asked: list[tuple[str, str, float]] = []
 
     def check(parent: Workload, variant: Workload, now: float) -> str | None:
@@ -279,7 +277,7 @@ def test_a_migration_refused_withdraws_the_variant() -> None:
         return "it would not finish sooner"
 
     sched.migration_check = check
-    sched.add(Workload("ns", "blocker", "lq", "cq", (PodSet("main", 1, {"cpu": 2000}),), uid="blocker"), 0.0)
+    sched.add(workload("blocker", cpu=2).uid("blocker").build(), 0.0)
     sched.schedule(0.0)
     sched.add(_workload(), 1.0)
     va, vb = sched.variants[KEY]
@@ -295,16 +293,14 @@ def test_a_migration_refused_withdraws_the_variant() -> None:
 
 
 def _config(*names: str, race: bool = False) -> Config:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    return Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")},
-                  {n: ClusterQueueSpec(n, None, (group,)) for n in names}, {}, race=race)
+    return Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {n: _queue(n).spec() for n in names}, {}, race=race)
 
 
 def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None:
     sched = Scheduler(_config("cq"))
     sched.add(_workload(), 0.0)
     sched.schedule(0.0)
-    waiting = Workload("ns", "later", "lq", "new", (PodSet("main", 1, {"cpu": 500}),), uid="later")
+    waiting = workload("later", cpu=0.5, on="new").uid("later").build()
     sched.add(waiting, 1.0)
     assert (waiting.pending_reason, sched.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
     sched.configure(_config("cq", "new"))
@@ -337,10 +333,8 @@ def test_variant_name(name: str, uid: str, want: str) -> None:
 
 
 def test_a_check_reported_for_a_racing_workload_reaches_its_variants() -> None:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(2000), ("b", "cpu"): Quota(2000)})
-    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov", None),))
-    sched = Scheduler(Config({"a": FlavorSpec("a"), "b": FlavorSpec("b")}, {"cq": cq}, {}, race=True))
-    sched.add(_workload(cpu=1500), 0.0)
+    sched = scheduler(_queue().checks("prov"), race=True)
+    sched.add(_workload(cpu=1.5), 0.0)
     va, vb = sched.variants[KEY]
     assert (sched.held(KEY).pending_reason, sched.race_reason(KEY), sched.race_reason("ns/none")) == (
         "racing: a: Pending; b: Pending", "racing: a: Pending; b: Pending", "")
@@ -378,7 +372,7 @@ def test_a_workload_resized_after_it_found_no_room_is_nominated_with_its_new_sha
     """Nomination keeps the shape of pod sets it has seen (and the answer for a shape that found no way in, while
     the quota tree is unchanged): pod sets replaced by a resize are a new shape, looked at anew."""
     sched = _scheduler()
-    sched.add(Workload("ns", "w", "lq", "cq", (PodSet("main", 3, {"cpu": 1000}),), uid="w"), 0.0)
+    sched.add(workload("w", pods=3).uid("w").build(), 0.0)
     assert [e.kind for e in sched.schedule(1.0)] == [EventKind.PENDING]
     assert sched.resize(KEY, (PodSet("main", 2, {"cpu": 1000}),), 2.0) == []
     assert [e.kind for e in sched.schedule(3.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]

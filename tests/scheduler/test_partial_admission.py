@@ -7,18 +7,10 @@ from __future__ import annotations
 import pytest
 
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PreemptionPolicy,
-    Quota,
-    ResourceGroup,
-    Workload,
-    WorkloadState,
-)
+from flexq.scheduler.model import PodSet, PreemptionPolicy, Workload, WorkloadState
 from flexq.scheduler.partial import counts_at, largest_fit, reducible
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
 CPU = 1000
 
@@ -67,14 +59,11 @@ def test_every_pod_set_gives_up_its_share() -> None:
 
 
 def _scheduler(cpu: int, within: PreemptionPolicy = PreemptionPolicy.NEVER) -> Scheduler:
-    group = ResourceGroup(("cpu",), ("default",), {("default", "cpu"): Quota(cpu * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=within)
-    return Scheduler(Config({"default": FlavorSpec("default")}, {"cq": cq}, {}), instant_eviction=True)
+    return scheduler(cluster_queue().flavor("default", cpu=cpu).preempt(within=within), instant_eviction=True)
 
 
 def _job(name: str, pods: int, least: int | None, priority: int = 0) -> Workload:
-    return Workload("default", name, "q", "cq", (PodSet("main", pods, {"cpu": CPU}, min_count=least),),
-                    priority=priority)
+    return workload(name, priority=priority).pods(pods, at_least=least).namespace("default").queue("q").build()
 
 
 def _admitted_pods(s: Scheduler, key: str) -> int | None:

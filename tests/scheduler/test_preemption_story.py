@@ -5,31 +5,15 @@ in the quota the victim left."""
 from __future__ import annotations
 
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import (
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PreemptionPolicy,
-    Quota,
-    ResourceGroup,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
-
-
-def _cq(name: str, cpu: int) -> ClusterQueueSpec:
-    return ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("a",), {("a", "cpu"): Quota(cpu)}),),
-                            reclaim_within_cohort=PreemptionPolicy.ANY)
+from flexq.scheduler.model import PreemptionPolicy, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
 
 def _scheduler() -> Scheduler:
-    return Scheduler(Config({"a": FlavorSpec("a")}, {"lender": _cq("lender", 2000), "borrower": _cq("borrower", 0)},
-                            {}))
-
-
-def _wl(name: str, cq: str, uid: str) -> Workload:
-    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {"cpu": 2000}),), uid=uid)
+    """A lender of 2 cpus and a borrower of none in cohort ``co``, each reclaiming its quota from anyone."""
+    return scheduler(*(cluster_queue(name).flavor("a", cpu=cpu).cohort("co").preempt(reclaim=PreemptionPolicy.ANY)
+                       for name, cpu in (("lender", 2), ("borrower", 0))))
 
 
 WHY = ("Preempted to accommodate a workload (UID: uid-owner) due to reclamation within the cohort; "
@@ -38,10 +22,10 @@ WHY = ("Preempted to accommodate a workload (UID: uid-owner) due to reclamation 
 
 def test_a_lender_reclaims_its_quota_from_a_borrower() -> None:
     sched = _scheduler()
-    sched.add(_wl("guest", "borrower", "uid-guest"), 0.0)
+    sched.add(workload("guest", cpu=2, on="borrower").uid("uid-guest").build(), 0.0)
     sched.schedule(0.0)
     assert sched.held("ns/guest").state is WorkloadState.ADMITTED, "borrows the lender's unused 2 cpu"
-    sched.add(_wl("owner", "lender", "uid-owner"), 1.0)
+    sched.add(workload("owner", cpu=2, on="lender").uid("uid-owner").build(), 1.0)
     preempted = [e for e in sched.schedule(1.0) if e.kind is not EventKind.PENDING]
     assert preempted == [Event(1.0, EventKind.PREEMPTED, "ns/guest", "borrower", WHY,
                                extra={"preemptor": "ns/owner", "preemptionReason": "InCohortReclamation"})]
@@ -57,7 +41,7 @@ def test_a_lender_reclaims_its_quota_from_a_borrower() -> None:
     assert admitted == ["ns/owner"] and sched.waiting(guest) is False, "the guest waits, set aside"
     sched.finish("ns/owner", 3.0)
     assert [e.workload for e in sched.schedule(3.0) if e.kind is EventKind.ADMITTED] == ["ns/guest"]
-    sched.add(_wl("again", "lender", "uid-again"), 4.0)
+    sched.add(workload("again", cpu=2, on="lender").uid("uid-again").build(), 4.0)
     sched.schedule(4.0)
     sched.complete_eviction("ns/guest", 5.0)
     assert guest.evictions == 2, "each eviction counts"
@@ -65,9 +49,9 @@ def test_a_lender_reclaims_its_quota_from_a_borrower() -> None:
 
 def test_without_uids_the_preemptor_is_named_by_its_key_and_a_cleared_reason_reads_preempted() -> None:
     sched = _scheduler()
-    sched.add(_wl("guest", "borrower", ""), 0.0)
+    sched.add(workload("guest", cpu=2, on="borrower").build(), 0.0)
     sched.schedule(0.0)
-    sched.add(_wl("owner", "lender", ""), 1.0)
+    sched.add(workload("owner", cpu=2, on="lender").build(), 1.0)
     reasons = [e.reason for e in sched.schedule(1.0) if e.kind is EventKind.PREEMPTED]
     assert reasons == [WHY.replace("uid-owner", "ns/owner")], "a preemptor without a uid is named by its key"
     sched.held("ns/guest").pending_reason = ""

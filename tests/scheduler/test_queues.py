@@ -9,12 +9,13 @@ import random
 import pytest
 
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import PodSet, Workload, WorkloadState
+from flexq.scheduler.model import Workload, WorkloadState
 from flexq.scheduler.queues import QueueManager
+from tests.support import workload
 
 
 def _wl(name: str, cq: str = "cq", priority: int = 0, created: float = 0.0) -> Workload:
-    return Workload("ns", name, "lq", cq, (PodSet("main", 1, {}),), priority=priority, created=created)
+    return workload(name, priority=priority, on=cq).requests().created(created).build()
 
 
 @pytest.mark.parametrize(("arrivals", "order"), [

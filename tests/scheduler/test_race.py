@@ -7,17 +7,15 @@ import re
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import (
     CheckState,
-    ClusterQueueSpec,
     ConcurrentPolicy,
     FlavorSpec,
     PodSet,
     PreemptionPolicy,
-    Quota,
-    ResourceGroup,
     Workload,
     WorkloadState,
 )
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
 CPU = 1000
 FLAVORS = {"reservation": 4, "on-demand": 8, "spot": 16}
@@ -26,15 +24,15 @@ FLAVORS = {"reservation": 4, "on-demand": 8, "spot": 16}
 
 def _scheduler(policy: ConcurrentPolicy | None = ConcurrentPolicy(), *, race: bool = False,
                checks: tuple[tuple[str, frozenset[str] | None], ...] = ()) -> Scheduler:
-    group = ResourceGroup(("cpu",), tuple(FLAVORS), {(f, "cpu"): Quota(n * CPU) for f, n in FLAVORS.items()})
-    cq = ClusterQueueSpec("team-cluster-queue", groups=(group,), concurrent=policy, checks=checks)
-    return Scheduler(Config({f: FlavorSpec(f) for f in FLAVORS}, {cq.name: cq}, {}, race=race),
-                     instant_eviction=True)
+    cq = cluster_queue("team-cluster-queue").with_(concurrent=policy, checks=checks)
+    for flavor, cpus in FLAVORS.items():
+        cq.flavor(flavor, cpu=cpus)
+    return scheduler(cq, race=race, instant_eviction=True)
 
 
 def _job(name: str, cpus: int, priority: int = 0) -> Workload:
-    return Workload("default", name, "team-queue", "team-cluster-queue", (PodSet("main", 1, {"cpu": cpus * CPU}),),
-                    priority=priority, uid=f"uid-{name}")
+    return (workload(name, cpu=cpus, priority=priority, on="team-cluster-queue").namespace("default")
+            .queue("team-queue").uid(f"uid-{name}").build())
 
 
 def _submit(s: Scheduler, wl: Workload, now: float) -> list[Event]:
@@ -169,13 +167,10 @@ def test_kueue_compatible_scheduler_makes_no_variants_without_a_policy() -> None
 def _guide_like(checks: bool = True) -> Scheduler:
     """The guide's shape: a CPU flavor only the head can use (room for three heads), and two flavors for the
     accelerator workers, the second behind an admission check (as DWS is)."""
-    group = ResourceGroup(("cpu", "gpu"), ("default", "a", "b"), {
-        ("default", "cpu"): Quota(6 * CPU), ("default", "gpu"): Quota(0),
-        ("a", "cpu"): Quota(100 * CPU), ("a", "gpu"): Quota(4 * CPU),
-        ("b", "cpu"): Quota(100 * CPU), ("b", "gpu"): Quota(8 * CPU)})
-    flavors = {f: FlavorSpec(f, {"pool": f}) for f in ("default", "a", "b")}
-    cq = ClusterQueueSpec("cq", groups=(group,), checks=(("prov", frozenset({"b"})),) if checks else ())
-    return Scheduler(Config(flavors, {"cq": cq}, {}, race=True), instant_eviction=True)
+    cq = (cluster_queue().flavor("default", cpu=6, gpu=0).flavor("a", cpu=100, gpu=4).flavor("b", cpu=100, gpu=8)
+          .with_(checks=(("prov", frozenset({"b"})),) if checks else ()))
+    flavors = [FlavorSpec(f, {"pool": f}) for f in ("default", "a", "b")]
+    return scheduler(cq, flavors=flavors, race=True, instant_eviction=True)
 
 
 def _guide_job(name: str) -> Workload:
@@ -250,18 +245,16 @@ def test_quota_stays_consistent_through_random_races() -> None:
 
 
 def test_one_variant_at_a_time_preempts() -> None:
-    group = ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(4 * CPU), ("b", "cpu"): Quota(4 * CPU)})
     # Flavor a's admission check keeps its variant holding quota, not admitted, while b's variant is looked at.
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY,
-                          concurrent=ConcurrentPolicy(migrate=False), checks=(("prov", frozenset({"a"})),))
-    s = Scheduler(Config({f: FlavorSpec(f) for f in ("a", "b")}, {"cq": cq}, {}), instant_eviction=True)
-    low = [Workload("default", f"low-{i}", "q", "cq", (PodSet("main", 1, {"cpu": 4 * CPU}),), uid=f"low-{i}")
-           for i in range(2)]
+    cq = (cluster_queue().flavor("a", cpu=4).flavor("b", cpu=4).preempt(within=PreemptionPolicy.LOWER_PRIORITY)
+          .with_(concurrent=ConcurrentPolicy(migrate=False), checks=(("prov", frozenset({"a"})),)))
+    s = scheduler(cq, instant_eviction=True)
+    low = [workload(f"low-{i}", cpu=4).namespace("default").queue("q").uid(f"low-{i}").build() for i in range(2)]
     for i, wl in enumerate(low):
         _submit(s, wl, i)
         s.set_check(wl.key, "prov", CheckState.READY, i)
     assert {_flavor(w) for w in low} == {"a", "b"}
-    high = Workload("default", "high", "q", "cq", (PodSet("main", 1, {"cpu": 4 * CPU}),), priority=10, uid="high")
+    high = workload("high", cpu=4, priority=10).namespace("default").queue("q").uid("high").build()
     events = _submit(s, high, 5)
     preempted = [e.workload for e in events if e.kind is EventKind.PREEMPTED]
     assert len(preempted) == 1, "both variants could preempt: only one does"

@@ -6,30 +6,18 @@ its workers on DWS, the on-demand variant withdrawn and its quota back."""
 from __future__ import annotations
 
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import (
-    CheckState,
-    ClusterQueueSpec,
-    FlavorSpec,
-    PodSet,
-    PodSetAssignment,
-    Quota,
-    ResourceGroup,
-    Workload,
-    WorkloadState,
-)
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.model import CheckState, PodSetAssignment, WorkloadState
+from flexq.scheduler.scheduler import Scheduler
+from tests.support import cluster_queue, scheduler, workload
 
-FLAVORS = ("default-cpu", "od", "dws")
 HEAD, OD, DWS = ("default-cpu", "cpu"), ("od", "tpu"), ("dws", "tpu")
 
 
 def _scheduler() -> Scheduler:
-    quotas = {(f, r): Quota(0) for f in FLAVORS for r in ("cpu", "tpu")}
-    quotas.update({HEAD: Quota(1000), OD: Quota(4000), DWS: Quota(4000)})
-    group = ResourceGroup(("cpu", "tpu"), FLAVORS, quotas)
-    cq = ClusterQueueSpec("cq", None, (group,), checks=(("prov-od", frozenset({"od"})),
-                                                         ("prov-dws", frozenset({"dws"}))))
-    return Scheduler(Config({f: FlavorSpec(f) for f in FLAVORS}, {"cq": cq}, {}, race=True))
+    """The head's flavor holds 1 cpu (no tpu); on-demand and DWS 4 tpu each (no cpu), each behind its own check."""
+    cq = (cluster_queue().flavor("default-cpu", cpu=1).flavor("od", tpu=4).flavor("dws", tpu=4)
+          .with_(checks=(("prov-od", frozenset({"od"})), ("prov-dws", frozenset({"dws"})))))
+    return scheduler(cq, race=True)
 
 
 def _usage(sched: Scheduler) -> tuple[int, int, int]:
@@ -38,8 +26,7 @@ def _usage(sched: Scheduler) -> tuple[int, int, int]:
 
 def test_variants_share_the_head_and_the_first_check_ready_wins() -> None:
     sched = _scheduler()
-    wl = Workload("ns", "job", "lq", "cq", (PodSet("head", 1, {"cpu": 1000}), PodSet("workers", 4, {"tpu": 1000})),
-                  uid="job")
+    wl = workload("job").podset("head", 1, cpu=1).podset("workers", 4, tpu=1).uid("job").build()
     created = sched.add(wl, 0.0)
     od, dws = sched.variants["ns/job"]
     assert [(e.kind, e.workload) for e in created] == [

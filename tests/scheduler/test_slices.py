@@ -12,36 +12,34 @@ from flexq.scheduler.flavorassigner import Assignment
 from flexq.scheduler.model import (
     Admission,
     CheckState,
-    ClusterQueueSpec,
     FlavorSpec,
     Granular,
     Mode,
     PendingReason,
-    PodSet,
     PodSetAssignment,
     PreemptionPolicy,
-    Quota,
-    ResourceGroup,
     Workload,
     WorkloadState,
 )
 from flexq.scheduler.quota import QuotaTree
-from flexq.scheduler.scheduler import Config, Scheduler
+from flexq.scheduler.scheduler import Scheduler
 from flexq.scheduler.slices import assign_slice, shrunk, slice_targets
+from tests.support import cluster_queue, scheduler, workload
 
 CPU = 1000
 
 
 def _scheduler(checks: tuple[str, ...] = (), **quotas: int) -> Scheduler:
     """One ClusterQueue ``cq`` with a flavor per keyword (in order), each with that many cpus."""
-    group = ResourceGroup(("cpu",), tuple(quotas), {(f, "cpu"): Quota(n * CPU) for f, n in quotas.items()})
-    cq = ClusterQueueSpec("cq", groups=(group,), checks=tuple((c, None) for c in checks))
-    return Scheduler(Config({f: FlavorSpec(f) for f in quotas}, {"cq": cq}, {}), instant_eviction=True)
+    cq = cluster_queue().checks(*checks)
+    for flavor, cpus in quotas.items():
+        cq.flavor(flavor, cpu=cpus)
+    return scheduler(cq, instant_eviction=True)
 
 
 def _job(name: str, workers: int, replaces: str = "") -> Workload:
-    return Workload("ns", name, "q", "cq", (PodSet("head", 1, {"cpu": CPU}), PodSet("workers", workers, {"cpu": CPU})),
-                    replaces=replaces)
+    return (workload(name).queue("q").podset("head", 1, cpu=1).podset("workers", workers, cpu=1).replaces(replaces)
+            .build())
 
 
 def _usage(s: Scheduler, flavor: str = "f") -> int:
@@ -212,8 +210,10 @@ def test_a_slice_does_not_preempt_an_equal_priority_workload() -> None:
 
 def _holding(name: str, placed: dict[str, tuple[int, str]], priority: int = 0) -> Workload:
     """A workload holding quota in ``cq``: pod set -> (pods of 1 cpu, flavor)."""
-    podsets = tuple(PodSet(p, n, {"cpu": CPU}) for p, (n, _f) in placed.items())
-    wl = Workload("ns", name, "q", "cq", podsets, priority=priority, uid=name)
+    made = workload(name, priority=priority).queue("q").uid(name)
+    for p, (n, _f) in placed.items():
+        made.podset(p, n, cpu=1)
+    wl = made.build()
     wl.admission = Admission.of("cq", tuple(PodSetAssignment(p, {"cpu": f}, {(f, "cpu"): n * CPU}, n)
                                             for p, (n, f) in placed.items()))
     wl.state = WorkloadState.ADMITTED
@@ -222,16 +222,20 @@ def _holding(name: str, placed: dict[str, tuple[int, str]], priority: int = 0) -
 
 def _nominate(quotas: dict[str, int], old: Workload, grown: dict[str, int], others: tuple[Workload, ...] = (),
               priority: int = 0, within: PreemptionPolicy = PreemptionPolicy.NEVER) -> Assignment:
-    group = ResourceGroup(("cpu",), tuple(quotas), {(f, "cpu"): Quota(n * CPU) for f, n in quotas.items()})
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=within)
+    queue = cluster_queue().preempt(within=within)
+    for flavor, cpus in quotas.items():
+        queue.flavor(flavor, cpu=cpus)
+    cq = queue.spec()
     tree = QuotaTree([cq])
     holders = {"cq": {w.key: w for w in (old, *others)}}
     for w in (old, *others):
         assert w.admission is not None
         tree.add("cq", w.admission.usage())
     before = {n: dict(node.usage) for n, node in tree.queues.items()}
-    wl = Workload("ns", "new", "q", "cq", tuple(PodSet(p, n, {"cpu": CPU}) for p, n in grown.items()),
-                  priority=priority, replaces=old.key)
+    made = workload("new", priority=priority).queue("q").replaces(old.key)
+    for p, n in grown.items():
+        made.podset(p, n, cpu=1)
+    wl = made.build()
     assignment = assign_slice(wl, old, cq, tree, {f: FlavorSpec(f) for f in quotas}, holders)
     assert {n: dict(node.usage) for n, node in tree.queues.items()} == before, "the old slice's usage is restored"
     return assignment
@@ -276,13 +280,12 @@ def test_a_slice_preempts_others_but_never_the_slice_it_replaces() -> None:
         "the old slice (lower priority) is no candidate"
     other = _nominate({"y": 6}, old, grown, (high, low), priority=5, within=PreemptionPolicy.LOWER_PRIORITY)
     assert (other.mode, other.podsets[0].granular) == (Mode.PREEMPT, Granular.PREEMPT)
-    group = ResourceGroup(("cpu",), ("y",), {("y", "cpu"): Quota(6 * CPU)})
-    cq = ClusterQueueSpec("cq", groups=(group,), within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    cq = cluster_queue().flavor("y", cpu=6).preempt(within=PreemptionPolicy.LOWER_PRIORITY).spec()
     tree = QuotaTree([cq])
     for w in (old, high, low):
         assert w.admission is not None
         tree.add("cq", w.admission.usage())
-    wl = Workload("ns", "new", "q", "cq", (PodSet("workers", 3, {"cpu": CPU}),), priority=5, replaces=old.key)
+    wl = workload("new", priority=5).queue("q").podset("workers", 3, cpu=1).replaces(old.key).build()
     targets = slice_targets(wl, old, cq, tree, {"cq": {w.key: w for w in (old, high, low)}}, other)
     assert [t.workload.key for t in targets] == [low.key]
     assert tree.usage("cq", ("y", "cpu")) == 6 * CPU
@@ -314,16 +317,14 @@ def test_growing_in_place_is_refused() -> None:
 
 
 def _cohort_of_two() -> Scheduler:
-    def cq(name: str) -> ClusterQueueSpec:
-        return ClusterQueueSpec(name, "co", (ResourceGroup(("cpu",), ("f",), {("f", "cpu"): Quota(2 * CPU)}),))
-    return Scheduler(Config({"f": FlavorSpec("f")}, {"cq1": cq("cq1"), "cq2": cq("cq2")}, {}))
+    return scheduler(*(cluster_queue(name).flavor("f", cpu=2).cohort("co") for name in ("cq1", "cq2")))
 
 
 def _slices(s: Scheduler, queue: str = "cq1") -> tuple[Workload, Workload]:
-    old = Workload("ns", "job", "lq", queue, (PodSet("main", 2, {"cpu": CPU}),), uid="job")
+    old = workload("job", pods=2, on=queue).uid("job").build()
     s.add(old, 0.0)
     s.schedule(0.0)
-    grown = Workload("ns", "job-2", "lq", queue, (PodSet("main", 4, {"cpu": CPU}),), uid="job-2", replaces=old.key)
+    grown = workload("job-2", pods=4, on=queue).uid("job-2").replaces(old.key).build()
     s.add(grown, 1.0)
     return old, grown
 
@@ -331,7 +332,7 @@ def _slices(s: Scheduler, queue: str = "cq1") -> tuple[Workload, Workload]:
 def test_a_slice_that_no_longer_fits_after_another_head_waits() -> None:
     s = _cohort_of_two()
     old, grown = _slices(s)
-    s.add(Workload("ns", "other", "lq", "cq2", (PodSet("main", 2, {"cpu": CPU}),), uid="other"), 1.0)
+    s.add(workload("other", pods=2, on="cq2").uid("other").build(), 1.0)
     events, progress = s.cycle(2.0)
     assert events[2:] == [Event(2.0, EventKind.PENDING, grown.key, "cq1",
                                 "Workload no longer fits after processing another workload")]
@@ -355,12 +356,9 @@ def test_a_slice_that_takes_exactly_what_is_left_replaces_the_old_one() -> None:
 
 def _cohort(fair: bool) -> Scheduler:
     """ClusterQueues a, b and c of 4 cpu each in one cohort, reclaiming within it; fair sharing on or off."""
-    def queue(name: str) -> ClusterQueueSpec:
-        group = ResourceGroup(("cpu",), ("f",), {("f", "cpu"): Quota(4 * CPU)})
-        return ClusterQueueSpec(name, "all", (group,), reclaim_within_cohort=PreemptionPolicy.ANY,
-                                borrow_within_cohort=PreemptionPolicy.LOWER_PRIORITY)
-    config = Config({"f": FlavorSpec("f")}, {q: queue(q) for q in "abc"}, {}, fair_sharing=STRATEGIES if fair else None)
-    return Scheduler(config, instant_eviction=True)
+    queues = (cluster_queue(name).flavor("f", cpu=4).cohort("all")
+              .preempt(reclaim=PreemptionPolicy.ANY, borrow=PreemptionPolicy.LOWER_PRIORITY) for name in "abc")
+    return scheduler(*queues, instant_eviction=True, fair_sharing=STRATEGIES if fair else None)
 
 
 @pytest.mark.parametrize(("fair", "preempted"), [(False, ["ns/b2"]), (True, [])])
@@ -373,15 +371,14 @@ def test_a_growing_slice_preempts_as_its_cohort_preempts_under_fair_sharing_or_n
     it preempt b, and the growth waits while a's old slice runs on."""
     s = _cohort(fair)
     for i in range(3):
-        job = Workload("ns", f"b{i}", "q", "b", (PodSet("main", 1, {"cpu": 2 * CPU}),), uid=f"b{i}", priority=-1)
+        job = workload(f"b{i}", cpu=2, priority=-1, on="b").queue("q").uid(f"b{i}").build()
         s.add(job, float(i))
         s.schedule(float(i))
         assert job.state is WorkloadState.ADMITTED
-    old = Workload("ns", "a", "q", "a", (PodSet("head", 1, {"cpu": CPU}), PodSet("workers", 3, {"cpu": CPU})),
-                   uid="a")
+    old = workload("a", on="a").queue("q").podset("head", 1, cpu=1).podset("workers", 3, cpu=1).uid("a").build()
     _admit(s, old, 5)
-    grown = Workload("ns", "a-2", "q", "a", (PodSet("head", 1, {"cpu": CPU}), PodSet("workers", 7, {"cpu": CPU})),
-                     uid="a-2", replaces=old.key)
+    grown = (workload("a-2", on="a").queue("q").podset("head", 1, cpu=1).podset("workers", 7, cpu=1).uid("a-2")
+             .replaces(old.key).build())
     events = s.add(grown, 6) + s.schedule(6)
     assert [e.workload for e in events if e.kind is EventKind.PREEMPTED] == preempted
     if preempted:

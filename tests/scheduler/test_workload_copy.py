@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from flexq.scheduler import Admission, CheckState, FlavorResource, PodSet, PodSetAssignment, Workload, WorkloadState
+from flexq.scheduler import Admission, CheckState, FlavorResource, PodSetAssignment, Workload, WorkloadState
 from flexq.scheduler.model import PodSetUpdate
+from tests.support import workload
 
 FIELDS: dict[str, str] = {
     **{name: "value" for name in (
@@ -27,9 +28,9 @@ def test_every_field_of_a_workload_is_a_value_or_copied() -> None:
 
 def _workload() -> Workload:
     fr: FlavorResource = ("default", "cpu")
-    wl = Workload("default", "job-1", "q", "cq", (PodSet("main", 2, {"cpu": 1000}),), priority=5, created=1.0,
-                  state=WorkloadState.ADMITTED,
-                  admission=Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, {fr: 2000}, 2),)))
+    wl = workload("job-1", pods=2, priority=5).namespace("default").queue("q").created(1.0).build()
+    wl.state = WorkloadState.ADMITTED
+    wl.admission = Admission.of("cq", (PodSetAssignment("main", {"cpu": "default"}, {fr: 2000}, 2),))
     wl.checks["prov"] = CheckState.READY
     wl.pod_set_updates["prov"] = {"main": PodSetUpdate(node_selector={"cloud.google.com/gke-nodepool": "dws-pool"})}
     wl.count_eviction("Preempted")

@@ -1,5 +1,6 @@
 """What tests share: waiting for what a live server does (:func:`eventually`), reading its workloads and nodes, running
-the CLI against it, a fluent builder of the Jobs tests submit (:func:`job`), a stepped queue controller on a store of
+the CLI against it, fluent builders of the Jobs tests submit (:func:`job`) and of the scheduler's workloads and queues
+(:func:`workload`, :func:`cluster_queue`, :func:`scheduler`), a stepped queue controller on a store of
 its own, and the guide's jobs in scenarios. A test module imports these from here, never another test module's private
 helpers (``tests/test_support_use.py``)."""
 
@@ -18,8 +19,10 @@ from tests.support.live import (
     serve_kueue_config,
     workloads,
 )
+from tests.support.scheduling import QueueBuilder, WorkloadBuilder, cluster_queue, milli, scheduler, workload
 from tests.support.waiting import eventually, eventually_value, wait_until
 
-__all__ = ["CountedScheduler", "JobBuilder", "assert_done", "cli", "cli_ok", "condition", "controller_on_store",
-           "eventually", "eventually_value", "flavors", "get_rayjob", "guide_setup", "job", "nodes", "queued_job",
-           "serve_capacity", "serve_kueue_config", "wait_until", "workloads"]
+__all__ = ["CountedScheduler", "JobBuilder", "QueueBuilder", "WorkloadBuilder", "assert_done", "cli", "cli_ok",
+           "cluster_queue", "condition", "controller_on_store", "eventually", "eventually_value", "flavors",
+           "get_rayjob", "guide_setup", "job", "milli", "nodes", "queued_job", "scheduler", "serve_capacity",
+           "serve_kueue_config", "wait_until", "workload", "workloads"]
