@@ -24,6 +24,8 @@ from flexq.scheduler.model import (
     PodSetAssignment,
     PreemptionPolicy,
     Quota,
+    Taint,
+    Toleration,
     TopologyAssignment,
     TopologyRequest,
     Workload,
@@ -199,3 +201,79 @@ def test_assigned_again_a_head_keeps_its_nominated_flavor(gate: bool) -> None:
     assert b1.pending_reason == (
         'couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t allow to fit any of 1 pod(s). '
         'Total nodes: 1; excluded: resource "cpu": 1' if gate else NO_LONGER_FITS)
+
+
+def _keeping(a2: Workload, hosts: dict[str, int], held: dict[str, int], b1_pods: int,
+             taint: str = "") -> tuple[Scheduler, Workload]:
+    """Queue a (no borrowing, preempting lower priorities only) holds a1 (priority 2, one cpu a pod on ``held``);
+    ``a2`` (priority 2) does not fit beside it and preempts nobody, so it keeps its placement as if the nodes were
+    empty (Kueue's simulateEmpty); b1 (priority 1, ``b1_pods`` pods required on one host) in queue b comes after it.
+    ``taint``: a host tainted NoSchedule (a2's pod sets tolerate it, b1 does not)."""
+    a = tas_queue("tas-cq-a", [FLAVOR.name], 8, cohort="tas-cohort-main",
+                  within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)
+    a = dataclasses.replace(a, groups=tuple(dataclasses.replace(g, quotas={fr: Quota(q.nominal, 0) for fr, q in
+                                                                           g.quotas.items()}) for g in a.groups))
+    b = tas_queue("tas-cq-b", [FLAVOR.name], 4, cohort="tas-cohort-main")
+    nodes = [node(host, {HOSTNAME: host}, cpus) for host, cpus in hosts.items()]
+    for n in nodes:
+        if n.name == taint:
+            n.taints = (Taint("dedicated", "a", "NoSchedule"),)
+    s = tas_scheduler(nodes, [FLAVOR], [a, b])
+    b1 = _job("b1", "tas-cq-b", b1_pods, priority=1)
+    for wl in (_admitted("a1", "tas-cq-a", held, priority=2), a2, b1):
+        s.add(wl, 0.0)
+    assert s.cycle(0.0)[0] is not None
+    assert a2.admission is None and "Pending the preemption" not in a2.pending_reason
+    return s, b1
+
+
+def test_a_preemptor_that_preempts_nobody_keeps_every_pod_set_s_place_each_beside_the_others() -> None:
+    # a2's two pod sets (3 pods each, each on one host) take both hosts once empty, the second placed with the first
+    # held: h1 (tainted, tolerated by a2) and h2 are kept whole, so b1's one pod finds no room. Placed as if the first
+    # held nothing, both would go to one host and leave the other to b1.
+    tolerated = (Toleration("dedicated", "Equal", "a", "NoSchedule"),)
+    request = TopologyRequest(HOSTNAME, required=True)
+    a2 = Workload("default", "a2", "lq", "tas-cq-a",
+                  tuple(PodSet(name, 3, {"cpu": CPU}, tolerations=tolerated, topology=request) for name in ("x", "y")),
+                  priority=2, uid="wl-a2")
+    _, b1 = _keeping(a2, {"h1": 3, "h2": 3}, {"h2": 1}, 1, taint="h1")
+    assert b1.admission is None
+
+
+def test_a_preemptor_that_preempts_nobody_keeps_its_pod_set_group_s_place_together() -> None:
+    # a2's workers (2 pods) and leader (1 pod) are one group: once empty they take h2 (3 cpus) together, which h1 (2
+    # cpus) cannot hold; a1 holds one cpu of h2, so a2 waits. Kept on h2, they leave h1 to b1's two pods. Placed
+    # apart, the workers would take h1 whole and the leader a cpu of h2, leaving b1 no host with two cpus free.
+    grouped = TopologyRequest(HOSTNAME, required=True, group="g")
+    a2 = Workload("default", "a2", "lq", "tas-cq-a", (PodSet("workers", 2, {"cpu": CPU}, topology=grouped),
+                                                      PodSet("leader", 1, {"cpu": CPU}, topology=grouped)),
+                  priority=2, uid="wl-a2")
+    _, b1 = _keeping(a2, {"h1": 2, "h2": 3}, {"h2": 1}, 2)
+    assert hosts_of(b1) == {"one": ("h1",)}
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["enabled", "disabled"])
+def test_a_head_assigned_again_preempts_where_its_placement_was_taken(gate: bool) -> None:
+    # h1 and h2 have two cpus each; l1 (priority 0) holds h2 in queue b. p1 (priority 5, queue a) and p2 (priority 4,
+    # queue b) are both nominated on h1, each needing two pods on one host; p1 takes it. Enabled, p2 is assigned
+    # again: h1 is taken and h2 is held by l1, of lower priority in its own queue, so p2 preempts l1 and keeps h2.
+    # Disabled, it is skipped, and preempts l1 in the next cycle.
+    queues = [tas_queue("tas-cq-a", [FLAVOR.name], 4),
+              tas_queue("tas-cq-b", [FLAVOR.name], 4, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)]
+    s = tas_scheduler([node("h1", {HOSTNAME: "h1"}, 2), node("h2", {HOSTNAME: "h2"}, 2)], [FLAVOR], queues,
+                      recompute_tas=gate)
+    l1, p1, p2 = (_admitted("l1", "tas-cq-b", {"h2": 2}, priority=0), _job("p1", "tas-cq-a", 2, priority=5),
+                  _job("p2", "tas-cq-b", 2, priority=4))
+    for wl in (l1, p1, p2):
+        s.add(wl, 0.0)
+    events = s.cycle(0.0)[0]
+    assert hosts_of(p1) == {"one": ("h1",)} and p2.admission is None
+    preempted = [e.workload for e in events if e.kind.value == "Preempted"]
+    assert preempted == (["default/l1"] if gate else [])
+    assert p2.pending_reason == ('couldn\'t assign flavors to pod set one: topology "tas-single-level" doesn\'t allow '
+                                 'to fit any of 2 pod(s). Total nodes: 2; excluded: resource "cpu": 2. Pending the '
+                                 'preemption of 1 workload(s)' if gate else NO_LONGER_FITS)
+    s.cycle(1.0)  # disabled, p2 preempts l1 only now, a cycle later
+    assert (p2.admission is not None) == gate
+    s.cycle(2.0)
+    assert hosts_of(p2) == {"one": ("h2",)}
