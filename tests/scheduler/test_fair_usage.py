@@ -112,3 +112,39 @@ def test_a_racing_workload_is_charged_once_for_the_variant_that_wins() -> None:
     keep = 0.5 ** (10 / 600)
     assert consumed == pytest.approx({"cpu": 2 * 4 * alpha * keep + 4 * (1 - keep)})
     assert ledger.usage(LQ) == pytest.approx(consumed["cpu"])  # nothing pending
+
+
+@pytest.mark.parametrize(("kind", "state", "kept"), [
+    (EventKind.FINISHED, WorkloadState.FINISHED, False),
+    (EventKind.DEACTIVATED, WorkloadState.INACTIVE, False),
+    (EventKind.EVICTED, WorkloadState.INACTIVE, False),  # evicted as it is deactivated: never admitted now
+    (EventKind.EVICTED, WorkloadState.PENDING, True),  # evicted and queued again: it may yet be admitted
+    (EventKind.PREEMPTED, WorkloadState.PENDING, True),
+])
+def test_a_pending_penalty_is_dropped_only_for_a_workload_that_will_never_be_admitted(
+        kind: EventKind, state: WorkloadState, kept: bool) -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
+    wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
+    fair = frozenset({"cq"})
+    ledger.advance(0.0, {})
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    charged, version = ledger.usage(LQ), ledger.version
+    assert charged > 0
+    wl.state = state
+    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    assert ledger.usage(LQ) == (charged if kept else 0.0)
+    assert (ledger.version == version) == kept, "a new version exactly when the penalty went"
+    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    assert (ledger.version == version) == kept, "nothing more to drop: the same version"
+
+
+@pytest.mark.parametrize(("half_life", "share"), [(0.0, 0.0), (1.0, 1 - 0.5), (10.0, 1 - 0.5 ** 0.1)])
+def test_the_entry_penalty_is_the_share_of_its_request_one_sample_would_add(half_life: float, share: float) -> None:
+    # Kueue's alpha: 1 - 0.5^(sampling / half-life); 0 with a zero half-life (as its decay's).
+    ledger = UsageLedger(AdmissionFairSharing(half_life=half_life, sampling=1.0))
+    wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
+    ledger.advance(0.0, {})
+    before = ledger.version
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, frozenset({"cq"}), 0.0)
+    assert ledger.usage(LQ) == pytest.approx(4 * share)
+    assert ledger.version != before
