@@ -96,11 +96,15 @@ def test_preemption_frees_a_domain_where_the_required_topology_fits(case: str, f
 FILL_BACK = {
     # Kueue's order takes ``small`` first (lowest priority), which frees no host for the 5-cpu pod; ``big`` then
     # frees y1, and ``small`` is put back. ``top`` is of higher priority than the incoming workload.
-    "put back": ([("top", 9, "x1", 3), ("small", 1, "x1", 2), ("big", 2, "y1", 4)], (1, True),
+    "put back": ([("top", 9, "x1", 3), ("small", 1, "x1", 2), ("big", 2, "y1", 4)], (1, "one host"),
                  ([("big", "InClusterQueue")], ("y1",))),
+    # The same pod asking no topology: every flavor of the ClusterQueue is topology-aware, so it is placed
+    # unconstrained (Kueue's implied TAS), and its placement is asked of the victims all the same.
+    "put back, asking nothing": ([("top", 9, "x1", 3), ("small", 1, "x1", 2), ("big", 2, "y1", 4)], (1, None),
+                                 ([("big", "InClusterQueue")], ("y1",))),
     # Two 5-cpu pods anywhere need both hosts whole: putting ``small`` back would leave the quota fitting and the
     # placement not, so it stays a victim (``fillBackWorkloads`` asks the placement too).
-    "kept": ([("small", 1, "x1", 4), ("big", 2, "y1", 4)], (2, False),
+    "kept": ([("small", 1, "x1", 4), ("big", 2, "y1", 4)], (2, "anywhere"),
              ([("big", "InClusterQueue"), ("small", "InClusterQueue")], ("x1", "y1"))),
 }
 
@@ -108,14 +112,16 @@ FILL_BACK = {
 @pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
 @pytest.mark.parametrize("case", FILL_BACK)
 def test_victims_are_put_back_only_where_the_placement_stays(case: str, fair: bool) -> None:
-    held, (pods, one_host), expected = FILL_BACK[case]
+    held, (pods, asked), expected = FILL_BACK[case]
     s = _scheduler(PreemptionPolicy.LOWER_PRIORITY, fair)
     for t, (name, priority, host, cpus) in enumerate(held):
         wl = _job(name, priority, 1, cpus)
         s.add(wl, float(t))
         s.schedule(float(t))
         assert _hosts(wl) == (host,), name
-    request = TopologyRequest(HOSTNAME, required=True) if one_host else TopologyRequest(unconstrained=True)
+    requests = {"one host": TopologyRequest(HOSTNAME, required=True), "anywhere": TopologyRequest(unconstrained=True),
+                None: None}
+    request = requests[asked]
     incoming = Workload("default", "whole", "lq", "cq", (PodSet("one", pods, {"cpu": 5 * CPU}, topology=request),),
                         priority=5, uid="whole")
     s.add(incoming, 10.0)
@@ -170,3 +176,4 @@ def test_fair_sharing_reclaims_a_placement_in_the_cohort(case: str) -> None:
                          if e.kind.value == "Preempted"],
            "incoming": incoming.state, "hosts": _hosts(incoming) if incoming.admission is not None else ()}
     assert got == expected
+
