@@ -45,3 +45,25 @@ def test_variants_share_the_head_and_the_first_check_ready_wins() -> None:
         PodSetAssignment("head", {"cpu": "default-cpu"}, {HEAD: 1000}, 1),
         PodSetAssignment("workers", {"tpu": "dws"}, {DWS: 4000}, 4))
     assert sched.workload(od) is None and sched.workload(dws) is None
+
+
+def test_the_head_s_quota_passes_to_the_other_variant_when_its_carrier_goes() -> None:
+    sched = _scheduler()
+    wl = workload("job").podset("head", 1, cpu=1).podset("workers", 4, tpu=1).uid("job").build()
+    sched.add(wl, 0.0)
+    od, dws = sched.variants["ns/job"]
+    sched.schedule(0.0)
+    assert _usage(sched) == (1000, 4000, 4000)
+    sched.set_check(od, "prov-od", CheckState.REJECTED, 1.0)  # the carrier goes: DWS takes the head on
+    sched.schedule(1.0)
+    rejected = sched.held(od)
+    assert (rejected.state, rejected.admission) == (WorkloadState.INACTIVE, None)
+    assert _usage(sched) == (1000, 0, 4000), "the head's 1 cpu still held once"
+    carried = sched.held(dws).admission
+    assert carried is not None and carried.total == {HEAD: 1000, DWS: 4000}
+    assert carried.podsets[0] == PodSetAssignment("head", {"cpu": "default-cpu"}, {HEAD: 1000}, 1)
+    sched.set_check(dws, "prov-dws", CheckState.READY, 2.0)
+    sched.schedule(2.0)
+    assert (wl.state, _usage(sched)) == (WorkloadState.ADMITTED, (1000, 0, 4000))
+    sched.finish("ns/job", 3.0)
+    assert _usage(sched) == (0, 0, 0), "nothing left held by anyone"
