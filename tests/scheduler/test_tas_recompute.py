@@ -277,3 +277,24 @@ def test_a_head_assigned_again_preempts_where_its_placement_was_taken(gate: bool
     assert (p2.admission is not None) == gate
     s.cycle(2.0)
     assert hosts_of(p2) == {"one": ("h2",)}
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["enabled", "disabled"])
+def test_a_head_s_pod_sets_are_checked_together_against_what_the_cycle_took(gate: bool) -> None:
+    # One host of 4 cpus. b's two pod sets (2 cpus each) were both nominated on it; a (priority 5) takes 2 cpus
+    # first. Each of b's pod sets alone still fits the 2 left, both together do not (Kueue checks a workload's topology
+    # usage whole): b is not admitted, which would hold 6 cpus on a host of 4.
+    s = tas_scheduler([node("h", {HOSTNAME: "h"}, 4)], [FLAVOR],
+                      [tas_queue("tas-cq-a", [FLAVOR.name], 8), tas_queue("tas-cq-b", [FLAVOR.name], 8)],
+                      recompute_tas=gate)
+    request = TopologyRequest(HOSTNAME, required=True)
+    a = _job("a", "tas-cq-a", 2, priority=5)
+    b = Workload("default", "b", "lq", "tas-cq-b",
+                 tuple(PodSet(name, 1, {"cpu": 2 * CPU}, topology=request) for name in ("x", "y")), priority=1)
+    for wl in (a, b):
+        s.add(wl, 0.0)
+    s.cycle(0.0)
+    assert hosts_of(a) == {"one": ("h",)} and b.admission is None
+    assert b.pending_reason == ('couldn\'t assign flavors to pod set y: topology "tas-single-level" doesn\'t allow to '
+                                'fit any of 1 pod(s). Total nodes: 1; excluded: resource "cpu": 1'
+                                if gate else NO_LONGER_FITS)

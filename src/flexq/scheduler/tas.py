@@ -96,24 +96,23 @@ def _held(wl: Workload, topology: str, state: SchedulerState) -> Iterable[tuple[
 
 def topology_fits(state: SchedulerState, view: TopologyView | None, wl: Workload, assignment: Assignment) -> bool:
     """Whether the domains ``wl``'s pod sets were placed on at nomination still hold them (others may have been
-    admitted there since, in the same cycle)."""
+    admitted there since, in the same cycle): all of them together, as Kueue checks a workload's topology usage, each
+    pod set with the places of those before it on its topology held."""
     if view is None:
         return True
     podsets = {p.name: p for p in wl.podsets}
-    grouped: dict[str, Held] = {}  # a pod set group's first pod set holds its place for the second's check
+    held: dict[str, Held] = {}  # by Topology: the places of the pod sets checked so far
     for result in assignment.podsets:
         if result.topology is None:
             continue
         flavor = next((state.config.flavors[f] for f in result.flavors.values()
                        if f in state.config.flavors and state.config.flavors[f].topology), None)
-        podset = podsets[result.name]
-        group = podset.topology.group if podset.topology is not None else ""
         if flavor is None:
             continue
-        if not fits(view.plus(flavor.topology, grouped.get(group, [])), flavor, podset, result.topology):
+        podset = podsets[result.name]
+        if not fits(view.plus(flavor.topology, held.get(flavor.topology, [])), flavor, podset, result.topology):
             return False
-        if group:
-            grouped.setdefault(group, []).append(holding(result.topology, podset))
+        held.setdefault(flavor.topology, []).append(holding(result.topology, podset))
     return True
 
 
