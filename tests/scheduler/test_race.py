@@ -259,7 +259,8 @@ def test_one_variant_at_a_time_preempts() -> None:
     preempted = [e.workload for e in events if e.kind is EventKind.PREEMPTED]
     assert len(preempted) == 1, "both variants could preempt: only one does"
     gated = [e.reason for e in events if e.kind is EventKind.PENDING and "another variant" in e.reason]
-    assert gated, "the other variant says why it preempts nobody"
+    assert len(gated) == 1 and gated[0].endswith(
+        ". It preempts nobody: another variant of its workload holds quota or is preempting"), gated
     s.set_check(high.key, "prov", CheckState.READY, 6)
     assert high.state is WorkloadState.ADMITTED and _flavor(high) == "a"
     assert sum(w.admission is not None for w in low) == 1, "the job on b was never preempted"
