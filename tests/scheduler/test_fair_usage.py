@@ -9,7 +9,7 @@ import pytest
 
 from flexq.api import AdmissionFairSharing
 from flexq.scheduler import Event, EventKind, UsageLedger, Workload, format_usage
-from flexq.scheduler.fair_usage import decayed
+from flexq.scheduler.fair_usage import admitted_usage, decayed
 from flexq.scheduler.model import Admission, PodSetAssignment, WorkloadState
 from tests.support import workload
 
@@ -148,3 +148,72 @@ def test_the_entry_penalty_is_the_share_of_its_request_one_sample_would_add(half
     ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, frozenset({"cq"}), 0.0)
     assert ledger.usage(LQ) == pytest.approx(4 * share)
     assert ledger.version != before
+
+
+def test_every_change_to_the_ledger_gives_it_a_version_not_seen_before() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
+    wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
+    seen = [ledger.version]
+    fair = frozenset({"cq"})
+    for change in (lambda: ledger.seed(LQ, {"cpu": 1.0}, 0.0), lambda: ledger.know([("team", "other")], 0.0),
+                   lambda: ledger.seed(("team", "seeded"), {"cpu": 2.0}, 0.0),
+                   lambda: ledger.know([("team", "known")], 0.0),
+                   lambda: ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 0.0),
+                   lambda: ledger.hear([Event(0.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, fair, 0.5),
+                   lambda: ledger.advance(2.0, {})):
+        change()
+        assert ledger.version not in seen, len(seen)
+        seen.append(ledger.version)
+    ledger.seed(LQ, {"cpu": 9.0}, 0.0)  # known already: no change
+    ledger.know([LQ], 2.0)
+    assert ledger.version == seen[-1]
+
+
+def test_an_admission_folds_its_penalty_into_the_sum_decayed_since_the_last_sample() -> None:
+    # The sum was last sampled at 10 s (8 memory), the admission comes at 10.5 s with nothing admitted meanwhile: the
+    # memory decays over half a second, the cpu penalty is added to no cpu.
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
+    ledger.seed(LQ, {"memory": 8.0}, 10.0)
+    wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
+    fair = frozenset({"cq"})
+    ledger.hear([Event(10.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 10.0)
+    ledger.hear([Event(10.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, fair, 10.5)
+    consumed, last = ledger.consumed(LQ) or ({}, -1.0)
+    assert last == 10.5
+    assert consumed == pytest.approx({"memory": 8.0 * 0.5 ** 0.05, "cpu": 4 * (1 - 0.5 ** 0.1)})
+
+
+def test_a_one_second_half_life_halves_the_sum_each_second() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=1.0, sampling=1.0))
+    ledger.seed(LQ, {"cpu": 8.0}, 0.0)
+    ledger.advance(1.0, {})
+    assert ledger.consumed(LQ) == ({"cpu": 4.0}, 1.0)
+
+
+def test_an_empty_ledger_samples_nothing_and_is_next_due_a_sampling_interval_on() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=60.0))
+    ledger.advance(5.0, {})
+    assert (ledger.consumed(LQ), ledger.usage(LQ), ledger.next_due(5.0)) == (None, 0.0, 65.0)
+
+
+@pytest.mark.parametrize(("now", "due"), [(0.0, 1.0), (0.5, 1.0), (5.0, 5.001)])
+def test_the_next_sample_is_due_a_sampling_interval_after_the_last_and_never_before_now(now: float,
+                                                                                         due: float) -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
+    ledger.seed(LQ, {"cpu": 1.0}, 0.0)
+    assert ledger.next_due(now) == pytest.approx(due)
+
+
+def test_admitted_usage_counts_only_admitted_holders_of_the_local_queues_asked() -> None:
+    def held(name: str, queue: str, cpu: int, state: WorkloadState) -> Workload:
+        wl = _workload(name, cpu, state)
+        wl.queue = queue
+        return wl
+
+    holding = {"cq": {w.key: w for w in (held("other", "lq2", 1, WorkloadState.ADMITTED),
+                                          held("reserved", "lq", 2, WorkloadState.QUOTA_RESERVED),
+                                          held("a", "lq", 4, WorkloadState.ADMITTED))},
+               "cq2": {w.key: w for w in (held("c", "lq3", 8, WorkloadState.ADMITTED),)}}
+    assert admitted_usage(holding) == {("team", "lq2"): {"cpu": 1.0}, LQ: {"cpu": 4.0}, ("team", "lq3"): {"cpu": 8.0}}
+    assert admitted_usage(holding, {LQ: "cq", ("team", "idle"): "cq-without-holders"}) == {
+        LQ: {"cpu": 4.0}, ("team", "idle"): {}}
