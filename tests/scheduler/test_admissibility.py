@@ -191,3 +191,28 @@ def test_a_held_cluster_queue_gives_back_quota_reserved_while_checks_wait() -> N
     assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
     assert [(e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED] == [
         ("The ClusterQueue is stopped", "ClusterQueueStopped")]
+
+
+@pytest.mark.parametrize(("why", "reasons"), [
+    ("namespace", ["workload namespace doesn't match ClusterQueue selector"] * 2),
+    ("local queue stopped", ["LocalQueue lq is stopped", "LocalQueue lq2 is stopped"]),
+    ("cluster queue stopped", ["ClusterQueue cq is inactive", "ClusterQueue cq2 is inactive"]),
+])
+def test_every_head_kept_out_in_one_cycle_says_why_at_that_moment(why: str, reasons: list[str]) -> None:
+    # Two ClusterQueues, a head in each from team-b, both kept out in the same cycle: each says so, then.
+    objects = _objects({"matchLabels": {"team": "a"}} if why == "namespace" else {})
+    cq2 = {**objects["ClusterQueue"][0], "metadata": {"name": "cq2"}}
+    objects["ClusterQueue"].append(cq2)
+    objects["LocalQueue"].append({"metadata": {"name": "lq2", "namespace": "team-b"}, "spec": {"clusterQueue": "cq2"}})
+    for lq in objects["LocalQueue"][1:]:
+        if why == "local queue stopped":
+            lq["spec"] = {**lq["spec"], "stopPolicy": "Hold"}
+    if why == "cluster queue stopped":
+        for cq in objects["ClusterQueue"]:
+            cq["spec"] = {**cq["spec"], "stopPolicy": "Hold"}
+    heads = [workload("w1").namespace("team-b").build(),
+             workload("w2", on="cq2").namespace("team-b").queue("lq2").build()]
+    scheduler = _scheduler(build_config(objects), *heads)
+    events = scheduler.cycle(2.0)[0]
+    assert [(e.t, e.kind, e.workload, e.reason) for e in events] == [
+        (2.0, EventKind.PENDING, wl.key, reason) for wl, reason in zip(heads, reasons, strict=True)]

@@ -11,7 +11,7 @@ import pytest
 from flexq.scheduler.events import Event, EventKind
 from flexq.scheduler.model import Workload, WorkloadState
 from flexq.scheduler.queues import QueueManager
-from tests.support import workload
+from tests.support import cluster_queue, scheduler, workload
 
 
 def _wl(name: str, cq: str = "cq", priority: int = 0, created: float = 0.0) -> Workload:
@@ -213,3 +213,16 @@ def test_a_copy_goes_on_as_the_queues_would_and_apart_from_them() -> None:
     assert drained(copied) == ["a", "b", "c", "d", "e", "f"]
     assert (queues.blocked("cq"), queues.aside(workloads["ns/a"]), queues.pending_count("cq")) == (True, True, 5)
     assert drained(queues) == ["a", "b", "c", "d", "e", "f"]
+
+
+@pytest.mark.parametrize(("uids", "first"), [(("uid-2", "uid-1"), "b"), (("uid-1", "uid-2"), "a"), (("", ""), "a")])
+def test_a_cycle_s_heads_alike_in_all_else_go_in_the_order_of_their_uids(uids: tuple[str, str], first: str) -> None:
+    # Kueue's order of a cycle's entries: borrowing, priority, queue time, then the UID (flexq: the key where a
+    # workload has none). Both heads borrow the lender's 2 cpus, at the same priority and time: one gets them.
+    sched = scheduler(*(cluster_queue(name).flavor("f", cpu=cpu).cohort("co") for name, cpu in
+                        (("qa", 0), ("qb", 0), ("lender", 2))))
+    heads = {name: workload(name, cpu=2, on=f"q{name}").uid(uid).build() for name, uid in zip("ab", uids, strict=True)}
+    for wl in heads.values():
+        sched.add(wl, 0.0)
+    sched.cycle(1.0)
+    assert {name for name, wl in heads.items() if wl.admission is not None} == {first}
