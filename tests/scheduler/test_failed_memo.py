@@ -35,6 +35,7 @@ from flexq.scheduler.preemption import find_targets, nobody_locally
 from flexq.scheduler.quota import QuotaTree
 from flexq.scheduler.scheduler import Config, Scheduler
 from flexq.scheduler.state import Stuck
+from tests.support import cluster_queue, scheduler, workload
 from tests.support.scheduler_walks import QueueSpec, WorkloadSpec, random_config, walk
 
 FR: FlavorResource = ("f", "cpu")
@@ -183,3 +184,21 @@ def test_a_failed_assignment_is_not_given_again_once_its_queue_holds_someone_to_
     assert again.granular is Granular.PREEMPT
     sched._state.failed.clear()
     assert runner._assign(head)[0] == again
+
+
+def test_a_failure_is_not_given_to_an_older_workload_under_lower_or_newer_equal_priority() -> None:
+    # Under LowerOrNewerEqualPriority a workload may preempt one of its own priority that queued after it, so the
+    # time it queued is part of its shape: late (queued at 10) finds nobody newer than it to preempt; early, the same
+    # shape but queued at 1, arriving after late's failure with the tree unchanged, preempts running (queued at 5).
+    sched = scheduler(cluster_queue().flavor("f", cpu=4).preempt(within=PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY),
+                      instant_eviction=True)
+    running, late, early = (workload(name, cpu=4).created(t).uid(name).build()
+                            for name, t in (("running", 5.0), ("late", 10.0), ("early", 1.0)))
+    sched.add(running, 5.0)
+    sched.schedule(5.0)
+    sched.add(late, 10.0)
+    sched.schedule(10.0)
+    assert (running.state, late.state) == (WorkloadState.ADMITTED, WorkloadState.PENDING)
+    sched.add(early, 11.0)
+    events = sched.schedule(11.0)
+    assert [e.workload for e in events if e.kind.value == "Preempted"] == [running.key]
