@@ -14,10 +14,13 @@ import pytest
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.fair_preemption import STRATEGIES
 from flexq.scheduler.model import (
+    Admission,
     ClusterQueueSpec,
     FlavorSpec,
     PodSet,
+    PodSetAssignment,
     PreemptionPolicy,
+    TopologyAssignment,
     TopologyRequest,
     Workload,
     WorkloadState,
@@ -177,3 +180,53 @@ def test_fair_sharing_reclaims_a_placement_in_the_cohort(case: str) -> None:
            "incoming": incoming.state, "hosts": _hosts(incoming) if incoming.admission is not None else ()}
     assert got == expected
 
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
+def test_each_pod_set_s_place_is_asked_of_the_victims_with_the_others_held(fair: bool) -> None:
+    # Hosts of 5 cpus. x and y (one 3-cpu pod each, each on one host) need a host apiece. low (priority 0, 3 cpus of
+    # x1) going leaves x1 whole for x, but y, with x held there, then finds 2 cpus on x1 and 2 on y1 beside mid's 3:
+    # mid (priority 1) goes too. Asked alone, y would fit x1 beside nothing and spare mid.
+    s = tas_scheduler(_hosts_5_cpus(("x1", "y1")), [FLAVOR],
+                      [tas_queue("cq", ["tas"], 50, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)],
+                      fair_sharing=STRATEGIES if fair else None)
+    for t, (name, priority, cpus) in enumerate((("low", 0, 3), ("mid", 1, 3))):
+        holder = _job(name, priority, 1, cpus)
+        s.add(holder, float(t))
+        s.schedule(float(t))
+    request = TopologyRequest(HOSTNAME, required=True)
+    incoming = Workload("default", "pair", "lq", "cq",
+                        tuple(PodSet(name, 1, {"cpu": 3 * CPU}, topology=request) for name in ("x", "y")),
+                        priority=5, uid="pair")
+    s.add(incoming, 10.0)
+    events = s.schedule(10.0)
+    assert sorted(e.workload.split("/")[1] for e in events if e.kind.value == "Preempted") == ["low", "mid"]
+    assert incoming.state is WorkloadState.ADMITTED
+    assert sorted(hosts_of(incoming).values()) == [("x1",), ("y1",)]
+
+
+@pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
+def test_a_pod_set_group_s_place_is_asked_of_the_victims_whole(fair: bool) -> None:
+    # x1 has 3 cpus, low (priority 0) holding 1; y1 has 5, mid (priority 1) holding 2. The group's workers (3 cpus)
+    # and leader (1 cpu) go to one host together: x1 is too small, so low's going does not help; mid goes, low is put
+    # back, and both land on y1. Asked apart, the workers would fit y1 and the leader x1 once low was gone.
+    nodes = [node("x1", {HOSTNAME: "x1"}, 3, pods=110_000), node("y1", {HOSTNAME: "y1"}, 5, pods=110_000)]
+    s = tas_scheduler(nodes, [FLAVOR],
+                      [tas_queue("cq", ["tas"], 50, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)],
+                      fair_sharing=STRATEGIES if fair else None)
+    for name, priority, cpus, host in (("low", 0, 1, "x1"), ("mid", 1, 2, "y1")):
+        holder = _job(name, priority, 1, cpus)
+        placed = TopologyAssignment((HOSTNAME,), (((host,), 1),))
+        holder.admission = Admission.of("cq", (PodSetAssignment("one", {"cpu": FLAVOR.name},
+                                                                {(FLAVOR.name, "cpu"): cpus * CPU}, 1, placed),))
+        holder.state = WorkloadState.ADMITTED
+        s.add(holder, 0.0)
+    grouped = TopologyRequest(HOSTNAME, required=True, group="g")
+    incoming = Workload("default", "group", "lq", "cq", (PodSet("workers", 1, {"cpu": 3 * CPU}, topology=grouped),
+                                                         PodSet("leader", 1, {"cpu": CPU}, topology=grouped)),
+                        priority=5, uid="group")
+    s.add(incoming, 10.0)
+    events = s.schedule(10.0)
+    assert [e.workload.split("/")[1] for e in events if e.kind.value == "Preempted"] == ["mid"]
+    assert incoming.state is WorkloadState.ADMITTED
+    assert hosts_of(incoming) == {"workers": ("y1",), "leader": ("y1",)}
