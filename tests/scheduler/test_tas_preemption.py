@@ -230,3 +230,20 @@ def test_a_pod_set_group_s_place_is_asked_of_the_victims_whole(fair: bool) -> No
     assert [e.workload.split("/")[1] for e in events if e.kind.value == "Preempted"] == ["mid"]
     assert incoming.state is WorkloadState.ADMITTED
     assert hosts_of(incoming) == {"workers": ("y1",), "leader": ("y1",)}
+
+
+@pytest.mark.parametrize(("held", "admitted"), [(1, True), (2, False)])
+def test_the_pods_a_host_holds_count_against_its_allocatable_pods(held: int, admitted: bool) -> None:
+    # A host of 10 cpus that takes 2 pods: with one pod of another workload on it a third-party pod still fits, with
+    # two it does not (Kueue's TAS counts each pod against the node's allocatable "pods").
+    s = tas_scheduler([node("h", {HOSTNAME: "h"}, 10, pods=2000)], [FLAVOR], [tas_queue("cq", ["tas"], 50)])
+    holder = _job("holder", 0, held, 1)
+    holder.admission = Admission.of("cq", (PodSetAssignment(
+        "one", {"cpu": FLAVOR.name}, {(FLAVOR.name, "cpu"): held * CPU}, held,
+        TopologyAssignment((HOSTNAME,), ((("h",), held),))),))
+    holder.state = WorkloadState.ADMITTED
+    s.add(holder, 0.0)
+    incoming = _job("one-more", 0, 1, 1)
+    s.add(incoming, 1.0)
+    s.schedule(1.0)
+    assert (incoming.state is WorkloadState.ADMITTED) is admitted
