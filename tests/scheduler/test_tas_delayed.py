@@ -155,6 +155,7 @@ def test_no_placement_keeps_the_quota_and_retries_with_a_doubling_backoff() -> N
         assert _kinds(events) == ["SecondPassFailed"]
         tried.append(at)
     assert tried == [11.0, 13.0, 17.0, 25.0]
+    assert (events[0].t, events[0].workload, events[0].cluster_queue) == (25.0, wl.key, "tas-main")
     assert events[0].reason == f"couldn't assign flavors to pod set one: no topology domains at level: {HOSTNAME}"
     assert wl.state is WorkloadState.QUOTA_RESERVED and wl.pending_reason == events[0].reason
     assert s.usage("tas-main", ("tas-default", "cpu")) == CPU
@@ -323,3 +324,19 @@ def test_a_pod_set_update_that_contradicts_the_template_says_so() -> None:
     assert failed.reason == ("couldn't assign flavors to pod set one: invalid podSetUpdate for PodSet one, error: "
                              "invalid admission check PodSetUpdate: conflict for nodeSelector: conflict for "
                              "key=tas-node, value1=true, value2=false")
+
+
+def test_every_second_pass_due_is_made_in_one_step() -> None:
+    # Three workloads whose checks turned Ready together, one host with room for two: the first two in key order are
+    # placed and admitted, the third's pass fails, all in the one step their passes came due.
+    s = _scheduler([node("x1", {"tas-node": "true", HOSTNAME: "x1"}, 2)])
+    jobs = [dataclasses.replace(_job(), name=name, uid=name) for name in ("a", "b", "c")]
+    for wl in jobs:
+        s.add(wl, 0.0)
+    s.schedule(0.0)
+    for wl in jobs:
+        s.set_check(wl.key, PROV, CheckState.READY, 10.0)
+    events = s.schedule(11.0)
+    assert [(e.kind.value, e.workload) for e in events] == [
+        ("Admitted", "default/a"), ("Admitted", "default/b"), ("SecondPassFailed", "default/c")]
+    assert [wl.state for wl in jobs] == [WorkloadState.ADMITTED, WorkloadState.ADMITTED, WorkloadState.QUOTA_RESERVED]
