@@ -386,3 +386,25 @@ def test_a_growing_slice_preempts_as_its_cohort_preempts_under_fair_sharing_or_n
         assert grown.state is WorkloadState.ADMITTED and old.state is WorkloadState.FINISHED, "grown once b2 is out"
     else:
         assert old.state is WorkloadState.ADMITTED and grown.state is WorkloadState.PENDING
+
+
+def test_a_growing_slice_that_preempts_takes_only_what_it_adds_from_the_cycle_s_cohort() -> None:
+    # cq (6 cpus, no borrowing) runs a (3 cpus, priority 10) and b (2 cpus); its cohort has 2 more cpus in lender.
+    # a grows to 5 cpus: 2 more, so b goes. Within the cycle cq holds 5 (a's 3, b out, 2 more), which leaves the
+    # cohort 3 cpus for c, borrowing in cq2: c is admitted in the same cycle.
+    s = scheduler(cluster_queue("cq").flavor("f", cpu=6, borrowing=0).cohort("co")
+                  .preempt(within=PreemptionPolicy.LOWER_PRIORITY),
+                  cluster_queue("cq2").flavor("f", cpu=0).cohort("co"),
+                  cluster_queue("lender").flavor("f", cpu=2).cohort("co"), instant_eviction=True)
+    old, low = _job("a", 2), _job("b", 1)
+    old.priority = 10
+    _admit(s, old, 0)
+    _admit(s, low, 0)
+    grown = _job("a-2", 4, replaces=old.key)
+    grown.priority = 10
+    c = workload("c", cpu=3, on="cq2").queue("q2").build()
+    s.add(grown, 1)
+    s.add(c, 1)
+    events = s.cycle(1)[0]
+    assert [e.workload for e in events if e.kind is EventKind.PREEMPTED] == [low.key]
+    assert c.state is WorkloadState.ADMITTED
