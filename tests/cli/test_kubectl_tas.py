@@ -500,9 +500,14 @@ def _tas_pool(kubectl: Any, flexq: Any) -> dict[str, str]:
         made = flexq(*args)
         assert made.code == 0, made.err
     assert kubectl("apply", "-f", str(EXAMPLES / "tas-queue.yaml")).code == 0
-    nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o", "yaml").out)
-    return {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
-            for n in nodes["items"]}
+
+    def made() -> dict[str, str] | None:  # the pool's Node objects are written by the server's next step
+        nodes = yaml.safe_load(kubectl("get", "nodes", "-l", "cloud.google.com/gke-nodepool=tas-pool", "-o",
+                                       "yaml").out)["items"]
+        return {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gce-topology-subblock"]
+                for n in nodes} if len(nodes) == 8 else None
+
+    return eventually_value(made, timeout=30, what="the pool's 8 nodes")
 
 
 def test_a_noexecute_taint_moves_the_pods_to_the_sub_blocks_free_host_with_real_kubectl(kubectl: Any,
