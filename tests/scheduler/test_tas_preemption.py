@@ -247,3 +247,32 @@ def test_the_pods_a_host_holds_count_against_its_allocatable_pods(held: int, adm
     s.add(incoming, 1.0)
     s.schedule(1.0)
     assert (incoming.state is WorkloadState.ADMITTED) is admitted
+
+
+def _holding(s: Scheduler, name: str, priority: int, host: str, cpus: int) -> Workload:
+    """A workload of ``priority`` admitted with one pod of ``cpus`` on ``host``."""
+    holder = _job(name, priority, 1, cpus)
+    holder.admission = Admission.of("cq", (PodSetAssignment(
+        "one", {"cpu": FLAVOR.name}, {(FLAVOR.name, "cpu"): cpus * CPU}, 1,
+        TopologyAssignment((HOSTNAME,), (((host,), 1),))),))
+    holder.state = WorkloadState.ADMITTED
+    s.add(holder, 0.0)
+    return holder
+
+
+def test_a_partially_admitted_pod_set_asks_its_victims_for_the_pods_it_was_given() -> None:
+    # One host of 4 cpus and a queue of 4: top (priority 9) holds 1 cpu, low (priority 0) 2. The incoming 4 pods (at
+    # least 2) cannot all fit, top staying; 3 can, once low goes (Kueue's partial admission: the most pods that fit,
+    # preemption counted). Its victims are asked for a place for those 3 pods, not for all 4.
+    s = tas_scheduler([node("h", {HOSTNAME: "h"}, 4)], [FLAVOR],
+                      [tas_queue("cq", ["tas"], 4, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)])
+    _holding(s, "top", 9, "h", 1)
+    low = _holding(s, "low", 0, "h", 2)
+    incoming = Workload("default", "wide", "lq", "cq", (PodSet("one", 4, {"cpu": CPU}, min_count=2,
+                                                               topology=TopologyRequest(HOSTNAME, required=True)),),
+                        priority=5, uid="wide")
+    s.add(incoming, 1.0)
+    events = s.schedule(1.0)
+    assert [e.workload for e in events if e.kind.value == "Preempted"] == [low.key]
+    assert incoming.state is WorkloadState.ADMITTED and incoming.admission is not None
+    assert incoming.admission.podsets[0].count == 3
