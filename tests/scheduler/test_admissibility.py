@@ -112,9 +112,9 @@ def test_stopping_a_local_queue_drains_its_admitted_workloads_only_under_hold_an
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = policy
     scheduler.configure(build_config(objects))
     events = scheduler.schedule(2.0)
-    evictions = [(e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
+    evictions = [(e.t, e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
     if evicted:
-        assert evictions == [("The LocalQueue is stopped", "LocalQueueStopped")]
+        assert evictions == [(2.0, "The LocalQueue is stopped", "LocalQueueStopped")]
         assert (running.state, running.pending_reason) == (WorkloadState.PENDING, "LocalQueue lq is stopped")
         assert scheduler.usage("cq", ("default", "cpu")) == 0
     else:
