@@ -212,6 +212,7 @@ def test_a_racing_variant_wins_once_its_delayed_placement_admits_it() -> None:
     s.set_check(variant.key, PROV, CheckState.READY, 5.0)
     events = s.schedule(6.0)
     assert [e.kind.value for e in events][:2] == ["Admitted", "Finished"]
+    assert {e.t for e in events} == {6.0}, "the variant's win and what follows it, dated now"
     # under TryPreferredFlavors the more preferred flavor's variant races on
     assert [s.held(k).flavor for k in s.variants[wl.key]] == ["tas-default"]
     assert wl.state is WorkloadState.ADMITTED
