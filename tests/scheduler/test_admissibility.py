@@ -204,8 +204,8 @@ def test_every_head_kept_out_in_one_cycle_says_why_at_that_moment(why: str, reas
     cq2 = {**objects["ClusterQueue"][0], "metadata": {"name": "cq2"}}
     objects["ClusterQueue"].append(cq2)
     objects["LocalQueue"].append({"metadata": {"name": "lq2", "namespace": "team-b"}, "spec": {"clusterQueue": "cq2"}})
-    for lq in objects["LocalQueue"][1:]:
-        if why == "local queue stopped":
+    if why == "local queue stopped":
+        for lq in objects["LocalQueue"][1:]:
             lq["spec"] = {**lq["spec"], "stopPolicy": "Hold"}
     if why == "cluster queue stopped":
         for cq in objects["ClusterQueue"]:

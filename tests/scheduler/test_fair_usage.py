@@ -14,6 +14,8 @@ from flexq.scheduler.model import Admission, PodSetAssignment, WorkloadState
 from tests.support import workload
 
 LQ = ("team", "lq")
+FAIR = frozenset({"cq"})
+"""The ClusterQueues whose admissions charge the ledger."""
 
 
 def test_one_half_life_halves_the_old_sum_and_the_new_sample_fills_the_rest() -> None:
@@ -66,19 +68,18 @@ def test_the_entry_penalty_is_charged_at_reservation_folded_at_admission_and_dro
     alpha = 1 - 0.5 ** 0.1
     a, b = _workload("a", 4, WorkloadState.QUOTA_RESERVED), _workload("b", 2, WorkloadState.QUOTA_RESERVED)
     workloads = {w.key: w for w in (a, b)}
-    fair = frozenset({"cq"})
     ledger.advance(0.0, {})
     ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, a.key, "cq"), Event(0.0, EventKind.QUOTA_RESERVED, b.key, "cq"),
-                 Event(0.0, EventKind.QUOTA_RESERVED, "team/other-queue", "elsewhere")], workloads, fair, 0.0)
+                 Event(0.0, EventKind.QUOTA_RESERVED, "team/other-queue", "elsewhere")], workloads, FAIR, 0.0)
     assert ledger.usage(LQ) == pytest.approx(2 * 6 * alpha)
     assert ledger.usage(LQ, weight=3.0) == pytest.approx(2 * 6 * alpha / 3)
     assert ledger.usage(LQ, weight=0.0) == math.inf
     a.state = WorkloadState.ADMITTED
     ledger.advance(0.5, {LQ: {"cpu": 4.0}})
-    ledger.hear([Event(0.5, EventKind.ADMITTED, a.key, "cq")], workloads, fair, 0.5)
+    ledger.hear([Event(0.5, EventKind.ADMITTED, a.key, "cq")], workloads, FAIR, 0.5)
     consumed, last = ledger.consumed(LQ) or ({}, -1.0)
     assert (consumed, last) == (pytest.approx({"cpu": 4.0 * (1 - 0.5 ** 0.05) + 4 * alpha}), 0.5)
-    ledger.hear([Event(0.5, EventKind.FINISHED, b.key, "cq")], workloads, fair, 0.5)
+    ledger.hear([Event(0.5, EventKind.FINISHED, b.key, "cq")], workloads, FAIR, 0.5)
     assert ledger.usage(LQ) == pytest.approx(2 * consumed["cpu"])
 
 
@@ -125,16 +126,15 @@ def test_a_pending_penalty_is_dropped_only_for_a_workload_that_will_never_be_adm
         kind: EventKind, state: WorkloadState, kept: bool) -> None:
     ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
     wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
-    fair = frozenset({"cq"})
     ledger.advance(0.0, {})
-    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0)
     charged, version = ledger.usage(LQ), ledger.version
     assert charged > 0
     wl.state = state
-    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0)
     assert ledger.usage(LQ) == (charged if kept else 0.0)
     assert (ledger.version == version) == kept, "a new version exactly when the penalty went"
-    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, fair, 0.0)
+    ledger.hear([Event(0.0, kind, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0)
     assert (ledger.version == version) == kept, "nothing more to drop: the same version"
 
 
@@ -145,7 +145,7 @@ def test_the_entry_penalty_is_the_share_of_its_request_one_sample_would_add(half
     wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
     ledger.advance(0.0, {})
     before = ledger.version
-    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, frozenset({"cq"}), 0.0)
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0)
     assert ledger.usage(LQ) == pytest.approx(4 * share)
     assert ledger.version != before
 
@@ -154,12 +154,11 @@ def test_every_change_to_the_ledger_gives_it_a_version_not_seen_before() -> None
     ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
     wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
     seen = [ledger.version]
-    fair = frozenset({"cq"})
     for change in (lambda: ledger.seed(LQ, {"cpu": 1.0}, 0.0), lambda: ledger.know([("team", "other")], 0.0),
                    lambda: ledger.seed(("team", "seeded"), {"cpu": 2.0}, 0.0),
                    lambda: ledger.know([("team", "known")], 0.0),
-                   lambda: ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 0.0),
-                   lambda: ledger.hear([Event(0.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, fair, 0.5),
+                   lambda: ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0),
+                   lambda: ledger.hear([Event(0.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.5),
                    lambda: ledger.advance(2.0, {})):
         change()
         assert ledger.version not in seen, len(seen)
@@ -175,9 +174,8 @@ def test_an_admission_folds_its_penalty_into_the_sum_decayed_since_the_last_samp
     ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
     ledger.seed(LQ, {"memory": 8.0}, 10.0)
     wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
-    fair = frozenset({"cq"})
-    ledger.hear([Event(10.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, fair, 10.0)
-    ledger.hear([Event(10.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, fair, 10.5)
+    ledger.hear([Event(10.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, FAIR, 10.0)
+    ledger.hear([Event(10.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, FAIR, 10.5)
     consumed, last = ledger.consumed(LQ) or ({}, -1.0)
     assert last == 10.5
     assert consumed == pytest.approx({"memory": 8.0 * 0.5 ** 0.05, "cpu": 4 * (1 - 0.5 ** 0.1)})

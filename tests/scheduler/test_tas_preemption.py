@@ -181,6 +181,16 @@ def test_fair_sharing_reclaims_a_placement_in_the_cohort(case: str) -> None:
     assert got == expected
 
 
+def _holding(s: Scheduler, name: str, priority: int, host: str, cpus: int, pods: int = 1) -> Workload:
+    """A workload of ``priority`` admitted with ``pods`` pods of ``cpus`` cpus each, all on ``host``."""
+    holder = _job(name, priority, pods, cpus)
+    holder.admission = Admission.of("cq", (PodSetAssignment(
+        "one", {"cpu": FLAVOR.name}, {(FLAVOR.name, "cpu"): pods * cpus * CPU}, pods,
+        TopologyAssignment((HOSTNAME,), (((host,), pods),))),))
+    holder.state = WorkloadState.ADMITTED
+    s.add(holder, 0.0)
+    return holder
+
 
 @pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
 def test_each_pod_set_s_place_is_asked_of_the_victims_with_the_others_held(fair: bool) -> None:
@@ -214,13 +224,8 @@ def test_a_pod_set_group_s_place_is_asked_of_the_victims_whole(fair: bool) -> No
     s = tas_scheduler(nodes, [FLAVOR],
                       [tas_queue("cq", ["tas"], 50, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)],
                       fair_sharing=STRATEGIES if fair else None)
-    for name, priority, cpus, host in (("low", 0, 1, "x1"), ("mid", 1, 2, "y1")):
-        holder = _job(name, priority, 1, cpus)
-        placed = TopologyAssignment((HOSTNAME,), (((host,), 1),))
-        holder.admission = Admission.of("cq", (PodSetAssignment("one", {"cpu": FLAVOR.name},
-                                                                {(FLAVOR.name, "cpu"): cpus * CPU}, 1, placed),))
-        holder.state = WorkloadState.ADMITTED
-        s.add(holder, 0.0)
+    _holding(s, "low", 0, "x1", 1)
+    _holding(s, "mid", 1, "y1", 2)
     grouped = TopologyRequest(HOSTNAME, required=True, group="g")
     incoming = Workload("default", "group", "lq", "cq", (PodSet("workers", 1, {"cpu": 3 * CPU}, topology=grouped),
                                                          PodSet("leader", 1, {"cpu": CPU}, topology=grouped)),
@@ -237,27 +242,11 @@ def test_the_pods_a_host_holds_count_against_its_allocatable_pods(held: int, adm
     # A host of 10 cpus that takes 2 pods: with one pod of another workload on it a third-party pod still fits, with
     # two it does not (Kueue's TAS counts each pod against the node's allocatable "pods").
     s = tas_scheduler([node("h", {HOSTNAME: "h"}, 10, pods=2000)], [FLAVOR], [tas_queue("cq", ["tas"], 50)])
-    holder = _job("holder", 0, held, 1)
-    holder.admission = Admission.of("cq", (PodSetAssignment(
-        "one", {"cpu": FLAVOR.name}, {(FLAVOR.name, "cpu"): held * CPU}, held,
-        TopologyAssignment((HOSTNAME,), ((("h",), held),))),))
-    holder.state = WorkloadState.ADMITTED
-    s.add(holder, 0.0)
+    _holding(s, "holder", 0, "h", 1, pods=held)
     incoming = _job("one-more", 0, 1, 1)
     s.add(incoming, 1.0)
     s.schedule(1.0)
     assert (incoming.state is WorkloadState.ADMITTED) is admitted
-
-
-def _holding(s: Scheduler, name: str, priority: int, host: str, cpus: int) -> Workload:
-    """A workload of ``priority`` admitted with one pod of ``cpus`` on ``host``."""
-    holder = _job(name, priority, 1, cpus)
-    holder.admission = Admission.of("cq", (PodSetAssignment(
-        "one", {"cpu": FLAVOR.name}, {(FLAVOR.name, "cpu"): cpus * CPU}, 1,
-        TopologyAssignment((HOSTNAME,), (((host,), 1),))),))
-    holder.state = WorkloadState.ADMITTED
-    s.add(holder, 0.0)
-    return holder
 
 
 def test_a_partially_admitted_pod_set_asks_its_victims_for_the_pods_it_was_given() -> None:
