@@ -1,14 +1,17 @@
 """A job's Ray cluster stopped while it starts (a server going, a job evicted or deleted in that window) stops where
 it is and leaves nothing running; a submission to a head whose dashboard refuses connections for a moment is asked
-again rather than failing the job."""
+again rather than failing the job; a head that ends by itself says which of Ray's processes ended it."""
 
 from __future__ import annotations
 
 import http.server
+import os
+import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,7 +20,7 @@ from flexq.runtime.emulation import Accelerators
 from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
 from flexq.runtime.rayjob import _submit
 from tests.runtime.ray_leaks import RayProcesses
-from tests.support import eventually_value
+from tests.support import eventually, eventually_value
 
 
 def _start_in_thread(start: Callable[[], None]) -> tuple[threading.Thread, list[BaseException]]:
@@ -119,3 +122,47 @@ def test_a_refused_submission_is_asked_again_while_the_head_runs(alive: bool) ->
         listening.join()
         server.shutdown()
         server.server_close()
+
+
+def test_a_head_ended_by_a_killed_raylet_says_so(ray_processes: RayProcesses) -> None:
+    cluster = LocalRayCluster(Accelerators(description="CPU only", num_cpus=1))
+    cluster.start()
+    try:
+        assert cluster.exit_reason() == ""
+        temp = f"--temp_dir={cluster.temp_dir}"
+        raylet = eventually_value(lambda: next(pid for pid, command in ray_processes.running().items()
+                                               if command.split()[0].endswith("/raylet") and temp in command),
+                                  timeout=30)
+        os.kill(raylet, signal.SIGKILL)
+        eventually(lambda: _assert(not cluster.alive()), timeout=30)
+        assert cluster.exit_reason() == "raylet (exit code -9 (signal 9))"
+    finally:
+        cluster.stop()
+
+
+def _assert(condition: bool) -> None:
+    assert condition
+
+
+REPORT = "2026-12-07 03:13:57,715\tERROR Some Ray subprocesses exited unexpectedly:\n"
+
+
+@pytest.mark.parametrize("logs, said", [
+    ({}, ""),
+    ({"a": "started\n"}, ""),
+    ({"a": REPORT + "  raylet [exit code=1]\n"}, "raylet (exit code 1)"),
+    ({"a": REPORT + "  raylet [exit code=-9 (signal 9)]\n  dashboard [exit code=0]\n"},
+     "raylet (exit code -9 (signal 9)), dashboard (exit code 0)"),
+    ({"a": REPORT + "  gcs_server [exit code=2]\n" + REPORT + "  log_monitor [exit code=1]\n"},
+     "log_monitor (exit code 1)"),
+    ({"a": REPORT + "  raylet [exit code=1]\n", "b": "nothing ended\n"}, "raylet (exit code 1)"),
+    ({"a": REPORT + "  raylet [exit code=1]\n", "b": REPORT + "  monitor [exit code=3]\n"}, "monitor (exit code 3)"),
+])
+def test_what_ray_said_of_its_ended_processes_is_read_from_its_exit_log(
+        tmp_path: Path, logs: dict[str, str], said: str) -> None:
+    for session, text in logs.items():
+        log = tmp_path / f"session_{session}" / "logs" / "ray_process_exit.log"
+        log.parent.mkdir(parents=True)
+        log.write_text(text)
+    assert LocalRayCluster(Accelerators(description="x"), temp_dir=tmp_path).exit_reason() == said
+    assert LocalRayCluster(Accelerators(description="x")).exit_reason() == ""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -72,6 +73,11 @@ class RayClusterHandle(Protocol):
     def ports(self) -> dict[str, int]: ...
 
     def alive(self) -> bool: ...
+
+    def exit_reason(self) -> str:
+        """Once the cluster's head is gone: what Ray said of its processes that ended (empty when it said
+        nothing)."""
+        ...
 
     def stop(self, grace: float = 5.0) -> None: ...
 
@@ -143,6 +149,24 @@ def _free_port(avoid: set[int]) -> int:
     raise RayStartError("no free port outside Ray's worker port range")
 
 
+_EXITED: Final = re.compile(r"^\s+(\S+) \[exit code=([^\]]*)\]\s*$")
+"""A line of Ray's process exit log under "Some Ray subprocesses exited unexpectedly:"."""
+
+
+def _ended_processes(text: str) -> list[str]:
+    """The processes the last report of Ray's process exit log names, as ``NAME (exit code CODE)``."""
+    report = text.rpartition("Some Ray subprocesses exited unexpectedly:")[2]
+    found = [_EXITED.match(line) for line in report.splitlines()]
+    return [f"{m[1]} (exit code {m[2]})" for m in found if m is not None]
+
+
+_MONITORING: Final = "Running subprocesses are monitored"
+"""What ``ray start --block`` prints once it watches the processes it started."""
+_MONITORING_WAIT: Final = 10.0
+"""How long a head whose dashboard answers is given to say so (a Ray that never says it is not waited for
+longer)."""
+
+
 _OWNED_PARAMS = frozenset({"port", "dashboard-port", "dashboard-host", "ray-client-server-port",
                            "dashboard-agent-listen-port", "temp-dir", "node-ip-address", "block", "head",
                            "address", "disable-usage-stats"})
@@ -201,6 +225,18 @@ class LocalRayCluster:
     def alive(self) -> bool:
         """Whether the head's ``ray start`` still runs."""
         return self.process is not None and self.process.poll() is None
+
+    def exit_reason(self) -> str:
+        """What the head's ``ray start --block`` recorded of the processes whose end ended it, e.g. ``raylet
+        (exit code -9 (signal 9))``, from its process exit log (one per session); empty when there is none (a head
+        stopped here, or a record already removed)."""
+        if self.temp_dir is None:
+            return ""
+        ended: list[str] = []
+        for log in sorted(self.temp_dir.glob("session_*/logs/ray_process_exit.log")):
+            with contextlib.suppress(OSError):
+                ended = _ended_processes(log.read_text(errors="replace")) or ended
+        return ", ".join(ended)
 
     @property
     def dashboard_url(self) -> str:
@@ -284,12 +320,23 @@ class LocalRayCluster:
                 raise RayStartError(f"ray start exited with code {code}: {tail.strip()}")
             try:
                 if httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code == 200:
+                    self._await_monitoring(temp, min(deadline, time.monotonic() + _MONITORING_WAIT))
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
         self.stop()
         raise RayStartError(f"the Ray cluster did not answer on its dashboard within {timeout:.0f}s")
+
+    @staticmethod
+    def _await_monitoring(temp: Path, deadline: float) -> None:
+        """Wait (until ``deadline`` at most) for ``ray start --block`` to say that it watches its processes: one
+        that ends before then (a raylet killed) would not end the head, and :meth:`alive` would not see it."""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if _MONITORING in (temp / "ray-start.log").read_text(errors="replace"):
+                    return
+            time.sleep(0.1)
 
     def add_worker(self, name: str, num_cpus: int, resources: dict[str, float], num_gpus: int = 0,
                    env_vars: Mapping[str, str] | None = None) -> None:

@@ -167,8 +167,10 @@ class RayClusterRun:
         process = self.cluster.process
         while not self._stop.wait(1.0):
             if process is None or process.poll() is not None:
-                self._append("flexq: the Ray head exited\n")
-                self.on_status({"state": "failed", "reason": "the Ray head process exited"})
+                ended = self.cluster.exit_reason()
+                why = f" (Ray's processes that ended: {ended})" if ended else ""
+                self._append(f"flexq: the Ray head exited{why}\n")
+                self.on_status({"state": "failed", "reason": f"the Ray head process exited{why}"})
                 return
             if self.elastic is not None:
                 self.elastic.reconcile(self.cluster)

@@ -396,7 +396,9 @@ class RayJobRun:
             if answer is None:
                 silent_since = silent_since or time.monotonic()
                 if not self.cluster.alive():
-                    return _lost("the Ray cluster's head exited while the job ran")
+                    ended = self.cluster.exit_reason()
+                    return _lost("the Ray cluster's head exited while the job ran" +
+                                 (f" (Ray's processes that ended: {ended})" if ended else ""))
                 if time.monotonic() - silent_since > _CHECK_TIMEOUT:
                     return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed",
                             "reason": "JobStatusCheckTimeoutExceeded",

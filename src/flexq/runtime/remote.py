@@ -53,6 +53,10 @@ class RemoteRayCluster:
         except httpx.HTTPError:
             return False
 
+    def exit_reason(self) -> str:
+        """Nothing is known here of why an existing cluster's processes ended."""
+        return ""
+
     def stop(self, grace: float = 5.0) -> None:
         """Nothing: the cluster is not flexq's."""
 
