@@ -42,6 +42,20 @@ def test_cluster_sh_commands(flexq: Any) -> None:
     assert flexq("get", "nodepools").err.strip() == "No resources found"
 
 
+def test_a_create_or_delete_returns_once_its_nodes_are_there_or_gone(flexq: Any) -> None:
+    def nodes(pool: str) -> list[str]:
+        return flexq("get", "nodes", "-l", f"cloud.google.com/gke-nodepool={pool}", "-o", "name").out.split()
+
+    assert flexq("container", "clusters", "create", "c", "--num-nodes=2", *GUIDE_FLAGS).code == 0
+    assert len(nodes("default-pool")) == 2
+    assert flexq("container", "node-pools", "create", "np", "--cluster=c", "--num-nodes=3").code == 0
+    assert len(nodes("np")) == 3
+    assert flexq("container", "node-pools", "delete", "np", "--cluster=c", "--quiet").code == 0
+    assert nodes("np") == []
+    assert flexq("container", "clusters", "delete", "c", *GUIDE_FLAGS, "--quiet").code == 0
+    assert nodes("default-pool") == []
+
+
 def test_refused_as_gcloud_refuses(flexq: Any) -> None:
     _setup(flexq)
     base = ["container", "node-pools", "create", "p", "--cluster=tpu-cluster", "--machine-type=ct6e-standard-4t",

@@ -72,6 +72,16 @@ def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None
                              timeout=60, check=False)
         assert got.returncode == 0, got.stderr
         assert "nodepool.flexq.dev/dws-pool" in got.stdout
+    # A create ends once the pool's nodes are there, and a delete once they are gone, as GKE's operations do: a
+    # script lists them right after.
+    fixed = gcloud("container", "node-pools", "create", "cpu-pool", "--cluster=tpu-cluster", "--location=us-east5-b",
+                   "--machine-type=n2-standard-16", "--num-nodes=3")
+    assert fixed.returncode == 0, fixed.stderr
+    assert len(flexq("get", "nodes", "-l", "cloud.google.com/gke-nodepool=cpu-pool", "-o", "name").stdout.split()) == 3
+    dropped = gcloud("container", "node-pools", "delete", "cpu-pool", "--cluster=tpu-cluster",
+                     "--location=us-east5-b", "--quiet")
+    assert dropped.returncode == 0, dropped.stderr
+    assert flexq("get", "nodes", "-l", "cloud.google.com/gke-nodepool=cpu-pool", "-o", "name").stdout == ""
     # What ran in the cluster goes with it: queues, jobs, their workloads, configmaps, namespaces of its own.
     queue = (Path(__file__).parents[2] / "examples" / "guide" / "dws-tpu-queue.yaml").read_text()
     queue = queue.replace("${ONDEMAND_NODEPOOL}", "on-demand-pool").replace("${DWS_NODEPOOL}", "dws-pool")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -81,6 +83,30 @@ def _apply_objects(client: Client, objects: list[dict[str, Any]], command: str) 
         raise CliError(f"ERROR: (gcloud.{command}) {exc.message}") from None
 
 
+_NODES_WAIT = 30.0
+"""How long a create or delete waits for the controller to write (or remove) its pools' Node objects, as gcloud
+waits for GKE's operation: a script's ``kubectl get nodes`` right after it sees them."""
+
+
+def _await_nodes(client: Client, created: Sequence[str] = (), deleted: Sequence[str] = ()) -> None:
+    """Return once the ``created`` pools count their initial nodes and no Node of the ``deleted`` pools is left
+    (after :data:`_NODES_WAIT` at most: the objects are written either way)."""
+    deadline = time.monotonic() + _NODES_WAIT
+    while time.monotonic() < deadline:
+        waiting = False
+        for name in created:
+            pool = client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True) or {}
+            count = (pool.get("status") or {}).get("nodeCount")
+            waiting |= bool(pool) and (count is None or int(count) < int(pool["spec"].get("initialNodeCount") or 0))
+        if deleted:
+            nodes = client.request("GET", client.path(resolve("node"), None)).get("items", [])
+            waiting |= any((n["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool") in deleted
+                           for n in nodes)
+        if not waiting:
+            return
+        time.sleep(0.1)
+
+
 @clusters_app.command("create")
 def clusters_create(
     name: Annotated[str, typer.Argument(help="Cluster name.")],
@@ -101,6 +127,7 @@ def clusters_create(
                         "version": cluster_version}}
     pool = PoolFlags("default-pool", name, machine, location=location, num_nodes=num_nodes).node_pool()
     _apply_objects(client, [cluster, pool], "container.clusters.create")
+    _await_nodes(client, created=["default-pool"])
     where = f" in {location}" if location else ""
     typer.echo(f"Created [{name}]{where}: default-pool with {num_nodes} {machine} node(s).", err=True)
     typer.echo(f"NAME  LOCATION  MASTER_VERSION  MACHINE_TYPE  NUM_NODES  STATUS\n{name}  {location or ''}  "
@@ -116,11 +143,12 @@ def clusters_delete(
 ) -> None:
     """Delete a cluster and its node pools."""
     client = options.client()
-    pools = client.request("GET", client.path(resolve("nodepool"), None)).get("items", [])
+    pools = [pool["metadata"]["name"] for pool in client.request("GET", client.path(resolve("nodepool"), None))
+             .get("items", []) if pool["spec"]["cluster"] == name]
     for pool in pools:
-        if pool["spec"]["cluster"] == name:
-            client.request("DELETE", client.path(resolve("nodepool"), None, pool["metadata"]["name"]))
+        client.request("DELETE", client.path(resolve("nodepool"), None, pool))
     client.request("DELETE", client.path(resolve("clusters.flexq.dev"), None, name))
+    _await_nodes(client, deleted=pools)
     typer.echo(f"Deleted [{name}].", err=True)
 
 
@@ -193,6 +221,7 @@ def pools_create(
         raise CliError(f"ERROR: (gcloud.container.node-pools.create) ResponseError: code=409, message=Already "
                        f"exists: node pool {name!r} in cluster {cluster!r}.")
     _apply_objects(client, [flags.node_pool()], "container.node-pools.create")
+    _await_nodes(client, created=[name])
     typer.echo(f"Created [{name}] in cluster [{cluster}].", err=True)
     typer.echo(f"NAME  MACHINE_TYPE  DISK_SIZE_GB  NODE_VERSION\n{name}  {machine_type}  100  1.34")
 
@@ -250,4 +279,5 @@ def pools_delete(
     client = options.client()
     _pool(client, name, cluster)
     client.request("DELETE", client.path(resolve("nodepool"), None, name))
+    _await_nodes(client, deleted=[name])
     typer.echo(f"Deleted [{name}].", err=True)

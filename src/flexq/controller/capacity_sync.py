@@ -115,6 +115,12 @@ class LiveCapacity:
         store.subscribe(lambda _changes: self._sent.clear())
         self.ray_pools = RayPoolSync(self.timers)
         """Pools of existing Ray clusters: their nodes read from the clusters."""
+        self._given: dict[str, tuple[Taint, ...]] = {}
+        """Each Node object's taints (but the lifecycle controller's) as this controller last wrote or read them: one
+        that differs in the store was changed since (``kubectl taint``) and is read at the next step, not written
+        over."""
+        self._nodes_synced_empty = False
+        """The Node objects were last written with no pool modelled (none left): nothing to write while none is."""
 
     @property
     def driver(self) -> CapacityDriver | None:
@@ -155,6 +161,7 @@ class LiveCapacity:
         if driver is None or node is None:
             return
         taints = _taints_of(obj)
+        self._given[name] = taints
         if taints != node.taints:
             driver.node_tainted(name, taints)
         ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -185,12 +192,13 @@ class LiveCapacity:
     def write(self) -> None:
         notes, self.notes = self.notes, []
         self._sent = notes
-        if self.driver is None and not notes:
+        if self.driver is None and not notes and self._nodes_synced_empty:
             return
         with self.store.transaction():
             for note in notes:
                 self._write_note(note)
             self._sync_nodes()
+        self._nodes_synced_empty = self.driver is None
 
     def _workload(self, key: str) -> dict[str, Any] | None:
         if not key:
@@ -305,13 +313,18 @@ class LiveCapacity:
                 self.store.create(key, {"apiVersion": "v1", "kind": "Node",
                                         "metadata": {"name": name, "labels": {**node.labels, _MANAGED: "true"}},
                                         "spec": {"taints": taints}, "status": status})
+                self._given[name] = node.taints
                 continue
-            if ((old.get("spec") or {}).get("taints") or []) != taints:  # a cloud's hostTaints, NotReady, Ready
+            unread = _taints_of(old) != self._given.get(name, _taints_of(old))
+            if not unread and ((old.get("spec") or {}).get("taints") or []) != taints:
+                # a cloud's hostTaints, NotReady, Ready
                 old = self.store.update(key, {**old, "spec": {**(old.get("spec") or {}), "taints": taints}})
+                self._given[name] = node.taints
             if old.get("status") != status:
                 self.store.update(key, {**old, "status": status}, subresource="status")
         for name in stored:
             self.store.delete(Key("", "nodes", "", name))
+            self._given.pop(name, None)
         counts: dict[str, int] = {}
         for node in nodes.values():
             counts[node.pool] = counts.get(node.pool, 0) + 1

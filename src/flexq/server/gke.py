@@ -2,20 +2,23 @@
 
 ``gcloud config set api_endpoint_overrides/container http://HOST:PORT/`` sends every ``gcloud container``
 call here. Clusters and node pools are the same ``flexq.dev/v1alpha1`` objects that ``flexq container``
-manages; create and delete return Operations that are already DONE. Errors use Google's error body.
+manages; a create or delete answers its Operation once the controller has written (or removed) the pool's Node
+objects, or RUNNING (gcloud polls it) if that takes longer. Errors use Google's error body.
 Both path styles are served: ``projects/P/locations/L/...`` and the older ``projects/P/zones/Z/...``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -28,6 +31,7 @@ from flexq.store import AlreadyExists, NotFound
 
 __all__ = ["gke_router"]
 
+_POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _AFFINITY = {"NO_RESERVATION": "none", "ANY_RESERVATION": "any", "SPECIFIC_RESERVATION": "specific"}
 
 
@@ -54,19 +58,54 @@ def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_SETTLE: Final = 2.0
+"""How long a create or delete waits for its Node objects before it answers an Operation still RUNNING (gcloud then
+polls it): the controller writes them at its next step, well within this on a server that is not overloaded."""
+_GIVE_UP: Final = 60.0
+"""An Operation whose Node objects have not come (or gone) by then is answered DONE all the same."""
+
+
 class _Operations:
+    """The Operations of the Container API. One that creates or deletes a pool's nodes stays RUNNING until the
+    controller has written (or removed) their Node objects, as GKE's ends once its nodes are there: a script's
+    ``kubectl get nodes`` after ``gcloud container node-pools create`` sees them."""
+
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(int(time.time()))
+        self._running: dict[str, tuple[Callable[[], bool], float]] = {}
+        """Operation name -> (whether its work is done, when it is answered DONE regardless)."""
 
-    def done(self, project: str, location: str, kind: str, target: str) -> dict[str, Any]:
+    def start(self, project: str, location: str, kind: str, target: str,
+              finished: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """A new Operation: DONE at once, or RUNNING until ``finished()`` says so."""
         name = f"operation-{next(self._ids)}-{abs(hash(target)) % 10**8:08d}"
         base = f"https://container.googleapis.com/v1/projects/{project}/locations/{location}"
-        op = {"name": name, "zone": location, "location": location, "operationType": kind, "status": "DONE",
-              "selfLink": f"{base}/operations/{name}", "targetLink": f"{base}/{target}",
-              "startTime": _stamp(), "endTime": _stamp()}
+        op = {"name": name, "zone": location, "location": location, "operationType": kind, "status": "RUNNING",
+              "selfLink": f"{base}/operations/{name}", "targetLink": f"{base}/{target}", "startTime": _stamp()}
         self.items[name] = op
+        if finished is None:
+            op.update(status="DONE", endTime=_stamp())
+        else:
+            self._running[name] = (finished, time.monotonic() + _GIVE_UP)
+        return self.get(name) or op
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """The Operation as it stands now (a RUNNING one is DONE once its work is)."""
+        op = self.items.get(name)
+        running = self._running.get(name)
+        if op is not None and running is not None and (running[0]() or time.monotonic() >= running[1]):
+            del self._running[name]
+            op.update(status="DONE", endTime=_stamp())
         return op
+
+    async def settled(self, op: dict[str, Any]) -> JSONResponse:
+        """The answer to a create or delete: the Operation once it is DONE, or still RUNNING after :data:`_SETTLE`."""
+        deadline = time.monotonic() + _SETTLE
+        while op["status"] != "DONE" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            op = self.get(op["name"]) or op
+        return JSONResponse(op)
 
 
 def _pool_object(body: dict[str, Any], cluster: str, location: str) -> dict[str, Any]:
@@ -153,7 +192,7 @@ class _Gke:
         self.endpoint = endpoint
         self.ca_pem = ca_pem
         self.ops = _Operations()
-        self.clusters, self.pools = resolve("clusters.flexq.dev"), resolve("nodepool")
+        self.clusters, self.pools, self.nodes = resolve("clusters.flexq.dev"), resolve("nodepool"), resolve("node")
 
     def _cluster_resource(self, obj: dict[str, Any], project: str, location: str) -> dict[str, Any]:
         name = obj["metadata"]["name"]
@@ -185,6 +224,20 @@ class _Gke:
             return None
         return pool if pool["spec"]["cluster"] == cluster else None
 
+    def _has_nodes(self, pool: str) -> bool:
+        """Whether the controller has written the pool's initial nodes (its status counts them once it has)."""
+        try:
+            obj = self.service.get(self.pools, None, pool)
+        except NotFound:
+            return True
+        count = (obj.get("status") or {}).get("nodeCount")
+        return count is not None and int(count) >= int((obj.get("spec") or {}).get("initialNodeCount") or 0)
+
+    def _nodes_of(self, pools: list[str]) -> list[str]:
+        """The Node objects still there of these pools."""
+        return [node["metadata"]["name"] for node in self.service.list_objects(self.nodes, None)[0]
+                if ((node["metadata"].get("labels") or {}).get(_POOL_LABEL)) in pools]
+
     def _cluster_pools(self, cluster: str) -> list[dict[str, Any]]:
         return [p for p in self.service.list_objects(self.pools, None)[0] if p["spec"]["cluster"] == cluster]
 
@@ -199,7 +252,10 @@ class _Gke:
                 self.service.create(self.pools, None, pool)
         except Exception as exc:
             return _refused(exc)
-        return JSONResponse(self.ops.done(project, location, "CREATE_CLUSTER", f"clusters/{obj['metadata']['name']}"))
+        first = pool["metadata"]["name"]
+        return await self.ops.settled(self.ops.start(project, location, "CREATE_CLUSTER",
+                                                     f"clusters/{obj['metadata']['name']}",
+                                                     lambda: self._has_nodes(first)))
 
     async def list_clusters(self, project: str, location: str) -> JSONResponse:
         items = self.service.list_objects(self.clusters, None)[0]
@@ -214,13 +270,15 @@ class _Gke:
     async def delete_cluster(self, project: str, location: str, cluster: str) -> JSONResponse:
         if self._cluster(cluster) is None:
             return _no_cluster(project, location, cluster)
+        pools = [pool["metadata"]["name"] for pool in self._cluster_pools(cluster)]
         with self.service.store.transaction():
-            for pool in self._cluster_pools(cluster):
-                self.service.delete(self.pools, None, pool["metadata"]["name"])
+            for name in pools:
+                self.service.delete(self.pools, None, name)
             self.service.delete(self.clusters, None, cluster)
             if not self.service.list_objects(self.clusters, None)[0]:
                 _empty_kubernetes(self.service)
-        return JSONResponse(self.ops.done(project, location, "DELETE_CLUSTER", f"clusters/{cluster}"))
+        return await self.ops.settled(self.ops.start(project, location, "DELETE_CLUSTER", f"clusters/{cluster}",
+                                                     lambda: not self._nodes_of(pools)))
 
     async def create_pool(self, project: str, location: str, cluster: str, request: Request) -> JSONResponse:
         if self._cluster(cluster) is None:
@@ -230,11 +288,13 @@ class _Gke:
             return payload
         body = payload.get("nodePool") or {}
         try:
-            self.service.create(self.pools, None, _pool_object(body, cluster, location))
+            made = self.service.create(self.pools, None, _pool_object(body, cluster, location))
         except Exception as exc:
             return _refused(exc)
-        return JSONResponse(self.ops.done(project, location, "CREATE_NODE_POOL",
-                                          f"clusters/{cluster}/nodePools/{body.get('name', '')}"))
+        name = made["metadata"]["name"]
+        return await self.ops.settled(self.ops.start(project, location, "CREATE_NODE_POOL",
+                                                     f"clusters/{cluster}/nodePools/{name}",
+                                                     lambda: self._has_nodes(name)))
 
     async def list_pools(self, project: str, location: str, cluster: str) -> JSONResponse:
         items = self._cluster_pools(cluster)
@@ -253,8 +313,9 @@ class _Gke:
         if self._pool(cluster, pool) is None:
             return _error(404, "NOT_FOUND", f"Not found: node pool {pool}.")
         self.service.delete(self.pools, None, pool)
-        return JSONResponse(self.ops.done(project, location, "DELETE_NODE_POOL",
-                                          f"clusters/{cluster}/nodePools/{pool}"))
+        return await self.ops.settled(self.ops.start(project, location, "DELETE_NODE_POOL",
+                                                     f"clusters/{cluster}/nodePools/{pool}",
+                                                     lambda: not self._nodes_of([pool])))
 
     async def pool_action(self, project: str, location: str, cluster: str, pool_action: str,
                           request: Request) -> JSONResponse:
@@ -272,16 +333,16 @@ class _Gke:
         except Exception as exc:
             return _refused(exc)
         kind = "SET_NODE_POOL_SIZE" if action == "setSize" else "UPDATE_CLUSTER"
-        return JSONResponse(self.ops.done(project, location, kind, f"clusters/{cluster}/nodePools/{pool}"))
+        return JSONResponse(self.ops.start(project, location, kind, f"clusters/{cluster}/nodePools/{pool}"))
 
     async def get_operation(self, project: str, location: str, operation: str) -> JSONResponse:
-        op = self.ops.items.get(operation)
+        op = self.ops.get(operation)
         if op is None:
             return _error(404, "NOT_FOUND", f"Not found: operation {operation}.")
         return JSONResponse(op)
 
     async def list_operations(self, project: str, location: str) -> JSONResponse:
-        return JSONResponse({"operations": list(self.ops.items.values())})
+        return JSONResponse({"operations": [self.ops.get(name) for name in list(self.ops.items)]})
 
 
 async def _service_usage(project: str, service_name: str) -> JSONResponse:
