@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from flexq.scheduler.build import build_config, cluster_queue_spec, cohort_spec, flavor_spec, taint, toleration
+from flexq.scheduler.build import (
+    build_config,
+    cluster_queue_spec,
+    cohort_spec,
+    flavor_spec,
+    pod_set_update_objects,
+    pod_set_updates,
+    taint,
+    toleration,
+    toleration_object,
+)
 from flexq.scheduler.model import (
     ClusterQueueSpec,
     CohortSpec,
@@ -16,6 +26,7 @@ from flexq.scheduler.model import (
     FlavorSpec,
     Fungibility,
     LabelSelector,
+    PodSetUpdate,
     PreemptionPolicy,
     Quota,
     Requirement,
@@ -161,6 +172,55 @@ def test_taint(raw: dict[str, Any], want: Taint) -> None:
 ])
 def test_toleration(raw: dict[str, Any], want: Toleration) -> None:
     assert toleration(raw) == want
+
+
+@pytest.mark.parametrize(("given", "want"), [
+    (Toleration(), {"operator": "Equal"}),
+    (Toleration("k", "Exists"), {"key": "k", "operator": "Exists"}),
+    (Toleration("k", "Equal", "v", "NoExecute", 0), {"key": "k", "operator": "Equal", "value": "v",
+                                                    "effect": "NoExecute", "tolerationSeconds": 0}),
+    (Toleration("", "Exists", "", "NoSchedule", 30), {"operator": "Exists", "effect": "NoSchedule",
+                                                     "tolerationSeconds": 30}),
+])
+def test_a_toleration_as_a_pod_spec_lists_it(given: Toleration, want: dict[str, Any]) -> None:
+    assert toleration_object(given) == want
+    assert toleration(want) == given, "read back as it was"
+
+
+def test_pod_set_updates_as_a_workload_s_status_lists_them() -> None:
+    updates = {
+        "workers": PodSetUpdate({"a": "1"}, {"l": "2"}, {"pool": "dws"},
+                                (Toleration("k", "Exists", "", "NoSchedule"),)),
+        "head": PodSetUpdate(),
+        "driver": PodSetUpdate(labels={"only": "labels"}),
+    }
+    objects = pod_set_update_objects(updates)
+    assert objects == [
+        {"name": "driver", "labels": {"only": "labels"}},
+        {"name": "head"},
+        {"name": "workers", "labels": {"l": "2"}, "annotations": {"a": "1"}, "nodeSelector": {"pool": "dws"},
+         "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]},
+    ]
+    assert pod_set_updates(objects) == updates, "read back as they were"
+
+
+@pytest.mark.parametrize(("mine", "more", "tolerations"), [
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("k", "", "v", "NoSchedule"),), 1),
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("k", "Equal", "v", "NoSchedule", 60),), 1),
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("j", "Equal", "v", "NoSchedule"),), 2),
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("k", "Exists", "v", "NoSchedule"),), 2),
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("k", "Equal", "w", "NoSchedule"),), 2),
+    ((Toleration("k", "Equal", "v", "NoSchedule"),), (Toleration("k", "Equal", "v", "NoExecute"),), 2),
+    ((Toleration("k", "", "v"),), (Toleration("k", "Equal", "v"),), 1),
+])
+def test_merged_pod_set_updates_hold_each_toleration_once(mine: tuple[Toleration, ...],
+                                                          more: tuple[Toleration, ...], tolerations: int) -> None:
+    """Kueue's MatchToleration: the same key, operator (empty is Equal), value and effect; the seconds are not
+    compared."""
+    merged = PodSetUpdate(tolerations=mine).merged(PodSetUpdate(tolerations=more))
+    assert isinstance(merged, PodSetUpdate)
+    assert merged.tolerations == (mine + more)[:tolerations]
+    assert mine[0].same(more[0]) is (tolerations == 1) and more[0].same(mine[0]) is (tolerations == 1)
 
 
 def test_build_config() -> None:

@@ -215,3 +215,38 @@ def test_admitted_usage_counts_only_admitted_holders_of_the_local_queues_asked()
     assert admitted_usage(holding) == {("team", "lq2"): {"cpu": 1.0}, LQ: {"cpu": 4.0}, ("team", "lq3"): {"cpu": 8.0}}
     assert admitted_usage(holding, {LQ: "cq", ("team", "idle"): "cq-without-holders"}) == {
         LQ: {"cpu": 4.0}, ("team", "idle"): {}}
+
+
+def test_a_deleted_workload_s_pending_penalty_is_dropped_once() -> None:
+    ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
+    wl, other = _workload("a", 4, WorkloadState.QUOTA_RESERVED), _workload("b", 2, WorkloadState.QUOTA_RESERVED)
+    ledger.advance(0.0, {})
+    ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, w.key, "cq") for w in (wl, other)],
+                {w.key: w for w in (wl, other)}, FAIR, 0.0)
+    version, alpha = ledger.version, 1 - 0.5 ** 0.1
+    assert ledger.usage(LQ) == pytest.approx(6 * alpha)
+    ledger.drop(wl)
+    assert ledger.usage(LQ) == pytest.approx(2 * alpha) and ledger.version == version + 1
+    ledger.drop(wl)
+    assert ledger.version == version + 1, "nothing left to drop: the same version"
+    ledger.drop(workload("c", cpu=1).namespace("elsewhere").build())
+    assert ledger.version == version + 1 and ledger.usage(LQ) == pytest.approx(2 * alpha)
+
+
+def test_a_workload_deleted_before_its_admission_takes_its_penalty_with_it() -> None:
+    from flexq.scheduler import Config, Scheduler
+    from flexq.scheduler.build import cluster_queue_spec, flavor_spec
+
+    cq = cluster_queue_spec({"metadata": {"name": "cq"}, "spec": {
+        "namespaceSelector": {}, "admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"},
+        "admissionChecks": ["prov"],
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "a", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    sched = Scheduler(Config({"a": flavor_spec({"metadata": {"name": "a"}})}, {"cq": cq}, {}))
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    sched.add(workload("w", cpu=4).namespace("team").build(), 0.0)
+    assert [e.kind for e in sched.schedule(0.0)] == [EventKind.QUOTA_RESERVED], "reserved, waiting for its check"
+    assert ledger.usage(LQ) > 0
+    sched.delete("team/w", 1.0)
+    assert ledger.usage(LQ) == 0.0 and sched.usage("cq", ("a", "cpu")) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from flexq.scheduler.events import Event, EventKind
@@ -264,3 +265,20 @@ def test_one_variant_at_a_time_preempts() -> None:
     s.set_check(high.key, "prov", CheckState.READY, 6)
     assert high.state is WorkloadState.ADMITTED and _flavor(high) == "a"
     assert sum(w.admission is not None for w in low) == 1, "the job on b was never preempted"
+
+
+def test_the_flavors_a_workload_could_race_on_whether_or_not_it_races() -> None:
+    """What a what-if shows under each flavor: the variants flexq's race would make (each with the flavors its pod
+    sets may take there), asked of a scheduler that does not race; none for a workload that only one flavor could
+    hold, nor for one of a ClusterQueue it does not know."""
+    s = _guide_like()
+    s.configure(dataclasses.replace(s.config, race=False))
+    plans = s.flavor_plans(_guide_job("j"))
+    assert [(p.flavor, dict(p.allowed)) for p in plans] == [
+        ("a", {"head": frozenset({"default"}), "workers": frozenset({"a"})}),
+        ("b", {"head": frozenset({"default"}), "workers": frozenset({"b"})})]
+    only_b = Workload("default", "big", "q", "cq", (PodSet("workers", 1, {"gpu": 8 * CPU}),), uid="big")
+    assert s.flavor_plans(only_b) == [], "8 gpus: only b could ever hold it"
+    elsewhere = Workload("default", "x", "q", "nowhere", _guide_job("x").podsets, uid="x")
+    assert s.flavor_plans(elsewhere) == []
+    assert s.variants == {}, "asking makes no variants"

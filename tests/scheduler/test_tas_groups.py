@@ -231,3 +231,34 @@ def test_without_the_leader_the_workers_alone_would_go_elsewhere() -> None:
     alone = place(_view(nodes), flavor, workers, required(BLOCK), ())
     grouped = place_group(_view(nodes), flavor, workers, PodSet("leader", 1, C1), required(BLOCK), ())
     assert (alone, grouped) == (on(ONE, ("b3", 2)), (on(ONE, ("b2", 1)), on(ONE, ("b2", 2))))
+
+
+SPREAD = blocks(("b1", 3, 2), ("b2", 3, 3), ("b3", 2, 2))
+"""No block holds the leader and four workers: b1 holds the leader and two workers beside it, b2 three workers (two
+beside the leader), b3 two."""
+
+
+@pytest.mark.parametrize(("count", "leader", "want"), [
+    # The leader's block first (b1, its two workers), then of the others, most free first, the tightest that holds
+    # the rest: b3's two, not b2's three.
+    (4, C1, (on(ONE, ("b1", 1)), on(ONE, ("b1", 2), ("b3", 2)))),
+    # None holds the rest alone: most free first (b2's three), then b3.
+    (7, C1, (on(ONE, ("b1", 1)), on(ONE, ("b1", 2), ("b2", 3), ("b3", 2)))),
+    (8, C1, 'topology "default" allows to fit only 7 out of 8 pod(s)'),
+    (2, {"cpu": 4 * CPU}, 'topology "default" doesn\'t allow to fit any of 2 pod(s)'),  # the leader fits nowhere
+])
+def test_a_preferred_group_that_no_domain_holds_spreads_from_the_leader_s(
+        count: int, leader: Mapping[str, int], want: object) -> None:
+    flavor = FlavorSpec("tas", topology="default", levels=ONE)
+    placed = place_group(_view(SPREAD), flavor, PodSet("workers", count, G1, topology=preferred(BLOCK)),
+                         PodSet("leader", 1, leader, topology=preferred(BLOCK)), preferred(BLOCK), ())
+    assert placed == want
+
+
+def test_the_rest_of_a_spread_group_takes_the_tightest_domain_whether_or_not_it_could_hold_a_leader() -> None:
+    """b3 cannot hold the 3-cpu leader, and need not: the leader is in b1; b3's two workers fit the rest tightest."""
+    nodes = blocks(("b1", 5, 2), ("b2", 3.5, 3), ("b3", 2.5, 2))
+    flavor = FlavorSpec("tas", topology="default", levels=ONE)
+    placed = place_group(_view(nodes), flavor, PodSet("workers", 4, G1, topology=preferred(BLOCK)),
+                         PodSet("leader", 1, {"cpu": 3 * CPU}, topology=preferred(BLOCK)), preferred(BLOCK), ())
+    assert placed == (on(ONE, ("b1", 1)), on(ONE, ("b1", 2), ("b3", 2)))

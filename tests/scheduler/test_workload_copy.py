@@ -59,3 +59,27 @@ def test_a_workload_met_twice_in_one_copy_is_copied_once() -> None:
     wl = _workload()
     first, second = copy.deepcopy([wl, wl])
     assert first is second and first is not wl
+
+
+def test_a_copied_scheduler_runs_its_cycles_on_its_own_state() -> None:
+    """A forecast's fork: the copy's cycles act on the copy's workloads and quota, the original's stay as they were,
+    and each goes on alone (the shapes it learns are its own)."""
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue().flavor("f", cpu=2))
+    sched.add(workload("a", cpu=2).build(), 0.0)
+    sched.schedule(0.0)
+    sched.add(workload("b", cpu=2).build(), 1.0)
+    sched.schedule(1.0)
+    twin = copy.deepcopy(sched)
+    twin.finish("ns/a", 2.0)
+    admitted = [(e.kind.value, e.workload) for e in twin.schedule(2.0)]
+    assert ("Admitted", "ns/b") in admitted
+    assert twin.held("ns/b").state is WorkloadState.ADMITTED and twin.held("ns/a").state is WorkloadState.FINISHED
+    assert sched.held("ns/b").state is WorkloadState.PENDING and sched.held("ns/a").state is WorkloadState.ADMITTED
+    assert sched.usage("cq", ("f", "cpu")) == 2000 and twin.usage("cq", ("f", "cpu")) == 2000
+    assert sched.held("ns/b") is not twin.held("ns/b")
+    sched.finish("ns/a", 3.0)
+    sched.add(workload("c", cpu=1).build(), 3.0)
+    assert [e.workload for e in sched.schedule(3.0) if e.kind.value == "Admitted"] == ["ns/b"]
+    assert twin.workload("ns/c") is None and twin.held("ns/b").admitted_at == 2.0

@@ -597,20 +597,14 @@ def fits_with_borrowing(tree: QuotaTree, cq: str, requests: Mapping[FlavorResour
 
 class _Aside:
     """Usage changes for the trial, summed by ClusterQueue and made only when the tree must be read (one change per
-    queue instead of one per workload: the tree's usage is a function of its queues' usage alone)."""
+    queue instead of one per workload: the tree's usage is a function of its queues' usage alone). The searches add
+    to :attr:`by_cq` inline: they run for every candidate of every search."""
 
     __slots__ = ("_sign", "_trial", "by_cq")
 
     def __init__(self, trial: _Changes, sign: int) -> None:
         self._trial, self._sign = trial, sign
         self.by_cq: dict[str, dict[FlavorResource, int]] = {}
-
-    def take(self, cq: str, usage: Mapping[FlavorResource, int]) -> None:
-        total = self.by_cq.get(cq)
-        if total is None:
-            total = self.by_cq[cq] = {}
-        for fr, amount in usage.items():
-            total[fr] = total.get(fr, 0) + amount
 
     def flush(self) -> None:
         self._trial.add_all(self.by_cq, self._sign)
@@ -712,7 +706,7 @@ def _remove_until_fit(trial: Trial, tree: QuotaTree, cq: str, needed: set[Flavor
     out = _Aside(trial, -1)
     taken = out.by_cq
     missing = _Missing(tree, cq, requests, borrowing)
-    for t in ordered:  # _usage and _Aside.take inline: this runs for every candidate of every search
+    for t in ordered:  # _usage and the sums of _Aside inline: this runs for every candidate of every search
         wl = t.workload
         victim = wl.cluster_queue
         own = victim == cq
@@ -877,7 +871,7 @@ class _Walk:
             self.trial, self.tree, self.cq, self.requests, self.removed, self.borrowing
         back, missing, refused = self.back, self.missing, self.refused
         returned = back.by_cq
-        for i in range(start, stop, -1):  # _usage and _Aside.take inline, as in _remove_until_fit
+        for i in range(start, stop, -1):  # _usage and the sums of _Aside inline, as in _remove_until_fit
             t = removed[i]
             wl = t.workload
             assert wl.admission is not None
