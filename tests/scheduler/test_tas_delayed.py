@@ -341,3 +341,58 @@ def test_every_second_pass_due_is_made_in_one_step() -> None:
     assert [(e.kind.value, e.workload) for e in events] == [
         ("Admitted", "default/a"), ("Admitted", "default/b"), ("SecondPassFailed", "default/c")]
     assert [wl.state for wl in jobs] == [WorkloadState.ADMITTED, WorkloadState.ADMITTED, WorkloadState.QUOTA_RESERVED]
+
+
+def test_the_second_pass_places_an_implicit_topology_request_too() -> None:
+    nodes: list[Node] = []
+    s = _scheduler(nodes)
+    wl = _job(_podset("one", topology=False))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    nodes.append(_node("x1"))
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["Admitted"]
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",))}
+
+
+def test_delayed_pod_sets_placed_in_one_pass_do_not_take_the_same_room() -> None:
+    """One then two, 2 cpus each: one takes x1 (the most free); two, placed alone, would too, but finds only 1 cpu
+    left there beside one and goes to y1."""
+    nodes = [node("x1", {"tas-node": "true", HOSTNAME: "x1"}, 3), node("y1", {"tas-node": "true", HOSTNAME: "y1"}, 2)]
+    s = _scheduler(nodes)
+    wl = _job(_podset("one", cpus=2), _podset("two", cpus=2))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["Admitted"]
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",)), "two": ("tas-default", "Ready", ("y1",))}
+    assert wl.admission is not None and wl.admission.cluster_queue == "tas-main"
+
+
+def test_a_pod_set_after_a_delayed_group_is_placed_by_the_same_pass() -> None:
+    """The group (leader and workers, placed together) fills one host; the pod set after it takes the other."""
+    nodes = [node(h, {"tas-node": "true", HOSTNAME: h}, 4) for h in ("x1", "y1")]
+    s = _scheduler(nodes)
+    grouped = TopologyRequest(HOSTNAME, required=True, group="lws")
+    wl = _job(PodSet("leader", 1, {"cpu": CPU}, topology=grouped), PodSet("workers", 1, {"cpu": 3 * CPU},
+                                                                          topology=grouped), _podset("extra", cpus=4))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["Admitted"]
+    placed = _assigned(wl)
+    assert placed["leader"] == placed["workers"] and placed["leader"][1:] in (("Ready", ("x1",)), ("Ready", ("y1",)))
+    assert placed["extra"][1] == "Ready" and placed["extra"][2] not in (None, placed["leader"][2])
+
+
+def test_a_flavor_no_longer_topology_aware_admits_its_delayed_pod_set_without_a_placement() -> None:
+    """The flavor lost its topology while the workload waited for its check: no topology is configured any more, so
+    there is nothing to place the pod set by; it is Ready as it is, and the workload admitted."""
+    s = _scheduler([_node("x1")])
+    wl = _job()
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    s.configure(dataclasses.replace(s.config, flavors={"tas-default": FlavorSpec("tas-default", {"tas-node": "true"})}))
+    s.set_check(wl.key, PROV, CheckState.READY, 0.0)
+    assert _kinds(s.schedule(1.0)) == ["Admitted"]
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", None)}
