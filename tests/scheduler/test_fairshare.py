@@ -96,7 +96,59 @@ CASES: dict[str, dict[str, Any]] = {
                     {"name": "root", "quotas": {"default": {"gpu": 50}}}],
         "usage": {("default", "gpu"): 10},
         "want": {"cq": (1000, "gpu", True), "child-cohort": (200, "gpu", True), "root": (0, "", False)}},
+    "two resources borrowed alike: the dominant one is the first by name": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 2, "cpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 8, "cpu": 8}}}],
+        "usage": {("default", "gpu"): 4, ("default", "cpu"): 4},
+        "want": {"cq": (200, "cpu", True)}},
+    "the same, the first by name first": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 2, "gpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 8, "gpu": 8}}}],
+        "usage": {("default", "cpu"): 4, ("default", "gpu"): 4},
+        "want": {"cq": (200, "cpu", True)}},
+    "a resource nobody could lend (held since its quota was cut) counts for nothing": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 0, "cpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 8, "gpu": 0}}}],
+        "usage": {("default", "gpu"): 1, ("default", "cpu"): 3},
+        "want": {"cq": (100, "cpu", True)}},
+    "only a resource nobody could lend borrowed: borrowing, with no dominant resource": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 0, "cpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 8, "gpu": 0}}}],
+        "usage": {("default", "gpu"): 1},
+        "want": {"cq": (0, "", True)}},
+    "usage at nominal, and none of a resource with no quota: not borrowing": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 0, "cpu": 2}}},
+                   LENDER_CPU_GPU],
+        "usage": {("default", "cpu"): 2},
+        "want": {"cq": (0, "", False)}},
+    "a thousandth over nominal is borrowing": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 998}}}],
+        "usage": {("default", "cpu"): 2.001},
+        "want": {"cq": (1, "cpu", True)}},
+    "a resource borrowed in two flavors: summed": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"on-demand": {"cpu": 20}, "spot": {"cpu": 10}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 50}}}],
+        "usage": {("on-demand", "cpu"): 25, ("spot", "cpu"): 13},
+        "want": {"cq": (100, "cpu", True)}},
+    "two resources borrowed: the larger share dominates, whichever comes first": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 2, "gpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"cpu": 8, "gpu": 8}}}],
+        "usage": {("default", "cpu"): 3, ("default", "gpu"): 5},
+        "want": {"cq": (300, "gpu", True)}},
+    "the same, the larger first": {
+        "queues": [{"name": "cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 2, "cpu": 2}}},
+                   {"name": "lending-cq", "cohort": "test-cohort", "quotas": {"default": {"gpu": 8, "cpu": 8}}}],
+        "usage": {("default", "gpu"): 5, ("default", "cpu"): 3},
+        "want": {"cq": (300, "gpu", True)}},
 }
+
+
+def test_a_share_names_the_flavors_and_resources_borrowed() -> None:
+    tree = _tree(CASES["multiple flavors: one resource over its flavors, spot within nominal"])
+    assert share_of(tree, tree.queues["cq"]) == Share(1.0, 25.0, "cpu", True, frozenset({("on-demand", "cpu")}))
+    assert share_of(tree, tree.queues["lending-cq"]) == Share(1.0)
+    assert share_of(tree, tree.cohorts["test-cohort"]) == Share(1.0)
 
 
 @pytest.mark.parametrize("name", CASES)
