@@ -88,6 +88,13 @@ CASES = {
     "slice left incomplete": Case((_ps("one", 2, TopologyRequest(BLOCK, required=True, slice_level=RACK,
                                                                  slice_size=2)),),
                                   {"one": {"x0": 1, "x2": 1}}, {"one": {"x2": 1, "x3": 1}}),
+    # Of the slices left, x1's (rack r1) is whole; the one x0 broke is r2's: its pod goes back beside x2's.
+    "the broken slice among whole ones": Case((_ps("one", 4, TopologyRequest(BLOCK, required=True, slice_level=RACK,
+                                                                             slice_size=2), milli=500),),
+                                              {"one": {"x0": 1, "x1": 2, "x2": 1}}, {"one": {"x1": 2, "x2": 2}}),
+    # Two pod sets both on x0: each placed again, the second beside what the first took.
+    "two podsets on the lost node": Case((_ps("one", 1, PREFERRED_HOST), _ps("two", 1, PREFERRED_HOST)),
+                                         {"one": {"x0": 1}, "two": {"x0": 1}}, {"one": {"x1": 1}, "two": {"x2": 1}}),
 }
 
 
