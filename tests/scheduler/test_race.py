@@ -282,3 +282,30 @@ def test_the_flavors_a_workload_could_race_on_whether_or_not_it_races() -> None:
     elsewhere = Workload("default", "x", "q", "nowhere", _guide_job("x").podsets, uid="x")
     assert s.flavor_plans(elsewhere) == []
     assert s.variants == {}, "asking makes no variants"
+
+
+def test_a_variant_of_a_running_workload_or_beside_a_sibling_holding_quota_preempts_nobody() -> None:
+    """Kueue's gate, as flexq keeps it: a workload that is not a variant may preempt; a variant may not while its
+    workload runs (migrating is no reason to preempt), nor while a sibling holds quota."""
+    s = _scheduler()
+    first, second = _job("a", 4), _job("b", 4)
+    _submit(s, first, 0)
+    _submit(s, second, 1)
+    (preferred,) = s.variants[second.key]
+    assert second.state is WorkloadState.ADMITTED and s.held(preferred).flavor == "reservation"
+    assert s.may_preempt(first) and not s.may_preempt(s.held(preferred))
+    third = _job("c", 2)
+    s.add(third, 2)
+    variants = [s.held(k) for k in s.variants[third.key]]
+    assert [v.flavor for v in variants] == ["reservation", "on-demand", "spot"]
+    assert all(s.may_preempt(v) for v in variants), "pending, none holding quota: each may"
+    s.schedule(2)
+    # The on-demand variant won (reservation is full); the reservation variant goes on, the workload running.
+    assert third.state is WorkloadState.ADMITTED and not s.may_preempt(s.held(s.variants[third.key][0]))
+    guide = _guide_like()
+    j1, j2 = _guide_job("j1"), _guide_job("j2")
+    _submit(guide, j1, 0)
+    _submit(guide, j2, 1)
+    by_flavor = {guide.held(k).flavor: guide.held(k) for k in guide.variants[j2.key]}
+    assert by_flavor["b"].state is WorkloadState.QUOTA_RESERVED and by_flavor["a"].admission is None
+    assert not guide.may_preempt(by_flavor["a"]), "its sibling on b holds quota, waiting for its check"
