@@ -336,3 +336,17 @@ def test_every_node_left_out_of_a_pod_set_group_counts_them() -> None:
     workers = PodSet("workers", 3, {"cpu": CPU}, node_selector={"gpu": "a100"}, topology=request)
     assert place_pair(_view(nodes), flavor, leader, workers) == \
         'topology "default" doesn\'t allow to fit any of 3 pod(s). Total nodes: 2; excluded: nodeSelector: 2'
+
+
+def test_a_preferred_rack_no_rack_holds_falls_back_to_the_block_that_does() -> None:
+    """Four pods preferring a rack: no rack holds them; the level above is tried before spreading, and block b1
+    (two racks of two) holds them all, where a spread by racks would start from b2's larger rack."""
+    nodes = [node(f"{b}-{r}-{x}", b, r, x, 1) for b, r, x in (
+        ("b1", "r1", "x1"), ("b1", "r1", "x2"), ("b1", "r2", "x3"), ("b1", "r2", "x4"),
+        ("b2", "r3", "x5"), ("b2", "r3", "x6"), ("b2", "r3", "x7"))]
+    levels = (BLOCK, RACK, HOSTNAME)
+    flavor = FlavorSpec("tas", topology="default", levels=levels)
+    placed = place(_view(nodes), flavor, PodSet("main", 4, {"cpu": CPU}, topology=TopologyRequest(RACK)),
+                   TopologyRequest(RACK), ())
+    assert isinstance(placed, TopologyAssignment)
+    assert sorted(v[-1] for v, _ in placed.domains) == ["x1", "x2", "x3", "x4"]
