@@ -250,3 +250,32 @@ def test_a_workload_deleted_before_its_admission_takes_its_penalty_with_it() -> 
     assert ledger.usage(LQ) > 0
     sched.delete("team/w", 1.0)
     assert ledger.usage(LQ) == 0.0 and sched.usage("cq", ("a", "cpu")) == 0
+
+
+@pytest.mark.parametrize("fair_sharing", [False, True], ids=["classic", "fair-sharing"])
+def test_a_workload_already_being_evicted_is_the_first_victim_under_admission_fair_sharing(fair_sharing: bool) -> None:
+    """Kueue's CandidatesOrdering puts a workload being evicted first, before admission fair sharing's order of the
+    LocalQueues: a second preemptor waits for the eviction under way instead of preempting the workload of the
+    LocalQueue that used more."""
+    from flexq.scheduler import PreemptionPolicy
+    from flexq.scheduler.fair_preemption import STRATEGIES
+    from tests.support import cluster_queue, scheduler
+
+    cq = cluster_queue("cq").flavor("default", cpu=2).preempt(within=PreemptionPolicy.LOWER_PRIORITY).with_(
+        fair_admission=True)
+    sched = scheduler(cq, fair_sharing=STRATEGIES if fair_sharing else None)
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    heavy = workload("heavy", cpu=1, priority=6).namespace("team").queue("heavy-lq").on("cq").build()
+    light = workload("light", cpu=1, priority=1).namespace("team").queue("light-lq").on("cq").build()
+    for i, wl in enumerate((heavy, light)):
+        sched.add(wl, float(i))
+        sched.schedule(float(i))
+    ledger.advance(120.0, {("team", "heavy-lq"): {"cpu": 50.0}, ("team", "light-lq"): {"cpu": 1.0}})
+    first = workload("first", cpu=1, priority=5).namespace("team").queue("light-lq").on("cq").build()
+    sched.add(first, 120.0)
+    assert [e.workload for e in sched.schedule(120.0) if e.kind is EventKind.PREEMPTED] == [light.key]
+    second = workload("second", cpu=1, priority=10).namespace("team").queue("light-lq").on("cq").build()
+    sched.add(second, 121.0)
+    assert [e.workload for e in sched.schedule(121.0) if e.kind is EventKind.PREEMPTED] == []
+    assert light.evicting and not heavy.evicting
