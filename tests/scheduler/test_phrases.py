@@ -3,6 +3,7 @@ the moment, the live server counts down to it, a forecast's line gives the time 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -74,3 +75,22 @@ def test_an_event_keeps_its_phrase_until_its_clock_words_it(words: str) -> None:
     assert said.to_json()["reason"] == said.reason and "phrase" not in said.to_json()
     plain = Event.told(NOW, EventKind.PENDING, "default/a", "cq", "no quota")
     assert plain.reason == "no quota" and plain.phrase is None and plain.worded(WORDS[words]) is plain
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    request: str
+
+    def fields(self) -> dict[str, str]:
+        return {"request": self.request}
+
+
+@pytest.mark.parametrize("reason", [FREES, "no quota"], ids=["phrase", "text"])
+def test_an_event_told_with_a_payload_keeps_it_and_logs_its_fields(reason: Text) -> None:
+    payload = _Request("r")
+    event = Event.told(NOW, EventKind.PROVISIONING_REQUEST, "default/a", "cq", reason, extra={"ignored": 1},
+                       payload=payload)
+    assert (event.t, event.kind, event.workload, event.cluster_queue) == (
+        NOW, EventKind.PROVISIONING_REQUEST, "default/a", "cq")
+    assert event.payload is payload and event.extra == {"request": "r"}, "the payload's fields, not extra"
+    assert (event.reason, event.phrase) == (("", FREES) if isinstance(reason, Phrase) else ("no quota", None))
