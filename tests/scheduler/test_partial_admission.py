@@ -32,6 +32,7 @@ REDUCER_CASES: dict[str, tuple[tuple[tuple[int, int | None], ...], int, int | No
     "one large pod set": (((150_000, 1), *((1, None) for _ in range(7))), 150_000, 150_000),
     "a pod set of none": (((0, 0),), 0, None),
     "below the minimums": (((10, 6), (10, 6)), 11, None),
+    "a single pod of margin: never asked below its minimum": (((2, 1),), 0, None),
 }
 
 
