@@ -12,6 +12,8 @@ from flexq.scheduler.model import (
     FlavorSpec,
     PodSet,
     PreemptionPolicy,
+    Quota,
+    ResourceGroup,
     Workload,
     WorkloadState,
 )
@@ -309,3 +311,19 @@ def test_a_variant_of_a_running_workload_or_beside_a_sibling_holding_quota_preem
     by_flavor = {guide.held(k).flavor: guide.held(k) for k in guide.variants[j2.key]}
     assert by_flavor["b"].state is WorkloadState.QUOTA_RESERVED and by_flavor["a"].admission is None
     assert not guide.may_preempt(by_flavor["a"]), "its sibling on b holds quota, waiting for its check"
+
+
+def test_a_variant_a_slice_replacement_or_a_workload_already_held_to_flavors_never_races() -> None:
+    s = _guide_like()
+    assert len(s.flavor_plans(_guide_job("j"))) == 2
+    for change in ({"parent": "default/other"}, {"replaces": "default/old"},
+                   {"allowed": (("head", frozenset({"default"})), ("workers", frozenset({"a"})))}):
+        assert s.flavor_plans(dataclasses.replace(_guide_job("j"), **change)) == [], change
+    two_groups = (cluster_queue().flavor("a", cpu=4).flavor("b", cpu=4)
+                  .with_(groups=(ResourceGroup(("cpu",), ("a", "b"), {("a", "cpu"): Quota(4000),
+                                                                     ("b", "cpu"): Quota(4000)}),
+                                 ResourceGroup(("gpu",), ("g",), {("g", "gpu"): Quota(4000)}))))
+    one_group = cluster_queue().flavor("a", cpu=4).flavor("b", cpu=4)
+    assert len(scheduler(one_group, race=True).flavor_plans(workload("k", cpu=1).build())) == 2
+    assert scheduler(two_groups, race=True).flavor_plans(workload("k", cpu=1).build()) == [], \
+        "Kueue races a single resource group"
