@@ -327,3 +327,10 @@ def test_a_variant_a_slice_replacement_or_a_workload_already_held_to_flavors_nev
     assert len(scheduler(one_group, race=True).flavor_plans(workload("k", cpu=1).build())) == 2
     assert scheduler(two_groups, race=True).flavor_plans(workload("k", cpu=1).build()) == [], \
         "Kueue races a single resource group"
+
+
+def test_a_resource_the_queue_does_not_cover_keeps_no_flavor_from_racing() -> None:
+    job = _guide_job("j")
+    asks_memory = dataclasses.replace(job, podsets=tuple(
+        dataclasses.replace(ps, requests={**ps.requests, "memory": 1000}) for ps in job.podsets))
+    assert [p.flavor for p in _guide_like().flavor_plans(asks_memory)] == ["a", "b"]
