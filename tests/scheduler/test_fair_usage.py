@@ -279,3 +279,29 @@ def test_a_workload_already_being_evicted_is_the_first_victim_under_admission_fa
     sched.add(second, 121.0)
     assert [e.workload for e in sched.schedule(121.0) if e.kind is EventKind.PREEMPTED] == []
     assert light.evicting and not heavy.evicting
+
+
+def test_fair_sharing_switched_on_orders_the_workloads_already_waiting_and_a_copy_keeps_that_order() -> None:
+    """The LocalQueue that used less goes first once admission fair sharing is on, for workloads queued before it
+    was; a copied scheduler (a forecast's fork) has the same order, and each goes on alone."""
+    import copy
+
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=1).with_(fair_admission=True))
+    running = workload("running", cpu=1).namespace("team").queue("heavy-lq").on("cq").build()
+    sched.add(running, 0.0)
+    sched.schedule(0.0)
+    for i, (name, lq) in enumerate((("first", "heavy-lq"), ("second", "light-lq")), start=1):
+        sched.add(workload(name, cpu=1).namespace("team").queue(lq).on("cq").created(float(i)).build(), float(i))
+        sched.schedule(float(i))
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    for now in (60.0, 120.0):  # heavy-lq's running workload sampled in
+        sched.fair_tick(now)
+    twin = copy.deepcopy(sched)
+    for s in (sched, twin):
+        events = s.finish("team/running", 130.0) + s.schedule(130.0)
+        assert [e.workload for e in events if e.kind is EventKind.ADMITTED] == ["team/second"]
+    assert sched.held("team/second") is not twin.held("team/second")
+    assert sched.held("team/first").admission is None and twin.held("team/first").admission is None
