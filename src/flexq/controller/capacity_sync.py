@@ -315,7 +315,8 @@ class LiveCapacity:
                                         "spec": {"taints": taints}, "status": status})
                 self._given[name] = node.taints
                 continue
-            unread = _taints_of(old) != self._given.get(name, _taints_of(old))
+            seen = _taints_of(old)
+            unread = seen != self._given.get(name, seen)
             if not unread and ((old.get("spec") or {}).get("taints") or []) != taints:
                 # a cloud's hostTaints, NotReady, Ready
                 old = self.store.update(key, {**old, "spec": {**(old.get("spec") or {}), "taints": taints}})
