@@ -4,7 +4,15 @@ from flexq.capacity.catalog import CATALOG, MachineType, UnknownMachineType, mac
 from flexq.capacity.cloud import CapacitySpec, EmulatedCloud, random_outages
 from flexq.capacity.cluster import Cluster, PodGroup
 from flexq.capacity.driver import PROVISIONING_EXPIRY, CapacityDriver, provisioning_settings
-from flexq.capacity.gke_pools import GKE_VERSION, gke_node_pool, node_pool_spec, node_pool_webhook
+from flexq.capacity.gke_pools import (
+    GKE_VERSION,
+    NODE_POOL_LABEL,
+    gke_node_pool,
+    initial_nodes_written,
+    node_pool_of,
+    node_pool_spec,
+    node_pool_webhook,
+)
 from flexq.capacity.nodehealth import LIFECYCLE_TAINT_KEYS, lifecycle_taints
 from flexq.capacity.notes import FallbackNote, PoolNote, ProvisioningState, RequestNote, StartedNote, WorkloadNote
 from flexq.capacity.pools import Node, NodePoolSpec
@@ -18,6 +26,7 @@ __all__ = [
     "CATALOG",
     "GKE_VERSION",
     "LIFECYCLE_TAINT_KEYS",
+    "NODE_POOL_LABEL",
     "PROVISIONING_EXPIRY",
     "CapacityConfig",
     "CapacityDriver",
@@ -43,8 +52,10 @@ __all__ = [
     "dashboard_address",
     "finishes_sooner_here",
     "gke_node_pool",
+    "initial_nodes_written",
     "lifecycle_taints",
     "machine_type",
+    "node_pool_of",
     "node_pool_spec",
     "node_pool_webhook",
     "provisioning_settings",

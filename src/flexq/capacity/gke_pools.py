@@ -15,10 +15,25 @@ from flexq.capacity.catalog import UnknownMachineType, machine_type
 from flexq.capacity.pools import NodePoolSpec
 from flexq.capacity.raypool import RAY_MACHINE, RayAddressError, dashboard_address
 
-__all__ = ["gke_node_pool", "node_pool_spec", "node_pool_webhook"]
+__all__ = ["NODE_POOL_LABEL", "gke_node_pool", "initial_nodes_written", "node_pool_of", "node_pool_spec",
+           "node_pool_webhook"]
 
 GKE_VERSION = "1.34.1-gke.1000"
 _AFFINITY = {"any": "ANY_RESERVATION", "none": "NO_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+"""The label that names a node's pool."""
+
+
+def initial_nodes_written(obj: Mapping[str, Any]) -> bool:
+    """Whether the controller has written a stored NodePool's initial Node objects: its status counts the pool's
+    nodes from the step that writes them."""
+    count = (obj.get("status") or {}).get("nodeCount")
+    return count is not None and int(count) >= int((obj.get("spec") or {}).get("initialNodeCount") or 0)
+
+
+def node_pool_of(node: Mapping[str, Any]) -> str:
+    """The pool a Node object is of (empty: none)."""
+    return str((node.get("metadata", {}).get("labels") or {}).get(NODE_POOL_LABEL, ""))
 
 
 def node_pool_spec(obj: Mapping[str, Any]) -> NodePoolSpec:

@@ -91,17 +91,17 @@ waits for GKE's operation: a script's ``kubectl get nodes`` right after it sees 
 def _await_nodes(client: Client, created: Sequence[str] = (), deleted: Sequence[str] = ()) -> None:
     """Return once the ``created`` pools count their initial nodes and no Node of the ``deleted`` pools is left
     (after :data:`_NODES_WAIT` at most: the objects are written either way)."""
+    from flexq.capacity import initial_nodes_written, node_pool_of
+
     deadline = time.monotonic() + _NODES_WAIT
     while time.monotonic() < deadline:
         waiting = False
         for name in created:
-            pool = client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True) or {}
-            count = (pool.get("status") or {}).get("nodeCount")
-            waiting |= bool(pool) and (count is None or int(count) < int(pool["spec"].get("initialNodeCount") or 0))
+            pool = client.request("GET", client.path(resolve("nodepool"), None, name), ok_missing=True)
+            waiting |= pool is not None and not initial_nodes_written(pool)
         if deleted:
             nodes = client.request("GET", client.path(resolve("node"), None)).get("items", [])
-            waiting |= any((n["metadata"].get("labels") or {}).get("cloud.google.com/gke-nodepool") in deleted
-                           for n in nodes)
+            waiting |= any(node_pool_of(node) in deleted for node in nodes)
         if not waiting:
             return
         time.sleep(0.1)

@@ -160,6 +160,13 @@ def _ended_processes(text: str) -> list[str]:
     return [f"{m[1]} (exit code {m[2]})" for m in found if m is not None]
 
 
+def ended_note(cluster: RayClusterHandle) -> str:
+    """`` (Ray's processes that ended: ...)`` where the cluster's head is gone and Ray said why (empty otherwise),
+    to follow what a job's or a RayCluster's status says of the lost head."""
+    ended = cluster.exit_reason()
+    return f" (Ray's processes that ended: {ended})" if ended else ""
+
+
 _MONITORING: Final = "Running subprocesses are monitored"
 """What ``ray start --block`` prints once it watches the processes it started."""
 _MONITORING_WAIT: Final = 10.0

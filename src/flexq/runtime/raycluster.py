@@ -26,7 +26,7 @@ from typing import Any
 from flexq.jobs import pod_requests
 from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
-from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError
+from flexq.runtime.ray_cluster import LocalRayCluster, RayStartError, ended_note
 from flexq.runtime.reattach import Resume
 
 __all__ = ["RayClusterRun", "cluster_accelerators"]
@@ -167,8 +167,7 @@ class RayClusterRun:
         process = self.cluster.process
         while not self._stop.wait(1.0):
             if process is None or process.poll() is not None:
-                ended = self.cluster.exit_reason()
-                why = f" (Ray's processes that ended: {ended})" if ended else ""
+                why = ended_note(self.cluster)
                 self._append(f"flexq: the Ray head exited{why}\n")
                 self.on_status({"state": "failed", "reason": f"the Ray head process exited{why}"})
                 return

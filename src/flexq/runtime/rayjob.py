@@ -35,7 +35,7 @@ from flexq.runtime.elastic import ElasticWorkers, asks_tpu, is_elastic
 from flexq.runtime.emulation import Accelerators, accelerators_for
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.job_user import job_user
-from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError
+from flexq.runtime.ray_cluster import LocalRayCluster, RayClusterHandle, RayStartError, ended_note
 from flexq.runtime.reattach import LOST_REASON, Resume
 from flexq.runtime.remote import AGENT_NOT_READY, RemoteRayCluster, relative_entrypoint
 from flexq.runtime.train_reports import parse_metrics, parse_reports
@@ -396,9 +396,7 @@ class RayJobRun:
             if answer is None:
                 silent_since = silent_since or time.monotonic()
                 if not self.cluster.alive():
-                    ended = self.cluster.exit_reason()
-                    return _lost("the Ray cluster's head exited while the job ran" +
-                                 (f" (Ray's processes that ended: {ended})" if ended else ""))
+                    return _lost(f"the Ray cluster's head exited while the job ran{ended_note(self.cluster)}")
                 if time.monotonic() - silent_since > _CHECK_TIMEOUT:
                     return {"jobStatus": "FAILED", "jobDeploymentStatus": "Failed",
                             "reason": "JobStatusCheckTimeoutExceeded",

@@ -24,14 +24,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from flexq.api import KINDS, ApiError, InvalidObject, resolve
-from flexq.capacity import GKE_VERSION, gke_node_pool
+from flexq.capacity import GKE_VERSION, gke_node_pool, initial_nodes_written, node_pool_of
 from flexq.objects import BOOT_NAMESPACES, BadRequest, ObjectService
 from flexq.server.k8s import MAX_NESTING, nesting
 from flexq.store import AlreadyExists, NotFound
 
 __all__ = ["gke_router"]
 
-_POOL_LABEL: Final = "cloud.google.com/gke-nodepool"
 _AFFINITY = {"NO_RESERVATION": "none", "ANY_RESERVATION": "any", "SPECIFIC_RESERVATION": "specific"}
 
 
@@ -227,16 +226,14 @@ class _Gke:
     def _has_nodes(self, pool: str) -> bool:
         """Whether the controller has written the pool's initial nodes (its status counts them once it has)."""
         try:
-            obj = self.service.get(self.pools, None, pool)
+            return initial_nodes_written(self.service.get(self.pools, None, pool))
         except NotFound:
             return True
-        count = (obj.get("status") or {}).get("nodeCount")
-        return count is not None and int(count) >= int((obj.get("spec") or {}).get("initialNodeCount") or 0)
 
     def _nodes_of(self, pools: list[str]) -> list[str]:
         """The Node objects still there of these pools."""
         return [node["metadata"]["name"] for node in self.service.list_objects(self.nodes, None)[0]
-                if ((node["metadata"].get("labels") or {}).get(_POOL_LABEL)) in pools]
+                if node_pool_of(node) in pools]
 
     def _cluster_pools(self, cluster: str) -> list[dict[str, Any]]:
         return [p for p in self.service.list_objects(self.pools, None)[0] if p["spec"]["cluster"] == cluster]
