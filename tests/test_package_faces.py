@@ -41,12 +41,13 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.capacity": (
         "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
-        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "LIFECYCLE_TAINT_KEYS", "MachineType", "Node",
-        "NodePoolSpec",
+        "EmulatedCloud", "FallbackNote", "GKE_VERSION", "LIFECYCLE_TAINT_KEYS", "MachineType", "NODE_POOL_LABEL",
+        "Node", "NodePoolSpec",
         "PROVISIONING_EXPIRY", "PodGroup", "PoolNote", "ProvisioningSettings", "ProvisioningState", "RayAddressError",
         "RayPoolSync", "RequestNote", "StartedNote", "UnknownMachineType", "WorkloadNote", "answer_timer",
-        "dashboard_address", "finishes_sooner_here", "gke_node_pool", "lifecycle_taints", "machine_type",
-        "node_pool_spec", "node_pool_webhook", "provisioning_settings", "random_outages",
+        "dashboard_address", "finishes_sooner_here", "gke_node_pool", "initial_nodes_written", "lifecycle_taints",
+        "machine_type", "node_pool_of", "node_pool_spec", "node_pool_webhook", "provisioning_settings",
+        "random_outages",
     ),
     "flexq.cli": (),
     "flexq.control": (
