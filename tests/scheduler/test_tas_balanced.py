@@ -8,12 +8,13 @@ least to spare, r2, and fills x3 first. A pod set group's leader is placed with 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import pytest
 
 from flexq.scheduler.domains import HOSTNAME, TopologyView, place
 from flexq.scheduler.model import FlavorSpec, PodSet, TopologyAssignment, TopologyRequest
-from flexq.scheduler.tas_balanced import Domain, best_set, greedy, optimal_set, prune, spread
+from flexq.scheduler.tas_balanced import Domain, balanced_domains, best_set, greedy, optimal_set, prune, spread
 from flexq.scheduler.tas_groups import place_group
 from tests.support.tas import Node
 
@@ -289,6 +290,8 @@ GREEDY_CASES: dict[str, tuple[list[Domain], int, int, tuple[int, str | None, str
                                        (1, None, "b")),
     "not enough": ([_leaf(("a",), 2), _leaf(("b",), 3)], 6, 0, None),
     "nothing asked": ([_leaf(("a",), 2)], 0, 0, None),
+    "a domain of one slice": ([_leaf(("a",), 1)], 1, 0, (1, None, "a")),
+    "no domains": ([], 1, 1, None),
     "the leader's domain first": ([_leaf(("a",), 6), _leaf(("b",), 3, 2, leaders=1)], 5, 1, (2, "b", "a")),
     "beside the leader only": ([_leaf(("a",), 3, 3, leaders=1)], 3, 1, (1, "a", None)),
     "no domain for the leader": ([_leaf(("a",), 6)], 2, 1, None),
@@ -301,3 +304,193 @@ def test_a_greedy_fill(name: str) -> None:
     fill = greedy(domains, needed, leaders)
     got = None if fill is None else (fill[0], *(None if d is None else d.values[0] for d in fill[1:]))
     assert got == expected
+
+
+def test_a_greedy_fill_places_no_leader_unless_asked() -> None:
+    assert greedy([_leaf(("a",), 3)], 2) == (1, None, _leaf(("a",), 3))
+
+
+def _levels(tree: str, slice_idx: int, size: int, leader: bool) -> list[list[Domain]]:
+    """A topology's domains by level, filled as Kueue's ``fillInCounts`` fills them: ``tree`` lists the leaves,
+    ``"b0/r1=4"`` (four pods free on rack r1 of block b0) or ``"b0/r1=4:3L"`` (it can hold the leader, and three pods
+    beside it); whole slices of ``size`` are counted at level ``slice_idx`` and summed above it; with ``leader``, a
+    domain holds the leader where a child does, with the pods beside it of the child that loses fewest to it."""
+    made: dict[tuple[str, ...], Domain] = {}
+    roots: list[Domain] = []
+    for token in tree.split():
+        path, free = token.split("=")
+        values = tuple(path.split("/"))
+        for i in range(1, len(values) + 1):
+            if values[:i] not in made:
+                made[values[:i]] = Domain(values[:i])
+                (roots if i == 1 else made[values[:i - 1]].children).append(made[values[:i]])
+        pods, _, beside = free.rstrip("L").partition(":")
+        leaf = made[values]
+        leaf.pods = int(pods)
+        if leader:
+            leaf.leaders = 1 if beside else 0
+            leaf.pods_with = int(beside) if beside else leaf.pods
+
+    def fill(domain: Domain, level: int) -> None:
+        if domain.children:
+            for child in domain.children:
+                fill(child, level + 1)
+            domain.pods = sum(c.pods for c in domain.children)
+            domain.slices = sum(c.slices for c in domain.children)
+            holders = [c for c in domain.children if c.leaders > 0]
+            if leader and holders:
+                domain.leaders = 1
+                domain.pods_with = domain.pods - min(c.pods - c.pods_with for c in holders)
+                domain.slices_with = domain.slices - min(c.slices - c.slices_with for c in holders)
+        if level == slice_idx:
+            domain.slices = domain.pods // size
+            domain.slices_with = domain.pods_with // size if leader else 0
+
+    for root in roots:
+        fill(root, 0)
+    by_level = [roots]
+    while by_level[-1][0].children:
+        by_level.append([c for d in by_level[-1] for c in d.children])
+    return by_level
+
+
+def _named(domains: Sequence[Domain], slices: bool = True) -> str:
+    return " ".join("/".join(d.values) + (f"={d.slices}" if slices else "") + ("L" if slices and d.leaders else "")
+                    for d in domains)
+
+
+# The sibling set chosen on small trees: (leaves, requested level, slice level, slice size, slices needed, with a
+# leader, (threshold, the set's domains with the slices each holds once pruned) or None).
+SMALL_BEST_SETS: dict[str, tuple[str, int, int, int, int, bool, tuple[int, str] | None]] = {
+    "the leader's domain counts first in the fill that sets the threshold": (
+        "b0/r0/h0=5:4L b0/r1/h0=3 b0/r1/h1=3 b1/r0/h0=4 b1/r0/h1=4 b1/r1/h0=2", 0, 1, 1, 6, True, (3, "b0=11L b1=8")),
+    "a sibling set that cannot hold them is passed over for the next": (
+        "b0/r0=0 b0/r1=2 b1/r0=4 b1/r1=6", 1, 1, 2, 4, False, (2, "b1/r0=2 b1/r1=3")),
+    "the leader's domain alone: the threshold is what fits beside the leader": (
+        "b0/r0=5:3L", 0, 1, 1, 1, True, (1, "b0=5L")),
+    "no room beside the leader: a threshold of nothing, no set": (
+        "b0/r0=1:0L b0/r1=0 b1/r0=2:0L", 0, 0, 1, 1, True, None),
+    "a threshold of one slice": ("b0/r0=3", 0, 1, 1, 1, False, (1, "b0=3")),
+    "the same threshold: fewer domains at the requested level win": (
+        "b0/r0/h0=2 b0/r0/h1=0 b0/r1/h0=5 b0/r1/h1=0 b1/r0/h0=0 b1/r0/h1=5 b1/r1/h0=5 b1/r1/h1=2", 1, 2, 2, 3, False,
+        (1, "b1/r0=2 b1/r1=3")),
+    "a set below the best threshold is passed over, and the search goes on": (
+        "b0/r0/h0=2 b0/r0/h1=1:0L b1/r0/h0=5:4L", 2, 2, 2, 1, True, (1, "b1/r0/h0=2L")),
+    "pruning leaves no room for the leader, and the lower threshold is below the best": (
+        "b0/r0/h0=4:3L b0/r1/h0=2 b1/r0/h0=4:3L b1/r0/h1=2 b1/r1/h0=3 b1/r1/h1=4", 1, 1, 1, 8, True, None),
+    "a rack short of the threshold beside the leader keeps its workers' room, not the leader's": (
+        "b0/r0=5:5L b0/r1=5:1L", 1, 1, 1, 6, True, (3, "b0/r0=5L b0/r1=5")),
+    "the same threshold and as many domains: the first set stays": (
+        "b0/r0/h0=4 b0/r1/h0=3 b0/r1/h1=1 b1/r0/h0=1 b1/r0/h1=3", 2, 2, 1, 3, False, (3, "b0/r0/h0=4")),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_BEST_SETS)
+def test_the_best_sibling_set_on_small_trees(name: str) -> None:
+    tree, level, slice_idx, size, needed, leader, expected = SMALL_BEST_SETS[name]
+    found = best_set(_levels(tree, slice_idx, size, leader), level, slice_idx, needed, size, int(leader))
+    assert (None if found is None else (found[0], _named(found[1]))) == expected
+
+
+# The optimal set on small trees: (leaves, the level its domains are at, slice level, slice size, slices needed, with
+# a leader, ordered by entropy, the domains chosen or None).
+SMALL_OPTIMAL_SETS: dict[str, tuple[str, int, int, int, int, bool, bool, str | None]] = {
+    "the leader's block, its racks more evenly free": (
+        "b0/r0=5:4L b0/r1=4:4L b1/r0=4 b1/r1=6:5L", 0, 0, 1, 5, True, True, "b0"),
+    "two blocks, the leader's by entropy first": (
+        "b0/r0=2:1L b0/r1=3:1L b1/r0=1 b1/r1=3:3L", 0, 0, 1, 5, True, True, "b0 b1"),
+    "blocks that hold the slice alike: the most even": (
+        "b0/r0/h0=1 b0/r1/h0=1 b0/r1/h1=4 b0/r2/h0=1 b1/r0/h0=1 b1/r0/h1=1 b1/r1/h0=0 b1/r1/h1=3 b1/r2/h0=3 "
+        "b1/r2/h1=1 b2/r0/h0=0 b2/r1/h0=2 b2/r1/h1=1 b2/r2/h0=4", 0, 0, 1, 1, False, True, "b0"),
+    "the domains that can hold the leader first": (
+        "b0/r0/h0=0 b0/r0/h1=3:1L b1/r0/h0=6 b1/r1/h0=4:4L", 1, 2, 2, 6, True, True, "b1/r1 b0/r0 b1/r0"),
+    "the most room beside the leader first": (
+        "b0/r0/h0=3:2L b0/r1/h0=4 b0/r1/h1=5:3L b1/r0/h0=4 b1/r1/h0=5:3L", 0, 0, 2, 8, True, True, "b0 b1"),
+    "ordered by the room beside the leader, not the room alone": (
+        "b0/r0=4:2L b1/r0=4:4L", 1, 1, 1, 7, True, True, "b1/r0 b0/r0"),
+    "without a leader, the most room first": (
+        "b0/r0/h0=3 b0/r1/h0=1 b0/r1/h1=3 b1/r0/h0=2 b1/r1/h0=3", 1, 2, 1, 6, False, True, "b0/r0 b1/r1"),
+    "no combination of the greedy fill's size holds them": (
+        "b0/r0=5 b0/r1=5 b1/r0=5 b2/r0=2 b2/r1=3 b2/r2=3", 1, 1, 2, 9, False, True, None),
+    "in the order of the level values, the leader's domain second": (
+        "b0/r0/h0=6 b1/r0/h0=2 b1/r0/h1=1:1L", 0, 2, 1, 4, True, False, "b0 b1"),
+    "slices of two that the fewest racks cannot hold": (
+        "b0/r0/h0=3 b0/r0/h1=1 b0/r1/h0=3 b0/r2/h0=3 b0/r2/h1=6 b1/r0/h0=0 b1/r0/h1=6", 0, 1, 2, 8, False, True, None),
+    "three racks, the leader's among them": (
+        "b0/r0/h0=3:3L b0/r1/h0=4:3L b0/r1/h1=1:1L b1/r0/h0=4 b1/r0/h1=1:1L b1/r1/h0=1 b1/r1/h1=1:0L", 1, 2, 2, 5,
+        True, True, "b0/r1 b1/r0 b1/r1"),
+    "one slice on one domain": ("b0/r0=1", 1, 1, 1, 1, False, False, "b0/r0"),
+    # b1 has no pod free beside or without the leader (its spread of free pods counts as none), b0 one pod (no whole
+    # slice of two): as even, so the level values put b0 first, and it takes the leader
+    "a domain with nothing free is not the most even": (
+        "b0/r0=1:0L b1/r0=0:0L b2/r0=4", 0, 1, 2, 2, True, True, "b0 b2"),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_OPTIMAL_SETS)
+def test_the_optimal_set_on_small_trees(name: str) -> None:
+    tree, level, slice_idx, size, needed, leader, by_entropy, expected = SMALL_OPTIMAL_SETS[name]
+    domains = _levels(tree, slice_idx, size, leader)[level]
+    chosen = optimal_set(domains, needed, size, by_entropy, int(leader))
+    assert (None if chosen is None else _named(chosen, slices=False)) == expected
+
+
+# Slices spread on small trees that cannot take them: (leaves, level, slice level, slice size, slices needed, with a
+# leader, threshold).
+SMALL_SPREADS_THAT_FAIL: dict[str, tuple[str, int, int, int, int, bool, int]] = {
+    "no domain for the leader": ("b0/r0=2", 1, 1, 1, 2, True, 1),
+    "a threshold the chosen domains cannot all take": (
+        "b0/r0/h0=3 b0/r1/h0=1 b0/r1/h1=3 b1/r0/h0=2 b1/r1/h0=3", 1, 2, 1, 6, False, 3),
+    "the leader's domain short of the threshold beside the leader": (
+        "b0/r0/h0=3 b0/r1/h0=2:2L b0/r1/h1=4:2L b1/r0/h0=1:0L b1/r1/h0=2", 1, 2, 1, 8, True, 4),
+    "slices of two: the threshold over the two racks is more than asked": (
+        "b0/r0=0 b0/r1=2 b1/r0=4 b1/r1=6", 1, 1, 2, 4, False, 2),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_SPREADS_THAT_FAIL)
+def test_a_spread_that_cannot_place(name: str) -> None:
+    tree, level, slice_idx, size, needed, leader, threshold = SMALL_SPREADS_THAT_FAIL[name]
+    domains = _levels(tree, slice_idx, size, leader)[level]
+    assert spread(domains, needed, size, threshold, int(leader)) is None
+
+
+# Balanced placement on small trees: (leaves, requested level, slice level, slice size, pods, with a leader, (the
+# level placed at, its domains with their slices) or None).
+SMALL_BALANCED: dict[str, tuple[str, int, int, int, int, bool, tuple[int, str] | None]] = {
+    "one slice on one rack": ("b0/r0=1", 1, 1, 1, 1, False, (1, "b0/r0=1")),
+    "the block with least to spare, its rack with least to spare": (
+        "b0/r0=6 b0/r1=1 b1/r0=4 b1/r1=2", 0, 1, 1, 2, False, (1, "b1/r1=2")),
+    "a leader with the workers, three on each rack of its block": (
+        "b0/r0/h0=5:4L b0/r1/h0=3 b0/r1/h1=3 b1/r0/h0=4 b1/r0/h1=4 b1/r1/h0=2", 0, 1, 1, 6, True,
+        (1, "b0/r0=3L b0/r1=3")),
+    "no rack set holds six slices of two at a threshold": (
+        "b0/r0/h0=4 b0/r0/h1=5 b0/r1/h0=3 b0/r1/h1=2 b1/r0/h0=1 b1/r1/h0=2 b1/r1/h1=5 b2/r0/h0=1 b2/r0/h1=0", 1, 2, 2,
+        12, False, None),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_BALANCED)
+def test_balanced_domains_on_small_trees(name: str) -> None:
+    tree, level, slice_idx, size, pods, leader, expected = SMALL_BALANCED[name]
+    placed = balanced_domains(_levels(tree, slice_idx, size, leader), level, slice_idx, pods, size, int(leader))
+    assert (None if placed is None else (placed[0], _named(placed[1]))) == expected
+
+
+# Pruning small trees: (leaves, slice level, slice size, with a leader, threshold, every domain's pods/slices after,
+# with pods/slices beside the leader where it holds one).
+SMALL_PRUNES: dict[str, tuple[str, int, int, bool, int, str]] = {
+    "a slice level below the leaves' parents counts the leaf's slices again": (
+        "b0/r0/h0=5:5L", 2, 2, True, 2, "b0=5/2:5/2L b0/r0=5/2:5/2L b0/r0/h0=5/2:5/2L"),
+    "a domain that holds the threshold exactly stays": ("b0/r0/h0=4", 2, 1, True, 4, "b0=4/4 b0/r0=4/4 b0/r0/h0=4/4"),
+}
+
+
+@pytest.mark.parametrize("name", SMALL_PRUNES)
+def test_pruning_small_trees(name: str) -> None:
+    tree, slice_idx, size, leader, threshold, expected = SMALL_PRUNES[name]
+    by_level = _levels(tree, slice_idx, size, leader)
+    prune(by_level[0], threshold, size, slice_idx, 0, leader)
+    assert " ".join("/".join(d.values) + f"={d.pods}/{d.slices}" + (f":{d.pods_with}/{d.slices_with}L" if d.leaders
+                                                                        else "")
+                    for level in by_level for d in level) == expected
