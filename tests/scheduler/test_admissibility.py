@@ -216,3 +216,49 @@ def test_every_head_kept_out_in_one_cycle_says_why_at_that_moment(why: str, reas
     events = scheduler.cycle(2.0)[0]
     assert [(e.t, e.kind, e.workload, e.reason) for e in events] == [
         (2.0, EventKind.PENDING, wl.key, reason) for wl, reason in zip(heads, reasons, strict=True)]
+
+
+def _three_teams(checks: bool) -> dict[str, list[dict[str, Any]]]:
+    objects = _objects({})
+    objects["Namespace"].append({"metadata": {"name": "team-c", "labels": {"team": "c"}}})
+    objects["LocalQueue"].append({"metadata": {"name": "lq", "namespace": "team-c"},
+                                  "spec": {"clusterQueue": "cq", "stopPolicy": "None"}})
+    if checks:
+        objects["ClusterQueue"][0]["spec"]["admissionChecks"] = ["manual"]
+        objects["AdmissionCheck"] = [{"metadata": {"name": "manual"},
+                                      "spec": {"controllerName": "example.com/manual"}}]
+    return objects
+
+
+def test_stopping_queues_drains_each_workload_by_its_own_queue() -> None:
+    """Every workload is looked at, whatever those before it were: one holding nothing, one in a queue not stopped,
+    one running on under Hold; only the one under HoldAndDrain is evicted."""
+    objects = _three_teams(checks=False)
+    waiting = _wl("team-b", "waiting", 0.0, cpu=10)
+    free, held, drained = _wl("team-c", "free", 0.1), _wl("team-a", "held", 0.2), _wl("team-b", "drained", 0.3)
+    scheduler = _scheduler(build_config(objects), waiting, free, held, drained)
+    for t in (1.0, 1.1, 1.2, 1.3):  # a head of the ClusterQueue a cycle
+        scheduler.schedule(t)
+    assert [wl.state for wl in (waiting, free, held, drained)] == [WorkloadState.PENDING] + [WorkloadState.ADMITTED] * 3
+    objects["LocalQueue"][0]["spec"]["stopPolicy"] = "Hold"
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = "HoldAndDrain"
+    scheduler.configure(build_config(objects))
+    events = scheduler.schedule(2.0)
+    assert [e.workload for e in events if e.kind is EventKind.EVICTED] == [drained.key]
+    assert [wl.state for wl in (free, held)] == [WorkloadState.ADMITTED] * 2
+
+
+def test_stopping_a_local_queue_leaves_quota_reserved_in_the_others() -> None:
+    """A workload reserving quota while its checks wait gives it back only where its own queue is stopped: its
+    ClusterQueue's stopPolicy ``None`` stops nothing."""
+    objects = _three_teams(checks=True)
+    free, stopped = _wl("team-c", "free", 0.1), _wl("team-b", "stopped", 0.2)
+    scheduler = _scheduler(build_config(objects), free, stopped)
+    for t in (1.0, 1.1):
+        scheduler.schedule(t)
+    assert [wl.state for wl in (free, stopped)] == [WorkloadState.QUOTA_RESERVED] * 2
+    objects["LocalQueue"][1]["spec"]["stopPolicy"] = "Hold"
+    scheduler.configure(build_config(objects))
+    events = scheduler.schedule(2.0)
+    assert [e.workload for e in events if e.kind is EventKind.EVICTED] == [stopped.key]
+    assert free.state is WorkloadState.QUOTA_RESERVED

@@ -54,7 +54,7 @@ class Transitions:
         self._made: tuple[Assignment, str, Admission] | None = None
         """The last assignment an admission was made of, in which ClusterQueue, and what was made of it."""
 
-    def finish(self, key: str, now: float, reason: str = "JobFinished", outcome: str | None = None) -> list[Event]:
+    def finish(self, key: str, now: float, reason: str, outcome: str | None = None) -> list[Event]:
         """``key``'s job has ended; ``reason`` says how, and ``outcome`` (Succeeded or Failed) where it is known."""
         state = self.state
         wl = state.workloads[key]
@@ -75,8 +75,7 @@ class Transitions:
             return []
         return self.evict(wl, now, wl.pending_reason or "Preempted", "Preempted")
 
-    def deactivate(self, key: str, now: float, reason: str = "The workload is deactivated",
-                   cause: str = "Deactivated") -> list[Event]:
+    def deactivate(self, key: str, now: float, reason: str, cause: str) -> list[Event]:
         """Deactivate a workload (``spec.active: false``): it is evicted if it holds quota and leaves its queue; a
         racing workload's variants are withdrawn. ``cause``: the eviction's reason (Kueue's ``Deactivated``, or
         ``DeactivatedDueTo<cause>`` where Kueue deactivated it itself)."""
@@ -111,9 +110,8 @@ class Transitions:
         state.queues.push(wl)
         return events
 
-    def set_check(self, key: str, check: str, reported: CheckState, now: float, message: str = "",
-                  retry_after: float | None = None,
-                  pod_set_updates: Mapping[str, PodSetUpdate] | None = None) -> list[Event]:
+    def set_check(self, key: str, check: str, reported: CheckState, now: float, message: str,
+                  retry_after: float | None, pod_set_updates: Mapping[str, PodSetUpdate] | None) -> list[Event]:
         """An admission check controller (or a person) reports a check's state for a workload (for a racing
         workload: for its variants that have the check)."""
         state = self.state
