@@ -376,3 +376,38 @@ def test_a_workload_resized_after_it_found_no_room_is_nominated_with_its_new_sha
     assert [e.kind for e in sched.schedule(1.0)] == [EventKind.PENDING]
     assert sched.resize(KEY, (PodSet("main", 2, {"cpu": 1000}),), 2.0) == []
     assert [e.kind for e in sched.schedule(3.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
+
+
+def test_a_workload_that_finishes_while_racing_withdraws_its_variants() -> None:
+    sched = _scheduler(race=True)
+    sched.add(_workload(), 0.0)
+    va, vb = sched.variants[KEY]
+    reason = "Variant withdrawn: its workload finished"
+    assert sched.finish(KEY, 1.0) == [_withdrawn(va, reason, 1.0), _withdrawn(vb, reason, 1.0),
+                                      Event(1.0, EventKind.FINISHED, KEY, "cq", "JobFinished")]
+    assert (KEY in sched.variants, sched.knows(va), sched.knows(vb)) == (False, False, False)
+
+
+def test_reactivating_clears_why_it_waited() -> None:
+    sched = _scheduler()
+    wl = _workload(cpu=9000)
+    sched.add(wl, 0.0)
+    sched.schedule(1.0)
+    assert wl.pending_reason.startswith("couldn't assign flavors") and wl.pending is not None
+    sched.deactivate(KEY, 2.0)
+    sched.activate(KEY, 3.0)
+    assert (wl.pending, wl.pending_reason) == (None, "")
+
+
+def test_an_admitted_workload_no_longer_says_why_it_waited() -> None:
+    sched = _scheduler()
+    first, second = _workload("first", cpu=2), _workload("second", cpu=2)
+    wl = _workload(cpu=2)
+    for i, each in enumerate((first, second, wl)):
+        sched.add(each, float(i))
+    for t in (3.0, 4.0, 5.0):
+        sched.schedule(t)
+    assert wl.pending_reason.startswith("couldn't assign flavors") and wl.pending is not None
+    sched.finish(first.key, 6.0)
+    sched.schedule(7.0)
+    assert (wl.state, wl.pending, wl.pending_reason) == (WorkloadState.ADMITTED, None, "")

@@ -198,7 +198,6 @@ class Transitions:
         self.holdings.hold(wl)
         wl.state = WorkloadState.QUOTA_RESERVED
         wl.reserved_at = now
-        wl.pending_reason = ""
         wl.pending = None
         wl.checks = {name: wl.checks.get(name, CheckState.PENDING)
                      for name in cq.checks_for(admission.flavors())} if cq.checks else {}
