@@ -92,6 +92,19 @@ CASES = {
     "the broken slice among whole ones": Case((_ps("one", 4, TopologyRequest(BLOCK, required=True, slice_level=RACK,
                                                                              slice_size=2), milli=500),),
                                               {"one": {"x0": 1, "x1": 2, "x2": 1}}, {"one": {"x1": 2, "x2": 2}}),
+    # Slices of one pod are never left incomplete: x0's pod goes anywhere in the block the rest keep to.
+    "slices of one pod": Case((_ps("one", 2, TopologyRequest(BLOCK, required=True, slice_level=RACK, slice_size=1)),),
+                              {"one": {"x0": 1, "x2": 1}}, {"one": {"x1": 1, "x2": 1}}),
+    # x0 held a whole slice: no slice is left incomplete, so the slice goes anywhere in the block the rest keep to
+    # (rack r2's hosts), not back to the rack of the slice that is left.
+    "a whole slice lost": Case((_ps("one", 4, TopologyRequest(BLOCK, required=True, slice_level=RACK, slice_size=2),
+                                    milli=500),),
+                               {"one": {"x0": 2, "x1": 2}}, {"one": {"x1": 2, "x2": 2}}),
+    # The pod set on x0 second: the first, untouched, is kept as it is, and the second placed again.
+    "the lost node's pod set second": Case((_ps("one", 1, PREFERRED_HOST), _ps("two", 1, PREFERRED_HOST)),
+                                           {"one": {"x1": 1}, "two": {"x0": 1}}, {"one": {"x1": 1}, "two": {"x2": 1}}),
+    # No topology request: the ClusterQueue's flavors are all topology-aware, which implies one (unconstrained).
+    "an implied request": Case((PodSet("one", 1, {"cpu": CPU}),), {"one": {"x0": 1}}, {"one": {"x1": 1}}),
     # Two pod sets both on x0: each placed again, the second beside what the first took.
     "two podsets on the lost node": Case((_ps("one", 1, PREFERRED_HOST), _ps("two", 1, PREFERRED_HOST)),
                                          {"one": {"x0": 1}, "two": {"x0": 1}}, {"one": {"x1": 1}, "two": {"x2": 1}}),
@@ -120,7 +133,7 @@ def test_the_lost_nodes_pods_are_placed_again_in_their_domain(case: Case) -> Non
     assert replaced is (case.replaced is not None)
     assert wl.state is WorkloadState.ADMITTED
     assert _hosts(wl) == (case.replaced if case.replaced is not None else case.placed)
-    assert wl.admission.total == before.total, "the same quota"
+    assert (wl.admission.cluster_queue, wl.admission.total) == ("cq", before.total), "the same quota"
 
 
 def test_a_node_the_assignment_does_not_name_is_no_replacement() -> None:
