@@ -4,6 +4,7 @@ flavor."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -121,13 +122,23 @@ def test_deactivating_a_pending_workload() -> None:
     assert _state(sched) == (WorkloadState.INACTIVE, False, 0, 0)
 
 
-def test_deactivating_a_racing_workload_withdraws_its_variants() -> None:
+# A racing workload ended from outside before any variant is admitted: (the call, the reason its variants are
+# withdrawn with, its own last event).
+ENDED: dict[str, tuple[Callable[[Scheduler], list[Event]], str, Event]] = {
+    "deactivated": (lambda s: s.deactivate(KEY, 2.0), "Variant withdrawn: its workload is deactivated",
+                    Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")),
+    "finished": (lambda s: s.finish(KEY, 2.0), "Variant withdrawn: its workload finished",
+                 Event(2.0, EventKind.FINISHED, KEY, "cq", "JobFinished")),
+}
+
+
+@pytest.mark.parametrize("how", ENDED)
+def test_a_racing_workload_ended_from_outside_withdraws_its_variants(how: str) -> None:
+    end, reason, last = ENDED[how]
     sched = _scheduler(race=True)
     sched.add(_workload(), 0.0)
     va, vb = sched.variants[KEY]
-    reason = "Variant withdrawn: its workload is deactivated"
-    assert sched.deactivate(KEY, 2.0) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0),
-                                          Event(2.0, EventKind.DEACTIVATED, KEY, "cq", "The workload is deactivated")]
+    assert end(sched) == [_withdrawn(va, reason, 2.0), _withdrawn(vb, reason, 2.0), last]
     assert (KEY in sched.variants, sched.knows(va), sched.knows(vb)) == (False, False, False)
 
 
@@ -376,16 +387,6 @@ def test_a_workload_resized_after_it_found_no_room_is_nominated_with_its_new_sha
     assert [e.kind for e in sched.schedule(1.0)] == [EventKind.PENDING]
     assert sched.resize(KEY, (PodSet("main", 2, {"cpu": 1000}),), 2.0) == []
     assert [e.kind for e in sched.schedule(3.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
-
-
-def test_a_workload_that_finishes_while_racing_withdraws_its_variants() -> None:
-    sched = _scheduler(race=True)
-    sched.add(_workload(), 0.0)
-    va, vb = sched.variants[KEY]
-    reason = "Variant withdrawn: its workload finished"
-    assert sched.finish(KEY, 1.0) == [_withdrawn(va, reason, 1.0), _withdrawn(vb, reason, 1.0),
-                                      Event(1.0, EventKind.FINISHED, KEY, "cq", "JobFinished")]
-    assert (KEY in sched.variants, sched.knows(va), sched.knows(vb)) == (False, False, False)
 
 
 def test_reactivating_clears_why_it_waited() -> None:
