@@ -7,9 +7,11 @@ import pytest
 
 from flexq.scheduler.model import (
     Admission,
+    NodeSelectorTerm,
     PendingReason,
     PodSet,
     PodSetAssignment,
+    PodSetUpdate,
     Requirement,
     Taint,
     Toleration,
@@ -156,3 +158,40 @@ def test_queue_time(created: float, ordering: float | None, want: float) -> None
 def test_pod_set_total() -> None:
     podset = PodSet("workers", 3, {"tpu": 4000})
     assert (podset.total("tpu"), podset.total("cpu")) == (12000, 0)
+
+
+# A node-affinity term on node "node" labelled {"gen": "9223372036854775807"} (the largest 64-bit number):
+# (its expressions, its fields, matched).
+TERMS: dict[str, tuple[tuple[Requirement, ...], tuple[Requirement, ...], bool]] = {
+    "Gt a 64-bit number": ((Requirement("gen", "Gt", ("5",)),), (), True),
+    "Lt a number past 64 bits: not read": ((Requirement("gen", "Lt", ("9223372036854775808",)),), (), False),
+    "the node's name In": ((), (Requirement("metadata.name", "In", ("node",)),), True),
+    "the node's name NotIn": ((), (Requirement("metadata.name", "NotIn", ("other",)),), True),
+    "the node's name NotIn, its own": ((), (Requirement("metadata.name", "NotIn", ("node",)),), False),
+    "another field reads empty: In its name": ((), (Requirement("metadata.uid", "In", ("node",)),), False),
+    "another field reads empty: NotIn empty": ((), (Requirement("metadata.uid", "NotIn", ("",)),), False),
+    "a field of two values": ((), (Requirement("metadata.name", "In", ("node", "other")),), False),
+    "nothing in it": ((), (), False),
+}
+
+
+@pytest.mark.parametrize("name", TERMS)
+def test_a_node_selector_term(name: str) -> None:
+    expressions, fields, want = TERMS[name]
+    assert NodeSelectorTerm(expressions, fields).matches("node", {"gen": "9223372036854775807"}) is want
+
+
+@pytest.mark.parametrize("what", ["annotations", "labels", "nodeSelector"])
+def test_pod_set_updates_that_clash_name_what_and_the_key(what: str) -> None:
+    field = {"annotations": "annotations", "labels": "labels", "nodeSelector": "node_selector"}[what]
+    merged = PodSetUpdate(**{field: {"k": "1"}}).merged(PodSetUpdate(**{field: {"k": "2", "other": "3"}}))
+    assert merged == (f"invalid admission check PodSetUpdate: conflict for {what}: conflict for key=k, value1=1, "
+                      "value2=2")
+
+
+def test_an_eviction_counted_without_its_cause_has_none() -> None:
+    wl = Workload("ns", "w", "lq", "cq", ())
+    wl.count_eviction("Preempted")
+    wl.count_eviction("DeactivatedDueToMaximumExecutionTimeExceeded")
+    assert (wl.evictions, wl.eviction_counts) == (2, {("Preempted", ""): 1,
+                                                      ("Deactivated", "MaximumExecutionTimeExceeded"): 1})

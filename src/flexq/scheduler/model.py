@@ -637,8 +637,7 @@ class Workload:
         (a string, a number, an enum, a frozen pod set or admission, a tuple of them) and is shared. A forecast forks
         the plane (:mod:`flexq.forecast.snapshot`) with every workload in it; this is most of that copy's cost.
         A field added to Workload must be one of the two kinds (tests/scheduler/test_workload_copy.py)."""
-        other = _copy_fields(self)
-        memo[id(self)] = other
+        other = _copy_fields(self)  # copy.deepcopy remembers it in memo: met twice, it is copied once
         other.checks = dict(self.checks)
         other.pod_set_updates = {check: dict(by_podset) for check, by_podset in self.pod_set_updates.items()}
         other.eviction_counts = dict(self.eviction_counts)
