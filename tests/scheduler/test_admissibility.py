@@ -14,6 +14,7 @@ import pytest
 from flexq.scheduler.build import build_config
 from flexq.scheduler.events import EventKind
 from flexq.scheduler.model import PendingReason, Workload, WorkloadState
+from flexq.scheduler.queue_config import NAME_LABEL
 from flexq.scheduler.scheduler import Config, Scheduler
 from tests.support import workload
 
@@ -262,3 +263,15 @@ def test_stopping_a_local_queue_leaves_quota_reserved_in_the_others() -> None:
     events = scheduler.schedule(2.0)
     assert [e.workload for e in events if e.kind is EventKind.EVICTED] == [stopped.key]
     assert free.state is WorkloadState.QUOTA_RESERVED
+
+
+@pytest.mark.parametrize(("labels", "want"), [
+    ({"team": "a"}, {"team": "a", NAME_LABEL: "team-a"}),
+    ({"team": "a", NAME_LABEL: "team-a"}, {"team": "a", NAME_LABEL: "team-a"}),
+    ({NAME_LABEL: "other"}, {NAME_LABEL: "team-a"}),
+    (None, {NAME_LABEL: "team-a"}),
+])
+def test_a_namespace_always_carries_its_name_label(labels: dict[str, str] | None, want: dict[str, str]) -> None:
+    """As the API server sets it on every namespace, whatever the namespace was created with."""
+    config = Config({}, {}, {}, namespaces={} if labels is None else {"team-a": labels})
+    assert config.namespace_labels("team-a") == want

@@ -28,6 +28,7 @@ REDUCER_CASES: dict[str, tuple[tuple[tuple[int, int | None], ...], int, int | No
     "one partial available": (((5, 3), (5, None), (5, None), (5, None)), 19, 19),
     "to min": (((5, 3), (5, 4), (5, 1), (5, 2)), 10, 10),
     "to max": (((5, 3), (5, 4), (5, 1), (5, 2)), 20, 20),
+    "as submitted: no reduction": (((4, 2),), 4, 4),
     "no overflow": (tuple((150_000, 1) for _ in range(8)), 150_000, 150_000),
     "one large pod set": (((150_000, 1), *((1, None) for _ in range(7))), 150_000, 150_000),
     "a pod set of none": (((0, 0),), 0, None),
