@@ -305,3 +305,21 @@ def test_fair_sharing_switched_on_orders_the_workloads_already_waiting_and_a_cop
         assert [e.workload for e in events if e.kind is EventKind.ADMITTED] == ["team/second"]
     assert sched.held("team/second") is not twin.held("team/second")
     assert sched.held("team/first").admission is None and twin.held("team/first").admission is None
+
+
+def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it() -> None:
+    """Turned on with workloads already queued (a restart reads the ledger after the queues), it orders them too: the
+    LocalQueue that used less goes first, though its workload is the newer."""
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=1).with_(fair_admission=True))
+    busy = workload("busy", cpu=1).namespace("team").queue("busy-lq").on("cq").build()
+    quiet = workload("quiet", cpu=1).namespace("team").queue("quiet-lq").on("cq").build()
+    sched.add(busy, 0.0)
+    sched.add(quiet, 1.0)
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    for t in (60.0, 120.0):  # sampled twice: the first sample starts the clock
+        ledger.advance(t, {("team", "busy-lq"): {"cpu": 50.0}, ("team", "quiet-lq"): {"cpu": 1.0}})
+    sched.use_fair_sharing(ledger)
+    admitted = [e.workload for e in sched.schedule(121.0) if e.kind is EventKind.ADMITTED]
+    assert admitted == [quiet.key]
