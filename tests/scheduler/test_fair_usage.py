@@ -323,3 +323,26 @@ def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it(
     sched.use_fair_sharing(ledger)
     admitted = [e.workload for e in sched.schedule(121.0) if e.kind is EventKind.ADMITTED]
     assert admitted == [quiet.key]
+
+
+def test_a_local_queues_weight_divides_its_usage_when_victims_are_chosen() -> None:
+    """Of two LocalQueues' workloads, the victim is the one whose LocalQueue used more for its weight: heavy-lq
+    used fifty times as much, but weighs sixty times as much."""
+    from flexq.scheduler import PreemptionPolicy
+    from tests.support import cluster_queue, scheduler
+
+    cq = cluster_queue("cq").flavor("default", cpu=2).preempt(within=PreemptionPolicy.LOWER_PRIORITY).with_(
+        fair_admission=True)
+    sched = scheduler(cq, queue_weights={("team", "heavy-lq"): 60.0})
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    heavy = workload("heavy", cpu=1, priority=1).namespace("team").queue("heavy-lq").on("cq").build()
+    light = workload("light", cpu=1, priority=1).namespace("team").queue("light-lq").on("cq").build()
+    for i, wl in enumerate((heavy, light)):
+        sched.add(wl, float(i))
+        sched.schedule(float(i))
+    for t in (60.0, 120.0):
+        ledger.advance(t, {("team", "heavy-lq"): {"cpu": 50.0}, ("team", "light-lq"): {"cpu": 1.0}})
+    incoming = workload("incoming", cpu=1, priority=5).namespace("team").queue("other-lq").on("cq").build()
+    sched.add(incoming, 120.0)
+    assert [e.workload for e in sched.schedule(120.0) if e.kind is EventKind.PREEMPTED] == [light.key]
