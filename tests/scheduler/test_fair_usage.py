@@ -346,3 +346,24 @@ def test_a_local_queues_weight_divides_its_usage_when_victims_are_chosen() -> No
     incoming = workload("incoming", cpu=1, priority=5).namespace("team").queue("other-lq").on("cq").build()
     sched.add(incoming, 120.0)
     assert [e.workload for e in sched.schedule(120.0) if e.kind is EventKind.PREEMPTED] == [light.key]
+
+
+def test_a_workload_admitted_once_its_check_is_ready_is_sampled_into_its_local_queues_usage() -> None:
+    """Reserved at 0 s while its admission check waits, admitted at 60 s: its 4 cpu are its LocalQueue's admitted
+    usage from then on (as Kueue samples only admitted workloads), so after ten minutes more, half of them are in
+    what the LocalQueue consumed, with its penalty, decayed."""
+    from flexq.scheduler import CheckState
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=4).checks("prov").with_(fair_admission=True))
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    sched.add(workload("w", cpu=4).namespace("team").build(), 0.0)
+    assert [e.kind for e in sched.schedule(0.0)] == [EventKind.QUOTA_RESERVED]
+    assert [e.kind for e in sched.set_check("team/w", "prov", CheckState.READY, 60.0)] == [
+        EventKind.CHECK, EventKind.ADMITTED]
+    sched.schedule(60.0)
+    sched.schedule(660.0)
+    consumed, _last = ledger.consumed(LQ) or ({}, -1.0)
+    alpha = 1 - 0.5 ** 0.1  # the penalty taken on reservation, folded in at admission and halved since
+    assert consumed == pytest.approx({"cpu": 4 * alpha * 0.5 + 4 * 0.5})
