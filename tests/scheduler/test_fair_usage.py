@@ -367,3 +367,19 @@ def test_a_workload_admitted_once_its_check_is_ready_is_sampled_into_its_local_q
     consumed, _last = ledger.consumed(LQ) or ({}, -1.0)
     alpha = 1 - 0.5 ** 0.1  # the penalty taken on reservation, folded in at admission and halved since
     assert consumed == pytest.approx({"cpu": 4 * alpha * 0.5 + 4 * 0.5})
+
+
+def test_a_copied_scheduler_charges_the_copy_of_its_ledger() -> None:
+    """A forecast copies the plane with its ledger in one go: the copied scheduler charges the copied ledger (the one
+    the copy of the plane reads), and the original is left as it was."""
+    import copy
+
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=4).with_(fair_admission=True))
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    sched.add(workload("w", cpu=4).namespace("team").build(), 0.0)
+    ledger_copy, sched_copy = copy.deepcopy((ledger, sched))
+    assert [e.kind for e in sched_copy.schedule(0.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
+    assert (ledger_copy.usage(LQ) > 0, ledger.usage(LQ)) == (True, 0.0)

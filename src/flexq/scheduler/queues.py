@@ -57,8 +57,7 @@ class QueueManager:
         shared by the copy (each heap's list is copied, not its entries; an entry's identity, which tells a live entry
         from a stale one, is kept). Everything else is copied deeply. A forecast copies a plane with every waiting
         workload's entry in it (:mod:`flexq.forecast.snapshot`), so this is on its path."""
-        other = object.__new__(QueueManager)
-        memo[id(self)] = other
+        other = object.__new__(QueueManager)  # nothing in it refers back to it; copy.deepcopy remembers it after
         for name, value in vars(self).items():
             if name not in _OWN:
                 setattr(other, name, copy.deepcopy(value, memo))
