@@ -383,3 +383,23 @@ def test_a_copied_scheduler_charges_the_copy_of_its_ledger() -> None:
     ledger_copy, sched_copy = copy.deepcopy((ledger, sched))
     assert [e.kind for e in sched_copy.schedule(0.0)] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
     assert (ledger_copy.usage(LQ) > 0, ledger.usage(LQ)) == (True, 0.0)
+
+
+def test_a_strict_fifo_queue_blocked_on_one_local_queues_head_tries_another_that_comes() -> None:
+    """Under admission fair sharing a StrictFIFO ClusterQueue's head is the head of the LocalQueue that used least: a
+    workload that comes to a LocalQueue that used less than the blocking head's is tried, and fits."""
+    from flexq.scheduler.model import Strategy
+    from tests.support import cluster_queue, scheduler
+
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=1).with_(fair_admission=True,
+                                                                         strategy=Strategy.STRICT_FIFO))
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    for t in (0.0, 60.0):
+        ledger.advance(t, {("team", "busy-lq"): {"cpu": 50.0}})
+    sched.use_fair_sharing(ledger)
+    big = workload("big", cpu=2).namespace("team").queue("busy-lq").on("cq").build()
+    sched.add(big, 60.0)
+    assert not [e for e in sched.schedule(60.0) if e.kind is EventKind.ADMITTED]
+    small = workload("small", cpu=1).namespace("team").queue("quiet-lq").on("cq").build()
+    sched.add(small, 61.0)
+    assert [e.workload for e in sched.schedule(61.0) if e.kind is EventKind.ADMITTED] == [small.key]
