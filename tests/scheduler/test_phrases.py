@@ -94,3 +94,15 @@ def test_an_event_told_with_a_payload_keeps_it_and_logs_its_fields(reason: Text)
         NOW, EventKind.PROVISIONING_REQUEST, "default/a", "cq")
     assert event.payload is payload and event.extra == {"request": "r"}, "the payload's fields, not extra"
     assert (event.reason, event.phrase) == (("", FREES) if isinstance(reason, Phrase) else ("no quota", None))
+
+
+def test_the_time_of_day_is_utc_whatever_the_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "IST-5:30")  # a POSIX zone: no time zone database needed
+    time.tzset()
+    try:
+        assert worded(FREES, TIMES_OF_DAY, NOW) == "waits for room; a slice frees at 10:05:30Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
