@@ -4,11 +4,12 @@ entry penalty charged at reservation, folded in at admission, dropped for a work
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from flexq.api import AdmissionFairSharing
-from flexq.scheduler import Event, EventKind, UsageLedger, Workload, format_usage
+from flexq.scheduler import Event, EventKind, Scheduler, UsageLedger, Workload, format_usage
 from flexq.scheduler.fair_usage import admitted_usage, decayed
 from flexq.scheduler.model import Admission, PodSetAssignment, WorkloadState
 from tests.support import workload
@@ -252,25 +253,35 @@ def test_a_workload_deleted_before_its_admission_takes_its_penalty_with_it() -> 
     assert ledger.usage(LQ) == 0.0 and sched.usage("cq", ("a", "cpu")) == 0
 
 
+def _heavy_and_light(priorities: tuple[int, int], **config: Any) -> tuple[Scheduler, UsageLedger, Workload,
+                                                                            Workload]:
+    """A ClusterQueue of 2 cpu under admission fair sharing that preempts lower priorities within it (``config``: the
+    scheduler's other settings), with its ledger in use; ``heavy`` of heavy-lq and ``light`` of light-lq, one cpu
+    each of ``priorities``, admitted at 0 s and 1 s."""
+    from flexq.scheduler import PreemptionPolicy
+    from tests.support import cluster_queue, scheduler
+
+    cq = cluster_queue("cq").flavor("default", cpu=2).preempt(within=PreemptionPolicy.LOWER_PRIORITY).with_(
+        fair_admission=True)
+    sched = scheduler(cq, **config)
+    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
+    sched.use_fair_sharing(ledger)
+    heavy = workload("heavy", cpu=1, priority=priorities[0]).namespace("team").queue("heavy-lq").on("cq").build()
+    light = workload("light", cpu=1, priority=priorities[1]).namespace("team").queue("light-lq").on("cq").build()
+    for i, wl in enumerate((heavy, light)):
+        sched.add(wl, float(i))
+        sched.schedule(float(i))
+    return sched, ledger, heavy, light
+
+
 @pytest.mark.parametrize("fair_sharing", [False, True], ids=["classic", "fair-sharing"])
 def test_a_workload_already_being_evicted_is_the_first_victim_under_admission_fair_sharing(fair_sharing: bool) -> None:
     """Kueue's CandidatesOrdering puts a workload being evicted first, before admission fair sharing's order of the
     LocalQueues: a second preemptor waits for the eviction under way instead of preempting the workload of the
     LocalQueue that used more."""
-    from flexq.scheduler import PreemptionPolicy
     from flexq.scheduler.fair_preemption import STRATEGIES
-    from tests.support import cluster_queue, scheduler
 
-    cq = cluster_queue("cq").flavor("default", cpu=2).preempt(within=PreemptionPolicy.LOWER_PRIORITY).with_(
-        fair_admission=True)
-    sched = scheduler(cq, fair_sharing=STRATEGIES if fair_sharing else None)
-    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
-    sched.use_fair_sharing(ledger)
-    heavy = workload("heavy", cpu=1, priority=6).namespace("team").queue("heavy-lq").on("cq").build()
-    light = workload("light", cpu=1, priority=1).namespace("team").queue("light-lq").on("cq").build()
-    for i, wl in enumerate((heavy, light)):
-        sched.add(wl, float(i))
-        sched.schedule(float(i))
+    sched, ledger, heavy, light = _heavy_and_light((6, 1), fair_sharing=STRATEGIES if fair_sharing else None)
     ledger.advance(120.0, {("team", "heavy-lq"): {"cpu": 50.0}, ("team", "light-lq"): {"cpu": 1.0}})
     first = workload("first", cpu=1, priority=5).namespace("team").queue("light-lq").on("cq").build()
     sched.add(first, 120.0)
@@ -328,19 +339,7 @@ def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it(
 def test_a_local_queues_weight_divides_its_usage_when_victims_are_chosen() -> None:
     """Of two LocalQueues' workloads, the victim is the one whose LocalQueue used more for its weight: heavy-lq
     used fifty times as much, but weighs sixty times as much."""
-    from flexq.scheduler import PreemptionPolicy
-    from tests.support import cluster_queue, scheduler
-
-    cq = cluster_queue("cq").flavor("default", cpu=2).preempt(within=PreemptionPolicy.LOWER_PRIORITY).with_(
-        fair_admission=True)
-    sched = scheduler(cq, queue_weights={("team", "heavy-lq"): 60.0})
-    ledger = UsageLedger(AdmissionFairSharing(half_life=600.0, sampling=60.0))
-    sched.use_fair_sharing(ledger)
-    heavy = workload("heavy", cpu=1, priority=1).namespace("team").queue("heavy-lq").on("cq").build()
-    light = workload("light", cpu=1, priority=1).namespace("team").queue("light-lq").on("cq").build()
-    for i, wl in enumerate((heavy, light)):
-        sched.add(wl, float(i))
-        sched.schedule(float(i))
+    sched, ledger, _heavy, light = _heavy_and_light((1, 1), queue_weights={("team", "heavy-lq"): 60.0})
     for t in (60.0, 120.0):
         ledger.advance(t, {("team", "heavy-lq"): {"cpu": 50.0}, ("team", "light-lq"): {"cpu": 1.0}})
     incoming = workload("incoming", cpu=1, priority=5).namespace("team").queue("other-lq").on("cq").build()
