@@ -42,8 +42,9 @@ def test_the_server_cpu_benchmark_finishes_every_job_and_counts_the_writes() -> 
     # A Job's life: created, its Workload stored with its first status, admitted and finished, the Job started and
     # finished, five Events (a workload admitted at once is stored admitted: fewer).
     assert 10 <= figures["writes_per_job"] < 13, figures
-    # The queues' statuses, written where their counts changed, at most every 0.1 s: some, and fewer than a Job's.
-    assert 0 < figures["queue_status_writes_per_job"] < 5 and figures["wall_s"] > 0, figures
+    # The queues' statuses, written where their counts changed, at most every 0.1 s: fewer than a Job's. None at all
+    # is right too: a run that ends within the gap its first write set leaves the queues empty, as they were written.
+    assert 0 <= figures["queue_status_writes_per_job"] < 5 and figures["wall_s"] > 0, figures
     assert figures["api_ms_per_job"] > 0 and figures["controller_ms_per_job"] > 0
 
 
