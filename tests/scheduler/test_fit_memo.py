@@ -11,13 +11,14 @@ from flexq.scheduler.model import (
     CohortSpec,
     FlavorSpec,
     Fungibility,
+    Granular,
     Quota,
     ResourceGroup,
     Taint,
     Workload,
 )
 from flexq.scheduler.quota import QuotaTree
-from tests.support import cluster_queue, workload
+from tests.support import cluster_queue, scheduler, workload
 
 QUEUES = ("a", "b", "c")
 FLAVORS = {"f1": FlavorSpec("f1"), "f2": FlavorSpec("f2"), "g": FlavorSpec("g"),
@@ -96,3 +97,21 @@ def test_an_assignment_that_tried_another_flavor_first_is_not_reused() -> None:
     assert [(t.flavor, t.granular.name) for ps in first.podsets for t in ps.tried] == [
         ("tainted", "NO_FIT"), ("f1", "FIT")]
     assert not reusable(first)
+
+
+def test_a_workload_given_an_earlier_answer_again_has_it_as_its_last_assignment() -> None:
+    # w1 and w2 are of one shape and fit: w2 is given w1's assignment again. big1 and big2 (3 cpus of a queue of 2)
+    # are of one shape and find no way in: big2 is given big1's answer again. Either way the workload's last assignment
+    # (what the controller writes in its status) is that answer.
+    s = scheduler(cluster_queue("a").flavor("f1", cpu=2))
+    made = [workload(name, cpu=cpu, on="a").created(float(n)).build()
+            for n, (name, cpu) in enumerate((("w1", 1), ("w2", 1), ("big1", 3), ("big2", 3)))]
+    for n, wl in enumerate(made):
+        s.add(wl, float(n))
+        s.cycle(float(n))
+    w1, w2, big1, big2 = made
+    assert w1.holds_quota and w2.holds_quota and not big1.holds_quota and not big2.holds_quota
+    assert s.last_assignment[w2.key] == s.last_assignment[w1.key]
+    assert [dict(p.flavors) for p in s.last_assignment[w2.key].podsets] == [{"cpu": "f1"}]
+    assert s.last_assignment[big2.key] == s.last_assignment[big1.key]
+    assert s.last_assignment[big2.key].granular is Granular.NO_FIT

@@ -152,6 +152,23 @@ def test_evicting_from_outside_requeues() -> None:
     assert sched.evict(KEY, 3.0, "again") == [], "holds no quota"
 
 
+@pytest.mark.parametrize(("limit", "past"), [(None, 0), (100, 5 + 3)], ids=["no maximum", "a maximum"])
+def test_the_seconds_admitted_count_towards_a_maximum_execution_time_over_evictions(limit: int | None,
+                                                                                   past: int) -> None:
+    # Admitted at 1.0, evicted at 6.5 (5 whole seconds), admitted again at 7.0 and evicted at 10.0 (3): Kueue's
+    # accumulatedPastExecutionTimeSeconds, kept only for a workload with a maximum.
+    sched = _scheduler()
+    wl = _workload()
+    wl.max_exec_seconds = limit
+    sched.add(wl, 0.0)
+    sched.schedule(1.0)
+    sched.evict(KEY, 6.5, "node lost")
+    sched.schedule(7.0)
+    assert wl.state is WorkloadState.ADMITTED
+    sched.evict(KEY, 10.0, "node lost")
+    assert wl.past_exec_seconds == past
+
+
 def test_deleting() -> None:
     sched = _admitted()
     assert sched.delete(KEY, 2.0) == []

@@ -92,6 +92,23 @@ def test_a_preferred_variant_admitted_later_migrates_the_running_workload() -> N
     assert s.usage("team-cluster-queue", ("on-demand", "cpu")) == 0
 
 
+def test_an_evicted_workload_withdraws_the_variant_still_trying_a_preferred_flavor() -> None:
+    # b runs on on-demand while its reservation variant still tries for the reservation. Evicted from outside, b
+    # withdraws that variant at once and races every flavor anew.
+    s = _scheduler()
+    _submit(s, _job("a", 4), 0)
+    second = _job("b", 4)
+    _submit(s, second, 1)
+    [trying] = s.variants[second.key]
+    events = s.evict(second.key, 5, "node lost", "NodeFailures")
+    withdrawn = [e for e in events if e.kind is EventKind.FINISHED]
+    assert [(e.workload, e.t, e.reason, e.extra["finishedReason"]) for e in withdrawn] == [
+        (trying, 5, "Variant withdrawn: its workload was evicted and races anew", "VariantWithdrawn")]
+    raced = [e.workload for e in events if e.kind is EventKind.CREATED]
+    assert raced == s.variants[second.key] and len(raced) == len(FLAVORS)
+    assert events.index(withdrawn[0]) < events.index(next(e for e in events if e.kind is EventKind.CREATED))
+
+
 def test_last_acceptable_flavor_limits_migration() -> None:
     s = _scheduler(ConcurrentPolicy(last_acceptable="reservation"))
     _submit(s, _job("a", 4), 0)  # reservation
@@ -115,7 +132,8 @@ def test_an_evicted_workload_races_every_flavor_again() -> None:
     wl = _job("a", 6)
     _submit(s, wl, 0)
     events = s.evict(wl.key, 5, "Preempted", "Preempted")
-    assert [e.extra["flavor"] for e in events if e.kind is EventKind.CREATED] == list(FLAVORS)
+    assert [(e.extra["flavor"], e.t) for e in events if e.kind is EventKind.CREATED] == [
+        (flavor, 5) for flavor in FLAVORS]
     s.schedule(5)
     assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "on-demand"
 

@@ -67,3 +67,33 @@ def test_the_head_s_quota_passes_to_the_other_variant_when_its_carrier_goes() ->
     assert (wl.state, _usage(sched)) == (WorkloadState.ADMITTED, (1000, 0, 4000))
     sched.finish("ns/job", 3.0)
     assert _usage(sched) == (0, 0, 0), "nothing left held by anyone"
+
+
+def test_a_variant_nominated_while_its_sibling_holds_the_head_asks_only_for_its_own() -> None:
+    # DWS is full when the job comes: on-demand reserves with the head's cpu, and the DWS variant waits. Once DWS
+    # frees (and is back in stock), the DWS variant is nominated with the head's cpu already held by its sibling (the
+    # queue's only cpu): it is assigned the head's flavor all the same, and reserves its workers' tpu alone.
+    sched = _scheduler()
+    other = workload("other").podset("main", 1, tpu=4).uid("other").build()
+    other.allowed = (("main", frozenset({"dws"})),)
+    sched.add(other, 0.0)
+    sched.schedule(0.0)
+    assert _usage(sched) == (0, 0, 4000)
+    wl = workload("job").podset("head", 1, cpu=1).podset("workers", 4, tpu=1).uid("job").build()
+    sched.add(wl, 1.0)
+    od, dws = sched.variants["ns/job"]
+    assert [(e.kind, e.workload) for e in sched.schedule(1.0) if e.kind is EventKind.QUOTA_RESERVED] == [
+        (EventKind.QUOTA_RESERVED, od)]
+    assert _usage(sched) == (1000, 4000, 4000)
+    # DWS frees while it is out of stock until 3.0: the variant waits for it, then reserves.
+    sched.mark_unavailable("dws", 3.0, "stocked out")
+    sched.finish(other.key, 2.0)
+    assert [e.kind for e in sched.schedule(2.0) if e.kind is EventKind.QUOTA_RESERVED] == []
+    assert _usage(sched) == (1000, 4000, 0)
+    assert [(e.kind, e.workload) for e in sched.schedule(3.0) if e.kind is EventKind.QUOTA_RESERVED] == [
+        (EventKind.QUOTA_RESERVED, dws)]
+    assert _usage(sched) == (1000, 4000, 4000), "the head's 1 cpu still held once"
+    held = sched.held(dws).admission
+    assert held is not None and held.total == {HEAD: 0, DWS: 4000}
+    assigned = sched.last_assignment[dws]  # what the controller writes of the variant's assignment
+    assert [dict(p.flavors) for p in assigned.podsets] == [{"cpu": "default-cpu"}, {"tpu": "dws"}]

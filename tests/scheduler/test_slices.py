@@ -68,6 +68,8 @@ def test_a_slice_is_admitted_with_quota_for_the_difference_and_replaces_the_old_
     assert old.state is WorkloadState.FINISHED and old.admission is None
     assert grown.state is WorkloadState.ADMITTED and _usage(s) == 5
     assert grown.admission is not None and [p.count for p in grown.admission.podsets] == [1, 4]
+    found = s.last_assignment[grown.key]  # what the controller writes of the slice's assignment
+    assert found.mode is Mode.FIT and found.usage() == {("f", "cpu"): 5 * CPU}
 
 
 def test_a_slice_that_does_not_fit_waits_while_the_old_one_keeps_running() -> None:
@@ -142,6 +144,7 @@ def test_a_slice_evicted_while_its_replacement_waits_is_finished_not_queued_agai
     events = s.evict(old.key, 2, "node lost", "NodeFailures")
     assert [(e.kind, e.workload) for e in events] == [(EventKind.EVICTED, old.key), (EventKind.FINISHED, old.key)]
     assert events[1].extra["finishedReason"] == "WorkloadSliceReplaced"
+    assert (events[1].t, events[1].reason) == (2, "Replaced to accommodate a new workload slice")
     assert old.state is WorkloadState.FINISHED and not s.queued(old)
     s.schedule(2)
     assert grown.state is WorkloadState.PENDING, "5 cpus, all of them quota now, do not fit next to b's 2"
