@@ -115,7 +115,10 @@ def test_retry_waits_out_its_delay(config_delay: float, retry_after: float | Non
     assert (wl.requeue_at, sched.queued(wl), sched.next_requeue()) == (requeue_at, queued, requeue_at)
     if requeue_at is not None:
         assert sched.schedule(requeue_at - 1) == []
-        assert [e.kind for e in sched.schedule(requeue_at)] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]
+        events = sched.schedule(requeue_at)
+        assert [e.kind for e in events] == [EventKind.REQUEUED, EventKind.QUOTA_RESERVED]
+        assert events[0] == Event(requeue_at, EventKind.REQUEUED, KEY, "cq", "Backoff finished")
+        assert wl.ordering_time == requeue_at, "queued again behind those that came while it waited"
 
 
 def test_rejected_with_a_message_says_so() -> None:

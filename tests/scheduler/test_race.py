@@ -123,8 +123,15 @@ def test_retain_first_admission_keeps_no_variant() -> None:
     s = _scheduler(ConcurrentPolicy(migrate=False))
     _submit(s, _job("a", 4), 0)
     second = _job("b", 4)
-    _submit(s, second, 1)
+    events = _submit(s, second, 1)
     assert _flavor(second) == "on-demand" and second.key not in s.variants
+    won = next(e.workload for e in events if e.kind is EventKind.ADMITTED and e.workload != second.key)
+    assert "-variant-on-demand-" in won
+    # Both others withdrawn, the more preferred (reservation, full) as well as spot.
+    assert sorted((e.workload.split("-variant-")[1][:-6], e.reason) for e in events
+                  if e.kind is EventKind.FINISHED and e.extra["finishedReason"] == "VariantWithdrawn") == [
+        (flavor, f"Variant withdrawn: {won.partition('/')[2]} won on flavor on-demand")
+        for flavor in ("reservation", "spot")]
 
 
 def test_an_evicted_workload_races_every_flavor_again() -> None:
@@ -159,6 +166,57 @@ def test_a_check_reported_on_the_parent_reaches_the_variant_that_has_it() -> Non
     _submit(s, wl, 2)
     s.set_check(wl.key, "capacity-check", CheckState.READY, 3)
     assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "spot"
+
+
+def test_a_variant_sent_back_by_a_check_retry_queues_again_alone_once_its_delay_ends() -> None:
+    s = _scheduler(checks=(("capacity-check", frozenset({"spot"})),))
+    s.config.check_retry_delay["capacity-check"] = 60.0
+    _submit(s, _job("a", 4), 0)
+    _submit(s, _job("b", 8), 1)
+    wl = _job("c", 8)  # only spot can hold it now
+    _submit(s, wl, 2)
+    spot = s.variants[wl.key][-1]
+    events = s.set_check(wl.key, "capacity-check", CheckState.RETRY, 3)
+    assert [(e.kind, e.workload) for e in events] == [(EventKind.CHECK, spot), (EventKind.EVICTED, spot)]
+    assert s.held(spot).requeue_at == 63.0 and wl.state is WorkloadState.PENDING
+    # The variant queues again as itself (it does not race), and reserves spot again; its siblings race on.
+    assert [(e.kind, e.workload, e.reason) for e in s.schedule(63)] == [
+        (EventKind.REQUEUED, spot, "Backoff finished"),
+        (EventKind.QUOTA_RESERVED, spot, "Quota reserved in ClusterQueue team-cluster-queue")]
+    assert _racing(s, wl) == list(FLAVORS)
+
+
+def _won_with_a_check() -> tuple[Scheduler, Workload]:
+    """A workload that raced every flavor behind one check, won on the reservation and runs (retaining its first
+    admission: nothing races on); its check's retries wait 60 s."""
+    s = _scheduler(ConcurrentPolicy(migrate=False), checks=(("capacity-check", None),))
+    s.config.check_retry_delay["capacity-check"] = 60.0
+    wl = _job("a", 2)
+    _submit(s, wl, 0)
+    s.set_check(wl.key, "capacity-check", CheckState.READY, 1)
+    s.schedule(1)
+    assert wl.state is WorkloadState.ADMITTED and _flavor(wl) == "reservation" and wl.key not in s.variants
+    return s, wl
+
+
+def test_a_running_workload_whose_check_retries_races_again_only_once_its_delay_ends() -> None:
+    s, wl = _won_with_a_check()
+    events = s.set_check(wl.key, "capacity-check", CheckState.RETRY, 3)
+    assert [e.kind for e in events] == [EventKind.CHECK, EventKind.EVICTED]
+    assert (wl.state, wl.requeue_at, wl.key in s.variants) == (WorkloadState.PENDING, 63.0, False)
+    assert s.schedule(4) == [] and s.usage("team-cluster-queue", ("reservation", "cpu")) == 0
+    events = s.schedule(63)
+    assert [e.kind for e in events][:1 + len(FLAVORS)] == [EventKind.REQUEUED] + [EventKind.CREATED] * len(FLAVORS)
+    assert (events[0].t, events[0].reason) == (63, "Backoff finished")
+    assert sorted(_racing(s, wl)) == sorted(FLAVORS)
+
+
+def test_a_running_workload_whose_check_is_rejected_is_deactivated_and_races_no_more() -> None:
+    s, wl = _won_with_a_check()
+    events = s.set_check(wl.key, "capacity-check", CheckState.REJECTED, 3)
+    assert [e.kind for e in events] == [EventKind.CHECK, EventKind.EVICTED, EventKind.DEACTIVATED]
+    assert (wl.state, wl.key in s.variants) == (WorkloadState.INACTIVE, False)
+    assert s.schedule(4) == [] and all(s.usage("team-cluster-queue", (f, "cpu")) == 0 for f in FLAVORS)
 
 
 def test_a_variant_rejected_everywhere_deactivates_the_parent() -> None:

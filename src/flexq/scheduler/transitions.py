@@ -133,18 +133,19 @@ class Transitions:
                 s is CheckState.READY for s in wl.checks.values()):
             events += self._checks_ready(wl, now)
         elif reported is CheckState.RETRY:
+            # Queued again (or, racing, racing again) at once, or once its delay ends (requeue_due does it then).
+            delay = retry_after if retry_after is not None else state.config.check_retry_delay.get(check, 0.0)
             events += self.evict(wl, now, f'Evicted due to AdmissionCheck in Retry state: "{check}"',
-                                 "AdmissionCheck")
+                                 "AdmissionCheck", requeue=delay <= 0)
             if wl.state is WorkloadState.FINISHED:
                 return events
-            delay = retry_after if retry_after is not None else state.config.check_retry_delay.get(check, 0.0)
             if delay > 0:
                 state.queues.discard(wl)
                 wl.requeue_at = now + delay
                 state.requeues[wl.key] = wl.requeue_at
         elif reported is CheckState.REJECTED:
             reason = f'AdmissionCheck in Rejected state: "{check}"' + (f" ({message})" if message else "")
-            events += self.evict(wl, now, reason, "AdmissionCheck")
+            events += self.evict(wl, now, reason, "AdmissionCheck", requeue=False)
             if wl.state is WorkloadState.FINISHED:
                 return events
             state.queues.discard(wl)
