@@ -14,6 +14,7 @@ from flexq.scheduler.model import (
     CheckState,
     ConcurrentPolicy,
     FlavorSpec,
+    PendingReason,
     PodSet,
     PodSetUpdate,
     Workload,
@@ -82,7 +83,8 @@ def test_a_workload_whose_queue_does_not_exist_says_so(queue: str, cq: str, reas
     wl = workload("w", on=cq).queue(queue).build()
     assert sched.add(wl, 0.0) == [Event(0.0, EventKind.CREATED, KEY, cq),
                                   Event(0.0, EventKind.PENDING, KEY, cq, reason)]
-    assert (wl.state, wl.pending_reason, sched.queued(wl)) == (WorkloadState.PENDING, reason, False)
+    assert (wl.state, wl.pending_reason, wl.pending, sched.queued(wl)) == (
+        WorkloadState.PENDING, reason, PendingReason.MISCONFIGURED, False)
 
 
 def test_deactivating_an_admitted_workload() -> None:

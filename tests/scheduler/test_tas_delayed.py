@@ -7,6 +7,7 @@ second pass that finds no placement keeps the quota, says so (``SecondPassFailed
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -121,6 +122,25 @@ def test_second_pass_places_on_the_provisioned_nodes_then_admits() -> None:
     assert events[0].extra["topologyAssignments"]["one"]["domains"] == [{"values": ["x1"], "count": 1}]
     assert s.usage("tas-main", ("tas-default", "cpu")) == 50 * CPU
     assert s.next_requeue() is None
+
+
+def test_a_workload_restored_while_its_delayed_placement_waited_is_tried_again() -> None:
+    # A restart finds the workload as it was stored: its quota reserved, its check Ready, its pod set not yet placed.
+    # Restored into a fresh scheduler at 100, it gets its second pass a second later, as after the check.
+    nodes = [node("x1", {"tas-node": "true", HOSTNAME: "x1"}, 50, pods=50_000)]
+    before = _scheduler([])
+    wl = _job()
+    before.add(wl, 0.0)
+    before.schedule(0.0)
+    before.set_check(wl.key, PROV, CheckState.READY, 60.0)
+    assert wl.state is WorkloadState.QUOTA_RESERVED and _assigned(wl) == {"one": ("tas-default", "Pending", None)}
+    s = _scheduler(nodes)
+    restored = copy.deepcopy(wl)
+    assert _kinds(s.add(restored, 100.0)) == ["Created"]
+    assert s.next_requeue() == 101.0 and s.schedule(100.5) == []
+    assert _kinds(s.schedule(101.0)) == ["Admitted"]
+    assert restored.state is WorkloadState.ADMITTED
+    assert _assigned(restored) == {"one": ("tas-default", "Ready", ("x1",))}
 
 
 def test_only_the_flavor_the_check_applies_to_is_delayed() -> None:
