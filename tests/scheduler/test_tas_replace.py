@@ -92,6 +92,12 @@ CASES = {
     "the broken slice among whole ones": Case((_ps("one", 4, TopologyRequest(BLOCK, required=True, slice_level=RACK,
                                                                              slice_size=2), milli=500),),
                                               {"one": {"x0": 1, "x1": 2, "x2": 1}}, {"one": {"x1": 2, "x2": 2}}),
+    # A slice is whole by the pods of its rack, on however many hosts: r2's two (x2 and x3) make one; the slice x0
+    # broke is b2/r1's, whose pod is on x5 alone: x0's pod goes back beside it.
+    "a whole slice on two hosts": Case((_ps("one", 4, TopologyRequest(BLOCK, required=True, slice_level=RACK,
+                                                                      slice_size=2), milli=500),),
+                                       {"one": {"x0": 1, "x2": 1, "x3": 1, "x5": 1}},
+                                       {"one": {"x2": 1, "x3": 1, "x5": 2}}),
     # Slices of one pod are never left incomplete: x0's pod goes anywhere in the block the rest keep to.
     "slices of one pod": Case((_ps("one", 2, TopologyRequest(BLOCK, required=True, slice_level=RACK, slice_size=1)),),
                               {"one": {"x0": 1, "x2": 1}}, {"one": {"x1": 1, "x2": 1}}),
