@@ -250,3 +250,29 @@ def test_a_pod_set_no_flavor_takes_keeps_its_count_and_every_flavor_tried() -> N
     assert (result.count, dict(result.flavors), result.granular, result.tried) == (
         2, {}, G.NO_FIT, (*REFUSED, FlavorTry("x", G.NO_FIT, 0, (over,), (), PendingReason.EXCEEDS_MAX_QUOTA)))
     assert result.no_fit is PendingReason.WAITING_FOR_QUOTA, "the least severe of the alternatives"
+
+
+def test_each_pod_set_counts_what_the_pod_sets_before_it_took_of_a_flavor() -> None:
+    # x holds 4 cpus. a (2) and b (1) take 3 of them; c's 2 would make 5: c goes to y.
+    cq = _cq({"x": 4000, "y": 4000})
+    wl = Workload("ns", "w", "lq", "cq", tuple(PodSet(name, 1, {"cpu": cpu}) for name, cpu in
+                                             (("a", 2000), ("b", 1000), ("c", 2000))))
+    a = assign_flavors(wl, cq, QuotaTree([cq]), {f: FlavorSpec(f) for f in ("x", "y")})
+    assert [(p.name, dict(p.flavors)) for p in a.podsets] == [("a", {"cpu": "x"}), ("b", {"cpu": "x"}),
+                                                               ("c", {"cpu": "y"})]
+    assert a.usage() == {("x", "cpu"): 3000, ("y", "cpu"): 2000}
+
+
+def test_a_pod_set_that_fits_no_group_waits_for_the_most_severe_of_the_groups_reasons() -> None:
+    # The cpu group fits on big once small (1 cpu at most) could never hold 2. The gpu group's only flavor holds 1
+    # gpu and could borrow 2 from the lender, which uses them: 2 would fit once the lender's are free. Kueue's
+    # resolveNoFitReason: the most severe across groups of each group's least severe reason, so the workload is told
+    # it exceeds a maximum, not that it waits for quota.
+    cpu = ResourceGroup(("cpu",), ("small", "big"), {("small", "cpu"): Quota(1000), ("big", "cpu"): Quota(4000)})
+    cq = ClusterQueueSpec("cq", "co", (cpu, ResourceGroup(("gpu",), ("g",), {("g", "gpu"): Quota(1000)})))
+    lender = ClusterQueueSpec("lender", "co", (ResourceGroup(("gpu",), ("g",), {("g", "gpu"): Quota(2000)}),))
+    tree = QuotaTree([cq, lender])
+    tree.add("lender", {("g", "gpu"): 2000})
+    wl = Workload("ns", "w", "lq", "cq", (PodSet("main", 1, {"cpu": 2000, "gpu": 2000}),))
+    a = assign_flavors(wl, cq, tree, {f: FlavorSpec(f) for f in ("small", "big", "g")})
+    assert (a.granular, a.no_fit) == (G.NO_FIT, PendingReason.EXCEEDS_MAX_QUOTA)
