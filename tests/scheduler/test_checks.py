@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from flexq.scheduler.events import Event, EventKind
-from flexq.scheduler.model import CheckState, PodSetUpdate, WorkloadState
+from flexq.scheduler.model import CheckState, PendingReason, PodSetUpdate, WorkloadState
 from flexq.scheduler.scheduler import Scheduler
 from tests.support import cluster_queue, scheduler, workload
 
@@ -126,3 +126,20 @@ def test_rejected_with_a_message_says_so() -> None:
     events = sched.set_check(KEY, "a", X, 10.0, message="no capacity")
     assert [e.reason for e in events] == ["no capacity", 'AdmissionCheck in Rejected state: "a" (no capacity)',
                                           'AdmissionCheck in Rejected state: "a" (no capacity)']
+
+
+def test_a_head_restored_with_a_failed_check_waits_without_a_flavor_search() -> None:
+    # Two workloads read back waiting, each with a check its controller last answered Retry or Rejected (Kueue's
+    # nominate skips such a head: "The workload has failed admission checks"). Each of the two queues' heads says so.
+    sched = scheduler(cluster_queue("cq").flavor("f", cpu=4).checks("a"),
+                      cluster_queue("cq2").flavor("f", cpu=4).checks("a"))
+    for name, cq, state in (("w", "cq", CheckState.RETRY), ("w2", "cq2", CheckState.REJECTED)):
+        wl = workload(name, on=cq).namespace("default").uid(name).build()
+        wl.checks = {"a": state}
+        sched.add(wl, 0.0)
+    events = sched.schedule(1.0)
+    assert sorted((e.t, e.kind, e.workload, e.reason) for e in events) == [
+        (1.0, EventKind.PENDING, key, "The workload has failed admission checks")
+        for key in ("default/w", "default/w2")]
+    assert all(sched.held(key).pending is PendingReason.PENDING_EVALUATION and sched.held(key).admission is None
+               for key in ("default/w", "default/w2"))

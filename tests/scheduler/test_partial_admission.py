@@ -82,6 +82,7 @@ def test_kueues_sample_job_is_admitted_with_the_pods_that_fit() -> None:
     assert [e.kind for e in events if e.workload == "default/sample"] == [EventKind.QUOTA_RESERVED, EventKind.ADMITTED]
     assert _admitted_pods(s, "default/sample") == 9
     assert s.usage("cq", ("default", "cpu")) == 9 * CPU
+    assert [p.count for p in s.last_assignment["default/sample"].podsets] == [9], "the assignment its status tells"
 
 
 @pytest.mark.parametrize(("least", "pods"), [(None, None), (10, None), (4, 4)])

@@ -57,3 +57,22 @@ def test_without_uids_the_preemptor_is_named_by_its_key_and_a_cleared_reason_rea
     sched.held("ns/guest").pending_reason = ""
     assert sched.complete_eviction("ns/guest", 2.0) == [
         Event(2.0, EventKind.EVICTED, "ns/guest", "borrower", "Preempted", extra={"cause": "Preempted"})]
+
+
+def test_a_head_whose_victims_another_head_took_this_cycle_says_so_then() -> None:
+    # Kueue's "overlapping preemption targets": a1 and b1 both reclaim their 2 cpus from c1, the one borrower (4 of
+    # their cohort's 4). a1 comes first and preempts c1; b1 is skipped for the cycle, and the event says when.
+    s = scheduler(*(cluster_queue(name).flavor("f", cpu=2).cohort("root").preempt(reclaim=PreemptionPolicy.ANY)
+                    for name in ("cq-a", "cq-b")),
+                  cluster_queue("cq-c").flavor("f", cpu=0).cohort("root"))
+    c1 = workload("c1", cpu=4, on="cq-c").uid("c1").build()
+    s.add(c1, 0.0)
+    s.schedule(0.0)
+    assert c1.state is WorkloadState.ADMITTED
+    for n, (name, cq) in enumerate((("a1", "cq-a"), ("b1", "cq-b"))):
+        s.add(workload(name, cpu=2, on=cq).uid(name).created(float(n)).build(), 1.0)
+    events = s.schedule(2.0)
+    assert [(e.kind, e.workload) for e in events if e.kind is EventKind.PREEMPTED] == [(EventKind.PREEMPTED, c1.key)]
+    skipped = [e for e in events if e.workload == "ns/b1"]
+    assert [(e.t, e.kind, e.reason) for e in skipped] == [
+        (2.0, EventKind.PENDING, "Workload has overlapping preemption targets with another workload")]
