@@ -97,3 +97,33 @@ def test_a_variant_nominated_while_its_sibling_holds_the_head_asks_only_for_its_
     assert held is not None and held.total == {HEAD: 0, DWS: 4000}
     assigned = sched.last_assignment[dws]  # what the controller writes of the variant's assignment
     assert [dict(p.flavors) for p in assigned.podsets] == [{"cpu": "default-cpu"}, {"tpu": "dws"}]
+
+
+def test_the_head_s_quota_passes_on_each_time_its_carrier_goes() -> None:
+    # Three variants share the head's 1 cpu; on-demand reserved first and carries it. Its check is rejected: DWS
+    # carries it on; DWS's is rejected too: spot carries it, and wins with the head on the cpu flavor.
+    cq = (cluster_queue().flavor("default-cpu", cpu=1).flavor("od", tpu=4).flavor("dws", tpu=4).flavor("spot", tpu=4)
+          .with_(checks=tuple((f"prov-{f}", frozenset({f})) for f in ("od", "dws", "spot"))))
+    sched = scheduler(cq, race=True)
+    wl = workload("job").podset("head", 1, cpu=1).podset("workers", 4, tpu=1).uid("job").build()
+    sched.add(wl, 0.0)
+    od, dws, spot = sched.variants["ns/job"]
+    sched.schedule(0.0)
+
+    def head_held() -> list[tuple[str, int | None]]:
+        """Each variant still racing: its state, and the head's cpu it holds."""
+        return [(sched.held(k).state.value, None if sched.held(k).admission is None
+                 else sched.held(k).admission.total.get(HEAD)) for k in (od, dws, spot)]
+
+    assert head_held() == [("QuotaReserved", 1000), ("QuotaReserved", 0), ("QuotaReserved", 0)]
+    sched.set_check(od, "prov-od", CheckState.REJECTED, 1.0)
+    sched.schedule(1.0)
+    assert head_held() == [("Inactive", None), ("QuotaReserved", 1000), ("QuotaReserved", 0)]
+    sched.set_check(dws, "prov-dws", CheckState.REJECTED, 2.0)
+    sched.schedule(2.0)
+    assert head_held() == [("Inactive", None), ("Inactive", None), ("QuotaReserved", 1000)]
+    assert sched.usage("cq", HEAD) == 1000, "held once all along"
+    sched.set_check(spot, "prov-spot", CheckState.READY, 3.0)
+    sched.schedule(3.0)
+    assert wl.state is WorkloadState.ADMITTED and wl.admission is not None
+    assert wl.admission.total == {HEAD: 1000, ("spot", "tpu"): 4000} and sched.usage("cq", HEAD) == 1000
