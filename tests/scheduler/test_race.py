@@ -186,6 +186,20 @@ def test_a_variant_sent_back_by_a_check_retry_queues_again_alone_once_its_delay_
     assert _racing(s, wl) == list(FLAVORS)
 
 
+def test_a_retry_reported_on_the_parent_sends_back_every_variant_that_has_the_check() -> None:
+    # The check applies to every flavor: the three variants reserve, and a Retry told on the workload the job owns,
+    # with its own delay (5 s, not the configured 60), sends each of them back until 8.
+    s = _scheduler(checks=(("capacity-check", None),))
+    s.config.check_retry_delay["capacity-check"] = 60.0
+    wl = _job("a", 2)
+    _submit(s, wl, 0)
+    variants = s.variants[wl.key]
+    events = s.set_check(wl.key, "capacity-check", CheckState.RETRY, 3, retry_after=5)
+    assert [(e.kind, e.workload) for e in events] == [
+        (kind, key) for key in variants for kind in (EventKind.CHECK, EventKind.EVICTED)]
+    assert [s.held(key).requeue_at for key in variants] == [8.0] * len(FLAVORS)
+
+
 def _won_with_a_check() -> tuple[Scheduler, Workload]:
     """A workload that raced every flavor behind one check, won on the reservation and runs (retaining its first
     admission: nothing races on); its check's retries wait 60 s."""
