@@ -185,6 +185,23 @@ def test_no_placement_keeps_the_quota_and_retries_with_a_doubling_backoff() -> N
     assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",))}
 
 
+def test_a_partly_admitted_pod_set_is_placed_with_the_pods_it_reserved() -> None:
+    # 8 pods of 10 cpus, at least 2, in a queue of 50 cpus: 5 reserved, their placement delayed. The provisioned node
+    # holds 50 cpus: the second pass places the 5, not the 8 the pod set asks for.
+    nodes: list[Node] = []
+    s = _scheduler(nodes)
+    wl = _job(PodSet("one", 8, {"cpu": 10 * CPU}, min_count=2, topology=TopologyRequest(HOSTNAME, required=True)))
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert wl.admission is not None and [p.count for p in wl.admission.podsets] == [5]
+    nodes.append(node("x1", {"tas-node": "true", HOSTNAME: "x1"}, 50, booked_for=wl.key))
+    s.set_check(wl.key, PROV, CheckState.READY, 10.0)
+    assert _kinds(s.schedule(11.0)) == ["Admitted"]
+    assert _assigned(wl) == {"one": ("tas-default", "Ready", ("x1",))}
+    assert wl.admission.podsets[0].topology is not None
+    assert wl.admission.podsets[0].topology.domains == ((("x1",), 5),)
+
+
 def test_nodes_booked_for_another_workload_are_not_its_own() -> None:
     # flexq's emulated capacity: a ProvisioningRequest's nodes are booked for the workload that asked; another
     # workload's second pass (or first placement) does not take them.
