@@ -24,6 +24,7 @@ from flexq.scheduler.model import (
     PodSetAssignment,
     PreemptionPolicy,
     Quota,
+    ResourceGroup,
     Taint,
     Toleration,
     TopologyAssignment,
@@ -300,3 +301,25 @@ def test_a_head_s_pod_sets_are_checked_together_against_what_the_cycle_took(gate
     assert b.pending_reason == ('couldn\'t assign flavors to pod set y: topology "tas-single-level" doesn\'t allow to '
                                 'fit any of 1 pod(s). Total nodes: 1; excluded: resource "cpu": 1'
                                 if gate else NO_LONGER_FITS)
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["enabled", "disabled"])
+def test_a_head_s_later_pod_set_on_a_topology_is_checked_against_what_the_cycle_took(gate: bool) -> None:
+    # Each job: a head asking memory of a flavor of no topology, then 2 workers of a cpu each on one host of the
+    # topology-aware flavor. One host of 2 cpus; a and b, in two queues, are both nominated on it; a takes it. b's
+    # head, first, is placed on no topology; its workers no longer fit: b waits.
+    plain = FlavorSpec("plain")
+    groups = (ResourceGroup(("memory",), ("plain",), {("plain", "memory"): Quota(8 * CPU)}),
+              ResourceGroup(("cpu",), (FLAVOR.name,), {(FLAVOR.name, "cpu"): Quota(8 * CPU)}))
+    s = tas_scheduler([node("h1", {HOSTNAME: "h1"}, 2)], [plain, FLAVOR],
+                      [ClusterQueueSpec(name, groups=groups) for name in ("tas-cq-a", "tas-cq-b")], recompute_tas=gate)
+    jobs = [Workload("default", name, "lq", cq, (PodSet("head", 1, {"memory": CPU}),
+                                                 PodSet("workers", 2, {"cpu": CPU},
+                                                        topology=TopologyRequest(HOSTNAME, required=True))),
+                     priority=priority, uid=name)
+            for name, cq, priority in (("a", "tas-cq-a", 5), ("b", "tas-cq-b", 1))]
+    for wl in jobs:
+        s.add(wl, 0.0)
+    s.cycle(0.0)
+    a, b = jobs
+    assert hosts_of(a) == {"workers": ("h1",)} and b.admission is None
