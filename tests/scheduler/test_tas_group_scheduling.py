@@ -8,7 +8,15 @@ import pytest
 
 from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.fair_preemption import STRATEGIES
-from flexq.scheduler.model import FlavorSpec, PodSet, PreemptionPolicy, TopologyRequest, Workload, WorkloadState
+from flexq.scheduler.model import (
+    FlavorSpec,
+    PendingReason,
+    PodSet,
+    PreemptionPolicy,
+    TopologyRequest,
+    Workload,
+    WorkloadState,
+)
 from flexq.scheduler.scheduler import Scheduler
 from tests.support.tas import CPU, RACK, hosts_of, node, tas_job, tas_queue, tas_scheduler
 
@@ -49,6 +57,38 @@ def test_the_leader_goes_to_its_workers_rack(grouped: bool) -> None:
     assert hosts_of(wl) == {"leader": ("y1",) if grouped else ("x1",), "workers": ("y1", "y2")}
 
 
+def _launched(launcher_first: bool) -> Workload:
+    """The group of :func:`_group` (a 1-cpu leader, two 4-cpu workers) with a launcher, one 1-cpu pod on a rack of
+    its own choosing, before the group or after it."""
+    group = _group("lws", 1, 1, 2, 4).podsets
+    launcher = PodSet("launcher", 1, {"cpu": CPU}, topology=TopologyRequest(RACK, required=True))
+    return Workload("default", "lws", "lq", "cq", (launcher, *group) if launcher_first else (*group, launcher),
+                    priority=1, uid="lws")
+
+
+def test_a_pod_set_after_a_group_is_placed_beside_it() -> None:
+    """After the group: the group takes r2 as above (y1 whole, 4 cpus of y2); the launcher, placed with the group
+    held, takes the tightest rack, r2 (1 cpu free, on y2, against r1's 6)."""
+    s = _scheduler()
+    small = _rack_job("small", 1, 1, 4)
+    s.add(small, 0.0)
+    s.schedule(0.0)
+    wl = _launched(launcher_first=False)
+    s.add(wl, 1.0)
+    s.schedule(1.0)
+    assert hosts_of(wl) == {"leader": ("y1",), "workers": ("y1", "y2"), "launcher": ("y2",)}
+
+
+def test_a_group_after_a_pod_set_is_placed_with_it_held() -> None:
+    """Before the group, on empty racks: the launcher takes x1; the group (9 cpus) still fits r1 with it held, the
+    workers on x1 and x2 and the leader beside the one on x2."""
+    s = _scheduler()
+    wl = _launched(launcher_first=True)
+    s.add(wl, 0.0)
+    s.schedule(0.0)
+    assert hosts_of(wl) == {"launcher": ("x1",), "leader": ("x2",), "workers": ("x1", "x2")}
+
+
 def test_a_group_no_rack_can_hold_is_topology_placement_failed() -> None:
     """A 2-cpu leader beside two 4-cpu workers: each host holds one worker and no leader beside it, so no rack
     holds the group (the message counts the workers, as Kueue's does)."""
@@ -60,6 +100,7 @@ def test_a_group_no_rack_can_hold_is_topology_placement_failed() -> None:
         WorkloadState.PENDING,
         'couldn\'t assign flavors to pod set leader: topology "default" allows to fit only 2 out of 2 pod(s); '
         'couldn\'t assign flavors to pod set workers: topology "default" allows to fit only 2 out of 2 pod(s)')
+    assert wl.pending is PendingReason.TOPOLOGY_PLACEMENT_FAILED, "not a wait for quota: no rack could ever hold it"
 
 
 @pytest.mark.parametrize("fair", [False, True], ids=["classical", "fair sharing"])
