@@ -4,17 +4,13 @@ the reduction is shared out in proportion to what each pod set may give up (Kueu
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from flexq.scheduler.domains import HOSTNAME
 from flexq.scheduler.events import EventKind
-from flexq.scheduler.model import FlavorSpec, PodSet, PreemptionPolicy, Workload, WorkloadState
+from flexq.scheduler.model import PodSet, PreemptionPolicy, Workload, WorkloadState
 from flexq.scheduler.partial import counts_at, largest_fit, reducible
 from flexq.scheduler.scheduler import Scheduler
 from tests.support import cluster_queue, scheduler, workload
-from tests.support.tas import hosts_of, node, tas_job, tas_queue, tas_scheduler
 
 CPU = 1000
 
@@ -116,23 +112,3 @@ def test_it_preempts_for_more_pods_rather_than_take_the_few_that_are_free() -> N
     assert [(e.kind, e.workload) for e in events if e.kind in (EventKind.PREEMPTED, EventKind.ADMITTED)] == [
         (EventKind.PREEMPTED, "default/low"), (EventKind.ADMITTED, "default/high")]
     assert _admitted_pods(s, "default/high") == 10
-
-
-def test_placed_on_a_topology_it_preempts_for_as_many_pods_as_it_is_admitted_with() -> None:
-    # One host of 4 cpus, a queue of 4; low (priority 0) holds 2 of them. high asks 8 pods of a cpu on one host, at
-    # least 2: the 2 free cpus would take 2 pods, but preempting low gives room for 4, the most that fit: it preempts
-    # low, and its 4 pods go on the host.
-    flavor = FlavorSpec("tas", {}, topology="hosts", levels=(HOSTNAME,))
-    s = tas_scheduler([node("h1", {HOSTNAME: "h1"}, 4)], [flavor],
-                      [tas_queue("cq", ["tas"], 4, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)])
-    low = tas_job("low", 2, 1, HOSTNAME)
-    s.add(low, 0)
-    s.schedule(0)
-    assert low.state is WorkloadState.ADMITTED
-    high = tas_job("high", 8, 1, HOSTNAME, priority=100)
-    high = dataclasses.replace(high, podsets=(dataclasses.replace(high.podsets[0], min_count=2),))
-    s.add(high, 1)
-    events = s.schedule(1)
-    assert [(e.kind, e.workload) for e in events if e.kind in (EventKind.PREEMPTED, EventKind.ADMITTED)] == [
-        (EventKind.PREEMPTED, "default/low"), (EventKind.ADMITTED, "default/high")]
-    assert _admitted_pods(s, "default/high") == 4 and hosts_of(high) == {"main": ("h1",)}

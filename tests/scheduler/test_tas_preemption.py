@@ -20,6 +20,8 @@ from flexq.scheduler.model import (
     PodSet,
     PodSetAssignment,
     PreemptionPolicy,
+    Taint,
+    Toleration,
     TopologyAssignment,
     TopologyRequest,
     Workload,
@@ -265,3 +267,21 @@ def test_a_partially_admitted_pod_set_asks_its_victims_for_the_pods_it_was_given
     assert [e.workload for e in events if e.kind.value == "Preempted"] == [low.key]
     assert incoming.state is WorkloadState.ADMITTED and incoming.admission is not None
     assert incoming.admission.podsets[0].count == 3
+
+
+def test_a_tainted_host_its_pods_tolerate_is_a_place_victims_can_free() -> None:
+    # The one host is tainted; low (priority 0) holds 2 of its 3 cpus. high (priority 5) tolerates the taint and
+    # needs 2 cpus on one host: low goes, and high takes the host.
+    tainted = node("h", {HOSTNAME: "h"}, 3)
+    tainted.taints = (Taint("dedicated", "a", "NoSchedule"),)
+    s = tas_scheduler([tainted], [FLAVOR],
+                      [tas_queue("cq", ["tas"], 50, within_cluster_queue=PreemptionPolicy.LOWER_PRIORITY)])
+    low = _holding(s, "low", 0, "h", 2)
+    tolerating = (Toleration("dedicated", "Equal", "a", "NoSchedule"),)
+    high = Workload("default", "high", "lq", "cq", (PodSet("one", 2, {"cpu": CPU}, tolerations=tolerating,
+                                                           topology=TopologyRequest(HOSTNAME, required=True)),),
+                    priority=5, uid="high")
+    s.add(high, 1.0)
+    events = s.schedule(1.0)
+    assert [e.workload for e in events if e.kind.value == "Preempted"] == [low.key]
+    assert high.state is WorkloadState.ADMITTED and _hosts(high) == ("h",)
