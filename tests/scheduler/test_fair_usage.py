@@ -318,12 +318,17 @@ def test_fair_sharing_switched_on_orders_the_workloads_already_waiting_and_a_cop
     assert sched.held("team/first").admission is None and twin.held("team/first").admission is None
 
 
-def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it() -> None:
+@pytest.mark.parametrize(("weights", "first"), [({}, "quiet"), ({("team", "busy-lq"): 60.0}, "busy")],
+                         ids=["no weights", "busy-lq weighs 60"])
+def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it(
+        weights: dict[tuple[str, str], float], first: str) -> None:
     """Turned on with workloads already queued (a restart reads the ledger after the queues), it orders them too: the
-    LocalQueue that used less goes first, though its workload is the newer."""
+    LocalQueue that used less for its weight goes first, though its workload is the newer. busy-lq used fifty times
+    as much as quiet-lq; weighing sixty times as much (quiet-lq weighs 1, as a LocalQueue that says no weight), it
+    goes first."""
     from tests.support import cluster_queue, scheduler
 
-    sched = scheduler(cluster_queue("cq").flavor("default", cpu=1).with_(fair_admission=True))
+    sched = scheduler(cluster_queue("cq").flavor("default", cpu=1).with_(fair_admission=True), queue_weights=weights)
     busy = workload("busy", cpu=1).namespace("team").queue("busy-lq").on("cq").build()
     quiet = workload("quiet", cpu=1).namespace("team").queue("quiet-lq").on("cq").build()
     sched.add(busy, 0.0)
@@ -332,8 +337,9 @@ def test_workloads_queued_before_admission_fair_sharing_is_on_are_ordered_by_it(
     for t in (60.0, 120.0):  # sampled twice: the first sample starts the clock
         ledger.advance(t, {("team", "busy-lq"): {"cpu": 50.0}, ("team", "quiet-lq"): {"cpu": 1.0}})
     sched.use_fair_sharing(ledger)
+    assert [wl.name for wl in sched.in_line("cq") or []] == ([first, "quiet" if first == "busy" else "busy"])
     admitted = [e.workload for e in sched.schedule(121.0) if e.kind is EventKind.ADMITTED]
-    assert admitted == [quiet.key]
+    assert admitted == [f"team/{first}"]
 
 
 def test_a_local_queues_weight_divides_its_usage_when_victims_are_chosen() -> None:
