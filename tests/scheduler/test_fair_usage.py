@@ -153,13 +153,19 @@ def test_the_entry_penalty_is_the_share_of_its_request_one_sample_would_add(half
 
 def test_every_change_to_the_ledger_gives_it_a_version_not_seen_before() -> None:
     ledger = UsageLedger(AdmissionFairSharing(half_life=10.0, sampling=1.0))
-    wl = _workload("a", 4, WorkloadState.QUOTA_RESERVED)
+    wl, ended, gone = (_workload(name, 4, WorkloadState.QUOTA_RESERVED) for name in ("a", "b", "c"))
+    every = {w.key: w for w in (wl, ended, gone)}
+
+    def heard(kind: EventKind, of: Workload, now: float) -> None:
+        ledger.hear([Event(now, kind, of.key, "cq")], every, FAIR, now)
+
     seen = [ledger.version]
     for change in (lambda: ledger.seed(LQ, {"cpu": 1.0}, 0.0), lambda: ledger.know([("team", "other")], 0.0),
                    lambda: ledger.seed(("team", "seeded"), {"cpu": 2.0}, 0.0),
                    lambda: ledger.know([("team", "known")], 0.0),
-                   lambda: ledger.hear([Event(0.0, EventKind.QUOTA_RESERVED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.0),
-                   lambda: ledger.hear([Event(0.5, EventKind.ADMITTED, wl.key, "cq")], {wl.key: wl}, FAIR, 0.5),
+                   lambda: heard(EventKind.QUOTA_RESERVED, wl, 0.0), lambda: heard(EventKind.ADMITTED, wl, 0.5),
+                   lambda: heard(EventKind.QUOTA_RESERVED, ended, 0.5), lambda: heard(EventKind.FINISHED, ended, 0.6),
+                   lambda: heard(EventKind.QUOTA_RESERVED, gone, 0.6), lambda: ledger.drop(gone),
                    lambda: ledger.advance(2.0, {})):
         change()
         assert ledger.version not in seen, len(seen)
