@@ -125,7 +125,7 @@ def run(case: Case) -> list[str]:
 
     plane = ControlPlane(kernel, told.append, JobHooks(start, runs.get), virtual=True)
     planes.append(plane)
-    plane.configure(_objects(case.a_cpu), CapacityConfig(case.pools, EmulatedCloud(case.cloud), **case.settings))
+    plane.configure(_objects(case.a_cpu), CapacityConfig(case.pools, EmulatedCloud(case.cloud), **case.settings), 0.0)
     for name, at, cpu, run_for in case.jobs:
         def submit(name: str = name, at: float = at, cpu: int = cpu, run_for: float = run_for) -> None:
             made = job(name, queue="q", cpu=cpu, pods=1).uid(name).tolerate(QUEUED).object()

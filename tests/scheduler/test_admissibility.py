@@ -81,7 +81,7 @@ def test_a_namespace_relabelled_to_match_is_admitted() -> None:
     scheduler.schedule(1.0)
     assert wl.state is WorkloadState.PENDING
     objects["Namespace"][1]["metadata"]["labels"] = {"team": "a"}
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     scheduler.schedule(2.0)
     assert wl.state is WorkloadState.ADMITTED
 
@@ -97,7 +97,7 @@ def test_a_held_local_queue_admits_nothing_new_until_its_stop_policy_goes(strate
                                                                "LocalQueue lq is stopped")
     assert other.state is WorkloadState.ADMITTED, "the other LocalQueue of the ClusterQueue goes on"
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = "None"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     scheduler.schedule(3.0)
     assert held.state is WorkloadState.ADMITTED
 
@@ -111,7 +111,7 @@ def test_stopping_a_local_queue_drains_its_admitted_workloads_only_under_hold_an
     scheduler.schedule(1.0)
     assert running.state is WorkloadState.ADMITTED
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = policy
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     events = scheduler.schedule(2.0)
     evictions = [(e.t, e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
     if evicted:
@@ -132,7 +132,7 @@ def test_a_held_local_queue_gives_back_quota_reserved_while_checks_wait() -> Non
     scheduler.schedule(1.0)
     assert reserving.state is WorkloadState.QUOTA_RESERVED
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = "Hold"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     scheduler.schedule(2.0)
     assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
 
@@ -146,7 +146,7 @@ def test_a_held_cluster_queue_admits_nothing_until_its_stop_policy_goes() -> Non
     assert (held.state, held.pending, held.pending_reason) == (WorkloadState.PENDING, PendingReason.SUSPENDED,
                                                                "ClusterQueue cq is inactive")
     objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "None"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     scheduler.schedule(2.0)
     assert held.state is WorkloadState.ADMITTED
 
@@ -160,7 +160,7 @@ def test_stopping_a_cluster_queue_drains_its_admitted_workloads_only_under_hold_
     scheduler.schedule(1.0)
     assert all(wl.state is WorkloadState.ADMITTED for wl in running)
     objects["ClusterQueue"][0]["spec"]["stopPolicy"] = policy
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     events = scheduler.schedule(2.0)
     evictions = [(e.workload, e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED]
     if evicted:
@@ -173,7 +173,7 @@ def test_stopping_a_cluster_queue_drains_its_admitted_workloads_only_under_hold_
             "Hold lets them run to completion"
     assert not scheduler.schedule(3.0), "once drained, nothing more happens"
     objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "None"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     scheduler.schedule(4.0)
     assert all(wl.state is WorkloadState.ADMITTED for wl in running), "resumed, the queue admits again"
 
@@ -187,7 +187,7 @@ def test_a_held_cluster_queue_gives_back_quota_reserved_while_checks_wait() -> N
     scheduler.schedule(1.0)
     assert reserving.state is WorkloadState.QUOTA_RESERVED
     objects["ClusterQueue"][0]["spec"]["stopPolicy"] = "Hold"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     events = scheduler.schedule(2.0)
     assert (reserving.state, reserving.admission) == (WorkloadState.PENDING, None)
     assert [(e.reason, e.extra.get("cause")) for e in events if e.kind is EventKind.EVICTED] == [
@@ -243,7 +243,7 @@ def test_stopping_queues_drains_each_workload_by_its_own_queue() -> None:
     assert [wl.state for wl in (waiting, free, held, drained)] == [WorkloadState.PENDING] + [WorkloadState.ADMITTED] * 3
     objects["LocalQueue"][0]["spec"]["stopPolicy"] = "Hold"
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = "HoldAndDrain"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     events = scheduler.schedule(2.0)
     assert [e.workload for e in events if e.kind is EventKind.EVICTED] == [drained.key]
     assert [wl.state for wl in (free, held)] == [WorkloadState.ADMITTED] * 2
@@ -259,7 +259,7 @@ def test_stopping_a_local_queue_leaves_quota_reserved_in_the_others() -> None:
         scheduler.schedule(t)
     assert [wl.state for wl in (free, stopped)] == [WorkloadState.QUOTA_RESERVED] * 2
     objects["LocalQueue"][1]["spec"]["stopPolicy"] = "Hold"
-    scheduler.configure(build_config(objects))
+    scheduler.configure(build_config(objects), 0.0)
     events = scheduler.schedule(2.0)
     assert [e.workload for e in events if e.kind is EventKind.EVICTED] == [stopped.key]
     assert free.state is WorkloadState.QUOTA_RESERVED

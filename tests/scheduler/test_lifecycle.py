@@ -333,21 +333,23 @@ def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None
     waiting = workload("later", cpu=0.5, on="new").uid("later").build()
     sched.add(waiting, 1.0)
     assert (waiting.pending_reason, sched.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
-    sched.configure(_config("cq", "new"))
+    sched.configure(_config("cq", "new"), 0.0)
     assert (sched.usage("cq", ("a", "cpu")), sched.queued(waiting)) == (1000, True)
     assert [(e.kind, e.workload) for e in sched.schedule(2.0)] == [
         (EventKind.QUOTA_RESERVED, waiting.key), (EventKind.ADMITTED, waiting.key)]
     assert sched.usage("new", ("a", "cpu")) == 500
-    sched.configure(_config("new"))
+    sched.configure(_config("new"), 0.0)
     assert (sched.cluster_queue_names(), sched.usage("new", ("a", "cpu"))) == (["new"], 500)
 
 
 def test_a_new_configuration_that_races_starts_the_race_on_the_next_pass() -> None:
+    # The variants are made when the configuration changes (1.0), told with the next pass's events.
     sched = Scheduler(_config("other"))
     sched.add(_workload(), 0.0)
-    sched.configure(_config("cq", race=True))
+    sched.configure(_config("cq", race=True), 1.0)
     va, vb = sched.variants[KEY]
-    assert [(e.kind, e.workload) for e in sched.schedule(2.0)][:2] == [(EventKind.CREATED, va), (EventKind.CREATED, vb)]
+    assert [(e.t, e.kind, e.workload) for e in sched.schedule(2.0)][:2] == [
+        (1.0, EventKind.CREATED, va), (1.0, EventKind.CREATED, vb)]
     assert sched.schedule(3.0) == []
 
 

@@ -364,7 +364,7 @@ def test_the_flavors_a_workload_could_race_on_whether_or_not_it_races() -> None:
     sets may take there), asked of a scheduler that does not race; none for a workload that only one flavor could
     hold, nor for one of a ClusterQueue it does not know."""
     s = _guide_like()
-    s.configure(dataclasses.replace(s.config, race=False))
+    s.configure(dataclasses.replace(s.config, race=False), 0.0)
     plans = s.flavor_plans(_guide_job("j"))
     assert [(p.flavor, dict(p.allowed)) for p in plans] == [
         ("a", {"head": frozenset({"default"}), "workers": frozenset({"a"})}),

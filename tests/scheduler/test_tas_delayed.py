@@ -429,7 +429,8 @@ def test_a_flavor_no_longer_topology_aware_admits_its_delayed_pod_set_without_a_
     wl = _job()
     s.add(wl, 0.0)
     s.schedule(0.0)
-    s.configure(dataclasses.replace(s.config, flavors={"tas-default": FlavorSpec("tas-default", {"tas-node": "true"})}))
+    s.configure(dataclasses.replace(s.config, flavors={"tas-default": FlavorSpec("tas-default", {"tas-node": "true"})}),
+                0.0)
     s.set_check(wl.key, PROV, CheckState.READY, 0.0)
     assert _kinds(s.schedule(1.0)) == ["Admitted"]
     assert _assigned(wl) == {"one": ("tas-default", "Ready", None)}

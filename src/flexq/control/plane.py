@@ -134,9 +134,9 @@ class ControlPlane:
 
     # --- configuration ---------------------------------------------------------------------------------
 
-    def configure(self, objects: Objects, capacity: CapacityConfig | None) -> None:
-        """The queues, flavors, checks and priority classes, and the capacity modelled (None: none). flexq's
-        policy races workloads across their flavors where capacity is modelled; Kueue-compatible
+    def configure(self, objects: Objects, capacity: CapacityConfig | None, now: float) -> None:
+        """The queues, flavors, checks and priority classes, and the capacity modelled (None: none), from ``now``.
+        flexq's policy races workloads across their flavors where capacity is modelled; Kueue-compatible
         (``fallback: false``) does not."""
         self.local_queues = local_queues_of(objects)
         if self.fair_usage is not None:
@@ -157,7 +157,7 @@ class ControlPlane:
                                                      recompute_tas=self.kueue.gate(
                                                          "TASRecomputeAssignmentWithinSchedulingCycle"),
                                                      not_ready_fixed_time=self.kueue.gate(
-                                                         "TASReplaceNodeDueToNotReadyOverFixedTime")))
+                                                         "TASReplaceNodeDueToNotReadyOverFixedTime")), now)
         if self.driver is None:
             # Without nodes modelled the plane keeps flexq's guard itself (the driver does where it drives).
             self.scheduler.migration_check = self._migration_check
@@ -301,8 +301,8 @@ class ControlPlane:
                 self._began.pop(key, None)
                 self._priority_classes.pop(key, None)
                 return self.scheduler.delete(key, at)
-            case QueuesReconfigured(objects, capacity, _at):
-                self.configure(objects, capacity)
+            case QueuesReconfigured(objects, capacity, at):
+                self.configure(objects, capacity, at)
                 return []
             case CapacityChanged(capacity, _at):
                 self._reshape(capacity)

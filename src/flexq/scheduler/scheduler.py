@@ -247,8 +247,9 @@ class Scheduler:
         for key in state.variants:
             state.workloads[key].pending_reason = self._racing.race_reason(key)
 
-    def configure(self, config: Config) -> None:
-        """Replace the queue configuration; usage of workloads holding quota is carried over."""
+    def configure(self, config: Config, now: float) -> None:
+        """Replace the queue configuration at ``now``; usage of workloads holding quota is carried over, and a
+        waiting workload that now races makes its variants then."""
         state = self._state
         state.config = config
         state.failed.clear()
@@ -258,7 +259,7 @@ class Scheduler:
             if wl.admission is not None and wl.cluster_queue in state.tree.queues:
                 state.tree.add(wl.cluster_queue, wl.admission.usage())
         for wl in list(state.workloads.values()):
-            self.enqueue(wl, 0.0 if wl.ordering_time is None else wl.ordering_time)
+            self.enqueue(wl, now)
         state.queues.wake(list(config.cluster_queues), state.workloads)
         state.stops_due = _any_stopped(config)
         self._fair_queues()
