@@ -9,6 +9,8 @@ name, "" for none), a LocalQueue's by ``name`` and ``namespace``.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -36,7 +38,8 @@ _WAIT_FOR_START: Final = "WaitForStart"
 
 @dataclass
 class Histogram:
-    """Observations counted into cumulative buckets (``le``), with their sum and count."""
+    """Observations counted into buckets (each into the first whose bound, ``le``, holds it; over the last bound,
+    into none), with their sum and count; told as Prometheus' cumulative buckets."""
 
     bounds: tuple[float, ...]
     counts: list[int] = field(default_factory=list)
@@ -45,17 +48,16 @@ class Histogram:
 
     def observe(self, value: float) -> None:
         if not self.counts:
-            self.counts = [0] * len(self.bounds)
-        for i, bound in enumerate(self.bounds):
-            if value <= bound:
-                self.counts[i] += 1
+            self.counts = [0] * (len(self.bounds) + 1)
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.total += value
         self.count += 1
 
     def cumulative(self) -> list[tuple[str, int]]:
         """Prometheus' buckets, ``+Inf`` last."""
-        counts = self.counts or [0] * len(self.bounds)
-        return [*((_bound(b), n) for b, n in zip(self.bounds, counts, strict=True)), ("+Inf", self.count)]
+        counts = self.counts or [0] * (len(self.bounds) + 1)
+        return [*((_bound(b), n) for b, n in zip(self.bounds, itertools.accumulate(counts), strict=False)),
+                ("+Inf", self.count)]
 
 
 def _bound(b: float) -> str:
@@ -155,7 +157,7 @@ class KueueCounts:
         took."""
         result = "success" if admitted else "inadmissible"
         _add(self.attempts, result)
-        self.attempt_seconds.setdefault(result, Histogram(ATTEMPT_BUCKETS)).observe(seconds)
+        _observe(self.attempt_seconds, result, ATTEMPT_BUCKETS, seconds)
 
     def hear(self, event: Event, plane: ControlPlane) -> None:
         """Count one event of ``plane`` (told as it happens: the workload is as the event left it)."""
@@ -263,7 +265,10 @@ def _add(counter: dict[K, int], key: K) -> None:
 
 
 def _observe(histograms: dict[K, Histogram], key: K, bounds: tuple[float, ...], value: float) -> None:
-    histograms.setdefault(key, Histogram(bounds)).observe(value)
+    histogram = histograms.get(key)
+    if histogram is None:
+        histogram = histograms[key] = Histogram(bounds)
+    histogram.observe(value)
 
 
 def _drop(series: dict[Any, Any], keep: Callable[[Any], bool]) -> None:
