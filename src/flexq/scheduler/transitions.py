@@ -140,7 +140,6 @@ class Transitions:
             if wl.state is WorkloadState.FINISHED:
                 return events
             if delay > 0:
-                state.queues.discard(wl)
                 wl.requeue_at = now + delay
                 state.requeues[wl.key] = wl.requeue_at
         elif reported is CheckState.REJECTED:
@@ -148,7 +147,6 @@ class Transitions:
             events += self.evict(wl, now, reason, "AdmissionCheck", requeue=False)
             if wl.state is WorkloadState.FINISHED:
                 return events
-            state.queues.discard(wl)
             wl.state = WorkloadState.INACTIVE
             events.append(Event(now, EventKind.DEACTIVATED, wl.key, wl.cluster_queue, reason))
             if wl.parent:
