@@ -88,7 +88,7 @@ def run(case: Case, origin: float) -> tuple[list[str], list[Event], ControlPlane
     plane = ControlPlane(kernel, told.append, JobHooks(start, runs.get), virtual=origin == 0.0)
     planes.append(plane)
     cloud = EmulatedCloud({"pool": CapacitySpec(boot=5)}, origin=origin)
-    plane.configure(_objects(case.no_retry), CapacityConfig((POOL,), cloud, scale_down_after=3600.0), 0.0)
+    plane.configure(_objects(case.no_retry), CapacityConfig((POOL,), cloud, scale_down_after=3600.0), origin)
     for name, at, cpu, run_for in case.jobs:
         def submit(name: str = name, at: float = at, cpu: int = cpu, run_for: float = run_for) -> None:
             made = job(name, queue="q", cpu=cpu, pods=1).uid(name).object()
@@ -156,7 +156,7 @@ def test_a_check_that_waited_with_no_capacity_modelled_gets_its_request_once_a_p
     started: list[str] = []
     plane = ControlPlane(kernel, told.append, JobHooks(lambda key, _t: started.append(key), lambda _k: None),
                          virtual=origin == 0.0)
-    plane.configure(_objects(no_retry=False), None, 0.0)
+    plane.configure(_objects(no_retry=False), None, origin)
     wl = plane.workload_for("Job", "batch", job("a", queue="q", cpu=8, pods=1).uid("a").object(), origin)
     plane.emit(plane.feed(JobQueued(wl, origin)))
     plane.settle(origin)
@@ -167,7 +167,7 @@ def test_a_check_that_waited_with_no_capacity_modelled_gets_its_request_once_a_p
     assert not [e for e in told if e.kind is EventKind.PROVISIONING_REQUEST], "no one answers it without capacity"
     told.clear()
     cloud = EmulatedCloud({"pool": CapacitySpec(boot=5)}, origin=origin)
-    plane.configure(_objects(no_retry=False), CapacityConfig((POOL,), cloud), 0.0)
+    plane.configure(_objects(no_retry=False), CapacityConfig((POOL,), cloud), origin + 60)
     plane.settle(origin + 60)
     assert [_line(e, origin) for e in told] == ["60 ProvisioningRequest a Provisioned", "60 AdmissionCheck a Ready",
                                                 "60 Admitted a", "60 Started a"]

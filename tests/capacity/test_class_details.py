@@ -47,7 +47,7 @@ def _run(origin: float, selector: list[dict[str, str]] | None) -> tuple[list[Eve
     told: list[Event] = []
     plane = ControlPlane(kernel, told.append, JobHooks(lambda key, t: None, lambda key: None), virtual=origin == 0.0)
     cloud = EmulatedCloud({"dws-pool": CapacitySpec(boot=5, queued_delay=30)}, origin=origin)
-    plane.configure(_objects(selector), CapacityConfig((POOL,), cloud, scale_down_after=3600.0), 0.0)
+    plane.configure(_objects(selector), CapacityConfig((POOL,), cloud, scale_down_after=3600.0), origin)
     wl = plane.workload_for("Job", "batch", job("a", queue="q", cpu=8, pods=1).uid("a").object(), origin)
     kernel.schedule(origin, lambda: plane.emit(plane.feed(JobQueued(wl, origin))))
     for second in range(61):

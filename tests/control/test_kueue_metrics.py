@@ -83,7 +83,7 @@ _OBJECTS: dict[str, list[dict[str, object]]] = {
 
 def test_the_plane_names_priority_classes_for_the_metrics_and_a_grown_slice_keeps_its_jobs() -> None:
     plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
-    plane.configure(_OBJECTS, None, 0.0)
+    plane.configure(_OBJECTS, None, START)
     unheard = plane.workload_for("Job", "batch", _team_job("before", "urgent"), START)
     counts = KueueCounts().attach(plane)
     urgent = plane.workload_for("Job", "batch", _team_job("train", "urgent"), START)
@@ -110,7 +110,7 @@ def _pods_ready_run(live: bool, config: PodsReadyConfig | None) -> KueueCounts:
     evicted when its recovery timeout ends, at 80 s."""
     timers: TimerHeap = TimerHeap(VirtualClock(START)) if live else Kernel(VirtualClock(START))
     plane = ControlPlane(timers, lambda _e: None, kueue=KueueConfig(pods_ready=config))
-    plane.configure(_OBJECTS, None, 0.0)
+    plane.configure(_OBJECTS, None, START)
     counts = KueueCounts().attach(plane)
     keys = {}
     for name in ("steady", "stuck", "gone"):

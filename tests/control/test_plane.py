@@ -155,7 +155,7 @@ _OBJECTS: dict[str, list[dict[str, object]]] = {
 
 def test_configured_from_objects_a_job_gets_its_queue_and_priority_and_is_admitted() -> None:
     plane = ControlPlane(TimerHeap(VirtualClock(START)), lambda _e: None)
-    plane.configure(_OBJECTS, None, 0.0)
+    plane.configure(_OBJECTS, None, START)
     wl = plane.workload_for("Job", "batch", _TRAIN.object(), START)
     assert (wl.namespace, wl.queue, wl.cluster_queue, wl.priority) == ("ml", "team", "cq", 1000)
     stray = job("other", queue="nowhere", cpu=8, pods=1).namespace("ml").uid("other")
@@ -172,22 +172,22 @@ def test_the_driver_is_made_once_keeps_its_nodes_as_pools_change_follows_a_reset
     plane = ControlPlane(timers, lambda _e: None)
     warm = dataclasses.replace(POOL, min_nodes=1, initial_nodes=1)
     capacity = CapacityConfig((warm,), EmulatedCloud())
-    plane.configure(_OBJECTS, capacity, 0.0)
+    plane.configure(_OBJECTS, capacity, START)
     driver = plane.driver
     assert driver is not None and plane.scheduler.config.race, "capacity modelled: flexq's policy races"
     assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"]
     spot = NodePoolSpec("spot-pool", machine_type("n2-standard-16"), min_nodes=0, max_nodes=2)
-    plane.configure(_OBJECTS, dataclasses.replace(capacity, pools=(warm, spot)), 0.0)
+    plane.configure(_OBJECTS, dataclasses.replace(capacity, pools=(warm, spot)), START)
     assert plane.driver is driver and set(driver.cluster.pools) == {"od-pool", "spot-pool"}
     assert [n.pool for n in driver.cluster.nodes.values()] == ["od-pool"], "the node of the pool that stays is kept"
     before = plane.scheduler
     plane.reset()
     assert plane.scheduler is not before and driver.scheduler is before, "re-attached by the next configure"
-    plane.configure(_OBJECTS, capacity, 0.0)
+    plane.configure(_OBJECTS, capacity, START)
     assert plane.driver is driver and driver.scheduler is plane.scheduler
-    plane.configure(_OBJECTS, dataclasses.replace(capacity, fallback=False), 0.0)
+    plane.configure(_OBJECTS, dataclasses.replace(capacity, fallback=False), START)
     assert not plane.scheduler.config.race, "Kueue-compatible: no racing"
-    plane.configure(_OBJECTS, None, 0.0)
+    plane.configure(_OBJECTS, None, START)
     assert plane.driver is None
 
 

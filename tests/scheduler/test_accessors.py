@@ -60,11 +60,11 @@ def test_a_new_configuration_keeps_usage_wakes_workloads_set_aside_and_keeps_the
     sched.add(_wl("second", 2), 0.5)
     sched.schedule(1.0)
     assert _states(sched) == {"first": "Admitted", "second": "Pending"}, "first borrows the cohort's own quota"
-    sched.configure(_config(cpu=1, cohort_cpu=2), 0.0)
+    sched.configure(_config(cpu=1, cohort_cpu=2), 1.5)
     assert sched.usage("cq", ("a", "cpu")) == 2500, "usage carried over"
     sched.schedule(2.0)
     assert _states(sched)["second"] == "Pending", "still no room"
-    sched.configure(_config(cpu=3, cohort_cpu=2), 0.0)
+    sched.configure(_config(cpu=3, cohort_cpu=2), 2.5)
     assert sched.waiting(sched.held("ns/second")), "the set-aside workload queues again"
     sched.schedule(3.0)
     assert _states(sched) == {"first": "Admitted", "second": "Admitted"}, "5 cpu of nominal and cohort quota"
@@ -89,7 +89,7 @@ def test_enqueue_queues_only_a_pending_workload_not_queued_in_a_known_queue(guar
     elif guard == "variant":
         sched.variants[wl.key] = []
     elif guard == "already queued":
-        sched.configure(_config(cpu=1), 0.0)  # woken: queued again, not twice
+        sched.configure(_config(cpu=1), 1.5)  # woken: queued again, not twice
     sched.enqueue(wl, 2.0)
     if guard == "already queued":
         assert sched.waiting(wl)
@@ -108,7 +108,7 @@ def test_a_queue_configured_under_racing_starts_a_race_for_each_workload_waiting
     later = cluster_queue("later").flavor("a", cpu=4).flavor("b", cpu=4).spec()
     config = _config(race=True)
     sched.configure(dataclasses.replace(config, flavors={"a": FlavorSpec("a"), "b": FlavorSpec("b")},
-                                        cluster_queues={**config.cluster_queues, "later": later}), 0.0)
+                                        cluster_queues={**config.cluster_queues, "later": later}), 1.5)
     assert sorted(sched.variants) == ["ns/x", "ns/y"]
     sched.note_race_reasons()
     reasons = {key: sched.held(key).pending_reason for key in ("ns/x", "ns/y")}

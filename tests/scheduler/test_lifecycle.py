@@ -333,12 +333,12 @@ def test_a_new_configuration_keeps_usage_and_queues_what_can_now_queue() -> None
     waiting = workload("later", cpu=0.5, on="new").uid("later").build()
     sched.add(waiting, 1.0)
     assert (waiting.pending_reason, sched.queued(waiting)) == ("ClusterQueue new doesn't exist", False)
-    sched.configure(_config("cq", "new"), 0.0)
+    sched.configure(_config("cq", "new"), 1.5)
     assert (sched.usage("cq", ("a", "cpu")), sched.queued(waiting)) == (1000, True)
     assert [(e.kind, e.workload) for e in sched.schedule(2.0)] == [
         (EventKind.QUOTA_RESERVED, waiting.key), (EventKind.ADMITTED, waiting.key)]
     assert sched.usage("new", ("a", "cpu")) == 500
-    sched.configure(_config("new"), 0.0)
+    sched.configure(_config("new"), 2.5)
     assert (sched.cluster_queue_names(), sched.usage("new", ("a", "cpu"))) == (["new"], 500)
 
 
