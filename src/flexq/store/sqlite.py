@@ -47,6 +47,11 @@ SHARED_BREATHE = 0.01
 """Seconds a long batch holds the write lock at the most, on a file shared with other servers (which cannot be seen
 waiting for it)."""
 
+WAL_KEEP = 8 * 2**20
+"""Bytes of the write-ahead log kept once it starts over after a checkpoint (SQLite's ``journal_size_limit``): a
+transaction larger than that (a step that made thousands of workloads) grows the log for as long as it lasts, and
+the log shrinks back at the next checkpoint instead of holding that much of the disk for good."""
+
 _WHERE_KEY = "grp=? AND resource=? AND namespace=? AND name=?"
 _CHUNK = 500
 """Names asked for in one statement, at the most (SQLite takes up to 32,766 parameters)."""
@@ -84,6 +89,7 @@ class Store(BaseStore):
             self._db.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA journal_size_limit={WAL_KEEP}")
             self._db.executescript(_SCHEMA)
         except sqlite3.OperationalError as exc:  # locked by another process, or no room for the schema
             self._db.close()
