@@ -89,8 +89,9 @@ def record_events(store: BaseStore, notes: list[tuple[Key, dict[str, Any]]]) -> 
 
 
 def _count(store: BaseStore, key: Key, more: int, stamp: str, echo: bool) -> dict[str, Any]:
-    event = store.get(key)
-    event["count"] = int(event.get("count", 1)) + more
-    event["lastTimestamp"] = stamp
-    event["metadata"].pop("resourceVersion", None)
-    return store.update(key, event, keep_status=False, echo=echo)
+    """``more`` repeats of the stored Event at ``key``, the last at ``stamp`` (read once: the caller's transaction
+    holds the store, so the Event read is the one its update replaces)."""
+    stored = store.get(key)
+    meta = {k: v for k, v in stored["metadata"].items() if k != "resourceVersion"}
+    event = {**stored, "metadata": meta, "count": int(stored.get("count", 1)) + more, "lastTimestamp": stamp}
+    return store.update(key, event, keep_status=False, echo=echo, current=stored)
