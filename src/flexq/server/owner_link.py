@@ -31,7 +31,7 @@ import orjson
 from flexq.store import BaseStore, ForeignTx, Stale, StoreUnavailable, commit_foreign
 
 __all__ = ["Answer", "CommitServer", "GroupCommit", "OwnerLink", "commit_socket", "decode_answer", "encode_answer",
-           "owner_socket", "unix_listener"]
+           "owner_socket", "read_frame", "unix_listener"]
 
 _GROUP: Final = 64
 """Transactions committed together at the most."""
@@ -158,7 +158,7 @@ class CommitServer:
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
-            while (data := _read_frame(conn)) is not None:
+            while (data := read_frame(conn)) is not None:
                 try:
                     tx = ForeignTx.from_wire(data)
                 except (ValueError, KeyError, TypeError) as exc:
@@ -196,7 +196,7 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes | None:
     return b"".join(parts)
 
 
-def _read_frame(conn: socket.socket) -> bytes | None:
+def read_frame(conn: socket.socket) -> bytes | None:
     """The next message on ``conn``; None when it closed (or sent something that is not one)."""
     head = _read_exactly(conn, _LENGTH.size)
     if head is None:
@@ -248,7 +248,7 @@ class OwnerLink:
             if conn is None:
                 conn = self._local.conn = self._connect()
             conn.sendall(_LENGTH.pack(len(body)) + body)
-            answer = _read_frame(conn)
+            answer = read_frame(conn)
         except OSError as exc:
             answer, problem = None, str(exc)
         else:

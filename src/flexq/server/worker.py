@@ -4,7 +4,8 @@
 others, as the Kubernetes API server serves requests in front of etcd: each worker accepts connections on the
 ports the owner bound (it inherits the sockets), checks the Host, authenticates and authorizes every request, and
 serves the Kubernetes API's reads, lists (one page; a longer list is the owner's, which keeps it between pages) and
-watches itself, from the owner's database file (:class:`~flexq.store.replica.ReplicaStore`). Its writes are parsed,
+watches itself: reads from the owner's database file (:class:`~flexq.store.replica.ReplicaStore`), watches from the
+changes the owner sends as it commits them (:mod:`flexq.server.change_feed`). Its writes are parsed,
 validated, converted and defaulted here, then committed by the owner in one message each
 (:mod:`flexq.store.foreign`); with PostgreSQL a worker reads and writes the database itself. What needs the
 controllers or the jobs' processes (the dashboard, flexq's API, the GKE API, ``/metrics``, Kueue's visibility API,
@@ -41,6 +42,7 @@ from flexq.jobs import job_webhook_for
 from flexq.objects import Lister, ListPages, ObjectService, Page, Unchanged
 from flexq.server.authn import Authenticator, AuthMiddleware
 from flexq.server.bodylimit import BodyLimit
+from flexq.server.change_feed import FeedReader, changes_socket
 from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi, PagedElsewhere
@@ -198,13 +200,14 @@ async def _watch_owner(owner: int, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), 1.0)
 
 
-def _store(spec: WorkerSpec, home: Path) -> BaseStore:
+def _store(spec: WorkerSpec, home: Path) -> tuple[BaseStore, FeedReader | None]:
     """The owner's PostgreSQL database (written directly: it keeps writers in order itself), or a replica of its
-    SQLite file whose writes the owner commits."""
+    SQLite file whose writes the owner commits and whose changes it sends (:mod:`flexq.server.change_feed`)."""
     if spec.postgres is not None:
-        return open_store(spec.postgres, home)
+        return open_store(spec.postgres, home), None
     link = OwnerLink(commit_socket(home), lambda: end_with_owner(spec.owner))
-    return ReplicaStore(Path(spec.database), link.commit, follow=spec.follow)
+    replica = ReplicaStore(Path(spec.database), link.commit, follow=0.0)  # fed instead
+    return replica, FeedReader(changes_socket(home), replica, spec.follow)
 
 
 def run(spec: WorkerSpec) -> None:
@@ -214,7 +217,7 @@ def run(spec: WorkerSpec) -> None:
         return
     home = Path(spec.home)
     sockets = [socket.socket(fileno=fd) for fd in spec.fds]
-    store = _store(spec, home)
+    store, feed = _store(spec, home)
     try:
         kueue = KueueConfig(frameworks=frozenset(spec.frameworks))
         service = ObjectService(store, hooks=[job_webhook_for(kueue.manages), node_pool_webhook])
@@ -241,6 +244,8 @@ def run(spec: WorkerSpec) -> None:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(serve_all())
     finally:
+        if feed is not None:
+            feed.close()
         store.close()
         for sock in sockets:
             sock.close()

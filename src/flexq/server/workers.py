@@ -22,6 +22,7 @@ from typing import Final
 
 from starlette.types import ASGIApp
 
+from flexq.server.change_feed import ChangeFeed, changes_socket
 from flexq.server.owner_link import CommitServer, GroupCommit, commit_socket, owner_socket, unix_listener
 from flexq.server.serving import Server, uvicorn_servers
 from flexq.server.worker import ENV, WorkerSpec
@@ -54,6 +55,7 @@ class Front:
         self._guard: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self._commits: CommitServer | None = None
+        self._feed: ChangeFeed | None = None
 
     def servers(self, app: ASGIApp, log_level: str) -> list[tuple[Server, socket.socket]]:
         """The servers this process runs: on the ports, or (with workers, started here) on the owner's socket."""
@@ -63,6 +65,7 @@ class Front:
             sock.listen(_BACKLOG)
         if self.spec.postgres is None:  # with PostgreSQL the workers write to the database themselves
             self._commits = CommitServer(commit_socket(self.home), GroupCommit(self.store))
+            self._feed = ChangeFeed(changes_socket(self.home), self.store)
         self._socket = unix_listener(owner_socket(self.home), _BACKLOG)
         self._processes = [self._start(i) for i in range(self.count)]
         self._record()
@@ -111,6 +114,8 @@ class Front:
             forget(self.home)
         if self._commits is not None:
             self._commits.close()
+        if self._feed is not None:
+            self._feed.close()
         if self._socket is not None:
             self._socket.close()
             with contextlib.suppress(FileNotFoundError):

@@ -2,7 +2,8 @@
 
 An API worker serves reads and watches from the database file the owner writes (SQLite in WAL mode lets other
 processes read while one writes): objects and listings are read from the file, and the changes the owner commits
-are followed into this store's window for watches, as a second server on a shared file follows them. A write is
+reach this store's window for watches as the owner sends them (:meth:`ReplicaStore.receive`), or (with ``follow``)
+are followed from the file, as a second server on a shared file follows them. A write is
 an optimistic transaction (see :mod:`flexq.store.foreign`): :class:`~flexq.store.base.BaseStore`'s own create,
 update and delete run here unchanged, on the file as read, with what this transaction wrote in front of it; the
 rows they would write get provisional resourceVersions; at the end the transaction goes to the owner in one
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from flexq.store.bodies import unpack
-from flexq.store.changes import ChangeType
+from flexq.store.changes import ChangeType, LogRow, from_rows
 from flexq.store.codec import dumps, loads
 from flexq.store.foreign import PROVISIONAL, ForeignTx, Put
 from flexq.store.refusals import Key
@@ -54,7 +55,8 @@ class _Open:
 
 class ReplicaStore(Store):
     """The store at ``path`` (the owner's file), read here and written through ``commit``. Reads outside a
-    transaction see what the owner has committed; watches see it after ``follow`` seconds at most."""
+    transaction see what the owner has committed; watches see it as it is received, or after ``follow`` seconds at
+    most (0: only as received)."""
 
     shares_batches: ClassVar[bool] = False
     """A batch here is one transaction sent to the owner (which commits its workers' in groups itself)."""
@@ -68,6 +70,12 @@ class ReplicaStore(Store):
     def _open(self) -> _Open | None:
         found: _Open | None = getattr(self._local, "open", None)
         return found
+
+    def receive(self, rows: list[LogRow]) -> None:
+        """Changes the owner committed, sent to this replica in resourceVersion order: into the window and to the
+        listeners (those seen already are passed over; a gap before them is read from the file first)."""
+        with self._lock:
+            self._publish(from_rows(rows))
 
     # --- transactions: the thread's own, sent to the owner at the end -------------------------------
 
