@@ -19,15 +19,18 @@ nominal cpu, and no job ends before its arrival plus its run time), the average 
 (from the create request sent to the Admitted condition seen), creations per second achieved against scheduled (how late
 the latest one was sent, and whether the generator kept the schedule: none over a second late), the CPU seconds of each
 process (the server's, the generator's, this one's) and the server's per Job, peak RSS and store size, and the machine's
-load. ``--virtual`` adds the same config's averages in virtual time (``flexq simulate``) for comparison.
+load. ``--virtual`` adds the same config in virtual time (``flexq simulate``) for comparison: its averages, when it
+ends, and how many finished in each span of the timeline.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import collections
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -407,21 +410,44 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def virtual_admission(path: Path) -> dict[str, float]:
-    """The same config in virtual time: average seconds from submission to first admission, per class."""
+@dataclasses.dataclass(frozen=True)
+class Virtual:
+    """The same config in virtual time (``flexq simulate``): what the live run is compared with."""
+
+    averages: dict[str, float]
+    """Average seconds from submission to first admission, per class."""
+    finished: list[float]
+    """When each workload finished, in seconds from the first submission, in order."""
+
+
+def virtual_run(path: Path) -> Virtual:
+    """The same config in virtual time."""
     from flexq.sim.runner import run_scenario
     from flexq.sim.scenario import load_scenario
 
     result = run_scenario(load_scenario(path))
     first: dict[str, float] = {}
+    finished: list[float] = []
     for event in result.events:
         if event["event"] == "Admitted":
             first.setdefault(event["workload"], event["t"])
+        elif event["event"] == "Finished":
+            finished.append(event["t"])
     waits: dict[str, list[float]] = collections.defaultdict(list)
     for wl in result.workloads:
         if wl.key in first:
             waits[class_of(wl.owner.rpartition("/")[2])].append(first[wl.key] - result.submitted[wl.key])
-    return {c: round(statistics.fmean(w), 3) for c, w in sorted(waits.items())}
+    return Virtual({c: round(statistics.fmean(w), 3) for c, w in sorted(waits.items())}, sorted(finished))
+
+
+def with_virtual(spans: list[dict[str, float]], finished: list[float]) -> list[dict[str, float]]:
+    """The timeline's spans, each with the workloads that finished in it in virtual time."""
+    if not spans:
+        return spans
+    width = spans[1]["from_s"] - spans[0]["from_s"] if len(spans) > 1 else math.inf
+    return [{**span, "virtual_finished": bisect.bisect_left(finished, span["from_s"] + width)
+             - bisect.bisect_left(finished, span["from_s"]) if i < len(spans) - 1
+             else len(finished) - bisect.bisect_left(finished, span["from_s"])} for i, span in enumerate(spans)]
 
 
 ON_SCHEDULE_S = 1.0
@@ -429,7 +455,7 @@ ON_SCHEDULE_S = 1.0
 
 
 def report(name: str, scale: float, run: Run, bound: float, cpu: dict[str, float], rss: float, store: float,
-           load: tuple[float, float], virtual: dict[str, float] | None) -> dict[str, Any]:
+           load: tuple[float, float], virtual: Virtual | None) -> dict[str, Any]:
     """``cpu``: the CPU seconds of the server's process and of the benchmark's (the watcher and the runner)."""
     waits: dict[str, list[float]] = collections.defaultdict(list)
     for key, at in run.admitted.items():
@@ -444,7 +470,7 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: dict[str, float
         "kueue_s": KUEUE_FIGURES.get(name) if scale == 1 else None,
         "admission": {c: {"count": len(w), "avg_s": round(statistics.fmean(w), 3),
                           "p99_s": round(percentile(w, .99), 3),
-                          **({"virtual_avg_s": virtual[c]} if virtual and c in virtual else {})}
+                          **({"virtual_avg_s": virtual.averages[c]} if virtual and c in virtual.averages else {})}
                       for c, w in sorted(waits.items())},
         "creations": {"scheduled_per_s": round(len(run.jobs) / span, 1) if span else None,
                       "achieved_per_s": round(created / max(run.answered), 1) if run.answered else None,
@@ -458,7 +484,8 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: dict[str, float
                       "p99": round(percentile(run.release, .99), 3) if run.release else None,
                       "patch_answer_avg": round(statistics.fmean(run.finish_answered.values()), 3)
                       if run.finish_answered else None, **release_phases(run)},
-        "timeline": timeline(run),
+        "virtual_wall_s": round(virtual.finished[-1], 2) if virtual and virtual.finished else None,
+        "timeline": with_virtual(timeline(run), virtual.finished) if virtual else timeline(run),
         "server": {"cpu_s": round(cpu["server"], 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
         "cpu_s": {"server": round(cpu["server"], 1),
                   "generator": round(run.generator_cpu, 1) if run.generator_cpu is not None else None,
@@ -507,7 +534,7 @@ def main() -> None:
         objects = [d.obj for d in docs]
         jobs = [(s.at, s.document.obj, float(s.run_for or 0)) for s in submissions]
         bound = packing_bound(objects, jobs)
-        virtual = virtual_admission(path) if args.virtual else None
+        virtual = virtual_run(path) if args.virtual else None
         load_before = round(os.getloadavg()[0], 2)
         leader = Server(Path(tmp) / "leader", None, Path(tmp) / "shared.db") if args.split else None
         if leader is not None:

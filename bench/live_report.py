@@ -69,6 +69,8 @@ def markdown(r: dict[str, Any]) -> str:
              f"| {r['wall_s']} | {r['bound_s']} | {r['ratio']} | {c['achieved_per_s']} ({c['scheduled_per_s']}) "
              f"| {c['refused']} | {c['max_late_s']} | {s['cpu_s']} | {s['peak_rss_mb']} | {s['store_mb']} "
              f"| {r['load']['before']} / {r['load']['after']} |", "",
+             *([f"The same config in virtual time (`flexq simulate`) ends at {r['virtual_wall_s']} s.", ""]
+               if r.get("virtual_wall_s") is not None else []),
              "| class | admitted | avg s to admission | p99 s | virtual-time avg s |", "|---|---|---|---|---|"]
     for name, a in r["admission"].items():
         lines.append(f"| {name} | {a['count']:,} | {a['avg_s']} | {a['p99_s']} | {a.get('virtual_avg_s', '')} |")
@@ -107,6 +109,11 @@ def timeline_markdown(spans: list[dict[str, float]]) -> list[str]:
     """The timeline as a table: a row a span (its start in seconds from the first creation)."""
     if not spans:
         return []
+    if "virtual_finished" in spans[0]:
+        return ["", "| from s | created | first admitted | finished | in virtual time | quota held after a job's end, "
+                "avg s |", "|---|---|---|---|---|---|",
+                *(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} "
+                  f"| {s['virtual_finished']:,} | {s['release_avg_s']} |" for s in spans)]
     return ["", "| from s | created | first admitted | finished | quota held after a job's end, avg s |",
             "|---|---|---|---|---|",
             *(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} | {s['release_avg_s']} |"

@@ -25,7 +25,7 @@ def _bench(out: Path, *options: str, timeout: float, **env: str) -> None:
 
 
 def test_live_baseline_smoke(tmp_path: Path) -> None:
-    _bench(tmp_path, timeout=120)
+    _bench(tmp_path, "--virtual", timeout=120)
     report = json.loads((tmp_path / f"live-baseline-{SCALE:g}.json").read_text())
     config = yaml.safe_load((ROOT / "bench" / "kueue" / "baseline.yaml").read_text())
     expected: dict[str, int] = {}
@@ -58,6 +58,13 @@ def test_live_baseline_smoke(tmp_path: Path) -> None:
         assert sum(s[counted] for s in spans) == report["jobs"], counted
     assert all(0 <= s["release_avg_s"] <= report["wall_s"] for s in spans)
     assert all(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} |" in table for s in spans)
+    # The same config in virtual time: an average a class, its end, and every workload finished in one of the spans
+    # (the last span holds what finished after the live run's end).
+    assert set(a["virtual_avg_s"] >= 0 for a in report["admission"].values()) == {True}
+    assert report["bound_s"] <= report["virtual_wall_s"]
+    assert sum(s["virtual_finished"] for s in spans) == report["jobs"]
+    assert f"ends at {report['virtual_wall_s']} s." in table
+    assert all(f"| {s['finished']:,} | {s['virtual_finished']:,} | {s['release_avg_s']} |" in table for s in spans)
     # CPU per process: the server's, the load generator's (a process of its own), the watcher's and runner's; the
     # generator's lag against the schedule, and the verdict it gives.
     cpu, creations = report["cpu_s"], report["creations"]
