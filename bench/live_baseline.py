@@ -441,13 +441,13 @@ def virtual_run(path: Path) -> Virtual:
 
 
 def with_virtual(spans: list[dict[str, float]], finished: list[float]) -> list[dict[str, float]]:
-    """The timeline's spans, each with the workloads that finished in it in virtual time."""
+    """The timeline's spans, each with the workloads that finished in it in virtual time (each span up to the next
+    one's start; the first holds what came before it, the last the rest)."""
     if not spans:
-        return spans
-    width = spans[1]["from_s"] - spans[0]["from_s"] if len(spans) > 1 else math.inf
-    return [{**span, "virtual_finished": bisect.bisect_left(finished, span["from_s"] + width)
-             - bisect.bisect_left(finished, span["from_s"]) if i < len(spans) - 1
-             else len(finished) - bisect.bisect_left(finished, span["from_s"])} for i, span in enumerate(spans)]
+        return []
+    starts = [0, *(bisect.bisect_left(finished, span["from_s"]) for span in spans[1:])]
+    ends = [*starts[1:], len(finished)]
+    return [{**span, "virtual_finished": end - start} for span, start, end in zip(spans, starts, ends, strict=True)]
 
 
 ON_SCHEDULE_S = 1.0

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,23 @@ def _server_under(proc: Path, homes: Path) -> bool:
     except OSError:  # it ended meanwhile
         return False
     return b"flexq.cli.main" in argv and any(str(homes).encode() in a for a in argv)
+
+
+# (the spans' starts, as the report rounds them; virtual-time finishing times) -> finished in each span
+SPANS: dict[str, tuple[list[float], list[float], list[int]]] = {
+    "each span up to the next one's start": ([0.0, 0.37, 0.73], [0.1, 0.36, 0.37, 0.72, 0.73, 0.735], [2, 2, 2]),
+    "a rounded width does not count a time twice": ([0.0, 0.37, 0.73], [0.735, 0.739], [0, 0, 2]),
+    "after the live run's end: the last span": ([0.0, 1.0], [0.5, 3.0, 9.0], [1, 2]),
+    "before the first span: the first": ([0.0, 1.0], [-0.1, 0.0], [2, 0]),
+    "no spans": ([], [1.0], []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPANS))
+def test_virtual_time_finishes_fall_in_the_spans(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from live_baseline import with_virtual
+
+    starts, finished, expected = SPANS[case]
+    spans = [{"from_s": start, "finished": 0.0} for start in starts]
+    assert [s["virtual_finished"] for s in with_virtual(spans, finished)] == expected

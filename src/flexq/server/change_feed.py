@@ -28,7 +28,7 @@ from typing import Final
 
 import orjson
 
-from flexq.server.owner_link import read_frame, unix_listener
+from flexq.server.owner_link import accept_each, read_frame, unix_listener
 from flexq.store import BaseStore, Change, ReplicaStore
 
 __all__ = ["ChangeFeed", "FeedReader", "changes_socket"]
@@ -123,15 +123,13 @@ class ChangeFeed:
             subscriber.put(message)
 
     def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                conn, _ = self._socket.accept()
-            except OSError:
-                return
-            subscriber = _Subscriber(conn, self._gone)
-            with self._lock:
-                self._subscribers = [*self._subscribers, subscriber]
-            subscriber.put(_HELLO)  # every commit from here on reaches it: it reads those before from the file
+        accept_each(self._socket, self._closing, self._take)
+
+    def _take(self, conn: socket.socket) -> None:
+        subscriber = _Subscriber(conn, self._gone)
+        with self._lock:
+            self._subscribers = [*self._subscribers, subscriber]
+        subscriber.put(_HELLO)  # every commit from here on reaches it: it reads those before from the file
 
     def _gone(self, subscriber: _Subscriber) -> None:
         with self._lock:

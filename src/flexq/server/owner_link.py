@@ -30,8 +30,8 @@ import orjson
 
 from flexq.store import BaseStore, ForeignTx, Stale, StoreUnavailable, commit_foreign
 
-__all__ = ["Answer", "CommitServer", "GroupCommit", "OwnerLink", "commit_socket", "decode_answer", "encode_answer",
-           "owner_socket", "read_frame", "unix_listener"]
+__all__ = ["Answer", "CommitServer", "GroupCommit", "OwnerLink", "accept_each", "commit_socket", "decode_answer",
+           "encode_answer", "owner_socket", "read_frame", "unix_listener"]
 
 _GROUP: Final = 64
 """Transactions committed together at the most."""
@@ -140,14 +140,12 @@ class CommitServer:
         threading.Thread(target=self._accept, name="flexq-commit-accept", daemon=True).start()
 
     def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                conn, _ = self._socket.accept()
-            except OSError:
-                return
-            with self._lock:
-                self._connections.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="flexq-commit", daemon=True).start()
+        accept_each(self._socket, self._closing, self._take)
+
+    def _take(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.append(conn)
+        threading.Thread(target=self._serve, args=(conn,), name="flexq-commit", daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -203,6 +201,16 @@ def read_frame(conn: socket.socket) -> bytes | None:
         return None
     (size,) = _LENGTH.unpack(head)
     return None if size > _LARGEST else _read_exactly(conn, size)
+
+
+def accept_each(listener: socket.socket, closing: threading.Event, take: Callable[[socket.socket], None]) -> None:
+    """Hand each connection ``listener`` accepts to ``take``, until ``closing`` is set or the listener is closed."""
+    while not closing.is_set():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        take(conn)
 
 
 def unix_listener(path: Path, backlog: int = 2048) -> socket.socket:
