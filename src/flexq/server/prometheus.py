@@ -9,21 +9,18 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from flexq.controller import PHASES, Sample, StepStats, Tally
-from flexq.server.kueue_families import kueue_families
+from flexq.server.kueue_families import exposition, kueue_families
 
 __all__ = ["render", "thread_cpu"]
 
 
 def render(tally: Tally, sample: Sample) -> bytes:
     """The text exposition of ``tally`` (counters since start) and ``sample`` (where things stand)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Figures(tally, sample))
-    return generate_latest(registry)
+    return exposition(_Figures(tally, sample).collect())
 
 
 def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequence[str], int]]) -> Metric:
