@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import bisect
 import collections
 import contextlib
 import dataclasses
@@ -440,16 +439,6 @@ def virtual_run(path: Path) -> Virtual:
     return Virtual({c: round(statistics.fmean(w), 3) for c, w in sorted(waits.items())}, sorted(finished))
 
 
-def with_virtual(spans: list[dict[str, float]], finished: list[float]) -> list[dict[str, float]]:
-    """The timeline's spans, each with the workloads that finished in it in virtual time (each span up to the next
-    one's start; the first holds what came before it, the last the rest)."""
-    if not spans:
-        return []
-    starts = [0, *(bisect.bisect_left(finished, span["from_s"]) for span in spans[1:])]
-    ends = [*starts[1:], len(finished)]
-    return [{**span, "virtual_finished": end - start} for span, start, end in zip(spans, starts, ends, strict=True)]
-
-
 ON_SCHEDULE_S = 1.0
 """The generator reached the config's schedule when no create was sent later than this after its time."""
 
@@ -485,7 +474,7 @@ def report(name: str, scale: float, run: Run, bound: float, cpu: dict[str, float
                       "patch_answer_avg": round(statistics.fmean(run.finish_answered.values()), 3)
                       if run.finish_answered else None, **release_phases(run)},
         "virtual_wall_s": round(virtual.finished[-1], 2) if virtual and virtual.finished else None,
-        "timeline": with_virtual(timeline(run), virtual.finished) if virtual else timeline(run),
+        "timeline": timeline(run, virtual=virtual.finished if virtual else None),
         "server": {"cpu_s": round(cpu["server"], 1), "peak_rss_mb": round(rss, 1), "store_mb": round(store, 1)},
         "cpu_s": {"server": round(cpu["server"], 1),
                   "generator": round(run.generator_cpu, 1) if run.generator_cpu is not None else None,

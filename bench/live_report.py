@@ -38,9 +38,11 @@ def release_phases(run: Timings) -> dict[str, float | None]:
             "avg_after_creating": round(statistics.fmean(after), 3) if after else None}
 
 
-def timeline(run: Timings, parts: int = 20) -> list[dict[str, float]]:
+def timeline(run: Timings, parts: int = 20, virtual: list[float] | None = None) -> list[dict[str, float]]:
     """The run in ``parts`` equal spans: Jobs whose creation was answered, workloads first seen admitted and seen
-    Finished in each, and the average quota held after the end of the jobs whose finishing patch went out in it."""
+    Finished in each, and the average quota held after the end of the jobs whose finishing patch went out in it; with
+    ``virtual`` (when each workload finished in virtual time, from the first submission), how many of those finished in
+    each span too (before the first span: in it; after the run: in the last)."""
     end = max([*run.finished_at, *run.answered, 0.0])
     if end <= 0:
         return []
@@ -50,8 +52,12 @@ def timeline(run: Timings, parts: int = 20) -> list[dict[str, float]]:
         return min(parts - 1, max(0, int(t / span)))
 
     counts = {name: [0] * parts for name in ("created", "admitted", "finished")}
-    for name, times in (("created", run.answered), ("admitted", [t - run.t0 for t in run.admitted.values()]),
-                        ("finished", run.finished_at)):
+    series = [("created", run.answered), ("admitted", [t - run.t0 for t in run.admitted.values()]),
+              ("finished", run.finished_at)]
+    if virtual is not None:
+        counts["virtual_finished"] = [0] * parts
+        series.append(("virtual_finished", virtual))
+    for name, times in series:
         for t in times:
             counts[name][part(t)] += 1
     held: list[list[float]] = [[] for _ in range(parts)]
@@ -109,12 +115,10 @@ def timeline_markdown(spans: list[dict[str, float]]) -> list[str]:
     """The timeline as a table: a row a span (its start in seconds from the first creation)."""
     if not spans:
         return []
-    if "virtual_finished" in spans[0]:
-        return ["", "| from s | created | first admitted | finished | in virtual time | quota held after a job's end, "
-                "avg s |", "|---|---|---|---|---|---|",
-                *(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} "
-                  f"| {s['virtual_finished']:,} | {s['release_avg_s']} |" for s in spans)]
-    return ["", "| from s | created | first admitted | finished | quota held after a job's end, avg s |",
-            "|---|---|---|---|---|",
-            *(f"| {s['from_s']} | {s['created']:,} | {s['admitted']:,} | {s['finished']:,} | {s['release_avg_s']} |"
+    counted = ["created", "admitted", "finished", *(["virtual_finished"] if "virtual_finished" in spans[0] else [])]
+    heads = {"created": "created", "admitted": "first admitted", "finished": "finished",
+             "virtual_finished": "in virtual time"}
+    return ["", "| from s | " + " | ".join(heads[c] for c in counted) + " | quota held after a job's end, avg s |",
+            "|---|" + "---|" * (len(counted) + 1),
+            *(f"| {s['from_s']} | " + " | ".join(f"{s[c]:,}" for c in counted) + f" | {s['release_avg_s']} |"
               for s in spans)]

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -116,21 +117,35 @@ def _server_under(proc: Path, homes: Path) -> bool:
     return b"flexq.cli.main" in argv and any(str(homes).encode() in a for a in argv)
 
 
-# (the spans' starts, as the report rounds them; virtual-time finishing times) -> finished in each span
-SPANS: dict[str, tuple[list[float], list[float], list[int]]] = {
-    "each span up to the next one's start": ([0.0, 0.37, 0.73], [0.1, 0.36, 0.37, 0.72, 0.73, 0.735], [2, 2, 2]),
-    "a rounded width does not count a time twice": ([0.0, 0.37, 0.73], [0.735, 0.739], [0, 0, 2]),
-    "after the live run's end: the last span": ([0.0, 1.0], [0.5, 3.0, 9.0], [1, 2]),
-    "before the first span: the first": ([0.0, 1.0], [-0.1, 0.0], [2, 0]),
-    "no spans": ([], [1.0], []),
+# (when the live run's last workload finished; virtual-time finishing times) -> finished in each of the timeline's spans
+SPANS: dict[str, tuple[float, list[float], list[int]]] = {
+    "each span as the live run's": (3.0, [0.1, 0.99, 1.0, 1.99, 2.0, 2.5], [2, 2, 2]),
+    "either side of a boundary the report rounds (to 0.73): each once": (1.1, [0.7333, 0.7339], [0, 1, 1]),
+    "after the live run's end: the last span": (2.0, [0.5, 3.0, 9.0], [1, 0, 2]),
+    "before the first span: the first": (3.0, [-0.1, 0.0], [2, 0, 0]),
+    "none finished": (3.0, [], [0, 0, 0]),
 }
 
 
-@pytest.mark.parametrize("case", sorted(SPANS))
-def test_virtual_time_finishes_fall_in_the_spans(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    from live_baseline import with_virtual
+@dataclass
+class _Run:
+    t0: float = 0.0
+    answered: list[float] = field(default_factory=list)
+    admitted: dict[str, float] = field(default_factory=dict)
+    finished_at: list[float] = field(default_factory=list)
+    release: list[float] = field(default_factory=list)
+    release_sent: list[float] = field(default_factory=list)
 
-    starts, finished, expected = SPANS[case]
-    spans = [{"from_s": start, "finished": 0.0} for start in starts]
-    assert [s["virtual_finished"] for s in with_virtual(spans, finished)] == expected
+
+@pytest.mark.parametrize("case", sorted(SPANS))
+def test_virtual_time_finishes_fall_in_the_timelines_spans(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from live_report import timeline, timeline_markdown
+
+    end, finished, expected = SPANS[case]
+    spans = timeline(_Run(finished_at=[end]), parts=3, virtual=finished)
+    assert [s["virtual_finished"] for s in spans] == expected
+    assert sum(s["virtual_finished"] for s in spans) == len(finished)  # each time in one span
+    assert sum(s["finished"] for s in spans) == 1
+    assert "| in virtual time |" in timeline_markdown(spans)[1]
+    assert "in virtual time" not in "".join(timeline_markdown(timeline(_Run(finished_at=[end]), parts=3)))
