@@ -20,7 +20,6 @@ import contextlib
 import logging
 import queue
 import socket
-import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,17 +27,16 @@ from typing import Final
 
 import orjson
 
-from flexq.server.owner_link import accept_each, read_frame, unix_listener
+from flexq.server.owner_link import accept_each, frame, read_frame, unix_listener
 from flexq.store import BaseStore, Change, ReplicaStore
 
 __all__ = ["ChangeFeed", "FeedReader", "changes_socket"]
 
 log = logging.getLogger("flexq.server")
 
-_LENGTH: Final = struct.Struct(">I")
 _BACKLOG: Final = 256 * 2**20
 """Bytes of messages waiting for one worker at the most; past that it is let go (it reads the rest from the file)."""
-_HELLO: Final = _LENGTH.pack(2) + b"[]"
+_HELLO: Final = frame(b"[]")
 _RETRY: Final = 0.05
 
 
@@ -49,9 +47,8 @@ def changes_socket(home: Path) -> Path:
 
 def encode(changes: list[Change]) -> bytes:
     """One message: the rows of ``changes``, oldest first."""
-    body = orjson.dumps([[c.rv, c.type.value, c.key.group, c.key.resource, c.key.namespace, c.key.name, c.text]
-                         for c in changes])
-    return _LENGTH.pack(len(body)) + body
+    return frame(orjson.dumps([[c.rv, c.type.value, c.key.group, c.key.resource, c.key.namespace, c.key.name, c.text]
+                               for c in changes]))
 
 
 class _Subscriber:

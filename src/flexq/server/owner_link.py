@@ -31,7 +31,7 @@ import orjson
 from flexq.store import BaseStore, ForeignTx, Stale, StoreUnavailable, commit_foreign
 
 __all__ = ["Answer", "CommitServer", "GroupCommit", "OwnerLink", "accept_each", "commit_socket", "decode_answer",
-           "encode_answer", "owner_socket", "read_frame", "unix_listener"]
+           "encode_answer", "frame", "owner_socket", "read_frame", "unix_listener"]
 
 _GROUP: Final = 64
 """Transactions committed together at the most."""
@@ -164,7 +164,7 @@ class CommitServer:
                 else:
                     answer = encode_answer(self.group.submit(tx).result())
                 try:
-                    conn.sendall(_LENGTH.pack(len(answer)) + answer)
+                    conn.sendall(frame(answer))
                 except OSError:
                     return
 
@@ -192,6 +192,11 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes | None:
         parts.append(chunk)
         left -= len(chunk)
     return b"".join(parts)
+
+
+def frame(message: bytes) -> bytes:
+    """``message`` as it goes over the owner's sockets: a 4-byte length, then the message (see :func:`read_frame`)."""
+    return _LENGTH.pack(len(message)) + message
 
 
 def read_frame(conn: socket.socket) -> bytes | None:
@@ -255,7 +260,7 @@ class OwnerLink:
         try:
             if conn is None:
                 conn = self._local.conn = self._connect()
-            conn.sendall(_LENGTH.pack(len(body)) + body)
+            conn.sendall(frame(body))
             answer = read_frame(conn)
         except OSError as exc:
             answer, problem = None, str(exc)
