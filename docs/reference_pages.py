@@ -288,7 +288,9 @@ def _metric_families() -> list[tuple[str, str, list[str], str]]:
         if served not in helps:
             raise ValueError(f"docs/hooks.py: {served} is collected but not served")
         meaning = helps[served].replace("\\n", " ")  # a multi-line help, as the exposition format escapes it
-        rows.append((served, kinds[served], list(getattr(family, "_labelnames", ())), meaning))
+        # flexq's text families name their labels; prometheus_client's keep them apart.
+        labels = getattr(family, "labels", None) or getattr(family, "_labelnames", ())
+        rows.append((served, kinds[served], list(labels), meaning))
     return rows
 
 

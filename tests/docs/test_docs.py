@@ -111,4 +111,8 @@ def test_metrics_page_has_every_served_metric(pages: Any) -> None:
         assert f"| `{name}` |" in text, name
     assert ("| `kueue_evicted_workloads_total` | counter | `cluster_queue`, `reason`, `underlying_cause`, "
             "`priority_class`, `replica_role` | The number of evicted workloads per 'cluster_queue', The label") in text
+    assert ("| `kueue_admission_wait_time_seconds` | histogram | `cluster_queue`, `priority_class`, `replica_role` |"
+            in text), "a family that writes its own text names its labels too"
+    assert "| `kueue_cluster_queue_nominal_quota` | gauge | `cohort`, `cluster_queue`, `flavor`, `resource`, " \
+           "`replica_role` |" in text
     assert "\\n" not in text, "a multi-line help reads as one line"

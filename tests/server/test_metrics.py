@@ -1,15 +1,27 @@
 """``/metrics`` scraped from a live server running the guide's flow, parsed with Prometheus' own parser, and
-compared with what the store says."""
+compared with what the store says; and a scrape that waits for the controller while the server answers the rest."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from pathlib import Path
 
+import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from flexq.controller import Sample, Tally
+from flexq.objects.service import ObjectService
+from flexq.server.app import create_app
+from flexq.server.prometheus import render
+from flexq.sim.runner import run_scenario
+from flexq.sim.scenario import load_scenario
+from flexq.store import Store
 from tests import admin
-from tests.conftest import Server, guide_text
+from tests.conftest import GUIDE, Server, guide_text
 from tests.kueue_metrics import check_scrape
+from tests.server.inprocess import serving
 from tests.support import condition, eventually, guide_setup, serve_capacity, workloads
 
 CAPACITY = """cloud:
@@ -129,3 +141,36 @@ def _kueue_as_kueue_has_them(srv: Server) -> None:
 
 def _assert(ok: bool) -> None:
     assert ok
+
+
+def test_a_scrape_waits_for_the_controller_without_holding_up_other_requests(tmp_path: Path) -> None:
+    """The controller in a long step: its figures are read when the step ends, and the server answers meanwhile; then
+    the scrape is sent as it is written, what the figures render to."""
+    counts, state = run_scenario(load_scenario(GUIDE / "scenario.yaml"), metrics=True).kueue or \
+        pytest.fail("the simulator counted no metrics")
+    tally, sample = Tally(kueue=counts), Sample(state, {}, {}, {}, {})
+    entered, release = threading.Event(), threading.Event()
+
+    class InALongStep:
+        def observe(self) -> tuple[Tally, Sample]:
+            entered.set()
+            release.wait(30)
+            return tally, sample
+
+        def costs(self) -> dict[str, float]:
+            return {}
+
+    with serving(create_app(ObjectService(Store()), observed=InALongStep(), home=tmp_path / "home")) as url, \
+            concurrent.futures.ThreadPoolExecutor(1) as pool:
+        scrape = pool.submit(httpx.get, url + "/metrics", timeout=30)
+        assert entered.wait(10)
+        try:
+            assert httpx.get(url + "/version", timeout=5).status_code == 200
+            assert not scrape.done()
+        finally:
+            release.set()
+        response = scrape.result()
+    assert response.status_code == 200 and response.headers["transfer-encoding"] == "chunked"
+    threads = b"# HELP flexq_thread_cpu_seconds"  # the last family: the server's threads' CPU, as it is then
+    assert response.content.partition(threads)[0] == render(tally, sample).partition(threads)[0]
+    assert b"kueue_admitted_workloads_total{" in response.content and threads in response.content

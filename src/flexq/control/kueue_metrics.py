@@ -10,6 +10,7 @@ name, "" for none), a LocalQueue's by ``name`` and ``namespace``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
@@ -53,11 +54,20 @@ class Histogram:
         self.total += value
         self.count += 1
 
+    def copy(self) -> Histogram:
+        return Histogram(self.bounds, list(self.counts), self.total, self.count)
+
     def cumulative(self) -> list[tuple[str, int]]:
         """Prometheus' buckets, ``+Inf`` last."""
         counts = self.counts or [0] * (len(self.bounds) + 1)
-        return [*((_bound(b), n) for b, n in zip(self.bounds, itertools.accumulate(counts), strict=False)),
-                ("+Inf", self.count)]
+        bounds = _BOUNDS.get(self.bounds)
+        if bounds is None:
+            bounds = _BOUNDS[self.bounds] = tuple(_bound(b) for b in self.bounds)
+        return [*zip(bounds, itertools.accumulate(counts), strict=False), ("+Inf", self.count)]
+
+
+_BOUNDS: Final[dict[tuple[float, ...], tuple[str, ...]]] = {}
+"""Each set of bounds as :func:`_bound` writes them (a histogram's buckets are one of a few sets)."""
 
 
 def _bound(b: float) -> str:
@@ -124,6 +134,16 @@ class KueueCounts:
     """Workload -> when its pods last became all ready (Kueue's ``PodsReady`` True), while they are."""
     _recovering: set[str] = field(default_factory=set, repr=False)
     """Workloads whose pods were ready and some stopped (Kueue's ``WaitForRecovery``)."""
+
+    def snapshot(self) -> KueueCounts:
+        """A copy to read while this one goes on counting (``/metrics``): the counters and histograms (each histogram
+        copied), without the bookkeeping of the workloads under way."""
+        copied: dict[str, Any] = {}
+        for each in dataclasses.fields(self):
+            if not each.name.startswith("_"):
+                series: dict[Any, Any] = getattr(self, each.name)
+                copied[each.name] = {k: v.copy() if isinstance(v, Histogram) else v for k, v in series.items()}
+        return KueueCounts(**copied)
 
     def attach(self, plane: ControlPlane) -> KueueCounts:
         """Hear ``plane``'s events and scheduling passes from now on."""

@@ -8,6 +8,7 @@ Both are plain data: the server renders them in Prometheus' text format (:mod:`f
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,6 +31,10 @@ class Tally:
     """Kueue's counters and histograms, and the races won."""
     steps: StepStats = field(default_factory=StepStats)
     """The controller's steps."""
+
+    def snapshot(self) -> Tally:
+        """A copy to read while this one goes on counting (:meth:`KueueCounts.snapshot`)."""
+        return Tally(self.kueue.snapshot(), copy.deepcopy(self.steps))
 
 
 @dataclass(frozen=True)

@@ -643,4 +643,4 @@ class QueueController:
             # A deleted queue's series go with it, as Kueue clears them.
             kueue = now.kueue
             self.tally.kueue.keep(kueue.queue_status, kueue.local_queues, kueue.cohorts)
-            return copy.deepcopy(self.tally), now
+            return self.tally.snapshot(), now

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Final, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -20,7 +20,8 @@ import flexq
 from flexq.control import Histogram as Observed
 from flexq.control import KueueCounts, KueueState
 
-__all__ = ["TextHistogram", "exposition", "kueue_families", "render_kueue"]
+__all__ = ["TextFamily", "TextHistogram", "exposition", "exposition_chunks", "go_float", "kueue_families",
+           "render_kueue"]
 
 ROLE: Final = "replica_role"
 
@@ -227,21 +228,31 @@ def render_kueue(counts: KueueCounts, state: KueueState, role: str = "standalone
 
 
 def exposition(families: Iterable[Metric]) -> bytes:
-    """Prometheus' text format of ``families``, as prometheus_client's ``generate_latest`` writes it: a
-    :class:`TextHistogram` writes its own text, the others go through ``generate_latest`` in their turn."""
-    parts: list[bytes] = []
+    """Prometheus' text format of ``families``, as prometheus_client's ``generate_latest`` writes it (see
+    :func:`exposition_chunks`)."""
+    return b"".join(exposition_chunks(families))
+
+
+def exposition_chunks(families: Iterable[Metric]) -> Iterator[bytes]:
+    """:func:`exposition` in pieces, a family (or :data:`CHUNK_SERIES` series of one) at a time, for a response
+    that is sent as it is written: a :class:`TextFamily` or :class:`TextHistogram` writes its own text, the others go
+    through ``generate_latest`` in their turn."""
     plain: list[Metric] = []
     for family in families:
-        if isinstance(family, TextHistogram):
+        if isinstance(family, TextFamily | TextHistogram):
             if plain:
-                parts.append(_generated(plain))
+                yield _generated(plain)
                 plain = []
-            parts.append(family.text().encode())
+            for text in family.texts():
+                yield text.encode()
         else:
             plain.append(family)
     if plain:
-        parts.append(_generated(plain))
-    return b"".join(parts)
+        yield _generated(plain)
+
+
+CHUNK_SERIES: Final = 2000
+"""Series of one family written into one piece of :func:`exposition_chunks`."""
 
 
 def _generated(families: list[Metric]) -> bytes:
@@ -259,12 +270,57 @@ class _Given(Collector):
 
 
 _go_float = cast(Callable[[float], str], floatToGoString)
-"""A sample's value as prometheus_client writes it (as Go does: ``4.0``, ``+Inf``, ``1.5e+07``)."""
+
+
+def go_float(value: float) -> str:
+    """A sample's value as prometheus_client writes it (as Go does: ``4.0``, ``+Inf``, ``1.5e+07``); a whole count
+    below a million (where Go's form is the number and ``.0``) without converting it."""
+    if type(value) is int and 0 <= value < 1_000_000:
+        return f"{value}.0"
+    return _go_float(value)
 
 
 def _label_value(value: str) -> str:
     """A label's value escaped as prometheus_client escapes it (backslash, newline, double quote)."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _help(name: str, documentation: str, kind: str) -> str:
+    doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+
+
+class TextFamily(Metric):
+    """A gauge or counter family that writes its text itself, in the bytes ``generate_latest`` writes for a
+    ``GaugeMetricFamily`` or ``CounterMetricFamily`` of the same series (a counter's name without ``_total``, its
+    samples' with it). Kueue's gauges come per ClusterQueue, flavor and resource, and per LocalQueue: a thousand
+    queues make tens of thousands of lines, and prometheus_client's objects for each took most of a scrape."""
+
+    def __init__(self, name: str, documentation: str, kind: str, labels: Sequence[str],
+                 rows: list[tuple[Sequence[str], float]]) -> None:
+        if kind not in ("gauge", "counter"):
+            raise ValueError(f"a text family is a gauge or a counter, not {kind!r}")
+        super().__init__(name.removesuffix("_total") if kind == "counter" else name, documentation, kind)
+        self.labels = list(labels)
+        self.rows = rows
+        """Each series: its label values and its value."""
+
+    def texts(self) -> Iterator[str]:
+        shown = f"{self.name}_total" if self.type == "counter" else self.name
+        order = sorted(range(len(self.labels)), key=lambda i: self.labels[i])
+        names = [self.labels[i] for i in order]
+        lines = [_help(shown, self.documentation, self.type)]
+        for written, (values, value) in enumerate(self.rows, 1):
+            if names:
+                plain = ",".join(f'{k}="{_label_value(values[i])}"' for k, i in zip(names, order, strict=True))
+                lines.append(f"{shown}{{{plain}}} {go_float(value)}\n")
+            else:
+                lines.append(f"{shown} {go_float(value)}\n")
+            if written % CHUNK_SERIES == 0:
+                yield "".join(lines)
+                lines = []
+        if lines:
+            yield "".join(lines)
 
 
 class TextHistogram(Metric):
@@ -281,20 +337,26 @@ class TextHistogram(Metric):
         """Each series: its label values, its cumulative buckets (``+Inf`` last) and its sum."""
 
     def text(self) -> str:
+        return "".join(self.texts())
+
+    def texts(self) -> Iterator[str]:
         name = self.name
-        doc = self.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        lines = [f"# HELP {name} {doc}\n# TYPE {name} histogram\n"]
-        for values, buckets, total in self.rows:
+        lines = [_help(name, self.documentation, "histogram")]
+        for written, (values, buckets, total) in enumerate(self.rows, 1):
             pairs = sorted(zip(self.labels, values, strict=True))
             before = "".join(f'{k}="{_label_value(v)}",' for k, v in pairs if k < "le")
             after = "".join(f',{k}="{_label_value(v)}"' for k, v in pairs if k >= "le")
             head, tail = f'{name}_bucket{{{before}le="', f'"{after}}} '
-            lines.extend(f"{head}{le}{tail}{_go_float(n)}\n" for le, n in buckets)
+            lines.extend(f"{head}{le}{tail}{go_float(n)}\n" for le, n in buckets)
             plain = ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs)
             braces = f"{{{plain}}}" if plain else ""
-            lines.append(f"{name}_count{braces} {_go_float(buckets[-1][1])}\n")
-            lines.append(f"{name}_sum{braces} {_go_float(total)}\n")
-        return "".join(lines)
+            lines.append(f"{name}_count{braces} {go_float(buckets[-1][1])}\n")
+            lines.append(f"{name}_sum{braces} {go_float(total)}\n")
+            if written % CHUNK_SERIES == 0:
+                yield "".join(lines)
+                lines = []
+        if lines:
+            yield "".join(lines)
 
 
 def kueue_families(counts: KueueCounts, state: KueueState, role: str) -> Iterator[Metric]:
@@ -434,17 +496,13 @@ def _values(key: Sequence[str], role: str | None) -> list[str]:
 
 
 def _gauge(name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], float]], role: str | None) -> Metric:
-    family = GaugeMetricFamily(f"kueue_{name}", _HELP[name], labels=_labels(labels, role))
-    for key, value in sorted(rows, key=lambda row: tuple(row[0])):
-        family.add_metric(_values(key, role), value)
-    return family
+    return TextFamily(f"kueue_{name}", _HELP[name], "gauge", _labels(labels, role),
+                      [(_values(key, role), value) for key, value in sorted(rows, key=lambda row: tuple(row[0]))])
 
 
 def _counter(name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], int]], role: str) -> Metric:
-    family = CounterMetricFamily(f"kueue_{name}", _HELP[name], labels=_labels(labels, role))
-    for key, value in sorted(rows, key=lambda row: tuple(row[0])):
-        family.add_metric(_values(key, role), value)
-    return family
+    return TextFamily(f"kueue_{name}", _HELP[name], "counter", _labels(labels, role),
+                      [(_values(key, role), value) for key, value in sorted(rows, key=lambda row: tuple(row[0]))])
 
 
 def _histogram(name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], Observed]], role: str) -> Metric:

@@ -13,14 +13,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from flexq.controller import PHASES, Sample, StepStats, Tally
-from flexq.server.kueue_families import exposition, kueue_families
+from flexq.server.kueue_families import exposition, exposition_chunks, kueue_families
 
-__all__ = ["render", "thread_cpu"]
+__all__ = ["render", "render_chunks", "thread_cpu"]
 
 
 def render(tally: Tally, sample: Sample) -> bytes:
     """The text exposition of ``tally`` (counters since start) and ``sample`` (where things stand)."""
     return exposition(_Figures(tally, sample).collect())
+
+
+def render_chunks(tally: Tally, sample: Sample) -> Iterator[bytes]:
+    """:func:`render` in pieces, each written when the one before has been taken (a response sent as it is
+    written)."""
+    return exposition_chunks(_Figures(tally, sample).collect())
 
 
 def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequence[str], int]]) -> Metric:
