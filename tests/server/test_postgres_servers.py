@@ -77,13 +77,16 @@ def _watch(srv: Server, since: str, seen: list[dict[str, Any]], ready: threading
                     return
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "sqlite", "sqlite, API workers"])
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """Two servers on one store: a PostgreSQL database, or one SQLite file that both use with ``--shared``."""
+    """Two servers on one store: a PostgreSQL database, or one SQLite file that both use with ``--shared`` (each
+    server alone, or serving its API through two workers)."""
     if request.param == "postgresql":
         flags: tuple[str, ...] = ("--store", request.getfixturevalue("postgres_url"))
     else:
         flags = ("--store", f"sqlite:///{tmp_path / 'shared.db'}", "--shared")
+    if request.param.endswith("API workers"):
+        flags += ("--workers", "2")
     flags += ("--lease-duration", f"{LEASE:g}s")
     servers: list[Server] = []
     try:

@@ -11,7 +11,8 @@ import pytest
 from flexq.api.kinds import resolve
 from flexq.objects import ObjectService
 from flexq.store import ChangeType, ForeignTx, Key, ReplicaStore, Stale, Store, commit_foreign
-from flexq.store.foreign import PROVISIONAL
+from flexq.store.codec import dumps
+from flexq.store.foreign import PROVISIONAL, Put
 
 CONFIG_MAP = resolve("configmap")
 CLUSTER_QUEUE = resolve("clusterqueue")
@@ -133,6 +134,41 @@ def test_a_listing_changed_before_the_commit_makes_it_stale(pair: Pair) -> None:
         pair.before_commit = lambda: pair.owner.create(Key("", "configmaps", "other", "x"), config_map("x", {}))
         pair.replica.create(Key("", "configmaps", "default", "y"), config_map("y", {}))
     assert pair.owner.exists(Key("", "configmaps", "default", "y"))
+
+
+def test_a_listing_changed_by_another_server_on_the_file_makes_it_stale(pair: Pair, tmp_path: Path) -> None:
+    """Servers ``--shared`` on one file: the owner has not yet heard of the other server's commit when its worker's
+    transaction comes; it reads it from the file before it answers."""
+    other = Store(tmp_path / "flexq.db")
+    pair.owner.create(Key("", "configmaps", "default", "a"), config_map("a", {}))  # the owner's window serves from here
+    try:
+        with pytest.raises(Stale), pair.replica.transaction():
+            pair.replica.list_objects("", "configmaps", "default")
+            pair.before_commit = lambda: other.create(Key("", "configmaps", "default", "x"), config_map("x", {}))
+            pair.replica.create(Key("", "configmaps", "default", "y"), config_map("y", {}))
+        assert not pair.owner.exists(Key("", "configmaps", "default", "y"))
+    finally:
+        other.close()
+
+
+def test_a_listing_changed_by_a_transaction_committed_with_it_makes_it_stale(pair: Pair) -> None:
+    """Two workers' transactions in one group commit of the owner: the second listed what the first changes."""
+    pair.owner.create(Key("", "configmaps", "default", "a"), config_map("a", {}))  # the owner's window serves from here
+    listed = pair.owner.current_rv()
+
+    def put(name: str) -> Put:
+        body = {**config_map(name, {}), "metadata": {"name": name, "namespace": "default",
+                                                     "resourceVersion": str(PROVISIONAL)}}
+        return Put(ChangeType.ADDED, Key("", "configmaps", "default", name), PROVISIONAL, dumps(body))
+
+    with pair.owner.batch():
+        commit_foreign(pair.owner, ForeignTx(puts=[put("x")]))
+        with pytest.raises(Stale):
+            commit_foreign(pair.owner, ForeignTx(listings=[("", "configmaps", "default", listed)], puts=[put("y")]))
+        # One that listed another namespace, or another resource, is committed.
+        commit_foreign(pair.owner, ForeignTx(listings=[("", "configmaps", "other", listed),
+                                                       ("", "secrets", None, listed)], puts=[put("z")]))
+    assert [pair.owner.exists(Key("", "configmaps", "default", n)) for n in "xyz"] == [True, False, True]
 
 
 def test_a_queue_created_with_its_status_in_one_transaction_answers_with_the_last_version(pair: Pair) -> None:

@@ -189,9 +189,6 @@ def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None])
 def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
           workers: int) -> tuple[list[socket.socket], BaseStore]:
     """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
-    if workers and shared:
-        raise StoreOptionError("--workers: API workers serve one server's own SQLite file or PostgreSQL (not yet a "
-                               "SQLite file --shared by several servers)")
     # The API workers of a server of this home that was killed may still hold its ports: waited for (and what else
     # it left, a moment longer).
     patience = LEFTOVER_WAIT if await_leftovers(home) else 0.0

@@ -80,6 +80,11 @@ class Backend:
     def _log_after(self, since: int, limit: int) -> list[LogRow]:
         raise NotImplementedError
 
+    def _changed_after(self, group: str, resource: str, namespace: str | None, since: int) -> bool:
+        """Whether the log holds a change to an object of one resource (in ``namespace``; None: in any) after
+        ``since``, as the open transaction sees it: every writer's commits, and its own writes not committed yet."""
+        raise NotImplementedError
+
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
         """Write (or, for DELETED, remove) the object's row and append the change to the log."""
         raise NotImplementedError

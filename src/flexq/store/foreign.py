@@ -19,7 +19,7 @@ import orjson
 
 from flexq.store.changes import Change, ChangeType
 from flexq.store.codec import dumps, loads
-from flexq.store.refusals import Gone, Key, Stale
+from flexq.store.refusals import Key, Stale
 
 if TYPE_CHECKING:
     from flexq.store.base import BaseStore
@@ -92,14 +92,9 @@ def commit_foreign(store: BaseStore, tx: ForeignTx) -> list[int]:
 
 
 def _unchanged_since(store: BaseStore, group: str, resource: str, namespace: str | None, since: int) -> None:
-    """:class:`Stale` where an object of the listing changed after ``since`` (or the log no longer says)."""
-    try:
-        while True:
-            changes, read_to = store.changes_of(since, frozenset({(group, resource)}), 10_000)
-            if any(namespace is None or c.key.namespace == namespace for c in changes):
-                raise Stale(None, store.current_rv())
-            if read_to <= since:
-                return
-            since = read_to
-    except Gone:
-        raise Stale(None, store.current_rv()) from None
+    """:class:`Stale` where an object of the listing changed after ``since`` (or the log no longer says). Read from
+    the log in this transaction: what it holds of the transactions committed with this one before it (a group
+    commit), and of another server's on the same file (``--shared``) that this one has not heard of yet."""
+    compacted = max(store._compacted, store._counter("compacted") or 0)
+    if since < compacted or store._changed_after(group, resource, namespace, since):
+        raise Stale(None, store.current_rv())

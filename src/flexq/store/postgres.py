@@ -256,6 +256,12 @@ class PostgresStore(BaseStore):
     def _drop_log(self, cutoff: int) -> int:
         return self._x("DELETE FROM changes WHERE rv <= %s", (cutoff,)).rowcount
 
+    def _changed_after(self, group: str, resource: str, namespace: str | None, since: int) -> bool:
+        where, args = ("", (since, group, resource)) if namespace is None else \
+            (" AND namespace=%s", (since, group, resource, namespace))
+        return self._x(f"SELECT 1 FROM changes WHERE rv > %s AND grp=%s AND resource=%s{where} LIMIT 1",
+                       args).fetchone() is not None
+
     # --- following every server's changes ----------------------------------------------------------
 
     def _follow(self) -> None:

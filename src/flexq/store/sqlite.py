@@ -292,3 +292,9 @@ class Store(BaseStore):
 
     def _drop_log(self, cutoff: int) -> int:
         return self._db.execute("DELETE FROM changes WHERE rv <= ?", (cutoff,)).rowcount
+
+    def _changed_after(self, group: str, resource: str, namespace: str | None, since: int) -> bool:
+        where, args = ("", (since, group, resource)) if namespace is None else \
+            (" AND namespace=?", (since, group, resource, namespace))
+        return self._db.execute(f"SELECT 1 FROM changes WHERE rv > ? AND grp=? AND resource=?{where} LIMIT 1",
+                                args).fetchone() is not None
