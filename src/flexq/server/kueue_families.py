@@ -306,21 +306,20 @@ class TextFamily(Metric):
         """Each series: its label values and its value."""
 
     def texts(self) -> Iterator[str]:
+        """The family's text in pieces (:func:`_pieces`)."""
         shown = f"{self.name}_total" if self.type == "counter" else self.name
         order = sorted(range(len(self.labels)), key=lambda i: self.labels[i])
         names = [self.labels[i] for i in order]
-        lines = [_help(shown, self.documentation, self.type)]
-        for written, (values, value) in enumerate(self.rows, 1):
-            if names:
-                plain = ",".join(f'{k}="{_label_value(values[i])}"' for k, i in zip(names, order, strict=True))
-                lines.append(f"{shown}{{{plain}}} {go_float(value)}\n")
-            else:
-                lines.append(f"{shown} {go_float(value)}\n")
-            if written % CHUNK_SERIES == 0:
-                yield "".join(lines)
-                lines = []
-        if lines:
-            yield "".join(lines)
+
+        def series() -> Iterator[str]:
+            for values, value in self.rows:
+                if names:
+                    plain = ",".join(f'{k}="{_label_value(values[i])}"' for k, i in zip(names, order, strict=True))
+                    yield f"{shown}{{{plain}}} {go_float(value)}\n"
+                else:
+                    yield f"{shown} {go_float(value)}\n"
+
+        return _pieces(_help(shown, self.documentation, self.type), series())
 
 
 class TextHistogram(Metric):
@@ -336,27 +335,35 @@ class TextHistogram(Metric):
         self.rows = rows
         """Each series: its label values, its cumulative buckets (``+Inf`` last) and its sum."""
 
-    def text(self) -> str:
-        return "".join(self.texts())
-
     def texts(self) -> Iterator[str]:
+        """The family's text in pieces (:func:`_pieces`)."""
         name = self.name
-        lines = [_help(name, self.documentation, "histogram")]
-        for written, (values, buckets, total) in enumerate(self.rows, 1):
-            pairs = sorted(zip(self.labels, values, strict=True))
-            before = "".join(f'{k}="{_label_value(v)}",' for k, v in pairs if k < "le")
-            after = "".join(f',{k}="{_label_value(v)}"' for k, v in pairs if k >= "le")
-            head, tail = f'{name}_bucket{{{before}le="', f'"{after}}} '
-            lines.extend(f"{head}{le}{tail}{go_float(n)}\n" for le, n in buckets)
-            plain = ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs)
-            braces = f"{{{plain}}}" if plain else ""
-            lines.append(f"{name}_count{braces} {go_float(buckets[-1][1])}\n")
-            lines.append(f"{name}_sum{braces} {go_float(total)}\n")
-            if written % CHUNK_SERIES == 0:
-                yield "".join(lines)
-                lines = []
-        if lines:
+
+        def series() -> Iterator[str]:
+            for values, buckets, total in self.rows:
+                pairs = sorted(zip(self.labels, values, strict=True))
+                before = "".join(f'{k}="{_label_value(v)}",' for k, v in pairs if k < "le")
+                after = "".join(f',{k}="{_label_value(v)}"' for k, v in pairs if k >= "le")
+                head, tail = f'{name}_bucket{{{before}le="', f'"{after}}} '
+                plain = ",".join(f'{k}="{_label_value(v)}"' for k, v in pairs)
+                braces = f"{{{plain}}}" if plain else ""
+                yield "".join([*(f"{head}{le}{tail}{go_float(n)}\n" for le, n in buckets),
+                               f"{name}_count{braces} {go_float(buckets[-1][1])}\n",
+                               f"{name}_sum{braces} {go_float(total)}\n"])
+
+        return _pieces(_help(name, self.documentation, "histogram"), series())
+
+
+def _pieces(head: str, series: Iterator[str]) -> Iterator[str]:
+    """``head`` and the text of each series, in pieces of :data:`CHUNK_SERIES` series."""
+    lines = [head]
+    for written, text in enumerate(series, 1):
+        lines.append(text)
+        if written % CHUNK_SERIES == 0:
             yield "".join(lines)
+            lines = []
+    if lines:
+        yield "".join(lines)
 
 
 def kueue_families(counts: KueueCounts, state: KueueState, role: str) -> Iterator[Metric]:
