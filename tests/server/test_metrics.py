@@ -157,6 +157,9 @@ def test_a_scrape_waits_for_the_controller_without_holding_up_other_requests(tmp
             release.wait(30)
             return tally, sample
 
+        def standing(self) -> Sample:
+            return sample
+
         def costs(self) -> dict[str, float]:
             return {}
 
@@ -174,3 +177,29 @@ def test_a_scrape_waits_for_the_controller_without_holding_up_other_requests(tmp
     threads = b"# HELP flexq_thread_cpu_seconds"  # the last family: the server's threads' CPU, as it is then
     assert response.content.partition(threads)[0] == render(tally, sample).partition(threads)[0]
     assert b"kueue_admitted_workloads_total{" in response.content and threads in response.content
+
+
+def test_the_dashboards_overview_reads_where_things_stand_without_the_counters(tmp_path: Path) -> None:
+    """The overview shows the forecast waits and the pools: it does not copy the controller's counters for them."""
+    _, state = run_scenario(load_scenario(GUIDE / "scenario.yaml"), metrics=True).kueue or \
+        pytest.fail("the simulator counted no metrics")
+    now = Sample(state, {}, {}, {}, {}, estimated_waits={"cluster-queue": [30.0, 90.0]})
+
+    class Standing:
+        def observe(self) -> tuple[Tally, Sample]:
+            raise AssertionError("the counters were copied for the overview")
+
+        def standing(self) -> Sample:
+            return now
+
+        def costs(self) -> dict[str, float]:
+            return {}
+
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
+             "spec": {"namespaceSelector": {}, "resourceGroups": []}}
+    with serving(create_app(ObjectService(Store()), observed=Standing(), home=tmp_path / "home")) as url:
+        assert httpx.post(url + "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", json=queue, timeout=10).status_code == 201
+        overview = httpx.get(url + "/flexq/v1/dashboard/overview", timeout=10)
+    assert overview.status_code == 200, overview.text
+    queue = next(q for q in overview.json()["queues"] if q["name"] == "cluster-queue")
+    assert (queue["nextStartSeconds"], queue["allStartedSeconds"]) == (30, 90)

@@ -638,9 +638,18 @@ class QueueController:
     def observe(self) -> tuple[Tally, Sample]:
         """What /metrics shows: the counters, and where things stand now (read under the controller's lock)."""
         with self._lock:
-            made = self.forecasts
-            now = sample(self.plane, self.foreseen(), (made.made, made.cpu, made.cpu_total), self.clock.now())
+            now = self._standing()
             # A deleted queue's series go with it, as Kueue clears them.
             kueue = now.kueue
             self.tally.kueue.keep(kueue.queue_status, kueue.local_queues, kueue.cohorts)
             return self.tally.snapshot(), now
+
+    def standing(self) -> Sample:
+        """Where things stand now (read under the controller's lock), without the counters: the dashboard's
+        figures."""
+        with self._lock:
+            return self._standing()
+
+    def _standing(self) -> Sample:
+        made = self.forecasts
+        return sample(self.plane, self.foreseen(), (made.made, made.cpu, made.cpu_total), self.clock.now())

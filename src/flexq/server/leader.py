@@ -71,8 +71,14 @@ class Leadership:
     def observe(self) -> tuple[Tally, Sample]:
         """The controller's figures, with Kueue's ``replica_role``: this server alone, or leading or following."""
         tally, sample = self.controller.observe()
-        role = "standalone" if self.lease is None else "leader" if self.leading else "follower"
-        return tally, dataclasses.replace(sample, replica_role=role)
+        return tally, dataclasses.replace(sample, replica_role=self._role())
+
+    def standing(self) -> Sample:
+        """Where things stand, without the counters (:meth:`QueueController.standing`)."""
+        return dataclasses.replace(self.controller.standing(), replica_role=self._role())
+
+    def _role(self) -> str:
+        return "standalone" if self.lease is None else "leader" if self.leading else "follower"
 
     def costs(self) -> dict[str, float]:
         return self.controller.costs()

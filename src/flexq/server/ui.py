@@ -83,10 +83,12 @@ def _page(name: str, main: bytes, executes: bool) -> bytes:
 
 
 class Observed(Protocol):
-    """Where the controller's state is read from (under its lock): the metrics' figures, and each workload's cost so
-    far, runs still going included."""
+    """Where the controller's state is read from (under its lock): the metrics' figures (the counters and where things
+    stand, or where things stand alone), and each workload's cost so far, runs still going included."""
 
     def observe(self) -> tuple[Tally, Sample]: ...
+
+    def standing(self) -> Sample: ...
 
     def costs(self) -> dict[str, float]: ...
 
@@ -164,7 +166,7 @@ def _data_routes(router: APIRouter, store: BaseStore, table: JobTable, runtime: 
         who = caller(request.state)
         rv = store.current_rv()
         rows = ui_data.queues(store.list_objects("kueue.x-k8s.io", "clusterqueues")[0])
-        sample = observed.observe()[1] if observed is not None else None
+        sample = observed.standing() if observed is not None else None
         if sample is not None:
             rows = [row.model_copy(update={"nextStartSeconds": round(min(waits)),
                                            "allStartedSeconds": round(max(waits))})
