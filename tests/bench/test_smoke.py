@@ -55,3 +55,13 @@ def test_the_topology_preemption_benchmark_finds_a_whole_sub_block() -> None:
         found = re.search(r"^hosts=32 fair=(True|False): [\d.]+s \(best of 1\), (\d+) placements asked, (\d+) victims$",
                           out, re.MULTILINE)
         assert found and int(found.group(2)) > 32 and found.group(3) == "4", out
+
+
+def test_the_metrics_benchmark_reports_a_scrape(tmp_path: Path) -> None:
+    out = tmp_path / "metrics.json"
+    figures = json.loads(_run("metrics_bench.py", "--config", "baseline", "--scale", "0.02", "--repeat", "1",
+                              "--out", str(out)).splitlines()[0])
+    assert figures == json.loads(out.read_text())
+    assert (figures["cluster_queues"], figures["local_queues"]) == (30, 30), figures
+    assert 0 < figures["largest_piece_mb"] <= figures["mb"] and figures["pieces"] > 1, figures
+    assert figures["snapshot_s"] >= 0 and figures["deepcopy_s"] >= 0 and figures["render_s"] > 0, figures

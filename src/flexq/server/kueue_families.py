@@ -251,7 +251,7 @@ def exposition_chunks(families: Iterable[Metric]) -> Iterator[bytes]:
         yield _generated(plain)
 
 
-CHUNK_SERIES: Final = 2000
+CHUNK_SERIES: Final = 500
 """Series of one family written into one piece of :func:`exposition_chunks`."""
 
 
