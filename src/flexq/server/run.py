@@ -133,7 +133,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
-    sockets, store = _open(plan, store_spec, home, shared, workers)
+    sockets, store = _open(plan, store_spec, home, shared)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
@@ -186,8 +186,8 @@ def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None])
         front.stop()
 
 
-def _open(plan: ListenPlan, store_spec: str | None, home: Path, shared: bool,
-          workers: int) -> tuple[list[socket.socket], BaseStore]:
+def _open(plan: ListenPlan, store_spec: str | None, home: Path,
+          shared: bool) -> tuple[list[socket.socket], BaseStore]:
     """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
     # The API workers of a server of this home that was killed may still hold its ports: waited for (and what else
     # it left, a moment longer).
