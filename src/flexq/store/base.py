@@ -328,12 +328,17 @@ class BaseStore(Backend):
                 if served is None:
                     rows = self._log_after(since, limit)
                     # Another writer may have compacted the log: the mark, read after the rows, says if they are whole.
-                    self._compacted = max(self._compacted, self._counter("compacted") or 0)
-                    if since < self._compacted:
+                    if since < self._compaction_mark():
                         raise Gone(since, self._compacted + 1)
                     served = ([Entry(int(rv), t, Key(g, r, ns, n), body) for rv, t, g, r, ns, n, body in rows
                                if resources is None or (g, r) in resources], int(rows[-1][0]) if rows else since)
         return [Change(e.rv, CHANGE_TYPES[e.type], e.key, e.body) for e in served[0]], served[1]
+
+    def _compaction_mark(self) -> int:
+        """The newest resourceVersion compacted out of the log, by this store or another writer of the database, as
+        the database says it now (under the lock)."""
+        self._compacted = max(self._compacted, self._counter("compacted") or 0)
+        return self._compacted
 
     def hold(self, reader: str, rv: int | None) -> None:
         """``reader`` has read every change up to ``rv``: compaction waits for it (see :mod:`flexq.store.holds`)."""
@@ -342,8 +347,7 @@ class BaseStore(Backend):
     def compact(self, keep: int) -> int:
         """Drop all but the newest ``keep`` changes (and those a reader holds); return the number dropped."""
         with self.transaction():
-            done = max(self._compacted, self._counter("compacted") or 0)
-            cutoff = self._holds.cutoff(done, self.current_rv(), keep)
+            cutoff = self._holds.cutoff(self._compaction_mark(), self.current_rv(), keep)
             dropped = self._drop_log(cutoff)
             self._set_counter("compacted", cutoff)
             self._compacted = cutoff

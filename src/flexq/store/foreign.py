@@ -95,6 +95,5 @@ def _unchanged_since(store: BaseStore, group: str, resource: str, namespace: str
     """:class:`Stale` where an object of the listing changed after ``since`` (or the log no longer says). Read from
     the log in this transaction: what it holds of the transactions committed with this one before it (a group
     commit), and of another server's on the same file (``--shared``) that this one has not heard of yet."""
-    compacted = max(store._compacted, store._counter("compacted") or 0)
-    if since < compacted or store._changed_after(group, resource, namespace, since):
+    if since < store._compaction_mark() or store._changed_after(group, resource, namespace, since):
         raise Stale(None, store.current_rv())
