@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,6 +80,11 @@ _OWN_RESOURCES: Final = frozenset((resolve(kind).group, resolve(kind).plural)
 """Where the controller's own writes are passed over when read back (a queue's status it wrote itself: what it
 wrote is remembered, and is not read again before its next write)."""
 
+
+FORECAST_WRITES: Final = 0.05
+"""Seconds a step spends writing workloads whose forecast alone moved, at the most: a new forecast can move thousands
+at once, and a step that wrote them all (2.5 s for 6,700 in Kueue's baseline) took back and gave out no quota
+meanwhile."""
 
 _PROMPT: Final = frozenset({EventKind.QUOTA_RESERVED, EventKind.ADMITTED, EventKind.FINISHED, EventKind.EVICTED,
                             EventKind.PREEMPTED, EventKind.DEACTIVATED})
@@ -188,7 +194,8 @@ class QueueController:
 
     @property
     def more(self) -> bool:
-        """The last step stopped at its cycles with scheduling left to do (the next one goes on at once)."""
+        """The last step stopped with work left: scheduling at its cycles, or forecasts to write past
+        :data:`FORECAST_WRITES` (the next one goes on at once)."""
         return self._more
 
     def _run(self) -> None:
@@ -532,7 +539,19 @@ class QueueController:
         rest: list[tuple[str, list[Event]]] = []
         for item in touched.items():
             (first if any(e.kind in _PROMPT for e in item[1]) else rest).append(item)
+        # Forecasts alone (a workload nothing else touched) last: a step writes them for FORECAST_WRITES seconds at
+        # the most, and leaves the rest to the steps that follow at once, which take back and give out quota first.
+        rest.sort(key=lambda item: not item[1] and item[0] not in changed)
+        forecasts_until = 0.0
         for n, (key, evs) in enumerate([*first, *rest]):
+            if not evs and key not in changed and n >= len(first):
+                if not forecasts_until:  # the first is written whatever the time: every step writes one at least
+                    forecasts_until = time.monotonic() + FORECAST_WRITES
+                elif time.monotonic() > forecasts_until:
+                    with self.state.forecast_lock:
+                        self.state.forecast_due.update(k for k, _ in rest[n - len(first):])
+                    self._more = True
+                    break
             self.store.breathe(every=0 if n == len(first) and first and rest else None)
             wl = self.scheduler.workload(key)
             if wl is not None:
