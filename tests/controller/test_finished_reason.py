@@ -86,3 +86,35 @@ def _patch_status(service: ObjectService, kind: str, status: dict[str, Any]) -> 
     info = resolve(kind)
     current = service.get(info, "default", "a")
     service.replace(info, "default", "a", {**current, "status": status}, subresource="status")
+
+
+def _reasons(store: Store, name: str, kind: str) -> dict[str, str]:
+    """The Events about the object ``kind``/``name``, by reason: their messages."""
+    return {e["reason"]: e["message"] for e in store.list_objects("", "events", "default")[0]
+            if e["involvedObject"]["name"] == name and e["involvedObject"]["kind"] == kind}
+
+
+@pytest.mark.parametrize("kind", ["job.batch", "rayjob.ray.io"])
+def test_a_workloads_end_is_told_on_its_job_as_kueue_tells_it(tmp_path: Path, kind: str) -> None:
+    """Kueue's job reconciler records ``FinishedWorkload`` on the job ("Workload 'ns/name' is declared finished");
+    the workload itself gets no Event for its end."""
+    store, service, controller = controller_on_store(tmp_path)
+    try:
+        info = resolve(kind)
+        service.create(info, "default", queued_job("a") if info.kind == "Job" else _rayjob("a"))
+        controller.sync()
+        controller.sync()
+        [wl] = controller.scheduler.workloads()
+        _patch_status(service, kind, _ended(info.kind, "Complete", ""))
+        controller.sync()
+        assert wl.state is WorkloadState.FINISHED
+        on_job = _reasons(store, "a", info.kind)
+        assert on_job.get("FinishedWorkload") == f"Workload 'default/{wl.name}' is declared finished", on_job
+        assert {"CreatedWorkload", "Started"} <= set(on_job)
+        on_workload = _reasons(store, wl.name, "Workload")
+        assert set(on_workload) == {"QuotaReserved", "Admitted"}, on_workload
+        [event] = [e for e in store.list_objects("", "events", "default")[0] if e["reason"] == "FinishedWorkload"]
+        assert event["involvedObject"]["uid"] == service.get(info, "default", "a")["metadata"]["uid"]
+        assert event["involvedObject"]["apiVersion"] == service.get(info, "default", "a")["apiVersion"]
+    finally:
+        store.close()

@@ -318,6 +318,9 @@ class WorkloadWrites:
         reason = event.kind.value if event.kind is not EventKind.CHECK else "AdmissionCheckUpdated"
         message = event.reason
         variant = event.workload.partition("/")[2]
+        if event.kind is EventKind.FINISHED and variant == workload["metadata"]["name"]:
+            self._finished_on_job(workload)
+            return
         if variant != workload["metadata"]["name"]:
             reason = "Variant" + reason
             message = f"variant {variant}: {message}"
@@ -327,6 +330,18 @@ class WorkloadWrites:
         warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED,
                                  EventKind.SECOND_PASS_FAILED)
         self.state.note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
+
+    def _finished_on_job(self, workload: dict[str, Any]) -> None:
+        """Kueue's job reconciler tells a workload's end on its job (``FinishedWorkload``), not on the workload: the
+        job its owner reference names (none for a workload no job owns)."""
+        meta = workload["metadata"]
+        ref = next(iter(meta.get("ownerReferences") or []), None)
+        if ref is None:
+            return
+        namespace = meta.get("namespace", "default")
+        job = {"apiVersion": ref.get("apiVersion", ""), "kind": ref.get("kind", ""),
+               "metadata": {"name": ref.get("name", ""), "namespace": namespace, "uid": ref.get("uid", "")}}
+        self.state.note_event(job, "FinishedWorkload", f"Workload '{namespace}/{meta['name']}' is declared finished")
 
     def _owned_job(self, workload: dict[str, Any]) -> tuple[KindInfo, Key, dict[str, Any], dict[str, Any]] | None:
         """The job that owns ``workload``: its kind, key and current object twice, a copy to change and the object
