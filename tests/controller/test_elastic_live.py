@@ -51,6 +51,14 @@ def test_an_elastic_job_grows_by_a_slice_and_shrinks_in_place(flexq: Any, server
         assert _cpu(server) == "3500m"
 
     eventually(grown)
+    # As Kueue tells it: the old slice's replacement on the old slice, no FinishedWorkload on the job (its workload
+    # is the new slice, which goes on).
+    events = admin.get(server.url + "/api/v1/namespaces/default/events").json()["items"]
+    old, _new = _workloads(server)
+    on_old = {e["reason"]: e["message"] for e in events if e["involvedObject"]["name"] == old["metadata"]["name"]}
+    assert "WorkloadSliceReplaced" in on_old and "Finished" not in on_old, on_old
+    assert "workload slice aggregation" in on_old["WorkloadSliceReplaced"]
+    assert not [e for e in events if e["reason"] == "FinishedWorkload"], "the job goes on"
     _replicas(server, 1)
 
     def shrunk() -> None:

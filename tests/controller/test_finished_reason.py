@@ -3,6 +3,7 @@ job's own message), and keeps saying so when its status is written again later."
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,9 +113,30 @@ def test_a_workloads_end_is_told_on_its_job_as_kueue_tells_it(tmp_path: Path, ki
         assert on_job.get("FinishedWorkload") == f"Workload 'default/{wl.name}' is declared finished", on_job
         assert {"CreatedWorkload", "Started"} <= set(on_job)
         on_workload = _reasons(store, wl.name, "Workload")
-        assert set(on_workload) == {"QuotaReserved", "Admitted"}, on_workload
+        assert on_workload == {  # Kueue's messages: the waits since queued and since reserved, here none
+            "QuotaReserved": "Quota reserved in ClusterQueue cq, wait time since queued was 0s",
+            "Admitted": "Admitted by ClusterQueue cq, wait time since reservation was 0s"}, on_workload
         [event] = [e for e in store.list_objects("", "events", "default")[0] if e["reason"] == "FinishedWorkload"]
         assert event["involvedObject"]["uid"] == service.get(info, "default", "a")["metadata"]["uid"]
         assert event["involvedObject"]["apiVersion"] == service.get(info, "default", "a")["apiVersion"]
+    finally:
+        store.close()
+
+
+def test_a_workload_that_waited_says_how_long_in_its_quota_reserved_event(tmp_path: Path) -> None:
+    store, service, controller = controller_on_store(tmp_path, cpu=1)
+    try:
+        for name in ("a", "b"):
+            service.create(resolve("job.batch"), "default", queued_job(name))
+        controller.sync()
+        controller.sync()
+        waiting = next(wl for wl in controller.scheduler.workloads() if wl.state is WorkloadState.PENDING)
+        time.sleep(1.2)
+        _patch_status(service, "job.batch", _ended("Job", "Complete", ""))  # "a" ends: "b" is admitted
+        controller.sync()
+        assert waiting.state is WorkloadState.ADMITTED
+        told = _reasons(store, waiting.name, "Workload")
+        assert told["QuotaReserved"] == "Quota reserved in ClusterQueue cq, wait time since queued was 1s", told
+        assert told["Admitted"] == "Admitted by ClusterQueue cq, wait time since reservation was 0s", told
     finally:
         store.close()

@@ -21,6 +21,7 @@ from flexq.scheduler import (
     ALLOWED_FLAVORS,
     FAILED_TO_START,
     PARENT_LABEL,
+    REPLACED,
     Event,
     EventKind,
     Workload,
@@ -319,8 +320,13 @@ class WorkloadWrites:
         message = event.reason
         variant = event.workload.partition("/")[2]
         if event.kind is EventKind.FINISHED and variant == workload["metadata"]["name"]:
-            self._finished_on_job(workload)
+            if event.extra.get("finishedReason") == REPLACED:  # Kueue's scheduler tells it on the old slice
+                self.state.note_event(workload, REPLACED, message)
+            else:
+                self._finished_on_job(workload)
             return
+        if variant == workload["metadata"]["name"] and event.kind in (EventKind.QUOTA_RESERVED, EventKind.ADMITTED):
+            message = self._admission_message(event)
         if variant != workload["metadata"]["name"]:
             reason = "Variant" + reason
             message = f"variant {variant}: {message}"
@@ -330,6 +336,19 @@ class WorkloadWrites:
         warning = event.kind in (EventKind.PENDING, EventKind.EVICTED, EventKind.PREEMPTED, EventKind.DEACTIVATED,
                                  EventKind.SECOND_PASS_FAILED)
         self.state.note_event(workload, reason, message or reason, type="Warning" if warning else "Normal")
+
+    def _admission_message(self, event: Event) -> str:
+        """The QuotaReserved and Admitted Events' messages, as Kueue's scheduler and workload controller word them:
+        with the wait since the workload was queued (created, or requeued), or since its quota was reserved (0 s
+        where it is admitted as its quota is reserved)."""
+        wl = self.scheduler.workload(event.workload)
+        if event.kind is EventKind.QUOTA_RESERVED:
+            since = wl.queue_time if wl is not None else event.t
+            return (f"Quota reserved in ClusterQueue {event.cluster_queue}, wait time since queued was "
+                    f"{max(0.0, event.t - since):.0f}s")
+        since = wl.reserved_at if wl is not None and wl.reserved_at is not None else event.t
+        return (f"Admitted by ClusterQueue {event.cluster_queue}, wait time since reservation was "
+                f"{max(0.0, event.t - since):.0f}s")
 
     def _finished_on_job(self, workload: dict[str, Any]) -> None:
         """Kueue's job reconciler tells a workload's end on its job (``FinishedWorkload``), not on the workload: the
