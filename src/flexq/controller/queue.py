@@ -544,7 +544,7 @@ class QueueController:
         rest.sort(key=lambda item: not item[1] and item[0] not in changed)
         forecasts_until = 0.0
         for n, (key, evs) in enumerate([*first, *rest]):
-            if not evs and key not in changed and n >= len(first):
+            if not evs and key not in changed:  # a forecast alone (never one of ``first``: each has Events)
                 if not forecasts_until:  # the first is written whatever the time: every step writes one at least
                     forecasts_until = time.monotonic() + FORECAST_WRITES
                 elif time.monotonic() > forecasts_until:

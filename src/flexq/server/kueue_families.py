@@ -503,12 +503,17 @@ def _values(key: Sequence[str], role: str | None) -> list[str]:
 
 
 def _gauge(name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], float]], role: str | None) -> Metric:
-    return TextFamily(f"kueue_{name}", _HELP[name], "gauge", _labels(labels, role),
-                      [(_values(key, role), value) for key, value in sorted(rows, key=lambda row: tuple(row[0]))])
+    return _text_family("gauge", name, labels, rows, role)
 
 
 def _counter(name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], int]], role: str) -> Metric:
-    return TextFamily(f"kueue_{name}", _HELP[name], "counter", _labels(labels, role),
+    return _text_family("counter", name, labels, rows, role)
+
+
+def _text_family(kind: str, name: str, labels: list[str], rows: Iterable[tuple[Sequence[str], float]],
+                 role: str | None) -> Metric:
+    """Kueue's gauge or counter ``name``, its series in the order of their label values."""
+    return TextFamily(f"kueue_{name}", _HELP[name], kind, _labels(labels, role),
                       [(_values(key, role), value) for key, value in sorted(rows, key=lambda row: tuple(row[0]))])
 
 
