@@ -73,7 +73,7 @@ spec:
 
 
 def _log(srv: Server, name: str) -> str:
-    path = srv.home / "runtime" / "default" / name / "driver.log"
+    path = srv.home / "logs" / "rayjobs" / "default" / f"{name}.log"
     return path.read_text(errors="replace") if path.exists() else ""
 
 

@@ -49,9 +49,8 @@ def server(
         "--shared", help="Other servers use the same SQLite file: follow their writes and elect one of them to "
                          "run the controllers (as with PostgreSQL). Each server needs a FLEXQ_HOME of its own.")]
     = False,
-    run_as: Annotated[str | None, typer.Option(
-        help="Where the server runs as root: the user its jobs run as (default flexq-jobs, made where it can be, "
-             "else nobody), apart from the server's token, CA key and store; root: as the server itself.")] = None,
+    run_as: Annotated[str | None, typer.Option(help=_RUN_AS_HELP)] = None,
+    job_uids: Annotated[str | None, typer.Option(help=_JOB_UIDS_HELP)] = None,
     event_ttl: Annotated[str, typer.Option(
         help="How long Events are kept after they were last seen, as the API server's --event-ttl (0: kept).")]
     = "1h",
@@ -67,6 +66,7 @@ def server(
     if runtime not in ("ray", "none"):
         raise CliError(f"error: --runtime {runtime!r}: expected ray or none")
     state, lease, ttl = home or flexq_home(), _lease(lease_duration), _duration("--event-ttl", event_ttl)
+    _job_uids(job_uids)
     try:
         plan = plan_listeners(host, port, tls_port, not no_tls, auth, tuple(allowed_host or ()))
         modelled = CapacityFile((lambda: load_capacity(capacity)) if capacity is not None else None)
@@ -75,6 +75,24 @@ def server(
               workers=workers)
     except (ListenError, StoreOptionError, StoreUnavailable, JobUserError) as exc:  # StoreUnavailable: its first writes
         raise CliError(f"error: {exc}") from None
+
+
+_RUN_AS_HELP = ("Where the server runs as root: one user every namespace's jobs run as (by default each namespace's "
+                "jobs run as a user of its own, from --job-uids), apart from the server's token, CA key and store; "
+                "root: as the server itself.")
+_JOB_UIDS_HELP = ("Where the server runs as root: the uids namespaces' job users are given, START-END (default "
+                  "1500000000-1500065535; a uid a user of this machine has is skipped).")
+
+
+def _job_uids(text: str | None) -> None:
+    """``--job-uids``: the range namespaces' job users are given from."""
+    if text is None:
+        return
+    from flexq.runtime import choose_uids, parse_uid_range
+    try:
+        choose_uids(parse_uid_range(text))
+    except ValueError as exc:
+        raise CliError(f"error: --job-uids {exc}") from None
 
 
 _WORKERS_HELP = ("API worker processes that serve the ports (they parse, authenticate, validate, and serve reads and "

@@ -93,8 +93,9 @@ class BatchJobRuntime:
                     self.store.delete(Key("", "pods", namespace, pod["metadata"]["name"]))
 
     def resume(self) -> None:
-        """At start-up: the Jobs that ran when the last server stopped (started, admitted, not ended) run again,
-        their unfinished pods replaced (:class:`~flexq.runtime.batch_job.BatchJobRun`)."""
+        """At start-up: the Jobs that ran when the last server stopped (started, admitted, not ended) run on, their
+        pods that ran on followed again and those ended with the last server replaced
+        (:class:`~flexq.runtime.batch_job.BatchJobRun`)."""
         admitted = {
             (w["metadata"].get("namespace", "default"), ref.get("name"))
             for w in self.store.list_objects("kueue.x-k8s.io", "workloads")[0]
@@ -114,4 +115,4 @@ class BatchJobRuntime:
         with self._lock:
             runs, self.runs = list(self.runs.values()), {}
         for run in runs:
-            run.stop(wait=2.0)
+            run.stop(wait=2.0, abandon=True)

@@ -16,6 +16,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -38,7 +39,7 @@ from flexq.jobs import (
     template,
 )
 from flexq.objects import BadRequest
-from flexq.runtime import LOG_ANNOTATION, LocalPod, RemotePod, RemoteRayCluster, ray_pool_of_pod
+from flexq.runtime import LocalPod, RemotePod, RemoteRayCluster, pod_run_dir, pod_workdir, ray_pool_of_pod
 from flexq.scheduler import (
     FAILED_TO_START,
     Admission,
@@ -113,7 +114,38 @@ class PodIntegration:
         for pod in self.state.store.list_objects("", "pods")[0]:
             if is_queued(pod) and _uid(pod) not in self.workload_of:
                 events += self.added(pod)
+            elif is_queued(pod):
+                self._follow_again(pod)
         return events
+
+    def _follow_again(self, pod: dict[str, Any]) -> None:
+        """A pod the last server ran and that has not ended: its run is followed again from its record (its
+        processes ran on), never started a second time; with no record to follow (the machine restarted, or the
+        last server stopped and ended it), the pod has failed, as a pod on a lost node does."""
+        runtime = self.state.runtime
+        status = pod.get("status") or {}
+        if runtime is None or _uid(pod) in self.running or status.get("phase") not in ("Running", "Pending") \
+                or not any(c.get("type") == "PodScheduled" and c.get("status") == "True"
+                           for c in status.get("conditions") or []) or ray_pool_of_pod(self.state.store, pod):
+            return
+        namespace, name = _ns(pod), str(pod["metadata"]["name"])
+        report = functools.partial(self._status, namespace, name, _uid(pod))
+        run = LocalPod.resume(pod, self._workdir(pod), report, self._run_dir(pod))
+        if run is not None:
+            self.running[_uid(pod)] = run
+            run.start_following()
+            record_event(self.state.store, pod, "Reattached", "The server restarted; the pod's processes ran on and "
+                         "are followed again, not started a second time", component=_COMPONENT)
+            return
+        if status.get("phase") == "Running" or (status.get("containerStatuses") or []):
+            record_event(self.state.store, pod, "NodeLost", "The server stopped while the pod ran and its processes "
+                         "were ended: the pod failed", type="Warning", component=_COMPONENT)
+            containers = (pod.get("spec") or {}).get("containers") or []
+            report({**status, "phase": "Failed", "reason": "NodeLost",
+                    "message": "the server stopped while the pod ran, and its processes were ended",
+                    "containerStatuses": [{"name": c.get("name"), "image": c.get("image", ""), "restartCount": 0,
+                                           "ready": False, "started": False, "state": {"terminated": {
+                                               "exitCode": 137, "reason": "Error"}}} for c in containers]})
 
     def added(self, pod: dict[str, Any]) -> list[Event]:
         group = group_of(pod)
@@ -167,7 +199,10 @@ class PodIntegration:
         uid = _uid(pod)
         run = self.running.pop(uid, None)
         if run is not None:
-            run.stop()
+            run.remove()
+        elif self.state.runtime is not None:  # its run ended (or was stopped) earlier: what it left goes now
+            shutil.rmtree(self._workdir(pod), ignore_errors=True)
+            shutil.rmtree(self._run_dir(pod), ignore_errors=True)
         key = self.workload_of.pop(uid, None)
         if key is None:
             return []
@@ -221,8 +256,6 @@ class PodIntegration:
             if conflict is not None:  # no pod is changed; the workload finishes (Kueue: a permanent error)
                 state.log(state.plane.feed(JobFinished(wl.key, state.clock.now(), conflict, FAILED_TO_START)))
                 return
-            if state.runtime is not None:
-                pod["metadata"].setdefault("annotations", {})[LOG_ANNOTATION] = str(self._workdir(pod) / "pod.log")
             pod["status"] = {**status, "conditions": [{"type": "PodScheduled", "status": "True"}]}
             admitted.append(pod)
         for pod in admitted:
@@ -246,8 +279,8 @@ class PodIntegration:
                 self.state.store.update(_pod_key(_ns(pod), pod["metadata"]["name"]), pod)
             report = functools.partial(self._status, _ns(pod), str(pod["metadata"]["name"]), _uid(pod))
             remote = ray_pool_of_pod(self.state.store, pod)
-            run = LocalPod(pod, self._workdir(pod), report) if remote is None else \
-                RemotePod(pod, self._workdir(pod), report, RemoteRayCluster(remote[1], remote[0]))
+            run = LocalPod(pod, self._workdir(pod), report, self._run_dir(pod)) if remote is None else \
+                RemotePod(pod, self._workdir(pod), report, RemoteRayCluster(remote[1], remote[0]), self._run_dir(pod))
             self.running[_uid(pod)] = run
             run.start()
 
@@ -274,11 +307,16 @@ class PodIntegration:
     def stop_all(self) -> None:
         runs, self.running = list(self.running.values()), {}
         for run in runs:
-            run.stop(wait=2.0)
+            run.stop(wait=2.0, abandon=True)
+
+    def _home(self) -> Path:
+        return self.state.runtime.home if self.state.runtime is not None else Path(".")
 
     def _workdir(self, pod: Mapping[str, Any]) -> Path:
-        home = self.state.runtime.home if self.state.runtime is not None else Path(".")
-        return home / "runtime" / "pods" / _ns(pod) / str(pod["metadata"]["name"])
+        return pod_workdir(self._home(), _ns(pod), str(pod["metadata"]["name"]), _uid(pod))
+
+    def _run_dir(self, pod: Mapping[str, Any]) -> Path:
+        return pod_run_dir(self._home(), _ns(pod), str(pod["metadata"]["name"]), _uid(pod))
 
     def _status(self, namespace: str, name: str, uid: str, status: dict[str, Any]) -> None:
         key = _pod_key(namespace, name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import shutil
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from flexq.runtime import (
     head_port_map,
     job_of_pod,
     kuberay_objects,
+    log_reference,
+    ray_log_path,
     ray_pool_of,
     read_records,
     reap,
@@ -70,7 +73,11 @@ class RayRuntime:
         return Key("ray.io", "rayjobs", namespace, name)
 
     def log_path(self, namespace: str, name: str) -> Path:
-        return self.home / "runtime" / namespace / name / "driver.log"
+        """The RayJob's driver log: a file of the server's, outside the job's working directory."""
+        return ray_log_path(self.home, "rayjobs", namespace, name)
+
+    def workdir(self, namespace: str, name: str) -> Path:
+        return self.home / "runtime" / namespace / name
 
     def head_ports(self, namespace: str, pod: Mapping[str, Any]) -> dict[int, int]:
         """The ports of a RayJob's head pod -> its running Ray cluster's ports on 127.0.0.1, for port-forward.
@@ -132,24 +139,25 @@ class RayRuntime:
         namespace, name = job["metadata"].get("namespace", "default"), job["metadata"]["name"]
         configmaps = {o["metadata"]["name"]: dict(o.get("data") or {})
                       for o in self.store.list_objects("", "configmaps", namespace)[0]}
-        workdir = self.log_path(namespace, name).parent
+        workdir, log_path = self.workdir(namespace, name), self.log_path(namespace, name)
 
         def status(fields: dict[str, Any]) -> None:
             self._status(namespace, name, fields)
 
         cluster = selected_cluster("RayJob", job)
         if cluster is not None:  # it runs on an existing RayCluster, which it neither records nor stops
-            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: self.clusters.running(namespace, cluster))
+            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: self.clusters.running(namespace, cluster),
+                             log_path=log_path)
         spec = (job.get("spec") or {}).get("rayClusterSpec") or {}
         remote = ray_pool_of(self.store, spec)
         if remote is not None:  # admitted onto a node pool of an existing Ray cluster: it runs there
             pool, url = remote
             borrowed = Borrowed(RemoteRayCluster(url, pool), spec,
                                 f"the Ray cluster of node pool {pool}")
-            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: borrowed)
+            return RayJobRun(job, configmaps, workdir, status, borrow=lambda: borrowed, log_path=log_path)
         return RayJobRun(job, configmaps, workdir, status,
                          lambda group, pods: self._scale(namespace, name, group, pods),
-                         record=record_path(self.home, "rayjobs", namespace, name), resume=resume)
+                         record=record_path(self.home, "rayjobs", namespace, name), resume=resume, log_path=log_path)
 
     def recover(self) -> None:
         """Server start-up, before the controllers run: each RayJob that was running goes on with its Ray cluster
@@ -230,11 +238,15 @@ class RayRuntime:
             return
 
     def stop(self, namespace: str, name: str) -> None:
+        """The RayJob was deleted: its run stops, what it showed goes, and so do its working directory and its log
+        (a RayJob made again under the name starts afresh)."""
         with self._lock:
             run = self.runs.pop(f"{namespace}/{name}", None)
         if run is not None:
             run.stop()
         self._unpublish(f"{namespace}/{name}", everything=True)
+        shutil.rmtree(self.workdir(namespace, name), ignore_errors=True)
+        self.log_path(namespace, name).unlink(missing_ok=True)
 
     def _unpublish(self, job_key: str, everything: bool) -> None:
         keys = self.published.get(job_key, set())
@@ -254,7 +266,7 @@ class RayRuntime:
         if selected_cluster("RayJob", job) is not None:
             keep_cluster = False  # the cluster is the RayCluster's own, shown as it is
         objects = kuberay_objects(job, deployment, self.nodes.get(job_key, {}),
-                                  str(self.log_path(meta.get("namespace", "default"), meta["name"])),
+                                  log_reference("rayjobs", meta["name"]),
                                   str(status.get("startTime", "")), keep_cluster, str(status.get("endTime", "")))
         keys = self.published.setdefault(job_key, set())
         for key, obj in objects:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -31,6 +32,8 @@ from flexq.runtime import (
     attach,
     cluster_status,
     head_port_map,
+    log_reference,
+    ray_log_path,
     ray_pool_of,
     raycluster_objects,
     read_records,
@@ -147,7 +150,8 @@ class RayClusterRuntime:
 
         run = RayClusterRun(obj, self.workdir(namespace, name), report,
                             lambda group, pods: self._scale(namespace, name, group, pods),
-                            record=record_path(self.home, "rayclusters", namespace, name), resume=resume)
+                            record=record_path(self.home, "rayclusters", namespace, name), resume=resume,
+                            log_path=ray_log_path(self.home, "rayclusters", namespace, name))
         made.append(run)
         self.runs[cluster_key] = run
         return run
@@ -215,6 +219,9 @@ class RayClusterRuntime:
                 self.store.delete(key)
         if suspended:
             self._write(namespace, name, "suspended", "")
+        else:  # deleted: its working directory and its head's log go with it
+            shutil.rmtree(self.workdir(namespace, name), ignore_errors=True)
+            ray_log_path(self.home, "rayclusters", namespace, name).unlink(missing_ok=True)
 
     def stop_all(self) -> None:
         with self._lock:
@@ -263,10 +270,10 @@ class RayClusterRuntime:
                 if state == "suspended":
                     return
                 phase = {"ready": "Running", "failed": "Failed"}.get(state, "Pending")
-                workdir = self.workdir(namespace, name)
                 keys = self.published.setdefault(cluster_key, set())
                 for object_key, published in raycluster_objects(obj, phase, self.nodes.get(cluster_key, {}),
-                                                                str(workdir / "head.log"), ready_time or stamp):
+                                                                log_reference("rayclusters", name),
+                                                                ready_time or stamp):
                     keys.add(object_key)
                     try:
                         current = self.store.get(object_key)

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flexq.api import job_labels
-from flexq.runtime.kuberay_view import LOG_ANNOTATION
-from flexq.runtime.local_pods import LocalPod
+from flexq.runtime.local_pods import LocalPod, pod_run_dir, pod_workdir
 from flexq.store import BaseStore, Key, NotFound, StoreError, record_event, rfc3339
 
 __all__ = ["COMPLETION_INDEX", "BatchJobRun", "index_ranges"]
@@ -113,15 +112,16 @@ class BatchJobRun:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, wait: float = 10.0) -> list[str]:
+    def stop(self, wait: float = 10.0, abandon: bool = False) -> list[str]:
         """Kill the active pods' processes; return the names of the pods that were active (for the caller to
-        delete, as the Job controller deletes a suspended Job's active pods)."""
+        delete, as the Job controller deletes a suspended Job's active pods). ``abandon``: the server is going (the
+        next server replaces those pods' runs, see :attr:`LocalPod.abandoned`)."""
         self._stop.set()
         self._wake.set()
         with self._lock:
             active = [p for p in self.pods.values() if p.phase not in ("Succeeded", "Failed")]
         for pod in active:
-            pod.run.stop(wait=0)
+            pod.run.stop(wait=0, abandon=abandon)
         self._thread.join(timeout=wait)
         return [p.name for p in active]
 
@@ -158,7 +158,7 @@ class BatchJobRun:
             record_event(self.store, self.job, "Resumed", "Job resumed", component=_COMPONENT)
         fields["conditions"] = conditions
         self._write(fields)
-        self._drop_stale_pods()
+        self._adopt_pods()
         failures_seen = failed
         next_start = 0.0
         while not self._stop.is_set():
@@ -259,10 +259,9 @@ class BatchJobRun:
         template = copy.deepcopy((self.job.get("spec") or {}).get("template") or {})
         prefix = f"{self.name}-{index}-" if index is not None else f"{self.name}-"
         name = prefix + "".join(random.choices(_SUFFIX, k=5))
-        workdir = self.home / "runtime" / "pods" / self.namespace / name
         meta = template.get("metadata") or {}
         labels = {**(meta.get("labels") or {}), **job_labels(self.name, self.uid)}
-        annotations = {**(meta.get("annotations") or {}), LOG_ANNOTATION: str(workdir / "pod.log")}
+        annotations = dict(meta.get("annotations") or {})
         spec = template.get("spec") or {}
         if index is not None:
             labels[COMPLETION_INDEX] = annotations[COMPLETION_INDEX] = str(index)
@@ -281,7 +280,9 @@ class BatchJobRun:
                "spec": spec, "status": {"phase": "Pending"}}
         stored = self.store.create(Key("", "pods", self.namespace, name), pod)
         record_event(self.store, self.job, "SuccessfulCreate", f"Created pod: {name}", component=_COMPONENT)
-        run = LocalPod(stored, workdir, self._reporter(name))
+        uid = str(stored["metadata"].get("uid", ""))
+        run = LocalPod(stored, pod_workdir(self.home, self.namespace, name, uid), self._reporter(name),
+                       pod_run_dir(self.home, self.namespace, name, uid))
         with self._lock:
             self.pods[name] = _Pod(name, index, run)
         run.start()
@@ -298,13 +299,27 @@ class BatchJobRun:
             self._wake.set()
         return report
 
-    def _drop_stale_pods(self) -> None:
-        """Pods of this Job that an earlier run left unfinished (the server stopped under them, their processes with
-        it) are deleted: this run makes their replacements."""
+    def _adopt_pods(self) -> None:
+        """Pods of this Job that an earlier run left unfinished: those whose processes ran on (the server was
+        killed) are followed again from their records (:meth:`LocalPod.resume`), never started twice, and count
+        once when they end, even where they ended while no server ran; those with nothing to follow (the last
+        server stopped and ended them, or the machine restarted) are deleted, and this run makes their
+        replacements."""
         for pod in self.store.list_objects("", "pods", self.namespace)[0]:
             owned = any(ref.get("uid") == self.uid for ref in pod["metadata"].get("ownerReferences") or [])
-            if owned and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                self._delete_pod(str(pod["metadata"]["name"]))
+            if not owned or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            name, uid = str(pod["metadata"]["name"]), str(pod["metadata"].get("uid", ""))
+            run = LocalPod.resume(pod, pod_workdir(self.home, self.namespace, name, uid), self._reporter(name),
+                                  pod_run_dir(self.home, self.namespace, name, uid))
+            if run is None:
+                self._delete_pod(name)
+                continue
+            index = (pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)
+            with self._lock:
+                self.pods[name] = _Pod(name, int(index) if index is not None and str(index).isdigit() else None, run)
+                self.pods[name].phase = str((pod.get("status") or {}).get("phase", "Pending"))
+            run.start_following()
 
     def _delete_pod(self, name: str) -> None:
         with contextlib.suppress(NotFound):

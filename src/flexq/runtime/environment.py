@@ -18,6 +18,7 @@ job's ConfigMap files.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from flexq.errors import FlexqError
+from flexq.runtime.beneath import makedirs_beneath, write_beneath
 
 __all__ = ["EnvironmentError_", "JobEnvironment", "prepare"]
 
@@ -99,10 +101,24 @@ def prepare(job: Mapping[str, Any], configmaps: Mapping[str, Mapping[str, str]],
         if data is None:
             raise EnvironmentError_(f'configmap "{name}" (mounted at {mount}) not found: create it first, as the '
                                     "guide does with kubectl create configmap")
-        target = workdir / mount.strip("/").replace("/", "_")
-        target.mkdir(parents=True, exist_ok=True)
+        folder = mount.strip("/").replace("/", "_")
+        if folder in ("", ".", "..") or "\0" in folder:
+            raise EnvironmentError_(f"volume mount {mount!r} of configmap {name!r}: not a path a folder can be made at")
+        target = workdir / folder
+        if target.is_symlink() or target.is_file():  # an earlier run's files: made afresh, never written through
+            target.unlink()
+        elif target.exists():
+            shutil.rmtree(target)
+        workdir.mkdir(parents=True, exist_ok=True)
+        makedirs_beneath(workdir, folder)
         for key, text in data.items():
-            (target / key).write_text(text, encoding="utf-8")
+            if not key or "/" in key or "\0" in key or key in (".", ".."):  # the API refuses them; never a path here
+                raise EnvironmentError_(f"configmap {name!r} key {key!r} (mounted at {mount}): not a file name")
+            try:
+                write_beneath(workdir, f"{folder}/{key}", text.encode())
+            except OSError as exc:
+                raise EnvironmentError_(f"configmap {name!r} key {key!r} (mounted at {mount}): it cannot be written "
+                                        f"in the job's folder: {exc.strerror or exc}") from None
         env.files[mount] = target
         env.entrypoint = re.sub(rf"(?<![\w/]){re.escape(mount.rstrip('/'))}(?=/|\s|$)", str(target), env.entrypoint)
     raw = spec.get("runtimeEnvYAML")

@@ -2,21 +2,49 @@
 
 A RayCluster ``<job>-raycluster``, its head Service ``<job>-head-svc`` (the guide port-forwards it), the
 head and worker Pods (bound to the nodes the capacity driver placed them on), and the submitter Job
-``<job>`` with its Pod, whose log is the job's driver log (``kubectl logs job/<job>``). Pods carry the
-log file in the annotation ``flexq.dev/log``; the API serves it as the pod's log.
+``<job>`` with its Pod, whose log is the job's driver log (``kubectl logs job/<job>``). Pods carry which log is
+theirs in the annotation ``flexq.dev/log`` (``rayjobs/<job>`` or ``rayclusters/<cluster>``: a name, never a path);
+the API serves that log, of the pod's own namespace, as the pod's log (:func:`pod_log_file`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
+from flexq.runtime.local_pods import pod_log_path
 from flexq.store import Key
 
 __all__ = ["HEAD_PORTS", "LOG_ANNOTATION", "PHASES", "head_port_map", "job_of_pod", "kuberay_objects", "pod_object"]
 
 LOG_ANNOTATION: Final = "flexq.dev/log"
+_REFERENCE: Final = re.compile(r"(rayjobs|rayclusters)/([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)")
+
+
+def log_reference(plural: str, name: str) -> str:
+    """What a pod shown for a RayJob or RayCluster carries in :data:`LOG_ANNOTATION`: whose log is its own."""
+    return f"{plural}/{name}"
+
+
+def ray_log_path(home: Path, plural: str, namespace: str, name: str) -> Path:
+    """A RayJob's driver log or a RayCluster's head log: a file of the server's (``FLEXQ_HOME/logs``, 0700), never
+    in a folder a job can write."""
+    return home / "logs" / plural / namespace / f"{name}.log"
+
+
+def pod_log_file(home: Path, pod: Mapping[str, Any]) -> Path:
+    """Where the log of ``pod`` is: for a pod shown for a RayJob or RayCluster, that job's or cluster's log (its
+    annotation names which, in the pod's own namespace: an annotation a user wrote can name nothing else), else
+    the log of the pod's own run. The path is built by the server from names, never taken from the object."""
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    found = _REFERENCE.fullmatch(str((meta.get("annotations") or {}).get(LOG_ANNOTATION) or ""))
+    if found is not None and ".." not in found.group(2):
+        return ray_log_path(home, found.group(1), namespace, found.group(2))
+    return pod_log_path(home, namespace, str(meta.get("name", "")), str(meta.get("uid", "")))
 PHASES: Final = {"Initializing": "Pending", "Running": "Running", "Retrying": "Pending", "Complete": "Succeeded",
                  "Failed": "Failed"}
 

@@ -11,29 +11,33 @@ the duration its argument gives. The pod is Running while they run, then Succeed
 exited 0) or Failed. Their output is the pod's log (``kubectl logs``; all containers in one log). A pod with
 any other container (an application whose binary is not on this machine) is shown Running until it is
 deleted or evicted. Not emulated: restarts (``restartPolicy`` is not applied: a container runs once), probes,
-volumes, ``valueFrom`` env other than those ``fieldRef``s, resource limits. Each pod's processes run in a session
-of their own, and stopping the pod kills exactly that session.
+volumes, ``valueFrom`` env other than those ``fieldRef``s, CPU limits. Each pod's processes run as its namespace's
+job user in a process tree of their own (a cgroup, with the pod's memory limit and a cap on its tasks where the
+machine lets them be set), and the pod's end, deletion or eviction ends every process of that tree.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
-import signal
+import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+from flexq.api import parse_quantity
 from flexq.runtime.job_user import job_user
+from flexq.runtime.process_tree import Limits, ProcessTree, exit_status
 from flexq.runtime.rayjob import END_MARKER
 
 __all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "container_env", "image_name", "local_argv",
-           "runs_locally"]
+           "pod_limits", "pod_log_path", "pod_run_dir", "pod_workdir", "runs_locally"]
 
 GENERIC_IMAGES: Final = frozenset({"busybox", "alpine", "ubuntu", "debian", "bash", "python", "fedora", "centos",
                                    "rockylinux", "almalinux", "amazonlinux", "ubi8", "ubi9", "ubi-minimal",
@@ -120,13 +124,60 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any]) -> dict[
     return out
 
 
-class LocalPod:
-    """Run one pod; ``on_status`` receives the pod's status (phase, conditions, container states) at each change."""
+def pod_run_dir(home: Path, namespace: str, name: str, uid: str) -> Path:
+    """The server's own folder for one run of a pod (0700, the server's user's): its log, its record, its
+    containers' exit codes. The pod's uid keeps a pod made again under the same name apart."""
+    return home / "runs" / "pods" / namespace / f"{name}.{uid}"
 
-    def __init__(self, pod: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None]) -> None:
+
+def pod_workdir(home: Path, namespace: str, name: str, uid: str) -> Path:
+    """The pod's working directory (its commands' ``HOME`` and current directory), its job user's: new for each
+    pod, removed with it."""
+    return home / "runtime" / "pods" / namespace / f"{name}.{uid}"
+
+
+def pod_log_path(home: Path, namespace: str, name: str, uid: str) -> Path:
+    return pod_run_dir(home, namespace, name, uid) / "log"
+
+
+_RECORD: Final = "run.json"
+_POD_PIDS: Final = 4096
+"""The tasks (threads included) a plain pod's processes may have at once, where the machine lets it be set."""
+
+
+def pod_limits(pod: Mapping[str, Any]) -> Limits:
+    """A pod's limits on this machine: the sum of its containers' memory limits (where each gives one), and
+    :data:`_POD_PIDS` tasks."""
+    spec = pod.get("spec") or {}
+    memory: int | None = 0
+    for container in spec.get("containers") or []:
+        limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if limit is None or memory is None:
+            memory = None
+            continue
+        try:
+            memory += -(-parse_quantity(str(limit)).milli() // 1000)
+        except (ValueError, ArithmeticError):
+            memory = None
+    return Limits(memory=memory or None, pids=_POD_PIDS)
+
+
+class LocalPod:
+    """Run one pod; ``on_status`` receives the pod's status (phase, conditions, container states) at each change.
+
+    The pod's processes run as its namespace's job user, in a process tree of their own
+    (:class:`~flexq.runtime.process_tree.ProcessTree`), with their output going to the pod's log in a folder of the
+    server's (``run_dir``), never to a file in the working directory, which the job can replace with a link. The
+    run keeps a record there (the tree, each container's launcher, its start); a server started after a crash
+    follows the run again from it (:meth:`resume`) instead of starting it twice. The pod's end, deletion or
+    eviction ends every process of the tree, ``setsid`` or not."""
+
+    def __init__(self, pod: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None],
+                 run_dir: Path | None = None) -> None:
         self.pod = pod
         self.workdir = workdir
-        self.log_path = workdir / "pod.log"
+        self.run_dir = run_dir if run_dir is not None else workdir.with_name(workdir.name + ".run")
+        self.log_path = self.run_dir / "log"
         self.on_status = on_status
         self._stop = threading.Event()
         self._processes: list[subprocess.Popen[bytes]] = []
@@ -134,21 +185,76 @@ class LocalPod:
         self.done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pod-{pod['metadata']['name']}", daemon=True)
         self.started = ""
+        self.tree: ProcessTree | None = None
+        self._record: dict[str, Any] = {}
+        self._log_fd = -1
+        self.abandoned = False
+        """Stopped because the server is going (not by the pod's end, deletion or eviction): the record says so,
+        and the next server replaces the pod's run rather than counting it as failed."""
+
+    @property
+    def namespace(self) -> str:
+        return str(self.pod["metadata"].get("namespace") or "default")
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text("", encoding="utf-8")
-        job_user().give(self.workdir)  # its commands' own directory, and nothing else of the server's
+        self._prepare()
+        self.tree = ProcessTree.create(f"pod-{self.pod['metadata']['name']}", pod_limits(self.pod))
+        self._record = {"uid": str(self.pod["metadata"].get("uid", "")), "tree": self.tree.to_record(),
+                        "containers": {}, "started": _stamp()}
+        self._save()
         self._thread.start()
 
-    def stop(self, wait: float = 10.0) -> None:
-        """Kill the pod's processes (their sessions only); no status is written after this."""
+    def _prepare(self) -> None:
+        """A fresh working directory, the job user's, and the server's own folder with the log."""
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)
+        if self.workdir.exists() or self.workdir.is_symlink():  # never an earlier run's: what it left goes
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                self.workdir.unlink()
+        self.workdir.mkdir(mode=0o700, parents=True)
+        job_user(self.namespace).give(self.workdir)  # its commands' own directory, and nothing else of the server's
+        self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o600)
+
+    def _note(self, text: str) -> None:
+        """A line of flexq's own in the pod's log."""
+        if self._log_fd < 0:
+            self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW |
+                                   os.O_CLOEXEC, 0o600)
+        os.write(self._log_fd, text.encode())
+
+    def _save(self) -> None:
+        """The run's record, written atomically in the server's folder."""
+        partial = self.run_dir / (_RECORD + ".partial")
+        partial.write_text(json.dumps(self._record, sort_keys=True), encoding="utf-8")
+        os.replace(partial, self.run_dir / _RECORD)
+
+    def stop(self, wait: float = 10.0, abandon: bool = False) -> None:
+        """Kill every process of the pod's tree; no status is written after this. ``abandon``: the server is going
+        (the record says so, see :attr:`abandoned`)."""
+        if abandon and not self.done.is_set():
+            self.abandoned = True
+            with self._lock, contextlib.suppress(OSError):
+                self._record["abandoned"] = True
+                self._save()
         self._stop.set()
+        if self.tree is not None:
+            self.tree.kill()
         with self._lock:
             processes = list(self._processes)
         for process in processes:
-            _kill(process)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
         self._thread.join(timeout=wait)
+
+    def remove(self) -> None:
+        """The pod was deleted: its processes are ended, its working directory and the server's folder removed."""
+        self.stop(wait=2.0)
+        if self.tree is not None:
+            self.tree.remove()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _status(self, phase: str, states: dict[str, dict[str, Any]]) -> dict[str, Any]:
         running = phase == "Running"
@@ -168,78 +274,193 @@ class LocalPod:
                                       for c in containers]}
 
     def _report(self, phase: str, states: dict[str, dict[str, Any]]) -> None:
+        if phase in ("Succeeded", "Failed"):
+            with self._lock, contextlib.suppress(OSError):
+                self._record["ended"] = {"phase": phase, "states": states}
+                self._save()
         if not self._stop.is_set():
             self.on_status(self._status(phase, states))
 
     def _run(self) -> None:
-        self.started = _stamp()
+        self.started = self._record.get("started") or _stamp()
         spec = self.pod.get("spec") or {}
         containers = spec.get("containers") or []
         states: dict[str, dict[str, Any]] = {}
         try:
             if not runs_locally(self.pod):
-                with self.log_path.open("a", encoding="utf-8") as log:
-                    log.write("flexq: this pod's images are not run on this machine; it is shown Running until "
-                              "it is deleted\n")
+                self._note("flexq: this pod's images are not run on this machine; it is shown Running until it is "
+                           "deleted\n")
                 states = {str(c.get("name")): {"running": {"startedAt": self.started}} for c in containers}
                 self._report("Running", states)
                 self._stop.wait()
                 return
             self._report("Pending", states)
-            for init in spec.get("initContainers") or []:
-                code = self._wait(self._spawn(init))
+            for number, init in enumerate(spec.get("initContainers") or []):
+                code = self._wait(self._spawn(init, f"init-{number}"))
                 if code != 0:
                     self._report("Failed", {str(c.get("name")): {"waiting": {"reason": "PodInitializing"}}
                                             for c in containers})
                     return
-            started = {str(c.get("name")): (self._spawn(c), _stamp()) for c in containers}
+            started = {str(c.get("name")): (self._spawn(c, f"main-{n}"), _stamp()) for n, c in enumerate(containers)}
             states = {name: {"running": {"startedAt": at}} for name, (_, at) in started.items()}
             self._report("Running", states)
-            for name, (process, at) in started.items():
-                code = self._wait(process)
-                states[name] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                                               "startedAt": at, "finishedAt": _stamp()}}
-                if any("running" in s for s in states.values()):
-                    self._report("Running", states)
-            ok = all(s["terminated"]["exitCode"] == 0 for s in states.values())
-            self._report("Succeeded" if ok else "Failed", states)
+            self._finish_containers(started, states)
         except OSError as exc:  # the command is not on this machine
-            with self.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"flexq: the container could not start: {exc}\n")
+            self._note(f"flexq: the container could not start: {exc}\n")
             self._report("Failed", {str(c.get("name")): {"terminated": {"exitCode": 127, "reason": "StartError",
                                                                         "message": str(exc)}} for c in containers})
         finally:
-            with self.log_path.open("a", encoding="utf-8") as log:
-                log.write(END_MARKER)
-            self.done.set()
+            self._end()
 
-    def _spawn(self, container: Mapping[str, Any]) -> subprocess.Popen[bytes]:
+    def _finish_containers(self, started: Mapping[str, tuple[Any, str]], states: dict[str, dict[str, Any]]) -> None:
+        """Wait for each started container (a process of this server's, or a launcher found again) to end, then
+        report the pod's end."""
+        for name, (process, at) in started.items():
+            code = self._wait(process)
+            states[name] = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                           "startedAt": at, "finishedAt": _stamp()}}
+            if any("running" in s for s in states.values()):
+                self._report("Running", states)
+        ok = all(s["terminated"]["exitCode"] == 0 for s in states.values())
+        self._report("Succeeded" if ok else "Failed", states)
+
+    def _end(self) -> None:
+        """The pod has ended (or was stopped): whatever its containers left running goes with the tree."""
+        if self.tree is not None:
+            self.tree.kill(grace=0.5)
+            self.tree.remove()
+        with contextlib.suppress(OSError):
+            self._note(END_MARKER)
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
+        self.done.set()
+
+    def _spawn(self, container: Mapping[str, Any], slot: str) -> subprocess.Popen[bytes]:
         argv = local_argv(container) or ["true"]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workdir),
                "HOSTNAME": str(self.pod["metadata"]["name"]), **container_env(self.pod, container)}
-        with self.log_path.open("ab") as log, self._lock:
+        assert self.tree is not None
+        if shutil.which(argv[0], path=env["PATH"]) is None:  # as the runtime refuses it, before anything starts
+            raise FileNotFoundError(errno.ENOENT, f'exec: "{argv[0]}": executable file not found in $PATH')
+        with self._lock:
             if self._stop.is_set():
                 raise OSError("the pod was stopped")
-            process = subprocess.Popen(argv, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True, **job_user().spawn_options())
+            process = self.tree.spawn(argv, cwd=self.workdir, env=env, stdout=self._log_fd,
+                                      user=job_user(self.namespace).credentials(),
+                                      status=self.run_dir / f"{slot}.exit")
             self._processes.append(process)
+            self._record["tree"] = self.tree.to_record()
+            self._record["containers"][slot] = {"pid": process.pid, "started": _stamp()}
+            self._save()
         return process
 
-    def _wait(self, process: subprocess.Popen[bytes]) -> int:
+    def _wait(self, process: _Waitable) -> int:
         while process.poll() is None:
-            if self._stop.wait(0.2):
-                _kill(process)
-        return int(process.returncode)
+            if self._stop.wait(0.2) and self.tree is not None:
+                self.tree.kill()
+        return int(process.returncode if process.returncode is not None else 137)
+
+    # --- found again after a restart ----------------------------------------------------------------
+
+    @classmethod
+    def resume(cls, pod: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None],
+               run_dir: Path) -> LocalPod | None:
+        """The run of ``pod`` that an earlier server started, followed again from its record: its containers that
+        still run are waited for, those that ended while no server ran are read from their exit codes; nothing is
+        started again. None where there is no record of this pod's run, or the run was abandoned by a server that
+        stopped (the caller replaces it)."""
+        try:
+            record = json.loads((run_dir / _RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("uid") != str(pod["metadata"].get("uid", "")) \
+                or record.get("abandoned"):
+            return None
+        run = cls(pod, workdir, on_status, run_dir)
+        run._record = record
+        run.tree = ProcessTree.from_record(record.get("tree") or {})
+        run._thread = threading.Thread(target=run._follow, name=f"pod-{pod['metadata']['name']}", daemon=True)
+        return run
+
+    def start_following(self) -> None:
+        """Follow the run :meth:`resume` found (no process is started)."""
+        self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o600)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        self.started = str(self._record.get("started") or _stamp())
+        spec = self.pod.get("spec") or {}
+        containers = spec.get("containers") or []
+        ended = self._record.get("ended")
+        try:
+            if isinstance(ended, dict):  # it ended before the server went: its end is reported again
+                self._report(str(ended.get("phase")), dict(ended.get("states") or {}))
+                return
+            slots = self._record.get("containers") or {}
+            if not runs_locally(self.pod):
+                self._report("Running", {str(c.get("name")): {"running": {"startedAt": self.started}}
+                                         for c in containers})
+                self._stop.wait()
+                return
+            if any(f"main-{n}" not in slots for n in range(len(containers))):
+                # The server went while the pod was starting (its init containers ran): it is not started twice.
+                self._note("flexq: the server restarted while the pod was starting; the pod failed\n")
+                self._report("Failed", {str(c.get("name")): {"terminated": {
+                    "exitCode": 137, "reason": "Error", "message": "the server restarted while the pod was starting"}}
+                    for c in containers})
+                return
+            self._note("flexq: the server restarted; the pod's processes ran on and are followed again\n")
+            started = {str(c.get("name")): (_Launcher(int(slots[f"main-{n}"]["pid"]), self.run_dir / f"main-{n}.exit",
+                                                      self.tree), str(slots[f"main-{n}"].get("started", "")))
+                       for n, c in enumerate(containers)}
+            states: dict[str, dict[str, Any]] = {name: {"running": {"startedAt": at}} for name, (_, at) in
+                                                 started.items()}
+            self._report("Running", states)
+            self._finish_containers(started, states)
+        except OSError as exc:
+            self._note(f"flexq: the pod could not be followed again: {exc}\n")
+        finally:
+            self._end()
 
 
-def _kill(process: subprocess.Popen[bytes], grace: float = 2.0) -> None:
-    """SIGTERM the process's session, SIGKILL it after ``grace`` seconds."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
+class _Waitable(Protocol):
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+
+class _Launcher:
+    """A container's launcher started by an earlier server: not this server's child, so followed by its pid (while
+    it is in the pod's tree: a pid used again by another process is not mistaken for it) and its exit file."""
+
+    def __init__(self, pid: int, status: Path, tree: ProcessTree | None) -> None:
+        self.pid, self.status, self.tree = pid, status, tree
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        code = exit_status(self.status)
+        if code is not None:
+            self.returncode = code
+            return code
+        members = self.tree.members() if self.tree is not None and self.tree.contained else [self.pid]
+        if self.pid in members and _alive(self.pid):
+            return None
+        code = exit_status(self.status)  # written as it ended
+        self.returncode = code if code is not None else 137  # killed before it could say: as a SIGKILL
+        return self.returncode
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    return False

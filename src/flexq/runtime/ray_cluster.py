@@ -38,14 +38,19 @@ from typing import Any, Final, Protocol
 import httpx
 
 from flexq.errors import FlexqError
+from flexq.runtime.beneath import read_beneath
 from flexq.runtime.emulation import Accelerators
-from flexq.runtime.job_user import job_environment, job_user
+from flexq.runtime.job_user import JobUser, job_environment, job_user
+from flexq.runtime.process_tree import Limits, ProcessTree
 
 __all__ = ["WORKER_LABEL", "Detached", "LocalRayCluster", "RayClusterHandle", "RayStartError", "SessionProcess"]
 
 WORKER_LABEL = "flexq.dev/worker"
 
 _WORKER_PORTS = range(10002, 20000)
+_CLUSTER_PIDS: Final = 32768
+"""The tasks (threads included) a cluster's processes may have at once, where the machine lets it be set: Ray's
+processes run hundreds of threads each."""
 
 
 class RayStartError(FlexqError, RuntimeError):
@@ -199,6 +204,9 @@ class LocalRayCluster:
     """What the cluster's user keeps in the record besides the cluster's own fields."""
     _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set by :meth:`stop`: a :meth:`start` under way (in another thread) stops where it is, its processes killed."""
+    tree: ProcessTree | None = None
+    """The cgroup every process of the cluster runs in (see :mod:`flexq.runtime.process_tree`): a driver that calls
+    ``setsid`` and drops the ``TMPDIR`` mark still ends with the cluster."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     """Held while the head's process is started and while the cluster stops: a stop never misses a head starting,
     and a stop called while another thread stops the cluster returns only once its processes are gone."""
@@ -207,7 +215,7 @@ class LocalRayCluster:
     def from_record(cls, record: dict[str, Any], record_path: Path | None = None) -> LocalRayCluster:
         """The cluster a record describes, its processes followed by pid (they are not this server's children)."""
         temp = Path(str(record["temp_dir"]))
-        own = {"pid", "temp_dir", "gcs_port", "dashboard_port", "client_port", "workers"}
+        own = {"pid", "temp_dir", "gcs_port", "dashboard_port", "client_port", "workers", "tree"}
         workers: dict[str, tuple[SessionProcess, Path]] = {
             str(name): (Detached(int(pid), f"--temp-dir={path}"), Path(str(path)))
             for name, (pid, path) in dict(record.get("workers") or {}).items()}
@@ -215,7 +223,8 @@ class LocalRayCluster:
             int(record["pid"]), f"--temp-dir={temp}"), temp_dir=temp, gcs_port=int(record["gcs_port"]),
             dashboard_port=int(record["dashboard_port"]), client_port=int(record["client_port"]),
             workers=workers, record_path=record_path,
-            record={k: v for k, v in record.items() if k not in own})
+            record={k: v for k, v in record.items() if k not in own},
+            tree=ProcessTree.from_record(record["tree"]) if isinstance(record.get("tree"), dict) else None)
 
     def save_record(self) -> None:
         """Write the record (atomically: a server killed meanwhile leaves the old one or the new one)."""
@@ -223,11 +232,17 @@ class LocalRayCluster:
             return
         body = {**self.record, "pid": self.process.pid, "temp_dir": str(self.temp_dir), "gcs_port": self.gcs_port,
                 "dashboard_port": self.dashboard_port, "client_port": self.client_port,
-                "workers": {name: [proc.pid, str(temp)] for name, (proc, temp) in self.workers.items()}}
+                "workers": {name: [proc.pid, str(temp)] for name, (proc, temp) in self.workers.items()},
+                **({"tree": self.tree.to_record()} if self.tree is not None else {})}
         self.record_path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.record_path.with_name(self.record_path.name + ".partial")
         partial.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
         os.replace(partial, self.record_path)
+
+    def _user(self) -> JobUser:
+        """Who the cluster's processes run as: the user of its object's namespace."""
+        namespace = self.record.get("namespace")
+        return job_user(str(namespace) if namespace else None)
 
     def alive(self) -> bool:
         """Whether the head's ``ray start`` still runs."""
@@ -241,8 +256,9 @@ class LocalRayCluster:
             return ""
         ended: list[str] = []
         for log in sorted(self.temp_dir.glob("session_*/logs/ray_process_exit.log")):
-            with contextlib.suppress(OSError):
-                ended = _ended_processes(log.read_text(errors="replace")) or ended
+            with contextlib.suppress(OSError):  # read without following the links the job's user may have put
+                text = read_beneath(self.temp_dir, str(log.relative_to(self.temp_dir)), 1 << 20)
+                ended = _ended_processes(text.decode(errors="replace")) or ended
         return ", ".join(ended)
 
     @property
@@ -272,7 +288,7 @@ class LocalRayCluster:
         used.add(agent_port)
         loopback = _loopback_only(used)
         self.temp_dir = temp = Path(tempfile.mkdtemp(prefix="fqr-", dir="/tmp"))
-        user = job_user()
+        user = self._user()
         user.give(temp)
         env = {**job_environment(os.environ), **self.accelerators.env, **self.extra_env,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
@@ -304,8 +320,10 @@ class LocalRayCluster:
                 self.temp_dir = None
                 raise RayStartError(_STOPPED_WHILE_STARTING)
             log = (temp / "ray-start.log").open("wb")
-            self.process = process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                      start_new_session=True, **user.spawn_options())
+            if self.tree is None:
+                self.tree = ProcessTree.create(f"ray-{temp.name}", Limits(pids=_CLUSTER_PIDS))
+            self.process = process = self.tree.spawn(command, cwd=None, env=env, stdout=log,
+                                                     user=user.credentials(), status=None)
             log.close()
             self.save_record()
         self._await_dashboard(process, temp, timeout, cancel)
@@ -320,7 +338,7 @@ class LocalRayCluster:
             code = process.poll()
             if code is not None:
                 try:
-                    tail = (temp / "ray-start.log").read_text(errors="replace")[-2000:]
+                    tail = read_beneath(temp, "ray-start.log", 2000).decode(errors="replace")
                 except OSError:
                     tail = ""
                 self.stop()
@@ -341,7 +359,7 @@ class LocalRayCluster:
         that ends before then (a raylet killed) would not end the head, and :meth:`alive` would not see it."""
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                if _MONITORING in (temp / "ray-start.log").read_text(errors="replace"):
+                if _MONITORING in read_beneath(temp, "ray-start.log", 1 << 20).decode(errors="replace"):
                     return
             time.sleep(0.1)
 
@@ -354,7 +372,7 @@ class LocalRayCluster:
         if self.process is None:
             raise RayStartError("the cluster is not running")
         temp = Path(tempfile.mkdtemp(prefix="fqw-", dir="/tmp"))
-        user = job_user()
+        user = self._user()
         user.give(temp)
         env = {**job_environment(os.environ), **self.extra_env, **(env_vars or {}),
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
@@ -368,8 +386,12 @@ class LocalRayCluster:
         if resources:
             command.append(f"--resources={json.dumps(resources)}")
         log = (temp / "ray-start.log").open("wb")
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                   **user.spawn_options())
+        if self.tree is not None:
+            process: SessionProcess = self.tree.spawn(command, cwd=None, env=env, stdout=log,
+                                                      user=user.credentials(), status=None)
+        else:
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True, **user.spawn_options())
         log.close()
         self.workers[name] = (process, temp)
         self.save_record()
@@ -392,6 +414,10 @@ class LocalRayCluster:
             if self.process is not None and self.temp_dir is not None:
                 _kill_session(self.process, self.temp_dir, grace)
             self.process = None
+            if self.tree is not None:  # what left the sessions and the mark: every process of the cgroup
+                self.tree.kill(grace=0.5)
+                self.tree.remove()
+                self.tree = None
             if self.temp_dir is not None:
                 shutil.rmtree(self.temp_dir, ignore_errors=True)
                 self.temp_dir = None

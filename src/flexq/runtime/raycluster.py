@@ -60,14 +60,15 @@ class RayClusterRun:
 
     def __init__(self, obj: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None],
                  on_scale: Callable[[str, int], None] = lambda _group, _pods: None, *,
-                 record: Path | None = None, resume: Resume | None = None) -> None:
+                 record: Path | None = None, resume: Resume | None = None, log_path: Path | None = None) -> None:
         self.obj = obj
         self.record = record
         self.resume = resume
         self._ready_time = ""
         """When the cluster first became ready, for one found again after a restart."""
         self.workdir = workdir
-        self.log_path = workdir / "head.log"
+        self.log_path = log_path if log_path is not None else workdir.with_name(workdir.name + ".log")
+        """The head's log: the server's file, outside the working directory."""
         self.on_status = on_status
         self.cluster: LocalRayCluster | None = resume.cluster if resume is not None else None
         self._stop = threading.Event()
@@ -102,6 +103,7 @@ class RayClusterRun:
             self.elastic.resize(counts)
 
     def _append(self, text: str) -> None:
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
 

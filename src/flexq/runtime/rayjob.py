@@ -87,11 +87,12 @@ class RayJobRun:
                  on_status: Callable[[dict[str, Any]], None],
                  on_scale: Callable[[str, int], None] = lambda _group, _pods: None, *,
                  record: Path | None = None, resume: Resume | None = None,
-                 borrow: Callable[[], Borrowed | None] | None = None) -> None:
+                 borrow: Callable[[], Borrowed | None] | None = None, log_path: Path | None = None) -> None:
         self.job = job
         self.configmaps = configmaps
         self.workdir = workdir
-        self.log_path = workdir / "driver.log"
+        self.log_path = log_path if log_path is not None else workdir.with_name(workdir.name + ".log")
+        """The driver log: the server's file, outside the working directory (which the job's user can write)."""
         self.on_status = on_status
         self.cluster: RayClusterHandle | None = resume.cluster if resume is not None else None
         self.submission = ""
@@ -142,6 +143,7 @@ class RayJobRun:
             self.elastic.resize(counts)
 
     def _append(self, text: str) -> None:
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
         if self._written:
@@ -155,6 +157,7 @@ class RayJobRun:
         """The log and status the run starts with. A run after an eviction keeps the earlier runs' log above its
         own; a run resumed after a restart goes on with the log and status the last server left."""
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.resume is not None:
             self.submission = self.resume.submission or self._new_submission()
             return
@@ -311,7 +314,7 @@ class RayJobRun:
         else:
             checkpoints = self.workdir / "checkpoints"
             checkpoints.mkdir(parents=True, exist_ok=True)
-            job_user().give(self.workdir)  # the script, its files and checkpoints: the job's user's
+            job_user(str(self.job["metadata"].get("namespace") or "default")).give(self.workdir)  # the job user's
             body = {"entrypoint": env.entrypoint, "submission_id": self.submission,
                     "runtime_env": {"env_vars": {**_CLEAN_LOGS, "FLEXQ_CHECKPOINT_DIR": str(checkpoints),
                                                  **env.env_vars}}}

@@ -11,7 +11,9 @@ images are not run here is.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
+import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -35,12 +37,22 @@ class RemotePod(LocalPod):
     """Run one pod's containers as Ray jobs on ``cluster``; ``on_status`` receives the pod's status at each change."""
 
     def __init__(self, pod: Mapping[str, Any], workdir: Path, on_status: Callable[[dict[str, Any]], None],
-                 cluster: RemoteRayCluster) -> None:
-        super().__init__(pod, workdir, on_status)
+                 cluster: RemoteRayCluster, run_dir: Path | None = None) -> None:
+        super().__init__(pod, workdir, on_status, run_dir)
         self.cluster = cluster
         self._jobs: list[str] = []
 
-    def stop(self, wait: float = 10.0) -> None:
+    def start(self) -> None:
+        """Its log in the server's folder; nothing runs on this machine, so no process tree is made."""
+        self._prepare()
+        self._thread.start()
+
+    def remove(self) -> None:
+        self.stop(wait=2.0)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def stop(self, wait: float = 10.0, abandon: bool = False) -> None:
         """Stop the pod's jobs on the cluster; no status is written after this."""
         self._stop.set()
         with self._lock:
@@ -51,8 +63,7 @@ class RemotePod(LocalPod):
         self._thread.join(timeout=wait)
 
     def _log(self, text: str) -> None:
-        with self.log_path.open("a", encoding="utf-8") as log:
-            log.write(text)
+        self._note(text)
 
     def _run(self) -> None:
         self.started = rfc3339(datetime.now(UTC))
@@ -89,6 +100,9 @@ class RemotePod(LocalPod):
                                                                         "message": str(exc)}} for c in containers})
         finally:
             self._log(END_MARKER)
+            if self._log_fd >= 0:
+                os.close(self._log_fd)
+                self._log_fd = -1
             self.done.set()
 
     def _submit(self, container: Mapping[str, Any]) -> str:
