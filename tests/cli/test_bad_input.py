@@ -125,3 +125,34 @@ def test_a_bad_kueue_configuration_stops_the_server_before_it_starts(tmp_path: P
     assert "line 4: waitForPodsReady.timeout: invalid duration 'soon'" in proc.stderr
     assert "line 5: fairSharing.preemptionStrategies: Required value" in proc.stderr
     assert not (tmp_path / "home").exists(), "nothing is made of a server that does not start"
+
+
+KEY_REGEX = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
+             "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+
+
+@pytest.mark.parametrize(("sources", "says"), [
+    pytest.param(["--from-file=../../etc/cron.d/x=f"],
+                 f"error: \"../../etc/cron.d/x\" is not a valid key name for a ConfigMap: {KEY_REGEX},must not start "
+                 "with '..'", id="a key climbing out"),
+    pytest.param(["--from-file=/etc/x=f"], f'error: "/etc/x" is not a valid key name for a ConfigMap: {KEY_REGEX}',
+                 id="an absolute key"),
+    pytest.param(["--from-file=..=f"], "error: \"..\" is not a valid key name for a ConfigMap: must not be '..'",
+                 id="dot dot"),
+    pytest.param(["--from-literal=a/b=1"], f'error: "a/b" is not a valid key name for a ConfigMap: {KEY_REGEX}',
+                 id="a literal with a slash"),
+    pytest.param(["--from-literal=a\tb=1"], f'error: "a\\tb" is not a valid key name for a ConfigMap: {KEY_REGEX}',
+                 id="a literal with a tab, quoted as kubectl quotes it"),
+    pytest.param(["--from-file=f", "--from-literal=f=2"],
+                 'error: cannot add key "f", another key by that name already exists in Data for ConfigMap "t"',
+                 id="a key twice"),
+])
+def test_create_configmap_refuses_a_bad_key_before_sending(tmp_path: Path, sources: list[str], says: str) -> None:
+    """Refused as kubectl refuses it, before any request: no server is listening."""
+    from tests.conftest import free_port
+
+    (tmp_path / "f").write_text("* * * * * root id\n")
+    env = {"FLEXQ_SERVER": f"http://127.0.0.1:{free_port()}", "FLEXQ_HOME": str(tmp_path / "home"),
+           "PATH": "/usr/bin:/bin"}
+    proc = forks.run(["create", "configmap", "t", *sources], text=True, env=env, cwd=tmp_path, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr.strip()) == (1, "", says)

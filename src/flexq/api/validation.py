@@ -3,9 +3,11 @@
 Two passes, as the API server and Kueue's webhooks do: the schema (types, enums, required fields,
 quantities, names), then each kind's own rules (a flavor listed twice in one ClusterQueue, resources
 out of step with ``coveredResources``, a ``concurrentAdmissionPolicy`` with more than one resource
-group, ...). A field that the object's version does not have (``concurrentAdmissionPolicy`` in a v1beta1
-ClusterQueue) is refused as an unknown field, before the schema. Every error carries the field path
-and, when the object came from a YAML file, the line.
+group, ...), and the API server's own rules for names, paths and sizes (:mod:`flexq.api.core_rules`: a
+ConfigMap's keys, a pod template's volume paths, the size of annotations). A field that the object's
+version does not have (``concurrentAdmissionPolicy`` in a v1beta1 ClusterQueue) is refused as an unknown
+field, before the schema. Every error carries the field path and, when the object came from a YAML file,
+the line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from flexq.api.core_rules import annotation_errors, config_map_errors, pod_spec_errors
 from flexq.api.documents import Document, format_path
 from flexq.api.kinds import KindInfo, UnknownKind, by_gvk
 from flexq.api.models.common import check_dns_label
@@ -376,16 +379,51 @@ def _job(obj: dict[str, Any]) -> list[FieldError]:
     return []
 
 
-_RULES: Final[dict[str, Rule]] = {
-    "ClusterQueue": _cluster_queue,
-    "Cohort": _cohort,
-    "RayJob": _ray_job,
-    "RayCluster": _ray_cluster,
-    "Workload": _workload,
-    "Job": _job,
+# The pod templates of each kind, whose volume paths are checked as the API server checks a pod's (KubeRay's pods
+# would be refused so when made; flexq makes none, and writes their ConfigMap volumes itself).
+
+
+def _pod_volumes(obj: dict[str, Any]) -> list[FieldError]:
+    return pod_spec_errors(obj["spec"], "spec")
+
+
+def _job_volumes(obj: dict[str, Any]) -> list[FieldError]:
+    return pod_spec_errors(obj["spec"]["template"]["spec"], "spec.template.spec")
+
+
+def _ray_cluster_volumes(spec: dict[str, Any] | None, path: str) -> list[FieldError]:
+    if spec is None:
+        return []
+    errors = pod_spec_errors(spec["headGroupSpec"]["template"]["spec"], f"{path}.headGroupSpec.template.spec")
+    for i, group in enumerate(spec.get("workerGroupSpecs") or []):
+        errors += pod_spec_errors(group["template"]["spec"], f"{path}.workerGroupSpecs[{i}].template.spec")
+    return errors
+
+
+def _ray_job_volumes(obj: dict[str, Any]) -> list[FieldError]:
+    spec = obj["spec"]
+    errors = _ray_cluster_volumes(spec.get("rayClusterSpec"), "spec.rayClusterSpec")
+    submitter = spec.get("submitterPodTemplate")
+    if submitter is not None:
+        errors += pod_spec_errors(submitter["spec"], "spec.submitterPodTemplate.spec")
+    return errors
+
+
+_RULES: Final[dict[str, tuple[Rule, ...]]] = {
+    "ClusterQueue": (_cluster_queue,),
+    "Cohort": (_cohort,),
+    "RayJob": (_ray_job, _ray_job_volumes),
+    "RayCluster": (_ray_cluster, lambda obj: _ray_cluster_volumes(obj["spec"], "spec")),
+    "Workload": (_workload,),
+    "Job": (_job, _job_volumes),
+    "Pod": (_pod_volumes,),
+    "ConfigMap": (config_map_errors,),
 }
 
 
 def _rules(info: KindInfo, obj: dict[str, Any]) -> list[FieldError]:
-    rule = _RULES.get(info.kind)
-    return rule(obj) if rule else []
+    """Each kind's own rules, after those of every object's metadata."""
+    errors = annotation_errors(obj["metadata"])
+    for rule in _RULES.get(info.kind, ()):
+        errors += rule(obj)
+    return errors

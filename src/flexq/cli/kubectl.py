@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import typer
 
-from flexq.api import InputError, KindInfo, UnknownKind, resolve
+from flexq.api import InputError, KindInfo, UnknownKind, config_key_errors, go_quote, resolve
 from flexq.cli import options
 from flexq.cli.checks import workload_name
 from flexq.cli.inputs import read_manifests
@@ -222,13 +222,18 @@ def create_configmap(
     from_literal: Annotated[list[str] | None, typer.Option("--from-literal", help="KEY=VALUE.")] = None,
     namespace: NamespaceOpt = None,
 ) -> None:
-    """Create a ConfigMap from files and literals (kubectl create configmap)."""
-    data = _file_data(from_file or [])
+    """Create a ConfigMap from files and literals (kubectl create configmap).
+
+    Each key is checked before anything is sent, as kubectl checks it: a key the API server would refuse (``a/b``,
+    ``../x``) or one given twice is an error naming it."""
+    data: dict[str, str] = {}
+    for key, value in _file_data(from_file or []):
+        _add_key(data, name, key, value)
     for item in from_literal or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise CliError(f"error: --from-literal {item!r}: expected KEY=VALUE")
-        data[key] = value
+        _add_key(data, name, key, value)
     client = options.client()
     info = resolve("configmap")
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
@@ -236,15 +241,26 @@ def create_configmap(
     typer.echo(f"configmap/{name} created")
 
 
-def _file_data(items: list[str]) -> dict[str, str]:
-    """``--from-file [KEY=]PATH`` values: each file's text under its key (the file's name by default)."""
-    data: dict[str, str] = {}
+def _add_key(data: dict[str, str], name: str, key: str, value: str) -> None:
+    """Add ``key`` to a new ConfigMap's ``data``, refusing it with kubectl's words where kubectl would."""
+    errors = config_key_errors(key)
+    if errors:
+        raise CliError(f"error: {go_quote(key)} is not a valid key name for a ConfigMap: {','.join(errors)}")
+    if key in data:
+        raise CliError(f"error: cannot add key {go_quote(key)}, another key by that name already exists in Data for "
+                       f"ConfigMap {go_quote(name)}")
+    data[key] = value
+
+
+def _file_data(items: list[str]) -> list[tuple[str, str]]:
+    """``--from-file [KEY=]PATH`` values: each file's key (the file's name by default) and text, in order."""
+    data: list[tuple[str, str]] = []
     for item in items:
         key, sep, path_text = item.partition("=")
         path = Path(path_text if sep else key)
         key = key if sep else path.name
         try:
-            data[key] = path.read_text(encoding="utf-8")
+            data.append((key, path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise InputError(str(path), "no such file or directory") from None
         except (OSError, UnicodeDecodeError) as exc:
