@@ -90,6 +90,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/live_baseline.py --workers 2
 	$(BIN)/python bench/latency_bench.py
 	$(BIN)/python bench/metrics_bench.py
+	$(BIN)/python bench/watch_flood_bench.py
 	$(BIN)/python bench/live_baseline.py --config large-scale --scale 0.1
 	$(BIN)/python bench/execution_bench.py
 

@@ -14,10 +14,12 @@ from tests.conftest import free_port
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` (its lifespan included) until the block ends; yields its base URL."""
+def serving(app: Any, **config: Any) -> Iterator[str]:
+    """Serve ``app`` (its lifespan included) until the block ends; yields its base URL. ``config``: more of
+    uvicorn's settings (``http=``: the protocol class)."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                                           **config))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()

@@ -65,8 +65,9 @@ class BodyLimit:
         size = 0
         while True:
             message = await receive()
-            if message["type"] != "http.request":  # the client went: the app sees it as it would have
-                await self.app(scope, _replay(message, receive), send)
+            if message["type"] != "http.request":
+                # The client went, or its body stopped coming and the server let it go (see flexq.server.connection):
+                # there is no one to answer, and half a body to act on is nothing to hand on.
                 return
             chunk: bytes = message.get("body", b"")
             size += len(chunk)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from flexq.server.watchers import Watches
+from flexq.store import Change
+
 __all__ = ["ChangeHub"]
 
 
@@ -16,10 +19,17 @@ class ChangeHub:
         self._event: asyncio.Event | None = None
         self.closed = False
         """The server is stopping: long-lived streams that check this end (see :meth:`close`)."""
+        self.watches = Watches()
+        """What the server's watches share: the cap on each caller's, the tally of what each resource committed."""
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._event = asyncio.Event()
+
+    def committed(self, changes: list[Change]) -> None:
+        """The store's listener (any thread): ``changes`` were committed."""
+        self.watches.tally.add(changes)
+        self.notify()
 
     def notify(self) -> None:
         loop = self._loop

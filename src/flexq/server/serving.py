@@ -9,6 +9,8 @@ from collections.abc import Callable
 import uvicorn
 from starlette.types import ASGIApp
 
+from flexq.server.connection import bounded_protocol
+
 __all__ = ["Server", "loop_factory", "uvicorn_servers"]
 
 _CLOSE_STREAMS = 3
@@ -31,9 +33,10 @@ def uvicorn_servers(app: ASGIApp, sockets: list[socket.socket], tls: tuple[str, 
     """A uvicorn server for each socket: plain HTTP on the first, HTTPS (``tls``: certificate and key files) on the
     second where there is one."""
     def server(**extra: str) -> Server:
+        # The protocol bounds what a client may hold: slow headers and bodies, responses it does not read.
         return Server(uvicorn.Config(app, log_level=log_level, access_log=False, ws="wsproto",
-                                      timeout_graceful_shutdown=_CLOSE_STREAMS, timeout_keep_alive=_KEEP_IDLE,
-                                      **extra))  # type: ignore[arg-type]
+                                      http=bounded_protocol(), timeout_graceful_shutdown=_CLOSE_STREAMS,
+                                      timeout_keep_alive=_KEEP_IDLE, **extra))  # type: ignore[arg-type]
 
     servers = [(server(), sockets[0])]
     if tls is not None:

@@ -158,7 +158,7 @@ def worker_app(service: ObjectService, owner: OwnerProxy, auth: Authenticator,
     """A worker's application: the same checks in front as the owner's (Host, body size, authentication), the
     Kubernetes API behind them, the owner behind that."""
     hub = ChangeHub()
-    service.store.subscribe(lambda _changes: hub.notify())
+    service.store.subscribe(hub.committed)
     kube = KubeApi(service, hub)
     kube.pages, kube.elsewhere = OwnerPages(), owner
     app: ASGIApp = WorkerLane(kube, owner, hub)
