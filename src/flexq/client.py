@@ -1,20 +1,41 @@
 """The HTTP client of a flexq server, the CLI's and the exporter's: the Kubernetes API paths of the server, and
-its errors for people."""
+its errors for people.
+
+The caller's token goes only where it is safe (:func:`route`): to the server of ``FLEXQ_HOME`` through its Unix
+socket, where the URL names that server's plain-HTTP port on loopback (a port is anybody's to take once the
+server has gone; the socket's folder is its user's alone); over HTTPS, verified (the local CA where there is
+one); and over plain HTTP elsewhere only with ``FLEXQ_INSECURE_HTTP=1``.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import os
 import ssl
+import stat
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import SplitResult, quote, urlsplit
 
 import httpx
 
 from flexq.api import KindInfo
-from flexq.config import caller_token, server_ca
+from flexq.config import (
+    INSECURE_HTTP,
+    caller_token,
+    flexq_home,
+    insecure_http,
+    listen_record,
+    local_socket,
+    server_ca,
+    unix_address,
+)
 from flexq.errors import FlexqError
 
-__all__ = ["CliError", "Client", "ServerError", "close_clients", "credentials"]
+__all__ = ["CliError", "Client", "Route", "ServerError", "close_clients", "route", "verification"]
 
 
 class CliError(FlexqError):
@@ -39,14 +60,116 @@ class ServerError(CliError):
         super().__init__(f"Error from server ({reason}): {detail}")
 
 
-def credentials(server: str) -> tuple[dict[str, str], ssl.SSLContext | bool]:
-    """The headers (the caller's token) and the TLS verification to reach ``server`` with."""
-    token = caller_token()
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+def verification(server: str) -> ssl.SSLContext | bool:
+    """The TLS verification to reach ``server`` with: an ``https://`` one against ``FLEXQ_CA`` or the local CA where
+    there is one, else the system's."""
     ca = server_ca()
     if server.startswith("https://") and ca is not None:
-        return headers, ssl.create_default_context(cafile=str(ca))
-    return headers, True
+        return ssl.create_default_context(cafile=str(ca))
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How requests reach a server. ``url``: the address they are made to (over the socket, the server's own URL,
+    which gives their Host); ``headers``: the caller's token; ``verify``: TLS verification; ``socket``: the address
+    of the local socket they go through, or None (TCP)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    verify: ssl.SSLContext | bool = True
+    socket: str | None = None
+
+    def client(self, timeout: float) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=self.socket) if self.socket is not None else None
+        return httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, verify=self.verify,
+                            transport=transport)
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """The record of the server of a ``FLEXQ_HOME`` (:func:`flexq.config.listen_record`)."""
+
+    http_port: int
+    https: str | None
+    socket: bool
+
+
+def _loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _served(home: Path) -> _Served | None:
+    """What the server of ``home`` serves, where its folder is one this user may trust (a folder only its owner
+    may write to, owned by this user, root or the home's owner); None where no server of ``home`` is serving."""
+    folder = local_socket(home).parent
+    try:
+        found = os.lstat(folder)
+        owners = {os.geteuid(), 0, os.stat(home).st_uid}
+        if not stat.S_ISDIR(found.st_mode) or found.st_mode & 0o022 or found.st_uid not in owners:
+            return None
+        doc = json.loads(listen_record(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("http_port"), int):
+        return None
+    https = doc.get("https")
+    return _Served(doc["http_port"], https if isinstance(https, str) else None, doc.get("socket") is True)
+
+
+def _local(server: str, parts: SplitResult, home: Path, served: _Served | None,
+           headers: dict[str, str]) -> Route | None:
+    """The way to the server of ``home`` where ``server`` names its plain-HTTP port on loopback: its socket, else
+    (no socket could be had) its HTTPS port, verified against its own CA alone."""
+    try:
+        port = parts.port or 80
+    except ValueError:
+        return None
+    if served is None or not _loopback(parts.hostname) or port != served.http_port:
+        return None
+    address = unix_address(local_socket(home)) if served.socket else None
+    if address is not None:
+        return Route(server, headers, True, address)
+    ca = home / "tls" / "ca.crt"
+    if served.https is not None and ca.exists():
+        return Route(served.https, headers, ssl.create_default_context(cafile=str(ca)))
+    return None
+
+
+def route(server: str, *, token: bool = True) -> Route:
+    """How to reach ``server`` with the caller's token (none with ``token`` false). Raises :class:`CliError` where the
+    token would go over plain HTTP to something that may not be a flexq server: any ``http://`` URL but the
+    plain-HTTP port of the server of ``FLEXQ_HOME`` (reached through its socket), unless ``FLEXQ_INSECURE_HTTP=1``."""
+    server = server.rstrip("/")
+    secret = caller_token() if token else None
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    parts = urlsplit(server)
+    if parts.scheme != "http":
+        return Route(server, headers, verification(server))
+    home = flexq_home()
+    served = _served(home)
+    local = _local(server, parts, home, served, headers)
+    if local is not None:
+        return local
+    if not secret or insecure_http():
+        return Route(server, headers)
+    anyway = f"({INSECURE_HTTP}=1 sends the token in clear anyway)"
+    if not _loopback(parts.hostname):
+        raise CliError(f"refusing to send a token over plain HTTP to {server}: it would cross the network in clear. "
+                       f"Use the server's https:// address {anyway}")
+    if served is not None:
+        raise CliError(f"refusing to send a token over plain HTTP to {server}: it is not the server of FLEXQ_HOME "
+                       f"({home}, on port {served.http_port}), which flexq's CLI reaches through its socket. Use the "
+                       f"server's https:// address, or set FLEXQ_HOME to its home {anyway}")
+    raise CliError(f"cannot reach the flexq server at {server}: no server of FLEXQ_HOME ({home}) is running, and "
+                   "flexq's CLI sends a token over plain HTTP only to that server, through its socket.\n"
+                   "Start one with `flexq server` (in another shell, or `flexq server &`), or point --server / "
+                   f"FLEXQ_SERVER at a running one's https:// address {anyway}.")
 
 
 _OPEN: set[Client] = set()
@@ -59,14 +182,24 @@ def close_clients() -> None:
 
 
 class Client:
+    """A server's API as the caller. Its way there (:func:`route`) is found at the first request, whose
+    :class:`CliError` says why a server cannot be reached safely."""
+
     def __init__(self, server: str, timeout: float = 30.0) -> None:
         self.server = server.rstrip("/")
-        headers, verify = credentials(self.server)
-        self._http = httpx.Client(base_url=self.server, timeout=timeout, headers=headers, verify=verify)
+        self._timeout = timeout
+        self._client: httpx.Client | None = None
         _OPEN.add(self)
 
+    @property
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            self._client = route(self.server).client(self._timeout)
+        return self._client
+
     def close(self) -> None:
-        self._http.close()
+        if self._client is not None:
+            self._client.close()
         _OPEN.discard(self)
 
     @staticmethod

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from flexq.auth import read_token
+from flexq.config import local_socket, unix_address
 
 __all__ = ["main"]
 
@@ -57,8 +58,11 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], deadline: float) -> N
 
 
 def _api(url: str, home: Path) -> httpx.Client:
-    """The server's API as its administrator (the token flexq's CLI presents, from ``home/auth/admin.token``)."""
-    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {read_token(home)}"}, timeout=10)
+    """The server's API as its administrator (the token flexq's CLI presents, from ``home/auth/admin.token``),
+    through the server's socket, as the CLI reaches it."""
+    address = unix_address(local_socket(home))
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {read_token(home)}"}, timeout=10,
+                        transport=httpx.HTTPTransport(uds=address) if address is not None else None)
 
 
 def _wait_for_jobs(http: httpx.Client, names: tuple[str, ...], deadline: float) -> None:

@@ -130,6 +130,22 @@ def test_the_dashboards_cookie_session_writes_only_with_its_csrf_token(server: S
     assert right.status_code == 201, right.text
 
 
+def test_the_csrf_token_is_given_to_the_dashboards_own_pages_alone(server: Server) -> None:
+    """No page's script reads the session's CSRF token from its cookie (HttpOnly): the server writes it into the
+    dashboard's own pages, for their writes."""
+    signed = httpx.get(f"{server.url}/ui/?token={server.token}", follow_redirects=False)
+    made = {header.partition("=")[0]: header for header in signed.headers.get_list("set-cookie")}
+    assert set(made) == {"flexq-token", "flexq-csrf"}
+    for header in made.values():
+        assert "; HttpOnly" in header and "SameSite=Strict" in header, header
+    csrf = made["flexq-csrf"].partition("=")[2].split(";")[0]
+    cookies = {"flexq-token": server.token, "flexq-csrf": csrf}
+    page = httpx.get(f"{server.url}/ui/jobs", cookies=cookies)
+    assert page.status_code == 200 and f'<meta name="flexq-csrf" content="{csrf}">' in page.text
+    assert page.headers["cache-control"] == "no-store"
+    assert 'name="flexq-csrf"' not in admin.get(f"{server.url}/ui/jobs").text, "no session, no token"
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

@@ -16,7 +16,7 @@ import httpx
 import typer
 
 from flexq.cli import options
-from flexq.client import credentials
+from flexq.client import CliError, route
 from flexq.config import caller_token
 
 __all__ = ["dashboard"]
@@ -24,8 +24,9 @@ __all__ = ["dashboard"]
 
 def _requires_token(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=5, verify=credentials(url)[1]).status_code == 401
-    except httpx.HTTPError:
+        with route(url, token=False).client(5) as http:
+            return http.get(url).status_code == 401
+    except (httpx.HTTPError, CliError):
         return False
 
 

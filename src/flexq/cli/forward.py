@@ -32,7 +32,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from flexq.client import Client, CliError, ServerError, credentials
+from flexq.client import Client, CliError, ServerError, route
 from flexq.server import MAX_LENGTH, TUNNEL_PROTOCOL, Data, Decoder, Encoder, GoAway, RstStream
 from flexq.server import Ping as SpdyPing
 
@@ -108,18 +108,21 @@ class _WebSocket:
 
     @classmethod
     async def connect(cls, server: str, path: str, subprotocol: str) -> _WebSocket:
-        url = urlsplit(server)
+        way = route(server)
+        url = urlsplit(way.url)
         secure = url.scheme == "https"
-        host = url.hostname or "127.0.0.1"
-        port = url.port or (443 if secure else 80)
-        headers, verify = credentials(server)
-        context = verify if isinstance(verify, ssl.SSLContext) else ssl.create_default_context()
+        context = way.verify if isinstance(way.verify, ssl.SSLContext) else ssl.create_default_context()
         try:
-            reader, writer = await asyncio.open_connection(host, port, ssl=context if secure else None)
+            if way.socket is not None:  # the server of FLEXQ_HOME, through its socket
+                reader, writer = await asyncio.open_unix_connection(way.socket)
+            else:
+                reader, writer = await asyncio.open_connection(url.hostname or "127.0.0.1",
+                                                               url.port or (443 if secure else 80),
+                                                               ssl=context if secure else None)
         except OSError as exc:
             raise CliError(f"cannot reach the flexq server at {server}: {exc.strerror or exc}") from None
         sock = cls(reader, writer)
-        extra = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        extra = [(k.lower().encode(), v.encode()) for k, v in way.headers.items()]
         sock._write(sock._ws.send(Request(host=url.netloc, target=path, subprotocols=[subprotocol],
                                           extra_headers=extra)))
         body = b""

@@ -1,8 +1,9 @@
 """Kubeconfigs that point kubectl at a flexq server: over HTTPS with its CA where the server serves it.
 
 kubectl sends a bearer token only over HTTPS, so a kubeconfig carrying the caller's token names the server's
-HTTPS endpoint and embeds its CA (both from the server's public ``/flexq/v1/cluster-info``). A server that
-serves plain HTTP only, or one not running yet, gets the plain URL, which serves anonymous mode.
+HTTPS endpoint and embeds its CA (both from the server's public ``/flexq/v1/cluster-info``, asked the way flexq's
+CLI would send the token: what answers is trusted with it). A server that serves plain HTTP only, or one not
+running yet, gets the plain URL, which serves anonymous mode.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 
 from flexq.cli.printers import to_yaml
-from flexq.client import credentials
+from flexq.client import CliError, route
 from flexq.config import caller_token
 
 __all__ = ["kubeconfig_text", "secure_endpoint"]
@@ -21,9 +22,9 @@ __all__ = ["kubeconfig_text", "secure_endpoint"]
 def secure_endpoint(server_url: str) -> tuple[str, str | None]:
     """The URL kubectl should use for ``server_url`` and the base64 CA data to verify it with (None: plain)."""
     try:
-        info: Any = httpx.get(f"{server_url.rstrip('/')}/flexq/v1/cluster-info", timeout=5,
-                             verify=credentials(server_url)[1]).json()
-    except (httpx.HTTPError, ValueError):
+        with route(server_url).client(5) as http:
+            info: Any = http.get("/flexq/v1/cluster-info").json()
+    except (httpx.HTTPError, ValueError, CliError):
         return server_url, None
     if isinstance(info, dict) and isinstance(info.get("server"), str) and info.get("certificateAuthorityData"):
         return info["server"], str(info["certificateAuthorityData"])

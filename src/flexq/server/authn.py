@@ -4,7 +4,9 @@ A request names its caller with ``Authorization: Bearer <token>`` (kubectl, gclo
 ``flexq-token`` cookie (the dashboard in a browser, signed in with ``/ui/?token=T``; its writes must also carry the
 session's CSRF token). No valid token: 401, except for the public paths (``/healthz``, ``/version``) and, on a
 server in anonymous mode (``--auth anonymous``, loopback only), where a caller without a recognised token acts as
-the administrator. A caller whose role may not do what it
+the administrator. A path to a job's Ray dashboard that carries a capability (:mod:`flexq.server.raycap`) is
+authorized by it alone, whatever else the request presents; one that carries an invalid one is refused. A caller
+whose role may not do what it
 asks: 403, worded as Kubernetes words it (verb, resource, API group, namespace). The caller is left in the
 request's state (``request.state.identity``) for handlers that authorize per object.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -21,6 +24,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from flexq.auth import ANONYMOUS, PUBLIC_PATHS, Identity, TokenBook, authorize, forbidden_message, request_attributes
+from flexq.server.raycap import capability_key, capability_path, valid
 from flexq.server.status import status_body
 
 __all__ = ["COOKIE", "CSRF_COOKIE", "CSRF_HEADER", "AuthMiddleware", "Authenticator", "caller", "google_error",
@@ -28,8 +32,9 @@ __all__ = ["COOKIE", "CSRF_COOKIE", "CSRF_HEADER", "AuthMiddleware", "Authentica
 
 COOKIE: Final = "flexq-token"
 CSRF_COOKIE: Final = "flexq-csrf"
-"""The dashboard session's CSRF token: a cookie its pages can read and send back in :data:`CSRF_HEADER` with
-every write, which a page of another site can neither read nor set."""
+"""The dashboard session's CSRF token: an HttpOnly cookie, which no page's script reads; the server gives it to the
+dashboard's own pages (a ``<meta name="flexq-csrf">``), which send it back in :data:`CSRF_HEADER` with every
+write. A page of another site can neither read it nor set it."""
 CSRF_HEADER: Final = "x-csrf-token"
 _SAFE: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -126,6 +131,17 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
         self.app = app
         self.auth = auth
+        self._ray_key: bytes | None = None
+
+    def _capability(self, path: str) -> bool | None:
+        """Whether the Ray dashboard capability ``path`` carries is valid; None where it carries none."""
+        found = capability_path(path)
+        if found is None:
+            return None
+        if self._ray_key is None:
+            self._ray_key = capability_key(self.auth.book.folder.parent)
+        namespace, name, segment = found
+        return self._ray_key is not None and valid(self._ray_key, segment, namespace, name, time.time())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -134,6 +150,14 @@ class AuthMiddleware:
         path: str = scope.get("path", "/")
         method = scope.get("method", "GET") if scope["type"] == "http" else "GET"
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        granted = self._capability(path)
+        if granted is not None:  # the path alone says: no cookie of a sandboxed page's request is looked at
+            if granted:
+                await self.app(scope, receive, send)
+            else:
+                await reply(scope, send, 403, status_body(403, "Forbidden", "this Ray dashboard address has expired "
+                                                          "or is not valid: open it again from the job's page"))
+            return
         if scope["type"] == "http" and path.startswith("/ui") and "token" in query:
             await self._sign_in(scope, send, path, query["token"])
             return
@@ -148,8 +172,8 @@ class AuthMiddleware:
                          else status_body(401, "Unauthorized", "Unauthorized"))
             return
         if presented.by_cookie and scope["type"] == "http" and method not in _SAFE and not presented.csrf_ok():
-            text = (f"a write from the dashboard's session must carry its CSRF token (the {CSRF_COOKIE} cookie, "
-                    f"in the {CSRF_HEADER} header)")
+            text = (f"a write from the dashboard's session must carry its CSRF token (the {CSRF_COOKIE} cookie's, "
+                    f"given to its pages, in the {CSRF_HEADER} header)")
             await reply(scope, send, 403, google_error(403, text) if is_gke(path)
                         else status_body(403, "Forbidden", text))
             return
@@ -172,7 +196,8 @@ class AuthMiddleware:
             return
         secure = "; Secure" if scope.get("scheme") == "https" else ""
         cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
-        csrf = f"{CSRF_COOKIE}={secrets.token_urlsafe(24)}; Path=/; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
+        csrf = (f"{CSRF_COOKIE}={secrets.token_urlsafe(24)}; Path=/; HttpOnly; SameSite=Strict; Max-Age={_COOKIE_AGE}"
+                f"{secure}")
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", path.encode()), (b"set-cookie", cookie.encode()),
                                 (b"set-cookie", csrf.encode()), (b"content-length", b"0")]})

@@ -9,7 +9,8 @@ authentication and whatever the mode:
   or by an IP address (a rebinding page can only use a name it controls): else 403.
 - **Origin**: a request from a page (an ``Origin`` header) must come from the server's own origin (the scheme and
   the Host it was sent to): else 403, for writes, reads and WebSockets alike. kubectl, gcloud and flexq's CLI
-  send no Origin.
+  send no Origin. The one exception: a job's Ray dashboard, sandboxed (an opaque origin, ``Origin: null``), calls
+  its own API under a capability path (:mod:`flexq.server.raycap`), which authorizes nothing else.
 - **Content type**: a write is read as JSON, YAML, a patch type or protobuf, as the API server reads it (no
   content type: JSON, its default); ``text/plain``, forms, multipart and anything else get 415.
 """
@@ -22,6 +23,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from flexq.server.authn import ASGIApp, Receive, Scope, Send, google_error, is_gke, reply
+from flexq.server.raycap import capability_path
 from flexq.server.status import status_body
 
 __all__ = ["ACCEPTED_MEDIA_TYPES", "RequestGuard"]
@@ -108,7 +110,8 @@ class RequestGuard:
                                "with --allowed-host NAME to answer to that name")
             return
         origin = _header(scope, b"origin")
-        if origin is not None and not _same_origin(origin, scope.get("scheme", "http"), host or ""):
+        sandboxed = origin == "null" and capability_path(path) is not None
+        if origin is not None and not sandboxed and not _same_origin(origin, scope.get("scheme", "http"), host or ""):
             await self._refuse(scope, send, path, 403, "Forbidden",
                                f"a request from the web page of {origin} is refused: only this server's own "
                                "pages may call its API from a browser")

@@ -1,13 +1,14 @@
 """Where the server listens and who it lets in: ``--host``, ``--port``, ``--tls-port``, ``--no-tls``, ``--auth``.
 
 By default the server serves HTTPS (``--tls-port``, ``--port`` + 1 unless given; its local CA under
-``FLEXQ_HOME/tls``), the endpoint gcloud's ``get-credentials`` points kubectl at, and plain HTTP on loopback for
-flexq's own CLI. Every request needs a token, on loopback too (flexq's CLI, ``flexq env`` and ``flexq kubeconfig``
-present the administrator's from its 0600 file): a loopback port is open to every local user and to every web
-page the user's browser shows. ``--auth anonymous`` (loopback only) makes a caller without a token the
-administrator. On any other address HTTPS is the only way in from outside (plain HTTP stays on 127.0.0.1), and
-asking for anonymous access or no TLS there is refused. The names the server answers to (its Host check) are its
-addresses, ``localhost``, the certificate's names and ``--allowed-host``.
+``FLEXQ_HOME/tls``), the endpoint gcloud's ``get-credentials`` points kubectl at, and plain HTTP on loopback; flexq's
+own CLI reaches it through its Unix socket in ``FLEXQ_HOME/run`` (:mod:`flexq.server.local_api`), never sending
+a token in clear to whatever holds the port. Every request needs a token, on loopback too (flexq's CLI, ``flexq
+env`` and ``flexq kubeconfig`` present the administrator's from its 0600 file): a loopback port is open to every
+local user and to every web page the user's browser shows. ``--auth anonymous`` (loopback only) makes a caller
+without a token the administrator. On any other address HTTPS is the only way in from outside (plain HTTP stays on
+127.0.0.1), and asking for anonymous access or no TLS there is refused. The names the server answers to (its Host
+check) are its addresses, ``localhost``, the certificate's names and ``--allowed-host``.
 """
 
 from __future__ import annotations

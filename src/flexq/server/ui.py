@@ -5,12 +5,16 @@ Pages are plain HTML, CSS and JavaScript shipped in the package (:mod:`flexq.ui`
 (``/flexq/v1/dashboard/changes``, one ``change`` event per burst of commits). The jobs table is filtered, sorted
 and paged by the server (:mod:`flexq.server.ui_jobs`), so a page moves a page of rows whatever the number of
 workloads.
+
+A page signed in by the session cookie carries the session's CSRF token in ``<meta name="flexq-csrf">`` (the cookie
+itself is HttpOnly: no page's script reads it), which its writes send back in ``X-CSRF-Token``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import re
 import threading
 import time
@@ -28,9 +32,10 @@ import flexq.server.ui_history as ui_history
 from flexq.auth import Attributes, Role, authorize
 from flexq.controller import RayRuntime, Sample, Tally
 from flexq.objects import ObjectService
-from flexq.server.authn import caller
+from flexq.server.authn import CSRF_COOKIE, caller
 from flexq.server.hub import ChangeHub
 from flexq.server.offload import off_loop
+from flexq.server.raycap import capability, capability_key
 from flexq.server.rayproxy import PREFIX, ray_proxy_router
 from flexq.server.status import status_body
 from flexq.server.ui_history import PoolHistory
@@ -60,6 +65,9 @@ def _assets() -> dict[str, tuple[bytes, str]]:
         if entry.is_file() and suffix in _TYPES:
             out[entry.name] = (entry.read_bytes(), _TYPES[suffix])
     return out
+
+
+_CHARSET: Final = b'<meta charset="utf-8">\n'
 
 
 def _page(name: str, main: bytes, executes: bool) -> bytes:
@@ -105,7 +113,10 @@ def ui_router(service: ObjectService, hub: ChangeHub, runtime: RayRuntime | None
     _history_route(router, table, PoolHistory(service.store))
     _reports_route(router, reports_dir)
     _changes_route(router, service.store, hub)
-    router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None))
+    key = capability_key(home) if home is not None else None
+    router.include_router(ray_proxy_router(runtime.dashboard_port if runtime is not None else None,
+                                           (lambda ns, name: capability(key, ns, name, time.time()))
+                                           if key is not None else None))
     return router
 
 
@@ -114,28 +125,33 @@ def _page_routes(router: APIRouter, reports_dir: Path | None, executes: bool) ->
     assets = _assets()
     pages = {name: _page(name, assets.pop(f"{name}.html")[0], executes) for name in _PAGES}
 
-    def page(name: str) -> Response:
-        return Response(pages[name], media_type=_TYPES[".html"], headers={"Cache-Control": "no-cache"})
+    def page(name: str, request: Request) -> Response:
+        body = pages[name]
+        csrf = request.cookies.get(CSRF_COOKIE)
+        if csrf:  # the session's, for this page's writes
+            body = body.replace(_CHARSET, _CHARSET + f'<meta name="flexq-csrf" content="{html.escape(csrf)}">\n'
+                                .encode(), 1)
+        return Response(body, media_type=_TYPES[".html"], headers={"Cache-Control": "no-store"})
 
     @router.get("/ui", include_in_schema=False)
     async def ui_root() -> Response:
         return RedirectResponse("/ui/", status_code=307)
 
     @router.get("/ui/", include_in_schema=False)
-    async def overview_page() -> Response:
-        return page("overview")
+    async def overview_page(request: Request) -> Response:
+        return page("overview", request)
 
     @router.get("/ui/jobs", include_in_schema=False)
-    async def jobs_page() -> Response:
-        return page("jobs")
+    async def jobs_page(request: Request) -> Response:
+        return page("jobs", request)
 
     @router.get("/ui/jobs/{namespace}/{name}", include_in_schema=False)
-    async def job_page(namespace: str, name: str) -> Response:
-        return page("job")
+    async def job_page(request: Request, namespace: str, name: str) -> Response:
+        return page("job", request)
 
     @router.get("/ui/reports", include_in_schema=False)
-    async def reports_page() -> Response:
-        return page("reports")
+    async def reports_page(request: Request) -> Response:
+        return page("reports", request)
 
     @router.get("/ui/static/{name}", include_in_schema=False)
     async def asset(name: str) -> Response:

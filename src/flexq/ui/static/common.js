@@ -4,15 +4,28 @@ const flexq = (() => {
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
   const timeFormat = new Intl.DateTimeFormat(undefined, {dateStyle: "medium", timeStyle: "medium"});
 
-  async function json(url) {
-    const response = await fetch(url, {headers: {Accept: "application/json"}});
+  // The session's CSRF token, given to this page by the server (its cookie is HttpOnly): a write sends it back.
+  const csrf = document.querySelector('meta[name="flexq-csrf"]')?.content || "";
+
+  async function answered(response) {
     if (!response.ok) {
       const body = await response.text();
       let said = body;
       try { said = JSON.parse(body).message || body; } catch (_) { /* not JSON: the text as it came */ }
       throw new Error(`${response.status} ${said.trim()}`);
     }
-    return response.json();
+    return response.status === 204 ? null : response.json();
+  }
+
+  async function json(url) {
+    return answered(await fetch(url, {headers: {Accept: "application/json"}}));
+  }
+
+  // send("DELETE", url) or send("POST", url, object): a write as the session, with its CSRF token.
+  async function send(method, url, body) {
+    const headers = {Accept: "application/json", "X-CSRF-Token": csrf};
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    return answered(await fetch(url, {method, headers, body: body === undefined ? undefined : JSON.stringify(body)}));
   }
 
   function time(iso) {
@@ -185,5 +198,5 @@ const flexq = (() => {
     return svg;
   }
 
-  return {json, time, duration, untilText, el, bar, live, zone, svgNode, picture, steps, bars, timeAxis, COLORS};
+  return {json, send, time, duration, untilText, el, bar, live, zone, svgNode, picture, steps, bars, timeAxis, COLORS};
 })();
