@@ -23,12 +23,13 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.api": (
         "AdmissionFairSharing", "ApiError", "CLUSTER_SELECTOR_KEY", "Column", "DEFAULT_KUEUE_CONFIG", "Document",
         "FieldCheck", "FieldError", "FieldValidation", "InputError", "InvalidObject", "KINDS", "KindInfo",
-        "KueueConfig", "MAX_INPUT_BYTES", "PodsReadyConfig", "Quantity", "QuantityError", "ResourceConfig",
-        "UnknownFields", "UnknownKind", "apply_defaults", "assignment_domains", "by_gvk", "by_resource", "convert",
-        "copy_json", "decode_input", "find_placeholders", "job_labels", "job_selector", "kueue_config_of",
-        "load_documents", "load_kueue_config", "load_yaml", "normalize", "numbers_only", "parse_field_validation",
-        "parse_kueue_config", "parse_quantity", "prune", "read_env_file", "resolve", "schema_errors", "storage_form",
-        "strict_errors", "substitute", "text_only", "to_v1beta2", "unknown_fields", "validate_document",
+        "KueueConfig", "MAX_INPUT_BYTES", "MAX_NESTING", "PodsReadyConfig", "Quantity", "QuantityError",
+        "ResourceConfig", "UnknownFields", "UnknownKind", "apply_defaults", "assignment_domains", "by_gvk",
+        "by_resource", "config_key_errors", "convert", "copy_json", "decode_input", "find_placeholders", "go_quote",
+        "job_labels", "job_selector", "kueue_config_of", "load_documents", "load_kueue_config", "load_yaml", "nesting",
+        "normalize", "numbers_only", "parse_field_validation", "parse_kueue_config", "parse_quantity", "prune",
+        "read_env_file", "resolve", "schema_errors", "storage_form", "strict_errors", "substitute", "text_only",
+        "to_v1beta2", "unknown_fields", "validate_document",
     ),
     "flexq.api.models": (
         "Quantity", "check_dns_label", "check_dns_subdomain", "check_label_value", "check_qualified_name", "core",
@@ -36,8 +37,8 @@ FACES: dict[str, tuple[str, ...]] = {
     ),
     "flexq.auth": (
         "ANONYMOUS", "Attributes", "Identity", "PUBLIC_PATHS", "Role", "TokenBook", "TokenError", "TokenInfo",
-        "UnknownToken", "authorize", "forbidden_message", "read_token", "request_attributes", "resource_path",
-        "rules_in",
+        "TokensUnwritable", "UnknownToken", "authorize", "forbidden_message", "read_token", "request_attributes",
+        "resource_path", "rules_in",
     ),
     "flexq.capacity": (
         "CATALOG", "CapacityConfig", "CapacityDriver", "CapacitySpec", "CapacityState", "Cluster",
@@ -87,9 +88,10 @@ FACES: dict[str, tuple[str, ...]] = {
     "flexq.runtime": (
         "BatchJobRun", "Borrowed", "ELASTIC_ANNOTATION", "END_MARKER", "JobUser", "JobUserError", "LOG_ANNOTATION",
         "LOST_REASON", "LocalPod", "RayClusterRun", "RayJobRun", "RemotePod", "RemoteRayCluster", "Resume", "attach",
-        "cluster_status", "configure", "head_port_map", "is_elastic", "job_of_pod", "kuberay_objects", "parse_reports",
-        "ray_pool_of", "ray_pool_of_pod", "raycluster_objects", "read_records", "reap", "reap_all", "record_path",
-        "same_object",
+        "choose_uids", "cluster_status", "configure", "head_port_map", "is_elastic", "job_of_pod", "kuberay_objects",
+        "log_reference", "parse_reports", "parse_uid_range", "pod_log_file", "pod_log_path", "pod_run_dir",
+        "pod_workdir", "ray_log_path", "ray_pool_of", "ray_pool_of_pod", "raycluster_objects", "read_records", "reap",
+        "reap_all", "record_path", "same_object",
     ),
     "flexq.scheduler": (
         "ALLOWED_FLAVORS", "Admission", "Assignment", "COUNTDOWNS", "CheckState", "ClusterQueueSpec", "Config",

@@ -155,3 +155,85 @@ def test_a_lock_held_by_another_process_refuses_writes_after_the_wait_and_reads_
         store.get(_key("during"))
     store.close()
     _intact(path)
+
+
+# --- room kept for deletes ---------------------------------------------------------------------------------------
+
+
+def _free(folder: Path) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def _fill(store: Store) -> int:
+    """Create ConfigMaps until the store refuses for a full disk (it may be SQLite, or the store's own check that
+    the disk has no more than the reserve left); how many were made."""
+    for made in range(10_000):
+        try:
+            store.create(_key(f"cm-{made}"), {"data": {"x": noise(f"cm-{made}")}})
+        except StoreUnavailable as exc:
+            assert exc.reason == "DiskFull", exc
+            return made
+    raise AssertionError("the disk never filled up")
+
+
+def test_a_full_disk_still_takes_deletes_and_refuses_the_rest_until_there_is_room(small_disk: Path) -> None:
+    """The reserve beside the database goes back to the disk as it fills: deletes commit (space cannot otherwise
+    be freed through the store), the other writes are refused up front, as etcd past its quota; once the disk has
+    room, the reserve is made again and every write is taken."""
+    path = small_disk / "flexq.db"
+    store = Store(path, reserve=1 << 20)  # a sixteenth of the 1 MiB disk: 64 KiB
+    reserve = small_disk / "flexq.db-reserve"
+    assert reserve.stat().st_size == 65536 and store.refusing() is None
+    (small_disk / "filler").write_bytes(b"\0" * 600_000)
+    made = _fill(store)
+    assert made > 3
+    assert not reserve.exists(), "given back to the disk"
+    why = store.refusing()
+    assert why is not None and "only deletes are taken" in why
+    deleted = [store.delete(_key(f"cm-{i}"))["metadata"]["name"] for i in range(3)]
+    assert deleted == ["cm-0", "cm-1", "cm-2"]
+    with pytest.raises(StoreUnavailable, match="only deletes are taken") as later:
+        store.create(_key("small"), {"data": {}})
+    assert later.value.reason == "DiskFull"
+    with pytest.raises(StoreUnavailable, match="only deletes are taken"):
+        store.update(_key("cm-3"), {"data": {}})
+    rv = store.current_rv()
+    (small_disk / "filler").unlink()
+    assert _free(small_disk) >= 2 * 65536
+    store.create(_key("after"), {"data": {}})
+    assert store.refusing() is None and reserve.stat().st_size == 65536, "the reserve is kept again"
+    assert store.current_rv() == rv + 1
+    store.close()
+    _intact(path)
+
+
+def test_a_store_opened_on_a_full_disk_takes_deletes_only(small_disk: Path) -> None:
+    """A restart on a full disk: the reserve, given back before, is not made again until there is room."""
+    path = small_disk / "flexq.db"
+    store = Store(path, reserve=1 << 20)
+    for i in range(3):
+        store.create(_key(f"cm-{i}"), {"data": {"x": noise(f"cm-{i}")}})
+    store.close()
+    (small_disk / "flexq.db-reserve").unlink()  # given back when the disk filled
+    (small_disk / "filler").write_bytes(b"\0" * (_free(small_disk) - 100_000))
+    again = Store(path, reserve=1 << 20)
+    assert again.refusing() is not None and again.low_space() is not None
+    with pytest.raises(StoreUnavailable, match="only deletes are taken"):
+        again.create(_key("new"), {"data": {}})
+    again.delete(_key("cm-0"))
+    assert [o["metadata"]["name"] for o in again.list_objects("", "configmaps")[0]] == ["cm-1", "cm-2"]
+    (small_disk / "filler").unlink()
+    assert again.refusing() is None
+    again.close()
+    _intact(path)
+
+
+def test_a_store_without_a_reserve_keeps_none(tmp_path: Path) -> None:
+    store = Store(tmp_path / "flexq.db")
+    store.create(_key("a"), {"data": {}})
+    assert store.refusing() is None and not (tmp_path / "flexq.db-reserve").exists()
+    store.close()
+    memory = Store(":memory:", reserve=1 << 20)
+    assert memory.refusing() is None and memory.low_space() is None
+    memory.close()

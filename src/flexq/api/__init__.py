@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING
 from flexq.faces import lazy_face
 
 if TYPE_CHECKING:
+    from flexq.api.core_rules import config_key_errors, go_quote
     from flexq.api.defaults import apply_defaults, job_labels, job_selector
     from flexq.api.documents import (
         MAX_INPUT_BYTES,
+        MAX_NESTING,
         Document,
         decode_input,
         load_documents,
         load_yaml,
+        nesting,
         numbers_only,
         text_only,
     )
@@ -55,6 +58,7 @@ __all__ = [
     "DEFAULT_KUEUE_CONFIG",
     "KINDS",
     "MAX_INPUT_BYTES",
+    "MAX_NESTING",
     "AdmissionFairSharing",
     "ApiError",
     "Column",
@@ -76,16 +80,19 @@ __all__ = [
     "assignment_domains",
     "by_gvk",
     "by_resource",
+    "config_key_errors",
     "convert",
     "copy_json",
     "decode_input",
     "find_placeholders",
+    "go_quote",
     "job_labels",
     "job_selector",
     "kueue_config_of",
     "load_documents",
     "load_kueue_config",
     "load_yaml",
+    "nesting",
     "normalize",
     "numbers_only",
     "parse_field_validation",

@@ -17,8 +17,8 @@ import yaml
 
 from flexq.api.object_errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "Document", "decode_input", "duplicate_keys", "format_path", "load_documents",
-           "load_yaml", "numbers_only", "text_only"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_NESTING", "Document", "decode_input", "duplicate_keys", "format_path",
+           "load_documents", "load_yaml", "nesting", "numbers_only", "text_only"]
 
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024
 """The largest manifest flexq reads at once (the API server's own request limit is 3 MiB an object)."""
@@ -26,9 +26,35 @@ ALIAS_ALLOWANCE: Final = 10_000
 """Nodes a document's aliases may add when expanded, beyond four times the nodes written: YAML's anchors let 400
 bytes stand for billions of nodes (an alias bomb); the API server's YAML reader refuses such "excessive aliasing"
 too."""
+MAX_NESTING: Final = 100
+"""How deep mappings and sequences may nest in a manifest or a request body (Kubernetes objects nest a few tens
+deep). YAML's reader, and every walk of what it read, recurses once a level: text nested thousands deep would
+run out of Python's stack."""
 
 
-class _Loader(yaml.SafeLoader):
+class _Bounded(yaml.SafeLoader):
+    """SafeLoader that refuses (:class:`InputError`, naming ``source`` and the line), as it reads, mappings and
+    sequences nested deeper than :data:`MAX_NESTING`: before its composer, which recurses once a level, goes that
+    deep."""
+
+    _depth = 0
+    source = "the manifest"
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        opening = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        if opening:
+            if self._depth >= MAX_NESTING:
+                raise InputError(self.source, f"malformed YAML: nested deeper than {MAX_NESTING} levels",
+                                 self.get_mark().line + 1)
+            self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if opening:
+                self._depth -= 1
+
+
+class _Loader(_Bounded):
     """SafeLoader without the timestamp resolver: dates stay strings, as in JSON."""
 
 
@@ -95,36 +121,63 @@ def decode_input(data: bytes, source: str) -> str:
         ) from None
 
 
-def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
-    """How many nodes ``node`` stands for with every alias expanded (``memo``: by node, those counted so far)."""
+def _expanded(node: yaml.Node, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """How many nodes ``node`` stands for with every alias expanded, and how deep its mappings and sequences then
+    nest (``memo``: by node, those counted so far)."""
     known = memo.get(id(node))
     if known is not None:
         return known
-    memo[id(node)] = 1  # a node that contains itself counts once (PyYAML refuses such recursion anyway)
-    if isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded(item, memo) for item in node.value)
+    memo[id(node)] = (1, 0)  # a node that contains itself counts once (PyYAML refuses such recursion anyway)
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else node.value
+        counted = [_expanded(child, memo) for child in children]
+        size, depth = 1 + sum(n for n, _ in counted), 1 + max((d for _, d in counted), default=0)
     else:
-        size = 1
-    memo[id(node)] = size
-    return size
+        size, depth = 1, 0
+    memo[id(node)] = (size, depth)
+    return size, depth
 
 
 def _check_aliases(node: yaml.Node, source: str) -> None:
-    memo: dict[int, int] = {}
+    memo: dict[int, tuple[int, int]] = {}
     try:
-        size = _expanded(node, memo)
+        size, depth = _expanded(node, memo)
     except RecursionError:
         raise InputError(source, "malformed YAML: nested too deeply", node.start_mark.line + 1) from None
     if size > 4 * len(memo) + ALIAS_ALLOWANCE:
         raise InputError(source, f"malformed YAML: excessive aliasing (anchors and aliases that expand to {size:,} "
                          f"nodes from {len(memo):,})", node.start_mark.line + 1)
+    if depth > MAX_NESTING:
+        raise InputError(source, f"malformed YAML: nested deeper than {MAX_NESTING} levels (its aliases expanded)",
+                         node.start_mark.line + 1)
 
 
-def _loader(kind: type[yaml.SafeLoader], text: str, source: str) -> yaml.SafeLoader:
+def nesting(value: Any) -> int:
+    """How deep ``value``'s objects and lists nest (a scalar: 0; counted up to one past :data:`MAX_NESTING`),
+    without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > MAX_NESTING:
+            return depth
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def _loader(kind: type[_Bounded], text: str, source: str) -> _Bounded:
     try:
-        return kind(text)
+        loader = kind(text)
+        loader.source = source
+        return loader
     except yaml.YAMLError as exc:  # the reader refuses unprintable characters at once
         raise InputError(source, f"malformed YAML: {exc}".replace("\n", " ")) from None
 
@@ -133,7 +186,7 @@ def load_yaml(text: str, source: str, duplicates: list[str] | None = None) -> An
     """One YAML (or JSON) document, as ``yaml.safe_load`` reads it, with aliasing bounded (:data:`ALIAS_ALLOWANCE`);
     :class:`InputError` for what cannot be read. The keys a mapping repeats (the last is kept) are added to
     ``duplicates`` where it is given, as the API server words them."""
-    loader = _loader(yaml.SafeLoader, text, source)
+    loader = _loader(_Bounded, text, source)
     try:
         node = loader.get_single_node()
         if node is None:

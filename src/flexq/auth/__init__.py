@@ -8,7 +8,7 @@ names one of them; :func:`authorize` answers for a request's attributes as Kuber
 from flexq.auth.identity import ANONYMOUS, Identity, Role
 from flexq.auth.rbac import PUBLIC_PATHS, Attributes, authorize, forbidden_message, rules_in
 from flexq.auth.requests import request_attributes, resource_path
-from flexq.auth.tokens import TokenBook, TokenError, TokenInfo, UnknownToken, read_token
+from flexq.auth.tokens import TokenBook, TokenError, TokenInfo, TokensUnwritable, UnknownToken, read_token
 
 __all__ = [
     "ANONYMOUS",
@@ -19,6 +19,7 @@ __all__ = [
     "TokenBook",
     "TokenError",
     "TokenInfo",
+    "TokensUnwritable",
     "UnknownToken",
     "authorize",
     "forbidden_message",

@@ -23,7 +23,7 @@ from flexq.auth.identity import Identity, Role
 from flexq.config import write_private
 from flexq.errors import FlexqError
 
-__all__ = ["TOKEN_FILE", "TokenBook", "TokenError", "TokenInfo", "UnknownToken", "read_token"]
+__all__ = ["TOKEN_FILE", "TokenBook", "TokenError", "TokenInfo", "TokensUnwritable", "UnknownToken", "read_token"]
 
 TOKEN_FILE: Final = "admin.token"
 _BOOK: Final = "tokens.json"
@@ -37,6 +37,17 @@ class TokenError(FlexqError):
 
 class UnknownToken(TokenError):
     """No token has the name given."""
+
+
+class TokensUnwritable(TokenError):
+    """The book of tokens could not be written (a full disk, a read-only ``FLEXQ_HOME``): nothing was changed, the
+    tokens are as they were. ``path``: the book; ``cause``: the system's words."""
+
+    def __init__(self, path: Path, cause: str) -> None:
+        self.path = path
+        self.cause = cause
+        super().__init__(f"the tokens could not be written: {cause} ({path}): nothing was changed; free space there "
+                         "and try again")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +107,16 @@ class TokenBook:
                          for e in raw.get("tokens", [])}
         self._stamp = stamp
 
-    def _save(self) -> None:
+    def _save(self, before: dict[str, TokenInfo]) -> None:
+        """Write the book; where it cannot be written, put ``before`` back (what the file still says) and raise
+        :class:`TokensUnwritable`."""
         rows = [{"sha256": digest, **info.to_json()} for digest, info in self._entries.items()]
-        _write_private(self._path, json.dumps({"tokens": rows}, indent=1) + "\n")
-        st = self._path.stat()
+        try:
+            _write_private(self._path, json.dumps({"tokens": rows}, indent=1) + "\n")
+            st = self._path.stat()
+        except OSError as exc:
+            self._entries = before
+            raise TokensUnwritable(self._path, exc.strerror or str(exc)) from None
         self._stamp = (st.st_mtime_ns, st.st_size)
 
     # --- the API ----------------------------------------------------------------------------------
@@ -112,9 +129,10 @@ class TokenBook:
             if existing is not None and _digest(existing) in self._entries:
                 return existing
             token = _PREFIX + secrets.token_urlsafe(32)
+            before = self._entries
             self._entries = {d: i for d, i in self._entries.items() if i.name != "admin"}
             self._entries[_digest(token)] = TokenInfo("admin", Role.ADMIN, None, _now())
-            self._save()
+            self._save(before)
             _write_private(self.folder / TOKEN_FILE, token + "\n")
             return token
 
@@ -138,8 +156,9 @@ class TokenBook:
                 raise TokenError(f"a token named {name!r} exists already (flexq token revoke {name} first)")
             token = _PREFIX + secrets.token_urlsafe(32)
             info = TokenInfo(name, role, namespace, _now())
+            before = dict(self._entries)
             self._entries[_digest(token)] = info
-            self._save()
+            self._save(before)
             return token, info
 
     def revoke(self, name: str) -> TokenInfo:
@@ -150,8 +169,9 @@ class TokenBook:
                     if name == "admin":
                         raise TokenError("the administrator's token cannot be revoked (delete "
                                          f"{self.folder / TOKEN_FILE} and restart the server for a new one)")
+                    before = dict(self._entries)
                     del self._entries[digest]
-                    self._save()
+                    self._save(before)
                     return info
             raise UnknownToken(f'no token named "{name}"')
 

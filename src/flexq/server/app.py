@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq import __version__
 from flexq.api import FieldCheck, FieldValidation, InputError, InvalidObject
-from flexq.auth import Identity
+from flexq.auth import Identity, Role
 from flexq.controller import RayRuntime
 from flexq.objects import BadRequest, ObjectService
 from flexq.runtime import END_MARKER
@@ -33,7 +33,7 @@ from flexq.server.guard import RequestGuard
 from flexq.server.hub import ChangeHub
 from flexq.server.k8s import KubeApi
 from flexq.server.lane import VERBS, KubeLane
-from flexq.server.logs import follow_log
+from flexq.server.logs import follow_log, read_log
 from flexq.server.offload import off_loop
 from flexq.server.openapi import gv_document, root_document
 from flexq.server.openapi_pb import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_TYPE, encode_document
@@ -44,7 +44,7 @@ from flexq.server.status import error_response, field_causes, status_body
 from flexq.server.token_api import tokens_router
 from flexq.server.ui import Observed, ui_router
 from flexq.server.visibility import Leader, PendingWorkloads
-from flexq.store import Key, NotFound
+from flexq.store import BaseStore, Key, NotFound
 
 __all__ = ["create_app"]
 
@@ -84,9 +84,9 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     front of everything. ``leader`` gives the controller while this server leads: Kueue's visibility API reads its
     queues (without it, that API answers 503)."""
     hub = ChangeHub()
-    service.store.subscribe(lambda _changes: hub.notify())
+    service.store.subscribe(hub.committed)
     kube = KubeApi(service, hub, runtime.head_ports if runtime is not None else None,
-                   PendingWorkloads(service.store, leader))
+                   PendingWorkloads(service.store, leader), runtime.home if runtime is not None else None)
     app = _bare_app(hub)
     app.state.hub = hub  # closed by the process that serves the app when it stops: open streams end
     app.include_router(gke_router(service, endpoint, ca_pem))
@@ -99,7 +99,7 @@ def create_app(service: ObjectService, endpoint: str = "127.0.0.1:8585", runtime
     if names is not None:
         lane = RequestGuard(lane, names)  # outermost: what a web page sends is refused before anything reads it
     app.front = lane
-    _cluster_routes(app, endpoint, ca_pem, observed)
+    _cluster_routes(app, endpoint, ca_pem, observed, service.store)
     _kube_routes(app, kube)
     _flexq_routes(app, service, runtime)
     return app
@@ -146,17 +146,19 @@ def _bare_app(hub: ChangeHub) -> _App:
 
 
 def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
-                    observed: Observed | None) -> None:
+                    observed: Observed | None, store: BaseStore) -> None:
     """What describes the server itself: metrics, cluster-info, version, health and the OpenAPI documents."""
-    @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own",
-             response_class=PlainTextResponse)
-    async def metrics() -> Response:
+    @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics: Kueue's names, and flexq's own (a "
+             "developer's: their namespace's and the cluster-wide series)", response_class=PlainTextResponse)
+    async def metrics(request: Request) -> Response:
         if observed is None:
             return PlainTextResponse("no controller runs in this server\n", status_code=404)
+        who = caller(request.state)
+        namespace = None if who.role is Role.ADMIN else who.namespace or ""
         # In threads, and sent as it is written: a server of a thousand queues writes tens of megabytes a scrape (and
         # waits for the controller's step to read its figures), while the event loop serves the other requests.
         tally, sample = await asyncio.to_thread(observed.observe)
-        return StreamingResponse(render_chunks(tally, sample), media_type=CONTENT_TYPE_LATEST)
+        return StreamingResponse(render_chunks(tally, sample, namespace), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/flexq/v1/cluster-info", tags=["cluster"], summary="The HTTPS endpoint and its CA (public, as "
              "Kubernetes' cluster-info)")
@@ -172,10 +174,18 @@ def _cluster_routes(app: FastAPI, endpoint: str, ca_pem: bytes,
         return version_info()
 
     @app.get("/healthz", include_in_schema=False)
-    @app.get("/readyz", include_in_schema=False)
     @app.get("/livez", include_in_schema=False)
     async def healthz() -> PlainTextResponse:
         return PlainTextResponse("ok")
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> PlainTextResponse:
+        """Ready while the store takes writes; 503 with the reason while it refuses them (its disk full), as the API
+        server's readyz fails its etcd check."""
+        refusing = store.refusing()
+        if refusing is None:
+            return PlainTextResponse("ok")
+        return PlainTextResponse(f"[-]store failed: {refusing}\nreadyz check failed\n", status_code=503)
 
     _openapi_routes(app)
 
@@ -249,7 +259,7 @@ def _flexq_routes(app: FastAPI, service: ObjectService, runtime: RayRuntime | No
         if not follow:
             if not path.exists():
                 return JSONResponse(status_body(404, "NotFound", f"RayJob {name} has not started yet"), 404)
-            return PlainTextResponse(path.read_text(encoding="utf-8", errors="replace").replace(END_MARKER, ""))
+            return PlainTextResponse(read_log(path).replace(END_MARKER, ""))
         return StreamingResponse(follow_log(path, lambda: hub.closed), media_type="text/plain")
 
     @app.post("/flexq/v1/apply", response_model=ApplyResponse, tags=["objects"],

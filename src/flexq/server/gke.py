@@ -23,10 +23,9 @@ from typing import Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from flexq.api import KINDS, ApiError, InvalidObject, resolve
+from flexq.api import KINDS, MAX_NESTING, ApiError, InvalidObject, nesting, resolve
 from flexq.capacity import GKE_VERSION, gke_node_pool, initial_nodes_written, node_pool_of
 from flexq.objects import BOOT_NAMESPACES, BadRequest, ObjectService
-from flexq.server.k8s import MAX_NESTING, nesting
 from flexq.store import AlreadyExists, NotFound
 
 __all__ = ["gke_router"]

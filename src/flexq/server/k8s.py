@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from flexq.api import (
+    MAX_NESTING,
     FieldCheck,
     FieldError,
     InputError,
@@ -29,6 +30,7 @@ from flexq.api import (
     by_gvk,
     by_resource,
     load_yaml,
+    nesting,
     numbers_only,
     parse_field_validation,
     text_only,
@@ -45,7 +47,7 @@ from flexq.objects import (
     label_selector,
     table,
 )
-from flexq.runtime import END_MARKER, LOG_ANNOTATION
+from flexq.runtime import END_MARKER, pod_log_file
 from flexq.server.access import review
 from flexq.server.authn import caller
 from flexq.server.bodylimit import MAX_REQUEST_BYTES, too_large
@@ -59,16 +61,16 @@ from flexq.server.discovery import (
     resource_list,
 )
 from flexq.server.hub import ChangeHub
-from flexq.server.logs import follow_log
+from flexq.server.logs import follow_log, read_log
 from flexq.server.offload import off_loop, write_off_loop
 from flexq.server.portforward import TUNNEL_PROTOCOL, PortError, deny, serve_websocket
 from flexq.server.protobuf import ProtobufError, decode_delete_options, decode_object
 from flexq.server.status import error_response, status_body
 from flexq.server.visibility import PendingWorkloads
-from flexq.server.watch import watch_stream
+from flexq.server.watch import watch_response
 from flexq.store import BaseStore, NotFound, loads
 
-__all__ = ["KubeApi", "PagedElsewhere"]
+__all__ = ["KubeApi", "PagedElsewhere", "whole_number"]
 
 _PATCH_TYPES: Final = (
     "application/json-patch+json",
@@ -95,8 +97,10 @@ class KubeApi:
     """Request handlers over an :class:`ObjectService`; ``ports`` serves ``port-forward`` (None: no pod has any)."""
 
     def __init__(self, service: ObjectService, hub: ChangeHub, ports: PortMap | None = None,
-                 visibility: PendingWorkloads | None = None) -> None:
+                 visibility: PendingWorkloads | None = None, home: Path | None = None) -> None:
         self.service = service
+        self.home = home
+        """The running server's ``FLEXQ_HOME``, under which the logs of the jobs it runs are (None: it runs none)."""
         self.hub = hub
         self.ports = ports
         self.pages = ListPages()
@@ -245,22 +249,31 @@ class KubeApi:
         return store if store.shares_batches else None
 
     async def _pod_log(self, request: Request, info: KindInfo, namespace: str, name: str) -> Response:
-        """A pod's log: for the pods of a RayJob, the job's driver log (followed with ``follow=true``)."""
+        """A pod's log: its own run's output, or, for the pods of a RayJob or RayCluster, the job's driver log or the
+        head's log (followed with ``follow=true``). Where the log is comes from the server's own layout
+        (:func:`~flexq.runtime.pod_log_file`), never from a path an object carries."""
         try:
             pod = self.service.get(info, namespace, name)
         except Exception as exc:
             return error_response(exc, info, name)
-        path = (pod["metadata"].get("annotations") or {}).get(LOG_ANNOTATION)
-        if not path:
-            return PlainTextResponse("")
-        log = Path(path)
-        if request.query_params.get("follow") in ("true", "1"):
-            return StreamingResponse(follow_log(log, lambda: self.hub.closed), media_type="text/plain")
-        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-        text = text.replace(END_MARKER, "")
         tail = request.query_params.get("tailLines")
-        if tail and tail.isdigit():
-            text = "".join(text.splitlines(keepends=True)[-int(tail):])
+        try:
+            lines = None if not tail else whole_number("tailLines", tail)
+        except BadRequest as exc:
+            return JSONResponse(status_body(400, "BadRequest", exc.message), status_code=400)
+        if self.home is None:
+            return PlainTextResponse("")
+        log = pod_log_file(self.home, pod)
+        if request.query_params.get("follow") in ("true", "1"):
+            if not log.exists() and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+                containers: list[dict[str, Any]] = (pod.get("spec") or {}).get("containers") or [{}]
+                container = str(containers[0].get("name", ""))
+                return JSONResponse(status_body(400, "BadRequest", f'container "{container}" in pod "{name}" is '
+                                                                   "waiting to start: ContainerCreating"), 400)
+            return StreamingResponse(follow_log(log, lambda: self.hub.closed), media_type="text/plain")
+        text = read_log(log).replace(END_MARKER, "")
+        if lines is not None:
+            text = "".join(text.splitlines(keepends=True)[-lines:]) if lines else ""
         return PlainTextResponse(text)
 
     def _forwardable(self, namespace: str, name: str) -> tuple[int, str, str] | None:
@@ -354,10 +367,8 @@ class KubeApi:
         match_fields = field_selector(q.get("fieldSelector"), field_labels(t.info.group, t.info.plural))
         as_table = _wants_table(request)
         start = _resource_version(q.get("resourceVersion"))
-        raw_timeout = q.get("timeoutSeconds") or "1800"
-        if not raw_timeout.isdigit():
-            raise BadRequest(f'timeoutSeconds: Invalid value: "{raw_timeout}": must be a whole number of seconds')
-        timeout = float(raw_timeout)
+        timeout = float(whole_number("timeoutSeconds", q.get("timeoutSeconds") or "1800",
+                                     "must be a whole number of seconds"))
         too_new = await self._too_new(start)
         if too_new is not None:
             return too_new
@@ -365,10 +376,9 @@ class KubeApi:
         def selected(obj: dict[str, Any]) -> bool:
             return match_labels(obj) and match_fields(obj)
 
-        selective = bool(q.get("labelSelector") or q.get("fieldSelector"))
-        stream = watch_stream(request, self.service, self.hub, t.info, t.version, t.namespace,
-                              selected if selective else None, as_table, start, timeout)
-        return StreamingResponse(stream, media_type="application/json")
+        selection = (q.get("labelSelector") or "", q.get("fieldSelector") or "")
+        return watch_response(request, self.service, self.hub, t.info, t.version, t.namespace,
+                              selected if any(selection) else None, as_table, start, timeout, selection)
 
     async def _too_new(self, start: str) -> Response | None:
         """The API server's 504 for a resourceVersion the store has not reached :data:`FRESH_WAIT` seconds after it
@@ -397,19 +407,30 @@ def _resource_version(value: str | None) -> str:
     """A list's or watch's ``resourceVersion`` ("" where none is given); :class:`BadRequest` for one that is not a
     whole number."""
     start = value or ""
-    if not start.isdigit() and start != "":
-        raise BadRequest(f'resourceVersion: Invalid value: "{start}": must be a resourceVersion this server gave '
-                         "(a whole number)")
+    if start:
+        whole_number("resourceVersion", start, "must be a resourceVersion this server gave (a whole number)")
     return start
 
 
 def _limit(value: str | None) -> int:
     """A list's ``limit`` (0: none); :class:`BadRequest` for one that is not a whole number."""
     raw = value or "0"
-    if not raw.lstrip("-").isdigit():
-        raise BadRequest(f'limit: Invalid value: "{raw}": must be a whole number')
-    if int(raw) < 0:
+    if raw.startswith("-") and _WHOLE.fullmatch(raw[1:]) is not None:
         raise BadRequest("list limit must not be negative")
+    return whole_number("limit", raw, "must be a whole number")
+
+
+_WHOLE: Final = re.compile(r"[0-9]{1,19}")
+"""A whole number in a query parameter, as Go's ``strconv.ParseInt`` reads one for the API server: ASCII digits
+(``str.isdigit`` takes ``²`` and ``٣`` too, which ``int`` refuses), no more than an int64 holds."""
+
+
+def whole_number(name: str, raw: str, what: str = "must be a non-negative integer") -> int:
+    """The query parameter ``name``'s value ``raw`` as a whole number; :class:`BadRequest` (400, one line, naming
+    the parameter and what was given) for anything else."""
+    if _WHOLE.fullmatch(raw) is None or int(raw) >= 1 << 63:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise BadRequest(f"{name}: Invalid value: {json.dumps(shown, ensure_ascii=False)}: {what}")
     return int(raw)
 
 
@@ -609,27 +630,3 @@ def _duplicate_fields(raw: bytes, body: Any) -> list[str]:
 
     json.loads(raw, object_pairs_hook=pairs)
     return found
-
-
-MAX_NESTING = 100
-"""How deep objects and lists in a request body may nest (Kubernetes objects nest a few tens deep)."""
-
-
-def nesting(value: Any) -> int:
-    """How deep ``value``'s objects and lists nest (a scalar: 0), counted without recursion."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        depth += 1
-        if depth > MAX_NESTING:
-            return depth
-        deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in children)
-    return deepest

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,6 +36,8 @@ TUNNEL_PROTOCOL: Final = "SPDY/3.1+portforward.k8s.io"
 _CHUNK: Final = 32 * 1024
 _REFUSED_STREAM: Final = 3
 _PROTOCOL_ERROR: Final = 1
+_PORT: Final = re.compile(r"[0-9]{1,5}")
+"""A port in a stream's headers: ASCII digits (``str.isdigit`` takes ``²`` too, which ``int`` refuses)."""
 
 
 class PortError(FlexqError):
@@ -106,7 +109,7 @@ class PortForwardSession:
         self._last_stream = max(self._last_stream, frame.stream_id)
         kind, port_text = frame.headers.get("streamtype", ""), frame.headers.get("port", "")
         request = frame.headers.get("requestid", port_text)
-        if kind not in ("error", "data") or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        if kind not in ("error", "data") or not _PORT.fullmatch(port_text) or not 0 < int(port_text) < 65536:
             log.info("port-forward: refused stream %d with headers %s", frame.stream_id, frame.headers)
             await self._send(lambda e: e.rst_stream(frame.stream_id, _REFUSED_STREAM))
             return

@@ -1,32 +1,47 @@
 """``/metrics``: the live server's figures in Prometheus' text format, with Kueue's metric names where Kueue has
-them (so that dashboards made for Kueue work) and ``flexq_`` ones for what is flexq's own."""
+them (so that dashboards made for Kueue work) and ``flexq_`` ones for what is flexq's own.
+
+An administrator's scrape holds every series. A developer's holds what their role may read through the API (see
+:mod:`flexq.auth.rbac`): the series of their own namespace (Kueue's LocalQueue families, labelled ``namespace``)
+and the cluster-wide ones (ClusterQueues, cohorts, flavors, node pools), never another namespace's LocalQueue
+names nor the server's threads, which are named after the pods and jobs of every namespace. So a dashboard made
+for Kueue keeps working under a developer's token, for their queues, as a Prometheus behind
+``prom-label-proxy`` serves a tenant.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from flexq.controller import PHASES, Sample, StepStats, Tally
-from flexq.server.kueue_families import exposition, exposition_chunks, kueue_families
+from flexq.server.kueue_families import TextFamily, TextHistogram, exposition, exposition_chunks, kueue_families
 
-__all__ = ["render", "render_chunks", "thread_cpu"]
+__all__ = ["EVERY_NAMESPACE", "render", "render_chunks", "thread_cpu"]
+
+EVERY_NAMESPACE: Final = frozenset({"flexq_thread_cpu_seconds"})
+"""Families whose label values name objects of every namespace without a ``namespace`` label to tell them apart
+(threads are named after the pods and jobs they run): left out of a developer's scrape."""
 
 
-def render(tally: Tally, sample: Sample) -> bytes:
-    """The text exposition of ``tally`` (counters since start) and ``sample`` (where things stand)."""
-    return exposition(_Figures(tally, sample).collect())
+def render(tally: Tally, sample: Sample, namespace: str | None = None) -> bytes:
+    """The text exposition of ``tally`` (counters since start) and ``sample`` (where things stand): every series
+    (``namespace`` None, an administrator's scrape), or a developer's of ``namespace`` (see the module)."""
+    return exposition(_Figures(tally, sample, namespace).collect())
 
 
-def render_chunks(tally: Tally, sample: Sample) -> Iterator[bytes]:
+def render_chunks(tally: Tally, sample: Sample, namespace: str | None = None) -> Iterator[bytes]:
     """:func:`render` in pieces, each written when the one before has been taken (a response sent as it is
     written)."""
-    return exposition_chunks(_Figures(tally, sample).collect())
+    return exposition_chunks(_Figures(tally, sample, namespace).collect())
 
 
 def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequence[str], int]]) -> Metric:
@@ -37,13 +52,21 @@ def _counter(name: str, doc: str, labels: list[str], counts: Iterable[tuple[Sequ
 
 
 class _Figures(Collector):
-    def __init__(self, tally: Tally, sample: Sample) -> None:
+    def __init__(self, tally: Tally, sample: Sample, namespace: str | None = None) -> None:
         self.tally = tally
         self.sample = sample
+        self.namespace = namespace
+        """Whose scrape: None, an administrator's (every series); else a developer's of this namespace."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from kueue_families(self.tally.kueue, self.sample.kueue, self.sample.replica_role)
-        yield from self._flexq()
+        families = itertools.chain(kueue_families(self.tally.kueue, self.sample.kueue, self.sample.replica_role),
+                                   self._flexq())
+        if self.namespace is None:
+            yield from families
+            return
+        for family in families:
+            if family.name not in EVERY_NAMESPACE:
+                yield _of_namespace(family, self.namespace)
 
     def _flexq(self) -> Iterator[Metric]:
         """flexq's own: races, node pools, their prices, requests in flight, cost."""
@@ -79,6 +102,19 @@ class _Figures(Collector):
         for name, seconds in sorted(thread_cpu().items()):
             threads.add_metric([name], seconds)
         yield threads
+
+
+def _of_namespace(family: Metric, namespace: str) -> Metric:
+    """``family`` with only the series of ``namespace`` among those labelled by one (those with no ``namespace``
+    label are cluster-wide: kept). Changes ``family``, made for this scrape alone."""
+    if isinstance(family, TextFamily | TextHistogram):
+        if "namespace" in family.labels:
+            at = family.labels.index("namespace")
+            rows: list[Any] = family.rows
+            rows[:] = [row for row in rows if row[0][at] == namespace]
+    else:
+        family.samples = [s for s in family.samples if s.labels.get("namespace", namespace) == namespace]
+    return family
 
 
 def _forecasts(s: Sample) -> Iterator[Metric]:

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from flexq.server.authn import Authenticator
 from flexq.server.heap import HeapPolicy
 from flexq.server.leader import Leadership, leader_router
 from flexq.server.listen import ListenError, ListenPlan
+from flexq.server.local_api import LocalApi
 from flexq.server.serving import Server, loop_factory
 from flexq.server.tls import ensure_certificates
 from flexq.server.worker import WorkerSpec
@@ -64,8 +66,34 @@ def _bind(host: str, port: int, option: str, patience: float = 0.0) -> socket.so
             raise ListenError(f"cannot listen on {host}:{port} ({option}): {exc.strerror or exc}") from None
 
 
+def _disk_warning(store: BaseStore) -> str:
+    """The banner's line where the store's disk is full (writes refused: a restart on a full disk says so) or nearly
+    full; "" where it has room."""
+    space = store.refusing() or store.low_space()
+    return f"\n  WARNING: {space}" if space is not None else ""
+
+
+def _writable(home: Path) -> None:
+    """``home`` found writable (where it is not there yet: the folder it would be made in), without making it:
+    :class:`StoreOptionError` naming it where not (a read-only file system, another user's folder), before anything
+    is written there."""
+    try:
+        if home.exists():
+            tempfile.TemporaryFile(dir=home).close()
+            return
+        above = next(p for p in home.absolute().parents if p.exists())
+        if not os.access(above, os.W_OK | os.X_OK) or os.statvfs(above).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EROFS if os.statvfs(above).f_flag & os.ST_RDONLY else errno.EACCES,
+                          f"{above} cannot be written")
+    except OSError as exc:
+        raise StoreOptionError(f"FLEXQ_HOME {home} cannot be written ({exc.strerror or exc}): the server keeps its "
+                               "store, tokens and logs there; choose another with --home") from None
+
+
 def _settle(home: Path, runtime: str, run_as: str | None) -> JobUser | None:
-    """What the server writes is its user's alone from now on (umask 077); who its jobs run as."""
+    """What the server writes is its user's alone from now on (umask 077), in a ``home`` it can write
+    (:func:`_writable`); who its jobs run as."""
+    _writable(home)
     os.umask(0o077)
     return configure_job_user(run_as, home) if runtime == "ray" else None
 
@@ -88,9 +116,11 @@ def _secure(home: Path, searchable: bool) -> None:
 
 
 def _banner(plan: ListenPlan, http_port: int, tls_port: int | None, home: Path, store_spec: str | None,
-            user: JobUser | None) -> str:
+            user: JobUser | None, local: LocalApi) -> str:
     state = f"objects in {shown(store_spec)}, the rest in {home}" if store_spec else f"state in {home}"
-    lines = [f"flexq server: http://{plan.http_host}:{http_port} (flexq's CLI), {state}"]
+    cli = (f"{local.path} (flexq's CLI)" if local.socket is not None else
+           "no socket for flexq's CLI (FLEXQ_HOME is too deep: it uses HTTPS)")
+    lines = [f"flexq server: http://{plan.http_host}:{http_port}, {cli}, {state}"]
     if tls_port is not None:
         lines.append(f"  https://{plan.endpoint_host}:{tls_port} (kubectl after gcloud get-credentials; "
                      f"CA {home / 'tls' / 'ca.crt'})")
@@ -120,11 +150,10 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
           lease_duration: float = 15.0, event_ttl: float = DEFAULT_EVENT_TTL, shared: bool = False,
           run_as: str | None = None, kueue: KueueConfig = DEFAULT_KUEUE_CONFIG, workers: int = 0) -> None:
     """Serve as ``plan`` says until SIGINT/SIGTERM, then close the store; the ``capacity`` file is read again on SIGHUP
-    (see :class:`CapacityFile`). ``store_spec`` is
-    ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the servers elect a leader with leases of
-    ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers ``shared`` on one SQLite file, each
-    following the others' commits. Events go ``event_ttl`` s after they were last seen (0: kept). ``kueue``: Kueue's
-    Configuration.
+    (see :class:`CapacityFile`). ``store_spec`` is ``--store`` (see :mod:`flexq.store.url`); on PostgreSQL the
+    servers elect a leader with leases of ``lease_duration`` seconds (see :mod:`flexq.server.leader`); so do servers
+    ``shared`` on one SQLite file, each following the others' commits. Events go ``event_ttl`` s after they were last
+    seen (0: kept). ``kueue``: Kueue's Configuration; flexq's CLI has a socket (:mod:`flexq.server.local_api`).
 
     Jobs run as ``run_as`` (see :mod:`flexq.runtime.job_user`); what the server writes is its user's alone (umask
     077: files 0600, folders 0700). With ``workers``, that many API worker processes serve the ports and this one
@@ -133,7 +162,7 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
     Raises :class:`ListenError` (before anything starts) when a port cannot be bound, :class:`JobUserError` when
     ``run_as`` cannot be honoured, and :class:`StoreOptionError` when the store cannot be opened."""
     user = _settle(home, runtime, run_as)
-    sockets, store = _open(plan, store_spec, home, shared)
+    sockets, store, local = _open(plan, store_spec, home, shared)
     _secure(home, user is not None and user.separate)
     http_port = sockets[0].getsockname()[1]
     tls_port = sockets[1].getsockname()[1] if len(sockets) > 1 else None
@@ -167,9 +196,10 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             str(home), str(sqlite_path(store_spec, home) or ""), [], files, plan.anonymous,
             sorted(plan.host_names()), sorted(kueue.frameworks), log_level, FOLLOW_EVERY, os.getpid(),
             store_spec if is_postgres(store_spec) else None))
-        print(_banner(plan, http_port, tls_port, home, store_spec, user), file=sys.stderr, flush=True)
-        _run(front, app, log_level, capacity_file.reload)
+        print(_banner(plan, http_port, tls_port, home, store_spec, user, local) + _disk_warning(store), file=sys.stderr)
+        _run(front, app, log_level, capacity_file.reload, local)
     finally:
+        local.close()
         expiry.stop()
         leadership.stop()
         store.close()
@@ -177,18 +207,21 @@ def serve(home: Path, plan: ListenPlan, *, log_level: str = "warning",
             sock.close()
 
 
-def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None]) -> None:
-    """Serve until SIGINT or SIGTERM: here, or (with API workers) on the owner's socket while the workers serve."""
+def _run(front: Front, app: FastAPI, log_level: str, reload: Callable[[], None], local: LocalApi) -> None:
+    """Serve until SIGINT or SIGTERM: here, or (with API workers) on the owner's socket while the workers serve; and
+    here on the CLI's socket."""
     try:
         with HeapPolicy(), asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(_serve_all(front.servers(app, log_level), app.state.hub.close, reload))
+            servers = front.servers(app, log_level) + local.servers(app, log_level)
+            runner.run(_serve_all(servers, app.state.hub.close, reload))
     finally:
         front.stop()
 
 
 def _open(plan: ListenPlan, store_spec: str | None, home: Path,
-          shared: bool) -> tuple[list[socket.socket], BaseStore]:
-    """The listening sockets and the store, or neither (a port that cannot be bound, a store that cannot open)."""
+          shared: bool) -> tuple[list[socket.socket], BaseStore, LocalApi]:
+    """The listening sockets, the CLI's socket and the store, or none of them (a port that cannot be bound, a store
+    that cannot open)."""
     # The API workers of a server of this home that was killed may still hold its ports: waited for (and what else
     # it left, a moment longer).
     patience = LEFTOVER_WAIT if await_leftovers(home) else 0.0
@@ -196,11 +229,27 @@ def _open(plan: ListenPlan, store_spec: str | None, home: Path,
     try:
         if plan.tls_host is not None and plan.tls_port is not None:
             sockets.append(_bind(plan.tls_host, plan.tls_port, "--tls-port", patience))
-        return sockets, open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
+        store = open_store(store_spec, home, follow=FOLLOW_EVERY if shared else 0.0)
     except (ListenError, StoreOptionError):
         for sock in sockets:
             sock.close()
         raise
+    try:
+        return sockets, store, _local_api(home, plan, sockets)
+    except ListenError:
+        store.close()
+        for sock in sockets:
+            sock.close()
+        raise
+
+
+def _local_api(home: Path, plan: ListenPlan, sockets: list[socket.socket]) -> LocalApi:
+    """The CLI's socket and the record of the ports in ``sockets`` (see :mod:`flexq.server.local_api`)."""
+    https = f"https://{plan.endpoint_host}:{sockets[1].getsockname()[1]}" if len(sockets) > 1 else None
+    try:
+        return LocalApi(home, sockets[0].getsockname()[1], https)
+    except OSError as exc:
+        raise ListenError(f"cannot serve flexq's CLI on {home / 'run'}: {exc.strerror or exc}") from None
 
 
 class CapacityFile:

@@ -270,6 +270,15 @@ class BaseStore(Backend):
                 self._unpruned = 0
         self._publish(committed)
 
+    def refusing(self) -> str | None:
+        """Why the store refuses writes now, all but deletes (its disk is full: :mod:`flexq.store.reserve`); None
+        while it takes them."""
+        return None
+
+    def low_space(self) -> str | None:
+        """A warning where the store's disk is nearly full (None: it has room, or that cannot be known)."""
+        return None
+
     def timestamp(self) -> str:
         """Now, as the store stamps it on what it writes (``creationTimestamp``)."""
         return rfc3339(self._now())

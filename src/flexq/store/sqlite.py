@@ -4,7 +4,8 @@ processes on one file, each seeing the others' commits in order.
 What the store does is :mod:`flexq.store.base`'s; this module holds SQLite's statements. A write transaction
 is ``BEGIN IMMEDIATE``: it takes SQLite's write lock at once, so writers never interleave. A write the database
 refuses (disk full, locked by another process) is undone whole and raises :class:`StoreUnavailable`
-(:mod:`flexq.store.faults`); reads go on.
+(:mod:`flexq.store.faults`); reads go on. With a ``reserve``, a full disk still takes deletes
+(:mod:`flexq.store.reserve`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from flexq.store.base import BaseStore, Change, ChangeType, LogRow, rfc3339
 from flexq.store.bodies import pack, unpack
 from flexq.store.faults import BUSY_TIMEOUT_MS, begin, refused, unavailable
 from flexq.store.refusals import Key, StoreUnavailable
+from flexq.store.reserve import LOW_SPACE, Reserve, free_bytes
 from flexq.store.stamps import new_uid, utcnow
 
 __all__ = ["Change", "ChangeType", "Store", "rfc3339"]
@@ -69,11 +71,13 @@ class Store(BaseStore):
         history: int = 50_000,
         busy: float = 5.0,
         follow: float = 0.0,
+        reserve: int = 0,
     ) -> None:
         """``history``: how many of the newest changes the log keeps (older ones are compacted away once
         a tenth as many more were written); ``busy``: how long a write waits for another process's lock;
         ``follow``: every how many seconds to look for other processes' commits to the same file (0: never, the
-        file is this store's alone)."""
+        file is this store's alone); ``reserve``: bytes kept aside beside the file for deletes on a full disk (0:
+        none; see :mod:`flexq.store.reserve`)."""
         if isinstance(path, Path):
             path.parent.mkdir(parents=True, exist_ok=True)
         self._rv: int | None = None
@@ -97,6 +101,7 @@ class Store(BaseStore):
         self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         super().__init__(now=now, new_uid=new_uid, history=history)
         self._where, self._busy = str(path), busy
+        self._reserve = Reserve(Path(path), reserve) if reserve > 0 and _on_disk(path) else None
         self._closing = threading.Event()
         self._writer, self._holding = -1, False
         """Shared: a file lock that the servers on this file take around each write transaction, so that a writer
@@ -130,7 +135,31 @@ class Store(BaseStore):
 
     # --- transactions ------------------------------------------------------------------------------
 
+    def refusing(self) -> str | None:
+        return self._reserve.refusing() if self._reserve is not None else None
+
+    def low_space(self) -> str | None:
+        if not _on_disk(self._where):
+            return None
+        free = free_bytes(Path(self._where).parent)
+        if free is None or free >= LOW_SPACE:
+            return None
+        return (f"the store's disk is nearly full: {free / 2**20:.1f} MiB free for {self._where} (writes are refused "
+                "once it is full; deletes go on)")
+
+    def _room(self, change: ChangeType) -> None:
+        """Raise :class:`StoreUnavailable` for a write other than a delete while the disk is full (the room left is
+        the deletes')."""
+        if change is not ChangeType.DELETED and self._reserve is not None:
+            why = self._reserve.refusing()
+            if why is not None:
+                raise StoreUnavailable(f"the store could not write: database or disk is full ({self._where}): {why}; "
+                                       "nothing of this write was kept: delete what is not needed, or free space "
+                                       "there, and try again", "DiskFull")
+
     def _begin(self) -> None:
+        if self._reserve is not None:
+            self._reserve.check()
         if self._writer >= 0:
             self._take_writer()
         try:
@@ -166,7 +195,10 @@ class Store(BaseStore):
 
     def _refusal(self, exc: BaseException) -> StoreUnavailable | None:
         if isinstance(exc, sqlite3.Error) and refused(exc):
-            return unavailable(exc, self._where, self._busy)
+            refusal = unavailable(exc, self._where, self._busy)
+            if refusal.reason == "DiskFull" and self._reserve is not None:
+                self._reserve.release()
+            return refusal
         return None
 
     def _end(self) -> None:
@@ -276,6 +308,7 @@ class Store(BaseStore):
         return [(*row[:6], unpack(row[6])) for row in rows]
 
     def _put(self, change: ChangeType, key: Key, rv: int, body: str) -> None:
+        self._room(change)
         args = (key.group, key.resource, key.namespace, key.name)
         packed = pack(body)
         if change is ChangeType.DELETED:
@@ -285,6 +318,7 @@ class Store(BaseStore):
         self._db.execute("INSERT INTO changes VALUES (?,?,?,?,?,?,?)", (rv, change.value, *args, packed))
 
     def _put_new(self, rows: list[tuple[Key, int, str]]) -> None:
+        self._room(ChangeType.ADDED)
         packed = [(key.group, key.resource, key.namespace, key.name, rv, pack(body)) for key, rv, body in rows]
         self._db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?)", packed)
         self._db.executemany("INSERT INTO changes VALUES (?,'ADDED',?,?,?,?,?)",
@@ -298,3 +332,8 @@ class Store(BaseStore):
             (" AND namespace=?", (since, group, resource, namespace))
         return self._db.execute(f"SELECT 1 FROM changes WHERE rv > ? AND grp=? AND resource=?{where} LIMIT 1",
                                 args).fetchone() is not None
+
+
+def _on_disk(path: Path | str) -> bool:
+    """Whether ``path`` names a file (not SQLite's memory)."""
+    return isinstance(path, Path) or not (path == ":memory:" or path.startswith("file:"))

@@ -4,6 +4,8 @@
 - ``sqlite:///PATH`` (or a plain path): SQLite in that file;
 - ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB`` (or ``postgres://``): PostgreSQL, which several servers
   share (one leads the controllers, see :mod:`flexq.store.lease`).
+
+A server's SQLite store keeps room for deletes beside its file (:mod:`flexq.store.reserve`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from flexq.store.base import BaseStore
 from flexq.store.holder import LeaseLike
 from flexq.store.refusals import StoreError
+from flexq.store.reserve import RESERVE
 from flexq.store.sqlite import Store
 from flexq.store.sqlite_lease import SqliteLease
 
@@ -48,7 +51,10 @@ def sqlite_path(spec: str | None, home: Path) -> Path | None:
 def open_store(spec: str | None, home: Path, *, follow: float = 0.0) -> BaseStore:
     """The store ``spec`` names (see the module); :class:`StoreOptionError` with the reason if it cannot be."""
     if not spec:
-        return Store(home / "flexq.db", follow=follow)
+        try:
+            return Store(home / "flexq.db", follow=follow, reserve=RESERVE)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreOptionError(f"cannot open the store {home / 'flexq.db'}: {exc}") from None
     if is_postgres(spec):
         return _postgres(spec)
     if "://" in spec and not spec.startswith("sqlite://"):
@@ -58,7 +64,7 @@ def open_store(spec: str | None, home: Path, *, follow: float = 0.0) -> BaseStor
     if not path:
         raise StoreOptionError(f"--store {spec}: no file named (sqlite:///PATH)")
     try:
-        return Store(Path(path).expanduser(), follow=follow)
+        return Store(Path(path).expanduser(), follow=follow, reserve=RESERVE)
     except (OSError, sqlite3.Error) as exc:
         raise StoreOptionError(f"--store {spec}: cannot open the SQLite file: {exc}") from None
 
