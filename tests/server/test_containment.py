@@ -29,31 +29,20 @@ from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.process_tree import ProcessTree, cgroup_root
 from tests import admin
 from tests.conftest import Server, free_port_pair, start_server, stop_server
+from tests.server.test_job_isolation import SETUP as ISOLATION_SETUP
 
 pytestmark = pytest.mark.long
 
-SETUP = """apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: small}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: pods}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: small, resources: [{name: cpu, nominalQuota: 8}]}]
-""" + "".join(f"""---
+SETUP = ISOLATION_SETUP + """---
 apiVersion: v1
 kind: Namespace
-metadata: {{name: {ns}}}
+metadata: {name: team-b}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
-metadata: {{name: lq, namespace: {ns}}}
-spec: {{clusterQueue: pods}}
-""" for ns in ("team-a", "team-b"))
+metadata: {name: lq, namespace: team-b}
+spec: {clusterQueue: pods}
+"""
 
 ROOT = os.geteuid() == 0
 NOT_ROOT = "the server is not root: its jobs run as its own user, who can read its files (the security docs say so)"

@@ -33,7 +33,7 @@ from typing import Any, Final, Protocol
 
 from flexq.api import parse_quantity
 from flexq.runtime.job_user import job_user
-from flexq.runtime.process_tree import Limits, ProcessTree, exit_status
+from flexq.runtime.process_tree import Limits, ProcessTree, exit_status, pid_alive
 from flexq.runtime.rayjob import END_MARKER
 
 __all__ = ["GENERIC_IMAGES", "SHELLS", "LocalPod", "container_argv", "container_env", "image_name", "local_argv",
@@ -447,20 +447,8 @@ class _Launcher:
             self.returncode = code
             return code
         members = self.tree.members() if self.tree is not None and self.tree.contained else [self.pid]
-        if self.pid in members and _alive(self.pid):
+        if self.pid in members and pid_alive(self.pid):
             return None
         code = exit_status(self.status)  # written as it ended
         self.returncode = code if code is not None else 137  # killed before it could say: as a SIGKILL
         return self.returncode
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
-    return False

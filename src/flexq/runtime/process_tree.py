@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-__all__ = ["LAUNCHER", "Limits", "ProcessTree", "cgroup_root", "exit_status"]
+__all__ = ["LAUNCHER", "Limits", "ProcessTree", "cgroup_root", "exit_status", "pid_alive"]
 
 _GROUP: Final = "flexq-runs"
 """The cgroup, beneath the server's own, that holds every run's cgroup."""
@@ -173,7 +173,8 @@ def _members(folder: Path) -> list[int]:
     return sorted(pids)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not a zombie)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -256,7 +257,7 @@ class ProcessTree:
         """Every process of the tree now (contained trees: the cgroup's; others: the launchers' sessions)."""
         if self.contained:
             return _members(self.groups["2"])
-        return [pid for pid in self._session_members() if _pid_alive(pid)]
+        return [pid for pid in self._session_members() if pid_alive(pid)]
 
     def _session_members(self) -> list[int]:
         sessions = set(self.launchers)
@@ -270,7 +271,7 @@ class ProcessTree:
 
     def running(self) -> bool:
         """Whether any process of the tree still runs."""
-        return any(_pid_alive(pid) for pid in self.members())
+        return any(pid_alive(pid) for pid in self.members())
 
     def signal(self, sig: int) -> None:
         for pid in self.members():
