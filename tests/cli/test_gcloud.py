@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import pytest
 import yaml
 
 from tests import forks
-from tests.conftest import Server, free_port, start_server, stop_server
+from tests.cli.test_local_socket import listening
+from tests.conftest import Server, free_port, free_port_pair, start_server, stop_server
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
 
@@ -99,3 +101,33 @@ def test_cluster_sh_with_real_gcloud(tls_server: Server, tmp_path: Path) -> None
     # The user's own configuration was not touched: gcloud and kubectl used flexq's files.
     assert not (tmp_path / ".config" / "gcloud").exists()
     assert not (tmp_path / ".kube" / "config").exists(), "kubectl used flexq's kubeconfig (~/.kube has its cache)"
+
+
+def test_gcloud_sends_its_token_to_no_program_that_takes_the_ports(tmp_path: Path) -> None:
+    """``flexq env`` points gcloud at the HTTPS endpoint with the server's CA: once the server has died, a program
+    that takes either of its ports gets no token from gcloud (on the HTTPS port it cannot show the server's
+    certificate)."""
+    port = free_port_pair()
+    srv = start_server(tmp_path / "home", port=port)
+    env = srv.tools_env(tmp_path)
+    config = (Path(env["CLOUDSDK_CONFIG"]) / "configurations" / "config_default").read_text()
+    assert f"container = https://127.0.0.1:{port + 1}/" in config and "custom_ca_certs_file" in config
+    token = srv.token
+
+    def gcloud(timeout: float = 120) -> int:
+        """gcloud's exit code (-1: still trying, as it does again and again, after ``timeout`` seconds)."""
+        try:
+            return subprocess.run(["gcloud", "container", "clusters", "list", "--location=us-east5-b"],
+                                  capture_output=True, text=True, env=env, timeout=timeout, check=False).returncode
+        except subprocess.TimeoutExpired:
+            return -1
+
+    assert gcloud() == 0, "gcloud reaches the server over HTTPS, trusting its CA"
+    srv.process.send_signal(signal.SIGKILL)
+    srv.process.wait(timeout=30)
+    stop_server(srv)
+    with listening(port) as plain, listening(port + 1, answer_at_once=True) as secure:
+        assert gcloud(timeout=6) != 0
+    for taker in (plain, secure):
+        assert token.encode() not in taker.received and b"Bearer" not in taker.received
+    assert secure.connections, "gcloud went to the HTTPS port, and no further"

@@ -31,7 +31,9 @@ TOKEN = "flexq-test-token"
 class Listener:
     """What a program that took a port would see: every byte sent to ``127.0.0.1:port``."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, answer_at_once: bool = False) -> None:
+        self.answer_at_once = answer_at_once
+        """Answer (in plain HTTP) what first comes, not only a whole request: a TLS client's hello fails at once."""
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
@@ -55,7 +57,7 @@ class Listener:
                 with contextlib.suppress(OSError):
                     while chunk := conn.recv(65536):
                         self.received += chunk
-                        if b"\r\n\r\n" in self.received:
+                        if b"\r\n\r\n" in self.received or self.answer_at_once:
                             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                                          b"content-length: 13\r\n\r\n{\"items\": []}")
                             break
@@ -67,8 +69,8 @@ class Listener:
 
 
 @contextlib.contextmanager
-def listening(port: int) -> Iterator[Listener]:
-    listener = Listener(port)
+def listening(port: int, answer_at_once: bool = False) -> Iterator[Listener]:
+    listener = Listener(port, answer_at_once)
     try:
         yield listener
     finally:

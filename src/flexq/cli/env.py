@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import os
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from flexq.cli import options
-from flexq.cli.kubeconfigs import kubeconfig_text
+from flexq.cli.kubeconfigs import kubeconfig_text, secure_endpoint
 from flexq.config import caller_token, flexq_home, write_private
 
 __all__ = ["env", "kubeconfig"]
@@ -41,16 +44,40 @@ def env(
     server_url = options.server_url().rstrip("/")
     kubeconfig_path = home / "kubeconfig"
     write_private(kubeconfig_path, kubeconfig_text(server_url))
-    gcloud = _gcloud_config(home / "gcloud", server_url, project)
-    typer.echo(f"export FLEXQ_SERVER={server_url}\nexport KUBECONFIG={kubeconfig_path}\n"
-               f"export CLOUDSDK_CONFIG={gcloud}")
+    gcloud, trust = _gcloud_config(home / "gcloud", server_url, project)
+    exports = {"FLEXQ_SERVER": server_url, "KUBECONFIG": str(kubeconfig_path), "CLOUDSDK_CONFIG": str(gcloud)}
+    if trust is not None:
+        # gcloud's own variable outranks its configuration; and its HTTP library takes REQUESTS_CA_BUNDLE over both
+        # where the environment sets it: both name the bundle that holds the server's CA (and what that one held).
+        exports["CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE"] = str(trust)
+        if os.environ.get("REQUESTS_CA_BUNDLE"):
+            exports["REQUESTS_CA_BUNDLE"] = str(trust)
+    typer.echo("\n".join(f"export {key}={shlex.quote(value)}" for key, value in exports.items()))
 
 
-def _gcloud_config(gcloud: Path, server_url: str, project: str) -> Path:
-    """Write a gcloud configuration directory whose API endpoints are the server's; return it."""
+def _gcloud_config(gcloud: Path, server_url: str, project: str) -> tuple[Path, Path | None]:
+    """Write a gcloud configuration directory whose API endpoints are the server's HTTPS endpoint, trusting its CA
+    (plain HTTP where it serves no HTTPS); return it, and the CA bundle gcloud is to trust (None: plain HTTP)."""
     (gcloud / "configurations").mkdir(mode=0o700, parents=True, exist_ok=True)
     gcloud.chmod(0o700)
     (gcloud / "active_config").write_text("default", encoding="utf-8")
+    # gcloud sends the caller's token: to the server that holds the CA's key, never in clear to whatever holds the
+    # plain HTTP port (a program that took it after the server died).
+    secure, ca = secure_endpoint(server_url)
+    bundle: Path | None = None
+    trust = ""
+    if ca is not None:
+        bundle = gcloud / "ca.crt"
+        pem = base64.b64decode(ca).decode("ascii")
+        inherited = os.environ.get("REQUESTS_CA_BUNDLE", "")
+        if inherited and Path(inherited) == bundle:  # a second `eval "$(flexq env)"`: the bundle it named before
+            inherited = (gcloud / "ca.inherited").read_text(encoding="utf-8").strip() \
+                if (gcloud / "ca.inherited").is_file() else ""
+        if inherited and Path(inherited).is_file():
+            pem += "\n" + Path(inherited).read_text(encoding="ascii", errors="ignore")
+            write_private(gcloud / "ca.inherited", inherited)
+        write_private(bundle, pem)
+        server_url, trust = secure.rstrip("/"), f"custom_ca_certs_file = {bundle}\n"
     token = gcloud / "access-token"
     write_private(token, (caller_token() or "anonymous") + "\n")
     # The caller's flexq token as gcloud's access token: gcloud sends it to the GKE API, and
@@ -62,6 +89,7 @@ def _gcloud_config(gcloud: Path, server_url: str, project: str) -> Path:
         "account = flexq@local\n"
         "disable_prompts = true\n"
         "disable_usage_reporting = true\n"
+        f"{trust}"
         "[auth]\n"
         f"access_token_file = {token}\n"
         "[component_manager]\n"
@@ -70,4 +98,4 @@ def _gcloud_config(gcloud: Path, server_url: str, project: str) -> Path:
         f"container = {server_url}/\n"
         f"cloudresourcemanager = {server_url}/\n"
         f"serviceusage = {server_url}/\n", encoding="utf-8")
-    return gcloud
+    return gcloud, bundle
