@@ -131,6 +131,15 @@ def test_tokens_and_roles(secured: Server, tmp_path: Path) -> None:
     assert httpx.get(f"{url}/flexq/v1/dashboard/overview").status_code == 401
     assert admin.get(f"{url}/flexq/v1/dashboard/overview", cookies={"flexq-token": alice}).status_code == 200
     assert admin.get(f"{url}/ui/?token=fq_wrong", follow_redirects=False).status_code == 401
+    # A one-time code (what flexq dashboard opens) stands for the caller's token: once, and only the token's holder
+    # (not the dashboard's cookie) can ask for one.
+    code = httpx.post(f"{url}/flexq/v1/sign-in-codes", headers=as_alice, timeout=30)
+    assert code.status_code == 201 and alice not in code.text, code.text
+    signed = httpx.get(f"{url}/ui/?code={code.json()['code']}", follow_redirects=False, timeout=30)
+    assert signed.status_code == 303 and f"flexq-token={alice}" in signed.headers["set-cookie"]
+    assert httpx.get(f"{url}/ui/?code={code.json()['code']}", follow_redirects=False, timeout=30).status_code == 401
+    assert httpx.post(f"{url}/flexq/v1/sign-in-codes", timeout=30).status_code == 401
+    assert httpx.post(f"{url}/flexq/v1/sign-in-codes", cookies={"flexq-token": alice}, timeout=30).status_code != 201
 
     listed = secured.cli("token", "list")
     assert "alice" in listed.out and "developer" in listed.out and alice not in listed.out

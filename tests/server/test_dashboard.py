@@ -272,8 +272,14 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         assert any(t["source"] == "provisioning" and "Accepted=True" in t["what"] for t in detail["timeline"])
         assert any(t["what"] == "VariantCreated" for t in detail["timeline"])
         printed = cli(srv, "dashboard", "--no-open")
-        signed_in = f"{srv.url}/ui/?token={srv.token}"  # the browser signs in once; the page keeps a cookie
-        assert printed.returncode == 0 and printed.stdout == f"{signed_in}\n"
+        # The browser signs in once, with a one-time code that stands for the token (never the token itself, which
+        # the address would carry over plain HTTP); the page keeps a cookie.
+        assert printed.returncode == 0 and printed.stdout.startswith(f"{srv.url}/ui/?code="), printed.stdout
+        assert srv.token not in printed.stdout
+        signed = httpx.get(printed.stdout.strip(), follow_redirects=False, timeout=30)
+        assert signed.status_code == 303 and "flexq-token=" in signed.headers["set-cookie"]
+        assert httpx.get(printed.stdout.strip(), follow_redirects=False, timeout=30).status_code == 401, \
+            "a code works once"
         opened = tmp_path / "opened"
         browser = tmp_path / "browser.sh"
         browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
@@ -281,7 +287,8 @@ def test_a_live_server_shows_where_the_guides_jobs_stand(tmp_path: Path) -> None
         env = {**srv.env(), "BROWSER": str(browser)}
         env.pop("DISPLAY", None)
         shown = forks.run(["dashboard"], text=True, env=env, timeout=60)
-        assert shown.returncode == 0 and opened.read_text().strip() == signed_in
+        assert shown.returncode == 0 and opened.read_text().strip() == shown.stdout.strip()
+        assert f"{srv.url}/ui/?code=" in shown.stdout and shown.stdout != printed.stdout
         with admin.stream("GET", srv.url + "/flexq/v1/dashboard/changes", timeout=10) as events:
             assert next(events.iter_lines()) == "retry: 2000"
             srv.process.terminate()  # a browser tab left open does not keep a stopping server running

@@ -43,8 +43,11 @@ def dashboard(
     client.request_text("GET", "/healthz")  # no server there: the usual message, exit 1
     url = f"{client.server}/ui/"
     token = caller_token()
-    if token and _requires_token(url):  # the browser signs in once; the page keeps the token as a cookie
-        url += f"?token={token}"
+    if token and _requires_token(url):
+        # The browser signs in once and keeps the token as a cookie; the address carries a one-time code for it,
+        # asked of the server over the CLI's own way to it, never the token: the address goes over plain HTTP.
+        answer = client.request("POST", "/flexq/v1/sign-in-codes") or {}
+        url += f"?code={answer.get('code', '')}"
     typer.echo(url)
     if no_open or not _can_show():
         return

@@ -1,12 +1,12 @@
 """Authentication and authorization in front of every route: bearer tokens, the two roles, Kubernetes' answers.
 
 A request names its caller with ``Authorization: Bearer <token>`` (kubectl, gcloud, flexq's CLI) or the
-``flexq-token`` cookie (the dashboard in a browser, signed in with ``/ui/?token=T``; its writes must also carry the
-session's CSRF token). No valid token: 401, except for the public paths (``/healthz``, ``/version``) and, on a
-server in anonymous mode (``--auth anonymous``, loopback only), where a caller without a recognised token acts as
-the administrator. A path to a job's Ray dashboard that carries a capability (:mod:`flexq.server.raycap`) is
-authorized by it alone, whatever else the request presents; one that carries an invalid one is refused. A caller
-whose role may not do what it
+``flexq-token`` cookie (the dashboard in a browser, signed in with ``/ui/?code=C``, a one-time code a token's holder
+asks for at :data:`SIGN_IN_CODES`, or ``/ui/?token=T``; its writes must also carry the session's CSRF token). No
+valid token: 401, except for the public paths (``/healthz``, ``/version``) and, on a server in anonymous mode
+(``--auth anonymous``, loopback only), where a caller without a recognised token acts as the administrator. A path
+to a job's Ray dashboard that carries a capability (:mod:`flexq.server.raycap`) is authorized by it alone, whatever
+else the request presents; one that carries an invalid one is refused. A caller whose role may not do what it
 asks: 403, worded as Kubernetes words it (verb, resource, API group, namespace). The caller is left in the
 request's state (``request.state.identity``) for handlers that authorize per object.
 """
@@ -125,6 +125,9 @@ def google_error(code: int, message: str) -> dict[str, Any]:
 
 
 _COOKIE_AGE: Final = 12 * 3600
+SIGN_IN_CODES: Final = "/flexq/v1/sign-in-codes"
+"""``POST`` with a token: a code that signs a browser in once, within :data:`_CODE_AGE` seconds (``/ui/?code=C``)."""
+_CODE_AGE: Final = 60.0
 
 
 class AuthMiddleware:
@@ -132,6 +135,22 @@ class AuthMiddleware:
         self.app = app
         self.auth = auth
         self._ray_key: bytes | None = None
+        self._codes: dict[str, tuple[str, float]] = {}
+        """Sign-in code -> (the token it stands for, when it expires): what ``flexq dashboard`` gives the browser
+        instead of the token, so that the address it opens over plain HTTP carries nothing a program that took the
+        port could use."""
+
+    def _new_code(self, token: str) -> str:
+        now = time.monotonic()
+        self._codes = {c: (t, until) for c, (t, until) in self._codes.items() if until > now}
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = (token, now + _CODE_AGE)
+        return code
+
+    def _redeem(self, code: str) -> str:
+        """The token a code stands for (once; empty where the code is unknown or expired)."""
+        token, until = self._codes.pop(code, ("", 0.0))
+        return token if until > time.monotonic() else ""
 
     def _capability(self, path: str) -> bool | None:
         """Whether the Ray dashboard capability ``path`` carries is valid; None where it carries none."""
@@ -158,11 +177,15 @@ class AuthMiddleware:
                 await reply(scope, send, 403, status_body(403, "Forbidden", "this Ray dashboard address has expired "
                                                           "or is not valid: open it again from the job's page"))
             return
-        if scope["type"] == "http" and path.startswith("/ui") and "token" in query:
-            await self._sign_in(scope, send, path, query["token"])
+        if scope["type"] == "http" and path.startswith("/ui") and ("token" in query or "code" in query):
+            await self._sign_in(scope, send, path, query.get("token") or self._redeem(query.get("code", "")))
             return
         presented = _presented(scope)
         who = self.auth.identify(presented.token)
+        if scope["type"] == "http" and path == SIGN_IN_CODES and method == "POST" and who is not None \
+                and presented.token and not presented.by_cookie:
+            await reply(scope, send, 201, {"code": self._new_code(presented.token), "expiresInSeconds": _CODE_AGE})
+            return
         if who is None:
             if path in PUBLIC_PATHS:
                 await self.app(scope, receive, send)
@@ -188,11 +211,13 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
     async def _sign_in(self, scope: Scope, send: Send, path: str, token: str) -> None:
-        """``/ui/...?token=T`` (what ``flexq dashboard`` prints where tokens are required): the token becomes an
-        HttpOnly cookie, so that the pages and their event stream, which cannot send headers, are authorized,
-        and the browser is sent on to the address without it."""
-        if self.auth.book.identify(token) is None:
-            await reply(scope, send, 401, status_body(401, "Unauthorized", "Unauthorized"))
+        """``/ui/...?code=C`` (what ``flexq dashboard`` prints where tokens are required) or ``?token=T``: the token
+        becomes an HttpOnly cookie, so that the pages and their event stream, which cannot send headers, are
+        authorized, and the browser is sent on to the address without it."""
+        if not token or self.auth.book.identify(token) is None:
+            await reply(scope, send, 401, status_body(401, "Unauthorized", "Unauthorized: the sign-in address has "
+                                                                           "expired or was used: run flexq "
+                                                                           "dashboard again"))
             return
         secure = "; Secure" if scope.get("scheme") == "https" else ""
         cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={_COOKIE_AGE}{secure}"
