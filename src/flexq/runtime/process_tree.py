@@ -296,14 +296,26 @@ class ProcessTree:
                 self.signal(signal.SIGKILL)
             time.sleep(0.05)
 
-    def remove(self) -> None:
-        """Remove the tree's cgroups (once its processes are gone; a cgroup still populated is left)."""
+    def remove(self, wait: float = 3.0) -> None:
+        """Remove the tree's cgroups once its processes are gone: a cgroup still holds a killed process until that
+        process is reaped (by its parent, or by init once its parent is gone), so an empty-looking cgroup that is
+        still busy is tried again for up to ``wait`` seconds, and left if it is still busy then."""
+        deadline = time.monotonic() + wait
         for folder in self.groups.values():
             for inner in sorted(folder.glob("**/"), key=lambda p: -len(p.parts)):
+                if inner == folder:
+                    continue
                 with contextlib.suppress(OSError):
                     inner.rmdir()
-            try:
-                folder.rmdir()
-            except OSError as exc:
-                if exc.errno not in (errno.ENOENT, errno.EBUSY):
-                    raise
+            while True:
+                try:
+                    folder.rmdir()
+                    break
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT:
+                        break
+                    if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                        if exc.errno == errno.EBUSY:
+                            break
+                        raise
+                    time.sleep(0.05)
