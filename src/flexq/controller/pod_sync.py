@@ -16,6 +16,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     from flexq.controller.queue_state import ControllerState
 
 __all__ = ["PodIntegration"]
+
+log = logging.getLogger("flexq.controller")
 
 _COMPONENT: Final = COMPONENT
 
@@ -199,7 +202,10 @@ class PodIntegration:
         uid = _uid(pod)
         run = self.running.pop(uid, None)
         if run is not None:
-            run.remove()
+            try:
+                run.remove()
+            except OSError as exc:  # what it leaves is left; the pod's workload still goes
+                log.warning("pod %s/%s: its run could not be cleared away: %s", _ns(pod), pod["metadata"]["name"], exc)
         elif self.state.runtime is not None:  # its run ended (or was stopped) earlier: what it left goes now
             shutil.rmtree(self._workdir(pod), ignore_errors=True)
             shutil.rmtree(self._run_dir(pod), ignore_errors=True)

@@ -167,10 +167,23 @@ def exit_status(path: Path) -> int | None:
 def _members(folder: Path) -> list[int]:
     """The processes in the cgroup ``folder`` and the cgroups beneath it."""
     pids: set[int] = set()
-    for procs in folder.glob("**/cgroup.procs"):
+    for procs in _walk(folder, "cgroup.procs"):
         with contextlib.suppress(OSError):
             pids.update(int(p) for p in procs.read_text(encoding="ascii").split())
     return sorted(pids)
+
+
+def _walk(folder: Path, name: str = "") -> list[Path]:
+    """``folder`` and the cgroups beneath it, deepest first (with ``name``: that file in each); none once the tree is
+    gone, even where another thread removes it while it is walked."""
+    found: list[Path] = []
+    try:
+        for root, _dirs, _files in os.walk(folder):
+            found.append(Path(root))
+    except OSError:
+        pass
+    found.sort(key=lambda p: -len(p.parts))
+    return [p / name for p in found] if name else found
 
 
 def pid_alive(pid: int) -> bool:
@@ -302,11 +315,10 @@ class ProcessTree:
         still busy is tried again for up to ``wait`` seconds, and left if it is still busy then."""
         deadline = time.monotonic() + wait
         for folder in self.groups.values():
-            for inner in sorted(folder.glob("**/"), key=lambda p: -len(p.parts)):
-                if inner == folder:
-                    continue
-                with contextlib.suppress(OSError):
-                    inner.rmdir()
+            for inner in _walk(folder):
+                if inner != folder:
+                    with contextlib.suppress(OSError):
+                        inner.rmdir()
             while True:
                 try:
                     folder.rmdir()
