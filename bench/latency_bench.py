@@ -34,16 +34,7 @@ def _ms(samples: list[float]) -> dict[str, float]:
 def measure(workers: int, requests: int, tmp: Path) -> dict[str, dict[str, float]]:
     server = Server(tmp / f"home-{workers}", None, None, workers)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                token = server.token()
-                if httpx.get(f"{server.base}/healthz", timeout=1).status_code == 200:
-                    break
-            except (httpx.HTTPError, FileNotFoundError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        token = server.ready()
         cm = f"{server.base}/api/v1/namespaces/default/configmaps"
         kinds = {
             "get": lambda c, i: c.get(f"{cm}/seed"),

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import yaml
 from live_report import markdown, release_phases, timeline
 from live_steps import controller_steps
@@ -145,6 +146,20 @@ class Server:
         if token is None:
             raise FileNotFoundError(f"no administrator's token under {self.home} yet")
         return token
+
+    def ready(self, timeout: float = 60.0) -> str:
+        """Wait until the server answers its ``/healthz`` (``timeout`` seconds at most; an exited server at once);
+        return the administrator's token."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                token = self.token()
+                if httpx.get(f"{self.base}/healthz", timeout=1).status_code == 200:
+                    return token
+            except (httpx.HTTPError, FileNotFoundError):
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise
+                time.sleep(0.1)
 
     def pid(self) -> int:
         """The server's own process (py-spy's child when profiling)."""

@@ -152,16 +152,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="flexq-flood-") as tmp:
         server = Server(Path(tmp) / "home", None, None, args.workers)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    token = server.token()
-                    if httpx.get(f"{server.base}/healthz", timeout=1).status_code == 200:
-                        break
-                except (httpx.HTTPError, FileNotFoundError):
-                    if time.monotonic() > deadline or server.process.poll() is not None:
-                        raise
-                    time.sleep(0.1)
+            token = server.ready()
             with httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
                 fill(c, args.megabytes)
                 tokens = developers(c, -(-args.watches // args.per_user))

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tests import forks
-from tests.cli.test_local_socket import listening
 from tests.conftest import Server, free_port, free_port_pair, start_server, stop_server
+from tests.support.sockets import listening
 
 pytestmark = pytest.mark.skipif(shutil.which("gcloud") is None, reason="gcloud is not installed")
 

@@ -4,7 +4,6 @@ answers the server's own user and root only."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -12,8 +11,6 @@ import signal
 import socket
 import ssl
 import tempfile
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,57 +21,9 @@ from flexq.config import listen_record, local_socket
 from flexq.server.tls import ensure_certificates
 from tests import forks
 from tests.conftest import Server, free_port, free_port_pair, start_server, stop_server
+from tests.support.sockets import listening
 
 TOKEN = "flexq-test-token"
-
-
-class Listener:
-    """What a program that took a port would see: every byte sent to ``127.0.0.1:port``."""
-
-    def __init__(self, port: int, answer_at_once: bool = False) -> None:
-        self.answer_at_once = answer_at_once
-        """Answer (in plain HTTP) what first comes, not only a whole request: a TLS client's hello fails at once."""
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.received = bytearray()
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self.connections += 1
-            with conn:
-                conn.settimeout(1)
-                with contextlib.suppress(OSError):
-                    while chunk := conn.recv(65536):
-                        self.received += chunk
-                        if b"\r\n\r\n" in self.received or self.answer_at_once:
-                            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                                         b"content-length: 13\r\n\r\n{\"items\": []}")
-                            break
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sock.close()
-
-
-@contextlib.contextmanager
-def listening(port: int, answer_at_once: bool = False) -> Iterator[Listener]:
-    listener = Listener(port, answer_at_once)
-    try:
-        yield listener
-    finally:
-        listener.close()
 
 
 @pytest.mark.parametrize("how", ["stopped", "killed"])

@@ -36,6 +36,7 @@ from flexq.server.watch import PIECE, _pieces_of
 from flexq.server.watchers import Listing, Listings, Tally
 from flexq.store import Change, ChangeType, Key, Store
 from tests.server.inprocess import serving
+from tests.support.sockets import seconds_until_closed
 
 SHORT = Limits(header_seconds=0.5, header_bytes=64 * 1024, body_idle_seconds=0.5, write_stall_seconds=60.0)
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
@@ -254,24 +255,10 @@ def test_frames_go_in_pieces_of_bounded_size(sizes: list[int], pieces: list[int]
 ])
 def test_headers_that_do_not_come_in_time_end_their_connection(sent: list[bytes]) -> None:
     """Every 0.2 s a little more, never done (or nothing): closed, unanswered, once the header limit has passed."""
-    closed_after: float | None = None
     with _served(create_app(ObjectService(Store()))) as url:
         sock = _connect(url)
         try:
-            started = time.monotonic()
-            for part in [*sent, *[b""] * 20][:20]:
-                try:
-                    if part:
-                        sock.sendall(part)
-                    sock.settimeout(0.2)
-                    if sock.recv(4096) == b"":
-                        closed_after = time.monotonic() - started
-                        break
-                except TimeoutError:
-                    continue
-                except OSError:
-                    closed_after = time.monotonic() - started
-                    break
+            closed_after = seconds_until_closed(sock, [*sent, *[b""] * 20][:20], every=0.2)
         finally:
             sock.close()
     assert closed_after is not None and 0.4 < closed_after < 1.5, closed_after

@@ -10,12 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import start_server, stop_server
+from tests.support.sockets import seconds_until_closed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,21 +52,9 @@ def test_a_client_that_sends_its_headers_slowly_is_let_go(tmp_path: Path) -> Non
     try:
         host, port = srv.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as sock:
-            sock.settimeout(1)
-            started = time.monotonic()
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
-            closed_after = None
-            for n in range(30):
-                try:
-                    sock.sendall(f"X-Slow-{n}: 1\r\n".encode())
-                    if sock.recv(1) == b"":
-                        closed_after = time.monotonic() - started
-                        break
-                except TimeoutError:
-                    continue
-                except OSError:
-                    closed_after = time.monotonic() - started
-                    break
+            request = [b"GET /healthz HTTP/1.1\r\nHost: x\r\n"] + [b""] * 29
+            closed_after = seconds_until_closed(sock, [start + f"X-Slow-{n}: 1\r\n".encode()
+                                                       for n, start in enumerate(request)], every=1)
     finally:
         stop_server(srv)
     assert closed_after is not None and 9 < closed_after < 14, closed_after

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from flexq.config import write_private
 from flexq.errors import FlexqError
 
 __all__ = ["DEFAULT_UIDS", "DEFAULT_USER", "JobUser", "JobUserError", "choose_uids", "configure", "job_environment",
@@ -176,22 +177,13 @@ def _uid_of(namespace: str, home: Path | None) -> int:
         if namespace in _TAKEN:
             return _TAKEN[namespace]
         used = set(_TAKEN.values())
-        for uid in _UIDS:
-            if uid in used:
-                continue
-            try:
-                pwd.getpwuid(uid)
-            except KeyError:
-                break
-        else:
+        uid = next((uid for uid in _UIDS if uid not in used and _free_uid(uid)), None)
+        if uid is None:
             raise JobUserError(f"no uid is left for the jobs of namespace {namespace}: the range {_UIDS.start}-"
                                f"{_UIDS.stop - 1} is used up (--job-uids)")
         _TAKEN[namespace] = uid
         if path is not None:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            partial = path.with_name(path.name + ".partial")
-            partial.write_text(json.dumps(_TAKEN, sort_keys=True), encoding="utf-8")
-            os.replace(partial, path)
+            write_private(path, json.dumps(_TAKEN, sort_keys=True))
         return uid
 
 

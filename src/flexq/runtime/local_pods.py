@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from flexq.api import parse_quantity
+from flexq.config import write_private
 from flexq.runtime.job_user import job_user
 from flexq.runtime.process_tree import Limits, ProcessTree, exit_status, pid_alive
 from flexq.runtime.rayjob import END_MARKER
@@ -214,21 +215,27 @@ class LocalPod:
                 self.workdir.unlink()
         self.workdir.mkdir(mode=0o700, parents=True)
         job_user(self.namespace).give(self.workdir)  # its commands' own directory, and nothing else of the server's
-        self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                               0o600)
+        self._open_log()
 
-    def _note(self, text: str) -> None:
-        """A line of flexq's own in the pod's log."""
+    def _open_log(self) -> None:
+        """The pod's log, open for appending (its containers' output goes to this descriptor)."""
         if self._log_fd < 0:
             self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW |
                                    os.O_CLOEXEC, 0o600)
+
+    def _close_log(self) -> None:
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+            self._log_fd = -1
+
+    def _note(self, text: str) -> None:
+        """A line of flexq's own in the pod's log."""
+        self._open_log()
         os.write(self._log_fd, text.encode())
 
     def _save(self) -> None:
-        """The run's record, written atomically in the server's folder."""
-        partial = self.run_dir / (_RECORD + ".partial")
-        partial.write_text(json.dumps(self._record, sort_keys=True), encoding="utf-8")
-        os.replace(partial, self.run_dir / _RECORD)
+        """The run's record, written whole or not at all in the server's folder."""
+        write_private(self.run_dir / _RECORD, json.dumps(self._record, sort_keys=True))
 
     def stop(self, wait: float = 10.0, abandon: bool = False) -> None:
         """Kill every process of the pod's tree; no status is written after this. ``abandon``: the server is going
@@ -331,9 +338,7 @@ class LocalPod:
             self.tree.remove()
         with contextlib.suppress(OSError):
             self._note(END_MARKER)
-        if self._log_fd >= 0:
-            os.close(self._log_fd)
-            self._log_fd = -1
+        self._close_log()
         self.done.set()
 
     def _spawn(self, container: Mapping[str, Any], slot: str) -> subprocess.Popen[bytes]:
@@ -385,8 +390,7 @@ class LocalPod:
 
     def start_following(self) -> None:
         """Follow the run :meth:`resume` found (no process is started)."""
-        self._log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                               0o600)
+        self._open_log()
         self._thread.start()
 
     def _follow(self) -> None:

@@ -322,12 +322,13 @@ class ProcessTree:
             while True:
                 try:
                     folder.rmdir()
+                except FileNotFoundError:
                     break
                 except OSError as exc:
-                    if exc.errno == errno.ENOENT:
-                        break
-                    if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                        if exc.errno == errno.EBUSY:
-                            break
+                    if exc.errno != errno.EBUSY:
                         raise
+                    if time.monotonic() > deadline:
+                        break  # still busy: left behind
                     time.sleep(0.05)
+                else:
+                    break

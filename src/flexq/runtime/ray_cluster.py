@@ -239,6 +239,14 @@ class LocalRayCluster:
         partial.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
         os.replace(partial, self.record_path)
 
+    def _process_tree(self) -> ProcessTree:
+        """The cgroup the cluster's processes start in: made with the head (a cluster found again after a restart
+        keeps its own; one recorded by a server that made none gets one for the workers it adds)."""
+        if self.tree is None:
+            self.tree = ProcessTree.create(f"ray-{self.temp_dir.name if self.temp_dir else 'cluster'}",
+                                           Limits(pids=_CLUSTER_PIDS))
+        return self.tree
+
     def _user(self) -> JobUser:
         """Who the cluster's processes run as: the user of its object's namespace."""
         namespace = self.record.get("namespace")
@@ -320,10 +328,8 @@ class LocalRayCluster:
                 self.temp_dir = None
                 raise RayStartError(_STOPPED_WHILE_STARTING)
             log = (temp / "ray-start.log").open("wb")
-            if self.tree is None:
-                self.tree = ProcessTree.create(f"ray-{temp.name}", Limits(pids=_CLUSTER_PIDS))
-            self.process = process = self.tree.spawn(command, cwd=None, env=env, stdout=log,
-                                                     user=user.credentials(), status=None)
+            self.process = process = self._process_tree().spawn(command, cwd=None, env=env, stdout=log,
+                                                                user=user.credentials(), status=None)
             log.close()
             self.save_record()
         self._await_dashboard(process, temp, timeout, cancel)
@@ -386,12 +392,8 @@ class LocalRayCluster:
         if resources:
             command.append(f"--resources={json.dumps(resources)}")
         log = (temp / "ray-start.log").open("wb")
-        if self.tree is not None:
-            process: SessionProcess = self.tree.spawn(command, cwd=None, env=env, stdout=log,
-                                                      user=user.credentials(), status=None)
-        else:
-            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True, **user.spawn_options())
+        process = self._process_tree().spawn(command, cwd=None, env=env, stdout=log, user=user.credentials(),
+                                             status=None)
         log.close()
         self.workers[name] = (process, temp)
         self.save_record()

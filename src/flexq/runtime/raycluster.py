@@ -103,7 +103,6 @@ class RayClusterRun:
             self.elastic.resize(counts)
 
     def _append(self, text: str) -> None:
-        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
 
@@ -113,6 +112,7 @@ class RayClusterRun:
             self._notes.clear()
 
     def _run(self) -> None:
+        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             self._serve()
         except Exception as exc:  # a failure of the run is the cluster's status, never the server's

@@ -143,7 +143,6 @@ class RayJobRun:
             self.elastic.resize(counts)
 
     def _append(self, text: str) -> None:
-        self.log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as fh:
             fh.write(text)
         if self._written:

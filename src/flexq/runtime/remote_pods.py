@@ -11,9 +11,7 @@ images are not run here is.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
-import shutil
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -46,11 +44,6 @@ class RemotePod(LocalPod):
         """Its log in the server's folder; nothing runs on this machine, so no process tree is made."""
         self._prepare()
         self._thread.start()
-
-    def remove(self) -> None:
-        self.stop(wait=2.0)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def stop(self, wait: float = 10.0, abandon: bool = False) -> None:
         """Stop the pod's jobs on the cluster; no status is written after this."""
@@ -100,9 +93,7 @@ class RemotePod(LocalPod):
                                                                         "message": str(exc)}} for c in containers})
         finally:
             self._log(END_MARKER)
-            if self._log_fd >= 0:
-                os.close(self._log_fd)
-                self._log_fd = -1
+            self._close_log()
             self.done.set()
 
     def _submit(self, container: Mapping[str, Any]) -> str:

@@ -82,9 +82,10 @@ def _writable(home: Path) -> None:
             tempfile.TemporaryFile(dir=home).close()
             return
         above = next(p for p in home.absolute().parents if p.exists())
-        if not os.access(above, os.W_OK | os.X_OK) or os.statvfs(above).f_flag & os.ST_RDONLY:
-            raise OSError(errno.EROFS if os.statvfs(above).f_flag & os.ST_RDONLY else errno.EACCES,
-                          f"{above} cannot be written")
+        if os.statvfs(above).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EROFS, f"{above} is on a read-only file system")
+        if not os.access(above, os.W_OK | os.X_OK):
+            raise OSError(errno.EACCES, f"{above} cannot be written")
     except OSError as exc:
         raise StoreOptionError(f"FLEXQ_HOME {home} cannot be written ({exc.strerror or exc}): the server keeps its "
                                "store, tokens and logs there; choose another with --home") from None
