@@ -27,6 +27,7 @@ import pytest
 from flexq.runtime.beneath import OutsideError, read_beneath, write_beneath
 from flexq.runtime.environment import EnvironmentError_, prepare
 from flexq.runtime.process_tree import ProcessTree, cgroup_root
+from flexq.runtime.ray_cluster import _start_log
 from tests import admin
 from tests.conftest import Server, free_port_pair, start_server, stop_server
 from tests.server.test_job_isolation import SETUP as ISOLATION_SETUP
@@ -248,6 +249,24 @@ def test_reads_and_writes_beneath_follow_no_link(jobdir: Path) -> None:
         write_beneath(jobdir, "sub/new/file", b"made")
         assert (jobdir / "sub" / "new" / "file").read_bytes() == b"made"
         assert outside.read_text() == "secret"
+    finally:
+        outside.unlink()
+
+
+def test_a_link_where_ray_start_logs_truncates_nothing(jobdir: Path) -> None:
+    """A program of the job's user may put a link where the server makes ``ray start``'s log in a temp dir it gave
+    that user: the log is made new, through no link, and what the link names is left as it was."""
+    outside = jobdir.parent / f"{jobdir.name}-shadow"
+    outside.write_text("root's")
+    try:
+        os.symlink(outside, jobdir / "ray-start.log")
+        with pytest.raises(OSError):
+            _start_log(jobdir)
+        assert outside.read_text() == "root's"
+        (jobdir / "ray-start.log").unlink()
+        with _start_log(jobdir) as log:
+            log.write(b"started")
+        assert (jobdir / "ray-start.log").read_bytes() == b"started"
     finally:
         outside.unlink()
 

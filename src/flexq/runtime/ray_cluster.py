@@ -33,12 +33,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import IO, Any, Final, Protocol
 
 import httpx
 
 from flexq.errors import FlexqError
-from flexq.runtime.beneath import read_beneath
+from flexq.runtime.beneath import open_beneath, read_beneath
 from flexq.runtime.emulation import Accelerators
 from flexq.runtime.job_user import JobUser, job_environment, job_user
 from flexq.runtime.process_tree import Limits, ProcessTree
@@ -327,7 +327,7 @@ class LocalRayCluster:
                 shutil.rmtree(temp, ignore_errors=True)
                 self.temp_dir = None
                 raise RayStartError(_STOPPED_WHILE_STARTING)
-            log = (temp / "ray-start.log").open("wb")
+            log = _start_log(temp)
             self.process = process = self._process_tree().spawn(command, cwd=None, env=env, stdout=log,
                                                                 user=user.credentials(), status=None)
             log.close()
@@ -391,7 +391,7 @@ class LocalRayCluster:
                    f"--num-gpus={num_gpus}", f"--temp-dir={temp}", f"--labels={json.dumps({WORKER_LABEL: name})}"]
         if resources:
             command.append(f"--resources={json.dumps(resources)}")
-        log = (temp / "ray-start.log").open("wb")
+        log = _start_log(temp)
         process = self._process_tree().spawn(command, cwd=None, env=env, stdout=log, user=user.credentials(),
                                              status=None)
         log.close()
@@ -425,6 +425,12 @@ class LocalRayCluster:
                 self.temp_dir = None
         if self.record_path is not None:
             self.record_path.unlink(missing_ok=True)
+
+
+def _start_log(temp: Path) -> IO[bytes]:
+    """``ray start``'s log in a temp dir already given to the job's user: made new, beneath it, through no link (a
+    program of that user could have put one there to have the server truncate what it points at)."""
+    return os.fdopen(open_beneath(temp, "ray-start.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
 
 
 def _kill_session(process: SessionProcess, temp: Path, grace: float = 5.0) -> None:
